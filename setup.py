@@ -1,0 +1,19 @@
+"""Installs `bilm`: ELMo (the character-based biLM) for TensorFlow 2 and Keras 3."""
+from setuptools import find_packages, setup
+
+setup(
+    name="bilm",
+    version="0.1.0",
+    description="ELMo bidirectional language models for TensorFlow 2 and Keras 3: "
+    "train, load the published weights, embed, and use inside Keras models.",
+    packages=find_packages(include=["bilm", "bilm.*"]),
+    python_requires=">=3.9",
+    install_requires=[
+        "tensorflow>=2.16",
+        "numpy",
+        "h5py",
+        "tqdm",
+    ],
+    extras_require={"test": ["pytest"]},
+    scripts=[],
+)
