@@ -12,7 +12,6 @@ setup(
         "tensorflow>=2.16",
         "numpy",
         "h5py",
-        "tqdm",
     ],
     extras_require={"test": ["pytest"]},
     scripts=[],

@@ -1,0 +1,59 @@
+"""Highway layers (Srivastava et al., 2015) as the original biLM uses them."""
+import keras
+import tensorflow as tf
+
+from bilm.initializers import dense_initializer
+
+
+@keras.saving.register_keras_serializable(package="bilm")
+class Highway(keras.layers.Layer):
+    """A stack of highway layers over the last axis.
+
+    Each layer: `g = sigmoid(x W_carry + b_carry)`,
+    `t = relu(x W_transform + b_transform)`, `x = g * t + (1 - g) * x`.
+    The carry bias starts at -2.0 (mostly carry the input at first).
+
+    Args:
+        n_layers: number of highway layers (0 is the identity).
+
+    Call arguments:
+        inputs: float tensor `(..., features)`.
+
+    Returns:
+        float tensor of the same shape.
+    """
+
+    def __init__(self, n_layers, **kwargs):
+        super().__init__(**kwargs)
+        self.n_layers = n_layers
+
+    def build(self, input_shape):
+        features = input_shape[-1]
+        self.carry_kernels, self.carry_biases = [], []
+        self.transform_kernels, self.transform_biases = [], []
+        for k in range(self.n_layers):
+            self.carry_kernels.append(self.add_weight(
+                name=f"carry_kernel_{k}", shape=(features, features), initializer=dense_initializer(features)))
+            self.carry_biases.append(self.add_weight(
+                name=f"carry_bias_{k}", shape=(features,), initializer=keras.initializers.Constant(-2.0)))
+            self.transform_kernels.append(self.add_weight(
+                name=f"transform_kernel_{k}", shape=(features, features), initializer=dense_initializer(features)))
+            self.transform_biases.append(self.add_weight(
+                name=f"transform_bias_{k}", shape=(features,), initializer="zeros"))
+
+    def call(self, inputs):
+        # One 2-D matmul over all leading axes is faster than a batched one.
+        x = tf.reshape(inputs, [-1, tf.shape(inputs)[-1]])
+        for k in range(self.n_layers):
+            gate = tf.sigmoid(tf.matmul(x, self.carry_kernels[k]) + self.carry_biases[k])
+            transform = tf.nn.relu(tf.matmul(x, self.transform_kernels[k]) + self.transform_biases[k])
+            x = gate * transform + (1.0 - gate) * x
+        return tf.reshape(x, tf.shape(inputs))
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"n_layers": self.n_layers})
+        return config

@@ -1,0 +1,152 @@
+"""The biLM's LSTM: TF1 `LSTMCell` with projection and clipping, over a sequence.
+
+Gate layout is kept as in the original weight files (`i, j, f, o`, forget
+bias 1.0 added at run time, state `(c, h)`), so the file edge only splits
+`W_0` into its input and recurrent halves.
+"""
+import keras
+import tensorflow as tf
+
+
+@keras.saving.register_keras_serializable(package="bilm")
+class ProjectedLSTM(keras.layers.Layer):
+    """One LSTM layer with an optional projection, run over whole sequences.
+
+    With `z = x_t W_x + h_{t-1} W_h + b` split as `i, j, f, o`:
+    `c_t = clip(sigmoid(f + 1) * c_{t-1} + sigmoid(i) * tanh(j), cell_clip)`,
+    `m_t = sigmoid(o) * tanh(c_t)`, `h_t = clip(m_t W_p, proj_clip)` (or
+    `h_t = m_t` without projection).
+
+    The input half `x W_x + b` is one matmul over all time steps; only the
+    recurrence runs step by step, inside a compiled `tf.while_loop`. Steps
+    at or beyond a row's length leave the state unchanged and output zeros.
+    With `go_backwards=True` each row is read reversed *within its own
+    length* and the outputs are put back in input order.
+
+    Args:
+        units: LSTM cell size (`dim`).
+        projection_dim: output size; `None` or `units` means no projection.
+        cell_clip: clip the cell state to `[-cell_clip, cell_clip]`, or None.
+        proj_clip: clip the projected output, or None.
+        go_backwards: read each row right to left within its length.
+
+    Call arguments:
+        inputs: float `(batch, time, input_dim)`.
+        lengths: int `(batch,)`, the number of valid steps of each row.
+        initial_state: optional `[c (batch, units), h (batch, output_dim)]`;
+            zeros when omitted.
+
+    Returns:
+        `(outputs, final_c, final_h)`: `(batch, time, output_dim)`,
+        `(batch, units)`, `(batch, output_dim)`, the final state taken at
+        each row's last valid step.
+    """
+
+    def __init__(self, units, projection_dim=None, cell_clip=None, proj_clip=None,
+                 go_backwards=False, **kwargs):
+        super().__init__(**kwargs)
+        self.units = units
+        self.projection_dim = projection_dim
+        self.cell_clip = cell_clip
+        self.proj_clip = proj_clip
+        self.go_backwards = go_backwards
+        self.use_projection = projection_dim is not None and projection_dim != units
+        self.output_dim = projection_dim if self.use_projection else units
+
+    def build(self, input_shape):
+        input_dim = input_shape[-1]
+        # The original initialises all of W_0 = [W_x; W_h] with one
+        # glorot-uniform draw over (input_dim + output_dim, 4 * units).
+        limit = (6.0 / (input_dim + self.output_dim + 4 * self.units)) ** 0.5
+        init = keras.initializers.RandomUniform(-limit, limit)
+        self.input_kernel = self.add_weight(name="input_kernel", shape=(input_dim, 4 * self.units), initializer=init)
+        self.recurrent_kernel = self.add_weight(
+            name="recurrent_kernel", shape=(self.output_dim, 4 * self.units), initializer=init)
+        self.bias = self.add_weight(name="bias", shape=(4 * self.units,), initializer="zeros")
+        if self.use_projection:
+            self.projection_kernel = self.add_weight(
+                name="projection_kernel", shape=(self.units, self.output_dim),
+                initializer="glorot_uniform")
+        else:
+            self.projection_kernel = None
+
+    def call(self, inputs, lengths, initial_state=None):
+        lengths = tf.cast(lengths, tf.int32)
+        batch = tf.shape(inputs)[0]
+        if initial_state is None:
+            c0 = tf.zeros([batch, self.units], inputs.dtype)
+            h0 = tf.zeros([batch, self.output_dim], inputs.dtype)
+        else:
+            c0, h0 = initial_state
+        if self.go_backwards:
+            inputs = tf.reverse_sequence(inputs, lengths, seq_axis=1, batch_axis=0)
+        input_dim = tf.shape(inputs)[-1]
+        # (batch, time, 4 * units) input half of the gates, one matmul.
+        gates_x = tf.reshape(
+            tf.matmul(tf.reshape(inputs, [-1, input_dim]), self.input_kernel) + self.bias,
+            [batch, tf.shape(inputs)[1], 4 * self.units])
+        outputs, c, h = lstm_recurrence(
+            gates_x, lengths, c0, h0, self.recurrent_kernel,
+            self.projection_kernel, self.cell_clip, self.proj_clip)
+        if self.go_backwards:
+            outputs = tf.reverse_sequence(outputs, lengths, seq_axis=1, batch_axis=0)
+        return outputs, c, h
+
+    def compute_output_shape(self, inputs_shape, lengths_shape, initial_state_shape=None):
+        batch, time = inputs_shape[0], inputs_shape[1]
+        return (batch, time, self.output_dim), (batch, self.units), (batch, self.output_dim)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({
+            "units": self.units,
+            "projection_dim": self.projection_dim,
+            "cell_clip": self.cell_clip,
+            "proj_clip": self.proj_clip,
+            "go_backwards": self.go_backwards,
+        })
+        return config
+
+
+@tf.function(reduce_retracing=True)
+def lstm_recurrence(gates_x, lengths, c0, h0, recurrent_kernel, projection_kernel,
+                    cell_clip, proj_clip):
+    """Runs the LSTM recurrence given the precomputed input half of the gates.
+
+    Args:
+        gates_x: `(batch, time, 4 * units)`, `x W_x + b` in `i, j, f, o` order.
+        lengths: `(batch,)` valid steps per row.
+        c0, h0: `(batch, units)`, `(batch, output_dim)` initial state.
+        recurrent_kernel: `(output_dim, 4 * units)`.
+        projection_kernel: `(units, output_dim)` or None.
+        cell_clip, proj_clip: Python floats or None.
+
+    Returns:
+        outputs `(batch, time, output_dim)` (zeros at padded steps), and the
+        final `c`, `h` at each row's last valid step.
+    """
+    time = tf.shape(gates_x)[1]
+    gates_tm = tf.transpose(gates_x, [1, 0, 2])
+    outputs_ta = tf.TensorArray(gates_x.dtype, size=time, element_shape=h0.shape)
+
+    def step(t, c, h, outputs_ta):
+        z = gates_tm[t] + tf.matmul(h, recurrent_kernel)
+        i, j, f, o = tf.split(z, 4, axis=1)
+        new_c = tf.sigmoid(f + 1.0) * c + tf.sigmoid(i) * tf.tanh(j)
+        if cell_clip is not None:
+            new_c = tf.clip_by_value(new_c, -cell_clip, cell_clip)
+        new_h = tf.sigmoid(o) * tf.tanh(new_c)
+        if projection_kernel is not None:
+            new_h = tf.matmul(new_h, projection_kernel)
+            if proj_clip is not None:
+                new_h = tf.clip_by_value(new_h, -proj_clip, proj_clip)
+        valid = tf.expand_dims(t < lengths, 1)
+        c = tf.where(valid, new_c, c)
+        h = tf.where(valid, new_h, h)
+        outputs_ta = outputs_ta.write(t, tf.where(valid, new_h, tf.zeros_like(new_h)))
+        return t + 1, c, h, outputs_ta
+
+    _, c, h, outputs_ta = tf.while_loop(
+        lambda t, *_: t < time, step, (tf.constant(0), c0, h0, outputs_ta))
+    outputs = tf.transpose(outputs_ta.stack(), [1, 0, 2])
+    return outputs, c, h

@@ -1,0 +1,204 @@
+"""`options.json`: parsed once, at the edge, into typed constructor arguments.
+
+The file format is the original bilm-tf one (see SPEC.md):
+`{"lstm": {...}, "char_cnn": {...}, <training keys>...}`. Layers never see
+the raw dict; they receive the fields of `BiLMOptions`.
+"""
+import dataclasses
+import json
+import os
+from typing import Optional, Tuple
+
+ACTIVATIONS = ("relu", "tanh")
+
+
+class OptionsError(ValueError):
+    """An options file or dict is missing a key or has a bad value."""
+
+
+@dataclasses.dataclass(frozen=True)
+class CharCNNOptions:
+    """The character CNN token encoder's hyperparameters.
+
+    `filters` is a tuple of `(width, num_filters)` pairs. `n_characters` is
+    261 for training (unshifted ids) or 262 for prediction (ids shifted by
+    +1 so that 0 is padding).
+    """
+
+    activation: str
+    embedding_dim: int
+    filters: Tuple[Tuple[int, int], ...]
+    max_characters_per_token: int
+    n_characters: int
+    n_highway: int
+
+    @property
+    def n_filters(self):
+        """F: the width of the concatenated CNN features."""
+        return sum(num for _, num in self.filters)
+
+
+@dataclasses.dataclass(frozen=True)
+class BiLMOptions:
+    """All of `options.json`, typed. `char_cnn` is None for token inputs.
+
+    `raw` keeps the dict as read (training keys included) so that writing
+    the options back loses nothing.
+    """
+
+    lstm_dim: int
+    projection_dim: int
+    n_layers: int
+    cell_clip: Optional[float]
+    proj_clip: Optional[float]
+    use_skip_connections: bool
+    char_cnn: Optional[CharCNNOptions]
+    raw: dict = dataclasses.field(compare=False, repr=False)
+    source: str = dataclasses.field(default="<dict>", compare=False, repr=False)
+
+    @property
+    def use_character_inputs(self):
+        return self.char_cnn is not None
+
+    def get(self, key, default=None):
+        """A top-level training key (`batch_size`, `dropout`...) or `default`."""
+        return self.raw.get(key, default)
+
+    def to_dict(self):
+        """The options as a JSON-ready dict, in the original layout."""
+        return json.loads(json.dumps(self.raw))
+
+    def replace_raw(self, **updates):
+        """New options with top-level keys (or nested dicts) replaced."""
+        raw = self.to_dict()
+        raw.update(updates)
+        return BiLMOptions.from_dict(raw, source=self.source)
+
+    @classmethod
+    def from_dict(cls, raw, source="<dict>"):
+        """Validates `raw` (the parsed JSON) and returns `BiLMOptions`.
+
+        Raises `OptionsError` naming `source` and the offending key.
+        """
+        if not isinstance(raw, dict):
+            raise OptionsError(f"{source}: options must be a JSON object, got {type(raw).__name__}.")
+        lstm = _section(raw, "lstm", source)
+        lstm_dim = _int(lstm, "dim", source, "lstm")
+        projection_dim = _int(lstm, "projection_dim", source, "lstm")
+        if projection_dim > lstm_dim:
+            raise OptionsError(
+                f"{source}: lstm.projection_dim ({projection_dim}) must not exceed lstm.dim ({lstm_dim})."
+            )
+        char_cnn = None
+        if "char_cnn" in raw and raw["char_cnn"] is not None:
+            char_cnn = _char_cnn_options(_section(raw, "char_cnn", source), source)
+        return cls(
+            lstm_dim=lstm_dim,
+            projection_dim=projection_dim,
+            n_layers=_int(lstm, "n_layers", source, "lstm"),
+            cell_clip=_optional_float(lstm, "cell_clip", source),
+            proj_clip=_optional_float(lstm, "proj_clip", source),
+            use_skip_connections=bool(lstm.get("use_skip_connections", False)),
+            char_cnn=char_cnn,
+            raw=json.loads(json.dumps(raw)),
+            source=source,
+        )
+
+
+def load_options(options_file):
+    """Reads and validates an `options.json` file into `BiLMOptions`."""
+    if isinstance(options_file, BiLMOptions):
+        return options_file
+    if isinstance(options_file, dict):
+        return BiLMOptions.from_dict(options_file)
+    path = os.fspath(options_file)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"Options file not found: {path}")
+    try:
+        with open(path, encoding="utf-8") as f:
+            raw = json.load(f)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise OptionsError(f"{path} is not a valid JSON options file: {e}") from None
+    return BiLMOptions.from_dict(raw, source=path)
+
+
+def save_options(options, path):
+    """Writes options as JSON, atomically (temporary name, then rename)."""
+    raw = options.to_dict() if isinstance(options, BiLMOptions) else options
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(raw, f, indent=2, sort_keys=True)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+def _section(raw, key, source):
+    if key not in raw:
+        raise OptionsError(f"{source}: missing key '{key}'.")
+    value = raw[key]
+    if not isinstance(value, dict):
+        raise OptionsError(f"{source}: '{key}' must be an object, got {value!r}.")
+    return value
+
+
+def _int(section, key, source, prefix, minimum=1):
+    full = f"{prefix}.{key}"
+    if key not in section:
+        raise OptionsError(f"{source}: missing key '{full}'.")
+    value = section[key]
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise OptionsError(f"{source}: '{full}' must be an integer >= {minimum}, got {value!r}.")
+    return value
+
+
+def _optional_float(section, key, source):
+    value = section.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise OptionsError(f"{source}: 'lstm.{key}' must be a positive number or absent, got {value!r}.")
+    return float(value)
+
+
+def _char_cnn_options(cnn, source):
+    activation = cnn.get("activation")
+    if activation not in ACTIVATIONS:
+        raise OptionsError(
+            f"{source}: 'char_cnn.activation' must be one of {ACTIVATIONS}, got {activation!r}."
+        )
+    embedding = cnn.get("embedding")
+    if not isinstance(embedding, dict):
+        raise OptionsError(f"{source}: missing key 'char_cnn.embedding' (an object with 'dim').")
+    filters = cnn.get("filters")
+    if not isinstance(filters, (list, tuple)) or not filters:
+        raise OptionsError(f"{source}: 'char_cnn.filters' must be a non-empty list of [width, num], got {filters!r}.")
+    parsed = []
+    for i, pair in enumerate(filters):
+        ok = isinstance(pair, (list, tuple)) and len(pair) == 2 and all(
+            isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in pair
+        )
+        if not ok:
+            raise OptionsError(f"{source}: 'char_cnn.filters[{i}]' must be [width, num] positive integers, got {pair!r}.")
+        parsed.append((pair[0], pair[1]))
+    max_chars = _int(cnn, "max_characters_per_token", source, "char_cnn", minimum=3)
+    too_wide = [w for w, _ in parsed if w > max_chars]
+    if too_wide:
+        raise OptionsError(
+            f"{source}: filter widths {too_wide} exceed 'char_cnn.max_characters_per_token' ({max_chars})."
+        )
+    n_characters = _int(cnn, "n_characters", source, "char_cnn")
+    if n_characters not in (261, 262):
+        raise OptionsError(
+            f"{source}: 'char_cnn.n_characters' must be 261 (training) or 262 (prediction), got {n_characters}."
+        )
+    n_highway = cnn.get("n_highway") or 0
+    if isinstance(n_highway, bool) or not isinstance(n_highway, int) or n_highway < 0:
+        raise OptionsError(f"{source}: 'char_cnn.n_highway' must be a non-negative integer, got {n_highway!r}.")
+    return CharCNNOptions(
+        activation=activation,
+        embedding_dim=_int(embedding, "dim", source, "char_cnn.embedding"),
+        filters=tuple(parsed),
+        max_characters_per_token=max_chars,
+        n_characters=n_characters,
+        n_highway=n_highway,
+    )
