@@ -1,0 +1,330 @@
+"""Token and character vocabularies of the biLM (bilm-tf's `bilm/data.py`).
+
+A vocabulary file holds one token per line; the line number (after skipping
+`!!!MAXTERMID`) is the token id. Training needs `<S>`, `</S>` and `<UNK>`.
+
+Character ids are the token's UTF-8 bytes (0-255) truncated to
+`max_characters_per_token - 2` bytes, framed by `BOW_CHAR` (258) and
+`EOW_CHAR` (259) and right-padded with `PAD_CHAR` (260). The sentence
+boundary tokens are `[258, 256, 259, 260, ...]` (`<S>`) and
+`[258, 257, 259, 260, ...]` (`</S>`). All ids here are *unshifted*: the
+batchers add 1 so that 0 can mean "no token".
+"""
+import os
+
+import numpy as np
+
+BOS_CHAR = 256  # begin of sentence
+EOS_CHAR = 257  # end of sentence
+BOW_CHAR = 258  # begin of word
+EOW_CHAR = 259  # end of word
+PAD_CHAR = 260  # padding inside a token
+BOS_TOKEN = "<S>"
+EOS_TOKEN = "</S>"
+UNK_TOKEN = "<UNK>"
+MAXTERMID_LINE = "!!!MAXTERMID"
+
+
+class UnknownTokenError(KeyError):
+    """A token is not in the vocabulary and the vocabulary has no `<UNK>`."""
+
+    def __str__(self):
+        # KeyError quotes its argument; show the message as written.
+        return str(self.args[0]) if self.args else ""
+
+
+def _check_max_characters(max_characters_per_token):
+    if int(max_characters_per_token) < 3:
+        raise ValueError(
+            "max_characters_per_token must be at least 3 (begin-of-word, "
+            "one byte, end-of-word). "
+            f"Received: max_characters_per_token={max_characters_per_token}"
+        )
+    return int(max_characters_per_token)
+
+
+def _token_bytes(token):
+    """The bytes of a `str` or `bytes` token.
+
+    A `str` is UTF-8 encoded. Lone surrogates U+DC80..U+DCFF (what
+    `errors="surrogateescape"` decoding makes of invalid bytes) go back to
+    their raw byte; any other unencodable character is dropped.
+    """
+    if isinstance(token, bytes):
+        return token
+    if not isinstance(token, str):
+        raise TypeError(
+            f"A token must be str or bytes. Received: {token!r} "
+            f"of type {type(token).__name__}"
+        )
+    try:
+        return token.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        out = bytearray()
+        for char in token:
+            code = ord(char)
+            if 0xDC80 <= code <= 0xDCFF:
+                out.append(code - 0xDC00)
+            else:
+                out += char.encode("utf-8", "ignore")
+        return bytes(out)
+
+
+def token_to_char_ids(token, max_characters_per_token):
+    """Unshifted character ids of one token.
+
+    Args:
+        token: `str` (UTF-8 encoded, see `_token_bytes` for invalid text) or
+            `bytes` (used as is).
+        max_characters_per_token: row length, at least 3.
+
+    Returns:
+        np.int32 array of shape `(max_characters_per_token,)`:
+        `[258, b_0, ..., b_{n-1}, 259, 260, ...]` with at most
+        `max_characters_per_token - 2` bytes (truncated byte-wise, which may
+        cut a multi-byte character). An empty token gives `[258, 259, 260...]`.
+    """
+    max_chars = _check_max_characters(max_characters_per_token)
+    encoded = _token_bytes(token)[: max_chars - 2]
+    row = np.full((max_chars,), PAD_CHAR, dtype=np.int32)
+    row[0] = BOW_CHAR
+    row[1 : len(encoded) + 1] = np.frombuffer(encoded, dtype=np.uint8)
+    row[len(encoded) + 1] = EOW_CHAR
+    return row
+
+
+def tokens_to_char_ids(tokens, max_characters_per_token):
+    """`token_to_char_ids` for many tokens at once (vectorised).
+
+    Returns:
+        np.int32 array of shape `(len(tokens), max_characters_per_token)`.
+    """
+    max_chars = _check_max_characters(max_characters_per_token)
+    encoded = [_token_bytes(token)[: max_chars - 2] for token in tokens]
+    lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
+    table = np.full((len(encoded), max_chars), PAD_CHAR, dtype=np.int32)
+    table[:, 0] = BOW_CHAR
+    byte_positions = np.arange(max_chars - 2)[None, :] < lengths[:, None]
+    table[:, 1 : max_chars - 1][byte_positions] = np.frombuffer(
+        b"".join(encoded), dtype=np.uint8
+    )
+    table[np.arange(len(encoded)), lengths + 1] = EOW_CHAR
+    return table
+
+
+def boundary_char_ids(boundary_char, max_characters_per_token):
+    """`[258, boundary_char, 259, 260, ...]`, shape `(max_characters_per_token,)`."""
+    max_chars = _check_max_characters(max_characters_per_token)
+    row = np.full((max_chars,), PAD_CHAR, dtype=np.int32)
+    row[:3] = (BOW_CHAR, boundary_char, EOW_CHAR)
+    return row
+
+
+class Vocabulary:
+    """Token vocabulary read from a file with one token per line.
+
+    Lines are read as UTF-8 (invalid bytes kept through `surrogateescape`)
+    and stripped of surrounding whitespace; a line `!!!MAXTERMID` is
+    skipped. The id of a token is its line number among the kept lines.
+
+    Args:
+        filename: path of the vocabulary file.
+        validate_file: if True, raise `ValueError` unless the file has
+            `<S>`, `</S>` and `<UNK>`.
+
+    Example:
+    >>> vocab = Vocabulary("vocab.txt")  # lines: <S> </S> <UNK> the cat
+    >>> vocab.encode("the cat")
+    array([0, 3, 4, 1], dtype=int32)
+    """
+
+    def __init__(self, filename, validate_file=False):
+        self.filename = os.fspath(filename)
+        self._id_to_word = []
+        self._word_to_id = {}
+        try:
+            f = open(self.filename, encoding="utf-8", errors="surrogateescape")
+        except FileNotFoundError:
+            raise FileNotFoundError(
+                f"Vocabulary file {self.filename!r} does not exist. Pass the "
+                "path of a text file with one token per line."
+            ) from None
+        with f:
+            for line in f:
+                word = line.strip()
+                if word == MAXTERMID_LINE:
+                    continue
+                self._word_to_id[word] = len(self._id_to_word)
+                self._id_to_word.append(word)
+        self._bos = self._word_to_id.get(BOS_TOKEN, -1)
+        self._eos = self._word_to_id.get(EOS_TOKEN, -1)
+        self._unk = self._word_to_id.get(UNK_TOKEN, -1)
+        if validate_file:
+            missing = self._missing_tokens(BOS_TOKEN, EOS_TOKEN, UNK_TOKEN)
+            if missing:
+                raise ValueError(
+                    f"Vocabulary file {self.filename!r} is missing "
+                    f"{', '.join(missing)}. Add each of them as its own line "
+                    "(training needs <S>, </S> and <UNK>)."
+                )
+
+    def _missing_tokens(self, *tokens):
+        return [token for token in tokens if token not in self._word_to_id]
+
+    @property
+    def bos(self):
+        """Id of `<S>`, or -1 when the file has none."""
+        return self._bos
+
+    @property
+    def eos(self):
+        """Id of `</S>`, or -1 when the file has none."""
+        return self._eos
+
+    @property
+    def unk(self):
+        """Id of `<UNK>`, or -1 when the file has none."""
+        return self._unk
+
+    @property
+    def size(self):
+        """Number of tokens (lines other than `!!!MAXTERMID`)."""
+        return len(self._id_to_word)
+
+    def word_to_id(self, word):
+        """Id of `word`; the `<UNK>` id for a token not in the file.
+
+        Raises:
+            UnknownTokenError (a `KeyError`): `word` is unknown and the file
+                has no `<UNK>`.
+        """
+        word_id = self._word_to_id.get(word)
+        if word_id is not None:
+            return word_id
+        if self._unk == -1:
+            raise UnknownTokenError(
+                f"Token {word!r} is not in vocabulary file {self.filename!r}, "
+                "which has no <UNK> line to map unknown tokens to. Add a line "
+                "<UNK> to the file, or add the token."
+            )
+        return self._unk
+
+    def id_to_word(self, cur_id):
+        """The token with id `cur_id` (0 <= cur_id < size)."""
+        if not 0 <= cur_id < len(self._id_to_word):
+            raise IndexError(
+                f"Token id {cur_id} is out of range for vocabulary file "
+                f"{self.filename!r} of {len(self._id_to_word)} tokens."
+            )
+        return self._id_to_word[cur_id]
+
+    def decode(self, cur_ids):
+        """The tokens of `cur_ids` joined by single spaces."""
+        return " ".join(self.id_to_word(cur_id) for cur_id in cur_ids)
+
+    def encode(self, sentence, reverse=False, split=True):
+        """Token ids of a sentence framed by the boundary ids.
+
+        Args:
+            sentence: a string of whitespace-separated tokens (`split=True`)
+                or a list of tokens (`split=False`).
+            reverse: the sentence is already reversed (the backward stream):
+                the frame becomes `[eos, ids..., bos]`. The tokens themselves
+                keep the given order, as in bilm-tf.
+            split: see `sentence`.
+
+        Returns:
+            np.int32 array of shape `(n_tokens + 2,)`: `[bos, ids..., eos]`.
+        """
+        if self._bos == -1 or self._eos == -1:
+            missing = self._missing_tokens(BOS_TOKEN, EOS_TOKEN)
+            raise ValueError(
+                f"Cannot encode sentences: vocabulary file {self.filename!r} "
+                f"has no {' or '.join(missing)}. Add <S> and </S> to it, "
+                "each on its own line."
+            )
+        tokens = sentence.split() if split else sentence
+        word_ids = [self.word_to_id(token) for token in tokens]
+        first, last = (self._eos, self._bos) if reverse else (self._bos, self._eos)
+        return np.array([first] + word_ids + [last], dtype=np.int32)
+
+
+class UnicodeCharsVocabulary(Vocabulary):
+    """A `Vocabulary` that also maps tokens to character ids.
+
+    The character ids of every vocabulary token are precomputed in
+    `word_char_ids`; `<S>` and `</S>` get the sentence boundary rows. Ids are
+    unshifted (0-260, see the module docstring).
+
+    Args:
+        filename: path of the vocabulary file.
+        max_word_length: characters per token, at least 3 (50 for the
+            published models).
+        validate_file: as for `Vocabulary`.
+
+    Attributes:
+        word_char_ids: np.int32 `(size, max_word_length)`.
+        bos_chars, eos_chars: np.int32 `(max_word_length,)` boundary rows.
+    """
+
+    bos_char = BOS_CHAR
+    eos_char = EOS_CHAR
+    bow_char = BOW_CHAR
+    eow_char = EOW_CHAR
+    pad_char = PAD_CHAR
+
+    def __init__(self, filename, max_word_length, validate_file=False):
+        super().__init__(filename, validate_file=validate_file)
+        self._max_word_length = _check_max_characters(max_word_length)
+        self.bos_chars = boundary_char_ids(BOS_CHAR, self._max_word_length)
+        self.eos_chars = boundary_char_ids(EOS_CHAR, self._max_word_length)
+        self._word_char_ids = tokens_to_char_ids(self._id_to_word, self._max_word_length)
+        # Unlike bilm-tf, do not write the boundary rows at index -1 (the
+        # last token) when the file lacks <S> or </S>.
+        if self._bos != -1:
+            self._word_char_ids[self._bos] = self.bos_chars
+        if self._eos != -1:
+            self._word_char_ids[self._eos] = self.eos_chars
+
+    @property
+    def word_char_ids(self):
+        """np.int32 `(size, max_word_length)`: char ids of every token."""
+        return self._word_char_ids
+
+    @property
+    def max_word_length(self):
+        return self._max_word_length
+
+    def word_to_char_ids(self, word):
+        """Char ids of one token, shape `(max_word_length,)`.
+
+        Tokens of the file come from `word_char_ids` (do not modify the
+        returned row); `<S>` and `</S>` always give the boundary rows; any
+        other token is converted with `token_to_char_ids`.
+        """
+        if isinstance(word, str):
+            word_id = self._word_to_id.get(word)
+            if word_id is not None:
+                return self._word_char_ids[word_id]
+            if word == BOS_TOKEN:
+                return self.bos_chars
+            if word == EOS_TOKEN:
+                return self.eos_chars
+        return token_to_char_ids(word, self._max_word_length)
+
+    def encode_chars(self, sentence, reverse=False, split=True):
+        """Char ids of a sentence framed by the boundary rows.
+
+        Args:
+            sentence, reverse, split: as for `Vocabulary.encode` (with
+                `reverse` the frame is `[eos_chars, ..., bos_chars]`).
+
+        Returns:
+            np.int32 array of shape `(n_tokens + 2, max_word_length)`.
+        """
+        tokens = sentence.split() if split else sentence
+        rows = [self.word_to_char_ids(token) for token in tokens]
+        first, last = (
+            (self.eos_chars, self.bos_chars) if reverse else (self.bos_chars, self.eos_chars)
+        )
+        return np.vstack([first] + rows + [last]).astype(np.int32, copy=False)
