@@ -85,9 +85,12 @@ class ProjectedLSTM(keras.layers.Layer):
         gates_x = tf.reshape(
             tf.matmul(tf.reshape(inputs, [-1, input_dim]), self.input_kernel) + self.bias,
             [batch, tf.shape(inputs)[1], 4 * self.units])
+        projection_kernel = None
+        if self.projection_kernel is not None:
+            projection_kernel = tf.convert_to_tensor(self.projection_kernel)
         outputs, c, h = lstm_recurrence(
-            gates_x, lengths, c0, h0, self.recurrent_kernel,
-            self.projection_kernel, self.cell_clip, self.proj_clip)
+            gates_x, lengths, c0, h0, tf.convert_to_tensor(self.recurrent_kernel),
+            projection_kernel, self.cell_clip, self.proj_clip)
         if self.go_backwards:
             outputs = tf.reverse_sequence(outputs, lengths, seq_axis=1, batch_axis=0)
         return outputs, c, h

@@ -1,0 +1,212 @@
+"""`BidirectionalLanguageModel`: the pretrained biLM for prediction, with state buffers."""
+import dataclasses
+
+import numpy as np
+import tensorflow as tf
+
+from bilm.bilm_model import build_bilm, state_keys
+from bilm.options import load_options
+from bilm.weights_hdf5 import load_bilm_weights, load_token_embeddings, read_token_embeddings
+
+PREDICTION_N_CHARACTERS = 262
+
+
+def prediction_options(options, use_character_inputs=True):
+    """Options as the prediction model needs them.
+
+    A training directory's options have `n_characters` 261 (unshifted ids);
+    prediction shifts ids by +1 and prepends a zero row, so 262. Token
+    inputs drop the char CNN (the token embedding file replaces it).
+    """
+    raw = options.to_dict()
+    if use_character_inputs:
+        if options.char_cnn is None:
+            raise ValueError(
+                f"{options.source}: use_character_inputs=True needs a 'char_cnn' section in the options; "
+                "for a token-input model pass use_character_inputs=False and embedding_weight_file=.")
+        raw["char_cnn"]["n_characters"] = PREDICTION_N_CHARACTERS
+    else:
+        raw.pop("char_cnn", None)
+    return type(options).from_dict(raw, source=options.source)
+
+
+def remove_sentence_boundaries(x, lengths):
+    """Drops `<S>` and `</S>` from each row.
+
+    Args:
+        x: `(batch, ..., time, dim)` with time on axis -2, zeros past lengths.
+        lengths: `(batch,)` valid steps per row, boundaries included.
+
+    Returns:
+        `(batch, ..., time - 2, dim)`: position k holds input position k + 1
+        for k < length - 2, zeros beyond.
+    """
+    inner = x[..., 1:-1, :]
+    positions = tf.range(tf.shape(inner)[-2])
+    keep = positions[tf.newaxis, :] < (lengths - 2)[:, tf.newaxis]
+    keep = tf.reshape(keep, tf.concat([[tf.shape(x)[0]], tf.ones([x.shape.rank - 3], tf.int32),
+                                       tf.shape(keep)[1:], [1]], axis=0))
+    return inner * tf.cast(keep, x.dtype)
+
+
+def elmo_outputs(model_outputs, n_layers):
+    """The biLM's outputs in ELMo form, from a `build_bilm` model's output dict.
+
+    Returns a dict:
+        `lm_embeddings` `(batch, n_layers + 1, time - 2, 2 * projection_dim)`:
+            layer 0 is the token encoding duplicated `[x, x]`, layer l is
+            `[forward_l, backward_l]`; boundaries removed, zeros past lengths.
+        `lengths` `(batch,)` tokens per row without boundaries.
+        `mask` `(batch, time - 2)` bool.
+        `token_embeddings` `(batch, time, projection_dim)`, with boundaries.
+    """
+    x = model_outputs["token_embeddings"]
+    layers = [tf.concat([x, x], axis=-1)]
+    for layer in range(n_layers):
+        layers.append(tf.concat(
+            [model_outputs[f"forward_{layer}"], model_outputs[f"backward_{layer}"]], axis=-1))
+    lengths = tf.cast(model_outputs["lengths"], tf.int32)
+    lm_embeddings = remove_sentence_boundaries(tf.stack(layers, axis=1), lengths)
+    inner_lengths = tf.maximum(lengths - 2, 0)
+    mask = tf.sequence_mask(inner_lengths, tf.shape(lm_embeddings)[2])
+    return {"lm_embeddings": lm_embeddings, "lengths": inner_lengths, "mask": mask,
+            "token_embeddings": x}
+
+
+class BidirectionalLanguageModel(tf.Module):
+    """A pretrained biLM for prediction: ids in, ELMo layers out.
+
+    Stateful as the original: the LSTM states of every direction and layer
+    live in buffers of `max_batch_size` rows. A batch of B rows starts from
+    rows [0, B) and afterwards those rows hold each row's state at its last
+    valid token; rows >= B are untouched. The first batch starts from zeros.
+    `stateful=False` starts every batch from zeros (deterministic output).
+
+    Args:
+        options_file: path to `options.json` (or a dict / `BiLMOptions`).
+        weight_file: HDF5 weights in the original layout.
+        use_character_inputs: char ids from `Batcher` (True) or token ids
+            from `TokenBatcher` (False, needs `embedding_weight_file`).
+        embedding_weight_file: HDF5 with `embedding` (n_vocab, P), e.g. from
+            `dump_token_embeddings`.
+        max_batch_size: rows of the state buffers; larger batches are an error.
+        stateful: carry states between calls.
+
+    Call arguments:
+        ids: int `(batch, time, max_characters_per_token)` char ids or
+            `(batch, time)` token ids, numpy or tensor, boundaries included.
+
+    Returns:
+        dict of tensors, see `elmo_outputs`.
+
+    Example:
+        >>> batcher = Batcher("vocab.txt", 50)
+        >>> bilm = BidirectionalLanguageModel("options.json", "weights.hdf5")
+        >>> out = bilm(batcher.batch_sentences([["The", "cat", "."]]))
+        >>> out["lm_embeddings"].shape   # (1, 3, 3, 2P)
+    """
+
+    def __init__(self, options_file, weight_file, use_character_inputs=True,
+                 embedding_weight_file=None, max_batch_size=128, stateful=True):
+        super().__init__(name="bidirectional_language_model")
+        options = prediction_options(load_options(options_file), use_character_inputs)
+        n_token_vocab = None
+        if not use_character_inputs:
+            if embedding_weight_file is None:
+                raise ValueError(
+                    "use_character_inputs=False needs embedding_weight_file= (an HDF5 file with an "
+                    "'embedding' dataset, e.g. written by dump_token_embeddings).")
+            n_token_vocab = read_token_embeddings(embedding_weight_file).shape[0] + 1
+        if max_batch_size < 1:
+            raise ValueError(f"max_batch_size must be >= 1. Received: max_batch_size={max_batch_size}")
+        self.options = options
+        self.use_character_inputs = use_character_inputs
+        self.max_batch_size = max_batch_size
+        self.stateful = stateful
+        self.n_token_vocab = n_token_vocab
+        self.model = build_bilm(options, n_token_vocab=n_token_vocab, padded=True)
+        load_bilm_weights(self.model, weight_file)
+        if not use_character_inputs:
+            load_token_embeddings(self.model, embedding_weight_file)
+        self.model.trainable = False
+        self._input_key = "token_characters" if use_character_inputs else "token_ids"
+        self._state_keys = state_keys(options)
+        self.state_buffers = {
+            key: tf.Variable(tf.zeros([max_batch_size, size]), trainable=False, name=f"state_{key}")
+            for key, _, size in self._state_keys
+        }
+        if use_character_inputs:
+            spec = tf.TensorSpec([None, None, options.char_cnn.max_characters_per_token], tf.int32)
+        else:
+            spec = tf.TensorSpec([None, None], tf.int32)
+        self._stateful_call = tf.function(lambda ids: self._forward(ids, True), input_signature=[spec])
+        self._stateless_call = tf.function(lambda ids: self._forward(ids, False), input_signature=[spec])
+
+    def __call__(self, ids):
+        ids = self._check_ids(ids)
+        if ids.shape[0] == 0:
+            return self._empty_outputs(ids.shape[1])
+        call = self._stateful_call if self.stateful else self._stateless_call
+        return call(ids)
+
+    def _empty_outputs(self, time):
+        p = self.options.projection_dim
+        return {
+            "lm_embeddings": tf.zeros([0, self.options.n_layers + 1, time - 2, 2 * p]),
+            "lengths": tf.zeros([0], tf.int32),
+            "mask": tf.zeros([0, time - 2], tf.bool),
+            "token_embeddings": tf.zeros([0, time, p]),
+        }
+
+    def reset_states(self):
+        """Sets every state buffer back to zeros (the next batch starts fresh)."""
+        for buffer in self.state_buffers.values():
+            buffer.assign(tf.zeros_like(buffer))
+
+    def _forward(self, ids, stateful):
+        batch = tf.shape(ids)[0]
+        inputs = {self._input_key: ids}
+        for key, _, size in self._state_keys:
+            if stateful:
+                inputs[key] = self.state_buffers[key][:batch]
+            else:
+                inputs[key] = tf.zeros([batch, size])
+        outputs = self.model(inputs, training=False)
+        if stateful:
+            for key, output_key, _ in self._state_keys:
+                self.state_buffers[key][:batch].assign(outputs[output_key])
+        return elmo_outputs(outputs, self.options.n_layers)
+
+    def _check_ids(self, ids):
+        """Validates ids eagerly so bad input is a clear error, not a shape trace."""
+        if isinstance(ids, (list, tuple)):
+            ids = np.asarray(ids)
+        dtype = getattr(ids, "dtype", None)
+        if dtype is not None and not (np.issubdtype(np.dtype(getattr(dtype, "as_numpy_dtype", dtype)),
+                                                    np.integer)):
+            raise TypeError(f"ids must be integers (from Batcher/TokenBatcher). Received dtype {dtype}.")
+        ids = tf.convert_to_tensor(ids)
+        if ids.dtype != tf.int32:
+            ids = tf.cast(ids, tf.int32)
+        if self.use_character_inputs:
+            max_chars = self.options.char_cnn.max_characters_per_token
+            expected, n_ids = f"(batch, time, {max_chars})", PREDICTION_N_CHARACTERS
+            ok = ids.shape.rank == 3 and ids.shape[2] in (None, max_chars)
+        else:
+            expected, n_ids = "(batch, time)", self.n_token_vocab
+            ok = ids.shape.rank == 2
+        if not ok:
+            raise ValueError(f"ids must have shape {expected}. Received shape {tuple(ids.shape)}.")
+        if ids.shape[1] is not None and ids.shape[1] < 2:
+            raise ValueError(
+                "ids must include the <S> and </S> boundary tokens (time >= 2); build them with "
+                f"Batcher/TokenBatcher. Received shape {tuple(ids.shape)}.")
+        if ids.shape[0] is not None and ids.shape[0] > self.max_batch_size:
+            raise ValueError(
+                f"A batch of {ids.shape[0]} sentences exceeds max_batch_size={self.max_batch_size}; "
+                "split the batch or build the model with a larger max_batch_size.")
+        if tf.executing_eagerly() and tf.size(ids) > 0:
+            low, high = int(tf.reduce_min(ids)), int(tf.reduce_max(ids))
+            if low < 0 or high >= n_ids:
+                raise ValueError(f"ids must lie in [0, {n_ids}). Received values in [{low}, {high}].")
+        return ids

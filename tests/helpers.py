@@ -1,0 +1,28 @@
+"""Small shared helpers for the tests: tiny model directories on disk."""
+import json
+
+import numpy_reference as R
+
+SENTENCES = [
+    ["The", "cat", "sat", "."],
+    ["Hi"],
+    [],
+    ["naïve", "中文", "tokenlongerthanthelimit", "🙂", "x"],
+    ["a", "b", "a", "b", "a", "b", "a"],
+]
+
+
+def write_model(tmp_path, seed=0, **option_kwargs):
+    """Writes `options.json` and random `weights.hdf5`; returns (options, weights, options_dict)."""
+    options = R.make_options(**option_kwargs)
+    options_file = tmp_path / "options.json"
+    options_file.write_text(json.dumps(options))
+    weight_file = tmp_path / "weights.hdf5"
+    R.write_random_weights(str(weight_file), options, seed=seed)
+    return str(options_file), str(weight_file), options
+
+
+def write_vocab(tmp_path, tokens, name="vocab.txt"):
+    path = tmp_path / name
+    path.write_text("\n".join(["<S>", "</S>", "<UNK>"] + list(tokens)) + "\n", encoding="utf-8")
+    return str(path)
