@@ -7,6 +7,7 @@ from keras import ops
 _LAYER_NORM_EPSILON = 1e-12
 
 
+@keras.saving.register_keras_serializable(package="bilm")
 class WeightLayers(keras.layers.Layer):
     """Collapses the biLM layers into one ELMo representation.
 
