@@ -1,0 +1,50 @@
+"""The released biLM configurations, as `options.json` dicts (SPEC.md).
+
+Prediction options (`n_characters` 262). `training_options` turns one
+into the training form with the original recipe's hyperparameters.
+"""
+import copy
+
+_FILTERS = [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]]
+
+
+def _preset(dim, projection_dim, n_highway):
+    return {
+        "lstm": {"dim": dim, "projection_dim": projection_dim, "n_layers": 2,
+                 "cell_clip": 3, "proj_clip": 3, "use_skip_connections": True},
+        "char_cnn": {"activation": "relu", "embedding": {"dim": 16}, "filters": _FILTERS,
+                     "max_characters_per_token": 50, "n_characters": 262,
+                     "n_highway": n_highway},
+    }
+
+
+PRESETS = {
+    "small": _preset(1024, 128, 1),      # 2x1024_128_2048cnn_1xhighway
+    "medium": _preset(2048, 256, 1),     # 2x2048_256_2048cnn_1xhighway
+    "original": _preset(4096, 512, 2),   # 2x4096_512_2048cnn_2xhighway
+    # A toy size for examples and quick checks (not a released model).
+    "tiny": {
+        "lstm": {"dim": 64, "projection_dim": 16, "n_layers": 2,
+                 "cell_clip": 3, "proj_clip": 3, "use_skip_connections": True},
+        "char_cnn": {"activation": "relu", "embedding": {"dim": 8},
+                     "filters": [[1, 8], [2, 8], [3, 16], [4, 16]],
+                     "max_characters_per_token": 50, "n_characters": 262, "n_highway": 1},
+    },
+}
+
+TRAINING_DEFAULTS = {
+    "bidirectional": True,
+    "dropout": 0.1,
+    "all_clip_norm_val": 10.0,
+    "n_epochs": 10,
+    "batch_size": 128,
+    "unroll_steps": 20,
+    "n_negative_samples_batch": 8192,
+}
+
+
+def get_preset(name):
+    """A deep copy of the named preset's options dict."""
+    if name not in PRESETS:
+        raise ValueError(f"Unknown preset {name!r}; choose one of {sorted(PRESETS)}.")
+    return copy.deepcopy(PRESETS[name])

@@ -1,0 +1,45 @@
+"""The usage examples and the dump commands run end to end as a user runs them."""
+import os
+import subprocess
+import sys
+
+import h5py
+import pytest
+
+from helpers import SENTENCES, write_model, write_vocab
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _run(args, **kwargs):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    result = subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True,
+                            text=True, timeout=300, **kwargs)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout
+
+
+@pytest.mark.parametrize("script, expected", [
+    ("usage/usage_character.py", "ELMo question (batch, time, 2P): (1, 6, 32)"),
+    ("usage/usage_token.py", "ELMo context (batch, time, 2P): (2, 11, 32)"),
+    ("usage/usage_cached.py", "sentence 2: cached (3, 6, 32) -> ELMo (1, 6, 32)"),
+])
+def test_usage_examples_run(script, expected):
+    assert expected in _run([script])
+
+
+def test_dump_commands(tmp_path):
+    options_file, weight_file, _ = write_model(tmp_path)
+    vocab_file = write_vocab(tmp_path, ["The", "cat"])
+    dataset_file = tmp_path / "data.txt"
+    dataset_file.write_text("\n".join(" ".join(s) for s in SENTENCES) + "\n", encoding="utf-8")
+    _run(["bin/dump_token_embeddings.py", "--vocab_file", vocab_file, "--options_file", options_file,
+          "--weight_file", weight_file, "--outfile", str(tmp_path / "tokens.hdf5")])
+    _run(["bin/dump_bilm_embeddings.py", "--vocab_file", vocab_file, "--dataset_file",
+          str(dataset_file), "--options_file", options_file, "--weight_file", weight_file,
+          "--outfile", str(tmp_path / "elmo.hdf5"), "--batch_size", "2"])
+    with h5py.File(tmp_path / "tokens.hdf5", "r") as f:
+        assert f["embedding"].shape == (5, 6)
+    with h5py.File(tmp_path / "elmo.hdf5", "r") as f:
+        assert [f[str(i)].shape for i in range(len(SENTENCES))] == [
+            (3, len(s), 12) for s in SENTENCES]
