@@ -1,0 +1,77 @@
+"""options.json validation: clear errors that name the file and the key."""
+import json
+
+import pytest
+
+import numpy_reference as R
+from bilm.language_model import BidirectionalLanguageModel, prediction_options
+from bilm.options import OptionsError, load_options, save_options
+
+
+def _write(tmp_path, options):
+    path = tmp_path / "options.json"
+    path.write_text(json.dumps(options) if not isinstance(options, str) else options)
+    return str(path)
+
+
+def test_released_layout_loads(tmp_path):
+    options = load_options(_write(tmp_path, R.make_options(n_highway=2)))
+    assert options.lstm_dim == 8 and options.projection_dim == 6 and options.n_layers == 2
+    assert options.cell_clip == 3.0 and options.use_skip_connections
+    assert options.char_cnn.filters == ((1, 4), (2, 5), (3, 6)) and options.char_cnn.n_filters == 15
+    assert options.char_cnn.n_highway == 2
+
+
+@pytest.mark.parametrize("n_characters", [261, 262])
+def test_both_n_characters_load_for_prediction(n_characters):
+    options = load_options(R.make_options(n_characters=n_characters))
+    assert prediction_options(options).char_cnn.n_characters == 262
+
+
+@pytest.mark.parametrize("mutate, key", [
+    (lambda o: o["lstm"].pop("dim"), "lstm.dim"),
+    (lambda o: o["lstm"].__setitem__("n_layers", "2"), "lstm.n_layers"),
+    (lambda o: o.pop("lstm"), "'lstm'"),
+    (lambda o: o["char_cnn"].__setitem__("activation", "gelu"), "char_cnn.activation"),
+    (lambda o: o["char_cnn"].pop("max_characters_per_token"), "char_cnn.max_characters_per_token"),
+    (lambda o: o["char_cnn"].__setitem__("n_characters", 300), "char_cnn.n_characters"),
+    (lambda o: o["char_cnn"].__setitem__("filters", [[1, 4], [2]]), r"char_cnn.filters\[1\]"),
+    (lambda o: o["lstm"].__setitem__("projection_dim", 99), "projection_dim"),
+])
+def test_bad_options_name_the_key_and_file(tmp_path, mutate, key):
+    options = R.make_options()
+    mutate(options)
+    path = _write(tmp_path, options)
+    with pytest.raises(OptionsError, match=key) as error:
+        load_options(path)
+    assert path in str(error.value)
+
+
+def test_not_json(tmp_path):
+    path = _write(tmp_path, "{'lstm': nope")
+    with pytest.raises(OptionsError, match="not a valid JSON options file"):
+        load_options(path)
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(FileNotFoundError, match="nope.json"):
+        load_options(str(tmp_path / "nope.json"))
+
+
+def test_round_trip_keeps_training_keys(tmp_path):
+    raw = R.make_options()
+    raw.update({"batch_size": 128, "dropout": 0.1, "n_tokens_vocab": 42})
+    options = load_options(raw)
+    save_options(options, str(tmp_path / "o.json"))
+    again = load_options(str(tmp_path / "o.json"))
+    assert again == options and again.get("n_tokens_vocab") == 42 and again.to_dict() == raw
+
+
+def test_token_model_needs_embedding_file(tmp_path):
+    with pytest.raises(ValueError, match="embedding_weight_file"):
+        BidirectionalLanguageModel(R.make_options(), "unused.hdf5", use_character_inputs=False)
+
+
+def test_char_model_needs_char_cnn():
+    with pytest.raises(ValueError, match="char_cnn"):
+        BidirectionalLanguageModel(R.make_options(char_cnn=False), "unused.hdf5")
