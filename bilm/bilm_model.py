@@ -61,6 +61,41 @@ class SequenceMask(keras.layers.Layer):
         return config
 
 
+@keras.saving.register_keras_serializable(package="bilm")
+class UniqueTokens(keras.layers.Layer):
+    """The distinct tokens of a batch, so the token encoder runs once per token.
+
+    Natural text repeats tokens a lot; encoding each distinct char-id row once
+    and gathering the results back gives the same values for much less work.
+
+    Call arguments:
+        char_ids: int `(batch, time, max_chars)`.
+
+    Returns:
+        `(unique_ids, index)`: int `(1, n_unique, max_chars)` and int
+        `(batch, time)` with `char_ids[b, t] == unique_ids[0, index[b, t]]`.
+    """
+
+    def call(self, char_ids):
+        shape = tf.shape(char_ids)
+        unique, index = tf.raw_ops.UniqueV2(x=tf.reshape(char_ids, [-1, shape[2]]), axis=[0])
+        return unique[tf.newaxis], tf.reshape(index, shape[:2])
+
+    def compute_output_shape(self, input_shape):
+        return (1, None, input_shape[2]), tuple(input_shape[:2])
+
+
+@keras.saving.register_keras_serializable(package="bilm")
+class GatherTokens(keras.layers.Layer):
+    """Inverse of `UniqueTokens`: `(1, n_unique, dim)` features -> `(batch, time, dim)`."""
+
+    def call(self, unique_features, index):
+        return tf.gather(unique_features[0], index)
+
+    def compute_output_shape(self, unique_features_shape, index_shape):
+        return (*index_shape, unique_features_shape[-1])
+
+
 def build_bilm(options, n_token_vocab=None, bidirectional=True, dropout=0.0,
                padded=True, deduplicate_tokens=True, name="bilm"):
     """Builds the biLM as a functional `keras.Model`.
@@ -73,7 +108,8 @@ def build_bilm(options, n_token_vocab=None, bidirectional=True, dropout=0.0,
         dropout: rate applied to each LSTM layer's input (training only).
         padded: ids are prediction ids where 0 is batch padding (rows have
             their own lengths); `False` for training windows, always full.
-        deduplicate_tokens: run the char CNN once per distinct token.
+        deduplicate_tokens: run the token encoder (char CNN, highway,
+            projection) once per distinct token of the batch.
 
     Inputs (a dict):
         `"token_characters"`: int `(batch, time, max_chars)`, or
@@ -95,8 +131,7 @@ def build_bilm(options, n_token_vocab=None, bidirectional=True, dropout=0.0,
         token_input = keras.Input(
             shape=(None, cnn.max_characters_per_token), dtype="int32", name="token_characters")
         char_encoder = CharCNNEncoder(
-            cnn.n_characters, cnn.embedding_dim, cnn.filters, cnn.activation,
-            deduplicate=deduplicate_tokens, name="char_cnn")
+            cnn.n_characters, cnn.embedding_dim, cnn.filters, cnn.activation, name="char_cnn")
         highway = Highway(cnn.n_highway, name="highway")
         projection = None
         if cnn.n_filters != projection_dim:
@@ -131,9 +166,14 @@ def build_bilm(options, n_token_vocab=None, bidirectional=True, dropout=0.0,
     mask = sequence_mask(token_input)
     lengths = keras.ops.sum(keras.ops.cast(mask, "int32"), axis=1)
     if options.char_cnn is not None:
-        x = highway(char_encoder(token_input))
+        token_chars = token_input
+        if deduplicate_tokens:
+            token_chars, token_index = UniqueTokens(name="unique_tokens")(token_input)
+        x = highway(char_encoder(token_chars))
         if projection is not None:
             x = projection(x)
+        if deduplicate_tokens:
+            x = GatherTokens(name="gather_tokens")(x, token_index)
     else:
         x = token_embedding(token_input)
     if padded:

@@ -20,9 +20,6 @@ class CharCNNEncoder(keras.layers.Layer):
         embedding_dim: size of a character embedding.
         filters: sequence of `(width, num_filters)` pairs.
         activation: `"relu"` or `"tanh"`.
-        deduplicate: run the CNN once per distinct token of the batch and
-            gather the results back (same values, much less work on
-            natural text, where tokens repeat).
 
     Call arguments:
         char_ids: int tensor `(batch, time, max_characters_per_token)`.
@@ -31,8 +28,7 @@ class CharCNNEncoder(keras.layers.Layer):
         float tensor `(batch, time, n_filters)`.
     """
 
-    def __init__(self, n_characters, embedding_dim, filters, activation="relu",
-                 deduplicate=True, **kwargs):
+    def __init__(self, n_characters, embedding_dim, filters, activation="relu", **kwargs):
         super().__init__(**kwargs)
         if activation not in ("relu", "tanh"):
             raise ValueError(f"activation must be 'relu' or 'tanh'. Received: activation={activation!r}")
@@ -40,7 +36,6 @@ class CharCNNEncoder(keras.layers.Layer):
         self.embedding_dim = embedding_dim
         self.filters = [tuple(f) for f in filters]
         self.activation = activation
-        self.deduplicate = deduplicate
         self.n_filters = sum(num for _, num in self.filters)
 
     def build(self, input_shape):
@@ -61,13 +56,7 @@ class CharCNNEncoder(keras.layers.Layer):
     def call(self, char_ids):
         char_ids = tf.cast(char_ids, tf.int32)
         shape = tf.shape(char_ids)
-        flat = tf.reshape(char_ids, [-1, shape[2]])
-        if self.deduplicate:
-            unique, index = tf.raw_ops.UniqueV2(x=flat, axis=[0])
-            features = self._encode_flat(unique)
-            features = tf.gather(features, index)
-        else:
-            features = self._encode_flat(flat)
+        features = self._encode_flat(tf.reshape(char_ids, [-1, shape[2]]))
         return tf.reshape(features, [shape[0], shape[1], self.n_filters])
 
     def _encode_flat(self, flat_ids):
@@ -90,6 +79,5 @@ class CharCNNEncoder(keras.layers.Layer):
             "embedding_dim": self.embedding_dim,
             "filters": [list(f) for f in self.filters],
             "activation": self.activation,
-            "deduplicate": self.deduplicate,
         })
         return config

@@ -1,0 +1,76 @@
+"""Embedding throughput of BidirectionalLanguageModel at the released sizes.
+
+Embeds a few hundred ~25-token sentences in batches of 32 (all layers, as
+`lm_embeddings`) with random weights, and prints tokens/sec, peak memory,
+this machine's float32 matmul rate and the achieved fraction of it.
+Each size runs in its own process so peak memory is its own.
+
+    python bench/bench_embed.py [--sizes small,original] [--n_sentences 320]
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+
+def run_one(size, n_sentences, batch_size):
+    from common import forward_flops_per_token, matmul_rate, peak_rss_gib, zipf_sentences
+
+    from bilm import Batcher, BidirectionalLanguageModel, load_options
+    from bilm.presets import get_preset
+    from bilm.random_model import write_random_model
+
+    directory = tempfile.mkdtemp(prefix=f"bench_{size}_")
+    options_file, weight_file = write_random_model(directory, get_preset(size))
+    options = load_options(options_file)
+    model = BidirectionalLanguageModel(options_file, weight_file, max_batch_size=batch_size)
+    batcher = Batcher(None, options.char_cnn.max_characters_per_token)
+    sentences = zipf_sentences(n_sentences)
+    batches = [batcher.batch_sentences(sentences[i:i + batch_size])
+               for i in range(0, len(sentences), batch_size)]
+    model(batches[0])["lm_embeddings"].numpy()  # trace and warm up
+    start = time.perf_counter()
+    for ids in batches:
+        model(ids)["lm_embeddings"].numpy()
+    elapsed = time.perf_counter() - start
+    tokens = sum(len(s) for s in sentences)
+    rate = matmul_rate()
+    tokens_per_sec = tokens / elapsed
+    return {
+        "size": size,
+        "tokens_per_sec": tokens_per_sec,
+        "peak_rss_gib": peak_rss_gib(),
+        "matmul_gflops": rate / 1e9,
+        "fraction_of_matmul_rate": tokens_per_sec * forward_flops_per_token(options) / rate,
+    }
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="small,original")
+    parser.add_argument("--n_sentences", type=int, default=320)
+    parser.add_argument("--batch_size", type=int, default=32)
+    parser.add_argument("--one", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.one:
+        print(json.dumps(run_one(args.one, args.n_sentences, args.batch_size)))
+        return
+    for size in args.sizes.split(","):
+        out = subprocess.run(
+            [sys.executable, __file__, "--one", size, "--n_sentences", str(args.n_sentences),
+             "--batch_size", str(args.batch_size)], capture_output=True, text=True, check=True)
+        result = json.loads(out.stdout.strip().splitlines()[-1])
+        print(f"{size:>9}: {result['tokens_per_sec']:8.0f} tokens/sec  "
+              f"peak {result['peak_rss_gib']:.2f} GiB  "
+              f"matmul {result['matmul_gflops']:.0f} GFLOP/s  "
+              f"achieved {100 * result['fraction_of_matmul_rate']:.1f}% of it")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,54 @@
+"""Shared pieces of the benchmarks: machine matmul rate, peak memory, FLOP counts, text."""
+import resource
+import time
+
+import numpy as np
+import tensorflow as tf
+
+
+def matmul_rate(n=2048, repeats=10):
+    """Measured float32 matmul rate of this machine, in FLOP/s."""
+    a = tf.random.normal([n, n])
+    b = tf.random.normal([n, n])
+    matmul = tf.function(lambda a, b: tf.matmul(a, b))
+    matmul(a, b).numpy()
+    start = time.perf_counter()
+    for _ in range(repeats):
+        matmul(a, b).numpy()
+    return 2 * n ** 3 * repeats / (time.perf_counter() - start)
+
+
+def peak_rss_gib():
+    """Peak resident memory of this process so far (Linux reports KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20
+
+
+def forward_flops_per_token(options):
+    """Multiply-adds x 2 of one token through the biLM (char CNN counted per token)."""
+    flops = 0
+    p = options.projection_dim
+    if options.char_cnn is not None:
+        cnn = options.char_cnn
+        chars, dim, f = cnn.max_characters_per_token, cnn.embedding_dim, cnn.n_filters
+        flops += sum(2 * (chars - w + 1) * w * dim * num for w, num in cnn.filters)
+        flops += cnn.n_highway * 2 * 2 * f * f
+        if f != p:
+            flops += 2 * f * p
+    per_layer = 2 * (p + p) * 4 * options.lstm_dim
+    if p != options.lstm_dim:
+        per_layer += 2 * options.lstm_dim * p
+    return flops + 2 * options.n_layers * per_layer
+
+
+def zipf_sentences(n_sentences, mean_length=25, vocab_size=20000, seed=0):
+    """Synthetic sentences of made-up words with Zipfian frequencies."""
+    rng = np.random.default_rng(seed)
+    letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))
+    words = ["".join(rng.choice(letters, size=rng.integers(2, 11))) for _ in range(vocab_size)]
+    ranks = rng.zipf(1.2, size=n_sentences * mean_length * 2) % vocab_size
+    sentences, pos = [], 0
+    for _ in range(n_sentences):
+        length = max(1, int(rng.normal(mean_length, 5)))
+        sentences.append([words[r] for r in ranks[pos:pos + length]])
+        pos += length
+    return sentences
