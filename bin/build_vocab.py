@@ -1,0 +1,22 @@
+#!/usr/bin/env python
+"""Writes a biLM training vocabulary (<S>, </S>, <UNK>, then tokens by count)."""
+import argparse
+
+from bilm.vocab_builder import build_vocab
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--train_prefix", required=True, help="glob of the training shards, e.g. 'data/train/*.txt'")
+    parser.add_argument("--vocab_file", required=True, help="path of the vocabulary file to write")
+    parser.add_argument("--min_count", type=int, default=1, help="keep tokens seen at least this often")
+    parser.add_argument(
+        "--max_size", type=int, default=None, help="most lines in the file, <S> </S> <UNK> included"
+    )
+    args = parser.parse_args(argv)
+    size = build_vocab(args.train_prefix, args.vocab_file, min_count=args.min_count, max_size=args.max_size)
+    print(f"Wrote {size} tokens (<S>, </S>, <UNK> and {size - 3} from {args.train_prefix}) to {args.vocab_file}")
+
+
+if __name__ == "__main__":
+    main()
