@@ -39,7 +39,7 @@ def write_sentence_embeddings(dataset_file, outfile, embed_batch, batch_size=64,
         resume: continue a `.partial` file left by an interrupted run, skipping
             the lines it already holds (otherwise it is started afresh).
         key_of: `(line_number, line) -> dataset name`.
-        verbose: show a progress bar (sentences done / total).
+        verbose: show a progress bar (this call's sentences done / left to do).
         extra_datasets: function `() -> {name: np.ndarray}` written at the end.
 
     Returns:
@@ -55,10 +55,11 @@ def write_sentence_embeddings(dataset_file, outfile, embed_batch, batch_size=64,
     with h5py.File(partial, mode) as fout:
         todo = ((n, line, tokens) for n, line, tokens in read_sentences(dataset_file)
                 if key_of(n, line) not in fout)
-        progress = keras.utils.Progbar(total, unit_name="sentence") if verbose else None
-        done = len(fout)  # sentences a resumed run already wrote
-        if progress is not None:
-            progress.update(done)
+        # The bar counts this call's sentences only, so a resumed run's rate and
+        # ETA are its own (an offset start would make it look many times faster).
+        remaining = max(total - len(fout), 0)
+        progress = keras.utils.Progbar(remaining, unit_name="sentence") if verbose and remaining else None
+        done = 0
         for batch in length_sorted_batches(todo, batch_size):
             embeddings = embed_batch([tokens for _, _, tokens in batch])
             for (number, line, _), embedding in zip(batch, embeddings):
@@ -70,6 +71,8 @@ def write_sentence_embeddings(dataset_file, outfile, embed_batch, batch_size=64,
             done += len(batch)
             if progress is not None:
                 progress.update(done)
+        if progress is not None and done < remaining:  # repeated keys were skipped
+            progress.update(done, finalize=True)
         if extra_datasets is not None:
             for name, value in extra_datasets().items():
                 if name in fout:

@@ -1,0 +1,121 @@
+"""Sentences/sec of `embed_file(..., "all")` against the bare model, at the released sizes.
+
+For each size, in its own process (so peak memory is its own): writes a
+random model (`build_bilm` + `save_bilm_weights`), generates sentences of
+~25 made-up tokens, and measures
+  - raw: `BidirectionalLanguageModel(stateful=False)` called on ids batched
+    beforehand, in the same length-sorted batches embed_file uses (time of
+    the model calls only, after an untimed pass over every batch),
+  - embed_file: the whole call (text in, HDF5 out: model loading, batching,
+    copying every sentence out and writing it),
+and prints both rates, their ratio, embed_file's fixed cost (loading a model
+and tracing its first call, measured on a second model after the raw runs;
+it dominates the ratio for a few hundred sentences) and the peak resident
+memory. The output of "all" is large (3 x 2P floats per token: 3 KiB/token
+small, 12 KiB/token original); it goes to a temporary folder that is removed
+afterwards.
+
+    python bench/bench_embed_file.py [--sizes small,original] [--n_sentences 2000] [--batch_size 64]
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+
+def run_one(size, n_sentences, batch_size):
+    from common import peak_rss_gib, zipf_sentences
+
+    from bilm.batching import Batcher
+    from bilm.elmo_command import embed_file
+    from bilm.language_model import BidirectionalLanguageModel
+    from bilm.options import load_options
+    from bilm.presets import get_preset
+    from bilm.random_model import write_random_model
+    from bilm.sentence_files import length_sorted_batches
+
+    directory = tempfile.mkdtemp(prefix=f"bench_embed_file_{size}_")
+    try:
+        options_file, weight_file = write_random_model(directory, get_preset(size))
+        sentences = zipf_sentences(n_sentences)
+        input_file = os.path.join(directory, "sentences.txt")
+        with open(input_file, "w", encoding="utf-8") as f:
+            f.writelines(" ".join(s) + "\n" for s in sentences)
+
+        model = BidirectionalLanguageModel(options_file, weight_file, max_batch_size=batch_size, stateful=False)
+        batcher = Batcher(None, load_options(options_file).char_cnn.max_characters_per_token)
+        batches = [batcher.batch_sentences(batch) for batch in length_sorted_batches(
+            sentences, batch_size, tokens_of=lambda sentence: sentence)]
+        # One untimed pass: kernels are set up per batch shape, process-wide, so
+        # without it whichever measurement ran first would pay for both.
+        for ids in batches:
+            model(ids)["lm_embeddings"].numpy()
+        start = time.perf_counter()
+        for ids in batches:
+            model(ids)["lm_embeddings"].numpy()
+        raw_seconds = time.perf_counter() - start
+        del model
+        # What embed_file pays before its first batch: a fresh model, loaded and traced.
+        start = time.perf_counter()
+        model = BidirectionalLanguageModel(options_file, weight_file, max_batch_size=batch_size, stateful=False)
+        model(batches[0][:1])["lm_embeddings"].numpy()  # one sentence: the trace serves every shape
+        fixed_seconds = time.perf_counter() - start
+        raw_peak = peak_rss_gib()
+        del model
+
+        output_file = os.path.join(directory, "elmo.hdf5")
+        start = time.perf_counter()
+        embed_file(input_file, output_file, options_file, weight_file, output_format="all",
+                   batch_size=batch_size, verbose=0)
+        file_seconds = time.perf_counter() - start
+        return {
+            "size": size,
+            "n_sentences": n_sentences,
+            "n_tokens": sum(len(s) for s in sentences),
+            "raw_sentences_per_sec": n_sentences / raw_seconds,
+            "embed_file_sentences_per_sec": n_sentences / file_seconds,
+            "fixed_seconds": fixed_seconds,
+            "file_seconds": file_seconds,
+            "raw_peak_rss_gib": raw_peak,
+            "peak_rss_gib": peak_rss_gib(),
+            "output_gib": os.path.getsize(output_file) / 2 ** 30,
+        }
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="small,original", help="comma-separated presets")
+    parser.add_argument("--n_sentences", type=int, default=2000)
+    parser.add_argument("--batch_size", type=int, default=64)
+    parser.add_argument("--one", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.one:
+        print(json.dumps(run_one(args.one, args.n_sentences, args.batch_size)))
+        return
+    for size in args.sizes.split(","):
+        out = subprocess.run(
+            [sys.executable, __file__, "--one", size, "--n_sentences", str(args.n_sentences),
+             "--batch_size", str(args.batch_size)], capture_output=True, text=True)
+        if out.returncode != 0:
+            sys.exit(f"{size}: the benchmark failed:\n{out.stderr[-3000:]}")
+        r = json.loads(out.stdout.strip().splitlines()[-1])
+        print(f"{size:>9} ({r['n_sentences']} sentences, {r['n_tokens']} tokens, batch {args.batch_size}): "
+              f"embed_file {r['embed_file_sentences_per_sec']:8.1f} sentences/sec, "
+              f"raw model {r['raw_sentences_per_sec']:8.1f} sentences/sec, "
+              f"ratio {r['embed_file_sentences_per_sec'] / r['raw_sentences_per_sec']:.2f} "
+              f"(embed_file includes ~{r['fixed_seconds']:.1f} s of model loading and tracing); "
+              f"peak RSS {r['raw_peak_rss_gib']:.2f} GiB raw, {r['peak_rss_gib']:.2f} GiB after embed_file; "
+              f"output {r['output_gib']:.2f} GiB")
+
+
+if __name__ == "__main__":
+    main()
