@@ -2,6 +2,8 @@
 from bilm.batching import Batcher, TokenBatcher
 from bilm.bilm_model import build_bilm
 from bilm.dump import dump_bilm_embeddings, dump_token_embeddings
+from bilm.elmo_layer import ELMoEmbedding
+from bilm.export import export_saved_model
 from bilm.language_model import BidirectionalLanguageModel
 from bilm.options import BiLMOptions, load_options
 from bilm.vocabulary import UnicodeCharsVocabulary, Vocabulary
@@ -11,6 +13,7 @@ __all__ = [
     "Batcher",
     "BiLMOptions",
     "BidirectionalLanguageModel",
+    "ELMoEmbedding",
     "TokenBatcher",
     "UnicodeCharsVocabulary",
     "Vocabulary",
@@ -18,6 +21,7 @@ __all__ = [
     "build_bilm",
     "dump_bilm_embeddings",
     "dump_token_embeddings",
+    "export_saved_model",
     "load_options",
     "weight_layers",
 ]

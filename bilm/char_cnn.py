@@ -56,7 +56,13 @@ class CharCNNEncoder(keras.layers.Layer):
     def call(self, char_ids):
         char_ids = tf.cast(char_ids, tf.int32)
         shape = tf.shape(char_ids)
-        features = self._encode_flat(tf.reshape(char_ids, [-1, shape[2]]))
+        flat = tf.reshape(char_ids, [-1, shape[2]])
+        # TF's convolutions mis-shape a zero-size input, so an empty batch
+        # skips them.
+        features = tf.cond(
+            tf.shape(flat)[0] > 0,
+            lambda: self._encode_flat(flat),
+            lambda: tf.zeros([0, self.n_filters], self.compute_dtype))
         return tf.reshape(features, [shape[0], shape[1], self.n_filters])
 
     def _encode_flat(self, flat_ids):

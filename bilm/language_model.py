@@ -144,19 +144,8 @@ class BidirectionalLanguageModel(tf.Module):
 
     def __call__(self, ids):
         ids = self._check_ids(ids)
-        if ids.shape[0] == 0:
-            return self._empty_outputs(ids.shape[1])
         call = self._stateful_call if self.stateful else self._stateless_call
         return call(ids)
-
-    def _empty_outputs(self, time):
-        p = self.options.projection_dim
-        return {
-            "lm_embeddings": tf.zeros([0, self.options.n_layers + 1, time - 2, 2 * p]),
-            "lengths": tf.zeros([0], tf.int32),
-            "mask": tf.zeros([0, time - 2], tf.bool),
-            "token_embeddings": tf.zeros([0, time, p]),
-        }
 
     def reset_states(self):
         """Sets every state buffer back to zeros (the next batch starts fresh)."""

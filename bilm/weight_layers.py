@@ -125,7 +125,8 @@ class WeightLayers(keras.layers.Layer):
         # (batch, 1, time, 1), broadcast against (batch, n_layers, time, dim).
         mask = ops.cast(time_mask, lm_embeddings.dtype)[:, None, :, None]
         dim = ops.cast(ops.shape(lm_embeddings)[-1], lm_embeddings.dtype)
-        count = ops.sum(mask) * dim
+        # At least 1, so an all-padding batch gives zeros, not 0 / 0 = NaN.
+        count = ops.maximum(ops.sum(mask) * dim, 1.0)
         masked = lm_embeddings * mask
         mean = ops.sum(masked, axis=(0, 2, 3), keepdims=True) / count
         variance = (

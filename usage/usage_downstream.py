@@ -1,0 +1,112 @@
+"""ELMo inside a Keras model: does context from the biLM help a tagger?
+
+A toy tagging task where a token's tag is the word class of the *previous*
+token (tag 3 for the first token), so the token alone says nothing about
+its tag. Two taggers with the same per-token classifier (no context of
+their own: Dense layers applied to each position separately) are trained on
+the same sentences:
+
+- ELMo: `ELMoEmbedding(output="elmo")`, the learned mix of all biLM layers;
+  the LSTM layers carry context from the neighbouring tokens.
+- Baseline: `ELMoEmbedding(output="word_emb")`, layer 0 only, the
+  context-free character encoding of each token.
+
+The biLM here has random weights (written with bilm's own `build_bilm` +
+`save_bilm_weights`), so no download is needed; even so its LSTM states
+carry enough about the previous token for the ELMo tagger to beat the
+baseline by a wide margin. With a published model, point `options_file` and
+`weight_file` at its files.
+
+Run: python usage/usage_downstream.py   (about a minute on 2 CPU cores)
+"""
+import os
+import tempfile
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+from bilm.elmo_layer import ELMoEmbedding  # noqa: E402
+from bilm.presets import get_preset  # noqa: E402
+from bilm.random_model import write_random_model  # noqa: E402
+
+N_CLASSES = 3
+FIRST_TOKEN_TAG = N_CLASSES
+WORDS_PER_CLASS = 8
+BATCH_SIZE = 64
+EPOCHS = 15
+HIDDEN = 256
+LEARNING_RATE = 1e-2
+
+
+def make_words(rng):
+    """`N_CLASSES * WORDS_PER_CLASS` distinct random lowercase words, and each word's class."""
+    words = set()
+    while len(words) < N_CLASSES * WORDS_PER_CLASS:
+        words.add("".join(rng.choice(list("abcdefghijklmnopqrstuvwxyz"), size=rng.integers(3, 7))))
+    words = sorted(words)
+    rng.shuffle(words)
+    return words, {word: i % N_CLASSES for i, word in enumerate(words)}
+
+
+def make_dataset(rng, words, word_class, n_sentences):
+    """Padded tokens `(n, time)` (`''` padding) and tags `(n, time)` (0 at padding)."""
+    lengths = rng.integers(4, 12, size=n_sentences)
+    tokens = np.full((n_sentences, lengths.max()), "", dtype=object)
+    tags = np.zeros((n_sentences, lengths.max()), dtype=np.int32)
+    for row, length in enumerate(lengths):
+        sentence = rng.choice(words, size=length)
+        tokens[row, :length] = sentence
+        tags[row, 0] = FIRST_TOKEN_TAG
+        tags[row, 1:length] = [word_class[word] for word in sentence[:-1]]
+    return tokens.astype(str), tags
+
+
+def build_tagger(options_file, weight_file, output):
+    """String tokens `(batch, time)` -> tag probabilities `(batch, time, N_CLASSES + 1)`."""
+    tokens = keras.Input(shape=(None,), dtype="string", name="tokens")
+    features = ELMoEmbedding(options_file, weight_file, output=output, name=f"elmo_{output}")(tokens)
+    # Per-token classifier: Dense acts on each position on its own, so any
+    # context must come from the features.
+    hidden = keras.layers.Dense(HIDDEN, activation="relu", name="hidden")(features)
+    probabilities = keras.layers.Dense(N_CLASSES + 1, activation="softmax", name="tags")(hidden)
+    model = keras.Model(tokens, probabilities, name=f"tagger_{output}")
+    model.compile(optimizer=keras.optimizers.Adam(LEARNING_RATE), loss="sparse_categorical_crossentropy")
+    return model
+
+
+def token_accuracy(model, tokens, tags):
+    """Accuracy over the real (non-padding) tokens."""
+    predicted = np.argmax(model.predict(tf.constant(tokens), batch_size=256, verbose=0), axis=-1)
+    real = tokens != ""
+    return float(np.mean(predicted[real] == tags[real]))
+
+
+def main():
+    directory = tempfile.mkdtemp(prefix="bilm_downstream_")
+    options_file, weight_file = write_random_model(directory, get_preset("tiny"), seed=0)
+
+    rng = np.random.default_rng(0)
+    words, word_class = make_words(rng)
+    train = make_dataset(rng, words, word_class, 2000)
+    heldout = make_dataset(rng, words, word_class, 500)
+    dataset = tf.data.Dataset.from_tensor_slices(train).shuffle(2000, seed=0).batch(BATCH_SIZE)
+
+    scores = {}
+    for output in ("elmo", "word_emb"):
+        keras.utils.set_random_seed(1)
+        model = build_tagger(options_file, weight_file, output)
+        model.fit(dataset, epochs=EPOCHS, shuffle=False, verbose=0)  # the dataset shuffles
+        scores[output] = token_accuracy(model, *heldout)
+
+    majority = max(np.mean(heldout[1][heldout[0] != ""] == tag) for tag in range(N_CLASSES + 1))
+    print(f"held-out token accuracy, majority tag:                 {majority:.3f}")
+    print(f"held-out token accuracy, word_emb only (layer 0):      {scores['word_emb']:.3f}")
+    print(f"held-out token accuracy, ELMo (all layers mixed):      {scores['elmo']:.3f}")
+    return scores
+
+
+if __name__ == "__main__":
+    main()
