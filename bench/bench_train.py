@@ -1,0 +1,134 @@
+#!/usr/bin/env python
+"""Training throughput of the small released configuration, at two vocabulary sizes.
+
+2x1024_128_2048cnn_1xhighway, bidirectional, char inputs, batch 64 x 20,
+8192 negative samples, on a synthetic Zipfian corpus. Prints the steady-state
+training tokens/sec (forward-stream tokens per second), the peak resident
+memory, and this machine's float32 matmul rate measured in the same run. The
+sampled softmax's gradients are sparse, so the 10k and the 800k vocabulary
+should train at about the same speed.
+
+Quick run: python bench/bench_train.py --steps 5 --warmup 2 --batch_size 8 \\
+    --lstm_dim 64 --projection_dim 16 --filter_scale 16 --n_negative 512
+"""
+import argparse
+import os
+import sys
+import tempfile
+import time
+
+import numpy as np
+import tensorflow as tf
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import forward_flops_per_token, matmul_rate, peak_rss_gib  # noqa: E402
+
+from bilm.presets import TRAINING_DEFAULTS, get_preset  # noqa: E402
+from bilm.training import TrainStep, load_training_data, model_batches  # noqa: E402
+from bilm.training_model import SparseAdagrad, TrainingLM, training_settings  # noqa: E402
+
+LETTERS = "abcdefghijklmnopqrstuvwxyz"
+
+
+def word(index):
+    """A distinct made-up word for every index (base 26)."""
+    letters = []
+    index += 1
+    while index:
+        index, digit = divmod(index - 1, 26)
+        letters.append(LETTERS[digit])
+    return "".join(reversed(letters))
+
+
+def write_corpus(directory, n_vocab, n_tokens, seed=0):
+    """A Zipfian corpus over `n_vocab` words and its vocabulary (ids in frequency order)."""
+    rng = np.random.default_rng(seed)
+    ranks = (rng.zipf(1.2, size=n_tokens) - 1) % n_vocab
+    words = [word(i) for i in range(n_vocab)]
+    lines, position = [], 0
+    while position < n_tokens:
+        length = max(1, int(rng.normal(25, 5)))
+        lines.append(" ".join(words[r] for r in ranks[position:position + length]))
+        position += length
+    train = os.path.join(directory, f"train_{n_vocab}.txt")
+    with open(train, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    vocab = os.path.join(directory, f"vocab_{n_vocab}.txt")
+    with open(vocab, "w") as f:
+        f.write("\n".join(["<S>", "</S>", "<UNK>"] + words) + "\n")
+    return train, vocab
+
+
+def bench_options(args, n_tokens_vocab):
+    options = get_preset(args.preset)
+    options["char_cnn"]["n_characters"] = 261
+    if args.lstm_dim:
+        options["lstm"]["dim"] = args.lstm_dim
+    if args.projection_dim:
+        options["lstm"]["projection_dim"] = args.projection_dim
+    options["char_cnn"]["filters"] = [[w, max(1, n // args.filter_scale)] for w, n in options["char_cnn"]["filters"]]
+    options.update(TRAINING_DEFAULTS)
+    options.update(batch_size=args.batch_size, unroll_steps=args.unroll_steps, n_tokens_vocab=n_tokens_vocab,
+                   n_negative_samples_batch=args.n_negative, n_train_tokens=10 ** 9)
+    return options
+
+
+def run(args, n_vocab, directory):
+    tokens_per_step = args.batch_size * args.unroll_steps
+    train_file, vocab_file = write_corpus(directory, n_vocab, tokens_per_step * (args.steps + args.warmup + 2) * 2)
+    options = bench_options(args, n_vocab + 3)
+    parsed, settings = training_settings(options)
+    lm = TrainingLM(parsed, settings)
+    optimizer = SparseAdagrad(lm.trainable_variables(), settings.learning_rate)
+    states = {key: tf.Variable(tf.zeros([settings.batch_size, size])) for key, _, size in lm.state_keys}
+    step = TrainStep(lm, optimizer, states, tf.distribute.get_strategy(), settings, seed=0)
+    data, _ = load_training_data(options, train_file, vocab_file, seed=0)
+    stream = model_batches(data, settings.batch_size, settings.unroll_steps, lm.batch_keys())
+    batches = [{k: tf.constant(v) for k, v in next(stream).items()} for _ in range(args.steps + args.warmup)]
+
+    start = time.perf_counter()
+    for i, batch in enumerate(batches[:args.warmup]):
+        float(step(batch, i)["loss"])
+    warmup_seconds = time.perf_counter() - start
+    start = time.perf_counter()
+    for i, batch in enumerate(batches[args.warmup:], start=args.warmup):
+        loss = float(step(batch, i)["loss"])
+    seconds = (time.perf_counter() - start) / args.steps
+    n_bilm, n_softmax = lm.parameter_counts()
+    flops = 3 * 2 * forward_flops_per_token(parsed) * tokens_per_step  # both directions, forward + backward
+    print(f"vocab {n_vocab:>7,}: {tokens_per_step / seconds:10,.0f} tokens/sec  {seconds * 1000:8.1f} ms/step  "
+          f"~{flops / seconds / 1e9:8.1f} GFLOP/s (biLM only)  loss {loss:.3f}  "
+          f"params {n_bilm:,} + softmax {n_softmax:,}  first {args.warmup} steps {warmup_seconds:.1f} s  "
+          f"peak RSS so far {peak_rss_gib():.2f} GiB", flush=True)
+    return tokens_per_step / seconds
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--vocab_sizes", default="10000,800000", help="comma-separated vocabulary sizes")
+    parser.add_argument("--preset", default="small", help="released configuration (small = 2x1024_128_2048cnn)")
+    parser.add_argument("--batch_size", type=int, default=64)
+    parser.add_argument("--unroll_steps", type=int, default=20)
+    parser.add_argument("--n_negative", type=int, default=8192)
+    parser.add_argument("--steps", type=int, default=20, help="timed steps")
+    parser.add_argument("--warmup", type=int, default=3, help="untimed steps first (tracing)")
+    parser.add_argument("--lstm_dim", type=int, help="shrink: LSTM size")
+    parser.add_argument("--projection_dim", type=int, help="shrink: projection size")
+    parser.add_argument("--filter_scale", type=int, default=1, help="shrink: divide every CNN filter count")
+    args = parser.parse_args(argv)
+
+    rate = matmul_rate()
+    print(f"float32 matmul: {rate / 1e9:,.1f} GFLOP/s on {tf.config.list_logical_devices()[-1].name}")
+    speeds = {}
+    with tempfile.TemporaryDirectory() as directory:
+        for n_vocab in (int(v) for v in args.vocab_sizes.split(",")):
+            speeds[n_vocab] = run(args, n_vocab, directory)
+    if len(speeds) > 1:
+        small, large = min(speeds), max(speeds)
+        print(f"tokens/sec ratio vocab {large:,} / vocab {small:,}: {speeds[large] / speeds[small]:.2f}")
+    print(f"peak RSS {peak_rss_gib():.2f} GiB")
+    return speeds
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,123 @@
+"""Training checkpoints: what they hold, where they live, how they are restored.
+
+A checkpoint (`tf.train.Checkpoint`, files `model.ckpt-<step>.*` managed by
+`tf.train.CheckpointManager`) holds, under stable names:
+- `model/<layer>/<variable>`: the biLM (`char_cnn/char_embedding`, ...),
+- `softmax/W`, `softmax/b`,
+- `optimizer/<variable name>`: the Adagrad accumulators,
+- `step`: optimizer steps taken so far,
+- `lstm_states/<state key>`: the carried LSTM states, one row per batch row,
+- `data/batches`, `data/source`: how many batches of which data stream
+  (a fingerprint of its description) were consumed, so that a restart on
+  the same data continues where it stopped.
+`options.json` sits beside the checkpoints in `save_dir`.
+"""
+import os
+import zlib
+
+import tensorflow as tf
+
+from bilm.options import load_options
+
+CHECKPOINT_NAME = "model.ckpt"
+OPTIONS_FILE = "options.json"
+
+
+class CheckpointError(ValueError):
+    """A save_dir has no checkpoint, or a checkpoint does not match the options."""
+
+
+def data_fingerprint(description):
+    """An int64 fingerprint of a data stream's description (e.g. its file pattern)."""
+    return zlib.crc32(str(description).encode("utf-8"))
+
+
+def build_checkpoint(lm, optimizer=None, step=None, lstm_states=None, data_position=None):
+    """A `tf.train.Checkpoint` of the given training objects.
+
+    Args:
+        lm: `TrainingLM`.
+        optimizer: `SparseAdagrad` or None.
+        step: int64 scalar variable or None.
+        lstm_states: `{state key: variable (rows, size)}` or None.
+        data_position: `{"batches": int64 variable, "source": int64 variable}` or None.
+    """
+    parts = {"model": lm.bilm_variables(), "softmax": lm.softmax_variables()}
+    if optimizer is not None:
+        parts["optimizer"] = optimizer.accumulators
+    if step is not None:
+        parts["step"] = step
+    if lstm_states:
+        parts["lstm_states"] = lstm_states
+    if data_position is not None:
+        parts["data"] = data_position
+    return tf.train.Checkpoint(**parts)
+
+
+def latest_checkpoint(save_dir):
+    """The newest checkpoint prefix in `save_dir`; a clear error when there is none."""
+    save_dir = os.fspath(save_dir)
+    if not os.path.isdir(save_dir):
+        raise CheckpointError(f"save_dir {save_dir} does not exist; train first with bin/train_elmo.py.")
+    path = tf.train.latest_checkpoint(save_dir)
+    if path is None:
+        raise CheckpointError(
+            f"No checkpoint found in {save_dir} (expected {CHECKPOINT_NAME}-<step>.index and a "
+            "'checkpoint' file); train first with bin/train_elmo.py, or convert a TF1 checkpoint.")
+    return path
+
+
+def load_options_latest_checkpoint(save_dir):
+    """`(options dict, checkpoint prefix)` of a training directory, as bilm-tf returns them."""
+    path = latest_checkpoint(save_dir)
+    options_file = os.path.join(os.fspath(save_dir), OPTIONS_FILE)
+    if not os.path.exists(options_file):
+        raise CheckpointError(
+            f"{options_file} not found: the training options are saved there by train(); "
+            "copy the options file used for training to that name.")
+    return load_options(options_file).to_dict(), path
+
+
+def restore_model(lm, checkpoint_file):
+    """Assigns the biLM and softmax variables of a checkpoint to `lm` (for evaluation, dumping)."""
+    _restore(build_checkpoint(lm), checkpoint_file)
+
+
+def restore_training(checkpoint_file, lm, optimizer, step, lstm_states, data_position):
+    """Restores a full training state; returns whether the LSTM states were restored.
+
+    LSTM states saved with another number of rows (a different batch size or
+    number of replicas) are left at zero instead of failing.
+    """
+    saved_shapes = tf.train.load_checkpoint(checkpoint_file).get_variable_to_shape_map()
+    states_match = all(
+        saved_shapes.get(f"lstm_states/{key}/.ATTRIBUTES/VARIABLE_VALUE") == list(variable.shape)
+        for key, variable in lstm_states.items())
+    checkpoint = build_checkpoint(
+        lm, optimizer, step, lstm_states if states_match else None, data_position)
+    _restore(checkpoint, checkpoint_file)
+    return states_match
+
+
+def _restore(checkpoint, checkpoint_file):
+    try:
+        status = checkpoint.read(checkpoint_file)
+        status.assert_existing_objects_matched()
+        # Values of the file that the objects do not use (the optimizer when
+        # evaluating, `save_counter`) are expected; silence their warnings.
+        status.expect_partial()
+    except (AssertionError, ValueError, tf.errors.InvalidArgumentError) as e:
+        raise CheckpointError(
+            f"Checkpoint {checkpoint_file} does not match the model built from the options "
+            f"(is options.json the one it was trained with?): {e}") from None
+
+
+def read_state_summary(checkpoint_file):
+    """`{"step", "data_batches", "data_source"}` ints of a checkpoint, without building a model."""
+    reader = tf.train.load_checkpoint(checkpoint_file)
+    names = reader.get_variable_to_shape_map()
+    summary = {}
+    for key, name in (("step", "step"), ("data_batches", "data/batches"), ("data_source", "data/source")):
+        name += "/.ATTRIBUTES/VARIABLE_VALUE"
+        summary[key] = int(reader.get_tensor(name)) if name in names else 0
+    return summary

@@ -1,0 +1,390 @@
+"""The biLM as it is trained: `build_bilm`'s layers, the shared softmax, Adagrad.
+
+Training differs from prediction in its wiring, not in its layers: the
+backward stack reads its own stream (the sentences with their tokens
+reversed, cut into windows independently of the forward stream) left to
+right, so that its LSTM state can carry from one batch to the next. The
+layers, and so the variables and the weight file, are those of
+`build_bilm(..., padded=False)`.
+"""
+import dataclasses
+import math
+
+import keras
+import tensorflow as tf
+
+from bilm.bilm_model import DIRECTIONS, build_bilm, state_keys
+from bilm.options import OptionsError, load_options
+from bilm.sampled_softmax import full_softmax_loss, log_uniform_candidates, sampled_softmax_loss
+
+TRAINING_N_CHARACTERS = 261
+
+# bilm-tf's defaults for the training keys that may be left out.
+DEFAULTS = {
+    "bidirectional": True,
+    "dropout": 0.1,
+    "all_clip_norm_val": 10.0,
+    "learning_rate": 0.2,
+    "sample_softmax": True,
+    "share_embedding_softmax": False,
+    "n_epochs": 10,
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainingSettings:
+    """The training keys of `options.json`, validated (see SPEC.md, "Training").
+
+    `batch_size` is per replica (per GPU), as in bilm-tf.
+    """
+
+    n_tokens_vocab: int
+    batch_size: int
+    unroll_steps: int
+    bidirectional: bool
+    dropout: float
+    sample_softmax: bool
+    n_negative_samples_batch: int
+    share_embedding_softmax: bool
+    learning_rate: float
+    all_clip_norm_val: float
+    n_epochs: int
+    n_train_tokens: int
+
+
+def training_settings(options, need_schedule=True):
+    """Parses and checks the training keys of `options` (dict, path or `BiLMOptions`).
+
+    Args:
+        need_schedule: require `n_train_tokens` (training needs it to count
+            epochs; evaluation does not).
+
+    Returns:
+        `(BiLMOptions, TrainingSettings)`.
+
+    Raises:
+        OptionsError naming the options source and the key.
+    """
+    options = load_options(options)
+    source = options.source
+    cnn = options.char_cnn
+    if cnn is not None and cnn.n_characters != TRAINING_N_CHARACTERS:
+        raise OptionsError(
+            f"{source}: 'char_cnn.n_characters' is {cnn.n_characters}, but training reads unshifted "
+            f"character ids and needs {TRAINING_N_CHARACTERS}. Set it to {TRAINING_N_CHARACTERS} "
+            "(262 is the prediction layout that dump_weights writes).")
+
+    def integer(key, required=True, minimum=1):
+        value = options.get(key, DEFAULTS.get(key))
+        if value is None and not required:
+            return 0
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise OptionsError(f"{source}: training key '{key}' must be an integer >= {minimum}, got {value!r}.")
+        return value
+
+    def number(key, low, high):
+        value = options.get(key, DEFAULTS.get(key))
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value < high:
+            raise OptionsError(f"{source}: training key '{key}' must be a number in [{low}, {high}), got {value!r}.")
+        return float(value)
+
+    sample_softmax = bool(options.get("sample_softmax", DEFAULTS["sample_softmax"]))
+    share = bool(options.get("share_embedding_softmax", DEFAULTS["share_embedding_softmax"]))
+    if share and cnn is not None:
+        raise OptionsError(
+            f"{source}: 'share_embedding_softmax' ties the softmax to the token embedding, which only "
+            "token inputs have; remove 'char_cnn' or set share_embedding_softmax to false.")
+    n_tokens_vocab = integer("n_tokens_vocab")
+    n_negative = integer("n_negative_samples_batch", required=sample_softmax)
+    if sample_softmax and n_negative > n_tokens_vocab:
+        raise OptionsError(
+            f"{source}: 'n_negative_samples_batch' ({n_negative}) exceeds 'n_tokens_vocab' "
+            f"({n_tokens_vocab}); lower it or set sample_softmax to false.")
+    settings = TrainingSettings(
+        n_tokens_vocab=n_tokens_vocab,
+        batch_size=integer("batch_size"),
+        unroll_steps=integer("unroll_steps"),
+        bidirectional=bool(options.get("bidirectional", DEFAULTS["bidirectional"])),
+        dropout=number("dropout", 0.0, 1.0),
+        sample_softmax=sample_softmax,
+        n_negative_samples_batch=n_negative,
+        share_embedding_softmax=share,
+        learning_rate=number("learning_rate", 1e-12, math.inf),
+        all_clip_norm_val=number("all_clip_norm_val", 1e-12, math.inf),
+        n_epochs=integer("n_epochs"),
+        n_train_tokens=integer("n_train_tokens", required=need_schedule),
+    )
+    return options, settings
+
+
+class TrainingLM:
+    """The biLM of `build_bilm(padded=False)` with the softmax used to train it.
+
+    Args:
+        options: `BiLMOptions` (character table of 261 rows for char inputs).
+        settings: `TrainingSettings`.
+
+    Attributes:
+        bilm: the functional model of `build_bilm` (its variables are the
+            ones in the weight file); `layers` its layers by name.
+        softmax_weights: `(n_tokens_vocab, projection_dim)` variable,
+            N(0, 1/sqrt(projection_dim)), shared by both directions (the
+            token embedding itself with `share_embedding_softmax`).
+        softmax_bias: `(n_tokens_vocab,)` zeros.
+
+    Create it inside a `tf.distribute` strategy's scope to distribute it.
+    """
+
+    def __init__(self, options, settings):
+        self.options = options
+        self.settings = settings
+        self.use_characters = options.char_cnn is not None
+        self.directions = DIRECTIONS[: 2 if settings.bidirectional else 1]
+        # Dropout is applied here with stateless ops seeded by (seed, step,
+        # replica), not by build_bilm's Keras Dropout layers: the masks are
+        # then the same after a restart and differ between replicas.
+        self.bilm = build_bilm(
+            options, n_token_vocab=None if self.use_characters else settings.n_tokens_vocab,
+            bidirectional=settings.bidirectional, dropout=0.0, padded=False, name="bilm")
+        self.state_keys = state_keys(options, settings.bidirectional)
+        self.layers = {layer.name: layer for layer in self.bilm.layers}
+        projection_dim = options.projection_dim
+        if settings.share_embedding_softmax:
+            self.softmax_weights = self.layers["token_embedding"].embeddings.value
+        else:
+            init = keras.initializers.RandomNormal(stddev=1.0 / math.sqrt(projection_dim))
+            self.softmax_weights = tf.Variable(
+                init((settings.n_tokens_vocab, projection_dim)), name="softmax_W")
+        self.softmax_bias = tf.Variable(tf.zeros([settings.n_tokens_vocab]), name="softmax_b")
+        self.evaluation_step = tf.function(self._evaluation_losses, reduce_retracing=True, autograph=False)
+
+    # === Variables, by stable name ===
+
+    def bilm_variables(self):
+        """`{path: tf.Variable}` of the biLM (`"char_cnn/char_embedding"`, ...)."""
+        return {v.path: v.value for v in self.bilm.weights}
+
+    def softmax_variables(self):
+        """`{"W": ..., "b": ...}`; no `"W"` when it is the token embedding."""
+        parts = {"b": self.softmax_bias}
+        if not self.settings.share_embedding_softmax:
+            parts["W"] = self.softmax_weights
+        return parts
+
+    def trainable_variables(self):
+        """`{name: tf.Variable}` of everything the optimizer updates."""
+        named = {v.path: v.value for v in self.bilm.trainable_weights}
+        named.update({f"softmax/{k}": v for k, v in self.softmax_variables().items()})
+        return named
+
+    def parameter_counts(self):
+        """`(biLM parameters, softmax parameters)` (softmax without a shared table)."""
+        bilm = sum(math.prod(v.shape) for v in self.bilm.trainable_weights)
+        softmax = sum(math.prod(v.shape) for v in self.softmax_variables().values())
+        return int(bilm), int(softmax)
+
+    def batch_keys(self):
+        """The keys of a data batch that `losses` reads."""
+        keys = ["tokens_characters" if self.use_characters else "token_ids", "next_token_id"]
+        if "backward" in self.directions:
+            keys += [key + "_reverse" for key in keys]
+        return keys
+
+    def zero_states(self, batch_size):
+        """`{state key: zeros (batch_size, size)}` for every LSTM state."""
+        return {key: tf.zeros([batch_size, size]) for key, _, size in self.state_keys}
+
+    # === Forward pass and loss ===
+
+    def embed(self, ids):
+        """Token encodings: ids `(batch, time[, max_chars])` -> `(batch, time, projection_dim)`."""
+        if not self.use_characters:
+            return self.layers["token_embedding"](ids)
+        x = self.layers["highway"](self.layers["char_cnn"](ids))
+        if "token_projection" in self.layers:
+            x = self.layers["token_projection"](x)
+        return x
+
+    def run_direction(self, direction, x, initial_states, dropout_seed=None):
+        """One LSTM stack over its own stream, reading it left to right.
+
+        Args:
+            direction: `"forward"` or `"backward"`.
+            x: `(batch, time, projection_dim)` encodings of that direction's
+                stream (for `"backward"`, the reversed-token stream).
+            initial_states: `{state key: (batch, size)}`.
+            dropout_seed: int `(2,)` stateless seed, or None for no dropout.
+
+        Returns:
+            `(top (batch, time, projection_dim), {state key: final state})`;
+            `top` has the output dropout applied when `dropout_seed` is given.
+        """
+        rate = self.settings.dropout
+        direction_index = DIRECTIONS.index(direction)
+        n_layers = self.options.n_layers
+
+        def dropout(tensor, site):
+            if dropout_seed is None or rate == 0.0:
+                return tensor
+            seed = tf.random.experimental.stateless_fold_in(dropout_seed, direction_index * (n_layers + 1) + site)
+            return tf.nn.experimental.stateless_dropout(tensor, rate, seed=seed)
+
+        batch, time = tf.shape(x)[0], tf.shape(x)[1]
+        lengths = tf.fill([batch], time)
+        if direction == "backward":
+            # build_bilm's backward layers read right to left (go_backwards);
+            # flipping their input makes them read the stream left to right.
+            x = tf.reverse(x, axis=[1])
+        finals = {}
+        layer_input = x
+        for layer in range(n_layers):
+            layer_input = dropout(layer_input, layer)
+            name = f"{direction}_{layer}"
+            h, final_c, final_h = self.layers[f"{direction}_lstm_{layer}"](
+                layer_input, lengths, [initial_states[f"{name}_c"], initial_states[f"{name}_h"]])
+            if self.options.use_skip_connections and layer > 0:
+                h = h + layer_input
+            finals[f"{name}_c"], finals[f"{name}_h"] = final_c, final_h
+            layer_input = h
+        top = dropout(layer_input, n_layers)
+        if direction == "backward":
+            top = tf.reverse(top, axis=[1])
+        return top, finals
+
+    def losses(self, batch, initial_states, training=False, dropout_seed=None):
+        """The loss of one batch of windows.
+
+        Args:
+            batch: dict from the data pipeline: `token_ids` `(batch, time)`,
+                `tokens_characters` `(batch, time, max_chars)` (char inputs),
+                `next_token_id` `(batch, time)`, and the same keys with
+                `_reverse` for the backward stream.
+            initial_states: `{state key: (batch, size)}`.
+            training: sampled softmax (when `sample_softmax`) and dropout
+                (when `dropout_seed` is given); otherwise the full softmax.
+            dropout_seed: int `(2,)` stateless seed for the dropout masks.
+
+        Returns:
+            `(loss, {direction: mean loss}, {state key: final state})`: loss
+            is the mean of the directions' mean losses.
+        """
+        key = "tokens_characters" if self.use_characters else "token_ids"
+        suffixes = {"forward": "", "backward": "_reverse"}
+        inputs = [batch[key + suffixes[d]] for d in self.directions]
+        # One encoder call for both streams: the char CNN deduplicates tokens.
+        encoded = tf.split(self.embed(tf.concat(inputs, axis=0)), len(inputs), axis=0)
+        per_direction, finals = {}, {}
+        for direction, x in zip(self.directions, encoded):
+            seed = dropout_seed if training else None
+            top, direction_finals = self.run_direction(direction, x, initial_states, seed)
+            finals.update(direction_finals)
+            outputs = tf.reshape(top, [-1, self.options.projection_dim])
+            labels = tf.reshape(batch["next_token_id" + suffixes[direction]], [-1])
+            if training and self.settings.sample_softmax:
+                candidates = log_uniform_candidates(
+                    labels, self.settings.n_negative_samples_batch, self.settings.n_tokens_vocab)
+                row_losses = sampled_softmax_loss(
+                    self.softmax_weights, self.softmax_bias, outputs, labels, candidates)
+            else:
+                row_losses = full_softmax_loss(self.softmax_weights, self.softmax_bias, outputs, labels)
+            per_direction[direction] = tf.reduce_mean(row_losses)
+        loss = tf.add_n(list(per_direction.values())) / len(per_direction)
+        return loss, per_direction, finals
+
+    def _evaluation_losses(self, batch, initial_states):
+        """`losses` with the full softmax and no dropout, compiled once (`evaluation_step`)."""
+        return self.losses(batch, initial_states, training=False)
+
+
+# === Gradients and the optimizer ===
+
+def deduplicate(gradient):
+    """Sums the rows of an `IndexedSlices` that share an index (dense: unchanged)."""
+    if not isinstance(gradient, tf.IndexedSlices):
+        return gradient
+    unique, positions = tf.unique(gradient.indices)
+    values = tf.math.unsorted_segment_sum(gradient.values, positions, tf.shape(unique)[0])
+    return tf.IndexedSlices(values, unique, gradient.dense_shape)
+
+
+def clip_by_global_norm(gradients, clip_norm):
+    """`tf.clip_by_global_norm` that keeps `IndexedSlices` sparse.
+
+    Args:
+        gradients: list of dense tensors, deduplicated `IndexedSlices`, or None.
+        clip_norm: float.
+
+    Returns:
+        `(clipped list, global norm)`; the norm of an `IndexedSlices` is that
+        of its values (right once indices are unique).
+    """
+    squares = []
+    for g in gradients:
+        if g is not None:
+            values = g.values if isinstance(g, tf.IndexedSlices) else g
+            squares.append(tf.reduce_sum(tf.square(values)))
+    norm = tf.sqrt(tf.add_n(squares))
+    scale = clip_norm * tf.minimum(1.0 / norm, 1.0 / clip_norm)
+    return [scale_gradient(g, scale) for g in gradients], norm
+
+
+def scale_gradient(gradient, scale):
+    """`gradient * scale` for a tensor, `IndexedSlices` or None."""
+    if gradient is None:
+        return None
+    if isinstance(gradient, tf.IndexedSlices):
+        return tf.IndexedSlices(gradient.values * scale, gradient.indices, gradient.dense_shape)
+    return gradient * scale
+
+
+class SparseAdagrad:
+    """Adagrad on `tf.Variable`s as TF1's `AdagradOptimizer` (no epsilon).
+
+    `accum += g * g; var -= learning_rate * g / sqrt(accum)`. An
+    `IndexedSlices` gradient (deduplicated) updates only its rows of the
+    variable and of the accumulator, so the cost of a step does not grow
+    with the vocabulary.
+
+    Args:
+        variables: `{name: tf.Variable}`; accumulators are created for each,
+            in the current distribution scope.
+        learning_rate: float.
+        initial_accumulator_value: float.
+
+    Attributes:
+        accumulators: `{name: tf.Variable}`, the optimizer's slots.
+    """
+
+    def __init__(self, variables, learning_rate, initial_accumulator_value=1.0):
+        self.learning_rate = learning_rate
+        self.initial_accumulator_value = initial_accumulator_value
+        self.accumulators = {}
+        for name, variable in variables.items():
+            self.accumulators[name] = tf.Variable(
+                lambda v=variable: tf.fill(v.shape, tf.constant(initial_accumulator_value, v.dtype)),
+                trainable=False, name=name.replace("/", "_") + "_adagrad")
+
+    def update(self, variable, gradient, accumulator):
+        """Applies one gradient (per device: plain variables, plain tensors)."""
+        lr = tf.constant(self.learning_rate, variable.dtype)
+        if isinstance(gradient, tf.IndexedSlices):
+            indices, values = gradient.indices, gradient.values
+            accumulator.scatter_add(tf.IndexedSlices(tf.square(values), indices))
+            step = lr * values * tf.math.rsqrt(tf.gather(accumulator, indices))
+            return variable.scatter_sub(tf.IndexedSlices(step, indices))
+        accumulator.assign_add(tf.square(gradient))
+        return variable.assign_sub(lr * gradient * tf.math.rsqrt(accumulator))
+
+    def apply(self, variables, gradients, strategy=None):
+        """Updates `variables` `{name: var}` with `gradients` `{name: grad or None}`.
+
+        Call in cross-replica context (e.g. inside `merge_call`) when
+        distributed; `strategy.extended.update` runs the update on every
+        device's copy.
+        """
+        strategy = strategy or tf.distribute.get_strategy()
+        for name, variable in variables.items():
+            gradient = gradients.get(name)
+            if gradient is not None:
+                strategy.extended.update(
+                    variable, self.update, args=(gradient, self.accumulators[name]), group=False)

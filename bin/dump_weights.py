@@ -1,0 +1,32 @@
+#!/usr/bin/env python
+"""Writes the latest checkpoint of --save_dir as a weight file for prediction.
+
+Beside --outfile go its options (n_characters 262), `<outfile>_options.json`,
+and for token inputs `<outfile>_token_embeddings.hdf5`; then
+BidirectionalLanguageModel(options_file, outfile) loads them as they are.
+"""
+import argparse
+import sys
+
+from bilm.checkpoints import CheckpointError
+from bilm.options import OptionsError
+from bilm.training import dump_weights
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--save_dir", required=True, help="the training directory")
+    parser.add_argument("--outfile", required=True, help="HDF5 weight file to write, e.g. weights.hdf5")
+    parser.add_argument("--options_outfile", help="prediction options (default: <outfile>_options.json)")
+    args = parser.parse_args(argv)
+    try:
+        written = dump_weights(args.save_dir, args.outfile, args.options_outfile)
+    except (OptionsError, CheckpointError) as e:
+        sys.exit(f"Error: {e}")
+    for kind, path in written.items():
+        print(f"{kind}: {path}")
+    return written
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,37 @@
+#!/usr/bin/env python
+"""Continues training from the latest checkpoint in --save_dir, optimizer state included.
+
+On the same --train_prefix the data stream resumes where it stopped; on new
+data (fine-tuning) it runs --n_epochs over it. With --tf1_checkpoint, an
+original bilm-tf checkpoint is first converted into --save_dir.
+"""
+import argparse
+import sys
+
+from bilm.checkpoints import CheckpointError
+from bilm.options import OptionsError
+from bilm.tf1_checkpoint import convert_tf1_checkpoint
+from bilm.training import add_training_arguments, train_from_args
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_training_arguments(parser)
+    parser.add_argument("--tf1_checkpoint", help="first convert this bilm-tf (TF1) checkpoint into --save_dir")
+    parser.add_argument("--tf1_options_file", help="the options.json of --tf1_checkpoint")
+    args = parser.parse_args(argv)
+    if args.tf1_checkpoint and not args.tf1_options_file:
+        parser.error("--tf1_checkpoint needs --tf1_options_file (the model's options.json).")
+    try:
+        if args.tf1_checkpoint:
+            path = convert_tf1_checkpoint(args.tf1_checkpoint, args.tf1_options_file, args.save_dir)
+            print(f"Converted {args.tf1_checkpoint} to {path}")
+        result = train_from_args(args, restart=True)
+    except (OptionsError, CheckpointError, FloatingPointError, ValueError) as e:
+        sys.exit(f"Error: {e}")
+    print(f"Finished at step {result['step']}: {result['checkpoint']}")
+    return result
+
+
+if __name__ == "__main__":
+    main()

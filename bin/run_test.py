@@ -1,0 +1,30 @@
+#!/usr/bin/env python
+"""Held-out perplexity of the latest checkpoint in --save_dir (full softmax).
+
+Ends with one line: AVERAGE PERPLEXITY = <number>.
+"""
+import argparse
+import sys
+
+from bilm.checkpoints import CheckpointError
+from bilm.options import OptionsError
+from bilm.training import test_from_files
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--test_prefix", required=True, help="glob of the held-out shards")
+    parser.add_argument("--vocab_file", required=True, help="the training vocabulary")
+    parser.add_argument("--save_dir", required=True, help="the training directory")
+    parser.add_argument("--batch_size", type=int, default=256, help="rows per batch")
+    args = parser.parse_args(argv)
+    try:
+        perplexity = test_from_files(args.test_prefix, args.vocab_file, args.save_dir, args.batch_size)
+    except (OptionsError, CheckpointError, ValueError) as e:
+        sys.exit(f"Error: {e}")
+    print(f"AVERAGE PERPLEXITY = {perplexity:.4f}")
+    return perplexity
+
+
+if __name__ == "__main__":
+    main()

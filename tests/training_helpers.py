@@ -1,0 +1,84 @@
+"""Shared pieces of the training tests: a small structured corpus and tiny options.
+
+The corpus is made of runs of consecutive words of a 20-word cycle
+("alpha bravo charlie", "tango alpha bravo ..."): every word but the first
+of a sentence is predictable from the previous one (forward) or the next
+one (backward), so a biLM quickly goes far below the unigram perplexity.
+"""
+import collections
+import math
+
+import numpy as np
+import tensorflow as tf
+
+import numpy_reference as R
+from bilm.training import load_training_data
+
+WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet",
+         "kilo", "lima", "mike", "november", "oscar", "papa", "quebec", "romeo", "sierra", "tango"]
+MAX_CHARS = 10
+
+
+def cycle_sentences(n, seed):
+    rng = np.random.default_rng(seed)
+    sentences = []
+    for _ in range(n):
+        start, length = rng.integers(len(WORDS)), rng.integers(3, 9)
+        sentences.append(" ".join(WORDS[(start + k) % len(WORDS)] for k in range(length)))
+    return sentences
+
+
+def write_corpus(directory, n_train=2000, n_heldout=200, seed=0, shards=2):
+    """Writes train shards, a held-out file and the vocabulary; returns their paths."""
+    train = cycle_sentences(n_train, seed)
+    per_shard = len(train) // shards
+    for i in range(shards):
+        (directory / f"train_{i}.txt").write_text("\n".join(train[i * per_shard:(i + 1) * per_shard]) + "\n")
+    (directory / "heldout.txt").write_text("\n".join(cycle_sentences(n_heldout, seed + 1)) + "\n")
+    (directory / "vocab.txt").write_text("\n".join(["<S>", "</S>", "<UNK>"] + WORDS) + "\n")
+    return {"train": str(directory / "train_*.txt"), "heldout": str(directory / "heldout.txt"),
+            "vocab": str(directory / "vocab.txt"), "n_vocab": len(WORDS) + 3}
+
+
+def unigram_perplexity(corpus):
+    """Perplexity on the held-out file of unigram frequencies fitted on the training shards.
+
+    Targets are the words and one end marker per sentence, as the biLM's
+    next-token targets (add-one smoothing).
+    """
+    def targets(path_pattern):
+        for path in sorted(tf.io.gfile.glob(path_pattern)):
+            with open(path) as f:
+                for line in f:
+                    yield from line.split() + ["</S>"]
+
+    counts = collections.Counter(targets(corpus["train"]))
+    total = sum(counts.values()) + len(WORDS) + 1
+    heldout = list(targets(corpus["heldout"]))
+    log_prob = sum(math.log((counts[t] + 1) / total) for t in heldout)
+    return math.exp(-log_prob / len(heldout))
+
+
+def tiny_options(char=True, bidirectional=True, skip=True, **training):
+    """Options for a tiny biLM (dim 16, projection 8) on the 23-token vocabulary."""
+    options = R.make_options(
+        char_cnn=char, n_characters=261, lstm_dim=16, projection_dim=8, filters=((1, 8), (2, 8), (3, 16)),
+        char_dim=4, max_chars=MAX_CHARS, use_skip_connections=skip)
+    options.update(bidirectional=bidirectional, dropout=0.0, n_tokens_vocab=len(WORDS) + 3, batch_size=16,
+                   unroll_steps=5, n_negative_samples_batch=8, n_epochs=1, n_train_tokens=16 * 5 * 100,
+                   learning_rate=0.3, all_clip_norm_val=10.0)
+    options.update(training)
+    return options
+
+
+def open_data(options, corpus, test=False, seed=0):
+    data, _ = load_training_data(options, corpus["heldout" if test else "train"], corpus["vocab"],
+                                 test=test, seed=seed)
+    return data
+
+
+def checkpoint_arrays(path, prefixes=("model", "softmax", "optimizer", "lstm_states", "step", "data")):
+    """`{name: array}` of a checkpoint's variables under the given top-level names."""
+    reader = tf.train.load_checkpoint(path)
+    return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()
+            if name.startswith(prefixes)}
