@@ -12,6 +12,8 @@ from bilm.char_cnn import CharCNNEncoder
 from bilm.highway import Highway
 from bilm.initializers import dense_initializer
 from bilm.lstm import ProjectedLSTM
+from bilm.stateless_dropout import StatelessDropout, dropout_site
+from bilm.unique_tokens import GatherTokens, UniqueTokens
 
 DIRECTIONS = ("forward", "backward")
 
@@ -61,43 +63,9 @@ class SequenceMask(keras.layers.Layer):
         return config
 
 
-@keras.saving.register_keras_serializable(package="bilm")
-class UniqueTokens(keras.layers.Layer):
-    """The distinct tokens of a batch, so the token encoder runs once per token.
-
-    Natural text repeats tokens a lot; encoding each distinct char-id row once
-    and gathering the results back gives the same values for much less work.
-
-    Call arguments:
-        char_ids: int `(batch, time, max_chars)`.
-
-    Returns:
-        `(unique_ids, index)`: int `(1, n_unique, max_chars)` and int
-        `(batch, time)` with `char_ids[b, t] == unique_ids[0, index[b, t]]`.
-    """
-
-    def call(self, char_ids):
-        shape = tf.shape(char_ids)
-        unique, index = tf.raw_ops.UniqueV2(x=tf.reshape(char_ids, [-1, shape[2]]), axis=[0])
-        return unique[tf.newaxis], tf.reshape(index, shape[:2])
-
-    def compute_output_shape(self, input_shape):
-        return (1, None, input_shape[2]), tuple(input_shape[:2])
-
-
-@keras.saving.register_keras_serializable(package="bilm")
-class GatherTokens(keras.layers.Layer):
-    """Inverse of `UniqueTokens`: `(1, n_unique, dim)` features -> `(batch, time, dim)`."""
-
-    def call(self, unique_features, index):
-        return tf.gather(unique_features[0], index)
-
-    def compute_output_shape(self, unique_features_shape, index_shape):
-        return (*index_shape, unique_features_shape[-1])
-
-
 def build_bilm(options, n_token_vocab=None, bidirectional=True, dropout=0.0,
-               padded=True, deduplicate_tokens=True, name="bilm"):
+               padded=True, deduplicate_tokens=True, separate_backward_stream=False,
+               name="bilm"):
     """Builds the biLM as a functional `keras.Model`.
 
     Args:
@@ -105,17 +73,26 @@ def build_bilm(options, n_token_vocab=None, bidirectional=True, dropout=0.0,
             and the table has `options.char_cnn.n_characters` rows.
         n_token_vocab: rows of the token embedding table (token inputs only).
         bidirectional: build the backward stack too.
-        dropout: rate applied to each LSTM layer's input (training only).
+        dropout: rate applied to each LSTM layer's input when the model is
+            called with `training=True`; the model then takes a
+            `"dropout_seed"` input, int `(2,)`, that fixes the masks.
         padded: ids are prediction ids where 0 is batch padding (rows have
             their own lengths); `False` for training windows, always full.
         deduplicate_tokens: run the token encoder (char CNN, highway,
             projection) once per distinct token of the batch.
+        separate_backward_stream: the training layout. The backward stack
+            reads its own input, `"{ids}_reverse"` (the reversed-token
+            stream), left to right, so its state carries across windows;
+            its outputs are in that stream's order. Otherwise (prediction)
+            both stacks read the same input and the backward one reads each
+            row right to left within its length.
 
     Inputs (a dict):
         `"token_characters"`: int `(batch, time, max_chars)`, or
-        `"token_ids"`: int `(batch, time)`; and one initial state per key of
+        `"token_ids"`: int `(batch, time)`; the same with `_reverse` for a
+        separate backward stream; one initial state per key of
         `state_keys(options)`, `(batch, lstm_dim)` for `c`,
-        `(batch, projection_dim)` for `h`.
+        `(batch, projection_dim)` for `h`; `"dropout_seed"` when dropout > 0.
 
     Outputs (a dict):
         `"token_embeddings"` `(batch, time, projection_dim)` (zeros at
@@ -126,10 +103,11 @@ def build_bilm(options, n_token_vocab=None, bidirectional=True, dropout=0.0,
     """
     # === Layers ===
     projection_dim = options.projection_dim
+    directions = DIRECTIONS[: 2 if bidirectional else 1]
+    separate = separate_backward_stream and bidirectional
     if options.char_cnn is not None:
         cnn = options.char_cnn
-        token_input = keras.Input(
-            shape=(None, cnn.max_characters_per_token), dtype="int32", name="token_characters")
+        input_name, input_shape = "token_characters", (None, cnn.max_characters_per_token)
         char_encoder = CharCNNEncoder(
             cnn.n_characters, cnn.embedding_dim, cnn.filters, cnn.activation, name="char_cnn")
         highway = Highway(cnn.n_highway, name="highway")
@@ -141,50 +119,60 @@ def build_bilm(options, n_token_vocab=None, bidirectional=True, dropout=0.0,
     else:
         if n_token_vocab is None:
             raise ValueError("Token inputs (options without 'char_cnn') need n_token_vocab.")
-        token_input = keras.Input(shape=(None,), dtype="int32", name="token_ids")
+        input_name, input_shape = "token_ids", (None,)
         token_embedding = keras.layers.Embedding(
             n_token_vocab, projection_dim,
             embeddings_initializer=keras.initializers.RandomUniform(-1.0, 1.0),
             name="token_embedding")
+    token_inputs = {"forward": keras.Input(shape=input_shape, dtype="int32", name=input_name)}
+    token_inputs["backward"] = (
+        keras.Input(shape=input_shape, dtype="int32", name=f"{input_name}_reverse")
+        if separate else token_inputs["forward"])
     sequence_mask = SequenceMask(padded=padded, name="sequence_mask")
-    directions = DIRECTIONS[: 2 if bidirectional else 1]
     lstms = {
         (direction, layer): ProjectedLSTM(
             options.lstm_dim, projection_dim, options.cell_clip, options.proj_clip,
-            go_backwards=direction == "backward", name=f"{direction}_lstm_{layer}")
+            go_backwards=direction == "backward" and not separate,
+            name=f"{direction}_lstm_{layer}")
         for direction in directions for layer in range(options.n_layers)
     }
     dropouts = {
-        key: keras.layers.Dropout(dropout, name=f"{key[0]}_dropout_{key[1]}")
-        for key in lstms
+        (direction, layer): StatelessDropout(
+            dropout, dropout_site(d, layer, options.n_layers), name=f"{direction}_dropout_{layer}")
+        for d, direction in enumerate(directions) for layer in range(options.n_layers)
     } if dropout > 0 else {}
     state_inputs = {
         key: keras.Input(shape=(size,), name=key) for key, _, size in state_keys(options, bidirectional)
     }
+    seed_input = keras.Input(batch_shape=(2,), dtype="int64", name="dropout_seed") if dropouts else None
 
     # === Functional Model ===
-    mask = sequence_mask(token_input)
+    streams = [token_inputs[d] for d in directions[: 2 if separate else 1]]
+    mask = sequence_mask(token_inputs["forward"])
     lengths = keras.ops.sum(keras.ops.cast(mask, "int32"), axis=1)
     if options.char_cnn is not None:
-        token_chars = token_input
         if deduplicate_tokens:
-            token_chars, token_index = UniqueTokens(name="unique_tokens")(token_input)
-        x = highway(char_encoder(token_chars))
-        if projection is not None:
-            x = projection(x)
+            unique, indices = UniqueTokens(name="unique_tokens")(streams)
+            streams, gathers = [unique], [GatherTokens(name=f"gather_tokens_{i}") for i in range(len(indices))]
+        encoded = []
+        for stream in streams:
+            x = highway(char_encoder(stream))
+            encoded.append(projection(x) if projection is not None else x)
         if deduplicate_tokens:
-            x = GatherTokens(name="gather_tokens")(x, token_index)
+            encoded = [gather(encoded[0], index) for gather, index in zip(gathers, indices)]
     else:
-        x = token_embedding(token_input)
+        encoded = [token_embedding(stream) for stream in streams]
     if padded:
-        x = x * keras.ops.expand_dims(keras.ops.cast(mask, x.dtype), -1)
-    outputs = {"token_embeddings": x, "mask": mask, "lengths": lengths}
+        mask_3d = keras.ops.expand_dims(keras.ops.cast(mask, encoded[0].dtype), -1)
+        encoded = [x * mask_3d for x in encoded]
+    x_of = {direction: encoded[min(d, len(encoded) - 1)] for d, direction in enumerate(directions)}
+    outputs = {"token_embeddings": x_of["forward"], "mask": mask, "lengths": lengths}
     for direction in directions:
-        layer_input = x
+        layer_input = x_of[direction]
         for layer in range(options.n_layers):
             key = (direction, layer)
             if key in dropouts:
-                layer_input = dropouts[key](layer_input)
+                layer_input = dropouts[key](layer_input, seed_input)
             state_name = f"{direction}_{layer}"
             h, final_c, final_h = lstms[key](
                 layer_input, lengths,
@@ -195,5 +183,8 @@ def build_bilm(options, n_token_vocab=None, bidirectional=True, dropout=0.0,
             outputs[f"final_{state_name}_c"] = final_c
             outputs[f"final_{state_name}_h"] = final_h
             layer_input = h
-    inputs = {token_input.name: token_input, **state_inputs}
+    inputs = {t.name: t for t in {id(t): t for t in token_inputs.values()}.values()}
+    inputs.update(state_inputs)
+    if seed_input is not None:
+        inputs["dropout_seed"] = seed_input
     return keras.Model(inputs=inputs, outputs=outputs, name=name)

@@ -15,6 +15,7 @@ import tensorflow as tf
 
 from bilm.bilm_model import DIRECTIONS, build_bilm, state_keys
 from bilm.options import OptionsError, load_options
+from bilm.stateless_dropout import dropout_site
 from bilm.sampled_softmax import full_softmax_loss, log_uniform_candidates, sampled_softmax_loss
 
 TRAINING_N_CHARACTERS = 261
@@ -140,12 +141,12 @@ class TrainingLM:
         self.settings = settings
         self.use_characters = options.char_cnn is not None
         self.directions = DIRECTIONS[: 2 if settings.bidirectional else 1]
-        # Dropout is applied here with stateless ops seeded by (seed, step,
-        # replica), not by build_bilm's Keras Dropout layers: the masks are
-        # then the same after a restart and differ between replicas.
+        # Dropout masks come from a (seed, step, replica) seed input, so they
+        # are the same after a restart and differ between replicas.
         self.bilm = build_bilm(
             options, n_token_vocab=None if self.use_characters else settings.n_tokens_vocab,
-            bidirectional=settings.bidirectional, dropout=0.0, padded=False, name="bilm")
+            bidirectional=settings.bidirectional, dropout=settings.dropout, padded=False,
+            separate_backward_stream=True, name="bilm")
         self.state_keys = state_keys(options, settings.bidirectional)
         self.layers = {layer.name: layer for layer in self.bilm.layers}
         projection_dim = options.projection_dim
@@ -196,60 +197,40 @@ class TrainingLM:
 
     # === Forward pass and loss ===
 
-    def embed(self, ids):
-        """Token encodings: ids `(batch, time[, max_chars])` -> `(batch, time, projection_dim)`."""
-        if not self.use_characters:
-            return self.layers["token_embedding"](ids)
-        x = self.layers["highway"](self.layers["char_cnn"](ids))
-        if "token_projection" in self.layers:
-            x = self.layers["token_projection"](x)
-        return x
-
-    def run_direction(self, direction, x, initial_states, dropout_seed=None):
-        """One LSTM stack over its own stream, reading it left to right.
+    def run(self, batch, initial_states, training=False, dropout_seed=None):
+        """The biLM over a batch of windows (both streams).
 
         Args:
-            direction: `"forward"` or `"backward"`.
-            x: `(batch, time, projection_dim)` encodings of that direction's
-                stream (for `"backward"`, the reversed-token stream).
+            batch: dict from the data pipeline (see `losses`).
             initial_states: `{state key: (batch, size)}`.
+            training: apply dropout (needs `dropout_seed`).
             dropout_seed: int `(2,)` stateless seed, or None for no dropout.
 
         Returns:
-            `(top (batch, time, projection_dim), {state key: final state})`;
-            `top` has the output dropout applied when `dropout_seed` is given.
+            `({direction: top layer (batch, time, projection_dim)},
+            {state key: final state})`; each direction's top layer is in its
+            own stream's order, with the output dropout applied in training.
         """
-        rate = self.settings.dropout
-        direction_index = DIRECTIONS.index(direction)
-        n_layers = self.options.n_layers
-
-        def dropout(tensor, site):
-            if dropout_seed is None or rate == 0.0:
-                return tensor
-            seed = tf.random.experimental.stateless_fold_in(dropout_seed, direction_index * (n_layers + 1) + site)
-            return tf.nn.experimental.stateless_dropout(tensor, rate, seed=seed)
-
-        batch, time = tf.shape(x)[0], tf.shape(x)[1]
-        lengths = tf.fill([batch], time)
-        if direction == "backward":
-            # build_bilm's backward layers read right to left (go_backwards);
-            # flipping their input makes them read the stream left to right.
-            x = tf.reverse(x, axis=[1])
-        finals = {}
-        layer_input = x
-        for layer in range(n_layers):
-            layer_input = dropout(layer_input, layer)
-            name = f"{direction}_{layer}"
-            h, final_c, final_h = self.layers[f"{direction}_lstm_{layer}"](
-                layer_input, lengths, [initial_states[f"{name}_c"], initial_states[f"{name}_h"]])
-            if self.options.use_skip_connections and layer > 0:
-                h = h + layer_input
-            finals[f"{name}_c"], finals[f"{name}_h"] = final_c, final_h
-            layer_input = h
-        top = dropout(layer_input, n_layers)
-        if direction == "backward":
-            top = tf.reverse(top, axis=[1])
-        return top, finals
+        key = "tokens_characters" if self.use_characters else "token_ids"
+        model_key = "token_characters" if self.use_characters else "token_ids"
+        inputs = {model_key: batch[key], **initial_states}
+        if "backward" in self.directions:
+            inputs[model_key + "_reverse"] = batch[key + "_reverse"]
+        apply_dropout = training and dropout_seed is not None and self.settings.dropout > 0
+        if self.settings.dropout > 0:
+            inputs["dropout_seed"] = dropout_seed if dropout_seed is not None else tf.zeros([2], tf.int64)
+        outputs = self.bilm(inputs, training=apply_dropout)
+        top_layer = self.options.n_layers - 1
+        tops = {}
+        for d, direction in enumerate(self.directions):
+            top = outputs[f"{direction}_{top_layer}"]
+            if apply_dropout:
+                seed = tf.random.experimental.stateless_fold_in(
+                    tf.cast(dropout_seed, tf.int64), dropout_site(d, self.options.n_layers, self.options.n_layers))
+                top = tf.nn.experimental.stateless_dropout(top, self.settings.dropout, seed=seed)
+            tops[direction] = top
+        finals = {key: outputs[output_key] for key, output_key, _ in self.state_keys}
+        return tops, finals
 
     def losses(self, batch, initial_states, training=False, dropout_seed=None):
         """The loss of one batch of windows.
@@ -268,16 +249,10 @@ class TrainingLM:
             `(loss, {direction: mean loss}, {state key: final state})`: loss
             is the mean of the directions' mean losses.
         """
-        key = "tokens_characters" if self.use_characters else "token_ids"
         suffixes = {"forward": "", "backward": "_reverse"}
-        inputs = [batch[key + suffixes[d]] for d in self.directions]
-        # One encoder call for both streams: the char CNN deduplicates tokens.
-        encoded = tf.split(self.embed(tf.concat(inputs, axis=0)), len(inputs), axis=0)
-        per_direction, finals = {}, {}
-        for direction, x in zip(self.directions, encoded):
-            seed = dropout_seed if training else None
-            top, direction_finals = self.run_direction(direction, x, initial_states, seed)
-            finals.update(direction_finals)
+        tops, finals = self.run(batch, initial_states, training, dropout_seed if training else None)
+        per_direction = {}
+        for direction, top in tops.items():
             outputs = tf.reshape(top, [-1, self.options.projection_dim])
             labels = tf.reshape(batch["next_token_id" + suffixes[direction]], [-1])
             if training and self.settings.sample_softmax:

@@ -14,6 +14,7 @@ from bilm.data import count_tokens
 from bilm.language_model import BidirectionalLanguageModel
 from bilm.options import OptionsError, load_options
 from bilm.training import TrainStep, dump_weights, evaluate, load_training_model, train
+from bilm.bilm_model import build_bilm
 from bilm.training_model import (
     SparseAdagrad, TrainingLM, clip_by_global_norm, deduplicate, training_settings)
 from bilm.weights_hdf5 import load_bilm_weights
@@ -79,20 +80,38 @@ def test_training_goes_far_below_unigram_perplexity(tmp_path, corpus, char, bidi
 
 # === The model and the step ===
 
-def test_training_wiring_matches_the_build_bilm_model():
+def test_training_layout_matches_the_prediction_layout():
+    """The backward stack reading the reversed stream left to right equals the
+    prediction layout's backward stack reading the window right to left."""
     options = tiny_options()
     lm = TrainingLM(*training_settings(options))
+    prediction = build_bilm(lm.options, padded=False)
+    prediction.set_weights(lm.bilm.get_weights())
     ids = tf.constant(np.random.default_rng(0).integers(0, 261, size=(3, 6, MAX_CHARS)), tf.int32)
     zeros = lm.zero_states(3)
-    reference = lm.bilm({"token_characters": ids, **zeros})
-    forward, forward_finals = lm.run_direction("forward", lm.embed(ids), zeros)
-    # The backward stream is the window read right to left.
-    backward, backward_finals = lm.run_direction("backward", lm.embed(ids[:, ::-1]), zeros)
-    np.testing.assert_allclose(forward.numpy(), reference["forward_1"].numpy(), atol=1e-6)
-    np.testing.assert_allclose(backward.numpy()[:, ::-1], reference["backward_1"].numpy(), atol=1e-6)
-    for key, value in {**forward_finals, **backward_finals}.items():
+    reference = prediction({"token_characters": ids, **zeros})
+    tops, finals = lm.run({"tokens_characters": ids, "tokens_characters_reverse": ids[:, ::-1]}, zeros)
+    np.testing.assert_allclose(tops["forward"].numpy(), reference["forward_1"].numpy(), atol=1e-6)
+    np.testing.assert_allclose(tops["backward"].numpy()[:, ::-1], reference["backward_1"].numpy(), atol=1e-6)
+    for key, value in finals.items():
         np.testing.assert_allclose(value.numpy(), reference[f"final_{key}"].numpy(), atol=1e-6)
     assert np.abs(reference["backward_1"].numpy()).max() > 0.01
+
+
+def test_dropout_masks_follow_the_seed():
+    options = tiny_options(dropout=0.5)
+    lm = TrainingLM(*training_settings(options))
+    ids = tf.constant(np.random.default_rng(0).integers(0, 261, size=(2, 5, MAX_CHARS)), tf.int32)
+    batch = {"tokens_characters": ids, "tokens_characters_reverse": ids[:, ::-1]}
+    zeros = lm.zero_states(2)
+    seed = tf.constant([1, 2], tf.int64)
+    first, _ = lm.run(batch, zeros, training=True, dropout_seed=seed)
+    again, _ = lm.run(batch, zeros, training=True, dropout_seed=seed)
+    other, _ = lm.run(batch, zeros, training=True, dropout_seed=tf.constant([1, 3], tf.int64))
+    plain, _ = lm.run(batch, zeros, training=False)
+    np.testing.assert_array_equal(first["forward"].numpy(), again["forward"].numpy())
+    assert not np.allclose(first["forward"].numpy(), other["forward"].numpy())
+    assert not np.allclose(first["forward"].numpy(), plain["forward"].numpy())
 
 
 def _cross_entropy(top, weights, biases, labels):
@@ -241,16 +260,18 @@ def test_dumped_weights_load_in_bidirectional_language_model(tmp_path, corpus, c
         assert prediction.char_cnn.n_characters == 262
         shifted = Batcher(corpus["vocab"], MAX_CHARS).batch_sentences(sentences)
         model = BidirectionalLanguageModel(written["options_file"], written["weight_file"], stateful=False)
-        inputs = {"token_characters": tf.constant(shifted - 1)}
+        inputs = {"token_characters": tf.constant(shifted - 1),
+                  "token_characters_reverse": tf.constant(shifted[:, ::-1] - 1)}
     else:
         assert prediction.char_cnn is None
         shifted = TokenBatcher(corpus["vocab"]).batch_sentences(sentences)
         model = BidirectionalLanguageModel(
             written["options_file"], written["weight_file"], use_character_inputs=False,
             embedding_weight_file=written["embedding_weight_file"], stateful=False)
-        inputs = {"token_ids": tf.constant(shifted - 1)}
+        inputs = {"token_ids": tf.constant(shifted - 1), "token_ids_reverse": tf.constant(shifted[:, ::-1] - 1)}
     assert shifted.min() > 0
-    # Training ids are the prediction ids minus one (no padding row).
+    # Training ids are the prediction ids minus one (no padding row); the
+    # backward stack reads the reversed window, its outputs in that order.
     reference = lm.bilm({**inputs, **lm.zero_states(len(sentences))})
     out = model(shifted)
     p = prediction.projection_dim
@@ -258,7 +279,8 @@ def test_dumped_weights_load_in_bidirectional_language_model(tmp_path, corpus, c
     for layer in range(prediction.n_layers):
         top = out["lm_embeddings"].numpy()[:, layer + 1]
         np.testing.assert_allclose(top[..., :p], reference[f"forward_{layer}"].numpy()[:, 1:-1], atol=1e-5)
-        np.testing.assert_allclose(top[..., p:], reference[f"backward_{layer}"].numpy()[:, 1:-1], atol=1e-5)
+        np.testing.assert_allclose(top[..., p:], reference[f"backward_{layer}"].numpy()[:, ::-1][:, 1:-1],
+                                   atol=1e-5)
     assert np.abs(out["lm_embeddings"].numpy()).max() > 0.01
 
 

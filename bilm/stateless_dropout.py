@@ -1,0 +1,47 @@
+"""Dropout whose mask is a pure function of a seed input."""
+import keras
+import tensorflow as tf
+
+
+@keras.saving.register_keras_serializable(package="bilm")
+class StatelessDropout(keras.layers.Layer):
+    """Dropout with a mask drawn from `(seed, site)` only.
+
+    Training passes a fresh seed per step (and per replica), so the masks
+    are reproducible after a restart and differ between replicas, with no
+    random state to checkpoint or synchronise.
+
+    Args:
+        rate: fraction of units dropped.
+        site: an integer told apart from the other dropout layers of the
+            model, folded into the seed.
+
+    Call arguments:
+        inputs: float tensor of any shape.
+        seed: int `(2,)` stateless seed.
+        training: apply dropout only when True.
+    """
+
+    def __init__(self, rate, site, **kwargs):
+        super().__init__(**kwargs)
+        self.rate = rate
+        self.site = site
+
+    def call(self, inputs, seed, training=None):
+        if not training or self.rate == 0.0:
+            return inputs
+        seed = tf.random.experimental.stateless_fold_in(tf.cast(seed, tf.int64), self.site)
+        return tf.nn.experimental.stateless_dropout(inputs, self.rate, seed=seed)
+
+    def compute_output_shape(self, inputs_shape, seed_shape):
+        return inputs_shape
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"rate": self.rate, "site": self.site})
+        return config
+
+
+def dropout_site(direction_index, layer, n_layers):
+    """A distinct site number for each dropout point (layer == n_layers: the top)."""
+    return direction_index * (n_layers + 1) + layer

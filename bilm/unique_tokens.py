@@ -1,0 +1,47 @@
+"""Encode each distinct token of a batch once, then gather the results back."""
+import keras
+import tensorflow as tf
+
+
+@keras.saving.register_keras_serializable(package="bilm")
+class UniqueTokens(keras.layers.Layer):
+    """The distinct tokens of one or more char-id tensors.
+
+    Natural text repeats tokens a lot (and the training streams hold the
+    same tokens forwards and reversed); encoding each distinct char-id row
+    once and gathering the results back gives the same values for much
+    less work.
+
+    Call arguments:
+        char_ids: a list of int tensors `(batch_i, time_i, max_chars)`.
+
+    Returns:
+        `(unique_ids, indices)`: int `(1, n_unique, max_chars)` and one int
+        `(batch_i, time_i)` index tensor per input, with
+        `char_ids[i][b, t] == unique_ids[0, indices[i][b, t]]`.
+    """
+
+    def call(self, char_ids):
+        max_chars = tf.shape(char_ids[0])[2]
+        flat = [tf.reshape(ids, [-1, max_chars]) for ids in char_ids]
+        unique, index = tf.raw_ops.UniqueV2(x=tf.concat(flat, axis=0), axis=[0])
+        sizes = [tf.shape(f)[0] for f in flat]
+        indices = [tf.reshape(part, tf.shape(ids)[:2])
+                   for part, ids in zip(tf.split(index, sizes), char_ids)]
+        return unique[tf.newaxis], indices
+
+    def compute_output_shape(self, char_ids_shape):
+        shapes = list(char_ids_shape)
+        return (1, None, shapes[0][2]), [tuple(shape[:2]) for shape in shapes]
+
+
+@keras.saving.register_keras_serializable(package="bilm")
+class GatherTokens(keras.layers.Layer):
+    """Inverse of `UniqueTokens`: `(1, n_unique, dim)` features and a
+    `(batch, time)` index -> `(batch, time, dim)`."""
+
+    def call(self, unique_features, index):
+        return tf.gather(unique_features[0], index)
+
+    def compute_output_shape(self, unique_features_shape, index_shape):
+        return (*index_shape, unique_features_shape[-1])
