@@ -43,3 +43,12 @@ def test_dump_commands(tmp_path):
     with h5py.File(tmp_path / "elmo.hdf5", "r") as f:
         assert [f[str(i)].shape for i in range(len(SENTENCES))] == [
             (3, len(s), 12) for s in SENTENCES]
+
+
+def test_quickstart_trains_evaluates_dumps_and_embeds(tmp_path):
+    out = _run(["bin/quickstart.py", "--directory", str(tmp_path / "qs"), "--n_epochs", "1"])
+    line = next(l for l in out.splitlines() if l.startswith("held-out perplexity"))
+    perplexity, unigram = float(line.split()[2]), float(line.split()[-1].rstrip(")"))
+    assert perplexity < 0.9 * unigram, line
+    assert (tmp_path / "qs" / "weights.hdf5").exists() and (tmp_path / "qs" / "weights_options.json").exists()
+    assert "(2, 3, 8, 32)" in out

@@ -1,0 +1,25 @@
+#!/usr/bin/env python
+"""Trains a tiny biLM on a generated corpus, evaluates it, dumps it, embeds with it."""
+import argparse
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+from bilm.quickstart import run_quickstart  # noqa: E402
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--directory", default="bilm_quickstart", help="Where everything is written.")
+    parser.add_argument("--n_epochs", type=int, default=8)
+    args = parser.parse_args()
+    result = run_quickstart(args.directory, n_epochs=args.n_epochs)
+    print(f"held-out perplexity {result['heldout_perplexity']:.1f} "
+          f"(unigram baseline {result['unigram_perplexity']:.1f})")
+    print(f"weights: {result['weight_file']}  options: {result['options_file']}")
+    print(f"lm_embeddings of the example sentences (batch, n_layers + 1, time, 2P): "
+          f"{result['lm_embeddings_shape']}")
+
+
+if __name__ == "__main__":
+    main()
