@@ -1,4 +1,6 @@
 """Installs `bilm`: ELMo (the character-based biLM) for TensorFlow 2 and Keras 3."""
+import glob
+
 from setuptools import find_packages, setup
 
 setup(
@@ -14,5 +16,5 @@ setup(
         "h5py",
     ],
     extras_require={"test": ["pytest"]},
-    scripts=[],
+    scripts=sorted(glob.glob("bin/*.py")),
 )
