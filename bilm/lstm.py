@@ -7,6 +7,8 @@ bias 1.0 added at run time, state `(c, h)`), so the file edge only splits
 import keras
 import tensorflow as tf
 
+from bilm.lstm_bptt import lstm_recurrence_bptt
+
 
 @keras.saving.register_keras_serializable(package="bilm")
 class ProjectedLSTM(keras.layers.Layer):
@@ -35,6 +37,8 @@ class ProjectedLSTM(keras.layers.Layer):
         lengths: int `(batch,)`, the number of valid steps of each row.
         initial_state: optional `[c (batch, units), h (batch, output_dim)]`;
             zeros when omitted.
+        training: use the recurrence with a hand-written backward pass
+            (`bilm.lstm_bptt`); same outputs, faster gradients.
 
     Returns:
         `(outputs, final_c, final_h)`: `(batch, time, output_dim)`,
@@ -70,7 +74,7 @@ class ProjectedLSTM(keras.layers.Layer):
         else:
             self.projection_kernel = None
 
-    def call(self, inputs, lengths, initial_state=None):
+    def call(self, inputs, lengths, initial_state=None, training=None):
         lengths = tf.cast(lengths, tf.int32)
         batch = tf.shape(inputs)[0]
         if initial_state is None:
@@ -88,7 +92,10 @@ class ProjectedLSTM(keras.layers.Layer):
         projection_kernel = None
         if self.projection_kernel is not None:
             projection_kernel = tf.convert_to_tensor(self.projection_kernel)
-        outputs, c, h = lstm_recurrence(
+        # Training uses the recurrence with a hand-written backward pass; it
+        # stores what that pass needs, which inference does not pay for.
+        recurrence = lstm_recurrence_bptt if training else lstm_recurrence
+        outputs, c, h = recurrence(
             gates_x, lengths, c0, h0, tf.convert_to_tensor(self.recurrent_kernel),
             projection_kernel, self.cell_clip, self.proj_clip)
         if self.go_backwards:

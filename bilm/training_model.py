@@ -203,8 +203,9 @@ class TrainingLM:
         Args:
             batch: dict from the data pipeline (see `losses`).
             initial_states: `{state key: (batch, size)}`.
-            training: apply dropout (needs `dropout_seed`).
-            dropout_seed: int `(2,)` stateless seed, or None for no dropout.
+            training: apply dropout, and run for gradients.
+            dropout_seed: int `(2,)` stateless seed of the dropout masks
+                (zeros when None).
 
         Returns:
             `({direction: top layer (batch, time, projection_dim)},
@@ -216,10 +217,14 @@ class TrainingLM:
         inputs = {model_key: batch[key], **initial_states}
         if "backward" in self.directions:
             inputs[model_key + "_reverse"] = batch[key + "_reverse"]
-        apply_dropout = training and dropout_seed is not None and self.settings.dropout > 0
+        apply_dropout = training and self.settings.dropout > 0
+        if dropout_seed is None:
+            dropout_seed = tf.zeros([2], tf.int64)
         if self.settings.dropout > 0:
-            inputs["dropout_seed"] = dropout_seed if dropout_seed is not None else tf.zeros([2], tf.int64)
-        outputs = self.bilm(inputs, training=apply_dropout)
+            inputs["dropout_seed"] = dropout_seed
+        # training=True also selects the LSTM recurrence with the hand-written
+        # backward pass.
+        outputs = self.bilm(inputs, training=training)
         top_layer = self.options.n_layers - 1
         tops = {}
         for d, direction in enumerate(self.directions):
@@ -250,7 +255,7 @@ class TrainingLM:
             is the mean of the directions' mean losses.
         """
         suffixes = {"forward": "", "backward": "_reverse"}
-        tops, finals = self.run(batch, initial_states, training, dropout_seed if training else None)
+        tops, finals = self.run(batch, initial_states, training, dropout_seed)
         per_direction = {}
         for direction, top in tops.items():
             outputs = tf.reshape(top, [-1, self.options.projection_dim])

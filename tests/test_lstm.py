@@ -1,0 +1,57 @@
+"""ProjectedLSTM: the hand-written backward pass equals autodiff of the forward loop."""
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bilm.lstm import ProjectedLSTM, lstm_recurrence
+from bilm.lstm_bptt import lstm_recurrence_bptt
+
+
+@pytest.mark.parametrize("units, projection, cell_clip, proj_clip", [
+    (8, 5, 0.5, 0.3),     # both clips active on these values
+    (8, 5, None, None),
+    (6, None, 0.8, None),  # no projection
+])
+def test_bptt_gradients_equal_autodiff(units, projection, cell_clip, proj_clip):
+    rng = np.random.default_rng(0)
+    batch, time = 4, 6
+    output_dim = projection or units
+    gates_x = tf.constant(rng.normal(size=(batch, time, 4 * units)), tf.float32)
+    lengths = tf.constant([6, 3, 0, 5])
+    c0 = tf.constant(rng.normal(size=(batch, units)), tf.float32)
+    h0 = tf.constant(rng.normal(size=(batch, output_dim)), tf.float32)
+    w_h = tf.constant(rng.normal(size=(output_dim, 4 * units)), tf.float32)
+    w_p = tf.constant(rng.normal(size=(units, projection)), tf.float32) if projection else None
+    weights = [rng.normal(size=s).astype(np.float32) for s in ((batch, time, output_dim), (batch, units),
+                                                                (batch, output_dim))]
+
+    def gradients(recurrence):
+        sources = [gates_x, c0, h0, w_h] + ([w_p] if projection else [])
+        with tf.GradientTape() as tape:
+            tape.watch(sources)
+            results = recurrence(gates_x, lengths, c0, h0, w_h, w_p, cell_clip, proj_clip)
+            loss = sum(tf.reduce_sum(r * w) for r, w in zip(results, weights))
+        return results, tape.gradient(loss, sources)
+
+    (out_a, *_), grads_a = gradients(lstm_recurrence.python_function)
+    (out_b, *_), grads_b = gradients(lstm_recurrence_bptt)
+    np.testing.assert_allclose(out_b.numpy(), out_a.numpy(), atol=1e-6)
+    for name, a, b in zip(["gates_x", "c0", "h0", "recurrent", "projection"], grads_a, grads_b):
+        np.testing.assert_allclose(b.numpy(), a.numpy(), atol=2e-5, err_msg=name)
+        assert np.abs(a.numpy()).max() > 0, name
+
+
+def test_layer_gradients_in_training_mode_equal_inference_mode():
+    layer = ProjectedLSTM(8, 4, 3.0, 3.0, go_backwards=True)
+    x = tf.random.stateless_normal([3, 5, 6], seed=[1, 2])
+    lengths = tf.constant([5, 2, 4])
+    layer(x, lengths)
+    grads = []
+    for training in (False, True):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            out, c, h = layer(x, lengths, training=training)
+            loss = tf.reduce_sum(out ** 2) + tf.reduce_sum(c) + tf.reduce_sum(h)
+        grads.append(tape.gradient(loss, [x] + layer.trainable_weights))
+    for a, b in zip(*grads):
+        np.testing.assert_allclose(b.numpy(), a.numpy(), atol=2e-5)
