@@ -7,16 +7,14 @@ Each size runs in its own process so peak memory is its own.
 
     python bench/bench_embed.py [--sizes small,original] [--n_sentences 320]
 """
-import argparse
-import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import run_sizes  # noqa: E402
 
 
 def run_one(size, n_sentences, batch_size):
@@ -52,20 +50,7 @@ def run_one(size, n_sentences, batch_size):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", default="small,original")
-    parser.add_argument("--n_sentences", type=int, default=320)
-    parser.add_argument("--batch_size", type=int, default=32)
-    parser.add_argument("--one", help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.one:
-        print(json.dumps(run_one(args.one, args.n_sentences, args.batch_size)))
-        return
-    for size in args.sizes.split(","):
-        out = subprocess.run(
-            [sys.executable, __file__, "--one", size, "--n_sentences", str(args.n_sentences),
-             "--batch_size", str(args.batch_size)], capture_output=True, text=True, check=True)
-        result = json.loads(out.stdout.strip().splitlines()[-1])
+    for size, result, _ in run_sizes(__file__, run_one, __doc__, default_sentences=320, default_batch=32):
         print(f"{size:>9}: {result['tokens_per_sec']:8.0f} tokens/sec  "
               f"peak {result['peak_rss_gib']:.2f} GiB  "
               f"matmul {result['matmul_gflops']:.0f} GFLOP/s  "

@@ -17,17 +17,15 @@ afterwards.
 
     python bench/bench_embed_file.py [--sizes small,original] [--n_sentences 2000] [--batch_size 64]
 """
-import argparse
-import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import run_sizes  # noqa: E402
 
 
 def run_one(size, n_sentences, batch_size):
@@ -92,22 +90,7 @@ def run_one(size, n_sentences, batch_size):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", default="small,original", help="comma-separated presets")
-    parser.add_argument("--n_sentences", type=int, default=2000)
-    parser.add_argument("--batch_size", type=int, default=64)
-    parser.add_argument("--one", help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.one:
-        print(json.dumps(run_one(args.one, args.n_sentences, args.batch_size)))
-        return
-    for size in args.sizes.split(","):
-        out = subprocess.run(
-            [sys.executable, __file__, "--one", size, "--n_sentences", str(args.n_sentences),
-             "--batch_size", str(args.batch_size)], capture_output=True, text=True)
-        if out.returncode != 0:
-            sys.exit(f"{size}: the benchmark failed:\n{out.stderr[-3000:]}")
-        r = json.loads(out.stdout.strip().splitlines()[-1])
+    for size, r, args in run_sizes(__file__, run_one, __doc__, default_sentences=2000, default_batch=64):
         print(f"{size:>9} ({r['n_sentences']} sentences, {r['n_tokens']} tokens, batch {args.batch_size}): "
               f"embed_file {r['embed_file_sentences_per_sec']:8.1f} sentences/sec, "
               f"raw model {r['raw_sentences_per_sec']:8.1f} sentences/sec, "

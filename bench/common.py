@@ -52,3 +52,31 @@ def zipf_sentences(n_sentences, mean_length=25, vocab_size=20000, seed=0):
         sentences.append([words[r] for r in ranks[pos:pos + length]])
         pos += length
     return sentences
+
+
+def run_sizes(script, run_one, description, default_sentences, default_batch):
+    """Parses `--sizes/--n_sentences/--batch_size` and runs `run_one(size,
+    n_sentences, batch_size) -> dict` for each size in its own process (so
+    each peak memory is its own). Yields `(size, result dict, args)`."""
+    import argparse
+    import json
+    import subprocess
+    import sys
+
+    parser = argparse.ArgumentParser(description=description,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="small,original", help="comma-separated presets")
+    parser.add_argument("--n_sentences", type=int, default=default_sentences)
+    parser.add_argument("--batch_size", type=int, default=default_batch)
+    parser.add_argument("--one", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.one:
+        print(json.dumps(run_one(args.one, args.n_sentences, args.batch_size)))
+        return
+    for size in args.sizes.split(","):
+        out = subprocess.run(
+            [sys.executable, script, "--one", size, "--n_sentences", str(args.n_sentences),
+             "--batch_size", str(args.batch_size)], capture_output=True, text=True)
+        if out.returncode != 0:
+            sys.exit(f"{size}: the benchmark failed:\n{out.stderr[-3000:]}")
+        yield size, json.loads(out.stdout.strip().splitlines()[-1]), args

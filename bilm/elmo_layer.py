@@ -5,8 +5,8 @@ import warnings
 import keras
 import tensorflow as tf
 
-from bilm.bilm_model import build_bilm, state_keys
-from bilm.language_model import elmo_outputs, prediction_options
+from bilm.bilm_model import state_keys
+from bilm.language_model import elmo_outputs, load_prediction_bilm, prediction_options
 from bilm.options import load_options
 from bilm.text_to_ids import (
     sentences_to_tokens,
@@ -16,7 +16,6 @@ from bilm.text_to_ids import (
     tokens_to_token_ids,
 )
 from bilm.weight_layers import WeightLayers
-from bilm.weights_hdf5 import load_bilm_weights, load_token_embeddings, read_token_embeddings
 
 INPUT_TYPES = ("auto", "tokens", "sentences", "char_ids", "token_ids")
 # Outputs whose first two axes are (batch, time): Keras masks them.
@@ -142,14 +141,7 @@ class ELMoEmbedding(keras.layers.Layer):
         self.supports_masking = True
 
         # === Layers ===
-        n_token_vocab = None
-        if not use_character_inputs:
-            n_token_vocab = read_token_embeddings(embedding_weight_file).shape[0] + 1
-        self.bilm = build_bilm(options, n_token_vocab=n_token_vocab, padded=True, name="bilm")
-        if weight_file is not None:
-            load_bilm_weights(self.bilm, weight_file)
-        if not use_character_inputs:
-            load_token_embeddings(self.bilm, embedding_weight_file)
+        self.bilm = load_prediction_bilm(options, weight_file, embedding_weight_file)
         self.bilm.trainable = trainable_bilm
         self.mix = WeightLayers(l2_coef=l2_coef or None, use_top_only=use_top_only,
                                 do_layer_norm=do_layer_norm, name="elmo_mix")

@@ -1,6 +1,4 @@
 """`BidirectionalLanguageModel`: the pretrained biLM for prediction, with state buffers."""
-import dataclasses
-
 import numpy as np
 import tensorflow as tf
 
@@ -28,6 +26,34 @@ def prediction_options(options, use_character_inputs=True):
     else:
         raw.pop("char_cnn", None)
     return type(options).from_dict(raw, source=options.source)
+
+
+def load_prediction_bilm(options, weight_file, embedding_weight_file=None, name="bilm"):
+    """`build_bilm` for prediction (padded ids), with the weights loaded.
+
+    Args:
+        options: prediction options (see `prediction_options`); without
+            `char_cnn` the model reads token ids.
+        weight_file: original-layout HDF5, or None to keep the random
+            initial weights (for restoring saved variables).
+        embedding_weight_file: the token embedding file (token inputs).
+
+    Returns:
+        the functional model.
+    """
+    n_token_vocab = None
+    if options.char_cnn is None:
+        if embedding_weight_file is None:
+            raise ValueError(
+                "A token-input biLM needs embedding_weight_file= (an HDF5 file with an "
+                "'embedding' dataset, e.g. written by dump_token_embeddings).")
+        n_token_vocab = read_token_embeddings(embedding_weight_file).shape[0] + 1
+    model = build_bilm(options, n_token_vocab=n_token_vocab, padded=True, name=name)
+    if weight_file is not None:
+        load_bilm_weights(model, weight_file)
+    if n_token_vocab is not None:
+        load_token_embeddings(model, embedding_weight_file)
+    return model
 
 
 def remove_sentence_boundaries(x, lengths):
@@ -110,24 +136,18 @@ class BidirectionalLanguageModel(tf.Module):
                  embedding_weight_file=None, max_batch_size=128, stateful=True):
         super().__init__(name="bidirectional_language_model")
         options = prediction_options(load_options(options_file), use_character_inputs)
-        n_token_vocab = None
-        if not use_character_inputs:
-            if embedding_weight_file is None:
-                raise ValueError(
-                    "use_character_inputs=False needs embedding_weight_file= (an HDF5 file with an "
-                    "'embedding' dataset, e.g. written by dump_token_embeddings).")
-            n_token_vocab = read_token_embeddings(embedding_weight_file).shape[0] + 1
+        if not use_character_inputs and embedding_weight_file is None:
+            raise ValueError(
+                "use_character_inputs=False needs embedding_weight_file= (an HDF5 file with an "
+                "'embedding' dataset, e.g. written by dump_token_embeddings).")
         if max_batch_size < 1:
             raise ValueError(f"max_batch_size must be >= 1. Received: max_batch_size={max_batch_size}")
         self.options = options
         self.use_character_inputs = use_character_inputs
         self.max_batch_size = max_batch_size
         self.stateful = stateful
-        self.n_token_vocab = n_token_vocab
-        self.model = build_bilm(options, n_token_vocab=n_token_vocab, padded=True)
-        load_bilm_weights(self.model, weight_file)
-        if not use_character_inputs:
-            load_token_embeddings(self.model, embedding_weight_file)
+        self.model = load_prediction_bilm(options, weight_file, embedding_weight_file)
+        self.n_token_vocab = None if use_character_inputs else self.model.get_layer("token_embedding").input_dim
         self.model.trainable = False
         self._input_key = "token_characters" if use_character_inputs else "token_ids"
         self._state_keys = state_keys(options)
