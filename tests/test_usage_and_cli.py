@@ -52,3 +52,11 @@ def test_quickstart_trains_evaluates_dumps_and_embeds(tmp_path):
     assert perplexity < 0.9 * unigram, line
     assert (tmp_path / "qs" / "weights.hdf5").exists() and (tmp_path / "qs" / "weights_options.json").exists()
     assert "(2, 3, 8, 32)" in out
+
+
+def test_downstream_example_elmo_beats_context_free_embeddings():
+    out = _run(["usage/usage_downstream.py"])
+    scores = {line.split(",")[1].split(":")[0].strip(): float(line.split()[-1])
+              for line in out.splitlines() if line.startswith("held-out token accuracy")}
+    elmo = scores["ELMo (all layers mixed)"]
+    assert elmo > scores["word_emb only (layer 0)"] + 0.1 and elmo > scores["majority tag"] + 0.1, scores
