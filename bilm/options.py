@@ -68,12 +68,6 @@ class BiLMOptions:
         """The options as a JSON-ready dict, in the original layout."""
         return json.loads(json.dumps(self.raw))
 
-    def replace_raw(self, **updates):
-        """New options with top-level keys (or nested dicts) replaced."""
-        raw = self.to_dict()
-        raw.update(updates)
-        return BiLMOptions.from_dict(raw, source=self.source)
-
     @classmethod
     def from_dict(cls, raw, source="<dict>"):
         """Validates `raw` (the parsed JSON) and returns `BiLMOptions`.

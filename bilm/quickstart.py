@@ -5,11 +5,11 @@ on it for a couple of minutes, reports held-out perplexity against the
 unigram baseline, dumps the weights in the original layout and embeds a
 few sentences with them.
 """
-import json
 import os
 
 from bilm.batching import Batcher
 from bilm.language_model import BidirectionalLanguageModel
+from bilm.options import save_options
 from bilm.presets import TRAINING_DEFAULTS, get_preset
 from bilm.sample_corpus import unigram_perplexity, write_sample_corpus
 from bilm.training import dump_weights, test_from_files, train_from_files
@@ -35,8 +35,7 @@ def run_quickstart(directory, n_epochs=8, verbose=1):
     os.makedirs(directory, exist_ok=True)
     corpus = write_sample_corpus(os.path.join(directory, "corpus"))
     options_file = os.path.join(directory, "train_options.json")
-    with open(options_file, "w", encoding="utf-8") as f:
-        json.dump(quickstart_options(n_epochs), f, indent=2)
+    save_options(quickstart_options(n_epochs), options_file)
     save_dir = os.path.join(directory, "checkpoint")
     train_from_files(corpus["train_prefix"], corpus["vocab_file"], save_dir, options_file,
                      heldout_prefix=corpus["heldout_prefix"], verbose=verbose)

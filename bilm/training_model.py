@@ -15,7 +15,7 @@ import tensorflow as tf
 
 from bilm.bilm_model import DIRECTIONS, build_bilm, state_keys
 from bilm.options import OptionsError, load_options
-from bilm.stateless_dropout import dropout_site
+from bilm.stateless_dropout import StatelessDropout, dropout_site
 from bilm.sampled_softmax import full_softmax_loss, log_uniform_candidates, sampled_softmax_loss
 
 TRAINING_N_CHARACTERS = 261
@@ -147,6 +147,11 @@ class TrainingLM:
             options, n_token_vocab=None if self.use_characters else settings.n_tokens_vocab,
             bidirectional=settings.bidirectional, dropout=settings.dropout, padded=False,
             separate_backward_stream=True, name="bilm")
+        # Dropout on each direction's top output, before the softmax.
+        self.top_dropout = {
+            direction: StatelessDropout(settings.dropout, dropout_site(d, options.n_layers, options.n_layers))
+            for d, direction in enumerate(self.directions)
+        }
         self.state_keys = state_keys(options, settings.bidirectional)
         self.layers = {layer.name: layer for layer in self.bilm.layers}
         projection_dim = options.projection_dim
@@ -217,7 +222,6 @@ class TrainingLM:
         inputs = {model_key: batch[key], **initial_states}
         if "backward" in self.directions:
             inputs[model_key + "_reverse"] = batch[key + "_reverse"]
-        apply_dropout = training and self.settings.dropout > 0
         if dropout_seed is None:
             dropout_seed = tf.zeros([2], tf.int64)
         if self.settings.dropout > 0:
@@ -227,13 +231,9 @@ class TrainingLM:
         outputs = self.bilm(inputs, training=training)
         top_layer = self.options.n_layers - 1
         tops = {}
-        for d, direction in enumerate(self.directions):
-            top = outputs[f"{direction}_{top_layer}"]
-            if apply_dropout:
-                seed = tf.random.experimental.stateless_fold_in(
-                    tf.cast(dropout_seed, tf.int64), dropout_site(d, self.options.n_layers, self.options.n_layers))
-                top = tf.nn.experimental.stateless_dropout(top, self.settings.dropout, seed=seed)
-            tops[direction] = top
+        for direction in self.directions:
+            tops[direction] = self.top_dropout[direction](
+                outputs[f"{direction}_{top_layer}"], dropout_seed, training=training)
         finals = {key: outputs[output_key] for key, output_key, _ in self.state_keys}
         return tops, finals
 

@@ -2,6 +2,7 @@
 """Writes a biLM training vocabulary (<S>, </S>, <UNK>, then tokens by count)."""
 import argparse
 
+from bilm.cli import exit_on_user_error
 from bilm.vocab_builder import build_vocab
 
 
@@ -14,7 +15,8 @@ def main(argv=None):
         "--max_size", type=int, default=None, help="most lines in the file, <S> </S> <UNK> included"
     )
     args = parser.parse_args(argv)
-    size = build_vocab(args.train_prefix, args.vocab_file, min_count=args.min_count, max_size=args.max_size)
+    with exit_on_user_error():
+        size = build_vocab(args.train_prefix, args.vocab_file, min_count=args.min_count, max_size=args.max_size)
     print(f"Wrote {size} tokens (<S>, </S>, <UNK> and {size - 3} from {args.train_prefix}) to {args.vocab_file}")
 
 

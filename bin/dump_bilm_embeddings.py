@@ -2,6 +2,7 @@
 """Writes every sentence's biLM layers (n_layers + 1, n_tokens, 2P) to an HDF5 file."""
 import argparse
 
+from bilm.cli import exit_on_user_error
 from bilm.dump import dump_bilm_embeddings
 
 
@@ -16,8 +17,9 @@ def main():
     parser.add_argument("--outfile", required=True, help="HDF5 output, one dataset per line.")
     parser.add_argument("--batch_size", type=int, default=64, help="Sentences per model call.")
     args = parser.parse_args()
-    dump_bilm_embeddings(args.vocab_file, args.dataset_file, args.options_file, args.weight_file,
-                         args.outfile, batch_size=args.batch_size)
+    with exit_on_user_error():
+        dump_bilm_embeddings(args.vocab_file, args.dataset_file, args.options_file, args.weight_file,
+                             args.outfile, batch_size=args.batch_size)
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 """Writes the char-CNN embedding of every vocabulary token to an HDF5 file."""
 import argparse
 
+from bilm.cli import exit_on_user_error
 from bilm.dump import dump_token_embeddings
 
 
@@ -13,8 +14,9 @@ def main():
     parser.add_argument("--outfile", required=True, help="HDF5 output with dataset 'embedding'.")
     parser.add_argument("--batch_size", type=int, default=512, help="Tokens per model call.")
     args = parser.parse_args()
-    dump_token_embeddings(args.vocab_file, args.options_file, args.weight_file, args.outfile,
-                          batch_size=args.batch_size)
+    with exit_on_user_error():
+        dump_token_embeddings(args.vocab_file, args.options_file, args.weight_file, args.outfile,
+                              batch_size=args.batch_size)
 
 
 if __name__ == "__main__":

@@ -6,10 +6,8 @@ and for token inputs `<outfile>_token_embeddings.hdf5`; then
 BidirectionalLanguageModel(options_file, outfile) loads them as they are.
 """
 import argparse
-import sys
 
-from bilm.checkpoints import CheckpointError
-from bilm.options import OptionsError
+from bilm.cli import exit_on_user_error
 from bilm.training import dump_weights
 
 
@@ -19,10 +17,8 @@ def main(argv=None):
     parser.add_argument("--outfile", required=True, help="HDF5 weight file to write, e.g. weights.hdf5")
     parser.add_argument("--options_outfile", help="prediction options (default: <outfile>_options.json)")
     args = parser.parse_args(argv)
-    try:
+    with exit_on_user_error():
         written = dump_weights(args.save_dir, args.outfile, args.options_outfile)
-    except (OptionsError, CheckpointError) as e:
-        sys.exit(f"Error: {e}")
     for kind, path in written.items():
         print(f"{kind}: {path}")
     return written

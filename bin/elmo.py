@@ -9,6 +9,7 @@ An interrupted run leaves OUTPUT.partial; rerunning the same command continues i
 """
 import argparse
 
+from bilm.cli import exit_on_user_error
 from bilm.elmo_command import embed_file
 
 
@@ -34,9 +35,10 @@ def main(argv=None):
     parser.add_argument("--no_resume", dest="resume", action="store_false",
                         help="Start over instead of continuing OUTPUT.partial from an interrupted run.")
     args = parser.parse_args(argv)
-    written = embed_file(args.input_file, args.output_file, args.options_file, args.weight_file,
-                         output_format=args.output_format, batch_size=args.batch_size,
-                         use_sentence_keys=args.use_sentence_keys, resume=args.resume)
+    with exit_on_user_error():
+        written = embed_file(args.input_file, args.output_file, args.options_file, args.weight_file,
+                             output_format=args.output_format, batch_size=args.batch_size,
+                             use_sentence_keys=args.use_sentence_keys, resume=args.resume)
     print(f"Wrote {written} sentence datasets ({args.output_format}) to {args.output_file} in this run.")
 
 

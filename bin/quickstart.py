@@ -5,6 +5,7 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
+from bilm.cli import exit_on_user_error  # noqa: E402
 from bilm.quickstart import run_quickstart  # noqa: E402
 
 
@@ -13,7 +14,8 @@ def main():
     parser.add_argument("--directory", default="bilm_quickstart", help="Where everything is written.")
     parser.add_argument("--n_epochs", type=int, default=8)
     args = parser.parse_args()
-    result = run_quickstart(args.directory, n_epochs=args.n_epochs)
+    with exit_on_user_error():
+        result = run_quickstart(args.directory, n_epochs=args.n_epochs)
     print(f"held-out perplexity {result['heldout_perplexity']:.1f} "
           f"(unigram baseline {result['unigram_perplexity']:.1f})")
     print(f"weights: {result['weight_file']}  options: {result['options_file']}")

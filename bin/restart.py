@@ -6,10 +6,8 @@ data (fine-tuning) it runs --n_epochs over it. With --tf1_checkpoint, an
 original bilm-tf checkpoint is first converted into --save_dir.
 """
 import argparse
-import sys
 
-from bilm.checkpoints import CheckpointError
-from bilm.options import OptionsError
+from bilm.cli import exit_on_user_error
 from bilm.tf1_checkpoint import convert_tf1_checkpoint
 from bilm.training import add_training_arguments, train_from_args
 
@@ -22,13 +20,11 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.tf1_checkpoint and not args.tf1_options_file:
         parser.error("--tf1_checkpoint needs --tf1_options_file (the model's options.json).")
-    try:
+    with exit_on_user_error():
         if args.tf1_checkpoint:
             path = convert_tf1_checkpoint(args.tf1_checkpoint, args.tf1_options_file, args.save_dir)
             print(f"Converted {args.tf1_checkpoint} to {path}")
         result = train_from_args(args, restart=True)
-    except (OptionsError, CheckpointError, FloatingPointError, ValueError) as e:
-        sys.exit(f"Error: {e}")
     print(f"Finished at step {result['step']}: {result['checkpoint']}")
     return result
 

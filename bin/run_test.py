@@ -4,10 +4,8 @@
 Ends with one line: AVERAGE PERPLEXITY = <number>.
 """
 import argparse
-import sys
 
-from bilm.checkpoints import CheckpointError
-from bilm.options import OptionsError
+from bilm.cli import exit_on_user_error
 from bilm.training import test_from_files
 
 
@@ -18,10 +16,8 @@ def main(argv=None):
     parser.add_argument("--save_dir", required=True, help="the training directory")
     parser.add_argument("--batch_size", type=int, default=256, help="rows per batch")
     args = parser.parse_args(argv)
-    try:
+    with exit_on_user_error():
         perplexity = test_from_files(args.test_prefix, args.vocab_file, args.save_dir, args.batch_size)
-    except (OptionsError, CheckpointError, ValueError) as e:
-        sys.exit(f"Error: {e}")
     print(f"AVERAGE PERPLEXITY = {perplexity:.4f}")
     return perplexity
 

@@ -22,7 +22,13 @@ def write_model(tmp_path, seed=0, **option_kwargs):
     return str(options_file), str(weight_file), options
 
 
-def write_vocab(tmp_path, tokens, name="vocab.txt"):
+def write_lines(tmp_path, lines, name="vocab.txt"):
+    """Writes `lines` (one per line, UTF-8) to `tmp_path / name`; returns the path."""
     path = tmp_path / name
-    path.write_text("\n".join(["<S>", "</S>", "<UNK>"] + list(tokens)) + "\n", encoding="utf-8")
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     return str(path)
+
+
+def write_vocab(tmp_path, tokens, name="vocab.txt"):
+    """A vocabulary file: `<S>`, `</S>`, `<UNK>`, then `tokens`."""
+    return write_lines(tmp_path, ["<S>", "</S>", "<UNK>", *tokens], name)

@@ -3,20 +3,15 @@ import pytest
 
 from bilm.batching import Batcher, TokenBatcher
 from bilm.vocabulary import UnicodeCharsVocabulary, UnknownTokenError
+from helpers import write_lines
 
 # Shifted (+1) ids: begin/end of word, padding, begin/end of sentence.
 BOW, EOW, PAD, BOS, EOS = 259, 260, 261, 257, 258
 
 
-def write_vocab(tmp_path, lines, name="vocab.txt"):
-    path = tmp_path / name
-    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-    return str(path)
-
-
 @pytest.fixture
 def vocab_file(tmp_path):
-    return write_vocab(tmp_path, ["<S>", "</S>", "<UNK>", "the", "!!!MAXTERMID", "cat", "sat"])
+    return write_lines(tmp_path, ["<S>", "</S>", "<UNK>", "the", "!!!MAXTERMID", "cat", "sat"])
 
 
 def shifted(token, n):
@@ -70,7 +65,7 @@ def test_batcher_without_vocabulary_file_gives_same_ids(tmp_path, vocab_file):
     expected = Batcher(vocab_file, 8).batch_sentences(sentences)
     np.testing.assert_array_equal(Batcher(None, 8).batch_sentences(sentences), expected)
     # A file without <S>, </S> and <UNK> works too: it is only a cache.
-    bare = write_vocab(tmp_path, ["cat", "a"], name="bare.txt")
+    bare = write_lines(tmp_path, ["cat", "a"], name="bare.txt")
     np.testing.assert_array_equal(Batcher(bare, 8).batch_sentences(sentences), expected)
 
 
@@ -132,7 +127,7 @@ def test_token_batcher_ids_and_padding(vocab_file):
 def test_token_batcher_unknown_tokens(tmp_path, vocab_file):
     batch = TokenBatcher(vocab_file).batch_sentences([["the", "dog"]])
     assert batch.tolist() == [[1, 4, 3, 2]]  # dog -> <UNK> (2) + 1
-    no_unk = write_vocab(tmp_path, ["<S>", "</S>", "the"], name="no_unk.txt")
+    no_unk = write_lines(tmp_path, ["<S>", "</S>", "the"], name="no_unk.txt")
     batcher = TokenBatcher(no_unk)
     assert batcher.batch_sentences([["the"]]).tolist() == [[1, 3, 2]]
     with pytest.raises(UnknownTokenError) as info:
@@ -141,7 +136,7 @@ def test_token_batcher_unknown_tokens(tmp_path, vocab_file):
 
 
 def test_token_batcher_needs_boundary_tokens(tmp_path):
-    path = write_vocab(tmp_path, ["<UNK>", "</S>", "the"])
+    path = write_lines(tmp_path, ["<UNK>", "</S>", "the"])
     with pytest.raises(ValueError) as info:
         TokenBatcher(path)
     message = str(info.value)

@@ -8,19 +8,14 @@ from bilm.vocabulary import (
     token_to_char_ids,
     tokens_to_char_ids,
 )
+from helpers import write_lines
 
 PAD = 260
 
 
-def write_vocab(tmp_path, lines, name="vocab.txt"):
-    path = tmp_path / name
-    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-    return str(path)
-
-
 @pytest.fixture
 def vocab_file(tmp_path):
-    return write_vocab(tmp_path, ["<S>", "</S>", "<UNK>", "the", "cat", "é", "!!!MAXTERMID", "sat"])
+    return write_lines(tmp_path, ["<S>", "</S>", "<UNK>", "the", "cat", "é", "!!!MAXTERMID", "sat"])
 
 
 # --- token_to_char_ids -------------------------------------------------------
@@ -111,7 +106,7 @@ def test_unknown_tokens_map_to_unk(vocab_file):
 
 
 def test_unknown_token_without_unk_line_names_token_and_file(tmp_path):
-    path = write_vocab(tmp_path, ["<S>", "</S>", "the"])
+    path = write_lines(tmp_path, ["<S>", "</S>", "the"])
     vocab = Vocabulary(path)
     assert vocab.unk == -1
     with pytest.raises(KeyError) as info:
@@ -133,7 +128,7 @@ def test_encode_split_and_reverse(vocab_file):
 
 
 def test_encode_without_boundary_tokens_raises(tmp_path):
-    path = write_vocab(tmp_path, ["<UNK>", "the"])
+    path = write_lines(tmp_path, ["<UNK>", "the"])
     vocab = Vocabulary(path)
     assert (vocab.bos, vocab.eos) == (-1, -1)
     with pytest.raises(ValueError, match="<S> and </S>") as info:
@@ -150,7 +145,7 @@ def test_encode_without_boundary_tokens_raises(tmp_path):
     ],
 )
 def test_validate_file_names_missing_tokens(tmp_path, lines, missing):
-    path = write_vocab(tmp_path, lines)
+    path = write_lines(tmp_path, lines)
     with pytest.raises(ValueError) as info:
         Vocabulary(path, validate_file=True)
     message = str(info.value)
@@ -215,7 +210,7 @@ def test_word_to_char_ids_in_and_out_of_vocab(vocab_file):
 def test_boundary_rows_without_boundary_lines(tmp_path):
     # The file lacks <S> / </S>: the table is unchanged (its last row is not
     # overwritten) and the boundary tokens still get the boundary rows.
-    vocab = UnicodeCharsVocabulary(write_vocab(tmp_path, ["ab"]), 5)
+    vocab = UnicodeCharsVocabulary(write_lines(tmp_path, ["ab"]), 5)
     assert vocab.word_char_ids.tolist() == [[258, 97, 98, 259, PAD]]
     assert vocab.word_to_char_ids("<S>").tolist() == [258, 256, 259, PAD, PAD]
     assert vocab.word_to_char_ids("</S>").tolist() == [258, 257, 259, PAD, PAD]
@@ -240,7 +235,7 @@ def test_encode_chars(vocab_file):
 
 
 def test_chars_vocabulary_validates(tmp_path):
-    path = write_vocab(tmp_path, ["<S>", "</S>"])
+    path = write_lines(tmp_path, ["<S>", "</S>"])
     with pytest.raises(ValueError, match="<UNK>"):
         UnicodeCharsVocabulary(path, 50, validate_file=True)
     with pytest.raises(ValueError, match="at least 3"):
