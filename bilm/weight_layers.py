@@ -21,10 +21,10 @@ class WeightLayers(keras.layers.Layer):
     shares `W` and `gamma` between them.
 
     Args:
-        l2_coef: float or None. When set (and not `use_top_only`), the layer
-            adds `l2_coef * sum(W ** 2)` to its losses with `add_loss`, once
-            per outermost call even if the instance is called on several
-            inputs inside one model (bilm-tf has one term per variable).
+        l2_coef: float or None. When set (and not `use_top_only`), `W`
+            carries the regularizer `l2_coef * sum(W ** 2)`: one term in the
+            layer's (and a model's) `losses` however many inputs the
+            instance is called on, as bilm-tf has one term per variable.
             The current value is also given by `regularization_loss()`.
         use_top_only: bool. Use only the top biLM layer instead of the mix.
         do_layer_norm: bool. Normalise each layer before the weighting with
@@ -80,8 +80,14 @@ class WeightLayers(keras.layers.Layer):
                 f"Received: shape={tuple(input_shape)}"
             )
         if not self.use_top_only:
+            # A weight regularizer gives exactly one L2 term per variable in
+            # `losses`, however many inputs a shared instance is called on
+            # (bilm-tf's one regulariser per variable).
             self.W = self.add_weight(
-                name="W", shape=(n_layers,), initializer="zeros"
+                name="W",
+                shape=(n_layers,),
+                initializer="zeros",
+                regularizer=self._l2 if self.l2_coef is not None else None,
             )
         self.gamma = self.add_weight(
             name="gamma", shape=(1,), initializer="ones"
@@ -104,11 +110,6 @@ class WeightLayers(keras.layers.Layer):
             weights = ops.cast(weights, lm_embeddings.dtype)
             # (n_layers,) against (batch, n_layers, time, dim).
             summed = ops.einsum("l,bltd->btd", weights, lm_embeddings)
-            # Keras clears a layer's losses at the start of each outermost
-            # call; a shared instance called twice inside one model must
-            # still add its single L2 term only once.
-            if self.l2_coef is not None and not self.losses:
-                self.add_loss(self.regularization_loss())
 
         return summed * ops.cast(self.gamma, summed.dtype)
 
@@ -138,6 +139,9 @@ class WeightLayers(keras.layers.Layer):
             variance + _LAYER_NORM_EPSILON
         )
 
+    def _l2(self, W):
+        return self.l2_coef * ops.sum(ops.square(W))
+
     def regularization_loss(self):
         """Current L2 term `l2_coef * sum(W ** 2)`, a scalar tensor.
 
@@ -151,7 +155,7 @@ class WeightLayers(keras.layers.Layer):
                 "`lm_embeddings` (or build it) before asking for its "
                 "regularization loss."
             )
-        return self.l2_coef * ops.sum(ops.square(self.W))
+        return self._l2(self.W)
 
     def compute_mask(self, lm_embeddings, mask=None):
         return _time_mask(mask)

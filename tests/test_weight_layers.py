@@ -166,9 +166,8 @@ def test_functional_model_losses_and_sharing():
     np.testing.assert_allclose(
         c_out, _ref(lm_c, mask_c, W, 0.5, do_layer_norm=True), atol=1e-5
     )
-    # Keras 3 only records add_loss from real (not symbolic) calls, so
-    # model.losses is filled by calling the model. The shared layer adds a
-    # single L2 term, like bilm-tf's one regulariser per variable.
+    # The shared layer contributes a single L2 term (W's regularizer), like
+    # bilm-tf's one regulariser per variable.
     assert len(model.losses) == 1
     np.testing.assert_allclose(model.losses[0], 0.1 * np.sum(W**2), rtol=1e-6)
 
