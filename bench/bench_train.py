@@ -24,7 +24,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import forward_flops_per_token, matmul_rate, peak_rss_gib  # noqa: E402
 
 from bilm.presets import TRAINING_DEFAULTS, get_preset  # noqa: E402
-from bilm.training import TrainStep, load_training_data, model_batches  # noqa: E402
+from bilm.data import make_tf_dataset  # noqa: E402
+from bilm.training import TrainStep, load_training_data  # noqa: E402
 from bilm.training_model import SparseAdagrad, TrainingLM, training_settings  # noqa: E402
 
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
@@ -83,8 +84,8 @@ def run(args, n_vocab, directory):
     states = {key: tf.Variable(tf.zeros([settings.batch_size, size])) for key, _, size in lm.state_keys}
     step = TrainStep(lm, optimizer, states, tf.distribute.get_strategy(), settings, seed=0)
     data, _ = load_training_data(options, train_file, vocab_file, seed=0)
-    stream = model_batches(data, settings.batch_size, settings.unroll_steps, lm.batch_keys())
-    batches = [{k: tf.constant(v) for k, v in next(stream).items()} for _ in range(args.steps + args.warmup)]
+    stream = make_tf_dataset(data, settings.batch_size, settings.unroll_steps, keys=lm.batch_keys())
+    batches = list(stream.take(args.steps + args.warmup))
 
     start = time.perf_counter()
     for i, batch in enumerate(batches[:args.warmup]):

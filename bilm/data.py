@@ -14,6 +14,7 @@ same sentences with their tokens reversed, framed `</S> ... <S>`.
 """
 import copy
 import glob
+import itertools
 import os
 import warnings
 
@@ -379,19 +380,34 @@ def batch_signature(lm_dataset, batch_size, num_steps):
     return specs
 
 
-def make_tf_dataset(lm_dataset, batch_size, num_steps):
+def make_tf_dataset(lm_dataset, batch_size, num_steps, keys=None, skip=0):
     """A prefetching `tf.data.Dataset` of `lm_dataset.iter_batches(batch_size, num_steps)`.
 
     Elements are dicts of int32 tensors as in `iter_batches`, without the
     `tokens_characters` keys for a token-only vocabulary. Batches are
     prepared in the background while the training step runs.
+
+    Args:
+        keys: the keys to keep (all by default); a key the dataset cannot
+            give is a `ValueError` before any batch is read.
+        skip: batches of the stream to pass over first (a restart on the
+            same data continues where the checkpoint stopped).
     """
     batch_size = _check_positive("batch_size", batch_size)
     num_steps = _check_positive("num_steps", num_steps)
     signature = batch_signature(lm_dataset, batch_size, num_steps)
+    if keys is not None:
+        missing = [key for key in keys if key not in signature]
+        if missing:
+            raise ValueError(
+                f"The data batches lack {missing} (they have {sorted(signature)}); char-input options need a "
+                "vocabulary loaded with max_word_length, and a bidirectional model needs "
+                "BidirectionalLMDataset.")
+        signature = {key: signature[key] for key in keys}
 
     def generate():
-        for batch in lm_dataset.iter_batches(batch_size, num_steps):
+        batches = lm_dataset.iter_batches(batch_size, num_steps)
+        for batch in itertools.islice(batches, skip, None):
             yield {key: batch[key] for key in signature}
 
     dataset = tf.data.Dataset.from_generator(generate, output_signature=signature)

@@ -12,7 +12,6 @@ vocabularies), `next_token_id` `(batch, time)`, and the same keys with
 """
 import collections
 import dataclasses
-import itertools
 import json
 import math
 import os
@@ -27,7 +26,7 @@ from tensorflow.core.framework import summary_pb2
 
 from bilm import checkpoints
 from bilm.checkpoints import CHECKPOINT_NAME, OPTIONS_FILE, CheckpointError
-from bilm.data import BidirectionalLMDataset, LMDataset, count_tokens
+from bilm.data import BidirectionalLMDataset, LMDataset, count_tokens, make_tf_dataset
 from bilm.data import load_vocab as _load_vocab
 from bilm.language_model import prediction_options
 from bilm.options import OptionsError, load_options, save_options
@@ -160,34 +159,6 @@ def _zero_unless(condition, gradient):
 
 
 # === Data ===
-
-def model_batches(data, batch_size, unroll_steps, keys, skip=0):
-    """`data.iter_batches` restricted to `keys`, after skipping `skip` batches."""
-    iterator = data.iter_batches(batch_size, unroll_steps)
-    for _ in range(skip):
-        if next(iterator, None) is None:
-            return
-    for batch in iterator:
-        missing = [key for key in keys if batch.get(key) is None]
-        if missing:
-            present = sorted(key for key, value in batch.items() if value is not None)
-            raise ValueError(
-                f"The data batches lack {missing} (they have {present}); char-input options need a "
-                "vocabulary loaded with max_word_length, and a bidirectional model needs "
-                "BidirectionalLMDataset.")
-        yield {key: np.asarray(batch[key], np.int32) for key in keys}
-
-
-def _prefetched(batches):
-    """Runs the Python batch generator ahead of the training step (tf.data prefetch)."""
-    first = next(batches, None)
-    if first is None:
-        return iter(())
-    signature = {key: tf.TensorSpec(value.shape, tf.int32) for key, value in first.items()}
-    dataset = tf.data.Dataset.from_generator(
-        lambda: itertools.chain([first], batches), output_signature=signature)
-    return iter(dataset.prefetch(2))
-
 
 def _describe_data(data):
     """The stream's file pattern (`LMDataset`, `BidirectionalLMDataset`), else its type."""
@@ -379,8 +350,8 @@ def train(options, data, n_gpus, save_dir, log_dir, restart_ckpt_file=None, *,
     result, taken, started = {}, 0, time.perf_counter()
     batches = iter(())
     if run.consumed < stop_at:
-        batches = _prefetched(model_batches(
-            data, schedule.global_batch, settings.unroll_steps, run.lm.batch_keys(), skip=run.consumed))
+        batches = iter(make_tf_dataset(
+            data, schedule.global_batch, settings.unroll_steps, keys=run.lm.batch_keys(), skip=run.consumed))
     for batch in batches:
         tick = time.perf_counter()
         outputs = step_fn(batch, run.current_step)
@@ -465,7 +436,7 @@ def evaluate(lm, data, batch_size, unroll_steps=1, verbose=0):
     totals = collections.defaultdict(float)
     n_batches = 0
     progbar = keras.utils.Progbar(None, verbose=verbose, unit_name="batch")
-    for batch in model_batches(data, batch_size, unroll_steps, lm.batch_keys()):
+    for batch in make_tf_dataset(data, batch_size, unroll_steps, keys=lm.batch_keys()):
         loss, per_direction, states = step_fn(batch, states)
         n_batches += 1
         totals["loss"] += float(loss)

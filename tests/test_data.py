@@ -342,3 +342,19 @@ def test_make_tf_dataset_tokens_only_training(corpus, tmp_path):
     elements = list(dataset.take(6))  # more than one pass over the data
     assert len(elements) == 6
     assert all(e["next_token_id"].shape == (4, 5) for e in elements)
+
+
+def test_make_tf_dataset_keys_and_skip(corpus, vocab):
+    data = BidirectionalLMDataset(corpus, vocab, test=True)
+    expected = list(data.iter_batches(2, 3))
+    dataset = make_tf_dataset(data, 2, 3, keys=["token_ids", "next_token_id_reverse"], skip=1)
+    assert set(dataset.element_spec) == {"token_ids", "next_token_id_reverse"}
+    elements = list(dataset)
+    assert len(elements) == len(expected) - 1
+    np.testing.assert_array_equal(elements[0]["token_ids"].numpy(), expected[1]["token_ids"])
+
+
+def test_make_tf_dataset_names_missing_keys(corpus, tmp_path):
+    data = LMDataset(corpus, Vocabulary(write_vocab(tmp_path, TOKENS)), test=True)
+    with pytest.raises(ValueError, match=r"lack \['tokens_characters'\].*max_word_length"):
+        make_tf_dataset(data, 2, 3, keys=["tokens_characters", "next_token_id"])
