@@ -54,7 +54,8 @@ def zipf_sentences(n_sentences, mean_length=25, vocab_size=20000, seed=0):
     return sentences
 
 
-def run_sizes(script, run_one, description, default_sentences, default_batch):
+def run_sizes(script, run_one, description, default_sentences, default_batch,
+              default_sizes="small,original"):
     """Parses `--sizes/--n_sentences/--batch_size` and runs `run_one(size,
     n_sentences, batch_size) -> dict` for each size in its own process (so
     each peak memory is its own). Yields `(size, result dict, args)`."""
@@ -65,7 +66,7 @@ def run_sizes(script, run_one, description, default_sentences, default_batch):
 
     parser = argparse.ArgumentParser(description=description,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", default="small,original", help="comma-separated presets")
+    parser.add_argument("--sizes", default=default_sizes, help="comma-separated presets")
     parser.add_argument("--n_sentences", type=int, default=default_sentences)
     parser.add_argument("--batch_size", type=int, default=default_batch)
     parser.add_argument("--one", help=argparse.SUPPRESS)

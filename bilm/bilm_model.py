@@ -154,10 +154,7 @@ def build_bilm(options, n_token_vocab=None, bidirectional=True, dropout=0.0,
         if deduplicate_tokens:
             unique, indices = UniqueTokens(name="unique_tokens")(streams)
             streams, gathers = [unique], [GatherTokens(name=f"gather_tokens_{i}") for i in range(len(indices))]
-        encoded = []
-        for stream in streams:
-            x = highway(char_encoder(stream))
-            encoded.append(projection(x) if projection is not None else x)
+        encoded = [_encode_characters(stream, char_encoder, highway, projection) for stream in streams]
         if deduplicate_tokens:
             encoded = [gather(encoded[0], index) for gather, index in zip(gathers, indices)]
     else:
@@ -167,11 +164,28 @@ def build_bilm(options, n_token_vocab=None, bidirectional=True, dropout=0.0,
         encoded = [x * mask_3d for x in encoded]
     x_of = {direction: encoded[min(d, len(encoded) - 1)] for d, direction in enumerate(directions)}
     outputs = {"token_embeddings": x_of["forward"], "mask": mask, "lengths": lengths}
-    for direction in directions:
-        layer_input = x_of[direction]
+    outputs.update(_lstm_stacks(options, x_of, lengths, lstms, state_inputs, dropouts, seed_input))
+    inputs = {t.name: t for t in {id(t): t for t in token_inputs.values()}.values()}
+    inputs.update(state_inputs)
+    if seed_input is not None:
+        inputs["dropout_seed"] = seed_input
+    return keras.Model(inputs=inputs, outputs=outputs, name=name)
+
+
+def _encode_characters(char_ids, char_encoder, highway, projection):
+    """`(batch, time, max_chars)` ids -> `(batch, time, projection_dim)`."""
+    x = highway(char_encoder(char_ids))
+    return projection(x) if projection is not None else x
+
+
+def _lstm_stacks(options, x_of, lengths, lstms, state_inputs, dropouts=None, seed_input=None):
+    """Wires each direction's LSTM layers (dropout, skip connections) over
+    `x_of[direction]`; returns the `"{direction}_{l}"` and `"final_..."` outputs."""
+    outputs = {}
+    for direction, layer_input in x_of.items():
         for layer in range(options.n_layers):
             key = (direction, layer)
-            if key in dropouts:
+            if dropouts and key in dropouts:
                 layer_input = dropouts[key](layer_input, seed_input)
             state_name = f"{direction}_{layer}"
             h, final_c, final_h = lstms[key](
@@ -183,8 +197,51 @@ def build_bilm(options, n_token_vocab=None, bidirectional=True, dropout=0.0,
             outputs[f"final_{state_name}_c"] = final_c
             outputs[f"final_{state_name}_h"] = final_h
             layer_input = h
-    inputs = {t.name: t for t in {id(t): t for t in token_inputs.values()}.values()}
-    inputs.update(state_inputs)
-    if seed_input is not None:
-        inputs["dropout_seed"] = seed_input
-    return keras.Model(inputs=inputs, outputs=outputs, name=name)
+    return outputs
+
+
+def build_token_encoder(bilm, options, name="token_encoder"):
+    """The char-CNN token encoder of a character `build_bilm` model, as its
+    own model on the same layers (so the same weights).
+
+    Input: int `(1, n_tokens, max_chars)` char ids. Output: `(1, n_tokens,
+    projection_dim)`, what the biLM computes for each of those tokens.
+    """
+    cnn = options.char_cnn
+    char_ids = keras.Input(shape=(None, cnn.max_characters_per_token), dtype="int32", name="token_characters")
+    projection = bilm.get_layer("token_projection") if cnn.n_filters != options.projection_dim else None
+    encoded = _encode_characters(char_ids, bilm.get_layer("char_cnn"), bilm.get_layer("highway"), projection)
+    return keras.Model(inputs=char_ids, outputs=encoded, name=name)
+
+
+def build_contextual_bilm(bilm, options, name="contextual_bilm"):
+    """The LSTM stacks of a prediction `build_bilm` model (`padded=True`, one
+    input stream), as their own model on the same layers, reading token
+    encodings computed elsewhere (e.g. cached by `TokenEncodingCache`).
+
+    Inputs (a dict): `"token_embeddings"` float `(batch, time,
+    projection_dim)`, `"mask"` bool `(batch, time)` (True at real tokens),
+    and the initial states of `state_keys(options)`.
+
+    Outputs: those of `build_bilm`, with the given encodings (zeroed at
+    padding) as `"token_embeddings"`.
+    """
+    directions = [d for d in DIRECTIONS if _has_layer(bilm, f"{d}_lstm_0")]
+    token_embeddings = keras.Input(shape=(None, options.projection_dim), name="token_embeddings")
+    mask = keras.Input(shape=(None,), dtype="bool", name="mask")
+    state_inputs = {
+        key: keras.Input(shape=(size,), name=key)
+        for key, _, size in state_keys(options, bidirectional=len(directions) == 2)
+    }
+    lengths = keras.ops.sum(keras.ops.cast(mask, "int32"), axis=1)
+    x = token_embeddings * keras.ops.expand_dims(keras.ops.cast(mask, token_embeddings.dtype), -1)
+    lstms = {(d, layer): bilm.get_layer(f"{d}_lstm_{layer}")
+             for d in directions for layer in range(options.n_layers)}
+    outputs = {"token_embeddings": x, "mask": mask, "lengths": lengths}
+    outputs.update(_lstm_stacks(options, {d: x for d in directions}, lengths, lstms, state_inputs))
+    return keras.Model(inputs={"token_embeddings": token_embeddings, "mask": mask, **state_inputs},
+                       outputs=outputs, name=name)
+
+
+def _has_layer(model, name):
+    return any(layer.name == name for layer in model.layers)

@@ -2,8 +2,9 @@
 import numpy as np
 import tensorflow as tf
 
-from bilm.bilm_model import build_bilm, state_keys
+from bilm.bilm_model import build_bilm, build_contextual_bilm, build_token_encoder, state_keys
 from bilm.options import load_options
+from bilm.token_cache import TokenEncodingCache
 from bilm.weights_hdf5 import load_bilm_weights, load_token_embeddings, read_token_embeddings
 
 PREDICTION_N_CHARACTERS = 262
@@ -117,6 +118,12 @@ class BidirectionalLanguageModel(tf.Module):
             `dump_token_embeddings`.
         max_batch_size: rows of the state buffers; larger batches are an error.
         stateful: carry states between calls.
+        token_cache_size: char inputs given as numpy arrays (or eager
+            tensors) are encoded once per distinct token and the encodings
+            kept for later calls, up to this many tokens
+            (`projection_dim` floats each; see `TokenEncodingCache`).
+            0 encodes every batch from scratch. Inside a `tf.function` the
+            cache is not used.
 
     Call arguments:
         ids: int `(batch, time, max_characters_per_token)` char ids or
@@ -133,7 +140,8 @@ class BidirectionalLanguageModel(tf.Module):
     """
 
     def __init__(self, options_file, weight_file, use_character_inputs=True,
-                 embedding_weight_file=None, max_batch_size=128, stateful=True):
+                 embedding_weight_file=None, max_batch_size=128, stateful=True,
+                 token_cache_size=50_000):
         super().__init__(name="bidirectional_language_model")
         options = prediction_options(load_options(options_file), use_character_inputs)
         if not use_character_inputs and embedding_weight_file is None:
@@ -159,28 +167,51 @@ class BidirectionalLanguageModel(tf.Module):
             spec = tf.TensorSpec([None, None, options.char_cnn.max_characters_per_token], tf.int32)
         else:
             spec = tf.TensorSpec([None, None], tf.int32)
-        self._stateful_call = tf.function(lambda ids: self._forward(ids, True), input_signature=[spec])
-        self._stateless_call = tf.function(lambda ids: self._forward(ids, False), input_signature=[spec])
+        self._calls = {
+            stateful: tf.function(lambda ids, stateful=stateful: self._forward(self.model, {self._input_key: ids}, stateful),
+                                  input_signature=[spec])
+            for stateful in (True, False)
+        }
+        self.token_cache = None
+        if use_character_inputs and token_cache_size > 0:
+            self._token_encoder = build_token_encoder(self.model, options)
+            self._contextual_model = build_contextual_bilm(self.model, options)
+            self._token_encoder.trainable = self._contextual_model.trainable = False
+            encode = tf.function(lambda ids: self._token_encoder(ids[tf.newaxis], training=False)[0],
+                                 input_signature=[tf.TensorSpec(spec.shape[1:], tf.int32)])
+            self.token_cache = TokenEncodingCache(lambda ids: encode(ids).numpy(), options.projection_dim,
+                                                  token_cache_size)
+            encodings_spec = [tf.TensorSpec([None, None, options.projection_dim], tf.float32),
+                              tf.TensorSpec([None, None], tf.bool)]
+            self._cached_calls = {
+                stateful: tf.function(
+                    lambda x, mask, stateful=stateful: self._forward(
+                        self._contextual_model, {"token_embeddings": x, "mask": mask}, stateful),
+                    input_signature=encodings_spec)
+                for stateful in (True, False)
+            }
 
     def __call__(self, ids):
         ids = self._check_ids(ids)
-        call = self._stateful_call if self.stateful else self._stateless_call
-        return call(ids)
+        if self.token_cache is not None and tf.executing_eagerly():
+            ids = ids.numpy()
+            encodings = self.token_cache.encodings(ids)
+            return self._cached_calls[self.stateful](encodings, np.any(ids != 0, axis=-1))
+        return self._calls[self.stateful](ids)
 
     def reset_states(self):
         """Sets every state buffer back to zeros (the next batch starts fresh)."""
         for buffer in self.state_buffers.values():
             buffer.assign(tf.zeros_like(buffer))
 
-    def _forward(self, ids, stateful):
-        batch = tf.shape(ids)[0]
-        inputs = {self._input_key: ids}
+    def _forward(self, model, inputs, stateful):
+        batch = tf.shape(next(iter(inputs.values())))[0]
         for key, _, size in self._state_keys:
             if stateful:
                 inputs[key] = self.state_buffers[key][:batch]
             else:
                 inputs[key] = tf.zeros([batch, size])
-        outputs = self.model(inputs, training=False)
+        outputs = model(inputs, training=False)
         if stateful:
             for key, output_key, _ in self._state_keys:
                 self.state_buffers[key][:batch].assign(outputs[output_key])

@@ -27,9 +27,16 @@ def test_forward_matches_numpy_reference(tmp_path, config):
     options_file, weight_file, options = write_model(tmp_path, **CONFIGS[config])
     ids = _char_ids(SENTENCES)
     np.testing.assert_array_equal(ids, R.char_ids(SENTENCES, 7))
+    ref = R.bilm_forward(R.read_weights(weight_file), options, ids)
+    # Without the token cache every batch is encoded in the graph; compare that path too.
+    uncached = BidirectionalLanguageModel(options_file, weight_file, max_batch_size=8, stateful=False,
+                                          token_cache_size=0)
+    assert uncached.token_cache is None
+    uncached_out = uncached(ids)
+    for key in ("lm_embeddings", "token_embeddings"):
+        assert np.abs(uncached_out[key].numpy() - ref[key]).max() < 1e-5, key
     model = BidirectionalLanguageModel(options_file, weight_file, max_batch_size=8, stateful=False)
     out = {k: v.numpy() for k, v in model(ids).items()}
-    ref = R.bilm_forward(R.read_weights(weight_file), options, ids)
 
     n_layers = options["lstm"]["n_layers"]
     p = options["lstm"]["projection_dim"]
@@ -46,10 +53,12 @@ def test_forward_matches_numpy_reference(tmp_path, config):
     assert np.abs(out["lm_embeddings"][0]).max() > 0.1
 
 
-def test_state_carries_across_batches_of_different_sizes(tmp_path):
+@pytest.mark.parametrize("token_cache_size", [50_000, 3, 0])
+def test_state_carries_across_batches_of_different_sizes(tmp_path, token_cache_size):
     options_file, weight_file, options = write_model(tmp_path)
     batches = [_char_ids(SENTENCES), _char_ids(SENTENCES[1:3]), _char_ids(SENTENCES[::-1][:4])]
-    model = BidirectionalLanguageModel(options_file, weight_file, max_batch_size=6)
+    model = BidirectionalLanguageModel(options_file, weight_file, max_batch_size=6,
+                                       token_cache_size=token_cache_size)
     ref_outputs, ref_buffers = R.run_stateful(R.read_weights(weight_file), options, batches, 6)
     for batch, ref in zip(batches, ref_outputs):
         out = model(batch)
