@@ -31,6 +31,10 @@ class ProjectedLSTM(keras.layers.Layer):
         cell_clip: clip the cell state to `[-cell_clip, cell_clip]`, or None.
         proj_clip: clip the projected output, or None.
         go_backwards: read each row right to left within its length.
+        jit_compile: compile the training recurrence (`training=True`:
+            forward and backward loops) with XLA, which fuses each step's
+            elementwise work; it compiles once per shape, so it pays off
+            where shapes repeat, as with training windows.
 
     Call arguments:
         inputs: float `(batch, time, input_dim)`.
@@ -47,13 +51,14 @@ class ProjectedLSTM(keras.layers.Layer):
     """
 
     def __init__(self, units, projection_dim=None, cell_clip=None, proj_clip=None,
-                 go_backwards=False, **kwargs):
+                 go_backwards=False, jit_compile=False, **kwargs):
         super().__init__(**kwargs)
         self.units = units
         self.projection_dim = projection_dim
         self.cell_clip = cell_clip
         self.proj_clip = proj_clip
         self.go_backwards = go_backwards
+        self.jit_compile = jit_compile
         self.use_projection = projection_dim is not None and projection_dim != units
         self.output_dim = projection_dim if self.use_projection else units
 
@@ -94,10 +99,12 @@ class ProjectedLSTM(keras.layers.Layer):
             projection_kernel = tf.convert_to_tensor(self.projection_kernel)
         # Training uses the recurrence with a hand-written backward pass; it
         # stores what that pass needs, which inference does not pay for.
-        recurrence = lstm_recurrence_bptt if training else lstm_recurrence
-        outputs, c, h = recurrence(
-            gates_x, lengths, c0, h0, tf.convert_to_tensor(self.recurrent_kernel),
-            projection_kernel, self.cell_clip, self.proj_clip)
+        args = (gates_x, lengths, c0, h0, tf.convert_to_tensor(self.recurrent_kernel),
+                projection_kernel, self.cell_clip, self.proj_clip)
+        if training:
+            outputs, c, h = lstm_recurrence_bptt(*args, jit_compile=self.jit_compile)
+        else:
+            outputs, c, h = lstm_recurrence(*args)
         if self.go_backwards:
             outputs = tf.reverse_sequence(outputs, lengths, seq_axis=1, batch_axis=0)
         return outputs, c, h
@@ -114,6 +121,7 @@ class ProjectedLSTM(keras.layers.Layer):
             "cell_clip": self.cell_clip,
             "proj_clip": self.proj_clip,
             "go_backwards": self.go_backwards,
+            "jit_compile": self.jit_compile,
         })
         return config
 

@@ -1,4 +1,6 @@
 """ProjectedLSTM: the hand-written backward pass equals autodiff of the forward loop."""
+import functools
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -7,12 +9,13 @@ from bilm.lstm import ProjectedLSTM, lstm_recurrence
 from bilm.lstm_bptt import lstm_recurrence_bptt
 
 
+@pytest.mark.parametrize("jit_compile", [False, True])
 @pytest.mark.parametrize("units, projection, cell_clip, proj_clip", [
     (8, 5, 0.5, 0.3),     # both clips active on these values
     (8, 5, None, None),
     (6, None, 0.8, None),  # no projection
 ])
-def test_bptt_gradients_equal_autodiff(units, projection, cell_clip, proj_clip):
+def test_bptt_gradients_equal_autodiff(units, projection, cell_clip, proj_clip, jit_compile):
     rng = np.random.default_rng(0)
     batch, time = 4, 6
     output_dim = projection or units
@@ -34,7 +37,7 @@ def test_bptt_gradients_equal_autodiff(units, projection, cell_clip, proj_clip):
         return results, tape.gradient(loss, sources)
 
     (out_a, *_), grads_a = gradients(lstm_recurrence.python_function)
-    (out_b, *_), grads_b = gradients(lstm_recurrence_bptt)
+    (out_b, *_), grads_b = gradients(functools.partial(lstm_recurrence_bptt, jit_compile=jit_compile))
     np.testing.assert_allclose(out_b.numpy(), out_a.numpy(), atol=1e-6)
     for name, a, b in zip(["gates_x", "c0", "h0", "recurrent", "projection"], grads_a, grads_b):
         np.testing.assert_allclose(b.numpy(), a.numpy(), atol=2e-5, err_msg=name)
