@@ -4,10 +4,14 @@ Embeds a few hundred ~25-token sentences in batches of 32 (all layers, as
 `lm_embeddings`) with random weights, and prints tokens/sec, peak memory,
 this machine's float32 matmul rate and the achieved fraction of it
 (counting the token encoder for every token, so above 100% is possible
-when the token cache spares that work). Each size runs in its own process
-so peak memory is its own. A size with `:uncached` turns the token
-encoding cache off (`token_cache_size=0`). One batch of other sentences
-from the same distribution warms the model up first, as in a long run.
+when the token cache spares that work), and a ceiling: the tokens/sec that
+the recurrent matmuls alone would allow at this batch size, since no
+recurrence can beat its own step-by-step matmuls.
+
+Each size runs in its own process so peak memory is its own. A size with
+`:uncached` turns the token encoding cache off (`token_cache_size=0`). One
+batch of other sentences from the same distribution warms the model up
+first, as in a long run.
 
     python bench/bench_embed.py [--sizes small,small:uncached,original] [--n_sentences 320]
 """
@@ -22,7 +26,8 @@ from common import run_sizes  # noqa: E402
 
 
 def run_one(size, n_sentences, batch_size):
-    from common import forward_flops_per_token, matmul_rate, peak_rss_gib, zipf_sentences
+    from common import (forward_flops_per_token, matmul_rate, peak_rss_gib, recurrent_matmul_seconds,
+                        zipf_sentences)
 
     from bilm import Batcher, BidirectionalLanguageModel, load_options
     from bilm.presets import get_preset
@@ -47,6 +52,10 @@ def run_one(size, n_sentences, batch_size):
     elapsed = time.perf_counter() - start
     tokens = sum(len(s) for s in sentences)
     rate = matmul_rate()
+    # Every batch runs 2 x n_layers recurrences over its longest row.
+    steps = sum(ids.shape[1] for ids in batches)
+    floor = 2 * options.n_layers * recurrent_matmul_seconds(
+        batch_size, steps // len(batches), options.lstm_dim, options.projection_dim) * len(batches)
     tokens_per_sec = tokens / elapsed
     return {
         "size": size,
@@ -54,6 +63,7 @@ def run_one(size, n_sentences, batch_size):
         "peak_rss_gib": peak_rss_gib(),
         "matmul_gflops": rate / 1e9,
         "fraction_of_matmul_rate": tokens_per_sec * forward_flops_per_token(options) / rate,
+        "recurrent_matmul_ceiling": tokens / floor,
     }
 
 
@@ -63,7 +73,8 @@ def main():
         print(f"{size:>18}: {result['tokens_per_sec']:8.0f} tokens/sec  "
               f"peak {result['peak_rss_gib']:.2f} GiB  "
               f"matmul {result['matmul_gflops']:.0f} GFLOP/s  "
-              f"achieved {100 * result['fraction_of_matmul_rate']:.1f}% of it")
+              f"achieved {100 * result['fraction_of_matmul_rate']:.1f}% of it  "
+              f"(recurrent matmuls alone allow {result['recurrent_matmul_ceiling']:.0f} tokens/sec)")
 
 
 if __name__ == "__main__":

@@ -18,6 +18,30 @@ def matmul_rate(n=2048, repeats=10):
     return 2 * n ** 3 * repeats / (time.perf_counter() - start)
 
 
+def recurrent_matmul_seconds(batch, steps, units, output_dim, repeats=5):
+    """Seconds for one LSTM's per-step matmuls alone over `steps` steps at
+    this batch size (`(batch, P) @ (P, 4U)`, then `(batch, U) @ (U, P)` if
+    projected), in a compiled loop: a floor under any recurrence, since each
+    step needs the previous step's output. At small batches this is bound by
+    streaming the kernels from memory rather than by arithmetic."""
+    w_h = tf.random.normal([output_dim, 4 * units], stddev=0.01)
+    w_p = tf.random.normal([units, output_dim], stddev=0.01) if output_dim != units else None
+
+    @tf.function
+    def loop(h):
+        def body(t, h):
+            m = tf.matmul(h, w_h)[:, :units]
+            return t + 1, tf.matmul(m, w_p) if w_p is not None else m
+        return tf.while_loop(lambda t, h: t < steps, body, (tf.constant(0), h))[1]
+
+    h = tf.random.normal([batch, output_dim])
+    loop(h).numpy()
+    start = time.perf_counter()
+    for _ in range(repeats):
+        loop(h).numpy()
+    return (time.perf_counter() - start) / repeats
+
+
 def peak_rss_gib():
     """Peak resident memory of this process so far (Linux reports KiB)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20
