@@ -24,15 +24,21 @@ def _ids(sentences):
     return Batcher(None, 7).batch_sentences(sentences)
 
 
-def test_encodings_match_the_encoder_and_each_token_is_encoded_once():
+def _cache_and_expected(max_size):
+    """A cache over a fresh CountingEncoder, SENTENCES' ids, the encodings
+    they should get, and how many distinct tokens they hold."""
     encoder = CountingEncoder()
-    cache = TokenEncodingCache(encoder, 3, max_size=100)
     ids = _ids(SENTENCES)
     expected = encoder(ids.reshape(-1, 7)).reshape(ids.shape[:2] + (3,))
     encoder.calls.clear()
+    n_distinct = len(np.unique(ids.reshape(-1, 7), axis=0))
+    return TokenEncodingCache(encoder, 3, max_size=max_size), encoder, ids, expected, n_distinct
+
+
+def test_encodings_match_the_encoder_and_each_token_is_encoded_once():
+    cache, encoder, ids, expected, n_distinct = _cache_and_expected(max_size=100)
     out = cache.encodings(ids)
     np.testing.assert_allclose(out, expected, rtol=1e-6)
-    n_distinct = len(np.unique(ids.reshape(-1, 7), axis=0))
     assert encoder.calls == [n_distinct] and len(cache) == n_distinct
     np.testing.assert_array_equal(cache.encodings(ids[::-1]), out[::-1])
     assert encoder.calls == [n_distinct]  # the second call encoded nothing
@@ -40,14 +46,9 @@ def test_encodings_match_the_encoder_and_each_token_is_encoded_once():
 
 
 def test_a_full_cache_still_gives_every_encoding_but_stores_no_more():
-    encoder = CountingEncoder()
-    cache = TokenEncodingCache(encoder, 3, max_size=4)
-    ids = _ids(SENTENCES)
-    expected = encoder(ids.reshape(-1, 7)).reshape(ids.shape[:2] + (3,))
-    encoder.calls.clear()
+    cache, encoder, ids, expected, n_distinct = _cache_and_expected(max_size=4)
     for _ in range(2):
         np.testing.assert_allclose(cache.encodings(ids), expected, rtol=1e-6)
-    n_distinct = len(np.unique(ids.reshape(-1, 7), axis=0))
     assert len(cache) == 4
     assert encoder.calls == [n_distinct, n_distinct - 4]
     cache.clear()
