@@ -152,12 +152,16 @@ def build_bilm(options, n_token_vocab=None, bidirectional=True, dropout=0.0,
     streams = [token_inputs[d] for d in directions[: 2 if separate else 1]]
     mask = sequence_mask(token_inputs["forward"])
     lengths = keras.ops.sum(keras.ops.cast(mask, "int32"), axis=1)
+    distinct_of = None
     if options.char_cnn is not None:
         if deduplicate_tokens:
             unique, indices = UniqueTokens(name="unique_tokens")(streams)
             streams, gathers = [unique], [GatherTokens(name=f"gather_tokens_{i}") for i in range(len(indices))]
         encoded = [_encode_characters(stream, char_encoder, highway, projection) for stream in streams]
         if deduplicate_tokens:
+            # The first LSTM layers can take the distinct encodings as they are.
+            distinct_of = {direction: (encoded[0], indices[min(d, len(indices) - 1)])
+                           for d, direction in enumerate(directions)}
             encoded = [gather(encoded[0], index) for gather, index in zip(gathers, indices)]
     else:
         encoded = [token_embedding(stream) for stream in streams]
@@ -166,7 +170,7 @@ def build_bilm(options, n_token_vocab=None, bidirectional=True, dropout=0.0,
         encoded = [x * mask_3d for x in encoded]
     x_of = {direction: encoded[min(d, len(encoded) - 1)] for d, direction in enumerate(directions)}
     outputs = {"token_embeddings": x_of["forward"], "mask": mask, "lengths": lengths}
-    outputs.update(_lstm_stacks(options, x_of, lengths, lstms, state_inputs, dropouts, seed_input))
+    outputs.update(_lstm_stacks(options, x_of, lengths, lstms, state_inputs, dropouts, seed_input, distinct_of))
     inputs = {t.name: t for t in {id(t): t for t in token_inputs.values()}.values()}
     inputs.update(state_inputs)
     if seed_input is not None:
@@ -180,19 +184,27 @@ def _encode_characters(char_ids, char_encoder, highway, projection):
     return projection(x) if projection is not None else x
 
 
-def _lstm_stacks(options, x_of, lengths, lstms, state_inputs, dropouts=None, seed_input=None):
+def _lstm_stacks(options, x_of, lengths, lstms, state_inputs, dropouts=None, seed_input=None,
+                 distinct_of=None):
     """Wires each direction's LSTM layers (dropout, skip connections) over
-    `x_of[direction]`; returns the `"{direction}_{l}"` and `"final_..."` outputs."""
+    `x_of[direction]`; returns the `"{direction}_{l}"` and `"final_..."` outputs.
+    With `distinct_of[direction] = (distinct rows (1, n, P), index (batch,
+    time))` for the same inputs, an undropped first layer reads those (see
+    `ProjectedLSTM`'s `token_index`)."""
     outputs = {}
+    dropouts = dropouts or {}
     for direction, layer_input in x_of.items():
         for layer in range(options.n_layers):
             key = (direction, layer)
-            if dropouts and key in dropouts:
-                layer_input = dropouts[key](layer_input, seed_input)
             state_name = f"{direction}_{layer}"
-            h, final_c, final_h = lstms[key](
-                layer_input, lengths,
-                [state_inputs[f"{state_name}_c"], state_inputs[f"{state_name}_h"]])
+            states = [state_inputs[f"{state_name}_c"], state_inputs[f"{state_name}_h"]]
+            if key in dropouts:
+                layer_input = dropouts[key](layer_input, seed_input)
+            if layer == 0 and distinct_of and key not in dropouts:
+                rows, index = distinct_of[direction]
+                h, final_c, final_h = lstms[key](rows, lengths, states, token_index=index)
+            else:
+                h, final_c, final_h = lstms[key](layer_input, lengths, states)
             if options.use_skip_connections and layer > 0:
                 h = h + layer_input
             outputs[f"{direction}_{layer}"] = h
@@ -221,28 +233,32 @@ def build_contextual_bilm(bilm, options, name="contextual_bilm"):
     input stream), as their own model on the same layers, reading token
     encodings computed elsewhere (e.g. cached by `TokenEncodingCache`).
 
-    Inputs (a dict): `"token_embeddings"` float `(batch, time,
-    projection_dim)`, `"mask"` bool `(batch, time)` (True at real tokens),
-    and the initial states of `state_keys(options)`.
+    Inputs (a dict): `"distinct_encodings"` float `(1, n_distinct,
+    projection_dim)`, `"token_index"` int `(batch, time)` (which distinct
+    encoding each position holds), `"mask"` bool `(batch, time)` (True at
+    real tokens), and the initial states of `state_keys(options)`.
 
-    Outputs: those of `build_bilm`, with the given encodings (zeroed at
+    Outputs: those of `build_bilm`, with the gathered encodings (zeroed at
     padding) as `"token_embeddings"`.
     """
     directions = [d for d in DIRECTIONS if _has_layer(bilm, f"{d}_lstm_0")]
-    token_embeddings = keras.Input(shape=(None, options.projection_dim), name="token_embeddings")
+    distinct = keras.Input(shape=(None, options.projection_dim), name="distinct_encodings")
+    token_index = keras.Input(shape=(None,), dtype="int32", name="token_index")
     mask = keras.Input(shape=(None,), dtype="bool", name="mask")
     state_inputs = {
         key: keras.Input(shape=(size,), name=key)
         for key, _, size in state_keys(options, bidirectional=len(directions) == 2)
     }
     lengths = keras.ops.sum(keras.ops.cast(mask, "int32"), axis=1)
-    x = token_embeddings * keras.ops.expand_dims(keras.ops.cast(mask, token_embeddings.dtype), -1)
+    x = GatherTokens(name="gather_tokens")(distinct, token_index)
+    x = x * keras.ops.expand_dims(keras.ops.cast(mask, x.dtype), -1)
     lstms = {(d, layer): bilm.get_layer(f"{d}_lstm_{layer}")
              for d in directions for layer in range(options.n_layers)}
     outputs = {"token_embeddings": x, "mask": mask, "lengths": lengths}
-    outputs.update(_lstm_stacks(options, {d: x for d in directions}, lengths, lstms, state_inputs))
-    return keras.Model(inputs={"token_embeddings": token_embeddings, "mask": mask, **state_inputs},
-                       outputs=outputs, name=name)
+    outputs.update(_lstm_stacks(options, {d: x for d in directions}, lengths, lstms, state_inputs,
+                                distinct_of={d: (distinct, token_index) for d in directions}))
+    inputs = {"distinct_encodings": distinct, "token_index": token_index, "mask": mask, **state_inputs}
+    return keras.Model(inputs=inputs, outputs=outputs, name=name)
 
 
 def _has_layer(model, name):

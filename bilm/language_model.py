@@ -181,12 +181,14 @@ class BidirectionalLanguageModel(tf.Module):
                                  input_signature=[tf.TensorSpec(spec.shape[1:], tf.int32)])
             self.token_cache = TokenEncodingCache(lambda ids: encode(ids).numpy(), options.projection_dim,
                                                   token_cache_size)
-            encodings_spec = [tf.TensorSpec([None, None, options.projection_dim], tf.float32),
-                              tf.TensorSpec([None, None], tf.bool)]
+            encodings_spec = [tf.TensorSpec([None, options.projection_dim], tf.float32),
+                              tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([None, None], tf.bool)]
             self._cached_calls = {
                 stateful: tf.function(
-                    lambda x, mask, stateful=stateful: self._forward(
-                        self._contextual_model, {"token_embeddings": x, "mask": mask}, stateful),
+                    lambda distinct, index, mask, stateful=stateful: self._forward(
+                        self._contextual_model,
+                        {"token_index": index, "mask": mask, "distinct_encodings": distinct[tf.newaxis]},
+                        stateful),
                     input_signature=encodings_spec)
                 for stateful in (True, False)
             }
@@ -195,8 +197,8 @@ class BidirectionalLanguageModel(tf.Module):
         ids = self._check_ids(ids)
         if self.token_cache is not None and tf.executing_eagerly():
             ids = ids.numpy()
-            encodings = self.token_cache.encodings(ids)
-            return self._cached_calls[self.stateful](encodings, np.any(ids != 0, axis=-1))
+            distinct, index = self.token_cache.distinct_encodings(ids)
+            return self._cached_calls[self.stateful](distinct, index, np.any(ids != 0, axis=-1))
         return self._calls[self.stateful](ids)
 
     def reset_states(self):
@@ -205,7 +207,7 @@ class BidirectionalLanguageModel(tf.Module):
             buffer.assign(tf.zeros_like(buffer))
 
     def _forward(self, model, inputs, stateful):
-        batch = tf.shape(next(iter(inputs.values())))[0]
+        batch = tf.shape(inputs["mask" if "mask" in inputs else self._input_key])[0]
         for key, _, size in self._state_keys:
             if stateful:
                 inputs[key] = self.state_buffers[key][:batch]

@@ -43,6 +43,10 @@ class ProjectedLSTM(keras.layers.Layer):
             zeros when omitted.
         training: use the recurrence with a hand-written backward pass
             (`bilm.lstm_bptt`); same outputs, faster gradients.
+        token_index: optional int `(batch, time)`. Then `inputs` is
+            `(1, n_distinct, input_dim)`, the distinct input rows, and row
+            b reads `inputs[0, token_index[b, t]]` at step t; the input
+            half of the gates is computed once per distinct row.
 
     Returns:
         `(outputs, final_c, final_h)`: `(batch, time, output_dim)`,
@@ -79,21 +83,29 @@ class ProjectedLSTM(keras.layers.Layer):
         else:
             self.projection_kernel = None
 
-    def call(self, inputs, lengths, initial_state=None, training=None):
+    def call(self, inputs, lengths, initial_state=None, training=None, token_index=None):
         lengths = tf.cast(lengths, tf.int32)
-        batch = tf.shape(inputs)[0]
+        if token_index is not None:
+            # inputs holds distinct rows: the input half once per row, then gathered.
+            token_index = tf.cast(token_index, tf.int32)
+            batch = tf.shape(token_index)[0]
+            if self.go_backwards:
+                token_index = tf.reverse_sequence(token_index, lengths, seq_axis=1, batch_axis=0)
+            gates_x = tf.gather(tf.matmul(inputs[0], self.input_kernel) + self.bias, token_index)
+        else:
+            batch = tf.shape(inputs)[0]
+            if self.go_backwards:
+                inputs = tf.reverse_sequence(inputs, lengths, seq_axis=1, batch_axis=0)
+            input_dim = tf.shape(inputs)[-1]
+            # (batch, time, 4 * units) input half of the gates, one matmul.
+            gates_x = tf.reshape(
+                tf.matmul(tf.reshape(inputs, [-1, input_dim]), self.input_kernel) + self.bias,
+                [batch, tf.shape(inputs)[1], 4 * self.units])
         if initial_state is None:
-            c0 = tf.zeros([batch, self.units], inputs.dtype)
-            h0 = tf.zeros([batch, self.output_dim], inputs.dtype)
+            c0 = tf.zeros([batch, self.units], gates_x.dtype)
+            h0 = tf.zeros([batch, self.output_dim], gates_x.dtype)
         else:
             c0, h0 = initial_state
-        if self.go_backwards:
-            inputs = tf.reverse_sequence(inputs, lengths, seq_axis=1, batch_axis=0)
-        input_dim = tf.shape(inputs)[-1]
-        # (batch, time, 4 * units) input half of the gates, one matmul.
-        gates_x = tf.reshape(
-            tf.matmul(tf.reshape(inputs, [-1, input_dim]), self.input_kernel) + self.bias,
-            [batch, tf.shape(inputs)[1], 4 * self.units])
         projection_kernel = None
         if self.projection_kernel is not None:
             projection_kernel = tf.convert_to_tensor(self.projection_kernel)
@@ -109,8 +121,9 @@ class ProjectedLSTM(keras.layers.Layer):
             outputs = tf.reverse_sequence(outputs, lengths, seq_axis=1, batch_axis=0)
         return outputs, c, h
 
-    def compute_output_shape(self, inputs_shape, lengths_shape, initial_state_shape=None):
-        batch, time = inputs_shape[0], inputs_shape[1]
+    def compute_output_shape(self, inputs_shape, lengths_shape, initial_state_shape=None,
+                             token_index_shape=None):
+        batch, time = (inputs_shape if token_index_shape is None else token_index_shape)[:2]
         return (batch, time, self.output_dim), (batch, self.units), (batch, self.output_dim)
 
     def get_config(self):

@@ -37,6 +37,12 @@ class TokenEncodingCache:
     def encodings(self, char_ids):
         """`(..., max_chars)` int char ids -> `(..., dim)` float32 encodings
         (all-zero rows, i.e. batch padding, are encoded like any token)."""
+        distinct, index = self.distinct_encodings(char_ids)
+        return distinct[index]
+
+    def distinct_encodings(self, char_ids):
+        """`(..., max_chars)` int char ids -> `(distinct encodings (n, dim),
+        index (...))`: position p holds `distinct[index[p]]`."""
         char_ids = np.asarray(char_ids)
         flat = np.ascontiguousarray(char_ids.reshape(-1, char_ids.shape[-1]), dtype=np.int32)
         # Rows as single opaque values, so that np.unique compares whole rows.
@@ -54,7 +60,7 @@ class TokenEncodingCache:
             self._store([keys[i] for i in missing], encoded)
         self.hits += int(cached.sum())
         self.misses += int(missing.size)
-        return unique_encodings[inverse.reshape(-1)].reshape(*char_ids.shape[:-1], unique_encodings.shape[1])
+        return unique_encodings, inverse.reshape(char_ids.shape[:-1]).astype(np.int32)
 
     def clear(self):
         """Forgets every stored encoding (e.g. after the weights change)."""

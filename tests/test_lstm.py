@@ -58,3 +58,16 @@ def test_layer_gradients_in_training_mode_equal_inference_mode():
         grads.append(tape.gradient(loss, [x] + layer.trainable_weights))
     for a, b in zip(*grads):
         np.testing.assert_allclose(b.numpy(), a.numpy(), atol=2e-5)
+
+
+@pytest.mark.parametrize("go_backwards", [False, True])
+def test_distinct_rows_with_an_index_equal_the_gathered_inputs(go_backwards):
+    layer = ProjectedLSTM(8, 4, 3.0, 3.0, go_backwards=go_backwards)
+    rows = tf.random.stateless_normal([1, 5, 6], seed=[3, 4])
+    index = tf.constant([[0, 3, 3, 1, 4], [2, 2, 0, 0, 0], [4, 1, 0, 2, 3]])
+    lengths = tf.constant([5, 2, 4])
+    dense = layer(tf.gather(rows[0], index), lengths)
+    distinct = layer(rows, lengths, token_index=index)
+    for a, b in zip(dense, distinct):
+        np.testing.assert_allclose(b.numpy(), a.numpy(), atol=1e-6)
+    assert np.abs(dense[0].numpy()).max() > 0
