@@ -7,7 +7,7 @@ bias 1.0 added at run time, state `(c, h)`), so the file edge only splits
 import keras
 import tensorflow as tf
 
-from bilm.lstm_bptt import lstm_recurrence_bptt
+from bilm.lstm_bptt import lstm_recurrence_bptt, recomputed_gradients
 
 
 @keras.saving.register_keras_serializable(package="bilm")
@@ -31,10 +31,12 @@ class ProjectedLSTM(keras.layers.Layer):
         cell_clip: clip the cell state to `[-cell_clip, cell_clip]`, or None.
         proj_clip: clip the projected output, or None.
         go_backwards: read each row right to left within its length.
-        jit_compile: compile the training recurrence (`training=True`:
-            forward and backward loops) with XLA, which fuses each step's
-            elementwise work; it compiles once per shape, so it pays off
-            where shapes repeat, as with training windows.
+        jit_compile: compile the recurrence with XLA, which fuses each
+            step's elementwise work. `True`: in training (forward and
+            backward loops; compiled once per shape, so for fixed-shape
+            training windows) and in inference. `False`: never. `None`
+            (default): in inference only, and only when the recurrent
+            kernel is small (see `xla_inference`).
 
     Call arguments:
         inputs: float `(batch, time, input_dim)`.
@@ -55,7 +57,7 @@ class ProjectedLSTM(keras.layers.Layer):
     """
 
     def __init__(self, units, projection_dim=None, cell_clip=None, proj_clip=None,
-                 go_backwards=False, jit_compile=False, **kwargs):
+                 go_backwards=False, jit_compile=None, **kwargs):
         super().__init__(**kwargs)
         self.units = units
         self.projection_dim = projection_dim
@@ -114,12 +116,25 @@ class ProjectedLSTM(keras.layers.Layer):
         args = (gates_x, lengths, c0, h0, tf.convert_to_tensor(self.recurrent_kernel),
                 projection_kernel, self.cell_clip, self.proj_clip)
         if training:
-            outputs, c, h = lstm_recurrence_bptt(*args, jit_compile=self.jit_compile)
+            outputs, c, h = lstm_recurrence_bptt(*args, jit_compile=bool(self.jit_compile))
+        elif self.xla_inference:
+            outputs, c, h = lstm_recurrence_xla(*args)
         else:
             outputs, c, h = lstm_recurrence(*args)
         if self.go_backwards:
             outputs = tf.reverse_sequence(outputs, lengths, seq_axis=1, batch_axis=0)
         return outputs, c, h
+
+    @property
+    def xla_inference(self):
+        """Whether inference runs the XLA recurrence. On a CPU, XLA wins
+        where per-step elementwise work and op overhead dominate (kernels
+        that stay in cache: +11-16% at the small released size) and loses
+        where each step streams a large kernel from memory (XLA's matmul is
+        slower there: -6% at the original size, 32 MiB kernel)."""
+        if self.jit_compile is not None:
+            return self.jit_compile
+        return self.output_dim * 4 * self.units * 4 <= XLA_AUTO_MAX_KERNEL_BYTES
 
     def compute_output_shape(self, inputs_shape, lengths_shape, initial_state_shape=None,
                              token_index_shape=None):
@@ -137,6 +152,10 @@ class ProjectedLSTM(keras.layers.Layer):
             "jit_compile": self.jit_compile,
         })
         return config
+
+
+# Recurrent kernels up to this size run inference under XLA by default.
+XLA_AUTO_MAX_KERNEL_BYTES = 8 * 2 ** 20
 
 
 @tf.function(reduce_retracing=True)
@@ -161,17 +180,8 @@ def lstm_recurrence(gates_x, lengths, c0, h0, recurrent_kernel, projection_kerne
     outputs_ta = tf.TensorArray(gates_x.dtype, size=time, element_shape=h0.shape)
 
     def step(t, c, h, outputs_ta):
-        z = gates_tm[t] + tf.matmul(h, recurrent_kernel)
-        i, j, f, o = tf.split(z, 4, axis=1)
-        new_c = tf.sigmoid(f + 1.0) * c + tf.sigmoid(i) * tf.tanh(j)
-        if cell_clip is not None:
-            new_c = tf.clip_by_value(new_c, -cell_clip, cell_clip)
-        new_h = tf.sigmoid(o) * tf.tanh(new_c)
-        if projection_kernel is not None:
-            new_h = tf.matmul(new_h, projection_kernel)
-            if proj_clip is not None:
-                new_h = tf.clip_by_value(new_h, -proj_clip, proj_clip)
-        valid = tf.expand_dims(t < lengths, 1)
+        new_c, new_h, valid = _lstm_step(gates_tm[t], t, lengths, c, h, recurrent_kernel,
+                                         projection_kernel, cell_clip, proj_clip)
         c = tf.where(valid, new_c, c)
         h = tf.where(valid, new_h, h)
         outputs_ta = outputs_ta.write(t, tf.where(valid, new_h, tf.zeros_like(new_h)))
@@ -181,3 +191,79 @@ def lstm_recurrence(gates_x, lengths, c0, h0, recurrent_kernel, projection_kerne
         lambda t, *_: t < time, step, (tf.constant(0), c0, h0, outputs_ta))
     outputs = tf.transpose(outputs_ta.stack(), [1, 0, 2])
     return outputs, c, h
+
+
+def lstm_recurrence_xla(gates_x, lengths, c0, h0, recurrent_kernel, projection_kernel,
+                        cell_clip, proj_clip):
+    """`lstm_recurrence` compiled with XLA, for inference.
+
+    XLA compiles once per input shape, so time is padded up to a power of
+    two (a handful of compilations instead of one per sentence length);
+    the loop itself stops at the longest row.
+    """
+    time = tf.shape(gates_x)[1]
+    padded_time = tf.bitwise.left_shift(1, tf.cast(tf.math.ceil(
+        tf.math.log(tf.cast(tf.maximum(time, 1), tf.float32)) / tf.math.log(2.0)), tf.int32))
+    padded_time = tf.maximum(padded_time, time)  # against log round-off
+    kernels = [recurrent_kernel] + ([projection_kernel] if projection_kernel is not None else [])
+
+    # Autodiff cannot see into an XLA loop, so gradients (e.g. fine-tuning
+    # through ELMo) re-run the loop with the hand-written backward pass.
+    @tf.custom_gradient
+    def recurrence(gates_x, c0, h0, *kernels):
+        padded = tf.pad(tf.stop_gradient(gates_x), [[0, 0], [0, padded_time - time], [0, 0]])
+        outputs, c, h = _compiled_recurrence(
+            padded, lengths, tf.stop_gradient(c0), tf.stop_gradient(h0),
+            *[tf.stop_gradient(k) for k in _kernels_or_none(kernels)], cell_clip, proj_clip)
+
+        def grad(d_outputs, d_c, d_h):
+            grads = recomputed_gradients(gates_x, lengths, c0, h0, *_kernels_or_none(kernels),
+                                         cell_clip, proj_clip, d_outputs, d_c, d_h)
+            return grads[:3] + grads[3:3 + len(kernels)]
+
+        return (outputs[:, :time], c, h), grad
+
+    return recurrence(gates_x, c0, h0, *kernels)
+
+
+def _kernels_or_none(kernels):
+    """`[recurrent]` or `[recurrent, projection]` -> `(recurrent, projection or None)`."""
+    return kernels[0], (kernels[1] if len(kernels) > 1 else None)
+
+
+@tf.function(jit_compile=True, reduce_retracing=True)
+def _compiled_recurrence(gates_x, lengths, c0, h0, recurrent_kernel, projection_kernel,
+                         cell_clip, proj_clip):
+    # Outputs live in one zero buffer updated in place (XLA's dynamic
+    # update), so steps past the longest row are never run.
+    gates_tm = tf.transpose(gates_x, [1, 0, 2])
+    outputs = tf.zeros([tf.shape(gates_x)[1], tf.shape(h0)[0], tf.shape(h0)[1]], gates_x.dtype)
+
+    def step(t, c, h, outputs):
+        new_c, new_h, valid = _lstm_step(gates_tm[t], t, lengths, c, h, recurrent_kernel,
+                                         projection_kernel, cell_clip, proj_clip)
+        outputs = tf.tensor_scatter_nd_update(
+            outputs, [[t]], tf.where(valid, new_h, tf.zeros_like(new_h))[tf.newaxis])
+        return t + 1, tf.where(valid, new_c, c), tf.where(valid, new_h, h), outputs
+
+    _, c, h, outputs = tf.while_loop(
+        lambda t, *_: t < tf.reduce_max(lengths), step, (tf.constant(0), c0, h0, outputs),
+        maximum_iterations=tf.shape(gates_x)[1])
+    return tf.transpose(outputs, [1, 0, 2]), c, h
+
+
+def _lstm_step(gates_t, t, lengths, c, h, recurrent_kernel, projection_kernel, cell_clip, proj_clip):
+    """One step of the TF1 `LSTMCell` from the input half `gates_t`
+    `(batch, 4 * units)`. Returns the new `c`, `h` (before masking) and
+    `valid` `(batch, 1)`, whether step `t` is within each row."""
+    z = gates_t + tf.matmul(h, recurrent_kernel)
+    i, j, f, o = tf.split(z, 4, axis=1)
+    new_c = tf.sigmoid(f + 1.0) * c + tf.sigmoid(i) * tf.tanh(j)
+    if cell_clip is not None:
+        new_c = tf.clip_by_value(new_c, -cell_clip, cell_clip)
+    new_h = tf.sigmoid(o) * tf.tanh(new_c)
+    if projection_kernel is not None:
+        new_h = tf.matmul(new_h, projection_kernel)
+        if proj_clip is not None:
+            new_h = tf.clip_by_value(new_h, -proj_clip, proj_clip)
+    return new_c, new_h, tf.expand_dims(t < lengths, 1)

@@ -48,6 +48,23 @@ def lstm_recurrence_bptt(gates_x, lengths, c0, h0, recurrent_kernel, projection_
     return recurrence(gates_x, c0, h0, recurrent_kernel, projection_kernel)
 
 
+def recomputed_gradients(gates_x, lengths, c0, h0, recurrent_kernel, projection_kernel,
+                         cell_clip, proj_clip, d_outputs, d_c, d_h):
+    """Gradients of `lstm_recurrence`'s results (given theirs, `d_outputs`,
+    `d_c`, `d_h`) with respect to `(gates_x, c0, h0, recurrent_kernel,
+    projection_kernel)`, re-running the forward loop to get what the
+    backward pass needs; for forward passes that kept nothing (inference
+    under XLA). The projection gradient is None without a projection."""
+    use_projection = projection_kernel is not None
+    if not use_projection:
+        projection_kernel = tf.zeros([0, 0], gates_x.dtype)
+    clips = (cell_clip, proj_clip, use_projection)
+    *_, saved = _forward_pass(gates_x, lengths, c0, h0, recurrent_kernel, projection_kernel, *clips)
+    grads = _backward_pass(d_outputs, d_c, d_h, lengths, c0, h0, recurrent_kernel, projection_kernel,
+                           saved, *clips)
+    return grads if use_projection else grads[:4] + (None,)
+
+
 def _forward_pass(gates_x, lengths, c0, h0, recurrent_kernel, projection_kernel,
                   cell_clip, proj_clip, use_projection):
     """The forward loop; also returns what `_backward_pass` needs, stacked
