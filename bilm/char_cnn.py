@@ -71,7 +71,7 @@ class CharCNNEncoder(keras.layers.Layer):
         activation = tf.nn.relu if self.activation == "relu" else tf.nn.tanh
         pooled = []
         for kernel, bias in zip(self.kernels, self.biases):
-            conv = tf.nn.conv1d(embedded, kernel, stride=1, padding="VALID")
+            conv = conv1d_valid(embedded, tf.convert_to_tensor(kernel))
             pooled.append(activation(tf.reduce_max(conv, axis=1) + bias))
         return tf.concat(pooled, axis=-1)
 
@@ -87,3 +87,33 @@ class CharCNNEncoder(keras.layers.Layer):
             "activation": self.activation,
         })
         return config
+
+
+@tf.custom_gradient
+def conv1d_valid(x, kernel):
+    """`tf.nn.conv1d(x, kernel, 1, "VALID")`: `(n, length, dim)` and
+    `(width, dim, num)` -> `(n, length - width + 1, num)`.
+
+    Same forward; the input gradient is one matmul plus `width` shifted
+    adds, which on CPUs is about twice as fast as TF's transposed
+    convolution for these short, wide-filter convolutions.
+    """
+    width, dim, num = kernel.shape
+    outputs = tf.nn.conv1d(x, kernel, stride=1, padding="VALID")
+
+    def grad(d_outputs):
+        n, length = tf.shape(x)[0], tf.shape(x)[1]
+        out_length = length - width + 1
+        # d_windows[b, t, i, :] is the gradient of x[b, t + i, :].
+        d_windows = tf.reshape(
+            tf.matmul(tf.reshape(d_outputs, [-1, num]), tf.reshape(kernel, [width * dim, num]),
+                      transpose_b=True),
+            [n, out_length, width, dim])
+        d_x = tf.add_n([tf.pad(d_windows[:, :, i], [[0, 0], [i, width - 1 - i], [0, 0]])
+                        for i in range(width)])
+        d_kernel = tf.raw_ops.Conv2DBackpropFilter(
+            input=x[:, tf.newaxis], filter_sizes=[1, width, dim, num], out_backprop=d_outputs[:, tf.newaxis],
+            strides=[1, 1, 1, 1], padding="VALID")[0]
+        return d_x, d_kernel
+
+    return outputs, grad
