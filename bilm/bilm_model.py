@@ -65,7 +65,7 @@ class SequenceMask(keras.layers.Layer):
 
 def build_bilm(options, n_token_vocab=None, bidirectional=True, dropout=0.0,
                padded=True, deduplicate_tokens=True, separate_backward_stream=False,
-               jit_compile_lstm=False, name="bilm"):
+               name="bilm"):
     """Builds the biLM as a functional `keras.Model`.
 
     Args:
@@ -86,8 +86,6 @@ def build_bilm(options, n_token_vocab=None, bidirectional=True, dropout=0.0,
             its outputs are in that stream's order. Otherwise (prediction)
             both stacks read the same input and the backward one reads each
             row right to left within its length.
-        jit_compile_lstm: compile each LSTM's training recurrence with XLA
-            (see `ProjectedLSTM`); for fixed-shape training batches.
 
     Inputs (a dict):
         `"token_characters"`: int `(batch, time, max_chars)`, or
@@ -135,7 +133,7 @@ def build_bilm(options, n_token_vocab=None, bidirectional=True, dropout=0.0,
         (direction, layer): ProjectedLSTM(
             options.lstm_dim, projection_dim, options.cell_clip, options.proj_clip,
             go_backwards=direction == "backward" and not separate,
-            jit_compile=jit_compile_lstm, name=f"{direction}_lstm_{layer}")
+            name=f"{direction}_lstm_{layer}")
         for direction in directions for layer in range(options.n_layers)
     }
     dropouts = {

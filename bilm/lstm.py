@@ -31,12 +31,11 @@ class ProjectedLSTM(keras.layers.Layer):
         cell_clip: clip the cell state to `[-cell_clip, cell_clip]`, or None.
         proj_clip: clip the projected output, or None.
         go_backwards: read each row right to left within its length.
-        jit_compile: compile the recurrence with XLA, which fuses each
-            step's elementwise work. `True`: in training (forward and
-            backward loops; compiled once per shape, so for fixed-shape
-            training windows) and in inference. `False`: never. `None`
-            (default): in inference only, and only when the recurrent
-            kernel is small (see `xla_inference`).
+        jit_compile: compile the recurrence with XLA (in training, the
+            forward and the backward loop), which fuses each step's
+            elementwise work. `True`/`False`: always/never. `None`
+            (default): only when the recurrent kernel is small (see
+            `uses_xla`).
 
     Call arguments:
         inputs: float `(batch, time, input_dim)`.
@@ -116,8 +115,8 @@ class ProjectedLSTM(keras.layers.Layer):
         args = (gates_x, lengths, c0, h0, tf.convert_to_tensor(self.recurrent_kernel),
                 projection_kernel, self.cell_clip, self.proj_clip)
         if training:
-            outputs, c, h = lstm_recurrence_bptt(*args, jit_compile=bool(self.jit_compile))
-        elif self.xla_inference:
+            outputs, c, h = lstm_recurrence_bptt(*args, jit_compile=self.uses_xla)
+        elif self.uses_xla:
             outputs, c, h = lstm_recurrence_xla(*args)
         else:
             outputs, c, h = lstm_recurrence(*args)
@@ -126,12 +125,13 @@ class ProjectedLSTM(keras.layers.Layer):
         return outputs, c, h
 
     @property
-    def xla_inference(self):
-        """Whether inference runs the XLA recurrence. On a CPU, XLA wins
-        where per-step elementwise work and op overhead dominate (kernels
-        that stay in cache: +11-16% at the small released size) and loses
-        where each step streams a large kernel from memory (XLA's matmul is
-        slower there: -6% at the original size, 32 MiB kernel)."""
+    def uses_xla(self):
+        """Whether the recurrence runs under XLA. On a CPU, XLA wins where
+        per-step elementwise work and op overhead dominate (kernels that
+        stay in cache; small released size: inference +11-16%, training
+        fwd+bwd +15%) and loses where each step streams a large kernel
+        from memory (XLA's matmul is slower there; original size, 32 MiB
+        kernel: inference -6%, training fwd+bwd -13%)."""
         if self.jit_compile is not None:
             return self.jit_compile
         return self.output_dim * 4 * self.units * 4 <= XLA_AUTO_MAX_KERNEL_BYTES
@@ -154,7 +154,7 @@ class ProjectedLSTM(keras.layers.Layer):
         return config
 
 
-# Recurrent kernels up to this size run inference under XLA by default.
+# Recurrent kernels up to this size run under XLA by default.
 XLA_AUTO_MAX_KERNEL_BYTES = 8 * 2 ** 20
 
 

@@ -146,7 +146,7 @@ class TrainingLM:
         self.bilm = build_bilm(
             options, n_token_vocab=None if self.use_characters else settings.n_tokens_vocab,
             bidirectional=settings.bidirectional, dropout=settings.dropout, padded=False,
-            separate_backward_stream=True, jit_compile_lstm=True, name="bilm")
+            separate_backward_stream=True, name="bilm")
         # Dropout on each direction's top output, before the softmax.
         self.top_dropout = {
             direction: StatelessDropout(settings.dropout, dropout_site(d, options.n_layers, options.n_layers))

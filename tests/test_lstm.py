@@ -74,7 +74,7 @@ def test_distinct_rows_with_an_index_equal_the_gathered_inputs(go_backwards):
 
 
 @pytest.mark.parametrize("go_backwards", [False, True])
-def test_xla_inference_equals_the_graph_recurrence(go_backwards):
+def test_uses_xla_equals_the_graph_recurrence(go_backwards):
     # Time 5 is padded to 8 inside; an empty row keeps its initial state.
     x = tf.random.stateless_normal([4, 5, 6], seed=[5, 6])
     lengths = tf.constant([5, 2, 0, 4])
@@ -86,7 +86,7 @@ def test_xla_inference_equals_the_graph_recurrence(go_backwards):
         if weights is None:  # large enough that both clips act
             weights = [np.random.default_rng(0).normal(size=w.shape).astype(np.float32) for w in layer.weights]
         layer.set_weights(weights)
-        assert layer.xla_inference is jit_compile
+        assert layer.uses_xla is jit_compile
         results.append(layer(x, lengths, state))
     for a, b in zip(*results):
         np.testing.assert_allclose(b.numpy(), a.numpy(), atol=1e-6)
@@ -94,7 +94,7 @@ def test_xla_inference_equals_the_graph_recurrence(go_backwards):
     assert results[1][0].shape == (4, 5, 4)
 
 
-def test_xla_inference_by_default_only_for_kernels_that_stay_in_cache():
-    assert ProjectedLSTM(1024, 128).xla_inference        # small released size, 2 MiB kernel
-    assert not ProjectedLSTM(4096, 512).xla_inference    # original size, 32 MiB kernel
-    assert not ProjectedLSTM(8, 4, jit_compile=False).xla_inference
+def test_xla_by_default_only_for_kernels_that_stay_in_cache():
+    assert ProjectedLSTM(1024, 128).uses_xla        # small released size, 2 MiB kernel
+    assert not ProjectedLSTM(4096, 512).uses_xla    # original size, 32 MiB kernel
+    assert not ProjectedLSTM(8, 4, jit_compile=False).uses_xla
