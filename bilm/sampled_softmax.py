@@ -57,19 +57,11 @@ def sampled_softmax_loss(weights, biases, inputs, labels, candidates):
     inputs = tf.convert_to_tensor(inputs)
     labels = tf.cast(labels, tf.int64)
     sampled = tf.cast(sampled, tf.int64)
-    # One gather for the true and the sampled rows: one IndexedSlices
-    # gradient, kept sparse outside the compiled part.
-    ids = tf.concat([labels, sampled], axis=0)
-    return _loss_from_rows(inputs, tf.gather(weights, ids), tf.gather(biases, ids), labels, sampled,
-                           true_expected, sampled_expected)
-
-
-@tf.function(jit_compile=True, reduce_retracing=True)
-def _loss_from_rows(inputs, rows, row_biases, labels, sampled, true_expected, sampled_expected):
-    """The dense part of `sampled_softmax_loss`, given the gathered rows
-    (true ones first). XLA fuses its elementwise passes over the
-    `(n_rows, S)` logits, which otherwise cost more than the matmul."""
     n_rows = tf.shape(labels)[0]
+    # One gather for the true and the sampled rows: one IndexedSlices gradient.
+    ids = tf.concat([labels, sampled], axis=0)
+    rows = tf.gather(weights, ids)
+    row_biases = tf.gather(biases, ids)
     true_w, sampled_w = rows[:n_rows], rows[n_rows:]
     true_b, sampled_b = row_biases[:n_rows], row_biases[n_rows:]
 
@@ -78,7 +70,7 @@ def _loss_from_rows(inputs, rows, row_biases, labels, sampled, true_expected, sa
     sampled_logits = tf.matmul(inputs, sampled_w, transpose_b=True) + sampled_b
     sampled_logits -= tf.math.log(tf.cast(sampled_expected, inputs.dtype))
     hits = tf.equal(labels[:, tf.newaxis], sampled[tf.newaxis, :])
-    sampled_logits = tf.where(hits, inputs.dtype.min, sampled_logits)
+    sampled_logits = tf.where(hits, tf.fill(tf.shape(sampled_logits), inputs.dtype.min), sampled_logits)
 
     logits = tf.concat([true_logits[:, tf.newaxis], sampled_logits], axis=1)
     return tf.nn.sparse_softmax_cross_entropy_with_logits(
