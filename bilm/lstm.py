@@ -211,10 +211,16 @@ def lstm_recurrence_xla(gates_x, lengths, c0, h0, recurrent_kernel, projection_k
     # through ELMo) re-run the loop with the hand-written backward pass.
     @tf.custom_gradient
     def recurrence(gates_x, c0, h0, *kernels):
-        padded = tf.pad(tf.stop_gradient(gates_x), [[0, 0], [0, padded_time - time], [0, 0]])
-        outputs, c, h = _compiled_recurrence(
-            padded, lengths, tf.stop_gradient(c0), tf.stop_gradient(h0),
-            *[tf.stop_gradient(k) for k in _kernels_or_none(kernels)], cell_clip, proj_clip)
+        padded, c0_, h0_, *kernels_ = [tf.stop_gradient(x) for x in (gates_x, c0, h0, *kernels)]
+        padded = tf.pad(padded, [[0, 0], [0, padded_time - time], [0, 0]])
+        # An empty batch or sequence has nothing to compile (and XLA's
+        # scatter rejects it): zeros out, states unchanged.
+        outputs, c, h = tf.cond(
+            tf.size(gates_x) > 0,
+            lambda: _compiled_recurrence(padded, lengths, c0_, h0_, *_kernels_or_none(kernels_),
+                                         cell_clip, proj_clip),
+            lambda: (tf.zeros([tf.shape(padded)[0], tf.shape(padded)[1], tf.shape(h0_)[1]], padded.dtype),
+                     c0_, h0_))
 
         def grad(d_outputs, d_c, d_h):
             grads = recomputed_gradients(gates_x, lengths, c0, h0, *_kernels_or_none(kernels),
