@@ -150,6 +150,8 @@ class BidirectionalLanguageModel(tf.Module):
                 "'embedding' dataset, e.g. written by dump_token_embeddings).")
         if max_batch_size < 1:
             raise ValueError(f"max_batch_size must be >= 1. Received: max_batch_size={max_batch_size}")
+        if token_cache_size < 0:
+            raise ValueError(f"token_cache_size must be >= 0 (0: no cache). Received: {token_cache_size}")
         self.options = options
         self.use_character_inputs = use_character_inputs
         self.max_batch_size = max_batch_size
@@ -168,30 +170,37 @@ class BidirectionalLanguageModel(tf.Module):
         else:
             spec = tf.TensorSpec([None, None], tf.int32)
         self._calls = {
-            stateful: tf.function(lambda ids, stateful=stateful: self._forward(self.model, {self._input_key: ids}, stateful),
-                                  input_signature=[spec])
+            stateful: tf.function(
+                lambda ids, stateful=stateful: self._forward(self.model, {self._input_key: ids}, stateful),
+                input_signature=[spec])
             for stateful in (True, False)
         }
         self.token_cache = None
         if use_character_inputs and token_cache_size > 0:
-            self._token_encoder = build_token_encoder(self.model, options)
-            self._contextual_model = build_contextual_bilm(self.model, options)
-            self._token_encoder.trainable = self._contextual_model.trainable = False
-            encode = tf.function(lambda ids: self._token_encoder(ids[tf.newaxis], training=False)[0],
-                                 input_signature=[tf.TensorSpec(spec.shape[1:], tf.int32)])
-            self.token_cache = TokenEncodingCache(lambda ids: encode(ids).numpy(), options.projection_dim,
-                                                  token_cache_size)
-            encodings_spec = [tf.TensorSpec([None, options.projection_dim], tf.float32),
-                              tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([None, None], tf.bool)]
-            self._cached_calls = {
-                stateful: tf.function(
-                    lambda distinct, index, mask, stateful=stateful: self._forward(
-                        self._contextual_model,
-                        {"token_index": index, "mask": mask, "distinct_encodings": distinct[tf.newaxis]},
-                        stateful),
-                    input_signature=encodings_spec)
-                for stateful in (True, False)
-            }
+            self._set_up_token_cache(token_cache_size)
+
+    def _set_up_token_cache(self, max_size):
+        """The cached path: a token encoder and the LSTM stacks as two models
+        on `self.model`'s layers, with the encodings kept in between."""
+        options = self.options
+        token_encoder = build_token_encoder(self.model, options)
+        self._contextual_model = build_contextual_bilm(self.model, options)
+        token_encoder.trainable = self._contextual_model.trainable = False
+        encode = tf.function(
+            lambda ids: token_encoder(ids[tf.newaxis], training=False)[0],
+            input_signature=[tf.TensorSpec([None, options.char_cnn.max_characters_per_token], tf.int32)])
+        self.token_cache = TokenEncodingCache(lambda ids: encode(ids).numpy(), options.projection_dim, max_size)
+        encodings_spec = [tf.TensorSpec([None, options.projection_dim], tf.float32),
+                          tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([None, None], tf.bool)]
+        self._cached_calls = {
+            stateful: tf.function(
+                lambda distinct, index, mask, stateful=stateful: self._forward(
+                    self._contextual_model,
+                    {"token_index": index, "mask": mask, "distinct_encodings": distinct[tf.newaxis]},
+                    stateful),
+                input_signature=encodings_spec)
+            for stateful in (True, False)
+        }
 
     def __call__(self, ids):
         ids = self._check_ids(ids)

@@ -76,3 +76,13 @@ def test_cached_model_equals_uncached_model_over_overlapping_batches(tmp_path):
         for key in a:
             assert np.abs(a[key].numpy().astype(float) - b[key].numpy()).max() < 1e-5, key
     assert len(cached.token_cache) == 10 and cached.token_cache.hits > 0
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(token_cache_size=-1), "token_cache_size must be >= 0"),
+    (dict(max_batch_size=0), "max_batch_size must be >= 1"),
+])
+def test_bad_model_sizes_are_clear_errors(tmp_path, kwargs, message):
+    options_file, weight_file, _ = write_model(tmp_path)
+    with pytest.raises(ValueError, match=message):
+        BidirectionalLanguageModel(options_file, weight_file, **kwargs)
