@@ -71,6 +71,7 @@ class CharCNNEncoder(keras.layers.Layer):
         activation = tf.nn.relu if self.activation == "relu" else tf.nn.tanh
         pooled = []
         for kernel, bias in zip(self.kernels, self.biases):
+            # A tensor, not the variable: the custom gradient returns d_kernel itself.
             conv = conv1d_valid(embedded, tf.convert_to_tensor(kernel))
             pooled.append(activation(tf.reduce_max(conv, axis=1) + bias))
         return tf.concat(pooled, axis=-1)
