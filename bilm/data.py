@@ -14,7 +14,6 @@ same sentences with their tokens reversed, framed `</S> ... <S>`.
 """
 import copy
 import glob
-import itertools
 import os
 import warnings
 
@@ -123,13 +122,49 @@ def _check_positive(name, value):
     return int(value)
 
 
-def _pack_batches(sentences, batch_size, num_steps, max_word_length):
+def _skip_windows(lines, batch_size, num_steps, n_batches, encode):
+    """Passes over the first `n_batches` windows of `_pack_batches` knowing
+    only each line's length (encoding is most of the cost of reading).
+
+    Returns:
+        the rows' streams as `_pack_batches` holds them afterwards (the
+        encoded rest of each row's current sentence, or None), or None when
+        `lines` ends first.
+    """
+    # Per row: [line, tokens left in its current sentence (frame included)].
+    rows = [None] * batch_size
+    for _ in range(n_batches):
+        for row in range(batch_size):
+            position = 0
+            while position < num_steps:
+                if rows[row] is None or rows[row][1] <= 1:
+                    line = next(lines, None)
+                    if line is None:
+                        return None
+                    rows[row] = [line, len(line.split()) + 2]
+                how_many = min(rows[row][1] - 1, num_steps - position)
+                rows[row][1] -= how_many
+                position += how_many
+    streams = []
+    for row in rows:
+        if row is None:
+            streams.append(None)
+            continue
+        line, left = row
+        ids, char_ids = encode(line)
+        streams.append((ids[len(ids) - left:], None if char_ids is None else char_ids[len(ids) - left:]))
+    return streams
+
+
+def _pack_batches(sentences, batch_size, num_steps, max_word_length, streams=None):
     """Cuts a stream of encoded sentences into windows (bilm-tf's `_get_batch`).
 
     Args:
         sentences: iterator of `(token_ids (n,), char_ids (n, C) or None)`.
         batch_size, num_steps: window shape.
         max_word_length: C, or None for token ids only.
+        streams: the rows' partly used sentences to start from (see
+            `_skip_windows`); None starts every row afresh.
 
     Yields:
         dicts with `token_ids` int32 `(batch_size, num_steps)`,
@@ -137,7 +172,7 @@ def _pack_batches(sentences, batch_size, num_steps, max_word_length):
         `next_token_id` int32 `(batch_size, num_steps)`. When `sentences` ends,
         the incomplete batch is dropped and iteration stops.
     """
-    streams = [None] * batch_size
+    streams = list(streams) if streams is not None else [None] * batch_size
     while True:
         token_ids = np.zeros((batch_size, num_steps), np.int32)
         next_token_id = np.zeros((batch_size, num_steps), np.int32)
@@ -299,8 +334,13 @@ class LMDataset:
         """Yields `(token_ids int32 (n + 2,), char_ids int32 (n + 2, C) or None)`."""
         return map(self._encode, self._lines())
 
-    def iter_batches(self, batch_size, num_steps):
+    def iter_batches(self, batch_size, num_steps, skip=0):
         """Yields the training windows, starting the stream over.
+
+        Args:
+            skip: windows to pass over first, as if read and dropped; only
+                the lines are split to count tokens, so a restart deep into
+                an epoch does not encode everything before it again.
 
         Yields:
             dicts with `token_ids` int32 `(batch_size, num_steps)`,
@@ -312,7 +352,13 @@ class LMDataset:
         """
         batch_size = _check_positive("batch_size", batch_size)
         num_steps = _check_positive("num_steps", num_steps)
-        return _pack_batches(self.iter_sentences(), batch_size, num_steps, self.max_word_length)
+        if skip <= 0:
+            return _pack_batches(self.iter_sentences(), batch_size, num_steps, self.max_word_length)
+        lines = self._lines()
+        streams = _skip_windows(lines, batch_size, num_steps, skip, self._encode)
+        if streams is None:
+            return iter(())
+        return _pack_batches(map(self._encode, lines), batch_size, num_steps, self.max_word_length, streams)
 
     def _reversed_twin(self):
         """The same shards, seed and warnings, read in the other direction."""
@@ -350,15 +396,15 @@ class BidirectionalLMDataset:
     def seed(self):
         return self.forward.seed
 
-    def iter_batches(self, batch_size, num_steps):
+    def iter_batches(self, batch_size, num_steps, skip=0):
         """Yields `LMDataset.iter_batches` dicts of both directions in one.
 
         Keys: `token_ids`, `tokens_characters`, `next_token_id` (forward) and
         the same with suffix `_reverse` (backward), shapes as for `LMDataset`.
         """
         for forward, backward in zip(
-            self.forward.iter_batches(batch_size, num_steps),
-            self.backward.iter_batches(batch_size, num_steps),
+            self.forward.iter_batches(batch_size, num_steps, skip),
+            self.backward.iter_batches(batch_size, num_steps, skip),
         ):
             for key, value in backward.items():
                 forward[key + REVERSE_SUFFIX] = value
@@ -406,8 +452,7 @@ def make_tf_dataset(lm_dataset, batch_size, num_steps, keys=None, skip=0):
         signature = {key: signature[key] for key in keys}
 
     def generate():
-        batches = lm_dataset.iter_batches(batch_size, num_steps)
-        for batch in itertools.islice(batches, skip, None):
+        for batch in lm_dataset.iter_batches(batch_size, num_steps, skip=skip):
             yield {key: batch[key] for key in signature}
 
     dataset = tf.data.Dataset.from_generator(generate, output_signature=signature)

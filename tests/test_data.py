@@ -358,3 +358,34 @@ def test_make_tf_dataset_names_missing_keys(corpus, tmp_path):
     data = LMDataset(corpus, Vocabulary(write_vocab(tmp_path, TOKENS)), test=True)
     with pytest.raises(ValueError, match=r"lack \['tokens_characters'\].*max_word_length"):
         make_tf_dataset(data, 2, 3, keys=["tokens_characters", "next_token_id"])
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("test_mode", [False, True])
+def test_skipping_windows_equals_reading_and_dropping_them(tmp_path, vocab, reverse, test_mode):
+    # Sentences longer and shorter than a window, an out-of-vocabulary token
+    # and an empty line, over several passes in training mode.
+    lines = ["a b c", "zz", "e a b c d a b", "", "b", "c d e a", "d"]
+    write_shard(tmp_path, "s0.txt", lines[:4])
+    write_shard(tmp_path, "s1.txt", lines[4:])
+    pattern = str(tmp_path / "s*.txt")
+    data = LMDataset(pattern, vocab, reverse=reverse, test=test_mode, seed=3)
+    expected = list(itertools.islice(data.iter_batches(2, 3), 12))
+    n = len(expected)  # all of them in test mode
+    assert n >= 3
+    for skip in (1, 2, 3, n - 1, n + 5):
+        got = list(itertools.islice(data.iter_batches(2, 3, skip=skip), 12))
+        if test_mode:
+            assert len(got) == max(0, n - skip)
+        for a, b in zip(got, expected[skip:]):
+            for key in a:
+                np.testing.assert_array_equal(a[key], b[key], err_msg=f"skip {skip}: {key}")
+
+
+def test_bidirectional_skip_keeps_the_directions_aligned(corpus, vocab):
+    data = BidirectionalLMDataset(corpus, vocab, seed=1)
+    expected = list(itertools.islice(data.iter_batches(2, 3), 9))
+    got = list(itertools.islice(data.iter_batches(2, 3, skip=5), 4))
+    for a, b in zip(got, expected[5:]):
+        for key in b:
+            np.testing.assert_array_equal(a[key], b[key], err_msg=key)
