@@ -8,6 +8,7 @@ import keras
 import tensorflow as tf
 
 from bilm.lstm_bptt import lstm_recurrence_bptt, recomputed_gradients
+from bilm.lstm_cell import lstm_cell_step, projection_stand_in
 
 
 @keras.saving.register_keras_serializable(package="bilm")
@@ -180,8 +181,9 @@ def lstm_recurrence(gates_x, lengths, c0, h0, recurrent_kernel, projection_kerne
     outputs_ta = tf.TensorArray(gates_x.dtype, size=time, element_shape=h0.shape)
 
     def step(t, c, h, outputs_ta):
-        new_c, new_h, valid = _lstm_step(gates_tm[t], t, lengths, c, h, recurrent_kernel,
-                                         projection_kernel, cell_clip, proj_clip)
+        *_, new_c, _, new_h = lstm_cell_step(gates_tm[t], c, h, recurrent_kernel, projection_kernel,
+                                             cell_clip, proj_clip)
+        valid = tf.expand_dims(t < lengths, 1)
         c = tf.where(valid, new_c, c)
         h = tf.where(valid, new_h, h)
         outputs_ta = outputs_ta.write(t, tf.where(valid, new_h, tf.zeros_like(new_h)))
@@ -203,31 +205,32 @@ def lstm_recurrence_xla(gates_x, lengths, c0, h0, recurrent_kernel, projection_k
     """
     time = tf.shape(gates_x)[1]
     padded_time = _time_bucket(time)
-    kernels = [recurrent_kernel] + ([projection_kernel] if projection_kernel is not None else [])
+    projection_kernel, use_projection = projection_stand_in(projection_kernel, gates_x.dtype)
+    clips = (cell_clip, proj_clip)
 
     # Autodiff cannot see into an XLA loop, so gradients (e.g. fine-tuning
     # through ELMo) re-run the loop with the hand-written backward pass.
     @tf.custom_gradient
-    def recurrence(gates_x, c0, h0, *kernels):
-        padded, c0_, h0_, *kernels_ = [tf.stop_gradient(x) for x in (gates_x, c0, h0, *kernels)]
+    def recurrence(gates_x, c0, h0, recurrent_kernel, projection_kernel):
+        padded, c0_, h0_, recurrent, projection = [
+            tf.stop_gradient(x) for x in (gates_x, c0, h0, recurrent_kernel, projection_kernel)]
         padded = tf.pad(padded, [[0, 0], [0, padded_time - time], [0, 0]])
         # An empty batch or sequence has nothing to compile (and XLA's
         # scatter rejects it): zeros out, states unchanged.
         outputs, c, h = tf.cond(
             tf.size(gates_x) > 0,
-            lambda: _compiled_recurrence(padded, lengths, c0_, h0_, *_kernels_or_none(kernels_),
-                                         cell_clip, proj_clip),
+            lambda: _compiled_recurrence(padded, lengths, c0_, h0_, recurrent,
+                                         projection if use_projection else None, *clips),
             lambda: (tf.zeros([tf.shape(padded)[0], tf.shape(padded)[1], tf.shape(h0_)[1]], padded.dtype),
                      c0_, h0_))
 
         def grad(d_outputs, d_c, d_h):
-            grads = recomputed_gradients(gates_x, lengths, c0, h0, *_kernels_or_none(kernels),
-                                         cell_clip, proj_clip, d_outputs, d_c, d_h)
-            return grads[:3] + grads[3:3 + len(kernels)]
+            return recomputed_gradients(gates_x, lengths, c0, h0, recurrent_kernel, projection_kernel,
+                                        *clips, use_projection, d_outputs, d_c, d_h)
 
         return (outputs[:, :time], c, h), grad
 
-    return recurrence(gates_x, c0, h0, *kernels)
+    return recurrence(gates_x, c0, h0, recurrent_kernel, projection_kernel)
 
 
 def _time_bucket(time):
@@ -240,11 +243,6 @@ def _time_bucket(time):
     return (time + step - 1) // step * step
 
 
-def _kernels_or_none(kernels):
-    """`[recurrent]` or `[recurrent, projection]` -> `(recurrent, projection or None)`."""
-    return kernels[0], (kernels[1] if len(kernels) > 1 else None)
-
-
 @tf.function(jit_compile=True, reduce_retracing=True)
 def _compiled_recurrence(gates_x, lengths, c0, h0, recurrent_kernel, projection_kernel,
                          cell_clip, proj_clip):
@@ -254,8 +252,9 @@ def _compiled_recurrence(gates_x, lengths, c0, h0, recurrent_kernel, projection_
     outputs = tf.zeros([tf.shape(gates_x)[1], tf.shape(h0)[0], tf.shape(h0)[1]], gates_x.dtype)
 
     def step(t, c, h, outputs):
-        new_c, new_h, valid = _lstm_step(gates_tm[t], t, lengths, c, h, recurrent_kernel,
-                                         projection_kernel, cell_clip, proj_clip)
+        *_, new_c, _, new_h = lstm_cell_step(gates_tm[t], c, h, recurrent_kernel, projection_kernel,
+                                             cell_clip, proj_clip)
+        valid = tf.expand_dims(t < lengths, 1)
         outputs = tf.tensor_scatter_nd_update(
             outputs, [[t]], tf.where(valid, new_h, tf.zeros_like(new_h))[tf.newaxis])
         return t + 1, tf.where(valid, new_c, c), tf.where(valid, new_h, h), outputs
@@ -264,20 +263,3 @@ def _compiled_recurrence(gates_x, lengths, c0, h0, recurrent_kernel, projection_
         lambda t, *_: t < tf.reduce_max(lengths), step, (tf.constant(0), c0, h0, outputs),
         maximum_iterations=tf.shape(gates_x)[1])
     return tf.transpose(outputs, [1, 0, 2]), c, h
-
-
-def _lstm_step(gates_t, t, lengths, c, h, recurrent_kernel, projection_kernel, cell_clip, proj_clip):
-    """One step of the TF1 `LSTMCell` from the input half `gates_t`
-    `(batch, 4 * units)`. Returns the new `c`, `h` (before masking) and
-    `valid` `(batch, 1)`, whether step `t` is within each row."""
-    z = gates_t + tf.matmul(h, recurrent_kernel)
-    i, j, f, o = tf.split(z, 4, axis=1)
-    new_c = tf.sigmoid(f + 1.0) * c + tf.sigmoid(i) * tf.tanh(j)
-    if cell_clip is not None:
-        new_c = tf.clip_by_value(new_c, -cell_clip, cell_clip)
-    new_h = tf.sigmoid(o) * tf.tanh(new_c)
-    if projection_kernel is not None:
-        new_h = tf.matmul(new_h, projection_kernel)
-        if proj_clip is not None:
-            new_h = tf.clip_by_value(new_h, -proj_clip, proj_clip)
-    return new_c, new_h, tf.expand_dims(t < lengths, 1)

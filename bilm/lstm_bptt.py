@@ -9,6 +9,8 @@ compared in `tests/test_lstm.py`.
 """
 import tensorflow as tf
 
+from bilm.lstm_cell import lstm_cell_step, projection_stand_in
+
 
 def _clip_passes(x, clip):
     # Where a value went through clip_by_value unchanged (TF's min/max
@@ -22,12 +24,7 @@ def lstm_recurrence_bptt(gates_x, lengths, c0, h0, recurrent_kernel, projection_
     with respect to `gates_x`, `c0`, `h0` and both kernels. `jit_compile`
     compiles both loops with XLA (fused elementwise work per step; worth it
     when shapes repeat, as in training)."""
-    if projection_kernel is None:
-        # An empty stand-in keeps the signature fixed; its gradient is unused.
-        projection_kernel = tf.zeros([0, 0], gates_x.dtype)
-        use_projection = False
-    else:
-        use_projection = True
+    projection_kernel, use_projection = projection_stand_in(projection_kernel, gates_x.dtype)
     forward = _FORWARD_XLA if jit_compile else _FORWARD
     backward = _BACKWARD_XLA if jit_compile else _BACKWARD
     clips = (cell_clip, proj_clip, use_projection)
@@ -49,20 +46,16 @@ def lstm_recurrence_bptt(gates_x, lengths, c0, h0, recurrent_kernel, projection_
 
 
 def recomputed_gradients(gates_x, lengths, c0, h0, recurrent_kernel, projection_kernel,
-                         cell_clip, proj_clip, d_outputs, d_c, d_h):
+                         cell_clip, proj_clip, use_projection, d_outputs, d_c, d_h):
     """Gradients of `lstm_recurrence`'s results (given theirs, `d_outputs`,
     `d_c`, `d_h`) with respect to `(gates_x, c0, h0, recurrent_kernel,
     projection_kernel)`, re-running the forward loop to get what the
     backward pass needs; for forward passes that kept nothing (inference
-    under XLA). The projection gradient is None without a projection."""
-    use_projection = projection_kernel is not None
-    if not use_projection:
-        projection_kernel = tf.zeros([0, 0], gates_x.dtype)
+    under XLA). `projection_kernel` is a `projection_stand_in`."""
     clips = (cell_clip, proj_clip, use_projection)
     *_, saved = _forward_pass(gates_x, lengths, c0, h0, recurrent_kernel, projection_kernel, *clips)
-    grads = _backward_pass(d_outputs, d_c, d_h, lengths, c0, h0, recurrent_kernel, projection_kernel,
-                           saved, *clips)
-    return grads if use_projection else grads[:4] + (None,)
+    return _backward_pass(d_outputs, d_c, d_h, lengths, c0, h0, recurrent_kernel, projection_kernel,
+                          saved, *clips)
 
 
 def _forward_pass(gates_x, lengths, c0, h0, recurrent_kernel, projection_kernel,
@@ -78,22 +71,15 @@ def _forward_pass(gates_x, lengths, c0, h0, recurrent_kernel, projection_kernel,
         return tf.TensorArray(dtype, size=time)
 
     def step(t, c, h, outputs, gates, raw_cells, cells, hiddens, projected):
-        z = gates_tm[t] + tf.matmul(h, recurrent_kernel)
-        zi, zj, zf, zo = tf.split(z, 4, axis=1)
-        i, j, f, o = tf.sigmoid(zi), tf.tanh(zj), tf.sigmoid(zf + 1.0), tf.sigmoid(zo)
-        raw_c = f * c + i * j
-        new_c = raw_c if cell_clip is None else tf.clip_by_value(raw_c, -cell_clip, cell_clip)
-        new_h = o * tf.tanh(new_c)
-        raw_h = new_h
-        if use_projection:
-            raw_h = tf.matmul(new_h, projection_kernel)
-            new_h = raw_h if proj_clip is None else tf.clip_by_value(raw_h, -proj_clip, proj_clip)
+        activations, raw_c, new_c, raw_h, new_h = lstm_cell_step(
+            gates_tm[t], c, h, recurrent_kernel, projection_kernel if use_projection else None,
+            cell_clip, proj_clip)
         valid = tf.expand_dims(t < lengths, 1)
         c = tf.where(valid, new_c, c)
         h = tf.where(valid, new_h, h)
         return (t + 1, c, h,
                 outputs.write(t, tf.where(valid, new_h, tf.zeros_like(new_h))),
-                gates.write(t, tf.concat([i, j, f, o], axis=1)),
+                gates.write(t, tf.concat(activations, axis=1)),
                 raw_cells.write(t, raw_c), cells.write(t, c), hiddens.write(t, h),
                 projected.write(t, raw_h))
 
