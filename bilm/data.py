@@ -14,6 +14,7 @@ same sentences with their tokens reversed, framed `</S> ... <S>`.
 """
 import copy
 import glob
+import itertools
 import os
 import warnings
 
@@ -122,84 +123,65 @@ def _check_positive(name, value):
     return int(value)
 
 
-def _skip_windows(lines, batch_size, num_steps, n_batches, encode):
-    """Passes over the first `n_batches` windows of `_pack_batches` knowing
-    only each line's length (encoding is most of the cost of reading).
-
-    Returns:
-        the rows' streams as `_pack_batches` holds them afterwards (the
-        encoded rest of each row's current sentence, or None), or None when
-        `lines` ends first.
-    """
-    # Per row: [line, tokens left in its current sentence (frame included)].
-    rows = [None] * batch_size
-    for _ in range(n_batches):
-        for row in range(batch_size):
-            position = 0
-            while position < num_steps:
-                if rows[row] is None or rows[row][1] <= 1:
-                    line = next(lines, None)
-                    if line is None:
-                        return None
-                    rows[row] = [line, len(line.split()) + 2]
-                how_many = min(rows[row][1] - 1, num_steps - position)
-                rows[row][1] -= how_many
-                position += how_many
-    streams = []
-    for row in rows:
-        if row is None:
-            streams.append(None)
-            continue
-        line, left = row
-        ids, char_ids = encode(line)
-        streams.append((ids[len(ids) - left:], None if char_ids is None else char_ids[len(ids) - left:]))
-    return streams
-
-
-def _pack_batches(sentences, batch_size, num_steps, max_word_length, streams=None):
-    """Cuts a stream of encoded sentences into windows (bilm-tf's `_get_batch`).
+def _pack_batches(lines, encode, batch_size, num_steps, max_word_length, skip=0):
+    """Cuts a stream of sentences into windows (bilm-tf's `_get_batch`).
 
     Args:
-        sentences: iterator of `(token_ids (n,), char_ids (n, C) or None)`.
+        lines: iterator of sentence lines.
+        encode: line -> `(token_ids (n + 2,), char_ids (n + 2, C) or None)`,
+            the sentence framed by its boundaries.
         batch_size, num_steps: window shape.
         max_word_length: C, or None for token ids only.
-        streams: the rows' partly used sentences to start from (see
-            `_skip_windows`); None starts every row afresh.
+        skip: windows to pass over first. They are cut the same way, on
+            each line's token count alone, so a sentence is only encoded
+            once a yielded window needs it.
 
     Yields:
         dicts with `token_ids` int32 `(batch_size, num_steps)`,
         `tokens_characters` int32 `(batch_size, num_steps, C)` or None, and
-        `next_token_id` int32 `(batch_size, num_steps)`. When `sentences` ends,
+        `next_token_id` int32 `(batch_size, num_steps)`. When `lines` ends,
         the incomplete batch is dropped and iteration stops.
     """
-    streams = list(streams) if streams is not None else [None] * batch_size
-    while True:
+    # Per row, its current sentence: [line, encoding or None, first unused
+    # position, length with the frame].
+    rows = [None] * batch_size
+    for batch in itertools.count():
+        write = batch >= skip
         token_ids = np.zeros((batch_size, num_steps), np.int32)
         next_token_id = np.zeros((batch_size, num_steps), np.int32)
         chars = None
-        if max_word_length is not None:
+        if max_word_length is not None and write:
             chars = np.zeros((batch_size, num_steps, max_word_length), np.int32)
         for row in range(batch_size):
             position = 0
             while position < num_steps:
                 # A sentence whose last token is left is done: that token is
                 # only ever a target.
-                if streams[row] is None or len(streams[row][0]) <= 1:
-                    try:
-                        streams[row] = next(sentences)
-                    except StopIteration:
+                if rows[row] is None or rows[row][3] - rows[row][2] <= 1:
+                    line = next(lines, None)
+                    if line is None:
                         return
-                ids, char_ids = streams[row]
-                how_many = min(len(ids) - 1, num_steps - position)
+                    if write:
+                        encoded = encode(line)
+                        rows[row] = [line, encoded, 0, len(encoded[0])]
+                    else:
+                        rows[row] = [line, None, 0, len(line.split()) + 2]
+                sentence = rows[row]
+                start = sentence[2]
+                how_many = min(sentence[3] - start - 1, num_steps - position)
                 end = position + how_many
-                token_ids[row, position:end] = ids[:how_many]
-                next_token_id[row, position:end] = ids[1 : how_many + 1]
-                if chars is not None:
-                    chars[row, position:end] = char_ids[:how_many]
-                    char_ids = char_ids[how_many:]
-                streams[row] = (ids[how_many:], char_ids)
+                if write:
+                    if sentence[1] is None:
+                        sentence[1] = encode(sentence[0])
+                    ids, char_ids = sentence[1]
+                    token_ids[row, position:end] = ids[start:start + how_many]
+                    next_token_id[row, position:end] = ids[start + 1:start + how_many + 1]
+                    if chars is not None:
+                        chars[row, position:end] = char_ids[start:start + how_many]
+                sentence[2] = start + how_many
                 position = end
-        yield {"token_ids": token_ids, "tokens_characters": chars, "next_token_id": next_token_id}
+        if write:
+            yield {"token_ids": token_ids, "tokens_characters": chars, "next_token_id": next_token_id}
 
 
 class LMDataset:
@@ -352,13 +334,7 @@ class LMDataset:
         """
         batch_size = _check_positive("batch_size", batch_size)
         num_steps = _check_positive("num_steps", num_steps)
-        if skip <= 0:
-            return _pack_batches(self.iter_sentences(), batch_size, num_steps, self.max_word_length)
-        lines = self._lines()
-        streams = _skip_windows(lines, batch_size, num_steps, skip, self._encode)
-        if streams is None:
-            return iter(())
-        return _pack_batches(map(self._encode, lines), batch_size, num_steps, self.max_word_length, streams)
+        return _pack_batches(self._lines(), self._encode, batch_size, num_steps, self.max_word_length, skip)
 
     def _reversed_twin(self):
         """The same shards, seed and warnings, read in the other direction."""
