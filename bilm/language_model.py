@@ -150,8 +150,9 @@ class BidirectionalLanguageModel(tf.Module):
                 "'embedding' dataset, e.g. written by dump_token_embeddings).")
         if max_batch_size < 1:
             raise ValueError(f"max_batch_size must be >= 1. Received: max_batch_size={max_batch_size}")
-        if token_cache_size < 0:
-            raise ValueError(f"token_cache_size must be >= 0 (0: no cache). Received: {token_cache_size}")
+        if not isinstance(token_cache_size, (int, np.integer)) or token_cache_size < 0:
+            raise ValueError(f"token_cache_size must be an integer >= 0 (0: no cache). "
+                             f"Received: {token_cache_size!r}")
         self.options = options
         self.use_character_inputs = use_character_inputs
         self.max_batch_size = max_batch_size

@@ -79,7 +79,8 @@ def test_cached_model_equals_uncached_model_over_overlapping_batches(tmp_path):
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    (dict(token_cache_size=-1), "token_cache_size must be >= 0"),
+    (dict(token_cache_size=-1), "token_cache_size must be an integer >= 0"),
+    (dict(token_cache_size=2.5), "token_cache_size must be an integer >= 0"),
     (dict(max_batch_size=0), "max_batch_size must be >= 1"),
 ])
 def test_bad_model_sizes_are_clear_errors(tmp_path, kwargs, message):
