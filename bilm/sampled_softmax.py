@@ -8,31 +8,99 @@ with a 10k or an 800k vocabulary.
 """
 import tensorflow as tf
 
+# Draws made per iteration of the unique sampler, and the block size of its
+# numbered stream of draws.
+DRAW_BLOCK = 16384
 
-def log_uniform_candidates(labels, num_sampled, n_vocab, seed=None):
+
+def log_uniform_probabilities(ids, n_vocab):
+    """P(id) of the log-uniform sampler: `log((id + 2) / (id + 1)) / log(n_vocab + 1)`, float64."""
+    ids = tf.cast(ids, tf.float64)
+    return tf.math.log1p(1.0 / (ids + 1.0)) / tf.math.log1p(tf.cast(n_vocab, tf.float64))
+
+
+def log_uniform_draws(seed, size, n_vocab):
+    """`size` independent log-uniform ids in `[0, n_vocab)`, a pure function of `seed`.
+
+    Args:
+        seed: int `(2,)` stateless seed.
+
+    Returns:
+        int64 `(size,)`: `floor(exp(u log(n_vocab + 1))) - 1` for uniform `u`.
+    """
+    u = tf.random.stateless_uniform([size], seed=seed, dtype=tf.float64)
+    ids = tf.cast(tf.floor(tf.exp(u * tf.math.log1p(tf.cast(n_vocab, tf.float64)))), tf.int64) - 1
+    return tf.clip_by_value(ids, 0, n_vocab - 1)  # u * log(...) can round up to the top
+
+
+def log_uniform_candidates(labels, num_sampled, n_vocab, seed):
     """Draws `num_sampled` distinct negative ids shared by the whole batch.
 
-    The log-uniform (Zipfian) sampler assumes ids sorted by descending
-    frequency, as the vocabulary file is.
+    The sampler of `tf.random.log_uniform_candidate_sampler(unique=True)`:
+    log-uniform draws until `num_sampled` distinct ids have come up, the
+    expected counts estimated from the number of draws it took. Unlike that
+    op it keeps no random state: the ids are a pure function of `seed`, so
+    training that passes a seed per step samples the same negatives after a
+    restart. The log-uniform (Zipfian) sampler assumes ids sorted by
+    descending frequency, as the vocabulary file is.
 
     Args:
         labels: int `(n_rows,)`, the true next-token ids.
         num_sampled: how many distinct ids to draw (at most `n_vocab`).
         n_vocab: ids are drawn from `[0, n_vocab)`.
+        seed: int `(2,)` stateless seed. Draw `i` of the stream is draw
+            `i % DRAW_BLOCK` of `log_uniform_draws(fold_in(seed, i // DRAW_BLOCK))`
+            (the block number an int32).
 
     Returns:
-        `(sampled (num_sampled,) int64, true_expected_count (n_rows,),
-        sampled_expected_count (num_sampled,))`, as
-        `tf.random.log_uniform_candidate_sampler` gives them.
+        `(sampled (num_sampled,) int64 in order of first appearance,
+        true_expected_count (n_rows,) float32, sampled_expected_count
+        (num_sampled,) float32)`: the expected count of an id with
+        probability `p` after `n` draws is `-expm1(n log1p(-p))` (`p n`
+        when every draw was new).
     """
     if num_sampled > n_vocab:
         raise ValueError(
             f"n_negative_samples_batch ({num_sampled}) exceeds the vocabulary size ({n_vocab}); "
             "lower n_negative_samples_batch or set sample_softmax to false.")
-    sampled, true_expected, sampled_expected = tf.random.log_uniform_candidate_sampler(
-        true_classes=tf.cast(labels, tf.int64)[:, tf.newaxis], num_true=1,
-        num_sampled=num_sampled, unique=True, range_max=n_vocab, seed=seed)
-    return sampled, true_expected[:, 0], sampled_expected
+    seed = tf.cast(seed, tf.int64)
+    positions = tf.range(DRAW_BLOCK, dtype=tf.int64)
+
+    def body(block, found, tries, sampled):
+        block_seed = tf.random.experimental.stateless_fold_in(seed, tf.cast(block, tf.int32))
+        draws = log_uniform_draws(block_seed, DRAW_BLOCK, n_vocab)
+        distinct, which = tf.unique(draws)  # in order of first appearance
+        first = tf.math.unsorted_segment_min(positions, which, tf.shape(distinct)[0])
+        # An id is new unless it joins one already found (indices below
+        # `found`); no table of the vocabulary's size is needed.
+        _, joined = tf.unique(tf.concat([sampled[:found], distinct], 0), out_idx=tf.int64)
+        new = joined[found:] >= found
+        new_ids, new_first = tf.boolean_mask(distinct, new), tf.boolean_mask(first, new)
+        take = tf.minimum(tf.size(new_ids, out_type=tf.int64), num_sampled - found)
+        sampled = tf.tensor_scatter_nd_update(sampled, (found + tf.range(take))[:, tf.newaxis], new_ids[:take])
+        # The draw that brought the last id needed ends the sampling.
+        last = tf.gather(tf.concat([new_first, [DRAW_BLOCK - 1]], 0), tf.maximum(take - 1, 0))
+        tries = tf.where(found + take >= num_sampled, block * DRAW_BLOCK + last + 1, (block + 1) * DRAW_BLOCK)
+        return block + 1, found + take, tries, sampled
+
+    zero = tf.constant(0, tf.int64)
+    _, _, tries, sampled = tf.while_loop(
+        lambda block, found, *_: found < num_sampled, body,
+        (zero, zero, zero, tf.zeros([num_sampled], tf.int64)))
+    labels = tf.cast(labels, tf.int64)
+    return (sampled, expected_counts(labels, tries, num_sampled, n_vocab),
+            expected_counts(sampled, tries, num_sampled, n_vocab))
+
+
+def expected_counts(ids, tries, num_sampled, n_vocab):
+    """Expected number of times each id came up in `tries` unique-sampling
+    draws, float32 (the estimate `tf.random.log_uniform_candidate_sampler`
+    returns)."""
+    p = log_uniform_probabilities(ids, n_vocab)
+    tries = tf.cast(tries, tf.float64)
+    counts = tf.where(tf.equal(tries, float(num_sampled)), p * tries,
+                      -tf.math.expm1(tries * tf.math.log1p(-p)))
+    return tf.cast(counts, tf.float32)
 
 
 def sampled_softmax_loss(weights, biases, inputs, labels, candidates):

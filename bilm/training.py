@@ -122,7 +122,7 @@ class TrainStep:
             tf.stack([tf.constant(self.seed, tf.int64), step]), tf.cast(replica, tf.int64))
         names = list(self.variables)
         with tf.GradientTape() as tape:
-            loss, per_direction, finals = self.lm.losses(local, initial, training=True, dropout_seed=seed)
+            loss, per_direction, finals = self.lm.losses(local, initial, training=True, seed=seed)
             scaled_loss = loss * float(self.settings.unroll_steps)
         gradients = tape.gradient(scaled_loss, [self.variables[name] for name in names])
         if n_replicas > 1:

@@ -19,6 +19,9 @@ from bilm.stateless_dropout import StatelessDropout, dropout_site
 from bilm.sampled_softmax import full_softmax_loss, log_uniform_candidates, sampled_softmax_loss
 
 TRAINING_N_CHARACTERS = 261
+# Folded into the step's seed (plus the direction index) for the negative
+# samples; far from the dropout sites (`dropout_site`).
+SAMPLER_SITE = 1 << 20
 
 # bilm-tf's defaults for the training keys that may be left out.
 DEFAULTS = {
@@ -237,7 +240,7 @@ class TrainingLM:
         finals = {key: outputs[output_key] for key, output_key, _ in self.state_keys}
         return tops, finals
 
-    def losses(self, batch, initial_states, training=False, dropout_seed=None):
+    def losses(self, batch, initial_states, training=False, seed=None):
         """The loss of one batch of windows.
 
         Args:
@@ -246,23 +249,27 @@ class TrainingLM:
                 `next_token_id` `(batch, time)`, and the same keys with
                 `_reverse` for the backward stream.
             initial_states: `{state key: (batch, size)}`.
-            training: sampled softmax (when `sample_softmax`) and dropout
-                (when `dropout_seed` is given); otherwise the full softmax.
-            dropout_seed: int `(2,)` stateless seed for the dropout masks.
+            training: sampled softmax (when `sample_softmax`) and dropout;
+                otherwise the full softmax.
+            seed: int `(2,)` stateless seed of the dropout masks and the
+                negative samples (None: zeros), so that a step is a pure
+                function of its inputs and a restart repeats it exactly.
 
         Returns:
             `(loss, {direction: mean loss}, {state key: final state})`: loss
             is the mean of the directions' mean losses.
         """
         suffixes = {"forward": "", "backward": "_reverse"}
-        tops, finals = self.run(batch, initial_states, training, dropout_seed)
+        seed = tf.zeros([2], tf.int64) if seed is None else tf.cast(seed, tf.int64)
+        tops, finals = self.run(batch, initial_states, training, seed)
         per_direction = {}
-        for direction, top in tops.items():
+        for d, (direction, top) in enumerate(tops.items()):
             outputs = tf.reshape(top, [-1, self.options.projection_dim])
             labels = tf.reshape(batch["next_token_id" + suffixes[direction]], [-1])
             if training and self.settings.sample_softmax:
                 candidates = log_uniform_candidates(
-                    labels, self.settings.n_negative_samples_batch, self.settings.n_tokens_vocab)
+                    labels, self.settings.n_negative_samples_batch, self.settings.n_tokens_vocab,
+                    tf.random.experimental.stateless_fold_in(seed, SAMPLER_SITE + d))
                 row_losses = sampled_softmax_loss(
                     self.softmax_weights, self.softmax_bias, outputs, labels, candidates)
             else:

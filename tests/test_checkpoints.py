@@ -20,10 +20,11 @@ def _checkpoint_numbers(save_dir):
                   if name.startswith("model.ckpt-") and name.endswith(".index"))
 
 
-def test_restart_continues_exactly_like_a_straight_run(tmp_path, corpus):
-    # Dropout on (its masks are seeded by the step), full softmax (the
-    # negative sampler's state lives in its kernel and is not checkpointed).
-    options = tiny_options(dropout=0.1, sample_softmax=False)
+@pytest.mark.parametrize("sample_softmax", [True, False])
+def test_restart_continues_exactly_like_a_straight_run(tmp_path, corpus, sample_softmax):
+    # Dropout on: its masks, like the negative samples, are drawn from a
+    # seed of the step, so nothing random needs checkpointing.
+    options = tiny_options(dropout=0.1, sample_softmax=sample_softmax)
     straight = train(options, open_data(options, corpus), 1, tmp_path / "straight", None, max_steps=6,
                      verbose=0)
     resumed_dir = tmp_path / "resumed"
