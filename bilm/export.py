@@ -13,6 +13,7 @@ Reload with `tf.saved_model.load(export_dir)` (call `.default(sentences)`
 or `.tokens(tokens, sequence_len)`, or use `.signatures[...]`) or with
 `keras.layers.TFSMLayer(export_dir, call_endpoint="default")`.
 """
+import contextlib
 import os
 import shutil
 import tempfile
@@ -86,10 +87,11 @@ def export_layer(layer, export_dir, overwrite=False):
     os.makedirs(parent, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(export_dir)}.", dir=parent)
     try:
-        tf.saved_model.save(module, tmp, signatures={
-            "default": module.default.get_concrete_function(),
-            "tokens": module.tokens.get_concrete_function(),
-        })
+        with _trainable_flags_saved(layer):
+            tf.saved_model.save(module, tmp, signatures={
+                "default": module.default.get_concrete_function(),
+                "tokens": module.tokens.get_concrete_function(),
+            })
         if os.path.exists(export_dir):
             old = f"{tmp}.old"
             os.rename(export_dir, old)
@@ -101,6 +103,29 @@ def export_layer(layer, export_dir, overwrite=False):
         if os.path.exists(tmp):
             shutil.rmtree(tmp)
     return export_dir
+
+
+@contextlib.contextmanager
+def _trainable_flags_saved(layer):
+    """Gives each TensorFlow variable its Keras variable's trainable flag while saving.
+
+    A Keras layer frozen after it was built (a biLM with
+    `trainable_bilm=False`) only marks its Keras variables; the TensorFlow
+    variables beneath stay trainable, and the SavedModel records theirs, so
+    `keras.layers.TFSMLayer` would fine-tune the whole biLM. The flag has no
+    public setter, hence the private attribute, restored on the way out.
+    """
+    changed = []
+    for variable in layer.weights:
+        tf_variable = variable.value
+        if tf_variable.trainable != variable.trainable:
+            changed.append((tf_variable, tf_variable.trainable))
+            tf_variable._trainable = variable.trainable
+    try:
+        yield
+    finally:
+        for tf_variable, flag in changed:
+            tf_variable._trainable = flag
 
 
 def export_saved_model(options_file, weight_file, export_dir, do_layer_norm=False, use_top_only=False,

@@ -39,7 +39,7 @@ def exported(tmp_path_factory):
     export_dir = export_saved_model(options_file, weight_file, str(directory / "elmo"))
     layer = ELMoEmbedding(options_file, weight_file, output="all")
     expected = {k: v.numpy() for k, v in layer(_tokens(SENTENCES)).items()}
-    return export_dir, expected, len(layer.weights)
+    return export_dir, expected, layer
 
 
 def test_saved_model_reproduces_the_layer(exported):
@@ -59,12 +59,24 @@ def _trim(expected):
     return {k: v[:, :-1] if v.ndim >= 2 and k != "default" else v for k, v in expected.items()}
 
 
-def test_tfsm_layer_reproduces_the_layer(exported):
-    export_dir, expected, n_weights = exported
+def test_tfsm_layer_reproduces_the_layer_and_keeps_the_biLM_frozen(exported):
+    export_dir, expected, source = exported
     layer = keras.layers.TFSMLayer(export_dir, call_endpoint="default")
     _assert_same(layer(SENTENCE_TEXT), _trim(expected))
-    # Every variable of the biLM and the mix comes back as a weight.
-    assert len(layer.weights) == n_weights
+    # Every variable of the biLM and the mix comes back as a weight, and
+    # only the mix (W, gamma) is trainable, as in the layer that was saved.
+    assert len(layer.weights) == len(source.weights)
+    assert len(source.trainable_weights) == 2
+    assert sorted(tuple(w.shape) for w in layer.trainable_weights) == [(1,), (3,)]
+
+
+def test_tfsm_layer_of_a_trainable_biLM_trains_everything(tmp_path):
+    options_file, weight_file, _ = write_model(tmp_path)
+    source = ELMoEmbedding(options_file, weight_file, output="all", trainable_bilm=True)
+    source.build()
+    export_dir = export_layer(source, str(tmp_path / "elmo"))
+    layer = keras.layers.TFSMLayer(export_dir, call_endpoint="default")
+    assert len(layer.trainable_weights) == len(source.trainable_weights) == len(source.weights)
 
 
 def test_export_layer_keeps_trained_mix_and_writes_atomically(tmp_path):
@@ -75,7 +87,9 @@ def test_export_layer_keeps_trained_mix_and_writes_atomically(tmp_path):
     layer.mix.gamma.assign([0.7])
     expected = {k: v.numpy() for k, v in layer(_tokens(SENTENCES)).items()}
     export_dir = str(tmp_path / "out" / "elmo")
+    flags = [w.value.trainable for w in layer.weights]
     assert export_layer(layer, export_dir) == export_dir
+    assert [w.value.trainable for w in layer.weights] == flags  # saving restores what it changed
     # Keep the loaded object alive while its functions run (it owns the variables).
     reloaded = tf.saved_model.load(export_dir)
     _assert_same(reloaded.tokens(_tokens(SENTENCES), LENGTHS), expected)
