@@ -8,6 +8,12 @@ memory, and this machine's float32 matmul rate measured in the same run. The
 sampled softmax's gradients are sparse, so the 10k and the 800k vocabulary
 should train at about the same speed.
 
+It also prints a ceiling: the tokens/sec of a step whose every matmul ran
+at the measured matmul rate, except the recurrences, whose step-by-step
+matmuls are timed on their own (forward, and the same again for the
+backward pass), since no implementation can beat them. Elementwise work,
+gathers and the optimizer are counted as free, so the ceiling is generous.
+
 Quick run: python bench/bench_train.py --steps 5 --warmup 2 --batch_size 8 \\
     --lstm_dim 64 --projection_dim 16 --filter_scale 16 --n_negative 512
 """
@@ -21,7 +27,7 @@ import numpy as np
 import tensorflow as tf
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import forward_flops_per_token, matmul_rate, peak_rss_gib  # noqa: E402
+from common import char_convolution_flops_per_token, encoder_flops_per_token, forward_flops_per_token, matmul_rate, peak_rss_gib, recurrent_matmul_seconds  # noqa: E402
 
 from bilm.presets import TRAINING_DEFAULTS, get_preset  # noqa: E402
 from bilm.data import make_tf_dataset  # noqa: E402
@@ -95,13 +101,40 @@ def run(args, n_vocab, directory):
     for i, batch in enumerate(batches[args.warmup:], start=args.warmup):
         loss = float(step(batch, i)["loss"])
     seconds = (time.perf_counter() - start) / args.steps
+    ceiling = tokens_per_step / step_floor_seconds(parsed, settings, batches[args.warmup:], args.rate)
     n_bilm, n_softmax = lm.parameter_counts()
     flops = 3 * 2 * forward_flops_per_token(parsed) * tokens_per_step  # both directions, forward + backward
     print(f"vocab {n_vocab:>7,}: {tokens_per_step / seconds:10,.0f} tokens/sec  {seconds * 1000:8.1f} ms/step  "
           f"~{flops / seconds / 1e9:8.1f} GFLOP/s (biLM only)  loss {loss:.3f}  "
           f"params {n_bilm:,} + softmax {n_softmax:,}  first {args.warmup} steps {warmup_seconds:.1f} s  "
-          f"peak RSS so far {peak_rss_gib():.2f} GiB", flush=True)
+          f"peak RSS so far {peak_rss_gib():.2f} GiB  (ceiling {ceiling:,.0f} tokens/sec)", flush=True)
     return tokens_per_step / seconds
+
+
+def step_floor_seconds(options, settings, batches, rate):
+    """The seconds of one training step if every matmul but the recurrences
+    ran at `rate` FLOP/s and the recurrences took their per-step matmul time.
+
+    Counts, for forward + backward (3x the forward multiply-adds): highway
+    and projection on each batch's distinct tokens; the input half of every
+    LSTM's gates; the sampled softmax's logits against the true and the
+    sampled rows. The char convolutions count once: their gradient passes
+    the max-pool to one window per token and filter, no dense matmul. The recurrences (`(B, P) @ (P, 4U)` and the
+    projection, every step) are timed by `recurrent_matmul_seconds`, twice
+    for forward and backward, for each of the 2 x n_layers LSTMs.
+    """
+    rows, steps = settings.batch_size, settings.unroll_steps
+    tokens = rows * steps
+    distinct = np.mean([len(np.unique(batch["tokens_characters"].numpy().reshape(tokens, -1), axis=0))
+                        for batch in batches])
+    lstm, p = options.lstm_dim, options.projection_dim
+    convolutions = char_convolution_flops_per_token(options)
+    dense_encoder = encoder_flops_per_token(options) - convolutions
+    input_half = 2 * options.n_layers * 2 * p * 4 * lstm * tokens
+    softmax = 2 * 2 * p * (settings.n_negative_samples_batch + 1) * tokens
+    flops = convolutions * distinct + 3 * (dense_encoder * distinct + input_half + softmax)
+    recurrence = 2 * 2 * options.n_layers * recurrent_matmul_seconds(rows, steps, lstm, p)
+    return flops / rate + recurrence
 
 
 def main(argv=None):
@@ -118,7 +151,7 @@ def main(argv=None):
     parser.add_argument("--filter_scale", type=int, default=1, help="shrink: divide every CNN filter count")
     args = parser.parse_args(argv)
 
-    rate = matmul_rate()
+    rate = args.rate = matmul_rate()
     print(f"float32 matmul: {rate / 1e9:,.1f} GFLOP/s on {tf.config.list_logical_devices()[-1].name}")
     speeds = {}
     with tempfile.TemporaryDirectory() as directory:

@@ -6,16 +6,21 @@ import numpy as np
 import tensorflow as tf
 
 
-def matmul_rate(n=2048, repeats=10):
-    """Measured float32 matmul rate of this machine, in FLOP/s."""
+def matmul_rate(n=2048, repeats=5, trials=3):
+    """Measured float32 matmul rate of this machine, in FLOP/s: the best of
+    `trials` timings of `repeats` (n, n) matmuls, so that a slow start
+    (clock ramping up, another process) does not lower it."""
     a = tf.random.normal([n, n])
     b = tf.random.normal([n, n])
     matmul = tf.function(lambda a, b: tf.matmul(a, b))
     matmul(a, b).numpy()
-    start = time.perf_counter()
-    for _ in range(repeats):
-        matmul(a, b).numpy()
-    return 2 * n ** 3 * repeats / (time.perf_counter() - start)
+    best = float("inf")
+    for _ in range(trials):
+        start = time.perf_counter()
+        for _ in range(repeats):
+            matmul(a, b).numpy()
+        best = min(best, time.perf_counter() - start)
+    return 2 * n ** 3 * repeats / best
 
 
 def recurrent_matmul_seconds(batch, steps, units, output_dim, repeats=5):
@@ -47,21 +52,33 @@ def peak_rss_gib():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20
 
 
+def char_convolution_flops_per_token(options):
+    """Multiply-adds x 2 of one token through the char CNN's convolutions."""
+    if options.char_cnn is None:
+        return 0
+    cnn = options.char_cnn
+    chars, dim = cnn.max_characters_per_token, cnn.embedding_dim
+    return sum(2 * (chars - w + 1) * w * dim * num for w, num in cnn.filters)
+
+
+def encoder_flops_per_token(options):
+    """Multiply-adds x 2 of one token through the char CNN, highway and projection."""
+    if options.char_cnn is None:
+        return 0
+    f, p = options.char_cnn.n_filters, options.projection_dim
+    flops = char_convolution_flops_per_token(options) + options.char_cnn.n_highway * 2 * 2 * f * f
+    if f != p:
+        flops += 2 * f * p
+    return flops
+
+
 def forward_flops_per_token(options):
     """Multiply-adds x 2 of one token through the biLM (char CNN counted per token)."""
-    flops = 0
     p = options.projection_dim
-    if options.char_cnn is not None:
-        cnn = options.char_cnn
-        chars, dim, f = cnn.max_characters_per_token, cnn.embedding_dim, cnn.n_filters
-        flops += sum(2 * (chars - w + 1) * w * dim * num for w, num in cnn.filters)
-        flops += cnn.n_highway * 2 * 2 * f * f
-        if f != p:
-            flops += 2 * f * p
     per_layer = 2 * (p + p) * 4 * options.lstm_dim
     if p != options.lstm_dim:
         per_layer += 2 * options.lstm_dim * p
-    return flops + 2 * options.n_layers * per_layer
+    return encoder_flops_per_token(options) + 2 * options.n_layers * per_layer
 
 
 def zipf_sentences(n_sentences, mean_length=25, vocab_size=20000, seed=0):

@@ -1,23 +1,65 @@
-"""conv1d_valid: TF's valid 1-D convolution with a faster input gradient."""
+"""max_pooled_char_convolutions: TF's gather, conv1d and max, with a sparse gradient."""
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from bilm.char_cnn import conv1d_valid
+from bilm.char_convolutions import max_pooled_char_convolutions
 
 
-@pytest.mark.parametrize("width", [1, 3, 7])
-def test_conv1d_valid_and_its_gradients_equal_tf_conv1d(width):
-    x = tf.random.stateless_normal([4, 9, 5], seed=[1, width])
-    kernel = tf.random.stateless_normal([width, 5, 6], seed=[2, width])
-    weights = tf.random.stateless_normal([4, 10 - width, 6], seed=[3, width])
+def _reference(char_ids, embedding, kernels):
+    embedded = tf.gather(embedding, char_ids)
+    return tf.concat([tf.reduce_max(tf.nn.conv1d(embedded, k, stride=1, padding="VALID"), axis=1)
+                      for k in kernels], axis=1)
+
+
+def _char_ids(n_characters, max_chars, seed):
+    """Words of random length framed as Batcher does, padded with one id;
+    an all-zero row (batch padding); a row of one repeated char."""
+    rng = np.random.default_rng(seed)
+    ids = np.full((12, max_chars), n_characters - 1)
+    for row in range(10):
+        length = rng.integers(1, max_chars + 1)
+        ids[row, :length] = rng.integers(1, n_characters - 1, size=length)
+    ids[10] = 0
+    ids[11] = 5
+    return tf.constant(ids, tf.int32)
+
+
+@pytest.mark.parametrize("n_characters, widths", [(262, (1, 3, 7)), (261, (2, 8, 9)), (1500, (4, 6, 7))])
+def test_outputs_and_gradients_equal_tf_autodiff(n_characters, widths):
+    # Widths 8 and 9 pack a window's ids into two int64s (7 per pack at 9
+    # bits); 1500 characters need 11 bits (5 per pack).
+    max_chars, dim = 10, 4
+    char_ids = _char_ids(n_characters, max_chars, seed=n_characters)
+    embedding = tf.random.stateless_uniform([n_characters, dim], seed=[1, n_characters], minval=-1, maxval=1)
+    kernels = [tf.random.stateless_normal([w, dim, 3 + w], seed=[2, w]) for w in widths]
+    upstream = tf.random.stateless_normal([12, sum(3 + w for w in widths)], seed=[3, 0])
     results = []
-    for conv in (conv1d_valid, lambda a, b: tf.nn.conv1d(a, b, stride=1, padding="VALID")):
+    for op in (max_pooled_char_convolutions, _reference):
         with tf.GradientTape() as tape:
-            tape.watch([x, kernel])
-            y = conv(x, kernel)
-            loss = tf.reduce_sum(tf.reduce_max(y, axis=1) ** 2) + tf.reduce_sum(y * weights)
-        results.append([y] + tape.gradient(loss, [x, kernel]))
-    for name, a, b in zip(["outputs", "d_x", "d_kernel"], *results):
-        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-5, err_msg=name)
-        assert np.abs(b.numpy()).max() > 0, name
+            tape.watch([embedding] + kernels)
+            pooled = op(char_ids, embedding, kernels)
+            loss = tf.reduce_sum(pooled * upstream) + tf.reduce_sum(pooled ** 2)
+        gradients = tape.gradient(loss, [embedding] + kernels)
+        results.append([pooled] + [tf.convert_to_tensor(g) for g in gradients])
+    for name, ours, theirs in zip(["pooled", "d_embedding"] + [f"d_kernel_{w}" for w in widths], *results):
+        np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-5, atol=1e-5, err_msg=name)
+        assert np.abs(theirs.numpy()).max() > 0, name
+    # The padded rows tie across positions: TF splits the gradient between
+    # the tied windows, the op gives it to one, and the two agree.
+    convolution = tf.nn.conv1d(tf.gather(embedding, char_ids), kernels[0], stride=1, padding="VALID").numpy()
+    ties = (convolution == convolution.max(axis=1, keepdims=True)).sum(axis=1)
+    assert (ties > 1).any()
+
+
+def test_no_tokens_gives_an_empty_result_and_zero_gradients():
+    embedding = tf.random.stateless_normal([262, 4], seed=[0, 1])
+    kernels = [tf.random.stateless_normal([2, 4, 3], seed=[0, 2])]
+    with tf.GradientTape() as tape:
+        tape.watch([embedding] + kernels)
+        pooled = max_pooled_char_convolutions(tf.zeros([0, 10], tf.int32), embedding, kernels)
+        loss = tf.reduce_sum(pooled)
+    assert pooled.shape == (0, 3)
+    gradients = tape.gradient(loss, [embedding] + kernels, unconnected_gradients=tf.UnconnectedGradients.ZERO)
+    for gradient in gradients:
+        assert not np.any(tf.convert_to_tensor(gradient).numpy())
