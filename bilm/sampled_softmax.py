@@ -125,24 +125,64 @@ def sampled_softmax_loss(weights, biases, inputs, labels, candidates):
     inputs = tf.convert_to_tensor(inputs)
     labels = tf.cast(labels, tf.int64)
     sampled = tf.cast(sampled, tf.int64)
-    n_rows = tf.shape(labels)[0]
     # One gather for the true and the sampled rows: one IndexedSlices gradient.
     ids = tf.concat([labels, sampled], axis=0)
-    rows = tf.gather(weights, ids)
-    row_biases = tf.gather(biases, ids)
-    true_w, sampled_w = rows[:n_rows], rows[n_rows:]
-    true_b, sampled_b = row_biases[:n_rows], row_biases[n_rows:]
+    expected = tf.cast(tf.concat([true_expected, sampled_expected], axis=0), inputs.dtype)
+    row_biases = tf.gather(biases, ids) - tf.math.log(expected)
+    return _sampled_loss(inputs, tf.gather(weights, ids), row_biases, accidental_hits(labels, sampled))
 
-    true_logits = tf.reduce_sum(inputs * true_w, axis=1) + true_b
-    true_logits -= tf.math.log(tf.cast(true_expected, inputs.dtype))
-    sampled_logits = tf.matmul(inputs, sampled_w, transpose_b=True) + sampled_b
-    sampled_logits -= tf.math.log(tf.cast(sampled_expected, inputs.dtype))
-    hits = tf.equal(labels[:, tf.newaxis], sampled[tf.newaxis, :])
-    sampled_logits = tf.where(hits, tf.fill(tf.shape(sampled_logits), inputs.dtype.min), sampled_logits)
 
-    logits = tf.concat([true_logits[:, tf.newaxis], sampled_logits], axis=1)
-    return tf.nn.sparse_softmax_cross_entropy_with_logits(
-        labels=tf.zeros([n_rows], tf.int32), logits=logits)
+def accidental_hits(labels, sampled):
+    """int64 `(n_hits, 2)` `(row, column)` pairs where `sampled[column] == labels[row]`.
+
+    Args:
+        labels: int64 `(n_rows,)`; sampled: int64 `(S,)` distinct ids.
+    """
+    order = tf.argsort(sampled)
+    ordered = tf.gather(sampled, order)
+    last = tf.cast(tf.size(sampled), tf.int64) - 1
+    position = tf.minimum(tf.searchsorted(ordered, labels, out_type=tf.int64), last)
+    hit = tf.equal(tf.gather(ordered, position), labels)
+    rows = tf.where(hit)[:, 0]
+    columns = tf.cast(tf.gather(order, tf.boolean_mask(position, hit)), tf.int64)
+    return tf.stack([rows, columns], axis=1)
+
+
+@tf.custom_gradient
+def _sampled_loss(inputs, rows, row_biases, hits):
+    """Cross entropy of the true logit against the sampled ones, by hand.
+
+    `rows` `(n + S, dim)` and `row_biases` `(n + S,)` (corrected) hold the
+    true rows then the sampled ones. The bias rides in the matmul as an
+    extra column (so its gradient does too), and the gradient reuses the
+    forward pass's exponentials: a few passes over the `(n, S)` logits
+    where autodiff of the same ops makes about a dozen.
+    """
+    n = tf.shape(inputs)[0]
+    true_rows, sampled_rows = rows[:n], rows[n:]
+    true_logits = tf.reduce_sum(inputs * true_rows, axis=1) + row_biases[:n]
+    augmented = tf.concat([inputs, tf.ones([n, 1], inputs.dtype)], axis=1)
+    sampled_logits = tf.matmul(
+        augmented, tf.concat([sampled_rows, row_biases[n:, tf.newaxis]], axis=1), transpose_b=True)
+    sampled_logits = tf.tensor_scatter_nd_update(
+        sampled_logits, hits, tf.fill(tf.shape(hits)[:1], tf.constant(-float("inf"), inputs.dtype)))
+    top = tf.maximum(tf.reduce_max(sampled_logits, axis=1), true_logits)
+    sampled_exps = tf.exp(sampled_logits - top[:, tf.newaxis])
+    true_exps = tf.exp(true_logits - top)
+    total = tf.reduce_sum(sampled_exps, axis=1) + true_exps
+    loss = tf.math.log(total) + top - true_logits
+
+    def grad(d_loss):
+        scale = d_loss / total
+        d_sampled_logits = sampled_exps * scale[:, tf.newaxis]  # zero at the hits
+        d_true_logits = true_exps * scale - d_loss
+        d_inputs = tf.matmul(d_sampled_logits, sampled_rows) + d_true_logits[:, tf.newaxis] * true_rows
+        d_sampled = tf.matmul(d_sampled_logits, augmented, transpose_a=True)  # (S, dim + 1)
+        d_rows = tf.concat([d_true_logits[:, tf.newaxis] * inputs, d_sampled[:, :-1]], axis=0)
+        d_row_biases = tf.concat([d_true_logits, d_sampled[:, -1]], axis=0)
+        return d_inputs, d_rows, d_row_biases, None
+
+    return loss, grad
 
 
 def full_softmax_loss(weights, biases, inputs, labels):

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bilm.sampled_softmax import DRAW_BLOCK, full_softmax_loss, log_uniform_candidates, sampled_softmax_loss
+from bilm.sampled_softmax import DRAW_BLOCK, accidental_hits, full_softmax_loss, log_uniform_candidates, sampled_softmax_loss
 
 V, DIM, N = 40, 6, 12
 
@@ -59,18 +59,38 @@ def test_all_words_sampled_by_the_log_uniform_sampler_is_close_to_full_softmax()
     assert np.abs(loss - full).max() < 0.1 * np.abs(full).mean() + 0.05
 
 
-def test_matches_tf_nn_sampled_softmax_loss_with_accidental_hits():
+def test_loss_and_gradients_match_tf_nn_sampled_softmax_loss_with_accidental_hits():
     weights, biases, inputs, labels = _problem(4)
     labels[:4] = [0, 1, 2, 3]  # the most frequent ids: certainly sampled too
+    labels[4] = 0  # two rows hit the same sampled id
     candidates = log_uniform_candidates(tf.constant(labels), 10, V, _seed(3))
     hits = np.isin(labels, candidates[0].numpy())
-    assert hits.any()
-    ours = sampled_softmax_loss(weights, biases, inputs, labels, candidates).numpy()
-    reference = tf.nn.sampled_softmax_loss(
-        weights, biases, labels[:, None].astype(np.int64), inputs, num_sampled=10, num_classes=V,
-        sampled_values=(candidates[0], candidates[1][:, None], candidates[2]),
-        remove_accidental_hits=True).numpy()
-    np.testing.assert_allclose(ours, reference, rtol=1e-5, atol=1e-5)
+    assert hits.sum() >= 5
+    upstream = tf.random.stateless_normal([N], seed=[4, 4])
+    results = []
+    for loss_fn in (sampled_softmax_loss, _tf_nn_loss):
+        variables = [tf.Variable(weights), tf.Variable(biases), tf.Variable(inputs)]
+        with tf.GradientTape() as tape:
+            loss = loss_fn(*[v.read_value() for v in variables], labels, candidates)
+            total = tf.reduce_sum(loss * upstream)
+        results.append([loss] + [tf.convert_to_tensor(g) for g in tape.gradient(total, variables)])
+    for name, ours, reference in zip(["loss", "d_weights", "d_biases", "d_inputs"], *results):
+        np.testing.assert_allclose(ours.numpy(), reference.numpy(), rtol=1e-5, atol=1e-6, err_msg=name)
+        assert np.abs(reference.numpy()).max() > 0, name
+
+
+def _tf_nn_loss(weights, biases, inputs, labels, candidates):
+    return tf.nn.sampled_softmax_loss(
+        weights, biases, labels[:, None].astype(np.int64), inputs, num_sampled=len(candidates[0]),
+        num_classes=V, sampled_values=(candidates[0], candidates[1][:, None], candidates[2]),
+        remove_accidental_hits=True)
+
+
+def test_accidental_hits_are_every_row_and_column_of_an_equal_pair():
+    labels = tf.constant([7, 3, 7, 100, 0], tf.int64)
+    sampled = tf.constant([5, 7, 0, 2, 9], tf.int64)
+    assert sorted(map(tuple, accidental_hits(labels, sampled).numpy().tolist())) == [(0, 1), (2, 1), (4, 2)]
+    assert accidental_hits(tf.constant([1], tf.int64), tf.constant([2], tf.int64)).shape == (0, 2)
 
 
 def test_gradients_are_sparse_rows_of_the_table():
