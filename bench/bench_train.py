@@ -119,14 +119,18 @@ def step_floor_seconds(options, settings, batches, rate):
     and projection on each batch's distinct tokens; the input half of every
     LSTM's gates; the sampled softmax's logits against the true and the
     sampled rows. The char convolutions count once: their gradient passes
-    the max-pool to one window per token and filter, no dense matmul. The recurrences (`(B, P) @ (P, 4U)` and the
-    projection, every step) are timed by `recurrent_matmul_seconds`, twice
-    for forward and backward, for each of the 2 x n_layers LSTMs.
+    the max-pool to one window per token and filter, no dense matmul. The
+    recurrences (`(B, P) @ (P, 4U)` and the projection, every step) are
+    timed by `recurrent_matmul_seconds`, twice for forward and backward,
+    for each of the 2 x n_layers LSTMs.
     """
     rows, steps = settings.batch_size, settings.unroll_steps
     tokens = rows * steps
-    distinct = np.mean([len(np.unique(batch["tokens_characters"].numpy().reshape(tokens, -1), axis=0))
-                        for batch in batches])
+    # The encoder runs once per distinct token of both streams.
+    distinct = np.mean([
+        len(np.unique(np.concatenate([batch[key].numpy().reshape(tokens, -1)
+                                      for key in ("tokens_characters", "tokens_characters_reverse")]), axis=0))
+        for batch in batches])
     lstm, p = options.lstm_dim, options.projection_dim
     convolutions = char_convolution_flops_per_token(options)
     dense_encoder = encoder_flops_per_token(options) - convolutions
