@@ -3,8 +3,9 @@
 Embeds a few hundred ~25-token sentences in batches of 32 (all layers, as
 `lm_embeddings`) with random weights, and prints tokens/sec, peak memory,
 this machine's float32 matmul rate and the achieved fraction of it
-(counting the token encoder for every token, so above 100% is possible
-when the token cache spares that work), and a ceiling: the tokens/sec that
+(counting the token encoder, convolution multiply-adds included, for
+every token, so above 100% is possible where the token cache or the
+convolution's table lookups spare that work), and a ceiling: the tokens/sec that
 the recurrent matmuls alone would allow at this batch size, since no
 recurrence can beat its own step-by-step matmuls.
 

@@ -118,8 +118,9 @@ def step_floor_seconds(options, settings, batches, rate):
     Counts, for forward + backward (3x the forward multiply-adds): highway
     and projection on each batch's distinct tokens; the input half of every
     LSTM's gates; the sampled softmax's logits against the true and the
-    sampled rows. The char convolutions count once: their gradient passes
-    the max-pool to one window per token and filter, no dense matmul. The
+    sampled rows. The char convolutions are table lookups and their
+    gradient bucket sums (see `bilm.char_convolutions`), counted as free
+    like other elementwise work. The
     recurrences (`(B, P) @ (P, 4U)` and the projection, every step) are
     timed by `recurrent_matmul_seconds`, twice for forward and backward,
     for each of the 2 x n_layers LSTMs.
@@ -132,11 +133,10 @@ def step_floor_seconds(options, settings, batches, rate):
                                       for key in ("tokens_characters", "tokens_characters_reverse")]), axis=0))
         for batch in batches])
     lstm, p = options.lstm_dim, options.projection_dim
-    convolutions = char_convolution_flops_per_token(options)
-    dense_encoder = encoder_flops_per_token(options) - convolutions
+    dense_encoder = encoder_flops_per_token(options) - char_convolution_flops_per_token(options)
     input_half = 2 * options.n_layers * 2 * p * 4 * lstm * tokens
     softmax = 2 * 2 * p * (settings.n_negative_samples_batch + 1) * tokens
-    flops = convolutions * distinct + 3 * (dense_encoder * distinct + input_half + softmax)
+    flops = 3 * (dense_encoder * distinct + input_half + softmax)
     recurrence = 2 * 2 * options.n_layers * recurrent_matmul_seconds(rows, steps, lstm, p)
     return flops / rate + recurrence
 

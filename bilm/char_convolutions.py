@@ -1,16 +1,23 @@
-"""The char CNN's convolutions and max-pool as one op with a sparse gradient.
+"""The char CNN's convolutions and max-pool as one op, built on table lookups.
 
-Each filter's output is the max over positions of a valid 1-D convolution
-of the embedded characters, so its gradient reaches one window per token
-and filter: the window at the maximum. The window is a handful of char
-ids, and a window's gradient lands on the embedding rows of those chars, so
-both gradients are sums over `(char id, filter)` buckets
+The convolution's input is a char embedding, so a filter of width w sees
+w char ids, and its output at position t is a sum of table rows:
 
-    M_k[c, f] = sum over tokens n with char c at position argmax[n, f] + k of g[n, f]
+    conv[n, t] = sum_k T_k[ids[n, t + k]]        T_k = embedding @ kernel[k]
+
+with one small table `T_k (n_characters, num)` per offset. XLA fuses the
+lookups, the sum and the max over positions into one pass over the tokens,
+far fewer operations than the convolution's multiply-adds.
+
+The gradient goes through the max to one window per token and filter (the
+maximising one), and a window's gradient lands on the table rows of its
+chars, so both gradients are sums over `(char id, filter)` buckets
+
+    M_k[c, f] = sum of g[n, f] over tokens n with char c at argmax[n, f] + k
     d_kernel[k] = embedding^T M_k        d_embedding = sum_k M_k kernel[k]^T
 
-computed with one `bincount` per filter width, instead of the two dense
-backward convolutions (as many multiply-adds as the forward pass each).
+computed with one `bincount` per filter width, instead of two dense
+backward convolutions.
 """
 import tensorflow as tf
 
@@ -29,45 +36,82 @@ def max_pooled_char_convolutions(char_ids, embedding, kernels):
         is reached by several identical windows (padding), any one stands
         for all, which is exact since their gradients are equal.
     """
-    char_ids = tf.cast(char_ids, tf.int32)
-    # TF's convolutions mis-shape a zero-size input, so no tokens skips them.
-    return tf.cond(
-        tf.shape(char_ids)[0] > 0,
-        lambda: _max_pooled(char_ids, embedding, *kernels),
-        lambda: tf.zeros([0, sum(kernel.shape[2] for kernel in kernels)], embedding.dtype))
+    return _max_pooled(tf.cast(char_ids, tf.int32), embedding, *kernels)
+
+
+# Tokens go through XLA in blocks of this many rows: one compilation per
+# model, whatever the number of tokens.
+BLOCK_ROWS = 64
 
 
 @tf.custom_gradient
 def _max_pooled(char_ids, embedding, *kernels):
-    embedded = tf.gather(embedding, char_ids)
-    convolutions = [tf.nn.conv1d(embedded, kernel, stride=1, padding="VALID") for kernel in kernels]
-    maxima = [tf.reduce_max(convolution, axis=1) for convolution in convolutions]
+    n = tf.shape(char_ids)[0]
+    n_blocks = tf.maximum((n + BLOCK_ROWS - 1) // BLOCK_ROWS, 1)
+    blocks = tf.reshape(tf.pad(char_ids, [[0, n_blocks * BLOCK_ROWS - n], [0, 0]]),
+                        [n_blocks, BLOCK_ROWS, tf.shape(char_ids)[1]])
+    # T_k = embedding @ kernel[k], (width, n_characters, num) per kernel.
+    tables = [tf.einsum("cd,kdf->kcf", tf.stop_gradient(embedding), tf.stop_gradient(kernel)) for kernel in kernels]
+    n_filters = sum(kernel.shape[2] for kernel in kernels)
+    maxima = tf.map_fn(lambda block: _compiled_maxima(block, tables), blocks,
+                       fn_output_signature=tf.TensorSpec([BLOCK_ROWS, n_filters], embedding.dtype))
 
     def grad(d_pooled):
+        argmaxes = tf.map_fn(
+            lambda args: _compiled_argmaxes(args[0], tables, args[1]), (blocks, maxima),
+            fn_output_signature=[tf.TensorSpec([BLOCK_ROWS, kernel.shape[2]], tf.int32) for kernel in kernels])
         d_kernels, d_embedding = [], tf.zeros_like(embedding)
         d_maxima = tf.split(d_pooled, [kernel.shape[2] for kernel in kernels], axis=1)
-        for convolution, maximum, kernel, g in zip(convolutions, maxima, kernels, d_maxima):
-            buckets = _window_buckets(char_ids, convolution, maximum, g, kernel.shape[0], embedding.shape[0])
+        for argmax, kernel, g in zip(argmaxes, kernels, d_maxima):
+            argmax = tf.reshape(argmax, [-1, kernel.shape[2]])[:n]
+            buckets = _window_buckets(char_ids, argmax, g, kernel.shape[0], embedding.shape[0])
             d_kernels.append(tf.einsum("cd,kcf->kdf", embedding, buckets))
             d_embedding += tf.einsum("kcf,kdf->cd", buckets, kernel)
         return (None, d_embedding, *d_kernels)
 
-    return tf.concat(maxima, axis=1), grad
+    return tf.reshape(maxima, [-1, n_filters])[:n], grad
 
 
-def _window_buckets(char_ids, convolution, maximum, g, width, n_characters):
+def _windows(char_ids, tables):
+    """`(n, max_chars - width + 1, num)`: a convolution as lookups in its
+    tables `(width, n_characters, num)`."""
+    width = tables.shape[0]
+    length = tf.shape(char_ids)[1] - width + 1
+    return tf.add_n([tf.gather(tables[k], char_ids[:, k:k + length]) for k in range(width)])
+
+
+@tf.function(jit_compile=True)
+def _compiled_maxima(char_ids, tables):
+    """`(n, sum num)`: each convolution's max over positions."""
+    return tf.concat([tf.reduce_max(_windows(char_ids, t), axis=1) for t in tables], axis=1)
+
+
+@tf.function(jit_compile=True)
+def _compiled_argmaxes(char_ids, tables, maxima):
+    """Per convolution, int32 `(n, num)`: a position where `maxima` `(n,
+    sum num)` (from `_compiled_maxima`) is reached. The windows are
+    recomputed bit for bit (same lookups, same order of additions); the
+    maxima come in because XLA makes a slow loop of a max and an argmax
+    over the same windows."""
+    argmaxes = []
+    for t, maximum in zip(tables, tf.split(maxima, [t.shape[2] for t in tables], axis=1)):
+        windows = _windows(char_ids, t)
+        positions = tf.range(tf.shape(windows)[1])[:, tf.newaxis]
+        at_max = tf.where(windows >= maximum[:, tf.newaxis], positions, -1)
+        argmaxes.append(tf.maximum(tf.reduce_max(at_max, axis=1), 0))
+    return argmaxes
+
+
+def _window_buckets(char_ids, argmax, g, width, n_characters):
     """`M (width, n_characters, num)`: `M[k, c, f]` sums `g[n, f]` over the
     tokens whose maximising window for filter f has char c at offset k.
 
     Args:
-        char_ids: int32 `(n, max_chars)`.
-        convolution: `(n, max_chars - width + 1, num)`; maximum: `(n, num)`
-            its max over positions; g: `(n, num)` the max's gradient.
+        char_ids: int32 `(n, max_chars)`; argmax: int32 `(n, num)`, the
+            maximising window's position; g: `(n, num)` the max's gradient.
     """
-    num = convolution.shape[2]
-    length = tf.shape(convolution)[1]
-    positions = tf.range(length)[:, tf.newaxis]
-    argmax = tf.reduce_max(tf.where(tf.equal(convolution, maximum[:, tf.newaxis]), positions, -1), axis=1)
+    num = argmax.shape[1]
+    length = tf.shape(char_ids)[1] - width + 1
     # A window's char ids, packed several to an int64, are gathered at the
     # argmax once per pack rather than once per offset.
     bits = max(1, (n_characters - 1).bit_length())

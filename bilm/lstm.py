@@ -9,6 +9,7 @@ import tensorflow as tf
 
 from bilm.lstm_bptt import lstm_recurrence_bptt, recomputed_gradients
 from bilm.lstm_cell import lstm_cell_step, projection_stand_in
+from bilm.xla_buckets import padded_size
 
 
 @keras.saving.register_keras_serializable(package="bilm")
@@ -200,11 +201,11 @@ def lstm_recurrence_xla(gates_x, lengths, c0, h0, recurrent_kernel, projection_k
     """`lstm_recurrence` compiled with XLA, for inference.
 
     XLA compiles once per input shape, so time is padded up to a bucket
-    (`_time_bucket`: a handful of compilations instead of one per sentence
+    (`padded_size`: a handful of compilations instead of one per sentence
     length); the loop itself stops at the longest row.
     """
     time = tf.shape(gates_x)[1]
-    padded_time = _time_bucket(time)
+    padded_time = padded_size(time)
     projection_kernel, use_projection = projection_stand_in(projection_kernel, gates_x.dtype)
     clips = (cell_clip, proj_clip)
 
@@ -231,16 +232,6 @@ def lstm_recurrence_xla(gates_x, lengths, c0, h0, recurrent_kernel, projection_k
         return (outputs[:, :time], c, h), grad
 
     return recurrence(gates_x, c0, h0, recurrent_kernel, projection_kernel)
-
-
-def _time_bucket(time):
-    """The padded length XLA compiles for: a multiple of 16, or of an
-    eighth of the next power of two for long sequences (at most ~12%
-    padding, a handful of compilations per doubling of the length)."""
-    power = tf.bitwise.left_shift(1, tf.cast(tf.math.ceil(
-        tf.math.log(tf.cast(tf.maximum(time, 1), tf.float32)) / tf.math.log(2.0)), tf.int32))
-    step = tf.maximum(16, power // 8)
-    return (time + step - 1) // step * step
 
 
 @tf.function(jit_compile=True, reduce_retracing=True)

@@ -45,8 +45,10 @@ def test_batch_size_does_not_change_results(tmp_path):
         with h5py.File(outfile, "r") as f:
             results.append({k: f[k][...] for k in f})
     assert results[0].keys() == results[1].keys()
+    # Equal up to float round-off: matmuls of 1 and of 7 rows may add in
+    # other orders.
     for key in results[0]:
-        np.testing.assert_allclose(results[0][key], results[1][key], atol=1e-6)
+        np.testing.assert_allclose(results[0][key], results[1][key], rtol=1e-5, atol=1e-6)
 
 
 def test_token_embeddings_make_the_token_path_equal_the_char_path(tmp_path):

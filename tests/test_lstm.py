@@ -108,9 +108,9 @@ def test_xla_by_default_only_for_kernels_that_stay_in_cache():
 
 
 def test_xla_time_buckets_cover_the_length_with_little_padding():
-    from bilm.lstm import _time_bucket
+    from bilm.xla_buckets import padded_size
     times = np.arange(1, 1100)
-    buckets = np.array([int(_time_bucket(tf.constant(int(t)))) for t in times])
+    buckets = np.array([int(padded_size(tf.constant(int(t)))) for t in times])
     assert np.all(buckets >= times) and np.all(buckets % 16 == 0)
     assert np.all(buckets[times > 128] <= times[times > 128] * 1.25)
     assert len(np.unique(buckets)) < 40  # few shapes to compile
