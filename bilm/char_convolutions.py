@@ -36,7 +36,19 @@ def max_pooled_char_convolutions(char_ids, embedding, kernels):
         is reached by several identical windows (padding), any one stands
         for all, which is exact since their gradients are equal.
     """
-    return _max_pooled(tf.cast(char_ids, tf.int32), embedding, *kernels)
+    char_ids = tf.cast(char_ids, tf.int32)
+    # XLA's gathers clamp an out-of-range id to the last row instead of
+    # failing, so a bad id would give a plausible wrong encoding.
+    n_characters = embedding.shape[0]
+    with tf.control_dependencies([
+        tf.debugging.assert_non_negative(char_ids, message="char ids must be >= 0 (build them with Batcher)"),
+        tf.debugging.assert_less(
+            char_ids, n_characters,
+            message=f"char ids must be < {n_characters}, the rows of the char embedding "
+                    "(build them with Batcher; training options need n_characters 261, prediction 262)"),
+    ]):
+        char_ids = tf.identity(char_ids)
+    return _max_pooled(char_ids, embedding, *kernels)
 
 
 # Tokens go through XLA in blocks of this many rows: one compilation per
@@ -47,29 +59,29 @@ BLOCK_ROWS = 64
 @tf.custom_gradient
 def _max_pooled(char_ids, embedding, *kernels):
     n = tf.shape(char_ids)[0]
+    # No tokens still makes one (padding) block, so that case needs no branch.
     n_blocks = tf.maximum((n + BLOCK_ROWS - 1) // BLOCK_ROWS, 1)
     blocks = tf.reshape(tf.pad(char_ids, [[0, n_blocks * BLOCK_ROWS - n], [0, 0]]),
                         [n_blocks, BLOCK_ROWS, tf.shape(char_ids)[1]])
     # T_k = embedding @ kernel[k], (width, n_characters, num) per kernel.
     tables = [tf.einsum("cd,kdf->kcf", tf.stop_gradient(embedding), tf.stop_gradient(kernel)) for kernel in kernels]
-    n_filters = sum(kernel.shape[2] for kernel in kernels)
+    nums = [kernel.shape[2] for kernel in kernels]
     maxima = tf.map_fn(lambda block: _compiled_maxima(block, tables), blocks,
-                       fn_output_signature=tf.TensorSpec([BLOCK_ROWS, n_filters], embedding.dtype))
+                       fn_output_signature=tf.TensorSpec([BLOCK_ROWS, sum(nums)], embedding.dtype))
 
     def grad(d_pooled):
         argmaxes = tf.map_fn(
             lambda args: _compiled_argmaxes(args[0], tables, args[1]), (blocks, maxima),
-            fn_output_signature=[tf.TensorSpec([BLOCK_ROWS, kernel.shape[2]], tf.int32) for kernel in kernels])
+            fn_output_signature=[tf.TensorSpec([BLOCK_ROWS, num], tf.int32) for num in nums])
         d_kernels, d_embedding = [], tf.zeros_like(embedding)
-        d_maxima = tf.split(d_pooled, [kernel.shape[2] for kernel in kernels], axis=1)
-        for argmax, kernel, g in zip(argmaxes, kernels, d_maxima):
+        for argmax, kernel, g in zip(argmaxes, kernels, tf.split(d_pooled, nums, axis=1)):
             argmax = tf.reshape(argmax, [-1, kernel.shape[2]])[:n]
             buckets = _window_buckets(char_ids, argmax, g, kernel.shape[0], embedding.shape[0])
             d_kernels.append(tf.einsum("cd,kcf->kdf", embedding, buckets))
             d_embedding += tf.einsum("kcf,kdf->cd", buckets, kernel)
         return (None, d_embedding, *d_kernels)
 
-    return tf.reshape(maxima, [-1, n_filters])[:n], grad
+    return tf.reshape(maxima, [-1, sum(nums)])[:n], grad
 
 
 def _windows(char_ids, tables):

@@ -63,3 +63,14 @@ def test_no_tokens_gives_an_empty_result_and_zero_gradients():
     gradients = tape.gradient(loss, [embedding] + kernels, unconnected_gradients=tf.UnconnectedGradients.ZERO)
     for gradient in gradients:
         assert not np.any(tf.convert_to_tensor(gradient).numpy())
+
+
+@pytest.mark.parametrize("bad_id", [-1, 262])
+def test_an_id_outside_the_embedding_is_a_clear_error(bad_id):
+    # XLA's lookups would clamp it silently; the op checks first.
+    embedding = tf.random.stateless_normal([262, 4], seed=[0, 1])
+    kernels = [tf.random.stateless_normal([2, 4, 3], seed=[0, 2])]
+    char_ids = np.full((2, 10), 5)
+    char_ids[1, 3] = bad_id
+    with pytest.raises(tf.errors.InvalidArgumentError, match="char ids must be"):
+        max_pooled_char_convolutions(tf.constant(char_ids, tf.int32), embedding, kernels)
