@@ -14,6 +14,11 @@ matmuls are timed on their own (forward, and the same again for the
 backward pass), since no implementation can beat them. Elementwise work,
 gathers and the optimizer are counted as free, so the ceiling is generous.
 
+Like `bilm.training.train`, it first calls `keep_freed_memory` (glibc
+keeps freed memory for the next step instead of returning it to the
+kernel); `--default_malloc` leaves glibc's settings alone, to show the
+difference.
+
 Quick run: python bench/bench_train.py --steps 5 --warmup 2 --batch_size 8 \\
     --lstm_dim 64 --projection_dim 16 --filter_scale 16 --n_negative 512
 """
@@ -31,6 +36,7 @@ from common import char_convolution_flops_per_token, encoder_flops_per_token, fo
 
 from bilm.presets import TRAINING_DEFAULTS, get_preset  # noqa: E402
 from bilm.data import make_tf_dataset  # noqa: E402
+from bilm.malloc_tuning import keep_freed_memory  # noqa: E402
 from bilm.training import TrainStep, load_training_data  # noqa: E402
 from bilm.training_model import SparseAdagrad, TrainingLM, training_settings  # noqa: E402
 
@@ -101,6 +107,12 @@ def run(args, n_vocab, directory):
     for i, batch in enumerate(batches[args.warmup:], start=args.warmup):
         loss = float(step(batch, i)["loss"])
     seconds = (time.perf_counter() - start) / args.steps
+    if args.rate is None:
+        # Measured after the timed steps: its large matmuls would raise
+        # glibc's adaptive mmap threshold and so hide what --default_malloc
+        # is there to show.
+        args.rate = matmul_rate()
+        print(f"float32 matmul: {args.rate / 1e9:,.1f} GFLOP/s on {tf.config.list_logical_devices()[-1].name}")
     ceiling = tokens_per_step / step_floor_seconds(parsed, settings, batches[args.warmup:], args.rate)
     n_bilm, n_softmax = lm.parameter_counts()
     flops = 3 * 2 * forward_flops_per_token(parsed) * tokens_per_step  # both directions, forward + backward
@@ -153,10 +165,15 @@ def main(argv=None):
     parser.add_argument("--lstm_dim", type=int, help="shrink: LSTM size")
     parser.add_argument("--projection_dim", type=int, help="shrink: projection size")
     parser.add_argument("--filter_scale", type=int, default=1, help="shrink: divide every CNN filter count")
+    parser.add_argument("--default_malloc", action="store_true",
+                        help="leave glibc's malloc settings alone (train() applies keep_freed_memory); "
+                             "the first vocabulary size shows the difference")
     args = parser.parse_args(argv)
 
-    rate = args.rate = matmul_rate()
-    print(f"float32 matmul: {rate / 1e9:,.1f} GFLOP/s on {tf.config.list_logical_devices()[-1].name}")
+    # As train() does; --default_malloc shows what it saves.
+    tuned = not args.default_malloc and keep_freed_memory()
+    print(f"malloc: {'freed memory kept for reuse (keep_freed_memory)' if tuned else 'glibc defaults'}")
+    args.rate = None
     speeds = {}
     with tempfile.TemporaryDirectory() as directory:
         for n_vocab in (int(v) for v in args.vocab_sizes.split(",")):

@@ -29,6 +29,7 @@ from bilm.checkpoints import CHECKPOINT_NAME, OPTIONS_FILE, CheckpointError
 from bilm.data import BidirectionalLMDataset, LMDataset, count_tokens, make_tf_dataset
 from bilm.data import load_vocab as _load_vocab
 from bilm.language_model import prediction_options
+from bilm.malloc_tuning import keep_freed_memory
 from bilm.options import OptionsError, load_options, save_options
 from bilm.presets import TRAINING_DEFAULTS, get_preset
 from bilm.training_model import (
@@ -322,6 +323,7 @@ def train(options, data, n_gpus, save_dir, log_dir, restart_ckpt_file=None, *,
         is kept).
     """
     options, settings = training_settings(options, need_schedule=True)
+    keep_freed_memory()
     strategy = strategy or make_strategy(n_gpus)
     schedule = _Schedule.of(options, settings, strategy.num_replicas_in_sync)
     save_dir = os.fspath(save_dir)
@@ -475,6 +477,7 @@ def test(options, ckpt_file, data, batch_size=256, *, unroll_steps=1, verbose=1)
     Returns:
         float, the average perplexity.
     """
+    keep_freed_memory()
     lm = load_training_model(options, ckpt_file)
     return evaluate(lm, data, batch_size, unroll_steps, verbose=verbose)["perplexity"]
 
