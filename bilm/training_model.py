@@ -359,8 +359,7 @@ class SparseAdagrad:
             accumulator.scatter_add(tf.IndexedSlices(tf.square(values), indices))
             step = lr * values * tf.math.rsqrt(tf.gather(accumulator, indices))
             return variable.scatter_sub(tf.IndexedSlices(step, indices))
-        accumulator.assign_add(tf.square(gradient))
-        return variable.assign_sub(lr * gradient * tf.math.rsqrt(accumulator))
+        return _dense_adagrad_update(variable, accumulator, gradient, lr)
 
     def apply(self, variables, gradients, strategy=None):
         """Updates `variables` `{name: var}` with `gradients` `{name: grad or None}`.
@@ -375,3 +374,22 @@ class SparseAdagrad:
             if gradient is not None:
                 strategy.extended.update(
                     variable, self.update, args=(gradient, self.accumulators[name]), group=False)
+
+
+def _dense_adagrad_update(variable, accumulator, gradient, learning_rate):
+    """The dense Adagrad step with its arithmetic in one compiled pass
+    (`_dense_adagrad_values`); as separate ops it is five passes, each
+    with a temporary the size of the variable (original size: ~135 -> ~90
+    ms per step on 2 cores)."""
+    # Tensors in, tensors out: under MirroredStrategy, variables passed into
+    # the compiled function and assigned there came out wrong.
+    accumulator_value, variable_value = _dense_adagrad_values(
+        tf.convert_to_tensor(accumulator), tf.convert_to_tensor(variable), gradient, learning_rate)
+    accumulator.assign(accumulator_value)
+    return variable.assign(variable_value)
+
+
+@tf.function(jit_compile=True)
+def _dense_adagrad_values(accumulator, variable, gradient, learning_rate):
+    accumulator = accumulator + gradient * gradient
+    return accumulator, variable - learning_rate * gradient * tf.math.rsqrt(accumulator)
