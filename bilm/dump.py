@@ -12,7 +12,6 @@ import numpy as np
 
 from bilm.batching import Batcher
 from bilm.language_model import BidirectionalLanguageModel, prediction_options
-from bilm.malloc_tuning import keep_freed_memory
 from bilm.options import load_options
 from bilm.bilm_model import build_bilm
 from bilm.sentence_files import count_lines, length_sorted_batches, read_sentences
@@ -107,7 +106,6 @@ def dump_bilm_embeddings(vocab_file, dataset_file, options_file, weight_file, ou
     of the others and of the batch size (the original ran one sentence at a
     time, carrying the LSTM state from one line to the next).
     """
-    keep_freed_memory()
     options = load_options(options_file)
     if options.char_cnn is None:
         raise ValueError(f"{options.source}: dump_bilm_embeddings needs a character model ('char_cnn').")
@@ -125,7 +123,6 @@ def dump_token_embeddings(vocab_file, options_file, weight_file, outfile, batch_
     encodings), ready for `BidirectionalLanguageModel(...,
     use_character_inputs=False, embedding_weight_file=outfile)`.
     """
-    keep_freed_memory()
     options = prediction_options(load_options(options_file))
     _check_output_path(outfile)
     max_chars = options.char_cnn.max_characters_per_token

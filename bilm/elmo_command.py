@@ -41,7 +41,6 @@ import numpy as np
 from bilm.batching import Batcher
 from bilm.dump import lm_embeddings_of, write_sentence_embeddings
 from bilm.language_model import BidirectionalLanguageModel
-from bilm.malloc_tuning import keep_freed_memory
 from bilm.options import load_options
 from bilm.sentence_files import count_lines, read_sentences
 
@@ -172,7 +171,6 @@ def embed_file(input_file, output_file, options_file, weight_file, output_format
     if not os.path.isdir(directory):
         raise FileNotFoundError(f"The output directory does not exist: {directory} (for {output_file}); "
                                 "create it first.")
-    keep_freed_memory()
     options = load_options(options_file)
     if options.char_cnn is None:
         raise ValueError(f"{options_file}: embed_file needs a character model (a 'char_cnn' section).")

@@ -477,7 +477,6 @@ def test(options, ckpt_file, data, batch_size=256, *, unroll_steps=1, verbose=1)
     Returns:
         float, the average perplexity.
     """
-    keep_freed_memory()
     lm = load_training_model(options, ckpt_file)
     return evaluate(lm, data, batch_size, unroll_steps, verbose=verbose)["perplexity"]
 
