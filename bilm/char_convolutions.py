@@ -18,6 +18,14 @@ chars, so both gradients are sums over `(char id, filter)` buckets
 
 computed with one `bincount` per filter width, instead of two dense
 backward convolutions.
+
+Words are short and each row of char ids ends in a run of one id (the
+padding char, or 0 for a padding row), so most windows lie inside that
+run, and all of them have one value per row and filter: the window of
+that id alone. Columns are kept only as far as the longest row's content
+needs (rounded up to `COLUMN_STEP`, so that XLA compiles a few shapes),
+and that one window stands in for all the dropped ones. The result is the
+same as over every position.
 """
 import tensorflow as tf
 
@@ -51,27 +59,51 @@ def max_pooled_char_convolutions(char_ids, embedding, kernels):
     return _max_pooled(char_ids, embedding, *kernels)
 
 
-# Tokens go through XLA in blocks of this many rows: one compilation per
-# model, whatever the number of tokens.
+# Tokens go through XLA in blocks of this many rows, and columns are kept
+# in steps of COLUMN_STEP: a few compilations per model, whatever the
+# number of tokens.
 BLOCK_ROWS = 64
+COLUMN_STEP = 8
+
+
+def columns_to_keep(char_ids, max_width):
+    """int32 scalar: how many leading columns of `char_ids` `(n, max_chars)`
+    hold every window that is not inside a row's trailing run of its last
+    id, rounded up to a multiple of `COLUMN_STEP` and at most `max_chars`.
+    The windows not kept (starting at or beyond that count less
+    `max_width - 1`) all lie inside those runs."""
+    max_chars = tf.shape(char_ids)[1]
+    differs = tf.cast(tf.not_equal(char_ids, char_ids[:, -1:]), tf.int32)
+    # One past the last position that differs from the row's last id.
+    content = tf.reduce_max(differs * tf.range(1, max_chars + 1)[tf.newaxis], axis=1)
+    needed = tf.maximum(tf.reduce_max(tf.concat([content, [0]], 0)) + max_width - 1, max_width)
+    return tf.minimum((needed + COLUMN_STEP - 1) // COLUMN_STEP * COLUMN_STEP, max_chars)
 
 
 @tf.custom_gradient
 def _max_pooled(char_ids, embedding, *kernels):
-    n = tf.shape(char_ids)[0]
+    n, max_chars = tf.shape(char_ids)[0], tf.shape(char_ids)[1]
+    widths = [kernel.shape[0] for kernel in kernels]
+    columns = columns_to_keep(char_ids, max(widths))
     # No tokens still makes one (padding) block, so that case needs no branch.
     n_blocks = tf.maximum((n + BLOCK_ROWS - 1) // BLOCK_ROWS, 1)
-    blocks = tf.reshape(tf.pad(char_ids, [[0, n_blocks * BLOCK_ROWS - n], [0, 0]]),
-                        [n_blocks, BLOCK_ROWS, tf.shape(char_ids)[1]])
+    padded = tf.pad(char_ids, [[0, n_blocks * BLOCK_ROWS - n], [0, 0]])
+    blocks = tf.reshape(padded[:, :columns], [n_blocks, BLOCK_ROWS, columns])
+    # Each row's last id, and the last window start of each width: the
+    # dropped windows' stand-in and where it sits.
+    fills = tf.reshape(padded[:, -1], [n_blocks, BLOCK_ROWS])
+    dropped = columns < max_chars
+    last_starts = [max_chars - width for width in widths]
     # T_k = embedding @ kernel[k], (width, n_characters, num) per kernel.
     tables = [tf.einsum("cd,kdf->kcf", tf.stop_gradient(embedding), tf.stop_gradient(kernel)) for kernel in kernels]
     nums = [kernel.shape[2] for kernel in kernels]
-    maxima = tf.map_fn(lambda block: _compiled_maxima(block, tables), blocks,
+    maxima = tf.map_fn(lambda block: _compiled_maxima(block[0], block[1], dropped, tables), (blocks, fills),
                        fn_output_signature=tf.TensorSpec([BLOCK_ROWS, sum(nums)], embedding.dtype))
 
     def grad(d_pooled):
         argmaxes = tf.map_fn(
-            lambda args: _compiled_argmaxes(args[0], tables, args[1]), (blocks, maxima),
+            lambda args: _compiled_argmaxes(args[0], args[1], dropped, last_starts, tables, args[2]),
+            (blocks, fills, maxima),
             fn_output_signature=[tf.TensorSpec([BLOCK_ROWS, num], tf.int32) for num in nums])
         d_kernels, d_embedding = [], tf.zeros_like(embedding)
         for argmax, kernel, g in zip(argmaxes, kernels, tf.split(d_pooled, nums, axis=1)):
@@ -84,33 +116,54 @@ def _max_pooled(char_ids, embedding, *kernels):
     return tf.reshape(maxima, [-1, sum(nums)])[:n], grad
 
 
-def _windows(char_ids, tables):
-    """`(n, max_chars - width + 1, num)`: a convolution as lookups in its
-    tables `(width, n_characters, num)`."""
-    width = tables.shape[0]
-    length = tf.shape(char_ids)[1] - width + 1
-    return tf.add_n([tf.gather(tables[k], char_ids[:, k:k + length]) for k in range(width)])
+def _window(char_ids, table, position):
+    """`(n, num)`: the convolution at one `position` (a scalar), as lookups
+    in its tables `(width, n_characters, num)`."""
+    return tf.add_n([tf.gather(table[k], char_ids[:, position + k]) for k in range(table.shape[0])])
+
+
+def _fill_window(fills, table):
+    """`(n, num)`: the window made of each row's `fills` id alone."""
+    return _window(tf.tile(fills[:, tf.newaxis], [1, table.shape[0]]), table, 0)
+
+
+# Both compiled functions walk the positions in a loop of (n, num) steps: a
+# max (or argmax) over a (n, positions, num) tensor of windows compiles, at
+# up to 32 positions, to one fused loop that is 2-5x slower.
+
+@tf.function(jit_compile=True)
+def _compiled_maxima(char_ids, fills, dropped, tables):
+    """`(n, sum num)`: each convolution's max over positions; over the kept
+    columns `char_ids` and, where columns were `dropped`, the `fills` window."""
+    maxima = []
+    for t in tables:
+        last = tf.shape(char_ids)[1] - t.shape[0]
+        _, maximum = tf.while_loop(
+            lambda p, m: p <= last,
+            lambda p, m, t=t: (p + 1, tf.maximum(m, _window(char_ids, t, p))),
+            (1, _window(char_ids, t, 0)))
+        maxima.append(tf.where(dropped, tf.maximum(maximum, _fill_window(fills, t)), maximum))
+    return tf.concat(maxima, axis=1)
 
 
 @tf.function(jit_compile=True)
-def _compiled_maxima(char_ids, tables):
-    """`(n, sum num)`: each convolution's max over positions."""
-    return tf.concat([tf.reduce_max(_windows(char_ids, t), axis=1) for t in tables], axis=1)
-
-
-@tf.function(jit_compile=True)
-def _compiled_argmaxes(char_ids, tables, maxima):
-    """Per convolution, int32 `(n, num)`: a position where `maxima` `(n,
-    sum num)` (from `_compiled_maxima`) is reached. The windows are
-    recomputed bit for bit (same lookups, same order of additions); the
-    maxima come in because XLA makes a slow loop of a max and an argmax
-    over the same windows."""
+def _compiled_argmaxes(char_ids, fills, dropped, last_starts, tables, maxima):
+    """Per convolution, int32 `(n, num)`: the last position where `maxima`
+    `(n, sum num)` (from `_compiled_maxima`) is reached, counted in all
+    columns (a dropped window is at `last_starts`, the last position). The
+    windows are recomputed bit for bit (same lookups, same order of
+    additions); the maxima come in because XLA makes a slow loop of a max
+    and an argmax over the same windows."""
     argmaxes = []
-    for t, maximum in zip(tables, tf.split(maxima, [t.shape[2] for t in tables], axis=1)):
-        windows = _windows(char_ids, t)
-        positions = tf.range(tf.shape(windows)[1])[:, tf.newaxis]
-        at_max = tf.where(windows >= maximum[:, tf.newaxis], positions, -1)
-        argmaxes.append(tf.maximum(tf.reduce_max(at_max, axis=1), 0))
+    for t, last_start, maximum in zip(tables, last_starts,
+                                      tf.split(maxima, [t.shape[2] for t in tables], axis=1)):
+        last = tf.shape(char_ids)[1] - t.shape[0]
+        _, argmax = tf.while_loop(
+            lambda p, a: p <= last,
+            lambda p, a, t=t, maximum=maximum: (p + 1, tf.where(_window(char_ids, t, p) >= maximum, p, a)),
+            (0, tf.zeros_like(maximum, tf.int32)))
+        at_fill = tf.logical_and(dropped, _fill_window(fills, t) >= maximum)
+        argmaxes.append(tf.where(at_fill, last_start, argmax))
     return argmaxes
 
 

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bilm.char_convolutions import max_pooled_char_convolutions
+from bilm.char_convolutions import columns_to_keep, max_pooled_char_convolutions
 
 
 def _reference(char_ids, embedding, kernels):
@@ -25,15 +25,10 @@ def _char_ids(n_characters, max_chars, seed):
     return tf.constant(ids, tf.int32)
 
 
-@pytest.mark.parametrize("n_characters, widths", [(262, (1, 3, 7)), (261, (2, 8, 9)), (1500, (4, 6, 7))])
-def test_outputs_and_gradients_equal_tf_autodiff(n_characters, widths):
-    # Widths 8 and 9 pack a window's ids into two int64s (7 per pack at 9
-    # bits); 1500 characters need 11 bits (5 per pack).
-    max_chars, dim = 10, 4
-    char_ids = _char_ids(n_characters, max_chars, seed=n_characters)
-    embedding = tf.random.stateless_uniform([n_characters, dim], seed=[1, n_characters], minval=-1, maxval=1)
-    kernels = [tf.random.stateless_normal([w, dim, 3 + w], seed=[2, w]) for w in widths]
-    upstream = tf.random.stateless_normal([12, sum(3 + w for w in widths)], seed=[3, 0])
+def _assert_matches_reference(char_ids, embedding, kernels):
+    """Outputs, and gradients of a loss through them, equal TF's conv1d and max."""
+    widths = [k.shape[0] for k in kernels]
+    upstream = tf.random.stateless_normal([char_ids.shape[0], sum(k.shape[2] for k in kernels)], seed=[3, 0])
     results = []
     for op in (max_pooled_char_convolutions, _reference):
         with tf.GradientTape() as tape:
@@ -43,13 +38,65 @@ def test_outputs_and_gradients_equal_tf_autodiff(n_characters, widths):
         gradients = tape.gradient(loss, [embedding] + kernels)
         results.append([pooled] + [tf.convert_to_tensor(g) for g in gradients])
     for name, ours, theirs in zip(["pooled", "d_embedding"] + [f"d_kernel_{w}" for w in widths], *results):
-        np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-5, atol=1e-5, err_msg=name)
+        # Sums of large terms: the round-off scales with the largest.
+        scale = max(1.0, np.abs(theirs.numpy()).max())
+        np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-5, atol=1e-5 * scale, err_msg=name)
         assert np.abs(theirs.numpy()).max() > 0, name
+
+
+@pytest.mark.parametrize("n_characters, widths", [(262, (1, 3, 7)), (261, (2, 8, 9)), (1500, (4, 6, 7))])
+def test_outputs_and_gradients_equal_tf_autodiff(n_characters, widths):
+    # Widths 8 and 9 pack a window's ids into two int64s (7 per pack at 9
+    # bits); 1500 characters need 11 bits (5 per pack).
+    max_chars, dim = 10, 4
+    char_ids = _char_ids(n_characters, max_chars, seed=n_characters)
+    embedding = tf.random.stateless_uniform([n_characters, dim], seed=[1, n_characters], minval=-1, maxval=1)
+    kernels = [tf.random.stateless_normal([w, dim, 3 + w], seed=[2, w]) for w in widths]
+    _assert_matches_reference(char_ids, embedding, kernels)
     # The padded rows tie across positions: TF splits the gradient between
     # the tied windows, the op gives it to one, and the two agree.
     convolution = tf.nn.conv1d(tf.gather(embedding, char_ids), kernels[0], stride=1, padding="VALID").numpy()
     ties = (convolution == convolution.max(axis=1, keepdims=True)).sum(axis=1)
     assert (ties > 1).any()
+
+
+def test_columns_past_the_longest_word_are_dropped_and_stood_in_for():
+    # Words of at most 14 ids in 40 columns: with widths up to 3, 16 columns
+    # hold every window that reaches into a word; the rest lie in the
+    # padding run. The padding char's embedding is large, so for many
+    # filters the padding window is the maximum, and for the 14-id row
+    # (width-3 windows kept at 0..13, all touching the word) only a dropped
+    # window reaches it.
+    n_characters, max_chars, dim, widths = 261, 40, 4, (1, 2, 3)
+    rng = np.random.default_rng(0)
+    ids = np.full((6, max_chars), n_characters - 1)
+    for row, length in enumerate([3, 14, 1, 5, 2]):
+        ids[row, :length] = rng.integers(0, n_characters - 1, size=length)
+    ids[5] = 0  # a batch padding row: its run is of id 0
+    ids[4, 1] = n_characters - 1  # the padding id inside a word is content
+    char_ids = tf.constant(ids, tf.int32)
+    assert int(columns_to_keep(char_ids, max(widths))) == 16
+    embedding = tf.tensor_scatter_nd_update(
+        tf.random.stateless_uniform([n_characters, dim], seed=[1, 2], minval=-1, maxval=1),
+        [[n_characters - 1]], [[4.0, -3.0, 2.0, 5.0]])
+    kernels = [tf.random.stateless_normal([w, dim, 6], seed=[2, w]) for w in widths]
+    _assert_matches_reference(char_ids, embedding, kernels)
+    convolution = tf.nn.conv1d(tf.gather(embedding, char_ids), kernels[2], stride=1, padding="VALID").numpy()
+    kept = 16 - widths[2] + 1
+    assert (convolution[1, kept:].max(axis=0) > convolution[1, :kept].max(axis=0)).any()
+
+
+def test_columns_to_keep_counts_the_longest_content_and_never_drops_a_window_it_needs():
+    def keep(rows, max_width):
+        return int(columns_to_keep(tf.constant(rows, tf.int32), max_width))
+    pad = 260
+    assert keep([[1, 2, pad] + [pad] * 37], 7) == 8  # content 2, + 6
+    assert keep([[1] * 3 + [pad] * 37, [1] * 10 + [pad] * 30], 7) == 16  # 10 + 6
+    assert keep([[1] * 39 + [2]], 7) == 40  # no run: everything
+    assert keep([[3] * 40], 7) == 8  # one id throughout: all windows alike
+    assert keep([[1] * 38 + [pad] * 2], 7) == 40  # capped at the row width
+    assert keep([[pad] * 40], 3) == 8  # only padding: at least one window
+    assert keep(np.zeros((0, 40)), 3) == 8
 
 
 def test_no_tokens_gives_an_empty_result_and_zero_gradients():
