@@ -89,11 +89,9 @@ def _max_pooled(char_ids, embedding, *kernels):
     n_blocks = tf.maximum((n + BLOCK_ROWS - 1) // BLOCK_ROWS, 1)
     padded = tf.pad(char_ids, [[0, n_blocks * BLOCK_ROWS - n], [0, 0]])
     blocks = tf.reshape(padded[:, :columns], [n_blocks, BLOCK_ROWS, columns])
-    # Each row's last id, and the last window start of each width: the
-    # dropped windows' stand-in and where it sits.
+    # Each row's last id: the dropped windows' stand-in.
     fills = tf.reshape(padded[:, -1], [n_blocks, BLOCK_ROWS])
     dropped = columns < max_chars
-    last_starts = [max_chars - width for width in widths]
     # T_k = embedding @ kernel[k], (width, n_characters, num) per kernel.
     tables = [tf.einsum("cd,kdf->kcf", tf.stop_gradient(embedding), tf.stop_gradient(kernel)) for kernel in kernels]
     nums = [kernel.shape[2] for kernel in kernels]
@@ -101,14 +99,23 @@ def _max_pooled(char_ids, embedding, *kernels):
                        fn_output_signature=tf.TensorSpec([BLOCK_ROWS, sum(nums)], embedding.dtype))
 
     def grad(d_pooled):
-        argmaxes = tf.map_fn(
-            lambda args: _compiled_argmaxes(args[0], args[1], dropped, last_starts, tables, args[2]),
+        n_characters = embedding.shape[0]
+        bins = tf.map_fn(
+            lambda args: _compiled_window_bins(args[0], args[1], dropped, tables, args[2], n_characters),
             (blocks, fills, maxima),
-            fn_output_signature=[tf.TensorSpec([BLOCK_ROWS, num], tf.int32) for num in nums])
+            fn_output_signature=[tf.TensorSpec([width, BLOCK_ROWS, num], tf.int32)
+                                 for width, num in zip(widths, nums)])
+        # Padding rows' windows add zeros.
+        g_blocks = tf.reshape(tf.pad(d_pooled, [[0, n_blocks * BLOCK_ROWS - n], [0, 0]]),
+                              [n_blocks, 1, BLOCK_ROWS, sum(nums)])
         d_kernels, d_embedding = [], tf.zeros_like(embedding)
-        for argmax, kernel, g in zip(argmaxes, kernels, tf.split(d_pooled, nums, axis=1)):
-            argmax = tf.reshape(argmax, [-1, kernel.shape[2]])[:n]
-            buckets = _window_buckets(char_ids, argmax, g, kernel.shape[0], embedding.shape[0])
+        for window_bins, kernel, g in zip(bins, kernels, tf.split(g_blocks, nums, axis=3)):
+            width, num = kernel.shape[0], kernel.shape[2]
+            size = width * n_characters * num
+            weights = tf.tile(g, [1, width, 1, 1])
+            buckets = tf.reshape(tf.math.bincount(tf.reshape(window_bins, [-1]), weights=tf.reshape(weights, [-1]),
+                                                  minlength=size, maxlength=size),
+                                 [width, n_characters, num])
             d_kernels.append(tf.einsum("cd,kcf->kdf", embedding, buckets))
             d_embedding += tf.einsum("kcf,kdf->cd", buckets, kernel)
         return (None, d_embedding, *d_kernels)
@@ -147,51 +154,26 @@ def _compiled_maxima(char_ids, fills, dropped, tables):
 
 
 @tf.function(jit_compile=True)
-def _compiled_argmaxes(char_ids, fills, dropped, last_starts, tables, maxima):
-    """Per convolution, int32 `(n, num)`: the last position where `maxima`
-    `(n, sum num)` (from `_compiled_maxima`) is reached, counted in all
-    columns (a dropped window is at `last_starts`, the last position). The
-    windows are recomputed bit for bit (same lookups, same order of
-    additions); the maxima come in because XLA makes a slow loop of a max
-    and an argmax over the same windows."""
-    argmaxes = []
-    for t, last_start, maximum in zip(tables, last_starts,
-                                      tf.split(maxima, [t.shape[2] for t in tables], axis=1)):
-        last = tf.shape(char_ids)[1] - t.shape[0]
+def _compiled_window_bins(char_ids, fills, dropped, tables, maxima, n_characters):
+    """Per convolution, int32 `(width, n, num)`: where the gradient of each
+    max lands, as bins `(k * n_characters + c) * num + f` of the buckets
+    `M (width, n_characters, num)` the module docstring describes: c is
+    the char at offset k of the last window reaching `maxima` `(n, sum
+    num)` (from `_compiled_maxima`; the `fills` id where that is a dropped
+    window). The windows are recomputed bit for bit (same lookups, same
+    order of additions)."""
+    all_bins = []
+    for t, maximum in zip(tables, tf.split(maxima, [t.shape[2] for t in tables], axis=1)):
+        width, num = t.shape[0], t.shape[2]
+        last = tf.shape(char_ids)[1] - width
         _, argmax = tf.while_loop(
             lambda p, a: p <= last,
             lambda p, a, t=t, maximum=maximum: (p + 1, tf.where(_window(char_ids, t, p) >= maximum, p, a)),
             (0, tf.zeros_like(maximum, tf.int32)))
         at_fill = tf.logical_and(dropped, _fill_window(fills, t) >= maximum)
-        argmaxes.append(tf.where(at_fill, last_start, argmax))
-    return argmaxes
-
-
-def _window_buckets(char_ids, argmax, g, width, n_characters):
-    """`M (width, n_characters, num)`: `M[k, c, f]` sums `g[n, f]` over the
-    tokens whose maximising window for filter f has char c at offset k.
-
-    Args:
-        char_ids: int32 `(n, max_chars)`; argmax: int32 `(n, num)`, the
-            maximising window's position; g: `(n, num)` the max's gradient.
-    """
-    num = argmax.shape[1]
-    length = tf.shape(char_ids)[1] - width + 1
-    # A window's char ids, packed several to an int64, are gathered at the
-    # argmax once per pack rather than once per offset.
-    bits = max(1, (n_characters - 1).bit_length())
-    per_pack = 63 // bits
-    ids = tf.cast(char_ids, tf.int64)
-    column = tf.range(num, dtype=tf.int64)
-    bins = []
-    for first in range(0, width, per_pack):
-        offsets = range(first, min(first + per_pack, width))
-        packed = tf.add_n([tf.bitwise.left_shift(ids[:, k:k + length], bits * (k - first)) for k in offsets])
-        packed = tf.gather(packed, argmax, batch_dims=1)  # (n, num)
-        for k in offsets:
-            char = tf.bitwise.bitwise_and(tf.bitwise.right_shift(packed, bits * (k - first)), (1 << bits) - 1)
-            bins.append((k * n_characters + char) * num + column)
-    size = width * n_characters * num
-    weights = tf.reshape(tf.tile(g[tf.newaxis], [width, 1, 1]), [-1])
-    sums = tf.math.bincount(tf.reshape(tf.stack(bins), [-1]), weights=weights, minlength=size, maxlength=size)
-    return tf.reshape(sums, [width, n_characters, num])
+        column = tf.range(num)
+        all_bins.append(tf.stack([
+            (k * n_characters + tf.where(at_fill, fills[:, tf.newaxis],
+                                         tf.gather(char_ids, argmax + k, batch_dims=1))) * num + column
+            for k in range(width)]))
+    return all_bins
