@@ -5,9 +5,10 @@ w char ids, and its output at position t is a sum of table rows:
 
     conv[n, t] = sum_k T_k[ids[n, t + k]]        T_k = embedding @ kernel[k]
 
-with one small table `T_k (n_characters, num)` per offset. XLA fuses the
-lookups, the sum and the max over positions into one pass over the tokens,
-far fewer operations than the convolution's multiply-adds.
+with one small table `T_k (n_characters, num)` per offset (all of a
+kernel's side by side: one matmul). A compiled loop over positions keeps
+the running max, each step fusing the lookups and the sum: far fewer
+operations than the convolution's multiply-adds.
 
 The gradient goes through the max to one window per token and filter (the
 maximising one), and a window's gradient lands on the table rows of its
@@ -16,8 +17,8 @@ chars, so both gradients are sums over `(char id, filter)` buckets
     M_k[c, f] = sum of g[n, f] over tokens n with char c at argmax[n, f] + k
     d_kernel[k] = embedding^T M_k        d_embedding = sum_k M_k kernel[k]^T
 
-computed with one `bincount` per filter width, instead of two dense
-backward convolutions.
+computed with one `bincount` and two matmuls per filter width, instead of
+two dense backward convolutions.
 
 Words are short and each row of char ids ends in a run of one id (the
 padding char, or 0 for a padding row), so most windows lie inside that
@@ -92,8 +93,10 @@ def _max_pooled(char_ids, embedding, *kernels):
     # Each row's last id: the dropped windows' stand-in.
     fills = tf.reshape(padded[:, -1], [n_blocks, BLOCK_ROWS])
     dropped = columns < max_chars
-    # T_k = embedding @ kernel[k], (width, n_characters, num) per kernel.
-    tables = [tf.einsum("cd,kdf->kcf", tf.stop_gradient(embedding), tf.stop_gradient(kernel)) for kernel in kernels]
+    # All T_k of a kernel as one table (n_characters, width, num): one matmul.
+    flat_kernels = [_flat_kernel(tf.stop_gradient(kernel)) for kernel in kernels]
+    tables = [tf.reshape(tf.matmul(tf.stop_gradient(embedding), flat), [-1, kernel.shape[0], kernel.shape[2]])
+              for kernel, flat in zip(kernels, flat_kernels)]
     nums = [kernel.shape[2] for kernel in kernels]
     maxima = tf.map_fn(lambda block: _compiled_maxima(block[0], block[1], dropped, tables), (blocks, fills),
                        fn_output_signature=tf.TensorSpec([BLOCK_ROWS, sum(nums)], embedding.dtype))
@@ -101,7 +104,7 @@ def _max_pooled(char_ids, embedding, *kernels):
     def grad(d_pooled):
         n_characters = embedding.shape[0]
         bins = tf.map_fn(
-            lambda args: _compiled_window_bins(args[0], args[1], dropped, tables, args[2], n_characters),
+            lambda args: _compiled_window_bins(args[0], args[1], dropped, tables, args[2]),
             (blocks, fills, maxima),
             fn_output_signature=[tf.TensorSpec([width, BLOCK_ROWS, num], tf.int32)
                                  for width, num in zip(widths, nums)])
@@ -109,29 +112,37 @@ def _max_pooled(char_ids, embedding, *kernels):
         g_blocks = tf.reshape(tf.pad(d_pooled, [[0, n_blocks * BLOCK_ROWS - n], [0, 0]]),
                               [n_blocks, 1, BLOCK_ROWS, sum(nums)])
         d_kernels, d_embedding = [], tf.zeros_like(embedding)
-        for window_bins, kernel, g in zip(bins, kernels, tf.split(g_blocks, nums, axis=3)):
+        for window_bins, kernel, flat, g in zip(bins, kernels, flat_kernels, tf.split(g_blocks, nums, axis=3)):
             width, num = kernel.shape[0], kernel.shape[2]
             size = width * n_characters * num
             weights = tf.tile(g, [1, width, 1, 1])
+            # All M_k of the kernel, (n_characters, width * num).
             buckets = tf.reshape(tf.math.bincount(tf.reshape(window_bins, [-1]), weights=tf.reshape(weights, [-1]),
                                                   minlength=size, maxlength=size),
-                                 [width, n_characters, num])
-            d_kernels.append(tf.einsum("cd,kcf->kdf", embedding, buckets))
-            d_embedding += tf.einsum("kcf,kdf->cd", buckets, kernel)
+                                 [n_characters, width * num])
+            d_flat = tf.matmul(embedding, buckets, transpose_a=True)  # (dim, width * num)
+            d_kernels.append(tf.transpose(tf.reshape(d_flat, [-1, width, num]), [1, 0, 2]))
+            d_embedding += tf.matmul(buckets, flat, transpose_b=True)
         return (None, d_embedding, *d_kernels)
 
     return tf.reshape(maxima, [-1, sum(nums)])[:n], grad
 
 
+def _flat_kernel(kernel):
+    """`(dim, width * num)`: a kernel `(width, dim, num)` with its offsets
+    side by side, so that `embedding @ it` holds every `T_k`."""
+    return tf.reshape(tf.transpose(kernel, [1, 0, 2]), [kernel.shape[1], -1])
+
+
 def _window(char_ids, table, position):
     """`(n, num)`: the convolution at one `position` (a scalar), as lookups
-    in its tables `(width, n_characters, num)`."""
-    return tf.add_n([tf.gather(table[k], char_ids[:, position + k]) for k in range(table.shape[0])])
+    in its table `(n_characters, width, num)`."""
+    return tf.add_n([tf.gather(table, char_ids[:, position + k])[:, k] for k in range(table.shape[1])])
 
 
 def _fill_window(fills, table):
     """`(n, num)`: the window made of each row's `fills` id alone."""
-    return _window(tf.tile(fills[:, tf.newaxis], [1, table.shape[0]]), table, 0)
+    return _window(tf.tile(fills[:, tf.newaxis], [1, table.shape[1]]), table, 0)
 
 
 # Both compiled functions walk the positions in a loop of (n, num) steps: a
@@ -144,7 +155,7 @@ def _compiled_maxima(char_ids, fills, dropped, tables):
     columns `char_ids` and, where columns were `dropped`, the `fills` window."""
     maxima = []
     for t in tables:
-        last = tf.shape(char_ids)[1] - t.shape[0]
+        last = tf.shape(char_ids)[1] - t.shape[1]
         _, maximum = tf.while_loop(
             lambda p, m: p <= last,
             lambda p, m, t=t: (p + 1, tf.maximum(m, _window(char_ids, t, p))),
@@ -154,17 +165,17 @@ def _compiled_maxima(char_ids, fills, dropped, tables):
 
 
 @tf.function(jit_compile=True)
-def _compiled_window_bins(char_ids, fills, dropped, tables, maxima, n_characters):
+def _compiled_window_bins(char_ids, fills, dropped, tables, maxima):
     """Per convolution, int32 `(width, n, num)`: where the gradient of each
-    max lands, as bins `(k * n_characters + c) * num + f` of the buckets
-    `M (width, n_characters, num)` the module docstring describes: c is
+    max lands, as bins `(c * width + k) * num + f` of the buckets `M_k[c,
+    f]` the module docstring describes, `(n_characters, width, num)`: c is
     the char at offset k of the last window reaching `maxima` `(n, sum
     num)` (from `_compiled_maxima`; the `fills` id where that is a dropped
     window). The windows are recomputed bit for bit (same lookups, same
     order of additions)."""
     all_bins = []
     for t, maximum in zip(tables, tf.split(maxima, [t.shape[2] for t in tables], axis=1)):
-        width, num = t.shape[0], t.shape[2]
+        width, num = t.shape[1], t.shape[2]
         last = tf.shape(char_ids)[1] - width
         _, argmax = tf.while_loop(
             lambda p, a: p <= last,
@@ -173,7 +184,7 @@ def _compiled_window_bins(char_ids, fills, dropped, tables, maxima, n_characters
         at_fill = tf.logical_and(dropped, _fill_window(fills, t) >= maximum)
         column = tf.range(num)
         all_bins.append(tf.stack([
-            (k * n_characters + tf.where(at_fill, fills[:, tf.newaxis],
-                                         tf.gather(char_ids, argmax + k, batch_dims=1))) * num + column
+            (tf.where(at_fill, fills[:, tf.newaxis], tf.gather(char_ids, argmax + k, batch_dims=1)) * width + k)
+            * num + column
             for k in range(width)]))
     return all_bins
