@@ -21,8 +21,9 @@ class ProjectedLSTM(keras.layers.Layer):
     `m_t = sigmoid(o) * tanh(c_t)`, `h_t = clip(m_t W_p, proj_clip)` (or
     `h_t = m_t` without projection).
 
-    The input half `x W_x + b` is one matmul over all time steps; only the
-    recurrence runs step by step, inside a compiled `tf.while_loop`. Steps
+    The input half `x W_x + b` is one matmul over all time steps, laid out
+    time-major for the loop; only the recurrence runs step by step, inside
+    a compiled `tf.while_loop`. Steps
     at or beyond a row's length leave the state unchanged and output zeros.
     With `go_backwards=True` each row is read reversed *within its own
     length* and the outputs are put back in input order.
@@ -94,19 +95,21 @@ class ProjectedLSTM(keras.layers.Layer):
             batch = tf.shape(token_index)[0]
             if self.go_backwards:
                 token_index = tf.reverse_sequence(token_index, lengths, seq_axis=1, batch_axis=0)
-            gates_x = tf.gather(tf.matmul(inputs[0], self.input_kernel) + self.bias, token_index)
+            gates_tm = tf.gather(tf.matmul(inputs[0], self.input_kernel) + self.bias, tf.transpose(token_index))
         else:
             batch = tf.shape(inputs)[0]
             if self.go_backwards:
                 inputs = tf.reverse_sequence(inputs, lengths, seq_axis=1, batch_axis=0)
             input_dim = tf.shape(inputs)[-1]
-            # (batch, time, 4 * units) input half of the gates, one matmul.
-            gates_x = tf.reshape(
-                tf.matmul(tf.reshape(inputs, [-1, input_dim]), self.input_kernel) + self.bias,
-                [batch, tf.shape(inputs)[1], 4 * self.units])
+            # (time, batch, 4 * units) input half of the gates, one matmul;
+            # the narrow inputs are transposed rather than the wide gates.
+            gates_tm = tf.reshape(
+                tf.matmul(tf.reshape(tf.transpose(inputs, [1, 0, 2]), [-1, input_dim]), self.input_kernel)
+                + self.bias,
+                [tf.shape(inputs)[1], batch, 4 * self.units])
         if initial_state is None:
-            c0 = tf.zeros([batch, self.units], gates_x.dtype)
-            h0 = tf.zeros([batch, self.output_dim], gates_x.dtype)
+            c0 = tf.zeros([batch, self.units], gates_tm.dtype)
+            h0 = tf.zeros([batch, self.output_dim], gates_tm.dtype)
         else:
             c0, h0 = initial_state
         projection_kernel = None
@@ -114,7 +117,7 @@ class ProjectedLSTM(keras.layers.Layer):
             projection_kernel = tf.convert_to_tensor(self.projection_kernel)
         # Training uses the recurrence with a hand-written backward pass; it
         # stores what that pass needs, which inference does not pay for.
-        args = (gates_x, lengths, c0, h0, tf.convert_to_tensor(self.recurrent_kernel),
+        args = (gates_tm, lengths, c0, h0, tf.convert_to_tensor(self.recurrent_kernel),
                 projection_kernel, self.cell_clip, self.proj_clip)
         if training:
             outputs, c, h = lstm_recurrence_bptt(*args, jit_compile=self.uses_xla)
@@ -161,12 +164,13 @@ XLA_AUTO_MAX_KERNEL_BYTES = 8 * 2 ** 20
 
 
 @tf.function(reduce_retracing=True)
-def lstm_recurrence(gates_x, lengths, c0, h0, recurrent_kernel, projection_kernel,
+def lstm_recurrence(gates_tm, lengths, c0, h0, recurrent_kernel, projection_kernel,
                     cell_clip, proj_clip):
     """Runs the LSTM recurrence given the precomputed input half of the gates.
 
     Args:
-        gates_x: `(batch, time, 4 * units)`, `x W_x + b` in `i, j, f, o` order.
+        gates_tm: `(time, batch, 4 * units)`, `x W_x + b` in `i, j, f, o`
+            order, time-major (the loop reads one step's gates at a time).
         lengths: `(batch,)` valid steps per row.
         c0, h0: `(batch, units)`, `(batch, output_dim)` initial state.
         recurrent_kernel: `(output_dim, 4 * units)`.
@@ -177,9 +181,8 @@ def lstm_recurrence(gates_x, lengths, c0, h0, recurrent_kernel, projection_kerne
         outputs `(batch, time, output_dim)` (zeros at padded steps), and the
         final `c`, `h` at each row's last valid step.
     """
-    time = tf.shape(gates_x)[1]
-    gates_tm = tf.transpose(gates_x, [1, 0, 2])
-    outputs_ta = tf.TensorArray(gates_x.dtype, size=time, element_shape=h0.shape)
+    time = tf.shape(gates_tm)[0]
+    outputs_ta = tf.TensorArray(gates_tm.dtype, size=time, element_shape=h0.shape)
 
     def step(t, c, h, outputs_ta):
         *_, new_c, _, new_h = lstm_cell_step(gates_tm[t], c, h, recurrent_kernel, projection_kernel,
@@ -196,7 +199,7 @@ def lstm_recurrence(gates_x, lengths, c0, h0, recurrent_kernel, projection_kerne
     return outputs, c, h
 
 
-def lstm_recurrence_xla(gates_x, lengths, c0, h0, recurrent_kernel, projection_kernel,
+def lstm_recurrence_xla(gates_tm, lengths, c0, h0, recurrent_kernel, projection_kernel,
                         cell_clip, proj_clip):
     """`lstm_recurrence` compiled with XLA, for inference.
 
@@ -204,43 +207,42 @@ def lstm_recurrence_xla(gates_x, lengths, c0, h0, recurrent_kernel, projection_k
     (`padded_size`: a handful of compilations instead of one per sentence
     length); the loop itself stops at the longest row.
     """
-    time = tf.shape(gates_x)[1]
+    time = tf.shape(gates_tm)[0]
     padded_time = padded_size(time)
-    projection_kernel, use_projection = projection_stand_in(projection_kernel, gates_x.dtype)
+    projection_kernel, use_projection = projection_stand_in(projection_kernel, gates_tm.dtype)
     clips = (cell_clip, proj_clip)
 
     # Autodiff cannot see into an XLA loop, so gradients (e.g. fine-tuning
     # through ELMo) re-run the loop with the hand-written backward pass.
     @tf.custom_gradient
-    def recurrence(gates_x, c0, h0, recurrent_kernel, projection_kernel):
+    def recurrence(gates_tm, c0, h0, recurrent_kernel, projection_kernel):
         padded, c0_, h0_, recurrent, projection = [
-            tf.stop_gradient(x) for x in (gates_x, c0, h0, recurrent_kernel, projection_kernel)]
-        padded = tf.pad(padded, [[0, 0], [0, padded_time - time], [0, 0]])
+            tf.stop_gradient(x) for x in (gates_tm, c0, h0, recurrent_kernel, projection_kernel)]
+        padded = tf.pad(padded, [[0, padded_time - time], [0, 0], [0, 0]])
         # An empty batch or sequence has nothing to compile (and XLA's
         # scatter rejects it): zeros out, states unchanged.
         outputs, c, h = tf.cond(
-            tf.size(gates_x) > 0,
+            tf.size(gates_tm) > 0,
             lambda: _compiled_recurrence(padded, lengths, c0_, h0_, recurrent,
                                          projection if use_projection else None, *clips),
-            lambda: (tf.zeros([tf.shape(padded)[0], tf.shape(padded)[1], tf.shape(h0_)[1]], padded.dtype),
+            lambda: (tf.zeros([tf.shape(padded)[1], tf.shape(padded)[0], tf.shape(h0_)[1]], padded.dtype),
                      c0_, h0_))
 
         def grad(d_outputs, d_c, d_h):
-            return recomputed_gradients(gates_x, lengths, c0, h0, recurrent_kernel, projection_kernel,
+            return recomputed_gradients(gates_tm, lengths, c0, h0, recurrent_kernel, projection_kernel,
                                         *clips, use_projection, d_outputs, d_c, d_h)
 
         return (outputs[:, :time], c, h), grad
 
-    return recurrence(gates_x, c0, h0, recurrent_kernel, projection_kernel)
+    return recurrence(gates_tm, c0, h0, recurrent_kernel, projection_kernel)
 
 
 @tf.function(jit_compile=True, reduce_retracing=True)
-def _compiled_recurrence(gates_x, lengths, c0, h0, recurrent_kernel, projection_kernel,
+def _compiled_recurrence(gates_tm, lengths, c0, h0, recurrent_kernel, projection_kernel,
                          cell_clip, proj_clip):
     # Outputs live in one zero buffer updated in place (XLA's dynamic
     # update), so steps past the longest row are never run.
-    gates_tm = tf.transpose(gates_x, [1, 0, 2])
-    outputs = tf.zeros([tf.shape(gates_x)[1], tf.shape(h0)[0], tf.shape(h0)[1]], gates_x.dtype)
+    outputs = tf.zeros([tf.shape(gates_tm)[0], tf.shape(h0)[0], tf.shape(h0)[1]], gates_tm.dtype)
 
     def step(t, c, h, outputs):
         *_, new_c, _, new_h = lstm_cell_step(gates_tm[t], c, h, recurrent_kernel, projection_kernel,
@@ -252,5 +254,5 @@ def _compiled_recurrence(gates_x, lengths, c0, h0, recurrent_kernel, projection_
 
     _, c, h, outputs = tf.while_loop(
         lambda t, *_: t < tf.reduce_max(lengths), step, (tf.constant(0), c0, h0, outputs),
-        maximum_iterations=tf.shape(gates_x)[1])
+        maximum_iterations=tf.shape(gates_tm)[0])
     return tf.transpose(outputs, [1, 0, 2]), c, h

@@ -18,22 +18,22 @@ def _clip_passes(x, clip):
     return tf.cast(tf.logical_and(x >= -clip, x <= clip), x.dtype)
 
 
-def lstm_recurrence_bptt(gates_x, lengths, c0, h0, recurrent_kernel, projection_kernel,
+def lstm_recurrence_bptt(gates_tm, lengths, c0, h0, recurrent_kernel, projection_kernel,
                          cell_clip, proj_clip, jit_compile=False):
     """Same arguments and results as `bilm.lstm.lstm_recurrence`; differentiable
-    with respect to `gates_x`, `c0`, `h0` and both kernels. `jit_compile`
+    with respect to `gates_tm`, `c0`, `h0` and both kernels. `jit_compile`
     compiles both loops with XLA (fused elementwise work per step; worth it
     when shapes repeat, as in training)."""
-    projection_kernel, use_projection = projection_stand_in(projection_kernel, gates_x.dtype)
+    projection_kernel, use_projection = projection_stand_in(projection_kernel, gates_tm.dtype)
     forward = _FORWARD_XLA if jit_compile else _FORWARD
     backward = _BACKWARD_XLA if jit_compile else _BACKWARD
     clips = (cell_clip, proj_clip, use_projection)
 
     @tf.custom_gradient
-    def recurrence(gates_x, c0, h0, recurrent_kernel, projection_kernel):
+    def recurrence(gates_tm, c0, h0, recurrent_kernel, projection_kernel):
         # The gradient is the hand-written one; stop_gradient keeps an outer
         # tape from asking the loops for autodiff bookkeeping (which XLA cannot compile).
-        inputs = [tf.stop_gradient(x) for x in (gates_x, c0, h0, recurrent_kernel, projection_kernel)]
+        inputs = [tf.stop_gradient(x) for x in (gates_tm, c0, h0, recurrent_kernel, projection_kernel)]
         outputs, c, h, saved = forward(inputs[0], lengths, *inputs[1:], *clips)
 
         def grad(d_outputs, d_c, d_h):
@@ -42,30 +42,29 @@ def lstm_recurrence_bptt(gates_x, lengths, c0, h0, recurrent_kernel, projection_
 
         return (outputs, c, h), grad
 
-    return recurrence(gates_x, c0, h0, recurrent_kernel, projection_kernel)
+    return recurrence(gates_tm, c0, h0, recurrent_kernel, projection_kernel)
 
 
-def recomputed_gradients(gates_x, lengths, c0, h0, recurrent_kernel, projection_kernel,
+def recomputed_gradients(gates_tm, lengths, c0, h0, recurrent_kernel, projection_kernel,
                          cell_clip, proj_clip, use_projection, d_outputs, d_c, d_h):
     """Gradients of `lstm_recurrence`'s results (given theirs, `d_outputs`,
-    `d_c`, `d_h`) with respect to `(gates_x, c0, h0, recurrent_kernel,
+    `d_c`, `d_h`) with respect to `(gates_tm, c0, h0, recurrent_kernel,
     projection_kernel)`, re-running the forward loop to get what the
     backward pass needs; for forward passes that kept nothing (inference
     under XLA). `projection_kernel` is a `projection_stand_in`."""
     clips = (cell_clip, proj_clip, use_projection)
-    *_, saved = _forward_pass(gates_x, lengths, c0, h0, recurrent_kernel, projection_kernel, *clips)
+    *_, saved = _forward_pass(gates_tm, lengths, c0, h0, recurrent_kernel, projection_kernel, *clips)
     return _backward_pass(d_outputs, d_c, d_h, lengths, c0, h0, recurrent_kernel, projection_kernel,
                           saved, *clips)
 
 
-def _forward_pass(gates_x, lengths, c0, h0, recurrent_kernel, projection_kernel,
+def _forward_pass(gates_tm, lengths, c0, h0, recurrent_kernel, projection_kernel,
                   cell_clip, proj_clip, use_projection):
     """The forward loop; also returns what `_backward_pass` needs, stacked
     time-major: gate activations, cells before and after clipping/masking,
     carried hidden states and the projection before clipping."""
-    time = tf.shape(gates_x)[1]
-    gates_tm = tf.transpose(gates_x, [1, 0, 2])
-    dtype = gates_x.dtype
+    time = tf.shape(gates_tm)[0]
+    dtype = gates_tm.dtype
 
     def array():
         return tf.TensorArray(dtype, size=time)
@@ -91,8 +90,8 @@ def _forward_pass(gates_x, lengths, c0, h0, recurrent_kernel, projection_kernel,
 
 def _backward_pass(d_outputs, d_c, d_h, lengths, c0, h0, recurrent_kernel, projection_kernel,
                    saved, cell_clip, proj_clip, use_projection):
-    """Gradients of `_forward_pass`'s outputs with respect to `(gates_x, c0,
-    h0, recurrent_kernel, projection_kernel)`."""
+    """Gradients of `_forward_pass`'s outputs with respect to `(gates_tm, c0,
+    h0, recurrent_kernel, projection_kernel)`; the first time-major too."""
     gates, raw_cells, cells, hiddens, projected = saved
     time = tf.shape(gates)[0]
     dtype = gates.dtype
@@ -149,7 +148,7 @@ def _backward_pass(d_outputs, d_c, d_h, lengths, c0, h0, recurrent_kernel, proje
                                  tf.reshape(d_raw_h, [-1, tf.shape(d_raw_h)[2]]), transpose_a=True)
     else:
         d_projection = tf.zeros_like(projection_kernel)
-    return tf.transpose(d_gates, [1, 0, 2]), dc0, dh0, d_recurrent, d_projection
+    return d_gates, dc0, dh0, d_recurrent, d_projection
 
 
 _FORWARD = _forward_pass

@@ -19,7 +19,7 @@ def test_bptt_gradients_equal_autodiff(units, projection, cell_clip, proj_clip, 
     rng = np.random.default_rng(0)
     batch, time = 4, 6
     output_dim = projection or units
-    gates_x = tf.constant(rng.normal(size=(batch, time, 4 * units)), tf.float32)
+    gates_tm = tf.constant(rng.normal(size=(time, batch, 4 * units)), tf.float32)  # time-major
     lengths = tf.constant([6, 3, 0, 5])
     c0 = tf.constant(rng.normal(size=(batch, units)), tf.float32)
     h0 = tf.constant(rng.normal(size=(batch, output_dim)), tf.float32)
@@ -29,17 +29,17 @@ def test_bptt_gradients_equal_autodiff(units, projection, cell_clip, proj_clip, 
                                                                 (batch, output_dim))]
 
     def gradients(recurrence):
-        sources = [gates_x, c0, h0, w_h] + ([w_p] if projection else [])
+        sources = [gates_tm, c0, h0, w_h] + ([w_p] if projection else [])
         with tf.GradientTape() as tape:
             tape.watch(sources)
-            results = recurrence(gates_x, lengths, c0, h0, w_h, w_p, cell_clip, proj_clip)
+            results = recurrence(gates_tm, lengths, c0, h0, w_h, w_p, cell_clip, proj_clip)
             loss = sum(tf.reduce_sum(r * w) for r, w in zip(results, weights))
         return results, tape.gradient(loss, sources)
 
     (out_a, *_), grads_a = gradients(lstm_recurrence.python_function)
     (out_b, *_), grads_b = gradients(functools.partial(lstm_recurrence_bptt, jit_compile=jit_compile))
     np.testing.assert_allclose(out_b.numpy(), out_a.numpy(), atol=1e-6)
-    for name, a, b in zip(["gates_x", "c0", "h0", "recurrent", "projection"], grads_a, grads_b):
+    for name, a, b in zip(["gates_tm", "c0", "h0", "recurrent", "projection"], grads_a, grads_b):
         np.testing.assert_allclose(b.numpy(), a.numpy(), atol=2e-5, err_msg=name)
         assert np.abs(a.numpy()).max() > 0, name
 
