@@ -71,8 +71,8 @@ def columns_to_keep(char_ids, max_width):
     """int32 scalar: how many leading columns of `char_ids` `(n, max_chars)`
     hold every window that is not inside a row's trailing run of its last
     id, rounded up to a multiple of `COLUMN_STEP` and at most `max_chars`.
-    The windows not kept (starting at or beyond that count less
-    `max_width - 1`) all lie inside those runs."""
+    The windows not kept (of width w, those starting after the count less
+    w) all lie inside those runs."""
     max_chars = tf.shape(char_ids)[1]
     differs = tf.cast(tf.not_equal(char_ids, char_ids[:, -1:]), tf.int32)
     # One past the last position that differs from the row's last id.
@@ -85,6 +85,10 @@ def columns_to_keep(char_ids, max_width):
 def _max_pooled(char_ids, embedding, *kernels):
     n, max_chars = tf.shape(char_ids)[0], tf.shape(char_ids)[1]
     widths = [kernel.shape[0] for kernel in kernels]
+    nums = [kernel.shape[2] for kernel in kernels]
+    if max(w * num for w, num in zip(widths, nums)) * embedding.shape[0] >= 2 ** 31:
+        raise ValueError(f"char CNN too large for int32 gradient bins: {embedding.shape[0]} characters "
+                         f"x filters {list(zip(widths, nums))}; use fewer characters or filters.")
     columns = columns_to_keep(char_ids, max(widths))
     # No tokens still makes one (padding) block, so that case needs no branch.
     n_blocks = tf.maximum((n + BLOCK_ROWS - 1) // BLOCK_ROWS, 1)
@@ -97,7 +101,6 @@ def _max_pooled(char_ids, embedding, *kernels):
     flat_kernels = [_flat_kernel(tf.stop_gradient(kernel)) for kernel in kernels]
     tables = [tf.reshape(tf.matmul(tf.stop_gradient(embedding), flat), [-1, kernel.shape[0], kernel.shape[2]])
               for kernel, flat in zip(kernels, flat_kernels)]
-    nums = [kernel.shape[2] for kernel in kernels]
     maxima = tf.map_fn(lambda block: _compiled_maxima(block[0], block[1], dropped, tables), (blocks, fills),
                        fn_output_signature=tf.TensorSpec([BLOCK_ROWS, sum(nums)], embedding.dtype))
 

@@ -121,3 +121,11 @@ def test_an_id_outside_the_embedding_is_a_clear_error(bad_id):
     char_ids[1, 3] = bad_id
     with pytest.raises(tf.errors.InvalidArgumentError, match="char ids must be"):
         max_pooled_char_convolutions(tf.constant(char_ids, tf.int32), embedding, kernels)
+
+
+def test_a_char_cnn_too_large_for_int32_bins_is_a_clear_error():
+    # 2**20 characters x (8 offsets x 256 filters) buckets = 2**31.
+    embedding = tf.zeros([2 ** 20, 2])
+    kernels = [tf.zeros([8, 2, 256])]
+    with pytest.raises(ValueError, match="too large for int32"):
+        max_pooled_char_convolutions(tf.zeros([1, 10], tf.int32), embedding, kernels)
