@@ -2,6 +2,7 @@
 import keras
 import tensorflow as tf
 
+from bilm.bias_add import add_bias
 from bilm.char_convolutions import max_pooled_char_convolutions
 from bilm.initializers import char_cnn_kernel_initializer
 
@@ -66,7 +67,7 @@ class CharCNNEncoder(keras.layers.Layer):
         pooled = max_pooled_char_convolutions(
             flat_ids, tf.convert_to_tensor(self.char_embedding), [tf.convert_to_tensor(k) for k in self.kernels])
         activation = tf.nn.relu if self.activation == "relu" else tf.nn.tanh
-        return activation(pooled + tf.concat(self.biases, axis=0))
+        return activation(add_bias(pooled, tf.concat(self.biases, axis=0)))
 
     def compute_output_shape(self, input_shape):
         return (input_shape[0], input_shape[1], self.n_filters)

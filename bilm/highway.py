@@ -2,6 +2,7 @@
 import keras
 import tensorflow as tf
 
+from bilm.bias_add import add_bias
 from bilm.initializers import dense_initializer
 
 
@@ -45,8 +46,8 @@ class Highway(keras.layers.Layer):
         # One 2-D matmul over all leading axes is faster than a batched one.
         x = tf.reshape(inputs, [-1, tf.shape(inputs)[-1]])
         for k in range(self.n_layers):
-            gate = tf.sigmoid(tf.matmul(x, self.carry_kernels[k]) + self.carry_biases[k])
-            transform = tf.nn.relu(tf.matmul(x, self.transform_kernels[k]) + self.transform_biases[k])
+            gate = tf.sigmoid(add_bias(tf.matmul(x, self.carry_kernels[k]), self.carry_biases[k]))
+            transform = tf.nn.relu(add_bias(tf.matmul(x, self.transform_kernels[k]), self.transform_biases[k]))
             x = gate * transform + (1.0 - gate) * x
         return tf.reshape(x, tf.shape(inputs))
 

@@ -7,6 +7,7 @@ bias 1.0 added at run time, state `(c, h)`), so the file edge only splits
 import keras
 import tensorflow as tf
 
+from bilm.bias_add import add_bias
 from bilm.lstm_bptt import lstm_recurrence_bptt, recomputed_gradients
 from bilm.lstm_cell import lstm_cell_step, projection_stand_in
 from bilm.xla_buckets import padded_size
@@ -95,7 +96,7 @@ class ProjectedLSTM(keras.layers.Layer):
             batch = tf.shape(token_index)[0]
             if self.go_backwards:
                 token_index = tf.reverse_sequence(token_index, lengths, seq_axis=1, batch_axis=0)
-            gates_tm = tf.gather(tf.matmul(inputs[0], self.input_kernel) + self.bias, tf.transpose(token_index))
+            gates_tm = tf.gather(add_bias(tf.matmul(inputs[0], self.input_kernel), self.bias), tf.transpose(token_index))
         else:
             batch = tf.shape(inputs)[0]
             if self.go_backwards:
@@ -104,8 +105,8 @@ class ProjectedLSTM(keras.layers.Layer):
             # (time, batch, 4 * units) input half of the gates, one matmul;
             # the narrow inputs are transposed rather than the wide gates.
             gates_tm = tf.reshape(
-                tf.matmul(tf.reshape(tf.transpose(inputs, [1, 0, 2]), [-1, input_dim]), self.input_kernel)
-                + self.bias,
+                add_bias(tf.matmul(tf.reshape(tf.transpose(inputs, [1, 0, 2]), [-1, input_dim]), self.input_kernel),
+                         self.bias),
                 [tf.shape(inputs)[1], batch, 4 * self.units])
         if initial_state is None:
             c0 = tf.zeros([batch, self.units], gates_tm.dtype)
