@@ -24,8 +24,8 @@ class ProjectedLSTM(keras.layers.Layer):
 
     The input half `x W_x + b` is one matmul over all time steps, laid out
     time-major for the loop; only the recurrence runs step by step, inside
-    a compiled `tf.while_loop`. Steps
-    at or beyond a row's length leave the state unchanged and output zeros.
+    a compiled `tf.while_loop`. Steps at or beyond a row's length leave the
+    state unchanged and output zeros.
     With `go_backwards=True` each row is read reversed *within its own
     length* and the outputs are put back in input order.
 
@@ -96,7 +96,8 @@ class ProjectedLSTM(keras.layers.Layer):
             batch = tf.shape(token_index)[0]
             if self.go_backwards:
                 token_index = tf.reverse_sequence(token_index, lengths, seq_axis=1, batch_axis=0)
-            gates_tm = tf.gather(add_bias(tf.matmul(inputs[0], self.input_kernel), self.bias), tf.transpose(token_index))
+            distinct_gates = add_bias(tf.matmul(inputs[0], self.input_kernel), self.bias)
+            gates_tm = tf.gather(distinct_gates, tf.transpose(token_index))
         else:
             batch = tf.shape(inputs)[0]
             if self.go_backwards:
@@ -104,10 +105,9 @@ class ProjectedLSTM(keras.layers.Layer):
             input_dim = tf.shape(inputs)[-1]
             # (time, batch, 4 * units) input half of the gates, one matmul;
             # the narrow inputs are transposed rather than the wide gates.
-            gates_tm = tf.reshape(
-                add_bias(tf.matmul(tf.reshape(tf.transpose(inputs, [1, 0, 2]), [-1, input_dim]), self.input_kernel),
-                         self.bias),
-                [tf.shape(inputs)[1], batch, 4 * self.units])
+            inputs_tm = tf.reshape(tf.transpose(inputs, [1, 0, 2]), [-1, input_dim])
+            gates_tm = tf.reshape(add_bias(tf.matmul(inputs_tm, self.input_kernel), self.bias),
+                                  [tf.shape(inputs)[1], batch, 4 * self.units])
         if initial_state is None:
             c0 = tf.zeros([batch, self.units], gates_tm.dtype)
             h0 = tf.zeros([batch, self.output_dim], gates_tm.dtype)
