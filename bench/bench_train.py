@@ -37,6 +37,7 @@ from common import char_convolution_flops_per_token, encoder_flops_per_token, fo
 from bilm.presets import TRAINING_DEFAULTS, get_preset  # noqa: E402
 from bilm.data import make_tf_dataset  # noqa: E402
 from bilm.malloc_tuning import keep_freed_memory  # noqa: E402
+from bilm.matmul_dtype import MATMUL_DTYPES  # noqa: E402
 from bilm.training import TrainStep, load_training_data  # noqa: E402
 from bilm.training_model import SparseAdagrad, TrainingLM, training_settings  # noqa: E402
 
@@ -101,7 +102,8 @@ def bench_options(args, n_tokens_vocab):
     options["char_cnn"]["filters"] = [[w, max(1, n // args.filter_scale)] for w, n in options["char_cnn"]["filters"]]
     options.update(TRAINING_DEFAULTS)
     options.update(batch_size=args.batch_size, unroll_steps=args.unroll_steps, n_tokens_vocab=n_tokens_vocab,
-                   n_negative_samples_batch=args.n_negative, n_train_tokens=10 ** 9)
+                   n_negative_samples_batch=args.n_negative, n_train_tokens=10 ** 9,
+                   matmul_dtype=args.matmul_dtype)
     return options
 
 
@@ -135,7 +137,8 @@ def run(args, n_vocab, directory):
     ceiling = tokens_per_step / step_floor_seconds(parsed, settings, batches[args.warmup:], args.rate)
     n_bilm, n_softmax = lm.parameter_counts()
     flops = 3 * 2 * forward_flops_per_token(parsed) * tokens_per_step  # both directions, forward + backward
-    print(f"vocab {n_vocab:>7,}: {tokens_per_step / seconds:10,.0f} tokens/sec  {seconds * 1000:8.1f} ms/step  "
+    dtype_note = "" if args.matmul_dtype == "float32" else f"[{args.matmul_dtype} matmuls; the ceiling is float32's] "
+    print(f"{dtype_note}vocab {n_vocab:>7,}: {tokens_per_step / seconds:10,.0f} tokens/sec  {seconds * 1000:8.1f} ms/step  "
           f"~{flops / seconds / 1e9:8.1f} GFLOP/s (biLM only)  loss {loss:.3f}  "
           f"params {n_bilm:,} + softmax {n_softmax:,}  first {args.warmup} steps {warmup_seconds:.1f} s  "
           f"peak RSS so far {peak_rss_gib():.2f} GiB  (ceiling {ceiling:,.0f} tokens/sec)", flush=True)
@@ -184,6 +187,8 @@ def main(argv=None):
     parser.add_argument("--lstm_dim", type=int, help="shrink: LSTM size")
     parser.add_argument("--projection_dim", type=int, help="shrink: projection size")
     parser.add_argument("--filter_scale", type=int, default=1, help="shrink: divide every CNN filter count")
+    parser.add_argument("--matmul_dtype", default="float32", choices=MATMUL_DTYPES,
+                        help="bfloat16: the opt-in bfloat16 operands for the large matmuls (bilm.matmul_dtype)")
     parser.add_argument("--default_malloc", action="store_true",
                         help="leave glibc's malloc settings alone (train() applies keep_freed_memory); "
                              "the first vocabulary size shows the difference")

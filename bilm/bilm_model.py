@@ -65,7 +65,7 @@ class SequenceMask(keras.layers.Layer):
 
 def build_bilm(options, n_token_vocab=None, bidirectional=True, dropout=0.0,
                padded=True, deduplicate_tokens=True, separate_backward_stream=False,
-               name="bilm"):
+               matmul_dtype="float32", name="bilm"):
     """Builds the biLM as a functional `keras.Model`.
 
     Args:
@@ -86,6 +86,9 @@ def build_bilm(options, n_token_vocab=None, bidirectional=True, dropout=0.0,
             its outputs are in that stream's order. Otherwise (prediction)
             both stacks read the same input and the backward one reads each
             row right to left within its length.
+        matmul_dtype: `"float32"`, or `"bfloat16"` for bfloat16 operands in
+            the highway's and the LSTMs' input-half matmuls when the model
+            is called with `training=True` (see `bilm.matmul_dtype`).
 
     Inputs (a dict):
         `"token_characters"`: int `(batch, time, max_chars)`, or
@@ -110,7 +113,7 @@ def build_bilm(options, n_token_vocab=None, bidirectional=True, dropout=0.0,
         input_name, input_shape = "token_characters", (None, cnn.max_characters_per_token)
         char_encoder = CharCNNEncoder(
             cnn.n_characters, cnn.embedding_dim, cnn.filters, cnn.activation, name="char_cnn")
-        highway = Highway(cnn.n_highway, name="highway")
+        highway = Highway(cnn.n_highway, matmul_dtype=matmul_dtype, name="highway")
         projection = None
         if cnn.n_filters != projection_dim:
             projection = keras.layers.Dense(
@@ -132,7 +135,7 @@ def build_bilm(options, n_token_vocab=None, bidirectional=True, dropout=0.0,
     lstms = {
         (direction, layer): ProjectedLSTM(
             options.lstm_dim, projection_dim, options.cell_clip, options.proj_clip,
-            go_backwards=direction == "backward" and not separate,
+            go_backwards=direction == "backward" and not separate, matmul_dtype=matmul_dtype,
             name=f"{direction}_lstm_{layer}")
         for direction in directions for layer in range(options.n_layers)
     }

@@ -4,6 +4,7 @@ import tensorflow as tf
 
 from bilm.bias_add import add_bias
 from bilm.initializers import dense_initializer
+from bilm.matmul_dtype import check_matmul_dtype, matmul
 
 
 @keras.saving.register_keras_serializable(package="bilm")
@@ -16,17 +17,22 @@ class Highway(keras.layers.Layer):
 
     Args:
         n_layers: number of highway layers (0 is the identity).
+        matmul_dtype: `"float32"`, or `"bfloat16"` for bfloat16 operands in
+            the layers' matmuls when called with `training=True` (see
+            `bilm.matmul_dtype`); otherwise they are float32.
 
     Call arguments:
         inputs: float tensor `(..., features)`.
+        training: whether `matmul_dtype` applies.
 
     Returns:
         float tensor of the same shape.
     """
 
-    def __init__(self, n_layers, **kwargs):
+    def __init__(self, n_layers, matmul_dtype="float32", **kwargs):
         super().__init__(**kwargs)
         self.n_layers = n_layers
+        self.matmul_dtype = check_matmul_dtype(matmul_dtype)
 
     def build(self, input_shape):
         features = input_shape[-1]
@@ -42,12 +48,14 @@ class Highway(keras.layers.Layer):
             self.transform_biases.append(self.add_weight(
                 name=f"transform_bias_{k}", shape=(features,), initializer="zeros"))
 
-    def call(self, inputs):
+    def call(self, inputs, training=None):
+        matmul_dtype = self.matmul_dtype if training else "float32"
         # One 2-D matmul over all leading axes is faster than a batched one.
         x = tf.reshape(inputs, [-1, tf.shape(inputs)[-1]])
         for k in range(self.n_layers):
-            gate = tf.sigmoid(add_bias(tf.matmul(x, self.carry_kernels[k]), self.carry_biases[k]))
-            transform = tf.nn.relu(add_bias(tf.matmul(x, self.transform_kernels[k]), self.transform_biases[k]))
+            gate = tf.sigmoid(add_bias(matmul(x, self.carry_kernels[k], matmul_dtype), self.carry_biases[k]))
+            transform = tf.nn.relu(add_bias(matmul(x, self.transform_kernels[k], matmul_dtype),
+                                            self.transform_biases[k]))
             x = gate * transform + (1.0 - gate) * x
         return tf.reshape(x, tf.shape(inputs))
 
@@ -56,5 +64,5 @@ class Highway(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update({"n_layers": self.n_layers})
+        config.update({"n_layers": self.n_layers, "matmul_dtype": self.matmul_dtype})
         return config

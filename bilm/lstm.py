@@ -10,6 +10,7 @@ import tensorflow as tf
 from bilm.bias_add import add_bias
 from bilm.lstm_bptt import lstm_recurrence_bptt, recomputed_gradients
 from bilm.lstm_cell import lstm_cell_step, projection_stand_in
+from bilm.matmul_dtype import check_matmul_dtype, matmul
 from bilm.xla_buckets import padded_size
 
 
@@ -40,6 +41,9 @@ class ProjectedLSTM(keras.layers.Layer):
             elementwise work. `True`/`False`: always/never. `None`
             (default): only when the recurrent kernel is small (see
             `uses_xla`).
+        matmul_dtype: `"float32"`, or `"bfloat16"` for bfloat16 operands in
+            the input half's matmul when called with `training=True` (see
+            `bilm.matmul_dtype`). The recurrence is float32 either way.
 
     Call arguments:
         inputs: float `(batch, time, input_dim)`.
@@ -47,7 +51,8 @@ class ProjectedLSTM(keras.layers.Layer):
         initial_state: optional `[c (batch, units), h (batch, output_dim)]`;
             zeros when omitted.
         training: use the recurrence with a hand-written backward pass
-            (`bilm.lstm_bptt`); same outputs, faster gradients.
+            (`bilm.lstm_bptt`; same outputs, faster gradients) and
+            `matmul_dtype`.
         token_index: optional int `(batch, time)`. Then `inputs` is
             `(1, n_distinct, input_dim)`, the distinct input rows, and row
             b reads `inputs[0, token_index[b, t]]` at step t; the input
@@ -60,7 +65,7 @@ class ProjectedLSTM(keras.layers.Layer):
     """
 
     def __init__(self, units, projection_dim=None, cell_clip=None, proj_clip=None,
-                 go_backwards=False, jit_compile=None, **kwargs):
+                 go_backwards=False, jit_compile=None, matmul_dtype="float32", **kwargs):
         super().__init__(**kwargs)
         self.units = units
         self.projection_dim = projection_dim
@@ -68,6 +73,7 @@ class ProjectedLSTM(keras.layers.Layer):
         self.proj_clip = proj_clip
         self.go_backwards = go_backwards
         self.jit_compile = jit_compile
+        self.matmul_dtype = check_matmul_dtype(matmul_dtype)
         self.use_projection = projection_dim is not None and projection_dim != units
         self.output_dim = projection_dim if self.use_projection else units
 
@@ -90,13 +96,14 @@ class ProjectedLSTM(keras.layers.Layer):
 
     def call(self, inputs, lengths, initial_state=None, training=None, token_index=None):
         lengths = tf.cast(lengths, tf.int32)
+        matmul_dtype = self.matmul_dtype if training else "float32"
         if token_index is not None:
             # inputs holds distinct rows: the input half once per row, then gathered.
             token_index = tf.cast(token_index, tf.int32)
             batch = tf.shape(token_index)[0]
             if self.go_backwards:
                 token_index = tf.reverse_sequence(token_index, lengths, seq_axis=1, batch_axis=0)
-            distinct_gates = add_bias(tf.matmul(inputs[0], self.input_kernel), self.bias)
+            distinct_gates = add_bias(matmul(inputs[0], self.input_kernel, matmul_dtype), self.bias)
             gates_tm = tf.gather(distinct_gates, tf.transpose(token_index))
         else:
             batch = tf.shape(inputs)[0]
@@ -106,7 +113,7 @@ class ProjectedLSTM(keras.layers.Layer):
             # (time, batch, 4 * units) input half of the gates, one matmul;
             # the narrow inputs are transposed rather than the wide gates.
             inputs_tm = tf.reshape(tf.transpose(inputs, [1, 0, 2]), [-1, input_dim])
-            gates_tm = tf.reshape(add_bias(tf.matmul(inputs_tm, self.input_kernel), self.bias),
+            gates_tm = tf.reshape(add_bias(matmul(inputs_tm, self.input_kernel, matmul_dtype), self.bias),
                                   [tf.shape(inputs)[1], batch, 4 * self.units])
         if initial_state is None:
             c0 = tf.zeros([batch, self.units], gates_tm.dtype)
@@ -156,6 +163,7 @@ class ProjectedLSTM(keras.layers.Layer):
             "proj_clip": self.proj_clip,
             "go_backwards": self.go_backwards,
             "jit_compile": self.jit_compile,
+            "matmul_dtype": self.matmul_dtype,
         })
         return config
 

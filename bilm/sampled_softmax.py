@@ -8,6 +8,8 @@ with a 10k or an 800k vocabulary.
 """
 import tensorflow as tf
 
+from bilm.matmul_dtype import matmul
+
 # Draws made per iteration of the unique sampler, and the block size of its
 # numbered stream of draws.
 DRAW_BLOCK = 16384
@@ -103,7 +105,7 @@ def expected_counts(ids, tries, num_sampled, n_vocab):
     return tf.cast(counts, tf.float32)
 
 
-def sampled_softmax_loss(weights, biases, inputs, labels, candidates):
+def sampled_softmax_loss(weights, biases, inputs, labels, candidates, matmul_dtype="float32"):
     """Sampled softmax loss, as `tf.nn.sampled_softmax_loss` computes it.
 
     The true class competes with the sampled ids; every logit is corrected
@@ -117,6 +119,9 @@ def sampled_softmax_loss(weights, biases, inputs, labels, candidates):
         labels: int `(n_rows,)`.
         candidates: `(sampled (S,), true_expected_count (n_rows,),
             sampled_expected_count (S,))`, e.g. from `log_uniform_candidates`.
+        matmul_dtype: `"float32"`, or `"bfloat16"` for bfloat16 operands in
+            the `(n_rows, S)` logits' matmul and its gradients (see
+            `bilm.matmul_dtype`).
 
     Returns:
         float `(n_rows,)`, the loss of each row.
@@ -129,7 +134,8 @@ def sampled_softmax_loss(weights, biases, inputs, labels, candidates):
     ids = tf.concat([labels, sampled], axis=0)
     expected = tf.cast(tf.concat([true_expected, sampled_expected], axis=0), inputs.dtype)
     row_biases = tf.gather(biases, ids) - tf.math.log(expected)
-    return _sampled_loss(inputs, tf.gather(weights, ids), row_biases, accidental_hits(labels, sampled))
+    return _sampled_loss(inputs, tf.gather(weights, ids), row_biases, accidental_hits(labels, sampled),
+                         matmul_dtype)
 
 
 def accidental_hits(labels, sampled):
@@ -148,41 +154,47 @@ def accidental_hits(labels, sampled):
     return tf.stack([rows, columns], axis=1)
 
 
-@tf.custom_gradient
-def _sampled_loss(inputs, rows, row_biases, hits):
+def _sampled_loss(inputs, rows, row_biases, hits, matmul_dtype):
     """Cross entropy of the true logit against the sampled ones, by hand.
 
     `rows` `(n + S, dim)` and `row_biases` `(n + S,)` (corrected) hold the
     true rows then the sampled ones. The bias rides in the matmul as an
     extra column (so its gradient does too), and the gradient reuses the
     forward pass's exponentials: a few passes over the `(n, S)` logits
-    where autodiff of the same ops makes about a dozen.
+    where autodiff of the same ops makes about a dozen. The three `(n, S)`
+    matmuls take operands of `matmul_dtype`.
     """
-    n = tf.shape(inputs)[0]
-    true_rows, sampled_rows = rows[:n], rows[n:]
-    true_logits = tf.reduce_sum(inputs * true_rows, axis=1) + row_biases[:n]
-    augmented = tf.concat([inputs, tf.ones([n, 1], inputs.dtype)], axis=1)
-    sampled_logits = tf.matmul(
-        augmented, tf.concat([sampled_rows, row_biases[n:, tf.newaxis]], axis=1), transpose_b=True)
-    sampled_logits = tf.tensor_scatter_nd_update(
-        sampled_logits, hits, tf.fill(tf.shape(hits)[:1], tf.constant(-float("inf"), inputs.dtype)))
-    top = tf.maximum(tf.reduce_max(sampled_logits, axis=1), true_logits)
-    sampled_exps = tf.exp(sampled_logits - top[:, tf.newaxis])
-    true_exps = tf.exp(true_logits - top)
-    total = tf.reduce_sum(sampled_exps, axis=1) + true_exps
-    loss = tf.math.log(total) + top - true_logits
 
-    def grad(d_loss):
-        scale = d_loss / total
-        d_sampled_logits = sampled_exps * scale[:, tf.newaxis]  # zero at the hits
-        d_true_logits = true_exps * scale - d_loss
-        d_inputs = tf.matmul(d_sampled_logits, sampled_rows) + d_true_logits[:, tf.newaxis] * true_rows
-        d_sampled = tf.matmul(d_sampled_logits, augmented, transpose_a=True)  # (S, dim + 1)
-        d_rows = tf.concat([d_true_logits[:, tf.newaxis] * inputs, d_sampled[:, :-1]], axis=0)
-        d_row_biases = tf.concat([d_true_logits, d_sampled[:, -1]], axis=0)
-        return d_inputs, d_rows, d_row_biases, None
+    @tf.custom_gradient
+    def loss_and_gradient(inputs, rows, row_biases):
+        n = tf.shape(inputs)[0]
+        true_rows, sampled_rows = rows[:n], rows[n:]
+        true_logits = tf.reduce_sum(inputs * true_rows, axis=1) + row_biases[:n]
+        augmented = tf.concat([inputs, tf.ones([n, 1], inputs.dtype)], axis=1)
+        sampled_logits = matmul(augmented, tf.concat([sampled_rows, row_biases[n:, tf.newaxis]], axis=1),
+                                matmul_dtype, transpose_b=True)
+        sampled_logits = tf.tensor_scatter_nd_update(
+            sampled_logits, hits, tf.fill(tf.shape(hits)[:1], tf.constant(-float("inf"), inputs.dtype)))
+        top = tf.maximum(tf.reduce_max(sampled_logits, axis=1), true_logits)
+        sampled_exps = tf.exp(sampled_logits - top[:, tf.newaxis])
+        true_exps = tf.exp(true_logits - top)
+        total = tf.reduce_sum(sampled_exps, axis=1) + true_exps
+        loss = tf.math.log(total) + top - true_logits
 
-    return loss, grad
+        def grad(d_loss):
+            scale = d_loss / total
+            d_sampled_logits = sampled_exps * scale[:, tf.newaxis]  # zero at the hits
+            d_true_logits = true_exps * scale - d_loss
+            d_inputs = (matmul(d_sampled_logits, sampled_rows, matmul_dtype)
+                        + d_true_logits[:, tf.newaxis] * true_rows)
+            d_sampled = matmul(d_sampled_logits, augmented, matmul_dtype, transpose_a=True)  # (S, dim + 1)
+            d_rows = tf.concat([d_true_logits[:, tf.newaxis] * inputs, d_sampled[:, :-1]], axis=0)
+            d_row_biases = tf.concat([d_true_logits, d_sampled[:, -1]], axis=0)
+            return d_inputs, d_rows, d_row_biases
+
+        return loss, grad
+
+    return loss_and_gradient(inputs, rows, row_biases)
 
 
 def full_softmax_loss(weights, biases, inputs, labels):

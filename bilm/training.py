@@ -30,6 +30,7 @@ from bilm.data import BidirectionalLMDataset, LMDataset, count_tokens, make_tf_d
 from bilm.data import load_vocab as _load_vocab
 from bilm.language_model import prediction_options
 from bilm.malloc_tuning import keep_freed_memory
+from bilm.matmul_dtype import MATMUL_DTYPES
 from bilm.options import OptionsError, load_options, save_options
 from bilm.presets import TRAINING_DEFAULTS, get_preset
 from bilm.training_model import (
@@ -419,6 +420,9 @@ def _print_sizes(say, lm, settings, n_replicas, schedule):
         f"accumulators {(n_bilm + n_softmax) * mib:,.1f} MiB, softmax logits {logits * mib:,.1f} MiB per step.")
     say(f"{n_replicas} replica(s) x {settings.batch_size} rows x {settings.unroll_steps} steps; "
         f"{schedule.batches_per_epoch} batches per epoch, {schedule.batches_total} in all.")
+    if settings.matmul_dtype != "float32":
+        say(f"Highway, LSTM input-half and softmax matmuls take {settings.matmul_dtype} operands "
+            "(matmul_dtype); weights, optimizer and recurrence stay float32.")
 
 
 # === Evaluation ===
@@ -554,13 +558,13 @@ def load_training_data(options, filepattern, vocab_file, test=False, seed=0):
 
 
 def train_from_files(train_prefix, vocab_file, save_dir, options_file=None, *, restart=False,
-                     n_train_tokens=None, n_epochs=None, batch_size=None, n_gpus=1,
+                     n_train_tokens=None, n_epochs=None, batch_size=None, matmul_dtype=None, n_gpus=1,
                      heldout_prefix=None, log_dir=None, seed=0, **train_kwargs):
     """`bin/train_elmo.py` (and with `restart=True`, `bin/restart.py`).
 
     Options come from `options_file`, or `default_training_options()`, or
     on restart from `save_dir`; `n_tokens_vocab` is the vocabulary's size;
-    `n_epochs`, `batch_size` and `n_train_tokens` override them. Without
+    `n_epochs`, `batch_size`, `n_train_tokens` and `matmul_dtype` override them. Without
     `n_train_tokens` (flag or options) the tokens of the shards are
     counted; a restart on other data than before counts them anew.
 
@@ -576,7 +580,8 @@ def train_from_files(train_prefix, vocab_file, save_dir, options_file=None, *, r
     else:
         options = load_options(options_file).to_dict() if options_file else default_training_options()
         same_data = True
-    overrides = {"n_epochs": n_epochs, "batch_size": batch_size, "n_train_tokens": n_train_tokens}
+    overrides = {"n_epochs": n_epochs, "batch_size": batch_size, "n_train_tokens": n_train_tokens,
+                 "matmul_dtype": matmul_dtype}
     options.update({key: value for key, value in overrides.items() if value is not None})
     data, vocab = load_training_data(options, train_prefix, vocab_file, seed=seed)
     if restart and options.get("n_tokens_vocab") != vocab.size:
@@ -610,6 +615,10 @@ def add_training_arguments(parser):
     parser.add_argument("--n_train_tokens", type=int, help="tokens per epoch (default: counted from the shards)")
     parser.add_argument("--n_epochs", type=int, help="epochs over the training data")
     parser.add_argument("--batch_size", type=int, help="rows per batch and per GPU")
+    parser.add_argument("--matmul_dtype", choices=MATMUL_DTYPES,
+                        help="bfloat16: the highway, LSTM input-half and softmax matmuls take bfloat16 "
+                             "operands, faster where the hardware has bfloat16 matmuls (default: "
+                             "float32, the original arithmetic; see bilm.matmul_dtype)")
     parser.add_argument("--n_gpus", type=int, default=1, help="GPUs of this machine (TF_CONFIG for several machines)")
     parser.add_argument("--heldout_prefix", help="glob of held-out shards, evaluated during training")
     parser.add_argument("--heldout_every", type=int, help="also evaluate the held-out data every N steps")
@@ -623,6 +632,6 @@ def train_from_args(args, restart=False):
     return train_from_files(
         args.train_prefix, args.vocab_file, args.save_dir, getattr(args, "options_file", None),
         restart=restart, n_train_tokens=args.n_train_tokens, n_epochs=args.n_epochs,
-        batch_size=args.batch_size, n_gpus=args.n_gpus, heldout_prefix=args.heldout_prefix,
+        batch_size=args.batch_size, matmul_dtype=args.matmul_dtype, n_gpus=args.n_gpus, heldout_prefix=args.heldout_prefix,
         heldout_every=args.heldout_every, checkpoint_every=args.checkpoint_every,
         log_dir=args.log_dir, seed=args.seed)

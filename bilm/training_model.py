@@ -14,6 +14,7 @@ import keras
 import tensorflow as tf
 
 from bilm.bilm_model import DIRECTIONS, build_bilm, state_keys
+from bilm.matmul_dtype import MATMUL_DTYPES
 from bilm.options import OptionsError, load_options
 from bilm.stateless_dropout import StatelessDropout, dropout_site
 from bilm.sampled_softmax import full_softmax_loss, log_uniform_candidates, sampled_softmax_loss
@@ -32,6 +33,7 @@ DEFAULTS = {
     "sample_softmax": True,
     "share_embedding_softmax": False,
     "n_epochs": 10,
+    "matmul_dtype": "float32",
 }
 
 
@@ -54,6 +56,7 @@ class TrainingSettings:
     all_clip_norm_val: float
     n_epochs: int
     n_train_tokens: int
+    matmul_dtype: str
 
 
 def training_settings(options, need_schedule=True):
@@ -98,6 +101,12 @@ def training_settings(options, need_schedule=True):
         raise OptionsError(
             f"{source}: 'share_embedding_softmax' ties the softmax to the token embedding, which only "
             "token inputs have; remove 'char_cnn' or set share_embedding_softmax to false.")
+    matmul_dtype = options.get("matmul_dtype", DEFAULTS["matmul_dtype"])
+    if matmul_dtype not in MATMUL_DTYPES:
+        raise OptionsError(
+            f"{source}: training key 'matmul_dtype' must be one of {', '.join(map(repr, MATMUL_DTYPES))}, "
+            f"got {matmul_dtype!r}. \"bfloat16\" runs the largest matmuls with bfloat16 operands "
+            "(see bilm.matmul_dtype); \"float32\" is the original arithmetic.")
     n_tokens_vocab = integer("n_tokens_vocab")
     n_negative = integer("n_negative_samples_batch", required=sample_softmax)
     if sample_softmax and n_negative > n_tokens_vocab:
@@ -117,6 +126,7 @@ def training_settings(options, need_schedule=True):
         all_clip_norm_val=number("all_clip_norm_val", 1e-12, math.inf),
         n_epochs=integer("n_epochs"),
         n_train_tokens=integer("n_train_tokens", required=need_schedule),
+        matmul_dtype=matmul_dtype,
     )
     return options, settings
 
@@ -149,7 +159,7 @@ class TrainingLM:
         self.bilm = build_bilm(
             options, n_token_vocab=None if self.use_characters else settings.n_tokens_vocab,
             bidirectional=settings.bidirectional, dropout=settings.dropout, padded=False,
-            separate_backward_stream=True, name="bilm")
+            separate_backward_stream=True, matmul_dtype=settings.matmul_dtype, name="bilm")
         # Dropout on each direction's top output, before the softmax.
         self.top_dropout = {
             direction: StatelessDropout(settings.dropout, dropout_site(d, options.n_layers, options.n_layers))
@@ -271,7 +281,8 @@ class TrainingLM:
                     labels, self.settings.n_negative_samples_batch, self.settings.n_tokens_vocab,
                     tf.random.experimental.stateless_fold_in(seed, SAMPLER_SITE + d))
                 row_losses = sampled_softmax_loss(
-                    self.softmax_weights, self.softmax_bias, outputs, labels, candidates)
+                    self.softmax_weights, self.softmax_bias, outputs, labels, candidates,
+                    self.settings.matmul_dtype)
             else:
                 row_losses = full_softmax_loss(self.softmax_weights, self.softmax_bias, outputs, labels)
             per_direction[direction] = tf.reduce_mean(row_losses)

@@ -37,6 +37,7 @@ def corpus(tmp_path_factory):
     (lambda o: o.pop("n_tokens_vocab"), "n_tokens_vocab"),
     (lambda o: o.update(n_negative_samples_batch=100), "n_negative_samples_batch' \\(100\\) exceeds"),
     (lambda o: o.update(dropout=1.5), "dropout"),
+    (lambda o: o.update(matmul_dtype="float16"), "'matmul_dtype' must be one of 'float32', 'bfloat16'"),
 ])
 def test_bad_training_options_are_clear_errors(change, message):
     options = tiny_options()
@@ -54,9 +55,11 @@ def test_n_train_tokens_below_one_batch_is_a_clear_error(tmp_path, corpus):
 # === Convergence ===
 
 # Char inputs without skip connections learn too, but this toy configuration
-# needs about 800 steps for it; the four runs cover every setting twice.
+# needs about 800 steps for it; the four float32 runs cover every setting
+# twice, and the bfloat16 matmuls learn as well.
 @pytest.mark.parametrize("char, bidirectional, skip, steps, extra", [
     (True, True, True, 250, {}),
+    (True, True, True, 250, {"matmul_dtype": "bfloat16"}),
     (True, False, True, 250, {}),
     (False, True, False, 250, {"learning_rate": 0.5}),
     (False, False, True, 150, {"share_embedding_softmax": True}),
@@ -304,12 +307,15 @@ def test_scripts_train_restart_test_and_dump(tmp_path, capsys):
               "--batch_size", "8"]
 
     first = _script("train_elmo").main(common + ["--options_file", str(options_file), "--n_epochs", "1",
-                                                 "--heldout_prefix", corpus["heldout"]])
+                                                 "--heldout_prefix", corpus["heldout"],
+                                                 "--matmul_dtype", "bfloat16"])
     n_tokens = count_tokens(corpus["train"])
-    assert load_options(os.path.join(save_dir, "options.json")).get("n_train_tokens") == n_tokens
+    saved = load_options(os.path.join(save_dir, "options.json"))
+    assert saved.get("n_train_tokens") == n_tokens and saved.get("matmul_dtype") == "bfloat16"
     steps_per_epoch = n_tokens // (8 * 5)
     assert first["step"] == steps_per_epoch and first["heldout_perplexity"] > 1
-    assert "Counted" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "Counted" in out and "take bfloat16 operands" in out
 
     second = _script("restart").main(common + ["--n_epochs", "2"])
     assert second["step"] == 2 * steps_per_epoch
