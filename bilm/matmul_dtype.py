@@ -1,16 +1,20 @@
 """Matmuls with float32 operands, or (opt-in, for training) bfloat16 ones.
 
 Training can run its largest matmuls (highway, the LSTMs' input half, the
-sampled softmax) with bfloat16 operands: `"matmul_dtype": "bfloat16"` in
-the options. Each such product rounds its operands to bfloat16 (8 bits of
-mantissa), accumulates in float32 and rounds the result to bfloat16; the
-gradients of these matmuls are bfloat16 matmuls too. Everything else stays
-float32: the variables and the optimizer's slots, the LSTM recurrence and
-cell state, the losses. It applies to training steps only; evaluation
-(held-out and `run_test.py` perplexities) and prediction are float32. On a CPU with AVX512-BF16 (or AMX) such a matmul
-runs about 1.7-1.9x as fast as a float32 one, and a training step of the
-small configuration about 1.15-1.25x; on a CPU without it, it can be
-slower. The default, float32, is the original recipe's arithmetic.
+sampled softmax, whose corrected biases ride in its matmul) with bfloat16
+operands: `"matmul_dtype": "bfloat16"` in the options. Each such product
+rounds its operands to bfloat16 (8 significant bits), accumulates in
+float32 and rounds the result to bfloat16; the gradients of these matmuls
+are bfloat16 matmuls too. Everything else stays float32: the variables and
+the optimizer's slots, the LSTM recurrence and cell state, the losses. It
+applies to training steps only; evaluation (held-out and `run_test.py`
+perplexities) and prediction are float32.
+
+On a CPU with AVX512-BF16 (or AMX) such a matmul runs about 1.7-1.9x as
+fast as a float32 one, and training the small configuration about 1.2x
+(1.02-1.30x in five interleaved pairs of `bench/bench_train.py` runs on 2
+cores); on a CPU without it, it can be slower. The default,
+float32, is the original recipe's arithmetic.
 """
 import tensorflow as tf
 

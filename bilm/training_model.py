@@ -14,7 +14,7 @@ import keras
 import tensorflow as tf
 
 from bilm.bilm_model import DIRECTIONS, build_bilm, state_keys
-from bilm.matmul_dtype import MATMUL_DTYPES
+from bilm.matmul_dtype import check_matmul_dtype
 from bilm.options import OptionsError, load_options
 from bilm.stateless_dropout import StatelessDropout, dropout_site
 from bilm.sampled_softmax import full_softmax_loss, log_uniform_candidates, sampled_softmax_loss
@@ -101,12 +101,12 @@ def training_settings(options, need_schedule=True):
         raise OptionsError(
             f"{source}: 'share_embedding_softmax' ties the softmax to the token embedding, which only "
             "token inputs have; remove 'char_cnn' or set share_embedding_softmax to false.")
-    matmul_dtype = options.get("matmul_dtype", DEFAULTS["matmul_dtype"])
-    if matmul_dtype not in MATMUL_DTYPES:
-        raise OptionsError(
-            f"{source}: training key 'matmul_dtype' must be one of {', '.join(map(repr, MATMUL_DTYPES))}, "
-            f"got {matmul_dtype!r}. \"bfloat16\" runs the largest matmuls with bfloat16 operands "
-            "(see bilm.matmul_dtype); \"float32\" is the original arithmetic.")
+    try:
+        matmul_dtype = check_matmul_dtype(options.get("matmul_dtype", DEFAULTS["matmul_dtype"]),
+                                          where=f"{source}: training key 'matmul_dtype'")
+    except ValueError as error:
+        raise OptionsError(f"{error} \"bfloat16\" runs the largest matmuls with bfloat16 operands "
+                           "(see bilm.matmul_dtype); \"float32\" is the original arithmetic.") from None
     n_tokens_vocab = integer("n_tokens_vocab")
     n_negative = integer("n_negative_samples_batch", required=sample_softmax)
     if sample_softmax and n_negative > n_tokens_vocab:
