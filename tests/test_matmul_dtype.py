@@ -116,3 +116,32 @@ def test_sampled_softmax_with_bfloat16_matmuls_is_close_to_float32():
     for got, want in zip(results["bfloat16"], results["float32"]):
         np.testing.assert_allclose(got, want, rtol=0.02, atol=0.02 * np.abs(want).max())
     assert not np.array_equal(results["bfloat16"][0], results["float32"][0])
+
+
+def test_training_model_takes_matmul_dtype_from_the_options_for_training_steps_only():
+    from bilm.training_model import TrainingLM, training_settings
+    from training_helpers import MAX_CHARS, tiny_options
+
+    lms = {dtype: TrainingLM(*training_settings(tiny_options(matmul_dtype=dtype))) for dtype in ("float32", "bfloat16")}
+    lms["bfloat16"].bilm.set_weights(lms["float32"].bilm.get_weights())
+    for lm in lms.values():
+        lm.softmax_weights.assign(lms["float32"].softmax_weights)
+    rng = np.random.default_rng(5)
+    ids = tf.constant(rng.integers(0, 261, size=(4, 5, MAX_CHARS)), tf.int32)
+    labels = tf.constant(rng.integers(0, 20, size=(4, 5)), tf.int32)
+    batch = {"tokens_characters": ids, "tokens_characters_reverse": ids[:, ::-1],
+             "next_token_id": labels, "next_token_id_reverse": labels[:, ::-1]}
+    zeros = lms["float32"].zero_states(4)
+    seed = tf.constant([3, 4], tf.int64)
+    tops = {dtype: lm.run(batch, zeros, training=True)[0]["forward"].numpy() for dtype, lm in lms.items()}
+    assert not np.array_equal(tops["bfloat16"], tops["float32"])  # the biLM's layers, not only the softmax
+    trained = {dtype: float(lm.losses(batch, zeros, training=True, seed=seed)[0]) for dtype, lm in lms.items()}
+    evaluated = {dtype: float(lm.losses(batch, zeros)[0]) for dtype, lm in lms.items()}
+    assert trained["bfloat16"] != trained["float32"] and abs(trained["bfloat16"] - trained["float32"]) < 0.05
+    # With float32 layers, the softmax alone still takes bfloat16 operands.
+    for layer in lms["bfloat16"].bilm.layers:
+        if hasattr(layer, "matmul_dtype"):
+            layer.matmul_dtype = "float32"
+    softmax_only = float(lms["bfloat16"].losses(batch, zeros, training=True, seed=seed)[0])
+    assert softmax_only != trained["float32"] and abs(softmax_only - trained["float32"]) < 0.05
+    assert evaluated["bfloat16"] == evaluated["float32"]
