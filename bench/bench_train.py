@@ -138,8 +138,8 @@ def run(args, n_vocab, directory):
     n_bilm, n_softmax = lm.parameter_counts()
     flops = 3 * 2 * forward_flops_per_token(parsed) * tokens_per_step  # both directions, forward + backward
     dtype_note = "" if args.matmul_dtype == "float32" else f"[{args.matmul_dtype} matmuls; the ceiling is float32's] "
-    print(f"{dtype_note}vocab {n_vocab:>7,}: {tokens_per_step / seconds:10,.0f} tokens/sec  {seconds * 1000:8.1f} ms/step  "
-          f"~{flops / seconds / 1e9:8.1f} GFLOP/s (biLM only)  loss {loss:.3f}  "
+    print(f"{dtype_note}vocab {n_vocab:>7,}: {tokens_per_step / seconds:10,.0f} tokens/sec  "
+          f"{seconds * 1000:8.1f} ms/step  ~{flops / seconds / 1e9:8.1f} GFLOP/s (biLM only)  loss {loss:.3f}  "
           f"params {n_bilm:,} + softmax {n_softmax:,}  first {args.warmup} steps {warmup_seconds:.1f} s  "
           f"peak RSS so far {peak_rss_gib():.2f} GiB  (ceiling {ceiling:,.0f} tokens/sec)", flush=True)
     return tokens_per_step / seconds

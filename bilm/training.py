@@ -632,6 +632,6 @@ def train_from_args(args, restart=False):
     return train_from_files(
         args.train_prefix, args.vocab_file, args.save_dir, getattr(args, "options_file", None),
         restart=restart, n_train_tokens=args.n_train_tokens, n_epochs=args.n_epochs,
-        batch_size=args.batch_size, matmul_dtype=args.matmul_dtype, n_gpus=args.n_gpus, heldout_prefix=args.heldout_prefix,
-        heldout_every=args.heldout_every, checkpoint_every=args.checkpoint_every,
+        batch_size=args.batch_size, matmul_dtype=args.matmul_dtype, n_gpus=args.n_gpus,
+        heldout_prefix=args.heldout_prefix, heldout_every=args.heldout_every, checkpoint_every=args.checkpoint_every,
         log_dir=args.log_dir, seed=args.seed)

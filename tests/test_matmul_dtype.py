@@ -7,6 +7,8 @@ from bilm.highway import Highway
 from bilm.lstm import ProjectedLSTM
 from bilm.matmul_dtype import matmul
 from bilm.sampled_softmax import log_uniform_candidates, sampled_softmax_loss
+from bilm.training_model import TrainingLM, training_settings
+from training_helpers import MAX_CHARS, tiny_options
 
 # bfloat16 keeps 8 significant bits: one rounding to nearest is off by at
 # most half a unit in the last place, 2**-8 relative.
@@ -119,9 +121,6 @@ def test_sampled_softmax_with_bfloat16_matmuls_is_close_to_float32():
 
 
 def test_training_model_takes_matmul_dtype_from_the_options_for_training_steps_only():
-    from bilm.training_model import TrainingLM, training_settings
-    from training_helpers import MAX_CHARS, tiny_options
-
     lms = {dtype: TrainingLM(*training_settings(tiny_options(matmul_dtype=dtype))) for dtype in ("float32", "bfloat16")}
     lms["bfloat16"].bilm.set_weights(lms["float32"].bilm.get_weights())
     for lm in lms.values():
