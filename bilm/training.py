@@ -421,8 +421,8 @@ def _print_sizes(say, lm, settings, n_replicas, schedule):
     say(f"{n_replicas} replica(s) x {settings.batch_size} rows x {settings.unroll_steps} steps; "
         f"{schedule.batches_per_epoch} batches per epoch, {schedule.batches_total} in all.")
     if settings.matmul_dtype != "float32":
-        say(f"Highway, LSTM input-half and softmax matmuls take {settings.matmul_dtype} operands "
-            "(matmul_dtype); weights, optimizer and recurrence stay float32.")
+        say(f"The large matmuls (highway, LSTM input half, softmax) take {settings.matmul_dtype} operands "
+            "in training steps (matmul_dtype); weights, optimizer, recurrence and evaluation stay float32.")
 
 
 # === Evaluation ===

@@ -315,7 +315,7 @@ def test_scripts_train_restart_test_and_dump(tmp_path, capsys):
     steps_per_epoch = n_tokens // (8 * 5)
     assert first["step"] == steps_per_epoch and first["heldout_perplexity"] > 1
     out = capsys.readouterr().out
-    assert "Counted" in out and "take bfloat16 operands" in out
+    assert "Counted" in out and "take bfloat16 operands in training steps" in out
 
     second = _script("restart").main(common + ["--n_epochs", "2"])
     assert second["step"] == 2 * steps_per_epoch
