@@ -4,11 +4,13 @@ Gate layout is kept as in the original weight files (`i, j, f, o`, forget
 bias 1.0 added at run time, state `(c, h)`), so the file edge only splits
 `W_0` into its input and recurrent halves.
 """
+import functools
+
 import keras
 import tensorflow as tf
 
 from bilm.bias_add import add_bias
-from bilm.lstm_bptt import lstm_recurrence_bptt, recomputed_gradients
+from bilm.lstm_bptt import lstm_layer_bptt, lstm_recurrence_bptt, recomputed_gradients
 from bilm.lstm_cell import lstm_cell_step, projection_stand_in
 from bilm.matmul_dtype import check_matmul_dtype, matmul
 from bilm.xla_buckets import padded_size
@@ -98,44 +100,52 @@ class ProjectedLSTM(keras.layers.Layer):
         lengths = tf.cast(lengths, tf.int32)
         matmul_dtype = self.matmul_dtype if training else "float32"
         if token_index is not None:
-            # inputs holds distinct rows: the input half once per row, then gathered.
             token_index = tf.cast(token_index, tf.int32)
-            batch = tf.shape(token_index)[0]
-            if self.go_backwards:
-                token_index = tf.reverse_sequence(token_index, lengths, seq_axis=1, batch_axis=0)
-            distinct_gates = add_bias(matmul(inputs[0], self.input_kernel, matmul_dtype), self.bias)
-            gates_tm = tf.gather(distinct_gates, tf.transpose(token_index))
-        else:
-            batch = tf.shape(inputs)[0]
-            if self.go_backwards:
-                inputs = tf.reverse_sequence(inputs, lengths, seq_axis=1, batch_axis=0)
-            input_dim = tf.shape(inputs)[-1]
-            # (time, batch, 4 * units) input half of the gates, one matmul;
-            # the narrow inputs are transposed rather than the wide gates.
-            inputs_tm = tf.reshape(tf.transpose(inputs, [1, 0, 2]), [-1, input_dim])
-            gates_tm = tf.reshape(add_bias(matmul(inputs_tm, self.input_kernel, matmul_dtype), self.bias),
-                                  [tf.shape(inputs)[1], batch, 4 * self.units])
+        batch = tf.shape(inputs if token_index is None else token_index)[0]
         if initial_state is None:
-            c0 = tf.zeros([batch, self.units], gates_tm.dtype)
-            h0 = tf.zeros([batch, self.output_dim], gates_tm.dtype)
+            c0 = tf.zeros([batch, self.units], inputs.dtype)
+            h0 = tf.zeros([batch, self.output_dim], inputs.dtype)
         else:
             c0, h0 = initial_state
         projection_kernel = None
         if self.projection_kernel is not None:
             projection_kernel = tf.convert_to_tensor(self.projection_kernel)
-        # Training uses the recurrence with a hand-written backward pass; it
-        # stores what that pass needs, which inference does not pay for.
-        args = (gates_tm, lengths, c0, h0, tf.convert_to_tensor(self.recurrent_kernel),
-                projection_kernel, self.cell_clip, self.proj_clip)
-        if training:
-            outputs, c, h = lstm_recurrence_bptt(*args, jit_compile=self.uses_xla)
-        elif self.uses_xla:
-            outputs, c, h = lstm_recurrence_xla(*args)
+        state_and_kernels = (lengths, c0, h0, tf.convert_to_tensor(self.recurrent_kernel), projection_kernel,
+                             self.cell_clip, self.proj_clip)
+        if token_index is not None:
+            # inputs holds distinct rows: the input half once per row, then gathered.
+            if self.go_backwards:
+                token_index = tf.reverse_sequence(token_index, lengths, seq_axis=1, batch_axis=0)
+            distinct_gates = add_bias(matmul(inputs[0], self.input_kernel, matmul_dtype), self.bias)
+            gates_tm = tf.gather(distinct_gates, tf.transpose(token_index))
+            outputs, c, h = self._recurrence(training)(gates_tm, *state_and_kernels)
         else:
-            outputs, c, h = lstm_recurrence(*args)
+            if self.go_backwards:
+                inputs = tf.reverse_sequence(inputs, lengths, seq_axis=1, batch_axis=0)
+            # Time-major rows; the narrow inputs are transposed rather than the wide gates.
+            inputs_tm = tf.reshape(tf.transpose(inputs, [1, 0, 2]), [-1, tf.shape(inputs)[-1]])
+            if training:
+                # The input half inside the training recurrence, whose
+                # gradient makes all three kernels' gradients together.
+                outputs, c, h = lstm_layer_bptt(
+                    inputs_tm, tf.convert_to_tensor(self.input_kernel), tf.convert_to_tensor(self.bias),
+                    *state_and_kernels, matmul_dtype=matmul_dtype, jit_compile=self.uses_xla)
+            else:
+                # (time, batch, 4 * units) input half of the gates, one matmul.
+                gates_tm = tf.reshape(add_bias(tf.matmul(inputs_tm, self.input_kernel), self.bias),
+                                      [tf.shape(inputs)[1], batch, 4 * self.units])
+                outputs, c, h = self._recurrence(training)(gates_tm, *state_and_kernels)
         if self.go_backwards:
             outputs = tf.reverse_sequence(outputs, lengths, seq_axis=1, batch_axis=0)
         return outputs, c, h
+
+    def _recurrence(self, training):
+        """The recurrence over precomputed gates: training uses the one with a
+        hand-written backward pass, which stores what that pass needs (and
+        inference does not pay for)."""
+        if training:
+            return functools.partial(lstm_recurrence_bptt, jit_compile=self.uses_xla)
+        return lstm_recurrence_xla if self.uses_xla else lstm_recurrence
 
     @property
     def uses_xla(self):
