@@ -59,20 +59,35 @@ def test_all_words_sampled_by_the_log_uniform_sampler_is_close_to_full_softmax()
     assert np.abs(loss - full).max() < 0.1 * np.abs(full).mean() + 0.05
 
 
-def test_loss_and_gradients_match_tf_nn_sampled_softmax_loss_with_accidental_hits():
+@pytest.mark.parametrize("dominant_hits, true_count_scale", [(False, 1.0), (True, 1.0), (False, 0.5), (True, 3.0)])
+def test_loss_and_gradients_match_tf_nn_sampled_softmax_loss_with_accidental_hits(dominant_hits, true_count_scale):
     weights, biases, inputs, labels = _problem(4)
     labels[:4] = [0, 1, 2, 3]  # the most frequent ids: certainly sampled too
     labels[4] = 0  # two rows hit the same sampled id
-    candidates = log_uniform_candidates(tf.constant(labels), 10, V, _seed(3))
-    hits = np.isin(labels, candidates[0].numpy())
+    if dominant_hits:
+        # Rows that predict their (sampled) label with near certainty: the
+        # removed hit holds nearly all of the row's sampled exponentials.
+        weights[:4] = inputs[:4] = 5.0 * np.eye(4, DIM)
+    sampled, true_expected, sampled_expected = log_uniform_candidates(tf.constant(labels), 10, V, _seed(3))
+    # A true count other than the sampled count of the same id makes the
+    # true logit differ from its removed hit's by log(true_count_scale).
+    candidates = (sampled, true_expected * true_count_scale, sampled_expected)
+    hits = np.isin(labels, sampled.numpy())
     assert hits.sum() >= 5
+    if dominant_hits:
+        logits = inputs[:4] @ weights[sampled.numpy()].T + biases[sampled.numpy()]
+        assert np.all(sampled.numpy()[logits.argmax(axis=1)] == labels[:4])
+        assert np.all(logits.max(axis=1) > np.sort(logits, axis=1)[:, -2] + 10)
     upstream = tf.random.stateless_normal([N], seed=[4, 4])
     results = []
-    for loss_fn in (sampled_softmax_loss, _tf_nn_loss):
-        variables = [tf.Variable(weights), tf.Variable(biases), tf.Variable(inputs)]
+    # The reference is tf.nn's loss in float64, so that its own round-off
+    # does not count against ours.
+    for loss_fn, dtype in ((sampled_softmax_loss, tf.float32), (_tf_nn_loss, tf.float64)):
+        variables = [tf.Variable(tf.cast(x, dtype)) for x in (weights, biases, inputs)]
         with tf.GradientTape() as tape:
-            loss = loss_fn(*[v.read_value() for v in variables], labels, candidates)
-            total = tf.reduce_sum(loss * upstream)
+            counts = tuple(tf.cast(c, dtype) for c in candidates[1:])
+            loss = loss_fn(*[v.read_value() for v in variables], labels, (sampled,) + counts)
+            total = tf.reduce_sum(loss * tf.cast(upstream, dtype))
         results.append([loss] + [tf.convert_to_tensor(g) for g in tape.gradient(total, variables)])
     for name, ours, reference in zip(["loss", "d_weights", "d_biases", "d_inputs"], *results):
         np.testing.assert_allclose(ours.numpy(), reference.numpy(), rtol=1e-5, atol=1e-6, err_msg=name)
