@@ -122,8 +122,8 @@ class ProjectedLSTM(keras.layers.Layer):
         else:
             if self.go_backwards:
                 inputs = tf.reverse_sequence(inputs, lengths, seq_axis=1, batch_axis=0)
-            # Time-major rows; the narrow inputs are transposed rather than the wide gates.
-            inputs_tm = tf.reshape(tf.transpose(inputs, [1, 0, 2]), [-1, tf.shape(inputs)[-1]])
+            # Time-major; the narrow inputs are transposed rather than the wide gates.
+            inputs_tm = tf.transpose(inputs, [1, 0, 2])
             if training:
                 # The input half inside the training recurrence, whose
                 # gradient makes all three kernels' gradients together.
@@ -132,7 +132,8 @@ class ProjectedLSTM(keras.layers.Layer):
                     *state_and_kernels, matmul_dtype=matmul_dtype, jit_compile=self.uses_xla)
             else:
                 # (time, batch, 4 * units) input half of the gates, one matmul.
-                gates_tm = tf.reshape(add_bias(tf.matmul(inputs_tm, self.input_kernel), self.bias),
+                rows = tf.reshape(inputs_tm, [-1, tf.shape(inputs)[-1]])
+                gates_tm = tf.reshape(add_bias(tf.matmul(rows, self.input_kernel), self.bias),
                                       [tf.shape(inputs)[1], batch, 4 * self.units])
                 outputs, c, h = self._recurrence(training)(gates_tm, *state_and_kernels)
         if self.go_backwards:

@@ -67,12 +67,11 @@ def lstm_layer_bptt(inputs_tm, input_kernel, bias, lengths, c0, h0, recurrent_ke
     recurrence, with one hand-written gradient for both.
 
     Args:
-        inputs_tm: float `(time * batch, input_dim)`, time-major rows (row
-            `t * batch + b` is step `t` of row `b`).
+        inputs_tm: float `(time, batch, input_dim)`, time-major.
         input_kernel: `(input_dim, 4 * units)`; bias: `(4 * units,)`. The
             input half is `inputs_tm @ input_kernel + bias`, its matmul with
             operands of `matmul_dtype` (`bilm.matmul_dtype`).
-        The rest as `bilm.lstm.lstm_recurrence` (`c0` sets the batch size).
+        The rest as `bilm.lstm.lstm_recurrence`.
 
     Returns:
         As `bilm.lstm.lstm_recurrence`; differentiable with respect to
@@ -94,26 +93,28 @@ def lstm_layer_bptt(inputs_tm, input_kernel, bias, lengths, c0, h0, recurrent_ke
         # As in lstm_recurrence_bptt: the gradient is the hand-written one.
         inputs_tm, input_kernel, bias, c0, h0, recurrent_kernel, projection_kernel = [
             tf.stop_gradient(x) for x in (inputs_tm, input_kernel, bias, c0, h0, recurrent_kernel, projection_kernel)]
+        shape = tf.shape(inputs_tm)  # (time, batch, input_dim)
+        rows = tf.reshape(inputs_tm, [-1, shape[2]])
         units4 = tf.shape(input_kernel)[1]
-        gates_tm = tf.reshape(matmul(inputs_tm, input_kernel, matmul_dtype) + bias, [-1, tf.shape(c0)[0], units4])
+        gates_tm = tf.reshape(matmul(rows, input_kernel, matmul_dtype) + bias, [shape[0], shape[1], units4])
         outputs, c, h, saved = forward(gates_tm, lengths, c0, h0, recurrent_kernel, projection_kernel, *clips)
 
         def grad(d_outputs, d_c, d_h):
             d_gates, dc0, dh0, d_raw_h = backward(d_outputs, d_c, d_h, lengths, recurrent_kernel,
                                                   projection_kernel, saved, *clips)
             d_gates = tf.reshape(d_gates, [-1, units4])
-            previous_h = tf.reshape(saved.previous_h, [tf.shape(d_gates)[0], -1])
+            previous_h = tf.reshape(saved.previous_h, [-1, tf.shape(h0)[1]])
             ones = tf.ones([tf.shape(d_gates)[0], 1], d_gates.dtype)
             if matmul_dtype == "float32":
-                d_kernels = _transposed_product(tf.concat([inputs_tm, previous_h, ones], axis=1), d_gates)
-                d_input_kernel, d_rest = tf.split(d_kernels, [tf.shape(inputs_tm)[1], -1], axis=0)
-                d_inputs = _input_rows_gradient(d_gates, input_kernel)
+                d_kernels = _transposed_product(tf.concat([rows, previous_h, ones], axis=1), d_gates)
+                d_input_kernel, d_rest = tf.split(d_kernels, [shape[2], -1], axis=0)
+                d_rows = _input_rows_gradient(d_gates, input_kernel)
             else:
-                d_input_kernel = matmul(inputs_tm, d_gates, matmul_dtype, transpose_a=True)
+                d_input_kernel = matmul(rows, d_gates, matmul_dtype, transpose_a=True)
                 d_rest = _transposed_product(tf.concat([previous_h, ones], axis=1), d_gates)
-                d_inputs = matmul(d_gates, input_kernel, matmul_dtype, transpose_b=True)
+                d_rows = matmul(d_gates, input_kernel, matmul_dtype, transpose_b=True)
             d_recurrent, d_bias = d_rest[:-1], d_rest[-1]
-            return (d_inputs, d_input_kernel, d_bias, dc0, dh0, d_recurrent,
+            return (tf.reshape(d_rows, shape), d_input_kernel, d_bias, dc0, dh0, d_recurrent,
                     _projection_gradient(saved, d_raw_h, projection_kernel, use_projection))
 
         return (outputs, c, h), grad

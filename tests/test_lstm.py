@@ -57,7 +57,7 @@ def test_layer_bptt_gradients_equal_autodiff(projection, matmul_dtype, jit_compi
     batch, time, input_dim, units = 4, 6, 7, 8
     output_dim = projection or units
     lengths = tf.constant([6, 3, 0, 5])
-    inputs_tm = tf.constant(rng.normal(size=(time * batch, input_dim)), tf.float32)
+    inputs_tm = tf.constant(rng.normal(size=(time, batch, input_dim)), tf.float32)
     sources = [inputs_tm] + [tf.constant(rng.normal(size=shape), tf.float32) for shape in (
         (input_dim, 4 * units), (4 * units,), (batch, units), (batch, output_dim), (output_dim, 4 * units))]
     if projection:
@@ -66,7 +66,8 @@ def test_layer_bptt_gradients_equal_autodiff(projection, matmul_dtype, jit_compi
                                                                 (batch, output_dim))]
 
     def autodiff_layer(inputs_tm, input_kernel, bias, lengths, c0, h0, *kernels_and_clips):
-        gates_tm = tf.reshape(matmul(inputs_tm, input_kernel, matmul_dtype) + bias, [time, batch, 4 * units])
+        rows = tf.reshape(inputs_tm, [time * batch, input_dim])
+        gates_tm = tf.reshape(matmul(rows, input_kernel, matmul_dtype) + bias, [time, batch, 4 * units])
         return lstm_recurrence.python_function(gates_tm, lengths, c0, h0, *kernels_and_clips)
 
     def gradients(layer):
@@ -102,6 +103,20 @@ def test_layer_gradients_in_training_mode_equal_inference_mode():
         grads.append(tape.gradient(loss, [x] + layer.trainable_weights))
     for a, b in zip(*grads):
         np.testing.assert_allclose(b.numpy(), a.numpy(), atol=2e-5)
+
+
+def test_training_mode_takes_a_batch_without_rows():
+    layer = ProjectedLSTM(8, 4, 3.0, 3.0)
+    x = tf.zeros([0, 5, 6])
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        out, c, h = layer(x, tf.zeros([0], tf.int32), training=True)
+        loss = tf.reduce_sum(out) + tf.reduce_sum(c)
+    assert (out.shape, c.shape, h.shape) == ((0, 5, 4), (0, 8), (0, 4))
+    grads = tape.gradient(loss, [x] + layer.trainable_weights)
+    assert grads[0].shape == x.shape
+    for weight, grad in zip(layer.trainable_weights, grads[1:]):
+        np.testing.assert_array_equal(grad.numpy(), np.zeros(weight.shape))
 
 
 @pytest.mark.parametrize("go_backwards", [False, True])
