@@ -51,10 +51,8 @@ def lstm_recurrence_bptt(gates_tm, lengths, c0, h0, recurrent_kernel, projection
         outputs, c, h, saved = forward(inputs[0], lengths, *inputs[1:], *clips)
 
         def grad(d_outputs, d_c, d_h):
-            d_gates, dc0, dh0, d_raw_h = backward(d_outputs, d_c, d_h, lengths, recurrent_kernel,
-                                                  projection_kernel, saved, *clips)
-            return (d_gates, dc0, dh0, _transposed_product(saved.previous_h, d_gates),
-                    _projection_gradient(saved, d_raw_h, projection_kernel, use_projection))
+            return _recurrence_gradients(backward, d_outputs, d_c, d_h, lengths, recurrent_kernel,
+                                         projection_kernel, saved, *clips)
 
         return (outputs, c, h), grad
 
@@ -131,8 +129,16 @@ def recomputed_gradients(gates_tm, lengths, c0, h0, recurrent_kernel, projection
     under XLA). `projection_kernel` is a `projection_stand_in`."""
     clips = (cell_clip, proj_clip, use_projection)
     *_, saved = _forward_pass(gates_tm, lengths, c0, h0, recurrent_kernel, projection_kernel, *clips)
-    d_gates, dc0, dh0, d_raw_h = _backward_pass(d_outputs, d_c, d_h, lengths, recurrent_kernel,
-                                                projection_kernel, saved, *clips)
+    return _recurrence_gradients(_backward_pass, d_outputs, d_c, d_h, lengths, recurrent_kernel,
+                                 projection_kernel, saved, *clips)
+
+
+def _recurrence_gradients(backward, d_outputs, d_c, d_h, lengths, recurrent_kernel, projection_kernel, saved,
+                          cell_clip, proj_clip, use_projection):
+    """`(d_gates_tm, d_c0, d_h0, d_recurrent_kernel, d_projection_kernel)`:
+    the `backward` loop, then the kernels' gradients as matmuls over all steps."""
+    d_gates, dc0, dh0, d_raw_h = backward(d_outputs, d_c, d_h, lengths, recurrent_kernel, projection_kernel,
+                                          saved, cell_clip, proj_clip, use_projection)
     return (d_gates, dc0, dh0, _transposed_product(saved.previous_h, d_gates),
             _projection_gradient(saved, d_raw_h, projection_kernel, use_projection))
 
