@@ -328,25 +328,6 @@ def global_norm_scale(gradients, clip_norm, summed_over=1):
     return clip_norm * tf.minimum(1.0 / norm, 1.0 / clip_norm) / summed_over, norm
 
 
-def clip_by_global_norm(gradients, clip_norm):
-    """`tf.clip_by_global_norm` that keeps `IndexedSlices` sparse.
-
-    Returns:
-        `(clipped list, global norm)`; see `global_norm_scale`.
-    """
-    scale, norm = global_norm_scale(gradients, clip_norm)
-    return [scale_gradient(g, scale) for g in gradients], norm
-
-
-def scale_gradient(gradient, scale):
-    """`gradient * scale` for a tensor, `IndexedSlices` or None."""
-    if gradient is None:
-        return None
-    if isinstance(gradient, tf.IndexedSlices):
-        return tf.IndexedSlices(gradient.values * scale, gradient.indices, gradient.dense_shape)
-    return gradient * scale
-
-
 def _scaled(gradient, scale):
     """`gradient * scale`, or zeros where `scale` is 0 (even for non-finite values)."""
     return tf.where(scale > 0, gradient * scale, tf.zeros_like(gradient))

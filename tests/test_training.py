@@ -15,12 +15,11 @@ from bilm.language_model import BidirectionalLanguageModel
 from bilm.options import OptionsError, load_options
 from bilm.training import TrainStep, dump_weights, evaluate, load_training_model, train
 from bilm.bilm_model import build_bilm
-from bilm.training_model import (
-    SparseAdagrad, TrainingLM, clip_by_global_norm, deduplicate, global_norm_scale, scale_gradient,
-    training_settings)
+from bilm.training_model import SparseAdagrad, TrainingLM, deduplicate, global_norm_scale, training_settings
 from bilm.weights_hdf5 import load_bilm_weights
 from training_helpers import (
-    MAX_CHARS, WORDS, checkpoint_arrays, open_data, tiny_options, unigram_perplexity, write_corpus)
+    MAX_CHARS, WORDS, checkpoint_arrays, clip_by_global_norm, open_data, scale_gradient, tiny_options,
+    unigram_perplexity, write_corpus)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -13,6 +13,7 @@ import tensorflow as tf
 
 import numpy_reference as R
 from bilm.training import load_training_data
+from bilm.training_model import global_norm_scale
 
 WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet",
          "kilo", "lima", "mike", "november", "oscar", "papa", "quebec", "romeo", "sierra", "tango"]
@@ -82,3 +83,16 @@ def checkpoint_arrays(path, prefixes=("model", "softmax", "optimizer", "lstm_sta
     reader = tf.train.load_checkpoint(path)
     return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()
             if name.startswith(prefixes)}
+
+
+def scale_gradient(gradient, scale):
+    """`gradient * scale` for a tensor or `IndexedSlices`."""
+    if isinstance(gradient, tf.IndexedSlices):
+        return tf.IndexedSlices(gradient.values * scale, gradient.indices, gradient.dense_shape)
+    return gradient * scale
+
+
+def clip_by_global_norm(gradients, clip_norm):
+    """`tf.clip_by_global_norm` kept sparse, from `global_norm_scale`: `(clipped list, norm)`."""
+    scale, norm = global_norm_scale(gradients, clip_norm)
+    return [scale_gradient(g, scale) for g in gradients], norm
