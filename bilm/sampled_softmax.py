@@ -134,35 +134,19 @@ def sampled_softmax_loss(weights, biases, inputs, labels, candidates, matmul_dty
     ids = tf.concat([labels, sampled], axis=0)
     expected = tf.cast(tf.concat([true_expected, sampled_expected], axis=0), inputs.dtype)
     row_biases = tf.gather(biases, ids) - tf.math.log(expected)
-    return _sampled_loss(inputs, tf.gather(weights, ids), row_biases, accidental_hits(labels, sampled),
-                         matmul_dtype)
+    return _sampled_loss(inputs, tf.gather(weights, ids), row_biases, labels, sampled, matmul_dtype)
 
 
-def accidental_hits(labels, sampled):
-    """int64 `(n_hits, 2)` `(row, column)` pairs where `sampled[column] == labels[row]`.
-
-    Args:
-        labels: int64 `(n_rows,)`; sampled: int64 `(S,)` distinct ids.
-    """
-    order = tf.argsort(sampled)
-    ordered = tf.gather(sampled, order)
-    last = tf.cast(tf.size(sampled), tf.int64) - 1
-    position = tf.minimum(tf.searchsorted(ordered, labels, out_type=tf.int64), last)
-    hit = tf.equal(tf.gather(ordered, position), labels)
-    rows = tf.where(hit)[:, 0]
-    columns = tf.cast(tf.gather(order, tf.boolean_mask(position, hit)), tf.int64)
-    return tf.stack([rows, columns], axis=1)
-
-
-def _sampled_loss(inputs, rows, row_biases, hits, matmul_dtype):
+def _sampled_loss(inputs, rows, row_biases, labels, sampled, matmul_dtype):
     """Cross entropy of the true logit against the sampled ones, by hand.
 
     `rows` `(n + S, dim)` and `row_biases` `(n + S,)` (corrected) hold the
     true rows then the sampled ones. The bias rides in the matmul as an
-    extra column (so its gradient does too), and the gradient reuses the
-    forward pass's exponentials: a few passes over the `(n, S)` logits
-    where autodiff of the same ops makes about a dozen. The three `(n, S)`
-    matmuls take operands of `matmul_dtype`.
+    extra column (so its gradient does too). The `(n, S)` logits make one
+    compiled pass for their maximum and one for their exponentials, kept
+    for the gradient; the gradient's row scale `d_loss / total` multiplies
+    the small operands and results of its two matmuls rather than the
+    exponentials. The three `(n, S)` matmuls take operands of `matmul_dtype`.
     """
 
     @tf.custom_gradient
@@ -173,21 +157,17 @@ def _sampled_loss(inputs, rows, row_biases, hits, matmul_dtype):
         augmented = tf.concat([inputs, tf.ones([n, 1], inputs.dtype)], axis=1)
         sampled_logits = matmul(augmented, tf.concat([sampled_rows, row_biases[n:, tf.newaxis]], axis=1),
                                 matmul_dtype, transpose_b=True)
-        sampled_logits = tf.tensor_scatter_nd_update(
-            sampled_logits, hits, tf.fill(tf.shape(hits)[:1], tf.constant(-float("inf"), inputs.dtype)))
-        top = tf.maximum(tf.reduce_max(sampled_logits, axis=1), true_logits)
-        sampled_exps = tf.exp(sampled_logits - top[:, tf.newaxis])
-        true_exps = tf.exp(true_logits - top)
-        total = tf.reduce_sum(sampled_exps, axis=1) + true_exps
+        sampled_exps, true_exps, total, top = _exponentials(sampled_logits, true_logits, labels, sampled)
         loss = tf.math.log(total) + top - true_logits
 
         def grad(d_loss):
             scale = d_loss / total
-            d_sampled_logits = sampled_exps * scale[:, tf.newaxis]  # zero at the hits
+            # d_sampled_logits = scale * sampled_exps (zero at the hits), by rows.
             d_true_logits = true_exps * scale - d_loss
-            d_inputs = (matmul(d_sampled_logits, sampled_rows, matmul_dtype)
+            d_inputs = (scale[:, tf.newaxis] * matmul(sampled_exps, sampled_rows, matmul_dtype)
                         + d_true_logits[:, tf.newaxis] * true_rows)
-            d_sampled = matmul(d_sampled_logits, augmented, matmul_dtype, transpose_a=True)  # (S, dim + 1)
+            d_sampled = matmul(sampled_exps, scale[:, tf.newaxis] * augmented, matmul_dtype,
+                               transpose_a=True)  # (S, dim + 1)
             d_rows = tf.concat([d_true_logits[:, tf.newaxis] * inputs, d_sampled[:, :-1]], axis=0)
             d_row_biases = tf.concat([d_true_logits, d_sampled[:, -1]], axis=0)
             return d_inputs, d_rows, d_row_biases
@@ -195,6 +175,22 @@ def _sampled_loss(inputs, rows, row_biases, hits, matmul_dtype):
         return loss, grad
 
     return loss_and_gradient(inputs, rows, row_biases)
+
+
+@tf.function(jit_compile=True, reduce_retracing=True)
+def _exponentials(sampled_logits, true_logits, labels, sampled):
+    """`(sampled_exps (n, S), true_exps (n,), total (n,), top (n,))`: each
+    row's logits less its largest, exponentiated and summed. A sampled id
+    equal to the row's label (an accidental hit) is removed: its
+    exponential is zero. Under XLA the comparison, the maximum and the
+    exponentials fuse into two passes over the logits, instead of a
+    scatter's copy and four passes."""
+    hit = tf.equal(labels[:, tf.newaxis], sampled[tf.newaxis, :])
+    sampled_logits = tf.where(hit, tf.constant(-float("inf"), sampled_logits.dtype), sampled_logits)
+    top = tf.maximum(tf.reduce_max(sampled_logits, axis=1), true_logits)
+    sampled_exps = tf.exp(sampled_logits - top[:, tf.newaxis])
+    true_exps = tf.exp(true_logits - top)
+    return sampled_exps, true_exps, tf.reduce_sum(sampled_exps, axis=1) + true_exps, top
 
 
 def full_softmax_loss(weights, biases, inputs, labels):

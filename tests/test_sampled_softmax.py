@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bilm.sampled_softmax import DRAW_BLOCK, accidental_hits, full_softmax_loss, log_uniform_candidates, sampled_softmax_loss
+from bilm.sampled_softmax import DRAW_BLOCK, full_softmax_loss, log_uniform_candidates, sampled_softmax_loss
 
 V, DIM, N = 40, 6, 12
 
@@ -99,13 +99,6 @@ def _tf_nn_loss(weights, biases, inputs, labels, candidates):
         weights, biases, labels[:, None].astype(np.int64), inputs, num_sampled=len(candidates[0]),
         num_classes=V, sampled_values=(candidates[0], candidates[1][:, None], candidates[2]),
         remove_accidental_hits=True)
-
-
-def test_accidental_hits_are_every_row_and_column_of_an_equal_pair():
-    labels = tf.constant([7, 3, 7, 100, 0], tf.int64)
-    sampled = tf.constant([5, 7, 0, 2, 9], tf.int64)
-    assert sorted(map(tuple, accidental_hits(labels, sampled).numpy().tolist())) == [(0, 1), (2, 1), (4, 2)]
-    assert accidental_hits(tf.constant([1], tf.int64), tf.constant([2], tf.int64)).shape == (0, 2)
 
 
 def test_gradients_are_sparse_rows_of_the_table():
