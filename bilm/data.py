@@ -21,6 +21,7 @@ import warnings
 import numpy as np
 import tensorflow as tf
 
+from bilm.interpreter_exit import ends_at_exit
 from bilm.vocabulary import (
     BOS_TOKEN,
     EOS_TOKEN,
@@ -428,7 +429,9 @@ def make_tf_dataset(lm_dataset, batch_size, num_steps, keys=None, skip=0):
         signature = {key: signature[key] for key in keys}
 
     def generate():
-        for batch in lm_dataset.iter_batches(batch_size, num_steps, skip=skip):
+        # ends_at_exit: a half-read iterator left in a global must not hang
+        # the interpreter's exit (see bilm/interpreter_exit.py).
+        for batch in ends_at_exit(lm_dataset.iter_batches(batch_size, num_steps, skip=skip)):
             yield {key: batch[key] for key in signature}
 
     dataset = tf.data.Dataset.from_generator(generate, output_signature=signature)

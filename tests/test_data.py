@@ -1,4 +1,7 @@
 import itertools
+import os
+import subprocess
+import sys
 import warnings
 
 import numpy as np
@@ -389,3 +392,41 @@ def test_bidirectional_skip_keeps_the_directions_aligned(corpus, vocab):
     for a, b in zip(got, expected[5:]):
         for key in b:
             np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+
+
+# A script that keeps a half-read iterator in a global while the prefetch
+# thread is inside a (slow) call of the generator, then ends.
+HALF_READ_SCRIPT = """
+import sys, time
+from bilm.data import LMDataset, load_vocab, make_tf_dataset
+
+class SlowDataset(LMDataset):
+    def iter_batches(self, batch_size, num_steps, skip=0):
+        for batch in super().iter_batches(batch_size, num_steps, skip):
+            time.sleep(0.5)
+            yield batch
+
+batches = iter(make_tf_dataset(SlowDataset(sys.argv[1], load_vocab(sys.argv[2]), seed=0), 2, 3))
+next(batches)
+print("read a batch", flush=True)
+"""
+
+
+def test_process_with_a_half_read_dataset_exits(tmp_path):
+    """Without `ends_at_exit` the process hangs after its last line (the
+    iterator's destructor waits for a generator call that can no longer
+    take the GIL back)."""
+    shard = tmp_path / "train.txt"
+    shard.write_text("a b c d e\n" * 50)
+    script = tmp_path / "half_read.py"
+    script.write_text(HALF_READ_SCRIPT)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    path = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=path)
+    try:
+        result = subprocess.run([sys.executable, str(script), str(shard), write_vocab(tmp_path, TOKENS)],
+                                env=env, capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired as timeout:
+        pytest.fail(f"the process did not exit after its last line; it printed {timeout.stdout!r}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip() == "read a batch"
