@@ -408,7 +408,9 @@ def make_tf_dataset(lm_dataset, batch_size, num_steps, keys=None, skip=0):
 
     Elements are dicts of int32 tensors as in `iter_batches`, without the
     `tokens_characters` keys for a token-only vocabulary. Batches are
-    prepared in the background while the training step runs.
+    prepared in the background while the training step runs. The stream
+    ends once the interpreter begins to exit, so that an iterator left
+    half-read cannot hang the exit (`bilm.interpreter_exit`).
 
     Args:
         keys: the keys to keep (all by default); a key the dataset cannot
