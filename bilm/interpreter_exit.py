@@ -65,6 +65,7 @@ class _Streams:
 
 _STREAMS = _Streams()
 atexit.register(_STREAMS.wait_at_exit)
+_END = object()  # marks an exhausted iterator
 
 
 def ends_at_exit(iterable):
@@ -83,5 +84,3 @@ def ends_at_exit(iterable):
     finally:
         _STREAMS.ended()
 
-
-_END = object()
