@@ -110,6 +110,11 @@ class ProjectedLSTM(keras.layers.Layer):
         projection_kernel = None
         if self.projection_kernel is not None:
             projection_kernel = tf.convert_to_tensor(self.projection_kernel)
+        time_steps = (inputs if token_index is None else token_index).shape[1]
+        if time_steps == 0:
+            # No step to run (the compiled loops cannot even slice a step
+            # out of an empty time axis): the states pass through unchanged.
+            return tf.zeros([batch, 0, self.output_dim], inputs.dtype), c0, h0
         state_and_kernels = (lengths, c0, h0, tf.convert_to_tensor(self.recurrent_kernel), projection_kernel,
                              self.cell_clip, self.proj_clip)
         if token_index is not None:

@@ -119,6 +119,26 @@ def test_training_mode_takes_a_batch_without_rows():
         np.testing.assert_array_equal(grad.numpy(), np.zeros(weight.shape))
 
 
+@pytest.mark.parametrize("training, distinct", [(False, False), (True, False), (True, True)])
+def test_no_time_steps_pass_the_states_through(training, distinct):
+    layer = ProjectedLSTM(8, 4, 3.0, 3.0)
+    c0 = tf.random.stateless_normal([3, 8], seed=[1, 2])
+    h0 = tf.random.stateless_normal([3, 4], seed=[3, 4])
+    inputs = tf.zeros([1, 2, 6]) if distinct else tf.zeros([3, 0, 6])
+    token_index = tf.zeros([3, 0], tf.int32) if distinct else None
+    with tf.GradientTape() as tape:
+        tape.watch([c0, h0])
+        out, c, h = layer(inputs, tf.zeros([3], tf.int32), initial_state=(c0, h0), training=training,
+                          token_index=token_index)
+        loss = tf.reduce_sum(c * c) + tf.reduce_sum(h)
+    assert out.shape == (3, 0, 4)
+    np.testing.assert_array_equal(c.numpy(), c0.numpy())
+    np.testing.assert_array_equal(h.numpy(), h0.numpy())
+    dc0, dh0 = tape.gradient(loss, [c0, h0])
+    np.testing.assert_allclose(dc0.numpy(), 2 * c0.numpy())
+    np.testing.assert_array_equal(dh0.numpy(), np.ones([3, 4]))
+
+
 @pytest.mark.parametrize("go_backwards", [False, True])
 def test_distinct_rows_with_an_index_equal_the_gathered_inputs(go_backwards):
     layer = ProjectedLSTM(8, 4, 3.0, 3.0, go_backwards=go_backwards)
