@@ -431,8 +431,6 @@ def make_tf_dataset(lm_dataset, batch_size, num_steps, keys=None, skip=0):
         signature = {key: signature[key] for key in keys}
 
     def generate():
-        # ends_at_exit: a half-read iterator left in a global must not hang
-        # the interpreter's exit (see bilm/interpreter_exit.py).
         for batch in ends_at_exit(lm_dataset.iter_batches(batch_size, num_steps, skip=skip)):
             yield {key: batch[key] for key in signature}
 

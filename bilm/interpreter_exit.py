@@ -83,4 +83,3 @@ def ends_at_exit(iterable):
             yield item
     finally:
         _STREAMS.ended()
-
