@@ -32,7 +32,7 @@ def run_one(size, n_sentences, batch_size):
 
     from bilm import Batcher, BidirectionalLanguageModel, load_options
     from bilm.presets import get_preset
-    from bilm.random_model import write_random_model
+    from bilm.models.random_weights import write_random_model
 
     preset, _, variant = size.partition(":")
     directory = tempfile.mkdtemp(prefix=f"bench_{preset}_")

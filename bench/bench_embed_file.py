@@ -32,13 +32,13 @@ from common import run_sizes  # noqa: E402
 def run_one(size, n_sentences, batch_size):
     from common import peak_rss_gib, zipf_sentences
 
-    from bilm.batching import Batcher
-    from bilm.elmo_command import embed_file
-    from bilm.language_model import BidirectionalLanguageModel
+    from bilm.text.batching import Batcher
+    from bilm.commands.embed_file import embed_file
+    from bilm.models.predictor import BidirectionalLanguageModel
     from bilm.options import load_options
     from bilm.presets import get_preset
-    from bilm.random_model import write_random_model
-    from bilm.sentence_files import length_sorted_batches
+    from bilm.models.random_weights import write_random_model
+    from bilm.io.sentence_files import length_sorted_batches
 
     directory = tempfile.mkdtemp(prefix=f"bench_embed_file_{size}_")
     try:

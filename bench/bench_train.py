@@ -14,7 +14,7 @@ matmuls are timed on their own (forward, and the same again for the
 backward pass), since no implementation can beat them. Elementwise work,
 gathers and the optimizer are counted as free, so the ceiling is generous.
 
-Like `bilm.training.train`, it first calls `keep_freed_memory` (glibc
+Like `bilm.training.loop.train`, it first calls `keep_freed_memory` (glibc
 keeps freed memory for the next step instead of returning it to the
 kernel); `--default_malloc` leaves glibc's settings alone, to show the
 difference.
@@ -35,11 +35,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import char_convolution_flops_per_token, encoder_flops_per_token, forward_flops_per_token, matmul_rate, peak_rss_gib, recurrent_matmul_seconds  # noqa: E402
 
 from bilm.presets import TRAINING_DEFAULTS, get_preset  # noqa: E402
-from bilm.data import make_tf_dataset  # noqa: E402
-from bilm.malloc_tuning import keep_freed_memory  # noqa: E402
-from bilm.matmul_dtype import MATMUL_DTYPES  # noqa: E402
-from bilm.training import TrainStep, load_training_data  # noqa: E402
-from bilm.training_model import SparseAdagrad, TrainingLM, training_settings  # noqa: E402
+from bilm.training.windows import make_tf_dataset  # noqa: E402
+from bilm.utils.malloc_tuning import keep_freed_memory  # noqa: E402
+from bilm.ops.matmul_dtype import MATMUL_DTYPES  # noqa: E402
+from bilm.training.loop import TrainStep, load_training_data  # noqa: E402
+from bilm.training.objective import SparseAdagrad, TrainingLM, training_settings  # noqa: E402
 
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
 
@@ -153,7 +153,7 @@ def step_floor_seconds(options, settings, batches, rate):
     and projection on each batch's distinct tokens; the input half of every
     LSTM's gates; the sampled softmax's logits against the true and the
     sampled rows. The char convolutions are table lookups and their
-    gradient bucket sums (see `bilm.char_convolutions`), counted as free
+    gradient bucket sums (see `bilm.ops.char_convolutions`), counted as free
     like other elementwise work. The
     recurrences (`(B, P) @ (P, 4U)` and the projection, every step) are
     timed by `recurrent_matmul_seconds`, twice for forward and backward,
@@ -188,7 +188,7 @@ def main(argv=None):
     parser.add_argument("--projection_dim", type=int, help="shrink: projection size")
     parser.add_argument("--filter_scale", type=int, default=1, help="shrink: divide every CNN filter count")
     parser.add_argument("--matmul_dtype", default="float32", choices=MATMUL_DTYPES,
-                        help="bfloat16: the opt-in bfloat16 operands for the large matmuls (bilm.matmul_dtype)")
+                        help="bfloat16: the opt-in bfloat16 operands for the large matmuls (bilm.ops.matmul_dtype)")
     parser.add_argument("--default_malloc", action="store_true",
                         help="leave glibc's malloc settings alone (train() applies keep_freed_memory); "
                              "the first vocabulary size shows the difference")

@@ -2,8 +2,8 @@
 """Writes a biLM training vocabulary (<S>, </S>, <UNK>, then tokens by count)."""
 import argparse
 
-from bilm.cli import exit_on_user_error
-from bilm.vocab_builder import build_vocab
+from bilm.commands.user_errors import exit_on_user_error
+from bilm.training.vocab_builder import build_vocab
 
 
 def main(argv=None):

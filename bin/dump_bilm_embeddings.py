@@ -2,8 +2,8 @@
 """Writes every sentence's biLM layers (n_layers + 1, n_tokens, 2P) to an HDF5 file."""
 import argparse
 
-from bilm.cli import exit_on_user_error
-from bilm.dump import dump_bilm_embeddings
+from bilm.commands.user_errors import exit_on_user_error
+from bilm.commands.dump import dump_bilm_embeddings
 
 
 def main():

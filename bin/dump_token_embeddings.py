@@ -2,8 +2,8 @@
 """Writes the char-CNN embedding of every vocabulary token to an HDF5 file."""
 import argparse
 
-from bilm.cli import exit_on_user_error
-from bilm.dump import dump_token_embeddings
+from bilm.commands.user_errors import exit_on_user_error
+from bilm.commands.dump import dump_token_embeddings
 
 
 def main():

@@ -7,8 +7,8 @@ BidirectionalLanguageModel(options_file, outfile) loads them as they are.
 """
 import argparse
 
-from bilm.cli import exit_on_user_error
-from bilm.training import dump_weights
+from bilm.commands.user_errors import exit_on_user_error
+from bilm.training.loop import dump_weights
 
 
 def main(argv=None):

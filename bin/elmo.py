@@ -9,8 +9,8 @@ An interrupted run leaves OUTPUT.partial; rerunning the same command continues i
 """
 import argparse
 
-from bilm.cli import exit_on_user_error
-from bilm.elmo_command import embed_file
+from bilm.commands.user_errors import exit_on_user_error
+from bilm.commands.embed_file import embed_file
 
 
 def main(argv=None):
@@ -30,7 +30,7 @@ def main(argv=None):
     parser.add_argument("--batch_size", type=int, default=64, help="Sentences per model call.")
     parser.add_argument("--use_sentence_keys", action="store_true",
                         help="Name each dataset by its sentence instead of its line number ('%%', '/' and a "
-                             "lone '.' are percent-encoded, see bilm.elmo_command.sentence_key; a repeated "
+                             "lone '.' are percent-encoded, see bilm.commands.embed_file.sentence_key; a repeated "
                              "sentence is stored once; blank lines are an error).")
     parser.add_argument("--no_resume", dest="resume", action="store_false",
                         help="Start over instead of continuing OUTPUT.partial from an interrupted run.")

@@ -5,8 +5,8 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-from bilm.cli import exit_on_user_error  # noqa: E402
-from bilm.quickstart import run_quickstart  # noqa: E402
+from bilm.commands.user_errors import exit_on_user_error  # noqa: E402
+from bilm.commands.quickstart import run_quickstart  # noqa: E402
 
 
 def main():

@@ -7,9 +7,9 @@ original bilm-tf checkpoint is first converted into --save_dir.
 """
 import argparse
 
-from bilm.cli import exit_on_user_error
-from bilm.tf1_checkpoint import convert_tf1_checkpoint
-from bilm.training import add_training_arguments, train_from_args
+from bilm.commands.user_errors import exit_on_user_error
+from bilm.training.tf1_checkpoint import convert_tf1_checkpoint
+from bilm.training.loop import add_training_arguments, train_from_args
 
 
 def main(argv=None):

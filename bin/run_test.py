@@ -5,8 +5,8 @@ Ends with one line: AVERAGE PERPLEXITY = <number>.
 """
 import argparse
 
-from bilm.cli import exit_on_user_error
-from bilm.training import test_from_files
+from bilm.commands.user_errors import exit_on_user_error
+from bilm.training.loop import test_from_files
 
 
 def main(argv=None):

@@ -6,8 +6,8 @@ Without --options_file the original configuration is trained
 """
 import argparse
 
-from bilm.cli import exit_on_user_error
-from bilm.training import add_training_arguments, train_from_args
+from bilm.commands.user_errors import exit_on_user_error
+from bilm.training.loop import add_training_arguments, train_from_args
 
 
 def main(argv=None):

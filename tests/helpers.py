@@ -1,7 +1,12 @@
-"""Small shared helpers for the tests: tiny model directories on disk."""
+"""Small shared helpers for the tests: paths, tiny model directories on disk."""
 import json
+import os
 
 import numpy_reference as R
+
+# The tests folder and the repository root (scripts run from there).
+TESTS = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(TESTS)
 
 SENTENCES = [
     ["The", "cat", "sat", "."],

@@ -4,7 +4,7 @@ import json
 import pytest
 
 import numpy_reference as R
-from bilm.language_model import BidirectionalLanguageModel, prediction_options
+from bilm.models.predictor import BidirectionalLanguageModel, prediction_options
 from bilm.options import OptionsError, load_options, save_options
 
 

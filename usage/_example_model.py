@@ -5,7 +5,7 @@ import tempfile
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 from bilm.presets import get_preset  # noqa: E402
-from bilm.random_model import write_random_model  # noqa: E402
+from bilm.models.random_weights import write_random_model  # noqa: E402
 
 CONTEXT = [
     "Pretrained biLMs compute representations useful for NLP tasks .".split(),

@@ -1,0 +1,204 @@
+"""`embed_file`: AllenNLP's `elmo` command, a sentence file to an HDF5 file of ELMo vectors.
+
+The output has AllenNLP's layout: one float32 dataset per input line, named
+by the line number (or by the sentence, `use_sentence_keys=True`), holding
+
+    "all"      `(n_layers + 1, n_tokens, 2 * projection_dim)`  every biLM layer
+    "top"      `(n_tokens, 2 * projection_dim)`                the top layer
+    "average"  `(n_tokens, 2 * projection_dim)`                the mean of the layers
+
+plus `sentence_to_index`, a `(1,)` string dataset holding a JSON object that
+maps each sentence (the stripped line; bytes that are not UTF-8 appear as
+surrogate escapes, `errors="surrogateescape"`) to the name of its dataset, so
+`f[json.loads(f["sentence_to_index"][0])[sentence]]` finds any sentence in
+either naming mode.
+
+Where this differs from AllenNLP (whose model was stateful, so one
+sentence's vectors depended on the lines before it; here the model is
+stateless and every sentence's vectors depend on that sentence only):
+- A blank (or whitespace-only) line gives an empty `(n_layers + 1, 0, 2P)` /
+  `(0, 2P)` dataset, keeping names aligned with line numbers; AllenNLP's
+  command refuses files with blank lines. With `use_sentence_keys` a blank
+  line has no name and is an error naming the line.
+- With `use_sentence_keys` a repeated sentence is stored once (all its
+  occurrences have the same vectors); AllenNLP raised an error.
+- Sentence names are escaped where HDF5 cannot hold the text, see
+  `sentence_key`; AllenNLP used the text as is and warned that it can fail
+  (a `/` makes nested groups, a lone `.` is the root group).
+- `sentence_to_index` is written in both naming modes (AllenNLP: only
+  with line-number names) and the root attributes record `output_format`,
+  `use_sentence_keys`, `n_layers` and `projection_dim`.
+- The run can be resumed: the file is built as `output_file + ".partial"`
+  and a rerun continues it (see `embed_file`).
+"""
+import json
+import os
+import warnings
+
+import h5py
+import numpy as np
+
+from bilm.text.batching import Batcher
+from bilm.commands.dump import lm_embeddings_of, write_sentence_embeddings
+from bilm.models.predictor import BidirectionalLanguageModel
+from bilm.options import load_options
+from bilm.io.sentence_files import count_lines, read_sentences
+
+SENTENCE_TO_INDEX = "sentence_to_index"
+
+# `(n_layers + 1, n_tokens, 2P)` layers -> what the dataset holds.
+OUTPUT_FORMATS = {
+    "all": lambda layers: layers,
+    "top": lambda layers: layers[-1],
+    "average": lambda layers: layers.mean(axis=0),
+}
+
+# Whole sentences that cannot be dataset names as they are: "." is the group
+# itself, and the mapping's own name would collide.
+_RESERVED_NAMES = (".", SENTENCE_TO_INDEX)
+
+
+def sentence_key(sentence):
+    """The dataset name of `sentence` with `use_sentence_keys=True`.
+
+    The sentence itself, except that `%`, `/` and NUL, and bytes that were
+    not valid UTF-8 (read as surrogate escapes), are percent-encoded (`%25`,
+    `%2F`, `%00`, `%E9`); a sentence that is exactly `.` or
+    `sentence_to_index` gets its first character encoded (`%2E`,
+    `%73entence_to_index`). Distinct sentences get distinct names.
+    """
+    if not sentence:
+        raise ValueError("An empty sentence has no dataset name.")
+    out = []
+    for char in sentence:
+        code = ord(char)
+        if char in "%/\x00":
+            out.append(f"%{code:02X}")
+        elif 0xDC80 <= code <= 0xDCFF:  # surrogateescape of the byte code - 0xDC00
+            out.append(f"%{code - 0xDC00:02X}")
+        else:
+            out.append(char)
+    if sentence in _RESERVED_NAMES:
+        out[0] = f"%{ord(sentence[0]):02X}"
+    return "".join(out)
+
+
+def _key_function(use_sentence_keys):
+    if use_sentence_keys:
+        return lambda number, line: sentence_key(line.strip())
+    return lambda number, line: str(number)
+
+
+def _sentence_to_index(input_file, key_of):
+    """The `sentence_to_index` dataset: JSON {stripped line: dataset name}.
+
+    A sentence on several lines maps to its last line, as in AllenNLP.
+    """
+    mapping = {line.strip(): key_of(number, line) for number, line, _ in read_sentences(input_file)}
+    return np.array([json.dumps(mapping)], dtype=h5py.string_dtype())
+
+
+def _check_no_blank_lines(input_file):
+    blank = [number for number, _, tokens in read_sentences(input_file) if not tokens]
+    if blank:
+        shown = ", ".join(str(n) for n in blank[:10]) + (" ..." if len(blank) > 10 else "")
+        raise ValueError(
+            f"{input_file}: {len(blank)} blank line(s) (0-based line numbers {shown}) have no sentence to "
+            "use as their dataset name with use_sentence_keys. Remove them, or drop use_sentence_keys "
+            "(--use_sentence_keys) to name datasets by line number (a blank line then gets an empty dataset).")
+
+
+def _check_partial(partial, settings):
+    """Checks that the `.partial` file a resumed run continues was started with
+    `settings`, so that one file never mixes formats or models."""
+    try:
+        with h5py.File(partial, "r") as f:
+            found = {key: _plain(f.attrs[key]) for key in settings if key in f.attrs}
+    except OSError as error:
+        raise ValueError(
+            f"Cannot resume from {partial}: it is not a readable HDF5 file ({error}). Delete it, or "
+            "start over with --no_resume (resume=False).") from error
+    if found != settings:
+        raise ValueError(
+            f"Cannot resume from {partial}: it was written with {found}, this run asks for {settings}. "
+            "Rerun with the settings it was written with, or start over with --no_resume (resume=False).")
+
+
+def _plain(value):
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def embed_file(input_file, output_file, options_file, weight_file, output_format="all", batch_size=64,
+               use_sentence_keys=False, resume=True, verbose=1):
+    """Writes the ELMo vectors of every line of `input_file` to `output_file`.
+
+    Layout and naming as in this module's docstring. Lines are read as
+    whitespace-tokenized UTF-8 sentences, batched by length (batches of
+    similar length, in chunks of `64 * batch_size` lines) and run through a
+    stateless `BidirectionalLanguageModel`, so the vectors do not depend on
+    the batch size or on the other lines.
+
+    The file is written as `output_file + ".partial"` and renamed when
+    complete. With `resume=True`, a `.partial` left by an interrupted run
+    with the same `output_format`, `use_sentence_keys` and model sizes is
+    continued (lines it holds are not recomputed); a different one is an
+    error. `resume=False` starts over. A finished `output_file` is
+    recomputed and replaced.
+
+    Args:
+        input_file: text file, one sentence per line.
+        output_file: HDF5 file to write; its directory must exist.
+        options_file: the model's `options.json` (needs `char_cnn`).
+        weight_file: HDF5 weights in the original layout.
+        output_format: "all", "top" or "average".
+        batch_size: sentences per model call.
+        use_sentence_keys: name datasets by sentence instead of line number.
+        resume: continue an interrupted run's `.partial` file.
+        verbose: show a progress bar (time per sentence, ETA).
+
+    Returns:
+        number of sentence datasets written by this call.
+    """
+    if output_format not in OUTPUT_FORMATS:
+        raise ValueError(f"output_format must be one of {sorted(OUTPUT_FORMATS)}. "
+                         f"Received: output_format={output_format!r}")
+    if not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive integer. Received: batch_size={batch_size!r}")
+    if not os.path.isfile(input_file):
+        raise FileNotFoundError(f"Input file not found: {input_file} (expected a text file, one "
+                                "whitespace-tokenized sentence per line).")
+    directory = os.path.dirname(os.path.abspath(output_file))
+    if not os.path.isdir(directory):
+        raise FileNotFoundError(f"The output directory does not exist: {directory} (for {output_file}); "
+                                "create it first.")
+    options = load_options(options_file)
+    if options.char_cnn is None:
+        raise ValueError(f"{options_file}: embed_file needs a character model (a 'char_cnn' section).")
+    if use_sentence_keys:
+        _check_no_blank_lines(input_file)
+    settings = {"output_format": output_format, "use_sentence_keys": bool(use_sentence_keys),
+                "n_layers": options.n_layers, "projection_dim": options.projection_dim}
+    partial = f"{output_file}.partial"  # write_sentence_embeddings' working name
+    resuming = resume and os.path.exists(partial)
+    if resuming:
+        _check_partial(partial, settings)
+    n_lines = count_lines(input_file)
+
+    model = BidirectionalLanguageModel(options_file, weight_file, max_batch_size=batch_size, stateful=False)
+    layers_of = lm_embeddings_of(model, Batcher(None, options.char_cnn.max_characters_per_token))
+    select = OUTPUT_FORMATS[output_format]
+
+    def embed(sentences):
+        return [select(layers) for layers in layers_of(sentences)]
+
+    if not resuming:  # a fresh file, stamped with what it will hold
+        with h5py.File(partial, "w") as f:
+            f.attrs.update(settings)
+    key_of = _key_function(use_sentence_keys)
+    written = write_sentence_embeddings(
+        input_file, output_file, embed, batch_size=batch_size, resume=True, key_of=key_of,
+        verbose=verbose, extra_datasets=lambda: {SENTENCE_TO_INDEX: _sentence_to_index(input_file, key_of)})
+    if n_lines == 0:
+        warnings.warn(f"{input_file} is empty: wrote {output_file} with no sentence datasets "
+                      f"(only an empty '{SENTENCE_TO_INDEX}').", stacklevel=2)
+    return written

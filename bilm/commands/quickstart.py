@@ -1,0 +1,50 @@
+"""The whole job on a small built-in corpus: train, evaluate, dump, embed.
+
+`python bin/quickstart.py` writes a generated corpus, trains a tiny biLM
+on it for a couple of minutes, reports held-out perplexity against the
+unigram baseline, dumps the weights in the original layout and embeds a
+few sentences with them.
+"""
+import os
+
+from bilm.text.batching import Batcher
+from bilm.models.predictor import BidirectionalLanguageModel
+from bilm.options import save_options
+from bilm.presets import TRAINING_DEFAULTS, get_preset
+from bilm.training.sample_corpus import unigram_perplexity, write_sample_corpus
+from bilm.training.loop import dump_weights, test_from_files, train_from_files
+
+EXAMPLE_SENTENCES = [
+    ["the", "old", "dog", "sees", "a", "small", "cat", "."],
+    ["a", "cat", "sleeps", "."],
+]
+
+
+def quickstart_options(n_epochs=8):
+    """The tiny preset in its training form, sized for a couple of CPU minutes."""
+    options = get_preset("tiny")
+    options["char_cnn"]["n_characters"] = 261
+    options.update(TRAINING_DEFAULTS)
+    options.update(batch_size=32, unroll_steps=10, n_negative_samples_batch=64, n_epochs=n_epochs,
+                   dropout=0.1, learning_rate=0.2)
+    return options
+
+
+def run_quickstart(directory, n_epochs=8, verbose=1):
+    """Runs the whole job in `directory`; returns a dict of what it measured and wrote."""
+    os.makedirs(directory, exist_ok=True)
+    corpus = write_sample_corpus(os.path.join(directory, "corpus"))
+    options_file = os.path.join(directory, "train_options.json")
+    save_options(quickstart_options(n_epochs), options_file)
+    save_dir = os.path.join(directory, "checkpoint")
+    train_from_files(corpus["train_prefix"], corpus["vocab_file"], save_dir, options_file,
+                     heldout_prefix=corpus["heldout_prefix"], verbose=verbose)
+    perplexity = test_from_files(corpus["heldout_prefix"], corpus["vocab_file"], save_dir,
+                                 batch_size=16, verbose=0)
+    unigram = unigram_perplexity(corpus["heldout_prefix"], corpus["vocab_file"])
+    written = dump_weights(save_dir, os.path.join(directory, "weights.hdf5"))
+    bilm = BidirectionalLanguageModel(written["options_file"], written["weight_file"], stateful=False)
+    ids = Batcher(corpus["vocab_file"], 50).batch_sentences(EXAMPLE_SENTENCES)
+    lm_embeddings = bilm(ids)["lm_embeddings"]
+    return {"heldout_perplexity": perplexity, "unigram_perplexity": unigram,
+            "lm_embeddings_shape": tuple(lm_embeddings.shape), **written}

@@ -1,0 +1,220 @@
+"""Weights in the original bilm-tf HDF5 layout (SPEC.md, "Weight file").
+
+The name map is a table of `WeightEntry` rows built from the model; every
+quirk of the original layout is a named hook, applied only here:
+- `char_embed` has 261 rows; a prediction model's table has a zero row 0
+  in front (ids are shifted by +1 so that 0 means padding);
+- `W_cnn_i` keeps TF1's conv2d shape `(1, width, char_dim, num)`;
+- `W_0` is `[W_x; W_h]` stacked on the input axis (TF1 LSTMCell concatenates
+  `[x_t, h_{t-1}]` before one matmul).
+The file is opened once per load or save.
+"""
+import dataclasses
+import os
+from typing import Callable, Tuple
+
+import h5py
+import numpy as np
+
+from bilm.models.network import DIRECTIONS
+
+
+class WeightFileError(ValueError):
+    """A weight file is missing, unreadable, or does not match the model."""
+
+
+@dataclasses.dataclass
+class WeightEntry:
+    """One dataset of the file: its name, shape, and how it maps to the model."""
+
+    name: str
+    shape: Tuple[int, ...]
+    get: Callable[[], np.ndarray]
+    set: Callable[[np.ndarray], None]
+
+
+# === Hooks: file array <-> model variables ===
+
+def _char_embedding_entry(variable):
+    """`char_embed` (261, dim); the model may hold an extra zero padding row 0."""
+    extra = variable.shape[0] - 261
+
+    def get():
+        return variable.numpy()[extra:]
+
+    def set_(array):
+        if extra:
+            array = np.concatenate([np.zeros((extra, array.shape[1]), array.dtype), array])
+        variable.assign(array)
+
+    return WeightEntry("char_embed", (261, variable.shape[1]), get, set_)
+
+
+def _conv_kernel_entry(name, variable):
+    """TF1 conv2d kernel `(1, width, char_dim, num)` <-> conv1d `(width, char_dim, num)`."""
+    return WeightEntry(
+        name, (1, *variable.shape),
+        lambda: variable.numpy()[np.newaxis],
+        lambda array: variable.assign(array[0]))
+
+
+def _lstm_kernel_entry(name, input_kernel, recurrent_kernel):
+    """`W_0` `(input_dim + output_dim, 4 * units)` = input kernel over recurrent kernel."""
+    n_input = input_kernel.shape[0]
+
+    def set_(array):
+        input_kernel.assign(array[:n_input])
+        recurrent_kernel.assign(array[n_input:])
+
+    return WeightEntry(
+        name, (n_input + recurrent_kernel.shape[0], input_kernel.shape[1]),
+        lambda: np.concatenate([input_kernel.numpy(), recurrent_kernel.numpy()]), set_)
+
+
+def _direct_entry(name, variable):
+    return WeightEntry(name, tuple(variable.shape), variable.numpy, variable.assign)
+
+
+def _padded_embedding_entry(name, variable, file_rows):
+    """A table whose file copy lacks the model's zero padding rows in front."""
+    extra = variable.shape[0] - file_rows
+
+    def set_(array):
+        variable.assign(np.concatenate([np.zeros((extra, array.shape[1]), array.dtype), array]))
+
+    return WeightEntry(name, (file_rows, variable.shape[1]), lambda: variable.numpy()[extra:], set_)
+
+
+# === The table ===
+
+def weight_table(model):
+    """Every dataset of the original weight file, for a model of `build_bilm`.
+
+    Returns a list of `WeightEntry` in file order. The token embedding of a
+    token-input model is not part of it (it lives in its own file, see
+    `load_token_embeddings`).
+    """
+    layers = {layer.name: layer for layer in model.layers}
+    entries = []
+    if "char_cnn" in layers:
+        cnn = layers["char_cnn"]
+        entries.append(_char_embedding_entry(cnn.char_embedding))
+        for i, (kernel, bias) in enumerate(zip(cnn.kernels, cnn.biases)):
+            entries.append(_conv_kernel_entry(f"CNN/W_cnn_{i}", kernel))
+            entries.append(_direct_entry(f"CNN/b_cnn_{i}", bias))
+        highway = layers["highway"]
+        for k in range(highway.n_layers):
+            entries += [
+                _direct_entry(f"CNN_high_{k}/W_carry", highway.carry_kernels[k]),
+                _direct_entry(f"CNN_high_{k}/b_carry", highway.carry_biases[k]),
+                _direct_entry(f"CNN_high_{k}/W_transform", highway.transform_kernels[k]),
+                _direct_entry(f"CNN_high_{k}/b_transform", highway.transform_biases[k]),
+            ]
+        if "token_projection" in layers:
+            projection = layers["token_projection"]
+            entries.append(_direct_entry("CNN_proj/W_proj", projection.kernel))
+            entries.append(_direct_entry("CNN_proj/b_proj", projection.bias))
+    for d, direction in enumerate(DIRECTIONS):
+        layer = 0
+        while f"{direction}_lstm_{layer}" in layers:
+            lstm = layers[f"{direction}_lstm_{layer}"]
+            prefix = f"RNN_{d}/RNN/MultiRNNCell/Cell{layer}/LSTMCell"
+            entries.append(_lstm_kernel_entry(f"{prefix}/W_0", lstm.input_kernel, lstm.recurrent_kernel))
+            entries.append(_direct_entry(f"{prefix}/B", lstm.bias))
+            if lstm.projection_kernel is not None:
+                entries.append(_direct_entry(f"{prefix}/W_P_0", lstm.projection_kernel))
+            layer += 1
+    return entries
+
+
+# === Reading and writing ===
+
+def _open_for_reading(path, what):
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise WeightFileError(f"{what} not found: {path}")
+    try:
+        return h5py.File(path, "r")
+    except OSError as e:
+        raise WeightFileError(f"{path} is not a readable HDF5 {what.lower()}: {e}") from None
+
+
+def read_entries(path, entries, what="Weight file"):
+    """Reads and checks every entry's dataset; returns `{name: array}`.
+
+    Raises `WeightFileError` listing each missing dataset and each shape
+    mismatch (dataset name, shape in the file, shape the options imply).
+    """
+    problems, arrays = [], {}
+    with _open_for_reading(path, what) as f:
+        for entry in entries:
+            dataset = f.get(entry.name)
+            if not isinstance(dataset, h5py.Dataset):
+                problems.append(f"missing dataset '{entry.name}' (expected shape {entry.shape})")
+            elif tuple(dataset.shape) != tuple(entry.shape):
+                problems.append(
+                    f"dataset '{entry.name}' has shape {tuple(dataset.shape)}, expected {tuple(entry.shape)}")
+            else:
+                arrays[entry.name] = dataset[...]
+    if problems:
+        shown = problems[:10] + ([f"... and {len(problems) - 10} more"] if len(problems) > 10 else [])
+        raise WeightFileError(
+            f"{path} does not match the model built from the options file "
+            "(is it the weight file for these options?):\n  " + "\n  ".join(shown))
+    return arrays
+
+
+def load_bilm_weights(model, weight_file):
+    """Assigns the weights of an original-layout HDF5 file to `model`."""
+    entries = weight_table(model)
+    arrays = read_entries(weight_file, entries)
+    for entry in entries:
+        entry.set(arrays[entry.name])
+
+
+def write_datasets(path, arrays):
+    """Writes `{name: array}` as float32 datasets, atomically.
+
+    The file is written under a temporary name and renamed at the end, so a
+    crash never leaves a complete-looking file behind.
+    """
+    path = os.fspath(path)
+    tmp = f"{path}.tmp"
+    try:
+        with h5py.File(tmp, "w") as f:
+            for name, array in arrays.items():
+                f.create_dataset(name, data=np.asarray(array, dtype=np.float32))
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def save_bilm_weights(model, weight_file):
+    """Writes `model`'s weights in the original layout (readable by bilm-tf and AllenNLP)."""
+    write_datasets(weight_file, {entry.name: entry.get() for entry in weight_table(model)})
+
+
+def read_token_embeddings(embedding_file):
+    """The `embedding` dataset `(n_vocab, projection_dim)` of a token embedding file."""
+    with _open_for_reading(embedding_file, "Token embedding file") as f:
+        dataset = f.get("embedding")
+        if not isinstance(dataset, h5py.Dataset) or len(dataset.shape) != 2:
+            raise WeightFileError(
+                f"{embedding_file}: expected a 2-D dataset 'embedding' (n_vocab, projection_dim); "
+                f"found {list(f.keys())}.")
+        return dataset[...]
+
+
+def load_token_embeddings(model, embedding_file):
+    """Assigns a token embedding file to a token-input model's `token_embedding` table."""
+    variable = model.get_layer("token_embedding").embeddings
+    file_rows = variable.shape[0] - 1
+    entry = _padded_embedding_entry("embedding", variable, file_rows)
+    arrays = read_entries(embedding_file, [entry], what="Token embedding file")
+    entry.set(arrays["embedding"])
+
+
+def save_token_embeddings(path, embedding):
+    """Writes `embedding` `(n_vocab, projection_dim)` as a token embedding file."""
+    write_datasets(path, {"embedding": embedding})

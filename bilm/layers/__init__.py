@@ -1,0 +1,1 @@
+"""The Keras layers the biLM is made of, and the ELMo scalar mix."""

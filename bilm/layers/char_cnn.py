@@ -1,0 +1,83 @@
+"""The character CNN token encoder: char embedding, convolutions, max-pool."""
+import keras
+import tensorflow as tf
+
+from bilm.ops.bias_add import add_bias
+from bilm.ops.char_convolutions import max_pooled_char_convolutions
+from bilm.layers.initializers import char_cnn_kernel_initializer
+
+
+@keras.saving.register_keras_serializable(package="bilm")
+class CharCNNEncoder(keras.layers.Layer):
+    """Encodes each token from its character ids with a bank of 1-D CNNs.
+
+    For every filter `(width, num)`: a valid convolution over the character
+    positions, max over all positions (padding included), then the
+    activation (max-pool *before* activation, as the original code does).
+    The filter outputs are concatenated into `n_filters = sum(num)` features.
+
+    Args:
+        n_characters: rows of the character embedding table (262 for
+            prediction, where id 0 is batch padding; 261 for training).
+        embedding_dim: size of a character embedding.
+        filters: sequence of `(width, num_filters)` pairs.
+        activation: `"relu"` or `"tanh"`.
+
+    Call arguments:
+        char_ids: int tensor `(batch, time, max_characters_per_token)`.
+
+    Returns:
+        float tensor `(batch, time, n_filters)`.
+    """
+
+    def __init__(self, n_characters, embedding_dim, filters, activation="relu", **kwargs):
+        super().__init__(**kwargs)
+        if activation not in ("relu", "tanh"):
+            raise ValueError(f"activation must be 'relu' or 'tanh'. Received: activation={activation!r}")
+        self.n_characters = n_characters
+        self.embedding_dim = embedding_dim
+        self.filters = [tuple(f) for f in filters]
+        self.activation = activation
+        self.n_filters = sum(num for _, num in self.filters)
+
+    def build(self, input_shape):
+        self.char_embedding = self.add_weight(
+            name="char_embedding",
+            shape=(self.n_characters, self.embedding_dim),
+            initializer=keras.initializers.RandomUniform(-1.0, 1.0),
+        )
+        self.kernels, self.biases = [], []
+        for i, (width, num) in enumerate(self.filters):
+            self.kernels.append(self.add_weight(
+                name=f"kernel_{i}",
+                shape=(width, self.embedding_dim, num),
+                initializer=char_cnn_kernel_initializer(self.activation, width, self.embedding_dim),
+            ))
+            self.biases.append(self.add_weight(name=f"bias_{i}", shape=(num,), initializer="zeros"))
+
+    def call(self, char_ids):
+        char_ids = tf.cast(char_ids, tf.int32)
+        shape = tf.shape(char_ids)
+        features = self._encode_flat(tf.reshape(char_ids, [-1, shape[2]]))
+        return tf.reshape(features, [shape[0], shape[1], self.n_filters])
+
+    def _encode_flat(self, flat_ids):
+        """(n_tokens, max_chars) int -> (n_tokens, n_filters) float."""
+        # Tensors, not the variables: the custom gradient returns their gradients.
+        pooled = max_pooled_char_convolutions(
+            flat_ids, tf.convert_to_tensor(self.char_embedding), [tf.convert_to_tensor(k) for k in self.kernels])
+        activation = tf.nn.relu if self.activation == "relu" else tf.nn.tanh
+        return activation(add_bias(pooled, tf.concat(self.biases, axis=0)))
+
+    def compute_output_shape(self, input_shape):
+        return (input_shape[0], input_shape[1], self.n_filters)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({
+            "n_characters": self.n_characters,
+            "embedding_dim": self.embedding_dim,
+            "filters": [list(f) for f in self.filters],
+            "activation": self.activation,
+        })
+        return config

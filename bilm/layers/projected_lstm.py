@@ -1,0 +1,281 @@
+"""The biLM's LSTM: TF1 `LSTMCell` with projection and clipping, over a sequence.
+
+Gate layout is kept as in the original weight files (`i, j, f, o`, forget
+bias 1.0 added at run time, state `(c, h)`), so the file edge only splits
+`W_0` into its input and recurrent halves.
+"""
+import functools
+
+import keras
+import tensorflow as tf
+
+from bilm.ops.bias_add import add_bias
+from bilm.ops.lstm_bptt import lstm_layer_bptt, lstm_recurrence_bptt, recomputed_gradients
+from bilm.ops.lstm_cell import lstm_cell_step, projection_stand_in
+from bilm.ops.matmul_dtype import check_matmul_dtype, matmul
+from bilm.ops.xla_buckets import padded_size
+
+
+@keras.saving.register_keras_serializable(package="bilm")
+class ProjectedLSTM(keras.layers.Layer):
+    """One LSTM layer with an optional projection, run over whole sequences.
+
+    With `z = x_t W_x + h_{t-1} W_h + b` split as `i, j, f, o`:
+    `c_t = clip(sigmoid(f + 1) * c_{t-1} + sigmoid(i) * tanh(j), cell_clip)`,
+    `m_t = sigmoid(o) * tanh(c_t)`, `h_t = clip(m_t W_p, proj_clip)` (or
+    `h_t = m_t` without projection).
+
+    The input half `x W_x + b` is one matmul over all time steps, laid out
+    time-major for the loop; only the recurrence runs step by step, inside
+    a compiled `tf.while_loop`. Steps at or beyond a row's length leave the
+    state unchanged and output zeros.
+    With `go_backwards=True` each row is read reversed *within its own
+    length* and the outputs are put back in input order.
+
+    Args:
+        units: LSTM cell size (`dim`).
+        projection_dim: output size; `None` or `units` means no projection.
+        cell_clip: clip the cell state to `[-cell_clip, cell_clip]`, or None.
+        proj_clip: clip the projected output, or None.
+        go_backwards: read each row right to left within its length.
+        jit_compile: compile the recurrence with XLA (in training, the
+            forward and the backward loop), which fuses each step's
+            elementwise work. `True`/`False`: always/never. `None`
+            (default): only when the recurrent kernel is small (see
+            `uses_xla`).
+        matmul_dtype: `"float32"`, or `"bfloat16"` for bfloat16 operands in
+            the input half's matmul when called with `training=True` (see
+            `bilm.ops.matmul_dtype`). The recurrence is float32 either way.
+
+    Call arguments:
+        inputs: float `(batch, time, input_dim)`.
+        lengths: int `(batch,)`, the number of valid steps of each row.
+        initial_state: optional `[c (batch, units), h (batch, output_dim)]`;
+            zeros when omitted.
+        training: use the recurrence with a hand-written backward pass
+            (`bilm.ops.lstm_bptt`; same outputs, faster gradients) and
+            `matmul_dtype`.
+        token_index: optional int `(batch, time)`. Then `inputs` is
+            `(1, n_distinct, input_dim)`, the distinct input rows, and row
+            b reads `inputs[0, token_index[b, t]]` at step t; the input
+            half of the gates is computed once per distinct row.
+
+    Returns:
+        `(outputs, final_c, final_h)`: `(batch, time, output_dim)`,
+        `(batch, units)`, `(batch, output_dim)`, the final state taken at
+        each row's last valid step.
+    """
+
+    def __init__(self, units, projection_dim=None, cell_clip=None, proj_clip=None,
+                 go_backwards=False, jit_compile=None, matmul_dtype="float32", **kwargs):
+        super().__init__(**kwargs)
+        self.units = units
+        self.projection_dim = projection_dim
+        self.cell_clip = cell_clip
+        self.proj_clip = proj_clip
+        self.go_backwards = go_backwards
+        self.jit_compile = jit_compile
+        self.matmul_dtype = check_matmul_dtype(matmul_dtype)
+        self.use_projection = projection_dim is not None and projection_dim != units
+        self.output_dim = projection_dim if self.use_projection else units
+
+    def build(self, input_shape):
+        input_dim = input_shape[-1]
+        # The original initialises all of W_0 = [W_x; W_h] with one
+        # glorot-uniform draw over (input_dim + output_dim, 4 * units).
+        limit = (6.0 / (input_dim + self.output_dim + 4 * self.units)) ** 0.5
+        init = keras.initializers.RandomUniform(-limit, limit)
+        self.input_kernel = self.add_weight(name="input_kernel", shape=(input_dim, 4 * self.units), initializer=init)
+        self.recurrent_kernel = self.add_weight(
+            name="recurrent_kernel", shape=(self.output_dim, 4 * self.units), initializer=init)
+        self.bias = self.add_weight(name="bias", shape=(4 * self.units,), initializer="zeros")
+        if self.use_projection:
+            self.projection_kernel = self.add_weight(
+                name="projection_kernel", shape=(self.units, self.output_dim),
+                initializer="glorot_uniform")
+        else:
+            self.projection_kernel = None
+
+    def call(self, inputs, lengths, initial_state=None, training=None, token_index=None):
+        lengths = tf.cast(lengths, tf.int32)
+        matmul_dtype = self.matmul_dtype if training else "float32"
+        if token_index is not None:
+            token_index = tf.cast(token_index, tf.int32)
+        batch = tf.shape(inputs if token_index is None else token_index)[0]
+        if initial_state is None:
+            c0 = tf.zeros([batch, self.units], inputs.dtype)
+            h0 = tf.zeros([batch, self.output_dim], inputs.dtype)
+        else:
+            c0, h0 = initial_state
+        projection_kernel = None
+        if self.projection_kernel is not None:
+            projection_kernel = tf.convert_to_tensor(self.projection_kernel)
+        time_steps = (inputs if token_index is None else token_index).shape[1]
+        if time_steps == 0:
+            # No step to run (the compiled loops cannot even slice a step
+            # out of an empty time axis): the states pass through unchanged.
+            return tf.zeros([batch, 0, self.output_dim], inputs.dtype), c0, h0
+        state_and_kernels = (lengths, c0, h0, tf.convert_to_tensor(self.recurrent_kernel), projection_kernel,
+                             self.cell_clip, self.proj_clip)
+        if token_index is not None:
+            # inputs holds distinct rows: the input half once per row, then gathered.
+            if self.go_backwards:
+                token_index = tf.reverse_sequence(token_index, lengths, seq_axis=1, batch_axis=0)
+            distinct_gates = add_bias(matmul(inputs[0], self.input_kernel, matmul_dtype), self.bias)
+            gates_tm = tf.gather(distinct_gates, tf.transpose(token_index))
+            outputs, c, h = self._recurrence(training)(gates_tm, *state_and_kernels)
+        else:
+            if self.go_backwards:
+                inputs = tf.reverse_sequence(inputs, lengths, seq_axis=1, batch_axis=0)
+            # Time-major; the narrow inputs are transposed rather than the wide gates.
+            inputs_tm = tf.transpose(inputs, [1, 0, 2])
+            if training:
+                # The input half inside the training recurrence, whose
+                # gradient makes all three kernels' gradients together.
+                outputs, c, h = lstm_layer_bptt(
+                    inputs_tm, tf.convert_to_tensor(self.input_kernel), tf.convert_to_tensor(self.bias),
+                    *state_and_kernels, matmul_dtype=matmul_dtype, jit_compile=self.uses_xla)
+            else:
+                # (time, batch, 4 * units) input half of the gates, one matmul.
+                rows = tf.reshape(inputs_tm, [-1, tf.shape(inputs)[-1]])
+                gates_tm = tf.reshape(add_bias(tf.matmul(rows, self.input_kernel), self.bias),
+                                      [tf.shape(inputs)[1], batch, 4 * self.units])
+                outputs, c, h = self._recurrence(training)(gates_tm, *state_and_kernels)
+        if self.go_backwards:
+            outputs = tf.reverse_sequence(outputs, lengths, seq_axis=1, batch_axis=0)
+        return outputs, c, h
+
+    def _recurrence(self, training):
+        """The recurrence over precomputed gates: training uses the one with a
+        hand-written backward pass, which stores what that pass needs (and
+        inference does not pay for)."""
+        if training:
+            return functools.partial(lstm_recurrence_bptt, jit_compile=self.uses_xla)
+        return lstm_recurrence_xla if self.uses_xla else lstm_recurrence
+
+    @property
+    def uses_xla(self):
+        """Whether the recurrence runs under XLA. On a CPU, XLA wins where
+        per-step elementwise work and op overhead dominate (kernels that
+        stay in cache; small released size: inference +11-16%, training
+        fwd+bwd +15%) and loses where each step streams a large kernel
+        from memory (XLA's matmul is slower there; original size, 32 MiB
+        kernel: inference -6%, training fwd+bwd -13%)."""
+        if self.jit_compile is not None:
+            return self.jit_compile
+        return self.output_dim * 4 * self.units * 4 <= XLA_AUTO_MAX_KERNEL_BYTES
+
+    def compute_output_shape(self, inputs_shape, lengths_shape, initial_state_shape=None,
+                             token_index_shape=None):
+        batch, time = (inputs_shape if token_index_shape is None else token_index_shape)[:2]
+        return (batch, time, self.output_dim), (batch, self.units), (batch, self.output_dim)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({
+            "units": self.units,
+            "projection_dim": self.projection_dim,
+            "cell_clip": self.cell_clip,
+            "proj_clip": self.proj_clip,
+            "go_backwards": self.go_backwards,
+            "jit_compile": self.jit_compile,
+            "matmul_dtype": self.matmul_dtype,
+        })
+        return config
+
+
+# Recurrent kernels up to this size run under XLA by default.
+XLA_AUTO_MAX_KERNEL_BYTES = 8 * 2 ** 20
+
+
+@tf.function(reduce_retracing=True)
+def lstm_recurrence(gates_tm, lengths, c0, h0, recurrent_kernel, projection_kernel,
+                    cell_clip, proj_clip):
+    """Runs the LSTM recurrence given the precomputed input half of the gates.
+
+    Args:
+        gates_tm: `(time, batch, 4 * units)`, `x W_x + b` in `i, j, f, o`
+            order, time-major (the loop reads one step's gates at a time).
+        lengths: `(batch,)` valid steps per row.
+        c0, h0: `(batch, units)`, `(batch, output_dim)` initial state.
+        recurrent_kernel: `(output_dim, 4 * units)`.
+        projection_kernel: `(units, output_dim)` or None.
+        cell_clip, proj_clip: Python floats or None.
+
+    Returns:
+        outputs `(batch, time, output_dim)` (zeros at padded steps), and the
+        final `c`, `h` at each row's last valid step.
+    """
+    time = tf.shape(gates_tm)[0]
+    outputs_ta = tf.TensorArray(gates_tm.dtype, size=time, element_shape=h0.shape)
+
+    def step(t, c, h, outputs_ta):
+        cell = lstm_cell_step(gates_tm[t], c, h, recurrent_kernel, projection_kernel, cell_clip, proj_clip)
+        valid = tf.expand_dims(t < lengths, 1)
+        c = tf.where(valid, cell.new_c, c)
+        h = tf.where(valid, cell.new_h, h)
+        outputs_ta = outputs_ta.write(t, tf.where(valid, cell.new_h, tf.zeros_like(cell.new_h)))
+        return t + 1, c, h, outputs_ta
+
+    _, c, h, outputs_ta = tf.while_loop(
+        lambda t, *_: t < time, step, (tf.constant(0), c0, h0, outputs_ta))
+    outputs = tf.transpose(outputs_ta.stack(), [1, 0, 2])
+    return outputs, c, h
+
+
+def lstm_recurrence_xla(gates_tm, lengths, c0, h0, recurrent_kernel, projection_kernel,
+                        cell_clip, proj_clip):
+    """`lstm_recurrence` compiled with XLA, for inference.
+
+    XLA compiles once per input shape, so time is padded up to a bucket
+    (`padded_size`: a handful of compilations instead of one per sentence
+    length); the loop itself stops at the longest row.
+    """
+    time = tf.shape(gates_tm)[0]
+    padded_time = padded_size(time)
+    projection_kernel, use_projection = projection_stand_in(projection_kernel, gates_tm.dtype)
+    clips = (cell_clip, proj_clip)
+
+    # Autodiff cannot see into an XLA loop, so gradients (e.g. fine-tuning
+    # through ELMo) re-run the loop with the hand-written backward pass.
+    @tf.custom_gradient
+    def recurrence(gates_tm, c0, h0, recurrent_kernel, projection_kernel):
+        padded, c0_, h0_, recurrent, projection = [
+            tf.stop_gradient(x) for x in (gates_tm, c0, h0, recurrent_kernel, projection_kernel)]
+        padded = tf.pad(padded, [[0, padded_time - time], [0, 0], [0, 0]])
+        # An empty batch or sequence has nothing to compile (and XLA's
+        # scatter rejects it): zeros out, states unchanged.
+        outputs, c, h = tf.cond(
+            tf.size(gates_tm) > 0,
+            lambda: _compiled_recurrence(padded, lengths, c0_, h0_, recurrent,
+                                         projection if use_projection else None, *clips),
+            lambda: (tf.zeros([tf.shape(padded)[1], tf.shape(padded)[0], tf.shape(h0_)[1]], padded.dtype),
+                     c0_, h0_))
+
+        def grad(d_outputs, d_c, d_h):
+            return recomputed_gradients(gates_tm, lengths, c0, h0, recurrent_kernel, projection_kernel,
+                                        *clips, use_projection, d_outputs, d_c, d_h)
+
+        return (outputs[:, :time], c, h), grad
+
+    return recurrence(gates_tm, c0, h0, recurrent_kernel, projection_kernel)
+
+
+@tf.function(jit_compile=True, reduce_retracing=True)
+def _compiled_recurrence(gates_tm, lengths, c0, h0, recurrent_kernel, projection_kernel,
+                         cell_clip, proj_clip):
+    # Outputs live in one zero buffer updated in place (XLA's dynamic
+    # update), so steps past the longest row are never run.
+    outputs = tf.zeros([tf.shape(gates_tm)[0], tf.shape(h0)[0], tf.shape(h0)[1]], gates_tm.dtype)
+
+    def step(t, c, h, outputs):
+        cell = lstm_cell_step(gates_tm[t], c, h, recurrent_kernel, projection_kernel, cell_clip, proj_clip)
+        valid = tf.expand_dims(t < lengths, 1)
+        outputs = tf.tensor_scatter_nd_update(
+            outputs, [[t]], tf.where(valid, cell.new_h, tf.zeros_like(cell.new_h))[tf.newaxis])
+        return t + 1, tf.where(valid, cell.new_c, c), tf.where(valid, cell.new_h, h), outputs
+
+    _, c, h, outputs = tf.while_loop(
+        lambda t, *_: t < tf.reduce_max(lengths), step, (tf.constant(0), c0, h0, outputs),
+        maximum_iterations=tf.shape(gates_tm)[0])
+    return tf.transpose(outputs, [1, 0, 2]), c, h

@@ -1,0 +1,410 @@
+"""`ELMoEmbedding`: a pretrained biLM and its scalar mix as one Keras layer."""
+import os
+import warnings
+
+import keras
+import tensorflow as tf
+
+from bilm.models.network import state_keys
+from bilm.models.predictor import elmo_outputs, load_prediction_bilm, prediction_options
+from bilm.options import load_options
+from bilm.text.graph_batching import (
+    sentences_to_tokens,
+    token_lengths,
+    token_vocab_table,
+    tokens_to_char_ids,
+    tokens_to_token_ids,
+)
+from bilm.layers.weight_layers import WeightLayers
+
+INPUT_TYPES = ("auto", "tokens", "sentences", "char_ids", "token_ids")
+# Outputs whose first two axes are (batch, time): Keras masks them.
+SEQUENCE_OUTPUTS = ("word_emb", "elmo")
+
+
+def _lstm_output_names(n_layers):
+    return tuple(f"lstm_outputs{layer}" for layer in range(1, n_layers + 1))
+
+
+@keras.saving.register_keras_serializable(package="bilm")
+class ELMoEmbedding(keras.layers.Layer):
+    """ELMo representations of text from a pretrained biLM, as one Keras layer.
+
+    The biLM is `build_bilm`'s functional model with the weights of
+    `weight_file`, run *stateless* (every batch starts from zero LSTM
+    states, so outputs are deterministic and do not depend on earlier
+    batches). Its layers are mixed by a `WeightLayers` scalar mix. By
+    default only the mix trains; the biLM is frozen.
+
+    Args:
+        options_file: path of the biLM's `options.json` (or its dict).
+        weight_file: HDF5 weights in the original layout. `None` leaves the
+            biLM with random weights; only meant for restoring saved
+            variables (a `.keras` archive restores every variable).
+        output: which output the layer returns (TF-Hub ELMo names):
+            `"word_emb"` `(batch, time, P)`, the context-free token
+            encodings (layer 0); `"lstm_outputs1"`, `"lstm_outputs2"`, ...
+            `(batch, time, 2P)`, `[forward, backward]` of each LSTM layer;
+            `"elmo"` `(batch, time, 2P)`, the learned mix of all layers;
+            `"default"` `(batch, 2P)`, the mean of `elmo` over each
+            sentence's tokens (zeros for an empty sentence); `"all"`, a dict
+            of all of these plus `"mask"` bool `(batch, time)` and
+            `"sequence_len"` int32 `(batch,)`.
+        trainable_mix: train the mix weights `W` and `gamma`.
+        trainable_bilm: train the biLM's weights too (fine-tuning).
+        do_layer_norm, l2_coef, use_top_only: as in `WeightLayers`
+            (`l2_coef=0.0` adds no loss).
+        dropout: rate of dropout on `elmo` in training (AllenNLP's `Elmo`
+            applies it to the mixed representation); `default` is then the
+            mean of the dropped-out `elmo`.
+        input_type: `"tokens"` string `(batch, time)` padded with `''`;
+            `"sentences"` string `(batch,)` split on whitespace;
+            `"char_ids"` int `(batch, time + 2, C)` from `Batcher`;
+            `"token_ids"` int `(batch, time + 2)` from `TokenBatcher`
+            (token-input models); `"auto"` picks from dtype and rank.
+        max_batch_size: if set, a larger batch is an error (the stateless
+            layer itself has no limit).
+        embedding_weight_file: HDF5 token embeddings for a token-input biLM
+            (options without `char_cnn`); the layer then reads token ids.
+        vocab_file: vocabulary for a token-input biLM given text
+            (`"tokens"`/`"sentences"`); unknown tokens map to `<UNK>`.
+        **kwargs: passed to `keras.layers.Layer` (`name`, `dtype`...).
+
+    Call arguments:
+        inputs: see `input_type`. For `"tokens"` a row's tokens are the
+            ones before its first `''`; anything after it is ignored. Give
+            `fit` strings as tensors or a `tf.data.Dataset`: Keras's NumPy
+            adapter rejects NumPy string arrays.
+        training: Python bool; enables `dropout`.
+
+    Returns:
+        The tensor (or dict) named by `output`, with `time` the input's
+        token axis (for char/token ids, the ids' time minus the two
+        boundaries). Sequence outputs are zero beyond each row's length and
+        carry the `(batch, time)` Keras mask, so masking layers downstream
+        (LSTM, ...) skip the padding.
+
+    Methods `to_ids(inputs, sequence_len=None)` (text -> biLM ids, in graph)
+    and `embed_ids(ids, training=None)` (ids -> dict of every output) are
+    the two halves of `call`; `bilm.models.saved_model` uses them directly.
+
+    Example:
+    ```python
+    tokens = keras.Input(shape=(None,), dtype="string")
+    elmo = ELMoEmbedding("options.json", "weights.hdf5")(tokens)
+    x = keras.layers.Bidirectional(keras.layers.LSTM(64, return_sequences=True))(elmo)
+    model = keras.Model(tokens, keras.layers.Dense(n_tags, activation="softmax")(x))
+    ```
+
+    Reference:
+        - [Peters et al., 2018](https://arxiv.org/abs/1802.05365)
+        - TF-Hub's ELMo module (output names), AllenNLP's `Elmo` (dropout).
+    """
+
+    def __init__(self, options_file, weight_file, output="elmo", trainable_mix=True,
+                 trainable_bilm=False, do_layer_norm=False, l2_coef=0.0, use_top_only=False,
+                 dropout=0.0, input_type="auto", max_batch_size=None, embedding_weight_file=None,
+                 vocab_file=None, **kwargs):
+        super().__init__(**kwargs)
+        options = load_options(options_file)
+        use_character_inputs = embedding_weight_file is None
+        if use_character_inputs and options.char_cnn is None:
+            raise ValueError(
+                f"{options.source}: the options have no 'char_cnn' section, so this is a token-input "
+                "biLM: pass embedding_weight_file= (HDF5 with 'embedding') and, for text input, vocab_file=.")
+        options = prediction_options(options, use_character_inputs)
+        names = ("word_emb", *_lstm_output_names(options.n_layers), "elmo", "default", "all")
+        if output not in names:
+            raise ValueError(f"output must be one of {names}. Received: output={output!r}")
+        if input_type not in INPUT_TYPES:
+            raise ValueError(f"input_type must be one of {INPUT_TYPES}. Received: input_type={input_type!r}")
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1). Received: dropout={dropout}")
+        if max_batch_size is not None and max_batch_size < 1:
+            raise ValueError(f"max_batch_size must be >= 1 or None. Received: max_batch_size={max_batch_size}")
+        self.options_file = options_file
+        self.weight_file = weight_file
+        # `Layer.output` is Keras's (the symbolic output tensor).
+        self.output_key = output
+        self.trainable_mix = trainable_mix
+        self.trainable_bilm = trainable_bilm
+        self.do_layer_norm = do_layer_norm
+        self.l2_coef = l2_coef
+        self.use_top_only = use_top_only
+        self.dropout = dropout
+        self.input_type = input_type
+        self.max_batch_size = max_batch_size
+        self.embedding_weight_file = embedding_weight_file
+        self.vocab_file = vocab_file
+        self.options = options
+        self.use_character_inputs = use_character_inputs
+        self.supports_masking = True
+
+        # === Layers ===
+        self.bilm = load_prediction_bilm(options, weight_file, embedding_weight_file)
+        self.bilm.trainable = trainable_bilm
+        self.mix = WeightLayers(l2_coef=l2_coef or None, use_top_only=use_top_only,
+                                do_layer_norm=do_layer_norm, name="elmo_mix")
+        self.mix.trainable = self._mix_trains()
+        self.dropout_layer = keras.layers.Dropout(dropout, name="elmo_dropout") if dropout else None
+        self.vocab_table = token_vocab_table(vocab_file) if vocab_file is not None else None
+        self.token_mask = TokenMask(input_type, use_character_inputs, name=f"{self.name}_token_mask")
+
+    @property
+    def trainable(self):
+        return keras.layers.Layer.trainable.fget(self)
+
+    @trainable.setter
+    def trainable(self, value):
+        keras.layers.Layer.trainable.fset(self, value)
+        # Unfreezing the layer must not unfreeze parts frozen by the
+        # constructor (the biLM unless trainable_bilm, the mix unless
+        # trainable_mix).
+        if value and hasattr(self, "mix"):
+            self.bilm.trainable = self.trainable_bilm
+            self.mix.trainable = self._mix_trains()
+
+    def _mix_trains(self):
+        # Outputs that do not use the mix would leave W and gamma without
+        # gradients (and Keras warning about it).
+        return self.trainable_mix and self.output_key in ("elmo", "default", "all")
+
+    def build(self, input_shape=None):
+        if not self.mix.built:
+            self.mix.build((None, self.options.n_layers + 1, None, 2 * self.options.projection_dim))
+        self.built = True
+
+    def call(self, inputs, training=None):
+        outputs = self.embed_ids(self.to_ids(inputs), training=training)
+        return outputs if self.output_key == "all" else outputs[self.output_key]
+
+    def embed_ids(self, ids, training=None):
+        """All outputs from biLM ids (with the `<S>`/`</S>` boundaries).
+
+        Args:
+            ids: int32 `(batch, time + 2, C)` char ids or `(batch, time + 2)`
+                token ids, shifted +1 with 0 as padding.
+            training: enables `dropout` on `elmo`.
+
+        Returns:
+            dict: `word_emb`, `lstm_outputs{l}`, `elmo`, `default`, `mask`,
+            `sequence_len` (see the class docstring).
+        """
+        batch = tf.shape(ids)[0]
+        if self.max_batch_size is not None:
+            tf.debugging.assert_less_equal(
+                batch, self.max_batch_size,
+                message=f"{self.name}: the batch has more rows than max_batch_size={self.max_batch_size}; "
+                        "split the batch or raise max_batch_size")
+        inputs = {"token_characters" if self.use_character_inputs else "token_ids": ids}
+        for key, _, size in state_keys(self.options):
+            inputs[key] = tf.zeros([batch, size])
+        # The biLM has no dropout; training only matters for the mix's dropout.
+        layers = elmo_outputs(self.bilm(inputs, training=False), self.options.n_layers)
+        lm_embeddings, mask, lengths = (layers[key] for key in ("lm_embeddings", "mask", "lengths"))
+        elmo = self.mix(lm_embeddings, mask=mask)
+        # Layer norm moves padded positions away from zero; padding stays zero here.
+        elmo = tf.where(mask[..., tf.newaxis], elmo, tf.zeros_like(elmo))
+        if self.dropout_layer is not None:
+            elmo = self.dropout_layer(elmo, training=training)
+        count = tf.cast(tf.maximum(lengths, 1), elmo.dtype)[:, tf.newaxis]
+        outputs = {"word_emb": lm_embeddings[:, 0, :, : self.options.projection_dim]}
+        for layer, name in enumerate(_lstm_output_names(self.options.n_layers), start=1):
+            outputs[name] = lm_embeddings[:, layer]
+        outputs["elmo"] = elmo
+        outputs["default"] = tf.reduce_sum(elmo, axis=1) / count  # elmo is zero at padding
+        outputs["mask"] = mask
+        outputs["sequence_len"] = lengths
+        return outputs
+
+    def _resolve_input_type(self, inputs):
+        return resolve_input_type(self.input_type, inputs, self.use_character_inputs)
+
+    def to_ids(self, inputs, sequence_len=None):
+        """The biLM's ids for any accepted input form, validated.
+
+        Args:
+            inputs: see `input_type`.
+            sequence_len: optional int `(batch,)` tokens per row, for string
+                tokens only: every token inside the length is real, even `''`.
+
+        Returns:
+            int32 `(batch, time + 2, C)` char ids or `(batch, time + 2)` token
+            ids, as `Batcher` / `TokenBatcher` give them.
+        """
+        if not isinstance(inputs, tf.Tensor):
+            inputs = tf.convert_to_tensor(inputs)
+        input_type = self._resolve_input_type(inputs)
+        is_string = inputs.dtype == tf.string
+        if input_type in ("tokens", "sentences"):
+            if not is_string:
+                raise TypeError(
+                    f"{self.name}: input_type={input_type!r} needs a string tensor (padding ''). "
+                    f"Received dtype {inputs.dtype.name}, shape {tuple(inputs.shape)}; integer ids need "
+                    "input_type='char_ids' (from Batcher) or 'token_ids' (from TokenBatcher).")
+            if not self.use_character_inputs and self.vocab_table is None:
+                raise ValueError(
+                    f"{self.name}: a token-input biLM given text needs vocab_file= (the biLM's vocabulary).")
+            if input_type == "sentences":
+                if sequence_len is not None:
+                    raise ValueError(f"{self.name}: sequence_len is only for input_type='tokens'.")
+                tokens = sentences_to_tokens(inputs)
+            else:
+                tokens = inputs
+            if self.use_character_inputs:
+                return tokens_to_char_ids(tokens, self.options.char_cnn.max_characters_per_token, sequence_len)
+            return tokens_to_token_ids(tokens, self.vocab_table, sequence_len)
+        if sequence_len is not None:
+            raise ValueError(f"{self.name}: sequence_len is only for string tokens; ids carry their lengths.")
+        if is_string or not inputs.dtype.is_integer:
+            raise TypeError(
+                f"{self.name} takes string tokens (batch, time), string sentences (batch,) or integer "
+                f"{input_type} from {'Batcher' if input_type == 'char_ids' else 'TokenBatcher'} "
+                f"(input_type={self.input_type!r}). Received dtype {inputs.dtype.name}, "
+                f"shape {tuple(inputs.shape)}.")
+        if input_type == "char_ids":
+            if not self.use_character_inputs:
+                raise ValueError(f"{self.name}: this is a token-input biLM; it reads 'token_ids', not 'char_ids'.")
+            max_chars = self.options.char_cnn.max_characters_per_token
+            if inputs.shape.rank != 3 or inputs.shape[2] not in (None, max_chars):
+                raise ValueError(
+                    f"{self.name}: char ids must have shape (batch, time + 2, {max_chars}) as Batcher "
+                    f"gives them. Received shape {tuple(inputs.shape)}.")
+        else:
+            if self.use_character_inputs:
+                raise ValueError(f"{self.name}: this is a character biLM; it reads 'char_ids', not 'token_ids'.")
+            if inputs.shape.rank != 2:
+                raise ValueError(
+                    f"{self.name}: token ids must have shape (batch, time + 2) as TokenBatcher gives "
+                    f"them. Received shape {tuple(inputs.shape)}.")
+        if inputs.shape.rank is not None and inputs.shape[1] is not None and inputs.shape[1] < 2:
+            raise ValueError(
+                f"{self.name}: ids must include the <S> and </S> boundary tokens (time >= 2). "
+                f"Received shape {tuple(inputs.shape)}.")
+        return tf.cast(inputs, tf.int32)
+
+    def compute_mask(self, inputs, mask=None):
+        if self.output_key == "default":
+            return None
+        # A layer call, so that in the functional API the mask is a node of
+        # the graph (downstream layers such as LSTM depend on it).
+        token_mask = self.token_mask(inputs)
+        if self.output_key != "all":
+            return token_mask
+        sequence_names = (*SEQUENCE_OUTPUTS, *_lstm_output_names(self.options.n_layers))
+        return {name: token_mask if name in sequence_names else None
+                for name in self.compute_output_spec(inputs)}
+
+    def compute_output_spec(self, inputs, training=None):
+        batch, time = output_time_shape(self._resolve_input_type(inputs), inputs.shape)
+        p = self.options.projection_dim
+        specs = {"word_emb": keras.KerasTensor((batch, time, p))}
+        for name in _lstm_output_names(self.options.n_layers):
+            specs[name] = keras.KerasTensor((batch, time, 2 * p))
+        specs["elmo"] = keras.KerasTensor((batch, time, 2 * p))
+        specs["default"] = keras.KerasTensor((batch, 2 * p))
+        specs["mask"] = keras.KerasTensor((batch, time), dtype="bool")
+        specs["sequence_len"] = keras.KerasTensor((batch,), dtype="int32")
+        return specs if self.output_key == "all" else specs[self.output_key]
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({
+            "options_file": self.options_file,
+            "weight_file": self.weight_file,
+            "output": self.output_key,
+            "trainable_mix": self.trainable_mix,
+            "trainable_bilm": self.trainable_bilm,
+            "do_layer_norm": self.do_layer_norm,
+            "l2_coef": self.l2_coef,
+            "use_top_only": self.use_top_only,
+            "dropout": self.dropout,
+            "input_type": self.input_type,
+            "max_batch_size": self.max_batch_size,
+            "embedding_weight_file": self.embedding_weight_file,
+            "vocab_file": self.vocab_file,
+            # Lets a saved model be rebuilt after options.json is gone.
+            "options": self.options.to_dict(),
+        })
+        return config
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        options = config.pop("options", None)
+        options_file = config.get("options_file")
+        if options is not None and isinstance(options_file, str) and not os.path.exists(options_file):
+            config["options_file"] = options
+        weight_file = config.get("weight_file")
+        if weight_file is not None and not os.path.exists(weight_file):
+            # Loading a `.keras` archive restores every variable right after
+            # from_config; anything else gets random biLM weights.
+            warnings.warn(
+                f"ELMoEmbedding: weight file {weight_file!r} no longer exists; the biLM starts with "
+                "random weights (a .keras archive restores the saved ones).", stacklevel=2)
+            config["weight_file"] = None
+        return cls(**config)
+
+
+
+def resolve_input_type(input_type, inputs, use_character_inputs):
+    """`input_type` with `"auto"` decided from the dtype and rank of `inputs`."""
+    if input_type != "auto":
+        return input_type
+    if keras.backend.standardize_dtype(inputs.dtype) == "string":
+        return "sentences" if len(inputs.shape) == 1 else "tokens"
+    return "char_ids" if use_character_inputs else "token_ids"
+
+
+def output_time_shape(input_type, input_shape):
+    """`(batch, time)` of the outputs for inputs of `input_shape` (None where unknown)."""
+    shape = tuple(input_shape)
+    if input_type == "sentences":
+        return (shape[0], None)
+    if input_type == "tokens":
+        return shape[:2]
+    time = shape[1]
+    return (shape[0], None if time is None else time - 2)
+
+
+@keras.saving.register_keras_serializable(package="bilm")
+class TokenMask(keras.layers.Layer):
+    """Which output positions are real tokens, from `ELMoEmbedding`'s inputs.
+
+    Cheap (no biLM run): `''` padding for string tokens, zero ids for
+    `Batcher` / `TokenBatcher` ids (whose two boundaries are dropped).
+
+    Args:
+        input_type, use_character_inputs: as in `ELMoEmbedding`.
+
+    Call arguments:
+        inputs: any input `ELMoEmbedding` accepts.
+
+    Returns:
+        bool `(batch, time)`.
+    """
+
+    def __init__(self, input_type="auto", use_character_inputs=True, **kwargs):
+        super().__init__(**kwargs)
+        self.input_type = input_type
+        self.use_character_inputs = use_character_inputs
+
+    def call(self, inputs):
+        input_type = resolve_input_type(self.input_type, inputs, self.use_character_inputs)
+        if input_type in ("tokens", "sentences"):
+            tokens = sentences_to_tokens(inputs) if input_type == "sentences" else inputs
+            return tf.sequence_mask(token_lengths(tokens), tf.shape(tokens)[1])
+        real = tf.not_equal(inputs, 0)
+        if input_type == "char_ids":
+            real = tf.reduce_any(real, axis=-1)
+        lengths = tf.maximum(tf.reduce_sum(tf.cast(real, tf.int32), axis=1) - 2, 0)
+        return tf.sequence_mask(lengths, tf.shape(inputs)[1] - 2)
+
+    def compute_output_spec(self, inputs):
+        input_type = resolve_input_type(self.input_type, inputs, self.use_character_inputs)
+        return keras.KerasTensor(output_time_shape(input_type, inputs.shape), dtype="bool")
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"input_type": self.input_type, "use_character_inputs": self.use_character_inputs})
+        return config

@@ -1,0 +1,266 @@
+"""The character (or token) biLM as a Keras functional model.
+
+Shared by inference (`BidirectionalLanguageModel`) and training: it knows
+nothing about state buffers, batching or losses. LSTM states go in and
+come out as ordinary inputs and outputs so that callers decide whether to
+carry them.
+"""
+import keras
+import tensorflow as tf
+
+from bilm.layers.char_cnn import CharCNNEncoder
+from bilm.layers.highway import Highway
+from bilm.layers.initializers import dense_initializer
+from bilm.layers.projected_lstm import ProjectedLSTM
+from bilm.layers.stateless_dropout import StatelessDropout, dropout_site
+from bilm.layers.unique_tokens import GatherTokens, UniqueTokens
+
+DIRECTIONS = ("forward", "backward")
+
+
+def state_keys(options, bidirectional=True):
+    """`[(input_key, output_key, size), ...]` for every LSTM state tensor.
+
+    Input keys are `"{direction}_{layer}_{c|h}"`; the model's output keys
+    for the final states add a `final_` prefix.
+    """
+    keys = []
+    output_dim = options.projection_dim
+    for direction in DIRECTIONS[: 2 if bidirectional else 1]:
+        for layer in range(options.n_layers):
+            for part, size in (("c", options.lstm_dim), ("h", output_dim)):
+                key = f"{direction}_{layer}_{part}"
+                keys.append((key, f"final_{key}", size))
+    return keys
+
+
+@keras.saving.register_keras_serializable(package="bilm")
+class SequenceMask(keras.layers.Layer):
+    """Which tokens are real: `(batch, time, [chars])` ids -> `(batch, time)` bool.
+
+    With `padded=True` (prediction ids, shifted so that 0 is padding) a token
+    is real when any of its ids is nonzero. With `padded=False` (training
+    windows, always full, where 0 is a real id) every token is real.
+    """
+
+    def __init__(self, padded=True, **kwargs):
+        super().__init__(**kwargs)
+        self.padded = padded
+
+    def call(self, ids):
+        if not self.padded:
+            return tf.ones(tf.shape(ids)[:2], tf.bool)
+        if ids.shape.rank == 3:
+            return tf.reduce_any(tf.not_equal(ids, 0), axis=-1)
+        return tf.not_equal(ids, 0)
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape[:2])
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"padded": self.padded})
+        return config
+
+
+def build_bilm(options, n_token_vocab=None, bidirectional=True, dropout=0.0,
+               padded=True, deduplicate_tokens=True, separate_backward_stream=False,
+               matmul_dtype="float32", name="bilm"):
+    """Builds the biLM as a functional `keras.Model`.
+
+    Args:
+        options: `BiLMOptions`. With `char_cnn`, inputs are character ids
+            and the table has `options.char_cnn.n_characters` rows.
+        n_token_vocab: rows of the token embedding table (token inputs only).
+        bidirectional: build the backward stack too.
+        dropout: rate applied to each LSTM layer's input when the model is
+            called with `training=True`; the model then takes a
+            `"dropout_seed"` input, int `(2,)`, that fixes the masks.
+        padded: ids are prediction ids where 0 is batch padding (rows have
+            their own lengths); `False` for training windows, always full.
+        deduplicate_tokens: run the token encoder (char CNN, highway,
+            projection) once per distinct token of the batch.
+        separate_backward_stream: the training layout. The backward stack
+            reads its own input, `"{ids}_reverse"` (the reversed-token
+            stream), left to right, so its state carries across windows;
+            its outputs are in that stream's order. Otherwise (prediction)
+            both stacks read the same input and the backward one reads each
+            row right to left within its length.
+        matmul_dtype: `"float32"`, or `"bfloat16"` for bfloat16 operands in
+            the highway's and the LSTMs' input-half matmuls when the model
+            is called with `training=True` (see `bilm.ops.matmul_dtype`).
+
+    Inputs (a dict):
+        `"token_characters"`: int `(batch, time, max_chars)`, or
+        `"token_ids"`: int `(batch, time)`; the same with `_reverse` for a
+        separate backward stream; one initial state per key of
+        `state_keys(options)`, `(batch, lstm_dim)` for `c`,
+        `(batch, projection_dim)` for `h`; `"dropout_seed"` when dropout > 0.
+
+    Outputs (a dict):
+        `"token_embeddings"` `(batch, time, projection_dim)` (zeros at
+        padding), `"mask"` `(batch, time)` bool, `"lengths"` `(batch,)`,
+        `"forward_{l}"` / `"backward_{l}"` `(batch, time, projection_dim)`
+        for each layer (zeros beyond each row's length, residual included),
+        and `"final_{direction}_{l}_{c|h}"` for every state.
+    """
+    # === Layers ===
+    projection_dim = options.projection_dim
+    directions = DIRECTIONS[: 2 if bidirectional else 1]
+    separate = separate_backward_stream and bidirectional
+    if options.char_cnn is not None:
+        cnn = options.char_cnn
+        input_name, input_shape = "token_characters", (None, cnn.max_characters_per_token)
+        char_encoder = CharCNNEncoder(
+            cnn.n_characters, cnn.embedding_dim, cnn.filters, cnn.activation, name="char_cnn")
+        highway = Highway(cnn.n_highway, matmul_dtype=matmul_dtype, name="highway")
+        projection = None
+        if cnn.n_filters != projection_dim:
+            projection = keras.layers.Dense(
+                projection_dim, kernel_initializer=dense_initializer(cnn.n_filters),
+                name="token_projection")
+    else:
+        if n_token_vocab is None:
+            raise ValueError("Token inputs (options without 'char_cnn') need n_token_vocab.")
+        input_name, input_shape = "token_ids", (None,)
+        token_embedding = keras.layers.Embedding(
+            n_token_vocab, projection_dim,
+            embeddings_initializer=keras.initializers.RandomUniform(-1.0, 1.0),
+            name="token_embedding")
+    token_inputs = {"forward": keras.Input(shape=input_shape, dtype="int32", name=input_name)}
+    token_inputs["backward"] = (
+        keras.Input(shape=input_shape, dtype="int32", name=f"{input_name}_reverse")
+        if separate else token_inputs["forward"])
+    sequence_mask = SequenceMask(padded=padded, name="sequence_mask")
+    lstms = {
+        (direction, layer): ProjectedLSTM(
+            options.lstm_dim, projection_dim, options.cell_clip, options.proj_clip,
+            go_backwards=direction == "backward" and not separate, matmul_dtype=matmul_dtype,
+            name=f"{direction}_lstm_{layer}")
+        for direction in directions for layer in range(options.n_layers)
+    }
+    dropouts = {
+        (direction, layer): StatelessDropout(
+            dropout, dropout_site(d, layer, options.n_layers), name=f"{direction}_dropout_{layer}")
+        for d, direction in enumerate(directions) for layer in range(options.n_layers)
+    } if dropout > 0 else {}
+    state_inputs = {
+        key: keras.Input(shape=(size,), name=key) for key, _, size in state_keys(options, bidirectional)
+    }
+    seed_input = keras.Input(batch_shape=(2,), dtype="int64", name="dropout_seed") if dropouts else None
+
+    # === Functional Model ===
+    streams = [token_inputs[d] for d in directions[: 2 if separate else 1]]
+    mask = sequence_mask(token_inputs["forward"])
+    lengths = keras.ops.sum(keras.ops.cast(mask, "int32"), axis=1)
+    distinct_of = None
+    if options.char_cnn is not None:
+        if deduplicate_tokens:
+            unique, indices = UniqueTokens(name="unique_tokens")(streams)
+            streams, gathers = [unique], [GatherTokens(name=f"gather_tokens_{i}") for i in range(len(indices))]
+        encoded = [_encode_characters(stream, char_encoder, highway, projection) for stream in streams]
+        if deduplicate_tokens:
+            # The first LSTM layers can take the distinct encodings as they are.
+            distinct_of = {direction: (encoded[0], indices[min(d, len(indices) - 1)])
+                           for d, direction in enumerate(directions)}
+            encoded = [gather(encoded[0], index) for gather, index in zip(gathers, indices)]
+    else:
+        encoded = [token_embedding(stream) for stream in streams]
+    if padded:
+        mask_3d = keras.ops.expand_dims(keras.ops.cast(mask, encoded[0].dtype), -1)
+        encoded = [x * mask_3d for x in encoded]
+    x_of = {direction: encoded[min(d, len(encoded) - 1)] for d, direction in enumerate(directions)}
+    outputs = {"token_embeddings": x_of["forward"], "mask": mask, "lengths": lengths}
+    outputs.update(_lstm_stacks(options, x_of, lengths, lstms, state_inputs, dropouts, seed_input, distinct_of))
+    inputs = {t.name: t for t in {id(t): t for t in token_inputs.values()}.values()}
+    inputs.update(state_inputs)
+    if seed_input is not None:
+        inputs["dropout_seed"] = seed_input
+    return keras.Model(inputs=inputs, outputs=outputs, name=name)
+
+
+def _encode_characters(char_ids, char_encoder, highway, projection):
+    """`(batch, time, max_chars)` ids -> `(batch, time, projection_dim)`."""
+    x = highway(char_encoder(char_ids))
+    return projection(x) if projection is not None else x
+
+
+def _lstm_stacks(options, x_of, lengths, lstms, state_inputs, dropouts=None, seed_input=None,
+                 distinct_of=None):
+    """Wires each direction's LSTM layers (dropout, skip connections) over
+    `x_of[direction]`; returns the `"{direction}_{l}"` and `"final_..."` outputs.
+    With `distinct_of[direction] = (distinct rows (1, n, P), index (batch,
+    time))` for the same inputs, an undropped first layer reads those (see
+    `ProjectedLSTM`'s `token_index`)."""
+    outputs = {}
+    dropouts = dropouts or {}
+    for direction, layer_input in x_of.items():
+        for layer in range(options.n_layers):
+            key = (direction, layer)
+            state_name = f"{direction}_{layer}"
+            states = [state_inputs[f"{state_name}_c"], state_inputs[f"{state_name}_h"]]
+            if key in dropouts:
+                layer_input = dropouts[key](layer_input, seed_input)
+            if layer == 0 and distinct_of and key not in dropouts:
+                rows, index = distinct_of[direction]
+                h, final_c, final_h = lstms[key](rows, lengths, states, token_index=index)
+            else:
+                h, final_c, final_h = lstms[key](layer_input, lengths, states)
+            if options.use_skip_connections and layer > 0:
+                h = h + layer_input
+            outputs[f"{direction}_{layer}"] = h
+            outputs[f"final_{state_name}_c"] = final_c
+            outputs[f"final_{state_name}_h"] = final_h
+            layer_input = h
+    return outputs
+
+
+def build_token_encoder(bilm, options, name="token_encoder"):
+    """The char-CNN token encoder of a character `build_bilm` model, as its
+    own model on the same layers (so the same weights).
+
+    Input: int `(1, n_tokens, max_chars)` char ids. Output: `(1, n_tokens,
+    projection_dim)`, what the biLM computes for each of those tokens.
+    """
+    cnn = options.char_cnn
+    char_ids = keras.Input(shape=(None, cnn.max_characters_per_token), dtype="int32", name="token_characters")
+    projection = bilm.get_layer("token_projection") if cnn.n_filters != options.projection_dim else None
+    encoded = _encode_characters(char_ids, bilm.get_layer("char_cnn"), bilm.get_layer("highway"), projection)
+    return keras.Model(inputs=char_ids, outputs=encoded, name=name)
+
+
+def build_contextual_bilm(bilm, options, name="contextual_bilm"):
+    """The LSTM stacks of a prediction `build_bilm` model (`padded=True`, one
+    input stream), as their own model on the same layers, reading token
+    encodings computed elsewhere (e.g. cached by `TokenEncodingCache`).
+
+    Inputs (a dict): `"distinct_encodings"` float `(1, n_distinct,
+    projection_dim)`, `"token_index"` int `(batch, time)` (which distinct
+    encoding each position holds), `"mask"` bool `(batch, time)` (True at
+    real tokens), and the initial states of `state_keys(options)`.
+
+    Outputs: those of `build_bilm`, with the gathered encodings (zeroed at
+    padding) as `"token_embeddings"`.
+    """
+    directions = [d for d in DIRECTIONS if _has_layer(bilm, f"{d}_lstm_0")]
+    distinct = keras.Input(shape=(None, options.projection_dim), name="distinct_encodings")
+    token_index = keras.Input(shape=(None,), dtype="int32", name="token_index")
+    mask = keras.Input(shape=(None,), dtype="bool", name="mask")
+    state_inputs = {
+        key: keras.Input(shape=(size,), name=key)
+        for key, _, size in state_keys(options, bidirectional=len(directions) == 2)
+    }
+    lengths = keras.ops.sum(keras.ops.cast(mask, "int32"), axis=1)
+    x = GatherTokens(name="gather_tokens")(distinct, token_index)
+    x = x * keras.ops.expand_dims(keras.ops.cast(mask, x.dtype), -1)
+    lstms = {(d, layer): bilm.get_layer(f"{d}_lstm_{layer}")
+             for d in directions for layer in range(options.n_layers)}
+    outputs = {"token_embeddings": x, "mask": mask, "lengths": lengths}
+    outputs.update(_lstm_stacks(options, {d: x for d in directions}, lengths, lstms, state_inputs,
+                                distinct_of={d: (distinct, token_index) for d in directions}))
+    inputs = {"distinct_encodings": distinct, "token_index": token_index, "mask": mask, **state_inputs}
+    return keras.Model(inputs=inputs, outputs=outputs, name=name)
+
+
+def _has_layer(model, name):
+    return any(layer.name == name for layer in model.layers)

@@ -1,0 +1,264 @@
+"""`BidirectionalLanguageModel`: the pretrained biLM for prediction, with state buffers."""
+import numpy as np
+import tensorflow as tf
+
+from bilm.models.network import build_bilm, build_contextual_bilm, build_token_encoder, state_keys
+from bilm.options import load_options
+from bilm.models.token_cache import TokenEncodingCache
+from bilm.io.weight_file import load_bilm_weights, load_token_embeddings, read_token_embeddings
+
+PREDICTION_N_CHARACTERS = 262
+
+
+def prediction_options(options, use_character_inputs=True):
+    """Options as the prediction model needs them.
+
+    A training directory's options have `n_characters` 261 (unshifted ids);
+    prediction shifts ids by +1 and prepends a zero row, so 262. Token
+    inputs drop the char CNN (the token embedding file replaces it).
+    """
+    raw = options.to_dict()
+    if use_character_inputs:
+        if options.char_cnn is None:
+            raise ValueError(
+                f"{options.source}: use_character_inputs=True needs a 'char_cnn' section in the options; "
+                "for a token-input model pass use_character_inputs=False and embedding_weight_file=.")
+        raw["char_cnn"]["n_characters"] = PREDICTION_N_CHARACTERS
+    else:
+        raw.pop("char_cnn", None)
+    return type(options).from_dict(raw, source=options.source)
+
+
+def load_prediction_bilm(options, weight_file, embedding_weight_file=None, name="bilm"):
+    """`build_bilm` for prediction (padded ids), with the weights loaded.
+
+    Args:
+        options: prediction options (see `prediction_options`); without
+            `char_cnn` the model reads token ids.
+        weight_file: original-layout HDF5, or None to keep the random
+            initial weights (for restoring saved variables).
+        embedding_weight_file: the token embedding file (token inputs).
+
+    Returns:
+        the functional model.
+    """
+    n_token_vocab = None
+    if options.char_cnn is None:
+        if embedding_weight_file is None:
+            raise ValueError(
+                "A token-input biLM needs embedding_weight_file= (an HDF5 file with an "
+                "'embedding' dataset, e.g. written by dump_token_embeddings).")
+        n_token_vocab = read_token_embeddings(embedding_weight_file).shape[0] + 1
+    model = build_bilm(options, n_token_vocab=n_token_vocab, padded=True, name=name)
+    if weight_file is not None:
+        load_bilm_weights(model, weight_file)
+    if n_token_vocab is not None:
+        load_token_embeddings(model, embedding_weight_file)
+    return model
+
+
+def remove_sentence_boundaries(x, lengths):
+    """Drops `<S>` and `</S>` from each row.
+
+    Args:
+        x: `(batch, ..., time, dim)` with time on axis -2, zeros past lengths.
+        lengths: `(batch,)` valid steps per row, boundaries included.
+
+    Returns:
+        `(batch, ..., time - 2, dim)`: position k holds input position k + 1
+        for k < length - 2, zeros beyond.
+    """
+    inner = x[..., 1:-1, :]
+    positions = tf.range(tf.shape(inner)[-2])
+    keep = positions[tf.newaxis, :] < (lengths - 2)[:, tf.newaxis]
+    keep = tf.reshape(keep, tf.concat([[tf.shape(x)[0]], tf.ones([x.shape.rank - 3], tf.int32),
+                                       tf.shape(keep)[1:], [1]], axis=0))
+    return inner * tf.cast(keep, x.dtype)
+
+
+def elmo_outputs(model_outputs, n_layers):
+    """The biLM's outputs in ELMo form, from a `build_bilm` model's output dict.
+
+    Returns a dict:
+        `lm_embeddings` `(batch, n_layers + 1, time - 2, 2 * projection_dim)`:
+            layer 0 is the token encoding duplicated `[x, x]`, layer l is
+            `[forward_l, backward_l]`; boundaries removed, zeros past lengths.
+        `lengths` `(batch,)` tokens per row without boundaries.
+        `mask` `(batch, time - 2)` bool.
+        `token_embeddings` `(batch, time, projection_dim)`, with boundaries.
+    """
+    x = model_outputs["token_embeddings"]
+    layers = [tf.concat([x, x], axis=-1)]
+    for layer in range(n_layers):
+        layers.append(tf.concat(
+            [model_outputs[f"forward_{layer}"], model_outputs[f"backward_{layer}"]], axis=-1))
+    lengths = tf.cast(model_outputs["lengths"], tf.int32)
+    lm_embeddings = remove_sentence_boundaries(tf.stack(layers, axis=1), lengths)
+    inner_lengths = tf.maximum(lengths - 2, 0)
+    mask = tf.sequence_mask(inner_lengths, tf.shape(lm_embeddings)[2])
+    return {"lm_embeddings": lm_embeddings, "lengths": inner_lengths, "mask": mask,
+            "token_embeddings": x}
+
+
+class BidirectionalLanguageModel(tf.Module):
+    """A pretrained biLM for prediction: ids in, ELMo layers out.
+
+    Stateful as the original: the LSTM states of every direction and layer
+    live in buffers of `max_batch_size` rows. A batch of B rows starts from
+    rows [0, B) and afterwards those rows hold each row's state at its last
+    valid token; rows >= B are untouched. The first batch starts from zeros.
+    `stateful=False` starts every batch from zeros (deterministic output).
+
+    Args:
+        options_file: path to `options.json` (or a dict / `BiLMOptions`).
+        weight_file: HDF5 weights in the original layout.
+        use_character_inputs: char ids from `Batcher` (True) or token ids
+            from `TokenBatcher` (False, needs `embedding_weight_file`).
+        embedding_weight_file: HDF5 with `embedding` (n_vocab, P), e.g. from
+            `dump_token_embeddings`.
+        max_batch_size: rows of the state buffers; larger batches are an error.
+        stateful: carry states between calls.
+        token_cache_size: char inputs given as numpy arrays (or eager
+            tensors) are encoded once per distinct token and the encodings
+            kept for later calls, up to this many tokens
+            (`projection_dim` floats each; see `TokenEncodingCache`).
+            0 encodes every batch from scratch. Inside a `tf.function` the
+            cache is not used.
+
+    Call arguments:
+        ids: int `(batch, time, max_characters_per_token)` char ids or
+            `(batch, time)` token ids, numpy or tensor, boundaries included.
+
+    Returns:
+        dict of tensors, see `elmo_outputs`.
+
+    Example:
+        >>> batcher = Batcher("vocab.txt", 50)
+        >>> bilm = BidirectionalLanguageModel("options.json", "weights.hdf5")
+        >>> out = bilm(batcher.batch_sentences([["The", "cat", "."]]))
+        >>> out["lm_embeddings"].shape   # (1, 3, 3, 2P)
+    """
+
+    def __init__(self, options_file, weight_file, use_character_inputs=True,
+                 embedding_weight_file=None, max_batch_size=128, stateful=True,
+                 token_cache_size=50_000):
+        super().__init__(name="bidirectional_language_model")
+        options = prediction_options(load_options(options_file), use_character_inputs)
+        if not use_character_inputs and embedding_weight_file is None:
+            raise ValueError(
+                "use_character_inputs=False needs embedding_weight_file= (an HDF5 file with an "
+                "'embedding' dataset, e.g. written by dump_token_embeddings).")
+        if max_batch_size < 1:
+            raise ValueError(f"max_batch_size must be >= 1. Received: max_batch_size={max_batch_size}")
+        if not isinstance(token_cache_size, (int, np.integer)) or token_cache_size < 0:
+            raise ValueError(f"token_cache_size must be an integer >= 0 (0: no cache). "
+                             f"Received: {token_cache_size!r}")
+        self.options = options
+        self.use_character_inputs = use_character_inputs
+        self.max_batch_size = max_batch_size
+        self.stateful = stateful
+        self.model = load_prediction_bilm(options, weight_file, embedding_weight_file)
+        self.n_token_vocab = None if use_character_inputs else self.model.get_layer("token_embedding").input_dim
+        self.model.trainable = False
+        self._input_key = "token_characters" if use_character_inputs else "token_ids"
+        self._state_keys = state_keys(options)
+        self.state_buffers = {
+            key: tf.Variable(tf.zeros([max_batch_size, size]), trainable=False, name=f"state_{key}")
+            for key, _, size in self._state_keys
+        }
+        if use_character_inputs:
+            spec = tf.TensorSpec([None, None, options.char_cnn.max_characters_per_token], tf.int32)
+        else:
+            spec = tf.TensorSpec([None, None], tf.int32)
+        self._calls = {
+            stateful: tf.function(
+                lambda ids, stateful=stateful: self._forward(self.model, {self._input_key: ids}, stateful),
+                input_signature=[spec])
+            for stateful in (True, False)
+        }
+        self.token_cache = None
+        if use_character_inputs and token_cache_size > 0:
+            self._set_up_token_cache(token_cache_size)
+
+    def _set_up_token_cache(self, max_size):
+        """The cached path: a token encoder and the LSTM stacks as two models
+        on `self.model`'s layers, with the encodings kept in between."""
+        options = self.options
+        token_encoder = build_token_encoder(self.model, options)
+        self._contextual_model = build_contextual_bilm(self.model, options)
+        token_encoder.trainable = self._contextual_model.trainable = False
+        encode = tf.function(
+            lambda ids: token_encoder(ids[tf.newaxis], training=False)[0],
+            input_signature=[tf.TensorSpec([None, options.char_cnn.max_characters_per_token], tf.int32)])
+        self.token_cache = TokenEncodingCache(lambda ids: encode(ids).numpy(), options.projection_dim, max_size)
+        encodings_spec = [tf.TensorSpec([None, options.projection_dim], tf.float32),
+                          tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([None, None], tf.bool)]
+        self._cached_calls = {
+            stateful: tf.function(
+                lambda distinct, index, mask, stateful=stateful: self._forward(
+                    self._contextual_model,
+                    {"token_index": index, "mask": mask, "distinct_encodings": distinct[tf.newaxis]},
+                    stateful),
+                input_signature=encodings_spec)
+            for stateful in (True, False)
+        }
+
+    def __call__(self, ids):
+        ids = self._check_ids(ids)
+        if self.token_cache is not None and tf.executing_eagerly():
+            ids = ids.numpy()
+            distinct, index = self.token_cache.distinct_encodings(ids)
+            return self._cached_calls[self.stateful](distinct, index, np.any(ids != 0, axis=-1))
+        return self._calls[self.stateful](ids)
+
+    def reset_states(self):
+        """Sets every state buffer back to zeros (the next batch starts fresh)."""
+        for buffer in self.state_buffers.values():
+            buffer.assign(tf.zeros_like(buffer))
+
+    def _forward(self, model, inputs, stateful):
+        batch = tf.shape(inputs["mask" if "mask" in inputs else self._input_key])[0]
+        for key, _, size in self._state_keys:
+            if stateful:
+                inputs[key] = self.state_buffers[key][:batch]
+            else:
+                inputs[key] = tf.zeros([batch, size])
+        outputs = model(inputs, training=False)
+        if stateful:
+            for key, output_key, _ in self._state_keys:
+                self.state_buffers[key][:batch].assign(outputs[output_key])
+        return elmo_outputs(outputs, self.options.n_layers)
+
+    def _check_ids(self, ids):
+        """Validates ids eagerly so bad input is a clear error, not a shape trace."""
+        if isinstance(ids, (list, tuple)):
+            ids = np.asarray(ids)
+        dtype = getattr(ids, "dtype", None)
+        if dtype is not None and not (np.issubdtype(np.dtype(getattr(dtype, "as_numpy_dtype", dtype)),
+                                                    np.integer)):
+            raise TypeError(f"ids must be integers (from Batcher/TokenBatcher). Received dtype {dtype}.")
+        ids = tf.convert_to_tensor(ids)
+        if ids.dtype != tf.int32:
+            ids = tf.cast(ids, tf.int32)
+        if self.use_character_inputs:
+            max_chars = self.options.char_cnn.max_characters_per_token
+            expected, n_ids = f"(batch, time, {max_chars})", PREDICTION_N_CHARACTERS
+            ok = ids.shape.rank == 3 and ids.shape[2] in (None, max_chars)
+        else:
+            expected, n_ids = "(batch, time)", self.n_token_vocab
+            ok = ids.shape.rank == 2
+        if not ok:
+            raise ValueError(f"ids must have shape {expected}. Received shape {tuple(ids.shape)}.")
+        if ids.shape[1] is not None and ids.shape[1] < 2:
+            raise ValueError(
+                "ids must include the <S> and </S> boundary tokens (time >= 2); build them with "
+                f"Batcher/TokenBatcher. Received shape {tuple(ids.shape)}.")
+        if ids.shape[0] is not None and ids.shape[0] > self.max_batch_size:
+            raise ValueError(
+                f"A batch of {ids.shape[0]} sentences exceeds max_batch_size={self.max_batch_size}; "
+                "split the batch or build the model with a larger max_batch_size.")
+        if tf.executing_eagerly() and tf.size(ids) > 0:
+            low, high = int(tf.reduce_min(ids)), int(tf.reduce_max(ids))
+            if low < 0 or high >= n_ids:
+                raise ValueError(f"ids must lie in [0, {n_ids}). Received values in [{low}, {high}].")
+        return ids

@@ -1,0 +1,34 @@
+"""A randomly initialised biLM on disk: options + weights in the original layout.
+
+For examples, benchmarks and smoke tests that need a model but no download.
+"""
+import os
+
+import keras
+
+from bilm.models.network import build_bilm
+from bilm.models.predictor import prediction_options
+from bilm.options import load_options, save_options
+from bilm.io.weight_file import save_bilm_weights
+
+
+def write_random_model(directory, options, seed=0):
+    """Writes `options.json` and `weights.hdf5` of a random biLM to `directory`.
+
+    Args:
+        directory: folder to write into (created if missing).
+        options: options dict, `BiLMOptions`, or path (char inputs).
+        seed: seed of the random initialisers.
+
+    Returns:
+        `(options_file, weight_file)` paths.
+    """
+    os.makedirs(directory, exist_ok=True)
+    options = prediction_options(load_options(options))
+    keras.utils.set_random_seed(seed)
+    model = build_bilm(options)
+    options_file = os.path.join(directory, "options.json")
+    weight_file = os.path.join(directory, "weights.hdf5")
+    save_options(options, options_file)
+    save_bilm_weights(model, weight_file)
+    return options_file, weight_file

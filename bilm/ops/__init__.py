@@ -1,0 +1,1 @@
+"""The fast kernels behind the layers, each a plain function of tensors."""

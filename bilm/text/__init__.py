@@ -1,0 +1,1 @@
+"""Text to biLM ids: vocabularies, character ids, batching, and the same in the TensorFlow graph."""

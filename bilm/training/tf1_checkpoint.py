@@ -1,0 +1,147 @@
+"""Converting an original bilm-tf (TF1) training checkpoint into a TF2 one.
+
+bilm-tf keeps the model under the variable scope `lm/` with the names of
+the HDF5 weight file (`lm/char_embed`, `lm/CNN/W_cnn_0`,
+`lm/RNN_0/RNN/MultiRNNCell/Cell0/LSTMCell/W_0`, ...), plus `lm/embedding`
+(token inputs), `lm/softmax/W`, `lm/softmax/b`, the Adagrad slots
+`<name>/Adagrad` and `global_step`. The name map is `weight_table` of
+`bilm/weights_hdf5.py` with `lm/` in front, plus the rows below; its hooks
+(conv kernel shape, `W_0` split) are the weight file's. The LSTM states
+were fed, not stored, so the converted states start at zero.
+"""
+import os
+
+import tensorflow as tf
+
+from bilm.training import checkpoints
+from bilm.training.checkpoints import CHECKPOINT_NAME, OPTIONS_FILE, CheckpointError
+from bilm.options import load_options, save_options
+from bilm.presets import TRAINING_DEFAULTS
+from bilm.training.objective import TRAINING_N_CHARACTERS, SparseAdagrad, TrainingLM, training_settings
+from bilm.io.weight_file import WeightEntry, weight_table
+
+SCOPE = "lm/"
+SLOT_SUFFIX = "/Adagrad"
+GLOBAL_STEP = "global_step"
+
+
+def _variable_entry(name, variable):
+    return WeightEntry(name, tuple(variable.shape), variable.numpy, variable.assign)
+
+
+def tf1_table(lm):
+    """`[WeightEntry]` named as in bilm-tf's checkpoint, without the `lm/` scope.
+
+    Covers every variable the optimizer trains: the weight-file datasets,
+    `embedding` (token inputs), `softmax/W` (unless shared) and `softmax/b`.
+    """
+    entries = list(weight_table(lm.bilm))
+    if not lm.use_characters:
+        entries.append(_variable_entry("embedding", lm.bilm.get_layer("token_embedding").embeddings.value))
+    for name, variable in lm.softmax_variables().items():
+        entries.append(_variable_entry(f"softmax/{name}", variable))
+    return entries
+
+
+def _read(reader, entries, suffix, required):
+    """`{entry name: array}` for the entries found; a `CheckpointError` listing problems."""
+    shapes = reader.get_variable_to_shape_map()
+    arrays, problems = {}, []
+    for entry in entries:
+        key = SCOPE + entry.name + suffix
+        if key not in shapes:
+            if required:
+                problems.append(f"missing '{key}' (expected shape {entry.shape})")
+        elif tuple(shapes[key]) != tuple(entry.shape):
+            problems.append(f"'{key}' has shape {tuple(shapes[key])}, expected {tuple(entry.shape)}")
+        else:
+            arrays[entry.name] = reader.get_tensor(key)
+    return arrays, problems
+
+
+def training_options_for(options, reader):
+    """The options as training needs them.
+
+    `n_characters` 261, `n_tokens_vocab` from the softmax table when absent,
+    and bilm-tf's training defaults for the other training keys it lacks.
+    """
+    raw = load_options(options).to_dict()
+    for key, value in TRAINING_DEFAULTS.items():
+        raw.setdefault(key, value)
+    if "char_cnn" in raw:
+        raw["char_cnn"]["n_characters"] = TRAINING_N_CHARACTERS
+    if "n_tokens_vocab" not in raw:
+        shapes = reader.get_variable_to_shape_map()
+        for key in (SCOPE + "softmax/W", SCOPE + "embedding"):
+            if key in shapes:
+                raw["n_tokens_vocab"] = int(shapes[key][0])
+                break
+    return raw
+
+
+def convert_tf1_checkpoint(tf1_checkpoint, options, save_dir, max_to_keep=5):
+    """Writes a TF1 bilm-tf checkpoint as a checkpoint of `save_dir` that `train` can restart.
+
+    Args:
+        tf1_checkpoint: the TF1 checkpoint prefix (`.../model.ckpt-935588`)
+            or a directory holding one.
+        options: its options (dict or file), completed by
+            `training_options_for`.
+        save_dir: where the checkpoint and `options.json` are written.
+
+    Returns:
+        The new checkpoint's prefix.
+
+    Raises:
+        CheckpointError listing every missing or mis-shaped variable.
+    """
+    tf1_checkpoint = os.fspath(tf1_checkpoint)
+    if os.path.isdir(tf1_checkpoint):
+        found = tf.train.latest_checkpoint(tf1_checkpoint)
+        if found is None:
+            raise CheckpointError(f"No TF1 checkpoint ('checkpoint' file and *.index) in {tf1_checkpoint}.")
+        tf1_checkpoint = found
+    try:
+        reader = tf.train.load_checkpoint(tf1_checkpoint)
+    except (tf.errors.NotFoundError, tf.errors.DataLossError, ValueError) as e:
+        raise CheckpointError(f"Cannot read the TF1 checkpoint {tf1_checkpoint}: {e}") from None
+    raw = training_options_for(options, reader)
+    parsed, settings = training_settings(raw, need_schedule=False)
+
+    lm = TrainingLM(parsed, settings)
+    entries = tf1_table(lm)
+    arrays, problems = _read(reader, entries, "", required=True)
+    # Accumulators go through a second model so that the same hooks apply.
+    shadow = TrainingLM(parsed, settings)
+    shadow_entries = tf1_table(shadow)
+    slots, slot_problems = _read(reader, shadow_entries, SLOT_SUFFIX, required=False)
+    problems += slot_problems
+    if problems:
+        raise CheckpointError(
+            f"{tf1_checkpoint} does not match the options (is it the checkpoint of this model?):\n  "
+            + "\n  ".join(problems))
+    for entry in entries:
+        entry.set(arrays[entry.name])
+
+    optimizer = SparseAdagrad(lm.trainable_variables(), settings.learning_rate)
+    for variable in shadow.trainable_variables().values():
+        variable.assign(tf.fill(variable.shape, optimizer.initial_accumulator_value))
+    for entry in shadow_entries:
+        if entry.name in slots:
+            entry.set(slots[entry.name])
+    for name, variable in shadow.trainable_variables().items():
+        optimizer.accumulators[name].assign(variable)
+
+    shapes = reader.get_variable_to_shape_map()
+    step_value = int(reader.get_tensor(GLOBAL_STEP)) if GLOBAL_STEP in shapes else 0
+    step = tf.Variable(step_value, dtype=tf.int64)
+    data_position = {"batches": tf.Variable(0, dtype=tf.int64), "source": tf.Variable(0, dtype=tf.int64)}
+    lstm_states = {key: tf.Variable(tf.zeros([settings.batch_size, size])) for key, _, size in lm.state_keys}
+    save_dir = os.fspath(save_dir)
+    os.makedirs(save_dir, exist_ok=True)
+    checkpoint = checkpoints.build_checkpoint(lm, optimizer, step, lstm_states, data_position)
+    manager = tf.train.CheckpointManager(
+        checkpoint, save_dir, max_to_keep=max_to_keep, checkpoint_name=CHECKPOINT_NAME)
+    path = manager.save(checkpoint_number=step_value)
+    save_options(raw, os.path.join(save_dir, OPTIONS_FILE))
+    return path

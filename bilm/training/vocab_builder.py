@@ -1,0 +1,77 @@
+"""Building a training vocabulary file from sharded text."""
+import collections
+import os
+
+from bilm.training.windows import list_shards, read_lines
+from bilm.text.vocabulary import BOS_TOKEN, EOS_TOKEN, MAXTERMID_LINE, UNK_TOKEN
+
+SPECIAL_TOKENS = (BOS_TOKEN, EOS_TOKEN, UNK_TOKEN)
+
+
+def count_words(filepattern):
+    """`collections.Counter` of the whitespace tokens of all shards (streamed)."""
+    counts = collections.Counter()
+    for path in list_shards(filepattern):
+        for line in read_lines(path):
+            counts.update(line.split())
+    return counts
+
+
+def build_vocab(filepattern, outfile, min_count=1, max_size=None):
+    """Writes the vocabulary file of a corpus; returns its number of lines.
+
+    The file starts with `<S>`, `</S>`, `<UNK>`, then every token seen at
+    least `min_count` times, by descending count (ties by the token string,
+    so the file is deterministic): the order the sampled softmax's
+    log-uniform sampler assumes. Tokens equal to a special token or to
+    `!!!MAXTERMID` (a line `Vocabulary` skips) are left out. Invalid UTF-8
+    bytes are written back unchanged. The file is written to a temporary
+    name and renamed.
+
+    Args:
+        filepattern: glob of the training shards (one sentence per line).
+        outfile: path of the vocabulary file.
+        min_count: smallest count of a kept token (>= 1).
+        max_size: most lines in the file, the three special tokens included
+            (>= 3), so it is the `n_tokens_vocab` of the result; None for no
+            limit.
+
+    Returns:
+        The number of lines written (the vocabulary size).
+    """
+    if isinstance(min_count, bool) or not isinstance(min_count, int) or min_count < 1:
+        raise ValueError(f"min_count must be an integer >= 1. Received: min_count={min_count!r}")
+    if max_size is not None and (
+        isinstance(max_size, bool) or not isinstance(max_size, int) or max_size < len(SPECIAL_TOKENS)
+    ):
+        raise ValueError(
+            "max_size counts the lines of the file including <S>, </S> and "
+            f"<UNK>, so it must be an integer >= 3 or None. Received: max_size={max_size!r}"
+        )
+    counts = count_words(filepattern)
+    if not counts:
+        raise ValueError(
+            f"The files matching {filepattern!r} hold no tokens; cannot build a "
+            "vocabulary. Point the pattern at the training text."
+        )
+    for token in SPECIAL_TOKENS + (MAXTERMID_LINE,):
+        counts.pop(token, None)
+    kept = sorted(
+        (item for item in counts.items() if item[1] >= min_count),
+        key=lambda item: (-item[1], item[0]),
+    )
+    tokens = list(SPECIAL_TOKENS) + [token for token, _ in kept]
+    if max_size is not None:
+        tokens = tokens[:max_size]
+
+    outfile = os.fspath(outfile)
+    tmp = f"{outfile}.tmp"
+    try:
+        with open(tmp, "w", encoding="utf-8", errors="surrogateescape", newline="\n") as f:
+            for token in tokens:
+                f.write(token + "\n")
+        os.replace(tmp, outfile)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+    return len(tokens)

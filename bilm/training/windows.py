@@ -1,0 +1,438 @@
+"""Training data of the biLM: sharded text cut into fixed windows (bilm-tf's `LMDataset`).
+
+A corpus is a set of shard files matched by a glob, one sentence per line,
+tokens separated by whitespace. Shards are read one at a time, so the corpus
+never has to fit in memory (one shard does, with `shuffle_on_load`).
+
+Each of the `batch_size` rows of a batch reads its own running stream of
+sentences, each framed `<S> ... </S>`. A row fills its `num_steps` window
+with as much of its current sentence as fits and keeps the rest for the same
+row of the next batch, so a long sentence simply spans several windows and
+the LSTM state of a row can carry from one batch to the next. The target of
+each position is the next token of the stream. The backward stream holds the
+same sentences with their tokens reversed, framed `</S> ... <S>`.
+"""
+import copy
+import glob
+import itertools
+import os
+import warnings
+
+import numpy as np
+import tensorflow as tf
+
+from bilm.utils.interpreter_exit import ends_at_exit
+from bilm.text.vocabulary import (
+    BOS_TOKEN,
+    EOS_TOKEN,
+    UNK_TOKEN,
+    UnicodeCharsVocabulary,
+    Vocabulary,
+)
+
+REVERSE_SUFFIX = "_reverse"
+
+
+def load_vocab(vocab_file, max_word_length=None):
+    """The training vocabulary (bilm-tf's `bilm.training.loop.load_vocab`).
+
+    Returns a `UnicodeCharsVocabulary` when `max_word_length` is given (the
+    char-CNN model), otherwise a `Vocabulary`. Both must hold `<S>`, `</S>`
+    and `<UNK>` (ValueError otherwise).
+    """
+    if max_word_length:
+        return UnicodeCharsVocabulary(vocab_file, max_word_length, validate_file=True)
+    return Vocabulary(vocab_file, validate_file=True)
+
+
+def list_shards(filepattern):
+    """Sorted paths matched by the glob `filepattern`; ValueError if none."""
+    shards = sorted(path for path in glob.glob(os.fspath(filepattern)) if os.path.isfile(path))
+    if not shards:
+        raise ValueError(
+            f"No file matches the pattern {filepattern!r}. Pass a glob of "
+            "text files with one sentence per line, e.g. 'data/train/*.txt'."
+        )
+    return shards
+
+
+def read_lines(path, warn_invalid_utf8=True):
+    """Yields the non-blank lines of one shard, as `str`, in file order.
+
+    Lines are UTF-8. Invalid bytes are kept as lone surrogates
+    (`errors="surrogateescape"`), so they reach the character ids unchanged;
+    the first such line warns once, naming the file.
+    """
+    warn = warn_invalid_utf8
+    with open(path, "rb") as f:
+        for number, raw in enumerate(f, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                line = raw.decode("utf-8", "surrogateescape")
+                if warn:
+                    warnings.warn(
+                        f"Shard {path!r} is not valid UTF-8 (first at line "
+                        f"{number}); its invalid bytes are kept as raw byte "
+                        "character ids and such tokens map to <UNK> unless the "
+                        "vocabulary holds the same bytes. Re-encode the file as "
+                        "UTF-8 to silence this.",
+                        stacklevel=2,
+                    )
+                    warn = False
+            if line and not line.isspace():
+                yield line
+
+
+def count_tokens(filepattern):
+    """Number of whitespace tokens in all shards (`<S>`/`</S>` not counted).
+
+    This is bilm-tf's `n_train_tokens`. Streams the files line by line.
+    """
+    return sum(
+        len(line.split())
+        for path in list_shards(filepattern)
+        for line in read_lines(path, warn_invalid_utf8=False)
+    )
+
+
+def _has_sentences(path):
+    lines = read_lines(path, warn_invalid_utf8=False)
+    try:
+        return next(lines, None) is not None
+    finally:
+        lines.close()
+
+
+def _check_special_tokens(vocab):
+    missing = [
+        token
+        for token, token_id in ((BOS_TOKEN, vocab.bos), (EOS_TOKEN, vocab.eos), (UNK_TOKEN, vocab.unk))
+        if token_id == -1
+    ]
+    if missing:
+        raise ValueError(
+            f"Vocabulary file {getattr(vocab, 'filename', '?')!r} is missing "
+            f"{', '.join(missing)}, which training needs. Add each as its own "
+            "line at the top of the file (bin/build_vocab.py writes them)."
+        )
+
+
+def _check_positive(name, value):
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name} must be a positive integer. Received: {name}={value!r}")
+    return int(value)
+
+
+def _pack_batches(lines, encode, batch_size, num_steps, max_word_length, skip=0):
+    """Cuts a stream of sentences into windows (bilm-tf's `_get_batch`).
+
+    Args:
+        lines: iterator of sentence lines.
+        encode: line -> `(token_ids (n + 2,), char_ids (n + 2, C) or None)`,
+            the sentence framed by its boundaries.
+        batch_size, num_steps: window shape.
+        max_word_length: C, or None for token ids only.
+        skip: windows to pass over first. They are cut the same way, on
+            each line's token count alone, so a sentence is only encoded
+            once a yielded window needs it.
+
+    Yields:
+        dicts with `token_ids` int32 `(batch_size, num_steps)`,
+        `tokens_characters` int32 `(batch_size, num_steps, C)` or None, and
+        `next_token_id` int32 `(batch_size, num_steps)`. When `lines` ends,
+        the incomplete batch is dropped and iteration stops.
+    """
+    # Per row, its current sentence: [line, encoding or None, first unused
+    # position, length with the frame].
+    rows = [None] * batch_size
+    for batch in itertools.count():
+        write = batch >= skip
+        token_ids = np.zeros((batch_size, num_steps), np.int32)
+        next_token_id = np.zeros((batch_size, num_steps), np.int32)
+        chars = None
+        if max_word_length is not None and write:
+            chars = np.zeros((batch_size, num_steps, max_word_length), np.int32)
+        for row in range(batch_size):
+            position = 0
+            while position < num_steps:
+                # A sentence whose last token is left is done: that token is
+                # only ever a target.
+                if rows[row] is None or rows[row][3] - rows[row][2] <= 1:
+                    line = next(lines, None)
+                    if line is None:
+                        return
+                    if write:
+                        encoded = encode(line)
+                        rows[row] = [line, encoded, 0, len(encoded[0])]
+                    else:
+                        rows[row] = [line, None, 0, len(line.split()) + 2]
+                sentence = rows[row]
+                start = sentence[2]
+                how_many = min(sentence[3] - start - 1, num_steps - position)
+                end = position + how_many
+                if write:
+                    if sentence[1] is None:
+                        sentence[1] = encode(sentence[0])
+                    ids, char_ids = sentence[1]
+                    token_ids[row, position:end] = ids[start:start + how_many]
+                    next_token_id[row, position:end] = ids[start + 1:start + how_many + 1]
+                    if chars is not None:
+                        chars[row, position:end] = char_ids[start:start + how_many]
+                sentence[2] = start + how_many
+                position = end
+        if write:
+            yield {"token_ids": token_ids, "tokens_characters": chars, "next_token_id": next_token_id}
+
+
+class LMDataset:
+    """One direction of the training stream over sharded text.
+
+    Shards are `sorted(glob.glob(filepattern))`, read one at a time.
+    Training (`test=False`) loops over the shards forever, in a new random
+    order on every pass, and with `shuffle_on_load` also shuffles the
+    sentences of each shard (which then is held in memory). `test=True` reads
+    each shard once, in sorted order, sentences in file order
+    (`shuffle_on_load` is ignored), and the stream ends. Blank lines are
+    skipped; empty shards are skipped with a warning.
+
+    All randomness comes from `np.random.default_rng(seed)`; every call of
+    `iter_batches` starts the stream over, so with the same seed it yields
+    the same batches. With `seed=None` a seed is drawn once and kept in
+    `self.seed`.
+
+    Args:
+        filepattern: glob of the shard files.
+        vocab: a `Vocabulary` (token ids only) or `UnicodeCharsVocabulary`
+            (token ids and character ids), with `<S>`, `</S>` and `<UNK>`.
+        reverse: the backward stream: each sentence's tokens reversed and
+            framed `</S> ... <S>`, as in bilm-tf.
+        test: read the data once, in order (evaluation).
+        shuffle_on_load: shuffle the sentences within each shard (training).
+        seed: int seed of the shard and sentence shuffles.
+
+    Example:
+    >>> data = LMDataset("train/*.txt", load_vocab("vocab.txt", 50), seed=0)
+    >>> batch = next(data.iter_batches(batch_size=128, num_steps=20))
+    >>> batch["tokens_characters"].shape
+    (128, 20, 50)
+    """
+
+    def __init__(self, filepattern, vocab, reverse=False, test=False, shuffle_on_load=False, seed=None):
+        _check_special_tokens(vocab)
+        self.filepattern = filepattern
+        self.vocab = vocab
+        self.reverse = bool(reverse)
+        self.test = bool(test)
+        self.shuffle_on_load = bool(shuffle_on_load)
+        if seed is None:
+            seed = np.random.SeedSequence().entropy
+        np.random.default_rng(seed)  # rejects an invalid seed now, not mid-training
+        self.seed = seed
+        self.shards = self._nonempty_shards(list_shards(filepattern))
+        self._use_char_inputs = hasattr(vocab, "encode_chars")
+        # Shards already checked for invalid UTF-8 (shared with the twin
+        # stream of a BidirectionalLMDataset, so each file warns once).
+        self._warned_files = set()
+
+    def _nonempty_shards(self, shards):
+        kept = []
+        for path in shards:
+            if not _has_sentences(path):
+                warnings.warn(
+                    f"Shard {path!r} has no sentences (empty or only blank "
+                    "lines); skipping it.",
+                    stacklevel=3,
+                )
+            else:
+                kept.append(path)
+        if not kept:
+            raise ValueError(
+                f"Every file matching {self.filepattern!r} is empty or blank: "
+                f"{', '.join(shards)}. Point the pattern at text files with one "
+                "sentence per line."
+            )
+        return kept
+
+    @property
+    def max_word_length(self):
+        """C of `tokens_characters`, or None for a token-only vocabulary."""
+        return self.vocab.max_word_length if self._use_char_inputs else None
+
+    def _read(self, path):
+        warn = path not in self._warned_files
+        self._warned_files.add(path)
+        return read_lines(path, warn_invalid_utf8=warn)
+
+    def _lines(self):
+        if self.test:
+            for path in self.shards:
+                yield from self._read(path)
+            return
+        rng = np.random.default_rng(self.seed)
+        while True:
+            n_lines = 0
+            for index in rng.permutation(len(self.shards)):
+                lines = self._read(self.shards[index])
+                if self.shuffle_on_load:
+                    shard = list(lines)
+                    lines = (shard[i] for i in rng.permutation(len(shard)))
+                for line in lines:
+                    n_lines += 1
+                    yield line
+            if n_lines == 0:
+                raise ValueError(
+                    f"The shards matching {self.filepattern!r} have become "
+                    "empty while training; nothing left to read."
+                )
+
+    def _encode(self, line):
+        tokens = line.split()
+        if self.reverse:
+            # `encode(reverse=True)` only swaps the frame; the tokens are
+            # reversed here, as in bilm-tf's LMDataset.
+            tokens.reverse()
+        ids = self.vocab.encode(tokens, self.reverse, split=False)
+        chars = self._char_ids(tokens, ids) if self._use_char_inputs else None
+        return ids, chars
+
+    def _char_ids(self, tokens, ids):
+        """`vocab.encode_chars(tokens, reverse, split=False)`, vectorised.
+
+        Rows of in-vocabulary tokens and of the frame come from the
+        vocabulary's table; only out-of-vocabulary tokens (id `<UNK>`) are
+        converted one by one, from the token itself.
+        """
+        table = getattr(self.vocab, "word_char_ids", None)
+        if table is None:
+            return self.vocab.encode_chars(tokens, self.reverse, split=False)
+        chars = table[ids]
+        for position in np.flatnonzero(ids[1:-1] == self.vocab.unk):
+            token = tokens[position]
+            if token != UNK_TOKEN:
+                chars[position + 1] = self.vocab.word_to_char_ids(token)
+        return chars
+
+    def iter_sentences(self):
+        """Yields `(token_ids int32 (n + 2,), char_ids int32 (n + 2, C) or None)`."""
+        return map(self._encode, self._lines())
+
+    def iter_batches(self, batch_size, num_steps, skip=0):
+        """Yields the training windows, starting the stream over.
+
+        Args:
+            skip: windows to pass over first, as if read and dropped; only
+                the lines are split to count tokens, so a restart deep into
+                an epoch does not encode everything before it again.
+
+        Yields:
+            dicts with `token_ids` int32 `(batch_size, num_steps)`,
+            `tokens_characters` int32 `(batch_size, num_steps,
+            max_word_length)` (unshifted ids, 261 values) or None for a
+            token-only vocabulary, and `next_token_id` int32
+            `(batch_size, num_steps)`. In test mode the last, incomplete
+            batch is not yielded.
+        """
+        batch_size = _check_positive("batch_size", batch_size)
+        num_steps = _check_positive("num_steps", num_steps)
+        return _pack_batches(self._lines(), self._encode, batch_size, num_steps, self.max_word_length, skip)
+
+    def _reversed_twin(self):
+        """The same shards, seed and warnings, read in the other direction."""
+        twin = copy.copy(self)
+        twin.reverse = not self.reverse
+        return twin
+
+
+class BidirectionalLMDataset:
+    """The forward and backward training streams over the same sentences.
+
+    Both directions read the same shards and sentences in the same order
+    with the same seed, and cut them at the same places, so row `i` of a
+    forward batch and row `i` of the backward batch hold the same sentences.
+
+    Args:
+        filepattern, vocab, test, shuffle_on_load, seed: as for `LMDataset`.
+    """
+
+    def __init__(self, filepattern, vocab, test=False, shuffle_on_load=False, seed=None):
+        self.forward = LMDataset(
+            filepattern, vocab, reverse=False, test=test, shuffle_on_load=shuffle_on_load, seed=seed
+        )
+        self.backward = self.forward._reversed_twin()
+
+    @property
+    def vocab(self):
+        return self.forward.vocab
+
+    @property
+    def max_word_length(self):
+        return self.forward.max_word_length
+
+    @property
+    def seed(self):
+        return self.forward.seed
+
+    def iter_batches(self, batch_size, num_steps, skip=0):
+        """Yields `LMDataset.iter_batches` dicts of both directions in one.
+
+        Keys: `token_ids`, `tokens_characters`, `next_token_id` (forward) and
+        the same with suffix `_reverse` (backward), shapes as for `LMDataset`.
+        """
+        for forward, backward in zip(
+            self.forward.iter_batches(batch_size, num_steps, skip),
+            self.backward.iter_batches(batch_size, num_steps, skip),
+        ):
+            for key, value in backward.items():
+                forward[key + REVERSE_SUFFIX] = value
+            yield forward
+
+
+def batch_signature(lm_dataset, batch_size, num_steps):
+    """`tf.TensorSpec`s of the batches of `lm_dataset`, None-valued keys left out."""
+    specs = {
+        "token_ids": tf.TensorSpec((batch_size, num_steps), tf.int32),
+        "next_token_id": tf.TensorSpec((batch_size, num_steps), tf.int32),
+    }
+    if lm_dataset.max_word_length is not None:
+        specs["tokens_characters"] = tf.TensorSpec(
+            (batch_size, num_steps, lm_dataset.max_word_length), tf.int32
+        )
+    if isinstance(lm_dataset, BidirectionalLMDataset):
+        specs.update({key + REVERSE_SUFFIX: spec for key, spec in list(specs.items())})
+    return specs
+
+
+def make_tf_dataset(lm_dataset, batch_size, num_steps, keys=None, skip=0):
+    """A prefetching `tf.data.Dataset` of `lm_dataset.iter_batches(batch_size, num_steps)`.
+
+    Elements are dicts of int32 tensors as in `iter_batches`, without the
+    `tokens_characters` keys for a token-only vocabulary. Batches are
+    prepared in the background while the training step runs. The stream
+    ends once the interpreter begins to exit, so that an iterator left
+    half-read cannot hang the exit (`bilm.utils.interpreter_exit`).
+
+    Args:
+        keys: the keys to keep (all by default); a key the dataset cannot
+            give is a `ValueError` before any batch is read.
+        skip: batches of the stream to pass over first (a restart on the
+            same data continues where the checkpoint stopped).
+    """
+    batch_size = _check_positive("batch_size", batch_size)
+    num_steps = _check_positive("num_steps", num_steps)
+    signature = batch_signature(lm_dataset, batch_size, num_steps)
+    if keys is not None:
+        missing = [key for key in keys if key not in signature]
+        if missing:
+            raise ValueError(
+                f"The data batches lack {missing} (they have {sorted(signature)}); char-input options need a "
+                "vocabulary loaded with max_word_length, and a bidirectional model needs "
+                "BidirectionalLMDataset.")
+        signature = {key: signature[key] for key in keys}
+
+    def generate():
+        for batch in ends_at_exit(lm_dataset.iter_batches(batch_size, num_steps, skip=skip)):
+            yield {key: batch[key] for key in signature}
+
+    dataset = tf.data.Dataset.from_generator(generate, output_signature=signature)
+    return dataset.prefetch(tf.data.AUTOTUNE)

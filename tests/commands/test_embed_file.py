@@ -1,0 +1,215 @@
+"""embed_file and bin/elmo.py: AllenNLP's elmo layout and values, sentence keys, resume, bad input."""
+import json
+import os
+import runpy
+import subprocess
+import sys
+
+import h5py
+import numpy as np
+import pytest
+
+import numpy_reference as R
+from bilm.commands import embed_file as embed_file_module
+from bilm.text.batching import Batcher
+from bilm.commands.embed_file import embed_file, sentence_key
+from bilm.models.predictor import BidirectionalLanguageModel
+from helpers import ROOT, SENTENCES, write_model
+
+# SENTENCES, with the empty one written as a whitespace-only line.
+LINES = [" ".join(s) if s else " \t " for s in SENTENCES]
+
+
+def _input_file(tmp_path, lines, name="in.txt"):
+    path = tmp_path / name
+    path.write_bytes(b"".join((line.encode("utf-8") if isinstance(line, str) else line) + b"\n"
+                              for line in lines))
+    return str(path)
+
+
+def _read(path):
+    """({dataset name: array}, sentence_to_index dict, root attributes)."""
+    with h5py.File(path, "r") as f:
+        arrays = {key: f[key][...] for key in f if key != "sentence_to_index"}
+        mapping = json.loads(f["sentence_to_index"][0])
+        return arrays, mapping, dict(f.attrs)
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    return write_model(tmp_path_factory.mktemp("model"))
+
+
+@pytest.fixture(scope="module")
+def layers(model):
+    """Each sentence's (3, n_tokens, 12) layers from the stateless model, all in one batch."""
+    options_file, weight_file, _ = model
+    out = BidirectionalLanguageModel(options_file, weight_file, stateful=False)(
+        Batcher(None, 7).batch_sentences(SENTENCES))["lm_embeddings"].numpy()
+    return [out[i, :, :len(s)] for i, s in enumerate(SENTENCES)]
+
+
+@pytest.mark.parametrize("output_format", ["all", "top", "average"])
+def test_formats_match_the_stateless_model(tmp_path, model, layers, output_format):
+    options_file, weight_file, options = model
+    outfile = str(tmp_path / "out.hdf5")
+    written = embed_file(_input_file(tmp_path, LINES), outfile, options_file, weight_file,
+                         output_format=output_format, batch_size=2, verbose=0)
+    assert written == len(SENTENCES)
+    assert not os.path.exists(outfile + ".partial")
+    arrays, mapping, attrs = _read(outfile)
+    assert sorted(arrays, key=int) == [str(i) for i in range(len(SENTENCES))]
+    assert mapping == {line.strip(): str(i) for i, line in enumerate(LINES)}
+    assert attrs["output_format"] == output_format and not attrs["use_sentence_keys"]
+    weights = R.read_weights(weight_file)
+    for i, sentence in enumerate(SENTENCES):
+        got = arrays[str(i)]
+        assert got.dtype == np.float32
+        if output_format == "all":
+            assert got.shape == (3, len(sentence), 12)
+            np.testing.assert_allclose(got, layers[i], atol=1e-5)
+            oracle = R.bilm_forward(weights, options, R.char_ids([sentence], 7))["lm_embeddings"][0]
+            np.testing.assert_allclose(got, oracle, atol=1e-5)
+        else:
+            expected = layers[i][-1] if output_format == "top" else layers[i].mean(axis=0)
+            assert got.shape == (len(sentence), 12)  # (0, 12) for the whitespace-only line
+            np.testing.assert_allclose(got, expected, atol=1e-5)
+
+
+def test_sentence_keys_escape_what_hdf5_cannot_name_and_store_repeats_once(tmp_path, model):
+    options_file, weight_file, _ = model
+    lines = ["The cat / dog .", ".", "sentence_to_index", "100 % sure", "  The cat / dog . ",
+             "naïve 中文 🙂", b"caf\xe9 ok", "sentence_to_index x"]
+    input_file = _input_file(tmp_path, lines)
+    embed_file(input_file, str(tmp_path / "lines.hdf5"), options_file, weight_file, output_format="top",
+               batch_size=3, verbose=0)
+    by_line, _, _ = _read(str(tmp_path / "lines.hdf5"))
+    outfile = str(tmp_path / "keys.hdf5")
+    written = embed_file(input_file, outfile, options_file, weight_file, output_format="top",
+                         batch_size=3, use_sentence_keys=True, verbose=0)
+    arrays, mapping, attrs = _read(outfile)
+    assert written == 7 and attrs["use_sentence_keys"]
+    assert sorted(arrays) == sorted(["The cat %2F dog .", "%2E", "%73entence_to_index", "100 %25 sure",
+                                     "naïve 中文 🙂", "caf%E9 ok", "sentence_to_index x"])
+    assert mapping["caf\udce9 ok"] == "caf%E9 ok" and len(mapping) == 7
+    for i, line in enumerate(lines):
+        sentence = line.strip() if isinstance(line, str) else line.decode("utf-8", "surrogateescape")
+        assert mapping[sentence] == sentence_key(sentence)
+        np.testing.assert_allclose(arrays[mapping[sentence]], by_line[str(i)], atol=1e-6)
+
+
+def test_blank_line_with_sentence_keys_is_an_error_naming_it(tmp_path, model):
+    options_file, weight_file, _ = model
+    outfile = tmp_path / "out.hdf5"
+    with pytest.raises(ValueError, match=r"blank line\(s\) \(0-based line numbers 1\)"):
+        embed_file(_input_file(tmp_path, ["a b", "   ", "c"]), str(outfile), options_file, weight_file,
+                   use_sentence_keys=True, verbose=0)
+    assert list(tmp_path.glob("out.hdf5*")) == []
+    with pytest.raises(ValueError, match="empty sentence"):
+        sentence_key("")
+
+
+class Killed(Exception):
+    """Stands for the process being killed mid-way."""
+
+
+def _model_class(calls, die_after=None):
+    """BidirectionalLanguageModel that records batch sizes and dies after `die_after` calls."""
+
+    class Recording(BidirectionalLanguageModel):
+        def __call__(self, ids):
+            if die_after is not None and len(calls) == die_after:
+                raise Killed
+            calls.append(len(ids))
+            return super().__call__(ids)
+
+    return Recording
+
+
+def test_a_killed_run_resumes_to_the_same_file(tmp_path, model, monkeypatch):
+    options_file, weight_file, _ = model
+    input_file = _input_file(tmp_path, LINES * 6)
+    outfile = str(tmp_path / "out.hdf5")
+    calls = []
+    monkeypatch.setattr(embed_file_module, "BidirectionalLanguageModel", _model_class(calls, die_after=2))
+    with pytest.raises(Killed):
+        embed_file(input_file, outfile, options_file, weight_file, batch_size=4, verbose=0)
+    assert not os.path.exists(outfile)
+    with h5py.File(outfile + ".partial", "r") as f:
+        assert len(f) == 8
+
+    with pytest.raises(ValueError, match="output_format.*no_resume"):
+        embed_file(input_file, outfile, options_file, weight_file, output_format="top", verbose=0)
+
+    calls.clear()
+    monkeypatch.setattr(embed_file_module, "BidirectionalLanguageModel", _model_class(calls))
+    assert embed_file(input_file, outfile, options_file, weight_file, batch_size=4, verbose=1) == 22
+    assert sum(calls) == 22  # the 8 written sentences were not recomputed
+    fresh = str(tmp_path / "fresh.hdf5")
+    embed_file(input_file, fresh, options_file, weight_file, batch_size=4, verbose=0)
+    (resumed, resumed_map, resumed_attrs), (expected, expected_map, expected_attrs) = _read(outfile), _read(fresh)
+    assert resumed.keys() == expected.keys() and len(resumed) == 30
+    assert resumed_map == expected_map and resumed_attrs == expected_attrs
+    for key in expected:
+        np.testing.assert_allclose(resumed[key], expected[key], atol=1e-6)
+
+
+def test_cli_average_with_sentence_keys_starts_over_with_no_resume(tmp_path, model, layers):
+    options_file, weight_file, _ = model
+    lines = [line for line in LINES if line.strip()]
+    input_file = _input_file(tmp_path, lines)
+    outfile = tmp_path / "out.hdf5"
+    with h5py.File(str(outfile) + ".partial", "w") as f:  # a stale run of another format
+        f.attrs["output_format"] = "all"
+        f["The cat sat ."] = np.zeros(3)
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    result = subprocess.run(
+        [sys.executable, "bin/elmo.py", input_file, str(outfile), "--options_file", options_file,
+         "--weight_file", weight_file, "--average", "--batch_size", "2", "--use_sentence_keys", "--no_resume"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert f"Wrote 4 sentence datasets (average) to {outfile}" in result.stdout
+    arrays, mapping, attrs = _read(outfile)
+    assert attrs["output_format"] == "average" and sorted(arrays) == sorted(lines)
+    for sentence, layer in zip(SENTENCES, layers):
+        if sentence:
+            np.testing.assert_allclose(arrays[" ".join(sentence)], layer.mean(axis=0), atol=1e-5)
+
+
+def test_cli_arguments():
+    main = runpy.run_path(os.path.join(ROOT, "bin", "elmo.py"))["main"]
+    with pytest.raises(SystemExit):
+        main(["in.txt", "out.hdf5", "--options_file", "o", "--weight_file", "w", "--all", "--top"])
+    with pytest.raises(SystemExit):
+        main(["in.txt", "out.hdf5", "--weight_file", "w"])
+
+
+def test_empty_input_writes_a_file_without_sentences(tmp_path, model):
+    options_file, weight_file, _ = model
+    input_file = tmp_path / "empty.txt"
+    input_file.write_text("")
+    outfile = str(tmp_path / "out.hdf5")
+    with pytest.warns(UserWarning, match="empty.txt is empty: wrote .*out.hdf5 with no sentence datasets"):
+        assert embed_file(str(input_file), outfile, options_file, weight_file, verbose=1) == 0
+    arrays, mapping, _ = _read(outfile)
+    assert arrays == {} and mapping == {}
+
+
+def test_bad_paths_and_arguments_fail_before_loading_the_model(tmp_path, model):
+    options_file, _, _ = model
+    missing_weights = str(tmp_path / "no_weights.hdf5")  # reaching the model would fail on this
+    input_file = _input_file(tmp_path, LINES)
+    outfile = str(tmp_path / "out.hdf5")
+    with pytest.raises(FileNotFoundError, match="Input file not found: .*nope.txt"):
+        embed_file(str(tmp_path / "nope.txt"), outfile, options_file, missing_weights)
+    with pytest.raises(FileNotFoundError, match="output directory does not exist: .*missing"):
+        embed_file(input_file, str(tmp_path / "missing" / "out.hdf5"), options_file, missing_weights)
+    with pytest.raises(ValueError, match="output_format must be one of.*'mean'"):
+        embed_file(input_file, outfile, options_file, missing_weights, output_format="mean")
+    with pytest.raises(ValueError, match="batch_size=0"):
+        embed_file(input_file, outfile, options_file, missing_weights, batch_size=0)
+    with open(outfile + ".partial", "wb") as f:
+        f.write(b"not hdf5")
+    with pytest.raises(ValueError, match="not a readable HDF5 file.*--no_resume"):
+        embed_file(input_file, outfile, options_file, missing_weights)
+    assert not os.path.exists(outfile)

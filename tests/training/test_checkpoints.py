@@ -1,0 +1,82 @@
+"""Checkpoints: restarts continue exactly, state and data position, clear errors."""
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bilm.training.checkpoints import CheckpointError, latest_checkpoint, load_options_latest_checkpoint
+from bilm.training.loop import load_training_model, train
+from training_helpers import checkpoint_arrays, open_data, tiny_options, write_corpus
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    return write_corpus(tmp_path_factory.mktemp("corpus"), n_train=400, n_heldout=20)
+
+
+def _checkpoint_numbers(save_dir):
+    return sorted(int(name.split("-")[1].split(".")[0]) for name in os.listdir(save_dir)
+                  if name.startswith("model.ckpt-") and name.endswith(".index"))
+
+
+@pytest.mark.parametrize("sample_softmax", [True, False])
+def test_restart_continues_exactly_like_a_straight_run(tmp_path, corpus, sample_softmax):
+    # Dropout on: its masks, like the negative samples, are drawn from a
+    # seed of the step, so nothing random needs checkpointing.
+    options = tiny_options(dropout=0.1, sample_softmax=sample_softmax)
+    straight = train(options, open_data(options, corpus), 1, tmp_path / "straight", None, max_steps=6,
+                     verbose=0)
+    resumed_dir = tmp_path / "resumed"
+    first = train(options, open_data(options, corpus), 1, resumed_dir, None, max_steps=3, checkpoint_every=2,
+                  verbose=0)
+    # Killed after step 3, at most the steps since the last checkpoint are lost.
+    assert _checkpoint_numbers(resumed_dir) == [2, 3]
+    second = train(options, open_data(options, corpus), 1, resumed_dir, None, restart_ckpt_file=first["checkpoint"],
+                   max_steps=3, verbose=0)
+    assert straight["step"] == second["step"] == 6
+
+    expected, got = checkpoint_arrays(straight["checkpoint"]), checkpoint_arrays(second["checkpoint"])
+    assert sorted(expected) == sorted(got)
+    assert any(key.startswith("optimizer/") for key in got) and any(key.startswith("lstm_states/") for key in got)
+    for key in expected:
+        np.testing.assert_allclose(got[key], expected[key], rtol=1e-5, atol=1e-6, err_msg=key)
+    at_three = checkpoint_arrays(first["checkpoint"])
+    assert int(got["data/batches/.ATTRIBUTES/VARIABLE_VALUE"]) == 6
+    assert any(np.abs(got[k] - at_three[k]).max() > 1e-4 for k in got if k.startswith("model/"))
+
+
+def test_restart_on_new_data_with_another_batch_size(tmp_path, corpus, capsys):
+    options = tiny_options()
+    first = train(options, open_data(options, corpus), 1, tmp_path, None, max_steps=3, verbose=0)
+    options["batch_size"] = 8
+    second = train(options, open_data(options, corpus), 1, tmp_path, None, restart_ckpt_file=first["checkpoint"],
+                   max_steps=2, data_source="more data", verbose=1)
+    out = capsys.readouterr().out
+    assert "New training data: starting at its beginning." in out
+    assert "they start from zeros" in out
+    arrays = checkpoint_arrays(second["checkpoint"])
+    assert int(arrays["step/.ATTRIBUTES/VARIABLE_VALUE"]) == 5
+    assert int(arrays["data/batches/.ATTRIBUTES/VARIABLE_VALUE"]) == 2
+    assert arrays["lstm_states/forward_0_c/.ATTRIBUTES/VARIABLE_VALUE"].shape == (8, 16)
+
+
+def test_latest_checkpoint_and_options(tmp_path, corpus):
+    with pytest.raises(CheckpointError, match="does not exist"):
+        latest_checkpoint(tmp_path / "missing")
+    with pytest.raises(CheckpointError, match="No checkpoint found"):
+        load_options_latest_checkpoint(tmp_path)
+    options = tiny_options()
+    result = train(options, open_data(options, corpus), 1, tmp_path, None, max_steps=1, verbose=0)
+    loaded, path = load_options_latest_checkpoint(tmp_path)
+    assert path == result["checkpoint"] and isinstance(loaded, dict)
+    assert loaded["lstm"] == options["lstm"] and loaded["n_tokens_vocab"] == 23
+
+    other = tiny_options()
+    other["lstm"]["dim"] = 12
+    with pytest.raises(CheckpointError, match="does not match the model built from the options"):
+        load_training_model(other, path)
+    os.remove(tmp_path / "options.json")
+    with pytest.raises(CheckpointError, match="options.json not found"):
+        load_options_latest_checkpoint(tmp_path)
+    assert tf.train.latest_checkpoint(str(tmp_path)) == path

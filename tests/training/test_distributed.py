@@ -1,0 +1,127 @@
+"""Several replicas train as one device with their batches stacked (bilm-tf's towers).
+
+With dropout 0 and the full softmax, a step of R replicas with batch b each
+is a step of one device with batch R * b: the mean of the replicas' mean
+losses is the mean loss of the stacked batch, and their averaged gradients
+its gradient. Each configuration runs in subprocesses (logical devices and
+TF_CONFIG are process-wide).
+"""
+import json
+import os
+import socket
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from bilm.training.loop import train
+from helpers import ROOT, TESTS
+from training_helpers import checkpoint_arrays, open_data, tiny_options, write_corpus
+
+STEPS = 3
+
+RUNNER = """
+import json, sys
+config = json.loads(sys.argv[1])
+import tensorflow as tf
+if config["logical_cpus"]:
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+sys.path.insert(0, config["tests"])
+from training_helpers import open_data
+from bilm.training.loop import train
+strategy = None
+if config["logical_cpus"]:
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+for run in config["runs"]:
+    result = train(run["options"], open_data(run["options"], config["corpus"]), 1, run["save_dir"], None,
+                   strategy=strategy, max_steps=run["steps"], seed=1, verbose=0)
+    print("RESULT " + json.dumps(result), flush=True)
+"""
+
+
+def _exact_options(batch_size):
+    return tiny_options(dropout=0.0, sample_softmax=False, batch_size=batch_size)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    return write_corpus(tmp_path_factory.mktemp("corpus"), n_train=300, n_heldout=10)
+
+
+@pytest.fixture(scope="module")
+def single_device(corpus, tmp_path_factory):
+    """`(initial arrays, arrays after STEPS steps)` of one device with batch 4."""
+    options = _exact_options(4)
+    save_dir = tmp_path_factory.mktemp("single")
+    initial = train(options, open_data(options, corpus), 1, save_dir, None, max_steps=0, seed=1, verbose=0)
+    initial_arrays = checkpoint_arrays(initial["checkpoint"])
+    result = train(options, open_data(options, corpus), 1, save_dir, None, restart_ckpt_file=initial["checkpoint"],
+                   max_steps=STEPS, seed=1, verbose=0)
+    return initial_arrays, checkpoint_arrays(result["checkpoint"])
+
+
+def _start(tmp_path, config, env=None, name="runner"):
+    script = tmp_path / f"{name}.py"
+    script.write_text(RUNNER)
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", **(env or {}))
+    return subprocess.Popen([sys.executable, str(script), json.dumps(config)], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _results(process, timeout=300):
+    try:
+        out, err = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        out, err = process.communicate()
+    assert process.returncode == 0, err[-3000:]
+    return [json.loads(line[len("RESULT "):]) for line in out.splitlines() if line.startswith("RESULT ")]
+
+
+def _assert_same_step(got, single_device):
+    initial, expected = single_device
+    keys = [k for k in expected if k.startswith(("model/", "softmax/", "optimizer/", "lstm_states/"))]
+    assert keys and sorted(keys) == sorted(k for k in got if k.startswith(("model/", "softmax/", "optimizer/",
+                                                                            "lstm_states/")))
+    for key in keys:
+        np.testing.assert_allclose(got[key], expected[key], rtol=1e-5, atol=2e-6, err_msg=key)
+    # ... and the steps did change the weights.
+    assert max(np.abs(expected[k] - initial[k]).max() for k in keys if k.startswith("model/")) > 1e-3
+
+
+def test_mirrored_two_replicas_equal_one_device_with_twice_the_batch(tmp_path, corpus, single_device):
+    sampled = tiny_options(dropout=0.1, batch_size=2)  # the real recipe also runs on two replicas
+    config = {"logical_cpus": True, "tests": TESTS, "corpus": corpus, "runs": [
+        {"options": _exact_options(2), "save_dir": str(tmp_path / "mirrored"), "steps": STEPS},
+        {"options": sampled, "save_dir": str(tmp_path / "sampled"), "steps": STEPS},
+    ]}
+    exact, recipe = _results(_start(tmp_path, config))
+    assert exact["step"] == recipe["step"] == STEPS and np.isfinite(recipe["loss"])
+    arrays = checkpoint_arrays(exact["checkpoint"])
+    assert arrays["lstm_states/forward_0_c/.ATTRIBUTES/VARIABLE_VALUE"].shape == (4, 16)
+    _assert_same_step(arrays, single_device)
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("localhost", 0))
+        return s.getsockname()[1]
+
+
+def test_multi_worker_two_workers_equal_one_device_with_twice_the_batch(tmp_path, corpus, single_device):
+    cluster = {"worker": [f"localhost:{_free_port()}" for _ in range(2)]}
+    save_dir = str(tmp_path / "multi")
+    config = {"logical_cpus": False, "tests": TESTS, "corpus": corpus, "runs": [
+        {"options": _exact_options(2), "save_dir": save_dir, "steps": STEPS}]}
+    tf_configs = [json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}}) for i in range(2)]
+    workers = [_start(tmp_path, config, {"TF_CONFIG": tf_config}, name=f"worker_{i}")
+               for i, tf_config in enumerate(tf_configs)]
+    results = [_results(worker) for worker in workers]
+    assert [r[0]["step"] for r in results] == [STEPS, STEPS]
+    assert results[0][0]["loss"] == pytest.approx(results[1][0]["loss"], rel=1e-6)
+    # Only the chief (worker 0) writes to save_dir; the other's temporary copy is gone.
+    assert sorted(os.listdir(save_dir)) == sorted(
+        ["checkpoint", "options.json", f"model.ckpt-{STEPS}.index", f"model.ckpt-{STEPS}.data-00000-of-00001"])
+    _assert_same_step(checkpoint_arrays(os.path.join(save_dir, f"model.ckpt-{STEPS}")), single_device)

@@ -1,0 +1,118 @@
+"""Converting a bilm-tf (TF1) training checkpoint, written here with the original names."""
+import json
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import numpy_reference as R
+from bilm.training.checkpoints import CheckpointError
+from bilm.training.tf1_checkpoint import convert_tf1_checkpoint
+from bilm.training.loop import dump_weights, train
+from training_helpers import checkpoint_arrays, open_data, tiny_options, write_corpus
+
+N_VOCAB, P = 23, 8
+
+
+def _tf1_arrays(options, seed=0, token_inputs=False):
+    """Random values under bilm-tf's names (from the NumPy oracle's own table), slots included."""
+    rng = np.random.default_rng(seed)
+    shapes = {name: shape for name, shape in R.expected_weight_shapes(options).items()}
+    if token_inputs:
+        shapes["embedding"] = (N_VOCAB, P)
+    shapes.update({"softmax/W": (N_VOCAB, P), "softmax/b": (N_VOCAB,)})
+    arrays = {}
+    for name, shape in shapes.items():
+        arrays[f"lm/{name}"] = rng.uniform(-0.5, 0.5, size=shape).astype(np.float32)
+        arrays[f"lm/{name}/Adagrad"] = rng.uniform(1.0, 3.0, size=shape).astype(np.float32)
+    arrays["global_step"] = np.array(1234.0, np.float32)  # bilm-tf's global_step is a float
+    return arrays
+
+
+def _write_tf1_checkpoint(prefix, arrays):
+    """A TF1-style checkpoint whose keys are exactly the given names (no object graph)."""
+    names = sorted(arrays)
+    tf.raw_ops.SaveV2(prefix=prefix, tensor_names=names, shape_and_slices=[""] * len(names),
+                      tensors=[tf.constant(arrays[name]) for name in names])
+    assert sorted(name for name, _ in tf.train.list_variables(prefix)) == names
+    return prefix
+
+
+def _published_options(token_inputs=False):
+    options = tiny_options(char=not token_inputs)
+    del options["n_tokens_vocab"]
+    if not token_inputs:
+        options["char_cnn"]["n_characters"] = 262  # published options are prediction options
+    return options
+
+
+def test_char_checkpoint_round_trip_and_fine_tuning(tmp_path):
+    options = _published_options()
+    arrays = _tf1_arrays(options)
+    assert "lm/RNN_1/RNN/MultiRNNCell/Cell0/LSTMCell/W_P_0" in arrays and "lm/CNN_high_0/W_carry" in arrays
+    prefix = _write_tf1_checkpoint(str(tmp_path / "tf1" / "model.ckpt-1234"), arrays)
+    options_file = tmp_path / "published_options.json"
+    options_file.write_text(json.dumps(options))
+    save_dir = tmp_path / "converted"
+
+    path = convert_tf1_checkpoint(prefix, str(options_file), save_dir)
+    assert path.endswith("model.ckpt-1234")
+    saved_options = json.loads((save_dir / "options.json").read_text())
+    assert saved_options["char_cnn"]["n_characters"] == 261 and saved_options["n_tokens_vocab"] == N_VOCAB
+
+    # The weight file written from the converted checkpoint holds the TF1 values, bit for bit.
+    written = dump_weights(str(save_dir), str(tmp_path / "weights.hdf5"))
+    dumped = R.read_weights(written["weight_file"])
+    assert sorted(dumped) == sorted(R.expected_weight_shapes(options))
+    for name, value in dumped.items():
+        np.testing.assert_array_equal(value, arrays[f"lm/{name}"], err_msg=name)
+
+    ours = checkpoint_arrays(path)
+    key = "{}/{}/.ATTRIBUTES/VARIABLE_VALUE".format
+    np.testing.assert_array_equal(ours[key("softmax", "W")], arrays["lm/softmax/W"])
+    np.testing.assert_array_equal(ours[key("optimizer", "softmax.SW")], arrays["lm/softmax/W/Adagrad"])
+    np.testing.assert_array_equal(ours[key("optimizer", "char_cnn.Schar_embedding")], arrays["lm/char_embed/Adagrad"])
+    np.testing.assert_array_equal(ours[key("optimizer", "char_cnn.Skernel_0")][np.newaxis],
+                                  arrays["lm/CNN/W_cnn_0/Adagrad"])
+    w_0 = arrays["lm/RNN_1/RNN/MultiRNNCell/Cell1/LSTMCell/W_0/Adagrad"]
+    np.testing.assert_array_equal(ours[key("optimizer", "backward_lstm_1.Sinput_kernel")], w_0[:P])
+    np.testing.assert_array_equal(ours[key("optimizer", "backward_lstm_1.Srecurrent_kernel")], w_0[P:])
+
+    corpus = write_corpus(tmp_path, n_train=200, n_heldout=10)
+    result = train(saved_options, open_data(saved_options, corpus), 1, save_dir, None, restart_ckpt_file=path,
+                   max_steps=2, verbose=0)
+    assert result["step"] == 1236
+    tuned = checkpoint_arrays(result["checkpoint"])
+    accumulator = tuned[key("optimizer", "softmax.SW")]
+    before = arrays["lm/softmax/W/Adagrad"]
+    assert np.all(accumulator >= before) and np.any(accumulator > before)
+
+
+def test_token_checkpoint_embedding(tmp_path):
+    options = _published_options(token_inputs=True)
+    arrays = _tf1_arrays(options, seed=1, token_inputs=True)
+    prefix = _write_tf1_checkpoint(str(tmp_path / "model.ckpt-1234"), arrays)
+    path = convert_tf1_checkpoint(prefix, options, tmp_path / "converted")
+    ours = checkpoint_arrays(path)
+    np.testing.assert_array_equal(ours["model/token_embedding.Sembeddings/.ATTRIBUTES/VARIABLE_VALUE"],
+                                  arrays["lm/embedding"])
+    np.testing.assert_array_equal(ours["optimizer/token_embedding.Sembeddings/.ATTRIBUTES/VARIABLE_VALUE"],
+                                  arrays["lm/embedding/Adagrad"])
+
+
+def test_missing_and_misshaped_variables_are_listed(tmp_path):
+    options = _published_options()
+    arrays = _tf1_arrays(options)
+    del arrays["lm/CNN/W_cnn_1"]
+    arrays["lm/CNN_proj/W_proj"] = np.zeros((3, 3), np.float32)
+    prefix = _write_tf1_checkpoint(str(tmp_path / "model.ckpt-7"), arrays)
+    with pytest.raises(CheckpointError) as error:
+        convert_tf1_checkpoint(prefix, options, tmp_path / "converted")
+    message = str(error.value)
+    assert "missing 'lm/CNN/W_cnn_1' (expected shape (1, 2, 4, 8))" in message
+    assert "'lm/CNN_proj/W_proj' has shape (3, 3), expected (32, 8)" in message
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(CheckpointError, match="No TF1 checkpoint"):
+        convert_tf1_checkpoint(tmp_path / "empty", options, tmp_path / "other")
+    with pytest.raises(CheckpointError, match="Cannot read the TF1 checkpoint"):
+        convert_tf1_checkpoint(tmp_path / "model.ckpt-8", options, tmp_path / "other")
