@@ -27,12 +27,10 @@ from common import run_sizes  # noqa: E402
 
 
 def run_one(size, n_sentences, batch_size):
-    from common import (forward_flops_per_token, matmul_rate, peak_rss_gib, recurrent_matmul_seconds,
-                        zipf_sentences)
-
     from bilm import Batcher, BidirectionalLanguageModel, load_options
-    from bilm.presets import get_preset
     from bilm.models.random_weights import write_random_model
+    from bilm.presets import get_preset
+    from common import forward_flops_per_token, matmul_rate, peak_rss_gib, recurrent_matmul_seconds, zipf_sentences
 
     preset, _, variant = size.partition(":")
     directory = tempfile.mkdtemp(prefix=f"bench_{preset}_")

@@ -32,14 +32,20 @@ import numpy as np
 import tensorflow as tf
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import char_convolution_flops_per_token, encoder_flops_per_token, forward_flops_per_token, matmul_rate, peak_rss_gib, recurrent_matmul_seconds  # noqa: E402
-
-from bilm.presets import TRAINING_DEFAULTS, get_preset  # noqa: E402
-from bilm.training.windows import make_tf_dataset  # noqa: E402
-from bilm.utils.malloc_tuning import keep_freed_memory  # noqa: E402
 from bilm.ops.matmul_dtype import MATMUL_DTYPES  # noqa: E402
+from bilm.presets import TRAINING_DEFAULTS, get_preset  # noqa: E402
 from bilm.training.loop import TrainStep, load_training_data  # noqa: E402
 from bilm.training.objective import SparseAdagrad, TrainingLM, training_settings  # noqa: E402
+from bilm.training.windows import make_tf_dataset  # noqa: E402
+from bilm.utils.malloc_tuning import keep_freed_memory  # noqa: E402
+from common import (  # noqa: E402
+    char_convolution_flops_per_token,
+    encoder_flops_per_token,
+    forward_flops_per_token,
+    matmul_rate,
+    peak_rss_gib,
+    recurrent_matmul_seconds,
+)
 
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
 

@@ -1,13 +1,19 @@
 """bilm: ELMo bidirectional language models for TensorFlow 2 and Keras 3."""
-from bilm.text.batching import Batcher, TokenBatcher
-from bilm.models.network import build_bilm
-from bilm.commands.dump import dump_bilm_embeddings, dump_token_embeddings
-from bilm.models.elmo_embedding import ELMoEmbedding
-from bilm.models.saved_model import export_saved_model
-from bilm.models.predictor import BidirectionalLanguageModel
-from bilm.options import BiLMOptions, load_options
-from bilm.text.vocabulary import UnicodeCharsVocabulary, Vocabulary
+from bilm.utils.tensorflow_logs import import_tensorflow
+
+import_tensorflow()  # before any module of bilm imports it (see bilm.utils.tensorflow_logs)
+
+# isort: split
+from bilm.commands.sentence_embeddings import dump_bilm_embeddings
+from bilm.commands.token_embeddings import dump_token_embeddings
 from bilm.layers.weight_layers import WeightLayers, weight_layers
+from bilm.models.elmo_embedding import ELMoEmbedding
+from bilm.models.network import build_bilm
+from bilm.models.predictor import BidirectionalLanguageModel
+from bilm.models.saved_model import export_saved_model
+from bilm.options import BiLMOptions, load_options
+from bilm.text.batching import Batcher, TokenBatcher
+from bilm.text.vocabulary import UnicodeCharsVocabulary, Vocabulary
 
 __all__ = [
     "Batcher",

@@ -9,6 +9,8 @@ import json
 import os
 from typing import Optional, Tuple
 
+from bilm.io.output_files import atomic_output
+
 ACTIVATIONS = ("relu", "tanh")
 
 
@@ -68,6 +70,13 @@ class BiLMOptions:
         """The options as a JSON-ready dict, in the original layout."""
         return json.loads(json.dumps(self.raw))
 
+    def updated(self, **keys):
+        """A copy with these top-level (training) keys set; the model's keys
+        and `source` are unchanged, so errors still name the file."""
+        raw = self.to_dict()
+        raw.update(keys)
+        return dataclasses.replace(self, raw=raw)
+
     @classmethod
     def from_dict(cls, raw, source="<dict>"):
         """Validates `raw` (the parsed JSON) and returns `BiLMOptions`.
@@ -119,11 +128,9 @@ def load_options(options_file):
 def save_options(options, path):
     """Writes options as JSON, atomically (temporary name, then rename)."""
     raw = options.to_dict() if isinstance(options, BiLMOptions) else options
-    tmp = f"{path}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
+    with atomic_output(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
         json.dump(raw, f, indent=2, sort_keys=True)
         f.write("\n")
-    os.replace(tmp, path)
 
 
 def _section(raw, key, source):

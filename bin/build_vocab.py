@@ -1,9 +1,12 @@
 #!/usr/bin/env python
 """Writes a biLM training vocabulary (<S>, </S>, <UNK>, then tokens by count)."""
 import argparse
+import os
 
-from bilm.commands.user_errors import exit_on_user_error
-from bilm.training.vocab_builder import build_vocab
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow loads
+
+from bilm.commands.user_errors import exit_on_user_error  # noqa: E402
+from bilm.training.vocab_builder import build_vocab  # noqa: E402
 
 
 def main(argv=None):

@@ -1,22 +1,35 @@
 #!/usr/bin/env python
-"""Writes the char-CNN embedding of every vocabulary token to an HDF5 file."""
+"""Writes the char-CNN embedding of every vocabulary token to an HDF5 file.
+
+The file (one dataset 'embedding', (n_vocab, P)) is what a token-input
+BidirectionalLanguageModel reads as embedding_weight_file. An existing file
+is only replaced if bilm wrote it as a token embedding file (or with
+--overwrite), and never if it is one of the inputs.
+"""
 import argparse
+import os
 
-from bilm.commands.user_errors import exit_on_user_error
-from bilm.commands.dump import dump_token_embeddings
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow loads
+
+from bilm.commands.token_embeddings import dump_token_embeddings  # noqa: E402
+from bilm.commands.user_errors import exit_on_user_error  # noqa: E402
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__)
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--vocab_file", required=True, help="One token per line.")
     parser.add_argument("--options_file", required=True)
     parser.add_argument("--weight_file", required=True)
-    parser.add_argument("--outfile", required=True, help="HDF5 output with dataset 'embedding'.")
+    parser.add_argument("--outfile", required=True,
+                        help="HDF5 output with dataset 'embedding' (its directory is created if missing).")
     parser.add_argument("--batch_size", type=int, default=512, help="Tokens per model call.")
-    args = parser.parse_args()
+    parser.add_argument("--overwrite", action="store_true",
+                        help="Replace an existing OUTFILE that bilm did not write.")
+    args = parser.parse_args(argv)
     with exit_on_user_error():
-        dump_token_embeddings(args.vocab_file, args.options_file, args.weight_file, args.outfile,
-                              batch_size=args.batch_size)
+        shape = dump_token_embeddings(args.vocab_file, args.options_file, args.weight_file, args.outfile,
+                                      batch_size=args.batch_size, overwrite=args.overwrite)
+    print(f"Wrote the embeddings of {shape[0]} tokens, shape {shape}, to {args.outfile}.")
 
 
 if __name__ == "__main__":

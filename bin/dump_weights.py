@@ -4,11 +4,16 @@
 Beside --outfile go its options (n_characters 262), `<outfile>_options.json`,
 and for token inputs `<outfile>_token_embeddings.hdf5`; then
 BidirectionalLanguageModel(options_file, outfile) loads them as they are.
+An existing --outfile is only replaced if bilm wrote it as a weight file
+(or with --overwrite), and never a file of --save_dir.
 """
 import argparse
+import os
 
-from bilm.commands.user_errors import exit_on_user_error
-from bilm.training.loop import dump_weights
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow loads
+
+from bilm.commands.user_errors import exit_on_user_error  # noqa: E402
+from bilm.training.loop import dump_weights  # noqa: E402
 
 
 def main(argv=None):
@@ -16,9 +21,11 @@ def main(argv=None):
     parser.add_argument("--save_dir", required=True, help="the training directory")
     parser.add_argument("--outfile", required=True, help="HDF5 weight file to write, e.g. weights.hdf5")
     parser.add_argument("--options_outfile", help="prediction options (default: <outfile>_options.json)")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace an existing OUTFILE that bilm did not write as a weight file")
     args = parser.parse_args(argv)
     with exit_on_user_error():
-        written = dump_weights(args.save_dir, args.outfile, args.options_outfile)
+        written = dump_weights(args.save_dir, args.outfile, args.options_outfile, overwrite=args.overwrite)
     for kind, path in written.items():
         print(f"{kind}: {path}")
     return written

@@ -3,20 +3,20 @@
 import argparse
 import os
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow loads
 
-from bilm.commands.user_errors import exit_on_user_error  # noqa: E402
 from bilm.commands.quickstart import run_quickstart  # noqa: E402
+from bilm.commands.user_errors import exit_on_user_error  # noqa: E402
 
 
-def main():
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--directory", default="bilm_quickstart", help="Where everything is written.")
     parser.add_argument("--n_epochs", type=int, default=8)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     with exit_on_user_error():
         result = run_quickstart(args.directory, n_epochs=args.n_epochs)
-    print(f"held-out perplexity {result['heldout_perplexity']:.1f} "
+    print(f"held-out perplexity {result['heldout_perplexity']:.3f} "
           f"(unigram baseline {result['unigram_perplexity']:.1f})")
     print(f"weights: {result['weight_file']}  options: {result['options_file']}")
     print(f"lm_embeddings of the example sentences (batch, n_layers + 1, time, 2P): "

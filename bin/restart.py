@@ -6,10 +6,13 @@ data (fine-tuning) it runs --n_epochs over it. With --tf1_checkpoint, an
 original bilm-tf checkpoint is first converted into --save_dir.
 """
 import argparse
+import os
 
-from bilm.commands.user_errors import exit_on_user_error
-from bilm.training.tf1_checkpoint import convert_tf1_checkpoint
-from bilm.training.loop import add_training_arguments, train_from_args
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow loads
+
+from bilm.commands.user_errors import exit_on_user_error  # noqa: E402
+from bilm.training.loop import add_training_arguments, describe_result, train_from_args  # noqa: E402
+from bilm.training.tf1_checkpoint import convert_tf1_checkpoint  # noqa: E402
 
 
 def main(argv=None):
@@ -25,7 +28,7 @@ def main(argv=None):
             path = convert_tf1_checkpoint(args.tf1_checkpoint, args.tf1_options_file, args.save_dir)
             print(f"Converted {args.tf1_checkpoint} to {path}")
         result = train_from_args(args, restart=True)
-    print(f"Finished at step {result['step']}: {result['checkpoint']}")
+    print(describe_result(result, args.save_dir))
     return result
 
 

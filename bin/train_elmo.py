@@ -5,9 +5,12 @@ Without --options_file the original configuration is trained
 (2x4096_512_2048cnn_2xhighway, 10 epochs, batch 128 x 20, 8192 negatives).
 """
 import argparse
+import os
 
-from bilm.commands.user_errors import exit_on_user_error
-from bilm.training.loop import add_training_arguments, train_from_args
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow loads
+
+from bilm.commands.user_errors import exit_on_user_error  # noqa: E402
+from bilm.training.loop import add_training_arguments, describe_result, train_from_args  # noqa: E402
 
 
 def main(argv=None):
@@ -17,7 +20,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     with exit_on_user_error():
         result = train_from_args(args)
-    print(f"Finished at step {result['step']}: {result['checkpoint']}")
+    print(describe_result(result, args.save_dir))
     return result
 
 

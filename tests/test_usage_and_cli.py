@@ -6,9 +6,8 @@ import sys
 import h5py
 import pytest
 
-from helpers import SENTENCES, write_model, write_vocab
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from bilm.commands.quickstart import prepare_directory
+from helpers import ROOT, SENTENCES, write_model, write_vocab
 
 
 def _run(args, **kwargs):
@@ -33,25 +32,35 @@ def test_dump_commands(tmp_path):
     vocab_file = write_vocab(tmp_path, ["The", "cat"])
     dataset_file = tmp_path / "data.txt"
     dataset_file.write_text("\n".join(" ".join(s) for s in SENTENCES) + "\n", encoding="utf-8")
-    _run(["bin/dump_token_embeddings.py", "--vocab_file", vocab_file, "--options_file", options_file,
-          "--weight_file", weight_file, "--outfile", str(tmp_path / "tokens.hdf5")])
-    _run(["bin/dump_bilm_embeddings.py", "--vocab_file", vocab_file, "--dataset_file",
-          str(dataset_file), "--options_file", options_file, "--weight_file", weight_file,
-          "--outfile", str(tmp_path / "elmo.hdf5"), "--batch_size", "2"])
+    out = _run(["bin/dump_token_embeddings.py", "--vocab_file", vocab_file, "--options_file", options_file,
+                "--weight_file", weight_file, "--outfile", str(tmp_path / "tokens.hdf5")])
+    assert out.splitlines()[-1] == f"Wrote the embeddings of 5 tokens, shape (5, 6), to {tmp_path / 'tokens.hdf5'}."
+    out = _run(["bin/dump_bilm_embeddings.py", "--vocab_file", vocab_file, "--dataset_file",
+                str(dataset_file), "--options_file", options_file, "--weight_file", weight_file,
+                "--outfile", str(tmp_path / "new_dir" / "elmo.hdf5"), "--batch_size", "2"])
+    assert out.splitlines()[-1] == f"Wrote 5 sentence datasets to {tmp_path / 'new_dir' / 'elmo.hdf5'} in this run."
     with h5py.File(tmp_path / "tokens.hdf5", "r") as f:
         assert f["embedding"].shape == (5, 6)
-    with h5py.File(tmp_path / "elmo.hdf5", "r") as f:
+    with h5py.File(tmp_path / "new_dir" / "elmo.hdf5", "r") as f:
         assert [f[str(i)].shape for i in range(len(SENTENCES))] == [
             (3, len(s), 12) for s in SENTENCES]
 
 
-def test_quickstart_trains_evaluates_dumps_and_embeds(tmp_path):
-    out = _run(["bin/quickstart.py", "--directory", str(tmp_path / "qs"), "--n_epochs", "1"])
-    line = next(l for l in out.splitlines() if l.startswith("held-out perplexity"))
-    perplexity, unigram = float(line.split()[2]), float(line.split()[-1].rstrip(")"))
-    assert perplexity < 0.9 * unigram, line
-    assert (tmp_path / "qs" / "weights.hdf5").exists() and (tmp_path / "qs" / "weights_options.json").exists()
-    assert "(2, 3, 8, 32)" in out
+def test_quickstart_trains_evaluates_dumps_and_embeds_and_runs_again(tmp_path):
+    for run in range(2):
+        out = _run(["bin/quickstart.py", "--directory", str(tmp_path / "qs"), "--n_epochs", "1"])
+        line = next(l for l in out.splitlines() if l.startswith("held-out perplexity"))
+        perplexity, unigram = float(line.split()[2]), float(line.split()[-1].rstrip(")"))
+        assert perplexity < 0.9 * unigram, line
+        # The closing evaluation is the one training did at the end of its last epoch.
+        assert f"Epoch 1: held-out perplexity {perplexity:.3f}" in out
+        assert (tmp_path / "qs" / "weights.hdf5").exists() and (tmp_path / "qs" / "weights_options.json").exists()
+        assert "(2, 3, 8, 32)" in out
+        assert ("Starting over in" in out) == (run == 1)
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("x")
+    with pytest.raises(ValueError, match="mine already holds files that the quick start did not write"):
+        prepare_directory(str(tmp_path / "mine"))
 
 
 def test_downstream_example_elmo_beats_context_free_embeddings():

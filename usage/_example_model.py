@@ -4,8 +4,8 @@ import tempfile
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-from bilm.presets import get_preset  # noqa: E402
 from bilm.models.random_weights import write_random_model  # noqa: E402
+from bilm.presets import get_preset  # noqa: E402
 
 CONTEXT = [
     "Pretrained biLMs compute representations useful for NLP tasks .".split(),

@@ -3,7 +3,6 @@
 Run: python usage/usage_character.py
 """
 import _example_model as example
-
 from bilm import Batcher, BidirectionalLanguageModel, weight_layers
 
 paths = example.make_example()

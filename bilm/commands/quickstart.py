@@ -6,13 +6,15 @@ unigram baseline, dumps the weights in the original layout and embeds a
 few sentences with them.
 """
 import os
+import shutil
 
-from bilm.text.batching import Batcher
+from bilm.io.output_files import check_output_directory
 from bilm.models.predictor import BidirectionalLanguageModel
 from bilm.options import save_options
 from bilm.presets import TRAINING_DEFAULTS, get_preset
-from bilm.training.sample_corpus import unigram_perplexity, write_sample_corpus
+from bilm.text.batching import Batcher
 from bilm.training.loop import dump_weights, test_from_files, train_from_files
+from bilm.training.sample_corpus import unigram_perplexity, write_sample_corpus
 
 EXAMPLE_SENTENCES = [
     ["the", "old", "dog", "sees", "a", "small", "cat", "."],
@@ -30,17 +32,43 @@ def quickstart_options(n_epochs=8):
     return options
 
 
+# Marks a directory as the quick start's own, so that a rerun may start over in it.
+MARKER = ".bilm_quickstart"
+
+
+def prepare_directory(directory):
+    """Makes `directory` the quick start's: new, empty, or its own from an
+    earlier run (whose checkpoints are removed, so training starts over).
+    Returns whether it starts over."""
+    marker = os.path.join(directory, MARKER)
+    if os.path.exists(marker):
+        shutil.rmtree(os.path.join(directory, "checkpoint"), ignore_errors=True)
+        return True
+    if os.path.isdir(directory) and os.listdir(directory):
+        raise ValueError(
+            f"{directory} already holds files that the quick start did not write. Pass a new or empty "
+            "directory with --directory.")
+    check_output_directory(directory)
+    open(marker, "w").close()
+    return False
+
+
 def run_quickstart(directory, n_epochs=8, verbose=1):
-    """Runs the whole job in `directory`; returns a dict of what it measured and wrote."""
-    os.makedirs(directory, exist_ok=True)
+    """Runs the whole job in `directory` (see `prepare_directory`); returns a
+    dict of what it measured and wrote."""
+    if prepare_directory(directory) and verbose:
+        print(f"Starting over in {directory}: the earlier quick start's checkpoints are removed.")
     corpus = write_sample_corpus(os.path.join(directory, "corpus"))
     options_file = os.path.join(directory, "train_options.json")
-    save_options(quickstart_options(n_epochs), options_file)
+    options = quickstart_options(n_epochs)
+    save_options(options, options_file)
     save_dir = os.path.join(directory, "checkpoint")
     train_from_files(corpus["train_prefix"], corpus["vocab_file"], save_dir, options_file,
                      heldout_prefix=corpus["heldout_prefix"], verbose=verbose)
+    # Held-out rows per batch as in training's end-of-epoch evaluation, so the
+    # two numbers agree (each row carries its LSTM state along the text).
     perplexity = test_from_files(corpus["heldout_prefix"], corpus["vocab_file"], save_dir,
-                                 batch_size=16, verbose=0)
+                                 batch_size=options["batch_size"], verbose=0)
     unigram = unigram_perplexity(corpus["heldout_prefix"], corpus["vocab_file"])
     written = dump_weights(save_dir, os.path.join(directory, "weights.hdf5"))
     bilm = BidirectionalLanguageModel(written["options_file"], written["weight_file"], stateful=False)

@@ -1,18 +1,32 @@
-"""What the `bin/` scripts share: bad input ends with one clear line, not a trace."""
+"""What the `bin/` scripts share: bad input ends with one clear line, not a traceback."""
 import contextlib
 import sys
 
-# Bad options, vocabularies, weight files, checkpoints and data raise
-# ValueError or a subclass (OptionsError, WeightFileError, CheckpointError);
-# missing files raise FileNotFoundError; a loss that turned NaN raises
-# FloatingPointError.
+# Bad options, vocabularies, weight files, checkpoints, data and output paths
+# raise ValueError or a subclass (OptionsError, WeightFileError,
+# CheckpointError, OutputFileError); missing files raise FileNotFoundError; a
+# loss that turned NaN raises FloatingPointError.
 USER_ERRORS = (ValueError, FileNotFoundError, FloatingPointError)
 
 
 @contextlib.contextmanager
 def exit_on_user_error():
-    """Turns a `USER_ERRORS` exception into `sys.exit("Error: ...")`."""
+    """Turns a user error, or a file the system would not read or write, into
+    `sys.exit("Error: ...")` (exit status 1); Ctrl-C exits with status 130."""
     try:
         yield
-    except USER_ERRORS as e:
-        sys.exit(f"Error: {e}")
+    except USER_ERRORS as error:
+        sys.exit(f"Error: {error}")
+    except OSError as error:  # unwritable directory, full disk, permissions...
+        sys.exit(f"Error: {describe_os_error(error)}")
+    except KeyboardInterrupt:
+        print("\nInterrupted.", file=sys.stderr)
+        sys.exit(130)
+
+
+def describe_os_error(error):
+    """One line for an `OSError`: the file it names and what went wrong."""
+    reason = error.strerror or str(error)
+    if error.filename is not None:
+        return f"cannot use {error.filename}: {reason}."
+    return f"{reason}."

@@ -1,6 +1,8 @@
 """Streaming a one-sentence-per-line file in length-sorted batches."""
 import itertools
 
+from bilm.text.whitespace import split_tokens
+
 
 def count_lines(path):
     """Number of lines of a text file, read in binary blocks (no decoding)."""
@@ -21,7 +23,7 @@ def read_sentences(path):
     with open(path, encoding="utf-8", errors="surrogateescape", newline="\n") as f:
         for number, line in enumerate(f):
             line = line.rstrip("\n").rstrip("\r")
-            yield number, line, line.split()
+            yield number, line, split_tokens(line)
 
 
 def length_sorted_batches(items, batch_size, tokens_of=lambda item: item[2], chunk_batches=64):

@@ -16,6 +16,7 @@ from typing import Callable, Tuple
 import h5py
 import numpy as np
 
+from bilm.io.output_files import KIND_ATTRIBUTE, atomic_output
 from bilm.models.network import DIRECTIONS
 
 
@@ -172,27 +173,23 @@ def load_bilm_weights(model, weight_file):
         entry.set(arrays[entry.name])
 
 
-def write_datasets(path, arrays):
-    """Writes `{name: array}` as float32 datasets, atomically.
+def write_datasets(path, arrays, kind):
+    """Writes `{name: array}` as float32 datasets, atomically, stamped as a bilm file of `kind`.
 
     The file is written under a temporary name and renamed at the end, so a
-    crash never leaves a complete-looking file behind.
+    crash never leaves a complete-looking file behind. The root attribute
+    `bilm_file` (see `bilm.io.output_files`) is the only addition to the
+    original layout; readers of that layout ignore it.
     """
-    path = os.fspath(path)
-    tmp = f"{path}.tmp"
-    try:
-        with h5py.File(tmp, "w") as f:
-            for name, array in arrays.items():
-                f.create_dataset(name, data=np.asarray(array, dtype=np.float32))
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    with atomic_output(path) as tmp, h5py.File(tmp, "w") as f:
+        f.attrs[KIND_ATTRIBUTE] = kind
+        for name, array in arrays.items():
+            f.create_dataset(name, data=np.asarray(array, dtype=np.float32))
 
 
 def save_bilm_weights(model, weight_file):
     """Writes `model`'s weights in the original layout (readable by bilm-tf and AllenNLP)."""
-    write_datasets(weight_file, {entry.name: entry.get() for entry in weight_table(model)})
+    write_datasets(weight_file, {entry.name: entry.get() for entry in weight_table(model)}, kind="weights")
 
 
 def read_token_embeddings(embedding_file):
@@ -217,4 +214,4 @@ def load_token_embeddings(model, embedding_file):
 
 def save_token_embeddings(path, embedding):
     """Writes `embedding` `(n_vocab, projection_dim)` as a token embedding file."""
-    write_datasets(path, {"embedding": embedding})
+    write_datasets(path, {"embedding": embedding}, kind="token_embeddings")

@@ -2,9 +2,9 @@
 import keras
 import tensorflow as tf
 
+from bilm.layers.initializers import char_cnn_kernel_initializer
 from bilm.ops.bias_add import add_bias
 from bilm.ops.char_convolutions import max_pooled_char_convolutions
-from bilm.layers.initializers import char_cnn_kernel_initializer
 
 
 @keras.saving.register_keras_serializable(package="bilm")

@@ -2,8 +2,8 @@
 import keras
 import tensorflow as tf
 
-from bilm.ops.bias_add import add_bias
 from bilm.layers.initializers import dense_initializer
+from bilm.ops.bias_add import add_bias
 from bilm.ops.matmul_dtype import check_matmul_dtype, matmul
 
 

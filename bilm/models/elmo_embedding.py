@@ -5,6 +5,7 @@ import warnings
 import keras
 import tensorflow as tf
 
+from bilm.layers.weight_layers import WeightLayers
 from bilm.models.network import state_keys
 from bilm.models.predictor import elmo_outputs, load_prediction_bilm, prediction_options
 from bilm.options import load_options
@@ -15,7 +16,6 @@ from bilm.text.graph_batching import (
     tokens_to_char_ids,
     tokens_to_token_ids,
 )
-from bilm.layers.weight_layers import WeightLayers
 
 INPUT_TYPES = ("auto", "tokens", "sentences", "char_ids", "token_ids")
 # Outputs whose first two axes are (batch, time): Keras masks them.

@@ -2,10 +2,10 @@
 import numpy as np
 import tensorflow as tf
 
-from bilm.models.network import build_bilm, build_contextual_bilm, build_token_encoder, state_keys
-from bilm.options import load_options
-from bilm.models.token_cache import TokenEncodingCache
 from bilm.io.weight_file import load_bilm_weights, load_token_embeddings, read_token_embeddings
+from bilm.models.network import build_bilm, build_contextual_bilm, build_token_encoder, state_keys
+from bilm.models.token_cache import TokenEncodingCache
+from bilm.options import load_options
 
 PREDICTION_N_CHARACTERS = 262
 

@@ -6,10 +6,10 @@ import os
 
 import keras
 
+from bilm.io.weight_file import save_bilm_weights
 from bilm.models.network import build_bilm
 from bilm.models.predictor import prediction_options
 from bilm.options import load_options, save_options
-from bilm.io.weight_file import save_bilm_weights
 
 
 def write_random_model(directory, options, seed=0):

@@ -34,6 +34,7 @@ from bilm.text.vocabulary import (
     Vocabulary,
     boundary_char_ids,
 )
+from bilm.text.whitespace import split_tokens_in_graph
 
 
 def _check_strings(x, rank, name, example):
@@ -86,19 +87,17 @@ def token_lengths(tokens, sequence_len=None):
 
 
 def sentences_to_tokens(sentences):
-    """Splits raw sentences on whitespace.
+    """Splits raw sentences into tokens (the rule of `bilm.text.whitespace`).
 
     Args:
         sentences: string `(batch,)`, e.g. `["The cat sat .", "Hi"]`.
 
     Returns:
         string `(batch, time)` with `time` the most tokens of any sentence,
-        padded with `''`. Runs of ASCII whitespace separate tokens and
-        leading/trailing whitespace is dropped (Python's `str.split()` for
-        ASCII text; other Unicode spaces stay inside tokens).
+        padded with `''`.
     """
     sentences = _check_strings(sentences, 1, "sentences", "['The cat sat .', 'Hi']")
-    return tf.strings.split(sentences).to_tensor(default_value="")
+    return split_tokens_in_graph(sentences).to_tensor(default_value="")
 
 
 def _framed_token_char_ids(tokens, max_chars):

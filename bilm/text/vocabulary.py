@@ -14,6 +14,8 @@ import os
 
 import numpy as np
 
+from bilm.text.whitespace import split_tokens
+
 BOS_CHAR = 256  # begin of sentence
 EOS_CHAR = 257  # end of sentence
 BOW_CHAR = 258  # begin of word
@@ -243,7 +245,7 @@ class Vocabulary:
                 f"has no {' or '.join(missing)}. Add <S> and </S> to it, "
                 "each on its own line."
             )
-        tokens = sentence.split() if split else sentence
+        tokens = split_tokens(sentence) if split else sentence
         word_ids = [self.word_to_id(token) for token in tokens]
         first, last = (self._eos, self._bos) if reverse else (self._bos, self._eos)
         return np.array([first] + word_ids + [last], dtype=np.int32)
@@ -322,7 +324,7 @@ class UnicodeCharsVocabulary(Vocabulary):
         Returns:
             np.int32 array of shape `(n_tokens + 2, max_word_length)`.
         """
-        tokens = sentence.split() if split else sentence
+        tokens = split_tokens(sentence) if split else sentence
         rows = [self.word_to_char_ids(token) for token in tokens]
         first, last = (
             (self.eos_chars, self.bos_chars) if reverse else (self.bos_chars, self.eos_chars)

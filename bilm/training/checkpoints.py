@@ -67,15 +67,20 @@ def latest_checkpoint(save_dir):
     return path
 
 
-def load_options_latest_checkpoint(save_dir):
-    """`(options dict, checkpoint prefix)` of a training directory, as bilm-tf returns them."""
-    path = latest_checkpoint(save_dir)
+def load_training_options(save_dir):
+    """The `BiLMOptions` saved in a training directory by `train`."""
     options_file = os.path.join(os.fspath(save_dir), OPTIONS_FILE)
     if not os.path.exists(options_file):
         raise CheckpointError(
             f"{options_file} not found: the training options are saved there by train(); "
             "copy the options file used for training to that name.")
-    return load_options(options_file).to_dict(), path
+    return load_options(options_file)
+
+
+def load_options_latest_checkpoint(save_dir):
+    """`(options dict, checkpoint prefix)` of a training directory, as bilm-tf returns them."""
+    path = latest_checkpoint(save_dir)
+    return load_training_options(save_dir).to_dict(), path
 
 
 def restore_model(lm, checkpoint_file):

@@ -12,6 +12,7 @@ vocabularies), `next_token_id` `(batch, time)`, and the same keys with
 """
 import collections
 import dataclasses
+import glob
 import json
 import math
 import os
@@ -24,18 +25,26 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.core.framework import summary_pb2
 
+from bilm.io.output_files import check_output_directory, check_output_file
+from bilm.io.weight_file import save_bilm_weights, save_token_embeddings
+from bilm.models.predictor import prediction_options
+from bilm.ops.matmul_dtype import MATMUL_DTYPES
+from bilm.options import BiLMOptions, OptionsError, load_options, save_options
+from bilm.presets import TRAINING_DEFAULTS, get_preset
 from bilm.training import checkpoints
 from bilm.training.checkpoints import CHECKPOINT_NAME, OPTIONS_FILE, CheckpointError
+from bilm.training.objective import (
+    TRAINING_N_CHARACTERS,
+    SparseAdagrad,
+    TrainingLM,
+    deduplicate,
+    global_norm_scale,
+    training_settings,
+)
 from bilm.training.windows import BidirectionalLMDataset, LMDataset, count_tokens, make_tf_dataset
 from bilm.training.windows import load_vocab as _load_vocab
-from bilm.models.predictor import prediction_options
 from bilm.utils.malloc_tuning import keep_freed_memory
-from bilm.ops.matmul_dtype import MATMUL_DTYPES
-from bilm.options import OptionsError, load_options, save_options
-from bilm.presets import TRAINING_DEFAULTS, get_preset
-from bilm.training.objective import (
-    TRAINING_N_CHARACTERS, SparseAdagrad, TrainingLM, deduplicate, global_norm_scale, training_settings)
-from bilm.io.weight_file import save_bilm_weights, save_token_embeddings
+from bilm.utils.progress import Progress
 
 INITIAL_ACCUMULATOR_VALUE = 1.0
 
@@ -213,6 +222,7 @@ class _TrainingRun:
             self.checkpoint_dir, max_to_keep=max_to_keep, checkpoint_name=CHECKPOINT_NAME)
         self.writer = tf.summary.create_file_writer(log_dir) if (self.chief and log_dir) else None
         self.verbose = verbose and self.chief
+        self.progress = None  # while the loop runs, messages go through its progress line
         self.last_saved = None
 
     @property
@@ -225,7 +235,9 @@ class _TrainingRun:
         return int(self.data_position["batches"].numpy())
 
     def say(self, message):
-        if self.verbose:
+        if self.progress is not None:
+            self.progress.write(message)
+        elif self.verbose:
             print(message)
 
     def restore(self, ckpt_file, source):
@@ -261,7 +273,7 @@ class _TrainingRun:
         if data is None or not self.chief:
             return None
         perplexity = evaluate(self.lm, data, batch_size)["perplexity"]
-        self.say(f"\n{tag}: held-out perplexity {perplexity:.3f}")
+        self.say(f"{tag}: held-out perplexity {perplexity:.3f}")
         self.scalars({"heldout_perplexity": perplexity})
         return perplexity
 
@@ -319,11 +331,12 @@ def train(options, data, n_gpus, save_dir, log_dir, restart_ckpt_file=None, *,
     strategy = strategy or make_strategy(n_gpus)
     schedule = _Schedule.of(options, settings, strategy.num_replicas_in_sync)
     save_dir = os.fspath(save_dir)
-    os.makedirs(save_dir, exist_ok=True)
+    check_output_directory(save_dir)
     if restart_ckpt_file is None and tf.train.latest_checkpoint(save_dir) is not None:
         raise CheckpointError(
-            f"{save_dir} already holds checkpoints ({tf.train.latest_checkpoint(save_dir)}); continue them "
-            "with bin/restart.py (restart_ckpt_file=), or train into an empty save_dir.")
+            f"{save_dir} already holds checkpoints ({tf.train.latest_checkpoint(save_dir)}). Continue them "
+            f"with bin/restart.py --save_dir {save_dir} (train(..., restart_ckpt_file=...)), or choose a new "
+            "save_dir.")
     if seed is not None:
         keras.utils.set_random_seed(seed)
     run = _TrainingRun(options, settings, strategy, schedule.global_batch, save_dir, log_dir, max_to_keep, verbose)
@@ -338,43 +351,46 @@ def train(options, data, n_gpus, save_dir, log_dir, restart_ckpt_file=None, *,
     step_fn = TrainStep(run.lm, run.optimizer, run.lstm_states, strategy, settings, seed or 0)
     heldout_batch_size = heldout_batch_size or settings.batch_size
     stop_at = schedule.batches_total if max_steps is None else min(schedule.batches_total, run.consumed + max_steps)
-    progbar = keras.utils.Progbar(schedule.batches_total, stateful_metrics=["perplexity", "tokens/sec"],
-                                  verbose=verbose if run.chief else 0, unit_name="batch")
     recent_losses, recent_seconds = collections.deque(maxlen=20), collections.deque(maxlen=20)
     result, taken, started = {}, 0, time.perf_counter()
     batches = iter(())
     if run.consumed < stop_at:
         batches = iter(make_tf_dataset(
             data, schedule.global_batch, settings.unroll_steps, keys=run.lm.batch_keys(), skip=run.consumed))
-    for batch in batches:
-        tick = time.perf_counter()
-        outputs = step_fn(batch, run.current_step)
-        loss, norm = float(outputs["loss"]), float(outputs["norm"])
-        if not (math.isfinite(loss) and math.isfinite(norm)):
-            raise FloatingPointError(
-                f"Training stopped at step {run.current_step + 1}: the loss is {loss} and the gradient norm "
-                f"{norm}. No weight was changed by that step and nothing was saved after it; the last good "
-                f"checkpoint is {run.manager.latest_checkpoint or restart_ckpt_file}. Restart from it with a "
-                "lower learning_rate or all_clip_norm_val.")
-        run.advance()
-        taken += 1
-        recent_losses.append(loss)
-        if taken > 1:  # the first step of a call also traces the step function
-            recent_seconds.append(time.perf_counter() - tick)
-        perplexity = math.exp(np.mean(recent_losses))
-        tokens_per_second = schedule.tokens_per_batch / np.mean(recent_seconds or [time.perf_counter() - tick])
-        progbar.update(run.consumed, values=[("perplexity", perplexity), ("tokens/sec", tokens_per_second)])
-        if run.current_step % summary_every == 0:
-            run.scalars({"train_perplexity": perplexity, "gradient_norm": norm,
-                         "learning_rate": settings.learning_rate})
-        end_of_epoch = run.consumed % schedule.batches_per_epoch == 0
-        if end_of_epoch or run.current_step % checkpoint_every == 0:
-            run.save()
-        if end_of_epoch or (heldout_every and run.current_step % heldout_every == 0):
-            tag = f"Epoch {run.consumed // schedule.batches_per_epoch}" if end_of_epoch else f"Step {run.current_step}"
-            result["heldout_perplexity"] = run.heldout(heldout_data, heldout_batch_size, tag)
-        if run.consumed >= stop_at:
-            break
+        # Counts this stream's batches; its time per batch leaves out the
+        # first step, which also traces the step function.
+        run.progress = Progress(schedule.batches_total, unit="batch", verbose=run.verbose)
+    try:
+        for batch in batches:
+            tick = time.perf_counter()
+            outputs = step_fn(batch, run.current_step)
+            loss, norm = float(outputs["loss"]), float(outputs["norm"])
+            if not (math.isfinite(loss) and math.isfinite(norm)):
+                raise FloatingPointError(_non_finite_message(run, loss, norm, restart_ckpt_file))
+            run.advance()
+            taken += 1
+            recent_losses.append(loss)
+            values = [("perplexity", math.exp(np.mean(recent_losses)))]
+            if taken > 1:  # the first step of a call also traces the step function
+                recent_seconds.append(time.perf_counter() - tick)
+                values.append(("tokens/sec", schedule.tokens_per_batch / np.mean(recent_seconds)))
+            run.progress.update(run.consumed, values)
+            if run.current_step % summary_every == 0:
+                run.scalars({"train_perplexity": values[0][1], "gradient_norm": norm,
+                             "learning_rate": settings.learning_rate})
+            end_of_epoch = run.consumed % schedule.batches_per_epoch == 0
+            if end_of_epoch or run.current_step % checkpoint_every == 0:
+                run.save()
+            if end_of_epoch or (heldout_every and run.current_step % heldout_every == 0):
+                tag = (f"Epoch {run.consumed // schedule.batches_per_epoch}" if end_of_epoch
+                       else f"Step {run.current_step}")
+                result["heldout_perplexity"] = run.heldout(heldout_data, heldout_batch_size, tag)
+            if run.consumed >= stop_at:
+                break
+    finally:
+        if run.progress is not None:
+            run.progress.close()
+            run.progress = None
     if run.last_saved != run.current_step and (taken or run.manager.latest_checkpoint is None):
         run.save()
     run.close()
@@ -382,8 +398,20 @@ def train(options, data, n_gpus, save_dir, log_dir, restart_ckpt_file=None, *,
         result.pop("heldout_perplexity", None)
     result.update(step=run.current_step, loss=float(np.mean(recent_losses)) if recent_losses else None,
                   checkpoint=os.path.join(save_dir, f"{CHECKPOINT_NAME}-{run.current_step}"),
-                  seconds=time.perf_counter() - started)
+                  seconds=time.perf_counter() - started, steps_taken=taken,
+                  finished=run.consumed >= schedule.batches_total, n_epochs=settings.n_epochs)
     return result
+
+
+def _non_finite_message(run, loss, norm, restart_ckpt_file):
+    last_good = run.manager.latest_checkpoint or restart_ckpt_file
+    if last_good:
+        advice = f"the last good checkpoint is {last_good}; restart from it"
+    else:
+        advice = "no checkpoint was saved before it; train again"
+    return (f"Training stopped at step {run.current_step + 1}: the loss is {loss} and the gradient norm {norm}. "
+            f"No weight was changed by that step and nothing was saved after it; {advice} with a lower "
+            "learning_rate or all_clip_norm_val.")
 
 
 def _write_scalars(writer, scalars, step):
@@ -432,16 +460,15 @@ def evaluate(lm, data, batch_size, unroll_steps=1, verbose=0):
     states = lm.zero_states(batch_size)
     totals = collections.defaultdict(float)
     n_batches = 0
-    progbar = keras.utils.Progbar(None, verbose=verbose, unit_name="batch")
+    progress = Progress(None, unit="batch", verbose=verbose)
     for batch in make_tf_dataset(data, batch_size, unroll_steps, keys=lm.batch_keys()):
         loss, per_direction, states = step_fn(batch, states)
         n_batches += 1
         totals["loss"] += float(loss)
         for direction, value in per_direction.items():
             totals[direction] += float(value)
-        progbar.update(n_batches, values=[("perplexity", math.exp(float(loss)))])
-    if verbose and n_batches:
-        progbar.update(n_batches, finalize=True)
+        progress.update(n_batches, [("perplexity", math.exp(totals["loss"] / n_batches))])
+    progress.close()
     if n_batches == 0:
         raise ValueError(
             f"The evaluation data gave no complete batch of {batch_size} rows x {unroll_steps} steps; "
@@ -478,7 +505,7 @@ def test(options, ckpt_file, data, batch_size=256, *, unroll_steps=1, verbose=1)
 
 # === Export ===
 
-def dump_weights(save_dir, outfile, options_outfile=None):
+def dump_weights(save_dir, outfile, options_outfile=None, overwrite=False):
     """Writes the latest checkpoint's biLM as an original-layout HDF5 weight file.
 
     Beside it go the options for prediction (`n_characters` 262), named
@@ -489,28 +516,36 @@ def dump_weights(save_dir, outfile, options_outfile=None):
     they are. A forward-only model's file has no backward datasets
     (`RNN_1/...`), which `BidirectionalLanguageModel` needs (a warning says so).
 
+    Each file is written under a temporary name and renamed. None may be a
+    file of the training directory, and an existing weight or token
+    embedding file is only replaced if bilm wrote it as one (or with
+    `overwrite=True`); all of this is checked before the checkpoint is read.
+
     Returns:
         dict with `weight_file`, `options_file` and, for token inputs,
         `embedding_weight_file`.
     """
-    options_dict, ckpt_file = load_options_latest_checkpoint(save_dir)
-    lm = load_training_model(options_dict, ckpt_file)
+    ckpt_file = checkpoints.latest_checkpoint(save_dir)
+    options = checkpoints.load_training_options(save_dir)
     outfile = os.fspath(outfile)
     stem = outfile[:-5] if outfile.endswith(".hdf5") else outfile
-    directory = os.path.dirname(outfile)
-    if directory:
-        os.makedirs(directory, exist_ok=True)
+    inputs = [os.path.join(os.fspath(save_dir), OPTIONS_FILE), *glob.glob(glob.escape(ckpt_file) + ".*")]
+    check_output_file(outfile, inputs, kind="weights", overwrite=overwrite)
+    options_outfile = options_outfile or f"{stem}_options.json"
+    check_output_file(options_outfile, inputs + [outfile])
+    embedding_file = f"{stem}_token_embeddings.hdf5"
+    if options.char_cnn is None:
+        check_output_file(embedding_file, inputs, kind="token_embeddings", overwrite=overwrite)
+    lm = load_training_model(options, ckpt_file)
     save_bilm_weights(lm.bilm, outfile)
     if "backward" not in lm.directions:
         warnings.warn(f"{save_dir} holds a forward-only biLM: {outfile} has no backward LSTM weights "
                       "(RNN_1/...), so BidirectionalLanguageModel cannot load it.", stacklevel=2)
     written = {"weight_file": outfile}
     if not lm.use_characters:
-        embedding_file = f"{stem}_token_embeddings.hdf5"
         table = lm.bilm.get_layer("token_embedding").embeddings.numpy()
         save_token_embeddings(embedding_file, table)
         written["embedding_weight_file"] = embedding_file
-    options_outfile = options_outfile or f"{stem}_options.json"
     save_options(prediction_options(lm.options, lm.use_characters), options_outfile)
     written["options_file"] = options_outfile
     return written
@@ -565,24 +600,29 @@ def train_from_files(train_prefix, vocab_file, save_dir, options_file=None, *, r
     ckpt_file = None
     data_source = os.path.abspath(train_prefix)
     if restart:
-        options, ckpt_file = load_options_latest_checkpoint(save_dir)
+        ckpt_file = checkpoints.latest_checkpoint(save_dir)
+    check_output_directory(save_dir)  # before any work
+    if restart:
+        options = checkpoints.load_training_options(save_dir)
         same_data = checkpoints.read_state_summary(ckpt_file)["data_source"] == (
             checkpoints.data_fingerprint(data_source))
     else:
-        options = load_options(options_file).to_dict() if options_file else default_training_options()
+        options = load_options(options_file) if options_file else BiLMOptions.from_dict(
+            default_training_options(), source="the default training options")
         same_data = True
     overrides = {"n_epochs": n_epochs, "batch_size": batch_size, "n_train_tokens": n_train_tokens,
                  "matmul_dtype": matmul_dtype}
-    options.update({key: value for key, value in overrides.items() if value is not None})
+    options = options.updated(**{key: value for key, value in overrides.items() if value is not None})
     data, vocab = load_training_data(options, train_prefix, vocab_file, seed=seed)
     if restart and options.get("n_tokens_vocab") != vocab.size:
         raise CheckpointError(
             f"{vocab_file} has {vocab.size} tokens but the checkpoint in {save_dir} was trained with "
             f"n_tokens_vocab={options.get('n_tokens_vocab')}; restart with the training vocabulary.")
-    options["n_tokens_vocab"] = vocab.size
-    if n_train_tokens is None and (not same_data or "n_train_tokens" not in options):
-        options["n_train_tokens"] = count_tokens(train_prefix)
-        print(f"Counted {options['n_train_tokens']:,} tokens in {train_prefix}.")
+    options = options.updated(n_tokens_vocab=vocab.size)
+    if n_train_tokens is None and (not same_data or options.get("n_train_tokens") is None):
+        options = options.updated(n_train_tokens=count_tokens(train_prefix))
+        if train_kwargs.get("verbose", 1):
+            print(f"Counted {options.get('n_train_tokens'):,} tokens in {train_prefix}.")
     heldout = None
     if heldout_prefix:
         heldout, _ = load_training_data(options, heldout_prefix, vocab_file, test=True)
@@ -593,7 +633,8 @@ def train_from_files(train_prefix, vocab_file, save_dir, options_file=None, *, r
 
 def test_from_files(test_prefix, vocab_file, save_dir, batch_size=256, verbose=1):
     """`bin/run_test.py`: the average perplexity of `save_dir`'s latest checkpoint."""
-    options, ckpt_file = load_options_latest_checkpoint(save_dir)
+    ckpt_file = checkpoints.latest_checkpoint(save_dir)
+    options = checkpoints.load_training_options(save_dir)
     data, _ = load_training_data(options, test_prefix, vocab_file, test=True)
     return test(options, ckpt_file, data, batch_size=batch_size, verbose=verbose)
 
@@ -616,6 +657,17 @@ def add_training_arguments(parser):
     parser.add_argument("--checkpoint_every", type=int, default=1250, help="save every N steps (and each epoch)")
     parser.add_argument("--log_dir", help="TensorBoard summaries (default: SAVE_DIR/logs)")
     parser.add_argument("--seed", type=int, default=0, help="seed of initialisation, shuffling and dropout")
+
+
+def describe_result(result, save_dir):
+    """The closing line of bin/train_elmo.py and bin/restart.py for `train`'s result."""
+    if result["steps_taken"] == 0 and result["finished"]:
+        n_epochs = result["n_epochs"]
+        return (f"Nothing to train: the run in {save_dir} has finished its {n_epochs} epoch(s) (step "
+                f"{result['step']}). To train longer on the same data, rerun bin/restart.py with a larger "
+                f"--n_epochs (e.g. --n_epochs {2 * n_epochs}); to fine-tune on other text, pass its shards "
+                "as --train_prefix.")
+    return f"Finished at step {result['step']}: {result['checkpoint']}"
 
 
 def train_from_args(args, restart=False):

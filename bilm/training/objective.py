@@ -13,11 +13,11 @@ import math
 import keras
 import tensorflow as tf
 
+from bilm.layers.stateless_dropout import StatelessDropout, dropout_site
 from bilm.models.network import DIRECTIONS, build_bilm, state_keys
 from bilm.ops.matmul_dtype import check_matmul_dtype
-from bilm.options import OptionsError, load_options
-from bilm.layers.stateless_dropout import StatelessDropout, dropout_site
 from bilm.ops.sampled_softmax import full_softmax_loss, log_uniform_candidates, sampled_softmax_loss
+from bilm.options import OptionsError, load_options
 
 TRAINING_N_CHARACTERS = 261
 # Folded into the step's seed (plus the direction index) for the negative

@@ -13,9 +13,10 @@ import math
 import os
 import random
 
-from bilm.training.windows import list_shards, read_lines
-from bilm.training.vocab_builder import build_vocab
+from bilm.io.output_files import atomic_output
 from bilm.text.vocabulary import Vocabulary
+from bilm.training.vocab_builder import build_vocab
+from bilm.training.windows import list_shards, read_lines
 
 # --- Lexicon ---------------------------------------------------------------
 # Nouns by semantic class: (singular, plural).
@@ -207,11 +208,9 @@ def generate_sentences(n_sentences, seed=0):
 
 
 def _write_lines(path, sentences):
-    tmp = f"{path}.tmp"
-    with open(tmp, "w", encoding="utf-8", newline="\n") as f:
+    with atomic_output(path) as tmp, open(tmp, "w", encoding="utf-8", newline="\n") as f:
         for tokens in sentences:
             f.write(" ".join(tokens) + "\n")
-    os.replace(tmp, path)
 
 
 def write_sample_corpus(directory, n_train_sentences=4000, n_heldout_sentences=400, n_shards=4, seed=0):

@@ -1,9 +1,10 @@
 """Building a training vocabulary file from sharded text."""
 import collections
-import os
 
-from bilm.training.windows import list_shards, read_lines
+from bilm.io.output_files import atomic_output, check_output_file
 from bilm.text.vocabulary import BOS_TOKEN, EOS_TOKEN, MAXTERMID_LINE, UNK_TOKEN
+from bilm.text.whitespace import split_tokens
+from bilm.training.windows import list_shards, read_lines
 
 SPECIAL_TOKENS = (BOS_TOKEN, EOS_TOKEN, UNK_TOKEN)
 
@@ -13,7 +14,7 @@ def count_words(filepattern):
     counts = collections.Counter()
     for path in list_shards(filepattern):
         for line in read_lines(path):
-            counts.update(line.split())
+            counts.update(split_tokens(line))
     return counts
 
 
@@ -48,6 +49,7 @@ def build_vocab(filepattern, outfile, min_count=1, max_size=None):
             "max_size counts the lines of the file including <S>, </S> and "
             f"<UNK>, so it must be an integer >= 3 or None. Received: max_size={max_size!r}"
         )
+    outfile = check_output_file(outfile, list_shards(filepattern))
     counts = count_words(filepattern)
     if not counts:
         raise ValueError(
@@ -64,14 +66,8 @@ def build_vocab(filepattern, outfile, min_count=1, max_size=None):
     if max_size is not None:
         tokens = tokens[:max_size]
 
-    outfile = os.fspath(outfile)
-    tmp = f"{outfile}.tmp"
-    try:
-        with open(tmp, "w", encoding="utf-8", errors="surrogateescape", newline="\n") as f:
-            for token in tokens:
-                f.write(token + "\n")
-        os.replace(tmp, outfile)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    with atomic_output(outfile) as tmp, open(tmp, "w", encoding="utf-8", errors="surrogateescape",
+                                             newline="\n") as f:
+        for token in tokens:
+            f.write(token + "\n")
     return len(tokens)

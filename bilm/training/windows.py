@@ -21,7 +21,6 @@ import warnings
 import numpy as np
 import tensorflow as tf
 
-from bilm.utils.interpreter_exit import ends_at_exit
 from bilm.text.vocabulary import (
     BOS_TOKEN,
     EOS_TOKEN,
@@ -29,6 +28,8 @@ from bilm.text.vocabulary import (
     UnicodeCharsVocabulary,
     Vocabulary,
 )
+from bilm.text.whitespace import split_tokens
+from bilm.utils.interpreter_exit import ends_at_exit
 
 REVERSE_SUFFIX = "_reverse"
 
@@ -90,7 +91,7 @@ def count_tokens(filepattern):
     This is bilm-tf's `n_train_tokens`. Streams the files line by line.
     """
     return sum(
-        len(line.split())
+        len(split_tokens(line))
         for path in list_shards(filepattern)
         for line in read_lines(path, warn_invalid_utf8=False)
     )
@@ -166,7 +167,7 @@ def _pack_batches(lines, encode, batch_size, num_steps, max_word_length, skip=0)
                         encoded = encode(line)
                         rows[row] = [line, encoded, 0, len(encoded[0])]
                     else:
-                        rows[row] = [line, None, 0, len(line.split()) + 2]
+                        rows[row] = [line, None, 0, len(split_tokens(line)) + 2]
                 sentence = rows[row]
                 start = sentence[2]
                 how_many = min(sentence[3] - start - 1, num_steps - position)
@@ -287,7 +288,7 @@ class LMDataset:
                 )
 
     def _encode(self, line):
-        tokens = line.split()
+        tokens = split_tokens(line)
         if self.reverse:
             # `encode(reverse=True)` only swaps the frame; the tokens are
             # reversed here, as in bilm-tf's LMDataset.

@@ -7,10 +7,10 @@ import pytest
 import tensorflow as tf
 
 import numpy_reference as R
-from bilm.text.batching import Batcher, TokenBatcher
+from bilm.layers.weight_layers import WeightLayers
 from bilm.models.elmo_embedding import ELMoEmbedding
 from bilm.models.predictor import BidirectionalLanguageModel
-from bilm.layers.weight_layers import WeightLayers
+from bilm.text.batching import Batcher, TokenBatcher
 from helpers import SENTENCES, write_model, write_vocab
 
 P = 6  # projection_dim of helpers.write_model's default options

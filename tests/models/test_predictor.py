@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 
 import numpy_reference as R
-from bilm.text.batching import Batcher
 from bilm.models.predictor import BidirectionalLanguageModel
+from bilm.text.batching import Batcher
 from helpers import SENTENCES, write_model
 
 CONFIGS = {

@@ -2,9 +2,9 @@
 import numpy as np
 import pytest
 
-from bilm.text.batching import Batcher
 from bilm.models.predictor import BidirectionalLanguageModel
 from bilm.models.token_cache import TokenEncodingCache
+from bilm.text.batching import Batcher
 from helpers import SENTENCES, write_model
 
 

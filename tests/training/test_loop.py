@@ -8,20 +8,27 @@ import pytest
 import tensorflow as tf
 
 import numpy_reference as R
-from bilm.text.batching import Batcher, TokenBatcher
-from bilm.training.checkpoints import CheckpointError
-from bilm.training.windows import count_tokens
+from bilm.io.weight_file import load_bilm_weights
+from bilm.models.network import build_bilm
 from bilm.models.predictor import BidirectionalLanguageModel
 from bilm.options import OptionsError, load_options
+from bilm.text.batching import Batcher, TokenBatcher
+from bilm.training.checkpoints import CheckpointError
 from bilm.training.loop import TrainStep, dump_weights, evaluate, load_training_model, train
-from bilm.models.network import build_bilm
 from bilm.training.objective import SparseAdagrad, TrainingLM, deduplicate, global_norm_scale, training_settings
-from bilm.io.weight_file import load_bilm_weights
+from bilm.training.windows import count_tokens
 from helpers import ROOT
 from training_helpers import (
-    MAX_CHARS, WORDS, checkpoint_arrays, clip_by_global_norm, open_data, scale_gradient, tiny_options,
-    unigram_perplexity, write_corpus)
-
+    MAX_CHARS,
+    WORDS,
+    checkpoint_arrays,
+    clip_by_global_norm,
+    open_data,
+    scale_gradient,
+    tiny_options,
+    unigram_perplexity,
+    write_corpus,
+)
 
 
 @pytest.fixture(scope="module")
@@ -262,7 +269,8 @@ def test_progress_parameter_count_and_tensorboard_scalars(tmp_path, corpus, caps
     assert f"Parameters: {n_bilm:,} in the biLM, {n_softmax:,} in the softmax" in out
     assert n_softmax == 23 * 8 + 23
     assert "Memory estimate" in out and "Adagrad accumulators" in out
-    assert re.search(r"perplexity: [0-9.]+ - tokens/sec: [0-9.]+", out)
+    # Readable numbers, no colour codes in a file (capsys is not a terminal).
+    assert re.search(r"ms/batch - perplexity [0-9.]+ - tokens/sec [0-9,]+\n", out) and "\x1b" not in out
     assert re.search(r"Step 10: held-out perplexity [0-9.]+", out)
     tags = set()
     for event_file in tf.io.gfile.glob(str(tmp_path / "logs" / "events*")):
@@ -273,8 +281,11 @@ def test_progress_parameter_count_and_tensorboard_scalars(tmp_path, corpus, caps
     assert {"train_perplexity", "gradient_norm", "learning_rate", "heldout_perplexity"} <= tags
 
 
-def test_nan_loss_stops_training_and_keeps_the_last_good_checkpoint(tmp_path, corpus):
+def test_nan_loss_stops_training_and_keeps_the_last_good_checkpoint(tmp_path, corpus, capsys):
     options = tiny_options(learning_rate=1e36, sample_softmax=False)
+    with pytest.raises(FloatingPointError, match="no checkpoint was saved before it; train again with a lower"):
+        train(options, open_data(options, corpus), 1, tmp_path / "first", None, checkpoint_every=1000, verbose=1)
+    assert capsys.readouterr().out.endswith("\n")  # the progress line is ended before the error
     save_dir = tmp_path / "ckpt"
     with pytest.raises(FloatingPointError, match="last good checkpoint is .*model.ckpt-") as error:
         train(options, open_data(options, corpus), 1, save_dir, None, checkpoint_every=1, verbose=0)
@@ -360,6 +371,12 @@ def test_scripts_train_restart_test_and_dump(tmp_path, capsys):
     second = _script("restart").main(common + ["--n_epochs", "2"])
     assert second["step"] == 2 * steps_per_epoch
     capsys.readouterr()
+    again = _script("restart").main(common + ["--n_epochs", "2"])
+    assert again["step"] == 2 * steps_per_epoch and again["steps_taken"] == 0
+    assert capsys.readouterr().out.strip().splitlines()[-1] == (
+        f"Nothing to train: the run in {save_dir} has finished its 2 epoch(s) (step {2 * steps_per_epoch}). To "
+        "train longer on the same data, rerun bin/restart.py with a larger --n_epochs (e.g. --n_epochs 4); to "
+        "fine-tune on other text, pass its shards as --train_prefix.")
 
     perplexity = _script("run_test").main(["--test_prefix", corpus["heldout"], "--vocab_file", corpus["vocab"],
                                            "--save_dir", save_dir, "--batch_size", "4"])
@@ -367,6 +384,14 @@ def test_scripts_train_restart_test_and_dump(tmp_path, capsys):
     assert re.fullmatch(r"AVERAGE PERPLEXITY = [0-9]+\.[0-9]+", last_line)
     assert abs(float(last_line.split("=")[1]) - perplexity) < 1e-3
 
+    notes = tmp_path / "notes.hdf5"
+    notes.write_text("not bilm's")
+    for outfile, message in [(os.path.join(save_dir, "options.json"), "is the input .*options.json"),
+                             (str(notes), "notes.hdf5 already exists and is not a file that bilm wrote"),
+                             (str(notes / "weights.hdf5"), "notes.hdf5: it is a file, not a directory")]:
+        with pytest.raises(SystemExit, match=message):
+            _script("dump_weights").main(["--save_dir", save_dir, "--outfile", outfile])
+    assert notes.read_text() == "not bilm's"
     written = _script("dump_weights").main(
         ["--save_dir", save_dir, "--outfile", os.path.join(save_dir, "weights.hdf5")])
     model = BidirectionalLanguageModel(written["options_file"], written["weight_file"])
@@ -393,6 +418,11 @@ def test_training_options_with_prediction_characters_is_a_clear_script_error(tmp
     options["char_cnn"]["n_characters"] = 262
     options_file = tmp_path / "options.json"
     options_file.write_text(__import__("json").dumps(options))
-    with pytest.raises(SystemExit, match="n_characters' is 262.*needs 261"):
+    with pytest.raises(SystemExit, match=f"Error: {options_file}: 'char_cnn.n_characters' is 262.*needs 261"):
+        _script("train_elmo").main(["--train_prefix", corpus["train"], "--vocab_file", corpus["vocab"],
+                                    "--save_dir", str(tmp_path / "ckpt"), "--options_file", str(options_file)])
+    options = tiny_options(dropout=2.0)
+    options_file.write_text(__import__("json").dumps(options))
+    with pytest.raises(SystemExit, match=f"Error: {options_file}: training key 'dropout' must be a number"):
         _script("train_elmo").main(["--train_prefix", corpus["train"], "--vocab_file", corpus["vocab"],
                                     "--save_dir", str(tmp_path / "ckpt"), "--options_file", str(options_file)])

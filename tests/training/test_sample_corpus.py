@@ -5,9 +5,9 @@ import os
 
 import pytest
 
-from bilm.training.windows import count_tokens
-from bilm.training.sample_corpus import generate_sentences, unigram_perplexity, write_sample_corpus
 from bilm.text.vocabulary import Vocabulary
+from bilm.training.sample_corpus import generate_sentences, unigram_perplexity, write_sample_corpus
+from bilm.training.windows import count_tokens
 
 
 @pytest.fixture(scope="module")

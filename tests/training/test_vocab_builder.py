@@ -4,9 +4,9 @@ import sys
 
 import pytest
 
-from bilm.training.windows import LMDataset
-from bilm.training.vocab_builder import build_vocab
 from bilm.text.vocabulary import UnicodeCharsVocabulary, Vocabulary
+from bilm.training.vocab_builder import build_vocab
+from bilm.training.windows import LMDataset
 from helpers import ROOT
 
 SCRIPT = os.path.join(ROOT, "bin", "build_vocab.py")
@@ -29,7 +29,7 @@ def test_special_tokens_first_then_by_count_ties_by_string(corpus, tmp_path):
     out = tmp_path / "vocab.txt"
     assert build_vocab(corpus, str(out)) == 7
     assert read_vocab(out) == ["<S>", "</S>", "<UNK>", "a", "b", "c", "d"]
-    assert not os.path.exists(f"{out}.tmp")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["part-0.txt", "part-1.txt", "vocab.txt"]
     vocab = Vocabulary(str(out), validate_file=True)
     assert vocab.size == 7 and vocab.word_to_id("d") == 6
 

@@ -7,16 +7,8 @@ import warnings
 import numpy as np
 import pytest
 import tensorflow as tf
-from helpers import ROOT, write_vocab
 
 import bilm.training.windows as data_module
-from bilm.training.windows import (
-    BidirectionalLMDataset,
-    LMDataset,
-    count_tokens,
-    load_vocab,
-    make_tf_dataset,
-)
 from bilm.text.vocabulary import (
     BOS_CHAR,
     EOS_CHAR,
@@ -25,6 +17,14 @@ from bilm.text.vocabulary import (
     boundary_char_ids,
     token_to_char_ids,
 )
+from bilm.training.windows import (
+    BidirectionalLMDataset,
+    LMDataset,
+    count_tokens,
+    load_vocab,
+    make_tf_dataset,
+)
+from helpers import ROOT, write_vocab
 
 C = 5
 # ids: <S> 0, </S> 1, <UNK> 2, a 3, b 4, c 5, d 6, e 7

@@ -1,4 +1,4 @@
-"""embed_file and bin/elmo.py: AllenNLP's elmo layout and values, sentence keys, resume, bad input."""
+"""embed_file, bin/elmo.py and dump_bilm_embeddings: layouts and values, sentence keys, resume, safety, bad input."""
 import json
 import os
 import runpy
@@ -10,11 +10,12 @@ import numpy as np
 import pytest
 
 import numpy_reference as R
-from bilm.commands import embed_file as embed_file_module
-from bilm.text.batching import Batcher
-from bilm.commands.embed_file import embed_file, sentence_key
+from bilm.commands import sentence_embeddings as embed_file_module
+from bilm.commands.sentence_embeddings import dump_bilm_embeddings, embed_file, sentence_key
+from bilm.io.output_files import OutputFileError
 from bilm.models.predictor import BidirectionalLanguageModel
-from helpers import ROOT, SENTENCES, write_model
+from bilm.text.batching import Batcher
+from helpers import ROOT, SENTENCES, write_model, write_vocab
 
 # SENTENCES, with the empty one written as a whitespace-only line.
 LINES = [" ".join(s) if s else " \t " for s in SENTENCES]
@@ -126,7 +127,7 @@ def _model_class(calls, die_after=None):
     return Recording
 
 
-def test_a_killed_run_resumes_to_the_same_file(tmp_path, model, monkeypatch):
+def test_a_killed_run_resumes_to_the_same_file(tmp_path, model, monkeypatch, capsys):
     options_file, weight_file, _ = model
     input_file = _input_file(tmp_path, LINES * 6)
     outfile = str(tmp_path / "out.hdf5")
@@ -143,8 +144,10 @@ def test_a_killed_run_resumes_to_the_same_file(tmp_path, model, monkeypatch):
 
     calls.clear()
     monkeypatch.setattr(embed_file_module, "BidirectionalLanguageModel", _model_class(calls))
+    capsys.readouterr()
     assert embed_file(input_file, outfile, options_file, weight_file, batch_size=4, verbose=1) == 22
     assert sum(calls) == 22  # the 8 written sentences were not recomputed
+    assert f"Resuming {outfile}.partial: 8 of 30 lines are done." in capsys.readouterr().out
     fresh = str(tmp_path / "fresh.hdf5")
     embed_file(input_file, fresh, options_file, weight_file, batch_size=4, verbose=0)
     (resumed, resumed_map, resumed_attrs), (expected, expected_map, expected_attrs) = _read(outfile), _read(fresh)
@@ -154,13 +157,93 @@ def test_a_killed_run_resumes_to_the_same_file(tmp_path, model, monkeypatch):
         np.testing.assert_allclose(resumed[key], expected[key], atol=1e-6)
 
 
+@pytest.mark.parametrize("change, message", [
+    ("input edited", "the input file's content changed"),
+    ("other weights, same shapes", "the weight file changed"),
+    ("other options, same shapes", "the model options changed"),
+])
+def test_a_resume_made_from_something_else_refuses_and_no_resume_starts_over(
+        tmp_path, model, monkeypatch, change, message):
+    options_file, weight_file, _ = model
+    lines = ["a b c", "d e f g h i", "x y z", "p q"] * 3
+    input_file = _input_file(tmp_path, lines)
+    outfile = str(tmp_path / "out.hdf5")
+    monkeypatch.setattr(embed_file_module, "BidirectionalLanguageModel", _model_class([], die_after=1))
+    with pytest.raises(Killed):
+        embed_file(input_file, outfile, options_file, weight_file, batch_size=4, verbose=0)
+    monkeypatch.undo()
+    if change == "input edited":  # the 6-token line now holds 3 tokens, the file keeps its size
+        _input_file(tmp_path, [line.replace("d e f g h i", "d-e f-g h-i") for line in lines])
+    elif change == "other weights, same shapes":
+        (tmp_path / "other").mkdir()
+        _, weight_file, _ = write_model(tmp_path / "other", seed=1)
+    else:
+        options = json.loads(open(options_file).read())
+        options["lstm"]["cell_clip"] = 2.5
+        options_file = str(tmp_path / "options_clip.json")
+        open(options_file, "w").write(json.dumps(options))
+    with pytest.raises(OutputFileError, match=f"Cannot resume from .*out.hdf5.partial.*{message}.*--no_resume"):
+        embed_file(input_file, outfile, options_file, weight_file, batch_size=4, verbose=0)
+    assert embed_file(input_file, outfile, options_file, weight_file, batch_size=4, resume=False,
+                      verbose=0) == len(lines)
+    fresh = str(tmp_path / "fresh.hdf5")
+    embed_file(input_file, fresh, options_file, weight_file, batch_size=3, verbose=0)
+    (got, got_map, got_attrs), (expected, expected_map, expected_attrs) = _read(outfile), _read(fresh)
+    assert got.keys() == expected.keys() and got_map == expected_map and got_attrs == expected_attrs
+    for key in expected:
+        np.testing.assert_allclose(got[key], expected[key], atol=1e-6)
+
+
+@pytest.mark.parametrize("case", ["same path", "symlink", "hard link", "paths swapped"])
+def test_an_output_that_is_the_input_or_not_bilms_is_never_written(tmp_path, model, case):
+    options_file, weight_file, _ = model
+    input_file = _input_file(tmp_path, LINES)
+    original = open(input_file, "rb").read()
+    output = {"same path": input_file, "symlink": str(tmp_path / "link.hdf5"),
+              "hard link": str(tmp_path / "hard.hdf5"), "paths swapped": input_file}[case]
+    if case == "symlink":
+        os.symlink(input_file, output)
+    elif case == "hard link":
+        os.link(input_file, output)
+    source = input_file
+    if case == "paths swapped":  # `elmo.py out.hdf5 in.txt` with an earlier out.hdf5
+        source = str(tmp_path / "out.hdf5")
+        embed_file(input_file, source, options_file, weight_file, verbose=0)
+        message = "in.txt already exists and is not a file that bilm wrote.*--overwrite"
+    else:
+        message = "is (the same file as )?the input .*in.txt"
+    with pytest.raises(OutputFileError, match=message):
+        embed_file(source, output, options_file, weight_file, verbose=0)
+    with pytest.raises(OutputFileError, match="is (the same file as )?the input" if case != "paths swapped"
+                       else "not a file that bilm wrote"):
+        dump_bilm_embeddings(None, source, options_file, weight_file, output, verbose=0)
+    assert open(input_file, "rb").read() == original
+    assert not os.path.exists(output + ".partial")
+
+
+def test_cli_refuses_to_overwrite_its_input_with_one_error_line(tmp_path, model):
+    options_file, weight_file, _ = model
+    input_file = _input_file(tmp_path, LINES)
+    original = open(input_file, "rb").read()
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    result = subprocess.run(
+        [sys.executable, "bin/elmo.py", input_file, input_file, "--options_file", options_file,
+         "--weight_file", weight_file, "--overwrite"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 1 and result.stdout == ""
+    assert result.stderr.strip().splitlines() == [
+        f"Error: The output {input_file} is the input {input_file}; writing it would destroy the input. "
+        "Choose another output path."]
+    assert open(input_file, "rb").read() == original
+
+
 def test_cli_average_with_sentence_keys_starts_over_with_no_resume(tmp_path, model, layers):
     options_file, weight_file, _ = model
     lines = [line for line in LINES if line.strip()]
     input_file = _input_file(tmp_path, lines)
     outfile = tmp_path / "out.hdf5"
     with h5py.File(str(outfile) + ".partial", "w") as f:  # a stale run of another format
-        f.attrs["output_format"] = "all"
+        f.attrs.update({"bilm_file": "sentence_embeddings", "output_format": "all"})
         f["The cat sat ."] = np.zeros(3)
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
     result = subprocess.run(
@@ -195,21 +278,84 @@ def test_empty_input_writes_a_file_without_sentences(tmp_path, model):
     assert arrays == {} and mapping == {}
 
 
-def test_bad_paths_and_arguments_fail_before_loading_the_model(tmp_path, model):
-    options_file, _, _ = model
-    missing_weights = str(tmp_path / "no_weights.hdf5")  # reaching the model would fail on this
+def test_bad_paths_and_arguments_fail_before_loading_the_model(tmp_path, model, monkeypatch):
+    options_file, weight_file, _ = model
+    missing_weights = str(tmp_path / "no_weights.hdf5")
     input_file = _input_file(tmp_path, LINES)
     outfile = str(tmp_path / "out.hdf5")
+
+    def no_model(*args, **kwargs):
+        raise AssertionError("the model was loaded before the bad input was found")
+
+    monkeypatch.setattr(embed_file_module, "BidirectionalLanguageModel", no_model)
     with pytest.raises(FileNotFoundError, match="Input file not found: .*nope.txt"):
-        embed_file(str(tmp_path / "nope.txt"), outfile, options_file, missing_weights)
-    with pytest.raises(FileNotFoundError, match="output directory does not exist: .*missing"):
-        embed_file(input_file, str(tmp_path / "missing" / "out.hdf5"), options_file, missing_weights)
+        embed_file(str(tmp_path / "nope.txt"), outfile, options_file, weight_file)
     with pytest.raises(ValueError, match="output_format must be one of.*'mean'"):
         embed_file(input_file, outfile, options_file, missing_weights, output_format="mean")
     with pytest.raises(ValueError, match="batch_size=0"):
         embed_file(input_file, outfile, options_file, missing_weights, batch_size=0)
+    with pytest.raises(ValueError, match="Weight file not found: .*no_weights.hdf5"):
+        embed_file(input_file, outfile, options_file, missing_weights)
     with open(outfile + ".partial", "wb") as f:
         f.write(b"not hdf5")
-    with pytest.raises(ValueError, match="not a readable HDF5 file.*--no_resume"):
-        embed_file(input_file, outfile, options_file, missing_weights)
-    assert not os.path.exists(outfile)
+    with pytest.raises(OutputFileError, match="partial already exists and is not a file that bilm wrote.*"
+                                              "--overwrite"):
+        embed_file(input_file, outfile, options_file, weight_file)
+    assert not os.path.exists(outfile) and open(outfile + ".partial", "rb").read() == b"not hdf5"
+
+
+def _dataset_file(tmp_path, sentences):
+    path = tmp_path / "sentences.txt"
+    path.write_text("".join(" ".join(s) + "\n" for s in sentences), encoding="utf-8")
+    return str(path)
+
+
+def test_dump_bilm_embeddings_layout_and_values(tmp_path):
+    options_file, weight_file, options = write_model(tmp_path)
+    vocab_file = write_vocab(tmp_path, ["The", "cat"])
+    dataset_file = _dataset_file(tmp_path, SENTENCES)
+    outfile = str(tmp_path / "out.hdf5")
+    dump_bilm_embeddings(vocab_file, dataset_file, options_file, weight_file, outfile,
+                         batch_size=2, verbose=0)
+    weights = R.read_weights(weight_file)
+    with h5py.File(outfile, "r") as f:
+        assert sorted(f.keys(), key=int) == [str(i) for i in range(len(SENTENCES))]
+        for i, sentence in enumerate(SENTENCES):
+            got = f[str(i)][...]
+            assert got.shape == (3, len(sentence), 12) and got.dtype == np.float32
+            ref = R.bilm_forward(weights, options, R.char_ids([sentence], 7))["lm_embeddings"][0]
+            np.testing.assert_allclose(got, ref, atol=1e-5)
+    assert not (tmp_path / "out.hdf5.partial").exists()
+
+
+def test_dump_batch_size_does_not_change_results(tmp_path):
+    options_file, weight_file, _ = write_model(tmp_path)
+    dataset_file = _dataset_file(tmp_path, SENTENCES * 3)
+    results = []
+    for batch_size in (1, 7):
+        outfile = str(tmp_path / f"out{batch_size}.hdf5")
+        dump_bilm_embeddings(None, dataset_file, options_file, weight_file, outfile,
+                             batch_size=batch_size, verbose=0)
+        with h5py.File(outfile, "r") as f:
+            results.append({k: f[k][...] for k in f})
+    assert results[0].keys() == results[1].keys()
+    # Equal up to float round-off: matmuls of 1 and of 7 rows may add in
+    # other orders.
+    for key in results[0]:
+        np.testing.assert_allclose(results[0][key], results[1][key], rtol=1e-5, atol=1e-6)
+
+
+def test_dump_creates_a_missing_output_directory_and_names_a_missing_input(tmp_path, capsys):
+    options_file, weight_file, _ = write_model(tmp_path)
+    dataset_file = _dataset_file(tmp_path, SENTENCES)
+    outfile = tmp_path / "missing" / "out.hdf5"
+    assert dump_bilm_embeddings(None, dataset_file, options_file, weight_file, str(outfile), verbose=0) == 5
+    assert outfile.exists()
+    with pytest.raises(FileNotFoundError, match="Input file not found: .*nope.txt"):
+        dump_bilm_embeddings(None, str(tmp_path / "nope.txt"), options_file, weight_file,
+                             str(tmp_path / "out.hdf5"), verbose=0)
+    empty = tmp_path / "empty.txt"
+    empty.write_text("")
+    with pytest.warns(UserWarning, match="empty.txt is empty: wrote .*empty.hdf5 with no sentence datasets"):
+        assert dump_bilm_embeddings(None, str(empty), options_file, weight_file, str(tmp_path / "empty.hdf5"),
+                                    verbose=0) == 0

@@ -38,13 +38,12 @@ import warnings
 import h5py
 import numpy as np
 
-from bilm.text.batching import Batcher
-from bilm.commands.dump import lm_embeddings_of, write_sentence_embeddings
-from bilm.models.predictor import BidirectionalLanguageModel
+from bilm.io.embedding_files import SENTENCE_TO_INDEX, SentenceEmbeddingFile, file_sha256, json_sha256, line_number_key
+from bilm.io.sentence_files import read_sentences
+from bilm.io.weight_file import WeightFileError
+from bilm.models.predictor import BidirectionalLanguageModel, prediction_options
 from bilm.options import load_options
-from bilm.io.sentence_files import count_lines, read_sentences
-
-SENTENCE_TO_INDEX = "sentence_to_index"
+from bilm.text.batching import Batcher
 
 # `(n_layers + 1, n_tokens, 2P)` layers -> what the dataset holds.
 OUTPUT_FORMATS = {
@@ -86,7 +85,7 @@ def sentence_key(sentence):
 def _key_function(use_sentence_keys):
     if use_sentence_keys:
         return lambda number, line: sentence_key(line.strip())
-    return lambda number, line: str(number)
+    return line_number_key
 
 
 def _sentence_to_index(input_file, key_of):
@@ -108,28 +107,8 @@ def _check_no_blank_lines(input_file):
             "(--use_sentence_keys) to name datasets by line number (a blank line then gets an empty dataset).")
 
 
-def _check_partial(partial, settings):
-    """Checks that the `.partial` file a resumed run continues was started with
-    `settings`, so that one file never mixes formats or models."""
-    try:
-        with h5py.File(partial, "r") as f:
-            found = {key: _plain(f.attrs[key]) for key in settings if key in f.attrs}
-    except OSError as error:
-        raise ValueError(
-            f"Cannot resume from {partial}: it is not a readable HDF5 file ({error}). Delete it, or "
-            "start over with --no_resume (resume=False).") from error
-    if found != settings:
-        raise ValueError(
-            f"Cannot resume from {partial}: it was written with {found}, this run asks for {settings}. "
-            "Rerun with the settings it was written with, or start over with --no_resume (resume=False).")
-
-
-def _plain(value):
-    return value.item() if isinstance(value, np.generic) else value
-
-
 def embed_file(input_file, output_file, options_file, weight_file, output_format="all", batch_size=64,
-               use_sentence_keys=False, resume=True, verbose=1):
+               use_sentence_keys=False, resume=True, overwrite=False, verbose=1):
     """Writes the ELMo vectors of every line of `input_file` to `output_file`.
 
     Layout and naming as in this module's docstring. Lines are read as
@@ -138,23 +117,28 @@ def embed_file(input_file, output_file, options_file, weight_file, output_format
     stateless `BidirectionalLanguageModel`, so the vectors do not depend on
     the batch size or on the other lines.
 
-    The file is written as `output_file + ".partial"` and renamed when
-    complete. With `resume=True`, a `.partial` left by an interrupted run
-    with the same `output_format`, `use_sentence_keys` and model sizes is
-    continued (lines it holds are not recomputed); a different one is an
-    error. `resume=False` starts over. A finished `output_file` is
-    recomputed and replaced.
+    Before any work it checks that the output is not an input (by any name)
+    and replaces no file that bilm did not write as a sentence embedding
+    file (unless `overwrite=True`). The file is written as
+    `output_file + ".partial"` and renamed when complete; the `.partial`
+    records what it is made from (the input's size and SHA-256, the weight
+    file's and the options' hashes, `output_format`, `use_sentence_keys`,
+    the start state). With `resume=True` a `.partial` made from the same is
+    continued (lines it holds are not recomputed); one made from anything
+    else is an error saying what changed. `resume=False` starts over. A
+    finished `output_file` from an earlier run is recomputed and replaced.
 
     Args:
         input_file: text file, one sentence per line.
-        output_file: HDF5 file to write; its directory must exist.
+        output_file: HDF5 file to write (its directory is created if missing).
         options_file: the model's `options.json` (needs `char_cnn`).
         weight_file: HDF5 weights in the original layout.
         output_format: "all", "top" or "average".
         batch_size: sentences per model call.
         use_sentence_keys: name datasets by sentence instead of line number.
         resume: continue an interrupted run's `.partial` file.
-        verbose: show a progress bar (time per sentence, ETA).
+        overwrite: replace an existing output that bilm did not write.
+        verbose: show a progress bar (time per sentence, time left).
 
     Returns:
         number of sentence datasets written by this call.
@@ -162,43 +146,72 @@ def embed_file(input_file, output_file, options_file, weight_file, output_format
     if output_format not in OUTPUT_FORMATS:
         raise ValueError(f"output_format must be one of {sorted(OUTPUT_FORMATS)}. "
                          f"Received: output_format={output_format!r}")
-    if not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive integer. Received: batch_size={batch_size!r}")
-    if not os.path.isfile(input_file):
-        raise FileNotFoundError(f"Input file not found: {input_file} (expected a text file, one "
-                                "whitespace-tokenized sentence per line).")
-    directory = os.path.dirname(os.path.abspath(output_file))
-    if not os.path.isdir(directory):
-        raise FileNotFoundError(f"The output directory does not exist: {directory} (for {output_file}); "
-                                "create it first.")
     options = load_options(options_file)
     if options.char_cnn is None:
-        raise ValueError(f"{options_file}: embed_file needs a character model (a 'char_cnn' section).")
-    if use_sentence_keys:
-        _check_no_blank_lines(input_file)
-    settings = {"output_format": output_format, "use_sentence_keys": bool(use_sentence_keys),
-                "n_layers": options.n_layers, "projection_dim": options.projection_dim}
-    partial = f"{output_file}.partial"  # write_sentence_embeddings' working name
-    resuming = resume and os.path.exists(partial)
-    if resuming:
-        _check_partial(partial, settings)
-    n_lines = count_lines(input_file)
-
-    model = BidirectionalLanguageModel(options_file, weight_file, max_batch_size=batch_size, stateful=False)
-    layers_of = lm_embeddings_of(model, Batcher(None, options.char_cnn.max_characters_per_token))
+        raise ValueError(f"{options.source}: embed_file needs a character model (a 'char_cnn' section).")
     select = OUTPUT_FORMATS[output_format]
+    key_of = _key_function(use_sentence_keys)
+    settings = {"output_format": output_format, "use_sentence_keys": bool(use_sentence_keys),
+                SENTENCE_TO_INDEX: True}
+    return _embed_sentences_file(
+        input_file, output_file, options, weight_file, select, key_of, settings,
+        batch_size=batch_size, resume=resume, overwrite=overwrite, verbose=verbose,
+        check_lines=_check_no_blank_lines if use_sentence_keys else None,
+        extra_datasets=lambda: {SENTENCE_TO_INDEX: _sentence_to_index(input_file, key_of)})
+
+
+def dump_bilm_embeddings(vocab_file, dataset_file, options_file, weight_file, outfile, batch_size=64,
+                         resume=True, overwrite=False, verbose=1):
+    """Writes every sentence's biLM layers to `outfile` (bilm-tf's dump layout).
+
+    One dataset per line of `dataset_file`, named `str(line_number)`, shape
+    `(n_layers + 1, n_tokens, 2 * projection_dim)`; an empty line gives
+    `(n_layers + 1, 0, 2 * projection_dim)`. Sentences are batched by length
+    and the model runs statelessly, so every sentence's result is independent
+    of the others and of the batch size (the original ran one sentence at a
+    time, carrying the LSTM state from one line to the next). `vocab_file`
+    (optional) only caches character ids. The file is checked, written,
+    resumed and stamped as `embed_file` does.
+
+    Returns:
+        number of sentence datasets written by this call.
+    """
+    options = load_options(options_file)
+    if options.char_cnn is None:
+        raise ValueError(f"{options.source}: dump_bilm_embeddings needs a character model ('char_cnn').")
+    settings = {"output_format": "all", "use_sentence_keys": False, SENTENCE_TO_INDEX: False}
+    return _embed_sentences_file(
+        dataset_file, outfile, options, weight_file, lambda layers: layers, line_number_key, settings,
+        vocab_file=vocab_file, batch_size=batch_size, resume=resume, overwrite=overwrite, verbose=verbose)
+
+
+def _embed_sentences_file(input_file, output_file, options, weight_file, select, key_of, settings, *,
+                          vocab_file=None, batch_size=64, resume=True, overwrite=False, verbose=1,
+                          check_lines=None, extra_datasets=None):
+    """The run behind `embed_file` and `dump_bilm_embeddings`: checks, the
+    stateless model, one dataset per line (`select` of its
+    `(n_layers + 1, n_tokens, 2P)` layers)."""
+    if not isinstance(batch_size, (int, np.integer)) or isinstance(batch_size, bool) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive integer. Received: batch_size={batch_size!r}")
+    if not os.path.isfile(weight_file):
+        raise WeightFileError(f"Weight file not found: {weight_file}")
+    made_from = {**settings, "n_layers": options.n_layers, "projection_dim": options.projection_dim,
+                 "weight_sha256": file_sha256(weight_file),
+                 "options_sha256": json_sha256(prediction_options(options).to_dict()),
+                 "start": "zeros"}
+    sources = (options.source, weight_file, vocab_file)
+    target = SentenceEmbeddingFile(input_file, output_file, made_from, inputs=sources, resume=resume,
+                                   overwrite=overwrite, verbose=verbose)
+    if check_lines is not None:
+        check_lines(input_file)
+    model = BidirectionalLanguageModel(options, weight_file, max_batch_size=batch_size, stateful=False)
+    batcher = Batcher(vocab_file, options.char_cnn.max_characters_per_token)
 
     def embed(sentences):
-        return [select(layers) for layers in layers_of(sentences)]
+        layers = model(batcher.batch_sentences(sentences))["lm_embeddings"].numpy()
+        return [select(layers[i, :, :len(tokens)]) for i, tokens in enumerate(sentences)]
 
-    if not resuming:  # a fresh file, stamped with what it will hold
-        with h5py.File(partial, "w") as f:
-            f.attrs.update(settings)
-    key_of = _key_function(use_sentence_keys)
-    written = write_sentence_embeddings(
-        input_file, output_file, embed, batch_size=batch_size, resume=True, key_of=key_of,
-        verbose=verbose, extra_datasets=lambda: {SENTENCE_TO_INDEX: _sentence_to_index(input_file, key_of)})
-    if n_lines == 0:
-        warnings.warn(f"{input_file} is empty: wrote {output_file} with no sentence datasets "
-                      f"(only an empty '{SENTENCE_TO_INDEX}').", stacklevel=2)
+    written = target.write(embed, batch_size=batch_size, key_of=key_of, extra_datasets=extra_datasets)
+    if target.n_lines == 0:
+        warnings.warn(f"{input_file} is empty: wrote {output_file} with no sentence datasets.", stacklevel=3)
     return written

@@ -1,0 +1,183 @@
+"""HDF5 files of sentence embeddings: one dataset per line of a text file.
+
+The file is built as `output + ".partial"` and renamed when complete. Its
+root attributes record what it is made from: the sentence file's size and
+SHA-256, and the caller's `made_from` (the weight file's and the options'
+hashes, the output format...). A rerun continues a `.partial` only if all of
+that is unchanged, so one file never mixes two inputs, models or formats;
+otherwise it says what changed. See docs/formats.md, "Embedding files".
+"""
+import hashlib
+import json
+import os
+
+import h5py
+import numpy as np
+
+from bilm.io.output_files import KIND_ATTRIBUTE, OutputFileError, check_output_file
+from bilm.io.sentence_files import count_lines, length_sorted_batches, read_sentences
+from bilm.utils.progress import Progress
+
+KIND = "sentence_embeddings"
+PARTIAL_SUFFIX = ".partial"
+SENTENCE_TO_INDEX = "sentence_to_index"
+
+# How a changed root attribute is described when a resume is refused.
+_DESCRIPTIONS = {
+    "input_size": "the input file's size",
+    "input_sha256": "the input file's content",
+    "weight_sha256": "the weight file",
+    "options_sha256": "the model options",
+}
+
+
+def file_sha256(path, block_size=1 << 20):
+    """The SHA-256 of a file's bytes, as hex (read in blocks)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(block_size), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def json_sha256(value):
+    """The SHA-256 of a JSON-ready value (keys sorted), as hex."""
+    return hashlib.sha256(json.dumps(value, sort_keys=True).encode("utf-8")).hexdigest()
+
+
+def line_number_key(number, line):
+    """The default dataset name: the 0-based line number."""
+    return str(number)
+
+
+class SentenceEmbeddingFile:
+    """One run writing the embeddings of every line of `sentences_file`.
+
+    Everything that can fail before the work is checked when it is made:
+    the sentence file exists, the output is not an input and replaces no
+    file bilm did not write, the directory is writable, and a `.partial`
+    to resume was made from the same input and settings. `write` then
+    embeds what is left and renames the finished file.
+
+    Args:
+        sentences_file: text, one whitespace-tokenized sentence per line.
+        output_file: the HDF5 file to write.
+        made_from: `{name: str, int, float or bool}` describing how the
+            vectors are made, recorded on the file (with the sentence file's
+            size and hash) and compared on resume.
+        inputs: other files the run reads (weights, options, vocabulary):
+            the output may not be one of them.
+        resume: continue an interrupted run's `.partial`; otherwise start over.
+        overwrite: replace an existing output or `.partial` that bilm did
+            not write as a sentence embedding file.
+        verbose: progress and a line when resuming.
+
+    Attributes:
+        partial: the working name, `output_file + ".partial"`.
+        resuming: whether `write` continues a `.partial`.
+        n_lines: lines of the sentence file.
+    """
+
+    def __init__(self, sentences_file, output_file, made_from, inputs=(), resume=True, overwrite=False,
+                 verbose=1):
+        sentences_file = os.fspath(sentences_file)
+        if not os.path.isfile(sentences_file):
+            raise FileNotFoundError(f"Input file not found: {sentences_file} (expected a text file, one "
+                                    "whitespace-tokenized sentence per line).")
+        inputs = (sentences_file, *inputs)
+        self.output_file = check_output_file(output_file, inputs, kind=KIND, overwrite=overwrite)
+        self.partial = check_output_file(self.output_file + PARTIAL_SUFFIX, inputs, kind=KIND,
+                                         overwrite=overwrite)
+        self.sentences_file = sentences_file
+        self.verbose = verbose
+        self.stamp = {KIND_ATTRIBUTE: KIND, **made_from, "input_size": os.path.getsize(sentences_file),
+                      "input_sha256": file_sha256(sentences_file)}
+        self.resuming = resume and os.path.exists(self.partial)
+        if self.resuming:
+            self._check_resumable()
+        self.n_lines = count_lines(sentences_file)
+
+    def _check_resumable(self):
+        try:
+            with h5py.File(self.partial, "r") as f:
+                found = {key: _plain(value) for key, value in f.attrs.items()}
+        except OSError as error:
+            raise OutputFileError(
+                f"Cannot resume from {self.partial}: it is not a readable HDF5 file ({error}). Start over "
+                "with --no_resume (resume=False).") from None
+        changed = [key for key, value in self.stamp.items() if found.get(key) != value]
+        if "input_size" in changed and found.get("input_size") is not None:
+            changed.remove("input_sha256")  # a new size says enough
+        changes = [_describe_change(key, found.get(key), self.stamp[key]) for key in changed]
+        if changes:
+            raise OutputFileError(
+                f"Cannot resume from {self.partial}: it was made from something else than this run ("
+                + "; ".join(changes) + "). Its vectors would not match the new ones. Start over with "
+                "--no_resume (resume=False), or rerun with what it was made from.")
+
+    def write(self, embed_batch, batch_size=64, key_of=line_number_key, extra_datasets=None):
+        """Embeds the lines the file does not hold yet and renames it when complete.
+
+        Args:
+            embed_batch: `(list of token lists) -> list of np.ndarray`, one
+                array per sentence, stored as float32.
+            batch_size: sentences per call (batched by length, see
+                `length_sorted_batches`).
+            key_of: `(line_number, line) -> dataset name`; lines with a name
+                already in the file are not embedded again.
+            extra_datasets: `() -> {name: np.ndarray}` written (or replaced)
+                at the end.
+
+        Returns:
+            the number of datasets this call wrote.
+        """
+        written = done = 0
+        with h5py.File(self.partial, "a" if self.resuming else "w") as fout:
+            if not self.resuming:
+                fout.attrs.update(self.stamp)
+            todo = ((n, line, tokens) for n, line, tokens in read_sentences(self.sentences_file)
+                    if key_of(n, line) not in fout)
+            # The bar counts this call's sentences only, so a resumed run's
+            # rate and time left are its own.
+            remaining = max(self.n_lines - len(fout), 0)
+            progress = Progress(remaining, unit="sentence", verbose=self.verbose and remaining)
+            if self.resuming and self.verbose:
+                print(f"Resuming {self.partial}: {len(fout):,} of {self.n_lines:,} lines are done.")
+            try:
+                for batch in length_sorted_batches(todo, batch_size):
+                    embeddings = embed_batch([tokens for _, _, tokens in batch])
+                    for (number, line, _), embedding in zip(batch, embeddings):
+                        key = key_of(number, line)
+                        if key not in fout:  # a repeated name is stored once
+                            fout.create_dataset(key, data=np.asarray(embedding, dtype=np.float32))
+                            written += 1
+                    fout.flush()
+                    done += len(batch)
+                    progress.update(done)
+            finally:
+                progress.close()
+            if extra_datasets is not None:
+                for name, value in extra_datasets().items():
+                    if name in fout:
+                        del fout[name]
+                    fout.create_dataset(name, data=value)
+        os.replace(self.partial, self.output_file)
+        return written
+
+
+def _plain(value):
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return value
+
+
+def _describe_change(key, found, wanted):
+    if found is None:
+        return f"it records no {_DESCRIPTIONS.get(key, key)}"
+    if key == "input_size":
+        return f"the input file's size changed from {found:,} to {wanted:,} bytes"
+    if key in _DESCRIPTIONS:
+        return f"{_DESCRIPTIONS[key]} changed"
+    return f"{key} was {found!r}, now {wanted!r}"

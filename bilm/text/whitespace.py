@@ -1,0 +1,38 @@
+"""The one rule for splitting text into tokens, in Python and in the TensorFlow graph.
+
+Tokens are separated by runs of Unicode whitespace, and whitespace at either
+end is dropped: Python's `str.split()` with no argument. That covers the ASCII
+spaces, tabs and line breaks, the information separators U+001C-U+001F, and
+the Unicode spaces such as U+00A0 (no-break space), U+2000-U+200A and U+3000
+(ideographic space). Bytes that are not valid UTF-8 never separate tokens.
+
+Every path that splits text uses this rule: sentence files (`bin/elmo.py`,
+the dumps), training shards, the vocabulary builder, `ELMoEmbedding` and the
+SavedModel given raw sentences.
+"""
+import sys
+
+import tensorflow as tf
+
+# str.split() without an argument; an alias, so the hot loops pay no extra call.
+split_tokens = str.split
+
+# Every character that str.split() separates on, for the in-graph split.
+WHITESPACE = "".join(chr(code) for code in range(sys.maxunicode + 1) if chr(code).isspace())
+_WHITESPACE_RUN = "[" + "".join(f"\\x{{{ord(char):x}}}" for char in WHITESPACE) + "]+"
+
+
+def split_tokens_in_graph(sentences):
+    """`split_tokens` for a batch of sentences, inside the graph.
+
+    Args:
+        sentences: string `(batch,)`.
+
+    Returns:
+        `tf.RaggedTensor` of strings `(batch, (tokens))`, the same tokens as
+        `split_tokens` gives for each sentence decoded from UTF-8 (invalid
+        bytes kept as they are).
+    """
+    # Every separator becomes an ASCII space, which tf.strings.split's
+    # default (runs of ASCII whitespace, ends dropped) then splits on.
+    return tf.strings.split(tf.strings.regex_replace(sentences, _WHITESPACE_RUN, " "))

@@ -1,0 +1,51 @@
+"""dump_token_embeddings: the token path equals the char path; the output never replaces an input."""
+import h5py
+import numpy as np
+import pytest
+
+from bilm.commands.token_embeddings import dump_token_embeddings
+from bilm.io.output_files import OutputFileError
+from bilm.io.weight_file import write_datasets
+from bilm.models.predictor import BidirectionalLanguageModel
+from bilm.text.batching import Batcher, TokenBatcher
+from helpers import SENTENCES, write_model, write_vocab
+
+
+def test_token_embeddings_make_the_token_path_equal_the_char_path(tmp_path):
+    options_file, weight_file, _ = write_model(tmp_path)
+    tokens = sorted({t for s in SENTENCES for t in s})
+    vocab_file = write_vocab(tmp_path, tokens)
+    embedding_file = str(tmp_path / "embedding.hdf5")
+    dump_token_embeddings(vocab_file, options_file, weight_file, embedding_file, batch_size=3, verbose=0)
+    with h5py.File(embedding_file, "r") as f:
+        assert f["embedding"].shape == (len(tokens) + 3, 6)
+
+    char_model = BidirectionalLanguageModel(options_file, weight_file, stateful=False)
+    token_model = BidirectionalLanguageModel(
+        options_file, weight_file, use_character_inputs=False,
+        embedding_weight_file=embedding_file, stateful=False)
+    char_out = char_model(Batcher(vocab_file, 7).batch_sentences(SENTENCES))
+    token_out = token_model(TokenBatcher(vocab_file).batch_sentences(SENTENCES))
+    for key in ("lm_embeddings", "lengths", "mask"):
+        np.testing.assert_allclose(token_out[key].numpy(), char_out[key].numpy(), atol=1e-5)
+    np.testing.assert_allclose(token_out["token_embeddings"].numpy(),
+                               char_out["token_embeddings"].numpy(), atol=1e-5)
+
+
+def test_the_output_is_never_an_input_or_a_file_bilm_did_not_write(tmp_path):
+    options_file, weight_file, _ = write_model(tmp_path)
+    vocab_file = write_vocab(tmp_path, ["The", "cat"])
+    inputs = {path: open(path, "rb").read() for path in (vocab_file, options_file, weight_file)}
+    for path in inputs:
+        with pytest.raises(OutputFileError, match="is the input"):
+            dump_token_embeddings(vocab_file, options_file, weight_file, path, overwrite=True, verbose=0)
+    weights = str(tmp_path / "dumped_weights.hdf5")
+    write_datasets(weights, {"char_embed": np.zeros((261, 4))}, kind="weights")
+    with pytest.raises(OutputFileError, match="dumped_weights.hdf5 already exists and is a bilm weights file"):
+        dump_token_embeddings(vocab_file, options_file, weight_file, weights, verbose=0)
+    assert all(open(path, "rb").read() == content for path, content in inputs.items())
+    outfile = str(tmp_path / "tokens.hdf5")
+    assert dump_token_embeddings(vocab_file, options_file, weight_file, outfile, verbose=0) == (5, 6)
+    assert dump_token_embeddings(vocab_file, options_file, weight_file, outfile, verbose=0) == (5, 6)
+    with h5py.File(outfile, "r") as f:
+        assert f.attrs["bilm_file"] == "token_embeddings" and f["embedding"].shape == (5, 6)

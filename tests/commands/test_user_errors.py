@@ -1,0 +1,66 @@
+"""Every bin/ script ends bad input, and an output it cannot write, with one `Error:` line."""
+import errno
+import importlib.util
+import json
+import os
+
+import pytest
+
+from bilm.commands.user_errors import exit_on_user_error
+from helpers import ROOT, write_model, write_vocab
+from training_helpers import tiny_options, write_corpus
+
+
+def _main(script):
+    spec = importlib.util.spec_from_file_location(f"bin_{script}", os.path.join(ROOT, "bin", f"{script}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.main
+
+
+def test_os_errors_become_one_line_naming_the_file():
+    with pytest.raises(SystemExit) as stop:
+        with exit_on_user_error():
+            raise OSError(errno.EROFS, "Read-only file system", "/data/out.hdf5")
+    assert stop.value.code == "Error: cannot use /data/out.hdf5: Read-only file system."
+    with pytest.raises(SystemExit) as stop:
+        with exit_on_user_error():
+            raise OSError("[Errno 28] Unable to synchronously create file (name = 'out.hdf5', No space left)")
+    assert stop.value.code.startswith("Error: [Errno 28] Unable to synchronously create file (name = 'out.hdf5'")
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    tmp_path = tmp_path_factory.mktemp("files")
+    options_file, weight_file, _ = write_model(tmp_path)
+    corpus = write_corpus(tmp_path, n_train=40, n_heldout=10)
+    training_options = tmp_path / "training_options.json"
+    training_options.write_text(json.dumps(tiny_options()))
+    blocked = tmp_path / "a_file.txt"  # outputs "inside" it cannot be written
+    blocked.write_text("x")
+    return {"options": options_file, "weights": weight_file, "vocab": write_vocab(tmp_path, ["The", "cat"]),
+            "text": corpus["heldout"], "train": corpus["train"], "train_vocab": corpus["vocab"],
+            "training_options": str(training_options), "blocked": str(blocked)}
+
+
+@pytest.mark.parametrize("script, args", [
+    ("elmo", ["{text}", "{blocked}/out.hdf5", "--options_file", "{options}", "--weight_file", "{weights}"]),
+    ("dump_bilm_embeddings", ["--dataset_file", "{text}", "--options_file", "{options}", "--weight_file",
+                              "{weights}", "--outfile", "{blocked}/out.hdf5"]),
+    ("dump_token_embeddings", ["--vocab_file", "{vocab}", "--options_file", "{options}", "--weight_file",
+                               "{weights}", "--outfile", "{blocked}/tokens.hdf5"]),
+    ("build_vocab", ["--train_prefix", "{train}", "--vocab_file", "{blocked}/vocab.txt"]),
+    ("train_elmo", ["--train_prefix", "{train}", "--vocab_file", "{train_vocab}", "--options_file",
+                    "{training_options}", "--save_dir", "{blocked}/ckpt"]),
+    ("restart", ["--train_prefix", "{train}", "--vocab_file", "{train_vocab}", "--save_dir", "{blocked}/ckpt"]),
+    ("quickstart", ["--directory", "{blocked}/quickstart"]),
+])
+def test_an_output_that_cannot_be_written_is_one_error_line_before_any_work(files, script, args):
+    with pytest.raises(SystemExit) as stop:
+        _main(script)([arg.format(**files) for arg in args])
+    message = str(stop.value.code)
+    assert message.startswith("Error: ") and "\n" not in message and files["blocked"] in message
+    if script == "restart":  # its save_dir must already hold the checkpoints it continues
+        return
+    assert f"{files['blocked']}: it is a file, not a directory" in message or (
+        f"Cannot create the output directory {files['blocked']}/" in message and "Not a directory" in message)

@@ -1,0 +1,99 @@
+"""SentenceEmbeddingFile: a crash leaves no complete-looking file, a resume never mixes two runs."""
+import h5py
+import numpy as np
+import pytest
+
+from bilm.io.embedding_files import SentenceEmbeddingFile
+from bilm.io.output_files import OutputFileError
+from helpers import SENTENCES
+
+MADE_FROM = {"output_format": "all", "weight_sha256": "ab" * 32}
+
+
+def _dataset_file(tmp_path, sentences):
+    path = tmp_path / "sentences.txt"
+    path.write_text("".join(" ".join(s) + "\n" for s in sentences), encoding="utf-8")
+    return str(path)
+
+
+class Killed(Exception):
+    """Stands for the process being killed mid-way."""
+
+
+def _embed(calls, fail_at=None):
+    def embed(sentences):
+        calls.append(len(sentences))
+        if len(calls) == fail_at:
+            raise Killed
+        return [np.full((len(s), 2), len(s), np.float32) for s in sentences]
+    return embed
+
+
+def test_interrupted_write_leaves_no_complete_looking_file_and_resumes(tmp_path):
+    dataset_file = _dataset_file(tmp_path, SENTENCES * 4)
+    outfile = str(tmp_path / "out.hdf5")
+    calls = []
+    with pytest.raises(Killed):
+        SentenceEmbeddingFile(dataset_file, outfile, MADE_FROM, verbose=0).write(
+            _embed(calls, fail_at=3), batch_size=3)
+    assert not (tmp_path / "out.hdf5").exists()
+    with h5py.File(outfile + ".partial", "r") as f:
+        assert len(f) == 6
+    calls.clear()
+    target = SentenceEmbeddingFile(dataset_file, outfile, MADE_FROM, verbose=0)
+    assert target.resuming
+    assert target.write(_embed(calls), batch_size=3) == len(SENTENCES) * 4 - 6
+    assert sum(calls) == len(SENTENCES) * 4 - 6
+    with h5py.File(outfile, "r") as f:
+        assert len(f) == len(SENTENCES) * 4
+        assert f.attrs["bilm_file"] == "sentence_embeddings" and f.attrs["output_format"] == "all"
+        for i in range(len(SENTENCES) * 4):
+            n = len(SENTENCES[i % len(SENTENCES)])
+            np.testing.assert_array_equal(f[str(i)][...], np.full((n, 2), n))
+
+
+@pytest.mark.parametrize("change, message", [
+    ("edit the input", "the input file's content changed"),
+    ("grow the input", "the input file's size changed from 154 to 163 bytes"),
+    ("other weights", "the weight file changed"),
+    ("other format", "output_format was 'all', now 'top'"),
+])
+def test_a_partial_made_from_something_else_is_never_continued(tmp_path, change, message):
+    dataset_file = _dataset_file(tmp_path, SENTENCES * 2)
+    outfile = str(tmp_path / "out.hdf5")
+    with pytest.raises(Killed):
+        SentenceEmbeddingFile(dataset_file, outfile, MADE_FROM, verbose=0).write(_embed([], fail_at=2), 3)
+    made_from = dict(MADE_FROM)
+    if change == "edit the input":  # same size, other text
+        text = open(dataset_file, encoding="utf-8").read()
+        open(dataset_file, "w", encoding="utf-8").write(text.replace("The cat", "A dog!!"))
+    elif change == "grow the input":
+        open(dataset_file, "a", encoding="utf-8").write("one more\n")
+    elif change == "other weights":
+        made_from["weight_sha256"] = "cd" * 32
+    else:
+        made_from["output_format"] = "top"
+    with pytest.raises(OutputFileError, match=f"Cannot resume from .*out.hdf5.partial.*{message}.*--no_resume"):
+        SentenceEmbeddingFile(dataset_file, outfile, made_from, verbose=0)
+    # Starting over gives the file an uninterrupted run gives.
+    SentenceEmbeddingFile(dataset_file, outfile, made_from, resume=False, verbose=0).write(_embed([]), 3)
+    fresh = str(tmp_path / "fresh.hdf5")
+    SentenceEmbeddingFile(dataset_file, fresh, made_from, verbose=0).write(_embed([]), 3)
+    with h5py.File(outfile, "r") as a, h5py.File(fresh, "r") as b:
+        assert dict(a.attrs) == dict(b.attrs) and sorted(a) == sorted(b)
+        for key in b:
+            np.testing.assert_array_equal(a[key][...], b[key][...])
+
+
+def test_a_partial_bilm_did_not_write_is_kept_unless_overwrite(tmp_path):
+    dataset_file = _dataset_file(tmp_path, SENTENCES)
+    outfile = str(tmp_path / "out.hdf5")
+    (tmp_path / "out.hdf5.partial").write_bytes(b"someone's notes")
+    for resume in (True, False):
+        with pytest.raises(OutputFileError, match="out.hdf5.partial already exists and is not a file that bilm "
+                                                  "wrote.*--overwrite"):
+            SentenceEmbeddingFile(dataset_file, outfile, MADE_FROM, resume=resume, verbose=0)
+    assert (tmp_path / "out.hdf5.partial").read_bytes() == b"someone's notes"
+    SentenceEmbeddingFile(dataset_file, outfile, MADE_FROM, resume=False, overwrite=True, verbose=0).write(
+        _embed([]), 3)
+    assert not (tmp_path / "out.hdf5.partial").exists() and (tmp_path / "out.hdf5").exists()
