@@ -12,6 +12,11 @@ from typing import Optional, Tuple
 from bilm.io.output_files import atomic_output
 
 ACTIVATIONS = ("relu", "tanh")
+# Rows of the character table. Training reads the unshifted ids (0-260);
+# prediction shifts them by +1 so that 0 is batch padding, and the model
+# puts a zero row in front. The weight file holds the 261 rows either way.
+TRAINING_N_CHARACTERS = 261
+PREDICTION_N_CHARACTERS = 262
 
 
 class OptionsError(ValueError):
@@ -69,6 +74,29 @@ class BiLMOptions:
     def to_dict(self):
         """The options as a JSON-ready dict, in the original layout."""
         return json.loads(json.dumps(self.raw))
+
+    def for_prediction(self, use_character_inputs=True):
+        """These options as a prediction model needs them: `n_characters`
+        262 (see `PREDICTION_N_CHARACTERS`), or without the char CNN for a
+        token-input model (its token embedding file replaces it)."""
+        raw = self.to_dict()
+        if use_character_inputs:
+            if self.char_cnn is None:
+                raise OptionsError(
+                    f"{self.source}: use_character_inputs=True needs a 'char_cnn' section in the options; "
+                    "for a token-input model pass use_character_inputs=False and embedding_weight_file=.")
+            raw["char_cnn"]["n_characters"] = PREDICTION_N_CHARACTERS
+        else:
+            raw.pop("char_cnn", None)
+        return type(self).from_dict(raw, source=self.source)
+
+    def for_training(self):
+        """These options as training needs them: `n_characters` 261."""
+        if self.char_cnn is None or self.char_cnn.n_characters == TRAINING_N_CHARACTERS:
+            return self
+        raw = self.to_dict()
+        raw["char_cnn"]["n_characters"] = TRAINING_N_CHARACTERS
+        return type(self).from_dict(raw, source=self.source)
 
     def updated(self, **keys):
         """A copy with these top-level (training) keys set; the model's keys
@@ -188,10 +216,10 @@ def _char_cnn_options(cnn, source):
             f"{source}: filter widths {too_wide} exceed 'char_cnn.max_characters_per_token' ({max_chars})."
         )
     n_characters = _int(cnn, "n_characters", source, "char_cnn")
-    if n_characters not in (261, 262):
+    if n_characters not in (TRAINING_N_CHARACTERS, PREDICTION_N_CHARACTERS):
         raise OptionsError(
-            f"{source}: 'char_cnn.n_characters' must be 261 (training) or 262 (prediction), got {n_characters}."
-        )
+            f"{source}: 'char_cnn.n_characters' must be {TRAINING_N_CHARACTERS} (training) or "
+            f"{PREDICTION_N_CHARACTERS} (prediction), got {n_characters}.")
     n_highway = cnn.get("n_highway") or 0
     if isinstance(n_highway, bool) or not isinstance(n_highway, int) or n_highway < 0:
         raise OptionsError(f"{source}: 'char_cnn.n_highway' must be a non-negative integer, got {n_highway!r}.")

@@ -4,7 +4,7 @@ import json
 import pytest
 
 import numpy_reference as R
-from bilm.models.predictor import BidirectionalLanguageModel, prediction_options
+from bilm.models.predictor import BidirectionalLanguageModel
 from bilm.options import OptionsError, load_options, save_options
 
 
@@ -25,7 +25,7 @@ def test_released_layout_loads(tmp_path):
 @pytest.mark.parametrize("n_characters", [261, 262])
 def test_both_n_characters_load_for_prediction(n_characters):
     options = load_options(R.make_options(n_characters=n_characters))
-    assert prediction_options(options).char_cnn.n_characters == 262
+    assert options.for_prediction().char_cnn.n_characters == 262
 
 
 @pytest.mark.parametrize("mutate, key", [

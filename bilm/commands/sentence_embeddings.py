@@ -41,7 +41,7 @@ import numpy as np
 from bilm.io.embedding_files import SENTENCE_TO_INDEX, SentenceEmbeddingFile, file_sha256, json_sha256, line_number_key
 from bilm.io.sentence_files import read_sentences
 from bilm.io.weight_file import WeightFileError
-from bilm.models.predictor import BidirectionalLanguageModel, prediction_options
+from bilm.models.predictor import BidirectionalLanguageModel
 from bilm.options import load_options
 from bilm.text.batching import Batcher
 
@@ -197,7 +197,7 @@ def _embed_sentences_file(input_file, output_file, options, weight_file, select,
         raise WeightFileError(f"Weight file not found: {weight_file}")
     made_from = {**settings, "n_layers": options.n_layers, "projection_dim": options.projection_dim,
                  "weight_sha256": file_sha256(weight_file),
-                 "options_sha256": json_sha256(prediction_options(options).to_dict()),
+                 "options_sha256": json_sha256(options.for_prediction().to_dict()),
                  "start": "zeros"}
     sources = (options.source, weight_file, vocab_file)
     target = SentenceEmbeddingFile(input_file, output_file, made_from, inputs=sources, resume=resume,

@@ -6,7 +6,6 @@ import numpy as np
 from bilm.io.output_files import KIND_ATTRIBUTE, atomic_output, check_output_file
 from bilm.io.weight_file import load_bilm_weights
 from bilm.models.network import build_bilm
-from bilm.models.predictor import prediction_options
 from bilm.options import load_options
 from bilm.text.vocabulary import UnicodeCharsVocabulary
 from bilm.utils.progress import Progress
@@ -29,7 +28,7 @@ def dump_token_embeddings(vocab_file, options_file, weight_file, outfile, batch_
     Returns:
         the shape of `embedding`, `(n_vocab, projection_dim)`.
     """
-    options = prediction_options(load_options(options_file))
+    options = load_options(options_file).for_prediction()
     outfile = check_output_file(outfile, (vocab_file, options.source, weight_file), kind=KIND,
                                 overwrite=overwrite)
     max_chars = options.char_cnn.max_characters_per_token

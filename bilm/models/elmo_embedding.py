@@ -7,7 +7,7 @@ import tensorflow as tf
 
 from bilm.layers.weight_layers import WeightLayers
 from bilm.models.network import state_keys
-from bilm.models.predictor import elmo_outputs, load_prediction_bilm, prediction_options
+from bilm.models.predictor import elmo_outputs, load_prediction_bilm
 from bilm.options import load_options
 from bilm.text.graph_batching import (
     sentences_to_tokens,
@@ -112,7 +112,7 @@ class ELMoEmbedding(keras.layers.Layer):
             raise ValueError(
                 f"{options.source}: the options have no 'char_cnn' section, so this is a token-input "
                 "biLM: pass embedding_weight_file= (HDF5 with 'embedding') and, for text input, vocab_file=.")
-        options = prediction_options(options, use_character_inputs)
+        options = options.for_prediction(use_character_inputs)
         names = ("word_emb", *_lstm_output_names(options.n_layers), "elmo", "default", "all")
         if output not in names:
             raise ValueError(f"output must be one of {names}. Received: output={output!r}")

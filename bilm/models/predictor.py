@@ -5,35 +5,13 @@ import tensorflow as tf
 from bilm.io.weight_file import load_bilm_weights, load_token_embeddings, read_token_embeddings
 from bilm.models.network import build_bilm, build_contextual_bilm, build_token_encoder, state_keys
 from bilm.models.token_cache import TokenEncodingCache
-from bilm.options import load_options
-
-PREDICTION_N_CHARACTERS = 262
-
-
-def prediction_options(options, use_character_inputs=True):
-    """Options as the prediction model needs them.
-
-    A training directory's options have `n_characters` 261 (unshifted ids);
-    prediction shifts ids by +1 and prepends a zero row, so 262. Token
-    inputs drop the char CNN (the token embedding file replaces it).
-    """
-    raw = options.to_dict()
-    if use_character_inputs:
-        if options.char_cnn is None:
-            raise ValueError(
-                f"{options.source}: use_character_inputs=True needs a 'char_cnn' section in the options; "
-                "for a token-input model pass use_character_inputs=False and embedding_weight_file=.")
-        raw["char_cnn"]["n_characters"] = PREDICTION_N_CHARACTERS
-    else:
-        raw.pop("char_cnn", None)
-    return type(options).from_dict(raw, source=options.source)
-
+from bilm.options import PREDICTION_N_CHARACTERS, load_options
 
 def load_prediction_bilm(options, weight_file, embedding_weight_file=None, name="bilm"):
     """`build_bilm` for prediction (padded ids), with the weights loaded.
 
     Args:
-        options: prediction options (see `prediction_options`); without
+        options: prediction options (see `BiLMOptions.for_prediction`); without
             `char_cnn` the model reads token ids.
         weight_file: original-layout HDF5, or None to keep the random
             initial weights (for restoring saved variables).
@@ -143,7 +121,7 @@ class BidirectionalLanguageModel(tf.Module):
                  embedding_weight_file=None, max_batch_size=128, stateful=True,
                  token_cache_size=50_000):
         super().__init__(name="bidirectional_language_model")
-        options = prediction_options(load_options(options_file), use_character_inputs)
+        options = load_options(options_file).for_prediction(use_character_inputs)
         if not use_character_inputs and embedding_weight_file is None:
             raise ValueError(
                 "use_character_inputs=False needs embedding_weight_file= (an HDF5 file with an "

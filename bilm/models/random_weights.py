@@ -8,7 +8,6 @@ import keras
 
 from bilm.io.weight_file import save_bilm_weights
 from bilm.models.network import build_bilm
-from bilm.models.predictor import prediction_options
 from bilm.options import load_options, save_options
 
 
@@ -24,7 +23,7 @@ def write_random_model(directory, options, seed=0):
         `(options_file, weight_file)` paths.
     """
     os.makedirs(directory, exist_ok=True)
-    options = prediction_options(load_options(options))
+    options = load_options(options).for_prediction()
     keras.utils.set_random_seed(seed)
     model = build_bilm(options)
     options_file = os.path.join(directory, "options.json")

@@ -27,7 +27,6 @@ from tensorflow.core.framework import summary_pb2
 
 from bilm.io.output_files import check_output_directory, check_output_file
 from bilm.io.weight_file import save_bilm_weights, save_token_embeddings
-from bilm.models.predictor import prediction_options
 from bilm.ops.matmul_dtype import MATMUL_DTYPES
 from bilm.options import BiLMOptions, OptionsError, load_options, save_options
 from bilm.presets import TRAINING_DEFAULTS, get_preset
@@ -546,7 +545,7 @@ def dump_weights(save_dir, outfile, options_outfile=None, overwrite=False):
         table = lm.bilm.get_layer("token_embedding").embeddings.numpy()
         save_token_embeddings(embedding_file, table)
         written["embedding_weight_file"] = embedding_file
-    save_options(prediction_options(lm.options, lm.use_characters), options_outfile)
+    save_options(lm.options.for_prediction(lm.use_characters), options_outfile)
     written["options_file"] = options_outfile
     return written
 

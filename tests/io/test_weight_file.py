@@ -6,7 +6,7 @@ import pytest
 import numpy_reference as R
 from bilm.io.weight_file import WeightFileError, load_bilm_weights, save_bilm_weights, weight_table, write_datasets
 from bilm.models.network import build_bilm
-from bilm.models.predictor import BidirectionalLanguageModel, prediction_options
+from bilm.models.predictor import BidirectionalLanguageModel
 from bilm.options import load_options
 from helpers import write_model
 
@@ -17,7 +17,7 @@ from helpers import write_model
 ])
 def test_round_trip_is_bit_identical(tmp_path, config):
     options_file, weight_file, options = write_model(tmp_path, **config)
-    model = build_bilm(prediction_options(load_options(options_file)))
+    model = build_bilm(load_options(options_file).for_prediction())
     load_bilm_weights(model, weight_file)
     out_file = str(tmp_path / "again.hdf5")
     save_bilm_weights(model, out_file)
@@ -30,7 +30,7 @@ def test_round_trip_is_bit_identical(tmp_path, config):
 
 def test_table_names_match_the_original_layout(tmp_path):
     _, _, options = write_model(tmp_path)
-    model = build_bilm(prediction_options(load_options(options)))
+    model = build_bilm(load_options(options).for_prediction())
     table = {entry.name: entry.shape for entry in weight_table(model)}
     assert table == {name: tuple(shape) for name, shape in R.expected_weight_shapes(options).items()}
 
