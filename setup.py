@@ -14,6 +14,8 @@ setup(
         "tensorflow>=2.16",
         "numpy",
         "h5py",
+        # tf.summary.scalar, for the training curves (TensorFlow no longer brings it).
+        "tensorboard",
     ],
     extras_require={"test": ["pytest"]},
     scripts=sorted(glob.glob("bin/*.py")),

@@ -14,7 +14,7 @@ matmuls are timed on their own (forward, and the same again for the
 backward pass), since no implementation can beat them. Elementwise work,
 gathers and the optimizer are counted as free, so the ceiling is generous.
 
-Like `bilm.training.loop.train`, it first calls `keep_freed_memory` (glibc
+Like `bin/train_elmo.py` (`train(tune_malloc=True)`), it first calls `keep_freed_memory` (glibc
 keeps freed memory for the next step instead of returning it to the
 kernel); `--default_malloc` leaves glibc's settings alone, to show the
 difference.
@@ -32,11 +32,14 @@ import numpy as np
 import tensorflow as tf
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bilm.commands.training import load_training_data  # noqa: E402
 from bilm.ops.matmul_dtype import MATMUL_DTYPES  # noqa: E402
 from bilm.presets import TRAINING_DEFAULTS, get_preset  # noqa: E402
-from bilm.training.loop import TrainStep, load_training_data  # noqa: E402
-from bilm.training.objective import SparseAdagrad, TrainingLM, training_settings  # noqa: E402
-from bilm.training.windows import make_tf_dataset  # noqa: E402
+from bilm.training.objective import TrainingLM  # noqa: E402
+from bilm.training.optimizer import SparseAdagrad  # noqa: E402
+from bilm.training.settings import training_settings  # noqa: E402
+from bilm.training.tf_dataset import make_tf_dataset  # noqa: E402
+from bilm.training.train_step import TrainStep  # noqa: E402
 from bilm.utils.malloc_tuning import keep_freed_memory  # noqa: E402
 from common import (  # noqa: E402
     char_convolution_flops_per_token,
@@ -170,7 +173,7 @@ def step_floor_seconds(options, settings, batches, rate):
     # The encoder runs once per distinct token of both streams.
     distinct = np.mean([
         len(np.unique(np.concatenate([batch[key].numpy().reshape(tokens, -1)
-                                      for key in ("tokens_characters", "tokens_characters_reverse")]), axis=0))
+                                      for key in ("token_characters", "token_characters_reverse")]), axis=0))
         for batch in batches])
     lstm, p = options.lstm_dim, options.projection_dim
     dense_encoder = encoder_flops_per_token(options) - char_convolution_flops_per_token(options)
@@ -196,11 +199,11 @@ def main(argv=None):
     parser.add_argument("--matmul_dtype", default="float32", choices=MATMUL_DTYPES,
                         help="bfloat16: the opt-in bfloat16 operands for the large matmuls (bilm.ops.matmul_dtype)")
     parser.add_argument("--default_malloc", action="store_true",
-                        help="leave glibc's malloc settings alone (train() applies keep_freed_memory); "
+                        help="leave glibc's malloc settings alone (bin/train_elmo.py applies keep_freed_memory); "
                              "the first vocabulary size shows the difference")
     args = parser.parse_args(argv)
 
-    # As train() does; --default_malloc shows what it saves.
+    # As bin/train_elmo.py does; --default_malloc shows what it saves.
     tuned = not args.default_malloc and keep_freed_memory()
     print(f"malloc: {'freed memory kept for reuse (keep_freed_memory)' if tuned else 'glibc defaults'}")
     args.rate = None

@@ -1,6 +1,6 @@
 """`options.json`: parsed once, at the edge, into typed constructor arguments.
 
-The file format is the original bilm-tf one (see SPEC.md):
+The file format is the original bilm-tf one (docs/formats.md, "Options"):
 `{"lstm": {...}, "char_cnn": {...}, <training keys>...}`. Layers never see
 the raw dict; they receive the fields of `BiLMOptions`.
 """

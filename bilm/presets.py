@@ -1,9 +1,11 @@
-"""The released biLM configurations, as `options.json` dicts (SPEC.md).
+"""The released biLM configurations, as `options.json` dicts (docs/formats.md, "Options").
 
 Prediction options (`n_characters` 262). `training_options` turns one
 into the training form with the original recipe's hyperparameters.
 """
 import copy
+
+from bilm.options import TRAINING_N_CHARACTERS
 
 _FILTERS = [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]]
 
@@ -32,14 +34,21 @@ PRESETS = {
     },
 }
 
+# The original recipe's training keys (bilm-tf's `bin/train_elmo.py`), the one
+# table of training defaults. `n_tokens_vocab` and `n_train_tokens` come from
+# the corpus.
 TRAINING_DEFAULTS = {
     "bidirectional": True,
     "dropout": 0.1,
     "all_clip_norm_val": 10.0,
+    "learning_rate": 0.2,
+    "sample_softmax": True,
+    "share_embedding_softmax": False,
     "n_epochs": 10,
     "batch_size": 128,
     "unroll_steps": 20,
     "n_negative_samples_batch": 8192,
+    "matmul_dtype": "float32",
 }
 
 
@@ -48,3 +57,13 @@ def get_preset(name):
     if name not in PRESETS:
         raise ValueError(f"Unknown preset {name!r}; choose one of {sorted(PRESETS)}.")
     return copy.deepcopy(PRESETS[name])
+
+
+def training_options(name, **keys):
+    """The named preset in its training form: `n_characters` 261, the
+    `TRAINING_DEFAULTS`, then `keys` (e.g. `n_tokens_vocab`, `batch_size`)."""
+    options = get_preset(name)
+    options["char_cnn"]["n_characters"] = TRAINING_N_CHARACTERS
+    options.update(TRAINING_DEFAULTS)
+    options.update(keys)
+    return options

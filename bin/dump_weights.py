@@ -13,7 +13,7 @@ import os
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow loads
 
 from bilm.commands.user_errors import exit_on_user_error  # noqa: E402
-from bilm.training.loop import dump_weights  # noqa: E402
+from bilm.training.weight_export import dump_weights  # noqa: E402
 
 
 def main(argv=None):

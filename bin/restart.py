@@ -10,8 +10,8 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow loads
 
+from bilm.commands.training import add_training_arguments, describe_result, train_from_args  # noqa: E402
 from bilm.commands.user_errors import exit_on_user_error  # noqa: E402
-from bilm.training.loop import add_training_arguments, describe_result, train_from_args  # noqa: E402
 from bilm.training.tf1_checkpoint import convert_tf1_checkpoint  # noqa: E402
 
 

@@ -8,8 +8,8 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow loads
 
+from bilm.commands.training import test_from_files  # noqa: E402
 from bilm.commands.user_errors import exit_on_user_error  # noqa: E402
-from bilm.training.loop import test_from_files  # noqa: E402
 
 
 def main(argv=None):

@@ -1,6 +1,6 @@
 """Pure-NumPy reference implementation ("oracle") of the original ELMo biLM.
 
-Written independently from ``/work/shared/SPEC.md``; it imports neither
+Written independently from the format description in ``docs/formats.md``; it imports neither
 ``bilm`` nor TensorFlow, so the TF implementation can be compared against it.
 All computations are done in float64 (weights are stored as float32 in the
 HDF5 files); results are returned as float64 arrays.
@@ -34,7 +34,7 @@ def make_options(char_cnn=True, activation="relu", n_highway=1,
                  filters=((1, 4), (2, 5), (3, 6)), char_dim=3, max_chars=7,
                  n_characters=262, lstm_dim=8, projection_dim=6, n_layers=2,
                  use_skip_connections=True, cell_clip=3.0, proj_clip=3.0):
-    """Options dict in the options.json format of SPEC.md.
+    """Options dict in the options.json format (docs/formats.md).
 
     ``{"lstm": {...}, "char_cnn": {...}}``; no ``"char_cnn"`` key when
     ``char_cnn`` is False. A clip of ``None`` means "no clipping" and the key
@@ -73,7 +73,7 @@ def _dims(options):
 
 
 def expected_weight_shapes(options):
-    """Dict dataset name -> shape for the ORIGINAL layout of SPEC.md.
+    """Dict dataset name -> shape for the original weight file layout (docs/formats.md).
 
     Character datasets only when ``options`` has ``char_cnn``.
     """

@@ -12,8 +12,8 @@ import numpy as np
 import tensorflow as tf
 
 import numpy_reference as R
-from bilm.training.loop import load_training_data
-from bilm.training.objective import global_norm_scale
+from bilm.commands.training import load_training_data
+from bilm.training.optimizer import global_norm_scale
 
 WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet",
          "kilo", "lima", "mike", "november", "oscar", "papa", "quebec", "romeo", "sierra", "tango"]

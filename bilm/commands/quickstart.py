@@ -8,13 +8,14 @@ few sentences with them.
 import os
 import shutil
 
+from bilm.commands.training import test_from_files, train_from_files
 from bilm.io.output_files import check_output_directory
 from bilm.models.predictor import BidirectionalLanguageModel
 from bilm.options import save_options
 from bilm.presets import TRAINING_DEFAULTS, get_preset
 from bilm.text.batching import Batcher
-from bilm.training.loop import dump_weights, test_from_files, train_from_files
 from bilm.training.sample_corpus import unigram_perplexity, write_sample_corpus
+from bilm.training.weight_export import dump_weights
 
 EXAMPLE_SENTENCES = [
     ["the", "old", "dog", "sees", "a", "small", "cat", "."],

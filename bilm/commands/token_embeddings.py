@@ -33,7 +33,7 @@ def dump_token_embeddings(vocab_file, options_file, weight_file, outfile, batch_
                                 overwrite=overwrite)
     max_chars = options.char_cnn.max_characters_per_token
     vocab = UnicodeCharsVocabulary(vocab_file, max_chars)
-    bilm = build_bilm(options, padded=True)
+    bilm = build_bilm(options)
     load_bilm_weights(bilm, weight_file)
     encoder = keras.Model(bilm.input["token_characters"], bilm.output["token_embeddings"])
     n_vocab = vocab.size

@@ -1,4 +1,4 @@
-"""Weights in the original bilm-tf HDF5 layout (SPEC.md, "Weight file").
+"""Weights in the original bilm-tf HDF5 layout (docs/formats.md, "Weight files").
 
 The name map is a table of `WeightEntry` rows built from the model; every
 quirk of the original layout is a named hook, applied only here:

@@ -1,4 +1,4 @@
-"""The original recipe's initialisers (SPEC.md, "Training")."""
+"""The original recipe's initialisers (the initialisers of bilm-tf's training code)."""
 import math
 
 import keras

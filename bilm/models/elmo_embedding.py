@@ -6,18 +6,14 @@ import keras
 import tensorflow as tf
 
 from bilm.layers.weight_layers import WeightLayers
+from bilm.models.elmo_inputs import INPUT_TYPES, TokenMask, inputs_to_ids, output_time_shape, resolve_input_type
 from bilm.models.network import state_keys
 from bilm.models.predictor import elmo_outputs, load_prediction_bilm
 from bilm.options import load_options
 from bilm.text.graph_batching import (
-    sentences_to_tokens,
-    token_lengths,
     token_vocab_table,
-    tokens_to_char_ids,
-    tokens_to_token_ids,
 )
 
-INPUT_TYPES = ("auto", "tokens", "sentences", "char_ids", "token_ids")
 # Outputs whose first two axes are (batch, time): Keras masks them.
 SEQUENCE_OUTPUTS = ("word_emb", "elmo")
 
@@ -232,56 +228,8 @@ class ELMoEmbedding(keras.layers.Layer):
             int32 `(batch, time + 2, C)` char ids or `(batch, time + 2)` token
             ids, as `Batcher` / `TokenBatcher` give them.
         """
-        if not isinstance(inputs, tf.Tensor):
-            inputs = tf.convert_to_tensor(inputs)
-        input_type = self._resolve_input_type(inputs)
-        is_string = inputs.dtype == tf.string
-        if input_type in ("tokens", "sentences"):
-            if not is_string:
-                raise TypeError(
-                    f"{self.name}: input_type={input_type!r} needs a string tensor (padding ''). "
-                    f"Received dtype {inputs.dtype.name}, shape {tuple(inputs.shape)}; integer ids need "
-                    "input_type='char_ids' (from Batcher) or 'token_ids' (from TokenBatcher).")
-            if not self.use_character_inputs and self.vocab_table is None:
-                raise ValueError(
-                    f"{self.name}: a token-input biLM given text needs vocab_file= (the biLM's vocabulary).")
-            if input_type == "sentences":
-                if sequence_len is not None:
-                    raise ValueError(f"{self.name}: sequence_len is only for input_type='tokens'.")
-                tokens = sentences_to_tokens(inputs)
-            else:
-                tokens = inputs
-            if self.use_character_inputs:
-                return tokens_to_char_ids(tokens, self.options.char_cnn.max_characters_per_token, sequence_len)
-            return tokens_to_token_ids(tokens, self.vocab_table, sequence_len)
-        if sequence_len is not None:
-            raise ValueError(f"{self.name}: sequence_len is only for string tokens; ids carry their lengths.")
-        if is_string or not inputs.dtype.is_integer:
-            raise TypeError(
-                f"{self.name} takes string tokens (batch, time), string sentences (batch,) or integer "
-                f"{input_type} from {'Batcher' if input_type == 'char_ids' else 'TokenBatcher'} "
-                f"(input_type={self.input_type!r}). Received dtype {inputs.dtype.name}, "
-                f"shape {tuple(inputs.shape)}.")
-        if input_type == "char_ids":
-            if not self.use_character_inputs:
-                raise ValueError(f"{self.name}: this is a token-input biLM; it reads 'token_ids', not 'char_ids'.")
-            max_chars = self.options.char_cnn.max_characters_per_token
-            if inputs.shape.rank != 3 or inputs.shape[2] not in (None, max_chars):
-                raise ValueError(
-                    f"{self.name}: char ids must have shape (batch, time + 2, {max_chars}) as Batcher "
-                    f"gives them. Received shape {tuple(inputs.shape)}.")
-        else:
-            if self.use_character_inputs:
-                raise ValueError(f"{self.name}: this is a character biLM; it reads 'char_ids', not 'token_ids'.")
-            if inputs.shape.rank != 2:
-                raise ValueError(
-                    f"{self.name}: token ids must have shape (batch, time + 2) as TokenBatcher gives "
-                    f"them. Received shape {tuple(inputs.shape)}.")
-        if inputs.shape.rank is not None and inputs.shape[1] is not None and inputs.shape[1] < 2:
-            raise ValueError(
-                f"{self.name}: ids must include the <S> and </S> boundary tokens (time >= 2). "
-                f"Received shape {tuple(inputs.shape)}.")
-        return tf.cast(inputs, tf.int32)
+        return inputs_to_ids(inputs, self.input_type, self.options, self.use_character_inputs, self.vocab_table,
+                             sequence_len, who=self.name)
 
     def compute_mask(self, inputs, mask=None):
         if self.output_key == "default":
@@ -344,67 +292,3 @@ class ELMoEmbedding(keras.layers.Layer):
                 "random weights (a .keras archive restores the saved ones).", stacklevel=2)
             config["weight_file"] = None
         return cls(**config)
-
-
-
-def resolve_input_type(input_type, inputs, use_character_inputs):
-    """`input_type` with `"auto"` decided from the dtype and rank of `inputs`."""
-    if input_type != "auto":
-        return input_type
-    if keras.backend.standardize_dtype(inputs.dtype) == "string":
-        return "sentences" if len(inputs.shape) == 1 else "tokens"
-    return "char_ids" if use_character_inputs else "token_ids"
-
-
-def output_time_shape(input_type, input_shape):
-    """`(batch, time)` of the outputs for inputs of `input_shape` (None where unknown)."""
-    shape = tuple(input_shape)
-    if input_type == "sentences":
-        return (shape[0], None)
-    if input_type == "tokens":
-        return shape[:2]
-    time = shape[1]
-    return (shape[0], None if time is None else time - 2)
-
-
-@keras.saving.register_keras_serializable(package="bilm")
-class TokenMask(keras.layers.Layer):
-    """Which output positions are real tokens, from `ELMoEmbedding`'s inputs.
-
-    Cheap (no biLM run): `''` padding for string tokens, zero ids for
-    `Batcher` / `TokenBatcher` ids (whose two boundaries are dropped).
-
-    Args:
-        input_type, use_character_inputs: as in `ELMoEmbedding`.
-
-    Call arguments:
-        inputs: any input `ELMoEmbedding` accepts.
-
-    Returns:
-        bool `(batch, time)`.
-    """
-
-    def __init__(self, input_type="auto", use_character_inputs=True, **kwargs):
-        super().__init__(**kwargs)
-        self.input_type = input_type
-        self.use_character_inputs = use_character_inputs
-
-    def call(self, inputs):
-        input_type = resolve_input_type(self.input_type, inputs, self.use_character_inputs)
-        if input_type in ("tokens", "sentences"):
-            tokens = sentences_to_tokens(inputs) if input_type == "sentences" else inputs
-            return tf.sequence_mask(token_lengths(tokens), tf.shape(tokens)[1])
-        real = tf.not_equal(inputs, 0)
-        if input_type == "char_ids":
-            real = tf.reduce_any(real, axis=-1)
-        lengths = tf.maximum(tf.reduce_sum(tf.cast(real, tf.int32), axis=1) - 2, 0)
-        return tf.sequence_mask(lengths, tf.shape(inputs)[1] - 2)
-
-    def compute_output_spec(self, inputs):
-        input_type = resolve_input_type(self.input_type, inputs, self.use_character_inputs)
-        return keras.KerasTensor(output_time_shape(input_type, inputs.shape), dtype="bool")
-
-    def get_config(self):
-        config = super().get_config()
-        config.update({"input_type": self.input_type, "use_character_inputs": self.use_character_inputs})
-        return config

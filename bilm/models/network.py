@@ -6,16 +6,17 @@ come out as ordinary inputs and outputs so that callers decide whether to
 carry them.
 """
 import keras
-import tensorflow as tf
 
 from bilm.layers.char_cnn import CharCNNEncoder
 from bilm.layers.highway import Highway
 from bilm.layers.initializers import dense_initializer
 from bilm.layers.projected_lstm import ProjectedLSTM
+from bilm.layers.sequence_mask import SequenceMask
 from bilm.layers.stateless_dropout import StatelessDropout, dropout_site
 from bilm.layers.unique_tokens import GatherTokens, UniqueTokens
 
 DIRECTIONS = ("forward", "backward")
+LAYOUTS = ("prediction", "training")
 
 
 def state_keys(options, bidirectional=True):
@@ -34,38 +35,8 @@ def state_keys(options, bidirectional=True):
     return keys
 
 
-@keras.saving.register_keras_serializable(package="bilm")
-class SequenceMask(keras.layers.Layer):
-    """Which tokens are real: `(batch, time, [chars])` ids -> `(batch, time)` bool.
-
-    With `padded=True` (prediction ids, shifted so that 0 is padding) a token
-    is real when any of its ids is nonzero. With `padded=False` (training
-    windows, always full, where 0 is a real id) every token is real.
-    """
-
-    def __init__(self, padded=True, **kwargs):
-        super().__init__(**kwargs)
-        self.padded = padded
-
-    def call(self, ids):
-        if not self.padded:
-            return tf.ones(tf.shape(ids)[:2], tf.bool)
-        if ids.shape.rank == 3:
-            return tf.reduce_any(tf.not_equal(ids, 0), axis=-1)
-        return tf.not_equal(ids, 0)
-
-    def compute_output_shape(self, input_shape):
-        return tuple(input_shape[:2])
-
-    def get_config(self):
-        config = super().get_config()
-        config.update({"padded": self.padded})
-        return config
-
-
-def build_bilm(options, n_token_vocab=None, bidirectional=True, dropout=0.0,
-               padded=True, deduplicate_tokens=True, separate_backward_stream=False,
-               matmul_dtype="float32", name="bilm"):
+def build_bilm(options, n_token_vocab=None, bidirectional=True, dropout=0.0, layout="prediction",
+               deduplicate_tokens=True, matmul_dtype="float32", name="bilm"):
     """Builds the biLM as a functional `keras.Model`.
 
     Args:
@@ -76,16 +47,16 @@ def build_bilm(options, n_token_vocab=None, bidirectional=True, dropout=0.0,
         dropout: rate applied to each LSTM layer's input when the model is
             called with `training=True`; the model then takes a
             `"dropout_seed"` input, int `(2,)`, that fixes the masks.
-        padded: ids are prediction ids where 0 is batch padding (rows have
-            their own lengths); `False` for training windows, always full.
+        layout: how the ids come (`LAYOUTS`). `"prediction"`: batches
+            of sentences, ids shifted so that 0 is padding and each row has
+            its own length; both stacks read the same input, the backward
+            one each row right to left within its length. `"training"`:
+            full windows of the training streams (0 is a real id); the
+            backward stack reads its own input, `"{ids}_reverse"` (the
+            reversed-token stream), left to right, so its state carries
+            across windows, and its outputs are in that stream's order.
         deduplicate_tokens: run the token encoder (char CNN, highway,
             projection) once per distinct token of the batch.
-        separate_backward_stream: the training layout. The backward stack
-            reads its own input, `"{ids}_reverse"` (the reversed-token
-            stream), left to right, so its state carries across windows;
-            its outputs are in that stream's order. Otherwise (prediction)
-            both stacks read the same input and the backward one reads each
-            row right to left within its length.
         matmul_dtype: `"float32"`, or `"bfloat16"` for bfloat16 operands in
             the highway's and the LSTMs' input-half matmuls when the model
             is called with `training=True` (see `bilm.ops.matmul_dtype`).
@@ -104,10 +75,13 @@ def build_bilm(options, n_token_vocab=None, bidirectional=True, dropout=0.0,
         for each layer (zeros beyond each row's length, residual included),
         and `"final_{direction}_{l}_{c|h}"` for every state.
     """
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {LAYOUTS}. Received: layout={layout!r}")
     # === Layers ===
     projection_dim = options.projection_dim
     directions = DIRECTIONS[: 2 if bidirectional else 1]
-    separate = separate_backward_stream and bidirectional
+    padded = layout == "prediction"
+    separate = layout == "training" and bidirectional
     if options.char_cnn is not None:
         cnn = options.char_cnn
         input_name, input_shape = "token_characters", (None, cnn.max_characters_per_token)
@@ -153,7 +127,7 @@ def build_bilm(options, n_token_vocab=None, bidirectional=True, dropout=0.0,
     streams = [token_inputs[d] for d in directions[: 2 if separate else 1]]
     mask = sequence_mask(token_inputs["forward"])
     lengths = keras.ops.sum(keras.ops.cast(mask, "int32"), axis=1)
-    distinct_of = None
+    distinct_by_direction = None
     if options.char_cnn is not None:
         if deduplicate_tokens:
             unique, indices = UniqueTokens(name="unique_tokens")(streams)
@@ -161,17 +135,18 @@ def build_bilm(options, n_token_vocab=None, bidirectional=True, dropout=0.0,
         encoded = [_encode_characters(stream, char_encoder, highway, projection) for stream in streams]
         if deduplicate_tokens:
             # The first LSTM layers can take the distinct encodings as they are.
-            distinct_of = {direction: (encoded[0], indices[min(d, len(indices) - 1)])
-                           for d, direction in enumerate(directions)}
+            distinct_by_direction = {direction: (encoded[0], indices[min(d, len(indices) - 1)])
+                                     for d, direction in enumerate(directions)}
             encoded = [gather(encoded[0], index) for gather, index in zip(gathers, indices)]
     else:
         encoded = [token_embedding(stream) for stream in streams]
     if padded:
         mask_3d = keras.ops.expand_dims(keras.ops.cast(mask, encoded[0].dtype), -1)
         encoded = [x * mask_3d for x in encoded]
-    x_of = {direction: encoded[min(d, len(encoded) - 1)] for d, direction in enumerate(directions)}
-    outputs = {"token_embeddings": x_of["forward"], "mask": mask, "lengths": lengths}
-    outputs.update(_lstm_stacks(options, x_of, lengths, lstms, state_inputs, dropouts, seed_input, distinct_of))
+    encoded_by_direction = {direction: encoded[min(d, len(encoded) - 1)] for d, direction in enumerate(directions)}
+    outputs = {"token_embeddings": encoded_by_direction["forward"], "mask": mask, "lengths": lengths}
+    outputs.update(_lstm_stacks(options, encoded_by_direction, lengths, lstms, state_inputs, dropouts, seed_input,
+                                distinct_by_direction))
     inputs = {t.name: t for t in {id(t): t for t in token_inputs.values()}.values()}
     inputs.update(state_inputs)
     if seed_input is not None:
@@ -185,24 +160,24 @@ def _encode_characters(char_ids, char_encoder, highway, projection):
     return projection(x) if projection is not None else x
 
 
-def _lstm_stacks(options, x_of, lengths, lstms, state_inputs, dropouts=None, seed_input=None,
-                 distinct_of=None):
+def _lstm_stacks(options, encoded_by_direction, lengths, lstms, state_inputs, dropouts=None, seed_input=None,
+                 distinct_by_direction=None):
     """Wires each direction's LSTM layers (dropout, skip connections) over
-    `x_of[direction]`; returns the `"{direction}_{l}"` and `"final_..."` outputs.
-    With `distinct_of[direction] = (distinct rows (1, n, P), index (batch,
-    time))` for the same inputs, an undropped first layer reads those (see
-    `ProjectedLSTM`'s `token_index`)."""
+    `encoded_by_direction[direction]`; returns the `"{direction}_{l}"` and
+    `"final_..."` outputs. With `distinct_by_direction[direction] = (distinct
+    rows (1, n, P), index (batch, time))` for the same inputs, an undropped
+    first layer reads those (see `ProjectedLSTM`'s `token_index`)."""
     outputs = {}
     dropouts = dropouts or {}
-    for direction, layer_input in x_of.items():
+    for direction, layer_input in encoded_by_direction.items():
         for layer in range(options.n_layers):
             key = (direction, layer)
             state_name = f"{direction}_{layer}"
             states = [state_inputs[f"{state_name}_c"], state_inputs[f"{state_name}_h"]]
             if key in dropouts:
                 layer_input = dropouts[key](layer_input, seed_input)
-            if layer == 0 and distinct_of and key not in dropouts:
-                rows, index = distinct_of[direction]
+            if layer == 0 and distinct_by_direction and key not in dropouts:
+                rows, index = distinct_by_direction[direction]
                 h, final_c, final_h = lstms[key](rows, lengths, states, token_index=index)
             else:
                 h, final_c, final_h = lstms[key](layer_input, lengths, states)
@@ -230,7 +205,7 @@ def build_token_encoder(bilm, options, name="token_encoder"):
 
 
 def build_contextual_bilm(bilm, options, name="contextual_bilm"):
-    """The LSTM stacks of a prediction `build_bilm` model (`padded=True`, one
+    """The LSTM stacks of a `build_bilm` model of the prediction layout (one
     input stream), as their own model on the same layers, reading token
     encodings computed elsewhere (e.g. cached by `TokenEncodingCache`).
 
@@ -257,7 +232,7 @@ def build_contextual_bilm(bilm, options, name="contextual_bilm"):
              for d in directions for layer in range(options.n_layers)}
     outputs = {"token_embeddings": x, "mask": mask, "lengths": lengths}
     outputs.update(_lstm_stacks(options, {d: x for d in directions}, lengths, lstms, state_inputs,
-                                distinct_of={d: (distinct, token_index) for d in directions}))
+                                distinct_by_direction={d: (distinct, token_index) for d in directions}))
     inputs = {"distinct_encodings": distinct, "token_index": token_index, "mask": mask, **state_inputs}
     return keras.Model(inputs=inputs, outputs=outputs, name=name)
 

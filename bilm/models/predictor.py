@@ -6,6 +6,8 @@ from bilm.io.weight_file import load_bilm_weights, load_token_embeddings, read_t
 from bilm.models.network import build_bilm, build_contextual_bilm, build_token_encoder, state_keys
 from bilm.models.token_cache import TokenEncodingCache
 from bilm.options import PREDICTION_N_CHARACTERS, load_options
+from bilm.text.batching import check_id_shape
+
 
 def load_prediction_bilm(options, weight_file, embedding_weight_file=None, name="bilm"):
     """`build_bilm` for prediction (padded ids), with the weights loaded.
@@ -27,7 +29,7 @@ def load_prediction_bilm(options, weight_file, embedding_weight_file=None, name=
                 "A token-input biLM needs embedding_weight_file= (an HDF5 file with an "
                 "'embedding' dataset, e.g. written by dump_token_embeddings).")
         n_token_vocab = read_token_embeddings(embedding_weight_file).shape[0] + 1
-    model = build_bilm(options, n_token_vocab=n_token_vocab, padded=True, name=name)
+    model = build_bilm(options, n_token_vocab=n_token_vocab, name=name)
     if weight_file is not None:
         load_bilm_weights(model, weight_file)
     if n_token_vocab is not None:
@@ -219,18 +221,10 @@ class BidirectionalLanguageModel(tf.Module):
         if ids.dtype != tf.int32:
             ids = tf.cast(ids, tf.int32)
         if self.use_character_inputs:
-            max_chars = self.options.char_cnn.max_characters_per_token
-            expected, n_ids = f"(batch, time, {max_chars})", PREDICTION_N_CHARACTERS
-            ok = ids.shape.rank == 3 and ids.shape[2] in (None, max_chars)
+            max_chars, n_ids = self.options.char_cnn.max_characters_per_token, PREDICTION_N_CHARACTERS
         else:
-            expected, n_ids = "(batch, time)", self.n_token_vocab
-            ok = ids.shape.rank == 2
-        if not ok:
-            raise ValueError(f"ids must have shape {expected}. Received shape {tuple(ids.shape)}.")
-        if ids.shape[1] is not None and ids.shape[1] < 2:
-            raise ValueError(
-                "ids must include the <S> and </S> boundary tokens (time >= 2); build them with "
-                f"Batcher/TokenBatcher. Received shape {tuple(ids.shape)}.")
+            max_chars, n_ids = None, self.n_token_vocab
+        check_id_shape(ids.shape, max_chars)
         if ids.shape[0] is not None and ids.shape[0] > self.max_batch_size:
             raise ValueError(
                 f"A batch of {ids.shape[0]} sentences exceeds max_batch_size={self.max_batch_size}; "

@@ -15,11 +15,10 @@ or `.tokens(tokens, sequence_len)`, or use `.signatures[...]`) or with
 """
 import contextlib
 import os
-import shutil
-import tempfile
 
 import tensorflow as tf
 
+from bilm.io.output_files import atomic_output, check_output_directory
 from bilm.models.elmo_embedding import ELMoEmbedding
 from bilm.text.graph_batching import sentences_to_tokens, tokens_to_char_ids, tokens_to_token_ids
 
@@ -82,26 +81,13 @@ def export_layer(layer, export_dir, overwrite=False):
     export_dir = os.path.abspath(os.fspath(export_dir))
     if os.path.exists(export_dir) and not overwrite:
         raise FileExistsError(f"{export_dir} already exists; pass overwrite=True or choose another directory.")
+    check_output_directory(os.path.dirname(export_dir))
     module = ELMoModule(layer)
-    parent = os.path.dirname(export_dir)
-    os.makedirs(parent, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(export_dir)}.", dir=parent)
-    try:
-        with _trainable_flags_saved(layer):
-            tf.saved_model.save(module, tmp, signatures={
-                "default": module.default.get_concrete_function(),
-                "tokens": module.tokens.get_concrete_function(),
-            })
-        if os.path.exists(export_dir):
-            old = f"{tmp}.old"
-            os.rename(export_dir, old)
-            os.rename(tmp, export_dir)
-            shutil.rmtree(old)
-        else:
-            os.rename(tmp, export_dir)
-    finally:
-        if os.path.exists(tmp):
-            shutil.rmtree(tmp)
+    with atomic_output(export_dir, directory=True) as tmp, _trainable_flags_saved(layer):
+        tf.saved_model.save(module, tmp, signatures={
+            "default": module.default.get_concrete_function(),
+            "tokens": module.tokens.get_concrete_function(),
+        })
     return export_dir
 
 

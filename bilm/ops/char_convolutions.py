@@ -150,7 +150,7 @@ def _fill_window(fills, table):
 
 # Both compiled functions walk the positions in a loop of (n, num) steps: a
 # max (or argmax) over a (n, positions, num) tensor of windows compiles, at
-# up to 32 positions, to one fused loop that is 2-5x slower.
+# up to 32 positions, to one fused loop that is several times slower.
 
 @tf.function(jit_compile=True)
 def _compiled_maxima(char_ids, fills, dropped, tables):

@@ -27,7 +27,7 @@ class SavedForBackward(NamedTuple):
     previous_h: tf.Tensor
 
 
-def _clip_passes(x, clip):
+def _unclipped_mask(x, clip):
     # Where a value went through clip_by_value unchanged (TF's min/max
     # gradients pass at the boundary too).
     return tf.cast(tf.logical_and(x >= -clip, x <= clip), x.dtype)
@@ -40,7 +40,7 @@ def lstm_recurrence_bptt(gates_tm, lengths, c0, h0, recurrent_kernel, projection
     compiles both loops with XLA (fused elementwise work per step; worth it
     when shapes repeat, as in training)."""
     projection_kernel, use_projection = projection_stand_in(projection_kernel, gates_tm.dtype)
-    forward, backward = _passes(jit_compile)
+    forward, backward = _loop_functions(jit_compile)
     clips = (cell_clip, proj_clip, use_projection)
 
     @tf.custom_gradient
@@ -83,7 +83,7 @@ def lstm_layer_bptt(inputs_tm, input_kernel, bias, lengths, c0, h0, recurrent_ke
     ms at training sizes (1280 rows, 128 + 128 + 1 by 4096).
     """
     projection_kernel, use_projection = projection_stand_in(projection_kernel, inputs_tm.dtype)
-    forward, backward = _passes(jit_compile)
+    forward, backward = _loop_functions(jit_compile)
     clips = (cell_clip, proj_clip, use_projection)
 
     @tf.custom_gradient
@@ -145,9 +145,8 @@ def _recurrence_gradients(backward, d_outputs, d_c, d_h, lengths, recurrent_kern
 
 @tf.function(jit_compile=True, reduce_retracing=True)
 def _input_rows_gradient(d_gates, input_kernel):
-    """`d_gates @ input_kernel^T`, under XLA: on a CPU its matmul makes this
-    product about 20% faster than oneDNN's (`(1280, 4096) x (128, 4096)^T`:
-    8 against 10.5 ms; `(1280, 16384) x (512, 16384)^T`: 117 against 147)."""
+    """`d_gates @ input_kernel^T`, under XLA, whose CPU matmul does this
+    transposed product faster than oneDNN's (docs/performance.md)."""
     return tf.matmul(d_gates, input_kernel, transpose_b=True)
 
 
@@ -197,7 +196,7 @@ def _forward_pass(gates_tm, lengths, c0, h0, recurrent_kernel, projection_kernel
         cell = lstm_cell_step(gates_tm[t], c, h, recurrent_kernel, projection_kernel if use_projection else None,
                               cell_clip, proj_clip)
         i, j, f, o = cell.gates
-        keep = 1.0 if cell_clip is None else _clip_passes(cell.raw_c, cell_clip)
+        keep = 1.0 if cell_clip is None else _unclipped_mask(cell.raw_c, cell_clip)
         values = {
             "factors": tf.concat([keep * j * i * (1.0 - i), keep * i * (1.0 - j * j), keep * c * f * (1.0 - f),
                                   cell.tanh_c * o * (1.0 - o)], axis=1),
@@ -245,7 +244,7 @@ def _backward_pass(d_outputs, d_c, d_h, lengths, recurrent_kernel, projection_ke
         dh_new = tf.where(valid, dh + d_outputs_tm[t], tf.zeros_like(dh))
         if use_projection:
             if proj_clip is not None:
-                dh_new = dh_new * _clip_passes(projected[t], proj_clip)
+                dh_new = dh_new * _unclipped_mask(projected[t], proj_clip)
             d_raw_h = d_raw_h.write(t, dh_new)
             dm = tf.matmul(dh_new, projection_t)
         else:
@@ -263,7 +262,7 @@ def _backward_pass(d_outputs, d_c, d_h, lengths, recurrent_kernel, projection_ke
     return d_gates.stack(), dc0, dh0, d_raw_h.stack() if use_projection else tf.zeros([0], dtype)
 
 
-def _passes(jit_compile):
+def _loop_functions(jit_compile):
     """The forward and backward loop functions, compiled with XLA or not."""
     return (_FORWARD_XLA, _BACKWARD_XLA) if jit_compile else (_forward_pass, _backward_pass)
 

@@ -10,12 +10,10 @@ the optimizer's slots, the LSTM recurrence and cell state, the losses. It
 applies to training steps only; evaluation (held-out and `run_test.py`
 perplexities) and prediction are float32.
 
-On a CPU with AVX512-BF16 such a matmul ran about 1.7-1.9x as fast as a
-float32 one, and training the small configuration about 1.2x (1.02-1.30x
-in five interleaved pairs of `bench/bench_train.py` runs on 2 cores);
-GPUs and AMX CPUs have bfloat16 matmuls too (untested here); on a CPU
-without them it can be slower. The default,
-float32, is the original recipe's arithmetic.
+Hardware with bfloat16 matmuls (CPUs with AVX512-BF16 or AMX, GPUs) runs
+them faster than float32 ones; elsewhere they can be slower
+(docs/performance.md has measurements). The default, float32, is the
+original recipe's arithmetic.
 """
 import tensorflow as tf
 

@@ -10,6 +10,7 @@ import numpy as np
 from bilm.text.vocabulary import (
     BOS_CHAR,
     BOS_TOKEN,
+    BOUNDARY_TOKENS,
     EOS_CHAR,
     EOS_TOKEN,
     UnicodeCharsVocabulary,
@@ -141,14 +142,7 @@ class TokenBatcher:
 
     def __init__(self, lm_vocab_file):
         self._lm_vocab = Vocabulary(lm_vocab_file)
-        vocab = self._lm_vocab
-        missing = [t for t, i in ((BOS_TOKEN, vocab.bos), (EOS_TOKEN, vocab.eos)) if i == -1]
-        if missing:
-            raise ValueError(
-                f"TokenBatcher needs <S> and </S> in vocabulary file "
-                f"{vocab.filename!r}, which lacks {', '.join(missing)}. "
-                "Add them to the file, each on its own line."
-            )
+        self._lm_vocab.require(BOUNDARY_TOKENS, "TokenBatcher")
 
     def batch_sentences(self, sentences):
         """Token ids of a batch, shifted by +1 and zero padded.
@@ -173,3 +167,29 @@ class TokenBatcher:
             return np.zeros(shape, dtype=np.int32)
         ids = np.concatenate([self._lm_vocab.encode(s, split=False) for s in sentences])
         return _fill_padded(ids + 1, lengths, shape, np.int32)
+
+
+def check_id_shape(shape, max_characters_per_token=None, who="ids"):
+    """Checks the shape of a batch of biLM ids as the batchers make them.
+
+    Args:
+        shape: the ids' shape (`None` for unknown sizes).
+        max_characters_per_token: C for char ids `(batch, time + 2, C)`
+            from `Batcher`; None for token ids `(batch, time + 2)` from
+            `TokenBatcher`.
+        who: what the message starts with.
+
+    Raises:
+        ValueError: another rank or C, or fewer than the two boundaries.
+    """
+    shape = tuple(shape)
+    if max_characters_per_token is None:
+        expected, batcher, ok = "(batch, time + 2)", "TokenBatcher", len(shape) == 2
+    else:
+        expected, batcher = f"(batch, time + 2, {max_characters_per_token})", "Batcher"
+        ok = len(shape) == 3 and shape[2] in (None, max_characters_per_token)
+    if not ok:
+        raise ValueError(f"{who} must have shape {expected} as {batcher} gives them. Received shape {shape}.")
+    if shape[1] is not None and shape[1] < 2:
+        raise ValueError(f"{who} must include the <S> and </S> boundary tokens (time >= 2), as {batcher} "
+                         f"gives them. Received shape {shape}.")

@@ -25,10 +25,9 @@ import tensorflow as tf
 
 from bilm.text.vocabulary import (
     BOS_CHAR,
-    BOS_TOKEN,
+    BOUNDARY_TOKENS,
     BOW_CHAR,
     EOS_CHAR,
-    EOS_TOKEN,
     EOW_CHAR,
     PAD_CHAR,
     Vocabulary,
@@ -199,11 +198,7 @@ def token_vocab_table(vocab_file):
         ValueError: the file lacks `<S>` or `</S>` (as `TokenBatcher`).
     """
     vocab = Vocabulary(vocab_file)
-    missing = [t for t, i in ((BOS_TOKEN, vocab.bos), (EOS_TOKEN, vocab.eos)) if i == -1]
-    if missing:
-        raise ValueError(
-            f"Token inputs need <S> and </S> in vocabulary file {vocab.filename!r}, which lacks "
-            f"{', '.join(missing)}. Add them to the file, each on its own line.")
+    vocab.require(BOUNDARY_TOKENS, "a token-input biLM")
     # A token listed twice keeps its last id, as Vocabulary.word_to_id does.
     words = {vocab.id_to_word(i): None for i in range(vocab.size)}
     keys = [word.encode("utf-8", "surrogateescape") for word in words]

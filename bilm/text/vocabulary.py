@@ -25,6 +25,8 @@ BOS_TOKEN = "<S>"
 EOS_TOKEN = "</S>"
 UNK_TOKEN = "<UNK>"
 MAXTERMID_LINE = "!!!MAXTERMID"
+BOUNDARY_TOKENS = (BOS_TOKEN, EOS_TOKEN)
+TRAINING_TOKENS = (BOS_TOKEN, EOS_TOKEN, UNK_TOKEN)
 
 
 class UnknownTokenError(KeyError):
@@ -162,16 +164,17 @@ class Vocabulary:
         self._eos = self._word_to_id.get(EOS_TOKEN, -1)
         self._unk = self._word_to_id.get(UNK_TOKEN, -1)
         if validate_file:
-            missing = self._missing_tokens(BOS_TOKEN, EOS_TOKEN, UNK_TOKEN)
-            if missing:
-                raise ValueError(
-                    f"Vocabulary file {self.filename!r} is missing "
-                    f"{', '.join(missing)}. Add each of them as its own line "
-                    "(training needs <S>, </S> and <UNK>)."
-                )
+            self.require(TRAINING_TOKENS, "training")
 
-    def _missing_tokens(self, *tokens):
-        return [token for token in tokens if token not in self._word_to_id]
+    def require(self, tokens, purpose):
+        """Raises ValueError, naming the file, if it lacks any of `tokens`
+        (e.g. `BOUNDARY_TOKENS`), which `purpose` needs."""
+        missing = [token for token in tokens if token not in self._word_to_id]
+        if missing:
+            raise ValueError(
+                f"Vocabulary file {self.filename!r} lacks {', '.join(missing)}. {purpose[:1].upper()}"
+                f"{purpose[1:]} needs {' and '.join(tokens)}. Add each missing token on its own line "
+                "(bin/build_vocab.py writes <S>, </S> and <UNK> at the top).")
 
     @property
     def bos(self):
@@ -238,13 +241,7 @@ class Vocabulary:
         Returns:
             np.int32 array of shape `(n_tokens + 2,)`: `[bos, ids..., eos]`.
         """
-        if self._bos == -1 or self._eos == -1:
-            missing = self._missing_tokens(BOS_TOKEN, EOS_TOKEN)
-            raise ValueError(
-                f"Cannot encode sentences: vocabulary file {self.filename!r} "
-                f"has no {' or '.join(missing)}. Add <S> and </S> to it, "
-                "each on its own line."
-            )
+        self.require(BOUNDARY_TOKENS, "encoding sentences")
         tokens = split_tokens(sentence) if split else sentence
         word_ids = [self.word_to_id(token) for token in tokens]
         first, last = (self._eos, self._bos) if reverse else (self._bos, self._eos)

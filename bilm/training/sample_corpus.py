@@ -15,8 +15,8 @@ import random
 
 from bilm.io.output_files import atomic_output
 from bilm.text.vocabulary import Vocabulary
+from bilm.training.shards import list_shards, read_lines
 from bilm.training.vocab_builder import build_vocab
-from bilm.training.windows import list_shards, read_lines
 
 # --- Lexicon ---------------------------------------------------------------
 # Nouns by semantic class: (singular, plural).

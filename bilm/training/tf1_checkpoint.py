@@ -14,11 +14,13 @@ import os
 import tensorflow as tf
 
 from bilm.io.weight_file import WeightEntry, weight_table
-from bilm.options import load_options, save_options
+from bilm.options import TRAINING_N_CHARACTERS, load_options, save_options
 from bilm.presets import TRAINING_DEFAULTS
 from bilm.training import checkpoints
 from bilm.training.checkpoints import CHECKPOINT_NAME, OPTIONS_FILE, CheckpointError
-from bilm.training.objective import TRAINING_N_CHARACTERS, SparseAdagrad, TrainingLM, training_settings
+from bilm.training.objective import TrainingLM
+from bilm.training.optimizer import SparseAdagrad
+from bilm.training.settings import training_settings
 
 SCOPE = "lm/"
 SLOT_SUFFIX = "/Adagrad"

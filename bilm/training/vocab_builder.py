@@ -2,11 +2,11 @@
 import collections
 
 from bilm.io.output_files import atomic_output, check_output_file
-from bilm.text.vocabulary import BOS_TOKEN, EOS_TOKEN, MAXTERMID_LINE, UNK_TOKEN
+from bilm.text.vocabulary import MAXTERMID_LINE, TRAINING_TOKENS
 from bilm.text.whitespace import split_tokens
-from bilm.training.windows import list_shards, read_lines
+from bilm.training.shards import list_shards, read_lines
 
-SPECIAL_TOKENS = (BOS_TOKEN, EOS_TOKEN, UNK_TOKEN)
+SPECIAL_TOKENS = TRAINING_TOKENS  # written first, in this order
 
 
 def count_words(filepattern):

@@ -13,23 +13,14 @@ each position is the next token of the stream. The backward stream holds the
 same sentences with their tokens reversed, framed `</S> ... <S>`.
 """
 import copy
-import glob
 import itertools
-import os
 import warnings
 
 import numpy as np
-import tensorflow as tf
 
-from bilm.text.vocabulary import (
-    BOS_TOKEN,
-    EOS_TOKEN,
-    UNK_TOKEN,
-    UnicodeCharsVocabulary,
-    Vocabulary,
-)
+from bilm.text.vocabulary import TRAINING_TOKENS, UNK_TOKEN, UnicodeCharsVocabulary, Vocabulary
 from bilm.text.whitespace import split_tokens
-from bilm.utils.interpreter_exit import ends_at_exit
+from bilm.training.shards import has_sentences, list_shards, read_lines
 
 REVERSE_SUFFIX = "_reverse"
 
@@ -46,80 +37,7 @@ def load_vocab(vocab_file, max_word_length=None):
     return Vocabulary(vocab_file, validate_file=True)
 
 
-def list_shards(filepattern):
-    """Sorted paths matched by the glob `filepattern`; ValueError if none."""
-    shards = sorted(path for path in glob.glob(os.fspath(filepattern)) if os.path.isfile(path))
-    if not shards:
-        raise ValueError(
-            f"No file matches the pattern {filepattern!r}. Pass a glob of "
-            "text files with one sentence per line, e.g. 'data/train/*.txt'."
-        )
-    return shards
-
-
-def read_lines(path, warn_invalid_utf8=True):
-    """Yields the non-blank lines of one shard, as `str`, in file order.
-
-    Lines are UTF-8. Invalid bytes are kept as lone surrogates
-    (`errors="surrogateescape"`), so they reach the character ids unchanged;
-    the first such line warns once, naming the file.
-    """
-    warn = warn_invalid_utf8
-    with open(path, "rb") as f:
-        for number, raw in enumerate(f, start=1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError:
-                line = raw.decode("utf-8", "surrogateescape")
-                if warn:
-                    warnings.warn(
-                        f"Shard {path!r} is not valid UTF-8 (first at line "
-                        f"{number}); its invalid bytes are kept as raw byte "
-                        "character ids and such tokens map to <UNK> unless the "
-                        "vocabulary holds the same bytes. Re-encode the file as "
-                        "UTF-8 to silence this.",
-                        stacklevel=2,
-                    )
-                    warn = False
-            if line and not line.isspace():
-                yield line
-
-
-def count_tokens(filepattern):
-    """Number of whitespace tokens in all shards (`<S>`/`</S>` not counted).
-
-    This is bilm-tf's `n_train_tokens`. Streams the files line by line.
-    """
-    return sum(
-        len(split_tokens(line))
-        for path in list_shards(filepattern)
-        for line in read_lines(path, warn_invalid_utf8=False)
-    )
-
-
-def _has_sentences(path):
-    lines = read_lines(path, warn_invalid_utf8=False)
-    try:
-        return next(lines, None) is not None
-    finally:
-        lines.close()
-
-
-def _check_special_tokens(vocab):
-    missing = [
-        token
-        for token, token_id in ((BOS_TOKEN, vocab.bos), (EOS_TOKEN, vocab.eos), (UNK_TOKEN, vocab.unk))
-        if token_id == -1
-    ]
-    if missing:
-        raise ValueError(
-            f"Vocabulary file {getattr(vocab, 'filename', '?')!r} is missing "
-            f"{', '.join(missing)}, which training needs. Add each as its own "
-            "line at the top of the file (bin/build_vocab.py writes them)."
-        )
-
-
-def _check_positive(name, value):
+def check_positive(name, value):
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
         raise ValueError(f"{name} must be a positive integer. Received: {name}={value!r}")
     return int(value)
@@ -140,7 +58,7 @@ def _pack_batches(lines, encode, batch_size, num_steps, max_word_length, skip=0)
 
     Yields:
         dicts with `token_ids` int32 `(batch_size, num_steps)`,
-        `tokens_characters` int32 `(batch_size, num_steps, C)` or None, and
+        `token_characters` int32 `(batch_size, num_steps, C)` or None, and
         `next_token_id` int32 `(batch_size, num_steps)`. When `lines` ends,
         the incomplete batch is dropped and iteration stops.
     """
@@ -183,7 +101,7 @@ def _pack_batches(lines, encode, batch_size, num_steps, max_word_length, skip=0)
                 sentence[2] = start + how_many
                 position = end
         if write:
-            yield {"token_ids": token_ids, "tokens_characters": chars, "next_token_id": next_token_id}
+            yield {"token_ids": token_ids, "token_characters": chars, "next_token_id": next_token_id}
 
 
 class LMDataset:
@@ -215,12 +133,12 @@ class LMDataset:
     Example:
     >>> data = LMDataset("train/*.txt", load_vocab("vocab.txt", 50), seed=0)
     >>> batch = next(data.iter_batches(batch_size=128, num_steps=20))
-    >>> batch["tokens_characters"].shape
+    >>> batch["token_characters"].shape
     (128, 20, 50)
     """
 
     def __init__(self, filepattern, vocab, reverse=False, test=False, shuffle_on_load=False, seed=None):
-        _check_special_tokens(vocab)
+        vocab.require(TRAINING_TOKENS, "training")
         self.filepattern = filepattern
         self.vocab = vocab
         self.reverse = bool(reverse)
@@ -231,7 +149,7 @@ class LMDataset:
         np.random.default_rng(seed)  # rejects an invalid seed now, not mid-training
         self.seed = seed
         self.shards = self._nonempty_shards(list_shards(filepattern))
-        self._use_char_inputs = hasattr(vocab, "encode_chars")
+        self._use_char_inputs = isinstance(vocab, UnicodeCharsVocabulary)
         # Shards already checked for invalid UTF-8 (shared with the twin
         # stream of a BidirectionalLMDataset, so each file warns once).
         self._warned_files = set()
@@ -239,7 +157,7 @@ class LMDataset:
     def _nonempty_shards(self, shards):
         kept = []
         for path in shards:
-            if not _has_sentences(path):
+            if not has_sentences(path):
                 warnings.warn(
                     f"Shard {path!r} has no sentences (empty or only blank "
                     "lines); skipping it.",
@@ -257,7 +175,7 @@ class LMDataset:
 
     @property
     def max_word_length(self):
-        """C of `tokens_characters`, or None for a token-only vocabulary."""
+        """C of `token_characters`, or None for a token-only vocabulary."""
         return self.vocab.max_word_length if self._use_char_inputs else None
 
     def _read(self, path):
@@ -304,10 +222,7 @@ class LMDataset:
         vocabulary's table; only out-of-vocabulary tokens (id `<UNK>`) are
         converted one by one, from the token itself.
         """
-        table = getattr(self.vocab, "word_char_ids", None)
-        if table is None:
-            return self.vocab.encode_chars(tokens, self.reverse, split=False)
-        chars = table[ids]
+        chars = self.vocab.word_char_ids[ids]
         for position in np.flatnonzero(ids[1:-1] == self.vocab.unk):
             token = tokens[position]
             if token != UNK_TOKEN:
@@ -328,14 +243,14 @@ class LMDataset:
 
         Yields:
             dicts with `token_ids` int32 `(batch_size, num_steps)`,
-            `tokens_characters` int32 `(batch_size, num_steps,
+            `token_characters` int32 `(batch_size, num_steps,
             max_word_length)` (unshifted ids, 261 values) or None for a
             token-only vocabulary, and `next_token_id` int32
             `(batch_size, num_steps)`. In test mode the last, incomplete
             batch is not yielded.
         """
-        batch_size = _check_positive("batch_size", batch_size)
-        num_steps = _check_positive("num_steps", num_steps)
+        batch_size = check_positive("batch_size", batch_size)
+        num_steps = check_positive("num_steps", num_steps)
         return _pack_batches(self._lines(), self._encode, batch_size, num_steps, self.max_word_length, skip)
 
     def _reversed_twin(self):
@@ -377,7 +292,7 @@ class BidirectionalLMDataset:
     def iter_batches(self, batch_size, num_steps, skip=0):
         """Yields `LMDataset.iter_batches` dicts of both directions in one.
 
-        Keys: `token_ids`, `tokens_characters`, `next_token_id` (forward) and
+        Keys: `token_ids`, `token_characters`, `next_token_id` (forward) and
         the same with suffix `_reverse` (backward), shapes as for `LMDataset`.
         """
         for forward, backward in zip(
@@ -387,53 +302,3 @@ class BidirectionalLMDataset:
             for key, value in backward.items():
                 forward[key + REVERSE_SUFFIX] = value
             yield forward
-
-
-def batch_signature(lm_dataset, batch_size, num_steps):
-    """`tf.TensorSpec`s of the batches of `lm_dataset`, None-valued keys left out."""
-    specs = {
-        "token_ids": tf.TensorSpec((batch_size, num_steps), tf.int32),
-        "next_token_id": tf.TensorSpec((batch_size, num_steps), tf.int32),
-    }
-    if lm_dataset.max_word_length is not None:
-        specs["tokens_characters"] = tf.TensorSpec(
-            (batch_size, num_steps, lm_dataset.max_word_length), tf.int32
-        )
-    if isinstance(lm_dataset, BidirectionalLMDataset):
-        specs.update({key + REVERSE_SUFFIX: spec for key, spec in list(specs.items())})
-    return specs
-
-
-def make_tf_dataset(lm_dataset, batch_size, num_steps, keys=None, skip=0):
-    """A prefetching `tf.data.Dataset` of `lm_dataset.iter_batches(batch_size, num_steps)`.
-
-    Elements are dicts of int32 tensors as in `iter_batches`, without the
-    `tokens_characters` keys for a token-only vocabulary. Batches are
-    prepared in the background while the training step runs. The stream
-    ends once the interpreter begins to exit, so that an iterator left
-    half-read cannot hang the exit (`bilm.utils.interpreter_exit`).
-
-    Args:
-        keys: the keys to keep (all by default); a key the dataset cannot
-            give is a `ValueError` before any batch is read.
-        skip: batches of the stream to pass over first (a restart on the
-            same data continues where the checkpoint stopped).
-    """
-    batch_size = _check_positive("batch_size", batch_size)
-    num_steps = _check_positive("num_steps", num_steps)
-    signature = batch_signature(lm_dataset, batch_size, num_steps)
-    if keys is not None:
-        missing = [key for key in keys if key not in signature]
-        if missing:
-            raise ValueError(
-                f"The data batches lack {missing} (they have {sorted(signature)}); char-input options need a "
-                "vocabulary loaded with max_word_length, and a bidirectional model needs "
-                "BidirectionalLMDataset.")
-        signature = {key: signature[key] for key in keys}
-
-    def generate():
-        for batch in ends_at_exit(lm_dataset.iter_batches(batch_size, num_steps, skip=skip)):
-            yield {key: batch[key] for key in signature}
-
-    dataset = tf.data.Dataset.from_generator(generate, output_signature=signature)
-    return dataset.prefetch(tf.data.AUTOTUNE)

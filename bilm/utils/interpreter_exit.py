@@ -64,13 +64,18 @@ class _Streams:
 
 
 _STREAMS = _Streams()
-atexit.register(_STREAMS.wait_at_exit)
 _END = object()  # marks an exhausted iterator
+_hook_registered = False
 
 
 def ends_at_exit(iterable):
     """Yields the items of `iterable`, ending early once the interpreter
-    begins to exit (see the module docstring)."""
+    begins to exit (see the module docstring). The first stream registers
+    the exit hook; importing this module registers nothing."""
+    global _hook_registered
+    if not _hook_registered:
+        atexit.register(_STREAMS.wait_at_exit)
+        _hook_registered = True
     iterator = iter(iterable)
     try:
         while _STREAMS.enter():

@@ -1,17 +1,14 @@
 """Keep the memory TensorFlow frees for the next step instead of handing it back to the kernel.
 
-A training step of the small configuration allocates and frees hundreds of
-MiB of tensors. With glibc's default settings much of that goes back to the
-kernel when it is freed (large blocks are unmapped, per-thread heaps are
-shrunk or deleted) and is faulted in again, page by zeroed page, in the
-next step: about 135,000 page faults and 0.4 s of kernel time per step on 2
-cores, a quarter of the step. Three `mallopt` settings stop the round trip
-(blocks over 32 MiB still get their own mapping: glibc allows no higher
-threshold; at the original size, batch 32, 83,000 -> 26,000 faults per
-step, 3% faster). The price is memory: freed memory is kept for reuse
-rather than returned, so the process holds on to its peak until it exits,
-and fragmentation raises that peak a little (training, small: 1.52 -> 1.56
-GiB; original, batch 32: 2.78 -> 3.02 GiB).
+A training step allocates and frees hundreds of MiB of tensors. With
+glibc's default settings much of that goes back to the kernel when it is
+freed (large blocks are unmapped, per-thread heaps are shrunk or deleted)
+and is faulted in again, page by zeroed page, in the next step. Three
+`mallopt` settings stop the round trip (blocks over 32 MiB still get their
+own mapping: glibc allows no higher threshold). The price is memory: freed
+memory is kept for reuse rather than returned, so the process holds on to
+its peak until it exits, and fragmentation raises that peak a little.
+docs/performance.md has the page faults, times and peaks measured.
 """
 import ctypes
 import sys
@@ -34,11 +31,11 @@ TOP_PAD_BYTES = 64 * 2 ** 20
 def keep_freed_memory():
     """Sets glibc's malloc to keep freed memory in the process for reuse.
 
-    Process-wide and idempotent; `bilm.training.loop.train` calls it. Call it
-    yourself before a training loop of your own. Elsewhere than Linux with
-    glibc it does nothing. Evaluation (batch 256 x 1 step) and embedding
-    files faulted little and ran no faster with it, so they leave glibc
-    alone.
+    Process-wide and idempotent; `train(..., tune_malloc=True)` calls it
+    (the training scripts ask for that). Call it yourself before a training
+    loop of your own. Elsewhere than Linux with
+    glibc it does nothing. Evaluation and embedding fault little, so they
+    leave glibc alone.
 
     Returns:
         True if the settings were applied.

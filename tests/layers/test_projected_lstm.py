@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bilm.layers.projected_lstm import ProjectedLSTM, lstm_recurrence
+from bilm.layers.projected_lstm import ProjectedLSTM
+from bilm.ops.lstm_recurrence import lstm_recurrence
 from bilm.ops.lstm_bptt import lstm_layer_bptt, lstm_recurrence_bptt
 from bilm.ops.matmul_dtype import matmul
 

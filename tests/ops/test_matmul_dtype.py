@@ -7,7 +7,8 @@ from bilm.layers.highway import Highway
 from bilm.layers.projected_lstm import ProjectedLSTM
 from bilm.ops.matmul_dtype import matmul
 from bilm.ops.sampled_softmax import log_uniform_candidates, sampled_softmax_loss
-from bilm.training.objective import TrainingLM, training_settings
+from bilm.training.objective import TrainingLM
+from bilm.training.settings import training_settings
 from training_helpers import MAX_CHARS, tiny_options
 
 # bfloat16 keeps 8 significant bits: one rounding to nearest is off by at
@@ -128,7 +129,7 @@ def test_training_model_takes_matmul_dtype_from_the_options_for_training_steps_o
     rng = np.random.default_rng(5)
     ids = tf.constant(rng.integers(0, 261, size=(4, 5, MAX_CHARS)), tf.int32)
     labels = tf.constant(rng.integers(0, 20, size=(4, 5)), tf.int32)
-    batch = {"tokens_characters": ids, "tokens_characters_reverse": ids[:, ::-1],
+    batch = {"token_characters": ids, "token_characters_reverse": ids[:, ::-1],
              "next_token_id": labels, "next_token_id_reverse": labels[:, ::-1]}
     zeros = lms["float32"].zero_states(4)
     seed = tf.constant([3, 4], tf.int64)

@@ -153,8 +153,8 @@ def test_validate_file_names_missing_tokens(tmp_path, lines, missing):
     for token in missing:
         assert token in message
     present = {"<S>", "</S>", "<UNK>"} - set(missing)
-    assert f"missing {', '.join(missing)}." in message
-    assert all(f"missing {token}" not in message for token in present)
+    assert f"lacks {', '.join(missing)}." in message
+    assert all(f"lacks {token}" not in message for token in present)
 
 
 def test_validate_file_accepts_complete_file(vocab_file):

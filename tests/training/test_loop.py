@@ -14,9 +14,14 @@ from bilm.models.predictor import BidirectionalLanguageModel
 from bilm.options import OptionsError, load_options
 from bilm.text.batching import Batcher, TokenBatcher
 from bilm.training.checkpoints import CheckpointError
-from bilm.training.loop import TrainStep, dump_weights, evaluate, load_training_model, train
-from bilm.training.objective import SparseAdagrad, TrainingLM, deduplicate, global_norm_scale, training_settings
-from bilm.training.windows import count_tokens
+from bilm.training.evaluation import evaluate, load_training_model
+from bilm.training.loop import train
+from bilm.training.objective import TrainingLM
+from bilm.training.optimizer import SparseAdagrad, deduplicate, global_norm_scale
+from bilm.training.settings import training_settings
+from bilm.training.shards import count_tokens
+from bilm.training.train_step import TrainStep
+from bilm.training.weight_export import dump_weights
 from helpers import ROOT
 from training_helpers import (
     MAX_CHARS,
@@ -95,12 +100,12 @@ def test_training_layout_matches_the_prediction_layout():
     prediction layout's backward stack reading the window right to left."""
     options = tiny_options()
     lm = TrainingLM(*training_settings(options))
-    prediction = build_bilm(lm.options, padded=False)
+    prediction = build_bilm(lm.options, layout="prediction")
     prediction.set_weights(lm.bilm.get_weights())
     ids = tf.constant(np.random.default_rng(0).integers(0, 261, size=(3, 6, MAX_CHARS)), tf.int32)
     zeros = lm.zero_states(3)
     reference = prediction({"token_characters": ids, **zeros})
-    tops, finals = lm.run({"tokens_characters": ids, "tokens_characters_reverse": ids[:, ::-1]}, zeros)
+    tops, finals = lm.run({"token_characters": ids, "token_characters_reverse": ids[:, ::-1]}, zeros)
     np.testing.assert_allclose(tops["forward"].numpy(), reference["forward_1"].numpy(), atol=1e-6)
     np.testing.assert_allclose(tops["backward"].numpy()[:, ::-1], reference["backward_1"].numpy(), atol=1e-6)
     for key, value in finals.items():
@@ -112,7 +117,7 @@ def test_dropout_masks_follow_the_seed():
     options = tiny_options(dropout=0.5)
     lm = TrainingLM(*training_settings(options))
     ids = tf.constant(np.random.default_rng(0).integers(0, 261, size=(2, 5, MAX_CHARS)), tf.int32)
-    batch = {"tokens_characters": ids, "tokens_characters_reverse": ids[:, ::-1]}
+    batch = {"token_characters": ids, "token_characters_reverse": ids[:, ::-1]}
     zeros = lm.zero_states(2)
     seed = tf.constant([1, 2], tf.int64)
     first, _ = lm.run(batch, zeros, training=True, dropout_seed=seed)
@@ -147,15 +152,15 @@ def test_full_softmax_evaluation_matches_numpy_with_carried_states(tmp_path):
     reference_states = R.zero_states(options, 3)
     for _ in range(2):
         batch = {key: rng.integers(0, 261, size=(3, 4, MAX_CHARS)).astype(np.int32)
-                 for key in ("tokens_characters", "tokens_characters_reverse")}
+                 for key in ("token_characters", "token_characters_reverse")}
         batch.update({key: rng.integers(0, n_vocab, size=(3, 4)).astype(np.int32)
                       for key in ("next_token_id", "next_token_id_reverse")})
         loss, per_direction, states = lm.evaluation_step(batch, states)
 
         # NumPy: prediction ids are shifted by one; the backward stack reads
         # the reversed-token stream left to right (flip it for the oracle).
-        out_f = R.bilm_forward(weights, options, batch["tokens_characters"] + 1, reference_states)
-        out_b = R.bilm_forward(weights, options, batch["tokens_characters_reverse"][:, ::-1] + 1,
+        out_f = R.bilm_forward(weights, options, batch["token_characters"] + 1, reference_states)
+        out_b = R.bilm_forward(weights, options, batch["token_characters_reverse"][:, ::-1] + 1,
                                reference_states)
         reference_states = {
             key: (out_f if key[0] == 0 else out_b)["final_states"][key] for key in reference_states}
@@ -245,7 +250,7 @@ def test_a_step_never_touches_the_whole_softmax_table():
     step = TrainStep(lm, optimizer, states, tf.distribute.get_strategy(), settings, seed=0)
     rng = np.random.default_rng(0)
     batch = {key: tf.constant(rng.integers(0, 261, size=(16, 5, MAX_CHARS)), tf.int32)
-             for key in ("tokens_characters", "tokens_characters_reverse")}
+             for key in ("token_characters", "token_characters_reverse")}
     batch.update({key: tf.constant(rng.integers(0, 30, size=(16, 5)), tf.int32)
                   for key in ("next_token_id", "next_token_id_reverse")})
     before = lm.softmax_weights.numpy()

@@ -7,8 +7,9 @@ import tensorflow as tf
 
 import numpy_reference as R
 from bilm.training.checkpoints import CheckpointError
-from bilm.training.loop import dump_weights, train
+from bilm.training.loop import train
 from bilm.training.tf1_checkpoint import convert_tf1_checkpoint
+from bilm.training.weight_export import dump_weights
 from training_helpers import checkpoint_arrays, open_data, tiny_options, write_corpus
 
 N_VOCAB, P = 23, 8

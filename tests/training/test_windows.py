@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import bilm.training.windows as data_module
+import bilm.training.shards as shards_module
 from bilm.text.vocabulary import (
     BOS_CHAR,
     EOS_CHAR,
@@ -17,13 +17,9 @@ from bilm.text.vocabulary import (
     boundary_char_ids,
     token_to_char_ids,
 )
-from bilm.training.windows import (
-    BidirectionalLMDataset,
-    LMDataset,
-    count_tokens,
-    load_vocab,
-    make_tf_dataset,
-)
+from bilm.training.shards import count_tokens
+from bilm.training.tf_dataset import make_tf_dataset
+from bilm.training.windows import BidirectionalLMDataset, LMDataset, load_vocab
 from helpers import ROOT, write_vocab
 
 C = 5
@@ -65,21 +61,21 @@ def test_forward_batches_exact(corpus, vocab):
     assert len(batches) == 2
     first, second = batches
     for batch in batches:
-        assert set(batch) == {"token_ids", "tokens_characters", "next_token_id"}
+        assert set(batch) == {"token_ids", "token_characters", "next_token_id"}
         assert batch["token_ids"].dtype == np.int32 and batch["next_token_id"].dtype == np.int32
-        assert batch["tokens_characters"].dtype == np.int32
-        assert batch["tokens_characters"].shape == (2, 3, C)
+        assert batch["token_characters"].dtype == np.int32
+        assert batch["token_characters"].shape == (2, 3, C)
     # Row 0: "a b c"; row 1: "zz" (<UNK>) then the start of "e a b c d".
     assert first["token_ids"].tolist() == [[0, 3, 4], [0, 2, 0]]
     assert first["next_token_id"].tolist() == [[3, 4, 5], [2, 1, 7]]
-    np.testing.assert_array_equal(first["tokens_characters"][0], chars("<S>", "a", "b"))
-    np.testing.assert_array_equal(first["tokens_characters"][1], chars("<S>", "zz", "<S>"))
+    np.testing.assert_array_equal(first["token_characters"][0], chars("<S>", "a", "b"))
+    np.testing.assert_array_equal(first["token_characters"][1], chars("<S>", "zz", "<S>"))
     # Each row carries its sentence on: row 0 ends "a b c" then starts "b";
     # row 1 continues "e a b c d" where it stopped.
     assert second["token_ids"].tolist() == [[5, 0, 4], [7, 3, 4]]
     assert second["next_token_id"].tolist() == [[1, 4, 1], [3, 4, 5]]
-    np.testing.assert_array_equal(second["tokens_characters"][0], chars("c", "<S>", "b"))
-    np.testing.assert_array_equal(second["tokens_characters"][1], chars("e", "a", "b"))
+    np.testing.assert_array_equal(second["token_characters"][0], chars("c", "<S>", "b"))
+    np.testing.assert_array_equal(second["token_characters"][1], chars("e", "a", "b"))
 
 
 def test_reverse_stream_reverses_tokens_and_swaps_frame(corpus, vocab):
@@ -89,8 +85,8 @@ def test_reverse_stream_reverses_tokens_and_swaps_frame(corpus, vocab):
     # "a b c" -> </S> c b a <S>; "zz" -> </S> zz <S>; "e a b c d" -> </S> d c b a e <S>.
     assert first["token_ids"].tolist() == [[1, 5, 4], [1, 2, 1]]
     assert first["next_token_id"].tolist() == [[5, 4, 3], [2, 0, 6]]
-    np.testing.assert_array_equal(first["tokens_characters"][0], chars("</S>", "c", "b"))
-    np.testing.assert_array_equal(first["tokens_characters"][1], chars("</S>", "zz", "</S>"))
+    np.testing.assert_array_equal(first["token_characters"][0], chars("</S>", "c", "b"))
+    np.testing.assert_array_equal(first["token_characters"][1], chars("</S>", "zz", "</S>"))
     assert second["token_ids"].tolist() == [[3, 1, 4], [6, 5, 4]]
     assert second["next_token_id"].tolist() == [[0, 4, 0], [5, 4, 3]]
 
@@ -101,7 +97,7 @@ def test_bidirectional_batches_are_both_directions(corpus, vocab):
     both = list(BidirectionalLMDataset(corpus, vocab, test=True).iter_batches(2, 3))
     assert len(both) == 2
     for batch, fw, bw in zip(both, forward, backward):
-        for key in ("token_ids", "tokens_characters", "next_token_id"):
+        for key in ("token_ids", "token_characters", "next_token_id"):
             np.testing.assert_array_equal(batch[key], fw[key])
             np.testing.assert_array_equal(batch[key + "_reverse"], bw[key])
 
@@ -120,7 +116,7 @@ def test_token_only_vocabulary_has_no_characters(corpus, tmp_path):
     data = LMDataset(corpus, vocab, test=True)
     assert data.max_word_length is None
     batch = next(data.iter_batches(2, 3))
-    assert batch["tokens_characters"] is None
+    assert batch["token_characters"] is None
     assert batch["token_ids"].tolist() == [[0, 3, 4], [0, 2, 0]]
 
 
@@ -227,7 +223,7 @@ def test_only_one_shard_is_open_at_a_time(three_shards, monkeypatch, shuffle_on_
         opened.append(f)
         return f
 
-    monkeypatch.setattr(data_module, "open", probe, raising=False)
+    monkeypatch.setattr(shards_module, "open", probe, raising=False)
     data = LMDataset(pattern, vocab, shuffle_on_load=shuffle_on_load, seed=0)
     list(itertools.islice(data.iter_batches(2, 4), 40))
     assert len(opened) > 6  # three at construction, then several passes
@@ -294,9 +290,9 @@ def test_invalid_utf8_bytes_reach_the_char_ids_and_warn_once(tmp_path, vocab):
     assert len(relevant) == 1 and "UTF-8" in str(relevant[0].message)
     first = batches[0]
     assert first["token_ids"].tolist() == [[0, 3, 2]]
-    assert first["tokens_characters"][0, 2].tolist() == [258, 0xFF, 0xFE, 259, 260]
+    assert first["token_characters"][0, 2].tolist() == [258, 0xFF, 0xFE, 259, 260]
     assert first["token_ids_reverse"].tolist() == [[1, 4, 2]]
-    assert first["tokens_characters_reverse"][0, 2].tolist() == [258, 0xFF, 0xFE, 259, 260]
+    assert first["token_characters_reverse"][0, 2].tolist() == [258, 0xFF, 0xFE, 259, 260]
 
 
 # --- helpers ---------------------------------------------------------------
@@ -324,10 +320,10 @@ def test_make_tf_dataset_bidirectional_chars(corpus, vocab):
     dataset = make_tf_dataset(data, 2, 3)
     spec = dataset.element_spec
     assert set(spec) == {
-        "token_ids", "tokens_characters", "next_token_id",
-        "token_ids_reverse", "tokens_characters_reverse", "next_token_id_reverse",
+        "token_ids", "token_characters", "next_token_id",
+        "token_ids_reverse", "token_characters_reverse", "next_token_id_reverse",
     }
-    assert spec["tokens_characters_reverse"].shape == (2, 3, C)
+    assert spec["token_characters_reverse"].shape == (2, 3, C)
     assert spec["token_ids"].shape == (2, 3) and spec["token_ids"].dtype == tf.int32
     elements = list(dataset)
     expected = list(data.iter_batches(2, 3))
@@ -359,8 +355,8 @@ def test_make_tf_dataset_keys_and_skip(corpus, vocab):
 
 def test_make_tf_dataset_names_missing_keys(corpus, tmp_path):
     data = LMDataset(corpus, Vocabulary(write_vocab(tmp_path, TOKENS)), test=True)
-    with pytest.raises(ValueError, match=r"lack \['tokens_characters'\].*max_word_length"):
-        make_tf_dataset(data, 2, 3, keys=["tokens_characters", "next_token_id"])
+    with pytest.raises(ValueError, match=r"lack \['token_characters'\].*max_word_length"):
+        make_tf_dataset(data, 2, 3, keys=["token_characters", "next_token_id"])
 
 
 @pytest.mark.parametrize("reverse", [False, True])
@@ -398,7 +394,8 @@ def test_bidirectional_skip_keeps_the_directions_aligned(corpus, vocab):
 # thread is inside a (slow) call of the generator, then ends.
 HALF_READ_SCRIPT = """
 import sys, time
-from bilm.training.windows import LMDataset, load_vocab, make_tf_dataset
+from bilm.training.tf_dataset import make_tf_dataset
+from bilm.training.windows import LMDataset, load_vocab
 
 class SlowDataset(LMDataset):
     def iter_batches(self, batch_size, num_steps, skip=0):

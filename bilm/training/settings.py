@@ -1,0 +1,114 @@
+"""The training keys of `options.json`, parsed once into `TrainingSettings`.
+
+The keys and their meaning are bilm-tf's (docs/formats.md, "Options");
+keys that may be left out take the values of `bilm.presets.TRAINING_DEFAULTS`.
+"""
+import dataclasses
+import math
+
+from bilm.ops.matmul_dtype import check_matmul_dtype
+from bilm.options import TRAINING_N_CHARACTERS, OptionsError, load_options
+from bilm.presets import TRAINING_DEFAULTS
+
+# Training keys that may be left out of the options (bilm-tf's defaults);
+# the others are required.
+OPTIONAL_KEYS = ("bidirectional", "dropout", "all_clip_norm_val", "learning_rate", "sample_softmax",
+                 "share_embedding_softmax", "n_epochs", "matmul_dtype")
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainingSettings:
+    """The training keys of `options.json`, validated (docs/formats.md, "Options").
+
+    `batch_size` is per replica (per GPU), as in bilm-tf.
+    """
+
+    n_tokens_vocab: int
+    batch_size: int
+    unroll_steps: int
+    bidirectional: bool
+    dropout: float
+    sample_softmax: bool
+    n_negative_samples_batch: int
+    share_embedding_softmax: bool
+    learning_rate: float
+    all_clip_norm_val: float
+    n_epochs: int
+    n_train_tokens: int
+    matmul_dtype: str
+
+
+def training_settings(options, need_schedule=True):
+    """Parses and checks the training keys of `options` (dict, path or `BiLMOptions`).
+
+    Args:
+        need_schedule: require `n_train_tokens` (training needs it to count
+            epochs; evaluation does not).
+
+    Returns:
+        `(BiLMOptions, TrainingSettings)`.
+
+    Raises:
+        OptionsError naming the options source and the key.
+    """
+    options = load_options(options)
+    source = options.source
+    cnn = options.char_cnn
+    if cnn is not None and cnn.n_characters != TRAINING_N_CHARACTERS:
+        raise OptionsError(
+            f"{source}: 'char_cnn.n_characters' is {cnn.n_characters}, but training reads unshifted "
+            f"character ids and needs {TRAINING_N_CHARACTERS}. Set it to {TRAINING_N_CHARACTERS} "
+            "(262 is the prediction layout that dump_weights writes).")
+
+    def integer(key, required=True, minimum=1):
+        value = options.get(key, _default(key))
+        if value is None and not required:
+            return 0
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise OptionsError(f"{source}: training key '{key}' must be an integer >= {minimum}, got {value!r}.")
+        return value
+
+    def number(key, low, high):
+        value = options.get(key, _default(key))
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value < high:
+            raise OptionsError(f"{source}: training key '{key}' must be a number in [{low}, {high}), got {value!r}.")
+        return float(value)
+
+    sample_softmax = bool(options.get("sample_softmax", _default("sample_softmax")))
+    share = bool(options.get("share_embedding_softmax", _default("share_embedding_softmax")))
+    if share and cnn is not None:
+        raise OptionsError(
+            f"{source}: 'share_embedding_softmax' ties the softmax to the token embedding, which only "
+            "token inputs have; remove 'char_cnn' or set share_embedding_softmax to false.")
+    try:
+        matmul_dtype = check_matmul_dtype(options.get("matmul_dtype", _default("matmul_dtype")),
+                                          where=f"{source}: training key 'matmul_dtype'")
+    except ValueError as error:
+        raise OptionsError(f"{error} \"bfloat16\" runs the largest matmuls with bfloat16 operands "
+                           "(see bilm.ops.matmul_dtype); \"float32\" is the original arithmetic.") from None
+    n_tokens_vocab = integer("n_tokens_vocab")
+    n_negative = integer("n_negative_samples_batch", required=sample_softmax)
+    if sample_softmax and n_negative > n_tokens_vocab:
+        raise OptionsError(
+            f"{source}: 'n_negative_samples_batch' ({n_negative}) exceeds 'n_tokens_vocab' "
+            f"({n_tokens_vocab}); lower it or set sample_softmax to false.")
+    settings = TrainingSettings(
+        n_tokens_vocab=n_tokens_vocab,
+        batch_size=integer("batch_size"),
+        unroll_steps=integer("unroll_steps"),
+        bidirectional=bool(options.get("bidirectional", _default("bidirectional"))),
+        dropout=number("dropout", 0.0, 1.0),
+        sample_softmax=sample_softmax,
+        n_negative_samples_batch=n_negative,
+        share_embedding_softmax=share,
+        learning_rate=number("learning_rate", 1e-12, math.inf),
+        all_clip_norm_val=number("all_clip_norm_val", 1e-12, math.inf),
+        n_epochs=integer("n_epochs"),
+        n_train_tokens=integer("n_train_tokens", required=need_schedule),
+        matmul_dtype=matmul_dtype,
+    )
+    return options, settings
+
+
+def _default(key):
+    return TRAINING_DEFAULTS[key] if key in OPTIONAL_KEYS else None

@@ -1,0 +1,65 @@
+"""A corpus on disk: shard files matched by a glob, one sentence per line, read as a stream."""
+import glob
+import os
+import warnings
+
+from bilm.text.whitespace import split_tokens
+
+
+def list_shards(filepattern):
+    """Sorted paths matched by the glob `filepattern`; ValueError if none."""
+    shards = sorted(path for path in glob.glob(os.fspath(filepattern)) if os.path.isfile(path))
+    if not shards:
+        raise ValueError(
+            f"No file matches the pattern {filepattern!r}. Pass a glob of "
+            "text files with one sentence per line, e.g. 'data/train/*.txt'."
+        )
+    return shards
+
+
+def read_lines(path, warn_invalid_utf8=True):
+    """Yields the non-blank lines of one shard, as `str`, in file order.
+
+    Lines are UTF-8. Invalid bytes are kept as lone surrogates
+    (`errors="surrogateescape"`), so they reach the character ids unchanged;
+    the first such line warns once, naming the file.
+    """
+    warn = warn_invalid_utf8
+    with open(path, "rb") as f:
+        for number, raw in enumerate(f, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                line = raw.decode("utf-8", "surrogateescape")
+                if warn:
+                    warnings.warn(
+                        f"Shard {path!r} is not valid UTF-8 (first at line "
+                        f"{number}); its invalid bytes are kept as raw byte "
+                        "character ids and such tokens map to <UNK> unless the "
+                        "vocabulary holds the same bytes. Re-encode the file as "
+                        "UTF-8 to silence this.",
+                        stacklevel=2,
+                    )
+                    warn = False
+            if line and not line.isspace():
+                yield line
+
+
+def count_tokens(filepattern):
+    """Number of whitespace tokens in all shards (`<S>`/`</S>` not counted).
+
+    This is bilm-tf's `n_train_tokens`. Streams the files line by line.
+    """
+    return sum(
+        len(split_tokens(line))
+        for path in list_shards(filepattern)
+        for line in read_lines(path, warn_invalid_utf8=False)
+    )
+
+
+def has_sentences(path):
+    lines = read_lines(path, warn_invalid_utf8=False)
+    try:
+        return next(lines, None) is not None
+    finally:
+        lines.close()

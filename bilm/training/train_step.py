@@ -1,0 +1,73 @@
+"""One compiled optimizer step over the global batch, for any distribution strategy."""
+import tensorflow as tf
+
+from bilm.training.optimizer import deduplicate, global_norm_scale
+
+
+class TrainStep:
+    """One compiled optimizer step over the global batch, for any strategy.
+
+    Replica r takes rows `[r * batch_size, (r + 1) * batch_size)` of the
+    global batch and of the LSTM state variables, as bilm-tf's towers did.
+    Gradients of `loss * unroll_steps` are averaged over replicas
+    (`IndexedSlices` stay sparse), deduplicated, clipped to the global norm
+    and applied by `SparseAdagrad`. A step whose loss or gradient norm is
+    not finite changes no weight.
+    """
+
+    def __init__(self, lm, optimizer, lstm_states, strategy, settings, seed):
+        self.lm = lm
+        self.optimizer = optimizer
+        self.lstm_states = lstm_states
+        self.strategy = strategy
+        self.settings = settings
+        self.seed = int(seed)
+        self.variables = lm.trainable_variables()
+        self.function = tf.function(self._step, reduce_retracing=True, autograph=False)
+
+    def __call__(self, batch, step):
+        """Returns `{"loss", "norm", "forward"[, "backward"]}` scalars."""
+        return self.function(batch, tf.constant(step, tf.int64))
+
+    def _step(self, batch, step):
+        outputs = self.strategy.run(self._replica_step, args=(batch, step))
+        return tf.nest.map_structure(lambda x: self.strategy.experimental_local_results(x)[0], outputs)
+
+    def _replica_step(self, batch, step):
+        context = tf.distribute.get_replica_context()
+        replica = context.replica_id_in_sync_group
+        n_replicas = context.num_replicas_in_sync
+        rows = self.settings.batch_size
+        start = replica * rows
+        local = {key: value[start:start + rows] for key, value in batch.items()}
+        initial = {key: state[start:start + rows] for key, state in self.lstm_states.items()}
+        seed = tf.random.experimental.stateless_fold_in(
+            tf.stack([tf.constant(self.seed, tf.int64), step]), tf.cast(replica, tf.int64))
+        names = list(self.variables)
+        with tf.GradientTape() as tape:
+            loss, per_direction, finals = self.lm.losses(local, initial, training=True, seed=seed)
+            scaled_loss = loss * float(self.settings.unroll_steps)
+        gradients = tape.gradient(scaled_loss, [self.variables[name] for name in names])
+        if n_replicas > 1:
+            present = [i for i, g in enumerate(gradients) if g is not None]
+            reduced = context.all_reduce(tf.distribute.ReduceOp.SUM, [gradients[i] for i in present])
+            for i, g in zip(present, reduced):
+                gradients[i] = g  # a sum; the scale below takes the mean
+            loss, per_direction = context.all_reduce(tf.distribute.ReduceOp.MEAN, (loss, per_direction))
+            finals = context.all_gather(finals, axis=0)
+        gradients = [deduplicate(g) for g in gradients]
+        scale, norm = global_norm_scale(gradients, self.settings.all_clip_norm_val, summed_over=n_replicas)
+        # A step with a non-finite loss or norm changes nothing (scale 0).
+        finite = tf.logical_and(tf.math.is_finite(loss), tf.math.is_finite(norm))
+        scale = tf.where(finite, scale, tf.zeros_like(scale))
+        context.merge_call(self._apply, args=(dict(zip(names, gradients)), scale, finals))
+        return {"loss": loss, "norm": norm, **per_direction}
+
+    def _apply(self, strategy, gradients, gradient_scale, finals):
+        self.optimizer.apply(self.variables, gradients, strategy, gradient_scale)
+        for key, variable in self.lstm_states.items():
+            strategy.extended.update(variable, _assign, args=(finals[key],), group=False)
+
+
+def _assign(variable, value):
+    return variable.assign(value)

@@ -1,0 +1,57 @@
+"""The latest checkpoint of a training directory as a weight file for prediction."""
+import glob
+import os
+import warnings
+
+from bilm.io.output_files import check_output_file
+from bilm.io.weight_file import save_bilm_weights, save_token_embeddings
+from bilm.options import save_options
+from bilm.training import checkpoints
+from bilm.training.checkpoints import OPTIONS_FILE
+from bilm.training.evaluation import load_training_model
+
+
+def dump_weights(save_dir, outfile, options_outfile=None, overwrite=False):
+    """Writes the latest checkpoint's biLM as an original-layout HDF5 weight file.
+
+    Beside it go the options for prediction (`n_characters` 262), named
+    `<outfile without .hdf5>_options.json` unless `options_outfile` is
+    given, and for token inputs the token embedding file
+    `<outfile without .hdf5>_token_embeddings.hdf5`, so that
+    `BidirectionalLanguageModel(options_file, outfile, ...)` loads them as
+    they are. A forward-only model's file has no backward datasets
+    (`RNN_1/...`), which `BidirectionalLanguageModel` needs (a warning says so).
+
+    Each file is written under a temporary name and renamed. None may be a
+    file of the training directory, and an existing weight or token
+    embedding file is only replaced if bilm wrote it as one (or with
+    `overwrite=True`); all of this is checked before the checkpoint is read.
+
+    Returns:
+        dict with `weight_file`, `options_file` and, for token inputs,
+        `embedding_weight_file`.
+    """
+    ckpt_file = checkpoints.latest_checkpoint(save_dir)
+    options = checkpoints.load_training_options(save_dir)
+    outfile = os.fspath(outfile)
+    stem = outfile[:-5] if outfile.endswith(".hdf5") else outfile
+    inputs = [os.path.join(os.fspath(save_dir), OPTIONS_FILE), *glob.glob(glob.escape(ckpt_file) + ".*")]
+    check_output_file(outfile, inputs, kind="weights", overwrite=overwrite)
+    options_outfile = options_outfile or f"{stem}_options.json"
+    check_output_file(options_outfile, inputs + [outfile])
+    embedding_file = f"{stem}_token_embeddings.hdf5"
+    if options.char_cnn is None:
+        check_output_file(embedding_file, inputs, kind="token_embeddings", overwrite=overwrite)
+    lm = load_training_model(options, ckpt_file)
+    save_bilm_weights(lm.bilm, outfile)
+    if "backward" not in lm.directions:
+        warnings.warn(f"{save_dir} holds a forward-only biLM: {outfile} has no backward LSTM weights "
+                      "(RNN_1/...), so BidirectionalLanguageModel cannot load it.", stacklevel=2)
+    written = {"weight_file": outfile}
+    if not lm.use_characters:
+        table = lm.bilm.get_layer("token_embedding").embeddings.numpy()
+        save_token_embeddings(embedding_file, table)
+        written["embedding_weight_file"] = embedding_file
+    save_options(lm.options.for_prediction(lm.use_characters), options_outfile)
+    written["options_file"] = options_outfile
+    return written
