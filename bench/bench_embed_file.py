@@ -9,10 +9,14 @@ random model (`build_bilm` + `save_bilm_weights`), generates sentences of
     cache is emptied in between, so both start from a cold cache),
   - embed_file: the whole call (text in, HDF5 out: model loading, batching,
     copying every sentence out and writing it),
-and prints both rates, their ratio, embed_file's fixed cost (loading a model
-and tracing its first call, measured on a second model after the raw runs;
-it dominates the ratio for a few hundred sentences) and the peak resident
-memory. The output of "all" is large (3 x 2P floats per token: 3 KiB/token
+  - ELMo.embed: `ELMo(...)` (the model loaded, as `bilm.load` does once the
+    files are found), then `embed(sentences, layers="all")` on the same
+    sentences as token lists (arrays out, nothing written), timed with and
+    without the loading,
+and prints the rates, raw's ratio to embed_file, embed_file's fixed cost
+(loading a model and tracing its first call, measured on a second model
+after the raw runs; it dominates the ratio for a few hundred sentences) and
+the peak resident memory. The output of "all" is large (3 x 2P floats per token: 3 KiB/token
 small, 12 KiB/token original); it goes to a temporary folder that is removed
 afterwards.
 
@@ -31,6 +35,7 @@ from common import run_sizes  # noqa: E402
 
 def run_one(size, n_sentences, batch_size):
     from bilm.commands.sentence_embeddings import embed_file
+    from bilm.elmo import ELMo
     from bilm.io.sentence_files import length_sorted_batches
     from bilm.models.predictor import BidirectionalLanguageModel
     from bilm.models.random_weights import write_random_model
@@ -47,7 +52,7 @@ def run_one(size, n_sentences, batch_size):
         with open(input_file, "w", encoding="utf-8") as f:
             f.writelines(" ".join(s) + "\n" for s in sentences)
 
-        model = BidirectionalLanguageModel(options_file, weight_file, max_batch_size=batch_size, stateful=False)
+        model = BidirectionalLanguageModel(options_file, weight_file, stateful=False)
         batcher = Batcher(None, load_options(options_file).char_cnn.max_characters_per_token)
         batches = [batcher.batch_sentences(batch) for batch in length_sorted_batches(
             sentences, batch_size, tokens_of=lambda sentence: sentence)]
@@ -64,7 +69,7 @@ def run_one(size, n_sentences, batch_size):
         del model
         # What embed_file pays before its first batch: a fresh model, loaded and traced.
         start = time.perf_counter()
-        model = BidirectionalLanguageModel(options_file, weight_file, max_batch_size=batch_size, stateful=False)
+        model = BidirectionalLanguageModel(options_file, weight_file, stateful=False)
         model(batches[0][:1])["lm_embeddings"].numpy()  # one sentence: the trace serves every shape
         fixed_seconds = time.perf_counter() - start
         raw_peak = peak_rss_gib()
@@ -75,16 +80,30 @@ def run_one(size, n_sentences, batch_size):
         embed_file(input_file, output_file, options_file, weight_file, output_format="all",
                    batch_size=batch_size, verbose=0)
         file_seconds = time.perf_counter() - start
+        file_peak = peak_rss_gib()
+
+        start = time.perf_counter()
+        elmo = ELMo(options_file, weight_file)
+        elmo_load_seconds = time.perf_counter() - start
+        start = time.perf_counter()
+        vectors = elmo.embed(sentences, layers="all", batch_size=batch_size, verbose=0)
+        elmo_seconds = time.perf_counter() - start
+        n_tokens = sum(len(s) for s in sentences)
+        assert sum(v.shape[1] for v in vectors) == n_tokens
         return {
             "size": size,
             "n_sentences": n_sentences,
-            "n_tokens": sum(len(s) for s in sentences),
+            "n_tokens": n_tokens,
             "raw_sentences_per_sec": n_sentences / raw_seconds,
             "embed_file_sentences_per_sec": n_sentences / file_seconds,
+            "embed_file_tokens_per_sec": n_tokens / file_seconds,
+            "elmo_embed_tokens_per_sec": n_tokens / elmo_seconds,
+            "elmo_load_and_embed_tokens_per_sec": n_tokens / (elmo_load_seconds + elmo_seconds),
             "fixed_seconds": fixed_seconds,
             "file_seconds": file_seconds,
             "raw_peak_rss_gib": raw_peak,
-            "peak_rss_gib": peak_rss_gib(),
+            "peak_rss_gib": file_peak,
+            "elmo_peak_rss_gib": peak_rss_gib(),
             "output_gib": os.path.getsize(output_file) / 2 ** 30,
         }
     finally:
@@ -98,8 +117,11 @@ def main():
               f"raw model {r['raw_sentences_per_sec']:8.1f} sentences/sec, "
               f"ratio {r['embed_file_sentences_per_sec'] / r['raw_sentences_per_sec']:.2f} "
               f"(embed_file includes ~{r['fixed_seconds']:.1f} s of model loading and tracing); "
-              f"peak RSS {r['raw_peak_rss_gib']:.2f} GiB raw, {r['peak_rss_gib']:.2f} GiB after embed_file; "
-              f"output {r['output_gib']:.2f} GiB")
+              f"peak RSS {r['raw_peak_rss_gib']:.2f} GiB raw, {r['peak_rss_gib']:.2f} GiB after embed_file, "
+              f"{r['elmo_peak_rss_gib']:.2f} GiB after ELMo.embed; output {r['output_gib']:.2f} GiB")
+        print(f"{size:>9} tokens/sec on the same sentences: embed_file {r['embed_file_tokens_per_sec']:8.0f}, "
+              f"ELMo.embed {r['elmo_embed_tokens_per_sec']:8.0f} "
+              f"({r['elmo_load_and_embed_tokens_per_sec']:.0f} with ELMo's loading, as embed_file includes its own)")
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ import_tensorflow()  # before any module of bilm imports it (see bilm.utils.tens
 # isort: split
 from bilm.commands.sentence_embeddings import dump_bilm_embeddings
 from bilm.commands.token_embeddings import dump_token_embeddings
+from bilm.elmo import ELMo, load
 from bilm.layers.weight_layers import WeightLayers, weight_layers
 from bilm.models.elmo_embedding import ELMoEmbedding
 from bilm.models.network import build_bilm
@@ -19,6 +20,7 @@ __all__ = [
     "Batcher",
     "BiLMOptions",
     "BidirectionalLanguageModel",
+    "ELMo",
     "ELMoEmbedding",
     "TokenBatcher",
     "UnicodeCharsVocabulary",
@@ -28,6 +30,7 @@ __all__ = [
     "dump_bilm_embeddings",
     "dump_token_embeddings",
     "export_saved_model",
+    "load",
     "load_options",
     "weight_layers",
 ]

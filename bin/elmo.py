@@ -6,6 +6,10 @@ by line number (or by the sentence with --use_sentence_keys), holding
 (n_layers + 1, n_tokens, 2P) with --all (the default) or (n_tokens, 2P) with
 --top / --average, plus 'sentence_to_index' (JSON: sentence -> dataset name).
 
+The model is --model (a directory, a .zip or the URL of a .zip, as bilm.load
+takes them: bilm's, AllenNLP's and the NLPL repository's layouts) or the pair
+--options_file and --weight_file.
+
 The output is never one of the inputs, and an existing file is only replaced
 if bilm wrote it as an embedding file (or with --overwrite). An interrupted
 run leaves OUTPUT.partial; rerunning the same command continues it, and a
@@ -18,14 +22,21 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow loads
 
 from bilm.commands.sentence_embeddings import embed_file  # noqa: E402
 from bilm.commands.user_errors import exit_on_user_error  # noqa: E402
+from bilm.io.model_files import locate_model  # noqa: E402
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("input_file", help="Text, one whitespace-tokenized sentence per line.")
     parser.add_argument("output_file", help="HDF5 file to write (its directory is created if missing).")
-    parser.add_argument("--options_file", required=True, help="The model's options.json.")
-    parser.add_argument("--weight_file", required=True, help="The model's HDF5 weights.")
+    parser.add_argument("--model", metavar="DIR|ZIP|URL",
+                        help="The model: a directory holding its options and HDF5 weights, a .zip of one, or "
+                             "the URL of a .zip (downloaded and extracted once into --cache_dir).")
+    parser.add_argument("--cache_dir", help="Where --model downloads and extracted zips are kept "
+                                            "(default: $BILM_CACHE, else ~/.cache/bilm).")
+    parser.add_argument("--sha256", help="The expected SHA-256 of the --model zip.")
+    parser.add_argument("--options_file", help="The model's options.json (with --weight_file, instead of --model).")
+    parser.add_argument("--weight_file", help="The model's HDF5 weights (with --options_file, instead of --model).")
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--all", dest="output_format", action="store_const", const="all",
                        help="All biLM layers, (n_layers + 1, n_tokens, 2P) per sentence (default).")
@@ -44,8 +55,18 @@ def main(argv=None):
     parser.add_argument("--overwrite", action="store_true",
                         help="Replace an existing OUTPUT (or OUTPUT.partial) that bilm did not write.")
     args = parser.parse_args(argv)
+    pair = (args.options_file, args.weight_file)
+    if args.model is not None and any(pair):
+        parser.error("give the model either as --model or as --options_file and --weight_file, not both")
+    if args.model is None and not all(pair):
+        parser.error("give the model as --model DIR|ZIP|URL, or as both --options_file and --weight_file")
+    if args.model is None and (args.cache_dir or args.sha256):
+        parser.error("--cache_dir and --sha256 go with --model")
     with exit_on_user_error():
-        written = embed_file(args.input_file, args.output_file, args.options_file, args.weight_file,
+        if args.model is not None:
+            files = locate_model(args.model, cache_dir=args.cache_dir, sha256=args.sha256)
+            pair = (files.options_file, files.weight_file)
+        written = embed_file(args.input_file, args.output_file, *pair,
                              output_format=args.output_format, batch_size=args.batch_size,
                              use_sentence_keys=args.use_sentence_keys, resume=args.resume,
                              overwrite=args.overwrite)

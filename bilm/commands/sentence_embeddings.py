@@ -38,19 +38,19 @@ import warnings
 import h5py
 import numpy as np
 
-from bilm.io.embedding_files import SENTENCE_TO_INDEX, SentenceEmbeddingFile, file_sha256, json_sha256, line_number_key
+from bilm.io.embedding_files import (
+    OUTPUT_FORMATS,
+    SENTENCE_TO_INDEX,
+    SentenceEmbeddingFile,
+    file_sha256,
+    json_sha256,
+    line_number_key,
+)
 from bilm.io.sentence_files import read_sentences
 from bilm.io.weight_file import WeightFileError
 from bilm.models.predictor import BidirectionalLanguageModel
 from bilm.options import load_options
 from bilm.text.batching import Batcher
-
-# `(n_layers + 1, n_tokens, 2P)` layers -> what the dataset holds.
-OUTPUT_FORMATS = {
-    "all": lambda layers: layers,
-    "top": lambda layers: layers[-1],
-    "average": lambda layers: layers.mean(axis=0),
-}
 
 # Whole sentences that cannot be dataset names as they are: "." is the group
 # itself, and the mapping's own name would collide.
@@ -108,7 +108,7 @@ def _check_no_blank_lines(input_file):
 
 
 def embed_file(input_file, output_file, options_file, weight_file, output_format="all", batch_size=64,
-               use_sentence_keys=False, resume=True, overwrite=False, verbose=1):
+               use_sentence_keys=False, resume=True, overwrite=False, verbose=1, *, model=None):
     """Writes the ELMo vectors of every line of `input_file` to `output_file`.
 
     Layout and naming as in this module's docstring. Lines are read as
@@ -139,6 +139,9 @@ def embed_file(input_file, output_file, options_file, weight_file, output_format
         resume: continue an interrupted run's `.partial` file.
         overwrite: replace an existing output that bilm did not write.
         verbose: show a progress bar (time per sentence, time left).
+        model: a stateless `BidirectionalLanguageModel` already loaded from
+            these options and weights (e.g. `ELMo`'s), used instead of
+            loading one.
 
     Returns:
         number of sentence datasets written by this call.
@@ -157,7 +160,7 @@ def embed_file(input_file, output_file, options_file, weight_file, output_format
         input_file, output_file, options, weight_file, select, key_of, settings,
         batch_size=batch_size, resume=resume, overwrite=overwrite, verbose=verbose,
         check_lines=_check_no_blank_lines if use_sentence_keys else None,
-        extra_datasets=lambda: {SENTENCE_TO_INDEX: _sentence_to_index(input_file, key_of)})
+        extra_datasets=lambda: {SENTENCE_TO_INDEX: _sentence_to_index(input_file, key_of)}, model=model)
 
 
 def dump_bilm_embeddings(vocab_file, dataset_file, options_file, weight_file, outfile, batch_size=64,
@@ -187,14 +190,16 @@ def dump_bilm_embeddings(vocab_file, dataset_file, options_file, weight_file, ou
 
 def _embed_sentences_file(input_file, output_file, options, weight_file, select, key_of, settings, *,
                           vocab_file=None, batch_size=64, resume=True, overwrite=False, verbose=1,
-                          check_lines=None, extra_datasets=None):
+                          check_lines=None, extra_datasets=None, model=None):
     """The run behind `embed_file` and `dump_bilm_embeddings`: checks, the
-    stateless model, one dataset per line (`select` of its
-    `(n_layers + 1, n_tokens, 2P)` layers)."""
+    stateless model (`model`, or one loaded after the checks), one dataset
+    per line (`select` of its `(n_layers + 1, n_tokens, 2P)` layers)."""
     if not isinstance(batch_size, (int, np.integer)) or isinstance(batch_size, bool) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive integer. Received: batch_size={batch_size!r}")
     if not os.path.isfile(weight_file):
         raise WeightFileError(f"Weight file not found: {weight_file}")
+    if model is not None:
+        _check_model(model, options, batch_size)
     made_from = {**settings, "n_layers": options.n_layers, "projection_dim": options.projection_dim,
                  "weight_sha256": file_sha256(weight_file),
                  "options_sha256": json_sha256(options.for_prediction().to_dict()),
@@ -204,7 +209,8 @@ def _embed_sentences_file(input_file, output_file, options, weight_file, select,
                                    overwrite=overwrite, verbose=verbose)
     if check_lines is not None:
         check_lines(input_file)
-    model = BidirectionalLanguageModel(options, weight_file, max_batch_size=batch_size, stateful=False)
+    if model is None:
+        model = BidirectionalLanguageModel(options, weight_file, stateful=False)
     batcher = Batcher(vocab_file, options.char_cnn.max_characters_per_token)
 
     def embed(sentences):
@@ -215,3 +221,14 @@ def _embed_sentences_file(input_file, output_file, options, weight_file, select,
     if target.n_lines == 0:
         warnings.warn(f"{input_file} is empty: wrote {output_file} with no sentence datasets.", stacklevel=3)
     return written
+
+
+def _check_model(model, options, batch_size):
+    """A model passed in must be the stateless one these options build (the
+    file records a zero start and the options' hash)."""
+    if model.stateful:
+        raise ValueError("model must be stateless (BidirectionalLanguageModel(..., stateful=False)): the file "
+                         "records that every sentence starts from zero states.")
+    if model.options != options.for_prediction():
+        raise ValueError(f"model was built from other options than {options.source}; pass the model of "
+                         "these options and weights, or model=None to load one.")

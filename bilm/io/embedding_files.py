@@ -19,6 +19,12 @@ from bilm.io.sentence_files import count_lines, length_sorted_batches, read_sent
 from bilm.utils.progress import Progress
 
 KIND = "sentence_embeddings"
+# What a sentence's dataset holds, from its `(n_layers + 1, n_tokens, 2P)` layers.
+OUTPUT_FORMATS = {
+    "all": lambda layers: layers,
+    "top": lambda layers: layers[-1],
+    "average": lambda layers: layers.mean(axis=0),
+}
 PARTIAL_SUFFIX = ".partial"
 SENTENCE_TO_INDEX = "sentence_to_index"
 

@@ -96,7 +96,8 @@ class BidirectionalLanguageModel(tf.Module):
             from `TokenBatcher` (False, needs `embedding_weight_file`).
         embedding_weight_file: HDF5 with `embedding` (n_vocab, P), e.g. from
             `dump_token_embeddings`.
-        max_batch_size: rows of the state buffers; larger batches are an error.
+        max_batch_size: rows of the state buffers; a larger batch is an
+            error when `stateful` (a stateless model takes any batch).
         stateful: carry states between calls.
         token_cache_size: char inputs given as numpy arrays (or eager
             tensors) are encoded once per distinct token and the encodings
@@ -225,7 +226,7 @@ class BidirectionalLanguageModel(tf.Module):
         else:
             max_chars, n_ids = None, self.n_token_vocab
         check_id_shape(ids.shape, max_chars)
-        if ids.shape[0] is not None and ids.shape[0] > self.max_batch_size:
+        if self.stateful and ids.shape[0] is not None and ids.shape[0] > self.max_batch_size:
             raise ValueError(
                 f"A batch of {ids.shape[0]} sentences exceeds max_batch_size={self.max_batch_size}; "
                 "split the batch or build the model with a larger max_batch_size.")

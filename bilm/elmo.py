@@ -1,0 +1,300 @@
+"""`load` and `ELMo`: a published ELMo model in one call, and its vectors for your sentences."""
+import os
+
+import numpy as np
+
+from bilm.commands.sentence_embeddings import embed_file
+from bilm.io.embedding_files import OUTPUT_FORMATS
+from bilm.io.model_files import locate_model
+from bilm.io.sentence_files import length_sorted_batches
+from bilm.models.elmo_embedding import ELMoEmbedding
+from bilm.models.predictor import BidirectionalLanguageModel
+from bilm.options import load_options
+from bilm.text.batching import Batcher
+from bilm.text.whitespace import split_tokens
+from bilm.utils.progress import Progress
+
+# The LSTM states a sentence may start from; `start=None` means DEFAULT_START,
+# the best deterministic start the model has.
+STARTS = ("zeros",)
+DEFAULT_START = "zeros"
+# verbose="auto" shows a progress bar for inputs of at least this many sentences.
+AUTO_PROGRESS_SENTENCES = 1000
+
+
+def load(path, *, cache_dir=None, sha256=None):
+    """The ELMo model at `path`, ready to embed sentences.
+
+    `path` may be:
+    - a directory holding an options file and its HDF5 weights: bilm's
+      `options.json` + `weights.hdf5`, `dump_weights`' `weights.hdf5` +
+      `weights_options.json`, the NLPL repository's `options.json` +
+      `model.hdf5` (+ `vocab.txt`, `meta.json`), or AllenNLP's
+      `<name>_options.json` + `<name>_weights.hdf5`; the files may also be
+      inside the directory's only folder;
+    - a `.zip` of such a directory (the NLPL repository's downloads),
+      extracted once into the cache;
+    - an `http(s)://` URL of such a zip, downloaded once into the cache;
+    - the options or weight file of one of several models in a directory.
+
+    Args:
+        path: see above (str or path-like).
+        cache_dir: where downloads and extracted zips are kept; default
+            `$BILM_CACHE`, else `~/.cache/bilm` (see `bilm.io.model_cache`).
+        sha256: the zip's expected SHA-256 (hex), checked on every load.
+
+    Returns:
+        `ELMo`.
+
+    Raises:
+        FileNotFoundError: `path` does not exist.
+        ValueError (`ModelFileError`, `OptionsError`, `WeightFileError`):
+            what is at `path` is not a model bilm reads (the message says
+            what was found: another model family, a TF-Hub module, the files
+            present and the names expected), a download failed (its URL and
+            HTTP status), or a zip or HDF5 file is corrupt (its path).
+
+    Example:
+    ```python
+    elmo = bilm.load("https://host/path/model.zip")
+    vectors = elmo.embed([["The", "cat", "sat"], ["Hi"]])  # [(3, 2P), (1, 2P)]
+    ```
+    """
+    files = locate_model(path, cache_dir=cache_dir, sha256=sha256)
+    return ELMo(files.options_file, files.weight_file, metadata=files.metadata)
+
+
+class ELMo:
+    """A pretrained character biLM that turns sentences into ELMo vectors.
+
+    Every sentence is embedded on its own: the LSTMs start each sentence
+    from `start` (zero states), so a sentence's vectors never depend on the
+    other sentences of the call or on earlier calls (up to float round-off
+    of differently sized batches). Sentences are batched by length inside;
+    each distinct token's encoding is computed once and kept across calls.
+
+    Args:
+        options_file: the model's options (path, dict or `BiLMOptions`; it
+            needs a `char_cnn` section).
+        weight_file: HDF5 weights in the original bilm-tf layout.
+        metadata: what is known about the model (NLPL's `meta.json`), or None.
+        token_cache_size: token encodings kept across calls (see
+            `BidirectionalLanguageModel`).
+
+    Attributes:
+        options: the parsed options, prediction form (`BiLMOptions`).
+        metadata: as given (`load` passes `meta.json`'s dict), or None.
+        bilm: the stateless `BidirectionalLanguageModel` underneath.
+        dim: size of every vector, `2 * projection_dim` (2P below).
+        n_layers: LSTM layers; "all" holds `n_layers + 1` layers.
+
+    Example:
+    ```python
+    elmo = ELMo("options.json", "weights.hdf5")
+    elmo.embed(["The cat sat", "Hi"], layers="all")[0].shape  # (3, 3, 2P)
+    elmo.sentence_vectors(["The cat sat", "Hi"]).shape  # (2, 2P)
+    ```
+    """
+
+    def __init__(self, options_file, weight_file, metadata=None, token_cache_size=50_000):
+        options = load_options(options_file)
+        if options.char_cnn is None:
+            raise ValueError(
+                f"{options.source}: this biLM reads token ids (its options have no 'char_cnn' section); ELMo "
+                "reads character models. Use BidirectionalLanguageModel(options_file, weight_file, "
+                "use_character_inputs=False, embedding_weight_file=...) with a TokenBatcher.")
+        self.options_file = options_file
+        self.weight_file = os.fspath(weight_file)
+        self.metadata = metadata
+        self.bilm = BidirectionalLanguageModel(options, self.weight_file, stateful=False,
+                                               token_cache_size=token_cache_size)
+        self.options = self.bilm.options
+        self.dim = 2 * self.options.projection_dim
+        self.n_layers = self.options.n_layers
+        self._batcher = Batcher(None, self.options.char_cnn.max_characters_per_token)
+
+    def __repr__(self):
+        return (f"ELMo(options_file={self.options_file!r}, weight_file={self.weight_file!r}, "
+                f"n_layers={self.n_layers}, dim={self.dim})")
+
+    def embed(self, sentences, layers="average", *, start=None, batch_size=64, verbose="auto"):
+        """The ELMo vectors of every token of every sentence.
+
+        Args:
+            sentences: a list (or any iterable) of sentences, each a list of
+                tokens or a string split on whitespace (`str.split()`).
+            layers: what each sentence's array holds:
+                `"average"` `(n_tokens, 2P)`, the mean of the `n_layers + 1` layers;
+                `"all"` `(n_layers + 1, n_tokens, 2P)`, every layer: 0 is the
+                token encoding (the context-free `[x, x]`), l is
+                `[forward_l, backward_l]` of LSTM layer l;
+                `"top"` `(n_tokens, 2P)`, the last layer;
+                an int k in `[0, n_layers]` `(n_tokens, 2P)`, layer k.
+            start: the LSTM states each sentence starts from: `"zeros"`;
+                None picks the best deterministic start of the model
+                (`DEFAULT_START`).
+            batch_size: sentences per model call.
+            verbose: 1 shows a progress bar, 0 none; `"auto"` shows one for
+                inputs of at least `AUTO_PROGRESS_SENTENCES` sentences.
+
+        Returns:
+            a list of float32 arrays, one per sentence, in input order. An
+            empty sentence gives arrays with 0 tokens.
+
+        Raises:
+            TypeError: `sentences` is a string, or a sentence or token is
+                not a string / list of strings.
+            ValueError: a bad `layers`, `start` or `batch_size`.
+        """
+        select = self._selector(layers)
+        results = {}
+        for index, sentence_layers in self._layers_of_each(sentences, start, batch_size, verbose):
+            results[index] = select(sentence_layers)
+        return [results[index] for index in range(len(results))]
+
+    def embed_sentence(self, sentence, layers="average", *, start=None):
+        """`embed([sentence], layers)[0]`: one sentence (tokens or a string)."""
+        return self.embed([sentence], layers, start=start, verbose=0)[0]
+
+    def sentence_vectors(self, sentences, *, start=None, batch_size=64, verbose="auto"):
+        """One vector per sentence: the mean over its tokens of `embed(..., "average")`.
+
+        Args:
+            sentences, start, batch_size, verbose: as in `embed`.
+
+        Returns:
+            float32 `(n_sentences, 2P)`; zeros for an empty sentence.
+        """
+        rows = {}
+        for index, sentence_layers in self._layers_of_each(sentences, start, batch_size, verbose):
+            if sentence_layers.shape[1]:
+                rows[index] = sentence_layers.mean(axis=0).mean(axis=0)
+            else:
+                rows[index] = np.zeros(self.dim, np.float32)
+        return np.stack([rows[index] for index in range(len(rows))]) if rows else np.zeros((0, self.dim), np.float32)
+
+    def embed_file(self, input_file, output_file, layers="all", *, batch_size=64, use_sentence_keys=False,
+                   start=None, resume=True, overwrite=False, verbose=1):
+        """Writes the vectors of every line of `input_file` to HDF5, as `bin/elmo.py` does.
+
+        The file's layout, naming, safety checks and resuming are those of
+        `bilm.commands.sentence_embeddings.embed_file` (the same file for the
+        same arguments), run on this already loaded model.
+
+        Args:
+            input_file: text, one whitespace-tokenized sentence per line.
+            output_file: the HDF5 file to write.
+            layers: `"all"`, `"top"` or `"average"` (as in `embed`).
+            batch_size, start: as in `embed`.
+            use_sentence_keys, resume, overwrite, verbose: as in `embed_file`.
+
+        Returns:
+            number of sentence datasets written by this call.
+        """
+        if layers not in OUTPUT_FORMATS:
+            raise ValueError(f"layers must be one of {sorted(OUTPUT_FORMATS)} for a file. Received: layers={layers!r}")
+        self._check_start(start)
+        self._check_batch_size(batch_size)
+        return embed_file(input_file, output_file, self.options_file, self.weight_file, output_format=layers,
+                          batch_size=batch_size, use_sentence_keys=use_sentence_keys, resume=resume,
+                          overwrite=overwrite, verbose=verbose, model=self.bilm)
+
+    def keras_layer(self, output="elmo", **kwargs):
+        """An `ELMoEmbedding` Keras layer on this model's files.
+
+        Args:
+            output: `"elmo"`, `"word_emb"`, `"lstm_outputs1"`, ..., `"default"`
+                or `"all"` (see `ELMoEmbedding`).
+            **kwargs: the other arguments of `ELMoEmbedding`.
+
+        Returns:
+            a new `ELMoEmbedding` (its own copy of the weights, read from
+            `weight_file`).
+        """
+        options_file = self.options_file
+        if isinstance(options_file, os.PathLike):
+            options_file = os.fspath(options_file)
+        elif not isinstance(options_file, str):
+            options_file = self.options.to_dict()
+        return ELMoEmbedding(options_file, self.weight_file, output=output, **kwargs)
+
+    # === Internals ===
+
+    def _layers_of_each(self, sentences, start, batch_size, verbose):
+        """Yields `(input index, (n_layers + 1, n_tokens, 2P) view)` for every
+        sentence, in length-sorted chunks (see `length_sorted_batches`), so
+        memory holds one chunk of inputs and one batch of outputs at a time.
+        The views point into the batch's array; callers copy what they keep."""
+        if isinstance(sentences, (str, bytes)):
+            raise TypeError(
+                "sentences must be a list of sentences (strings or token lists). Received a "
+                f"{type(sentences).__name__}: {sentences[:50]!r}; for one sentence pass [sentence] or use "
+                "embed_sentence.")
+        self._check_start(start)
+        self._check_batch_size(batch_size)
+        total = len(sentences) if hasattr(sentences, "__len__") else None
+        if verbose == "auto":
+            verbose = int(total is not None and total >= AUTO_PROGRESS_SENTENCES)
+        elif verbose not in (0, 1):
+            raise ValueError(f"verbose must be 0, 1 or 'auto'. Received: verbose={verbose!r}")
+        empty = np.zeros((self.n_layers + 1, 0, self.dim), np.float32)
+        items = ((index, _tokens(sentence, index)) for index, sentence in enumerate(sentences))
+        progress = Progress(total, unit="sentence", verbose=verbose)
+        done = 0
+        try:
+            for batch in length_sorted_batches(items, batch_size, tokens_of=lambda item: item[1]):
+                filled = [(index, tokens) for index, tokens in batch if tokens]
+                for index, tokens in batch:
+                    if not tokens:
+                        yield index, empty
+                if filled:
+                    ids = self._batcher.batch_sentences([tokens for _, tokens in filled])
+                    layers = self.bilm(ids)["lm_embeddings"].numpy()
+                    for row, (index, tokens) in enumerate(filled):
+                        yield index, layers[row, :, :len(tokens)]
+                done += len(batch)
+                progress.update(done)
+        finally:
+            progress.close()
+
+    def _selector(self, layers):
+        """`(n_layers + 1, n_tokens, 2P)` view -> the new array `layers` asks for."""
+        if isinstance(layers, str) and layers in OUTPUT_FORMATS:
+            if layers == "average":
+                return OUTPUT_FORMATS["average"]
+            return lambda sentence_layers: OUTPUT_FORMATS[layers](sentence_layers).copy()
+        if isinstance(layers, (int, np.integer)) and not isinstance(layers, bool) and 0 <= layers <= self.n_layers:
+            return lambda sentence_layers: sentence_layers[layers].copy()
+        raise ValueError(f"layers must be 'average', 'all', 'top' or a layer number 0-{self.n_layers}. "
+                         f"Received: layers={layers!r}")
+
+    @staticmethod
+    def _check_start(start):
+        """The start `start` names; ValueError for one this model does not have."""
+        start = DEFAULT_START if start is None else start
+        if start not in STARTS:
+            raise ValueError(f"start must be one of {STARTS}, or None for {DEFAULT_START!r}. "
+                             f"Received: start={start!r}")
+        return start
+
+    def _check_batch_size(self, batch_size):
+        if not isinstance(batch_size, (int, np.integer)) or isinstance(batch_size, bool) or batch_size < 1:
+            raise ValueError(f"batch_size must be a positive integer. Received: batch_size={batch_size!r}")
+
+
+def _tokens(sentence, index):
+    """A sentence's tokens: a string split on whitespace, or its list of string tokens."""
+    if isinstance(sentence, str):
+        return split_tokens(sentence)
+    if isinstance(sentence, bytes):
+        raise TypeError(f"sentences[{index}] is bytes ({sentence[:50]!r}); decode it to str first.")
+    try:
+        tokens = list(sentence)
+    except TypeError:
+        raise TypeError(f"sentences[{index}] must be a string or a list of tokens. Received a "
+                        f"{type(sentence).__name__}: {sentence!r}") from None
+    for token in tokens:
+        if not isinstance(token, (str, bytes)):
+            raise TypeError(f"sentences[{index}] has a token that is not a string: {token!r} "
+                            f"({type(token).__name__}).")
+    return tokens

@@ -1,0 +1,175 @@
+"""The model cache: each model URL downloaded once, each zip extracted once.
+
+Layout of the cache directory (`$BILM_CACHE`, else `~/.cache/bilm`):
+
+    downloads/<key of the URL>/<file name in the URL>    the downloaded file
+    extracted/<zip name>-<key of the zip>/               a zip's members
+
+A URL's key is its SHA-256; a zip's key is the SHA-256 of its absolute
+path, size and modification time, so a zip replaced by another file is
+extracted again and an unchanged one never is (keys are cut to 16 hex
+digits). Both are written under a temporary name beside their final one and
+renamed when complete, so an interrupted download or extraction is never
+mistaken for a finished one.
+
+Downloads go through `keras.utils.get_file` (its progress bar and SHA-256
+check). Zips are not extracted by it: it extracts again on every call,
+writes straight to the final names, and skips members that would land
+outside the target folder with a warning; here a zip with such a member
+(`../x`, `/abs/x`) is refused whole, before anything is written.
+"""
+import hashlib
+import os
+import shutil
+import urllib.error
+import urllib.parse
+import zipfile
+
+import keras
+
+from bilm.io.embedding_files import file_sha256
+from bilm.io.output_files import atomic_output, check_output_directory, temporary_path
+
+CACHE_ENVIRONMENT_VARIABLE = "BILM_CACHE"
+URL_SCHEMES = ("http", "https", "ftp", "file")
+_KEY_DIGITS = 16
+
+
+class ModelFileError(ValueError):
+    """A path or URL does not give a model bilm reads: no model files, another
+    model family, a corrupt or unsafe archive, a failed download."""
+
+
+def default_cache_dir():
+    """`$BILM_CACHE` if set, else `~/.cache/bilm`."""
+    return os.environ.get(CACHE_ENVIRONMENT_VARIABLE) or os.path.join(os.path.expanduser("~"), ".cache", "bilm")
+
+
+def is_url(path):
+    """Whether `path` is a URL bilm downloads (`URL_SCHEMES`), not a local path."""
+    return isinstance(path, str) and urllib.parse.urlsplit(path).scheme.lower() in URL_SCHEMES
+
+
+def check_sha256(sha256):
+    """`sha256` lower-cased, or None; ValueError unless it is 64 hex digits."""
+    if sha256 is None:
+        return None
+    if not isinstance(sha256, str) or len(sha256) != 64 or any(c not in "0123456789abcdefABCDEF" for c in sha256):
+        raise ValueError(f"sha256 must be 64 hexadecimal digits (as sha256sum prints). Received: sha256={sha256!r}")
+    return sha256.lower()
+
+
+def download(url, cache_dir=None, sha256=None):
+    """The local copy of the zip at `url`, downloaded into the cache once.
+
+    Args:
+        url: an `http(s)://`, `ftp://` or `file://` URL of a zip.
+        cache_dir: the cache directory (default `default_cache_dir()`).
+        sha256: expected SHA-256 (hex) of the file; a cached copy is checked
+            against it and downloaded again if it differs.
+
+    Returns:
+        path of the downloaded file in the cache.
+
+    Raises:
+        ModelFileError: the download failed (naming the URL and the HTTP
+            status), the file differs from `sha256`, or it is not a zip.
+            Nothing is left in the cache then.
+    """
+    sha256 = check_sha256(sha256)
+    name = os.path.basename(urllib.parse.urlsplit(url).path) or "download"
+    target = os.path.join(_cache_path(cache_dir), "downloads", _key(url), name)
+    if os.path.isfile(target) and (sha256 is None or file_sha256(target) == sha256):
+        return target
+    check_output_directory(os.path.dirname(target))
+    with atomic_output(target) as tmp:
+        try:
+            keras.utils.get_file(fname=os.path.basename(tmp), origin=url, cache_dir=os.path.dirname(tmp),
+                                 cache_subdir=os.path.dirname(tmp), file_hash=sha256, hash_algorithm="sha256",
+                                 force_download=True)
+        except Exception as error:  # get_file raises a bare Exception for URL errors
+            raise _download_error(url, error, tmp, sha256) from None
+        if not zipfile.is_zipfile(tmp):
+            with open(tmp, "rb") as f:
+                head = f.read(40)
+            raise ModelFileError(
+                f"{url} gave a file that is not a zip archive ({os.path.getsize(tmp):,} bytes starting "
+                f"{head!r}). bilm.load downloads a .zip holding the model's options and HDF5 weights.")
+    return target
+
+
+def _download_error(url, error, path, sha256):
+    """The ModelFileError for `get_file`'s `error`, or `error` itself if it is not about the download."""
+    cause = error.__context__
+    if isinstance(cause, urllib.error.HTTPError):
+        return ModelFileError(f"Cannot download {url}: HTTP {cause.code} {cause.reason}.")
+    if isinstance(cause, urllib.error.URLError):
+        return ModelFileError(f"Cannot download {url}: {cause.reason}.")
+    if isinstance(error, ValueError) and sha256 is not None and os.path.isfile(path):
+        return ModelFileError(
+            f"The file downloaded from {url} has SHA-256 {file_sha256(path)}, not the expected "
+            f"sha256={sha256!r}; it was not kept. Check the hash, or the URL.")
+    return error
+
+
+def extract_zip(zip_path, cache_dir=None):
+    """The folder of the cache holding `zip_path`'s members, extracted once.
+
+    Args:
+        zip_path: a local zip file.
+        cache_dir: the cache directory (default `default_cache_dir()`).
+
+    Returns:
+        path of the folder (see the module docstring for its name).
+
+    Raises:
+        ModelFileError: the zip is corrupt, or has a member that would be
+            written outside the folder (nothing is extracted then).
+    """
+    zip_path = os.path.realpath(os.fspath(zip_path))
+    stat = os.stat(zip_path)
+    stem = os.path.splitext(os.path.basename(zip_path))[0]
+    target = os.path.join(_cache_path(cache_dir), "extracted",
+                          f"{stem}-{_key(f'{zip_path}|{stat.st_size}|{stat.st_mtime_ns}')}")
+    if os.path.isdir(target):
+        return target
+    check_output_directory(os.path.dirname(target))
+    tmp = temporary_path(target)
+    os.mkdir(tmp)
+    try:
+        try:
+            with zipfile.ZipFile(zip_path) as archive:
+                unsafe = [info.filename for info in archive.infolist() if _escapes(info.filename, tmp)]
+                if unsafe:
+                    raise ModelFileError(
+                        f"{zip_path} has members that would be written outside the folder it is extracted "
+                        f"to: {', '.join(repr(name) for name in unsafe[:10])}. A model archive never needs "
+                        "them, so nothing was extracted; rebuild the zip with relative paths.")
+                archive.extractall(tmp)
+        except (zipfile.BadZipFile, EOFError) as error:
+            raise ModelFileError(f"{zip_path} is not a readable zip archive ({error}); it may be truncated or "
+                                 "corrupt. Download it again.") from None
+        try:
+            os.rename(tmp, target)
+        except OSError:
+            if not os.path.isdir(target):  # else another process extracted it first
+                raise
+    finally:
+        if os.path.isdir(tmp):
+            shutil.rmtree(tmp)
+    return target
+
+
+def _escapes(name, directory):
+    """Whether zip member `name` would land outside `directory` (absolute, `..`, a drive)."""
+    directory = os.path.realpath(directory)
+    path = os.path.realpath(os.path.join(directory, name))
+    return os.path.isabs(name) or os.path.commonpath([path, directory]) != directory
+
+
+def _cache_path(cache_dir):
+    return os.path.abspath(os.path.expanduser(os.fspath(cache_dir or default_cache_dir())))
+
+
+def _key(text):
+    return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()[:_KEY_DIGITS]

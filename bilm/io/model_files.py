@@ -1,0 +1,260 @@
+"""Where a published model's files are: a directory, a zip or a URL to its options and weights.
+
+A model is an options file (JSON) and an HDF5 weight file in one directory,
+under any of the names the publishers use (`MODEL_FILE_PAIRS`):
+- bilm's own `options.json` + `weights.hdf5`, and what `dump_weights`
+  writes, `<name>.hdf5` + `<name>_options.json`;
+- the NLPL repository's `options.json` + `model.hdf5`, with an optional
+  `vocab.txt` / `vocab.txt.gz` (a token list; character ids never need it)
+  and `meta.json` (what the model was trained on, kept as `metadata`);
+- AllenNLP's `<name>_options.json` + `<name>_weights.hdf5`.
+The pair may also sit inside the one folder of the directory (a zip whose
+files are in one top folder). Zips and URLs are turned into such a
+directory in the cache by `bilm.io.model_cache`. Layouts of other model
+families (ELMoForManyLangs, TF-Hub modules) get an error saying what they are.
+"""
+import dataclasses
+import json
+import os
+import tarfile
+import zipfile
+from typing import Optional
+
+from bilm.io.embedding_files import file_sha256
+from bilm.io.model_cache import ModelFileError, check_sha256, download, extract_zip, is_url
+from bilm.io.output_files import same_file
+
+# (options file, weight file) names recognised in one directory; `*` is any
+# name, the same in both.
+MODEL_FILE_PAIRS = (
+    ("options.json", "weights.hdf5"),  # bilm
+    ("options.json", "model.hdf5"),  # NLPL repository
+    ("*_options.json", "*_weights.hdf5"),  # AllenNLP
+    ("*_options.json", "*.hdf5"),  # dump_weights
+)
+VOCAB_FILES = ("vocab.txt", "vocab.txt.gz")
+METADATA_FILE = "meta.json"
+
+# Files that mark a model family bilm does not read: (names, what it is and what reads it).
+FOREIGN_LAYOUTS = (
+    (("char.dic", "word.dic", "encoder.pkl", "token_embedder.pkl"),
+     ("an ELMoForManyLangs model, a different model family (PyTorch weights with its own config.json "
+      "and dictionaries) that bilm does not read. Use the ELMoForManyLangs package for it, or a model "
+      "published as options.json with an HDF5 weight file (bilm-tf, AllenNLP or the NLPL repository)")),
+    (("saved_model.pb", "tfhub_module.pb"),
+     ("a TF-Hub module (a TensorFlow SavedModel), not an options file with HDF5 weights. Load it with "
+      "tf.saved_model.load({directory!r}) (or hub.load)")),
+)
+# Folders that archivers add beside the content.
+_IGNORED_FOLDERS = ("__MACOSX",)
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelFiles:
+    """The files of one model in a local directory.
+
+    Attributes:
+        options_file, weight_file: the model (paths).
+        vocab_file: `vocab.txt` / `vocab.txt.gz` beside them, or None.
+        metadata: the parsed `meta.json` beside them (a dict), or None.
+        source: what was asked for (the directory, zip, URL or file).
+    """
+
+    options_file: str
+    weight_file: str
+    vocab_file: Optional[str] = None
+    metadata: Optional[dict] = None
+    source: Optional[str] = None
+
+    @property
+    def directory(self):
+        return os.path.dirname(self.options_file)
+
+
+def locate_model(path, cache_dir=None, sha256=None):
+    """The local files of the model at `path`, downloading and extracting it if needed.
+
+    Args:
+        path: a directory holding the model (see the module docstring), a
+            `.zip` of one, an `http(s)://` / `ftp://` / `file://` URL of a
+            `.zip`, or the model's options or weight file (to pick one of
+            several models in a directory).
+        cache_dir: where downloads and extracted zips are kept (default
+            `$BILM_CACHE`, else `~/.cache/bilm`). Each URL is downloaded once
+            and each zip extracted once.
+        sha256: the expected SHA-256 (hex) of the zip, downloaded or local;
+            checked on every call (a cached download that differs is
+            downloaded again).
+
+    Returns:
+        `ModelFiles`.
+
+    Raises:
+        FileNotFoundError: `path` does not exist.
+        ModelFileError (a ValueError): no model bilm reads is there, a zip
+            is corrupt or unsafe, a download failed or differs from `sha256`.
+    """
+    sha256 = check_sha256(sha256)
+    if is_url(path):
+        directory = extract_zip(download(path, cache_dir, sha256), cache_dir)
+        return find_model_files(directory, source=path)
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise FileNotFoundError(
+            f"No model at {path}: no such file or directory. bilm.load takes a model directory, a .zip of "
+            "one or the URL of a .zip.")
+    is_zip = os.path.isfile(path) and zipfile.is_zipfile(path)
+    if sha256 is not None and not is_zip:
+        raise ValueError(f"sha256= checks a zip or a download; {path} is not a zip. Leave sha256 out.")
+    if os.path.isdir(path):
+        return find_model_files(path)
+    if is_zip:
+        actual = file_sha256(path) if sha256 is not None else None
+        if actual != sha256:
+            raise ModelFileError(f"{path} has SHA-256 {actual}, not the expected sha256={sha256!r}: it is "
+                                 "another file than the one meant, or it is corrupt.")
+        return find_model_files(extract_zip(path, cache_dir), source=path)
+    directory = os.path.dirname(os.path.abspath(path))
+    if path.endswith(".json"):
+        return find_model_files(directory, options_file=path)
+    if path.endswith((".hdf5", ".h5")):
+        return find_model_files(directory, weight_file=path)
+    raise ModelFileError(_describe_other_file(path))
+
+
+def find_model_files(directory, options_file=None, weight_file=None, source=None):
+    """The one model in `directory`, or in its only folder.
+
+    Args:
+        directory: a local directory.
+        options_file, weight_file: keep only the pairs with this file.
+        source: what the directory came from (a zip, a URL), for messages.
+
+    Returns:
+        `ModelFiles`.
+
+    Raises:
+        ModelFileError: no pair, several pairs, or another model family's
+            files; the message lists the files found and the names expected.
+    """
+    directory = os.fspath(directory)
+    return _find(directory, options_file, weight_file, source or directory,
+                 descend=options_file is None and weight_file is None)
+
+
+def _find(directory, options_file, weight_file, source, descend):
+    names = _visible_names(directory)
+    pairs = _pairs(directory, names, options_file, weight_file)
+    if len(pairs) == 1:
+        found_options, found_weights = pairs[0]
+        return ModelFiles(found_options, found_weights, vocab_file=_vocab_file(directory),
+                          metadata=_read_metadata(directory), source=source)
+    where = source if source == directory else f"{source} ({directory})"
+    if pairs:
+        shown = "; ".join(f"{os.path.basename(o)} + {os.path.basename(w)}" for o, w in pairs)
+        raise ModelFileError(
+            f"{where} holds {len(pairs)} models ({shown}). Pass the options file of the one you want, "
+            f"e.g. bilm.load({pairs[0][0]!r}).")
+    for markers, what in FOREIGN_LAYOUTS:
+        found = [name for name in markers if name in names]
+        if found:
+            raise ModelFileError(f"{where} holds {what.format(directory=directory)}; found {', '.join(found)}.")
+    folders = [name for name in names if os.path.isdir(os.path.join(directory, name))]
+    found = _listing(directory, names)
+    if descend and len(folders) == 1:
+        inner = os.path.join(directory, folders[0])
+        inner_names = _visible_names(inner)
+        markers = {marker for marker_names, _ in FOREIGN_LAYOUTS for marker in marker_names}
+        if _pairs(inner, inner_names, None, None) or markers & set(inner_names):
+            return _find(inner, None, None, source, descend=False)
+        if len(names) == 1:
+            found += f" ({folders[0]}/ holds {_listing(inner, inner_names)})"
+    chosen = options_file if options_file is not None else weight_file
+    wanted = f" for {os.path.basename(chosen)}" if chosen is not None else ""
+    raise ModelFileError(
+        f"{where} holds no model bilm reads{wanted}: found {found}. Expected an "
+        "options file with its HDF5 weights in one directory: " + ", ".join(
+            f"{o} + {w}" for o, w in MODEL_FILE_PAIRS) + " (`*` the same name in both).")
+
+
+def _pairs(directory, names, options_file, weight_file):
+    """Every (options path, weight path) in `directory` named as in
+    `MODEL_FILE_PAIRS`; where several options files name one weight file,
+    the one named after it (written with it by `dump_weights`) wins."""
+    files = {name for name in names if os.path.isfile(os.path.join(directory, name))}
+    found = []
+    for options_pattern, weights_pattern in MODEL_FILE_PAIRS:
+        for options_name in sorted(files):
+            stem = _match(options_pattern, options_name)
+            if stem is None:
+                continue
+            weights_name = weights_pattern.replace("*", stem)
+            if weights_name in files and (options_name, weights_name) not in found:
+                found.append((options_name, weights_name))
+    by_weights = {}
+    for options_name, weights_name in found:
+        named_after = options_name == weights_name[:-len(".hdf5")] + "_options.json"
+        if weights_name not in by_weights or named_after:
+            by_weights[weights_name] = options_name
+    pairs = [(os.path.join(directory, o), os.path.join(directory, w)) for w, o in by_weights.items()]
+    if options_file is not None:
+        pairs = [pair for pair in pairs if same_file(pair[0], options_file)]
+    if weight_file is not None:
+        pairs = [pair for pair in pairs if same_file(pair[1], weight_file)]
+    return pairs
+
+
+def _match(pattern, name):
+    """The `*` part of `name` for `pattern`, "" for a pattern without `*`, or None."""
+    if "*" not in pattern:
+        return "" if name == pattern else None
+    prefix, suffix = pattern.split("*")
+    if name.startswith(prefix) and name.endswith(suffix) and len(name) > len(prefix) + len(suffix):
+        return name[len(prefix):len(name) - len(suffix)]
+    return None
+
+
+def _visible_names(directory):
+    return sorted(name for name in os.listdir(directory)
+                  if not name.startswith(".") and name not in _IGNORED_FOLDERS)
+
+
+def _vocab_file(directory):
+    for name in VOCAB_FILES:
+        path = os.path.join(directory, name)
+        if os.path.isfile(path):
+            return path
+    return None
+
+
+def _read_metadata(directory):
+    path = os.path.join(directory, METADATA_FILE)
+    if not os.path.isfile(path):
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            metadata = json.load(f)
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise ModelFileError(f"{path} is not valid JSON ({error}); the model's files may be corrupt.") from None
+    if not isinstance(metadata, dict):
+        raise ModelFileError(f"{path} must hold a JSON object. Received a {type(metadata).__name__}.")
+    return metadata
+
+
+def _listing(directory, names, limit=20):
+    shown = [name + ("/" if os.path.isdir(os.path.join(directory, name)) else "") for name in names[:limit]]
+    if len(names) > limit:
+        shown.append(f"... {len(names) - limit} more")
+    return ", ".join(shown) if shown else "nothing"
+
+
+def _describe_other_file(path):
+    if path.endswith(".zip"):
+        return f"{path} is not a readable zip archive (truncated or corrupt?); download it again."
+    if tarfile.is_tarfile(path):
+        return (f"{path} is a tar archive; bilm.load reads a model directory or a .zip. Extract it and pass "
+                "the directory (a TF-Hub module is a tar of a SavedModel: load it with tf.saved_model.load).")
+    return (f"{path} is neither a model directory, a .zip, nor a model's options (.json) or weight (.hdf5) "
+            "file. bilm.load takes a directory holding options.json and an HDF5 weight file, a .zip of one, "
+            "or the URL of a .zip.")
+

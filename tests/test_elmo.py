@@ -1,0 +1,275 @@
+"""ELMo and load: the same numbers as the low-level path, every output form, files, the Keras layer, the CLI."""
+import json
+import os
+import runpy
+import subprocess
+import sys
+import zipfile
+
+import h5py
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bilm.commands.sentence_embeddings import embed_file
+from bilm.elmo import ELMo, load
+from bilm.io.output_files import OutputFileError
+from bilm.models.predictor import BidirectionalLanguageModel
+from bilm.text.batching import Batcher
+from helpers import ROOT, SENTENCES, write_model
+
+
+def _close(actual, expected):
+    """Equal up to float32 round-off (batches of other sizes add in other orders)."""
+    np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-6)
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    return write_model(tmp_path_factory.mktemp("model"))
+
+
+@pytest.fixture(scope="module")
+def elmo(model):
+    options_file, weight_file, _ = model
+    return ELMo(options_file, weight_file)
+
+
+@pytest.fixture(scope="module")
+def reference(model):
+    """Each sentence's (3, n_tokens, 12) layers by the low-level path, all in one batch."""
+    options_file, weight_file, _ = model
+    out = BidirectionalLanguageModel(options_file, weight_file, stateful=False)(
+        Batcher(None, 7).batch_sentences(SENTENCES))["lm_embeddings"].numpy()
+    return [out[i, :, :len(s)] for i, s in enumerate(SENTENCES)]
+
+
+@pytest.mark.parametrize("layers", ["average", "all", "top", 0, 1, 2])
+def test_embed_equals_the_low_level_path(elmo, reference, layers):
+    # 150 sentences in batches of 2: two length-sorted chunks, returned in input order.
+    sentences = SENTENCES * 30
+    got = elmo.embed(sentences, layers=layers, batch_size=2)
+    assert len(got) == len(sentences)
+    for i, sentence in enumerate(sentences):
+        expected = {"average": reference[i % 5].mean(axis=0), "all": reference[i % 5],
+                    "top": reference[i % 5][-1]}.get(layers)
+        if expected is None:
+            expected = reference[i % 5][layers]
+        assert got[i].dtype == np.float32 and got[i].shape == expected.shape
+        assert got[i].shape[-2:] == (len(sentence), 12)
+        _close(got[i], expected)
+
+
+def test_strings_are_split_on_whitespace_and_nothing_depends_on_the_batch(elmo, reference):
+    strings = [" ".join(s) for s in SENTENCES]
+    strings[0] = "  The\tcat\u3000sat .\n"
+    got = elmo.embed(strings, layers="all", start="zeros")
+    for i in range(len(SENTENCES)):
+        _close(got[i], reference[i])
+    alone = [elmo.embed([sentence], layers="all", batch_size=1)[0] for sentence in reversed(SENTENCES)][::-1]
+    for i in range(len(SENTENCES)):
+        _close(alone[i], reference[i])
+    again = elmo.embed(strings, layers="all")
+    for first, second in zip(got, again):
+        np.testing.assert_array_equal(first, second)
+    _close(elmo.embed_sentence("naïve 中文 tokenlongerthanthelimit 🙂 x", "top"), reference[3][-1])
+
+
+def test_empty_sentences_and_an_empty_list(elmo):
+    assert elmo.embed([]) == []
+    assert elmo.sentence_vectors([]).shape == (0, 12)
+    got = elmo.embed([[], "", "   "], layers="all")
+    assert [v.shape for v in got] == [(3, 0, 12)] * 3
+    assert [v.shape for v in elmo.embed([[], ""], layers="average")] == [(0, 12)] * 2
+    vectors = elmo.sentence_vectors([[], ["Hi"], ""])
+    assert vectors.shape == (3, 12) and vectors.dtype == np.float32
+    assert not vectors[0].any() and not vectors[2].any() and vectors[1].any()
+
+
+def test_sentence_vectors_are_the_token_mean_of_the_average(elmo):
+    average = elmo.embed(SENTENCES)
+    vectors = elmo.sentence_vectors(iter(SENTENCES), batch_size=3)  # any iterable
+    for i, sentence in enumerate(SENTENCES):
+        expected = average[i].mean(axis=0) if sentence else np.zeros(12)
+        _close(vectors[i], expected)
+
+
+def test_inputs_are_read_in_chunks(elmo, monkeypatch):
+    pulled = []
+
+    def sentences():
+        for i in range(300):
+            pulled.append(i)
+            yield SENTENCES[i % 5]
+
+    class Spy:
+        def __init__(self, bilm):
+            self.bilm, self.pulled_at_calls = bilm, []
+
+        def __getattr__(self, name):
+            return getattr(self.bilm, name)
+
+        def __call__(self, ids):
+            self.pulled_at_calls.append(len(pulled))
+            return self.bilm(ids)
+
+    spy = Spy(elmo.bilm)
+    monkeypatch.setattr(elmo, "bilm", spy)
+    got = elmo.embed(sentences(), layers="top", batch_size=2)
+    assert len(got) == 300 and [v.shape[0] for v in got[:5]] == [len(s) for s in SENTENCES]
+    assert spy.pulled_at_calls[0] == 128  # one chunk of 64 batches, not the whole input
+
+
+def test_progress_bar(elmo, capsys):
+    elmo.embed([["Hi"]] * 5, verbose=1)
+    assert "5/5 [" in capsys.readouterr().out
+    elmo.embed([["Hi"]] * 5)
+    assert capsys.readouterr().out == ""
+    elmo.embed([[]] * 1000, batch_size=100)  # "auto": a bar from 1,000 sentences on
+    assert "1000/1000 [" in capsys.readouterr().out
+
+
+def test_bad_arguments_say_what_to_pass(elmo, model):
+    with pytest.raises(ValueError, match=r"layers must be 'average', 'all', 'top' or a layer number 0-2. "
+                                         r"Received: layers='mean'"):
+        elmo.embed(SENTENCES, layers="mean")
+    with pytest.raises(ValueError, match="layer number 0-2. Received: layers=3"):
+        elmo.embed(SENTENCES, layers=3)
+    with pytest.raises(ValueError, match=r"start must be one of \('zeros',\), or None for 'zeros'. "
+                                         "Received: start='warm'"):
+        elmo.embed(SENTENCES, start="warm")
+    assert len(elmo.embed(SENTENCES * 50, batch_size=200)) == len(SENTENCES) * 50  # stateless: any batch
+    with pytest.raises(ValueError, match="batch_size must be a positive integer. Received: batch_size=0"):
+        elmo.sentence_vectors(SENTENCES, batch_size=0)
+    with pytest.raises(ValueError, match="verbose must be 0, 1 or 'auto'"):
+        elmo.embed(SENTENCES, verbose="yes")
+    with pytest.raises(TypeError, match="sentences must be a list of sentences.*embed_sentence"):
+        elmo.embed("The cat sat")
+    with pytest.raises(TypeError, match=r"sentences\[1\] is bytes"):
+        elmo.embed(["ok", b"The cat"])
+    with pytest.raises(TypeError, match=r"sentences\[2\] has a token that is not a string: 7 \(int\)"):
+        elmo.embed(["a", ["b"], ["c", 7]])
+    with pytest.raises(TypeError, match=r"sentences\[0\] must be a string or a list of tokens. Received a int"):
+        elmo.embed([5])
+    with pytest.raises(ValueError, match="layers must be one of .* for a file. Received: layers=1"):
+        elmo.embed_file("in.txt", "out.hdf5", layers=1)
+    options_file, weight_file, options = model
+    token_options = dict(options)
+    del token_options["char_cnn"]
+    with pytest.raises(ValueError, match="reads token ids .* ELMo reads character models"):
+        ELMo(token_options, weight_file)
+
+
+def test_keras_layer_gives_the_same_numbers(elmo, reference):
+    longest = max(len(s) for s in SENTENCES)
+    tokens = tf.constant([s + [""] * (longest - len(s)) for s in SENTENCES])
+    everything = elmo.keras_layer(output="all")(tokens)
+    for i, sentence in enumerate(SENTENCES):
+        n = len(sentence)
+        _close(everything["word_emb"][i, :n], reference[i][0, :, :6])
+        for layer in (1, 2):
+            _close(everything[f"lstm_outputs{layer}"][i, :n], reference[i][layer])
+        # The mix starts as equal weights with gamma 1: the average.
+        _close(everything["elmo"][i, :n], reference[i].mean(axis=0))
+    layer = elmo.keras_layer("lstm_outputs1", name="elmo_lstm1")
+    assert layer.name == "elmo_lstm1" and layer.output_key == "lstm_outputs1"
+    _close(layer(tokens)[0, :4], elmo.embed(SENTENCES[:1], layers=1)[0])
+
+
+def test_embed_file_writes_the_same_file_as_the_command(tmp_path, elmo, model):
+    options_file, weight_file, _ = model
+    input_file = tmp_path / "in.txt"
+    input_file.write_text("".join(" ".join(s) + "\n" for s in SENTENCES), encoding="utf-8")
+    for layers in ("all", "average"):
+        ours, theirs = tmp_path / f"elmo_{layers}.hdf5", tmp_path / f"command_{layers}.hdf5"
+        assert elmo.embed_file(input_file, ours, layers=layers, batch_size=2, verbose=0) == len(SENTENCES)
+        embed_file(str(input_file), str(theirs), options_file, weight_file, output_format=layers, batch_size=2,
+                   verbose=0)
+        with h5py.File(ours, "r") as a, h5py.File(theirs, "r") as b:
+            assert dict(a.attrs) == dict(b.attrs) and sorted(a) == sorted(b)
+            for key in a:
+                np.testing.assert_array_equal(a[key][...], b[key][...])
+            vectors = elmo.embed(SENTENCES, layers=layers)
+            for i in range(len(SENTENCES)):
+                _close(a[str(i)][...], vectors[i])
+    with pytest.raises(OutputFileError, match="is the input"):
+        elmo.embed_file(input_file, input_file)
+
+
+def test_embed_file_refuses_a_model_that_is_not_these_options_stateless_one(tmp_path, model):
+    options_file, weight_file, options = model
+    input_file = tmp_path / "in.txt"
+    input_file.write_text("a b\n")
+    stateful = BidirectionalLanguageModel(options_file, weight_file, max_batch_size=4)
+    with pytest.raises(ValueError, match="model must be stateless"):
+        embed_file(str(input_file), str(tmp_path / "o.hdf5"), options_file, weight_file, model=stateful)
+    stateful.stateful = False
+    other = dict(options, lstm=dict(options["lstm"], cell_clip=2.5))
+    with pytest.raises(ValueError, match="model was built from other options than <dict>"):
+        embed_file(str(input_file), str(tmp_path / "o.hdf5"), other, weight_file, batch_size=4, model=stateful)
+
+
+def _nlpl_zip(path, model):
+    options_file, weight_file, _ = model
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.write(options_file, "elmo/options.json")
+        archive.write(weight_file, "elmo/model.hdf5")
+        archive.writestr("elmo/vocab.txt", "The\ncat\n")
+        archive.writestr("elmo/meta.json", json.dumps({"corpus": "English Wikipedia", "vocabulary": 2}))
+    return str(path)
+
+
+def test_load_an_nlpl_zip(tmp_path, model, elmo):
+    loaded = load(_nlpl_zip(tmp_path / "model.zip", model), cache_dir=tmp_path / "cache")
+    assert loaded.metadata == {"corpus": "English Wikipedia", "vocabulary": 2}
+    assert loaded.weight_file.startswith(str(tmp_path / "cache" / "extracted"))
+    assert loaded.options == elmo.options and loaded.dim == 12 and loaded.n_layers == 2
+    assert "n_layers=2, dim=12" in repr(loaded)
+    for got, expected in zip(loaded.embed(SENTENCES, "all"), elmo.embed(SENTENCES, "all")):
+        _close(got, expected)
+
+
+def test_cli_model_argument(tmp_path, model, elmo):
+    zip_file = _nlpl_zip(tmp_path / "model.zip", model)
+    input_file = tmp_path / "in.txt"
+    input_file.write_text("".join(" ".join(s) + "\n" for s in SENTENCES), encoding="utf-8")
+    outfile = tmp_path / "out.hdf5"
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", BILM_CACHE=str(tmp_path / "cache"))
+    result = subprocess.run([sys.executable, "bin/elmo.py", str(input_file), str(outfile), "--model", zip_file,
+                             "--top"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert f"Wrote 5 sentence datasets (top) to {outfile}" in result.stdout
+    assert (tmp_path / "cache" / "extracted").is_dir()
+    with h5py.File(outfile, "r") as f:
+        for i, vectors in enumerate(elmo.embed(SENTENCES, layers="top")):
+            _close(f[str(i)][...], vectors)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--model", "m.zip", "--options_file", "o.json"], "either as --model or as --options_file and --weight_file"),
+    (["--options_file", "o.json"], "as --model DIR|ZIP|URL, or as both --options_file and --weight_file"),
+    ([], "as --model DIR|ZIP|URL, or as both --options_file and --weight_file"),
+    (["--options_file", "o", "--weight_file", "w", "--sha256", "0" * 64], "--cache_dir and --sha256 go with --model"),
+])
+def test_cli_takes_the_model_one_way(capsys, args, message):
+    main = runpy.run_path(os.path.join(ROOT, "bin", "elmo.py"))["main"]
+    with pytest.raises(SystemExit) as exit_info:
+        main(["in.txt", "out.hdf5", *args])
+    assert exit_info.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_cli_model_errors_are_one_line(tmp_path, capsys):
+    main = runpy.run_path(os.path.join(ROOT, "bin", "elmo.py"))["main"]
+    (tmp_path / "char.dic").write_text("x")
+    with pytest.raises(SystemExit, match=r"^Error: .* holds an ELMoForManyLangs model"):
+        main(["in.txt", str(tmp_path / "out.hdf5"), "--model", str(tmp_path)])
+
+
+def test_usage_example_runs():
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    result = subprocess.run([sys.executable, "usage/usage_nlpl_zip.py"], cwd=ROOT, env=env, capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "metadata: {'corpus': 'random weights', 'lemmatized': False}" in result.stdout
+    assert "all layers, (n_layers + 1, n_tokens, 2P) per sentence: [(3, 9, 32), (3, 6, 32)]" in result.stdout
+    assert "sentence vectors (n_sentences, 2P): (2, 32)" in result.stdout
