@@ -37,3 +37,8 @@ def write_lines(tmp_path, lines, name="vocab.txt"):
 def write_vocab(tmp_path, tokens, name="vocab.txt"):
     """A vocabulary file: `<S>`, `</S>`, `<UNK>`, then `tokens`."""
     return write_lines(tmp_path, ["<S>", "</S>", "<UNK>", *tokens], name)
+
+
+def write_shard(tmp_path, name, lines):
+    """A training shard: `lines` (one sentence each) in `tmp_path / name`; returns the path."""
+    return write_lines(tmp_path, lines, name)

@@ -46,6 +46,7 @@ def test_dump_commands(tmp_path):
             (3, len(s), 12) for s in SENTENCES]
 
 
+@pytest.mark.slow
 def test_quickstart_trains_evaluates_dumps_and_embeds_and_runs_again(tmp_path):
     for run in range(2):
         out = _run(["bin/quickstart.py", "--directory", str(tmp_path / "qs"), "--n_epochs", "1"])
@@ -63,6 +64,7 @@ def test_quickstart_trains_evaluates_dumps_and_embeds_and_runs_again(tmp_path):
         prepare_directory(str(tmp_path / "mine"))
 
 
+@pytest.mark.slow
 def test_downstream_example_elmo_beats_context_free_embeddings():
     out = _run(["usage/usage_downstream.py"])
     scores = {line.split(",")[1].split(":")[0].strip(): float(line.split()[-1])

@@ -1,9 +1,12 @@
-"""Shared pieces of the training tests: a small structured corpus and tiny options.
+"""Shared pieces of the training tests: a small structured corpus, tiny options, the data tests' shard.
 
 The corpus is made of runs of consecutive words of a 20-word cycle
 ("alpha bravo charlie", "tango alpha bravo ..."): every word but the first
 of a sentence is predictable from the previous one (forward) or the next
 one (backward), so a biLM quickly goes far below the unigram perplexity.
+
+The data tests (shards, windows, tf.data) read a five-line shard over a
+five-token vocabulary instead, small enough to spell out their batches.
 """
 import collections
 import math
@@ -18,6 +21,13 @@ from bilm.training.optimizer import global_norm_scale
 WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet",
          "kilo", "lima", "mike", "november", "oscar", "papa", "quebec", "romeo", "sierra", "tango"]
 MAX_CHARS = 10
+
+# The data tests' shard: characters per token, the vocabulary
+# (ids: <S> 0, </S> 1, <UNK> 2, a 3, b 4, c 5, d 6, e 7) and the lines
+# ("zz" is out of vocabulary).
+C = 5
+TOKENS = ["a", "b", "c", "d", "e"]
+LINES = ["a b c", "zz", "e a b c d", "b", "c d"]
 
 
 def cycle_sentences(n, seed):

@@ -201,3 +201,24 @@ def test_sampler_needs_as_many_draws_as_tensorflows_sampler():
 def test_more_samples_than_words_is_a_clear_error():
     with pytest.raises(ValueError, match="n_negative_samples_batch"):
         log_uniform_candidates(tf.zeros([2], tf.int32), 50, 40, _seed(0))
+
+
+def test_sampled_softmax_with_bfloat16_matmuls_is_close_to_float32():
+    rng = np.random.default_rng(4)
+    n_vocab, dim, rows = 50, 16, 30
+    weights = tf.Variable(rng.normal(size=(n_vocab, dim)) / 4, dtype=tf.float32)
+    biases = tf.Variable(rng.normal(size=(n_vocab,)), dtype=tf.float32)
+    inputs = tf.constant(rng.normal(size=(rows, dim)), tf.float32)
+    labels = tf.constant(rng.integers(0, n_vocab, size=rows))
+    candidates = log_uniform_candidates(labels, 20, n_vocab, tf.constant([5, 6]))
+    results = {}
+    for dtype in ("float32", "bfloat16"):
+        with tf.GradientTape() as tape:
+            tape.watch(inputs)
+            losses = sampled_softmax_loss(weights, biases, inputs, labels, candidates, dtype)
+            total = tf.reduce_sum(losses)
+        grads = tape.gradient(total, [inputs, weights, biases])
+        results[dtype] = [losses.numpy()] + [tf.convert_to_tensor(g).numpy() for g in grads]
+    for got, want in zip(results["bfloat16"], results["float32"]):
+        np.testing.assert_allclose(got, want, rtol=0.02, atol=0.02 * np.abs(want).max())
+    assert not np.array_equal(results["bfloat16"][0], results["float32"][0])

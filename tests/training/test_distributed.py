@@ -91,6 +91,7 @@ def _assert_same_step(got, single_device):
     assert max(np.abs(expected[k] - initial[k]).max() for k in keys if k.startswith("model/")) > 1e-3
 
 
+@pytest.mark.slow
 def test_mirrored_two_replicas_equal_one_device_with_twice_the_batch(tmp_path, corpus, single_device):
     sampled = tiny_options(dropout=0.1, batch_size=2)  # the real recipe also runs on two replicas
     config = {"logical_cpus": True, "tests": TESTS, "corpus": corpus, "runs": [
@@ -110,6 +111,7 @@ def _free_port():
         return s.getsockname()[1]
 
 
+@pytest.mark.slow
 def test_multi_worker_two_workers_equal_one_device_with_twice_the_batch(tmp_path, corpus, single_device):
     cluster = {"worker": [f"localhost:{_free_port()}" for _ in range(2)]}
     save_dir = str(tmp_path / "multi")

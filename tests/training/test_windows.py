@@ -1,12 +1,9 @@
+"""LMDataset, BidirectionalLMDataset and load_vocab: windows, shard order and seeds, bad input, skipping."""
 import itertools
-import os
-import subprocess
-import sys
 import warnings
 
 import numpy as np
 import pytest
-import tensorflow as tf
 
 import bilm.training.shards as shards_module
 from bilm.text.vocabulary import (
@@ -17,39 +14,15 @@ from bilm.text.vocabulary import (
     boundary_char_ids,
     token_to_char_ids,
 )
-from bilm.training.shards import count_tokens
-from bilm.training.tf_dataset import make_tf_dataset
 from bilm.training.windows import BidirectionalLMDataset, LMDataset, load_vocab
-from helpers import ROOT, write_vocab
-
-C = 5
-# ids: <S> 0, </S> 1, <UNK> 2, a 3, b 4, c 5, d 6, e 7
-TOKENS = ["a", "b", "c", "d", "e"]
-# "zz" is out of vocabulary.
-LINES = ["a b c", "zz", "e a b c d", "b", "c d"]
+from helpers import write_shard, write_vocab
+from training_helpers import TOKENS, C
 
 
 def chars(*tokens):
     """Char ids of a window: '<S>'/'</S>' are the boundary rows."""
     rows = {"<S>": boundary_char_ids(BOS_CHAR, C), "</S>": boundary_char_ids(EOS_CHAR, C)}
     return np.stack([rows[t] if t in rows else token_to_char_ids(t, C) for t in tokens])
-
-
-def write_shard(tmp_path, name, lines):
-    path = tmp_path / name
-    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-    return str(path)
-
-
-@pytest.fixture
-def vocab(tmp_path):
-    return UnicodeCharsVocabulary(write_vocab(tmp_path, TOKENS), C)
-
-
-@pytest.fixture
-def corpus(tmp_path):
-    write_shard(tmp_path, "shard0.txt", LINES)
-    return str(tmp_path / "shard*.txt")
 
 
 # --- packing ---------------------------------------------------------------
@@ -154,7 +127,7 @@ def test_invalid_window_shape(corpus, vocab):
         next(LMDataset(corpus, vocab).iter_batches(2, 0))
 
 
-# --- shards, order, randomness ----------------------------------------------
+# --- shards, order, randomness ---------------------------------------------
 
 
 @pytest.fixture
@@ -244,14 +217,6 @@ def test_bidirectional_sees_the_same_sentences(three_shards):
 # --- bad input -------------------------------------------------------------
 
 
-def test_pattern_matching_nothing(tmp_path, vocab):
-    pattern = str(tmp_path / "missing-*.txt")
-    with pytest.raises(ValueError, match="missing-"):
-        LMDataset(pattern, vocab)
-    with pytest.raises(ValueError, match="missing-"):
-        count_tokens(pattern)
-
-
 def test_empty_shards_are_skipped_with_a_warning(tmp_path, vocab):
     write_shard(tmp_path, "s0.txt", [])
     write_shard(tmp_path, "s1.txt", ["", "   ", "\t"])
@@ -295,13 +260,7 @@ def test_invalid_utf8_bytes_reach_the_char_ids_and_warn_once(tmp_path, vocab):
     assert first["token_characters_reverse"][0, 2].tolist() == [258, 0xFF, 0xFE, 259, 260]
 
 
-# --- helpers ---------------------------------------------------------------
-
-
-def test_count_tokens(tmp_path):
-    write_shard(tmp_path, "c0.txt", ["a b c", "", "  d\te  "])
-    write_shard(tmp_path, "c1.txt", ["x"])
-    assert count_tokens(str(tmp_path / "c*.txt")) == 6
+# --- load_vocab ------------------------------------------------------------
 
 
 def test_load_vocab(tmp_path):
@@ -312,51 +271,7 @@ def test_load_vocab(tmp_path):
     assert type(tokens_vocab) is Vocabulary and tokens_vocab.size == 8
 
 
-# --- tf.data ---------------------------------------------------------------
-
-
-def test_make_tf_dataset_bidirectional_chars(corpus, vocab):
-    data = BidirectionalLMDataset(corpus, vocab, test=True)
-    dataset = make_tf_dataset(data, 2, 3)
-    spec = dataset.element_spec
-    assert set(spec) == {
-        "token_ids", "token_characters", "next_token_id",
-        "token_ids_reverse", "token_characters_reverse", "next_token_id_reverse",
-    }
-    assert spec["token_characters_reverse"].shape == (2, 3, C)
-    assert spec["token_ids"].shape == (2, 3) and spec["token_ids"].dtype == tf.int32
-    elements = list(dataset)
-    expected = list(data.iter_batches(2, 3))
-    assert len(elements) == len(expected) == 2
-    for element, batch in zip(elements, expected):
-        for key, value in element.items():
-            assert value.dtype == tf.int32
-            np.testing.assert_array_equal(value.numpy(), batch[key])
-
-
-def test_make_tf_dataset_tokens_only_training(corpus, tmp_path):
-    vocab = Vocabulary(write_vocab(tmp_path, TOKENS))
-    dataset = make_tf_dataset(LMDataset(corpus, vocab, seed=0), 4, 5)
-    assert set(dataset.element_spec) == {"token_ids", "next_token_id"}
-    elements = list(dataset.take(6))  # more than one pass over the data
-    assert len(elements) == 6
-    assert all(e["next_token_id"].shape == (4, 5) for e in elements)
-
-
-def test_make_tf_dataset_keys_and_skip(corpus, vocab):
-    data = BidirectionalLMDataset(corpus, vocab, test=True)
-    expected = list(data.iter_batches(2, 3))
-    dataset = make_tf_dataset(data, 2, 3, keys=["token_ids", "next_token_id_reverse"], skip=1)
-    assert set(dataset.element_spec) == {"token_ids", "next_token_id_reverse"}
-    elements = list(dataset)
-    assert len(elements) == len(expected) - 1
-    np.testing.assert_array_equal(elements[0]["token_ids"].numpy(), expected[1]["token_ids"])
-
-
-def test_make_tf_dataset_names_missing_keys(corpus, tmp_path):
-    data = LMDataset(corpus, Vocabulary(write_vocab(tmp_path, TOKENS)), test=True)
-    with pytest.raises(ValueError, match=r"lack \['token_characters'\].*max_word_length"):
-        make_tf_dataset(data, 2, 3, keys=["token_characters", "next_token_id"])
+# --- skipping windows ------------------------------------------------------
 
 
 @pytest.mark.parametrize("reverse", [False, True])
@@ -388,41 +303,3 @@ def test_bidirectional_skip_keeps_the_directions_aligned(corpus, vocab):
     for a, b in zip(got, expected[5:]):
         for key in b:
             np.testing.assert_array_equal(a[key], b[key], err_msg=key)
-
-
-# A script that keeps a half-read iterator in a global while the prefetch
-# thread is inside a (slow) call of the generator, then ends.
-HALF_READ_SCRIPT = """
-import sys, time
-from bilm.training.tf_dataset import make_tf_dataset
-from bilm.training.windows import LMDataset, load_vocab
-
-class SlowDataset(LMDataset):
-    def iter_batches(self, batch_size, num_steps, skip=0):
-        for batch in super().iter_batches(batch_size, num_steps, skip):
-            time.sleep(0.5)
-            yield batch
-
-batches = iter(make_tf_dataset(SlowDataset(sys.argv[1], load_vocab(sys.argv[2]), seed=0), 2, 3))
-next(batches)
-print("read a batch", flush=True)
-"""
-
-
-def test_process_with_a_half_read_dataset_exits(tmp_path):
-    """Without `ends_at_exit` the process hangs after its last line (the
-    iterator's destructor waits for a generator call that can no longer
-    take the GIL back)."""
-    shard = tmp_path / "train.txt"
-    shard.write_text("a b c d e\n" * 50)
-    script = tmp_path / "half_read.py"
-    script.write_text(HALF_READ_SCRIPT)
-    path = os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")]))
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=path)
-    try:
-        result = subprocess.run([sys.executable, str(script), str(shard), write_vocab(tmp_path, TOKENS)],
-                                env=env, capture_output=True, text=True, timeout=60)
-    except subprocess.TimeoutExpired as timeout:
-        pytest.fail(f"the process did not exit after its last line; it printed {timeout.stdout!r}")
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert result.stdout.strip() == "read a batch"

@@ -1,0 +1,20 @@
+"""Shards on disk: a pattern that matches nothing is an error naming it; count_tokens counts whitespace tokens."""
+import pytest
+
+from bilm.training.shards import count_tokens
+from bilm.training.windows import LMDataset
+from helpers import write_shard
+
+
+def test_pattern_matching_nothing(tmp_path, vocab):
+    pattern = str(tmp_path / "missing-*.txt")
+    with pytest.raises(ValueError, match="missing-"):
+        LMDataset(pattern, vocab)
+    with pytest.raises(ValueError, match="missing-"):
+        count_tokens(pattern)
+
+
+def test_count_tokens(tmp_path):
+    write_shard(tmp_path, "c0.txt", ["a b c", "", "  d\te  "])
+    write_shard(tmp_path, "c1.txt", ["x"])
+    assert count_tokens(str(tmp_path / "c*.txt")) == 6

@@ -1,0 +1,53 @@
+"""dump_weights: a checkpoint's weights, dumped, give BidirectionalLanguageModel the training model's outputs."""
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bilm.models.predictor import BidirectionalLanguageModel
+from bilm.options import load_options
+from bilm.text.batching import Batcher, TokenBatcher
+from bilm.training.checkpoints import CheckpointError
+from bilm.training.evaluation import load_training_model
+from bilm.training.loop import train
+from bilm.training.weight_export import dump_weights
+from training_helpers import MAX_CHARS, WORDS, open_data, tiny_options
+
+
+@pytest.mark.parametrize("char", [True, False])
+def test_dumped_weights_load_in_bidirectional_language_model(tmp_path, training_corpus, char):
+    options = tiny_options(char=char)
+    save_dir = tmp_path / "ckpt"
+    train(options, open_data(options, training_corpus), 1, save_dir, None, max_steps=3, verbose=0)
+    with pytest.raises(CheckpointError, match="already holds checkpoints.*restart"):
+        train(options, open_data(options, training_corpus), 1, save_dir, None, max_steps=1, verbose=0)
+    written = dump_weights(str(save_dir), str(save_dir / "weights.hdf5"))
+    prediction = load_options(written["options_file"])
+    lm = load_training_model(str(save_dir / "options.json"), tf.train.latest_checkpoint(str(save_dir)))
+
+    sentences = [WORDS[0:4], WORDS[5:9], WORDS[16:20]]  # same length: full rows for padded=False
+    if char:
+        assert prediction.char_cnn.n_characters == 262
+        shifted = Batcher(training_corpus["vocab"], MAX_CHARS).batch_sentences(sentences)
+        model = BidirectionalLanguageModel(written["options_file"], written["weight_file"], stateful=False)
+        inputs = {"token_characters": tf.constant(shifted - 1),
+                  "token_characters_reverse": tf.constant(shifted[:, ::-1] - 1)}
+    else:
+        assert prediction.char_cnn is None
+        shifted = TokenBatcher(training_corpus["vocab"]).batch_sentences(sentences)
+        model = BidirectionalLanguageModel(
+            written["options_file"], written["weight_file"], use_character_inputs=False,
+            embedding_weight_file=written["embedding_weight_file"], stateful=False)
+        inputs = {"token_ids": tf.constant(shifted - 1), "token_ids_reverse": tf.constant(shifted[:, ::-1] - 1)}
+    assert shifted.min() > 0
+    # Training ids are the prediction ids minus one (no padding row); the
+    # backward stack reads the reversed window, its outputs in that order.
+    reference = lm.bilm({**inputs, **lm.zero_states(len(sentences))})
+    out = model(shifted)
+    p = prediction.projection_dim
+    np.testing.assert_allclose(out["token_embeddings"].numpy(), reference["token_embeddings"].numpy(), atol=1e-5)
+    for layer in range(prediction.n_layers):
+        top = out["lm_embeddings"].numpy()[:, layer + 1]
+        np.testing.assert_allclose(top[..., :p], reference[f"forward_{layer}"].numpy()[:, 1:-1], atol=1e-5)
+        np.testing.assert_allclose(top[..., p:], reference[f"backward_{layer}"].numpy()[:, ::-1][:, 1:-1],
+                                   atol=1e-5)
+    assert np.abs(out["lm_embeddings"].numpy()).max() > 0.01
