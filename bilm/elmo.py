@@ -6,7 +6,10 @@ import numpy as np
 from bilm.commands.sentence_embeddings import embed_file
 from bilm.io.embedding_files import OUTPUT_FORMATS
 from bilm.io.model_files import locate_model
+from bilm.io.output_files import check_output_file
 from bilm.io.sentence_files import length_sorted_batches
+from bilm.io.weight_file import copy_with_boundary_state
+from bilm.models.boundary_state import DEFAULT_N_SENTENCES
 from bilm.models.elmo_embedding import ELMoEmbedding
 from bilm.models.predictor import BidirectionalLanguageModel
 from bilm.options import load_options
@@ -14,15 +17,11 @@ from bilm.text.batching import Batcher
 from bilm.text.whitespace import split_tokens
 from bilm.utils.progress import Progress
 
-# The LSTM states a sentence may start from; `start=None` means DEFAULT_START,
-# the best deterministic start the model has.
-STARTS = ("zeros",)
-DEFAULT_START = "zeros"
 # verbose="auto" shows a progress bar for inputs of at least this many sentences.
 AUTO_PROGRESS_SENTENCES = 1000
 
 
-def load(path, *, cache_dir=None, sha256=None):
+def load(path, *, cache_dir=None, sha256=None, warm_up=None):
     """The ELMo model at `path`, ready to embed sentences.
 
     `path` may be:
@@ -42,6 +41,9 @@ def load(path, *, cache_dir=None, sha256=None):
         cache_dir: where downloads and extracted zips are kept; default
             `$BILM_CACHE`, else `~/.cache/bilm` (see `bilm.io.model_cache`).
         sha256: the zip's expected SHA-256 (hex), checked on every load.
+        warm_up: for weights without a boundary state (every published
+            model): your own text, a list of sentences or a text file's
+            path, from which `ELMo.warm_up` computes one.
 
     Returns:
         `ELMo`.
@@ -61,14 +63,15 @@ def load(path, *, cache_dir=None, sha256=None):
     ```
     """
     files = locate_model(path, cache_dir=cache_dir, sha256=sha256)
-    return ELMo(files.options_file, files.weight_file, metadata=files.metadata)
+    return ELMo(files.options_file, files.weight_file, metadata=files.metadata, warm_up=warm_up)
 
 
 class ELMo:
     """A pretrained character biLM that turns sentences into ELMo vectors.
 
     Every sentence is embedded on its own: the LSTMs start each sentence
-    from `start` (zero states), so a sentence's vectors never depend on the
+    from `start` (the boundary state, see `warm_up`, or zero states), so a
+    sentence's vectors never depend on the
     other sentences of the call or on earlier calls (up to float round-off
     of differently sized batches). Sentences are batched by length inside;
     each distinct token's encoding is computed once and kept across calls.
@@ -80,6 +83,11 @@ class ELMo:
         metadata: what is known about the model (NLPL's `meta.json`), or None.
         token_cache_size: token encodings kept across calls (see
             `BidirectionalLanguageModel`).
+        start: where `embed` starts each sentence by default: `"warm"`,
+            `"zeros"`, or None for `"warm"` when there is a boundary state
+            (stored in the weight file, or made from `warm_up`).
+        warm_up: your own text (sentences, or a text file's path) to
+            compute a boundary state from, see `warm_up`.
 
     Attributes:
         options: the parsed options, prediction form (`BiLMOptions`).
@@ -96,7 +104,8 @@ class ELMo:
     ```
     """
 
-    def __init__(self, options_file, weight_file, metadata=None, token_cache_size=50_000):
+    def __init__(self, options_file, weight_file, metadata=None, token_cache_size=50_000, start=None,
+                 warm_up=None):
         options = load_options(options_file)
         if options.char_cnn is None:
             raise ValueError(
@@ -106,8 +115,14 @@ class ELMo:
         self.options_file = options_file
         self.weight_file = os.fspath(weight_file)
         self.metadata = metadata
+        # Until `warm_up` has made the state, the default start is zeros
+        # (and nothing needs to be said about it).
+        initial_start = "zeros" if warm_up is not None and start is None else start
         self.bilm = BidirectionalLanguageModel(options, self.weight_file, stateful=False,
-                                               token_cache_size=token_cache_size)
+                                               token_cache_size=token_cache_size, start=initial_start)
+        if warm_up is not None:
+            self.bilm.warm_up(warm_up)
+            self.bilm.set_start(start)
         self.options = self.bilm.options
         self.dim = 2 * self.options.projection_dim
         self.n_layers = self.options.n_layers
@@ -130,9 +145,11 @@ class ELMo:
                 `[forward_l, backward_l]` of LSTM layer l;
                 `"top"` `(n_tokens, 2P)`, the last layer;
                 an int k in `[0, n_layers]` `(n_tokens, 2P)`, layer k.
-            start: the LSTM states each sentence starts from: `"zeros"`;
-                None picks the best deterministic start of the model
-                (`DEFAULT_START`).
+            start: the LSTM states each sentence starts from: `"warm"`
+                (the boundary state: where the model stood at sentence
+                starts in training), `"zeros"`, or None for the model's
+                default (`"warm"` when it has a boundary state, stored in
+                its weight file or made by `warm_up`, else `"zeros"`).
             batch_size: sentences per model call.
             verbose: 1 shows a progress bar, 0 none; `"auto"` shows one for
                 inputs of at least `AUTO_PROGRESS_SENTENCES` sentences.
@@ -193,19 +210,58 @@ class ELMo:
         """
         if layers not in OUTPUT_FORMATS:
             raise ValueError(f"layers must be one of {sorted(OUTPUT_FORMATS)} for a file. Received: layers={layers!r}")
-        self._check_start(start)
         self._check_batch_size(batch_size)
         return embed_file(input_file, output_file, self.options_file, self.weight_file, output_format=layers,
                           batch_size=batch_size, use_sentence_keys=use_sentence_keys, resume=resume,
-                          overwrite=overwrite, verbose=verbose, model=self.bilm)
+                          overwrite=overwrite, verbose=verbose, model=self.bilm, start=start)
+
+    @property
+    def start(self):
+        """Where `embed` starts each sentence by default: `"warm"` or `"zeros"`."""
+        return self.bilm.start
+
+    @property
+    def boundary_state(self):
+        """`{state key: float32 (size,)}`, or None before a `warm_up` of weights without one."""
+        return self.bilm.boundary_state
+
+    def warm_up(self, sentences, n_sentences=DEFAULT_N_SENTENCES, save_to=None, overwrite=False):
+        """Computes the boundary state from your own text; `embed` then starts every sentence from it.
+
+        The published weights carry no boundary state (bilm's own training
+        stores one). This runs the first `n_sentences` sentences of your text
+        through the model, carried line to line as in training, and averages
+        the LSTM states at the sentence starts (`bilm.models.boundary_state`).
+
+        Args:
+            sentences: consecutive sentences (strings or token lists), or
+                the path of a text file with one sentence per line.
+            n_sentences: sentence starts averaged.
+            save_to: also write a copy of the weight file holding the state
+                there (an HDF5 weight file that loads as the original does,
+                and then starts warm without a warm-up).
+            overwrite: replace an existing `save_to` that bilm did not write
+                as a weight file.
+
+        Returns:
+            the number of sentence starts averaged.
+        """
+        if save_to is not None:  # before the work
+            check_output_file(save_to, [self.weight_file], kind="weights", overwrite=overwrite)
+        n_starts = self.bilm.warm_up(sentences, n_sentences)
+        if save_to is not None:
+            copy_with_boundary_state(self.weight_file, save_to, self.bilm.boundary_state, n_starts,
+                                     overwrite=overwrite)
+        return n_starts
 
     def keras_layer(self, output="elmo", **kwargs):
-        """An `ELMoEmbedding` Keras layer on this model's files.
+        """An `ELMoEmbedding` Keras layer on this model's files and boundary state.
 
         Args:
             output: `"elmo"`, `"word_emb"`, `"lstm_outputs1"`, ..., `"default"`
                 or `"all"` (see `ELMoEmbedding`).
-            **kwargs: the other arguments of `ELMoEmbedding`.
+            **kwargs: the other arguments of `ELMoEmbedding` (its `start`
+                defaults to this model's).
 
         Returns:
             a new `ELMoEmbedding` (its own copy of the weights, read from
@@ -216,6 +272,9 @@ class ELMo:
             options_file = os.fspath(options_file)
         elif not isinstance(options_file, str):
             options_file = self.options.to_dict()
+        kwargs.setdefault("start", self.start)
+        if self.boundary_state is not None:
+            kwargs.setdefault("boundary_state", self.boundary_state)
         return ELMoEmbedding(options_file, self.weight_file, output=output, **kwargs)
 
     # === Internals ===
@@ -230,7 +289,7 @@ class ELMo:
                 "sentences must be a list of sentences (strings or token lists). Received a "
                 f"{type(sentences).__name__}: {sentences[:50]!r}; for one sentence pass [sentence] or use "
                 "embed_sentence.")
-        self._check_start(start)
+        self.bilm.start_states(start)  # checks `start` before any work
         self._check_batch_size(batch_size)
         total = len(sentences) if hasattr(sentences, "__len__") else None
         if verbose == "auto":
@@ -249,7 +308,7 @@ class ELMo:
                         yield index, empty
                 if filled:
                     ids = self._batcher.batch_sentences([tokens for _, tokens in filled])
-                    layers = self.bilm(ids)["lm_embeddings"].numpy()
+                    layers = self.bilm(ids, start=start)["lm_embeddings"].numpy()
                     for row, (index, tokens) in enumerate(filled):
                         yield index, layers[row, :, :len(tokens)]
                 done += len(batch)
@@ -267,15 +326,6 @@ class ELMo:
             return lambda sentence_layers: sentence_layers[layers].copy()
         raise ValueError(f"layers must be 'average', 'all', 'top' or a layer number 0-{self.n_layers}. "
                          f"Received: layers={layers!r}")
-
-    @staticmethod
-    def _check_start(start):
-        """The start `start` names; ValueError for one this model does not have."""
-        start = DEFAULT_START if start is None else start
-        if start not in STARTS:
-            raise ValueError(f"start must be one of {STARTS}, or None for {DEFAULT_START!r}. "
-                             f"Received: start={start!r}")
-        return start
 
     def _check_batch_size(self, batch_size):
         if not isinstance(batch_size, (int, np.integer)) or isinstance(batch_size, bool) or batch_size < 1:

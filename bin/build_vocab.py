@@ -3,7 +3,7 @@
 import argparse
 import os
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow loads
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # before TensorFlow loads
 
 from bilm.commands.user_errors import exit_on_user_error  # noqa: E402
 from bilm.training.vocab_builder import build_vocab  # noqa: E402

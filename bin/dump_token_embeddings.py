@@ -9,7 +9,7 @@ is only replaced if bilm wrote it as a token embedding file (or with
 import argparse
 import os
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow loads
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # before TensorFlow loads
 
 from bilm.commands.token_embeddings import dump_token_embeddings  # noqa: E402
 from bilm.commands.user_errors import exit_on_user_error  # noqa: E402

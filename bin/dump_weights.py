@@ -10,7 +10,7 @@ An existing --outfile is only replaced if bilm wrote it as a weight file
 import argparse
 import os
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow loads
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # before TensorFlow loads
 
 from bilm.commands.user_errors import exit_on_user_error  # noqa: E402
 from bilm.training.weight_export import dump_weights  # noqa: E402

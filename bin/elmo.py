@@ -18,7 +18,7 @@ rerun with another input, model or format refuses to mix them.
 import argparse
 import os
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow loads
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # before TensorFlow loads
 
 from bilm.commands.sentence_embeddings import embed_file  # noqa: E402
 from bilm.commands.user_errors import exit_on_user_error  # noqa: E402
@@ -52,6 +52,13 @@ def main(argv=None):
                              "stored once; blank lines are an error).")
     parser.add_argument("--no_resume", dest="resume", action="store_false",
                         help="Start over instead of continuing OUTPUT.partial from an interrupted run.")
+    parser.add_argument("--start", choices=("warm", "zeros"),
+                        help="where each sentence's LSTMs start: warm, the boundary state (the mean state at "
+                             "sentence starts in training, stored by bilm's training or made by --warm_up), or "
+                             "zeros (default: warm when there is a boundary state, else zeros)")
+    parser.add_argument("--warm_up", metavar="FILE",
+                        help="compute the boundary state from the first 1,000 sentences of this text file "
+                             "(one per line), for weights that carry none, such as the published ones")
     parser.add_argument("--overwrite", action="store_true",
                         help="Replace an existing OUTPUT (or OUTPUT.partial) that bilm did not write.")
     args = parser.parse_args(argv)
@@ -69,7 +76,7 @@ def main(argv=None):
         written = embed_file(args.input_file, args.output_file, *pair,
                              output_format=args.output_format, batch_size=args.batch_size,
                              use_sentence_keys=args.use_sentence_keys, resume=args.resume,
-                             overwrite=args.overwrite)
+                             overwrite=args.overwrite, start=args.start, warm_up=args.warm_up)
     print(f"Wrote {written} sentence datasets ({args.output_format}) to {args.output_file} in this run.")
 
 

@@ -3,7 +3,7 @@
 import argparse
 import os
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow loads
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # before TensorFlow loads
 
 from bilm.commands.quickstart import run_quickstart  # noqa: E402
 from bilm.commands.user_errors import exit_on_user_error  # noqa: E402
@@ -18,6 +18,8 @@ def main(argv=None):
         result = run_quickstart(args.directory, n_epochs=args.n_epochs)
     print(f"held-out perplexity {result['heldout_perplexity']:.3f} "
           f"(unigram baseline {result['unigram_perplexity']:.1f})")
+    print(f"with every sentence on its own, starting from zero states {result['zeros_start_perplexity']:.3f}, "
+          f"from the boundary state {result['warm_start_perplexity']:.3f}")
     print(f"weights: {result['weight_file']}  options: {result['options_file']}")
     print(f"lm_embeddings of the example sentences (batch, n_layers + 1, time, 2P): "
           f"{result['lm_embeddings_shape']}")

@@ -6,10 +6,11 @@ Ends with one line: AVERAGE PERPLEXITY = <number>.
 import argparse
 import os
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow loads
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # before TensorFlow loads
 
 from bilm.commands.training import test_from_files  # noqa: E402
 from bilm.commands.user_errors import exit_on_user_error  # noqa: E402
+from bilm.training.evaluation import EVALUATION_STARTS  # noqa: E402
 
 
 def main(argv=None):
@@ -18,9 +19,14 @@ def main(argv=None):
     parser.add_argument("--vocab_file", required=True, help="the training vocabulary")
     parser.add_argument("--save_dir", required=True, help="the training directory")
     parser.add_argument("--batch_size", type=int, default=256, help="rows per batch")
+    parser.add_argument("--start", choices=EVALUATION_STARTS, default="carry",
+                        help="where each sentence's LSTMs start: carry (the state the previous sentence left, as "
+                             "in training and bilm-tf), zeros, or warm (the boundary state, as embedding starts "
+                             "each sentence); comparing them shows what each start costs on your text")
     args = parser.parse_args(argv)
     with exit_on_user_error():
-        perplexity = test_from_files(args.test_prefix, args.vocab_file, args.save_dir, args.batch_size)
+        perplexity = test_from_files(args.test_prefix, args.vocab_file, args.save_dir, args.batch_size,
+                                     start=args.start)
     print(f"AVERAGE PERPLEXITY = {perplexity:.4f}")
     return perplexity
 

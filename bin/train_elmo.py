@@ -7,7 +7,7 @@ Without --options_file the original configuration is trained
 import argparse
 import os
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow loads
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # before TensorFlow loads
 
 from bilm.commands.training import add_training_arguments, describe_result, train_from_args  # noqa: E402
 from bilm.commands.user_errors import exit_on_user_error  # noqa: E402

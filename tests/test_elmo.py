@@ -7,6 +7,7 @@ import sys
 import zipfile
 
 import h5py
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -14,6 +15,7 @@ import tensorflow as tf
 from bilm.commands.sentence_embeddings import embed_file
 from bilm.elmo import ELMo, load
 from bilm.io.output_files import OutputFileError
+from bilm.models.saved_model import export_layer
 from bilm.models.predictor import BidirectionalLanguageModel
 from bilm.text.batching import Batcher
 from helpers import ROOT, SENTENCES, write_model
@@ -109,9 +111,9 @@ def test_inputs_are_read_in_chunks(elmo, monkeypatch):
         def __getattr__(self, name):
             return getattr(self.bilm, name)
 
-        def __call__(self, ids):
+        def __call__(self, ids, start=None):
             self.pulled_at_calls.append(len(pulled))
-            return self.bilm(ids)
+            return self.bilm(ids, start=start)
 
     spy = Spy(elmo.bilm)
     monkeypatch.setattr(elmo, "bilm", spy)
@@ -135,9 +137,10 @@ def test_bad_arguments_say_what_to_pass(elmo, model):
         elmo.embed(SENTENCES, layers="mean")
     with pytest.raises(ValueError, match="layer number 0-2. Received: layers=3"):
         elmo.embed(SENTENCES, layers=3)
-    with pytest.raises(ValueError, match=r"start must be one of \('zeros',\), or None for 'zeros'. "
-                                         "Received: start='warm'"):
+    with pytest.raises(ValueError, match=r"start='warm' needs a boundary state.*warm_up="):
         elmo.embed(SENTENCES, start="warm")
+    with pytest.raises(ValueError, match=r"start must be one of \('warm', 'zeros'\).*Received: start='cold'"):
+        elmo.embed(SENTENCES, start="cold")
     assert len(elmo.embed(SENTENCES * 50, batch_size=200)) == len(SENTENCES) * 50  # stateless: any batch
     with pytest.raises(ValueError, match="batch_size must be a positive integer. Received: batch_size=0"):
         elmo.sentence_vectors(SENTENCES, batch_size=0)
@@ -273,3 +276,67 @@ def test_usage_example_runs():
     assert "metadata: {'corpus': 'random weights', 'lemmatized': False}" in result.stdout
     assert "all layers, (n_layers + 1, n_tokens, 2P) per sentence: [(3, 9, 32), (3, 6, 32)]" in result.stdout
     assert "sentence vectors (n_sentences, 2P): (2, 32)" in result.stdout
+
+
+# === The boundary state (warm start) ===
+
+WARM_UP_TEXT = [" ".join(s) for s in SENTENCES if s] * 5
+
+
+@pytest.fixture(scope="module")
+def warm(model):
+    options_file, weight_file, _ = model
+    return ELMo(options_file, weight_file, warm_up=WARM_UP_TEXT)
+
+
+def test_warm_up_makes_warm_the_default_and_keeps_every_sentence_on_its_own(warm, elmo):
+    assert elmo.start == "zeros" and elmo.boundary_state is None
+    assert warm.start == "warm" and set(warm.boundary_state) == {
+        f"{d}_{layer}_{part}" for d in ("forward", "backward") for layer in range(2) for part in "ch"}
+    alone = [warm.embed([s], layers="all")[0] for s in SENTENCES]
+    together = warm.embed(list(reversed(SENTENCES)) * 3, layers="all", batch_size=4)[:len(SENTENCES)][::-1]
+    for a, b in zip(alone, together):
+        _close(b, a)
+    zeros = warm.embed(SENTENCES, layers="all", start="zeros")
+    for z, expected in zip(zeros, elmo.embed(SENTENCES, layers="all")):
+        _close(z, expected)
+    moved = [np.abs(w - z).max() for w, z in zip(alone, zeros) if w.shape[1]]
+    assert min(moved) > 1e-4  # the start changes every sentence's vectors
+
+
+def test_load_warms_up_from_a_file_and_a_saved_copy_starts_warm(tmp_path, model, warm):
+    options_file, weight_file, _ = model
+    text_file = tmp_path / "text.txt"
+    text_file.write_text("\n".join(WARM_UP_TEXT) + "\n", encoding="utf-8")
+    from_file = load(os.path.dirname(weight_file), warm_up=str(text_file))
+    for key, value in warm.boundary_state.items():
+        _close(from_file.boundary_state[key], value)
+    copy = str(tmp_path / "warm_weights.hdf5")
+    assert len(WARM_UP_TEXT) // 2 < from_file.warm_up(str(text_file), save_to=copy) < len(WARM_UP_TEXT)
+    with pytest.raises(OutputFileError, match="is the input"):
+        from_file.warm_up(str(text_file), save_to=weight_file)
+    reloaded = ELMo(options_file, copy)
+    assert reloaded.start == "warm"
+    for a, b in zip(reloaded.embed(SENTENCES), from_file.embed(SENTENCES)):
+        _close(a, b)
+
+
+def test_the_keras_layer_and_the_savedmodel_carry_the_state(tmp_path, warm):
+    layer = warm.keras_layer(output="all")
+    assert layer.start == "warm"
+    tokens = tf.ragged.constant([s for s in SENTENCES]).to_tensor(default_value="")
+    out = layer(tokens)
+    expected = warm.embed(SENTENCES, layers="all")
+    for i, sentence in enumerate(SENTENCES):
+        _close(out["lstm_outputs1"].numpy()[i, :len(sentence)], expected[i][1])
+    keras_model = keras.Sequential([keras.Input(shape=(None,), dtype="string"),
+                                    warm.keras_layer(output="lstm_outputs1")])
+    archive = str(tmp_path / "tagger.keras")
+    keras_model.save(archive)
+    restored = keras.models.load_model(archive)
+    _close(restored(tokens).numpy(), keras_model(tokens).numpy())
+    assert restored.layers[-1].start == "warm"
+    export_dir = export_layer(layer, str(tmp_path / "saved"))
+    served = tf.saved_model.load(export_dir)
+    lengths = tf.constant([len(s) for s in SENTENCES], tf.int32)
+    _close(served.tokens(tokens, lengths)["lstm_outputs1"].numpy(), out["lstm_outputs1"].numpy())

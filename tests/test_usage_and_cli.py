@@ -47,17 +47,28 @@ def test_dump_commands(tmp_path):
 
 
 @pytest.mark.slow
-def test_quickstart_trains_evaluates_dumps_and_embeds_and_runs_again(tmp_path):
-    for run in range(2):
-        out = _run(["bin/quickstart.py", "--directory", str(tmp_path / "qs"), "--n_epochs", "1"])
-        line = next(l for l in out.splitlines() if l.startswith("held-out perplexity"))
-        perplexity, unigram = float(line.split()[2]), float(line.split()[-1].rstrip(")"))
-        assert perplexity < 0.9 * unigram, line
-        # The closing evaluation is the one training did at the end of its last epoch.
-        assert f"Epoch 1: held-out perplexity {perplexity:.3f}" in out
-        assert (tmp_path / "qs" / "weights.hdf5").exists() and (tmp_path / "qs" / "weights_options.json").exists()
-        assert "(2, 3, 8, 32)" in out
-        assert ("Starting over in" in out) == (run == 1)
+def test_quickstart_trains_evaluates_dumps_and_embeds(tmp_path):
+    out = _run(["bin/quickstart.py", "--directory", str(tmp_path / "qs"), "--n_epochs", "1"])
+    line = next(l for l in out.splitlines() if l.startswith("held-out perplexity"))
+    perplexity, unigram = float(line.split()[2]), float(line.split()[-1].rstrip(")"))
+    assert perplexity < 0.9 * unigram, line
+    # The closing evaluation is the one training did at the end of its last epoch.
+    assert f"Epoch 1: held-out perplexity {perplexity:.3f}" in out
+    # Each sentence on its own: from the boundary state it keeps what the
+    # carried state gives (within a few percent); from zeros it loses.
+    line = next(l for l in out.splitlines() if l.startswith("with every sentence on its own"))
+    zeros, warm = float(line.split()[-6].rstrip(",")), float(line.split()[-1])
+    assert warm < zeros and abs(warm / perplexity - 1) < 0.05, (perplexity, zeros, warm)
+    assert (tmp_path / "qs" / "weights.hdf5").exists() and (tmp_path / "qs" / "weights_options.json").exists()
+    assert "(2, 3, 8, 32)" in out and "Starting over in" not in out
+    # A second run in the same directory starts over: its checkpoints go.
+    assert (tmp_path / "qs" / "checkpoint").is_dir()
+    assert prepare_directory(str(tmp_path / "qs")) is True
+    assert not (tmp_path / "qs" / "checkpoint").exists() and (tmp_path / "qs" / "corpus").is_dir()
+
+
+def test_quickstart_starts_only_in_a_directory_of_its_own(tmp_path):
+    assert prepare_directory(str(tmp_path / "new")) is False and (tmp_path / "new" / ".bilm_quickstart").exists()
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "notes.txt").write_text("x")
     with pytest.raises(ValueError, match="mine already holds files that the quick start did not write"):

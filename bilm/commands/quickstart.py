@@ -70,10 +70,16 @@ def run_quickstart(directory, n_epochs=8, verbose=1):
     # two numbers agree (each row carries its LSTM state along the text).
     perplexity = test_from_files(corpus["heldout_prefix"], corpus["vocab_file"], save_dir,
                                  batch_size=options["batch_size"], verbose=0)
+    # What it costs to embed each sentence on its own: the held-out text with
+    # every sentence starting from zeros, or from the boundary state.
+    by_start = {start: test_from_files(corpus["heldout_prefix"], corpus["vocab_file"], save_dir,
+                                       batch_size=options["batch_size"], verbose=0, start=start)
+                for start in ("zeros", "warm")}
     unigram = unigram_perplexity(corpus["heldout_prefix"], corpus["vocab_file"])
     written = dump_weights(save_dir, os.path.join(directory, "weights.hdf5"))
     bilm = BidirectionalLanguageModel(written["options_file"], written["weight_file"], stateful=False)
     ids = Batcher(corpus["vocab_file"], 50).batch_sentences(EXAMPLE_SENTENCES)
     lm_embeddings = bilm(ids)["lm_embeddings"]
     return {"heldout_perplexity": perplexity, "unigram_perplexity": unigram,
+            "zeros_start_perplexity": by_start["zeros"], "warm_start_perplexity": by_start["warm"],
             "lm_embeddings_shape": tuple(lm_embeddings.shape), **written}

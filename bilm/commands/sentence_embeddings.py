@@ -48,6 +48,7 @@ from bilm.io.embedding_files import (
 )
 from bilm.io.sentence_files import read_sentences
 from bilm.io.weight_file import WeightFileError
+from bilm.models.boundary_state import read_boundary_state, resolve_start
 from bilm.models.predictor import BidirectionalLanguageModel
 from bilm.options import load_options
 from bilm.text.batching import Batcher
@@ -108,14 +109,16 @@ def _check_no_blank_lines(input_file):
 
 
 def embed_file(input_file, output_file, options_file, weight_file, output_format="all", batch_size=64,
-               use_sentence_keys=False, resume=True, overwrite=False, verbose=1, *, model=None):
+               use_sentence_keys=False, resume=True, overwrite=False, verbose=1, *, start=None, warm_up=None,
+               model=None):
     """Writes the ELMo vectors of every line of `input_file` to `output_file`.
 
     Layout and naming as in this module's docstring. Lines are read as
     whitespace-tokenized UTF-8 sentences, batched by length (batches of
     similar length, in chunks of `64 * batch_size` lines) and run through a
-    stateless `BidirectionalLanguageModel`, so the vectors do not depend on
-    the batch size or on the other lines.
+    stateless `BidirectionalLanguageModel`, every sentence starting from
+    `start`, so the vectors do not depend on the batch size or on the other
+    lines.
 
     Before any work it checks that the output is not an input (by any name)
     and replaces no file that bilm did not write as a sentence embedding
@@ -139,9 +142,15 @@ def embed_file(input_file, output_file, options_file, weight_file, output_format
         resume: continue an interrupted run's `.partial` file.
         overwrite: replace an existing output that bilm did not write.
         verbose: show a progress bar (time per sentence, time left).
+        start: where each sentence's LSTMs start: `"warm"` (the boundary
+            state), `"zeros"`, or None for `"warm"` when the weights (or
+            `warm_up`) give a boundary state, else `"zeros"`.
+        warm_up: text (sentences, or a text file's path) to compute the
+            boundary state from, for weights that carry none (see
+            `bilm.models.boundary_state`).
         model: a stateless `BidirectionalLanguageModel` already loaded from
             these options and weights (e.g. `ELMo`'s), used instead of
-            loading one.
+            loading one; its boundary state is used.
 
     Returns:
         number of sentence datasets written by this call.
@@ -160,11 +169,12 @@ def embed_file(input_file, output_file, options_file, weight_file, output_format
         input_file, output_file, options, weight_file, select, key_of, settings,
         batch_size=batch_size, resume=resume, overwrite=overwrite, verbose=verbose,
         check_lines=_check_no_blank_lines if use_sentence_keys else None,
-        extra_datasets=lambda: {SENTENCE_TO_INDEX: _sentence_to_index(input_file, key_of)}, model=model)
+        extra_datasets=lambda: {SENTENCE_TO_INDEX: _sentence_to_index(input_file, key_of)}, start=start,
+        warm_up=warm_up, model=model)
 
 
 def dump_bilm_embeddings(vocab_file, dataset_file, options_file, weight_file, outfile, batch_size=64,
-                         resume=True, overwrite=False, verbose=1):
+                         resume=True, overwrite=False, verbose=1, start=None, warm_up=None):
     """Writes every sentence's biLM layers to `outfile` (bilm-tf's dump layout).
 
     One dataset per line of `dataset_file`, named `str(line_number)`, shape
@@ -172,9 +182,10 @@ def dump_bilm_embeddings(vocab_file, dataset_file, options_file, weight_file, ou
     `(n_layers + 1, 0, 2 * projection_dim)`. Sentences are batched by length
     and the model runs statelessly, so every sentence's result is independent
     of the others and of the batch size (the original ran one sentence at a
-    time, carrying the LSTM state from one line to the next). `vocab_file`
-    (optional) only caches character ids. The file is checked, written,
-    resumed and stamped as `embed_file` does.
+    time, carrying the LSTM state from one line to the next); `start` and
+    `warm_up` are as in `embed_file`. `vocab_file` (optional) only caches
+    character ids. The file is checked, written, resumed and stamped as
+    `embed_file` does.
 
     Returns:
         number of sentence datasets written by this call.
@@ -185,12 +196,13 @@ def dump_bilm_embeddings(vocab_file, dataset_file, options_file, weight_file, ou
     settings = {"output_format": "all", "use_sentence_keys": False, SENTENCE_TO_INDEX: False}
     return _embed_sentences_file(
         dataset_file, outfile, options, weight_file, lambda layers: layers, line_number_key, settings,
-        vocab_file=vocab_file, batch_size=batch_size, resume=resume, overwrite=overwrite, verbose=verbose)
+        vocab_file=vocab_file, batch_size=batch_size, resume=resume, overwrite=overwrite, verbose=verbose,
+        start=start, warm_up=warm_up)
 
 
 def _embed_sentences_file(input_file, output_file, options, weight_file, select, key_of, settings, *,
                           vocab_file=None, batch_size=64, resume=True, overwrite=False, verbose=1,
-                          check_lines=None, extra_datasets=None, model=None):
+                          check_lines=None, extra_datasets=None, start=None, warm_up=None, model=None):
     """The run behind `embed_file` and `dump_bilm_embeddings`: checks, the
     stateless model (`model`, or one loaded after the checks), one dataset
     per line (`select` of its `(n_layers + 1, n_tokens, 2P)` layers)."""
@@ -198,23 +210,36 @@ def _embed_sentences_file(input_file, output_file, options, weight_file, select,
         raise ValueError(f"batch_size must be a positive integer. Received: batch_size={batch_size!r}")
     if not os.path.isfile(weight_file):
         raise WeightFileError(f"Weight file not found: {weight_file}")
+    sources = (options.source, weight_file, vocab_file)
     if model is not None:
-        _check_model(model, options, batch_size)
+        _check_model(model, options)
+    SentenceEmbeddingFile.check_paths(input_file, output_file, sources, overwrite)  # before any work
+    if warm_up is not None:
+        if model is None:
+            model = BidirectionalLanguageModel(options, weight_file, stateful=False, start="zeros")
+        model.warm_up(warm_up)
+    if model is not None:
+        boundary_state = model.boundary_state
+    else:
+        stored = read_boundary_state(weight_file)
+        boundary_state = stored[0] if stored else None
+    start = resolve_start(start, boundary_state is not None, weight_file)
     made_from = {**settings, "n_layers": options.n_layers, "projection_dim": options.projection_dim,
                  "weight_sha256": file_sha256(weight_file),
                  "options_sha256": json_sha256(options.for_prediction().to_dict()),
-                 "start": "zeros"}
-    sources = (options.source, weight_file, vocab_file)
+                 "start": start,
+                 "boundary_state_sha256": json_sha256(
+                     {key: value.tolist() for key, value in boundary_state.items()}) if start == "warm" else ""}
     target = SentenceEmbeddingFile(input_file, output_file, made_from, inputs=sources, resume=resume,
                                    overwrite=overwrite, verbose=verbose)
     if check_lines is not None:
         check_lines(input_file)
     if model is None:
-        model = BidirectionalLanguageModel(options, weight_file, stateful=False)
+        model = BidirectionalLanguageModel(options, weight_file, stateful=False, start=start)
     batcher = Batcher(vocab_file, options.char_cnn.max_characters_per_token)
 
     def embed(sentences):
-        layers = model(batcher.batch_sentences(sentences))["lm_embeddings"].numpy()
+        layers = model(batcher.batch_sentences(sentences), start=start)["lm_embeddings"].numpy()
         return [select(layers[i, :, :len(tokens)]) for i, tokens in enumerate(sentences)]
 
     written = target.write(embed, batch_size=batch_size, key_of=key_of, extra_datasets=extra_datasets)
@@ -223,7 +248,7 @@ def _embed_sentences_file(input_file, output_file, options, weight_file, select,
     return written
 
 
-def _check_model(model, options, batch_size):
+def _check_model(model, options):
     """A model passed in must be the stateless one these options build (the
     file records a zero start and the options' hash)."""
     if model.stateful:

@@ -87,12 +87,13 @@ def train_from_files(train_prefix, vocab_file, save_dir, options_file=None, *, r
                  heldout_data=heldout, seed=seed, data_source=data_source, **train_kwargs)
 
 
-def test_from_files(test_prefix, vocab_file, save_dir, batch_size=256, verbose=1):
-    """`bin/run_test.py`: the average perplexity of `save_dir`'s latest checkpoint."""
+def test_from_files(test_prefix, vocab_file, save_dir, batch_size=256, verbose=1, start="carry"):
+    """`bin/run_test.py`: the average perplexity of `save_dir`'s latest
+    checkpoint, each sentence starting as `start` says (see `evaluate`)."""
     ckpt_file = checkpoints.latest_checkpoint(save_dir)
     options = checkpoints.load_training_options(save_dir)
     data, _ = load_training_data(options, test_prefix, vocab_file, test=True)
-    return test(options, ckpt_file, data, batch_size=batch_size, verbose=verbose)
+    return test(options, ckpt_file, data, batch_size=batch_size, verbose=verbose, start=start)
 
 
 def add_training_arguments(parser):

@@ -1,6 +1,7 @@
 """What the `bin/` scripts share: bad input ends with one clear line, not a traceback."""
 import contextlib
 import sys
+import warnings
 
 # Bad options, vocabularies, weight files, checkpoints, data and output paths
 # raise ValueError or a subclass (OptionsError, WeightFileError,
@@ -12,7 +13,10 @@ USER_ERRORS = (ValueError, FileNotFoundError, FloatingPointError)
 @contextlib.contextmanager
 def exit_on_user_error():
     """Turns a user error, or a file the system would not read or write, into
-    `sys.exit("Error: ...")` (exit status 1); Ctrl-C exits with status 130."""
+    `sys.exit("Error: ...")` (exit status 1); Ctrl-C exits with status 130.
+    Inside it a warning is printed as one line, `Warning: <message>`."""
+    format_warning = warnings.formatwarning
+    warnings.formatwarning = _one_line_warning
     try:
         yield
     except USER_ERRORS as error:
@@ -22,6 +26,12 @@ def exit_on_user_error():
     except KeyboardInterrupt:
         print("\nInterrupted.", file=sys.stderr)
         sys.exit(130)
+    finally:
+        warnings.formatwarning = format_warning
+
+
+def _one_line_warning(message, category, filename, lineno, line=None):
+    return f"Warning: {message}\n"
 
 
 def describe_os_error(error):

@@ -34,6 +34,7 @@ _DESCRIPTIONS = {
     "input_sha256": "the input file's content",
     "weight_sha256": "the weight file",
     "options_sha256": "the model options",
+    "boundary_state_sha256": "the boundary state",
 }
 
 
@@ -87,13 +88,7 @@ class SentenceEmbeddingFile:
     def __init__(self, sentences_file, output_file, made_from, inputs=(), resume=True, overwrite=False,
                  verbose=1):
         sentences_file = os.fspath(sentences_file)
-        if not os.path.isfile(sentences_file):
-            raise FileNotFoundError(f"Input file not found: {sentences_file} (expected a text file, one "
-                                    "whitespace-tokenized sentence per line).")
-        inputs = (sentences_file, *inputs)
-        self.output_file = check_output_file(output_file, inputs, kind=KIND, overwrite=overwrite)
-        self.partial = check_output_file(self.output_file + PARTIAL_SUFFIX, inputs, kind=KIND,
-                                         overwrite=overwrite)
+        self.output_file, self.partial = self.check_paths(sentences_file, output_file, inputs, overwrite)
         self.sentences_file = sentences_file
         self.verbose = verbose
         self.stamp = {KIND_ATTRIBUTE: KIND, **made_from, "input_size": os.path.getsize(sentences_file),
@@ -102,6 +97,19 @@ class SentenceEmbeddingFile:
         if self.resuming:
             self._check_resumable()
         self.n_lines = count_lines(sentences_file)
+
+    @staticmethod
+    def check_paths(sentences_file, output_file, inputs=(), overwrite=False):
+        """The path checks of the constructor alone (no hashing): the
+        sentence file exists, the output and its `.partial` are no input and
+        replace no file bilm did not write. Returns `(output, partial)`."""
+        if not os.path.isfile(sentences_file):
+            raise FileNotFoundError(f"Input file not found: {sentences_file} (expected a text file, one "
+                                    "whitespace-tokenized sentence per line).")
+        inputs = (sentences_file, *inputs)
+        output_file = check_output_file(output_file, inputs, kind=KIND, overwrite=overwrite)
+        partial = check_output_file(output_file + PARTIAL_SUFFIX, inputs, kind=KIND, overwrite=overwrite)
+        return output_file, partial
 
     def _check_resumable(self):
         try:
@@ -181,7 +189,7 @@ def _plain(value):
 
 def _describe_change(key, found, wanted):
     if found is None:
-        return f"it records no {_DESCRIPTIONS.get(key, key)}"
+        return f"it does not record {_DESCRIPTIONS.get(key, key)}"
     if key == "input_size":
         return f"the input file's size changed from {found:,} to {wanted:,} bytes"
     if key in _DESCRIPTIONS:

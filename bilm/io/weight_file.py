@@ -11,12 +11,14 @@ The file is opened once per load or save.
 """
 import dataclasses
 import os
+import shutil
 from typing import Callable, Tuple
 
 import h5py
 import numpy as np
 
-from bilm.io.output_files import KIND_ATTRIBUTE, atomic_output
+from bilm.io.output_files import KIND_ATTRIBUTE, atomic_output, check_output_file
+from bilm.models.boundary_state import write_boundary_state
 from bilm.models.network import DIRECTIONS
 
 
@@ -173,23 +175,29 @@ def load_bilm_weights(model, weight_file):
         entry.set(arrays[entry.name])
 
 
-def write_datasets(path, arrays, kind):
+def write_datasets(path, arrays, kind, boundary_state=None):
     """Writes `{name: array}` as float32 datasets, atomically, stamped as a bilm file of `kind`.
 
     The file is written under a temporary name and renamed at the end, so a
     crash never leaves a complete-looking file behind. The root attribute
     `bilm_file` (see `bilm.io.output_files`) is the only addition to the
-    original layout; readers of that layout ignore it.
+    original layout; readers of that layout ignore it, as they ignore a
+    `boundary_state` `({state key: (size,)}, n_starts)` written beside the
+    weights (`bilm.models.boundary_state`).
     """
     with atomic_output(path) as tmp, h5py.File(tmp, "w") as f:
         f.attrs[KIND_ATTRIBUTE] = kind
         for name, array in arrays.items():
             f.create_dataset(name, data=np.asarray(array, dtype=np.float32))
+        if boundary_state is not None:
+            write_boundary_state(f, *boundary_state)
 
 
-def save_bilm_weights(model, weight_file):
-    """Writes `model`'s weights in the original layout (readable by bilm-tf and AllenNLP)."""
-    write_datasets(weight_file, {entry.name: entry.get() for entry in weight_table(model)}, kind="weights")
+def save_bilm_weights(model, weight_file, boundary_state=None):
+    """Writes `model`'s weights in the original layout (readable by bilm-tf and
+    AllenNLP), with `boundary_state` `({state key: (size,)}, n_starts)` if given."""
+    write_datasets(weight_file, {entry.name: entry.get() for entry in weight_table(model)}, kind="weights",
+                   boundary_state=boundary_state)
 
 
 def read_token_embeddings(embedding_file):
@@ -210,6 +218,22 @@ def load_token_embeddings(model, embedding_file):
     entry = _padded_embedding_entry("embedding", variable, file_rows)
     arrays = read_entries(embedding_file, [entry], what="Token embedding file")
     entry.set(arrays["embedding"])
+
+
+def copy_with_boundary_state(weight_file, out_path, boundary_state, n_starts, overwrite=False):
+    """Writes a copy of `weight_file` holding `boundary_state` too.
+
+    The copy is written under a temporary name and renamed; it must not be
+    `weight_file`, and an existing `out_path` is replaced only if bilm wrote
+    it as a weight file (or with `overwrite=True`).
+    """
+    out_path = check_output_file(out_path, [weight_file], kind="weights", overwrite=overwrite)
+    with atomic_output(out_path) as tmp:
+        shutil.copyfile(weight_file, tmp)
+        with h5py.File(tmp, "a") as f:
+            f.attrs[KIND_ATTRIBUTE] = "weights"
+            write_boundary_state(f, boundary_state, n_starts)
+    return out_path
 
 
 def save_token_embeddings(path, embedding):

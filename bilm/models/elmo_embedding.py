@@ -6,16 +6,28 @@ import keras
 import tensorflow as tf
 
 from bilm.layers.weight_layers import WeightLayers
+from bilm.models.boundary_state import (
+    check_boundary_state,
+    compute_boundary_state,
+    read_boundary_state,
+    resolve_start,
+    token_lists,
+)
 from bilm.models.elmo_inputs import INPUT_TYPES, TokenMask, inputs_to_ids, output_time_shape, resolve_input_type
 from bilm.models.network import state_keys
 from bilm.models.predictor import elmo_outputs, load_prediction_bilm
 from bilm.options import load_options
+from bilm.text.batching import Batcher
 from bilm.text.graph_batching import (
     token_vocab_table,
 )
 
 # Outputs whose first two axes are (batch, time): Keras masks them.
 SEQUENCE_OUTPUTS = ("word_emb", "elmo")
+
+
+# Stands for "the saved weights bring the boundary state" (see from_config).
+_RESTORED_FROM_ARCHIVE = object()
 
 
 def _lstm_output_names(n_layers):
@@ -27,10 +39,11 @@ class ELMoEmbedding(keras.layers.Layer):
     """ELMo representations of text from a pretrained biLM, as one Keras layer.
 
     The biLM is `build_bilm`'s functional model with the weights of
-    `weight_file`, run *stateless* (every batch starts from zero LSTM
-    states, so outputs are deterministic and do not depend on earlier
-    batches). Its layers are mixed by a `WeightLayers` scalar mix. By
-    default only the mix trains; the biLM is frozen.
+    `weight_file`, run *stateless*: every sentence starts from the same
+    LSTM state (`start`), so outputs are deterministic and do not depend on
+    the other rows or on earlier batches. Its layers are mixed by a
+    `WeightLayers` scalar mix. By default only the mix trains; the biLM is
+    frozen.
 
     Args:
         options_file: path of the biLM's `options.json` (or its dict).
@@ -64,6 +77,16 @@ class ELMoEmbedding(keras.layers.Layer):
             (options without `char_cnn`); the layer then reads token ids.
         vocab_file: vocabulary for a token-input biLM given text
             (`"tokens"`/`"sentences"`); unknown tokens map to `<UNK>`.
+        start: where each sentence's LSTMs start: `"warm"`, the boundary
+            state (the mean state at sentence starts in training, see
+            `bilm.models.boundary_state`), `"zeros"`, or None for `"warm"`
+            when there is a boundary state, else `"zeros"`. The start state
+            is a (non-trainable) weight of the layer, so `.keras` archives
+            and SavedModels carry it.
+        warm_up: for weights without a boundary state: your own text
+            (sentences, or a text file's path) to compute one from.
+        boundary_state: `{state key: (size,)}` to use instead of the one
+            stored in `weight_file` (e.g. `ELMo.boundary_state`).
         **kwargs: passed to `keras.layers.Layer` (`name`, `dtype`...).
 
     Call arguments:
@@ -100,7 +123,7 @@ class ELMoEmbedding(keras.layers.Layer):
     def __init__(self, options_file, weight_file, output="elmo", trainable_mix=True,
                  trainable_bilm=False, do_layer_norm=False, l2_coef=0.0, use_top_only=False,
                  dropout=0.0, input_type="auto", max_batch_size=None, embedding_weight_file=None,
-                 vocab_file=None, **kwargs):
+                 vocab_file=None, start=None, warm_up=None, boundary_state=None, **kwargs):
         super().__init__(**kwargs)
         options = load_options(options_file)
         use_character_inputs = embedding_weight_file is None
@@ -145,6 +168,34 @@ class ELMoEmbedding(keras.layers.Layer):
         self.dropout_layer = keras.layers.Dropout(dropout, name="elmo_dropout") if dropout else None
         self.vocab_table = token_vocab_table(vocab_file) if vocab_file is not None else None
         self.token_mask = TokenMask(input_type, use_character_inputs, name=f"{self.name}_token_mask")
+        self.start = self._resolve_start_state(start, warm_up, boundary_state)
+
+    def _resolve_start_state(self, start, warm_up, boundary_state):
+        """Creates `start_state` (one weight per LSTM state) and fills it;
+        returns the start."""
+        restoring = boundary_state is _RESTORED_FROM_ARCHIVE
+        if restoring:
+            boundary_state = None
+        elif boundary_state is None and self.weight_file is not None:
+            stored = read_boundary_state(self.weight_file)
+            boundary_state = stored[0] if stored else None
+        if warm_up is not None:
+            if not self.use_character_inputs:
+                raise ValueError(f"{self.name}: warm_up needs a character biLM; pass boundary_state= for a "
+                                 "token-input one.")
+            batcher = Batcher(None, self.options.char_cnn.max_characters_per_token)
+            boundary_state, _ = compute_boundary_state(self.bilm, self.options, token_lists(warm_up),
+                                                       batcher.batch_sentences)
+        if boundary_state is not None:
+            check_boundary_state(boundary_state, self.options, f"{self.name}: boundary_state")
+        start = resolve_start(start, restoring or boundary_state is not None, self.weight_file or "the weights")
+        self.start_state = {key: self.add_weight(name=f"start_{key}", shape=(size,), initializer="zeros",
+                                                 trainable=False)
+                            for key, _, size in state_keys(self.options)}
+        if start == "warm" and boundary_state is not None:
+            for key, variable in self.start_state.items():
+                variable.assign(boundary_state[key])
+        return start
 
     @property
     def trainable(self):
@@ -194,7 +245,7 @@ class ELMoEmbedding(keras.layers.Layer):
                         "split the batch or raise max_batch_size")
         inputs = {"token_characters" if self.use_character_inputs else "token_ids": ids}
         for key, _, size in state_keys(self.options):
-            inputs[key] = tf.zeros([batch, size])
+            inputs[key] = tf.broadcast_to(tf.convert_to_tensor(self.start_state[key]), [batch, size])
         # The biLM has no dropout; training only matters for the mix's dropout.
         layers = elmo_outputs(self.bilm(inputs, training=False), self.options.n_layers)
         lm_embeddings, mask, lengths = (layers[key] for key in ("lm_embeddings", "mask", "lengths"))
@@ -271,6 +322,7 @@ class ELMoEmbedding(keras.layers.Layer):
             "max_batch_size": self.max_batch_size,
             "embedding_weight_file": self.embedding_weight_file,
             "vocab_file": self.vocab_file,
+            "start": self.start,
             # Lets a saved model be rebuilt after options.json is gone.
             "options": self.options.to_dict(),
         })
@@ -279,6 +331,10 @@ class ELMoEmbedding(keras.layers.Layer):
     @classmethod
     def from_config(cls, config):
         config = dict(config)
+        if config.get("start") == "warm":
+            # The start state is one of the layer's weights: a `.keras`
+            # archive restores it right after from_config.
+            config["boundary_state"] = _RESTORED_FROM_ARCHIVE
         options = config.pop("options", None)
         options_file = config.get("options_file")
         if options is not None and isinstance(options_file, str) and not os.path.exists(options_file):

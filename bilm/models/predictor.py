@@ -3,10 +3,18 @@ import numpy as np
 import tensorflow as tf
 
 from bilm.io.weight_file import load_bilm_weights, load_token_embeddings, read_token_embeddings
+from bilm.models.boundary_state import (
+    DEFAULT_N_SENTENCES,
+    check_boundary_state,
+    compute_boundary_state,
+    read_boundary_state,
+    resolve_start,
+    token_lists,
+)
 from bilm.models.network import build_bilm, build_contextual_bilm, build_token_encoder, state_keys
 from bilm.models.token_cache import TokenEncodingCache
 from bilm.options import PREDICTION_N_CHARACTERS, load_options
-from bilm.text.batching import check_id_shape
+from bilm.text.batching import Batcher, check_id_shape
 
 
 def load_prediction_bilm(options, weight_file, embedding_weight_file=None, name="bilm"):
@@ -87,7 +95,9 @@ class BidirectionalLanguageModel(tf.Module):
     live in buffers of `max_batch_size` rows. A batch of B rows starts from
     rows [0, B) and afterwards those rows hold each row's state at its last
     valid token; rows >= B are untouched. The first batch starts from zeros.
-    `stateful=False` starts every batch from zeros (deterministic output).
+    `stateful=False` starts every sentence from `start` instead, so a
+    sentence's output depends on that sentence only: `"warm"`, the boundary
+    state (see `bilm.models.boundary_state`), or `"zeros"`.
 
     Args:
         options_file: path to `options.json` (or a dict / `BiLMOptions`).
@@ -105,6 +115,17 @@ class BidirectionalLanguageModel(tf.Module):
             (`projection_dim` floats each; see `TokenEncodingCache`).
             0 encodes every batch from scratch. Inside a `tf.function` the
             cache is not used.
+        start: where a stateless model's LSTMs start each sentence:
+            `"warm"` (the boundary state), `"zeros"`, or None for `"warm"`
+            when a boundary state is available, else `"zeros"`. A stateful
+            model carries its states and takes no `start`.
+        boundary_state: `{state key: (size,)}` (from
+            `compute_boundary_state`); None reads the one stored in
+            `weight_file`, if any.
+
+    Attributes:
+        boundary_state: `{state key: float32 (size,)}` or None.
+        start: the start of a stateless model (None when stateful).
 
     Call arguments:
         ids: int `(batch, time, max_characters_per_token)` char ids or
@@ -122,7 +143,7 @@ class BidirectionalLanguageModel(tf.Module):
 
     def __init__(self, options_file, weight_file, use_character_inputs=True,
                  embedding_weight_file=None, max_batch_size=128, stateful=True,
-                 token_cache_size=50_000):
+                 token_cache_size=50_000, start=None, boundary_state=None):
         super().__init__(name="bidirectional_language_model")
         options = load_options(options_file).for_prediction(use_character_inputs)
         if not use_character_inputs and embedding_weight_file is None:
@@ -143,6 +164,13 @@ class BidirectionalLanguageModel(tf.Module):
         self.model.trainable = False
         self._input_key = "token_characters" if use_character_inputs else "token_ids"
         self._state_keys = state_keys(options)
+        if boundary_state is None and weight_file is not None:
+            stored = read_boundary_state(weight_file)
+            boundary_state = stored[0] if stored else None
+        self.boundary_state = None
+        self.start = None
+        self._requested_start = start
+        self.set_start(start, boundary_state)
         self.state_buffers = {
             key: tf.Variable(tf.zeros([max_batch_size, size]), trainable=False, name=f"state_{key}")
             for key, _, size in self._state_keys
@@ -151,10 +179,14 @@ class BidirectionalLanguageModel(tf.Module):
             spec = tf.TensorSpec([None, None, options.char_cnn.max_characters_per_token], tf.int32)
         else:
             spec = tf.TensorSpec([None, None], tf.int32)
+        # Each call takes the start states as an argument, so a call may ask
+        # for another start than the model's without retracing.
+        start_spec = {key: tf.TensorSpec([size], tf.float32) for key, _, size in self._state_keys}
         self._calls = {
             stateful: tf.function(
-                lambda ids, stateful=stateful: self._forward(self.model, {self._input_key: ids}, stateful),
-                input_signature=[spec])
+                lambda ids, starts, stateful=stateful: self._forward(
+                    self.model, {self._input_key: ids}, stateful, starts),
+                input_signature=[spec, start_spec])
             for stateful in (True, False)
         }
         self.token_cache = None
@@ -173,37 +205,95 @@ class BidirectionalLanguageModel(tf.Module):
             input_signature=[tf.TensorSpec([None, options.char_cnn.max_characters_per_token], tf.int32)])
         self.token_cache = TokenEncodingCache(lambda ids: encode(ids).numpy(), options.projection_dim, max_size)
         encodings_spec = [tf.TensorSpec([None, options.projection_dim], tf.float32),
-                          tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([None, None], tf.bool)]
+                          tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([None, None], tf.bool),
+                          {key: tf.TensorSpec([size], tf.float32) for key, _, size in self._state_keys}]
         self._cached_calls = {
             stateful: tf.function(
-                lambda distinct, index, mask, stateful=stateful: self._forward(
+                lambda distinct, index, mask, starts, stateful=stateful: self._forward(
                     self._contextual_model,
                     {"token_index": index, "mask": mask, "distinct_encodings": distinct[tf.newaxis]},
-                    stateful),
+                    stateful, starts),
                 input_signature=encodings_spec)
             for stateful in (True, False)
         }
 
-    def __call__(self, ids):
+    def __call__(self, ids, start=None):
+        """See the class docstring; `start` overrides the model's `start`
+        for this call (stateless models only)."""
         ids = self._check_ids(ids)
+        starts = self.start_states(start)
         if self.token_cache is not None and tf.executing_eagerly():
             ids = ids.numpy()
             distinct, index = self.token_cache.distinct_encodings(ids)
-            return self._cached_calls[self.stateful](distinct, index, np.any(ids != 0, axis=-1))
-        return self._calls[self.stateful](ids)
+            return self._cached_calls[self.stateful](distinct, index, np.any(ids != 0, axis=-1), starts)
+        return self._calls[self.stateful](ids, starts)
+
+    def start_states(self, start=None):
+        """`{state key: float32 (size,)}` each sentence starts from: the
+        boundary state for `"warm"`, zeros for `"zeros"`; None: `self.start`."""
+        if start is None:
+            start = self.start
+        elif self.stateful:
+            raise ValueError(f"start={start!r} is for a stateless model (stateful=False); a stateful one "
+                             "carries its states from one batch to the next.")
+        else:
+            start = resolve_start(start, self.boundary_state is not None, "this model")
+        if start == "warm":
+            return self.boundary_state
+        return {key: np.zeros(size, np.float32) for key, _, size in self._state_keys}
+
+    def set_start(self, start=None, boundary_state=None):
+        """Sets where a stateless model starts each sentence (see `start`),
+        with a new `boundary_state` if one is given."""
+        if boundary_state is not None:
+            self.boundary_state = check_boundary_state(
+                {key: np.asarray(value, np.float32) for key, value in boundary_state.items()},
+                self.options, "boundary_state")
+        if self.stateful:
+            if start is not None:
+                raise ValueError(f"start={start!r} is for a stateless model (stateful=False); a stateful one "
+                                 "carries its states from one batch to the next.")
+            return
+        self._requested_start = start
+        self.start = resolve_start(start, self.boundary_state is not None, "the weight file")
+
+    def warm_up(self, sentences, n_sentences=DEFAULT_N_SENTENCES):
+        """Computes the boundary state from your own text and starts from it.
+
+        Args:
+            sentences: consecutive sentences of text (lists of tokens, or
+                strings split on whitespace), or the path of a text file
+                with one sentence per line; the first `n_sentences` (plus a
+                few to settle the states) are read, carried line to line as
+                in training (see `compute_boundary_state`).
+            n_sentences: sentence starts averaged.
+
+        Returns:
+            the number of sentence starts averaged. Afterwards
+            `boundary_state` holds the new state and a stateless model whose
+            `start` was left to its default starts from it.
+        """
+        if not self.use_character_inputs:
+            raise ValueError("warm_up needs a character biLM; a token-input one would need its vocabulary. "
+                             "Compute the state with bilm.models.boundary_state.compute_boundary_state.")
+        batcher = Batcher(None, self.options.char_cnn.max_characters_per_token)
+        state, n_starts = compute_boundary_state(self.model, self.options, token_lists(sentences),
+                                                 batcher.batch_sentences, n_sentences)
+        self.set_start(self._requested_start, state)
+        return n_starts
 
     def reset_states(self):
         """Sets every state buffer back to zeros (the next batch starts fresh)."""
         for buffer in self.state_buffers.values():
             buffer.assign(tf.zeros_like(buffer))
 
-    def _forward(self, model, inputs, stateful):
+    def _forward(self, model, inputs, stateful, starts):
         batch = tf.shape(inputs["mask" if "mask" in inputs else self._input_key])[0]
         for key, _, size in self._state_keys:
             if stateful:
                 inputs[key] = self.state_buffers[key][:batch]
             else:
-                inputs[key] = tf.zeros([batch, size])
+                inputs[key] = tf.broadcast_to(starts[key], [batch, size])
         outputs = model(inputs, training=False)
         if stateful:
             for key, output_key, _ in self._state_keys:

@@ -115,7 +115,7 @@ def _trainable_flags_saved(layer):
 
 
 def export_saved_model(options_file, weight_file, export_dir, do_layer_norm=False, use_top_only=False,
-                       embedding_weight_file=None, vocab_file=None, overwrite=False):
+                       embedding_weight_file=None, vocab_file=None, overwrite=False, start=None, warm_up=None):
     """Writes a pretrained biLM (with the initial, uniform mix) as a SavedModel.
 
     Args:
@@ -126,6 +126,8 @@ def export_saved_model(options_file, weight_file, export_dir, do_layer_norm=Fals
             `WeightLayers`); the mix starts uniform, `W = 0`, `gamma = 1`.
         embedding_weight_file, vocab_file: for a token-input biLM.
         overwrite: replace an existing `export_dir`.
+        start, warm_up: where each sentence starts, as in `ELMoEmbedding`;
+            the start state travels inside the SavedModel.
 
     Returns:
         `export_dir`.
@@ -139,5 +141,5 @@ def export_saved_model(options_file, weight_file, export_dir, do_layer_norm=Fals
     """
     layer = ELMoEmbedding(options_file, weight_file, output="all", do_layer_norm=do_layer_norm,
                           use_top_only=use_top_only, embedding_weight_file=embedding_weight_file,
-                          vocab_file=vocab_file, name="elmo")
+                          vocab_file=vocab_file, start=start, warm_up=warm_up, name="elmo")
     return export_layer(layer, export_dir, overwrite=overwrite)

@@ -9,7 +9,10 @@ A checkpoint (`tf.train.Checkpoint`, files `model.ckpt-<step>.*` managed by
 - `lstm_states/<state key>`: the carried LSTM states, one row per batch row,
 - `data/batches`, `data/source`: how many batches of which data stream
   (a fingerprint of its description) were consumed, so that a restart on
-  the same data continues where it stopped.
+  the same data continues where it stopped,
+- `boundary_state/<state key>`, `boundary_state/n_starts`: the mean LSTM
+  state at sentence starts (`bilm.models.boundary_state`), set at the end
+  of each `train` call.
 `options.json` sits beside the checkpoints in `save_dir`.
 """
 import os
@@ -32,17 +35,20 @@ def data_fingerprint(description):
     return zlib.crc32(str(description).encode("utf-8"))
 
 
-def build_checkpoint(lm, optimizer=None, step=None, lstm_states=None, data_position=None):
+def build_checkpoint(lm, optimizer=None, step=None, lstm_states=None, data_position=None, boundary_state=True):
     """A `tf.train.Checkpoint` of the given training objects.
 
     Args:
-        lm: `TrainingLM`.
+        lm: `TrainingLM` (its biLM and softmax, and with `boundary_state`
+            its boundary state).
         optimizer: `SparseAdagrad` or None.
         step: int64 scalar variable or None.
         lstm_states: `{state key: variable (rows, size)}` or None.
         data_position: `{"batches": int64 variable, "source": int64 variable}` or None.
     """
     parts = {"model": lm.bilm_variables(), "softmax": lm.softmax_variables()}
+    if boundary_state:
+        parts["boundary_state"] = {**lm.boundary_state, "n_starts": lm.n_boundary_starts}
     if optimizer is not None:
         parts["optimizer"] = optimizer.accumulators
     if step is not None:
@@ -84,8 +90,15 @@ def load_options_latest_checkpoint(save_dir):
 
 
 def restore_model(lm, checkpoint_file):
-    """Assigns the biLM and softmax variables of a checkpoint to `lm` (for evaluation, dumping)."""
-    _restore(build_checkpoint(lm), checkpoint_file)
+    """Assigns the biLM and softmax variables of a checkpoint to `lm` (for
+    evaluation, dumping), and its boundary state if it has one."""
+    _restore(build_checkpoint(lm, boundary_state=has_boundary_state(checkpoint_file)), checkpoint_file)
+
+
+def has_boundary_state(checkpoint_file):
+    """Whether a checkpoint holds a boundary state (checkpoints older than it do not)."""
+    names = tf.train.load_checkpoint(checkpoint_file).get_variable_to_shape_map()
+    return any(name.startswith("boundary_state/") for name in names)
 
 
 def restore_training(checkpoint_file, lm, optimizer, step, lstm_states, data_position):
@@ -98,8 +111,8 @@ def restore_training(checkpoint_file, lm, optimizer, step, lstm_states, data_pos
     states_match = all(
         saved_shapes.get(f"lstm_states/{key}/.ATTRIBUTES/VARIABLE_VALUE") == list(variable.shape)
         for key, variable in lstm_states.items())
-    checkpoint = build_checkpoint(
-        lm, optimizer, step, lstm_states if states_match else None, data_position)
+    checkpoint = build_checkpoint(lm, optimizer, step, lstm_states if states_match else None, data_position,
+                                  boundary_state=has_boundary_state(checkpoint_file))
     _restore(checkpoint, checkpoint_file)
     return states_match
 

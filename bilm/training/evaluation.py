@@ -2,29 +2,61 @@
 import collections
 import math
 
+import tensorflow as tf
+
 from bilm.training import checkpoints
 from bilm.training.objective import TrainingLM
+from bilm.training.prediction_network import measure_boundary_state
 from bilm.training.settings import training_settings
 from bilm.training.tf_dataset import make_tf_dataset
 from bilm.utils.progress import Progress
 
+# Where the LSTMs of each row start a sentence when evaluating: carried from
+# the previous sentence (bilm-tf), or reset to zeros or the boundary state.
+EVALUATION_STARTS = ("carry", "zeros", "warm")
+# The token that opens a sentence in each direction's stream.
+_OPENING_TOKEN = {"forward": "bos", "backward": "eos"}
 
-def evaluate(lm, data, batch_size, unroll_steps=1, verbose=0):
+
+def evaluate(lm, data, batch_size, unroll_steps=1, verbose=0, start="carry"):
     """Full-softmax perplexity of `lm` on a stream that ends (test mode).
 
     LSTM states start at zero and carry between batches. The loss of a
     batch is the mean of its directions' mean losses; the perplexity is
     `exp` of the mean over batches (as bilm-tf's `test`).
 
+    Args:
+        start: where each sentence starts (`EVALUATION_STARTS`): `"carry"`
+            from the state the previous sentence of its row left, as in
+            training; `"zeros"` or `"warm"` (`lm.boundary_state`) from a
+            fixed state, as embedding does (these need `unroll_steps=1`).
+
     Returns:
         `{"perplexity", "<direction>_perplexity", "batches"}`.
     """
+    if start not in EVALUATION_STARTS:
+        raise ValueError(f"start must be one of {EVALUATION_STARTS}. Received: start={start!r}")
+    if start != "carry" and unroll_steps != 1:
+        raise ValueError(f"start={start!r} resets the states at each sentence start, which needs unroll_steps=1. "
+                         f"Received: unroll_steps={unroll_steps}")
+    if start == "warm" and int(lm.n_boundary_starts.numpy()) == 0:
+        raise ValueError("start='warm' needs the model's boundary state, and it has none yet; measure it with "
+                         "bilm.training.prediction_network.measure_boundary_state.")
     step_fn = lm.evaluation_step
     states = lm.zero_states(batch_size)
+    keys = lm.batch_keys()
+    if start != "carry":
+        opening_ids = ["token_ids"] + (["token_ids_reverse"] if "backward" in lm.directions else [])
+        keys += [key for key in opening_ids if key not in keys]
+        start_states = {key: (lm.boundary_state[key] if start == "warm" else tf.zeros([size]))
+                        for key, _, size in lm.state_keys}
+        opening = {direction: getattr(data.vocab, _OPENING_TOKEN[direction]) for direction in lm.directions}
     totals = collections.defaultdict(float)
     n_batches = 0
     progress = Progress(None, unit="batch", verbose=verbose)
-    for batch in make_tf_dataset(data, batch_size, unroll_steps, keys=lm.batch_keys()):
+    for batch in make_tf_dataset(data, batch_size, unroll_steps, keys=keys):
+        if start != "carry":
+            states = _reset_at_sentence_starts(states, batch, start_states, opening)
         loss, per_direction, states = step_fn(batch, states)
         n_batches += 1
         totals["loss"] += float(loss)
@@ -42,6 +74,14 @@ def evaluate(lm, data, batch_size, unroll_steps=1, verbose=0):
     return metrics
 
 
+def _reset_at_sentence_starts(states, batch, start_states, opening):
+    """The rows whose input is their direction's opening token start from `start_states`."""
+    starts = {direction: tf.equal(batch["token_ids" + ("_reverse" if direction == "backward" else "")][:, 0],
+                                  token_id)[:, tf.newaxis]
+              for direction, token_id in opening.items()}
+    return {key: tf.where(starts[key.split("_")[0]], start_states[key], state) for key, state in states.items()}
+
+
 def load_training_model(options, ckpt_file):
     """A `TrainingLM` (no dropout) with the weights of a checkpoint."""
     options, settings = training_settings(options, need_schedule=False)
@@ -50,7 +90,7 @@ def load_training_model(options, ckpt_file):
     return lm
 
 
-def test(options, ckpt_file, data, batch_size=256, *, unroll_steps=1, verbose=1):
+def test(options, ckpt_file, data, batch_size=256, *, unroll_steps=1, verbose=1, start="carry"):
     """Held-out perplexity of a checkpoint (full softmax), as bilm-tf's `test`.
 
     Args:
@@ -58,9 +98,17 @@ def test(options, ckpt_file, data, batch_size=256, *, unroll_steps=1, verbose=1)
         ckpt_file: checkpoint prefix (see `load_options_latest_checkpoint`).
         data: a stream in test mode (it must end).
         batch_size: rows per batch; `unroll_steps`: window length (1 as bilm-tf).
+        start: where each sentence starts, see `evaluate`. A checkpoint
+            without a boundary state (from before bilm stored one) gets one
+            measured on `data` for `"warm"`.
 
     Returns:
         float, the average perplexity.
     """
     lm = load_training_model(options, ckpt_file)
-    return evaluate(lm, data, batch_size, unroll_steps, verbose=verbose)["perplexity"]
+    if start == "warm" and int(lm.n_boundary_starts.numpy()) == 0:
+        n_starts = measure_boundary_state(lm, data)
+        if verbose:
+            print(f"{ckpt_file} holds no boundary state; measured one at {n_starts:,} sentence starts of the "
+                  "evaluation text.")
+    return evaluate(lm, data, batch_size, unroll_steps, verbose=verbose, start=start)["perplexity"]

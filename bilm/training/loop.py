@@ -25,6 +25,7 @@ from bilm.training.distribution import is_chief, make_strategy
 from bilm.training.evaluation import evaluate
 from bilm.training.objective import TrainingLM
 from bilm.training.optimizer import INITIAL_ACCUMULATOR_VALUE, SparseAdagrad
+from bilm.training.prediction_network import measure_boundary_state
 from bilm.training.settings import training_settings
 from bilm.training.tf_dataset import make_tf_dataset
 from bilm.training.train_step import TrainStep
@@ -180,6 +181,9 @@ def train(options, data, n_gpus, save_dir, log_dir, restart_ckpt_file=None, *,
         strategy: a `tf.distribute.Strategy` (default: `make_strategy(n_gpus)`).
         max_steps: stop after this many steps of this call (then save).
         checkpoint_every: save every this many steps (and at each epoch's end).
+            At its end every call that trained measures the boundary state
+            on the training text (`measure_boundary_state`: where embedding
+            starts each sentence) and saves it with a last checkpoint.
         summary_every: TensorBoard scalars every this many steps.
         seed: seeds the global generators (`keras.utils.set_random_seed`:
             initialisation, negative sampling) and the dropout masks.
@@ -269,7 +273,12 @@ def train(options, data, n_gpus, save_dir, log_dir, restart_ckpt_file=None, *,
         if run.progress is not None:
             run.progress.close()
             run.progress = None
-    if run.last_saved != run.current_step and (taken or run.manager.latest_checkpoint is None):
+    if taken or int(run.lm.n_boundary_starts.numpy()) == 0:
+        n_starts = measure_boundary_state(run.lm, data)
+        run.report(f"Boundary state: the mean LSTM state at {n_starts:,} sentence starts of the training text "
+                   "(where embedding starts each sentence; see bilm.models.boundary_state).")
+        run.save()
+    elif run.manager.latest_checkpoint is None:
         run.save()
     run.close()
     if result.get("heldout_perplexity") is None:

@@ -31,6 +31,9 @@ class TrainingLM:
     Attributes:
         bilm: the functional model of `build_bilm` (its variables are the
             ones in the weight file); `layers` its layers by name.
+        boundary_state: `{state key: (size,) variable}`, the mean LSTM state
+            at sentence starts, and `n_boundary_starts` how many starts it
+            averages (0: not computed yet).
         softmax_weights: `(n_tokens_vocab, projection_dim)` variable,
             N(0, 1/sqrt(projection_dim)), shared by both directions (the
             token embedding itself with `share_embedding_softmax`).
@@ -65,6 +68,11 @@ class TrainingLM:
             self.softmax_weights = tf.Variable(
                 init((settings.n_tokens_vocab, projection_dim)), name="softmax_W")
         self.softmax_bias = tf.Variable(tf.zeros([settings.n_tokens_vocab]), name="softmax_b")
+        # The mean state at sentence starts (bilm.models.boundary_state),
+        # set by `train` at its end; `n_boundary_starts` 0 means not yet.
+        self.boundary_state = {key: tf.Variable(tf.zeros([size]), trainable=False, name=f"boundary_{key}")
+                               for key, _, size in self.state_keys}
+        self.n_boundary_starts = tf.Variable(0, dtype=tf.int64, trainable=False, name="n_boundary_starts")
         self.evaluation_step = tf.function(self._evaluation_losses, reduce_retracing=True, autograph=False)
 
     # === Variables, by stable name ===

@@ -21,6 +21,8 @@ def dump_weights(save_dir, outfile, options_outfile=None, overwrite=False):
     `BidirectionalLanguageModel(options_file, outfile, ...)` loads them as
     they are. A forward-only model's file has no backward datasets
     (`RNN_1/...`), which `BidirectionalLanguageModel` needs (a warning says so).
+    The checkpoint's boundary state, if it has one, goes into the weight
+    file as extra datasets (`boundary_state/...`, see docs/formats.md).
 
     Each file is written under a temporary name and renamed. None may be a
     file of the training directory, and an existing weight or token
@@ -43,7 +45,9 @@ def dump_weights(save_dir, outfile, options_outfile=None, overwrite=False):
     if options.char_cnn is None:
         check_output_file(embedding_file, inputs, kind="token_embeddings", overwrite=overwrite)
     lm = load_training_model(options, ckpt_file)
-    save_bilm_weights(lm.bilm, outfile)
+    n_starts = int(lm.n_boundary_starts.numpy())
+    boundary_state = ({key: v.numpy() for key, v in lm.boundary_state.items()}, n_starts) if n_starts else None
+    save_bilm_weights(lm.bilm, outfile, boundary_state)
     if "backward" not in lm.directions:
         warnings.warn(f"{save_dir} holds a forward-only biLM: {outfile} has no backward LSTM weights "
                       "(RNN_1/...), so BidirectionalLanguageModel cannot load it.", stacklevel=2)

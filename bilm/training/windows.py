@@ -183,6 +183,10 @@ class LMDataset:
         self._warned_files.add(path)
         return read_lines(path, warn_invalid_utf8=warn)
 
+    def iter_lines(self):
+        """Yields the stream's sentence lines (`str`) in the order training reads them."""
+        return self._lines()
+
     def _lines(self):
         if self.test:
             for path in self.shards:

@@ -12,6 +12,7 @@ import pytest
 import numpy_reference as R
 from bilm.commands import sentence_embeddings as embed_file_module
 from bilm.commands.sentence_embeddings import dump_bilm_embeddings, embed_file, sentence_key
+from bilm.elmo import ELMo
 from bilm.io.output_files import OutputFileError
 from bilm.models.predictor import BidirectionalLanguageModel
 from bilm.text.batching import Batcher
@@ -118,11 +119,11 @@ def _model_class(calls, die_after=None):
     """BidirectionalLanguageModel that records batch sizes and dies after `die_after` calls."""
 
     class Recording(BidirectionalLanguageModel):
-        def __call__(self, ids):
+        def __call__(self, ids, start=None):
             if die_after is not None and len(calls) == die_after:
                 raise Killed
             calls.append(len(ids))
-            return super().__call__(ids)
+            return super().__call__(ids, start=start)
 
     return Recording
 
@@ -359,3 +360,32 @@ def test_dump_creates_a_missing_output_directory_and_names_a_missing_input(tmp_p
     with pytest.warns(UserWarning, match="empty.txt is empty: wrote .*empty.hdf5 with no sentence datasets"):
         assert dump_bilm_embeddings(None, str(empty), options_file, weight_file, str(tmp_path / "empty.hdf5"),
                                     verbose=0) == 0
+
+
+def test_warm_up_gives_the_warm_vectors_and_is_part_of_what_a_resume_checks(tmp_path, model, monkeypatch):
+    options_file, weight_file, _ = model
+    warm_up_file = _input_file(tmp_path, [line for line in LINES if line.strip()] * 4, name="warm_up.txt")
+    input_file = _input_file(tmp_path, LINES * 3)
+    outfile = str(tmp_path / "out.hdf5")
+    embed_file(input_file, outfile, options_file, weight_file, output_format="top", batch_size=4,
+               warm_up=warm_up_file, verbose=0)
+    arrays, _, attrs = _read(outfile)
+    assert attrs["start"] == "warm" and len(attrs["boundary_state_sha256"]) == 64
+    expected = ELMo(options_file, weight_file, warm_up=warm_up_file).embed(
+        [line.split() for line in LINES * 3], layers="top")
+    for i, vectors in enumerate(expected):
+        np.testing.assert_allclose(arrays[str(i)], vectors, rtol=1e-5, atol=1e-6)
+    # A run killed mid-way, resumed with another warm-up text, refuses to mix the two.
+    monkeypatch.setattr(embed_file_module, "BidirectionalLanguageModel", _model_class([], die_after=1))
+    with pytest.raises(Killed):
+        embed_file(input_file, str(tmp_path / "killed.hdf5"), options_file, weight_file, batch_size=4,
+                   warm_up=warm_up_file, verbose=0)
+    monkeypatch.undo()
+    other_text = _input_file(tmp_path, ["x y z", "p q r s"] * 6, name="other.txt")
+    with pytest.raises(OutputFileError, match="the boundary state changed.*--no_resume"):
+        embed_file(input_file, str(tmp_path / "killed.hdf5"), options_file, weight_file, batch_size=4,
+                   warm_up=other_text, verbose=0)
+    zeros = str(tmp_path / "zeros.hdf5")
+    dump_bilm_embeddings(None, input_file, options_file, weight_file, zeros, start="zeros", verbose=0)
+    with h5py.File(zeros, "r") as f:
+        assert f.attrs["start"] == "zeros" and f.attrs["boundary_state_sha256"] == ""

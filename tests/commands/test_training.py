@@ -56,6 +56,11 @@ def test_scripts_train_restart_test_and_dump(tmp_path, capsys):
     last_line = capsys.readouterr().out.strip().splitlines()[-1]
     assert re.fullmatch(r"AVERAGE PERPLEXITY = [0-9]+\.[0-9]+", last_line)
     assert abs(float(last_line.split("=")[1]) - perplexity) < 1e-3
+    by_start = {start: _script("run_test").main(["--test_prefix", corpus["heldout"], "--vocab_file", corpus["vocab"],
+                                                 "--save_dir", save_dir, "--batch_size", "4", "--start", start])
+                for start in ("carry", "zeros", "warm")}
+    assert by_start["carry"] == pytest.approx(perplexity) and len(set(by_start.values())) == 3
+    capsys.readouterr()
 
     notes = tmp_path / "notes.hdf5"
     notes.write_text("not bilm's")

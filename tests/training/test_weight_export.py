@@ -3,6 +3,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from bilm.models.boundary_state import read_boundary_state
+from bilm.models.network import state_keys
 from bilm.models.predictor import BidirectionalLanguageModel
 from bilm.options import load_options
 from bilm.text.batching import Batcher, TokenBatcher
@@ -28,7 +30,8 @@ def test_dumped_weights_load_in_bidirectional_language_model(tmp_path, training_
     if char:
         assert prediction.char_cnn.n_characters == 262
         shifted = Batcher(training_corpus["vocab"], MAX_CHARS).batch_sentences(sentences)
-        model = BidirectionalLanguageModel(written["options_file"], written["weight_file"], stateful=False)
+        model = BidirectionalLanguageModel(written["options_file"], written["weight_file"], stateful=False,
+                                           start="zeros")
         inputs = {"token_characters": tf.constant(shifted - 1),
                   "token_characters_reverse": tf.constant(shifted[:, ::-1] - 1)}
     else:
@@ -36,7 +39,7 @@ def test_dumped_weights_load_in_bidirectional_language_model(tmp_path, training_
         shifted = TokenBatcher(training_corpus["vocab"]).batch_sentences(sentences)
         model = BidirectionalLanguageModel(
             written["options_file"], written["weight_file"], use_character_inputs=False,
-            embedding_weight_file=written["embedding_weight_file"], stateful=False)
+            embedding_weight_file=written["embedding_weight_file"], stateful=False, start="zeros")
         inputs = {"token_ids": tf.constant(shifted - 1), "token_ids_reverse": tf.constant(shifted[:, ::-1] - 1)}
     assert shifted.min() > 0
     # Training ids are the prediction ids minus one (no padding row); the
@@ -51,3 +54,12 @@ def test_dumped_weights_load_in_bidirectional_language_model(tmp_path, training_
         np.testing.assert_allclose(top[..., p:], reference[f"backward_{layer}"].numpy()[:, ::-1][:, 1:-1],
                                    atol=1e-5)
     assert np.abs(out["lm_embeddings"].numpy()).max() > 0.01
+    # The training run stored its boundary state, which the file carries and
+    # a stateless model starts from unless told otherwise.
+    state, n_starts = read_boundary_state(written["weight_file"])
+    assert n_starts > 0 and state.keys() == {key for key, _, _ in state_keys(prediction)}
+    for key, variable in lm.boundary_state.items():
+        np.testing.assert_array_equal(state[key], variable.numpy())
+    assert model.boundary_state is not None and BidirectionalLanguageModel(
+        written["options_file"], written["weight_file"], stateful=False,
+        use_character_inputs=char, embedding_weight_file=written.get("embedding_weight_file")).start == "warm"

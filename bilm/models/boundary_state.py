@@ -1,0 +1,171 @@
+"""The boundary state: the LSTM state the biLM has at a sentence start in its training stream.
+
+In training every row of a batch reads a running stream of sentences, and
+`</S>` (forward) or `<S>` (backward) is only ever a target, never an input:
+the forward LSTMs begin a sentence's `<S>` in the state the previous
+sentence's last word left, and the backward LSTMs begin its `</S>` in the
+state the next sentence's first word left. A sentence embedded from zero
+states starts where the model never was in training; one embedded from the
+mean of those start states (the boundary state) starts where it usually
+was, and its vectors still depend on that sentence only.
+
+`compute_boundary_state` runs a prediction network over consecutive
+sentences as training does (each row a stream, states carried from one
+sentence to the next) and averages the states at the sentence starts. The
+state is stored in weight files as extra datasets (`BOUNDARY_STATE_GROUP`,
+see docs/formats.md), which readers of the original layout ignore.
+"""
+import itertools
+import os
+import warnings
+
+import h5py
+import numpy as np
+import tensorflow as tf
+
+from bilm.io.sentence_files import read_sentences
+from bilm.models.network import state_keys
+from bilm.text.whitespace import split_tokens
+
+BOUNDARY_STATE_GROUP = "boundary_state"
+# Where each sentence's LSTMs start when every sentence is embedded on its
+# own: the boundary state, or zeros.
+STARTS = ("warm", "zeros")
+# Sentences averaged by default (warm_up from text, the end of training).
+DEFAULT_N_SENTENCES = 1000
+# Parallel streams of sentences, and the first sentences of each stream
+# left out of the mean (they start from zero states).
+ROWS = 16
+BURN_IN = 2
+
+
+def compute_boundary_state(network, options, sentences, to_ids, n_sentences=DEFAULT_N_SENTENCES, rows=ROWS,
+                           bidirectional=True):
+    """The mean LSTM state at sentence starts, with states carried line to line.
+
+    Args:
+        network: a prediction-layout `build_bilm` model with its weights.
+        options: its `BiLMOptions`.
+        sentences: an iterable of sentences (lists of tokens) in text
+            order; blank ones are skipped (training skips blank lines). The
+            first `n_sentences + rows * BURN_IN` are read.
+        to_ids: `(list of token lists) -> (batch, time + 2[, C])` ids with
+            `<S>` and `</S>` and 0 padding (`Batcher.batch_sentences`).
+        n_sentences: sentence starts averaged (fewer if the text has fewer).
+        rows: parallel streams, each reading a contiguous part of the text.
+        bidirectional: the network has a backward stack.
+
+    Returns:
+        `({state key: float32 (size,)}, number of starts averaged)`, keys
+        as in `state_keys(options)` (`forward_0_c`, ...).
+
+    Raises:
+        ValueError: fewer than two sentences.
+    """
+    text = [list(s) for s in itertools.islice((s for s in sentences if len(s)), n_sentences + rows * BURN_IN)]
+    if len(text) < 2:
+        raise ValueError(f"Computing the boundary state needs at least 2 sentences; received {len(text)}.")
+    # Few rows for a short text, so that most of it counts after the burn-in.
+    rows = max(1, min(rows, len(text) // (4 * BURN_IN)))
+    burn_in = min(BURN_IN, len(text) // rows - 1)
+    per_row = len(text) // rows
+    streams = [text[r * per_row:(r + 1) * per_row] for r in range(rows)]
+    keys = state_keys(options, bidirectional)
+    input_key = "token_characters" if options.char_cnn is not None else "token_ids"
+    states = {key: np.zeros([rows, size], np.float32) for key, _, size in keys}
+    sums = {key: np.zeros([size], np.float64) for key, _, size in keys}
+    count = 0
+    run = tf.function(lambda inputs: network(inputs, training=False), reduce_retracing=True)
+    for step in range(per_row):
+        if step >= burn_in:
+            for key in sums:
+                sums[key] += states[key].sum(axis=0)
+            count += rows
+        ids = np.asarray(to_ids([stream[step] for stream in streams]))
+        lengths = np.count_nonzero(ids.reshape(ids.shape[0], ids.shape[1], -1).any(axis=-1), axis=1)
+        # As in training, the forward LSTMs never read `</S>` and the
+        # backward ones never read `<S>`.
+        forward_ids = ids.copy()
+        forward_ids[np.arange(rows), lengths - 1] = 0
+        backward_ids = ids[:, 1:]
+        for direction, direction_ids in (("forward", forward_ids), ("backward", backward_ids))[:1 + bidirectional]:
+            outputs = run({input_key: direction_ids, **states})
+            for key, output_key, _ in keys:
+                if key.startswith(direction):
+                    states[key] = np.asarray(outputs[output_key])
+    return {key: (total / count).astype(np.float32) for key, total in sums.items()}, count
+
+
+def token_lists(sentences):
+    """Sentences as token lists: from a text file's path (one sentence per
+    line), or from an iterable of strings (split on whitespace) or token lists."""
+    if isinstance(sentences, (str, os.PathLike)):
+        return (tokens for _, _, tokens in read_sentences(os.fspath(sentences)))
+    return (split_tokens(s) if isinstance(s, str) else list(s) for s in sentences)
+
+
+def read_boundary_state(weight_file):
+    """The boundary state stored in a weight file, or None when it has none.
+
+    Returns:
+        `({state key: float32 (size,)}, number of starts averaged)` or None.
+    """
+    with h5py.File(weight_file, "r") as f:
+        group = f.get(BOUNDARY_STATE_GROUP)
+        if not isinstance(group, h5py.Group):
+            return None
+        return {key: group[key][...].astype(np.float32) for key in group}, int(group.attrs.get("n_starts", 0))
+
+
+def write_boundary_state(h5_file, state, n_starts):
+    """Adds (or replaces) the boundary state datasets in an open HDF5 file."""
+    if BOUNDARY_STATE_GROUP in h5_file:
+        del h5_file[BOUNDARY_STATE_GROUP]
+    group = h5_file.create_group(BOUNDARY_STATE_GROUP)
+    group.attrs["n_starts"] = int(n_starts)
+    for key, value in state.items():
+        group.create_dataset(key, data=np.asarray(value, np.float32))
+
+
+def resolve_start(start, has_state, source):
+    """The start to use: `start`, or for None `"warm"` when a boundary state
+    is available and `"zeros"` otherwise. ValueError for an unknown start or
+    `"warm"` without a state."""
+    if start is None:
+        if not has_state:
+            _say_once_how_to_warm_up(source)
+        return "warm" if has_state else "zeros"
+    if start not in STARTS:
+        raise ValueError(f"start must be one of {STARTS} (or None: 'warm' when the model has a boundary "
+                         f"state, else 'zeros'). Received: start={start!r}")
+    if start == "warm" and not has_state:
+        raise ValueError(
+            f"start='warm' needs a boundary state, and {source} holds none (weights trained before bilm stored "
+            "one, or published ones). Compute one from your own text with warm_up= (bilm.load(..., "
+            "warm_up=sentences), ELMo.warm_up, bin/elmo.py --warm_up FILE), or use start='zeros'.")
+    return start
+
+
+_told_how_to_warm_up = False
+
+
+def _say_once_how_to_warm_up(source):
+    global _told_how_to_warm_up
+    if not _told_how_to_warm_up:
+        _told_how_to_warm_up = True
+        warnings.warn(
+            f"{source} holds no boundary state, so every sentence starts from zero LSTM states, where the "
+            "model never was in training (the first and last tokens' vectors suffer most). Compute the state "
+            "from a sample of your own text with warm_up= (bilm.load(..., warm_up=sentences_or_file), "
+            "ELMo.warm_up, bin/elmo.py --warm_up FILE); start='zeros' keeps zero states without this note.",
+            stacklevel=4)
+
+
+def check_boundary_state(state, options, source):
+    """Checks that `state` has one vector of the right size per LSTM state of `options`."""
+    expected = {key: size for key, _, size in state_keys(options)}
+    found = {key: tuple(np.shape(value)) for key, value in state.items()}
+    if found != {key: (size,) for key, size in expected.items()}:
+        raise ValueError(f"{source}: the boundary state does not match the model: it holds {found}, the options "
+                         f"need {{key: (size,)}} for {expected}.")
+    return state

@@ -1,0 +1,55 @@
+"""The biLM being trained as a prediction network, and its boundary state measured on its training text."""
+import itertools
+
+import numpy as np
+
+from bilm.io.weight_file import weight_table
+from bilm.models.boundary_state import DEFAULT_N_SENTENCES, compute_boundary_state
+from bilm.models.network import build_bilm
+from bilm.text.batching import Batcher
+from bilm.text.whitespace import split_tokens
+
+
+def prediction_network(lm):
+    """`build_bilm`'s prediction layout with the weights of a `TrainingLM`.
+
+    Weights go across by their names in the weight file (`weight_table`),
+    which handles the prediction layout's padding rows; a token-input
+    model's table gets its zero padding row in front.
+    """
+    token_input = not lm.use_characters
+    network = build_bilm(lm.options.for_prediction(lm.use_characters),
+                         n_token_vocab=lm.settings.n_tokens_vocab + 1 if token_input else None,
+                         bidirectional=len(lm.directions) == 2, name="prediction_bilm")
+    trained = {entry.name: entry for entry in weight_table(lm.bilm)}
+    for entry in weight_table(network):
+        entry.set(trained[entry.name].get())
+    if token_input:
+        table = lm.layers["token_embedding"].embeddings.numpy()
+        network.get_layer("token_embedding").embeddings.assign(
+            np.concatenate([np.zeros((1, table.shape[1]), table.dtype), table]))
+    return network
+
+
+def measure_boundary_state(lm, data, n_sentences=DEFAULT_N_SENTENCES):
+    """Sets `lm.boundary_state` to the mean LSTM state at sentence starts of
+    `data`'s text (`LMDataset` or `BidirectionalLMDataset`), read from its
+    beginning as training reads it, and returns the number of starts."""
+    stream = getattr(data, "forward", data)
+    sentences = (split_tokens(line) for line in itertools.islice(stream.iter_lines(), 2 * n_sentences))
+    if lm.use_characters:
+        to_ids = Batcher(None, lm.options.char_cnn.max_characters_per_token).batch_sentences
+    else:
+        def to_ids(token_lists):
+            rows = [stream.vocab.encode(tokens, split=False) + 1 for tokens in token_lists]
+            ids = np.zeros([len(rows), max(map(len, rows))], np.int32)
+            for i, row in enumerate(rows):
+                ids[i, :len(row)] = row
+            return ids
+    state, n_starts = compute_boundary_state(
+        prediction_network(lm), lm.options, sentences, to_ids, n_sentences,
+        bidirectional=len(lm.directions) == 2)
+    for key, variable in lm.boundary_state.items():
+        variable.assign(state[key])
+    lm.n_boundary_starts.assign(n_starts)
+    return n_starts

@@ -1,0 +1,120 @@
+"""The boundary state: the mean LSTM state at sentence starts of a stream, against the NumPy reference."""
+import h5py
+import numpy as np
+import pytest
+
+import numpy_reference as R
+from bilm.models.boundary_state import (
+    BURN_IN, compute_boundary_state, read_boundary_state, resolve_start, write_boundary_state)
+from bilm.models.predictor import BidirectionalLanguageModel
+from bilm.text.batching import Batcher
+from helpers import SENTENCES, write_model
+
+STREAM = [s for s in SENTENCES if s] * 2  # 8 non-empty sentences in text order
+MAX_CHARS = 7
+
+
+def _forward_row(sentences):
+    """Shifted char ids `<S> s0 <S> s1 ...` in one row: the forward training
+    stream, where `</S>` is only ever a target."""
+    rows = []
+    for sentence in sentences:
+        rows.append(R._boundary_char_ids(R.BOS_CHAR, MAX_CHARS))
+        rows += [R._word_char_ids(token, MAX_CHARS) for token in sentence]
+    return np.asarray(rows, np.int32)[np.newaxis] + 1
+
+
+def _backward_row(sentences):
+    """The row whose right-to-left reading is the backward training stream
+    `</S> rev(s0) </S> rev(s1) ...` (where `<S>` is only ever a target):
+    `(s_k </S>) ... (s_0 </S>)` for the sentences in reverse order."""
+    rows = []
+    for sentence in reversed(sentences):
+        rows += [R._word_char_ids(token, MAX_CHARS) for token in sentence]
+        rows.append(R._boundary_char_ids(R.EOS_CHAR, MAX_CHARS))
+    return np.asarray(rows, np.int32)[np.newaxis] + 1
+
+
+def _reference_starts(weights, options):
+    """The state entering every sentence start of the two training streams,
+    each computed from scratch over the whole stream before it: forward
+    `<S> s0 <S> s1 ...`, backward `</S> rev(s0) </S> rev(s1) ...`."""
+    starts = {}
+    for k in range(BURN_IN, len(STREAM)):
+        forward = R.bilm_forward(weights, options, _forward_row(STREAM[:k]))
+        backward = R.bilm_forward(weights, options, _backward_row(STREAM[:k]))
+        for (d, layer), (c, h) in forward["final_states"].items():
+            if d == 0:
+                starts.setdefault(f"forward_{layer}_c", []).append(c[0])
+                starts.setdefault(f"forward_{layer}_h", []).append(h[0])
+        for (d, layer), (c, h) in backward["final_states"].items():
+            if d == 1:
+                starts.setdefault(f"backward_{layer}_c", []).append(c[0])
+                starts.setdefault(f"backward_{layer}_h", []).append(h[0])
+    return {key: np.mean(values, axis=0) for key, values in starts.items()}
+
+
+def test_the_boundary_state_is_the_mean_state_at_sentence_starts_of_the_training_streams(tmp_path):
+    options_file, weight_file, options = write_model(tmp_path)
+    model = BidirectionalLanguageModel(options_file, weight_file, stateful=False, start="zeros")
+    state, n_starts = compute_boundary_state(model.model, model.options, STREAM,
+                                             Batcher(None, MAX_CHARS).batch_sentences, rows=1)
+    assert n_starts == len(STREAM) - BURN_IN
+    reference = _reference_starts(R.read_weights(weight_file), options)
+    assert state.keys() == reference.keys()
+    for key in state:
+        assert state[key].dtype == np.float32
+        np.testing.assert_allclose(state[key], reference[key], atol=1e-5, err_msg=key)
+    assert max(np.abs(v).max() for v in state.values()) > 0.01
+
+
+def test_parallel_rows_read_contiguous_parts_and_blank_sentences_are_skipped(tmp_path):
+    options_file, weight_file, _ = write_model(tmp_path)
+    model = BidirectionalLanguageModel(options_file, weight_file, stateful=False, start="zeros")
+    to_ids = Batcher(None, MAX_CHARS).batch_sentences
+    text = STREAM * 2
+    with_blanks = [s for sentence in text for s in (sentence, [])]
+    two_rows, n_two = compute_boundary_state(model.model, model.options, with_blanks, to_ids, rows=2)
+    halves = [compute_boundary_state(model.model, model.options, part, to_ids, rows=1)
+              for part in (text[:len(text) // 2], text[len(text) // 2:])]
+    assert n_two == sum(n for _, n in halves) == len(text) - 2 * BURN_IN
+    for key in two_rows:
+        np.testing.assert_allclose(two_rows[key], (halves[0][0][key] + halves[1][0][key]) / 2, atol=1e-6)
+    limited, n_limited = compute_boundary_state(model.model, model.options, text, to_ids, n_sentences=5, rows=1)
+    assert n_limited == 5
+    with pytest.raises(ValueError, match="at least 2 sentences"):
+        compute_boundary_state(model.model, model.options, [["a"], []], to_ids)
+
+
+def test_the_state_round_trips_through_a_weight_file_beside_the_original_datasets(tmp_path):
+    options_file, weight_file, _ = write_model(tmp_path)
+    state = {f"{d}_{layer}_{part}": np.full(8 if part == "c" else 6, layer + 0.5, np.float32)
+             for d in ("forward", "backward") for layer in range(2) for part in "ch"}
+    assert read_boundary_state(weight_file) is None
+    original = R.read_weights(weight_file)
+    with h5py.File(weight_file, "a") as f:
+        write_boundary_state(f, state, 1234)
+    loaded, n_starts = read_boundary_state(weight_file)
+    assert n_starts == 1234 and all(np.array_equal(loaded[k], state[k]) for k in state)
+    # The original datasets are untouched; the state adds new names only.
+    after = R.read_weights(weight_file)
+    assert {k: v for k, v in after.items() if not k.startswith("boundary_state/")}.keys() == original.keys()
+    model = BidirectionalLanguageModel(options_file, weight_file, stateful=False)
+    assert model.start == "warm"
+    ids = Batcher(None, MAX_CHARS).batch_sentences([["a", "b"]])
+    warm = model(ids)["lm_embeddings"].numpy()
+    zeros = model(ids, start="zeros")["lm_embeddings"].numpy()
+    init_states = {(d, layer): (state[f"{name}_{layer}_c"][None], state[f"{name}_{layer}_h"][None])
+                   for d, name in enumerate(("forward", "backward")) for layer in range(2)}
+    reference = R.bilm_forward(R.read_weights(weight_file), R.make_options(), ids, init_states=init_states)
+    np.testing.assert_allclose(warm, reference["lm_embeddings"], atol=1e-5)
+    assert np.abs(warm - zeros).max() > 1e-3
+
+
+def test_start_is_resolved_and_explained():
+    assert resolve_start(None, True, "w.hdf5") == "warm"
+    assert resolve_start("zeros", True, "w.hdf5") == "zeros"
+    with pytest.raises(ValueError, match="start='warm' needs a boundary state, and w.hdf5 holds none.*warm_up="):
+        resolve_start("warm", False, "w.hdf5")
+    with pytest.raises(ValueError, match="start must be one of"):
+        resolve_start("carry", True, "w.hdf5")
