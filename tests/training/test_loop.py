@@ -7,6 +7,7 @@ import tensorflow as tf
 
 from bilm.options import OptionsError
 from bilm.training.evaluation import evaluate
+import bilm.training.loop as loop_module
 from bilm.training.loop import train
 from bilm.training.objective import TrainingLM
 from bilm.training.settings import training_settings
@@ -83,3 +84,13 @@ def test_nan_loss_stops_training_and_keeps_the_last_good_checkpoint(tmp_path, tr
     assert latest.endswith(f"model.ckpt-{failed_step - 1}")
     arrays = checkpoint_arrays(latest)
     assert all(np.all(np.isfinite(a)) for a in arrays.values() if a.dtype.kind == "f")
+
+
+@pytest.mark.parametrize("tune_malloc", [False, True])
+def test_malloc_is_tuned_only_when_the_caller_asks(tmp_path, training_corpus, monkeypatch, tune_malloc):
+    calls = []
+    monkeypatch.setattr(loop_module, "keep_freed_memory", lambda: calls.append(1))
+    options = tiny_options()
+    train(options, open_data(options, training_corpus), 1, tmp_path / "ckpt", None, max_steps=1, verbose=0,
+          tune_malloc=tune_malloc)
+    assert len(calls) == int(tune_malloc)
