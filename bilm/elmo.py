@@ -132,7 +132,7 @@ class ELMo:
         return (f"ELMo(options_file={self.options_file!r}, weight_file={self.weight_file!r}, "
                 f"n_layers={self.n_layers}, dim={self.dim})")
 
-    def embed(self, sentences, layers="average", *, start=None, batch_size=64, verbose="auto"):
+    def embed(self, sentences, layers="average", *, start=None, batch_size=None, verbose="auto"):
         """The ELMo vectors of every token of every sentence.
 
         Args:
@@ -150,7 +150,8 @@ class ELMo:
                 starts in training), `"zeros"`, or None for the model's
                 default (`"warm"` when it has a boundary state, stored in
                 its weight file or made by `warm_up`, else `"zeros"`).
-            batch_size: sentences per model call.
+            batch_size: sentences per model call, or None (the default) for
+                calls of about `BULK_MAX_TOKENS` padded tokens.
             verbose: 1 shows a progress bar, 0 none; `"auto"` shows one for
                 inputs of at least `AUTO_PROGRESS_SENTENCES` sentences.
 
@@ -173,7 +174,7 @@ class ELMo:
         """`embed([sentence], layers)[0]`: one sentence (tokens or a string)."""
         return self.embed([sentence], layers, start=start, verbose=0)[0]
 
-    def sentence_vectors(self, sentences, *, start=None, batch_size=64, verbose="auto"):
+    def sentence_vectors(self, sentences, *, start=None, batch_size=None, verbose="auto"):
         """One vector per sentence: the mean over its tokens of `embed(..., "average")`.
 
         Args:
@@ -190,7 +191,7 @@ class ELMo:
                 rows[index] = np.zeros(self.dim, np.float32)
         return np.stack([rows[index] for index in range(len(rows))]) if rows else np.zeros((0, self.dim), np.float32)
 
-    def embed_file(self, input_file, output_file, layers="all", *, batch_size=64, use_sentence_keys=False,
+    def embed_file(self, input_file, output_file, layers="all", *, batch_size=None, use_sentence_keys=False,
                    start=None, resume=True, overwrite=False, verbose=1):
         """Writes the vectors of every line of `input_file` to HDF5, as `bin/elmo.py` does.
 
@@ -328,6 +329,8 @@ class ELMo:
                          f"Received: layers={layers!r}")
 
     def _check_batch_size(self, batch_size):
+        if batch_size is None:
+            return
         if not isinstance(batch_size, (int, np.integer)) or isinstance(batch_size, bool) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive integer. Received: batch_size={batch_size!r}")
 

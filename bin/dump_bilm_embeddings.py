@@ -25,7 +25,9 @@ def main(argv=None):
     parser.add_argument("--weight_file", required=True)
     parser.add_argument("--outfile", required=True,
                         help="HDF5 output, one dataset per line (its directory is created if missing).")
-    parser.add_argument("--batch_size", type=int, default=64, help="Sentences per model call.")
+    parser.add_argument("--batch_size", type=int,
+                        help="Sentences per model call (default: calls of about 4,096 tokens, sentences "
+                             "batched by length).")
     parser.add_argument("--no_resume", dest="resume", action="store_false",
                         help="Start over instead of continuing OUTFILE.partial from an interrupted run.")
     parser.add_argument("--start", choices=("warm", "zeros"),

@@ -45,7 +45,9 @@ def main(argv=None):
     group.add_argument("--average", dest="output_format", action="store_const", const="average",
                        help="The mean of the layers, (n_tokens, 2P).")
     parser.set_defaults(output_format="all")
-    parser.add_argument("--batch_size", type=int, default=64, help="Sentences per model call.")
+    parser.add_argument("--batch_size", type=int,
+                        help="Sentences per model call (default: calls of about 4,096 tokens, sentences "
+                             "batched by length).")
     parser.add_argument("--use_sentence_keys", action="store_true",
                         help="Name each dataset by its sentence instead of its line number ('%%', '/' and a "
                              "lone '.' are percent-encoded, see docs/formats.md; a repeated sentence is "

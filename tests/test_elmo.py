@@ -15,8 +15,8 @@ import tensorflow as tf
 from bilm.commands.sentence_embeddings import embed_file
 from bilm.elmo import ELMo, load
 from bilm.io.output_files import OutputFileError
-from bilm.models.saved_model import export_layer
 from bilm.models.predictor import BidirectionalLanguageModel
+from bilm.models.saved_model import export_layer
 from bilm.text.batching import Batcher
 from helpers import ROOT, SENTENCES, write_model
 
@@ -340,3 +340,11 @@ def test_the_keras_layer_and_the_savedmodel_carry_the_state(tmp_path, warm):
     served = tf.saved_model.load(export_dir)
     lengths = tf.constant([len(s) for s in SENTENCES], tf.int32)
     _close(served.tokens(tokens, lengths)["lstm_outputs1"].numpy(), out["lstm_outputs1"].numpy())
+
+
+def test_bulk_batches_give_the_batch_32_vectors(elmo):
+    sentences = SENTENCES * 40
+    bulk = elmo.embed(sentences, layers="all")  # batches of about BULK_MAX_TOKENS tokens
+    by_32 = elmo.embed(sentences, layers="all", batch_size=32)
+    for a, b in zip(bulk, by_32):
+        _close(a, b)

@@ -46,7 +46,7 @@ from bilm.io.embedding_files import (
     json_sha256,
     line_number_key,
 )
-from bilm.io.sentence_files import read_sentences
+from bilm.io.sentence_files import BULK_MAX_TOKENS, read_sentences
 from bilm.io.weight_file import WeightFileError
 from bilm.models.boundary_state import read_boundary_state, resolve_start
 from bilm.models.predictor import BidirectionalLanguageModel
@@ -108,14 +108,14 @@ def _check_no_blank_lines(input_file):
             "(--use_sentence_keys) to name datasets by line number (a blank line then gets an empty dataset).")
 
 
-def embed_file(input_file, output_file, options_file, weight_file, output_format="all", batch_size=64,
+def embed_file(input_file, output_file, options_file, weight_file, output_format="all", batch_size=None,
                use_sentence_keys=False, resume=True, overwrite=False, verbose=1, *, start=None, warm_up=None,
                model=None):
     """Writes the ELMo vectors of every line of `input_file` to `output_file`.
 
     Layout and naming as in this module's docstring. Lines are read as
-    whitespace-tokenized UTF-8 sentences, batched by length (batches of
-    similar length, in chunks of `64 * batch_size` lines) and run through a
+    whitespace-tokenized UTF-8 sentences, batched by length (in sorted
+    chunks of lines) and run through a
     stateless `BidirectionalLanguageModel`, every sentence starting from
     `start`, so the vectors do not depend on the batch size or on the other
     lines.
@@ -137,7 +137,9 @@ def embed_file(input_file, output_file, options_file, weight_file, output_format
         options_file: the model's `options.json` (needs `char_cnn`).
         weight_file: HDF5 weights in the original layout.
         output_format: "all", "top" or "average".
-        batch_size: sentences per model call.
+        batch_size: sentences per model call, or None (the default) for
+            calls of about `BULK_MAX_TOKENS` padded tokens, which amortise
+            the kernel reads of every recurrent step over many rows.
         use_sentence_keys: name datasets by sentence instead of line number.
         resume: continue an interrupted run's `.partial` file.
         overwrite: replace an existing output that bilm did not write.
@@ -173,7 +175,7 @@ def embed_file(input_file, output_file, options_file, weight_file, output_format
         warm_up=warm_up, model=model)
 
 
-def dump_bilm_embeddings(vocab_file, dataset_file, options_file, weight_file, outfile, batch_size=64,
+def dump_bilm_embeddings(vocab_file, dataset_file, options_file, weight_file, outfile, batch_size=None,
                          resume=True, overwrite=False, verbose=1, start=None, warm_up=None):
     """Writes every sentence's biLM layers to `outfile` (bilm-tf's dump layout).
 
@@ -201,13 +203,15 @@ def dump_bilm_embeddings(vocab_file, dataset_file, options_file, weight_file, ou
 
 
 def _embed_sentences_file(input_file, output_file, options, weight_file, select, key_of, settings, *,
-                          vocab_file=None, batch_size=64, resume=True, overwrite=False, verbose=1,
+                          vocab_file=None, batch_size=None, resume=True, overwrite=False, verbose=1,
                           check_lines=None, extra_datasets=None, start=None, warm_up=None, model=None):
     """The run behind `embed_file` and `dump_bilm_embeddings`: checks, the
     stateless model (`model`, or one loaded after the checks), one dataset
     per line (`select` of its `(n_layers + 1, n_tokens, 2P)` layers)."""
-    if not isinstance(batch_size, (int, np.integer)) or isinstance(batch_size, bool) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive integer. Received: batch_size={batch_size!r}")
+    if batch_size is not None and (
+            not isinstance(batch_size, (int, np.integer)) or isinstance(batch_size, bool) or batch_size < 1):
+        raise ValueError(f"batch_size must be a positive integer, or None for batches of about "
+                         f"{BULK_MAX_TOKENS} tokens. Received: batch_size={batch_size!r}")
     if not os.path.isfile(weight_file):
         raise WeightFileError(f"Weight file not found: {weight_file}")
     sources = (options.source, weight_file, vocab_file)

@@ -129,13 +129,14 @@ class SentenceEmbeddingFile:
                 + "; ".join(changes) + "). Its vectors would not match the new ones. Start over with "
                 "--no_resume (resume=False), or rerun with what it was made from.")
 
-    def write(self, embed_batch, batch_size=64, key_of=line_number_key, extra_datasets=None):
+    def write(self, embed_batch, batch_size=None, key_of=line_number_key, extra_datasets=None):
         """Embeds the lines the file does not hold yet and renames it when complete.
 
         Args:
             embed_batch: `(list of token lists) -> list of np.ndarray`, one
                 array per sentence, stored as float32.
-            batch_size: sentences per call (batched by length, see
+            batch_size: sentences per call, or None for calls of about
+                `BULK_MAX_TOKENS` tokens (batched by length either way, see
                 `length_sorted_batches`).
             key_of: `(line_number, line) -> dataset name`; lines with a name
                 already in the file are not embedded again.

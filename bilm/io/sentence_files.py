@@ -26,18 +26,56 @@ def read_sentences(path):
             yield number, line, split_tokens(line)
 
 
-def length_sorted_batches(items, batch_size, tokens_of=lambda item: item[2], chunk_batches=64):
+# Items sorted together when batches are cut by a token budget.
+CHUNK_ITEMS = 8192
+# The token budget of a model call when the caller sets no batch size: large
+# enough that each recurrent step's kernel read serves many rows (see
+# docs/performance.md), small enough for the original size to stay well
+# under 3 GiB.
+BULK_MAX_TOKENS = 4096
+
+
+def length_sorted_batches(items, batch_size=None, tokens_of=lambda item: item[2], chunk_batches=64,
+                          max_tokens=None):
     """Groups `items` into batches of similar length, without reading them all.
 
-    Takes `batch_size * chunk_batches` items at a time, sorts that chunk by
-    token count and cuts it into batches, so padding is small and memory is
-    bounded by one chunk. Yields lists of items.
+    Takes a chunk of items at a time (`batch_size * chunk_batches`, or
+    `CHUNK_ITEMS` with `max_tokens`), sorts it by token count and cuts it
+    into batches, so padding is small and memory is bounded by one chunk.
+
+    Args:
+        items: an iterable of items.
+        batch_size: items per batch; or
+        max_tokens: the most padded tokens per batch, boundaries included:
+            a batch grows while `rows * (longest + 2) <= max_tokens` (a
+            longer item gets a batch of its own). Neither: `max_tokens` is
+            `BULK_MAX_TOKENS`.
+        tokens_of: item -> its tokens.
+
+    Yields:
+        lists of items.
     """
+    if batch_size is not None and max_tokens is not None:
+        raise ValueError("Pass batch_size or max_tokens, not both. "
+                         f"Received: batch_size={batch_size!r}, max_tokens={max_tokens!r}")
+    if batch_size is None and max_tokens is None:
+        max_tokens = BULK_MAX_TOKENS
     items = iter(items)
+    chunk_size = CHUNK_ITEMS if batch_size is None else batch_size * chunk_batches
     while True:
-        chunk = list(itertools.islice(items, batch_size * chunk_batches))
+        chunk = list(itertools.islice(items, chunk_size))
         if not chunk:
             return
         chunk.sort(key=lambda item: len(tokens_of(item)))
-        for start in range(0, len(chunk), batch_size):
-            yield chunk[start:start + batch_size]
+        if batch_size is not None:
+            for start in range(0, len(chunk), batch_size):
+                yield chunk[start:start + batch_size]
+            continue
+        batch = []
+        for item in chunk:  # ascending length: the newest item is the longest
+            if batch and (len(batch) + 1) * (len(tokens_of(item)) + 2) > max_tokens:
+                yield batch
+                batch = []
+            batch.append(item)
+        if batch:
+            yield batch
