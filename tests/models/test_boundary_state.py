@@ -5,7 +5,12 @@ import pytest
 
 import numpy_reference as R
 from bilm.models.boundary_state import (
-    BURN_IN, compute_boundary_state, read_boundary_state, resolve_start, write_boundary_state)
+    BURN_IN,
+    compute_boundary_state,
+    read_boundary_state,
+    resolve_start,
+    write_boundary_state,
+)
 from bilm.models.predictor import BidirectionalLanguageModel
 from bilm.text.batching import Batcher
 from helpers import SENTENCES, write_model

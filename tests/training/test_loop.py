@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import bilm.training.loop as loop_module
 from bilm.options import OptionsError
 from bilm.training.evaluation import evaluate
-import bilm.training.loop as loop_module
 from bilm.training.loop import train
 from bilm.training.objective import TrainingLM
 from bilm.training.settings import training_settings
