@@ -11,7 +11,7 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # before TensorFlow loads
 
-from bilm.commands.sentence_embeddings import dump_bilm_embeddings  # noqa: E402
+from bilm.commands.sentence_embeddings import add_embedding_run_arguments, dump_bilm_embeddings  # noqa: E402
 from bilm.commands.user_errors import exit_on_user_error  # noqa: E402
 
 
@@ -25,20 +25,7 @@ def main(argv=None):
     parser.add_argument("--weight_file", required=True)
     parser.add_argument("--outfile", required=True,
                         help="HDF5 output, one dataset per line (its directory is created if missing).")
-    parser.add_argument("--batch_size", type=int,
-                        help="Sentences per model call (default: calls of about 4,096 tokens, sentences "
-                             "batched by length).")
-    parser.add_argument("--no_resume", dest="resume", action="store_false",
-                        help="Start over instead of continuing OUTFILE.partial from an interrupted run.")
-    parser.add_argument("--start", choices=("warm", "zeros"),
-                        help="where each sentence's LSTMs start: warm, the boundary state (the mean state at "
-                             "sentence starts in training, stored by bilm's training or made by --warm_up), or "
-                             "zeros (default: warm when there is a boundary state, else zeros)")
-    parser.add_argument("--warm_up", metavar="FILE",
-                        help="compute the boundary state from the first 1,000 sentences of this text file "
-                             "(one per line), for weights that carry none, such as the published ones")
-    parser.add_argument("--overwrite", action="store_true",
-                        help="Replace an existing OUTFILE (or OUTFILE.partial) that bilm did not write.")
+    add_embedding_run_arguments(parser, "OUTFILE")
     args = parser.parse_args(argv)
     with exit_on_user_error():
         written = dump_bilm_embeddings(args.vocab_file, args.dataset_file, args.options_file, args.weight_file,

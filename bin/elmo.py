@@ -20,7 +20,7 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # before TensorFlow loads
 
-from bilm.commands.sentence_embeddings import embed_file  # noqa: E402
+from bilm.commands.sentence_embeddings import add_embedding_run_arguments, embed_file  # noqa: E402
 from bilm.commands.user_errors import exit_on_user_error  # noqa: E402
 from bilm.io.model_files import locate_model  # noqa: E402
 
@@ -45,24 +45,11 @@ def main(argv=None):
     group.add_argument("--average", dest="output_format", action="store_const", const="average",
                        help="The mean of the layers, (n_tokens, 2P).")
     parser.set_defaults(output_format="all")
-    parser.add_argument("--batch_size", type=int,
-                        help="Sentences per model call (default: calls of about 4,096 tokens, sentences "
-                             "batched by length).")
     parser.add_argument("--use_sentence_keys", action="store_true",
                         help="Name each dataset by its sentence instead of its line number ('%%', '/' and a "
                              "lone '.' are percent-encoded, see docs/formats.md; a repeated sentence is "
                              "stored once; blank lines are an error).")
-    parser.add_argument("--no_resume", dest="resume", action="store_false",
-                        help="Start over instead of continuing OUTPUT.partial from an interrupted run.")
-    parser.add_argument("--start", choices=("warm", "zeros"),
-                        help="where each sentence's LSTMs start: warm, the boundary state (the mean state at "
-                             "sentence starts in training, stored by bilm's training or made by --warm_up), or "
-                             "zeros (default: warm when there is a boundary state, else zeros)")
-    parser.add_argument("--warm_up", metavar="FILE",
-                        help="compute the boundary state from the first 1,000 sentences of this text file "
-                             "(one per line), for weights that carry none, such as the published ones")
-    parser.add_argument("--overwrite", action="store_true",
-                        help="Replace an existing OUTPUT (or OUTPUT.partial) that bilm did not write.")
+    add_embedding_run_arguments(parser, "OUTPUT")
     args = parser.parse_args(argv)
     pair = (args.options_file, args.weight_file)
     if args.model is not None and any(pair):

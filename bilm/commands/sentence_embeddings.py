@@ -48,7 +48,7 @@ from bilm.io.embedding_files import (
 )
 from bilm.io.sentence_files import BULK_MAX_TOKENS, read_sentences
 from bilm.io.weight_file import WeightFileError
-from bilm.models.boundary_state import read_boundary_state, resolve_start
+from bilm.models.boundary_state import STARTS, read_boundary_state, resolve_start
 from bilm.models.predictor import BidirectionalLanguageModel
 from bilm.options import load_options
 from bilm.text.batching import Batcher
@@ -261,3 +261,23 @@ def _check_model(model, options):
     if model.options != options.for_prediction():
         raise ValueError(f"model was built from other options than {options.source}; pass the model of "
                          "these options and weights, or model=None to load one.")
+
+
+def add_embedding_run_arguments(parser, output_name="OUTPUT"):
+    """The flags that `bin/elmo.py` and `bin/dump_bilm_embeddings.py` share:
+    how the model runs and how the output file is written."""
+    parser.add_argument("--batch_size", type=int,
+                        help="Sentences per model call (default: calls of about 4,096 tokens, sentences "
+                             "batched by length).")
+    parser.add_argument("--start", choices=STARTS,
+                        help="Where each sentence's LSTMs start: warm, the boundary state (the mean state at "
+                             "sentence starts in training, stored by bilm's training or made by --warm_up), or "
+                             "zeros (default: warm when there is a boundary state, else zeros).")
+    parser.add_argument("--warm_up", metavar="FILE",
+                        help="Compute the boundary state from the first 1,000 sentences of this text file "
+                             "(one per line), for weights that carry none, such as the published ones.")
+    parser.add_argument("--no_resume", dest="resume", action="store_false",
+                        help=f"Start over instead of continuing {output_name}.partial from an interrupted run.")
+    parser.add_argument("--overwrite", action="store_true",
+                        help=f"Replace an existing {output_name} (or {output_name}.partial) that bilm did not "
+                             "write.")
