@@ -14,7 +14,7 @@ import os
 import tensorflow as tf
 
 from bilm.io.weight_file import WeightEntry, weight_table
-from bilm.options import TRAINING_N_CHARACTERS, load_options, save_options
+from bilm.options import load_options, save_options
 from bilm.presets import TRAINING_DEFAULTS
 from bilm.training import checkpoints
 from bilm.training.checkpoints import CHECKPOINT_NAME, OPTIONS_FILE, CheckpointError
@@ -62,23 +62,20 @@ def _read(reader, entries, suffix, required):
 
 
 def training_options_for(options, reader):
-    """The options as training needs them.
+    """The options (`BiLMOptions`) as training needs them.
 
     `n_characters` 261, `n_tokens_vocab` from the softmax table when absent,
     and bilm-tf's training defaults for the other training keys it lacks.
     """
-    raw = load_options(options).to_dict()
-    for key, value in TRAINING_DEFAULTS.items():
-        raw.setdefault(key, value)
-    if "char_cnn" in raw:
-        raw["char_cnn"]["n_characters"] = TRAINING_N_CHARACTERS
-    if "n_tokens_vocab" not in raw:
+    options = load_options(options).for_training()
+    keys = {key: value for key, value in TRAINING_DEFAULTS.items() if options.get(key) is None}
+    if options.get("n_tokens_vocab") is None:
         shapes = reader.get_variable_to_shape_map()
         for key in (SCOPE + "softmax/W", SCOPE + "embedding"):
             if key in shapes:
-                raw["n_tokens_vocab"] = int(shapes[key][0])
+                keys["n_tokens_vocab"] = int(shapes[key][0])
                 break
-    return raw
+    return options.updated(**keys)
 
 
 def convert_tf1_checkpoint(tf1_checkpoint, options, save_dir, max_to_keep=5):
@@ -107,8 +104,7 @@ def convert_tf1_checkpoint(tf1_checkpoint, options, save_dir, max_to_keep=5):
         reader = tf.train.load_checkpoint(tf1_checkpoint)
     except (tf.errors.NotFoundError, tf.errors.DataLossError, ValueError) as e:
         raise CheckpointError(f"Cannot read the TF1 checkpoint {tf1_checkpoint}: {e}") from None
-    raw = training_options_for(options, reader)
-    parsed, settings = training_settings(raw, need_schedule=False)
+    parsed, settings = training_settings(training_options_for(options, reader), need_schedule=False)
 
     lm = TrainingLM(parsed, settings)
     entries = tf1_table(lm)
@@ -145,5 +141,5 @@ def convert_tf1_checkpoint(tf1_checkpoint, options, save_dir, max_to_keep=5):
     manager = tf.train.CheckpointManager(
         checkpoint, save_dir, max_to_keep=max_to_keep, checkpoint_name=CHECKPOINT_NAME)
     path = manager.save(checkpoint_number=step_value)
-    save_options(raw, os.path.join(save_dir, OPTIONS_FILE))
+    save_options(parsed, os.path.join(save_dir, OPTIONS_FILE))
     return path
