@@ -71,10 +71,10 @@ class ELMo:
 
     Every sentence is embedded on its own: the LSTMs start each sentence
     from `start` (the boundary state, see `warm_up`, or zero states), so a
-    sentence's vectors never depend on the
-    other sentences of the call or on earlier calls (up to float round-off
-    of differently sized batches). Sentences are batched by length inside;
-    each distinct token's encoding is computed once and kept across calls.
+    sentence's vectors never depend on the other sentences of the call or
+    on earlier calls (up to float round-off of differently sized batches).
+    Sentences are batched by length inside; each distinct token's encoding
+    is computed once and kept across calls.
 
     Args:
         options_file: the model's options (path, dict or `BiLMOptions`; it

@@ -224,6 +224,8 @@ def _embed_sentences_file(input_file, output_file, options, weight_file, select,
         model.warm_up(warm_up)
     if model is not None:
         boundary_state = model.boundary_state
+        if start is None and warm_up is None:
+            start = model.start  # the model's own default (e.g. ELMo(start="zeros"))
     else:
         stored = read_boundary_state(weight_file)
         boundary_state = stored[0] if stored else None
