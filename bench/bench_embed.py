@@ -5,17 +5,28 @@ Embeds a few hundred ~25-token sentences in batches of 32 (all layers, as
 this machine's float32 matmul rate and the achieved fraction of it
 (counting the token encoder, convolution multiply-adds included, for
 every token, so above 100% is possible where the token cache or the
-convolution's table lookups spare that work), and a ceiling: the tokens/sec that
-the recurrent matmuls alone would allow at this batch size, since no
-recurrence can beat its own step-by-step matmuls.
+convolution's table lookups spare that work; bfloat16 runs are measured
+against the float32 rate too), and a ceiling: the tokens/sec that the
+recurrent matmuls alone would allow on these batches, in the run's matmul
+dtype, computing each step's rows that are still inside their sentence
+(as bilm's loop does), since no recurrence can beat its own step-by-step
+matmuls.
 
-Each size runs in its own process so peak memory is its own. A size with
-`:uncached` turns the token encoding cache off (`token_cache_size=0`). One
-batch of other sentences from the same distribution warms the model up
-first, as in a long run.
+Each configuration runs in its own process so peak memory is its own. A
+configuration is a size with optional modifiers: `:uncached` turns the
+token encoding cache off (`token_cache_size=0`); `:bfloat16` builds the
+model for bfloat16 inference (`inference_matmul_dtype`, see
+`bilm.ops.matmul_dtype`) and, after the timing and the peak memory, also
+embeds the same batches with a float32 model to print how far each layer
+is from float32: for each token, the relative deviation of its vector,
+`|bf16 - f32| / |f32|` (Euclidean norms), max and mean over all tokens.
+A fresh model with a cold token cache embeds the timed batches; one batch
+of other sentences from the same distribution warms it up first.
 
-    python bench/bench_embed.py [--sizes small,small:uncached,original] [--n_sentences 320]
+    python bench/bench_embed.py [--sizes small,small:bfloat16,original,original:bfloat16] [--n_sentences 320]
 """
+import functools
+import inspect
 import os
 import sys
 import tempfile
@@ -25,55 +36,118 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import run_sizes  # noqa: E402
 
+MODIFIERS = ("uncached", "bfloat16")
 
-def run_one(size, n_sentences, batch_size):
-    from bilm import Batcher, BidirectionalLanguageModel, load_options
+
+def load_model(options_file, weight_file, batch_size, cache_size, matmul_dtype):
+    from bilm.models import network, predictor
+
+    kwargs = {"max_batch_size": batch_size, "token_cache_size": cache_size}
+    if "matmul_dtype" in inspect.signature(predictor.BidirectionalLanguageModel).parameters:
+        return predictor.BidirectionalLanguageModel(options_file, weight_file, matmul_dtype=matmul_dtype, **kwargs)
+    # Until BidirectionalLanguageModel takes matmul_dtype: its network, built for it.
+    build_bilm = predictor.build_bilm
+    predictor.build_bilm = functools.partial(network.build_bilm, inference_matmul_dtype=matmul_dtype)
+    try:
+        return predictor.BidirectionalLanguageModel(options_file, weight_file, **kwargs)
+    finally:
+        predictor.build_bilm = build_bilm
+
+
+def embed(model, batches):
+    return [model(ids)["lm_embeddings"].numpy() for ids in batches]
+
+
+def layer_deviations(got, want, lengths):
+    """`[(max, mean) per layer]` over tokens of `|got - want| / |want|`, per token vector."""
+    import numpy as np
+
+    deviations = []
+    for layer in range(got[0].shape[1]):
+        per_token = []
+        for g, w, n in zip(got, want, lengths):
+            mask = np.arange(g.shape[2])[None, :] < n[:, None]
+            g, w = g[:, layer][mask].astype(np.float64), w[:, layer][mask].astype(np.float64)
+            per_token.append(np.linalg.norm(g - w, axis=-1) / np.maximum(np.linalg.norm(w, axis=-1), 1e-30))
+        per_token = np.concatenate(per_token)
+        deviations.append((float(per_token.max()), float(per_token.mean())))
+    return deviations
+
+
+def run_one(config, n_sentences, batch_size):
+    import numpy as np
+
+    from bilm import Batcher, load_options
     from bilm.models.random_weights import write_random_model
     from bilm.presets import get_preset
-    from common import forward_flops_per_token, matmul_rate, peak_rss_gib, recurrent_matmul_seconds, zipf_sentences
+    from common import (
+        forward_flops_per_token,
+        matmul_rate,
+        packed_recurrent_matmul_seconds,
+        peak_rss_gib,
+        zipf_sentences,
+    )
 
-    preset, _, variant = size.partition(":")
+    preset, *modifiers = config.split(":")
+    unknown = set(modifiers) - set(MODIFIERS)
+    if unknown:
+        raise ValueError(f"{config}: unknown modifiers {sorted(unknown)}; expected some of {MODIFIERS}")
+    matmul_dtype = "bfloat16" if "bfloat16" in modifiers else "float32"
     directory = tempfile.mkdtemp(prefix=f"bench_{preset}_")
     options_file, weight_file = write_random_model(directory, get_preset(preset))
     options = load_options(options_file)
-    cache_size = {"": 50_000, "uncached": 0}[variant]
-    model = BidirectionalLanguageModel(options_file, weight_file, max_batch_size=batch_size,
-                                       token_cache_size=cache_size)
+    cache_size = 0 if "uncached" in modifiers else 50_000
+    model = load_model(options_file, weight_file, batch_size, cache_size, matmul_dtype)
     batcher = Batcher(None, options.char_cnn.max_characters_per_token)
     sentences = zipf_sentences(n_sentences + batch_size)
     warm_up, sentences = sentences[:batch_size], sentences[batch_size:]
     batches = [batcher.batch_sentences(sentences[i:i + batch_size])
                for i in range(0, len(sentences), batch_size)]
-    model(batcher.batch_sentences(warm_up))["lm_embeddings"].numpy()  # trace and warm up
+    warm_up = batcher.batch_sentences(warm_up)
+    model(warm_up)["lm_embeddings"].numpy()  # trace and warm up
     start = time.perf_counter()
-    for ids in batches:
-        model(ids)["lm_embeddings"].numpy()
+    outputs = embed(model, batches)
     elapsed = time.perf_counter() - start
+    peak = peak_rss_gib()
     tokens = sum(len(s) for s in sentences)
     rate = matmul_rate()
-    # Every batch runs 2 x n_layers recurrences over its longest row.
-    steps = sum(ids.shape[1] for ids in batches)
-    floor = 2 * options.n_layers * recurrent_matmul_seconds(
-        batch_size, steps // len(batches), options.lstm_dim, options.projection_dim) * len(batches)
+    # Every batch runs 2 x n_layers recurrences; step t computes the rows
+    # whose sentence (with its boundaries) is longer than t.
+    lengths = [np.array([len(s) + 2 for s in sentences[i:i + batch_size]])
+               for i in range(0, len(sentences), batch_size)]
+    floor = 2 * options.n_layers * sum(
+        packed_recurrent_matmul_seconds([int(np.sum(n > t)) for t in range(n.max())], options.lstm_dim,
+                                        options.projection_dim, repeats=3, dtype=matmul_dtype)
+        for n in lengths)
     tokens_per_sec = tokens / elapsed
-    return {
-        "size": size,
+    result = {
+        "config": config,
         "tokens_per_sec": tokens_per_sec,
-        "peak_rss_gib": peak_rss_gib(),
+        "peak_rss_gib": peak,
         "matmul_gflops": rate / 1e9,
         "fraction_of_matmul_rate": tokens_per_sec * forward_flops_per_token(options) / rate,
         "recurrent_matmul_ceiling": tokens / floor,
     }
+    if matmul_dtype != "float32":
+        del model
+        # The same batches after the same warm-up (the states carry over).
+        reference = embed(load_model(options_file, weight_file, batch_size, cache_size, "float32"),
+                          [warm_up] + batches)[1:]
+        result["deviations"] = layer_deviations(outputs, reference, [n - 2 for n in lengths])
+    return result
 
 
 def main():
-    for size, result, _ in run_sizes(__file__, run_one, __doc__, default_sentences=320, default_batch=32,
-                                       default_sizes="small,small:uncached,original,original:uncached"):
-        print(f"{size:>18}: {result['tokens_per_sec']:8.0f} tokens/sec  "
+    for config, result, _ in run_sizes(__file__, run_one, __doc__, default_sentences=320, default_batch=32,
+                                       default_sizes="small,small:bfloat16,original,original:bfloat16"):
+        print(f"{config:>18}: {result['tokens_per_sec']:8.0f} tokens/sec  "
               f"peak {result['peak_rss_gib']:.2f} GiB  "
               f"matmul {result['matmul_gflops']:.0f} GFLOP/s  "
               f"achieved {100 * result['fraction_of_matmul_rate']:.1f}% of it  "
               f"(recurrent matmuls alone allow {result['recurrent_matmul_ceiling']:.0f} tokens/sec)")
+        if "deviations" in result:
+            print(" " * 20 + "relative deviation from float32, max / mean over tokens: " + ", ".join(
+                f"layer {layer} {top:.2e} / {mean:.2e}" for layer, (top, mean) in enumerate(result["deviations"])))
 
 
 if __name__ == "__main__":

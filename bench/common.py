@@ -23,14 +23,16 @@ def matmul_rate(n=2048, repeats=5, trials=3):
     return 2 * n ** 3 * repeats / best
 
 
-def recurrent_matmul_seconds(batch, steps, units, output_dim, repeats=5):
+def recurrent_matmul_seconds(batch, steps, units, output_dim, repeats=5, dtype="float32"):
     """Seconds for one LSTM's per-step matmuls alone over `steps` steps at
     this batch size (`(batch, P) @ (P, 4U)`, then `(batch, U) @ (U, P)` if
     projected), in a compiled loop: a floor under any recurrence, since each
     step needs the previous step's output. At small batches this is bound by
-    streaming the kernels from memory rather than by arithmetic."""
-    w_h = tf.random.normal([output_dim, 4 * units], stddev=0.01)
-    w_p = tf.random.normal([units, output_dim], stddev=0.01) if output_dim != units else None
+    streaming the kernels from memory rather than by arithmetic. `dtype`:
+    the operands' (`"bfloat16"`: bfloat16 kernels, as bfloat16 inference)."""
+    dtype = tf.as_dtype(dtype)
+    w_h = tf.cast(tf.random.normal([output_dim, 4 * units], stddev=0.01), dtype)
+    w_p = tf.cast(tf.random.normal([units, output_dim], stddev=0.01), dtype) if output_dim != units else None
 
     @tf.function
     def loop(h):
@@ -39,7 +41,33 @@ def recurrent_matmul_seconds(batch, steps, units, output_dim, repeats=5):
             return t + 1, tf.matmul(m, w_p) if w_p is not None else m
         return tf.while_loop(lambda t, h: t < steps, body, (tf.constant(0), h))[1]
 
-    h = tf.random.normal([batch, output_dim])
+    h = tf.cast(tf.random.normal([batch, output_dim]), dtype)
+    loop(h).numpy()
+    start = time.perf_counter()
+    for _ in range(repeats):
+        loop(h).numpy()
+    return (time.perf_counter() - start) / repeats
+
+
+def packed_recurrent_matmul_seconds(rows_per_step, units, output_dim, repeats=5, dtype="float32"):
+    """As `recurrent_matmul_seconds`, with `rows_per_step[t]` rows at step
+    t: the floor of a recurrence that computes only the rows still inside
+    their length (bilm's packed inference loop)."""
+    dtype = tf.as_dtype(dtype)
+    w_h = tf.cast(tf.random.normal([output_dim, 4 * units], stddev=0.01), dtype)
+    w_p = tf.cast(tf.random.normal([units, output_dim], stddev=0.01), dtype) if output_dim != units else None
+    rows = tf.constant(rows_per_step, tf.int32)
+
+    @tf.function
+    def loop(h):
+        def body(t, h):
+            m = tf.matmul(h[:rows[t]], w_h)[:, :units]
+            m = tf.matmul(m, w_p) if w_p is not None else m
+            return t + 1, tf.concat([m, h[rows[t]:]], axis=0)
+        return tf.while_loop(lambda t, h: t < tf.size(rows), body, (tf.constant(0), h),
+                             shape_invariants=(tf.TensorShape([]), tf.TensorShape([None, output_dim])))[1]
+
+    h = tf.cast(tf.random.normal([max(rows_per_step, default=0), output_dim]), dtype)
     loop(h).numpy()
     start = time.perf_counter()
     for _ in range(repeats):

@@ -4,7 +4,7 @@ import tensorflow as tf
 
 from bilm.layers.initializers import dense_initializer
 from bilm.ops.bias_add import add_bias
-from bilm.ops.matmul_dtype import check_matmul_dtype, matmul
+from bilm.ops.matmul_dtype import check_matmul_dtype, kernel_matmul, matmul
 
 
 @keras.saving.register_keras_serializable(package="bilm")
@@ -19,20 +19,25 @@ class Highway(keras.layers.Layer):
         n_layers: number of highway layers (0 is the identity).
         matmul_dtype: `"float32"`, or `"bfloat16"` for bfloat16 operands in
             the layers' matmuls when called with `training=True` (see
-            `bilm.ops.matmul_dtype`); otherwise they are float32.
+            `bilm.ops.matmul_dtype`).
+        inference_matmul_dtype: `"float32"`, or `"bfloat16"` to keep the
+            kernels in bfloat16 (rounded once, when assigned) for inference:
+            the matmuls take bfloat16 operands and accumulate in float32,
+            the rest is float32. Such a layer refuses `training=True`.
 
     Call arguments:
         inputs: float tensor `(..., features)`.
-        training: whether `matmul_dtype` applies.
+        training: whether `matmul_dtype` applies (else the kernels' dtype).
 
     Returns:
         float tensor of the same shape.
     """
 
-    def __init__(self, n_layers, matmul_dtype="float32", **kwargs):
+    def __init__(self, n_layers, matmul_dtype="float32", inference_matmul_dtype="float32", **kwargs):
         super().__init__(**kwargs)
         self.n_layers = n_layers
         self.matmul_dtype = check_matmul_dtype(matmul_dtype)
+        self.inference_matmul_dtype = check_matmul_dtype(inference_matmul_dtype, "inference_matmul_dtype")
 
     def build(self, input_shape):
         features = input_shape[-1]
@@ -40,22 +45,33 @@ class Highway(keras.layers.Layer):
         self.transform_kernels, self.transform_biases = [], []
         for k in range(self.n_layers):
             self.carry_kernels.append(self.add_weight(
-                name=f"carry_kernel_{k}", shape=(features, features), initializer=dense_initializer(features)))
+                name=f"carry_kernel_{k}", shape=(features, features), initializer=dense_initializer(features),
+                dtype=self.inference_matmul_dtype))
             self.carry_biases.append(self.add_weight(
                 name=f"carry_bias_{k}", shape=(features,), initializer=keras.initializers.Constant(-2.0)))
             self.transform_kernels.append(self.add_weight(
-                name=f"transform_kernel_{k}", shape=(features, features), initializer=dense_initializer(features)))
+                name=f"transform_kernel_{k}", shape=(features, features), initializer=dense_initializer(features),
+                dtype=self.inference_matmul_dtype))
             self.transform_biases.append(self.add_weight(
                 name=f"transform_bias_{k}", shape=(features,), initializer="zeros"))
 
     def call(self, inputs, training=None):
-        matmul_dtype = self.matmul_dtype if training else "float32"
+        if training and self.inference_matmul_dtype != "float32":
+            raise ValueError(
+                f"Highway '{self.name}' keeps its kernels in {self.inference_matmul_dtype} for inference and "
+                f"cannot be called with training=True. Received: inference_matmul_dtype="
+                f"{self.inference_matmul_dtype!r}; build it with inference_matmul_dtype='float32' to train.")
+
+        def product(x, kernel):
+            if training:
+                return matmul(x, kernel, self.matmul_dtype)
+            return kernel_matmul(x, tf.convert_to_tensor(kernel))
+
         # One 2-D matmul over all leading axes is faster than a batched one.
         x = tf.reshape(inputs, [-1, tf.shape(inputs)[-1]])
         for k in range(self.n_layers):
-            gate = tf.sigmoid(add_bias(matmul(x, self.carry_kernels[k], matmul_dtype), self.carry_biases[k]))
-            transform = tf.nn.relu(add_bias(matmul(x, self.transform_kernels[k], matmul_dtype),
-                                            self.transform_biases[k]))
+            gate = tf.sigmoid(add_bias(product(x, self.carry_kernels[k]), self.carry_biases[k]))
+            transform = tf.nn.relu(add_bias(product(x, self.transform_kernels[k]), self.transform_biases[k]))
             x = gate * transform + (1.0 - gate) * x
         return tf.reshape(x, tf.shape(inputs))
 
@@ -64,5 +80,6 @@ class Highway(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update({"n_layers": self.n_layers, "matmul_dtype": self.matmul_dtype})
+        config.update({"n_layers": self.n_layers, "matmul_dtype": self.matmul_dtype,
+                       "inference_matmul_dtype": self.inference_matmul_dtype})
         return config

@@ -11,8 +11,8 @@ import tensorflow as tf
 
 from bilm.ops.bias_add import add_bias
 from bilm.ops.lstm_bptt import lstm_layer_bptt, lstm_recurrence_bptt
-from bilm.ops.lstm_recurrence import lstm_recurrence, lstm_recurrence_xla
-from bilm.ops.matmul_dtype import check_matmul_dtype, matmul
+from bilm.ops.lstm_recurrence import lstm_recurrence_packed, lstm_recurrence_xla, packed_steps
+from bilm.ops.matmul_dtype import check_matmul_dtype, kernel_matmul, matmul
 
 
 @keras.saving.register_keras_serializable(package="bilm")
@@ -24,10 +24,12 @@ class ProjectedLSTM(keras.layers.Layer):
     `m_t = sigmoid(o) * tanh(c_t)`, `h_t = clip(m_t W_p, proj_clip)` (or
     `h_t = m_t` without projection).
 
-    The input half `x W_x + b` is one matmul over all time steps, laid out
-    time-major for the loop; only the recurrence runs step by step, inside
-    a compiled `tf.while_loop`. Steps at or beyond a row's length leave the
-    state unchanged and output zeros.
+    The input half `x W_x + b` is one matmul over all time steps; only the
+    recurrence runs step by step, inside a `tf.while_loop`. Steps at or
+    beyond a row's length leave the state unchanged and output zeros.
+    Inference runs a packed batch (`bilm.ops.lstm_recurrence`): rows
+    longest first, each step computing only the rows still inside their
+    length, so padding costs neither input-half rows nor step rows.
     With `go_backwards=True` each row is read reversed *within its own
     length* and the outputs are put back in input order.
 
@@ -37,14 +39,21 @@ class ProjectedLSTM(keras.layers.Layer):
         cell_clip: clip the cell state to `[-cell_clip, cell_clip]`, or None.
         proj_clip: clip the projected output, or None.
         go_backwards: read each row right to left within its length.
-        jit_compile: compile the recurrence with XLA (in training, the
-            forward and the backward loop), which fuses each step's
-            elementwise work. `True`/`False`: always/never. `None`
-            (default): only when the recurrent kernel is small (see
-            `uses_xla`).
+        jit_compile: compile the recurrence with XLA, which fuses each
+            step's elementwise work. In training (the forward and the
+            backward loop): `True`/`False`: always/never; `None` (default):
+            only when the recurrent kernel is small (see `uses_xla`). In
+            inference only `True` does (a padded, masked loop); otherwise
+            the packed graph loop runs, faster at both released sizes.
         matmul_dtype: `"float32"`, or `"bfloat16"` for bfloat16 operands in
             the input half's matmul when called with `training=True` (see
             `bilm.ops.matmul_dtype`). The recurrence is float32 either way.
+        inference_matmul_dtype: `"float32"`, or `"bfloat16"` to keep the
+            input, recurrent and projection kernels in bfloat16 (rounded
+            once, when assigned) for inference: every product with them
+            takes bfloat16 operands and accumulates in float32; the bias,
+            the states and all elementwise work stay float32. Such a layer
+            refuses `training=True`.
 
     Call arguments:
         inputs: float `(batch, time, input_dim)`.
@@ -66,7 +75,8 @@ class ProjectedLSTM(keras.layers.Layer):
     """
 
     def __init__(self, units, projection_dim=None, cell_clip=None, proj_clip=None,
-                 go_backwards=False, jit_compile=None, matmul_dtype="float32", **kwargs):
+                 go_backwards=False, jit_compile=None, matmul_dtype="float32", inference_matmul_dtype="float32",
+                 **kwargs):
         super().__init__(**kwargs)
         self.units = units
         self.projection_dim = projection_dim
@@ -75,6 +85,7 @@ class ProjectedLSTM(keras.layers.Layer):
         self.go_backwards = go_backwards
         self.jit_compile = jit_compile
         self.matmul_dtype = check_matmul_dtype(matmul_dtype)
+        self.inference_matmul_dtype = check_matmul_dtype(inference_matmul_dtype, "inference_matmul_dtype")
         self.use_projection = projection_dim is not None and projection_dim != units
         self.output_dim = projection_dim if self.use_projection else units
 
@@ -84,45 +95,59 @@ class ProjectedLSTM(keras.layers.Layer):
         # glorot-uniform draw over (input_dim + output_dim, 4 * units).
         limit = (6.0 / (input_dim + self.output_dim + 4 * self.units)) ** 0.5
         init = keras.initializers.RandomUniform(-limit, limit)
-        self.input_kernel = self.add_weight(name="input_kernel", shape=(input_dim, 4 * self.units), initializer=init)
+        # bfloat16 inference keeps the kernels in bfloat16: rounded once, when assigned.
+        kernel_dtype = self.inference_matmul_dtype
+        self.input_kernel = self.add_weight(
+            name="input_kernel", shape=(input_dim, 4 * self.units), initializer=init, dtype=kernel_dtype)
         self.recurrent_kernel = self.add_weight(
-            name="recurrent_kernel", shape=(self.output_dim, 4 * self.units), initializer=init)
+            name="recurrent_kernel", shape=(self.output_dim, 4 * self.units), initializer=init, dtype=kernel_dtype)
         self.bias = self.add_weight(name="bias", shape=(4 * self.units,), initializer="zeros")
         if self.use_projection:
             self.projection_kernel = self.add_weight(
                 name="projection_kernel", shape=(self.units, self.output_dim),
-                initializer="glorot_uniform")
+                initializer="glorot_uniform", dtype=kernel_dtype)
         else:
             self.projection_kernel = None
 
     def call(self, inputs, lengths, initial_state=None, training=None, token_index=None):
         lengths = tf.cast(lengths, tf.int32)
-        matmul_dtype = self.matmul_dtype if training else "float32"
+        if training and self.inference_matmul_dtype != "float32":
+            raise ValueError(
+                f"ProjectedLSTM '{self.name}' keeps its kernels in {self.inference_matmul_dtype} for inference "
+                f"and cannot be called with training=True. Received: inference_matmul_dtype="
+                f"{self.inference_matmul_dtype!r}; build it with inference_matmul_dtype='float32' to train.")
         if token_index is not None:
             token_index = tf.cast(token_index, tf.int32)
         batch = tf.shape(inputs if token_index is None else token_index)[0]
         if initial_state is None:
-            c0 = tf.zeros([batch, self.units], inputs.dtype)
-            h0 = tf.zeros([batch, self.output_dim], inputs.dtype)
+            c0 = tf.zeros([batch, self.units], tf.float32)
+            h0 = tf.zeros([batch, self.output_dim], tf.float32)
         else:
             c0, h0 = initial_state
-        projection_kernel = None
-        if self.projection_kernel is not None:
-            projection_kernel = tf.convert_to_tensor(self.projection_kernel)
         time_steps = (inputs if token_index is None else token_index).shape[1]
         if time_steps == 0:
             # No step to run (the compiled loops cannot even slice a step
             # out of an empty time axis): the states pass through unchanged.
             return tf.zeros([batch, 0, self.output_dim], inputs.dtype), c0, h0
-        state_and_kernels = (lengths, c0, h0, tf.convert_to_tensor(self.recurrent_kernel), projection_kernel,
+        projection_kernel = None
+        if self.projection_kernel is not None:
+            projection_kernel = tf.convert_to_tensor(self.projection_kernel)
+        kernels_and_clips = (tf.convert_to_tensor(self.recurrent_kernel), projection_kernel,
                              self.cell_clip, self.proj_clip)
+        if not training and not self.jit_compile:
+            return self._packed_inference(inputs, lengths, c0, h0, token_index, kernels_and_clips)
+        # The padded loops: training's, or XLA's for inference.
+        if training:
+            recurrence = functools.partial(lstm_recurrence_bptt, jit_compile=self.uses_xla)
+        else:
+            recurrence = lstm_recurrence_xla
+        state_and_kernels = (lengths, c0, h0, *kernels_and_clips)
         if token_index is not None:
             # inputs holds distinct rows: the input half once per row, then gathered.
             if self.go_backwards:
                 token_index = tf.reverse_sequence(token_index, lengths, seq_axis=1, batch_axis=0)
-            distinct_gates = add_bias(matmul(inputs[0], self.input_kernel, matmul_dtype), self.bias)
-            gates_tm = tf.gather(distinct_gates, tf.transpose(token_index))
-            outputs, c, h = self._recurrence(training)(gates_tm, *state_and_kernels)
+            gates_tm = tf.gather(self._input_half(inputs[0], training), tf.transpose(token_index))
+            outputs, c, h = recurrence(gates_tm, *state_and_kernels)
         else:
             if self.go_backwards:
                 inputs = tf.reverse_sequence(inputs, lengths, seq_axis=1, batch_axis=0)
@@ -133,32 +158,47 @@ class ProjectedLSTM(keras.layers.Layer):
                 # gradient makes all three kernels' gradients together.
                 outputs, c, h = lstm_layer_bptt(
                     inputs_tm, tf.convert_to_tensor(self.input_kernel), tf.convert_to_tensor(self.bias),
-                    *state_and_kernels, matmul_dtype=matmul_dtype, jit_compile=self.uses_xla)
+                    *state_and_kernels, matmul_dtype=self.matmul_dtype, jit_compile=self.uses_xla)
             else:
                 # (time, batch, 4 * units) input half of the gates, one matmul.
                 rows = tf.reshape(inputs_tm, [-1, tf.shape(inputs)[-1]])
-                gates_tm = tf.reshape(add_bias(tf.matmul(rows, self.input_kernel), self.bias),
-                                      [tf.shape(inputs)[1], batch, 4 * self.units])
-                outputs, c, h = self._recurrence(training)(gates_tm, *state_and_kernels)
+                gates_tm = tf.reshape(self._input_half(rows, training), [tf.shape(inputs)[1], batch, 4 * self.units])
+                outputs, c, h = recurrence(gates_tm, *state_and_kernels)
         if self.go_backwards:
             outputs = tf.reverse_sequence(outputs, lengths, seq_axis=1, batch_axis=0)
         return outputs, c, h
 
-    def _recurrence(self, training):
-        """The recurrence over precomputed gates: training uses the one with a
-        hand-written backward pass, which stores what that pass needs (and
-        inference does not pay for)."""
+    def _packed_inference(self, inputs, lengths, c0, h0, token_index, kernels_and_clips):
+        """Inference in the graph loop over the packed batch (see
+        `lstm_recurrence_packed`): only the `sum(lengths)` valid positions
+        get an input half and a step."""
+        steps = packed_steps(lengths, self.go_backwards)
+        if token_index is None:
+            time = tf.shape(inputs)[1]
+            gates, gate_index = self._input_half(tf.gather_nd(inputs, steps.positions), False), None
+        else:
+            time = tf.shape(token_index)[1]
+            gates, gate_index = self._input_half(inputs[0], False), tf.gather_nd(token_index, steps.positions)
+        return lstm_recurrence_packed(gates, gate_index, steps, time, c0, h0, *kernels_and_clips)
+
+    def _input_half(self, rows, training):
+        """`rows @ W_x + b`, `(n, input_dim)` -> `(n, 4 * units)`: with
+        `matmul_dtype` operands in training, else in the kernel's dtype."""
         if training:
-            return functools.partial(lstm_recurrence_bptt, jit_compile=self.uses_xla)
-        return lstm_recurrence_xla if self.uses_xla else lstm_recurrence
+            product = matmul(rows, self.input_kernel, self.matmul_dtype)
+        else:
+            product = kernel_matmul(rows, tf.convert_to_tensor(self.input_kernel))
+        return add_bias(product, self.bias)
 
     @property
     def uses_xla(self):
-        """Whether the recurrence runs under XLA. On a CPU, XLA wins where
-        per-step elementwise work and op overhead dominate (kernels that
-        stay in cache: the small released size) and loses where each step
-        streams a large kernel from memory, where XLA's matmul is slower
-        (the original size); docs/performance.md has the measurements."""
+        """Whether the training recurrence (forward and backward loops) runs
+        under XLA. On a CPU, XLA wins where per-step elementwise work and op
+        overhead dominate (kernels that stay in cache: the small released
+        size) and loses where each step streams a large kernel from memory,
+        where XLA's matmul is slower (the original size);
+        docs/performance.md has the measurements. Inference runs the packed
+        graph loop unless `jit_compile=True`."""
         if self.jit_compile is not None:
             return self.jit_compile
         return self.output_dim * 4 * self.units * 4 <= XLA_AUTO_MAX_KERNEL_BYTES
@@ -178,6 +218,7 @@ class ProjectedLSTM(keras.layers.Layer):
             "go_backwards": self.go_backwards,
             "jit_compile": self.jit_compile,
             "matmul_dtype": self.matmul_dtype,
+            "inference_matmul_dtype": self.inference_matmul_dtype,
         })
         return config
 

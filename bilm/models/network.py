@@ -36,7 +36,7 @@ def state_keys(options, bidirectional=True):
 
 
 def build_bilm(options, n_token_vocab=None, bidirectional=True, dropout=0.0, layout="prediction",
-               deduplicate_tokens=True, matmul_dtype="float32", name="bilm"):
+               deduplicate_tokens=True, matmul_dtype="float32", inference_matmul_dtype="float32", name="bilm"):
     """Builds the biLM as a functional `keras.Model`.
 
     Args:
@@ -60,6 +60,12 @@ def build_bilm(options, n_token_vocab=None, bidirectional=True, dropout=0.0, lay
         matmul_dtype: `"float32"`, or `"bfloat16"` for bfloat16 operands in
             the highway's and the LSTMs' input-half matmuls when the model
             is called with `training=True` (see `bilm.ops.matmul_dtype`).
+        inference_matmul_dtype: `"float32"`, or `"bfloat16"` for inference
+            with bfloat16 kernels: the highway's and the LSTMs' kernels are
+            kept in bfloat16 (rounded once, when assigned) and every product
+            with them takes bfloat16 operands and accumulates in float32;
+            states and elementwise work stay float32. Such a model refuses
+            `training=True` (see `bilm.ops.matmul_dtype`).
 
     Inputs (a dict):
         `"token_characters"`: int `(batch, time, max_chars)`, or
@@ -87,7 +93,8 @@ def build_bilm(options, n_token_vocab=None, bidirectional=True, dropout=0.0, lay
         input_name, input_shape = "token_characters", (None, cnn.max_characters_per_token)
         char_encoder = CharCNNEncoder(
             cnn.n_characters, cnn.embedding_dim, cnn.filters, cnn.activation, name="char_cnn")
-        highway = Highway(cnn.n_highway, matmul_dtype=matmul_dtype, name="highway")
+        highway = Highway(cnn.n_highway, matmul_dtype=matmul_dtype, inference_matmul_dtype=inference_matmul_dtype,
+                          name="highway")
         projection = None
         if cnn.n_filters != projection_dim:
             projection = keras.layers.Dense(
@@ -110,7 +117,7 @@ def build_bilm(options, n_token_vocab=None, bidirectional=True, dropout=0.0, lay
         (direction, layer): ProjectedLSTM(
             options.lstm_dim, projection_dim, options.cell_clip, options.proj_clip,
             go_backwards=direction == "backward" and not separate, matmul_dtype=matmul_dtype,
-            name=f"{direction}_lstm_{layer}")
+            inference_matmul_dtype=inference_matmul_dtype, name=f"{direction}_lstm_{layer}")
         for direction in directions for layer in range(options.n_layers)
     }
     dropouts = {

@@ -3,6 +3,8 @@ from typing import NamedTuple
 
 import tensorflow as tf
 
+from bilm.ops.matmul_dtype import kernel_matmul
+
 
 class CellStep(NamedTuple):
     """What one step computes, all `(batch, ...)`.
@@ -32,10 +34,14 @@ def lstm_cell_step(gates_t, c, h, recurrent_kernel, projection_kernel, cell_clip
         projection_kernel: `(units, output_dim)` or None.
         cell_clip, proj_clip: Python floats or None.
 
+    The kernels are float32, or bfloat16 for inference (each product then
+    takes bfloat16 operands, see `bilm.ops.matmul_dtype.kernel_matmul`);
+    everything else is float32.
+
     Returns:
         A `CellStep`.
     """
-    z = gates_t + tf.matmul(h, recurrent_kernel)
+    z = gates_t + kernel_matmul(h, recurrent_kernel)
     zi, zj, zf, zo = tf.split(z, 4, axis=1)
     i, j, f, o = tf.sigmoid(zi), tf.tanh(zj), tf.sigmoid(zf + 1.0), tf.sigmoid(zo)
     raw_c = f * c + i * j
@@ -43,7 +49,7 @@ def lstm_cell_step(gates_t, c, h, recurrent_kernel, projection_kernel, cell_clip
     tanh_c = tf.tanh(new_c)
     raw_h = new_h = m = o * tanh_c
     if projection_kernel is not None:
-        raw_h = tf.matmul(m, projection_kernel)
+        raw_h = kernel_matmul(m, projection_kernel)
         new_h = raw_h if proj_clip is None else tf.clip_by_value(raw_h, -proj_clip, proj_clip)
     return CellStep((i, j, f, o), raw_c, new_c, tanh_c, m, raw_h, new_h)
 

@@ -1,11 +1,17 @@
 """The LSTM recurrence for inference: the step-by-step half of the layer, given the input half.
 
-`lstm_recurrence` runs a `tf.while_loop` in the graph; `lstm_recurrence_xla`
-the same loop compiled with XLA, with a gradient that runs the hand-written
-backward pass of `bilm.ops.lstm_bptt` (fine-tuning through ELMo). Training
-uses `bilm.ops.lstm_bptt`'s own forward loop, which also stores what its
-backward pass needs.
+`lstm_recurrence_packed` runs a `tf.while_loop` in the graph over a packed
+batch: rows longest first, each step computing only the rows still inside
+their length, so padding costs no matmul rows (PyTorch's packed sequences).
+`lstm_recurrence_xla` runs a padded, masked loop compiled with XLA (static
+shapes), with a gradient that runs the hand-written backward pass of
+`bilm.ops.lstm_bptt` (fine-tuning through ELMo). `lstm_recurrence` is the
+plain padded graph loop, the reference the others are tested against.
+Training uses `bilm.ops.lstm_bptt`'s own forward loop, which also stores
+what its backward pass needs.
 """
+from typing import NamedTuple
+
 import tensorflow as tf
 
 from bilm.ops.lstm_bptt import recomputed_gradients
@@ -78,8 +84,12 @@ def lstm_recurrence_xla(gates_tm, lengths, c0, h0, recurrent_kernel, projection_
                      c0_, h0_))
 
         def grad(d_outputs, d_c, d_h):
-            return recomputed_gradients(gates_tm, lengths, c0, h0, recurrent_kernel, projection_kernel,
-                                        *clips, use_projection, d_outputs, d_c, d_h)
+            # The backward pass is float32 (bfloat16 inference kernels are widened).
+            kernels = [tf.cast(k, tf.float32) for k in (recurrent_kernel, projection_kernel)]
+            *grads, d_recurrent, d_projection = recomputed_gradients(
+                gates_tm, lengths, c0, h0, *kernels, *clips, use_projection, d_outputs, d_c, d_h)
+            return (*grads, tf.cast(d_recurrent, recurrent_kernel.dtype),
+                    tf.cast(d_projection, projection_kernel.dtype))
 
         return (outputs[:, :time], c, h), grad
 
@@ -104,3 +114,94 @@ def _compiled_recurrence(gates_tm, lengths, c0, h0, recurrent_kernel, projection
         lambda t, *_: t < tf.reduce_max(lengths), step, (tf.constant(0), c0, h0, outputs),
         maximum_iterations=tf.shape(gates_tm)[0])
     return tf.transpose(outputs, [1, 0, 2]), c, h
+
+
+class PackedSteps(NamedTuple):
+    """How `lstm_recurrence_packed` visits a batch (see `packed_steps`).
+
+    `order` `(batch,)`: the rows, longest first (stable); `active`
+    `(n_steps,)`: how many rows step t computes, the first `active[t]` of
+    `order`; `offsets` `(n_steps,)`: where step t's rows start in the packed
+    layout; `positions` `(n_valid, 2)`: the `(row, time)` each packed entry
+    reads and writes, step by step (`n_valid` = sum of lengths).
+    """
+    order: tf.Tensor
+    active: tf.Tensor
+    offsets: tf.Tensor
+    positions: tf.Tensor
+
+
+def packed_steps(lengths, go_backwards=False):
+    """The packed layout of a batch of rows of `lengths` `(batch,)`.
+
+    Step t of row b reads time t, or with `go_backwards` time
+    `lengths[b] - 1 - t` (each row reversed within its length), so a
+    backward layer needs no reversed copy of its inputs or outputs.
+    """
+    lengths = tf.cast(lengths, tf.int32)
+    order = tf.argsort(lengths, direction="DESCENDING", stable=True)
+    sorted_lengths = tf.gather(lengths, order)
+    n_steps = tf.reduce_max(tf.concat([sorted_lengths, [0]], axis=0))
+    inside = sorted_lengths[tf.newaxis, :] > tf.range(n_steps)[:, tf.newaxis]  # (n_steps, batch)
+    active = tf.reduce_sum(tf.cast(inside, tf.int32), axis=1)
+    step_and_rank = tf.cast(tf.where(inside), tf.int32)  # time-major, longest row first
+    rows = tf.gather(order, step_and_rank[:, 1])
+    times = step_and_rank[:, 0]
+    if go_backwards:
+        times = tf.gather(lengths, rows) - 1 - times
+    return PackedSteps(order, active, tf.math.cumsum(active, exclusive=True), tf.stack([rows, times], axis=1))
+
+
+def lstm_recurrence_packed(gates, gate_index, steps, time, c0, h0, recurrent_kernel, projection_kernel,
+                           cell_clip, proj_clip):
+    """Runs the LSTM recurrence over a packed batch, in the graph.
+
+    Args:
+        gates: the input half of the gates, `x W_x + b` in `i, j, f, o`
+            order: `(n_valid, 4 * units)` in packed order, or with
+            `gate_index` `(n_rows, 4 * units)` rows to pick from.
+        gate_index: None, or int `(n_valid,)`: packed entry k reads
+            `gates[gate_index[k]]` (e.g. one row per distinct token).
+        steps: `PackedSteps` of the batch (`packed_steps`).
+        time: the outputs' time axis, at least the longest length.
+        c0, h0: `(batch, units)`, `(batch, output_dim)` initial state.
+        recurrent_kernel, projection_kernel, cell_clip, proj_clip: as
+            `lstm_recurrence` (float32 or bfloat16 kernels).
+
+    Returns:
+        outputs `(batch, time, output_dim)` (zeros at padded steps), and the
+        final `c`, `h` at each row's last valid step.
+    """
+    outputs, c, h = _packed_loop(gates, gate_index, steps.active, steps.offsets, tf.gather(c0, steps.order),
+                                 tf.gather(h0, steps.order), recurrent_kernel, projection_kernel,
+                                 cell_clip, proj_clip)
+    batch = tf.shape(c0)[0]
+    outputs = tf.scatter_nd(steps.positions, outputs, [batch, time, tf.shape(h0)[1]])
+    unsort = tf.math.invert_permutation(steps.order)
+    return outputs, tf.gather(c, unsort), tf.gather(h, unsort)
+
+
+@tf.function(reduce_retracing=True)
+def _packed_loop(gates, gate_index, active, offsets, c0, h0, recurrent_kernel, projection_kernel,
+                 cell_clip, proj_clip):
+    """The loop of `lstm_recurrence_packed` on rows sorted longest first;
+    returns the packed outputs `(n_valid, output_dim)` and the final states
+    in that order."""
+    outputs_ta = tf.TensorArray(gates.dtype, size=tf.shape(active)[0], infer_shape=False,
+                                element_shape=tf.TensorShape([None, h0.shape[1]]))
+
+    def step(t, c, h, outputs_ta):
+        n, start = active[t], offsets[t]
+        gates_t = gates[start:start + n] if gate_index is None else tf.gather(gates, gate_index[start:start + n])
+        cell = lstm_cell_step(gates_t, c[:n], h[:n], recurrent_kernel, projection_kernel, cell_clip, proj_clip)
+        # Rows past their length (the last ones) keep their state.
+        new_c, new_h = tf.concat([cell.new_c, c[n:]], axis=0), tf.concat([cell.new_h, h[n:]], axis=0)
+        new_c.set_shape(c.shape)
+        new_h.set_shape(h.shape)
+        return t + 1, new_c, new_h, outputs_ta.write(t, cell.new_h)
+
+    _, c, h, outputs_ta = tf.while_loop(
+        lambda t, *_: t < tf.shape(active)[0], step, (tf.constant(0), c0, h0, outputs_ta))
+    outputs = tf.cond(tf.shape(active)[0] > 0, outputs_ta.concat,
+                      lambda: tf.zeros([0, tf.shape(h0)[1]], gates.dtype))
+    return outputs, c, h

@@ -1,4 +1,4 @@
-"""Matmuls with float32 operands, or (opt-in, for training) bfloat16 ones.
+"""Matmuls with float32 operands, or (opt-in) bfloat16 ones.
 
 Training can run its largest matmuls (highway, the LSTMs' input half, the
 sampled softmax, whose corrected biases ride in its matmul) with bfloat16
@@ -8,7 +8,18 @@ float32 and rounds the result to bfloat16; the gradients of these matmuls
 are bfloat16 matmuls too. Everything else stays float32: the variables and
 the optimizer's slots, the LSTM recurrence and cell state, the losses. It
 applies to training steps only; evaluation (held-out and `run_test.py`
-perplexities) and prediction are float32.
+perplexities) is float32.
+
+Inference has its own opt-in, `inference_matmul_dtype` of `build_bilm`,
+`ProjectedLSTM` and `Highway`: with `"bfloat16"` the layers keep their
+large kernels (the LSTMs' input, recurrent and projection kernels, the
+highway's) *in* bfloat16, so a kernel is rounded once, when it is assigned
+(e.g. by `bilm.io.weight_file.load_bilm_weights`), every step streams half
+the bytes, and there is no float32 copy that a bfloat16 one could fall
+behind. The activations are rounded to bfloat16 for each product
+(`kernel_matmul`), which accumulates in float32; the biases, the states,
+the gates' nonlinearities and every other elementwise step are float32.
+Such layers are for inference: they refuse `training=True`.
 
 Hardware with bfloat16 matmuls (CPUs with AVX512-BF16 or AMX, GPUs) runs
 them faster than float32 ones; elsewhere they can be slower
@@ -43,3 +54,34 @@ def matmul(a, b, matmul_dtype="float32", transpose_a=False, transpose_b=False):
     product = tf.matmul(tf.cast(a, tf.bfloat16), tf.cast(b, tf.bfloat16),
                         transpose_a=transpose_a, transpose_b=transpose_b)
     return tf.cast(product, tf.float32)
+
+
+def kernel_matmul(x, kernel):
+    """`x @ kernel` for float32 `x`, in the kernel's dtype.
+
+    A float32 kernel: a float32 matmul. A bfloat16 kernel (a layer built
+    with `inference_matmul_dtype="bfloat16"`): `x` is rounded to bfloat16,
+    the product accumulates in float32 and is rounded to bfloat16 once.
+
+    Args:
+        x: float32 `(rows, n)`.
+        kernel: float32 or bfloat16 `(n, m)` (tensor or variable).
+
+    Returns:
+        float32 `(rows, m)`.
+    """
+    dtype = tf.as_dtype(kernel.dtype)
+    if dtype == tf.float32:
+        return tf.matmul(x, kernel)
+    return tf.cast(tf.matmul(tf.cast(x, dtype), kernel), tf.float32)
+
+
+# How far bfloat16 inference strays from float32, for weights initialised
+# as bilm initialises them (`bilm.models.random_weights`): every token's
+# vector of every layer within 3% of float32's (relative, Euclidean); 0.4-0.7%
+# at the released sizes, up to 1.4% in tiny layers (bench_embed.py prints
+# the deviations). The deviation is the rounding (2**-9) times how much the
+# LSTMs amplify a perturbation along a sentence, so it depends on the
+# weights: weights that amplify it more deviate more (the tests' large
+# numpy-reference weights, up to 15%); a trained model's own decide.
+BFLOAT16_INFERENCE_TOLERANCE = 0.03

@@ -1,9 +1,11 @@
-"""ProjectedLSTM: training and inference agree, empty inputs, distinct rows, when XLA is used, bfloat16 in training."""
+"""ProjectedLSTM: training and inference agree, empty inputs, distinct rows, when XLA is used, bfloat16 in
+training, bfloat16 inference (its tolerance, its kernels, assigned weights)."""
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from bilm.layers.projected_lstm import ProjectedLSTM
+from bilm.ops.matmul_dtype import BFLOAT16_INFERENCE_TOLERANCE
 
 
 def test_layer_gradients_in_training_mode_equal_inference_mode():
@@ -91,3 +93,84 @@ def test_lstm_input_half_uses_bfloat16_in_training_only():
         np.testing.assert_allclose(got_trained, want, atol=0.02)
     assert not np.allclose(trained[0], reference[0], atol=1e-6)
     assert ProjectedLSTM.from_config(layers["bfloat16"].get_config()).matmul_dtype == "bfloat16"
+
+
+def _relative_deviations(got, want):
+    """Per row vector `|got - want| / |want|` (Euclidean) over the last axis."""
+    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    return np.linalg.norm(got - want, axis=-1) / np.maximum(np.linalg.norm(want, axis=-1), 1e-12)
+
+
+@pytest.mark.parametrize("go_backwards, distinct, jit_compile", [
+    (False, False, None), (True, True, None), (True, False, True)])
+def test_bfloat16_inference_stays_within_its_tolerance_of_float32(go_backwards, distinct, jit_compile):
+    """`inference_matmul_dtype="bfloat16"` against float32, same weights.
+
+    Tolerance: each output vector and final state within
+    `BFLOAT16_INFERENCE_TOLERANCE` (3%, relative, Euclidean) of float32's.
+    bfloat16 keeps 8 significant bits, so a step rounds h, the kernels and
+    each product to 2**-9 relative; with the layer's initial weights the
+    gates' slopes and the forget gate damp a perturbation from step to
+    step, and these tiny layers, whose short sums average the roundings
+    least, deviate by up to 1.4%. The outputs must differ by more than
+    float32 round-off, so bfloat16 was used.
+    """
+    rng = np.random.default_rng(7)
+    lengths = tf.constant([7, 3, 0, 5, 7, 1])
+    index = tf.constant(rng.integers(0, 9, size=(6, 7)), tf.int32)
+    rows = tf.constant(rng.normal(size=(1, 9, 12)), tf.float32)
+    inputs = rows if distinct else tf.gather(rows[0], index)
+    state = [tf.constant(rng.normal(size=(6, 32)), tf.float32), tf.constant(rng.normal(size=(6, 8)), tf.float32)]
+    layers = {dtype: ProjectedLSTM(32, 8, 3.0, 3.0, go_backwards=go_backwards, jit_compile=jit_compile,
+                                   inference_matmul_dtype=dtype)
+              for dtype in ("float32", "bfloat16")}
+    for layer in layers.values():
+        layer.build((None, None, 12))
+    layers["bfloat16"].set_weights(layers["float32"].get_weights())
+    results = {dtype: [t.numpy() for t in layer(inputs, lengths, state, token_index=index if distinct else None)]
+               for dtype, layer in layers.items()}
+    mask = np.arange(7)[None, :] < lengths.numpy()[:, None]
+    for got, want in zip(results["bfloat16"], results["float32"]):
+        deviations = _relative_deviations(got[mask] if got.ndim == 3 else got, want[mask] if want.ndim == 3 else want)
+        assert deviations.max() < BFLOAT16_INFERENCE_TOLERANCE
+    assert _relative_deviations(results["bfloat16"][0][mask], results["float32"][0][mask]).max() > 1e-5
+    np.testing.assert_array_equal(results["bfloat16"][0][~mask], 0.0)
+    np.testing.assert_array_equal(results["bfloat16"][1][2], state[0].numpy()[2])  # the empty row's state
+
+
+def test_bfloat16_inference_layer_keeps_its_kernels_in_bfloat16_and_refuses_training():
+    layer = ProjectedLSTM(16, 8, 3.0, 3.0, inference_matmul_dtype="bfloat16", name="lstm")
+    layer.build((None, None, 12))
+    assert [w.dtype for w in layer.weights] == ["bfloat16", "bfloat16", "float32", "bfloat16"]
+    # Assigning float32 values rounds them once: there is no float32 copy to go stale.
+    rng = np.random.default_rng(1)
+    kernel = rng.normal(size=(8, 64)).astype(np.float32)
+    layer.recurrent_kernel.assign(kernel)
+    np.testing.assert_array_equal(layer.recurrent_kernel.numpy().astype(np.float32),
+                                  tf.cast(tf.cast(kernel, tf.bfloat16), tf.float32).numpy())
+    with pytest.raises(ValueError, match=r"ProjectedLSTM 'lstm' keeps its kernels in bfloat16 .* training=True"):
+        layer(tf.zeros([2, 3, 12]), tf.constant([3, 1]), training=True)
+    restored = ProjectedLSTM.from_config(layer.get_config())
+    assert restored.inference_matmul_dtype == "bfloat16" and restored.matmul_dtype == "float32"
+    with pytest.raises(ValueError, match="inference_matmul_dtype must be one of"):
+        ProjectedLSTM(16, 8, inference_matmul_dtype="float16")
+
+
+def test_bfloat16_inference_follows_assigned_weights():
+    # New weights, however they arrive, are what the next call uses: the
+    # output equals a new layer's built with them.
+    rng = np.random.default_rng(2)
+    inputs, lengths = tf.constant(rng.normal(size=(3, 5, 12)), tf.float32), tf.constant([5, 2, 4])
+    layer = ProjectedLSTM(16, 8, 3.0, 3.0, inference_matmul_dtype="bfloat16")
+    first = layer(inputs, lengths)[0].numpy()
+    call = tf.function(lambda: layer(inputs, lengths)[0])  # a traced call reads the variables too
+    np.testing.assert_array_equal(call().numpy(), first)
+    weights = [rng.normal(size=w.shape, scale=0.5).astype(np.float32) for w in layer.weights]
+    layer.set_weights(weights)
+    fresh = ProjectedLSTM(16, 8, 3.0, 3.0, inference_matmul_dtype="bfloat16")
+    fresh.build((None, None, 12))
+    fresh.set_weights(weights)
+    want = fresh(inputs, lengths)[0].numpy()
+    assert not np.allclose(want, first)
+    np.testing.assert_array_equal(layer(inputs, lengths)[0].numpy(), want)
+    np.testing.assert_array_equal(call().numpy(), want)

@@ -1,9 +1,12 @@
-"""lstm_recurrence_xla equals the graph recurrence lstm_recurrence, padded time, empty rows and batches included."""
+"""The inference recurrences: the packed graph loop against the numpy reference and the XLA loop
+(padded time, empty rows and batches included), its layout and its gradients."""
 import numpy as np
 import pytest
 import tensorflow as tf
 
+import numpy_reference as R
 from bilm.layers.projected_lstm import ProjectedLSTM
+from bilm.ops.lstm_recurrence import packed_steps
 
 
 @pytest.mark.parametrize("go_backwards, projection", [(False, 4), (True, 4), (False, None)])
@@ -32,3 +35,77 @@ def test_xla_recurrence_equals_the_graph_recurrence(go_backwards, projection):
         out, c, h = layer(empty, tf.zeros([n], tf.int32), [s[:n] for s in state])
         assert out.shape == tuple(empty.shape[:2]) + (output_dim,)
         np.testing.assert_array_equal(c.numpy(), state[0].numpy()[:n])
+
+
+def test_packed_steps_visit_each_row_within_its_length_longest_first():
+    steps = packed_steps(tf.constant([2, 0, 3, 2]), go_backwards=False)
+    np.testing.assert_array_equal(steps.order.numpy(), [2, 0, 3, 1])  # stable among equal lengths
+    np.testing.assert_array_equal(steps.active.numpy(), [3, 3, 1])
+    np.testing.assert_array_equal(steps.offsets.numpy(), [0, 3, 6])
+    np.testing.assert_array_equal(steps.positions.numpy(),
+                                  [[2, 0], [0, 0], [3, 0], [2, 1], [0, 1], [3, 1], [2, 2]])
+    backwards = packed_steps(tf.constant([2, 0, 3, 2]), go_backwards=True)
+    np.testing.assert_array_equal(backwards.positions.numpy(),
+                                  [[2, 2], [0, 1], [3, 1], [2, 1], [0, 0], [3, 0], [2, 0]])
+    empty = packed_steps(tf.zeros([3], tf.int32))
+    assert empty.active.shape == (0,) and empty.positions.shape == (0, 2)
+
+
+@pytest.mark.parametrize("go_backwards, projection", [(False, 4), (True, 4), (True, None)])
+def test_packed_inference_equals_the_numpy_reference(go_backwards, projection):
+    # The float32 packed loop computes what the padded loop computed, to
+    # float32 round-off: unsorted lengths, an empty row, initial states,
+    # dense inputs and distinct rows with an index.
+    rng = np.random.default_rng(4)
+    lengths = np.array([3, 6, 0, 6, 1])
+    index = rng.integers(0, 5, size=(5, 6))
+    rows = rng.normal(size=(1, 5, 6)).astype(np.float32)
+    x = rows[0][index]
+    output_dim = projection or 8
+    c0, h0 = rng.normal(size=(5, 8)).astype(np.float32), rng.normal(size=(5, output_dim)).astype(np.float32)
+    layer = ProjectedLSTM(8, projection, 0.5, 0.3, go_backwards=go_backwards)
+    layer.build((None, None, 6))
+    layer.set_weights([rng.normal(size=w.shape).astype(np.float32) for w in layer.weights])
+    kernels = {w.name: w.numpy() for w in layer.weights}
+    w_0 = np.concatenate([kernels["input_kernel"], kernels["recurrent_kernel"]])
+    want = R.lstm_layer(x, lengths, w_0, kernels["bias"], kernels.get("projection_kernel"), 0.5, 0.3,
+                        reverse=go_backwards, init_c=c0, init_h=h0)
+    dense = layer(tf.constant(x), tf.constant(lengths), [tf.constant(c0), tf.constant(h0)])
+    distinct = layer(tf.constant(rows), tf.constant(lengths), [tf.constant(c0), tf.constant(h0)],
+                     token_index=tf.constant(index))
+    for got in (dense, distinct):
+        for a, b in zip(got, want):
+            np.testing.assert_allclose(a.numpy(), b, atol=2e-6)
+
+
+def test_packed_inference_gradients_equal_the_xla_recurrence_ones():
+    x = tf.random.stateless_normal([4, 5, 6], seed=[2, 3])
+    lengths = tf.constant([2, 5, 0, 4])
+    grads, weights = [], None
+    for jit_compile in (False, True):
+        layer = ProjectedLSTM(8, 4, 3.0, 3.0, go_backwards=True, jit_compile=jit_compile)
+        layer.build(x.shape)
+        if weights is None:
+            weights = [w.numpy() for w in layer.weights]
+        layer.set_weights(weights)
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            out, c, h = layer(x, lengths)
+            loss = tf.reduce_sum(out ** 2) + tf.reduce_sum(c) + tf.reduce_sum(h * h)
+        grads.append(tape.gradient(loss, [x] + layer.trainable_weights))
+    for a, b in zip(*grads):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), atol=2e-5)
+
+
+@pytest.mark.parametrize("distinct", [False, True])
+def test_packed_inference_takes_no_rows_and_rows_without_steps(distinct):
+    layer = ProjectedLSTM(8, 4, 3.0, 3.0, go_backwards=True)
+    for n in (0, 3):  # no rows; rows that are all padding
+        state = [tf.random.stateless_normal([n, 8], seed=[1, n]), tf.random.stateless_normal([n, 4], seed=[2, n])]
+        inputs = tf.ones([1, 2, 6]) if distinct else tf.ones([n, 5, 6])
+        out, c, h = layer(inputs, tf.zeros([n], tf.int32), state,
+                          token_index=tf.zeros([n, 5], tf.int32) if distinct else None)
+        assert out.shape == (n, 5, 4)
+        np.testing.assert_array_equal(out.numpy(), 0.0)
+        np.testing.assert_array_equal(c.numpy(), state[0].numpy())
+        np.testing.assert_array_equal(h.numpy(), state[1].numpy())
