@@ -21,7 +21,7 @@ from bilm.utils.progress import Progress
 AUTO_PROGRESS_SENTENCES = 1000
 
 
-def load(path, *, cache_dir=None, sha256=None, warm_up=None):
+def load(path, *, cache_dir=None, sha256=None, warm_up=None, matmul_dtype="float32"):
     """The ELMo model at `path`, ready to embed sentences.
 
     `path` may be:
@@ -44,6 +44,8 @@ def load(path, *, cache_dir=None, sha256=None, warm_up=None):
         warm_up: for weights without a boundary state (every published
             model): your own text, a list of sentences or a text file's
             path, from which `ELMo.warm_up` computes one.
+        matmul_dtype: `"float32"`, or `"bfloat16"` for bfloat16 kernels
+            (see `ELMo`).
 
     Returns:
         `ELMo`.
@@ -63,7 +65,8 @@ def load(path, *, cache_dir=None, sha256=None, warm_up=None):
     ```
     """
     files = locate_model(path, cache_dir=cache_dir, sha256=sha256)
-    return ELMo(files.options_file, files.weight_file, metadata=files.metadata, warm_up=warm_up)
+    return ELMo(files.options_file, files.weight_file, metadata=files.metadata, warm_up=warm_up,
+                matmul_dtype=matmul_dtype)
 
 
 class ELMo:
@@ -88,11 +91,16 @@ class ELMo:
             (stored in the weight file, or made from `warm_up`).
         warm_up: your own text (sentences, or a text file's path) to
             compute a boundary state from, see `warm_up`.
+        matmul_dtype: `"float32"`, or `"bfloat16"` to keep the kernels in
+            bfloat16: faster where the hardware has bfloat16 matmuls, with
+            vectors within `BFLOAT16_INFERENCE_TOLERANCE` of float32's (see
+            `bilm.ops.matmul_dtype`).
 
     Attributes:
         options: the parsed options, prediction form (`BiLMOptions`).
         metadata: as given (`load` passes `meta.json`'s dict), or None.
         bilm: the stateless `BidirectionalLanguageModel` underneath.
+        matmul_dtype: as given.
         dim: size of every vector, `2 * projection_dim` (2P below).
         n_layers: LSTM layers; "all" holds `n_layers + 1` layers.
 
@@ -105,7 +113,7 @@ class ELMo:
     """
 
     def __init__(self, options_file, weight_file, metadata=None, token_cache_size=50_000, start=None,
-                 warm_up=None):
+                 warm_up=None, matmul_dtype="float32"):
         options = load_options(options_file)
         if options.char_cnn is None:
             raise ValueError(
@@ -119,18 +127,20 @@ class ELMo:
         # (and nothing needs to be said about it).
         initial_start = "zeros" if warm_up is not None and start is None else start
         self.bilm = BidirectionalLanguageModel(options, self.weight_file, stateful=False,
-                                               token_cache_size=token_cache_size, start=initial_start)
+                                               token_cache_size=token_cache_size, start=initial_start,
+                                               matmul_dtype=matmul_dtype)
         if warm_up is not None:
             self.bilm.warm_up(warm_up)
             self.bilm.set_start(start)
         self.options = self.bilm.options
+        self.matmul_dtype = self.bilm.matmul_dtype
         self.dim = 2 * self.options.projection_dim
         self.n_layers = self.options.n_layers
         self._batcher = Batcher(None, self.options.char_cnn.max_characters_per_token)
 
     def __repr__(self):
         return (f"ELMo(options_file={self.options_file!r}, weight_file={self.weight_file!r}, "
-                f"n_layers={self.n_layers}, dim={self.dim})")
+                f"n_layers={self.n_layers}, dim={self.dim}, matmul_dtype={self.matmul_dtype!r})")
 
     def embed(self, sentences, layers="average", *, start=None, batch_size=None, verbose="auto"):
         """The ELMo vectors of every token of every sentence.
@@ -262,7 +272,7 @@ class ELMo:
             output: `"elmo"`, `"word_emb"`, `"lstm_outputs1"`, ..., `"default"`
                 or `"all"` (see `ELMoEmbedding`).
             **kwargs: the other arguments of `ELMoEmbedding` (its `start`
-                defaults to this model's).
+                and `matmul_dtype` default to this model's).
 
         Returns:
             a new `ELMoEmbedding` (its own copy of the weights, read from
@@ -274,6 +284,7 @@ class ELMo:
         elif not isinstance(options_file, str):
             options_file = self.options.to_dict()
         kwargs.setdefault("start", self.start)
+        kwargs.setdefault("matmul_dtype", self.matmul_dtype)
         if self.boundary_state is not None:
             kwargs.setdefault("boundary_state", self.boundary_state)
         return ELMoEmbedding(options_file, self.weight_file, output=output, **kwargs)

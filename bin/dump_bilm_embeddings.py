@@ -30,7 +30,8 @@ def main(argv=None):
     with exit_on_user_error():
         written = dump_bilm_embeddings(args.vocab_file, args.dataset_file, args.options_file, args.weight_file,
                                        args.outfile, batch_size=args.batch_size, resume=args.resume,
-                                       overwrite=args.overwrite, start=args.start, warm_up=args.warm_up)
+                                       overwrite=args.overwrite, start=args.start, warm_up=args.warm_up,
+                                       matmul_dtype=args.matmul_dtype)
     print(f"Wrote {written} sentence datasets to {args.outfile} in this run.")
 
 

@@ -4,6 +4,7 @@ import os
 import runpy
 import subprocess
 import sys
+import warnings
 import zipfile
 
 import h5py
@@ -12,11 +13,15 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import numpy_reference as R
 from bilm.commands.sentence_embeddings import embed_file
 from bilm.elmo import ELMo, load
 from bilm.io.output_files import OutputFileError
+from bilm.models.elmo_embedding import ELMoEmbedding
 from bilm.models.predictor import BidirectionalLanguageModel
+from bilm.models.random_weights import write_random_model
 from bilm.models.saved_model import export_layer
+from bilm.ops.matmul_dtype import BFLOAT16_INFERENCE_TOLERANCE
 from bilm.text.batching import Batcher
 from helpers import ROOT, SENTENCES, write_model
 
@@ -348,3 +353,74 @@ def test_bulk_batches_give_the_batch_32_vectors(elmo):
     by_32 = elmo.embed(sentences, layers="all", batch_size=32)
     for a, b in zip(bulk, by_32):
         _close(a, b)
+
+
+@pytest.fixture(scope="module")
+def initialised_model(tmp_path_factory):
+    """A model whose weights are initialised as bilm initialises them (the
+    weights `BFLOAT16_INFERENCE_TOLERANCE` is stated for)."""
+    return write_random_model(str(tmp_path_factory.mktemp("initialised")), R.make_options(), seed=0)
+
+
+def _relative_deviations(got, want):
+    """Per token vector of every layer: `|got - want| / |want|` (Euclidean)."""
+    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    return np.linalg.norm(got - want, axis=-1) / np.linalg.norm(want, axis=-1)
+
+
+def test_bfloat16_stays_within_its_tolerance_of_float32_on_every_path(tmp_path, initialised_model):
+    options_file, weight_file = initialised_model
+    want = ELMo(options_file, weight_file, start="zeros").embed(SENTENCES, layers="all")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # that the weights hold no boundary state
+        elmo = load(os.path.dirname(weight_file), matmul_dtype="bfloat16")
+    assert elmo.matmul_dtype == elmo.bilm.matmul_dtype == "bfloat16" and "matmul_dtype='bfloat16'" in repr(elmo)
+    got = elmo.embed(SENTENCES, layers="all", start="zeros")
+    for g, w in zip(got, want):
+        if not w.size:
+            continue
+        deviations = _relative_deviations(g, w)
+        assert deviations.max() < BFLOAT16_INFERENCE_TOLERANCE
+        assert deviations.max() > 1e-4  # more than float32 round-off: bfloat16 was used
+
+    # The Keras layer takes the model's matmul_dtype, and keeps it in its config.
+    longest = max(len(s) for s in SENTENCES)
+    tokens = tf.constant([s + [""] * (longest - len(s)) for s in SENTENCES])
+    layer = elmo.keras_layer(output="all", start="zeros")
+    assert layer.matmul_dtype == "bfloat16"
+    everything = layer(tokens)
+    for i, sentence in enumerate(SENTENCES):
+        for index in (1, 2) if sentence else ():
+            deviations = _relative_deviations(everything[f"lstm_outputs{index}"][i, :len(sentence)], want[i][index])
+            assert deviations.max() < BFLOAT16_INFERENCE_TOLERANCE
+    assert ELMoEmbedding.from_config(layer.get_config()).matmul_dtype == "bfloat16"
+    with pytest.raises(ValueError, match="trainable_bilm=True fine-tunes the biLM, which needs float32 kernels"):
+        elmo.keras_layer(trainable_bilm=True)
+    with pytest.raises(ValueError, match="matmul_dtype must be one of 'float32', 'bfloat16', got 'float16'"):
+        ELMo(options_file, weight_file, matmul_dtype="float16")
+
+
+def test_files_record_bfloat16_and_a_resume_never_mixes_it_with_float32(tmp_path, initialised_model):
+    options_file, weight_file = initialised_model
+    input_file = tmp_path / "in.txt"
+    input_file.write_text("".join(" ".join(s) + "\n" for s in SENTENCES), encoding="utf-8")
+    output = tmp_path / "out.hdf5"
+    script = os.path.join(ROOT, "bin", "elmo.py")
+    done = subprocess.run([sys.executable, script, str(input_file), str(output), "--options_file", options_file,
+                           "--weight_file", weight_file, "--start", "zeros", "--matmul_dtype", "bfloat16"],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    want = ELMo(options_file, weight_file, start="zeros").embed(SENTENCES, layers="all")
+    with h5py.File(output, "r") as f:
+        assert f.attrs["matmul_dtype"] == "bfloat16"
+        for i, w in enumerate(want):
+            assert np.all(_relative_deviations(f[str(i)][...], w) < BFLOAT16_INFERENCE_TOLERANCE)
+
+    # A half-written float32 run is not continued in bfloat16.
+    os.rename(output, str(output) + ".partial")
+    with h5py.File(str(output) + ".partial", "a") as f:
+        f.attrs["matmul_dtype"] = "float32"
+        del f["1"]
+    with pytest.raises(ValueError, match="matmul_dtype was 'float32', now 'bfloat16'.*no_resume"):
+        embed_file(str(input_file), str(output), options_file, weight_file, start="zeros", matmul_dtype="bfloat16",
+                   verbose=0)

@@ -26,8 +26,9 @@ stateless and every sentence's vectors depend on that sentence only):
   `sentence_key`; AllenNLP used the text as is and warned that it can fail
   (a `/` makes nested groups, a lone `.` is the root group).
 - `sentence_to_index` is written in both naming modes (AllenNLP: only
-  with line-number names) and the root attributes record `output_format`,
-  `use_sentence_keys`, `n_layers` and `projection_dim`.
+  with line-number names) and the root attributes record what the file was
+  made from (`output_format`, `use_sentence_keys`, `n_layers`,
+  `projection_dim`, the start state, `matmul_dtype`, the inputs' hashes).
 - The run can be resumed: the file is built as `output_file + ".partial"`
   and a rerun continues it (see `embed_file`).
 """
@@ -50,6 +51,7 @@ from bilm.io.sentence_files import BULK_MAX_TOKENS, read_sentences
 from bilm.io.weight_file import WeightFileError
 from bilm.models.boundary_state import STARTS, read_boundary_state, resolve_start
 from bilm.models.predictor import BidirectionalLanguageModel
+from bilm.ops.matmul_dtype import MATMUL_DTYPES, check_matmul_dtype
 from bilm.options import load_options
 from bilm.text.batching import Batcher
 
@@ -110,7 +112,7 @@ def _check_no_blank_lines(input_file):
 
 def embed_file(input_file, output_file, options_file, weight_file, output_format="all", batch_size=None,
                use_sentence_keys=False, resume=True, overwrite=False, verbose=1, *, start=None, warm_up=None,
-               model=None):
+               matmul_dtype="float32", model=None):
     """Writes the ELMo vectors of every line of `input_file` to `output_file`.
 
     Layout and naming as in this module's docstring. Lines are read as
@@ -126,7 +128,7 @@ def embed_file(input_file, output_file, options_file, weight_file, output_format
     `output_file + ".partial"` and renamed when complete; the `.partial`
     records what it is made from (the input's size and SHA-256, the weight
     file's and the options' hashes, `output_format`, `use_sentence_keys`,
-    the start state). With `resume=True` a `.partial` made from the same is
+    the start state, `matmul_dtype`). With `resume=True` a `.partial` made from the same is
     continued (lines it holds are not recomputed); one made from anything
     else is an error saying what changed. `resume=False` starts over. A
     finished `output_file` from an earlier run is recomputed and replaced.
@@ -150,9 +152,11 @@ def embed_file(input_file, output_file, options_file, weight_file, output_format
         warm_up: text (sentences, or a text file's path) to compute the
             boundary state from, for weights that carry none (see
             `bilm.models.boundary_state`).
+        matmul_dtype: `"float32"`, or `"bfloat16"` for bfloat16 kernels
+            (see `BidirectionalLanguageModel`).
         model: a stateless `BidirectionalLanguageModel` already loaded from
             these options and weights (e.g. `ELMo`'s), used instead of
-            loading one; its boundary state is used.
+            loading one; its boundary state and `matmul_dtype` are used.
 
     Returns:
         number of sentence datasets written by this call.
@@ -172,11 +176,11 @@ def embed_file(input_file, output_file, options_file, weight_file, output_format
         batch_size=batch_size, resume=resume, overwrite=overwrite, verbose=verbose,
         check_lines=_check_no_blank_lines if use_sentence_keys else None,
         extra_datasets=lambda: {SENTENCE_TO_INDEX: _sentence_to_index(input_file, key_of)}, start=start,
-        warm_up=warm_up, model=model)
+        warm_up=warm_up, matmul_dtype=matmul_dtype, model=model)
 
 
 def dump_bilm_embeddings(vocab_file, dataset_file, options_file, weight_file, outfile, batch_size=None,
-                         resume=True, overwrite=False, verbose=1, start=None, warm_up=None):
+                         resume=True, overwrite=False, verbose=1, start=None, warm_up=None, matmul_dtype="float32"):
     """Writes every sentence's biLM layers to `outfile` (bilm-tf's dump layout).
 
     One dataset per line of `dataset_file`, named `str(line_number)`, shape
@@ -184,8 +188,8 @@ def dump_bilm_embeddings(vocab_file, dataset_file, options_file, weight_file, ou
     `(n_layers + 1, 0, 2 * projection_dim)`. Sentences are batched by length
     and the model runs statelessly, so every sentence's result is independent
     of the others and of the batch size (the original ran one sentence at a
-    time, carrying the LSTM state from one line to the next); `start` and
-    `warm_up` are as in `embed_file`. `vocab_file` (optional) only caches
+    time, carrying the LSTM state from one line to the next); `start`,
+    `warm_up` and `matmul_dtype` are as in `embed_file`. `vocab_file` (optional) only caches
     character ids. The file is checked, written, resumed and stamped as
     `embed_file` does.
 
@@ -199,12 +203,13 @@ def dump_bilm_embeddings(vocab_file, dataset_file, options_file, weight_file, ou
     return _embed_sentences_file(
         dataset_file, outfile, options, weight_file, lambda layers: layers, line_number_key, settings,
         vocab_file=vocab_file, batch_size=batch_size, resume=resume, overwrite=overwrite, verbose=verbose,
-        start=start, warm_up=warm_up)
+        start=start, warm_up=warm_up, matmul_dtype=matmul_dtype)
 
 
 def _embed_sentences_file(input_file, output_file, options, weight_file, select, key_of, settings, *,
                           vocab_file=None, batch_size=None, resume=True, overwrite=False, verbose=1,
-                          check_lines=None, extra_datasets=None, start=None, warm_up=None, model=None):
+                          check_lines=None, extra_datasets=None, start=None, warm_up=None, matmul_dtype="float32",
+                          model=None):
     """The run behind `embed_file` and `dump_bilm_embeddings`: checks, the
     stateless model (`model`, or one loaded after the checks), one dataset
     per line (`select` of its `(n_layers + 1, n_tokens, 2P)` layers)."""
@@ -217,10 +222,13 @@ def _embed_sentences_file(input_file, output_file, options, weight_file, select,
     sources = (options.source, weight_file, vocab_file)
     if model is not None:
         _check_model(model, options)
+        matmul_dtype = model.matmul_dtype
+    check_matmul_dtype(matmul_dtype)
     SentenceEmbeddingFile.check_paths(input_file, output_file, sources, overwrite)  # before any work
     if warm_up is not None:
         if model is None:
-            model = BidirectionalLanguageModel(options, weight_file, stateful=False, start="zeros")
+            model = BidirectionalLanguageModel(options, weight_file, stateful=False, start="zeros",
+                                               matmul_dtype=matmul_dtype)
         model.warm_up(warm_up)
     if model is not None:
         boundary_state = model.boundary_state
@@ -233,7 +241,7 @@ def _embed_sentences_file(input_file, output_file, options, weight_file, select,
     made_from = {**settings, "n_layers": options.n_layers, "projection_dim": options.projection_dim,
                  "weight_sha256": file_sha256(weight_file),
                  "options_sha256": json_sha256(options.for_prediction().to_dict()),
-                 "start": start,
+                 "start": start, "matmul_dtype": matmul_dtype,
                  "boundary_state_sha256": json_sha256(
                      {key: value.tolist() for key, value in boundary_state.items()}) if start == "warm" else ""}
     target = SentenceEmbeddingFile(input_file, output_file, made_from, inputs=sources, resume=resume,
@@ -241,7 +249,8 @@ def _embed_sentences_file(input_file, output_file, options, weight_file, select,
     if check_lines is not None:
         check_lines(input_file)
     if model is None:
-        model = BidirectionalLanguageModel(options, weight_file, stateful=False, start=start)
+        model = BidirectionalLanguageModel(options, weight_file, stateful=False, start=start,
+                                           matmul_dtype=matmul_dtype)
     batcher = Batcher(vocab_file, options.char_cnn.max_characters_per_token)
 
     def embed(sentences):
@@ -278,6 +287,9 @@ def add_embedding_run_arguments(parser, output_name="OUTPUT"):
     parser.add_argument("--warm_up", metavar="FILE",
                         help="Compute the boundary state from the first 1,000 sentences of this text file "
                              "(one per line), for weights that carry none, such as the published ones.")
+    parser.add_argument("--matmul_dtype", choices=MATMUL_DTYPES, default="float32",
+                        help="bfloat16: keep the model's kernels in bfloat16 (faster on CPUs and GPUs with "
+                             "bfloat16 matmuls; vectors within 3%% of float32's, see docs/performance.md).")
     parser.add_argument("--no_resume", dest="resume", action="store_false",
                         help=f"Start over instead of continuing {output_name}.partial from an interrupted run.")
     parser.add_argument("--overwrite", action="store_true",

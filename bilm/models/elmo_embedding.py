@@ -16,6 +16,7 @@ from bilm.models.boundary_state import (
 from bilm.models.elmo_inputs import INPUT_TYPES, TokenMask, inputs_to_ids, output_time_shape, resolve_input_type
 from bilm.models.network import state_keys
 from bilm.models.predictor import elmo_outputs, load_prediction_bilm
+from bilm.ops.matmul_dtype import check_matmul_dtype
 from bilm.options import load_options
 from bilm.text.batching import Batcher
 from bilm.text.graph_batching import (
@@ -87,6 +88,9 @@ class ELMoEmbedding(keras.layers.Layer):
             (sentences, or a text file's path) to compute one from.
         boundary_state: `{state key: (size,)}` to use instead of the one
             stored in `weight_file` (e.g. `ELMo.boundary_state`).
+        matmul_dtype: `"float32"`, or `"bfloat16"` to keep the biLM's
+            kernels in bfloat16 (see `BidirectionalLanguageModel`); not with
+            `trainable_bilm`.
         **kwargs: passed to `keras.layers.Layer` (`name`, `dtype`...).
 
     Call arguments:
@@ -123,7 +127,8 @@ class ELMoEmbedding(keras.layers.Layer):
     def __init__(self, options_file, weight_file, output="elmo", trainable_mix=True,
                  trainable_bilm=False, do_layer_norm=False, l2_coef=0.0, use_top_only=False,
                  dropout=0.0, input_type="auto", max_batch_size=None, embedding_weight_file=None,
-                 vocab_file=None, start=None, warm_up=None, boundary_state=None, **kwargs):
+                 vocab_file=None, start=None, warm_up=None, boundary_state=None, matmul_dtype="float32",
+                 **kwargs):
         super().__init__(**kwargs)
         options = load_options(options_file)
         use_character_inputs = embedding_weight_file is None
@@ -141,6 +146,10 @@ class ELMoEmbedding(keras.layers.Layer):
             raise ValueError(f"dropout must be in [0, 1). Received: dropout={dropout}")
         if max_batch_size is not None and max_batch_size < 1:
             raise ValueError(f"max_batch_size must be >= 1 or None. Received: max_batch_size={max_batch_size}")
+        check_matmul_dtype(matmul_dtype)
+        if trainable_bilm and matmul_dtype != "float32":
+            raise ValueError(f"trainable_bilm=True fine-tunes the biLM, which needs float32 kernels. Received: "
+                             f"matmul_dtype={matmul_dtype!r}; pass matmul_dtype='float32' to fine-tune.")
         self.options_file = options_file
         self.weight_file = weight_file
         # `Layer.output` is Keras's (the symbolic output tensor).
@@ -155,12 +164,13 @@ class ELMoEmbedding(keras.layers.Layer):
         self.max_batch_size = max_batch_size
         self.embedding_weight_file = embedding_weight_file
         self.vocab_file = vocab_file
+        self.matmul_dtype = matmul_dtype
         self.options = options
         self.use_character_inputs = use_character_inputs
         self.supports_masking = True
 
         # === Layers ===
-        self.bilm = load_prediction_bilm(options, weight_file, embedding_weight_file)
+        self.bilm = load_prediction_bilm(options, weight_file, embedding_weight_file, matmul_dtype)
         self.bilm.trainable = trainable_bilm
         self.mix = WeightLayers(l2_coef=l2_coef or None, use_top_only=use_top_only,
                                 do_layer_norm=do_layer_norm, name="elmo_mix")
@@ -323,6 +333,7 @@ class ELMoEmbedding(keras.layers.Layer):
             "embedding_weight_file": self.embedding_weight_file,
             "vocab_file": self.vocab_file,
             "start": self.start,
+            "matmul_dtype": self.matmul_dtype,
             # Lets a saved model be rebuilt after options.json is gone.
             "options": self.options.to_dict(),
         })

@@ -13,11 +13,12 @@ from bilm.models.boundary_state import (
 )
 from bilm.models.network import build_bilm, build_contextual_bilm, build_token_encoder, state_keys
 from bilm.models.token_cache import TokenEncodingCache
+from bilm.ops.matmul_dtype import check_matmul_dtype
 from bilm.options import PREDICTION_N_CHARACTERS, load_options
 from bilm.text.batching import Batcher, check_id_shape
 
 
-def load_prediction_bilm(options, weight_file, embedding_weight_file=None, name="bilm"):
+def load_prediction_bilm(options, weight_file, embedding_weight_file=None, matmul_dtype="float32", name="bilm"):
     """`build_bilm` for prediction (padded ids), with the weights loaded.
 
     Args:
@@ -26,6 +27,8 @@ def load_prediction_bilm(options, weight_file, embedding_weight_file=None, name=
         weight_file: original-layout HDF5, or None to keep the random
             initial weights (for restoring saved variables).
         embedding_weight_file: the token embedding file (token inputs).
+        matmul_dtype: `"float32"`, or `"bfloat16"` to keep the kernels in
+            bfloat16 (`build_bilm`'s `inference_matmul_dtype`).
 
     Returns:
         the functional model.
@@ -37,7 +40,7 @@ def load_prediction_bilm(options, weight_file, embedding_weight_file=None, name=
                 "A token-input biLM needs embedding_weight_file= (an HDF5 file with an "
                 "'embedding' dataset, e.g. written by dump_token_embeddings).")
         n_token_vocab = read_token_embeddings(embedding_weight_file).shape[0] + 1
-    model = build_bilm(options, n_token_vocab=n_token_vocab, name=name)
+    model = build_bilm(options, n_token_vocab=n_token_vocab, inference_matmul_dtype=matmul_dtype, name=name)
     if weight_file is not None:
         load_bilm_weights(model, weight_file)
     if n_token_vocab is not None:
@@ -122,6 +125,13 @@ class BidirectionalLanguageModel(tf.Module):
         boundary_state: `{state key: (size,)}` (from
             `compute_boundary_state`); None reads the one stored in
             `weight_file`, if any.
+        matmul_dtype: `"float32"`, or `"bfloat16"` to keep the highway's
+            and the LSTMs' kernels in bfloat16, rounded once at load: every
+            product with them takes bfloat16 operands and accumulates in
+            float32; states and elementwise work stay float32. Faster where
+            the hardware has bfloat16 matmuls; the vectors stray from
+            float32's by up to `BFLOAT16_INFERENCE_TOLERANCE` (see
+            `bilm.ops.matmul_dtype`).
 
     Attributes:
         boundary_state: `{state key: float32 (size,)}` or None.
@@ -143,7 +153,7 @@ class BidirectionalLanguageModel(tf.Module):
 
     def __init__(self, options_file, weight_file, use_character_inputs=True,
                  embedding_weight_file=None, max_batch_size=128, stateful=True,
-                 token_cache_size=50_000, start=None, boundary_state=None):
+                 token_cache_size=50_000, start=None, boundary_state=None, matmul_dtype="float32"):
         super().__init__(name="bidirectional_language_model")
         options = load_options(options_file).for_prediction(use_character_inputs)
         if not use_character_inputs and embedding_weight_file is None:
@@ -159,7 +169,8 @@ class BidirectionalLanguageModel(tf.Module):
         self.use_character_inputs = use_character_inputs
         self.max_batch_size = max_batch_size
         self.stateful = stateful
-        self.model = load_prediction_bilm(options, weight_file, embedding_weight_file)
+        self.matmul_dtype = check_matmul_dtype(matmul_dtype)
+        self.model = load_prediction_bilm(options, weight_file, embedding_weight_file, matmul_dtype)
         self.n_token_vocab = None if use_character_inputs else self.model.get_layer("token_embedding").input_dim
         self.model.trainable = False
         self._input_key = "token_characters" if use_character_inputs else "token_ids"
