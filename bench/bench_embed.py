@@ -1,32 +1,35 @@
 """Embedding throughput of BidirectionalLanguageModel at the released sizes.
 
-Embeds a few hundred ~25-token sentences in batches of 32 (all layers, as
-`lm_embeddings`) with random weights, and prints tokens/sec, peak memory,
-this machine's float32 matmul rate and the achieved fraction of it
-(counting the token encoder, convolution multiply-adds included, for
-every token, so above 100% is possible where the token cache or the
-convolution's table lookups spare that work; bfloat16 runs are measured
-against the float32 rate too), and a ceiling: the tokens/sec that the
-recurrent matmuls alone would allow on these batches, in the run's matmul
-dtype, computing each step's rows that are still inside their sentence
-(as bilm's loop does), since no recurrence can beat its own step-by-step
-matmuls.
+Embeds a few hundred ~25-token sentences (all layers, as `lm_embeddings`)
+with random weights, every sentence from zero states (a stateless model, as
+`bilm.load`, `ELMo` and `bin/elmo.py` run it), and prints tokens/sec, peak
+memory, this machine's float32 matmul rate and the achieved fraction of it
+(counting the token encoder, convolution multiply-adds included, for every
+token, so above 100% is possible where the token cache or the convolution's
+table lookups spare that work; bfloat16 runs are measured against the
+float32 rate too), and a ceiling: the tokens/sec that the recurrent matmuls
+alone would allow on these batches, in the run's matmul dtype, computing
+each step's rows that are still inside their sentence (as bilm's loop
+does), since no recurrence can beat its own step-by-step matmuls.
 
 Each configuration runs in its own process so peak memory is its own. A
-configuration is a size with optional modifiers: `:uncached` turns the
-token encoding cache off (`token_cache_size=0`); `:bfloat16` builds the
-model for bfloat16 inference (`inference_matmul_dtype`, see
-`bilm.ops.matmul_dtype`) and, after the timing and the peak memory, also
-embeds the same batches with a float32 model to print how far each layer
-is from float32: for each token, the relative deviation of its vector,
-`|bf16 - f32| / |f32|` (Euclidean norms), max and mean over all tokens.
+configuration is a size with optional modifiers:
+- `:bfloat16` builds the model with `matmul_dtype="bfloat16"` (see
+  `bilm.ops.matmul_dtype`) and, after the timing and the peak memory, also
+  embeds the same batches with a float32 model to print how far each layer
+  is from float32: for each token, the relative deviation of its vector,
+  `|bf16 - f32| / |f32|` (Euclidean norms), max and mean over all tokens;
+- `:bulk` batches as the bulk paths do (`ELMo.embed`, `embed_file`,
+  `bin/elmo.py` without a batch size): sentences sorted by length, each
+  batch up to `BULK_MAX_TOKENS` padded tokens; without it, batches of
+  `--batch_size` (32) in input order;
+- `:uncached` turns the token encoding cache off (`token_cache_size=0`).
 A fresh model with a cold token cache embeds the timed batches; one batch
 of other sentences from the same distribution warms it up first.
 
-    python bench/bench_embed.py [--sizes small,small:bfloat16,original,original:bfloat16] [--n_sentences 320]
+    python bench/bench_embed.py [--sizes small,small:bfloat16,original,original:bfloat16,original:bulk,...]
+        [--n_sentences 320]
 """
-import functools
-import inspect
 import os
 import sys
 import tempfile
@@ -36,22 +39,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import run_sizes  # noqa: E402
 
-MODIFIERS = ("uncached", "bfloat16")
-
-
-def load_model(options_file, weight_file, batch_size, cache_size, matmul_dtype):
-    from bilm.models import network, predictor
-
-    kwargs = {"max_batch_size": batch_size, "token_cache_size": cache_size}
-    if "matmul_dtype" in inspect.signature(predictor.BidirectionalLanguageModel).parameters:
-        return predictor.BidirectionalLanguageModel(options_file, weight_file, matmul_dtype=matmul_dtype, **kwargs)
-    # Until BidirectionalLanguageModel takes matmul_dtype: its network, built for it.
-    build_bilm = predictor.build_bilm
-    predictor.build_bilm = functools.partial(network.build_bilm, inference_matmul_dtype=matmul_dtype)
-    try:
-        return predictor.BidirectionalLanguageModel(options_file, weight_file, **kwargs)
-    finally:
-        predictor.build_bilm = build_bilm
+MODIFIERS = ("bfloat16", "bulk", "uncached")
+DEFAULT_CONFIGS = ",".join(f"{size}{modifiers}" for size in ("small", "original")
+                           for modifiers in ("", ":bfloat16", ":bulk", ":bulk:bfloat16"))
 
 
 def embed(model, batches):
@@ -77,7 +67,8 @@ def layer_deviations(got, want, lengths):
 def run_one(config, n_sentences, batch_size):
     import numpy as np
 
-    from bilm import Batcher, load_options
+    from bilm import Batcher, BidirectionalLanguageModel, load_options
+    from bilm.io.sentence_files import length_sorted_batches
     from bilm.models.random_weights import write_random_model
     from bilm.presets import get_preset
     from common import (
@@ -97,14 +88,21 @@ def run_one(config, n_sentences, batch_size):
     options_file, weight_file = write_random_model(directory, get_preset(preset))
     options = load_options(options_file)
     cache_size = 0 if "uncached" in modifiers else 50_000
-    model = load_model(options_file, weight_file, batch_size, cache_size, matmul_dtype)
+
+    def load(dtype):
+        return BidirectionalLanguageModel(options_file, weight_file, stateful=False, start="zeros",
+                                          token_cache_size=cache_size, matmul_dtype=dtype)
+
+    model = load(matmul_dtype)
     batcher = Batcher(None, options.char_cnn.max_characters_per_token)
     sentences = zipf_sentences(n_sentences + batch_size)
     warm_up, sentences = sentences[:batch_size], sentences[batch_size:]
-    batches = [batcher.batch_sentences(sentences[i:i + batch_size])
-               for i in range(0, len(sentences), batch_size)]
-    warm_up = batcher.batch_sentences(warm_up)
-    model(warm_up)["lm_embeddings"].numpy()  # trace and warm up
+    if "bulk" in modifiers:
+        groups = list(length_sorted_batches(sentences, tokens_of=lambda sentence: sentence))
+    else:
+        groups = [sentences[i:i + batch_size] for i in range(0, len(sentences), batch_size)]
+    batches = [batcher.batch_sentences(group) for group in groups]
+    model(batcher.batch_sentences(warm_up))["lm_embeddings"].numpy()  # trace and warm up
     start = time.perf_counter()
     outputs = embed(model, batches)
     elapsed = time.perf_counter() - start
@@ -113,8 +111,7 @@ def run_one(config, n_sentences, batch_size):
     rate = matmul_rate()
     # Every batch runs 2 x n_layers recurrences; step t computes the rows
     # whose sentence (with its boundaries) is longer than t.
-    lengths = [np.array([len(s) + 2 for s in sentences[i:i + batch_size]])
-               for i in range(0, len(sentences), batch_size)]
+    lengths = [np.array([len(s) + 2 for s in group]) for group in groups]
     floor = 2 * options.n_layers * sum(
         packed_recurrent_matmul_seconds([int(np.sum(n > t)) for t in range(n.max())], options.lstm_dim,
                                         options.projection_dim, repeats=3, dtype=matmul_dtype)
@@ -122,6 +119,7 @@ def run_one(config, n_sentences, batch_size):
     tokens_per_sec = tokens / elapsed
     result = {
         "config": config,
+        "batches": len(batches),
         "tokens_per_sec": tokens_per_sec,
         "peak_rss_gib": peak,
         "matmul_gflops": rate / 1e9,
@@ -130,24 +128,24 @@ def run_one(config, n_sentences, batch_size):
     }
     if matmul_dtype != "float32":
         del model
-        # The same batches after the same warm-up (the states carry over).
-        reference = embed(load_model(options_file, weight_file, batch_size, cache_size, "float32"),
-                          [warm_up] + batches)[1:]
+        reference = embed(load("float32"), batches)
         result["deviations"] = layer_deviations(outputs, reference, [n - 2 for n in lengths])
     return result
 
 
 def main():
     for config, result, _ in run_sizes(__file__, run_one, __doc__, default_sentences=320, default_batch=32,
-                                       default_sizes="small,small:bfloat16,original,original:bfloat16"):
-        print(f"{config:>18}: {result['tokens_per_sec']:8.0f} tokens/sec  "
+                                       default_sizes=DEFAULT_CONFIGS):
+        print(f"{config:>22}: {result['tokens_per_sec']:8.0f} tokens/sec  "
+              f"({result['batches']} batches)  "
               f"peak {result['peak_rss_gib']:.2f} GiB  "
               f"matmul {result['matmul_gflops']:.0f} GFLOP/s  "
               f"achieved {100 * result['fraction_of_matmul_rate']:.1f}% of it  "
-              f"(recurrent matmuls alone allow {result['recurrent_matmul_ceiling']:.0f} tokens/sec)")
+              f"(recurrent matmuls alone allow {result['recurrent_matmul_ceiling']:.0f} tokens/sec)", flush=True)
         if "deviations" in result:
-            print(" " * 20 + "relative deviation from float32, max / mean over tokens: " + ", ".join(
-                f"layer {layer} {top:.2e} / {mean:.2e}" for layer, (top, mean) in enumerate(result["deviations"])))
+            print(" " * 24 + "relative deviation from float32, max / mean over tokens: " + ", ".join(
+                f"layer {layer} {top:.2e} / {mean:.2e}" for layer, (top, mean) in enumerate(result["deviations"])),
+                flush=True)
 
 
 if __name__ == "__main__":

@@ -17,8 +17,13 @@ carry enough about the previous token for the ELMo tagger to beat the
 baseline by a wide margin. With a published model, point `options_file` and
 `weight_file` at its files.
 
-Run: python usage/usage_downstream.py   (about a minute on 2 CPU cores)
+`--matmul_dtype bfloat16` runs both biLMs with bfloat16 kernels
+(`ELMoEmbedding(matmul_dtype="bfloat16")`), to see what bfloat16 inference
+costs a downstream model.
+
+Run: python usage/usage_downstream.py [--matmul_dtype bfloat16]   (about a minute on 2 CPU cores)
 """
+import argparse
 import os
 import tempfile
 
@@ -64,10 +69,12 @@ def make_dataset(rng, words, word_class, n_sentences):
     return tokens.astype(str), tags
 
 
-def build_tagger(options_file, weight_file, output):
+def build_tagger(options_file, weight_file, output, matmul_dtype="float32"):
     """String tokens `(batch, time)` -> tag probabilities `(batch, time, N_CLASSES + 1)`."""
     tokens = keras.Input(shape=(None,), dtype="string", name="tokens")
-    features = ELMoEmbedding(options_file, weight_file, output=output, name=f"elmo_{output}")(tokens)
+    # start="zeros": random weights hold no boundary state to start sentences from.
+    features = ELMoEmbedding(options_file, weight_file, output=output, start="zeros", matmul_dtype=matmul_dtype,
+                             name=f"elmo_{output}")(tokens)
     # Per-token classifier: Dense acts on each position on its own, so any
     # context must come from the features.
     hidden = keras.layers.Dense(HIDDEN, activation="relu", name="hidden")(features)
@@ -84,7 +91,7 @@ def token_accuracy(model, tokens, tags):
     return float(np.mean(predicted[real] == tags[real]))
 
 
-def main():
+def main(matmul_dtype="float32"):
     directory = tempfile.mkdtemp(prefix="bilm_downstream_")
     options_file, weight_file = write_random_model(directory, get_preset("tiny"), seed=0)
 
@@ -97,11 +104,12 @@ def main():
     scores = {}
     for output in ("elmo", "word_emb"):
         keras.utils.set_random_seed(1)
-        model = build_tagger(options_file, weight_file, output)
+        model = build_tagger(options_file, weight_file, output, matmul_dtype)
         model.fit(dataset, epochs=EPOCHS, shuffle=False, verbose=0)  # the dataset shuffles
         scores[output] = token_accuracy(model, *heldout)
 
     majority = max(np.mean(heldout[1][heldout[0] != ""] == tag) for tag in range(N_CLASSES + 1))
+    print(f"biLM kernels: {matmul_dtype}")
     print(f"held-out token accuracy, majority tag:                 {majority:.3f}")
     print(f"held-out token accuracy, word_emb only (layer 0):      {scores['word_emb']:.3f}")
     print(f"held-out token accuracy, ELMo (all layers mixed):      {scores['elmo']:.3f}")
@@ -109,4 +117,6 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--matmul_dtype", choices=("float32", "bfloat16"), default="float32")
+    main(parser.parse_args().matmul_dtype)
