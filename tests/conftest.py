@@ -1,4 +1,4 @@
-"""Test configuration: quiet TensorFlow logs, the `slow` marker, the training corpus."""
+"""Test configuration: quiet TensorFlow logs, the `slow` marker, shared fixtures (a tiny model, the training corpus)."""
 import os
 
 import pytest
@@ -18,3 +18,26 @@ def training_corpus(tmp_path_factory):
     from training_helpers import write_corpus
 
     return write_corpus(tmp_path_factory.mktemp("corpus"))
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    """A tiny random character biLM: `(options_file, weight_file, options dict)`."""
+    from helpers import write_model
+
+    return write_model(tmp_path_factory.mktemp("model"))
+
+
+@pytest.fixture(scope="module")
+def stateless_layers(model):
+    """Each of `helpers.SENTENCES`' `(3, n_tokens, 12)` layers from `model`,
+    stateless from zero states, all in one batch: what every embedding path
+    must give."""
+    from bilm.models.predictor import BidirectionalLanguageModel
+    from bilm.text.batching import Batcher
+    from helpers import SENTENCES
+
+    options_file, weight_file, _ = model
+    out = BidirectionalLanguageModel(options_file, weight_file, stateful=False, start="zeros")(
+        Batcher(None, 7).batch_sentences(SENTENCES))["lm_embeddings"].numpy()
+    return [out[i, :, :len(s)] for i, s in enumerate(SENTENCES)]

@@ -22,8 +22,7 @@ from bilm.models.predictor import BidirectionalLanguageModel
 from bilm.models.random_weights import write_random_model
 from bilm.models.saved_model import export_layer
 from bilm.ops.matmul_dtype import BFLOAT16_INFERENCE_TOLERANCE
-from bilm.text.batching import Batcher
-from helpers import ROOT, SENTENCES, write_model
+from helpers import ROOT, SENTENCES
 
 
 def _close(actual, expected):
@@ -32,54 +31,40 @@ def _close(actual, expected):
 
 
 @pytest.fixture(scope="module")
-def model(tmp_path_factory):
-    return write_model(tmp_path_factory.mktemp("model"))
-
-
-@pytest.fixture(scope="module")
 def elmo(model):
     options_file, weight_file, _ = model
     return ELMo(options_file, weight_file)
 
 
-@pytest.fixture(scope="module")
-def reference(model):
-    """Each sentence's (3, n_tokens, 12) layers by the low-level path, all in one batch."""
-    options_file, weight_file, _ = model
-    out = BidirectionalLanguageModel(options_file, weight_file, stateful=False)(
-        Batcher(None, 7).batch_sentences(SENTENCES))["lm_embeddings"].numpy()
-    return [out[i, :, :len(s)] for i, s in enumerate(SENTENCES)]
-
-
 @pytest.mark.parametrize("layers", ["average", "all", "top", 0, 1, 2])
-def test_embed_equals_the_low_level_path(elmo, reference, layers):
+def test_embed_equals_the_low_level_path(elmo, stateless_layers, layers):
     # 150 sentences in batches of 2: two length-sorted chunks, returned in input order.
     sentences = SENTENCES * 30
     got = elmo.embed(sentences, layers=layers, batch_size=2)
     assert len(got) == len(sentences)
     for i, sentence in enumerate(sentences):
-        expected = {"average": reference[i % 5].mean(axis=0), "all": reference[i % 5],
-                    "top": reference[i % 5][-1]}.get(layers)
+        expected = {"average": stateless_layers[i % 5].mean(axis=0), "all": stateless_layers[i % 5],
+                    "top": stateless_layers[i % 5][-1]}.get(layers)
         if expected is None:
-            expected = reference[i % 5][layers]
+            expected = stateless_layers[i % 5][layers]
         assert got[i].dtype == np.float32 and got[i].shape == expected.shape
         assert got[i].shape[-2:] == (len(sentence), 12)
         _close(got[i], expected)
 
 
-def test_strings_are_split_on_whitespace_and_nothing_depends_on_the_batch(elmo, reference):
+def test_strings_are_split_on_whitespace_and_nothing_depends_on_the_batch(elmo, stateless_layers):
     strings = [" ".join(s) for s in SENTENCES]
     strings[0] = "  The\tcat\u3000sat .\n"
     got = elmo.embed(strings, layers="all", start="zeros")
     for i in range(len(SENTENCES)):
-        _close(got[i], reference[i])
+        _close(got[i], stateless_layers[i])
     alone = [elmo.embed([sentence], layers="all", batch_size=1)[0] for sentence in reversed(SENTENCES)][::-1]
     for i in range(len(SENTENCES)):
-        _close(alone[i], reference[i])
+        _close(alone[i], stateless_layers[i])
     again = elmo.embed(strings, layers="all")
     for first, second in zip(got, again):
         np.testing.assert_array_equal(first, second)
-    _close(elmo.embed_sentence("naïve 中文 tokenlongerthanthelimit 🙂 x", "top"), reference[3][-1])
+    _close(elmo.embed_sentence("naïve 中文 tokenlongerthanthelimit 🙂 x", "top"), stateless_layers[3][-1])
 
 
 def test_empty_sentences_and_an_empty_list(elmo):
@@ -168,17 +153,17 @@ def test_bad_arguments_say_what_to_pass(elmo, model):
         ELMo(token_options, weight_file)
 
 
-def test_keras_layer_gives_the_same_numbers(elmo, reference):
+def test_keras_layer_gives_the_same_numbers(elmo, stateless_layers):
     longest = max(len(s) for s in SENTENCES)
     tokens = tf.constant([s + [""] * (longest - len(s)) for s in SENTENCES])
     everything = elmo.keras_layer(output="all")(tokens)
     for i, sentence in enumerate(SENTENCES):
         n = len(sentence)
-        _close(everything["word_emb"][i, :n], reference[i][0, :, :6])
+        _close(everything["word_emb"][i, :n], stateless_layers[i][0, :, :6])
         for layer in (1, 2):
-            _close(everything[f"lstm_outputs{layer}"][i, :n], reference[i][layer])
+            _close(everything[f"lstm_outputs{layer}"][i, :n], stateless_layers[i][layer])
         # The mix starts as equal weights with gamma 1: the average.
-        _close(everything["elmo"][i, :n], reference[i].mean(axis=0))
+        _close(everything["elmo"][i, :n], stateless_layers[i].mean(axis=0))
     layer = elmo.keras_layer("lstm_outputs1", name="elmo_lstm1")
     assert layer.name == "elmo_lstm1" and layer.output_key == "lstm_outputs1"
     _close(layer(tokens)[0, :4], elmo.embed(SENTENCES[:1], layers=1)[0])

@@ -15,7 +15,6 @@ from bilm.commands.sentence_embeddings import dump_bilm_embeddings, embed_file, 
 from bilm.elmo import ELMo
 from bilm.io.output_files import OutputFileError
 from bilm.models.predictor import BidirectionalLanguageModel
-from bilm.text.batching import Batcher
 from helpers import ROOT, SENTENCES, write_model, write_vocab
 
 # SENTENCES, with the empty one written as a whitespace-only line.
@@ -37,22 +36,8 @@ def _read(path):
         return arrays, mapping, dict(f.attrs)
 
 
-@pytest.fixture(scope="module")
-def model(tmp_path_factory):
-    return write_model(tmp_path_factory.mktemp("model"))
-
-
-@pytest.fixture(scope="module")
-def layers(model):
-    """Each sentence's (3, n_tokens, 12) layers from the stateless model, all in one batch."""
-    options_file, weight_file, _ = model
-    out = BidirectionalLanguageModel(options_file, weight_file, stateful=False)(
-        Batcher(None, 7).batch_sentences(SENTENCES))["lm_embeddings"].numpy()
-    return [out[i, :, :len(s)] for i, s in enumerate(SENTENCES)]
-
-
 @pytest.mark.parametrize("output_format", ["all", "top", "average"])
-def test_formats_match_the_stateless_model(tmp_path, model, layers, output_format):
+def test_formats_match_the_stateless_model(tmp_path, model, stateless_layers, output_format):
     options_file, weight_file, options = model
     outfile = str(tmp_path / "out.hdf5")
     written = embed_file(_input_file(tmp_path, LINES), outfile, options_file, weight_file,
@@ -69,11 +54,11 @@ def test_formats_match_the_stateless_model(tmp_path, model, layers, output_forma
         assert got.dtype == np.float32
         if output_format == "all":
             assert got.shape == (3, len(sentence), 12)
-            np.testing.assert_allclose(got, layers[i], atol=1e-5)
+            np.testing.assert_allclose(got, stateless_layers[i], atol=1e-5)
             oracle = R.bilm_forward(weights, options, R.char_ids([sentence], 7))["lm_embeddings"][0]
             np.testing.assert_allclose(got, oracle, atol=1e-5)
         else:
-            expected = layers[i][-1] if output_format == "top" else layers[i].mean(axis=0)
+            expected = stateless_layers[i][-1] if output_format == "top" else stateless_layers[i].mean(axis=0)
             assert got.shape == (len(sentence), 12)  # (0, 12) for the whitespace-only line
             np.testing.assert_allclose(got, expected, atol=1e-5)
 
@@ -238,7 +223,7 @@ def test_cli_refuses_to_overwrite_its_input_with_one_error_line(tmp_path, model)
     assert open(input_file, "rb").read() == original
 
 
-def test_cli_average_with_sentence_keys_starts_over_with_no_resume(tmp_path, model, layers):
+def test_cli_average_with_sentence_keys_starts_over_with_no_resume(tmp_path, model, stateless_layers):
     options_file, weight_file, _ = model
     lines = [line for line in LINES if line.strip()]
     input_file = _input_file(tmp_path, lines)
@@ -255,7 +240,7 @@ def test_cli_average_with_sentence_keys_starts_over_with_no_resume(tmp_path, mod
     assert f"Wrote 4 sentence datasets (average) to {outfile}" in result.stdout
     arrays, mapping, attrs = _read(outfile)
     assert attrs["output_format"] == "average" and sorted(arrays) == sorted(lines)
-    for sentence, layer in zip(SENTENCES, layers):
+    for sentence, layer in zip(SENTENCES, stateless_layers):
         if sentence:
             np.testing.assert_allclose(arrays[" ".join(sentence)], layer.mean(axis=0), atol=1e-5)
 
