@@ -85,7 +85,7 @@ def run_one(config, n_sentences, batch_size):
         raise ValueError(f"{config}: unknown modifiers {sorted(unknown)}; expected some of {MODIFIERS}")
     matmul_dtype = "bfloat16" if "bfloat16" in modifiers else "float32"
     directory = tempfile.mkdtemp(prefix=f"bench_{preset}_")
-    options_file, weight_file = write_random_model(directory, get_preset(preset))
+    options_file, weight_file = write_random_model(directory, get_preset(preset), seed=0)
     options = load_options(options_file)
     cache_size = 0 if "uncached" in modifiers else 50_000
 

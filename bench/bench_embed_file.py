@@ -46,7 +46,7 @@ def run_one(size, n_sentences, batch_size):
 
     directory = tempfile.mkdtemp(prefix=f"bench_embed_file_{size}_")
     try:
-        options_file, weight_file = write_random_model(directory, get_preset(size))
+        options_file, weight_file = write_random_model(directory, get_preset(size), seed=0)
         sentences = zipf_sentences(n_sentences)
         input_file = os.path.join(directory, "sentences.txt")
         with open(input_file, "w", encoding="utf-8") as f:

@@ -24,7 +24,7 @@ def make_example(directory=None):
     `options_file`/`weight_file` at its files instead.
     """
     directory = directory or tempfile.mkdtemp(prefix="bilm_usage_")
-    options_file, weight_file = write_random_model(directory, get_preset("tiny"))
+    options_file, weight_file = write_random_model(directory, get_preset("tiny"), seed=0)
     tokens = sorted({t for sentence in CONTEXT + QUESTION for t in sentence})
     vocab_file = os.path.join(directory, "vocab.txt")
     with open(vocab_file, "w", encoding="utf-8") as f:
