@@ -6,7 +6,7 @@ carries the state gradients (two skinny matmuls per step, like the forward
 pass) and the weight gradients are large matmuls over all steps, made
 after the loop (and outside XLA, whose CPU matmul is slower at these
 shapes than oneDNN's).
-The math is the TF1 `LSTMCell` of `bilm.layers.projected_lstm.lstm_recurrence`; the two are
+The math is the TF1 `LSTMCell` of `bilm.ops.lstm_recurrence.lstm_recurrence`; the two are
 compared in `tests/test_lstm.py`.
 """
 from typing import NamedTuple
@@ -35,7 +35,7 @@ def _unclipped_mask(x, clip):
 
 def lstm_recurrence_bptt(gates_tm, lengths, c0, h0, recurrent_kernel, projection_kernel,
                          cell_clip, proj_clip, jit_compile=False):
-    """Same arguments and results as `bilm.layers.projected_lstm.lstm_recurrence`; differentiable
+    """Same arguments and results as `bilm.ops.lstm_recurrence.lstm_recurrence`; differentiable
     with respect to `gates_tm`, `c0`, `h0` and both kernels. `jit_compile`
     compiles both loops with XLA (fused elementwise work per step; worth it
     when shapes repeat, as in training)."""
@@ -69,10 +69,10 @@ def lstm_layer_bptt(inputs_tm, input_kernel, bias, lengths, c0, h0, recurrent_ke
         input_kernel: `(input_dim, 4 * units)`; bias: `(4 * units,)`. The
             input half is `inputs_tm @ input_kernel + bias`, its matmul with
             operands of `matmul_dtype` (`bilm.ops.matmul_dtype`).
-        The rest as `bilm.layers.projected_lstm.lstm_recurrence`.
+        The rest as `bilm.ops.lstm_recurrence.lstm_recurrence`.
 
     Returns:
-        As `bilm.layers.projected_lstm.lstm_recurrence`; differentiable with respect to
+        As `bilm.ops.lstm_recurrence.lstm_recurrence`; differentiable with respect to
         `inputs_tm`, both states and every weight.
 
     The gradients of the input kernel, the recurrent kernel and the bias

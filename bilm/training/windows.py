@@ -26,7 +26,7 @@ REVERSE_SUFFIX = "_reverse"
 
 
 def load_vocab(vocab_file, max_word_length=None):
-    """The training vocabulary (bilm-tf's `bilm.training.loop.load_vocab`).
+    """The training vocabulary (bilm-tf's `bilm.training.load_vocab`).
 
     Returns a `UnicodeCharsVocabulary` when `max_word_length` is given (the
     char-CNN model), otherwise a `Vocabulary`. Both must hold `<S>`, `</S>`
