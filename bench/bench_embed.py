@@ -23,7 +23,9 @@ configuration is a size with optional modifiers:
   `bin/elmo.py` without a batch size): sentences sorted by length, each
   batch up to `BULK_MAX_TOKENS` padded tokens; without it, batches of
   `--batch_size` (32) in input order;
-- `:uncached` turns the token encoding cache off (`token_cache_size=0`).
+- `:uncached` turns the token encoding cache off (`token_cache_size=0`);
+- `:xla` runs the LSTMs' padded, masked XLA loop (`ProjectedLSTM`'s
+  `jit_compile=True`) instead of the packed graph loop, for comparison.
 A fresh model with a cold token cache embeds the timed batches; one batch
 of other sentences from the same distribution warms it up first.
 
@@ -39,7 +41,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import run_sizes  # noqa: E402
 
-MODIFIERS = ("bfloat16", "bulk", "uncached")
+MODIFIERS = ("bfloat16", "bulk", "uncached", "xla")
 DEFAULT_CONFIGS = ",".join(f"{size}{modifiers}" for size in ("small", "original")
                            for modifiers in ("", ":bfloat16", ":bulk", ":bulk:bfloat16"))
 
@@ -69,6 +71,7 @@ def run_one(config, n_sentences, batch_size):
 
     from bilm import Batcher, BidirectionalLanguageModel, load_options
     from bilm.io.sentence_files import length_sorted_batches
+    from bilm.layers.projected_lstm import ProjectedLSTM
     from bilm.models.random_weights import write_random_model
     from bilm.presets import get_preset
     from common import (
@@ -90,8 +93,13 @@ def run_one(config, n_sentences, batch_size):
     cache_size = 0 if "uncached" in modifiers else 50_000
 
     def load(dtype):
-        return BidirectionalLanguageModel(options_file, weight_file, stateful=False, start="zeros",
-                                          token_cache_size=cache_size, matmul_dtype=dtype)
+        model = BidirectionalLanguageModel(options_file, weight_file, stateful=False, start="zeros",
+                                           token_cache_size=cache_size, matmul_dtype=dtype)
+        if "xla" in modifiers:
+            for layer in model.model.layers:
+                if isinstance(layer, ProjectedLSTM):
+                    layer.jit_compile = True
+        return model
 
     model = load(matmul_dtype)
     batcher = Batcher(None, options.char_cnn.max_characters_per_token)

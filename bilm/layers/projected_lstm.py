@@ -44,8 +44,8 @@ class ProjectedLSTM(keras.layers.Layer):
             backward loop): `True`/`False`: always/never; `None` (default):
             only when the recurrent kernel is small (see `uses_xla`). In
             inference only `True` does (a padded, masked loop); otherwise
-            the packed graph loop runs (as fast at the small released
-            size, faster at the original one; docs/performance.md).
+            the packed graph loop runs, faster at both released sizes
+            (docs/performance.md).
         matmul_dtype: `"float32"`, or `"bfloat16"` for bfloat16 operands in
             the input half's matmul when called with `training=True` (see
             `bilm.ops.matmul_dtype`). The recurrence is float32 either way.
