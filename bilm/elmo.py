@@ -7,7 +7,7 @@ from bilm.commands.sentence_embeddings import embed_file
 from bilm.io.embedding_files import OUTPUT_FORMATS
 from bilm.io.model_files import locate_model
 from bilm.io.output_files import check_output_file
-from bilm.io.sentence_files import length_sorted_batches
+from bilm.io.sentence_files import check_batch_size, length_sorted_batches
 from bilm.io.weight_file import copy_with_boundary_state
 from bilm.models.boundary_state import DEFAULT_N_SENTENCES
 from bilm.models.elmo_embedding import ELMoEmbedding
@@ -221,7 +221,6 @@ class ELMo:
         """
         if layers not in OUTPUT_FORMATS:
             raise ValueError(f"layers must be one of {sorted(OUTPUT_FORMATS)} for a file. Received: layers={layers!r}")
-        self._check_batch_size(batch_size)
         return embed_file(input_file, output_file, self.options_file, self.weight_file, output_format=layers,
                           batch_size=batch_size, use_sentence_keys=use_sentence_keys, resume=resume,
                           overwrite=overwrite, verbose=verbose, model=self.bilm, start=start)
@@ -302,7 +301,7 @@ class ELMo:
                 f"{type(sentences).__name__}: {sentences[:50]!r}; for one sentence pass [sentence] or use "
                 "embed_sentence.")
         self.bilm.start_states(start)  # checks `start` before any work
-        self._check_batch_size(batch_size)
+        check_batch_size(batch_size)
         total = len(sentences) if hasattr(sentences, "__len__") else None
         if verbose == "auto":
             verbose = int(total is not None and total >= AUTO_PROGRESS_SENTENCES)
@@ -338,12 +337,6 @@ class ELMo:
             return lambda sentence_layers: sentence_layers[layers].copy()
         raise ValueError(f"layers must be 'average', 'all', 'top' or a layer number 0-{self.n_layers}. "
                          f"Received: layers={layers!r}")
-
-    def _check_batch_size(self, batch_size):
-        if batch_size is None:
-            return
-        if not isinstance(batch_size, (int, np.integer)) or isinstance(batch_size, bool) or batch_size < 1:
-            raise ValueError(f"batch_size must be a positive integer. Received: batch_size={batch_size!r}")
 
 
 def _tokens(sentence, index):

@@ -47,7 +47,7 @@ from bilm.io.embedding_files import (
     json_sha256,
     line_number_key,
 )
-from bilm.io.sentence_files import BULK_MAX_TOKENS, read_sentences
+from bilm.io.sentence_files import check_batch_size, read_sentences
 from bilm.io.weight_file import WeightFileError
 from bilm.models.boundary_state import STARTS, read_boundary_state, resolve_start
 from bilm.models.predictor import BidirectionalLanguageModel
@@ -213,10 +213,7 @@ def _embed_sentences_file(input_file, output_file, options, weight_file, select,
     """The run behind `embed_file` and `dump_bilm_embeddings`: checks, the
     stateless model (`model`, or one loaded after the checks), one dataset
     per line (`select` of its `(n_layers + 1, n_tokens, 2P)` layers)."""
-    if batch_size is not None and (
-            not isinstance(batch_size, (int, np.integer)) or isinstance(batch_size, bool) or batch_size < 1):
-        raise ValueError(f"batch_size must be a positive integer, or None for batches of about "
-                         f"{BULK_MAX_TOKENS} tokens. Received: batch_size={batch_size!r}")
+    check_batch_size(batch_size)
     if not os.path.isfile(weight_file):
         raise WeightFileError(f"Weight file not found: {weight_file}")
     sources = (options.source, weight_file, vocab_file)

@@ -1,6 +1,8 @@
 """Streaming a one-sentence-per-line file in length-sorted batches."""
 import itertools
 
+import numpy as np
+
 from bilm.text.whitespace import split_tokens
 
 
@@ -33,6 +35,17 @@ CHUNK_ITEMS = 8192
 # docs/performance.md), small enough for the original size to stay well
 # under 3 GiB.
 BULK_MAX_TOKENS = 4096
+
+
+def check_batch_size(batch_size):
+    """Returns `batch_size` if it is a positive integer or None (batches of
+    about `BULK_MAX_TOKENS` tokens); otherwise a ValueError, raised before
+    any work (`length_sorted_batches` is lazy)."""
+    if batch_size is not None and (
+            not isinstance(batch_size, (int, np.integer)) or isinstance(batch_size, bool) or batch_size < 1):
+        raise ValueError(f"batch_size must be a positive integer. Received: batch_size={batch_size!r}; "
+                         f"None (the default) makes batches of about {BULK_MAX_TOKENS} tokens.")
+    return batch_size
 
 
 def length_sorted_batches(items, batch_size=None, tokens_of=lambda item: item[2], chunk_batches=64,

@@ -245,8 +245,7 @@ class BidirectionalLanguageModel(tf.Module):
         if start is None:
             start = self.start
         elif self.stateful:
-            raise ValueError(f"start={start!r} is for a stateless model (stateful=False); a stateful one "
-                             "carries its states from one batch to the next.")
+            _refuse_start_of_stateful(start)
         else:
             start = resolve_start(start, self.boundary_state is not None, "this model")
         if start == "warm":
@@ -262,8 +261,7 @@ class BidirectionalLanguageModel(tf.Module):
                 self.options, "boundary_state")
         if self.stateful:
             if start is not None:
-                raise ValueError(f"start={start!r} is for a stateless model (stateful=False); a stateful one "
-                                 "carries its states from one batch to the next.")
+                _refuse_start_of_stateful(start)
             return
         self._requested_start = start
         self.start = resolve_start(start, self.boundary_state is not None, "the weight file")
@@ -336,3 +334,8 @@ class BidirectionalLanguageModel(tf.Module):
             if low < 0 or high >= n_ids:
                 raise ValueError(f"ids must lie in [0, {n_ids}). Received values in [{low}, {high}].")
         return ids
+
+
+def _refuse_start_of_stateful(start):
+    raise ValueError(f"start={start!r} is for a stateless model (stateful=False); a stateful one carries its "
+                     "states from one batch to the next.")
