@@ -30,9 +30,7 @@ def recurrent_matmul_seconds(batch, steps, units, output_dim, repeats=5, dtype="
     step needs the previous step's output. At small batches this is bound by
     streaming the kernels from memory rather than by arithmetic. `dtype`:
     the operands' (`"bfloat16"`: bfloat16 kernels, as bfloat16 inference)."""
-    dtype = tf.as_dtype(dtype)
-    w_h = tf.cast(tf.random.normal([output_dim, 4 * units], stddev=0.01), dtype)
-    w_p = tf.cast(tf.random.normal([units, output_dim], stddev=0.01), dtype) if output_dim != units else None
+    w_h, w_p = _recurrent_kernels(units, output_dim, dtype)
 
     @tf.function
     def loop(h):
@@ -41,21 +39,14 @@ def recurrent_matmul_seconds(batch, steps, units, output_dim, repeats=5, dtype="
             return t + 1, tf.matmul(m, w_p) if w_p is not None else m
         return tf.while_loop(lambda t, h: t < steps, body, (tf.constant(0), h))[1]
 
-    h = tf.cast(tf.random.normal([batch, output_dim]), dtype)
-    loop(h).numpy()
-    start = time.perf_counter()
-    for _ in range(repeats):
-        loop(h).numpy()
-    return (time.perf_counter() - start) / repeats
+    return _seconds_per_call(loop, tf.cast(tf.random.normal([batch, output_dim]), w_h.dtype), repeats)
 
 
 def packed_recurrent_matmul_seconds(rows_per_step, units, output_dim, repeats=5, dtype="float32"):
     """As `recurrent_matmul_seconds`, with `rows_per_step[t]` rows at step
     t: the floor of a recurrence that computes only the rows still inside
     their length (bilm's packed inference loop)."""
-    dtype = tf.as_dtype(dtype)
-    w_h = tf.cast(tf.random.normal([output_dim, 4 * units], stddev=0.01), dtype)
-    w_p = tf.cast(tf.random.normal([units, output_dim], stddev=0.01), dtype) if output_dim != units else None
+    w_h, w_p = _recurrent_kernels(units, output_dim, dtype)
     rows = tf.constant(rows_per_step, tf.int32)
 
     @tf.function
@@ -67,7 +58,21 @@ def packed_recurrent_matmul_seconds(rows_per_step, units, output_dim, repeats=5,
         return tf.while_loop(lambda t, h: t < tf.size(rows), body, (tf.constant(0), h),
                              shape_invariants=(tf.TensorShape([]), tf.TensorShape([None, output_dim])))[1]
 
-    h = tf.cast(tf.random.normal([max(rows_per_step, default=0), output_dim]), dtype)
+    h = tf.cast(tf.random.normal([max(rows_per_step, default=0), output_dim]), w_h.dtype)
+    return _seconds_per_call(loop, h, repeats)
+
+
+def _recurrent_kernels(units, output_dim, dtype):
+    """Random `(P, 4U)` recurrent and `(U, P)` projection kernels (None
+    without a projection) in `dtype`."""
+    dtype = tf.as_dtype(dtype)
+    w_h = tf.cast(tf.random.normal([output_dim, 4 * units], stddev=0.01), dtype)
+    w_p = tf.cast(tf.random.normal([units, output_dim], stddev=0.01), dtype) if output_dim != units else None
+    return w_h, w_p
+
+
+def _seconds_per_call(loop, h, repeats):
+    """Mean seconds of `loop(h)` over `repeats` calls, after one untimed (tracing) call."""
     loop(h).numpy()
     start = time.perf_counter()
     for _ in range(repeats):
