@@ -43,9 +43,12 @@ class ProjectedLSTM(keras.layers.Layer):
             step's elementwise work. In training (the forward and the
             backward loop): `True`/`False`: always/never; `None` (default):
             only when the recurrent kernel is small (see `uses_xla`). In
-            inference only `True` does (a padded, masked loop); otherwise
-            the packed graph loop runs, faster at both released sizes
-            (docs/performance.md).
+            inference (`training` false) the packed graph loop runs, which
+            is faster at both released sizes, except with `True`, or with
+            `None` in a trainable layer whose kernel is small: there the
+            padded, masked XLA loop runs, whose hand-written gradient
+            makes fine-tuning through it (e.g. `ELMoEmbedding(...,
+            trainable_bilm=True)`) faster (docs/performance.md).
         matmul_dtype: `"float32"`, or `"bfloat16"` for bfloat16 operands in
             the input half's matmul when called with `training=True` (see
             `bilm.ops.matmul_dtype`). The recurrence is float32 either way.
@@ -135,7 +138,7 @@ class ProjectedLSTM(keras.layers.Layer):
             projection_kernel = tf.convert_to_tensor(self.projection_kernel)
         kernels_and_clips = (tf.convert_to_tensor(self.recurrent_kernel), projection_kernel,
                              self.cell_clip, self.proj_clip)
-        if not training and not self.jit_compile:
+        if not training and not self.inference_uses_xla:
             return self._packed_inference(inputs, lengths, c0, h0, token_index, kernels_and_clips)
         # The padded loops: training's, or XLA's for inference.
         if training:
@@ -198,11 +201,18 @@ class ProjectedLSTM(keras.layers.Layer):
         overhead dominate (kernels that stay in cache: the small released
         size) and loses where each step streams a large kernel from memory,
         where XLA's matmul is slower (the original size);
-        docs/performance.md has the measurements. Inference runs the packed
-        graph loop unless `jit_compile=True`."""
+        docs/performance.md has the measurements."""
         if self.jit_compile is not None:
             return self.jit_compile
         return self.output_dim * 4 * self.units * 4 <= XLA_AUTO_MAX_KERNEL_BYTES
+
+    @property
+    def inference_uses_xla(self):
+        """Whether inference runs the padded XLA loop rather than the packed
+        one: with `jit_compile=True`, or in a trainable layer where
+        `uses_xla` (gradients may flow through it, and the XLA loop's
+        hand-written backward pass beats autodiff of the packed loop)."""
+        return bool(self.jit_compile) or (self.jit_compile is None and self.trainable and self.uses_xla)
 
     def compute_output_shape(self, inputs_shape, lengths_shape, initial_state_shape=None,
                              token_index_shape=None):

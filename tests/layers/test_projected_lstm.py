@@ -77,6 +77,34 @@ def test_xla_by_default_only_for_kernels_that_stay_in_cache():
     assert not ProjectedLSTM(8, 4, jit_compile=False).uses_xla
 
 
+def test_inference_runs_the_xla_loop_only_where_gradients_may_flow_and_both_loops_agree():
+    """Frozen layers (prediction) run the packed loop; a trainable one with a
+    small kernel the XLA loop, whose hand-written gradient serves
+    fine-tuning. Outputs and gradients are the same either way."""
+    layer = ProjectedLSTM(8, 4, 3.0, 3.0)
+    assert layer.inference_uses_xla
+    assert not ProjectedLSTM(4096, 512).inference_uses_xla
+    assert not ProjectedLSTM(8, 4, jit_compile=False).inference_uses_xla
+    frozen = ProjectedLSTM(8, 4, 3.0, 3.0, trainable=False)
+    assert not frozen.inference_uses_xla
+    assert ProjectedLSTM(8, 4, jit_compile=True, trainable=False).inference_uses_xla
+    inputs = tf.random.stateless_normal([3, 5, 6], seed=[5, 6])
+    lengths = tf.constant([5, 2, 4])
+    layer.build(inputs.shape)
+    frozen.build(inputs.shape)
+    frozen.set_weights(layer.get_weights())
+    results = []
+    for lstm in (layer, frozen):
+        with tf.GradientTape() as tape:
+            tape.watch(inputs)
+            outputs, c, h = lstm(inputs, lengths, training=False)
+            loss = tf.reduce_sum(outputs ** 2) + tf.reduce_sum(c * h[:, :1])
+        results.append([outputs, c, h, *tape.gradient(loss, [inputs, lstm.recurrent_kernel])])
+    for xla, packed in zip(*results):
+        np.testing.assert_allclose(packed.numpy(), xla.numpy(), rtol=1e-5, atol=1e-6)
+    assert np.abs(results[0][-1].numpy()).max() > 0
+
+
 def test_lstm_input_half_uses_bfloat16_in_training_only():
     rng = np.random.default_rng(3)
     inputs = tf.constant(rng.normal(size=(4, 6, 12)), tf.float32)
