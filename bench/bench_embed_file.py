@@ -34,10 +34,10 @@ from common import run_sizes  # noqa: E402
 
 
 def run_one(size, n_sentences, batch_size):
-    from bilm.commands.sentence_embeddings import embed_file
-    from bilm.elmo import ELMo
+    from bilm.export.sentence_embeddings import embed_file
+    from bilm.pretrained import ELMo
     from bilm.io.sentence_files import length_sorted_batches
-    from bilm.models.predictor import BidirectionalLanguageModel
+    from bilm.models.bidirectional_lm import BidirectionalLanguageModel
     from bilm.models.random_weights import write_random_model
     from bilm.options import load_options
     from bilm.presets import get_preset

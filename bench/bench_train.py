@@ -32,10 +32,10 @@ import numpy as np
 import tensorflow as tf
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bilm.commands.training import load_training_data  # noqa: E402
+from bilm.training.from_files import load_training_data  # noqa: E402
 from bilm.ops.matmul_dtype import MATMUL_DTYPES  # noqa: E402
 from bilm.presets import TRAINING_DEFAULTS, get_preset  # noqa: E402
-from bilm.training.objective import TrainingLM  # noqa: E402
+from bilm.training.training_lm import TrainingLM  # noqa: E402
 from bilm.training.optimizer import SparseAdagrad  # noqa: E402
 from bilm.training.settings import training_settings  # noqa: E402
 from bilm.training.tf_dataset import make_tf_dataset  # noqa: E402

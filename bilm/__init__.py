@@ -4,14 +4,14 @@ from bilm.utils.tensorflow_logs import import_tensorflow
 import_tensorflow()  # before any module of bilm imports it (see bilm.utils.tensorflow_logs)
 
 # isort: split
-from bilm.commands.sentence_embeddings import dump_bilm_embeddings
-from bilm.commands.token_embeddings import dump_token_embeddings
-from bilm.elmo import ELMo, load
+from bilm.export.sentence_embeddings import dump_bilm_embeddings
+from bilm.export.token_embeddings import dump_token_embeddings
+from bilm.pretrained import ELMo, load
 from bilm.layers.weight_layers import WeightLayers, weight_layers
 from bilm.models.elmo_embedding import ELMoEmbedding
-from bilm.models.network import build_bilm
-from bilm.models.predictor import BidirectionalLanguageModel
-from bilm.models.saved_model import export_saved_model
+from bilm.models.functional_bilm import build_bilm
+from bilm.models.bidirectional_lm import BidirectionalLanguageModel
+from bilm.export.saved_model import export_saved_model
 from bilm.options import BiLMOptions, load_options
 from bilm.text.batching import Batcher, TokenBatcher
 from bilm.text.vocabulary import UnicodeCharsVocabulary, Vocabulary

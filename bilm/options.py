@@ -9,6 +9,7 @@ import json
 import os
 from typing import Optional, Tuple
 
+from bilm.errors import UserError
 from bilm.io.output_files import atomic_output
 
 ACTIVATIONS = ("relu", "tanh")
@@ -19,7 +20,7 @@ TRAINING_N_CHARACTERS = 261
 PREDICTION_N_CHARACTERS = 262
 
 
-class OptionsError(ValueError):
+class OptionsError(UserError):
     """An options file or dict is missing a key or has a bad value."""
 
 

@@ -5,6 +5,7 @@ into the training form with the original recipe's hyperparameters.
 """
 import copy
 
+from bilm.errors import UserError
 from bilm.options import TRAINING_N_CHARACTERS
 
 _FILTERS = [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]]
@@ -55,7 +56,7 @@ TRAINING_DEFAULTS = {
 def get_preset(name):
     """A deep copy of the named preset's options dict."""
     if name not in PRESETS:
-        raise ValueError(f"Unknown preset {name!r}; choose one of {sorted(PRESETS)}.")
+        raise UserError(f"Unknown preset {name!r}; choose one of {sorted(PRESETS)}.")
     return copy.deepcopy(PRESETS[name])
 
 

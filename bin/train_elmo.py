@@ -9,7 +9,7 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # before TensorFlow loads
 
-from bilm.commands.training import add_training_arguments, describe_result, train_from_args  # noqa: E402
+from bilm.commands.training_arguments import add_training_arguments, describe_result, train_from_args  # noqa: E402
 from bilm.commands.user_errors import exit_on_user_error  # noqa: E402
 
 

@@ -33,7 +33,7 @@ def stateless_layers(model):
     """Each of `helpers.SENTENCES`' `(3, n_tokens, 12)` layers from `model`,
     stateless from zero states, all in one batch: what every embedding path
     must give."""
-    from bilm.models.predictor import BidirectionalLanguageModel
+    from bilm.models.bidirectional_lm import BidirectionalLanguageModel
     from bilm.text.batching import Batcher
     from helpers import SENTENCES
 

@@ -4,7 +4,7 @@ import json
 import pytest
 
 import numpy_reference as R
-from bilm.models.predictor import BidirectionalLanguageModel
+from bilm.models.bidirectional_lm import BidirectionalLanguageModel
 from bilm.options import OptionsError, load_options, save_options
 
 

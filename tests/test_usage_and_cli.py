@@ -6,7 +6,7 @@ import sys
 import h5py
 import pytest
 
-from bilm.commands.quickstart import prepare_directory
+from bilm.training.quickstart import prepare_directory
 from helpers import ROOT, SENTENCES, write_model, write_vocab
 
 

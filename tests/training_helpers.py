@@ -15,7 +15,7 @@ import numpy as np
 import tensorflow as tf
 
 import numpy_reference as R
-from bilm.commands.training import load_training_data
+from bilm.training.from_files import load_training_data
 from bilm.training.optimizer import global_norm_scale
 
 WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet",

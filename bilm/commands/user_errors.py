@@ -3,17 +3,20 @@ import contextlib
 import sys
 import warnings
 
-# Bad options, vocabularies, weight files, checkpoints, data and output paths
-# raise ValueError or a subclass (OptionsError, WeightFileError,
-# CheckpointError, OutputFileError); missing files raise FileNotFoundError; a
-# loss that turned NaN raises FloatingPointError.
-USER_ERRORS = (ValueError, FileNotFoundError, FloatingPointError)
+from bilm.errors import UserError
+
+# bilm's own errors for input the user can fix (bad options, vocabularies,
+# weight files, checkpoints, data, output paths, a loss that turned NaN),
+# and files that do not exist. Anything else is a bug and keeps its traceback.
+USER_ERRORS = (UserError, FileNotFoundError)
 
 
 @contextlib.contextmanager
 def exit_on_user_error():
-    """Turns a user error, or a file the system would not read or write, into
-    `sys.exit("Error: ...")` (exit status 1); Ctrl-C exits with status 130.
+    """Turns a user error (`bilm.errors.UserError`), or a file the system would
+    not read or write, into `sys.exit("Error: ...")` (exit status 1); Ctrl-C
+    exits with status 130. Any other exception (a bug) propagates with its
+    traceback.
     Inside it a warning is printed as one line, `Warning: <message>`."""
     format_warning = warnings.formatwarning
     warnings.formatwarning = _one_line_warning

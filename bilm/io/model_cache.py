@@ -27,6 +27,7 @@ import zipfile
 
 import keras
 
+from bilm.errors import UserError
 from bilm.io.embedding_files import file_sha256
 from bilm.io.output_files import atomic_output, check_output_directory, temporary_path
 
@@ -35,7 +36,7 @@ URL_SCHEMES = ("http", "https", "ftp", "file")
 _KEY_DIGITS = 16
 
 
-class ModelFileError(ValueError):
+class ModelFileError(UserError):
     """A path or URL does not give a model bilm reads: no model files, another
     model family, a corrupt or unsafe archive, a failed download."""
 
@@ -55,7 +56,7 @@ def check_sha256(sha256):
     if sha256 is None:
         return None
     if not isinstance(sha256, str) or len(sha256) != 64 or any(c not in "0123456789abcdefABCDEF" for c in sha256):
-        raise ValueError(f"sha256 must be 64 hexadecimal digits (as sha256sum prints). Received: sha256={sha256!r}")
+        raise UserError(f"sha256 must be 64 hexadecimal digits (as sha256sum prints). Received: sha256={sha256!r}")
     return sha256.lower()
 
 

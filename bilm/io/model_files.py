@@ -20,6 +20,7 @@ import tarfile
 import zipfile
 from typing import Optional
 
+from bilm.errors import UserError
 from bilm.io.embedding_files import file_sha256
 from bilm.io.model_cache import ModelFileError, check_sha256, download, extract_zip, is_url
 from bilm.io.output_files import same_file
@@ -71,6 +72,14 @@ class ModelFiles:
         return os.path.dirname(self.options_file)
 
 
+def options_file_beside(weight_file):
+    """Where the options of a weight file bilm writes go: `<stem>_options.json`
+    for `<stem>.hdf5`, a pair `find_model_files` recognises."""
+    weight_file = os.fspath(weight_file)
+    stem = weight_file[:-len(".hdf5")] if weight_file.endswith(".hdf5") else weight_file
+    return f"{stem}_options.json"
+
+
 def locate_model(path, cache_dir=None, sha256=None):
     """The local files of the model at `path`, downloading and extracting it if needed.
 
@@ -105,7 +114,7 @@ def locate_model(path, cache_dir=None, sha256=None):
             "one or the URL of a .zip.")
     is_zip = os.path.isfile(path) and zipfile.is_zipfile(path)
     if sha256 is not None and not is_zip:
-        raise ValueError(f"sha256= checks a zip or a download; {path} is not a zip. Leave sha256 out.")
+        raise UserError(f"sha256= checks a zip or a download; {path} is not a zip. Leave sha256 out.")
     if os.path.isdir(path):
         return find_model_files(path)
     if is_zip:

@@ -19,11 +19,13 @@ import uuid
 
 import h5py
 
+from bilm.errors import UserError
+
 KIND_ATTRIBUTE = "bilm_file"
 FILE_KINDS = ("weights", "token_embeddings", "sentence_embeddings")
 
 
-class OutputFileError(ValueError):
+class OutputFileError(UserError):
     """An output would replace an input or a file bilm did not write, or cannot be written."""
 
 

@@ -1,8 +1,10 @@
 """Streaming a one-sentence-per-line file in length-sorted batches."""
 import itertools
+import os
 
 import numpy as np
 
+from bilm.errors import UserError
 from bilm.text.whitespace import split_tokens
 
 
@@ -28,6 +30,14 @@ def read_sentences(path):
             yield number, line, split_tokens(line)
 
 
+def token_lists(sentences):
+    """Sentences as token lists, lazily: from a text file's path (one sentence
+    per line), or from an iterable of strings (split on whitespace) or token lists."""
+    if isinstance(sentences, (str, os.PathLike)):
+        return (tokens for _, _, tokens in read_sentences(os.fspath(sentences)))
+    return (split_tokens(s) if isinstance(s, str) else list(s) for s in sentences)
+
+
 # Items sorted together when batches are cut by a token budget.
 CHUNK_ITEMS = 8192
 # The token budget of a model call when the caller sets no batch size: large
@@ -43,7 +53,7 @@ def check_batch_size(batch_size):
     any work (`length_sorted_batches` is lazy)."""
     if batch_size is not None and (
             not isinstance(batch_size, (int, np.integer)) or isinstance(batch_size, bool) or batch_size < 1):
-        raise ValueError(f"batch_size must be a positive integer. Received: batch_size={batch_size!r}; "
+        raise UserError(f"batch_size must be a positive integer. Received: batch_size={batch_size!r}; "
                          f"None (the default) makes batches of about {BULK_MAX_TOKENS} tokens.")
     return batch_size
 
@@ -69,7 +79,7 @@ def length_sorted_batches(items, batch_size=None, tokens_of=lambda item: item[2]
         lists of items.
     """
     if batch_size is not None and max_tokens is not None:
-        raise ValueError("Pass batch_size or max_tokens, not both. "
+        raise UserError("Pass batch_size or max_tokens, not both. "
                          f"Received: batch_size={batch_size!r}, max_tokens={max_tokens!r}")
     if batch_size is None and max_tokens is None:
         max_tokens = BULK_MAX_TOKENS

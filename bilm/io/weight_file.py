@@ -9,6 +9,7 @@ quirk of the original layout is a named hook, applied only here:
   `[x_t, h_{t-1}]` before one matmul).
 The file is opened once per load or save.
 """
+import contextlib
 import dataclasses
 import os
 import shutil
@@ -17,12 +18,19 @@ from typing import Callable, Tuple
 import h5py
 import numpy as np
 
+from bilm.errors import UserError
 from bilm.io.output_files import KIND_ATTRIBUTE, atomic_output, check_output_file
-from bilm.models.boundary_state import write_boundary_state
-from bilm.models.network import DIRECTIONS
+
+# The scope of each LSTM stack in the file: `RNN_0` is the forward one.
+RNN_SCOPES = (("forward", "RNN_0"), ("backward", "RNN_1"))
+# Extra datasets beside the weights (docs/formats.md, "Boundary state"):
+# `{state key: float32 (size,)}` and an attribute `n_starts`.
+BOUNDARY_STATE_GROUP = "boundary_state"
+WEIGHTS_KIND = "weights"
+TOKEN_EMBEDDINGS_KIND = "token_embeddings"
 
 
-class WeightFileError(ValueError):
+class WeightFileError(UserError):
     """A weight file is missing, unreadable, or does not match the model."""
 
 
@@ -117,11 +125,11 @@ def weight_table(model):
             projection = layers["token_projection"]
             entries.append(_direct_entry("CNN_proj/W_proj", projection.kernel))
             entries.append(_direct_entry("CNN_proj/b_proj", projection.bias))
-    for d, direction in enumerate(DIRECTIONS):
+    for direction, scope in RNN_SCOPES:
         layer = 0
         while f"{direction}_lstm_{layer}" in layers:
             lstm = layers[f"{direction}_lstm_{layer}"]
-            prefix = f"RNN_{d}/RNN/MultiRNNCell/Cell{layer}/LSTMCell"
+            prefix = f"{scope}/RNN/MultiRNNCell/Cell{layer}/LSTMCell"
             entries.append(_lstm_kernel_entry(f"{prefix}/W_0", lstm.input_kernel, lstm.recurrent_kernel))
             entries.append(_direct_entry(f"{prefix}/B", lstm.bias))
             if lstm.projection_kernel is not None:
@@ -183,7 +191,7 @@ def write_datasets(path, arrays, kind, boundary_state=None):
     `bilm_file` (see `bilm.io.output_files`) is the only addition to the
     original layout; readers of that layout ignore it, as they ignore a
     `boundary_state` `({state key: (size,)}, n_starts)` written beside the
-    weights (`bilm.models.boundary_state`).
+    weights (see `read_boundary_state`).
     """
     with atomic_output(path) as tmp, h5py.File(tmp, "w") as f:
         f.attrs[KIND_ATTRIBUTE] = kind
@@ -196,7 +204,7 @@ def write_datasets(path, arrays, kind, boundary_state=None):
 def save_bilm_weights(model, weight_file, boundary_state=None):
     """Writes `model`'s weights in the original layout (readable by bilm-tf and
     AllenNLP), with `boundary_state` `({state key: (size,)}, n_starts)` if given."""
-    write_datasets(weight_file, {entry.name: entry.get() for entry in weight_table(model)}, kind="weights",
+    write_datasets(weight_file, {entry.name: entry.get() for entry in weight_table(model)}, kind=WEIGHTS_KIND,
                    boundary_state=boundary_state)
 
 
@@ -227,15 +235,53 @@ def copy_with_boundary_state(weight_file, out_path, boundary_state, n_starts, ov
     `weight_file`, and an existing `out_path` is replaced only if bilm wrote
     it as a weight file (or with `overwrite=True`).
     """
-    out_path = check_output_file(out_path, [weight_file], kind="weights", overwrite=overwrite)
+    out_path = check_output_file(out_path, [weight_file], kind=WEIGHTS_KIND, overwrite=overwrite)
     with atomic_output(out_path) as tmp:
         shutil.copyfile(weight_file, tmp)
         with h5py.File(tmp, "a") as f:
-            f.attrs[KIND_ATTRIBUTE] = "weights"
+            f.attrs[KIND_ATTRIBUTE] = WEIGHTS_KIND
             write_boundary_state(f, boundary_state, n_starts)
     return out_path
 
 
+def read_boundary_state(weight_file):
+    """The boundary state stored in a weight file, or None when it has none.
+
+    Returns:
+        `({state key: float32 (size,)}, number of starts averaged)` or None.
+
+    Raises:
+        WeightFileError: the file is missing or is not a readable HDF5 file.
+    """
+    with _open_for_reading(weight_file, "Weight file") as f:
+        group = f.get(BOUNDARY_STATE_GROUP)
+        if not isinstance(group, h5py.Group):
+            return None
+        return {key: group[key][...].astype(np.float32) for key in group}, int(group.attrs.get("n_starts", 0))
+
+
+def write_boundary_state(h5_file, state, n_starts):
+    """Adds (or replaces) the boundary state datasets in an open HDF5 file."""
+    if BOUNDARY_STATE_GROUP in h5_file:
+        del h5_file[BOUNDARY_STATE_GROUP]
+    group = h5_file.create_group(BOUNDARY_STATE_GROUP)
+    group.attrs["n_starts"] = int(n_starts)
+    for key, value in state.items():
+        group.create_dataset(key, data=np.asarray(value, np.float32))
+
+
+@contextlib.contextmanager
+def token_embeddings_writer(path, n_vocab, dim):
+    """Yields the `embedding` dataset `(n_vocab, dim)` float32 of a new token
+    embedding file, to fill in parts; the file is written under a temporary
+    name and renamed when the block completes."""
+    with atomic_output(path) as tmp, h5py.File(tmp, "w") as f:
+        f.attrs[KIND_ATTRIBUTE] = TOKEN_EMBEDDINGS_KIND
+        yield f.create_dataset("embedding", (n_vocab, dim), dtype="float32")
+
+
 def save_token_embeddings(path, embedding):
     """Writes `embedding` `(n_vocab, projection_dim)` as a token embedding file."""
-    write_datasets(path, {"embedding": embedding}, kind="token_embeddings")
+    embedding = np.asarray(embedding, np.float32)
+    with token_embeddings_writer(path, *embedding.shape) as dataset:
+        dataset[...] = embedding

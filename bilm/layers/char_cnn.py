@@ -2,6 +2,7 @@
 import keras
 import tensorflow as tf
 
+from bilm.errors import UserError
 from bilm.layers.initializers import char_cnn_kernel_initializer
 from bilm.ops.bias_add import add_bias
 from bilm.ops.char_convolutions import max_pooled_char_convolutions
@@ -33,7 +34,7 @@ class CharCNNEncoder(keras.layers.Layer):
     def __init__(self, n_characters, embedding_dim, filters, activation="relu", **kwargs):
         super().__init__(**kwargs)
         if activation not in ("relu", "tanh"):
-            raise ValueError(f"activation must be 'relu' or 'tanh'. Received: activation={activation!r}")
+            raise UserError(f"activation must be 'relu' or 'tanh'. Received: activation={activation!r}")
         self.n_characters = n_characters
         self.embedding_dim = embedding_dim
         self.filters = [tuple(f) for f in filters]

@@ -2,6 +2,7 @@
 import keras
 import tensorflow as tf
 
+from bilm.errors import UserError
 from bilm.layers.initializers import dense_initializer
 from bilm.ops.bias_add import add_bias
 from bilm.ops.matmul_dtype import check_matmul_dtype, kernel_matmul, matmul
@@ -17,27 +18,27 @@ class Highway(keras.layers.Layer):
 
     Args:
         n_layers: number of highway layers (0 is the identity).
-        matmul_dtype: `"float32"`, or `"bfloat16"` for bfloat16 operands in
+        training_matmul_dtype: `"float32"`, or `"bfloat16"` for bfloat16 operands in
             the layers' matmuls when called with `training=True` (see
             `bilm.ops.matmul_dtype`).
-        inference_matmul_dtype: `"float32"`, or `"bfloat16"` to keep the
+        kernel_dtype: `"float32"`, or `"bfloat16"` to keep the
             kernels in bfloat16 (rounded once, when assigned) for inference:
             the matmuls take bfloat16 operands and accumulate in float32,
             the rest is float32. Such a layer refuses `training=True`.
 
     Call arguments:
         inputs: float tensor `(..., features)`.
-        training: whether `matmul_dtype` applies (else the kernels' dtype).
+        training: whether `training_matmul_dtype` applies (else the kernels' dtype).
 
     Returns:
         float tensor of the same shape.
     """
 
-    def __init__(self, n_layers, matmul_dtype="float32", inference_matmul_dtype="float32", **kwargs):
+    def __init__(self, n_layers, training_matmul_dtype="float32", kernel_dtype="float32", **kwargs):
         super().__init__(**kwargs)
         self.n_layers = n_layers
-        self.matmul_dtype = check_matmul_dtype(matmul_dtype)
-        self.inference_matmul_dtype = check_matmul_dtype(inference_matmul_dtype, "inference_matmul_dtype")
+        self.training_matmul_dtype = check_matmul_dtype(training_matmul_dtype, "training_matmul_dtype")
+        self.kernel_dtype = check_matmul_dtype(kernel_dtype, "kernel_dtype")
 
     def build(self, input_shape):
         features = input_shape[-1]
@@ -46,25 +47,25 @@ class Highway(keras.layers.Layer):
         for k in range(self.n_layers):
             self.carry_kernels.append(self.add_weight(
                 name=f"carry_kernel_{k}", shape=(features, features), initializer=dense_initializer(features),
-                dtype=self.inference_matmul_dtype))
+                dtype=self.kernel_dtype))
             self.carry_biases.append(self.add_weight(
                 name=f"carry_bias_{k}", shape=(features,), initializer=keras.initializers.Constant(-2.0)))
             self.transform_kernels.append(self.add_weight(
                 name=f"transform_kernel_{k}", shape=(features, features), initializer=dense_initializer(features),
-                dtype=self.inference_matmul_dtype))
+                dtype=self.kernel_dtype))
             self.transform_biases.append(self.add_weight(
                 name=f"transform_bias_{k}", shape=(features,), initializer="zeros"))
 
     def call(self, inputs, training=None):
-        if training and self.inference_matmul_dtype != "float32":
-            raise ValueError(
-                f"Highway '{self.name}' keeps its kernels in {self.inference_matmul_dtype} for inference and "
-                f"cannot be called with training=True. Received: inference_matmul_dtype="
-                f"{self.inference_matmul_dtype!r}; build it with inference_matmul_dtype='float32' to train.")
+        if training and self.kernel_dtype != "float32":
+            raise UserError(
+                f"Highway '{self.name}' keeps its kernels in {self.kernel_dtype} for inference and "
+                f"cannot be called with training=True. Received: kernel_dtype="
+                f"{self.kernel_dtype!r}; build it with kernel_dtype='float32' to train.")
 
         def product(x, kernel):
             if training:
-                return matmul(x, kernel, self.matmul_dtype)
+                return matmul(x, kernel, self.training_matmul_dtype)
             return kernel_matmul(x, tf.convert_to_tensor(kernel))
 
         # One 2-D matmul over all leading axes is faster than a batched one.
@@ -80,6 +81,6 @@ class Highway(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update({"n_layers": self.n_layers, "matmul_dtype": self.matmul_dtype,
-                       "inference_matmul_dtype": self.inference_matmul_dtype})
+        config.update({"n_layers": self.n_layers, "training_matmul_dtype": self.training_matmul_dtype,
+                       "kernel_dtype": self.kernel_dtype})
         return config

@@ -9,6 +9,7 @@ import functools
 import keras
 import tensorflow as tf
 
+from bilm.errors import UserError
 from bilm.ops.bias_add import add_bias
 from bilm.ops.lstm_bptt import lstm_layer_bptt, lstm_recurrence_bptt
 from bilm.ops.lstm_recurrence import lstm_recurrence_packed, lstm_recurrence_xla, packed_steps
@@ -49,10 +50,10 @@ class ProjectedLSTM(keras.layers.Layer):
             padded, masked XLA loop runs, whose hand-written gradient
             makes fine-tuning through it (e.g. `ELMoEmbedding(...,
             trainable_bilm=True)`) faster (docs/performance.md).
-        matmul_dtype: `"float32"`, or `"bfloat16"` for bfloat16 operands in
+        training_matmul_dtype: `"float32"`, or `"bfloat16"` for bfloat16 operands in
             the input half's matmul when called with `training=True` (see
             `bilm.ops.matmul_dtype`). The recurrence is float32 either way.
-        inference_matmul_dtype: `"float32"`, or `"bfloat16"` to keep the
+        kernel_dtype: `"float32"`, or `"bfloat16"` to keep the
             input, recurrent and projection kernels in bfloat16 (rounded
             once, when assigned) for inference: every product with them
             takes bfloat16 operands and accumulates in float32; the bias,
@@ -66,7 +67,7 @@ class ProjectedLSTM(keras.layers.Layer):
             zeros when omitted.
         training: use the recurrence with a hand-written backward pass
             (`bilm.ops.lstm_bptt`; same outputs, faster gradients) and
-            `matmul_dtype`.
+            `training_matmul_dtype`.
         token_index: optional int `(batch, time)`. Then `inputs` is
             `(1, n_distinct, input_dim)`, the distinct input rows, and row
             b reads `inputs[0, token_index[b, t]]` at step t; the input
@@ -79,7 +80,7 @@ class ProjectedLSTM(keras.layers.Layer):
     """
 
     def __init__(self, units, projection_dim=None, cell_clip=None, proj_clip=None,
-                 go_backwards=False, jit_compile=None, matmul_dtype="float32", inference_matmul_dtype="float32",
+                 go_backwards=False, jit_compile=None, training_matmul_dtype="float32", kernel_dtype="float32",
                  **kwargs):
         super().__init__(**kwargs)
         self.units = units
@@ -88,8 +89,8 @@ class ProjectedLSTM(keras.layers.Layer):
         self.proj_clip = proj_clip
         self.go_backwards = go_backwards
         self.jit_compile = jit_compile
-        self.matmul_dtype = check_matmul_dtype(matmul_dtype)
-        self.inference_matmul_dtype = check_matmul_dtype(inference_matmul_dtype, "inference_matmul_dtype")
+        self.training_matmul_dtype = check_matmul_dtype(training_matmul_dtype, "training_matmul_dtype")
+        self.kernel_dtype = check_matmul_dtype(kernel_dtype, "kernel_dtype")
         self.use_projection = projection_dim is not None and projection_dim != units
         self.output_dim = projection_dim if self.use_projection else units
 
@@ -100,7 +101,7 @@ class ProjectedLSTM(keras.layers.Layer):
         limit = (6.0 / (input_dim + self.output_dim + 4 * self.units)) ** 0.5
         init = keras.initializers.RandomUniform(-limit, limit)
         # bfloat16 inference keeps the kernels in bfloat16: rounded once, when assigned.
-        kernel_dtype = self.inference_matmul_dtype
+        kernel_dtype = self.kernel_dtype
         self.input_kernel = self.add_weight(
             name="input_kernel", shape=(input_dim, 4 * self.units), initializer=init, dtype=kernel_dtype)
         self.recurrent_kernel = self.add_weight(
@@ -115,11 +116,11 @@ class ProjectedLSTM(keras.layers.Layer):
 
     def call(self, inputs, lengths, initial_state=None, training=None, token_index=None):
         lengths = tf.cast(lengths, tf.int32)
-        if training and self.inference_matmul_dtype != "float32":
-            raise ValueError(
-                f"ProjectedLSTM '{self.name}' keeps its kernels in {self.inference_matmul_dtype} for inference "
-                f"and cannot be called with training=True. Received: inference_matmul_dtype="
-                f"{self.inference_matmul_dtype!r}; build it with inference_matmul_dtype='float32' to train.")
+        if training and self.kernel_dtype != "float32":
+            raise UserError(
+                f"ProjectedLSTM '{self.name}' keeps its kernels in {self.kernel_dtype} for inference "
+                f"and cannot be called with training=True. Received: kernel_dtype="
+                f"{self.kernel_dtype!r}; build it with kernel_dtype='float32' to train.")
         if token_index is not None:
             token_index = tf.cast(token_index, tf.int32)
         batch = tf.shape(inputs if token_index is None else token_index)[0]
@@ -162,7 +163,7 @@ class ProjectedLSTM(keras.layers.Layer):
                 # gradient makes all three kernels' gradients together.
                 outputs, c, h = lstm_layer_bptt(
                     inputs_tm, tf.convert_to_tensor(self.input_kernel), tf.convert_to_tensor(self.bias),
-                    *state_and_kernels, matmul_dtype=self.matmul_dtype, jit_compile=self.uses_xla)
+                    *state_and_kernels, matmul_dtype=self.training_matmul_dtype, jit_compile=self.uses_xla)
             else:
                 # (time, batch, 4 * units) input half of the gates, one matmul.
                 rows = tf.reshape(inputs_tm, [-1, tf.shape(inputs)[-1]])
@@ -187,9 +188,9 @@ class ProjectedLSTM(keras.layers.Layer):
 
     def _input_half(self, rows, training):
         """`rows @ W_x + b`, `(n, input_dim)` -> `(n, 4 * units)`: with
-        `matmul_dtype` operands in training, else in the kernel's dtype."""
+        `training_matmul_dtype` operands in training, else in the kernel's dtype."""
         if training:
-            product = matmul(rows, self.input_kernel, self.matmul_dtype)
+            product = matmul(rows, self.input_kernel, self.training_matmul_dtype)
         else:
             product = kernel_matmul(rows, tf.convert_to_tensor(self.input_kernel))
         return add_bias(product, self.bias)
@@ -228,8 +229,8 @@ class ProjectedLSTM(keras.layers.Layer):
             "proj_clip": self.proj_clip,
             "go_backwards": self.go_backwards,
             "jit_compile": self.jit_compile,
-            "matmul_dtype": self.matmul_dtype,
-            "inference_matmul_dtype": self.inference_matmul_dtype,
+            "training_matmul_dtype": self.training_matmul_dtype,
+            "kernel_dtype": self.kernel_dtype,
         })
         return config
 

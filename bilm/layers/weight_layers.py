@@ -3,6 +3,8 @@
 import keras
 from keras import ops
 
+from bilm.errors import UserError
+
 # Epsilon of the original's `tf.nn.batch_normalization` call.
 _LAYER_NORM_EPSILON = 1e-12
 
@@ -56,7 +58,7 @@ class WeightLayers(keras.layers.Layer):
 
     Reference:
         - [Peters et al., 2018](https://arxiv.org/abs/1802.05365)
-        - bilm-tf, `bilm/elmo.py`, `weight_layers`.
+        - bilm-tf, `bilm/pretrained.py`, `weight_layers`.
     """
 
     def __init__(
@@ -74,7 +76,7 @@ class WeightLayers(keras.layers.Layer):
         _check_rank(input_shape)
         n_layers = input_shape[1]
         if n_layers is None:
-            raise ValueError(
+            raise UserError(
                 "WeightLayers needs a static number of biLM layers (axis 1 "
                 "of `lm_embeddings`, shape (batch, n_layers, time, dim)). "
                 f"Received: shape={tuple(input_shape)}"
@@ -150,7 +152,7 @@ class WeightLayers(keras.layers.Layer):
         if self.l2_coef is None or self.use_top_only:
             return ops.convert_to_tensor(0.0, dtype=self.variable_dtype)
         if self.W is None:
-            raise ValueError(
+            raise UserError(
                 f"Layer '{self.name}' has no `W` yet: call it on "
                 "`lm_embeddings` (or build it) before asking for its "
                 "regularization loss."
@@ -174,7 +176,7 @@ class WeightLayers(keras.layers.Layer):
 
 def _check_rank(shape):
     if shape is None or len(shape) != 4:
-        raise ValueError(
+        raise UserError(
             "`lm_embeddings` must be a rank 4 tensor of shape "
             "(batch, n_layers, time, dim). "
             f"Received: shape={None if shape is None else tuple(shape)}"
@@ -190,7 +192,7 @@ def _time_mask(mask):
         # (batch, n_layers, time). Every layer shares the time mask.
         return ops.any(ops.cast(mask, "bool"), axis=1)
     if len(mask.shape) != 2:
-        raise ValueError(
+        raise UserError(
             "`mask` must have shape (batch, time). "
             f"Received: shape={tuple(mask.shape)}"
         )

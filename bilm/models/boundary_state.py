@@ -12,25 +12,18 @@ was, and its vectors still depend on that sentence only.
 `compute_boundary_state` runs a prediction network over consecutive
 sentences as training does (each row a stream, states carried from one
 sentence to the next) and averages the states at the sentence starts. The
-state is stored in weight files as extra datasets (`BOUNDARY_STATE_GROUP`,
-see docs/formats.md), which readers of the original layout ignore.
+state is stored in weight files as extra datasets, which readers of the
+original layout ignore (`bilm.io.weight_file.read_boundary_state`); where a
+model starts each sentence is decided by `bilm.models.start_state`.
 """
 import itertools
-import os
-import warnings
 
-import h5py
 import numpy as np
 import tensorflow as tf
 
-from bilm.io.sentence_files import read_sentences
-from bilm.models.network import state_keys
-from bilm.text.whitespace import split_tokens
+from bilm.errors import UserError
+from bilm.models.functional_bilm import state_keys
 
-BOUNDARY_STATE_GROUP = "boundary_state"
-# Where each sentence's LSTMs start when every sentence is embedded on its
-# own: the boundary state, or zeros.
-STARTS = ("warm", "zeros")
 # Sentences averaged by default (warm_up from text, the end of training).
 DEFAULT_N_SENTENCES = 1000
 # Parallel streams of sentences, and the first sentences of each stream
@@ -64,7 +57,7 @@ def compute_boundary_state(network, options, sentences, to_ids, n_sentences=DEFA
     """
     text = [list(s) for s in itertools.islice((s for s in sentences if len(s)), n_sentences + rows * BURN_IN)]
     if len(text) < 2:
-        raise ValueError(f"Computing the boundary state needs at least 2 sentences; received {len(text)}.")
+        raise UserError(f"Computing the boundary state needs at least 2 sentences; received {len(text)}.")
     # Few rows for a short text, so that most of it counts after the burn-in.
     rows = max(1, min(rows, len(text) // (4 * BURN_IN)))
     burn_in = min(BURN_IN, len(text) // rows - 1)
@@ -96,76 +89,11 @@ def compute_boundary_state(network, options, sentences, to_ids, n_sentences=DEFA
     return {key: (total / count).astype(np.float32) for key, total in sums.items()}, count
 
 
-def token_lists(sentences):
-    """Sentences as token lists: from a text file's path (one sentence per
-    line), or from an iterable of strings (split on whitespace) or token lists."""
-    if isinstance(sentences, (str, os.PathLike)):
-        return (tokens for _, _, tokens in read_sentences(os.fspath(sentences)))
-    return (split_tokens(s) if isinstance(s, str) else list(s) for s in sentences)
-
-
-def read_boundary_state(weight_file):
-    """The boundary state stored in a weight file, or None when it has none.
-
-    Returns:
-        `({state key: float32 (size,)}, number of starts averaged)` or None.
-    """
-    with h5py.File(weight_file, "r") as f:
-        group = f.get(BOUNDARY_STATE_GROUP)
-        if not isinstance(group, h5py.Group):
-            return None
-        return {key: group[key][...].astype(np.float32) for key in group}, int(group.attrs.get("n_starts", 0))
-
-
-def write_boundary_state(h5_file, state, n_starts):
-    """Adds (or replaces) the boundary state datasets in an open HDF5 file."""
-    if BOUNDARY_STATE_GROUP in h5_file:
-        del h5_file[BOUNDARY_STATE_GROUP]
-    group = h5_file.create_group(BOUNDARY_STATE_GROUP)
-    group.attrs["n_starts"] = int(n_starts)
-    for key, value in state.items():
-        group.create_dataset(key, data=np.asarray(value, np.float32))
-
-
-def resolve_start(start, has_state, source):
-    """The start to use: `start`, or for None `"warm"` when a boundary state
-    is available and `"zeros"` otherwise. ValueError for an unknown start or
-    `"warm"` without a state."""
-    if start is None:
-        if not has_state:
-            _say_once_how_to_warm_up(source)
-        return "warm" if has_state else "zeros"
-    if start not in STARTS:
-        raise ValueError(f"start must be one of {STARTS} (or None: 'warm' when the model has a boundary "
-                         f"state, else 'zeros'). Received: start={start!r}")
-    if start == "warm" and not has_state:
-        raise ValueError(
-            f"start='warm' needs a boundary state, and {source} holds none (weights trained before bilm stored "
-            "one, or published ones). Compute one from your own text with warm_up= (bilm.load(..., "
-            "warm_up=sentences), ELMo.warm_up, bin/elmo.py --warm_up FILE), or use start='zeros'.")
-    return start
-
-
-_told_how_to_warm_up = False
-
-
-def _say_once_how_to_warm_up(source):
-    global _told_how_to_warm_up
-    if not _told_how_to_warm_up:
-        _told_how_to_warm_up = True
-        warnings.warn(
-            f"{source} holds no boundary state, so every sentence starts from zero LSTM states, where the "
-            "model never was in training (the first and last tokens' vectors suffer most). Compute the state "
-            "from a sample of your own text with warm_up= (bilm.load(..., warm_up=sentences_or_file), "
-            "ELMo.warm_up, bin/elmo.py --warm_up FILE); start='zeros' keeps zero states without this note.",
-            stacklevel=4)
-
-
 def check_boundary_state(state, options, source):
     """Checks that `state` has one vector of the right size per LSTM state of `options`."""
     expected = {key: size for key, _, size in state_keys(options)}
     found = {key: tuple(np.shape(value)) for key, value in state.items()}
     if found != {key: (size,) for key, size in expected.items()}:
-        raise ValueError(f"{source}: the boundary state does not match the model: it holds {found}, the options "
+        raise UserError(f"{source}: the boundary state does not match the model: it holds {found}, the options "
                          f"need {{key: (size,)}} for {expected}.")
     return state

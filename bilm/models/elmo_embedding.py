@@ -1,34 +1,23 @@
 """`ELMoEmbedding`: a pretrained biLM and its scalar mix as one Keras layer."""
 import os
-import warnings
 
 import keras
+import numpy as np
 import tensorflow as tf
 
+from bilm.errors import UserError
+from bilm.io.weight_file import load_bilm_weights, load_token_embeddings, read_token_embeddings
 from bilm.layers.weight_layers import WeightLayers
-from bilm.models.boundary_state import (
-    check_boundary_state,
-    compute_boundary_state,
-    read_boundary_state,
-    resolve_start,
-    token_lists,
-)
-from bilm.models.elmo_inputs import INPUT_TYPES, TokenMask, inputs_to_ids, output_time_shape, resolve_input_type
-from bilm.models.network import state_keys
-from bilm.models.predictor import elmo_outputs, load_prediction_bilm
+from bilm.models.bidirectional_lm import elmo_outputs
+from bilm.models.functional_bilm import build_bilm, state_keys
+from bilm.models.start_state import STARTS, resolve_start
+from bilm.models.text_inputs import INPUT_TYPES, TokenMask, inputs_to_ids, output_time_shape, resolve_input_type
 from bilm.ops.matmul_dtype import check_matmul_dtype
 from bilm.options import load_options
-from bilm.text.batching import Batcher
-from bilm.text.graph_batching import (
-    token_vocab_table,
-)
+from bilm.text.graph_batching import token_vocab_table, vocabulary_tokens
 
 # Outputs whose first two axes are (batch, time): Keras masks them.
 SEQUENCE_OUTPUTS = ("word_emb", "elmo")
-
-
-# Stands for "the saved weights bring the boundary state" (see from_config).
-_RESTORED_FROM_ARCHIVE = object()
 
 
 def _lstm_output_names(n_layers):
@@ -39,18 +28,21 @@ def _lstm_output_names(n_layers):
 class ELMoEmbedding(keras.layers.Layer):
     """ELMo representations of text from a pretrained biLM, as one Keras layer.
 
-    The biLM is `build_bilm`'s functional model with the weights of
-    `weight_file`, run *stateless*: every sentence starts from the same
-    LSTM state (`start`), so outputs are deterministic and do not depend on
-    the other rows or on earlier batches. Its layers are mixed by a
-    `WeightLayers` scalar mix. By default only the mix trains; the biLM is
-    frozen.
+    The biLM is `build_bilm`'s functional model, run *stateless*: every
+    sentence starts from the same LSTM state (`start`), so outputs are
+    deterministic and do not depend on the other rows or on earlier batches.
+    Its layers are mixed by a `WeightLayers` scalar mix. By default only the
+    mix trains; the biLM is frozen.
+
+    The constructor builds the architecture that `options` describe, with
+    random biLM weights; its arguments are the layer's whole config, so a
+    `.keras` archive rebuilds it anywhere and restores every weight.
+    `ELMoEmbedding.from_files(options_file, weight_file, ...)` builds one
+    and loads a weight file (and the start state) into it.
 
     Args:
-        options_file: path of the biLM's `options.json` (or its dict).
-        weight_file: HDF5 weights in the original layout. `None` leaves the
-            biLM with random weights; only meant for restoring saved
-            variables (a `.keras` archive restores every variable).
+        options: the biLM's options (a dict, `BiLMOptions` or an
+            `options.json` path), turned into their prediction form.
         output: which output the layer returns (TF-Hub ELMo names):
             `"word_emb"` `(batch, time, P)`, the context-free token
             encodings (layer 0); `"lstm_outputs1"`, `"lstm_outputs2"`, ...
@@ -74,20 +66,17 @@ class ELMoEmbedding(keras.layers.Layer):
             (token-input models); `"auto"` picks from dtype and rank.
         max_batch_size: if set, a larger batch is an error (the stateless
             layer itself has no limit).
-        embedding_weight_file: HDF5 token embeddings for a token-input biLM
-            (options without `char_cnn`); the layer then reads token ids.
-        vocab_file: vocabulary for a token-input biLM given text
-            (`"tokens"`/`"sentences"`); unknown tokens map to `<UNK>`.
-        start: where each sentence's LSTMs start: `"warm"`, the boundary
-            state (the mean state at sentence starts in training, see
-            `bilm.models.boundary_state`), `"zeros"`, or None for `"warm"`
-            when there is a boundary state, else `"zeros"`. The start state
-            is a (non-trainable) weight of the layer, so `.keras` archives
-            and SavedModels carry it.
-        warm_up: for weights without a boundary state: your own text
-            (sentences, or a text file's path) to compute one from.
-        boundary_state: `{state key: (size,)}` to use instead of the one
-            stored in `weight_file` (e.g. `ELMo.boundary_state`).
+        n_token_vocab: rows of a token-input biLM's token table (options
+            without `char_cnn`): the token embedding file's rows plus one
+            padding row.
+        vocabulary: the tokens of a token-input biLM's vocabulary in file
+            order, for text inputs (`"tokens"`/`"sentences"`); unknown
+            tokens map to `<UNK>`.
+        start: where each sentence's LSTMs start: `"warm"`, from the start
+            state weights (the boundary state that `from_files` loads, see
+            `bilm.models.start_state`), or `"zeros"`. The start state is a
+            (non-trainable) weight of the layer, so `.keras` archives and
+            SavedModels carry it.
         matmul_dtype: `"float32"`, or `"bfloat16"` to keep the biLM's
             kernels in bfloat16 (see `BidirectionalLanguageModel`); not with
             `trainable_bilm`.
@@ -109,12 +98,12 @@ class ELMoEmbedding(keras.layers.Layer):
 
     Methods `to_ids(inputs, sequence_len=None)` (text -> biLM ids, in graph)
     and `embed_ids(ids, training=None)` (ids -> dict of every output) are
-    the two halves of `call`; `bilm.models.saved_model` uses them directly.
+    the two halves of `call`; `bilm.export.saved_model` uses them directly.
 
     Example:
     ```python
     tokens = keras.Input(shape=(None,), dtype="string")
-    elmo = ELMoEmbedding("options.json", "weights.hdf5")(tokens)
+    elmo = ELMoEmbedding.from_files("options.json", "weights.hdf5")(tokens)
     x = keras.layers.Bidirectional(keras.layers.LSTM(64, return_sequences=True))(elmo)
     model = keras.Model(tokens, keras.layers.Dense(n_tags, activation="softmax")(x))
     ```
@@ -124,34 +113,38 @@ class ELMoEmbedding(keras.layers.Layer):
         - TF-Hub's ELMo module (output names), AllenNLP's `Elmo` (dropout).
     """
 
-    def __init__(self, options_file, weight_file, output="elmo", trainable_mix=True,
-                 trainable_bilm=False, do_layer_norm=False, l2_coef=0.0, use_top_only=False,
-                 dropout=0.0, input_type="auto", max_batch_size=None, embedding_weight_file=None,
-                 vocab_file=None, start=None, warm_up=None, boundary_state=None, matmul_dtype="float32",
-                 **kwargs):
+    def __init__(self, options, output="elmo", trainable_mix=True, trainable_bilm=False, do_layer_norm=False,
+                 l2_coef=0.0, use_top_only=False, dropout=0.0, input_type="auto", max_batch_size=None,
+                 n_token_vocab=None, vocabulary=None, start="zeros", matmul_dtype="float32", **kwargs):
         super().__init__(**kwargs)
-        options = load_options(options_file)
-        use_character_inputs = embedding_weight_file is None
-        if use_character_inputs and options.char_cnn is None:
-            raise ValueError(
-                f"{options.source}: the options have no 'char_cnn' section, so this is a token-input "
-                "biLM: pass embedding_weight_file= (HDF5 with 'embedding') and, for text input, vocab_file=.")
+        options = load_options(options)
+        use_character_inputs = options.char_cnn is not None
         options = options.for_prediction(use_character_inputs)
         names = ("word_emb", *_lstm_output_names(options.n_layers), "elmo", "default", "all")
         if output not in names:
-            raise ValueError(f"output must be one of {names}. Received: output={output!r}")
+            if isinstance(output, (str, os.PathLike)) and os.fspath(output).endswith((".hdf5", ".h5")):
+                raise UserError(
+                    f"ELMoEmbedding(options, ...) builds the layer's architecture; it takes no weight file "
+                    f"(received {os.fspath(output)!r} as output). Load weights with "
+                    "ELMoEmbedding.from_files(options_file, weight_file, ...).")
+            raise UserError(f"output must be one of {names}. Received: output={output!r}")
         if input_type not in INPUT_TYPES:
-            raise ValueError(f"input_type must be one of {INPUT_TYPES}. Received: input_type={input_type!r}")
+            raise UserError(f"input_type must be one of {INPUT_TYPES}. Received: input_type={input_type!r}")
         if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1). Received: dropout={dropout}")
+            raise UserError(f"dropout must be in [0, 1). Received: dropout={dropout}")
         if max_batch_size is not None and max_batch_size < 1:
-            raise ValueError(f"max_batch_size must be >= 1 or None. Received: max_batch_size={max_batch_size}")
+            raise UserError(f"max_batch_size must be >= 1 or None. Received: max_batch_size={max_batch_size}")
+        if start not in STARTS:
+            raise UserError(f"start must be one of {STARTS}. Received: start={start!r}")
         check_matmul_dtype(matmul_dtype)
         if trainable_bilm and matmul_dtype != "float32":
-            raise ValueError(f"trainable_bilm=True fine-tunes the biLM, which needs float32 kernels. Received: "
-                             f"matmul_dtype={matmul_dtype!r}; pass matmul_dtype='float32' to fine-tune.")
-        self.options_file = options_file
-        self.weight_file = weight_file
+            raise UserError(f"trainable_bilm=True fine-tunes the biLM, which needs float32 kernels. Received: "
+                            f"matmul_dtype={matmul_dtype!r}; pass matmul_dtype='float32' to fine-tune.")
+        if not use_character_inputs and n_token_vocab is None:
+            raise UserError(f"{options.source}: the options have no 'char_cnn' section, so this is a token-input "
+                            "biLM: pass n_token_vocab= (or use ELMoEmbedding.from_files(..., "
+                            "embedding_weight_file=...)).")
+        self.options = options
         # `Layer.output` is Keras's (the symbolic output tensor).
         self.output_key = output
         self.trainable_mix = trainable_mix
@@ -162,50 +155,73 @@ class ELMoEmbedding(keras.layers.Layer):
         self.dropout = dropout
         self.input_type = input_type
         self.max_batch_size = max_batch_size
-        self.embedding_weight_file = embedding_weight_file
-        self.vocab_file = vocab_file
+        self.n_token_vocab = None if use_character_inputs else int(n_token_vocab)
+        self.vocabulary = None if vocabulary is None else list(vocabulary)
+        self.start = start
         self.matmul_dtype = matmul_dtype
-        self.options = options
         self.use_character_inputs = use_character_inputs
         self.supports_masking = True
 
         # === Layers ===
-        self.bilm = load_prediction_bilm(options, weight_file, embedding_weight_file, matmul_dtype)
+        self.bilm = build_bilm(options, n_token_vocab=self.n_token_vocab, kernel_dtype=matmul_dtype, name="bilm")
         self.bilm.trainable = trainable_bilm
         self.mix = WeightLayers(l2_coef=l2_coef or None, use_top_only=use_top_only,
                                 do_layer_norm=do_layer_norm, name="elmo_mix")
         self.mix.trainable = self._mix_trains()
         self.dropout_layer = keras.layers.Dropout(dropout, name="elmo_dropout") if dropout else None
-        self.vocab_table = token_vocab_table(vocab_file) if vocab_file is not None else None
+        self.vocab_table = token_vocab_table(self.vocabulary) if self.vocabulary is not None else None
         self.token_mask = TokenMask(input_type, use_character_inputs, name=f"{self.name}_token_mask")
-        self.start = self._resolve_start_state(start, warm_up, boundary_state)
-
-    def _resolve_start_state(self, start, warm_up, boundary_state):
-        """Creates `start_state` (one weight per LSTM state) and fills it;
-        returns the start."""
-        restoring = boundary_state is _RESTORED_FROM_ARCHIVE
-        if restoring:
-            boundary_state = None
-        elif boundary_state is None and self.weight_file is not None:
-            stored = read_boundary_state(self.weight_file)
-            boundary_state = stored[0] if stored else None
-        if warm_up is not None:
-            if not self.use_character_inputs:
-                raise ValueError(f"{self.name}: warm_up needs a character biLM; pass boundary_state= for a "
-                                 "token-input one.")
-            batcher = Batcher(None, self.options.char_cnn.max_characters_per_token)
-            boundary_state, _ = compute_boundary_state(self.bilm, self.options, token_lists(warm_up),
-                                                       batcher.batch_sentences)
-        if boundary_state is not None:
-            check_boundary_state(boundary_state, self.options, f"{self.name}: boundary_state")
-        start = resolve_start(start, restoring or boundary_state is not None, self.weight_file or "the weights")
         self.start_state = {key: self.add_weight(name=f"start_{key}", shape=(size,), initializer="zeros",
                                                  trainable=False)
                             for key, _, size in state_keys(self.options)}
-        if start == "warm" and boundary_state is not None:
-            for key, variable in self.start_state.items():
-                variable.assign(boundary_state[key])
-        return start
+
+    @classmethod
+    def from_files(cls, options_file, weight_file, *, embedding_weight_file=None, vocab_file=None, start=None,
+                   warm_up=None, boundary_state=None, **kwargs):
+        """An `ELMoEmbedding` with the weights of `weight_file`.
+
+        Args:
+            options_file: the biLM's `options.json` (or its dict).
+            weight_file: HDF5 weights in the original layout.
+            embedding_weight_file: HDF5 token embeddings (`embedding`,
+                e.g. from `dump_token_embeddings`) for a token-input biLM;
+                the layer then reads token ids.
+            vocab_file: the vocabulary of a token-input biLM given text.
+            start: `"warm"`, `"zeros"`, or None for `"warm"` when there is
+                a boundary state, else `"zeros"` (see `bilm.models.start_state`).
+            warm_up: for weights without a boundary state: your own text
+                (sentences, or a text file's path) to compute one from.
+            boundary_state: `{state key: (size,)}` to use instead of the one
+                stored in `weight_file` (e.g. `ELMo.boundary_state`).
+            **kwargs: the constructor's other arguments (`output`, ...).
+
+        Returns:
+            `ELMoEmbedding`.
+        """
+        options = load_options(options_file)
+        use_character_inputs = embedding_weight_file is None
+        if use_character_inputs and options.char_cnn is None:
+            raise UserError(
+                f"{options.source}: the options have no 'char_cnn' section, so this is a token-input "
+                "biLM: pass embedding_weight_file= (HDF5 with 'embedding') and, for text input, vocab_file=.")
+        options = options.for_prediction(use_character_inputs)
+        if not use_character_inputs:
+            kwargs["n_token_vocab"] = read_token_embeddings(embedding_weight_file).shape[0] + 1
+        if vocab_file is not None:
+            kwargs["vocabulary"] = vocabulary_tokens(vocab_file)
+        layer = cls(options, **kwargs)
+        load_bilm_weights(layer.bilm, weight_file)
+        if not use_character_inputs:
+            load_token_embeddings(layer.bilm, embedding_weight_file)
+        layer.set_start_state(resolve_start(options, start, boundary_state=boundary_state, weight_file=weight_file,
+                                            warm_up=warm_up, network=layer.bilm))
+        return layer
+
+    def set_start_state(self, start_state):
+        """Sets `start` and the start state weights from a `StartState`."""
+        for key, vector in start_state.vectors(self.options).items():
+            self.start_state[key].assign(np.asarray(vector, np.float32))
+        self.start = start_state.start
 
     @property
     def trainable(self):
@@ -319,8 +335,7 @@ class ELMoEmbedding(keras.layers.Layer):
     def get_config(self):
         config = super().get_config()
         config.update({
-            "options_file": self.options_file,
-            "weight_file": self.weight_file,
+            "options": self.options.to_dict(),
             "output": self.output_key,
             "trainable_mix": self.trainable_mix,
             "trainable_bilm": self.trainable_bilm,
@@ -330,32 +345,9 @@ class ELMoEmbedding(keras.layers.Layer):
             "dropout": self.dropout,
             "input_type": self.input_type,
             "max_batch_size": self.max_batch_size,
-            "embedding_weight_file": self.embedding_weight_file,
-            "vocab_file": self.vocab_file,
+            "n_token_vocab": self.n_token_vocab,
+            "vocabulary": self.vocabulary,
             "start": self.start,
             "matmul_dtype": self.matmul_dtype,
-            # Lets a saved model be rebuilt after options.json is gone.
-            "options": self.options.to_dict(),
         })
         return config
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        if config.get("start") == "warm":
-            # The start state is one of the layer's weights: a `.keras`
-            # archive restores it right after from_config.
-            config["boundary_state"] = _RESTORED_FROM_ARCHIVE
-        options = config.pop("options", None)
-        options_file = config.get("options_file")
-        if options is not None and isinstance(options_file, str) and not os.path.exists(options_file):
-            config["options_file"] = options
-        weight_file = config.get("weight_file")
-        if weight_file is not None and not os.path.exists(weight_file):
-            # Loading a `.keras` archive restores every variable right after
-            # from_config; anything else gets random biLM weights.
-            warnings.warn(
-                f"ELMoEmbedding: weight file {weight_file!r} no longer exists; the biLM starts with "
-                "random weights (a .keras archive restores the saved ones).", stacklevel=2)
-            config["weight_file"] = None
-        return cls(**config)

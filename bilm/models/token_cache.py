@@ -1,6 +1,8 @@
 """Token encodings kept across calls, so each distinct token is encoded once."""
 import numpy as np
 
+from bilm.errors import UserError
+
 
 class TokenEncodingCache:
     """Char-CNN token encodings by char-id row, shared by every call.
@@ -23,7 +25,7 @@ class TokenEncodingCache:
 
     def __init__(self, encode, dim, max_size):
         if max_size < 0:
-            raise ValueError(f"max_size must be >= 0. Received: max_size={max_size}")
+            raise UserError(f"max_size must be >= 0. Received: max_size={max_size}")
         self._encode = encode
         self._slots = {}
         self._table = np.zeros([min(max_size, 1024), dim], np.float32)

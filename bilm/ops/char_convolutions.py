@@ -30,6 +30,8 @@ same as over every position.
 """
 import tensorflow as tf
 
+from bilm.errors import UserError
+
 
 def max_pooled_char_convolutions(char_ids, embedding, kernels):
     """`concat_i(max_t conv1d(gather(embedding, char_ids), kernels[i])[:, t])`.
@@ -87,7 +89,7 @@ def _max_pooled(char_ids, embedding, *kernels):
     widths = [kernel.shape[0] for kernel in kernels]
     nums = [kernel.shape[2] for kernel in kernels]
     if max(w * num for w, num in zip(widths, nums)) * embedding.shape[0] >= 2 ** 31:
-        raise ValueError(f"char CNN too large for int32 gradient bins: {embedding.shape[0]} characters "
+        raise UserError(f"char CNN too large for int32 gradient bins: {embedding.shape[0]} characters "
                          f"x filters {list(zip(widths, nums))}; use fewer characters or filters.")
     columns = columns_to_keep(char_ids, max(widths))
     # No tokens still makes one (padding) block, so that case needs no branch.

@@ -6,8 +6,7 @@ carries the state gradients (two skinny matmuls per step, like the forward
 pass) and the weight gradients are large matmuls over all steps, made
 after the loop (and outside XLA, whose CPU matmul is slower at these
 shapes than oneDNN's).
-The math is the TF1 `LSTMCell` of `bilm.ops.lstm_recurrence.lstm_recurrence`; the two are
-compared in `tests/test_lstm.py`.
+The math is the TF1 `LSTMCell` step of `bilm.ops.lstm_cell`.
 """
 from typing import NamedTuple
 
@@ -35,10 +34,24 @@ def _unclipped_mask(x, clip):
 
 def lstm_recurrence_bptt(gates_tm, lengths, c0, h0, recurrent_kernel, projection_kernel,
                          cell_clip, proj_clip, jit_compile=False):
-    """Same arguments and results as `bilm.ops.lstm_recurrence.lstm_recurrence`; differentiable
-    with respect to `gates_tm`, `c0`, `h0` and both kernels. `jit_compile`
-    compiles both loops with XLA (fused elementwise work per step; worth it
-    when shapes repeat, as in training)."""
+    """The LSTM recurrence given the precomputed input half of the gates.
+
+    Args:
+        gates_tm: `(time, batch, 4 * units)`, `x W_x + b` in `i, j, f, o`
+            order, time-major.
+        lengths: `(batch,)` valid steps per row.
+        c0, h0: `(batch, units)`, `(batch, output_dim)` initial state.
+        recurrent_kernel: `(output_dim, 4 * units)`.
+        projection_kernel: `(units, output_dim)` or None.
+        cell_clip, proj_clip: Python floats or None.
+        jit_compile: compile both loops with XLA (fused elementwise work
+            per step; worth it when shapes repeat, as in training).
+
+    Returns:
+        outputs `(batch, time, output_dim)` (zeros at padded steps), and the
+        final `c`, `h` at each row's last valid step; differentiable with
+        respect to `gates_tm`, `c0`, `h0` and both kernels.
+    """
     projection_kernel, use_projection = projection_stand_in(projection_kernel, gates_tm.dtype)
     forward, backward = _loop_functions(jit_compile)
     clips = (cell_clip, proj_clip, use_projection)
@@ -69,10 +82,10 @@ def lstm_layer_bptt(inputs_tm, input_kernel, bias, lengths, c0, h0, recurrent_ke
         input_kernel: `(input_dim, 4 * units)`; bias: `(4 * units,)`. The
             input half is `inputs_tm @ input_kernel + bias`, its matmul with
             operands of `matmul_dtype` (`bilm.ops.matmul_dtype`).
-        The rest as `bilm.ops.lstm_recurrence.lstm_recurrence`.
+        The rest as `lstm_recurrence_bptt`.
 
     Returns:
-        As `bilm.ops.lstm_recurrence.lstm_recurrence`; differentiable with respect to
+        As `lstm_recurrence_bptt`; differentiable with respect to
         `inputs_tm`, both states and every weight.
 
     The gradients of the input kernel, the recurrent kernel and the bias
@@ -122,7 +135,7 @@ def lstm_layer_bptt(inputs_tm, input_kernel, bias, lengths, c0, h0, recurrent_ke
 
 def recomputed_gradients(gates_tm, lengths, c0, h0, recurrent_kernel, projection_kernel,
                          cell_clip, proj_clip, use_projection, d_outputs, d_c, d_h):
-    """Gradients of `lstm_recurrence`'s results (given theirs, `d_outputs`,
+    """Gradients of the recurrence's results (given theirs, `d_outputs`,
     `d_c`, `d_h`) with respect to `(gates_tm, c0, h0, recurrent_kernel,
     projection_kernel)`, re-running the forward loop to get what the
     backward pass needs; for forward passes that kept nothing (inference

@@ -5,9 +5,7 @@ batch: rows longest first, each step computing only the rows still inside
 their length, so padding costs no matmul rows (PyTorch's packed sequences).
 `lstm_recurrence_xla` runs a padded, masked loop compiled with XLA (static
 shapes), with a gradient that runs the hand-written backward pass of
-`bilm.ops.lstm_bptt` (fine-tuning through ELMo). `lstm_recurrence` is the
-plain padded graph loop, the reference the others are tested against.
-Training uses `bilm.ops.lstm_bptt`'s own forward loop, which also stores
+`bilm.ops.lstm_bptt` (fine-tuning through ELMo). Training uses `bilm.ops.lstm_bptt`'s own forward loop, which also stores
 what its backward pass needs.
 """
 from typing import NamedTuple
@@ -16,51 +14,38 @@ import tensorflow as tf
 
 from bilm.ops.lstm_bptt import recomputed_gradients
 from bilm.ops.lstm_cell import lstm_cell_step, projection_stand_in
-from bilm.ops.xla_buckets import padded_size
 
 
-@tf.function(reduce_retracing=True)
-def lstm_recurrence(gates_tm, lengths, c0, h0, recurrent_kernel, projection_kernel,
-                    cell_clip, proj_clip):
-    """Runs the LSTM recurrence given the precomputed input half of the gates.
+def padded_size(size):
+    """The size XLA compiles for: a multiple of 16, or of an eighth of the
+    next power of two for large sizes (at most ~12% padding, a handful of
+    compilations per doubling). `size`: int32 scalar tensor."""
+    power = tf.bitwise.left_shift(1, tf.cast(tf.math.ceil(
+        tf.math.log(tf.cast(tf.maximum(size, 1), tf.float32)) / tf.math.log(2.0)), tf.int32))
+    step = tf.maximum(16, power // 8)
+    return (size + step - 1) // step * step
+
+
+def lstm_recurrence_xla(gates_tm, lengths, c0, h0, recurrent_kernel, projection_kernel,
+                        cell_clip, proj_clip):
+    """The padded LSTM recurrence compiled with XLA, for inference.
+
+    XLA compiles once per input shape, so time is padded up to a bucket
+    (`padded_size`: a handful of compilations instead of one per sentence
+    length); the loop itself stops at the longest row.
 
     Args:
         gates_tm: `(time, batch, 4 * units)`, `x W_x + b` in `i, j, f, o`
-            order, time-major (the loop reads one step's gates at a time).
+            order, time-major.
         lengths: `(batch,)` valid steps per row.
         c0, h0: `(batch, units)`, `(batch, output_dim)` initial state.
-        recurrent_kernel: `(output_dim, 4 * units)`.
-        projection_kernel: `(units, output_dim)` or None.
+        recurrent_kernel: `(output_dim, 4 * units)`, float32 or bfloat16.
+        projection_kernel: `(units, output_dim)` (same dtype) or None.
         cell_clip, proj_clip: Python floats or None.
 
     Returns:
         outputs `(batch, time, output_dim)` (zeros at padded steps), and the
         final `c`, `h` at each row's last valid step.
-    """
-    time = tf.shape(gates_tm)[0]
-    outputs_ta = tf.TensorArray(gates_tm.dtype, size=time, element_shape=h0.shape)
-
-    def step(t, c, h, outputs_ta):
-        cell = lstm_cell_step(gates_tm[t], c, h, recurrent_kernel, projection_kernel, cell_clip, proj_clip)
-        valid = tf.expand_dims(t < lengths, 1)
-        c = tf.where(valid, cell.new_c, c)
-        h = tf.where(valid, cell.new_h, h)
-        outputs_ta = outputs_ta.write(t, tf.where(valid, cell.new_h, tf.zeros_like(cell.new_h)))
-        return t + 1, c, h, outputs_ta
-
-    _, c, h, outputs_ta = tf.while_loop(
-        lambda t, *_: t < time, step, (tf.constant(0), c0, h0, outputs_ta))
-    outputs = tf.transpose(outputs_ta.stack(), [1, 0, 2])
-    return outputs, c, h
-
-
-def lstm_recurrence_xla(gates_tm, lengths, c0, h0, recurrent_kernel, projection_kernel,
-                        cell_clip, proj_clip):
-    """`lstm_recurrence` compiled with XLA, for inference.
-
-    XLA compiles once per input shape, so time is padded up to a bucket
-    (`padded_size`: a handful of compilations instead of one per sentence
-    length); the loop itself stops at the longest row.
     """
     time = tf.shape(gates_tm)[0]
     padded_time = padded_size(time)
@@ -165,8 +150,9 @@ def lstm_recurrence_packed(gates, gate_index, steps, time, c0, h0, recurrent_ker
         steps: `PackedSteps` of the batch (`packed_steps`).
         time: the outputs' time axis, at least the longest length.
         c0, h0: `(batch, units)`, `(batch, output_dim)` initial state.
-        recurrent_kernel, projection_kernel, cell_clip, proj_clip: as
-            `lstm_recurrence` (float32 or bfloat16 kernels).
+        recurrent_kernel: `(output_dim, 4 * units)`, float32 or bfloat16.
+        projection_kernel: `(units, output_dim)` (same dtype) or None.
+        cell_clip, proj_clip: Python floats or None.
 
     Returns:
         outputs `(batch, time, output_dim)` (zeros at padded steps), and the

@@ -1,5 +1,12 @@
 """Matmuls with float32 operands, or (opt-in) bfloat16 ones.
 
+`matmul_dtype`, wherever the public API takes it (the training options,
+`ELMo`, `BidirectionalLanguageModel`, `ELMoEmbedding`, the scripts), is the
+dtype the large matmuls take their operands in. The layers reach it in one
+of two ways, named apart: `training_matmul_dtype` rounds the operands of
+each training-step product, and `kernel_dtype` stores the kernels of an
+inference-only model in that dtype.
+
 Training can run its largest matmuls (highway, the LSTMs' input half, the
 sampled softmax, whose corrected biases ride in its matmul) with bfloat16
 operands: `"matmul_dtype": "bfloat16"` in the options. Each such product
@@ -10,7 +17,7 @@ the optimizer's slots, the LSTM recurrence and cell state, the losses. It
 applies to training steps only; evaluation (held-out and `run_test.py`
 perplexities) is float32.
 
-Inference has its own opt-in, `inference_matmul_dtype` of `build_bilm`,
+Inference has its own way, `kernel_dtype` of `build_bilm`,
 `ProjectedLSTM` and `Highway`: with `"bfloat16"` the layers keep their
 large kernels (the LSTMs' input, recurrent and projection kernels, the
 highway's) *in* bfloat16, so a kernel is rounded once, when it is assigned
@@ -28,13 +35,15 @@ original recipe's arithmetic.
 """
 import tensorflow as tf
 
+from bilm.errors import UserError
+
 MATMUL_DTYPES = ("float32", "bfloat16")
 
 
 def check_matmul_dtype(value, where="matmul_dtype"):
     """Returns `value` if it is one of `MATMUL_DTYPES`; otherwise a ValueError naming `where`."""
     if value not in MATMUL_DTYPES:
-        raise ValueError(f"{where} must be one of {', '.join(map(repr, MATMUL_DTYPES))}, got {value!r}.")
+        raise UserError(f"{where} must be one of {', '.join(map(repr, MATMUL_DTYPES))}, got {value!r}.")
     return value
 
 
@@ -60,7 +69,7 @@ def kernel_matmul(x, kernel):
     """`x @ kernel` for float32 `x`, in the kernel's dtype.
 
     A float32 kernel: a float32 matmul. A bfloat16 kernel (a layer built
-    with `inference_matmul_dtype="bfloat16"`): `x` is rounded to bfloat16,
+    with `kernel_dtype="bfloat16"`): `x` is rounded to bfloat16,
     the product accumulates in float32 and is rounded to bfloat16 once.
 
     Args:

@@ -8,6 +8,7 @@ with a 10k or an 800k vocabulary.
 """
 import tensorflow as tf
 
+from bilm.errors import UserError
 from bilm.ops.matmul_dtype import matmul
 
 # Draws made per iteration of the unique sampler, and the block size of its
@@ -62,7 +63,7 @@ def log_uniform_candidates(labels, num_sampled, n_vocab, seed):
         when every draw was new).
     """
     if num_sampled > n_vocab:
-        raise ValueError(
+        raise UserError(
             f"n_negative_samples_batch ({num_sampled}) exceeds the vocabulary size ({n_vocab}); "
             "lower n_negative_samples_batch or set sample_softmax to false.")
     seed = tf.cast(seed, tf.int64)

@@ -7,6 +7,7 @@ import functools
 
 import numpy as np
 
+from bilm.errors import UserError
 from bilm.text.vocabulary import (
     BOS_CHAR,
     BOS_TOKEN,
@@ -189,7 +190,7 @@ def check_id_shape(shape, max_characters_per_token=None, who="ids"):
         expected, batcher = f"(batch, time + 2, {max_characters_per_token})", "Batcher"
         ok = len(shape) == 3 and shape[2] in (None, max_characters_per_token)
     if not ok:
-        raise ValueError(f"{who} must have shape {expected} as {batcher} gives them. Received shape {shape}.")
+        raise UserError(f"{who} must have shape {expected} as {batcher} gives them. Received shape {shape}.")
     if shape[1] is not None and shape[1] < 2:
-        raise ValueError(f"{who} must include the <S> and </S> boundary tokens (time >= 2), as {batcher} "
+        raise UserError(f"{who} must include the <S> and </S> boundary tokens (time >= 2), as {batcher} "
                          f"gives them. Received shape {shape}.")

@@ -6,9 +6,9 @@ The ops here reproduce `bilm.text.batching.Batcher` and `TokenBatcher` with
 - `sentences_to_tokens`: `(batch,)` raw sentences -> `(batch, time)` tokens,
   split on whitespace and padded with `''` (like the TF-Hub ELMo module's
   `default` signature).
-- `tokens_to_char_ids`: `(batch, time)` tokens -> `(batch, time + 2, C)`
+- `batch_char_ids`: `(batch, time)` tokens -> `(batch, time + 2, C)`
   character ids, equal to `Batcher.batch_sentences`.
-- `token_vocab_table` + `tokens_to_token_ids`: `(batch, time)` tokens ->
+- `token_vocab_table` + `batch_token_ids`: `(batch, time)` tokens ->
   `(batch, time + 2)` token ids, equal to `TokenBatcher.batch_sentences`.
 
 Row lengths: a row's tokens are those before its first `''`; whatever
@@ -23,13 +23,17 @@ import os
 import numpy as np
 import tensorflow as tf
 
+from bilm.errors import UserError
 from bilm.text.vocabulary import (
     BOS_CHAR,
+    BOS_TOKEN,
     BOUNDARY_TOKENS,
     BOW_CHAR,
     EOS_CHAR,
+    EOS_TOKEN,
     EOW_CHAR,
     PAD_CHAR,
+    UNK_TOKEN,
     Vocabulary,
     boundary_char_ids,
 )
@@ -53,7 +57,7 @@ def _check_strings(x, rank, name, example):
             f"{name} must be a string tensor (dtype tf.string), e.g. {example}. "
             f"Received dtype {x.dtype.name} with shape {tuple(x.shape)}.")
     if x.shape.rank != rank:
-        raise ValueError(
+        raise UserError(
             f"{name} must have rank {rank}, e.g. {example}. Received shape {tuple(x.shape)}.")
     return x
 
@@ -66,7 +70,7 @@ def _check_sequence_len(sequence_len, tokens):
     if not sequence_len.dtype.is_integer:
         raise TypeError(f"sequence_len must be integers, shape (batch,). Received dtype {sequence_len.dtype.name}.")
     if sequence_len.shape.rank != 1:
-        raise ValueError(f"sequence_len must have shape (batch,). Received shape {tuple(sequence_len.shape)}.")
+        raise UserError(f"sequence_len must have shape (batch,). Received shape {tuple(sequence_len.shape)}.")
     time = tf.shape(tokens)[1]
     return tf.clip_by_value(tf.cast(sequence_len, tf.int32), 0, time)
 
@@ -150,7 +154,7 @@ def _frame_rows(token_rows, lengths, bos, eos):
     return tf.where(select(position == length + 1), eos + 1, ids)
 
 
-def tokens_to_char_ids(tokens, max_chars, sequence_len=None):
+def batch_char_ids(tokens, max_chars, sequence_len=None):
     """Character ids of a batch of tokens, in graph; equals `Batcher`'s output.
 
     Args:
@@ -181,7 +185,7 @@ class TokenVocabTable:
         table: `tf.lookup.StaticHashTable` token (bytes) -> unshifted id;
             unknown tokens give `<UNK>`'s id, or -1 when the file has none.
         bos, eos, unk: ids of `<S>`, `</S>`, `<UNK>` (-1 for a missing `<UNK>`).
-        filename: the vocabulary file.
+        filename: the vocabulary file (or what the vocabulary came from).
     """
 
     table: tf.lookup.StaticHashTable
@@ -191,25 +195,46 @@ class TokenVocabTable:
     filename: str
 
 
-def token_vocab_table(vocab_file):
-    """Reads a vocabulary file (as `bilm.text.vocabulary.Vocabulary` does) into a table.
+def token_vocab_table(vocabulary):
+    """A vocabulary as an in-graph lookup table.
+
+    Args:
+        vocabulary: a vocabulary file's path (read as
+            `bilm.text.vocabulary.Vocabulary` reads it), or its tokens in
+            file order (a token's id is its position).
 
     Raises:
-        ValueError: the file lacks `<S>` or `</S>` (as `TokenBatcher`).
+        ValueError: the vocabulary lacks `<S>` or `</S>` (as `TokenBatcher`).
     """
+    if isinstance(vocabulary, (str, os.PathLike)):
+        return token_vocab_table_of(vocabulary_tokens(vocabulary), os.fspath(vocabulary))
+    return token_vocab_table_of(list(vocabulary), "the vocabulary")
+
+
+def vocabulary_tokens(vocab_file):
+    """The tokens of a vocabulary file, in file order (`Vocabulary`'s ids)."""
     vocab = Vocabulary(vocab_file)
     vocab.require(BOUNDARY_TOKENS, "a token-input biLM")
-    # A token listed twice keeps its last id, as Vocabulary.word_to_id does.
-    words = {vocab.id_to_word(i): None for i in range(vocab.size)}
-    keys = [word.encode("utf-8", "surrogateescape") for word in words]
-    values = np.array([vocab.word_to_id(word) for word in words], dtype=np.int32)
+    return [vocab.id_to_word(i) for i in range(vocab.size)]
+
+
+def token_vocab_table_of(tokens, source):
+    """`TokenVocabTable` of `tokens` (ids = positions; a token listed twice
+    keeps its last id, as `Vocabulary.word_to_id` does); `source` names it."""
+    ids = {word: i for i, word in enumerate(tokens)}
+    missing = [token for token in BOUNDARY_TOKENS if token not in ids]
+    if missing:
+        raise UserError(f"{source} lacks {', '.join(missing)}, which a token-input biLM needs.")
+    keys = [word.encode("utf-8", "surrogateescape") for word in ids]
+    values = np.array(list(ids.values()), dtype=np.int32)
+    unk = ids.get(UNK_TOKEN, -1)
     table = tf.lookup.StaticHashTable(
         tf.lookup.KeyValueTensorInitializer(tf.constant(keys, tf.string), tf.constant(values)),
-        default_value=vocab.unk)
-    return TokenVocabTable(table, vocab.bos, vocab.eos, vocab.unk, os.fspath(vocab_file))
+        default_value=unk)
+    return TokenVocabTable(table, ids[BOS_TOKEN], ids[EOS_TOKEN], unk, source)
 
 
-def tokens_to_token_ids(tokens, vocab_table, sequence_len=None):
+def batch_token_ids(tokens, vocab_table, sequence_len=None):
     """Token ids of a batch of tokens, in graph; equals `TokenBatcher`'s output.
 
     Args:

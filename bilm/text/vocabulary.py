@@ -14,6 +14,7 @@ import os
 
 import numpy as np
 
+from bilm.errors import UserError
 from bilm.text.whitespace import split_tokens
 
 BOS_CHAR = 256  # begin of sentence
@@ -29,7 +30,7 @@ BOUNDARY_TOKENS = (BOS_TOKEN, EOS_TOKEN)
 TRAINING_TOKENS = (BOS_TOKEN, EOS_TOKEN, UNK_TOKEN)
 
 
-class UnknownTokenError(KeyError):
+class UnknownTokenError(UserError, KeyError):
     """A token is not in the vocabulary and the vocabulary has no `<UNK>`."""
 
     def __str__(self):
@@ -39,7 +40,7 @@ class UnknownTokenError(KeyError):
 
 def _check_max_characters(max_characters_per_token):
     if int(max_characters_per_token) < 3:
-        raise ValueError(
+        raise UserError(
             "max_characters_per_token must be at least 3 (begin-of-word, "
             "one byte, end-of-word). "
             f"Received: max_characters_per_token={max_characters_per_token}"
@@ -171,7 +172,7 @@ class Vocabulary:
         (e.g. `BOUNDARY_TOKENS`), which `purpose` needs."""
         missing = [token for token in tokens if token not in self._word_to_id]
         if missing:
-            raise ValueError(
+            raise UserError(
                 f"Vocabulary file {self.filename!r} lacks {', '.join(missing)}. {purpose[:1].upper()}"
                 f"{purpose[1:]} needs {' and '.join(tokens)}. Add each missing token on its own line "
                 "(bin/build_vocab.py writes <S>, </S> and <UNK> at the top).")

@@ -20,13 +20,14 @@ import zlib
 
 import tensorflow as tf
 
+from bilm.errors import UserError
 from bilm.options import load_options
 
 CHECKPOINT_NAME = "model.ckpt"
 OPTIONS_FILE = "options.json"
 
 
-class CheckpointError(ValueError):
+class CheckpointError(UserError):
     """A save_dir has no checkpoint, or a checkpoint does not match the options."""
 
 

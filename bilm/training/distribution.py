@@ -4,6 +4,8 @@ import os
 
 import tensorflow as tf
 
+from bilm.errors import UserError
+
 
 def make_strategy(n_gpus=1):
     """The distribution strategy for `n_gpus` on this machine, or for a cluster.
@@ -19,7 +21,7 @@ def make_strategy(n_gpus=1):
     if n_gpus > 1:
         gpus = tf.config.list_logical_devices("GPU")
         if len(gpus) < n_gpus:
-            raise ValueError(f"n_gpus={n_gpus} but this machine shows {len(gpus)} GPU(s): {[g.name for g in gpus]}.")
+            raise UserError(f"n_gpus={n_gpus} but this machine shows {len(gpus)} GPU(s): {[g.name for g in gpus]}.")
         return tf.distribute.MirroredStrategy([gpu.name for gpu in gpus[:n_gpus]])
     return tf.distribute.get_strategy()
 

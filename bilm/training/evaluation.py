@@ -4,8 +4,9 @@ import math
 
 import tensorflow as tf
 
+from bilm.errors import UserError
 from bilm.training import checkpoints
-from bilm.training.objective import TrainingLM
+from bilm.training.training_lm import TrainingLM
 from bilm.training.prediction_network import measure_boundary_state
 from bilm.training.settings import training_settings
 from bilm.training.tf_dataset import make_tf_dataset
@@ -35,12 +36,12 @@ def evaluate(lm, data, batch_size, unroll_steps=1, verbose=0, start="carry"):
         `{"perplexity", "<direction>_perplexity", "batches"}`.
     """
     if start not in EVALUATION_STARTS:
-        raise ValueError(f"start must be one of {EVALUATION_STARTS}. Received: start={start!r}")
+        raise UserError(f"start must be one of {EVALUATION_STARTS}. Received: start={start!r}")
     if start != "carry" and unroll_steps != 1:
-        raise ValueError(f"start={start!r} resets the states at each sentence start, which needs unroll_steps=1. "
+        raise UserError(f"start={start!r} resets the states at each sentence start, which needs unroll_steps=1. "
                          f"Received: unroll_steps={unroll_steps}")
     if start == "warm" and int(lm.n_boundary_starts.numpy()) == 0:
-        raise ValueError("start='warm' needs the model's boundary state, and it has none yet; measure it with "
+        raise UserError("start='warm' needs the model's boundary state, and it has none yet; measure it with "
                          "bilm.training.prediction_network.measure_boundary_state.")
     step_fn = lm.evaluation_step
     states = lm.zero_states(batch_size)
@@ -65,7 +66,7 @@ def evaluate(lm, data, batch_size, unroll_steps=1, verbose=0, start="carry"):
         progress.update(n_batches, [("perplexity", math.exp(totals["loss"] / n_batches))])
     progress.close()
     if n_batches == 0:
-        raise ValueError(
+        raise UserError(
             f"The evaluation data gave no complete batch of {batch_size} rows x {unroll_steps} steps; "
             "use a smaller batch_size or more data.")
     metrics = {"perplexity": math.exp(totals["loss"] / n_batches), "batches": n_batches}

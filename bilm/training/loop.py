@@ -17,13 +17,14 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from bilm.errors import UserError
 from bilm.io.output_files import check_output_directory
 from bilm.options import OptionsError, save_options
 from bilm.training import checkpoints
 from bilm.training.checkpoints import CHECKPOINT_NAME, OPTIONS_FILE, CheckpointError
 from bilm.training.distribution import is_chief, make_strategy
 from bilm.training.evaluation import evaluate
-from bilm.training.objective import TrainingLM
+from bilm.training.training_lm import TrainingLM
 from bilm.training.optimizer import INITIAL_ACCUMULATOR_VALUE, SparseAdagrad
 from bilm.training.prediction_network import measure_boundary_state
 from bilm.training.settings import training_settings
@@ -31,6 +32,11 @@ from bilm.training.tf_dataset import make_tf_dataset
 from bilm.training.train_step import TrainStep
 from bilm.utils.malloc_tuning import keep_freed_memory
 from bilm.utils.progress import Progress
+
+
+class NonFiniteLossError(UserError, FloatingPointError):
+    """The training loss or gradient norm became NaN or infinite (the message
+    says at which step and what to change)."""
 
 
 def _describe_data(data):
@@ -203,7 +209,7 @@ def train(options, data, n_gpus, save_dir, log_dir, restart_ckpt_file=None, *,
         `seconds`, and `heldout_perplexity` when held-out data was given.
 
     Raises:
-        OptionsError, CheckpointError; FloatingPointError when the loss
+        OptionsError, CheckpointError; NonFiniteLossError (a FloatingPointError) when the loss
         becomes NaN (that step changes no weight; the last good checkpoint
         is kept).
     """
@@ -248,7 +254,7 @@ def train(options, data, n_gpus, save_dir, log_dir, restart_ckpt_file=None, *,
             outputs = step_fn(batch, run.current_step)
             loss, norm = float(outputs["loss"]), float(outputs["norm"])
             if not (math.isfinite(loss) and math.isfinite(norm)):
-                raise FloatingPointError(_non_finite_message(run, loss, norm, restart_ckpt_file))
+                raise NonFiniteLossError(_non_finite_message(run, loss, norm, restart_ckpt_file))
             run.advance()
             taken += 1
             recent_losses.append(loss)

@@ -5,7 +5,7 @@ import numpy as np
 
 from bilm.io.weight_file import weight_table
 from bilm.models.boundary_state import DEFAULT_N_SENTENCES, compute_boundary_state
-from bilm.models.network import build_bilm
+from bilm.models.functional_bilm import build_bilm
 from bilm.text.batching import Batcher
 from bilm.text.whitespace import split_tokens
 

@@ -13,6 +13,7 @@ import math
 import os
 import random
 
+from bilm.errors import UserError
 from bilm.io.output_files import atomic_output
 from bilm.text.vocabulary import Vocabulary
 from bilm.training.shards import list_shards, read_lines
@@ -226,7 +227,7 @@ def write_sample_corpus(directory, n_train_sentences=4000, n_heldout_sentences=4
         and `vocab_file`.
     """
     if n_shards < 1 or n_train_sentences < n_shards or n_heldout_sentences < 1:
-        raise ValueError(
+        raise UserError(
             "Need n_shards >= 1, n_train_sentences >= n_shards and n_heldout_sentences >= 1. "
             f"Received: n_train_sentences={n_train_sentences}, "
             f"n_heldout_sentences={n_heldout_sentences}, n_shards={n_shards}"
@@ -277,6 +278,6 @@ def unigram_perplexity(filepattern, vocab):
                 counts[token_id] = counts.get(token_id, 0) + 1
     total = sum(counts.values())
     if total == 0:
-        raise ValueError(f"The files matching {filepattern!r} hold no sentences.")
+        raise UserError(f"The files matching {filepattern!r} hold no sentences.")
     entropy = -sum(count * math.log(count / total) for count in counts.values()) / total
     return math.exp(entropy)

@@ -1,7 +1,9 @@
 """The training keys of `options.json`, parsed once into `TrainingSettings`.
 
 The keys and their meaning are bilm-tf's (docs/formats.md, "Options");
-keys that may be left out take the values of `bilm.presets.TRAINING_DEFAULTS`.
+every key of `bilm.presets.TRAINING_DEFAULTS`, the one table of training
+defaults, may be left out; `n_tokens_vocab` and `n_train_tokens` (which
+the corpus gives) are required.
 """
 import dataclasses
 import math
@@ -9,12 +11,6 @@ import math
 from bilm.ops.matmul_dtype import check_matmul_dtype
 from bilm.options import TRAINING_N_CHARACTERS, OptionsError, load_options
 from bilm.presets import TRAINING_DEFAULTS
-
-# Training keys that may be left out of the options (bilm-tf's defaults);
-# the others are required.
-OPTIONAL_KEYS = ("bidirectional", "dropout", "all_clip_norm_val", "learning_rate", "sample_softmax",
-                 "share_embedding_softmax", "n_epochs", "matmul_dtype")
-
 
 @dataclasses.dataclass(frozen=True)
 class TrainingSettings:
@@ -111,4 +107,4 @@ def training_settings(options, need_schedule=True):
 
 
 def _default(key):
-    return TRAINING_DEFAULTS[key] if key in OPTIONAL_KEYS else None
+    return TRAINING_DEFAULTS.get(key)

@@ -3,6 +3,7 @@ import glob
 import os
 import warnings
 
+from bilm.errors import UserError
 from bilm.text.whitespace import split_tokens
 
 
@@ -10,7 +11,7 @@ def list_shards(filepattern):
     """Sorted paths matched by the glob `filepattern`; ValueError if none."""
     shards = sorted(path for path in glob.glob(os.fspath(filepattern)) if os.path.isfile(path))
     if not shards:
-        raise ValueError(
+        raise UserError(
             f"No file matches the pattern {filepattern!r}. Pass a glob of "
             "text files with one sentence per line, e.g. 'data/train/*.txt'."
         )

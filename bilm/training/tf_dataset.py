@@ -1,6 +1,7 @@
 """The training windows as a prefetching `tf.data.Dataset`."""
 import tensorflow as tf
 
+from bilm.errors import UserError
 from bilm.training.windows import REVERSE_SUFFIX, BidirectionalLMDataset, check_positive
 from bilm.utils.interpreter_exit import ends_at_exit
 
@@ -41,7 +42,7 @@ def make_tf_dataset(lm_dataset, batch_size, num_steps, keys=None, skip=0):
     if keys is not None:
         missing = [key for key in keys if key not in signature]
         if missing:
-            raise ValueError(
+            raise UserError(
                 f"The data batches lack {missing} (they have {sorted(signature)}); char-input options need a "
                 "vocabulary loaded with max_word_length, and a bidirectional model needs "
                 "BidirectionalLMDataset.")

@@ -1,6 +1,7 @@
 """Building a training vocabulary file from sharded text."""
 import collections
 
+from bilm.errors import UserError
 from bilm.io.output_files import atomic_output, check_output_file
 from bilm.text.vocabulary import MAXTERMID_LINE, TRAINING_TOKENS
 from bilm.text.whitespace import split_tokens
@@ -41,18 +42,18 @@ def build_vocab(filepattern, outfile, min_count=1, max_size=None):
         The number of lines written (the vocabulary size).
     """
     if isinstance(min_count, bool) or not isinstance(min_count, int) or min_count < 1:
-        raise ValueError(f"min_count must be an integer >= 1. Received: min_count={min_count!r}")
+        raise UserError(f"min_count must be an integer >= 1. Received: min_count={min_count!r}")
     if max_size is not None and (
         isinstance(max_size, bool) or not isinstance(max_size, int) or max_size < len(SPECIAL_TOKENS)
     ):
-        raise ValueError(
+        raise UserError(
             "max_size counts the lines of the file including <S>, </S> and "
             f"<UNK>, so it must be an integer >= 3 or None. Received: max_size={max_size!r}"
         )
     outfile = check_output_file(outfile, list_shards(filepattern))
     counts = count_words(filepattern)
     if not counts:
-        raise ValueError(
+        raise UserError(
             f"The files matching {filepattern!r} hold no tokens; cannot build a "
             "vocabulary. Point the pattern at the training text."
         )

@@ -3,8 +3,9 @@ import glob
 import os
 import warnings
 
+from bilm.io.model_files import options_file_beside
 from bilm.io.output_files import check_output_file
-from bilm.io.weight_file import save_bilm_weights, save_token_embeddings
+from bilm.io.weight_file import WEIGHTS_KIND, save_bilm_weights, save_token_embeddings
 from bilm.options import save_options
 from bilm.training import checkpoints
 from bilm.training.checkpoints import OPTIONS_FILE
@@ -36,12 +37,11 @@ def dump_weights(save_dir, outfile, options_outfile=None, overwrite=False):
     ckpt_file = checkpoints.latest_checkpoint(save_dir)
     options = checkpoints.load_training_options(save_dir)
     outfile = os.fspath(outfile)
-    stem = outfile[:-5] if outfile.endswith(".hdf5") else outfile
     inputs = [os.path.join(os.fspath(save_dir), OPTIONS_FILE), *glob.glob(glob.escape(ckpt_file) + ".*")]
-    check_output_file(outfile, inputs, kind="weights", overwrite=overwrite)
-    options_outfile = options_outfile or f"{stem}_options.json"
+    check_output_file(outfile, inputs, kind=WEIGHTS_KIND, overwrite=overwrite)
+    options_outfile = options_outfile or options_file_beside(outfile)
     check_output_file(options_outfile, inputs + [outfile])
-    embedding_file = f"{stem}_token_embeddings.hdf5"
+    embedding_file = f"{outfile[:-5] if outfile.endswith('.hdf5') else outfile}_token_embeddings.hdf5"
     if options.char_cnn is None:
         check_output_file(embedding_file, inputs, kind="token_embeddings", overwrite=overwrite)
     lm = load_training_model(options, ckpt_file)

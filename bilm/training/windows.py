@@ -18,6 +18,7 @@ import warnings
 
 import numpy as np
 
+from bilm.errors import UserError
 from bilm.text.vocabulary import TRAINING_TOKENS, UNK_TOKEN, UnicodeCharsVocabulary, Vocabulary
 from bilm.text.whitespace import split_tokens
 from bilm.training.shards import has_sentences, list_shards, read_lines
@@ -39,7 +40,7 @@ def load_vocab(vocab_file, max_word_length=None):
 
 def check_positive(name, value):
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{name} must be a positive integer. Received: {name}={value!r}")
+        raise UserError(f"{name} must be a positive integer. Received: {name}={value!r}")
     return int(value)
 
 
@@ -166,7 +167,7 @@ class LMDataset:
             else:
                 kept.append(path)
         if not kept:
-            raise ValueError(
+            raise UserError(
                 f"Every file matching {self.filepattern!r} is empty or blank: "
                 f"{', '.join(shards)}. Point the pattern at text files with one "
                 "sentence per line."
@@ -204,7 +205,7 @@ class LMDataset:
                     n_lines += 1
                     yield line
             if n_lines == 0:
-                raise ValueError(
+                raise UserError(
                     f"The shards matching {self.filepattern!r} have become "
                     "empty while training; nothing left to read."
                 )

@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from bilm.models.predictor import BidirectionalLanguageModel
+from bilm.models.bidirectional_lm import BidirectionalLanguageModel
 from bilm.options import load_options
 from bilm.text.batching import Batcher
 from bilm.training.shards import count_tokens

@@ -64,3 +64,42 @@ def test_an_output_that_cannot_be_written_is_one_error_line_before_any_work(file
         return
     assert f"{files['blocked']}: it is a file, not a directory" in message or (
         f"Cannot create the output directory {files['blocked']}/" in message and "Not a directory" in message)
+
+
+def test_a_user_error_is_one_line_and_a_bug_keeps_its_traceback():
+    from bilm.errors import UserError
+
+    with pytest.raises(SystemExit) as stop:
+        with exit_on_user_error():
+            raise UserError("options.json: 'n_epochs' must be an integer >= 1, got 0.")
+    assert stop.value.code == "Error: options.json: 'n_epochs' must be an integer >= 1, got 0."
+    # TensorFlow and NumPy raise ValueError for shape bugs: those are not the user's.
+    with pytest.raises(ValueError, match="Shapes .* are incompatible") as raised:
+        with exit_on_user_error():
+            raise ValueError("Shapes (2, 3) and (4,) are incompatible")
+    assert not isinstance(raised.value, UserError)
+
+
+def test_a_bug_inside_a_script_prints_its_traceback(tmp_path):
+    """A script run as the user runs it: an internal error shows the traceback, a user error one line."""
+    import subprocess
+    import sys
+
+    options_file, weight_file, _ = write_model(tmp_path)
+    text = tmp_path / "in.txt"
+    text.write_text("a b\n")
+    bug = ("import sys, runpy; import bilm.export.sentence_embeddings as m\n"
+           "def broken(*a, **k): raise ValueError('Shapes (2, 3) and (4,) are incompatible')\n"
+           "m.write_embeddings = broken\n"
+           f"sys.argv = ['elmo.py', {str(text)!r}, {str(tmp_path / 'out.hdf5')!r}, '--options_file', "
+           f"{options_file!r}, '--weight_file', {weight_file!r}]\n"
+           f"runpy.run_path({os.path.join(ROOT, 'bin', 'elmo.py')!r}, run_name='__main__')\n")
+    result = subprocess.run([sys.executable, "-c", bug], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert result.returncode == 1
+    assert "Traceback (most recent call last)" in result.stderr and "incompatible" in result.stderr
+    assert "Error: Shapes" not in result.stderr
+    user = subprocess.run([sys.executable, os.path.join(ROOT, "bin", "elmo.py"), str(text), str(tmp_path / "o.hdf5"),
+                           "--options_file", options_file, "--weight_file", str(tmp_path / "missing.hdf5")],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert user.returncode == 1 and "Traceback" not in user.stderr
+    assert user.stderr.strip().splitlines()[-1].startswith("Error: Weight file not found")

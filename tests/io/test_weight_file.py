@@ -4,11 +4,22 @@ import numpy as np
 import pytest
 
 import numpy_reference as R
-from bilm.io.weight_file import WeightFileError, load_bilm_weights, save_bilm_weights, weight_table, write_datasets
-from bilm.models.network import build_bilm
-from bilm.models.predictor import BidirectionalLanguageModel
+from bilm.io.weight_file import (
+    WeightFileError,
+    load_bilm_weights,
+    read_boundary_state,
+    save_bilm_weights,
+    weight_table,
+    write_boundary_state,
+    write_datasets,
+)
+from bilm.models.functional_bilm import build_bilm
+from bilm.models.bidirectional_lm import BidirectionalLanguageModel
 from bilm.options import load_options
+from bilm.text.batching import Batcher
 from helpers import write_model
+
+MAX_CHARS = 7
 
 
 @pytest.mark.parametrize("config", [
@@ -84,3 +95,28 @@ def test_a_crash_mid_write_leaves_no_file(tmp_path):
     write_datasets(str(target), {"a": np.zeros(3)}, kind="weights")
     with h5py.File(target, "r") as f:
         assert list(f) == ["a"] and f["a"].dtype == np.float32
+
+
+def test_the_state_round_trips_through_a_weight_file_beside_the_original_datasets(tmp_path):
+    options_file, weight_file, _ = write_model(tmp_path)
+    state = {f"{d}_{layer}_{part}": np.full(8 if part == "c" else 6, layer + 0.5, np.float32)
+             for d in ("forward", "backward") for layer in range(2) for part in "ch"}
+    assert read_boundary_state(weight_file) is None
+    original = R.read_weights(weight_file)
+    with h5py.File(weight_file, "a") as f:
+        write_boundary_state(f, state, 1234)
+    loaded, n_starts = read_boundary_state(weight_file)
+    assert n_starts == 1234 and all(np.array_equal(loaded[k], state[k]) for k in state)
+    # The original datasets are untouched; the state adds new names only.
+    after = R.read_weights(weight_file)
+    assert {k: v for k, v in after.items() if not k.startswith("boundary_state/")}.keys() == original.keys()
+    model = BidirectionalLanguageModel(options_file, weight_file, stateful=False)
+    assert model.start == "warm"
+    ids = Batcher(None, MAX_CHARS).batch_sentences([["a", "b"]])
+    warm = model(ids)["lm_embeddings"].numpy()
+    zeros = model(ids, start="zeros")["lm_embeddings"].numpy()
+    init_states = {(d, layer): (state[f"{name}_{layer}_c"][None], state[f"{name}_{layer}_h"][None])
+                   for d, name in enumerate(("forward", "backward")) for layer in range(2)}
+    reference = R.bilm_forward(R.read_weights(weight_file), R.make_options(), ids, init_states=init_states)
+    np.testing.assert_allclose(warm, reference["lm_embeddings"], atol=1e-5)
+    assert np.abs(warm - zeros).max() > 1e-3

@@ -9,7 +9,7 @@ from bilm.ops.matmul_dtype import BFLOAT16_INFERENCE_TOLERANCE
 
 
 def _highway_pair(features=48):
-    layers = {dtype: Highway(2, matmul_dtype=dtype) for dtype in ("float32", "bfloat16")}
+    layers = {dtype: Highway(2, training_matmul_dtype=dtype) for dtype in ("float32", "bfloat16")}
     for layer in layers.values():
         layer.build((None, features))
     layers["bfloat16"].set_weights(layers["float32"].get_weights())
@@ -29,13 +29,13 @@ def test_highway_uses_bfloat16_in_training_only():
 
 
 def test_bfloat16_inference_highway_keeps_bfloat16_kernels_within_its_tolerance():
-    """`inference_matmul_dtype="bfloat16"`: the kernels are kept in
+    """`kernel_dtype="bfloat16"`: the kernels are kept in
     bfloat16, and each output vector is within `BFLOAT16_INFERENCE_TOLERANCE`
     (3%, relative, Euclidean) of float32's: a layer rounds x and its kernels
     to 2**-9 relative and the gates (slopes at most 1/4 and 1) do not
     amplify it, so two layers stay near 2**-9 (0.2% here); the output must
     still differ, so bfloat16 was used."""
-    layers = {dtype: Highway(2, inference_matmul_dtype=dtype, name="highway") for dtype in ("float32", "bfloat16")}
+    layers = {dtype: Highway(2, kernel_dtype=dtype, name="highway") for dtype in ("float32", "bfloat16")}
     for layer in layers.values():
         layer.build((None, 48))
     layers["bfloat16"].set_weights(layers["float32"].get_weights())
@@ -47,4 +47,4 @@ def test_bfloat16_inference_highway_keeps_bfloat16_kernels_within_its_tolerance(
     assert 1e-5 < deviations.max() < BFLOAT16_INFERENCE_TOLERANCE
     with pytest.raises(ValueError, match=r"Highway 'highway' keeps its kernels in bfloat16 .* training=True"):
         layers["bfloat16"](x, training=True)
-    assert Highway.from_config(layers["bfloat16"].get_config()).inference_matmul_dtype == "bfloat16"
+    assert Highway.from_config(layers["bfloat16"].get_config()).kernel_dtype == "bfloat16"

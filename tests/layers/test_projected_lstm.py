@@ -109,7 +109,7 @@ def test_lstm_input_half_uses_bfloat16_in_training_only():
     rng = np.random.default_rng(3)
     inputs = tf.constant(rng.normal(size=(4, 6, 12)), tf.float32)
     lengths = tf.constant([6, 3, 5, 1])
-    layers = {dtype: ProjectedLSTM(16, 8, 3.0, 3.0, matmul_dtype=dtype) for dtype in ("float32", "bfloat16")}
+    layers = {dtype: ProjectedLSTM(16, 8, 3.0, 3.0, training_matmul_dtype=dtype) for dtype in ("float32", "bfloat16")}
     for layer in layers.values():
         layer.build((None, None, 12))
     layers["bfloat16"].set_weights(layers["float32"].get_weights())
@@ -132,7 +132,7 @@ def _relative_deviations(got, want):
 @pytest.mark.parametrize("go_backwards, distinct, jit_compile", [
     (False, False, None), (True, True, None), (True, False, True)])
 def test_bfloat16_inference_stays_within_its_tolerance_of_float32(go_backwards, distinct, jit_compile):
-    """`inference_matmul_dtype="bfloat16"` against float32, same weights.
+    """`kernel_dtype="bfloat16"` against float32, same weights.
 
     Tolerance: each output vector and final state within
     `BFLOAT16_INFERENCE_TOLERANCE` (3%, relative, Euclidean) of float32's.
@@ -150,7 +150,7 @@ def test_bfloat16_inference_stays_within_its_tolerance_of_float32(go_backwards, 
     inputs = rows if distinct else tf.gather(rows[0], index)
     state = [tf.constant(rng.normal(size=(6, 32)), tf.float32), tf.constant(rng.normal(size=(6, 8)), tf.float32)]
     layers = {dtype: ProjectedLSTM(32, 8, 3.0, 3.0, go_backwards=go_backwards, jit_compile=jit_compile,
-                                   inference_matmul_dtype=dtype)
+                                   kernel_dtype=dtype)
               for dtype in ("float32", "bfloat16")}
     for layer in layers.values():
         layer.build((None, None, 12))
@@ -167,7 +167,7 @@ def test_bfloat16_inference_stays_within_its_tolerance_of_float32(go_backwards, 
 
 
 def test_bfloat16_inference_layer_keeps_its_kernels_in_bfloat16_and_refuses_training():
-    layer = ProjectedLSTM(16, 8, 3.0, 3.0, inference_matmul_dtype="bfloat16", name="lstm")
+    layer = ProjectedLSTM(16, 8, 3.0, 3.0, kernel_dtype="bfloat16", name="lstm")
     layer.build((None, None, 12))
     assert [w.dtype for w in layer.weights] == ["bfloat16", "bfloat16", "float32", "bfloat16"]
     # Assigning float32 values rounds them once: there is no float32 copy to go stale.
@@ -179,9 +179,9 @@ def test_bfloat16_inference_layer_keeps_its_kernels_in_bfloat16_and_refuses_trai
     with pytest.raises(ValueError, match=r"ProjectedLSTM 'lstm' keeps its kernels in bfloat16 .* training=True"):
         layer(tf.zeros([2, 3, 12]), tf.constant([3, 1]), training=True)
     restored = ProjectedLSTM.from_config(layer.get_config())
-    assert restored.inference_matmul_dtype == "bfloat16" and restored.matmul_dtype == "float32"
-    with pytest.raises(ValueError, match="inference_matmul_dtype must be one of"):
-        ProjectedLSTM(16, 8, inference_matmul_dtype="float16")
+    assert restored.kernel_dtype == "bfloat16" and restored.training_matmul_dtype == "float32"
+    with pytest.raises(ValueError, match="kernel_dtype must be one of"):
+        ProjectedLSTM(16, 8, kernel_dtype="float16")
 
 
 def test_bfloat16_inference_follows_assigned_weights():
@@ -189,13 +189,13 @@ def test_bfloat16_inference_follows_assigned_weights():
     # output equals a new layer's built with them.
     rng = np.random.default_rng(2)
     inputs, lengths = tf.constant(rng.normal(size=(3, 5, 12)), tf.float32), tf.constant([5, 2, 4])
-    layer = ProjectedLSTM(16, 8, 3.0, 3.0, inference_matmul_dtype="bfloat16")
+    layer = ProjectedLSTM(16, 8, 3.0, 3.0, kernel_dtype="bfloat16")
     first = layer(inputs, lengths)[0].numpy()
     call = tf.function(lambda: layer(inputs, lengths)[0])  # a traced call reads the variables too
     np.testing.assert_array_equal(call().numpy(), first)
     weights = [rng.normal(size=w.shape, scale=0.5).astype(np.float32) for w in layer.weights]
     layer.set_weights(weights)
-    fresh = ProjectedLSTM(16, 8, 3.0, 3.0, inference_matmul_dtype="bfloat16")
+    fresh = ProjectedLSTM(16, 8, 3.0, 3.0, kernel_dtype="bfloat16")
     fresh.build((None, None, 12))
     fresh.set_weights(weights)
     want = fresh(inputs, lengths)[0].numpy()

@@ -4,14 +4,8 @@ import numpy as np
 import pytest
 
 import numpy_reference as R
-from bilm.models.boundary_state import (
-    BURN_IN,
-    compute_boundary_state,
-    read_boundary_state,
-    resolve_start,
-    write_boundary_state,
-)
-from bilm.models.predictor import BidirectionalLanguageModel
+from bilm.models.boundary_state import BURN_IN, compute_boundary_state
+from bilm.models.bidirectional_lm import BidirectionalLanguageModel
 from bilm.text.batching import Batcher
 from helpers import SENTENCES, write_model
 
@@ -89,37 +83,3 @@ def test_parallel_rows_read_contiguous_parts_and_blank_sentences_are_skipped(tmp
     assert n_limited == 5
     with pytest.raises(ValueError, match="at least 2 sentences"):
         compute_boundary_state(model.model, model.options, [["a"], []], to_ids)
-
-
-def test_the_state_round_trips_through_a_weight_file_beside_the_original_datasets(tmp_path):
-    options_file, weight_file, _ = write_model(tmp_path)
-    state = {f"{d}_{layer}_{part}": np.full(8 if part == "c" else 6, layer + 0.5, np.float32)
-             for d in ("forward", "backward") for layer in range(2) for part in "ch"}
-    assert read_boundary_state(weight_file) is None
-    original = R.read_weights(weight_file)
-    with h5py.File(weight_file, "a") as f:
-        write_boundary_state(f, state, 1234)
-    loaded, n_starts = read_boundary_state(weight_file)
-    assert n_starts == 1234 and all(np.array_equal(loaded[k], state[k]) for k in state)
-    # The original datasets are untouched; the state adds new names only.
-    after = R.read_weights(weight_file)
-    assert {k: v for k, v in after.items() if not k.startswith("boundary_state/")}.keys() == original.keys()
-    model = BidirectionalLanguageModel(options_file, weight_file, stateful=False)
-    assert model.start == "warm"
-    ids = Batcher(None, MAX_CHARS).batch_sentences([["a", "b"]])
-    warm = model(ids)["lm_embeddings"].numpy()
-    zeros = model(ids, start="zeros")["lm_embeddings"].numpy()
-    init_states = {(d, layer): (state[f"{name}_{layer}_c"][None], state[f"{name}_{layer}_h"][None])
-                   for d, name in enumerate(("forward", "backward")) for layer in range(2)}
-    reference = R.bilm_forward(R.read_weights(weight_file), R.make_options(), ids, init_states=init_states)
-    np.testing.assert_allclose(warm, reference["lm_embeddings"], atol=1e-5)
-    assert np.abs(warm - zeros).max() > 1e-3
-
-
-def test_start_is_resolved_and_explained():
-    assert resolve_start(None, True, "w.hdf5") == "warm"
-    assert resolve_start("zeros", True, "w.hdf5") == "zeros"
-    with pytest.raises(ValueError, match="start='warm' needs a boundary state, and w.hdf5 holds none.*warm_up="):
-        resolve_start("warm", False, "w.hdf5")
-    with pytest.raises(ValueError, match="start must be one of"):
-        resolve_start("carry", True, "w.hdf5")

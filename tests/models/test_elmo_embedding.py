@@ -9,7 +9,8 @@ import tensorflow as tf
 import numpy_reference as R
 from bilm.layers.weight_layers import WeightLayers
 from bilm.models.elmo_embedding import ELMoEmbedding
-from bilm.models.predictor import BidirectionalLanguageModel
+from bilm.options import load_options
+from bilm.models.bidirectional_lm import BidirectionalLanguageModel
 from bilm.text.batching import Batcher, TokenBatcher
 from helpers import SENTENCES, write_model, write_vocab
 
@@ -78,26 +79,26 @@ def test_outputs_equal_language_model_and_weight_layers(model_files, input_form)
         "sentences": tf.constant([" ".join(s) for s in SENTENCES]),
         "char_ids": Batcher(None, 7).batch_sentences(SENTENCES),
     }[input_form]
-    layer = ELMoEmbedding(*model_files, output="all")
+    layer = ELMoEmbedding.from_files(*model_files, output="all")
     _set_mix(layer)
     out = {k: v.numpy() for k, v in layer(inputs).items()}
     ref = _reference(*model_files, Batcher(None, 7).batch_sentences(SENTENCES))
     _assert_outputs_close(out, ref)
     # Each named output alone is the same tensor as in the dict.
-    single = ELMoEmbedding(*model_files, output="lstm_outputs2", input_type=input_form)
+    single = ELMoEmbedding.from_files(*model_files, output="lstm_outputs2", input_type=input_form)
     np.testing.assert_allclose(single(inputs).numpy(), ref["lstm_outputs2"], atol=1e-5)
 
 
 def test_layer_norm_and_top_only_match_weight_layers(model_files):
     ids = Batcher(None, 7).batch_sentences(SENTENCES)
-    layer = ELMoEmbedding(*model_files, output="all", do_layer_norm=True)
+    layer = ELMoEmbedding.from_files(*model_files, output="all", do_layer_norm=True)
     _set_mix(layer)
     out = {k: v.numpy() for k, v in layer(_tokens(SENTENCES)).items()}
     ref = _reference(*model_files, ids, do_layer_norm=True)
     # WeightLayers normalises padded positions too; the layer keeps them zero.
     _assert_outputs_close(out, ref, valid_only=("elmo",))
     assert not out["elmo"][~out["mask"]].any()
-    top = ELMoEmbedding(*model_files, output="elmo", use_top_only=True)
+    top = ELMoEmbedding.from_files(*model_files, output="elmo", use_top_only=True)
     _set_mix(top)
     np.testing.assert_allclose(top(_tokens(SENTENCES)).numpy(), ref["lstm_outputs2"] * GAMMA, atol=1e-5)
 
@@ -107,7 +108,7 @@ def test_token_input_model(tmp_path):
     vocab = write_vocab(tmp_path, ["The", "cat", "sat", ".", "a", "b"])
     embeddings = str(tmp_path / "embedding.hdf5")
     R.write_random_token_embeddings(embeddings, 9, P)
-    layer = ELMoEmbedding(options_file, weight_file, output="lstm_outputs2",
+    layer = ELMoEmbedding.from_files(options_file, weight_file, output="lstm_outputs2",
                           embedding_weight_file=embeddings, vocab_file=vocab)
     ids = TokenBatcher(vocab).batch_sentences(SENTENCES)
     ref = BidirectionalLanguageModel(options_file, weight_file, use_character_inputs=False,
@@ -116,13 +117,13 @@ def test_token_input_model(tmp_path):
     np.testing.assert_allclose(layer(_tokens(SENTENCES)).numpy(), want, atol=1e-5)
     np.testing.assert_allclose(layer(ids).numpy(), want, atol=1e-5)
     with pytest.raises(ValueError, match="vocab_file"):
-        ELMoEmbedding(options_file, weight_file, embedding_weight_file=embeddings)(_tokens(SENTENCES))
+        ELMoEmbedding.from_files(options_file, weight_file, embedding_weight_file=embeddings)(_tokens(SENTENCES))
     with pytest.raises(ValueError, match="embedding_weight_file"):
-        ELMoEmbedding(options_file, weight_file)
+        ELMoEmbedding.from_files(options_file, weight_file)
 
 
 def test_stateless_outputs_do_not_depend_on_earlier_batches(model_files):
-    layer = ELMoEmbedding(*model_files, output="lstm_outputs1")
+    layer = ELMoEmbedding.from_files(*model_files, output="lstm_outputs1")
     first = layer(_tokens(SENTENCES)).numpy()
     layer(_tokens(SENTENCES[::-1]))
     again = layer(_tokens(SENTENCES)).numpy()
@@ -133,22 +134,22 @@ def test_stateless_outputs_do_not_depend_on_earlier_batches(model_files):
 
 def test_masking_propagates_to_downstream_layers(model_files):
     tokens = keras.Input(shape=(None,), dtype="string")
-    elmo = ELMoEmbedding(*model_files)(tokens)
+    elmo = ELMoEmbedding.from_files(*model_files)(tokens)
     # An LSTM without the mask would run over padded steps and change its state.
     model = keras.Model(tokens, keras.layers.LSTM(3)(elmo))
     short, long = model(_tokens(SENTENCES)).numpy(), model(_tokens(SENTENCES, extra=4)).numpy()
     np.testing.assert_allclose(short, long, atol=1e-6)
     assert np.abs(short).max() > 0
-    layer = ELMoEmbedding(*model_files)
+    layer = ELMoEmbedding.from_files(*model_files)
     np.testing.assert_array_equal(
         layer.compute_mask(_tokens(SENTENCES, extra=1)).numpy(),
         [[t < len(s) for t in range(8)] for s in SENTENCES])
-    assert ELMoEmbedding(*model_files, output="default").compute_mask(_tokens(SENTENCES)) is None
+    assert ELMoEmbedding.from_files(*model_files, output="default").compute_mask(_tokens(SENTENCES)) is None
 
 
 def _tagger(model_files, **kwargs):
     tokens = keras.Input(shape=(None,), dtype="string")
-    layer = ELMoEmbedding(*model_files, **kwargs)
+    layer = ELMoEmbedding.from_files(*model_files, **kwargs)
     model = keras.Model(tokens, keras.layers.Dense(2, activation="softmax")(layer(tokens)))
     model.compile(optimizer=keras.optimizers.SGD(0.5), loss="sparse_categorical_crossentropy")
     return model, layer
@@ -189,16 +190,16 @@ def test_trainable_bilm_fine_tunes_the_bilm(model_files):
     changed = _changed(bilm, layer.bilm.weights)
     assert sum(changed) > len(changed) // 2
     # The files are untouched: a new layer gives the original weights.
-    fresh = ELMoEmbedding(*model_files)
+    fresh = ELMoEmbedding.from_files(*model_files)
     for before, variable in zip(bilm, fresh.bilm.weights):
         np.testing.assert_array_equal(before, variable.numpy())
 
 
 def test_l2_coef_and_dropout(model_files):
     tokens = _tokens(SENTENCES)
-    layer = ELMoEmbedding(*model_files, l2_coef=0.1, dropout=0.5)
+    layer = ELMoEmbedding.from_files(*model_files, l2_coef=0.1, dropout=0.5)
     _set_mix(layer)
-    plain = ELMoEmbedding(*model_files)
+    plain = ELMoEmbedding.from_files(*model_files)
     _set_mix(plain)
     inference = layer(tokens, training=False).numpy()
     np.testing.assert_array_equal(inference, plain(tokens).numpy())
@@ -234,25 +235,28 @@ def test_keras_file_reloads_without_the_model_files(tmp_path):
     model.save(path)
     os.remove(options_file)
     os.remove(weight_file)
-    with pytest.warns(UserWarning, match="no longer exists"):
-        reloaded = keras.models.load_model(path)
+    reloaded = keras.models.load_model(path)
     np.testing.assert_array_equal(reloaded(tokens).numpy(), expected)
 
 
 def test_config_round_trip(model_files):
-    layer = ELMoEmbedding(*model_files, output="default", trainable_mix=False, l2_coef=0.01,
+    layer = ELMoEmbedding.from_files(*model_files, output="default", trainable_mix=False, l2_coef=0.01,
                           input_type="tokens", max_batch_size=9, name="my_elmo")
     config = layer.get_config()
     clone = ELMoEmbedding.from_config(config)
     assert clone.get_config() == config
-    assert config["output"] == "default" and config["options_file"] == model_files[0]
+    assert config["output"] == "default"
+    # The config is the architecture: no file paths, the options themselves.
+    assert not {"options_file", "weight_file", "embedding_weight_file", "vocab_file"} & set(config)
+    assert config["options"] == load_options(model_files[0]).for_prediction().to_dict()
+    clone.set_weights(layer.get_weights())
     np.testing.assert_array_equal(clone(_tokens(SENTENCES)).numpy(), layer(_tokens(SENTENCES)).numpy())
     assert clone.trainable_weights == []
 
 
 def test_all_padding_and_empty_batches(model_files):
     for do_layer_norm in (False, True):
-        layer = ELMoEmbedding(*model_files, output="all", do_layer_norm=do_layer_norm)
+        layer = ELMoEmbedding.from_files(*model_files, output="all", do_layer_norm=do_layer_norm)
         out = layer(tf.constant([["", "", ""], ["", "", ""]]))
         assert out["elmo"].shape == (2, 3, 2 * P) and out["default"].shape == (2, 2 * P)
         assert not out["mask"].numpy().any()
@@ -273,19 +277,19 @@ def test_all_padding_and_empty_batches(model_files):
 ])
 def test_bad_input_is_a_clear_error(model_files, inputs, error, message):
     with pytest.raises(error, match=message):
-        ELMoEmbedding(*model_files)(inputs)
+        ELMoEmbedding.from_files(*model_files)(inputs)
 
 
 def test_bad_arguments_are_clear_errors(model_files, tmp_path):
     with pytest.raises(ValueError, match="lstm_outputs2"):
-        ELMoEmbedding(*model_files, output="lstm_outputs3")
+        ELMoEmbedding.from_files(*model_files, output="lstm_outputs3")
     one_layer = write_model(tmp_path, n_layers=1)
     with pytest.raises(ValueError, match="Received: output='lstm_outputs2'"):
-        ELMoEmbedding(*one_layer[:2], output="lstm_outputs2")
+        ELMoEmbedding.from_files(*one_layer[:2], output="lstm_outputs2")
     with pytest.raises(ValueError, match="input_type"):
-        ELMoEmbedding(*model_files, input_type="text")
+        ELMoEmbedding.from_files(*model_files, input_type="text")
     with pytest.raises(TypeError, match="string tensor"):
-        ELMoEmbedding(*model_files, input_type="tokens")(tf.constant([[1, 2]]))
-    layer = ELMoEmbedding(*model_files, max_batch_size=2)
+        ELMoEmbedding.from_files(*model_files, input_type="tokens")(tf.constant([[1, 2]]))
+    layer = ELMoEmbedding.from_files(*model_files, max_batch_size=2)
     with pytest.raises(tf.errors.InvalidArgumentError, match="max_batch_size=2"):
         layer(_tokens(SENTENCES))

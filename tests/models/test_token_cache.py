@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from bilm.models.predictor import BidirectionalLanguageModel
+from bilm.models.bidirectional_lm import BidirectionalLanguageModel
 from bilm.models.token_cache import TokenEncodingCache
 from bilm.text.batching import Batcher
 from helpers import SENTENCES, write_model

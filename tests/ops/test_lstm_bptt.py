@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 
 from bilm.ops.lstm_bptt import lstm_layer_bptt, lstm_recurrence_bptt
-from bilm.ops.lstm_recurrence import lstm_recurrence
+from lstm_reference import lstm_recurrence
 from bilm.ops.matmul_dtype import matmul
 
 

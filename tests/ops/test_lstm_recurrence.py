@@ -6,7 +6,7 @@ import tensorflow as tf
 
 import numpy_reference as R
 from bilm.layers.projected_lstm import ProjectedLSTM
-from bilm.ops.lstm_recurrence import packed_steps
+from bilm.ops.lstm_recurrence import packed_steps, padded_size
 
 
 @pytest.mark.parametrize("go_backwards, projection", [(False, 4), (True, 4), (False, None)])
@@ -109,3 +109,11 @@ def test_packed_inference_takes_no_rows_and_rows_without_steps(distinct):
         np.testing.assert_array_equal(out.numpy(), 0.0)
         np.testing.assert_array_equal(c.numpy(), state[0].numpy())
         np.testing.assert_array_equal(h.numpy(), state[1].numpy())
+
+
+def test_xla_time_buckets_cover_the_length_with_little_padding():
+    times = np.arange(1, 1100)
+    buckets = np.array([int(padded_size(tf.constant(int(t)))) for t in times])
+    assert np.all(buckets >= times) and np.all(buckets % 16 == 0)
+    assert np.all(buckets[times > 128] <= times[times > 128] * 1.25)
+    assert len(np.unique(buckets)) < 40  # few shapes to compile

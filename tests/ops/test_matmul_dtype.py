@@ -7,7 +7,7 @@ import tensorflow as tf
 import numpy_reference as R
 from bilm.io.weight_file import load_bilm_weights, save_bilm_weights
 from bilm.layers.highway import Highway
-from bilm.models.network import build_bilm, state_keys
+from bilm.models.functional_bilm import build_bilm, state_keys
 from bilm.models.random_weights import write_random_model
 from bilm.ops.matmul_dtype import BFLOAT16_INFERENCE_TOLERANCE, kernel_matmul, matmul
 from bilm.options import load_options
@@ -61,7 +61,7 @@ def test_unknown_matmul_dtype_is_a_clear_error():
     with pytest.raises(ValueError, match="matmul_dtype must be one of 'float32', 'bfloat16', got 'float16'"):
         matmul(tf.ones([2, 2]), tf.ones([2, 2]), "float16")
     with pytest.raises(ValueError, match="matmul_dtype must be one of"):
-        Highway(1, matmul_dtype="half")
+        Highway(1, training_matmul_dtype="half")
 
 
 def test_kernel_matmul_takes_the_kernels_dtype():
@@ -74,8 +74,8 @@ def test_kernel_matmul_takes_the_kernels_dtype():
     np.testing.assert_allclose(got, matmul(x, kernel, "bfloat16").numpy(), rtol=1e-6)
 
 
-def _network(options_file, weight_file, inference_matmul_dtype):
-    model = build_bilm(load_options(options_file).for_prediction(), inference_matmul_dtype=inference_matmul_dtype)
+def _network(options_file, weight_file, kernel_dtype):
+    model = build_bilm(load_options(options_file).for_prediction(), kernel_dtype=kernel_dtype)
     load_bilm_weights(model, weight_file)
     return model
 
@@ -89,7 +89,7 @@ def _run(model, options, ids):
 
 
 def test_bfloat16_inference_network_stays_within_its_tolerance_and_follows_loaded_weights(tmp_path):
-    """A `build_bilm(inference_matmul_dtype="bfloat16")` network against
+    """A `build_bilm(kernel_dtype="bfloat16")` network against
     float32, with weights initialised as bilm initialises them (as the
     benchmarks' random models are).
 

@@ -27,7 +27,7 @@ def test_a_file_and_a_keras_layer_split_a_no_break_space_alike(tmp_path):
     assert tokens == ["The", "cat", "sat"]
     assert sentences_to_tokens(tf.constant([line])).numpy().tolist() == [[b"The", b"cat", b"sat"]]
     options_file, weight_file, _ = write_model(tmp_path)
-    layer = ELMoEmbedding(options_file, weight_file, output="all")
+    layer = ELMoEmbedding.from_files(options_file, weight_file, output="all")
     from_text = layer(tf.constant([line]))
     from_tokens = layer(tf.constant([tokens]))
     assert from_text["elmo"].shape[1] == 3

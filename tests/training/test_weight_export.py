@@ -4,8 +4,8 @@ import pytest
 import tensorflow as tf
 
 from bilm.models.boundary_state import read_boundary_state
-from bilm.models.network import state_keys
-from bilm.models.predictor import BidirectionalLanguageModel
+from bilm.models.functional_bilm import state_keys
+from bilm.models.bidirectional_lm import BidirectionalLanguageModel
 from bilm.options import load_options
 from bilm.text.batching import Batcher, TokenBatcher
 from bilm.training.checkpoints import CheckpointError

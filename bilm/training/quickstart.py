@@ -8,11 +8,12 @@ few sentences with them.
 import os
 import shutil
 
-from bilm.commands.training import test_from_files, train_from_files
+from bilm.errors import UserError
+from bilm.training.from_files import test_from_files, train_from_files
 from bilm.io.output_files import check_output_directory
-from bilm.models.predictor import BidirectionalLanguageModel
+from bilm.models.bidirectional_lm import BidirectionalLanguageModel
 from bilm.options import save_options
-from bilm.presets import TRAINING_DEFAULTS, get_preset
+from bilm.presets import training_options
 from bilm.text.batching import Batcher
 from bilm.training.sample_corpus import unigram_perplexity, write_sample_corpus
 from bilm.training.weight_export import dump_weights
@@ -25,12 +26,8 @@ EXAMPLE_SENTENCES = [
 
 def quickstart_options(n_epochs=8):
     """The tiny preset in its training form, sized for a couple of CPU minutes."""
-    options = get_preset("tiny")
-    options["char_cnn"]["n_characters"] = 261
-    options.update(TRAINING_DEFAULTS)
-    options.update(batch_size=32, unroll_steps=10, n_negative_samples_batch=64, n_epochs=n_epochs,
-                   dropout=0.1, learning_rate=0.2)
-    return options
+    return training_options("tiny", batch_size=32, unroll_steps=10, n_negative_samples_batch=64, n_epochs=n_epochs,
+                            dropout=0.1, learning_rate=0.2)
 
 
 # Marks a directory as the quick start's own, so that a rerun may start over in it.
@@ -46,7 +43,7 @@ def prepare_directory(directory):
         shutil.rmtree(os.path.join(directory, "checkpoint"), ignore_errors=True)
         return True
     if os.path.isdir(directory) and os.listdir(directory):
-        raise ValueError(
+        raise UserError(
             f"{directory} already holds files that the quick start did not write. Pass a new or empty "
             "directory with --directory.")
     check_output_directory(directory)

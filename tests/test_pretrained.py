@@ -14,13 +14,13 @@ import pytest
 import tensorflow as tf
 
 import numpy_reference as R
-from bilm.commands.sentence_embeddings import embed_file
-from bilm.elmo import ELMo, load
+from bilm.export.sentence_embeddings import embed_file, write_embeddings
+from bilm.pretrained import ELMo, load
 from bilm.io.output_files import OutputFileError
 from bilm.models.elmo_embedding import ELMoEmbedding
-from bilm.models.predictor import BidirectionalLanguageModel
+from bilm.models.bidirectional_lm import BidirectionalLanguageModel
 from bilm.models.random_weights import write_random_model
-from bilm.models.saved_model import export_layer
+from bilm.export.saved_model import export_layer
 from bilm.ops.matmul_dtype import BFLOAT16_INFERENCE_TOLERANCE
 from helpers import ROOT, SENTENCES
 
@@ -189,17 +189,14 @@ def test_embed_file_writes_the_same_file_as_the_command(tmp_path, elmo, model):
         elmo.embed_file(input_file, input_file)
 
 
-def test_embed_file_refuses_a_model_that_is_not_these_options_stateless_one(tmp_path, model):
-    options_file, weight_file, options = model
+def test_write_embeddings_refuses_a_model_that_is_not_stateless(tmp_path, model):
+    options_file, weight_file, _ = model
     input_file = tmp_path / "in.txt"
     input_file.write_text("a b\n")
     stateful = BidirectionalLanguageModel(options_file, weight_file, max_batch_size=4)
-    with pytest.raises(ValueError, match="model must be stateless"):
-        embed_file(str(input_file), str(tmp_path / "o.hdf5"), options_file, weight_file, model=stateful)
-    stateful.stateful = False
-    other = dict(options, lstm=dict(options["lstm"], cell_clip=2.5))
-    with pytest.raises(ValueError, match="model was built from other options than <dict>"):
-        embed_file(str(input_file), str(tmp_path / "o.hdf5"), other, weight_file, batch_size=4, model=stateful)
+    with pytest.raises(ValueError, match="must be a stateless character BidirectionalLanguageModel"):
+        write_embeddings(stateful, str(input_file), str(tmp_path / "o.hdf5"))
+    assert not os.path.exists(tmp_path / "o.hdf5")
 
 
 def _nlpl_zip(path, model):

@@ -13,7 +13,7 @@ import keras
 import tensorflow as tf
 
 from bilm.layers.stateless_dropout import StatelessDropout, dropout_site
-from bilm.models.network import DIRECTIONS, build_bilm, state_keys
+from bilm.models.functional_bilm import DIRECTIONS, build_bilm, state_keys
 from bilm.ops.sampled_softmax import full_softmax_loss, log_uniform_candidates, sampled_softmax_loss
 
 # Folded into the step's seed (plus the direction index) for the negative
@@ -52,7 +52,7 @@ class TrainingLM:
         self.bilm = build_bilm(
             options, n_token_vocab=None if self.use_characters else settings.n_tokens_vocab,
             bidirectional=settings.bidirectional, dropout=settings.dropout,
-            layout="training", matmul_dtype=settings.matmul_dtype, name="bilm")
+            layout="training", training_matmul_dtype=settings.matmul_dtype, name="bilm")
         # Dropout on each direction's top output, before the softmax.
         self.top_dropout = {
             direction: StatelessDropout(settings.dropout, dropout_site(d, options.n_layers, options.n_layers))

@@ -3,10 +3,10 @@ import h5py
 import numpy as np
 import pytest
 
-from bilm.commands.token_embeddings import dump_token_embeddings
+from bilm.export.token_embeddings import dump_token_embeddings
 from bilm.io.output_files import OutputFileError
 from bilm.io.weight_file import write_datasets
-from bilm.models.predictor import BidirectionalLanguageModel
+from bilm.models.bidirectional_lm import BidirectionalLanguageModel
 from bilm.text.batching import Batcher, TokenBatcher
 from helpers import SENTENCES, write_model, write_vocab
 

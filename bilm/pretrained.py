@@ -3,16 +3,17 @@ import os
 
 import numpy as np
 
-from bilm.commands.sentence_embeddings import embed_file
+from bilm.errors import UserError
+from bilm.export.sentence_embeddings import write_embeddings
 from bilm.io.embedding_files import OUTPUT_FORMATS
-from bilm.io.model_files import locate_model
+from bilm.io.model_files import locate_model, options_file_beside
 from bilm.io.output_files import check_output_file
 from bilm.io.sentence_files import check_batch_size, length_sorted_batches
-from bilm.io.weight_file import copy_with_boundary_state
+from bilm.io.weight_file import WEIGHTS_KIND, copy_with_boundary_state
 from bilm.models.boundary_state import DEFAULT_N_SENTENCES
 from bilm.models.elmo_embedding import ELMoEmbedding
-from bilm.models.predictor import BidirectionalLanguageModel
-from bilm.options import load_options
+from bilm.models.bidirectional_lm import BidirectionalLanguageModel
+from bilm.options import load_options, save_options
 from bilm.text.batching import Batcher
 from bilm.text.whitespace import split_tokens
 from bilm.utils.progress import Progress
@@ -21,7 +22,7 @@ from bilm.utils.progress import Progress
 AUTO_PROGRESS_SENTENCES = 1000
 
 
-def load(path, *, cache_dir=None, sha256=None, warm_up=None, matmul_dtype="float32"):
+def load(path, *, cache_dir=None, sha256=None, start=None, warm_up=None, matmul_dtype="float32"):
     """The ELMo model at `path`, ready to embed sentences.
 
     `path` may be:
@@ -41,6 +42,7 @@ def load(path, *, cache_dir=None, sha256=None, warm_up=None, matmul_dtype="float
         cache_dir: where downloads and extracted zips are kept; default
             `$BILM_CACHE`, else `~/.cache/bilm` (see `bilm.io.model_cache`).
         sha256: the zip's expected SHA-256 (hex), checked on every load.
+        start: where `embed` starts each sentence by default (see `ELMo`).
         warm_up: for weights without a boundary state (every published
             model): your own text, a list of sentences or a text file's
             path, from which `ELMo.warm_up` computes one.
@@ -65,7 +67,7 @@ def load(path, *, cache_dir=None, sha256=None, warm_up=None, matmul_dtype="float
     ```
     """
     files = locate_model(path, cache_dir=cache_dir, sha256=sha256)
-    return ELMo(files.options_file, files.weight_file, metadata=files.metadata, warm_up=warm_up,
+    return ELMo(files.options_file, files.weight_file, metadata=files.metadata, start=start, warm_up=warm_up,
                 matmul_dtype=matmul_dtype)
 
 
@@ -116,22 +118,16 @@ class ELMo:
                  warm_up=None, matmul_dtype="float32"):
         options = load_options(options_file)
         if options.char_cnn is None:
-            raise ValueError(
+            raise UserError(
                 f"{options.source}: this biLM reads token ids (its options have no 'char_cnn' section); ELMo "
                 "reads character models. Use BidirectionalLanguageModel(options_file, weight_file, "
                 "use_character_inputs=False, embedding_weight_file=...) with a TokenBatcher.")
         self.options_file = options_file
         self.weight_file = os.fspath(weight_file)
         self.metadata = metadata
-        # Until `warm_up` has made the state, the default start is zeros
-        # (and nothing needs to be said about it).
-        initial_start = "zeros" if warm_up is not None and start is None else start
         self.bilm = BidirectionalLanguageModel(options, self.weight_file, stateful=False,
-                                               token_cache_size=token_cache_size, start=initial_start,
+                                               token_cache_size=token_cache_size, start=start, warm_up=warm_up,
                                                matmul_dtype=matmul_dtype)
-        if warm_up is not None:
-            self.bilm.warm_up(warm_up)
-            self.bilm.set_start(start)
         self.options = self.bilm.options
         self.matmul_dtype = self.bilm.matmul_dtype
         self.dim = 2 * self.options.projection_dim
@@ -206,24 +202,25 @@ class ELMo:
         """Writes the vectors of every line of `input_file` to HDF5, as `bin/elmo.py` does.
 
         The file's layout, naming, safety checks and resuming are those of
-        `bilm.commands.sentence_embeddings.embed_file` (the same file for the
-        same arguments), run on this already loaded model.
+        `bilm.export.write_embeddings` (the same file as `bin/elmo.py` for
+        the same arguments), run on this already loaded model.
 
         Args:
             input_file: text, one whitespace-tokenized sentence per line.
             output_file: the HDF5 file to write.
             layers: `"all"`, `"top"` or `"average"` (as in `embed`).
             batch_size, start: as in `embed`.
-            use_sentence_keys, resume, overwrite, verbose: as in `embed_file`.
+            use_sentence_keys, resume, overwrite, verbose: as in
+                `bilm.export.write_embeddings`.
 
         Returns:
             number of sentence datasets written by this call.
         """
         if layers not in OUTPUT_FORMATS:
-            raise ValueError(f"layers must be one of {sorted(OUTPUT_FORMATS)} for a file. Received: layers={layers!r}")
-        return embed_file(input_file, output_file, self.options_file, self.weight_file, output_format=layers,
-                          batch_size=batch_size, use_sentence_keys=use_sentence_keys, resume=resume,
-                          overwrite=overwrite, verbose=verbose, model=self.bilm, start=start)
+            raise UserError(f"layers must be one of {sorted(OUTPUT_FORMATS)} for a file. Received: layers={layers!r}")
+        return write_embeddings(self.bilm, input_file, output_file, layers, batch_size=batch_size,
+                                use_sentence_keys=use_sentence_keys, start=start, resume=resume, overwrite=overwrite,
+                                verbose=verbose)
 
     @property
     def start(self):
@@ -242,6 +239,8 @@ class ELMo:
         stores one). This runs the first `n_sentences` sentences of your text
         through the model, carried line to line as in training, and averages
         the LSTM states at the sentence starts (`bilm.models.boundary_state`).
+        The copy written to `save_to` gets the model's options beside it
+        (`<save_to stem>_options.json`), so `bilm.load` opens it.
 
         Args:
             sentences: consecutive sentences (strings or token lists), or
@@ -257,11 +256,14 @@ class ELMo:
             the number of sentence starts averaged.
         """
         if save_to is not None:  # before the work
-            check_output_file(save_to, [self.weight_file], kind="weights", overwrite=overwrite)
+            inputs = [self.weight_file, self.options.source]
+            check_output_file(save_to, inputs, kind=WEIGHTS_KIND, overwrite=overwrite)
+            check_output_file(options_file_beside(save_to), inputs + [save_to])
         n_starts = self.bilm.warm_up(sentences, n_sentences)
         if save_to is not None:
             copy_with_boundary_state(self.weight_file, save_to, self.bilm.boundary_state, n_starts,
                                      overwrite=overwrite)
+            save_options(self.options, options_file_beside(save_to))
         return n_starts
 
     def keras_layer(self, output="elmo", **kwargs):
@@ -277,16 +279,11 @@ class ELMo:
             a new `ELMoEmbedding` (its own copy of the weights, read from
             `weight_file`).
         """
-        options_file = self.options_file
-        if isinstance(options_file, os.PathLike):
-            options_file = os.fspath(options_file)
-        elif not isinstance(options_file, str):
-            options_file = self.options.to_dict()
         kwargs.setdefault("start", self.start)
         kwargs.setdefault("matmul_dtype", self.matmul_dtype)
         if self.boundary_state is not None:
             kwargs.setdefault("boundary_state", self.boundary_state)
-        return ELMoEmbedding(options_file, self.weight_file, output=output, **kwargs)
+        return ELMoEmbedding.from_files(self.options, self.weight_file, output=output, **kwargs)
 
     # === Internals ===
 
@@ -306,7 +303,7 @@ class ELMo:
         if verbose == "auto":
             verbose = int(total is not None and total >= AUTO_PROGRESS_SENTENCES)
         elif verbose not in (0, 1):
-            raise ValueError(f"verbose must be 0, 1 or 'auto'. Received: verbose={verbose!r}")
+            raise UserError(f"verbose must be 0, 1 or 'auto'. Received: verbose={verbose!r}")
         empty = np.zeros((self.n_layers + 1, 0, self.dim), np.float32)
         items = ((index, _tokens(sentence, index)) for index, sentence in enumerate(sentences))
         progress = Progress(total, unit="sentence", verbose=verbose)
@@ -335,7 +332,7 @@ class ELMo:
             return lambda sentence_layers: OUTPUT_FORMATS[layers](sentence_layers).copy()
         if isinstance(layers, (int, np.integer)) and not isinstance(layers, bool) and 0 <= layers <= self.n_layers:
             return lambda sentence_layers: sentence_layers[layers].copy()
-        raise ValueError(f"layers must be 'average', 'all', 'top' or a layer number 0-{self.n_layers}. "
+        raise UserError(f"layers must be 'average', 'all', 'top' or a layer number 0-{self.n_layers}. "
                          f"Received: layers={layers!r}")
 
 

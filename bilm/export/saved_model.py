@@ -18,9 +18,10 @@ import os
 
 import tensorflow as tf
 
+from bilm.errors import UserError
 from bilm.io.output_files import atomic_output, check_output_directory
 from bilm.models.elmo_embedding import ELMoEmbedding
-from bilm.text.graph_batching import sentences_to_tokens, tokens_to_char_ids, tokens_to_token_ids
+from bilm.text.graph_batching import sentences_to_tokens, batch_char_ids, batch_token_ids
 
 
 class ELMoModule(tf.Module):
@@ -37,7 +38,7 @@ class ELMoModule(tf.Module):
         if not isinstance(layer, ELMoEmbedding):
             raise TypeError(f"layer must be an ELMoEmbedding. Received: {layer!r}")
         if not layer.use_character_inputs and layer.vocab_table is None:
-            raise ValueError(
+            raise UserError(
                 "Exporting a token-input biLM needs its vocabulary: build the ELMoEmbedding with vocab_file=.")
         if not layer.built:
             layer.build()
@@ -58,9 +59,9 @@ class ELMoModule(tf.Module):
     def _embed(self, tokens, sequence_len):
         layer = self.layer
         if layer.use_character_inputs:
-            ids = tokens_to_char_ids(tokens, layer.options.char_cnn.max_characters_per_token, sequence_len)
+            ids = batch_char_ids(tokens, layer.options.char_cnn.max_characters_per_token, sequence_len)
         else:
-            ids = tokens_to_token_ids(tokens, layer.vocab_table, sequence_len)
+            ids = batch_token_ids(tokens, layer.vocab_table, sequence_len)
         return layer.embed_ids(ids, training=False)
 
 
@@ -139,7 +140,7 @@ def export_saved_model(options_file, weight_file, export_dir, do_layer_norm=Fals
     elmo.default(tf.constant(["The cat sat ."]))["elmo"]  # (1, 4, 2P)
     ```
     """
-    layer = ELMoEmbedding(options_file, weight_file, output="all", do_layer_norm=do_layer_norm,
-                          use_top_only=use_top_only, embedding_weight_file=embedding_weight_file,
-                          vocab_file=vocab_file, start=start, warm_up=warm_up, name="elmo")
+    layer = ELMoEmbedding.from_files(options_file, weight_file, output="all", do_layer_norm=do_layer_norm,
+                                     use_top_only=use_top_only, embedding_weight_file=embedding_weight_file,
+                                     vocab_file=vocab_file, start=start, warm_up=warm_up, name="elmo")
     return export_layer(layer, export_dir, overwrite=overwrite)

@@ -7,6 +7,7 @@ carry them.
 """
 import keras
 
+from bilm.errors import UserError
 from bilm.layers.char_cnn import CharCNNEncoder
 from bilm.layers.highway import Highway
 from bilm.layers.initializers import dense_initializer
@@ -36,7 +37,7 @@ def state_keys(options, bidirectional=True):
 
 
 def build_bilm(options, n_token_vocab=None, bidirectional=True, dropout=0.0, layout="prediction",
-               deduplicate_tokens=True, matmul_dtype="float32", inference_matmul_dtype="float32", name="bilm"):
+               deduplicate_tokens=True, training_matmul_dtype="float32", kernel_dtype="float32", name="bilm"):
     """Builds the biLM as a functional `keras.Model`.
 
     Args:
@@ -57,10 +58,10 @@ def build_bilm(options, n_token_vocab=None, bidirectional=True, dropout=0.0, lay
             across windows, and its outputs are in that stream's order.
         deduplicate_tokens: run the token encoder (char CNN, highway,
             projection) once per distinct token of the batch.
-        matmul_dtype: `"float32"`, or `"bfloat16"` for bfloat16 operands in
+        training_matmul_dtype: `"float32"`, or `"bfloat16"` for bfloat16 operands in
             the highway's and the LSTMs' input-half matmuls when the model
             is called with `training=True` (see `bilm.ops.matmul_dtype`).
-        inference_matmul_dtype: `"float32"`, or `"bfloat16"` for inference
+        kernel_dtype: `"float32"`, or `"bfloat16"` for inference
             with bfloat16 kernels: the highway's and the LSTMs' kernels are
             kept in bfloat16 (rounded once, when assigned) and every product
             with them takes bfloat16 operands and accumulates in float32;
@@ -82,7 +83,7 @@ def build_bilm(options, n_token_vocab=None, bidirectional=True, dropout=0.0, lay
         and `"final_{direction}_{l}_{c|h}"` for every state.
     """
     if layout not in LAYOUTS:
-        raise ValueError(f"layout must be one of {LAYOUTS}. Received: layout={layout!r}")
+        raise UserError(f"layout must be one of {LAYOUTS}. Received: layout={layout!r}")
     # === Layers ===
     projection_dim = options.projection_dim
     directions = DIRECTIONS[: 2 if bidirectional else 1]
@@ -93,7 +94,7 @@ def build_bilm(options, n_token_vocab=None, bidirectional=True, dropout=0.0, lay
         input_name, input_shape = "token_characters", (None, cnn.max_characters_per_token)
         char_encoder = CharCNNEncoder(
             cnn.n_characters, cnn.embedding_dim, cnn.filters, cnn.activation, name="char_cnn")
-        highway = Highway(cnn.n_highway, matmul_dtype=matmul_dtype, inference_matmul_dtype=inference_matmul_dtype,
+        highway = Highway(cnn.n_highway, training_matmul_dtype=training_matmul_dtype, kernel_dtype=kernel_dtype,
                           name="highway")
         projection = None
         if cnn.n_filters != projection_dim:
@@ -102,7 +103,7 @@ def build_bilm(options, n_token_vocab=None, bidirectional=True, dropout=0.0, lay
                 name="token_projection")
     else:
         if n_token_vocab is None:
-            raise ValueError("Token inputs (options without 'char_cnn') need n_token_vocab.")
+            raise UserError("Token inputs (options without 'char_cnn') need n_token_vocab.")
         input_name, input_shape = "token_ids", (None,)
         token_embedding = keras.layers.Embedding(
             n_token_vocab, projection_dim,
@@ -116,8 +117,8 @@ def build_bilm(options, n_token_vocab=None, bidirectional=True, dropout=0.0, lay
     lstms = {
         (direction, layer): ProjectedLSTM(
             options.lstm_dim, projection_dim, options.cell_clip, options.proj_clip,
-            go_backwards=direction == "backward" and not separate, matmul_dtype=matmul_dtype,
-            inference_matmul_dtype=inference_matmul_dtype, name=f"{direction}_lstm_{layer}")
+            go_backwards=direction == "backward" and not separate, training_matmul_dtype=training_matmul_dtype,
+            kernel_dtype=kernel_dtype, name=f"{direction}_lstm_{layer}")
         for direction in directions for layer in range(options.n_layers)
     }
     dropouts = {

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 import numpy_reference as R
-from bilm.models.predictor import BidirectionalLanguageModel
+from bilm.models.bidirectional_lm import BidirectionalLanguageModel
 from bilm.text.batching import Batcher
 from helpers import SENTENCES, write_model
 

@@ -1,17 +1,14 @@
 """`BidirectionalLanguageModel`: the pretrained biLM for prediction, with state buffers."""
+import os
+
 import numpy as np
 import tensorflow as tf
 
+from bilm.errors import UserError
 from bilm.io.weight_file import load_bilm_weights, load_token_embeddings, read_token_embeddings
-from bilm.models.boundary_state import (
-    DEFAULT_N_SENTENCES,
-    check_boundary_state,
-    compute_boundary_state,
-    read_boundary_state,
-    resolve_start,
-    token_lists,
-)
-from bilm.models.network import build_bilm, build_contextual_bilm, build_token_encoder, state_keys
+from bilm.models.boundary_state import DEFAULT_N_SENTENCES
+from bilm.models.functional_bilm import build_bilm, build_contextual_bilm, build_token_encoder, state_keys
+from bilm.models.start_state import resolve_start
 from bilm.models.token_cache import TokenEncodingCache
 from bilm.ops.matmul_dtype import check_matmul_dtype
 from bilm.options import PREDICTION_N_CHARACTERS, load_options
@@ -28,7 +25,7 @@ def load_prediction_bilm(options, weight_file, embedding_weight_file=None, matmu
             initial weights (for restoring saved variables).
         embedding_weight_file: the token embedding file (token inputs).
         matmul_dtype: `"float32"`, or `"bfloat16"` to keep the kernels in
-            bfloat16 (`build_bilm`'s `inference_matmul_dtype`).
+            bfloat16 (`build_bilm`'s `kernel_dtype`).
 
     Returns:
         the functional model.
@@ -36,11 +33,11 @@ def load_prediction_bilm(options, weight_file, embedding_weight_file=None, matmu
     n_token_vocab = None
     if options.char_cnn is None:
         if embedding_weight_file is None:
-            raise ValueError(
+            raise UserError(
                 "A token-input biLM needs embedding_weight_file= (an HDF5 file with an "
                 "'embedding' dataset, e.g. written by dump_token_embeddings).")
         n_token_vocab = read_token_embeddings(embedding_weight_file).shape[0] + 1
-    model = build_bilm(options, n_token_vocab=n_token_vocab, inference_matmul_dtype=matmul_dtype, name=name)
+    model = build_bilm(options, n_token_vocab=n_token_vocab, kernel_dtype=matmul_dtype, name=name)
     if weight_file is not None:
         load_bilm_weights(model, weight_file)
     if n_token_vocab is not None:
@@ -120,11 +117,15 @@ class BidirectionalLanguageModel(tf.Module):
             cache is not used.
         start: where a stateless model's LSTMs start each sentence:
             `"warm"` (the boundary state), `"zeros"`, or None for `"warm"`
-            when a boundary state is available, else `"zeros"`. A stateful
-            model carries its states and takes no `start`.
+            when a boundary state is available, else `"zeros"` (see
+            `bilm.models.start_state`). A stateful model carries its states
+            and takes no `start`.
         boundary_state: `{state key: (size,)}` (from
             `compute_boundary_state`); None reads the one stored in
             `weight_file`, if any.
+        warm_up: your own text (sentences, or a text file's path) to compute
+            the boundary state from, for weights that carry none (see
+            `warm_up`).
         matmul_dtype: `"float32"`, or `"bfloat16"` to keep the highway's
             and the LSTMs' kernels in bfloat16, rounded once at load: every
             product with them takes bfloat16 operands and accumulates in
@@ -136,6 +137,7 @@ class BidirectionalLanguageModel(tf.Module):
     Attributes:
         boundary_state: `{state key: float32 (size,)}` or None.
         start: the start of a stateless model (None when stateful).
+        weight_file: the weight file's path, or None.
 
     Call arguments:
         ids: int `(batch, time, max_characters_per_token)` char ids or
@@ -153,17 +155,18 @@ class BidirectionalLanguageModel(tf.Module):
 
     def __init__(self, options_file, weight_file, use_character_inputs=True,
                  embedding_weight_file=None, max_batch_size=128, stateful=True,
-                 token_cache_size=50_000, start=None, boundary_state=None, matmul_dtype="float32"):
+                 token_cache_size=50_000, start=None, boundary_state=None, warm_up=None,
+                 matmul_dtype="float32"):
         super().__init__(name="bidirectional_language_model")
         options = load_options(options_file).for_prediction(use_character_inputs)
         if not use_character_inputs and embedding_weight_file is None:
-            raise ValueError(
+            raise UserError(
                 "use_character_inputs=False needs embedding_weight_file= (an HDF5 file with an "
                 "'embedding' dataset, e.g. written by dump_token_embeddings).")
         if max_batch_size < 1:
-            raise ValueError(f"max_batch_size must be >= 1. Received: max_batch_size={max_batch_size}")
+            raise UserError(f"max_batch_size must be >= 1. Received: max_batch_size={max_batch_size}")
         if not isinstance(token_cache_size, (int, np.integer)) or token_cache_size < 0:
-            raise ValueError(f"token_cache_size must be an integer >= 0 (0: no cache). "
+            raise UserError(f"token_cache_size must be an integer >= 0 (0: no cache). "
                              f"Received: {token_cache_size!r}")
         self.options = options
         self.use_character_inputs = use_character_inputs
@@ -175,13 +178,13 @@ class BidirectionalLanguageModel(tf.Module):
         self.model.trainable = False
         self._input_key = "token_characters" if use_character_inputs else "token_ids"
         self._state_keys = state_keys(options)
-        if boundary_state is None and weight_file is not None:
-            stored = read_boundary_state(weight_file)
-            boundary_state = stored[0] if stored else None
-        self.boundary_state = None
-        self.start = None
-        self._requested_start = start
-        self.set_start(start, boundary_state)
+        self.weight_file = None if weight_file is None else os.fspath(weight_file)
+        if stateful and start is not None:
+            _refuse_start_of_stateful(start)
+        # A stateful model only keeps the boundary state; its start is unused.
+        self._requested_start = "zeros" if stateful else start
+        self._start_state = resolve_start(options, self._requested_start, boundary_state=boundary_state,
+                                          weight_file=self.weight_file, warm_up=warm_up, network=self.model)
         self.state_buffers = {
             key: tf.Variable(tf.zeros([max_batch_size, size]), trainable=False, name=f"state_{key}")
             for key, _, size in self._state_keys
@@ -239,32 +242,38 @@ class BidirectionalLanguageModel(tf.Module):
             return self._cached_calls[self.stateful](distinct, index, np.any(ids != 0, axis=-1), starts)
         return self._calls[self.stateful](ids, starts)
 
+    @property
+    def start(self):
+        """`"warm"` or `"zeros"` for a stateless model, None for a stateful one."""
+        return None if self.stateful else self._start_state.start
+
+    @property
+    def boundary_state(self):
+        """`{state key: float32 (size,)}`, or None."""
+        return self._start_state.boundary_state
+
+    def start_state(self, start=None):
+        """The `StartState` of a call with `start` (None: the model's own)."""
+        if start is None:
+            return self._start_state
+        if self.stateful:
+            _refuse_start_of_stateful(start)
+        return resolve_start(self.options, start, boundary_state=self.boundary_state, source="this model")
+
     def start_states(self, start=None):
         """`{state key: float32 (size,)}` each sentence starts from: the
         boundary state for `"warm"`, zeros for `"zeros"`; None: `self.start`."""
-        if start is None:
-            start = self.start
-        elif self.stateful:
-            _refuse_start_of_stateful(start)
-        else:
-            start = resolve_start(start, self.boundary_state is not None, "this model")
-        if start == "warm":
-            return self.boundary_state
-        return {key: np.zeros(size, np.float32) for key, _, size in self._state_keys}
+        return self.start_state(start).vectors(self.options)
 
     def set_start(self, start=None, boundary_state=None):
         """Sets where a stateless model starts each sentence (see `start`),
         with a new `boundary_state` if one is given."""
-        if boundary_state is not None:
-            self.boundary_state = check_boundary_state(
-                {key: np.asarray(value, np.float32) for key, value in boundary_state.items()},
-                self.options, "boundary_state")
-        if self.stateful:
-            if start is not None:
-                _refuse_start_of_stateful(start)
-            return
-        self._requested_start = start
-        self.start = resolve_start(start, self.boundary_state is not None, "the weight file")
+        if self.stateful and start is not None:
+            _refuse_start_of_stateful(start)
+        if not self.stateful:
+            self._requested_start = start
+        self._start_state = resolve_start(self.options, self._requested_start,
+                                          boundary_state=boundary_state or self.boundary_state, source="this model")
 
     def warm_up(self, sentences, n_sentences=DEFAULT_N_SENTENCES):
         """Computes the boundary state from your own text and starts from it.
@@ -283,13 +292,11 @@ class BidirectionalLanguageModel(tf.Module):
             `start` was left to its default starts from it.
         """
         if not self.use_character_inputs:
-            raise ValueError("warm_up needs a character biLM; a token-input one would need its vocabulary. "
-                             "Compute the state with bilm.models.boundary_state.compute_boundary_state.")
-        batcher = Batcher(None, self.options.char_cnn.max_characters_per_token)
-        state, n_starts = compute_boundary_state(self.model, self.options, token_lists(sentences),
-                                                 batcher.batch_sentences, n_sentences)
-        self.set_start(self._requested_start, state)
-        return n_starts
+            raise UserError("warm_up needs a character biLM; a token-input one would need its vocabulary. "
+                            "Compute the state with bilm.models.boundary_state.compute_boundary_state.")
+        self._start_state = resolve_start(self.options, self._requested_start, warm_up=sentences,
+                                          network=self.model, n_sentences=n_sentences, source="this model")
+        return self._start_state.n_starts
 
     def reset_states(self):
         """Sets every state buffer back to zeros (the next batch starts fresh)."""
@@ -326,16 +333,16 @@ class BidirectionalLanguageModel(tf.Module):
             max_chars, n_ids = None, self.n_token_vocab
         check_id_shape(ids.shape, max_chars)
         if self.stateful and ids.shape[0] is not None and ids.shape[0] > self.max_batch_size:
-            raise ValueError(
+            raise UserError(
                 f"A batch of {ids.shape[0]} sentences exceeds max_batch_size={self.max_batch_size}; "
                 "split the batch or build the model with a larger max_batch_size.")
         if tf.executing_eagerly() and tf.size(ids) > 0:
             low, high = int(tf.reduce_min(ids)), int(tf.reduce_max(ids))
             if low < 0 or high >= n_ids:
-                raise ValueError(f"ids must lie in [0, {n_ids}). Received values in [{low}, {high}].")
+                raise UserError(f"ids must lie in [0, {n_ids}). Received values in [{low}, {high}].")
         return ids
 
 
 def _refuse_start_of_stateful(start):
-    raise ValueError(f"start={start!r} is for a stateless model (stateful=False); a stateful one carries its "
+    raise UserError(f"start={start!r} is for a stateless model (stateful=False); a stateful one carries its "
                      "states from one batch to the next.")

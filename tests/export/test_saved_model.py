@@ -8,7 +8,7 @@ import tensorflow as tf
 
 import numpy_reference as R
 from bilm.models.elmo_embedding import ELMoEmbedding
-from bilm.models.saved_model import export_layer, export_saved_model
+from bilm.export.saved_model import export_layer, export_saved_model
 from helpers import SENTENCES, write_model, write_vocab
 
 OUTPUTS = ("word_emb", "lstm_outputs1", "lstm_outputs2", "elmo", "default", "mask", "sequence_len")
@@ -37,7 +37,7 @@ def exported(tmp_path_factory):
     directory = tmp_path_factory.mktemp("export")
     options_file, weight_file, _ = write_model(directory)
     export_dir = export_saved_model(options_file, weight_file, str(directory / "elmo"))
-    layer = ELMoEmbedding(options_file, weight_file, output="all")
+    layer = ELMoEmbedding.from_files(options_file, weight_file, output="all")
     expected = {k: v.numpy() for k, v in layer(_tokens(SENTENCES)).items()}
     return export_dir, expected, layer
 
@@ -72,7 +72,7 @@ def test_tfsm_layer_reproduces_the_layer_and_keeps_the_biLM_frozen(exported):
 
 def test_tfsm_layer_of_a_trainable_biLM_trains_everything(tmp_path):
     options_file, weight_file, _ = write_model(tmp_path)
-    source = ELMoEmbedding(options_file, weight_file, output="all", trainable_bilm=True)
+    source = ELMoEmbedding.from_files(options_file, weight_file, output="all", trainable_bilm=True)
     source.build()
     export_dir = export_layer(source, str(tmp_path / "elmo"))
     layer = keras.layers.TFSMLayer(export_dir, call_endpoint="default")
@@ -83,7 +83,7 @@ def test_tfsm_layer_of_a_trainable_biLM_trains_everything(tmp_path):
 
 def test_export_layer_keeps_trained_mix_and_writes_atomically(tmp_path):
     options_file, weight_file, _ = write_model(tmp_path)
-    layer = ELMoEmbedding(options_file, weight_file, output="all", do_layer_norm=True)
+    layer = ELMoEmbedding.from_files(options_file, weight_file, output="all", do_layer_norm=True)
     layer.build()
     layer.mix.W.assign([0.5, -1.0, 2.0])
     layer.mix.gamma.assign([0.7])
@@ -114,7 +114,7 @@ def test_token_input_model_exports_with_its_vocabulary(tmp_path):
     R.write_random_token_embeddings(embeddings, 9, 6)
     export_dir = export_saved_model(options_file, weight_file, str(tmp_path / "elmo"),
                                     embedding_weight_file=embeddings, vocab_file=vocab)
-    layer = ELMoEmbedding(options_file, weight_file, output="all",
+    layer = ELMoEmbedding.from_files(options_file, weight_file, output="all",
                           embedding_weight_file=embeddings, vocab_file=vocab)
     expected = {k: v.numpy() for k, v in layer(SENTENCE_TEXT).items()}
     reloaded = tf.saved_model.load(export_dir)

@@ -47,11 +47,11 @@ from bilm.io.embedding_files import (
     json_sha256,
     line_number_key,
 )
+from bilm.errors import UserError
 from bilm.io.sentence_files import check_batch_size, read_sentences
 from bilm.io.weight_file import WeightFileError
-from bilm.models.boundary_state import STARTS, read_boundary_state, resolve_start
-from bilm.models.predictor import BidirectionalLanguageModel
-from bilm.ops.matmul_dtype import MATMUL_DTYPES, check_matmul_dtype
+from bilm.models.bidirectional_lm import BidirectionalLanguageModel
+from bilm.ops.matmul_dtype import check_matmul_dtype
 from bilm.options import load_options
 from bilm.text.batching import Batcher
 
@@ -70,7 +70,7 @@ def sentence_key(sentence):
     `%73entence_to_index`). Distinct sentences get distinct names.
     """
     if not sentence:
-        raise ValueError("An empty sentence has no dataset name.")
+        raise UserError("An empty sentence has no dataset name.")
     out = []
     for char in sentence:
         code = ord(char)
@@ -104,7 +104,7 @@ def _check_no_blank_lines(input_file):
     blank = [number for number, _, tokens in read_sentences(input_file) if not tokens]
     if blank:
         shown = ", ".join(str(n) for n in blank[:10]) + (" ..." if len(blank) > 10 else "")
-        raise ValueError(
+        raise UserError(
             f"{input_file}: {len(blank)} blank line(s) (0-based line numbers {shown}) have no sentence to "
             "use as their dataset name with use_sentence_keys. Remove them, or drop use_sentence_keys "
             "(--use_sentence_keys) to name datasets by line number (a blank line then gets an empty dataset).")
@@ -112,13 +112,48 @@ def _check_no_blank_lines(input_file):
 
 def embed_file(input_file, output_file, options_file, weight_file, output_format="all", batch_size=None,
                use_sentence_keys=False, resume=True, overwrite=False, verbose=1, *, start=None, warm_up=None,
-               matmul_dtype="float32", model=None):
+               matmul_dtype="float32"):
     """Writes the ELMo vectors of every line of `input_file` to `output_file`.
+
+    Loads a stateless `BidirectionalLanguageModel` from `options_file` and
+    `weight_file` (after the output paths are checked) and runs
+    `write_embeddings` with it.
+
+    Args:
+        input_file: text file, one sentence per line.
+        output_file: HDF5 file to write (its directory is created if missing).
+        options_file: the model's `options.json` (needs `char_cnn`).
+        weight_file: HDF5 weights in the original layout.
+        output_format, batch_size, use_sentence_keys, resume, overwrite,
+            verbose: see `write_embeddings`.
+        start: where each sentence's LSTMs start: `"warm"` (the boundary
+            state), `"zeros"`, or None for `"warm"` when the weights (or
+            `warm_up`) give a boundary state, else `"zeros"`.
+        warm_up: text (sentences, or a text file's path) to compute the
+            boundary state from, for weights that carry none (see
+            `bilm.models.start_state`).
+        matmul_dtype: `"float32"`, or `"bfloat16"` for bfloat16 kernels
+            (see `BidirectionalLanguageModel`).
+
+    Returns:
+        number of sentence datasets written by this call.
+    """
+    _check_output_format(output_format)
+    options = _character_options(options_file, "embed_file")
+    model = _load_after_checks(input_file, output_file, options, weight_file, batch_size, overwrite, start, warm_up,
+                               matmul_dtype)
+    return write_embeddings(model, input_file, output_file, output_format, batch_size=batch_size,
+                            use_sentence_keys=use_sentence_keys, start=start, resume=resume, overwrite=overwrite,
+                            verbose=verbose)
+
+
+def write_embeddings(model, input_file, output_file, output_format="all", *, batch_size=None,
+                     use_sentence_keys=False, start=None, resume=True, overwrite=False, verbose=1):
+    """Writes the ELMo vectors of every line of `input_file`, computed by `model`.
 
     Layout and naming as in this module's docstring. Lines are read as
     whitespace-tokenized UTF-8 sentences, batched by length (in sorted
-    chunks of lines) and run through a
-    stateless `BidirectionalLanguageModel`, every sentence starting from
+    chunks of lines) and run through `model`, every sentence starting from
     `start`, so the vectors do not depend on the batch size or on the other
     lines.
 
@@ -128,55 +163,39 @@ def embed_file(input_file, output_file, options_file, weight_file, output_format
     `output_file + ".partial"` and renamed when complete; the `.partial`
     records what it is made from (the input's size and SHA-256, the weight
     file's and the options' hashes, `output_format`, `use_sentence_keys`,
-    the start state, `matmul_dtype`). With `resume=True` a `.partial` made from the same is
-    continued (lines it holds are not recomputed); one made from anything
-    else is an error saying what changed. `resume=False` starts over. A
-    finished `output_file` from an earlier run is recomputed and replaced.
+    the start state, `matmul_dtype`). With `resume=True` a `.partial` made
+    from the same is continued (lines it holds are not recomputed); one made
+    from anything else is an error saying what changed. `resume=False`
+    starts over. A finished `output_file` from an earlier run is recomputed
+    and replaced.
 
     Args:
+        model: a stateless character `BidirectionalLanguageModel` loaded
+            from a weight file (e.g. `ELMo.bilm`).
         input_file: text file, one sentence per line.
         output_file: HDF5 file to write (its directory is created if missing).
-        options_file: the model's `options.json` (needs `char_cnn`).
-        weight_file: HDF5 weights in the original layout.
         output_format: "all", "top" or "average".
         batch_size: sentences per model call, or None (the default) for
             calls of about `BULK_MAX_TOKENS` padded tokens, which amortise
             the kernel reads of every recurrent step over many rows.
         use_sentence_keys: name datasets by sentence instead of line number.
+        start: `"warm"`, `"zeros"`, or None for the model's own start.
         resume: continue an interrupted run's `.partial` file.
         overwrite: replace an existing output that bilm did not write.
         verbose: show a progress bar (time per sentence, time left).
-        start: where each sentence's LSTMs start: `"warm"` (the boundary
-            state), `"zeros"`, or None for `"warm"` when the weights (or
-            `warm_up`) give a boundary state, else `"zeros"`.
-        warm_up: text (sentences, or a text file's path) to compute the
-            boundary state from, for weights that carry none (see
-            `bilm.models.boundary_state`).
-        matmul_dtype: `"float32"`, or `"bfloat16"` for bfloat16 kernels
-            (see `BidirectionalLanguageModel`).
-        model: a stateless `BidirectionalLanguageModel` already loaded from
-            these options and weights (e.g. `ELMo`'s), used instead of
-            loading one; its boundary state and `matmul_dtype` are used.
 
     Returns:
         number of sentence datasets written by this call.
     """
-    if output_format not in OUTPUT_FORMATS:
-        raise ValueError(f"output_format must be one of {sorted(OUTPUT_FORMATS)}. "
-                         f"Received: output_format={output_format!r}")
-    options = load_options(options_file)
-    if options.char_cnn is None:
-        raise ValueError(f"{options.source}: embed_file needs a character model (a 'char_cnn' section).")
-    select = OUTPUT_FORMATS[output_format]
+    _check_output_format(output_format)
     key_of = _key_function(use_sentence_keys)
     settings = {"output_format": output_format, "use_sentence_keys": bool(use_sentence_keys),
                 SENTENCE_TO_INDEX: True}
-    return _embed_sentences_file(
-        input_file, output_file, options, weight_file, select, key_of, settings,
+    return _write_sentence_datasets(
+        model, input_file, output_file, OUTPUT_FORMATS[output_format], key_of, settings,
         batch_size=batch_size, resume=resume, overwrite=overwrite, verbose=verbose,
         check_lines=_check_no_blank_lines if use_sentence_keys else None,
-        extra_datasets=lambda: {SENTENCE_TO_INDEX: _sentence_to_index(input_file, key_of)}, start=start,
-        warm_up=warm_up, matmul_dtype=matmul_dtype, model=model)
+        extra_datasets=lambda: {SENTENCE_TO_INDEX: _sentence_to_index(input_file, key_of)}, start=start)
 
 
 def dump_bilm_embeddings(vocab_file, dataset_file, options_file, weight_file, outfile, batch_size=None,
@@ -189,106 +208,77 @@ def dump_bilm_embeddings(vocab_file, dataset_file, options_file, weight_file, ou
     and the model runs statelessly, so every sentence's result is independent
     of the others and of the batch size (the original ran one sentence at a
     time, carrying the LSTM state from one line to the next); `start`,
-    `warm_up` and `matmul_dtype` are as in `embed_file`. `vocab_file` (optional) only caches
-    character ids. The file is checked, written, resumed and stamped as
-    `embed_file` does.
+    `warm_up` and `matmul_dtype` are as in `embed_file`. `vocab_file`
+    (optional) only caches character ids. The file is checked, written,
+    resumed and stamped as `write_embeddings` does.
 
     Returns:
         number of sentence datasets written by this call.
     """
+    options = _character_options(options_file, "dump_bilm_embeddings")
+    model = _load_after_checks(dataset_file, outfile, options, weight_file, batch_size, overwrite, start, warm_up,
+                               matmul_dtype, vocab_file)
+    settings = {"output_format": "all", "use_sentence_keys": False, SENTENCE_TO_INDEX: False}
+    return _write_sentence_datasets(
+        model, dataset_file, outfile, OUTPUT_FORMATS["all"], line_number_key, settings, vocab_file=vocab_file,
+        batch_size=batch_size, resume=resume, overwrite=overwrite, verbose=verbose, start=start)
+
+
+def _check_output_format(output_format):
+    if output_format not in OUTPUT_FORMATS:
+        raise UserError(f"output_format must be one of {sorted(OUTPUT_FORMATS)}. "
+                        f"Received: output_format={output_format!r}")
+
+
+def _character_options(options_file, who):
     options = load_options(options_file)
     if options.char_cnn is None:
-        raise ValueError(f"{options.source}: dump_bilm_embeddings needs a character model ('char_cnn').")
-    settings = {"output_format": "all", "use_sentence_keys": False, SENTENCE_TO_INDEX: False}
-    return _embed_sentences_file(
-        dataset_file, outfile, options, weight_file, lambda layers: layers, line_number_key, settings,
-        vocab_file=vocab_file, batch_size=batch_size, resume=resume, overwrite=overwrite, verbose=verbose,
-        start=start, warm_up=warm_up, matmul_dtype=matmul_dtype)
+        raise UserError(f"{options.source}: {who} needs a character model (a 'char_cnn' section).")
+    return options
 
 
-def _embed_sentences_file(input_file, output_file, options, weight_file, select, key_of, settings, *,
-                          vocab_file=None, batch_size=None, resume=True, overwrite=False, verbose=1,
-                          check_lines=None, extra_datasets=None, start=None, warm_up=None, matmul_dtype="float32",
-                          model=None):
-    """The run behind `embed_file` and `dump_bilm_embeddings`: checks, the
-    stateless model (`model`, or one loaded after the checks), one dataset
-    per line (`select` of its `(n_layers + 1, n_tokens, 2P)` layers)."""
+def _load_after_checks(input_file, output_file, options, weight_file, batch_size, overwrite, start, warm_up,
+                       matmul_dtype, vocab_file=None):
+    """The stateless model, loaded once everything that can be checked without it is."""
     check_batch_size(batch_size)
+    check_matmul_dtype(matmul_dtype)
     if not os.path.isfile(weight_file):
         raise WeightFileError(f"Weight file not found: {weight_file}")
-    sources = (options.source, weight_file, vocab_file)
-    if model is not None:
-        _check_model(model, options)
-        matmul_dtype = model.matmul_dtype
-    check_matmul_dtype(matmul_dtype)
-    SentenceEmbeddingFile.check_paths(input_file, output_file, sources, overwrite)  # before any work
-    if warm_up is not None:
-        if model is None:
-            model = BidirectionalLanguageModel(options, weight_file, stateful=False, start="zeros",
-                                               matmul_dtype=matmul_dtype)
-        model.warm_up(warm_up)
-    if model is not None:
-        boundary_state = model.boundary_state
-        if start is None and warm_up is None:
-            start = model.start  # the model's own default (e.g. ELMo(start="zeros"))
-    else:
-        stored = read_boundary_state(weight_file)
-        boundary_state = stored[0] if stored else None
-    start = resolve_start(start, boundary_state is not None, weight_file)
+    SentenceEmbeddingFile.check_paths(input_file, output_file, (options.source, weight_file, vocab_file), overwrite)
+    return BidirectionalLanguageModel(options, weight_file, stateful=False, start=start, warm_up=warm_up,
+                                      matmul_dtype=matmul_dtype)
+
+
+def _write_sentence_datasets(model, input_file, output_file, select, key_of, settings, *, vocab_file=None,
+                             batch_size=None, resume=True, overwrite=False, verbose=1, check_lines=None,
+                             extra_datasets=None, start=None):
+    """The run behind `write_embeddings` and `dump_bilm_embeddings`: one
+    dataset per line, `select` of its `(n_layers + 1, n_tokens, 2P)` layers."""
+    check_batch_size(batch_size)
+    if model.stateful or not model.use_character_inputs or model.weight_file is None:
+        raise UserError("The model must be a stateless character BidirectionalLanguageModel loaded from a weight "
+                        "file (BidirectionalLanguageModel(options, weight_file, stateful=False)).")
+    options = model.options
+    start_state = model.start_state(start)
+    sources = (options.source, model.weight_file, vocab_file)
     made_from = {**settings, "n_layers": options.n_layers, "projection_dim": options.projection_dim,
-                 "weight_sha256": file_sha256(weight_file),
-                 "options_sha256": json_sha256(options.for_prediction().to_dict()),
-                 "start": start, "matmul_dtype": matmul_dtype,
+                 "weight_sha256": file_sha256(model.weight_file),
+                 "options_sha256": json_sha256(options.to_dict()),
+                 "start": start_state.start, "matmul_dtype": model.matmul_dtype,
                  "boundary_state_sha256": json_sha256(
-                     {key: value.tolist() for key, value in boundary_state.items()}) if start == "warm" else ""}
+                     {key: value.tolist() for key, value in start_state.boundary_state.items()})
+                 if start_state.start == "warm" else ""}
     target = SentenceEmbeddingFile(input_file, output_file, made_from, inputs=sources, resume=resume,
                                    overwrite=overwrite, verbose=verbose)
     if check_lines is not None:
         check_lines(input_file)
-    if model is None:
-        model = BidirectionalLanguageModel(options, weight_file, stateful=False, start=start,
-                                           matmul_dtype=matmul_dtype)
     batcher = Batcher(vocab_file, options.char_cnn.max_characters_per_token)
 
     def embed(sentences):
-        layers = model(batcher.batch_sentences(sentences), start=start)["lm_embeddings"].numpy()
+        layers = model(batcher.batch_sentences(sentences), start=start_state.start)["lm_embeddings"].numpy()
         return [select(layers[i, :, :len(tokens)]) for i, tokens in enumerate(sentences)]
 
     written = target.write(embed, batch_size=batch_size, key_of=key_of, extra_datasets=extra_datasets)
     if target.n_lines == 0:
         warnings.warn(f"{input_file} is empty: wrote {output_file} with no sentence datasets.", stacklevel=3)
     return written
-
-
-def _check_model(model, options):
-    """A model passed in must be the stateless one these options build (the
-    file records a zero start and the options' hash)."""
-    if model.stateful:
-        raise ValueError("model must be stateless (BidirectionalLanguageModel(..., stateful=False)): the file "
-                         "records that every sentence starts from zero states.")
-    if model.options != options.for_prediction():
-        raise ValueError(f"model was built from other options than {options.source}; pass the model of "
-                         "these options and weights, or model=None to load one.")
-
-
-def add_embedding_run_arguments(parser, output_name="OUTPUT"):
-    """The flags that `bin/elmo.py` and `bin/dump_bilm_embeddings.py` share:
-    how the model runs and how the output file is written."""
-    parser.add_argument("--batch_size", type=int,
-                        help="Sentences per model call (default: calls of about 4,096 tokens, sentences "
-                             "batched by length).")
-    parser.add_argument("--start", choices=STARTS,
-                        help="Where each sentence's LSTMs start: warm, the boundary state (the mean state at "
-                             "sentence starts in training, stored by bilm's training or made by --warm_up), or "
-                             "zeros (default: warm when there is a boundary state, else zeros).")
-    parser.add_argument("--warm_up", metavar="FILE",
-                        help="Compute the boundary state from the first 1,000 sentences of this text file "
-                             "(one per line), for weights that carry none, such as the published ones.")
-    parser.add_argument("--matmul_dtype", choices=MATMUL_DTYPES, default="float32",
-                        help="bfloat16: keep the model's kernels in bfloat16 (faster on CPUs and GPUs with "
-                             "bfloat16 matmuls; vectors within 3%% of float32's, see docs/performance.md).")
-    parser.add_argument("--no_resume", dest="resume", action="store_false",
-                        help=f"Start over instead of continuing {output_name}.partial from an interrupted run.")
-    parser.add_argument("--overwrite", action="store_true",
-                        help=f"Replace an existing {output_name} (or {output_name}.partial) that bilm did not "
-                             "write.")

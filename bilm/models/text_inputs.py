@@ -2,8 +2,9 @@
 import keras
 import tensorflow as tf
 
+from bilm.errors import UserError
 from bilm.text.batching import check_id_shape
-from bilm.text.graph_batching import sentences_to_tokens, token_lengths, tokens_to_char_ids, tokens_to_token_ids
+from bilm.text.graph_batching import sentences_to_tokens, token_lengths, batch_char_ids, batch_token_ids
 
 INPUT_TYPES = ("auto", "tokens", "sentences", "char_ids", "token_ids")
 
@@ -59,19 +60,19 @@ def inputs_to_ids(inputs, requested_type, options, use_character_inputs, vocab_t
                 f"Received dtype {inputs.dtype.name}, shape {tuple(inputs.shape)}; integer ids need "
                 "input_type='char_ids' (from Batcher) or 'token_ids' (from TokenBatcher).")
         if not use_character_inputs and vocab_table is None:
-            raise ValueError(
+            raise UserError(
                 f"{who}: a token-input biLM given text needs vocab_file= (the biLM's vocabulary).")
         if input_type == "sentences":
             if sequence_len is not None:
-                raise ValueError(f"{who}: sequence_len is only for input_type='tokens'.")
+                raise UserError(f"{who}: sequence_len is only for input_type='tokens'.")
             tokens = sentences_to_tokens(inputs)
         else:
             tokens = inputs
         if use_character_inputs:
-            return tokens_to_char_ids(tokens, options.char_cnn.max_characters_per_token, sequence_len)
-        return tokens_to_token_ids(tokens, vocab_table, sequence_len)
+            return batch_char_ids(tokens, options.char_cnn.max_characters_per_token, sequence_len)
+        return batch_token_ids(tokens, vocab_table, sequence_len)
     if sequence_len is not None:
-        raise ValueError(f"{who}: sequence_len is only for string tokens; ids carry their lengths.")
+        raise UserError(f"{who}: sequence_len is only for string tokens; ids carry their lengths.")
     if is_string or not inputs.dtype.is_integer:
         raise TypeError(
             f"{who} takes string tokens (batch, time), string sentences (batch,) or integer "
@@ -81,9 +82,9 @@ def inputs_to_ids(inputs, requested_type, options, use_character_inputs, vocab_t
     if (input_type == "char_ids") != use_character_inputs:
         reads, other = ("char_ids", "token_ids") if use_character_inputs else ("token_ids", "char_ids")
         kind = "character" if use_character_inputs else "token-input"
-        raise ValueError(f"{who}: this is a {kind} biLM; it reads '{reads}', not '{other}'.")
+        raise UserError(f"{who}: this is a {kind} biLM; it reads '{reads}', not '{other}'.")
     if inputs.shape.rank is None:
-        raise ValueError(f"{who}: ids of unknown rank; they must be {input_type} as the batchers give them.")
+        raise UserError(f"{who}: ids of unknown rank; they must be {input_type} as the batchers give them.")
     max_chars = options.char_cnn.max_characters_per_token if use_character_inputs else None
     check_id_shape(inputs.shape, max_chars, who=f"{who}: {input_type.replace('_', ' ')}")
     return tf.cast(inputs, tf.int32)
