@@ -64,10 +64,6 @@ class BiLMOptions:
     raw: dict = dataclasses.field(compare=False, repr=False)
     source: str = dataclasses.field(default="<dict>", compare=False, repr=False)
 
-    @property
-    def use_character_inputs(self):
-        return self.char_cnn is not None
-
     def get(self, key, default=None):
         """A top-level training key (`batch_size`, `dropout`...) or `default`."""
         return self.raw.get(key, default)

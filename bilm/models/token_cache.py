@@ -64,11 +64,6 @@ class TokenEncodingCache:
         self.misses += int(missing.size)
         return unique_encodings, inverse.reshape(char_ids.shape[:-1]).astype(np.int32)
 
-    def clear(self):
-        """Forgets every stored encoding (e.g. after the weights change)."""
-        self._slots.clear()
-        self.hits = self.misses = 0
-
     def _store(self, keys, encoded):
         n = min(len(keys), self.max_size - len(self._slots))
         if n <= 0:

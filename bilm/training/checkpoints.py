@@ -22,6 +22,8 @@ import tensorflow as tf
 
 from bilm.errors import UserError
 from bilm.options import load_options
+from bilm.training.settings import training_settings
+from bilm.training.training_lm import TrainingLM
 
 CHECKPOINT_NAME = "model.ckpt"
 OPTIONS_FILE = "options.json"
@@ -36,20 +38,18 @@ def data_fingerprint(description):
     return zlib.crc32(str(description).encode("utf-8"))
 
 
-def build_checkpoint(lm, optimizer=None, step=None, lstm_states=None, data_position=None, boundary_state=True):
+def build_checkpoint(lm, optimizer=None, step=None, lstm_states=None, data_position=None):
     """A `tf.train.Checkpoint` of the given training objects.
 
     Args:
-        lm: `TrainingLM` (its biLM and softmax, and with `boundary_state`
-            its boundary state).
+        lm: `TrainingLM` (its biLM, softmax and boundary state).
         optimizer: `SparseAdagrad` or None.
         step: int64 scalar variable or None.
         lstm_states: `{state key: variable (rows, size)}` or None.
         data_position: `{"batches": int64 variable, "source": int64 variable}` or None.
     """
-    parts = {"model": lm.bilm_variables(), "softmax": lm.softmax_variables()}
-    if boundary_state:
-        parts["boundary_state"] = {**lm.boundary_state, "n_starts": lm.n_boundary_starts}
+    parts = {"model": lm.bilm_variables(), "softmax": lm.softmax_variables(),
+             "boundary_state": {**lm.boundary_state, "n_starts": lm.n_boundary_starts}}
     if optimizer is not None:
         parts["optimizer"] = optimizer.accumulators
     if step is not None:
@@ -90,16 +90,18 @@ def load_options_latest_checkpoint(save_dir):
     return load_training_options(save_dir).to_dict(), path
 
 
+def load_training_model(options, ckpt_file):
+    """A `TrainingLM` (no dropout) with the weights of a checkpoint."""
+    options, settings = training_settings(options, need_schedule=False)
+    lm = TrainingLM(options, settings)
+    restore_model(lm, ckpt_file)
+    return lm
+
+
 def restore_model(lm, checkpoint_file):
-    """Assigns the biLM and softmax variables of a checkpoint to `lm` (for
-    evaluation, dumping), and its boundary state if it has one."""
-    _restore(build_checkpoint(lm, boundary_state=has_boundary_state(checkpoint_file)), checkpoint_file)
-
-
-def has_boundary_state(checkpoint_file):
-    """Whether a checkpoint holds a boundary state (checkpoints older than it do not)."""
-    names = tf.train.load_checkpoint(checkpoint_file).get_variable_to_shape_map()
-    return any(name.startswith("boundary_state/") for name in names)
+    """Assigns the biLM, softmax and boundary state variables of a checkpoint
+    to `lm` (for evaluation, dumping)."""
+    _restore(build_checkpoint(lm), checkpoint_file)
 
 
 def restore_training(checkpoint_file, lm, optimizer, step, lstm_states, data_position):
@@ -112,8 +114,7 @@ def restore_training(checkpoint_file, lm, optimizer, step, lstm_states, data_pos
     states_match = all(
         saved_shapes.get(f"lstm_states/{key}/.ATTRIBUTES/VARIABLE_VALUE") == list(variable.shape)
         for key, variable in lstm_states.items())
-    checkpoint = build_checkpoint(lm, optimizer, step, lstm_states if states_match else None, data_position,
-                                  boundary_state=has_boundary_state(checkpoint_file))
+    checkpoint = build_checkpoint(lm, optimizer, step, lstm_states if states_match else None, data_position)
     _restore(checkpoint, checkpoint_file)
     return states_match
 

@@ -6,9 +6,7 @@ import tensorflow as tf
 
 from bilm.errors import UserError
 from bilm.training import checkpoints
-from bilm.training.training_lm import TrainingLM
 from bilm.training.prediction_network import measure_boundary_state
-from bilm.training.settings import training_settings
 from bilm.training.tf_dataset import make_tf_dataset
 from bilm.utils.progress import Progress
 
@@ -83,14 +81,6 @@ def _reset_at_sentence_starts(states, batch, start_states, opening):
     return {key: tf.where(starts[key.split("_")[0]], start_states[key], state) for key, state in states.items()}
 
 
-def load_training_model(options, ckpt_file):
-    """A `TrainingLM` (no dropout) with the weights of a checkpoint."""
-    options, settings = training_settings(options, need_schedule=False)
-    lm = TrainingLM(options, settings)
-    checkpoints.restore_model(lm, ckpt_file)
-    return lm
-
-
 def test(options, ckpt_file, data, batch_size=256, *, unroll_steps=1, verbose=1, start="carry"):
     """Held-out perplexity of a checkpoint (full softmax), as bilm-tf's `test`.
 
@@ -100,13 +90,14 @@ def test(options, ckpt_file, data, batch_size=256, *, unroll_steps=1, verbose=1,
         data: a stream in test mode (it must end).
         batch_size: rows per batch; `unroll_steps`: window length (1 as bilm-tf).
         start: where each sentence starts, see `evaluate`. A checkpoint
-            without a boundary state (from before bilm stored one) gets one
-            measured on `data` for `"warm"`.
+            whose boundary state is not measured yet (one converted from
+            TF1 by `convert_tf1_checkpoint`) gets one measured on `data`
+            for `"warm"`.
 
     Returns:
         float, the average perplexity.
     """
-    lm = load_training_model(options, ckpt_file)
+    lm = checkpoints.load_training_model(options, ckpt_file)
     if start == "warm" and int(lm.n_boundary_starts.numpy()) == 0:
         n_starts = measure_boundary_state(lm, data)
         if verbose:

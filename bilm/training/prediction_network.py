@@ -17,8 +17,8 @@ def prediction_network(lm):
     which handles the prediction layout's padding rows; a token-input
     model's table gets its zero padding row in front.
     """
-    token_input = not lm.use_characters
-    network = build_bilm(lm.options.for_prediction(lm.use_characters),
+    token_input = not lm.use_character_inputs
+    network = build_bilm(lm.options.for_prediction(lm.use_character_inputs),
                          n_token_vocab=lm.settings.n_tokens_vocab + 1 if token_input else None,
                          bidirectional=len(lm.directions) == 2, name="prediction_bilm")
     trained = {entry.name: entry for entry in weight_table(lm.bilm)}
@@ -37,7 +37,7 @@ def measure_boundary_state(lm, data, n_sentences=DEFAULT_N_SENTENCES):
     beginning as training reads it, and returns the number of starts."""
     stream = getattr(data, "forward", data)
     sentences = (split_tokens(line) for line in itertools.islice(stream.iter_lines(), 2 * n_sentences))
-    if lm.use_characters:
+    if lm.use_character_inputs:
         to_ids = Batcher(None, lm.options.char_cnn.max_characters_per_token).batch_sentences
     else:
         def to_ids(token_lists):

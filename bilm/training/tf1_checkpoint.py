@@ -38,7 +38,7 @@ def tf1_table(lm):
     `embedding` (token inputs), `softmax/W` (unless shared) and `softmax/b`.
     """
     entries = list(weight_table(lm.bilm))
-    if not lm.use_characters:
+    if not lm.use_character_inputs:
         entries.append(_variable_entry("embedding", lm.bilm.get_layer("token_embedding").embeddings.value))
     for name, variable in lm.softmax_variables().items():
         entries.append(_variable_entry(f"softmax/{name}", variable))

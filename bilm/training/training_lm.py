@@ -45,12 +45,12 @@ class TrainingLM:
     def __init__(self, options, settings):
         self.options = options
         self.settings = settings
-        self.use_characters = options.char_cnn is not None
+        self.use_character_inputs = options.char_cnn is not None
         self.directions = DIRECTIONS[: 2 if settings.bidirectional else 1]
         # Dropout masks come from a (seed, step, replica) seed input, so they
         # are the same after a restart and differ between replicas.
         self.bilm = build_bilm(
-            options, n_token_vocab=None if self.use_characters else settings.n_tokens_vocab,
+            options, n_token_vocab=None if self.use_character_inputs else settings.n_tokens_vocab,
             bidirectional=settings.bidirectional, dropout=settings.dropout,
             layout="training", training_matmul_dtype=settings.matmul_dtype, name="bilm")
         # Dropout on each direction's top output, before the softmax.
@@ -102,7 +102,7 @@ class TrainingLM:
 
     def batch_keys(self):
         """The keys of a data batch that `losses` reads."""
-        keys = ["token_characters" if self.use_characters else "token_ids", "next_token_id"]
+        keys = ["token_characters" if self.use_character_inputs else "token_ids", "next_token_id"]
         if "backward" in self.directions:
             keys += [key + "_reverse" for key in keys]
         return keys
@@ -129,7 +129,7 @@ class TrainingLM:
             own stream's order, with the output dropout applied in training.
         """
         # The data batches and the network name their inputs alike.
-        key = "token_characters" if self.use_characters else "token_ids"
+        key = "token_characters" if self.use_character_inputs else "token_ids"
         inputs = {key: batch[key], **initial_states}
         if "backward" in self.directions:
             inputs[key + "_reverse"] = batch[key + "_reverse"]

@@ -9,7 +9,7 @@ from bilm.io.weight_file import WEIGHTS_KIND, save_bilm_weights, save_token_embe
 from bilm.options import save_options
 from bilm.training import checkpoints
 from bilm.training.checkpoints import OPTIONS_FILE
-from bilm.training.evaluation import load_training_model
+from bilm.training.checkpoints import load_training_model
 
 
 def dump_weights(save_dir, outfile, options_outfile=None, overwrite=False):
@@ -52,10 +52,10 @@ def dump_weights(save_dir, outfile, options_outfile=None, overwrite=False):
         warnings.warn(f"{save_dir} holds a forward-only biLM: {outfile} has no backward LSTM weights "
                       "(RNN_1/...), so BidirectionalLanguageModel cannot load it.", stacklevel=2)
     written = {"weight_file": outfile}
-    if not lm.use_characters:
+    if not lm.use_character_inputs:
         table = lm.bilm.get_layer("token_embedding").embeddings.numpy()
         save_token_embeddings(embedding_file, table)
         written["embedding_weight_file"] = embedding_file
-    save_options(lm.options.for_prediction(lm.use_characters), options_outfile)
+    save_options(lm.options.for_prediction(lm.use_character_inputs), options_outfile)
     written["options_file"] = options_outfile
     return written

@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 
 from bilm.training.checkpoints import CheckpointError, latest_checkpoint, load_options_latest_checkpoint
-from bilm.training.evaluation import load_training_model
+from bilm.training.checkpoints import load_training_model
 from bilm.training.loop import train
 from training_helpers import checkpoint_arrays, open_data, tiny_options, write_corpus
 
