@@ -1,20 +1,22 @@
-"""bilm: ELMo bidirectional language models for TensorFlow 2 and Keras 3."""
+"""bilm: ELMo bidirectional language models for TensorFlow 2 and Keras 3.
+
+The public surface is what this package and its subpackages (`bilm.text`,
+`bilm.ops`, `bilm.layers`, `bilm.models`, `bilm.io`, `bilm.export`,
+`bilm.training`) export, and the modules `bilm.options`, `bilm.presets` and
+`bilm.errors`; every other module is internal and may change.
+"""
 from bilm.utils.tensorflow_logs import import_tensorflow
 
 import_tensorflow()  # before any module of bilm imports it (see bilm.utils.tensorflow_logs)
 
 # isort: split
-from bilm.export.sentence_embeddings import dump_bilm_embeddings
-from bilm.export.token_embeddings import dump_token_embeddings
-from bilm.pretrained import ELMo, load
-from bilm.layers.weight_layers import WeightLayers, weight_layers
-from bilm.models.elmo_embedding import ELMoEmbedding
-from bilm.models.functional_bilm import build_bilm
-from bilm.models.bidirectional_lm import BidirectionalLanguageModel
-from bilm.export.saved_model import export_saved_model
+from bilm.errors import UserError
+from bilm.export import dump_bilm_embeddings, dump_token_embeddings, embed_file, export_saved_model
+from bilm.layers import WeightLayers, weight_layers
+from bilm.models import BidirectionalLanguageModel, ELMoEmbedding, build_bilm
 from bilm.options import BiLMOptions, load_options
-from bilm.text.batching import Batcher, TokenBatcher
-from bilm.text.vocabulary import UnicodeCharsVocabulary, Vocabulary
+from bilm.pretrained import ELMo, load
+from bilm.text import Batcher, TokenBatcher, UnicodeCharsVocabulary, Vocabulary
 
 __all__ = [
     "Batcher",
@@ -24,11 +26,13 @@ __all__ = [
     "ELMoEmbedding",
     "TokenBatcher",
     "UnicodeCharsVocabulary",
+    "UserError",
     "Vocabulary",
     "WeightLayers",
     "build_bilm",
     "dump_bilm_embeddings",
     "dump_token_embeddings",
+    "embed_file",
     "export_saved_model",
     "load",
     "load_options",

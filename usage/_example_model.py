@@ -4,7 +4,7 @@ import tempfile
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-from bilm.models.random_weights import write_random_model  # noqa: E402
+from bilm.models import write_random_model  # noqa: E402
 from bilm.presets import get_preset  # noqa: E402
 
 CONTEXT = [

@@ -33,8 +33,8 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from bilm.models.elmo_embedding import ELMoEmbedding  # noqa: E402
-from bilm.models.random_weights import write_random_model  # noqa: E402
+from bilm import ELMoEmbedding  # noqa: E402
+from bilm.models import write_random_model  # noqa: E402
 from bilm.presets import get_preset  # noqa: E402
 
 N_CLASSES = 3

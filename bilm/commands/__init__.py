@@ -1,1 +1,1 @@
-"""What the `bin/` scripts call: embedding files, dumps, training from files, the quick start."""
+"""What only the `bin/` scripts use: their shared flags and the one-line errors. Internal."""

@@ -1,1 +1,26 @@
-"""The fast kernels behind the layers, each a plain function of tensors."""
+"""The fast kernels behind the layers, each a plain function of tensors.
+
+The names below are the public surface of `bilm.ops`; its modules are
+internal and may change.
+"""
+from bilm.ops.char_convolutions import max_pooled_char_convolutions
+from bilm.ops.lstm_bptt import lstm_layer_bptt, lstm_recurrence_bptt
+from bilm.ops.lstm_recurrence import lstm_recurrence_packed, lstm_recurrence_xla, packed_steps
+from bilm.ops.matmul_dtype import BFLOAT16_INFERENCE_TOLERANCE, MATMUL_DTYPES, kernel_matmul, matmul
+from bilm.ops.sampled_softmax import full_softmax_loss, log_uniform_candidates, sampled_softmax_loss
+
+__all__ = [
+    "BFLOAT16_INFERENCE_TOLERANCE",
+    "MATMUL_DTYPES",
+    "full_softmax_loss",
+    "kernel_matmul",
+    "log_uniform_candidates",
+    "lstm_layer_bptt",
+    "lstm_recurrence_bptt",
+    "lstm_recurrence_packed",
+    "lstm_recurrence_xla",
+    "matmul",
+    "max_pooled_char_convolutions",
+    "packed_steps",
+    "sampled_softmax_loss",
+]

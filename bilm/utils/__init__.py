@@ -1,1 +1,1 @@
-"""Process-level helpers that only a caller who owns the process turns on."""
+"""Process-level helpers that only a caller who owns the process turns on. Internal."""

@@ -1,0 +1,89 @@
+"""The package's shape: lower layers never import higher ones, and examples use only the public surface."""
+import ast
+import importlib
+import os
+import re
+
+import pytest
+
+from helpers import ROOT
+
+PUBLIC_MODULES = {"bilm", "bilm.text", "bilm.ops", "bilm.layers", "bilm.models", "bilm.io", "bilm.export",
+                  "bilm.training", "bilm.options", "bilm.presets", "bilm.errors"}
+# What each part of the package may import from the others (beyond bilm.errors, which
+# every part may raise, and bilm.utils).
+ALLOWED = {
+    "errors": set(),
+    "utils": set(),
+    "text": set(),
+    "ops": set(),
+    "io": {"text"},
+    "options": {"io"},
+    "presets": {"options"},
+    "layers": {"ops"},
+    "models": {"layers", "ops", "io", "text", "options"},
+    "export": {"models", "io", "text", "ops", "options"},
+    "pretrained": {"export", "models", "io", "text", "options"},
+    "training": {"models", "layers", "ops", "io", "text", "options", "presets"},
+    "commands": {"export", "training", "models", "io", "ops", "options", "presets", "text"},
+    "__init__": {"export", "layers", "models", "options", "pretrained", "text"},
+}
+
+
+def _imported_modules(path):
+    tree = ast.parse(open(path, encoding="utf-8").read(), path)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            yield node.module
+        elif isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+
+
+def _part(module):
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def test_each_part_imports_only_the_parts_below_it():
+    wrong = []
+    for directory, _, files in os.walk(os.path.join(ROOT, "bilm")):
+        for name in files:
+            if not name.endswith(".py"):
+                continue
+            path = os.path.join(directory, name)
+            relative = os.path.relpath(path, ROOT)[:-3].replace(os.sep, ".")
+            source = _part(relative if not relative.endswith(".__init__") or relative.count(".") > 1
+                           else "bilm")
+            for module in _imported_modules(path):
+                if not module.startswith("bilm.") or module.startswith(("bilm.errors", "bilm.utils")):
+                    continue
+                target = _part(module)
+                if target != source and target not in ALLOWED[source]:
+                    wrong.append(f"{os.path.relpath(path, ROOT)} imports {module}")
+    assert wrong == []
+
+
+@pytest.mark.parametrize("module", sorted(PUBLIC_MODULES))
+def test_every_exported_name_exists(module):
+    imported = importlib.import_module(module)
+    for name in getattr(imported, "__all__", []):
+        assert hasattr(imported, name), f"{module}.{name}"
+
+
+def _readme_code():
+    text = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
+    return re.findall(r"```python\n(.*?)```", text, flags=re.S)
+
+
+def test_examples_and_the_readme_use_only_the_public_surface():
+    sources = {os.path.join("usage", name): open(os.path.join(ROOT, "usage", name), encoding="utf-8").read()
+               for name in os.listdir(os.path.join(ROOT, "usage")) if name.endswith(".py")}
+    sources.update({f"README.md block {i}": code for i, code in enumerate(_readme_code())})
+    private = []
+    for where, code in sources.items():
+        for node in ast.walk(ast.parse(code)):
+            names = ([node.module] if isinstance(node, ast.ImportFrom) and node.module
+                     else [alias.name for alias in node.names] if isinstance(node, ast.Import) else [])
+            private += [f"{where}: {name}" for name in names
+                        if name.split(".")[0] == "bilm" and name not in PUBLIC_MODULES]
+    assert private == []
