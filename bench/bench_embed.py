@@ -68,12 +68,6 @@ def layer_deviations(got, want, lengths):
 
 def run_one(config, n_sentences, batch_size):
     import numpy as np
-
-    from bilm import Batcher, BidirectionalLanguageModel, load_options
-    from bilm.io.sentence_files import length_sorted_batches
-    from bilm.layers.projected_lstm import ProjectedLSTM
-    from bilm.models.random_weights import write_random_model
-    from bilm.presets import get_preset
     from common import (
         forward_flops_per_token,
         matmul_rate,
@@ -81,6 +75,12 @@ def run_one(config, n_sentences, batch_size):
         peak_rss_gib,
         zipf_sentences,
     )
+
+    from bilm import Batcher, BidirectionalLanguageModel, load_options
+    from bilm.io.sentence_files import length_sorted_batches
+    from bilm.layers.projected_lstm import ProjectedLSTM
+    from bilm.models.random_weights import write_random_model
+    from bilm.presets import get_preset
 
     preset, *modifiers = config.split(":")
     unknown = set(modifiers) - set(MODIFIERS)

@@ -34,15 +34,16 @@ from common import run_sizes  # noqa: E402
 
 
 def run_one(size, n_sentences, batch_size):
+    from common import peak_rss_gib, zipf_sentences
+
     from bilm.export.sentence_embeddings import embed_file
-    from bilm.pretrained import ELMo
     from bilm.io.sentence_files import length_sorted_batches
     from bilm.models.bidirectional_lm import BidirectionalLanguageModel
     from bilm.models.random_weights import write_random_model
     from bilm.options import load_options
     from bilm.presets import get_preset
+    from bilm.pretrained import ELMo
     from bilm.text.batching import Batcher
-    from common import peak_rss_gib, zipf_sentences
 
     directory = tempfile.mkdtemp(prefix=f"bench_embed_file_{size}_")
     try:

@@ -32,15 +32,6 @@ import numpy as np
 import tensorflow as tf
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bilm.training.from_files import load_training_data  # noqa: E402
-from bilm.ops.matmul_dtype import MATMUL_DTYPES  # noqa: E402
-from bilm.presets import TRAINING_DEFAULTS, get_preset  # noqa: E402
-from bilm.training.training_lm import TrainingLM  # noqa: E402
-from bilm.training.optimizer import SparseAdagrad  # noqa: E402
-from bilm.training.settings import training_settings  # noqa: E402
-from bilm.training.tf_dataset import make_tf_dataset  # noqa: E402
-from bilm.training.train_step import TrainStep  # noqa: E402
-from bilm.utils.malloc_tuning import keep_freed_memory  # noqa: E402
 from common import (  # noqa: E402
     char_convolution_flops_per_token,
     encoder_flops_per_token,
@@ -49,6 +40,16 @@ from common import (  # noqa: E402
     peak_rss_gib,
     recurrent_matmul_seconds,
 )
+
+from bilm.ops.matmul_dtype import MATMUL_DTYPES  # noqa: E402
+from bilm.presets import TRAINING_DEFAULTS, get_preset  # noqa: E402
+from bilm.training.from_files import load_training_data  # noqa: E402
+from bilm.training.optimizer import SparseAdagrad  # noqa: E402
+from bilm.training.settings import training_settings  # noqa: E402
+from bilm.training.tf_dataset import make_tf_dataset  # noqa: E402
+from bilm.training.train_step import TrainStep  # noqa: E402
+from bilm.training.training_lm import TrainingLM  # noqa: E402
+from bilm.utils.malloc_tuning import keep_freed_memory  # noqa: E402
 
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
 

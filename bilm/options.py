@@ -204,7 +204,8 @@ def _char_cnn_options(cnn, source):
             isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in pair
         )
         if not ok:
-            raise OptionsError(f"{source}: 'char_cnn.filters[{i}]' must be [width, num] positive integers, got {pair!r}.")
+            raise OptionsError(
+                f"{source}: 'char_cnn.filters[{i}]' must be [width, num] positive integers, got {pair!r}.")
         parsed.append((pair[0], pair[1]))
     max_chars = _int(cnn, "max_characters_per_token", source, "char_cnn", minimum=3)
     too_wide = [w for w, _ in parsed if w > max_chars]

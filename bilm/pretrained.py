@@ -10,9 +10,9 @@ from bilm.io.model_files import locate_model, options_file_beside
 from bilm.io.output_files import check_output_file
 from bilm.io.sentence_files import check_batch_size, length_sorted_batches
 from bilm.io.weight_file import WEIGHTS_KIND, copy_with_boundary_state
+from bilm.models.bidirectional_lm import BidirectionalLanguageModel
 from bilm.models.boundary_state import DEFAULT_N_SENTENCES
 from bilm.models.elmo_embedding import ELMoEmbedding
-from bilm.models.bidirectional_lm import BidirectionalLanguageModel
 from bilm.options import load_options, save_options
 from bilm.text.batching import Batcher
 from bilm.text.whitespace import split_tokens

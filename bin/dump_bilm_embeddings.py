@@ -12,8 +12,8 @@ import os
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # before TensorFlow loads
 
 from bilm.commands.embedding_arguments import add_embedding_run_arguments
-from bilm.export.sentence_embeddings import dump_bilm_embeddings  # noqa: E402
 from bilm.commands.user_errors import exit_on_user_error  # noqa: E402
+from bilm.export.sentence_embeddings import dump_bilm_embeddings  # noqa: E402
 
 
 def main(argv=None):

@@ -11,8 +11,8 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # before TensorFlow loads
 
-from bilm.export.token_embeddings import dump_token_embeddings  # noqa: E402
 from bilm.commands.user_errors import exit_on_user_error  # noqa: E402
+from bilm.export.token_embeddings import dump_token_embeddings  # noqa: E402
 
 
 def main(argv=None):

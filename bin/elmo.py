@@ -21,8 +21,8 @@ import os
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # before TensorFlow loads
 
 from bilm.commands.embedding_arguments import add_embedding_run_arguments
-from bilm.export.sentence_embeddings import embed_file  # noqa: E402
 from bilm.commands.user_errors import exit_on_user_error  # noqa: E402
+from bilm.export.sentence_embeddings import embed_file  # noqa: E402
 from bilm.io.model_files import locate_model  # noqa: E402
 
 

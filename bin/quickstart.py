@@ -5,8 +5,8 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # before TensorFlow loads
 
-from bilm.training.quickstart import run_quickstart  # noqa: E402
 from bilm.commands.user_errors import exit_on_user_error  # noqa: E402
+from bilm.training.quickstart import run_quickstart  # noqa: E402
 
 
 def main(argv=None):

@@ -8,9 +8,9 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # before TensorFlow loads
 
-from bilm.training.from_files import test_from_files  # noqa: E402
 from bilm.commands.user_errors import exit_on_user_error  # noqa: E402
 from bilm.training.evaluation import EVALUATION_STARTS  # noqa: E402
+from bilm.training.from_files import test_from_files  # noqa: E402
 
 
 def main(argv=None):

@@ -1,14 +1,9 @@
-"""Test configuration: quiet TensorFlow logs, the `slow` marker, shared fixtures (a tiny model, the training corpus)."""
+"""Test configuration: quiet TensorFlow logs, shared fixtures (a tiny model, the training corpus)."""
 import os
 
 import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-
-def pytest_configure(config):
-    config.addinivalue_line(
-        "markers", "slow: a convergence test that trains for many steps (runs by default; -m 'not slow' skips it)")
 
 
 @pytest.fixture(scope="module")

@@ -14,14 +14,14 @@ import pytest
 import tensorflow as tf
 
 import numpy_reference as R
-from bilm.export.sentence_embeddings import embed_file, write_embeddings
-from bilm.pretrained import ELMo, load
-from bilm.io.output_files import OutputFileError
-from bilm.models.elmo_embedding import ELMoEmbedding
-from bilm.models.bidirectional_lm import BidirectionalLanguageModel
-from bilm.models.random_weights import write_random_model
 from bilm.export.saved_model import export_layer
+from bilm.export.sentence_embeddings import embed_file, write_embeddings
+from bilm.io.output_files import OutputFileError
+from bilm.models.bidirectional_lm import BidirectionalLanguageModel
+from bilm.models.elmo_embedding import ELMoEmbedding
+from bilm.models.random_weights import write_random_model
 from bilm.ops.matmul_dtype import BFLOAT16_INFERENCE_TOLERANCE
+from bilm.pretrained import ELMo, load
 from helpers import ROOT, SENTENCES
 
 

@@ -5,10 +5,10 @@ Run: python usage/usage_cached.py
 """
 import os
 
+import _example_model as example
 import h5py
 import numpy as np
 
-import _example_model as example
 from bilm import WeightLayers, dump_bilm_embeddings
 
 paths = example.make_example()

@@ -3,6 +3,7 @@
 Run: python usage/usage_character.py
 """
 import _example_model as example
+
 from bilm import Batcher, BidirectionalLanguageModel, weight_layers
 
 paths = example.make_example()

@@ -73,8 +73,8 @@ def build_tagger(options_file, weight_file, output, matmul_dtype="float32"):
     """String tokens `(batch, time)` -> tag probabilities `(batch, time, N_CLASSES + 1)`."""
     tokens = keras.Input(shape=(None,), dtype="string", name="tokens")
     # start="zeros": random weights hold no boundary state to start sentences from.
-    features = ELMoEmbedding.from_files(options_file, weight_file, output=output, start="zeros", matmul_dtype=matmul_dtype,
-                             name=f"elmo_{output}")(tokens)
+    features = ELMoEmbedding.from_files(options_file, weight_file, output=output, start="zeros",
+                                        matmul_dtype=matmul_dtype, name=f"elmo_{output}")(tokens)
     # Per-token classifier: Dense acts on each position on its own, so any
     # context must come from the features.
     hidden = keras.layers.Dense(HIDDEN, activation="relu", name="hidden")(features)

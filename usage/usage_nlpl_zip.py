@@ -14,6 +14,7 @@ import tempfile
 import zipfile
 
 import _example_model as example
+
 import bilm
 
 with tempfile.TemporaryDirectory(prefix="bilm_nlpl_") as directory:

@@ -5,9 +5,9 @@ Run: python usage/usage_token.py
 """
 import os
 
+import _example_model as example
 import numpy as np
 
-import _example_model as example
 from bilm import BidirectionalLanguageModel, TokenBatcher, dump_token_embeddings, weight_layers
 
 paths = example.make_example()

@@ -21,7 +21,7 @@ import tensorflow as tf
 from bilm.errors import UserError
 from bilm.io.output_files import atomic_output, check_output_directory
 from bilm.models.elmo_embedding import ELMoEmbedding
-from bilm.text.graph_batching import sentences_to_tokens, batch_char_ids, batch_token_ids
+from bilm.text.graph_batching import batch_char_ids, batch_token_ids, sentences_to_tokens
 
 
 class ELMoModule(tf.Module):

@@ -39,6 +39,7 @@ import warnings
 import h5py
 import numpy as np
 
+from bilm.errors import UserError
 from bilm.io.embedding_files import (
     OUTPUT_FORMATS,
     SENTENCE_TO_INDEX,
@@ -47,7 +48,6 @@ from bilm.io.embedding_files import (
     json_sha256,
     line_number_key,
 )
-from bilm.errors import UserError
 from bilm.io.sentence_files import check_batch_size, read_sentences
 from bilm.io.weight_file import WeightFileError
 from bilm.models.bidirectional_lm import BidirectionalLanguageModel

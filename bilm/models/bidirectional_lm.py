@@ -12,7 +12,7 @@ from bilm.models.start_state import resolve_start
 from bilm.models.token_cache import TokenEncodingCache
 from bilm.ops.matmul_dtype import check_matmul_dtype
 from bilm.options import PREDICTION_N_CHARACTERS, load_options
-from bilm.text.batching import Batcher, check_id_shape
+from bilm.text.batching import check_id_shape
 
 
 def load_prediction_bilm(options, weight_file, embedding_weight_file=None, matmul_dtype="float32", name="bilm"):

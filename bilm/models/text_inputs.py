@@ -4,7 +4,7 @@ import tensorflow as tf
 
 from bilm.errors import UserError
 from bilm.text.batching import check_id_shape
-from bilm.text.graph_batching import sentences_to_tokens, token_lengths, batch_char_ids, batch_token_ids
+from bilm.text.graph_batching import batch_char_ids, batch_token_ids, sentences_to_tokens, token_lengths
 
 INPUT_TYPES = ("auto", "tokens", "sentences", "char_ids", "token_ids")
 

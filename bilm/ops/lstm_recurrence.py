@@ -5,8 +5,9 @@ batch: rows longest first, each step computing only the rows still inside
 their length, so padding costs no matmul rows (PyTorch's packed sequences).
 `lstm_recurrence_xla` runs a padded, masked loop compiled with XLA (static
 shapes), with a gradient that runs the hand-written backward pass of
-`bilm.ops.lstm_bptt` (fine-tuning through ELMo). Training uses `bilm.ops.lstm_bptt`'s own forward loop, which also stores
-what its backward pass needs.
+`bilm.ops.lstm_bptt` (fine-tuning through ELMo). Training uses
+`bilm.ops.lstm_bptt`'s own forward loop, which also stores what its
+backward pass needs.
 """
 from typing import NamedTuple
 

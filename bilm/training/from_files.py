@@ -2,7 +2,6 @@
 import os
 
 from bilm.io.output_files import check_output_directory
-from bilm.ops.matmul_dtype import MATMUL_DTYPES
 from bilm.options import BiLMOptions, load_options
 from bilm.presets import TRAINING_DEFAULTS, training_options
 from bilm.training import checkpoints

@@ -24,12 +24,12 @@ from bilm.training import checkpoints
 from bilm.training.checkpoints import CHECKPOINT_NAME, OPTIONS_FILE, CheckpointError
 from bilm.training.distribution import is_chief, make_strategy
 from bilm.training.evaluation import evaluate
-from bilm.training.training_lm import TrainingLM
 from bilm.training.optimizer import INITIAL_ACCUMULATOR_VALUE, SparseAdagrad
 from bilm.training.prediction_network import measure_boundary_state
 from bilm.training.settings import training_settings
 from bilm.training.tf_dataset import make_tf_dataset
 from bilm.training.train_step import TrainStep
+from bilm.training.training_lm import TrainingLM
 from bilm.utils.malloc_tuning import keep_freed_memory
 from bilm.utils.progress import Progress
 

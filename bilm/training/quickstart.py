@@ -9,12 +9,12 @@ import os
 import shutil
 
 from bilm.errors import UserError
-from bilm.training.from_files import test_from_files, train_from_files
 from bilm.io.output_files import check_output_directory
 from bilm.models.bidirectional_lm import BidirectionalLanguageModel
 from bilm.options import save_options
 from bilm.presets import training_options
 from bilm.text.batching import Batcher
+from bilm.training.from_files import test_from_files, train_from_files
 from bilm.training.sample_corpus import unigram_perplexity, write_sample_corpus
 from bilm.training.weight_export import dump_weights
 

@@ -12,6 +12,7 @@ from bilm.ops.matmul_dtype import check_matmul_dtype
 from bilm.options import TRAINING_N_CHARACTERS, OptionsError, load_options
 from bilm.presets import TRAINING_DEFAULTS
 
+
 @dataclasses.dataclass(frozen=True)
 class TrainingSettings:
     """The training keys of `options.json`, validated (docs/formats.md, "Options").

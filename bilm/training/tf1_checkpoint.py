@@ -18,9 +18,9 @@ from bilm.options import load_options, save_options
 from bilm.presets import TRAINING_DEFAULTS
 from bilm.training import checkpoints
 from bilm.training.checkpoints import CHECKPOINT_NAME, OPTIONS_FILE, CheckpointError
-from bilm.training.training_lm import TrainingLM
 from bilm.training.optimizer import SparseAdagrad
 from bilm.training.settings import training_settings
+from bilm.training.training_lm import TrainingLM
 
 SCOPE = "lm/"
 SLOT_SUFFIX = "/Adagrad"

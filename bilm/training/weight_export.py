@@ -8,8 +8,7 @@ from bilm.io.output_files import check_output_file
 from bilm.io.weight_file import WEIGHTS_KIND, save_bilm_weights, save_token_embeddings
 from bilm.options import save_options
 from bilm.training import checkpoints
-from bilm.training.checkpoints import OPTIONS_FILE
-from bilm.training.checkpoints import load_training_model
+from bilm.training.checkpoints import OPTIONS_FILE, load_training_model
 
 
 def dump_weights(save_dir, outfile, options_outfile=None, overwrite=False):

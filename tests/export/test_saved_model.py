@@ -7,8 +7,8 @@ import pytest
 import tensorflow as tf
 
 import numpy_reference as R
-from bilm.models.elmo_embedding import ELMoEmbedding
 from bilm.export.saved_model import export_layer, export_saved_model
+from bilm.models.elmo_embedding import ELMoEmbedding
 from helpers import SENTENCES, write_model, write_vocab
 
 OUTPUTS = ("word_emb", "lstm_outputs1", "lstm_outputs2", "elmo", "default", "mask", "sequence_len")

@@ -12,9 +12,9 @@ import pytest
 import numpy_reference as R
 from bilm.export import sentence_embeddings as embed_file_module
 from bilm.export.sentence_embeddings import dump_bilm_embeddings, embed_file, sentence_key
-from bilm.pretrained import ELMo
 from bilm.io.output_files import OutputFileError
 from bilm.models.bidirectional_lm import BidirectionalLanguageModel
+from bilm.pretrained import ELMo
 from helpers import ROOT, SENTENCES, write_model, write_vocab
 
 # SENTENCES, with the empty one written as a whitespace-only line.

@@ -13,8 +13,8 @@ from bilm.io.weight_file import (
     write_boundary_state,
     write_datasets,
 )
-from bilm.models.functional_bilm import build_bilm
 from bilm.models.bidirectional_lm import BidirectionalLanguageModel
+from bilm.models.functional_bilm import build_bilm
 from bilm.options import load_options
 from bilm.text.batching import Batcher
 from helpers import write_model

@@ -1,11 +1,10 @@
 """The boundary state: the mean LSTM state at sentence starts of a stream, against the NumPy reference."""
-import h5py
 import numpy as np
 import pytest
 
 import numpy_reference as R
-from bilm.models.boundary_state import BURN_IN, compute_boundary_state
 from bilm.models.bidirectional_lm import BidirectionalLanguageModel
+from bilm.models.boundary_state import BURN_IN, compute_boundary_state
 from bilm.text.batching import Batcher
 from helpers import SENTENCES, write_model
 

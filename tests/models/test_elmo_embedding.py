@@ -8,9 +8,9 @@ import tensorflow as tf
 
 import numpy_reference as R
 from bilm.layers.weight_layers import WeightLayers
+from bilm.models.bidirectional_lm import BidirectionalLanguageModel
 from bilm.models.elmo_embedding import ELMoEmbedding
 from bilm.options import load_options
-from bilm.models.bidirectional_lm import BidirectionalLanguageModel
 from bilm.text.batching import Batcher, TokenBatcher
 from helpers import SENTENCES, write_model, write_vocab
 

@@ -6,8 +6,8 @@ import pytest
 import tensorflow as tf
 
 from bilm.ops.lstm_bptt import lstm_layer_bptt, lstm_recurrence_bptt
-from lstm_reference import lstm_recurrence
 from bilm.ops.matmul_dtype import matmul
+from lstm_reference import lstm_recurrence
 
 
 @pytest.mark.parametrize("jit_compile", [False, True])

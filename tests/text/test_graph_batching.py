@@ -5,11 +5,11 @@ import tensorflow as tf
 
 from bilm.text.batching import Batcher, TokenBatcher
 from bilm.text.graph_batching import (
+    batch_char_ids,
+    batch_token_ids,
     sentences_to_tokens,
     token_lengths,
     token_vocab_table,
-    batch_char_ids,
-    batch_token_ids,
 )
 from helpers import SENTENCES, write_vocab
 

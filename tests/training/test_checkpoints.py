@@ -5,8 +5,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bilm.training.checkpoints import CheckpointError, latest_checkpoint, load_options_latest_checkpoint
-from bilm.training.checkpoints import load_training_model
+from bilm.training.checkpoints import (
+    CheckpointError,
+    latest_checkpoint,
+    load_options_latest_checkpoint,
+    load_training_model,
+)
 from bilm.training.loop import train
 from training_helpers import checkpoint_arrays, open_data, tiny_options, write_corpus
 

@@ -9,8 +9,8 @@ import bilm.training.loop as loop_module
 from bilm.options import OptionsError
 from bilm.training.evaluation import evaluate
 from bilm.training.loop import train
-from bilm.training.training_lm import TrainingLM
 from bilm.training.settings import training_settings
+from bilm.training.training_lm import TrainingLM
 from training_helpers import checkpoint_arrays, open_data, tiny_options, unigram_perplexity
 
 

@@ -4,12 +4,11 @@ import pytest
 import tensorflow as tf
 
 from bilm.io.weight_file import read_boundary_state
-from bilm.models.functional_bilm import state_keys
 from bilm.models.bidirectional_lm import BidirectionalLanguageModel
+from bilm.models.functional_bilm import state_keys
 from bilm.options import load_options
 from bilm.text.batching import Batcher, TokenBatcher
-from bilm.training.checkpoints import CheckpointError
-from bilm.training.checkpoints import load_training_model
+from bilm.training.checkpoints import CheckpointError, load_training_model
 from bilm.training.loop import train
 from bilm.training.weight_export import dump_weights
 from training_helpers import MAX_CHARS, WORDS, open_data, tiny_options

@@ -33,7 +33,8 @@ def test_the_first_step_is_left_out_of_the_time_left():
     first, second = log.getvalue().splitlines()
     assert first == "   1/1000 [>.......................] - perplexity 118"
     # 10 batches in 0.2 s: 20 ms a batch, 989 left.
-    assert second == "  11/1000 [>.......................] - 20s left - 20ms/batch - perplexity 86.9 - tokens/sec 22,183"
+    assert second == ("  11/1000 [>.......................] - 20s left - 20ms/batch - perplexity 86.9 - "
+                      "tokens/sec 22,183")
 
 
 def test_a_log_file_gets_plain_lines_at_intervals_and_the_last_state():
