@@ -293,7 +293,7 @@ class BidirectionalLanguageModel(tf.Module):
         """
         if not self.use_character_inputs:
             raise UserError("warm_up needs a character biLM; a token-input one would need its vocabulary. "
-                            "Compute the state with bilm.models.boundary_state.compute_boundary_state.")
+                            "Compute the state with bilm.models.compute_boundary_state.")
         self._start_state = resolve_start(self.options, self._requested_start, warm_up=sentences,
                                           network=self.model, n_sentences=n_sentences, source="this model")
         return self._start_state.n_starts

@@ -80,7 +80,7 @@ def resolve_start(options, start=None, *, boundary_state=None, weight_file=None,
     if boundary_state is None and warm_up is not None:
         if options.char_cnn is None:
             raise UserError("warm_up needs a character biLM; a token-input one would need its vocabulary. Pass "
-                            "boundary_state= (see bilm.models.boundary_state.compute_boundary_state).")
+                            "boundary_state= (see bilm.models.compute_boundary_state).")
         batcher = Batcher(None, options.char_cnn.max_characters_per_token)
         boundary_state, n_starts = compute_boundary_state(network, options, token_lists(warm_up),
                                                           batcher.batch_sentences, n_sentences)
