@@ -20,6 +20,7 @@ def _script(name):
     return module
 
 
+@pytest.mark.slow
 def test_scripts_train_restart_test_and_dump(tmp_path, capsys):
     corpus = write_corpus(tmp_path, n_train=200, n_heldout=60)
     options_file = tmp_path / "options.json"

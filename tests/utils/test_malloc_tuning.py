@@ -58,6 +58,14 @@ def test_reallocations_fault_no_pages_once_freed_memory_is_kept():
 
 
 def test_keep_freed_memory_can_be_called_again():
-    first = malloc_tuning.keep_freed_memory()
-    assert malloc_tuning.keep_freed_memory() == first
-    assert first == (malloc_tuning._glibc_mallopt() is not None)
+    # In a process of its own: the settings would otherwise stay in the test process.
+    script = ("import json, sys, importlib.util\n"
+              "spec = importlib.util.spec_from_file_location('malloc_tuning', sys.argv[1])\n"
+              "m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)\n"
+              "first = m.keep_freed_memory(); second = m.keep_freed_memory()\n"
+              "print(json.dumps([first, second, m._glibc_mallopt() is not None]))\n")
+    output = subprocess.run([sys.executable, "-c", script, malloc_tuning.__file__], check=True,
+                            capture_output=True, text=True).stdout
+    first, second, has_mallopt = json.loads(output.splitlines()[-1])
+    assert second == first
+    assert first == has_mallopt
