@@ -1,21 +1,20 @@
 """locate_model: each publisher's layout, zips extracted once and safely, URLs downloaded once, clear errors.
 
-Nothing here touches the internet: URLs are served by an `http.server` on
-127.0.0.1 in a thread of the test, which counts the requests it answers.
+Nothing here touches the internet: URLs are served by the `server` fixture
+(tests/io/local_server.py), which counts the requests it answers.
 """
 import hashlib
-import http.server
 import io
 import json
 import os
 import tarfile
-import threading
 import zipfile
 
 import pytest
 
 from bilm.io import model_cache
 from bilm.io.model_files import ModelFileError, find_model_files, locate_model
+from local_server import Response
 
 ALLENNLP = "elmo_2x4096_512_2048cnn_2xhighway"
 
@@ -40,56 +39,6 @@ def _zip_bytes(members):
 
 NLPL_ZIP = _zip_bytes({"elmo/options.json": b"{}", "elmo/model.hdf5": b"x", "elmo/vocab.txt": b"the\n",
                        "elmo/meta.json": b'{"corpus": "Wikipedia", "id": 222}'})
-
-
-class _Server:
-    """Serves `routes` ({path: bytes}) on 127.0.0.1; `requests` lists the paths asked for."""
-
-    def __init__(self):
-        self.routes, self.requests = {}, []
-        server = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self):
-                server.requests.append(self.path)
-                if self.path == "/short.zip":  # promises more bytes than it sends, then hangs up
-                    self.send_response(200)
-                    self.send_header("Content-Length", "100000")
-                    self.end_headers()
-                    self.wfile.write(NLPL_ZIP[:50])
-                    return
-                if self.path not in server.routes:
-                    self.send_error(404, "Not Found")
-                    return
-                body = server.routes[self.path]
-                self.send_response(200)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args):
-                pass
-
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
-
-    def url(self, path):
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}{path}"
-
-    def close(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
-@pytest.fixture
-def server(monkeypatch):
-    for name in ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
-    server = _Server()
-    yield server
-    server.close()
 
 
 @pytest.mark.parametrize("layout, names, options, weights", [
@@ -252,6 +201,8 @@ def test_a_url_is_downloaded_and_extracted_once(tmp_path, server, monkeypatch, c
 def test_a_failed_download_names_the_url_and_keeps_nothing(tmp_path, server):
     cache = tmp_path / "cache"
     server.routes["/model.zip"] = NLPL_ZIP
+    # Promises more bytes than it sends, then hangs up.
+    server.routes["/short.zip"] = Response(NLPL_ZIP[:50], content_length=100000)
     server.routes["/page.zip"] = b"<html><body>Please log in</body></html>"
     with pytest.raises(ModelFileError, match=r"Cannot download http://127.0.0.1:\d+/missing.zip: HTTP 404 Not Found"):
         locate_model(server.url("/missing.zip"), cache_dir=cache)
