@@ -109,8 +109,13 @@ def read_boundary_state(weight_file):
 
     Returns:
         `({state key: float32 (size,)}, number of starts averaged)` or None.
+
+    Raises:
+        WeightFileError: `weight_file` is missing or not readable HDF5.
     """
-    with h5py.File(weight_file, "r") as f:
+    from bilm.io.weight_file import open_for_reading  # not at the top: weight_file imports this module
+
+    with open_for_reading(weight_file) as f:
         group = f.get(BOUNDARY_STATE_GROUP)
         if not isinstance(group, h5py.Group):
             return None
