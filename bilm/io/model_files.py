@@ -11,7 +11,9 @@ under any of the names the publishers use (`MODEL_FILE_PAIRS`):
 The pair may also sit inside the one folder of the directory (a zip whose
 files are in one top folder). Zips and URLs are turned into such a
 directory in the cache by `bilm.io.model_cache`. Layouts of other model
-families (ELMoForManyLangs, TF-Hub modules) get an error saying what they are.
+families (ELMoForManyLangs, TF-Hub modules) get an error saying what they are,
+a training checkpoint directory one saying to write its weights with
+`dump_weights` first.
 """
 import dataclasses
 import json
@@ -35,15 +37,22 @@ MODEL_FILE_PAIRS = (
 VOCAB_FILES = ("vocab.txt", "vocab.txt.gz")
 METADATA_FILE = "meta.json"
 
-# Files that mark a model family bilm does not read: (names, what it is and what reads it).
+# Files that mark a layout bilm.load does not read: (names, the message), the
+# message formatted with `where` (what was asked for), `directory`, `found`
+# (the marker names present) and `weight_file` (where to write the weights).
 FOREIGN_LAYOUTS = (
     (("char.dic", "word.dic", "encoder.pkl", "token_embedder.pkl"),
-     ("an ELMoForManyLangs model, a different model family (PyTorch weights with its own config.json "
-      "and dictionaries) that bilm does not read. Use the ELMoForManyLangs package for it, or a model "
-      "published as options.json with an HDF5 weight file (bilm-tf, AllenNLP or the NLPL repository)")),
+     ("{where} holds an ELMoForManyLangs model, a different model family (PyTorch weights with its own "
+      "config.json and dictionaries) that bilm does not read. Use the ELMoForManyLangs package for it, or a "
+      "model published as options.json with an HDF5 weight file (bilm-tf, AllenNLP or the NLPL repository); "
+      "found {found}.")),
     (("saved_model.pb", "tfhub_module.pb"),
-     ("a TF-Hub module (a TensorFlow SavedModel), not an options file with HDF5 weights. Load it with "
-      "tf.saved_model.load({directory!r}) (or hub.load)")),
+     ("{where} holds a TF-Hub module (a TensorFlow SavedModel), not an options file with HDF5 weights. Load it "
+      "with tf.saved_model.load({directory!r}) (or hub.load); found {found}.")),
+    (("checkpoint",),
+     ("{where} is a training checkpoint directory (checkpoint, model.ckpt-*), without the HDF5 weights "
+      "bilm.load reads. Write them first: python bin/dump_weights.py --save_dir {directory} --outfile "
+      "{weight_file}, then load that directory.")),
 )
 # Folders that archivers add beside the content.
 _IGNORED_FOLDERS = ("__MACOSX",)
@@ -155,10 +164,7 @@ def _find(directory, options_file, weight_file, source, descend):
         raise ModelFileError(
             f"{where} holds {len(pairs)} models ({shown}). Pass the options file of the one you want, "
             f"e.g. bilm.load({pairs[0][0]!r}).")
-    for markers, what in FOREIGN_LAYOUTS:
-        found = [name for name in markers if name in names]
-        if found:
-            raise ModelFileError(f"{where} holds {what.format(directory=directory)}; found {', '.join(found)}.")
+    _check_foreign_layout(directory, names, where)
     folders = [name for name in names if os.path.isdir(os.path.join(directory, name))]
     found = _listing(directory, names)
     if descend and len(folders) == 1:
@@ -175,6 +181,15 @@ def _find(directory, options_file, weight_file, source, descend):
         f"{where} holds no model bilm reads{wanted}: found {found}. Expected an "
         "options file with its HDF5 weights in one directory: " + ", ".join(
             f"{o} + {w}" for o, w in MODEL_FILE_PAIRS) + " (`*` the same name in both).")
+
+
+def _check_foreign_layout(directory, names, where):
+    """Raises the `FOREIGN_LAYOUTS` message of the first layout whose marker files are among `names`."""
+    for markers, message in FOREIGN_LAYOUTS:
+        found = [name for name in markers if name in names]
+        if found:
+            raise ModelFileError(message.format(where=where, directory=directory, found=", ".join(found),
+                                                weight_file=os.path.join(directory, "weights.hdf5")))
 
 
 def _pairs(directory, names, options_file, weight_file):
