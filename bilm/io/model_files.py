@@ -13,7 +13,7 @@ files are in one top folder). Zips and URLs are turned into such a
 directory in the cache by `bilm.io.model_cache`. Layouts of other model
 families (ELMoForManyLangs, TF-Hub modules) get an error saying what they are,
 a training checkpoint directory one saying to write its weights with
-`dump_weights` first.
+`dump_weights` first, and models in several folders one naming them.
 """
 import dataclasses
 import json
@@ -160,18 +160,21 @@ def _find(directory, options_file, weight_file, source, descend):
                           metadata=_read_metadata(directory), source=source)
     where = source if source == directory else f"{source} ({directory})"
     if pairs:
-        shown = "; ".join(f"{os.path.basename(o)} + {os.path.basename(w)}" for o, w in pairs)
         raise ModelFileError(
-            f"{where} holds {len(pairs)} models ({shown}). Pass the options file of the one you want, "
+            f"{where} holds {len(pairs)} models ({_describe_pairs(pairs)}). Pass the options file of the one you want, "
             f"e.g. bilm.load({pairs[0][0]!r}).")
     _check_foreign_layout(directory, names, where)
     folders = [name for name in names if os.path.isdir(os.path.join(directory, name))]
+    if options_file is None and weight_file is None:
+        _check_models_in_folders(directory, folders, where)
     found = _listing(directory, names)
     if descend and len(folders) == 1:
         inner = os.path.join(directory, folders[0])
         inner_names = _visible_names(inner)
+        inner_folders = [name for name in inner_names if os.path.isdir(os.path.join(inner, name))]
         markers = {marker for marker_names, _ in FOREIGN_LAYOUTS for marker in marker_names}
-        if _pairs(inner, inner_names, None, None) or markers & set(inner_names):
+        if (_pairs(inner, inner_names, None, None) or markers & set(inner_names)
+                or len(_models_in_folders(inner, inner_folders)) > 1):
             return _find(inner, None, None, source, descend=False)
         if len(names) == 1:
             found += f" ({folders[0]}/ holds {_listing(inner, inner_names)})"
@@ -190,6 +193,32 @@ def _check_foreign_layout(directory, names, where):
         if found:
             raise ModelFileError(message.format(where=where, directory=directory, found=", ".join(found),
                                                 weight_file=os.path.join(directory, "weights.hdf5")))
+
+
+def _models_in_folders(directory, folders):
+    """`[(folder, pairs)]` for each of `folders` (names in `directory`) holding model files."""
+    found = []
+    for folder in folders:
+        path = os.path.join(directory, folder)
+        pairs = _pairs(path, _visible_names(path), None, None)
+        if pairs:
+            found.append((folder, pairs))
+    return found
+
+
+def _check_models_in_folders(directory, folders, where):
+    """Raises a ModelFileError naming the models when several of `folders` hold one."""
+    models = _models_in_folders(directory, folders)
+    if len(models) < 2:
+        return
+    shown = ", ".join(f"{folder}/ ({_describe_pairs(pairs)})" for folder, pairs in models)
+    raise ModelFileError(
+        f"{where} holds several models, one in each of these folders: {shown}. Pass the folder of the one "
+        f"you want, e.g. bilm.load({os.path.join(directory, models[0][0])!r}).")
+
+
+def _describe_pairs(pairs):
+    return "; ".join(f"{os.path.basename(o)} + {os.path.basename(w)}" for o, w in pairs)
 
 
 def _pairs(directory, names, options_file, weight_file):

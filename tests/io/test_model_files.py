@@ -109,6 +109,27 @@ def test_a_training_checkpoint_directory_says_to_dump_the_weights_first(tmp_path
         locate_model(tmp_path)
 
 
+@pytest.mark.parametrize("top", ["", "models/"])
+def test_models_in_several_folders_are_named(tmp_path, top):
+    _files(tmp_path, [top + name for name in ("en/options.json", "en/model.hdf5", "no/elmo_options.json",
+                                              "no/elmo_weights.hdf5", "README.txt")])
+    with pytest.raises(ModelFileError, match=(
+            r"holds several models, one in each of these folders: en/ \(options.json \+ model.hdf5\), no/ "
+            rf"\(elmo_options.json \+ elmo_weights.hdf5\)\. Pass the folder of the one you want, e.g. "
+            rf"bilm.load\({re.escape(repr(os.path.join(tmp_path, top, 'en')))}\)")):
+        locate_model(tmp_path)
+    assert locate_model(tmp_path / top / "no").weight_file == str(tmp_path / top / "no" / "elmo_weights.hdf5")
+
+
+def test_a_zip_of_models_in_several_folders_names_them(tmp_path):
+    zip_path = tmp_path / "two.zip"
+    zip_path.write_bytes(_zip_bytes({"a/options.json": b"{}", "a/model.hdf5": b"x", "b/options.json": b"{}",
+                                     "b/model.hdf5": b"x"}))
+    with pytest.raises(ModelFileError, match=r"^.*two.zip \(.*\) holds several models, one in each of these "
+                                             r"folders: a/ \(options.json \+ model.hdf5\), b/"):
+        locate_model(zip_path, cache_dir=tmp_path / "cache")
+
+
 def test_bad_paths_and_metadata(tmp_path):
     with pytest.raises(FileNotFoundError, match="No model at .*missing: no such file or directory"):
         locate_model(tmp_path / "missing")
