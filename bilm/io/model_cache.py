@@ -33,6 +33,8 @@ from bilm.io.output_files import atomic_output, check_output_directory, temporar
 CACHE_ENVIRONMENT_VARIABLE = "BILM_CACHE"
 URL_SCHEMES = ("http", "https", "ftp", "file")
 _KEY_DIGITS = 16
+# The first bytes of a zip archive (a local file header); its end record is at its end.
+_ZIP_LOCAL_HEADER = b"PK\x03\x04"
 
 
 class ModelFileError(ValueError):
@@ -73,8 +75,9 @@ def download(url, cache_dir=None, sha256=None):
 
     Raises:
         ModelFileError: the download failed (naming the URL and the HTTP
-            status), the file differs from `sha256`, or it is not a zip.
-            Nothing is left in the cache then.
+            status), the file differs from `sha256`, or it is not a whole
+            zip (a truncated one is called so). Nothing is left in the
+            cache then.
     """
     sha256 = check_sha256(sha256)
     name = os.path.basename(urllib.parse.urlsplit(url).path) or "download"
@@ -89,13 +92,24 @@ def download(url, cache_dir=None, sha256=None):
                                  force_download=True)
         except Exception as error:  # get_file raises a bare Exception for URL errors
             raise _download_error(url, error, tmp, sha256) from None
-        if not zipfile.is_zipfile(tmp):
-            with open(tmp, "rb") as f:
-                head = f.read(40)
-            raise ModelFileError(
-                f"{url} gave a file that is not a zip archive ({os.path.getsize(tmp):,} bytes starting "
-                f"{head!r}). bilm.load downloads a .zip holding the model's options and HDF5 weights.")
+        _check_zip(url, tmp)
     return target
+
+
+def _check_zip(url, path):
+    """Raises a ModelFileError unless `path`, downloaded from `url`, is a whole zip archive."""
+    if zipfile.is_zipfile(path):
+        return
+    size = os.path.getsize(path)
+    with open(path, "rb") as f:
+        head = f.read(40)
+    if head.startswith(_ZIP_LOCAL_HEADER):
+        raise ModelFileError(
+            f"{url} gave a truncated or corrupt zip archive ({size:,} bytes: it starts as a zip but has no end "
+            "record); it was not kept. Download it again, or check the copy at that address.")
+    raise ModelFileError(
+        f"{url} gave a file that is not a zip archive ({size:,} bytes starting {head!r}). bilm.load downloads "
+        "a .zip holding the model's options and HDF5 weights.")
 
 
 def _download_error(url, error, path, sha256):

@@ -105,8 +105,7 @@ def locate_model(path, cache_dir=None, sha256=None):
     """
     sha256 = check_sha256(sha256)
     if is_url(path):
-        directory = extract_zip(download(path, cache_dir, sha256), cache_dir)
-        return find_model_files(directory, source=path)
+        return find_model_files(_extract_download(path, cache_dir, sha256), source=path)
     path = os.fspath(path)
     if not os.path.exists(path):
         raise FileNotFoundError(
@@ -129,6 +128,16 @@ def locate_model(path, cache_dir=None, sha256=None):
     if path.endswith((".hdf5", ".h5")):
         return find_model_files(directory, weight_file=path)
     raise ModelFileError(_describe_other_file(path))
+
+
+def _extract_download(url, cache_dir, sha256):
+    """The cache folder of the zip at `url`; a download that does not extract is removed from the cache."""
+    zip_path = download(url, cache_dir, sha256)
+    try:
+        return extract_zip(zip_path, cache_dir)
+    except ModelFileError as error:
+        os.remove(zip_path)
+        raise ModelFileError(f"{error} The download from {url} was not kept.") from None
 
 
 def find_model_files(directory, options_file=None, weight_file=None, source=None):

@@ -256,6 +256,31 @@ def test_a_failed_download_names_the_url_and_keeps_nothing(tmp_path, server):
         locate_model("http://127.0.0.1:1/x.zip", cache_dir=cache)
 
 
+@pytest.mark.parametrize("content_length", ["true", "none"])
+def test_a_truncated_zip_download_is_called_truncated_and_not_kept(tmp_path, server, content_length):
+    # The server's copy itself is cut short: the transfer is complete, the zip is not.
+    truncated = NLPL_ZIP[:len(NLPL_ZIP) // 2]
+    server.routes["/222.zip"] = Response(truncated, len(truncated) if content_length == "true" else None)
+    cache = tmp_path / "cache"
+    with pytest.raises(ModelFileError, match=(
+            rf"^http://127.0.0.1:\d+/222.zip gave a truncated or corrupt zip archive \({len(truncated)} bytes: it "
+            r"starts as a zip but has no end record\); it was not kept\. Download it again, or check the copy "
+            r"at that address\.$")):
+        locate_model(server.url("/222.zip"), cache_dir=cache)
+    assert [p for p in cache.rglob("*") if p.is_file()] == []
+
+
+def test_a_downloaded_zip_that_does_not_extract_is_not_kept(tmp_path, server):
+    data = bytearray(_zip_bytes({"options.json": b"{}", "weights.hdf5": b"0123456789" * 10}))
+    data[data.index(b"0123456789") + 5] ^= 1
+    server.routes["/bad.zip"] = bytes(data)
+    cache = tmp_path / "cache"
+    with pytest.raises(ModelFileError, match=r"bad.zip is not a readable zip archive \(Bad CRC-32.*The "
+                                             r"download from http://127.0.0.1:\d+/bad.zip was not kept\.$"):
+        locate_model(server.url("/bad.zip"), cache_dir=cache)
+    assert [p for p in cache.rglob("*") if p.is_file()] == []
+
+
 def test_find_model_files_names_the_source_in_errors(tmp_path):
     _files(tmp_path, ["top/notes.txt"])
     with pytest.raises(ModelFileError, match=r"^https://host/m.zip \(.*\) holds no model bilm reads: found top/ "
