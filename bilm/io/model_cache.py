@@ -12,27 +12,35 @@ digits). Both are written under a temporary name beside their final one and
 renamed when complete, so an interrupted download or extraction is never
 mistaken for a finished one.
 
-Downloads go through `keras.utils.get_file` (its progress bar and SHA-256
-check). Zips are not extracted by it: it extracts again on every call,
-writes straight to the final names, and skips members that would land
-outside the target folder with a warning; here a zip with such a member
-(`../x`, `/abs/x`) is refused whole, before anything is written.
+Downloads are read with `urllib` in blocks, hashed as they arrive and
+checked against the Content-Length the server sent; progress goes to
+stdout through `bilm.utils.progress.Progress`, a bar redrawn in place on a
+terminal and a plain line now and then anywhere else (`keras.utils.get_file`
+writes its animated bar, colour codes and backspaces included, into logs
+and pipes). Zips are extracted here, not by `get_file`: it extracts again on
+every call, writes straight to the final names, and skips members that
+would land outside the target folder with a warning; here a zip with such
+a member (`../x`, `/abs/x`) is refused whole, before anything is written.
 """
 import hashlib
+import http.client
 import os
 import shutil
 import urllib.error
 import urllib.parse
+import urllib.request
 import zipfile
-
-import keras
 
 from bilm.io.embedding_files import file_sha256
 from bilm.io.output_files import atomic_output, check_output_directory, temporary_path
+from bilm.utils.progress import Progress
 
 CACHE_ENVIRONMENT_VARIABLE = "BILM_CACHE"
 URL_SCHEMES = ("http", "https", "ftp", "file")
 _KEY_DIGITS = 16
+_MIB = 1 << 20
+# Seconds a connection may stay silent before a download fails.
+_TIMEOUT_SECONDS = 60
 # The first bytes of a zip archive (a local file header); its end record is at its end.
 _ZIP_LOCAL_HEADER = b"PK\x03\x04"
 
@@ -86,14 +94,67 @@ def download(url, cache_dir=None, sha256=None):
         return target
     check_output_directory(os.path.dirname(target))
     with atomic_output(target) as tmp:
-        try:
-            keras.utils.get_file(fname=os.path.basename(tmp), origin=url, cache_dir=os.path.dirname(tmp),
-                                 cache_subdir=os.path.dirname(tmp), file_hash=sha256, hash_algorithm="sha256",
-                                 force_download=True)
-        except Exception as error:  # get_file raises a bare Exception for URL errors
-            raise _download_error(url, error, tmp, sha256) from None
+        _fetch(url, tmp, sha256)
         _check_zip(url, tmp)
     return target
+
+
+def _fetch(url, path, sha256=None):
+    """Writes the bytes at `url` to `path`, with a progress display on stdout.
+
+    Raises:
+        ModelFileError: the URL cannot be opened (its HTTP status or the
+            reason), the connection failed or ended before the
+            Content-Length the server sent, or the bytes differ from
+            `sha256`. `path` is then incomplete; the caller removes it.
+    """
+    print(f"Downloading data from {url}", flush=True)
+    try:
+        response = urllib.request.urlopen(url, timeout=_TIMEOUT_SECONDS)
+    except urllib.error.HTTPError as error:
+        raise ModelFileError(f"Cannot download {url}: HTTP {error.code} {error.reason}.") from None
+    except urllib.error.URLError as error:
+        raise ModelFileError(f"Cannot download {url}: {error.reason}.") from None
+    except (OSError, ValueError, http.client.HTTPException) as error:  # timeouts, malformed URLs or replies
+        raise ModelFileError(f"Cannot download {url}: {error}.") from None
+    digest, received = hashlib.sha256(), 0
+    with response, open(path, "wb") as f:
+        expected = _content_length(response)
+        progress = Progress(-(-expected // _MIB), unit="MiB") if expected else None
+        while True:
+            try:
+                block = response.read(_MIB)
+            except (OSError, http.client.HTTPException) as error:
+                raise ModelFileError(
+                    f"Cannot download {url}: the connection failed after {received:,} bytes ({error}); the partial "
+                    "file was not kept. Try again.") from None
+            if not block:
+                break
+            f.write(block)
+            digest.update(block)
+            received += len(block)
+            if progress is not None and received >= _MIB:
+                progress.update(received // _MIB)
+        if progress is not None:
+            if received >= expected:
+                progress.update(progress.total)
+            progress.close()
+    if expected is not None and received < expected:
+        raise ModelFileError(
+            f"Cannot download {url}: the connection ended after {received:,} of the {expected:,} bytes the server "
+            "announced (Content-Length); the partial file was not kept. Try again.")
+    if sha256 is not None and digest.hexdigest() != sha256:
+        raise ModelFileError(
+            f"The file downloaded from {url} has SHA-256 {digest.hexdigest()}, not the expected "
+            f"sha256={sha256!r}; it was not kept. Check the hash, or the URL.")
+
+
+def _content_length(response):
+    """The Content-Length of `response` as an int, or None when absent or malformed."""
+    try:
+        return int(response.headers["Content-Length"])
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 def _check_zip(url, path):
@@ -110,20 +171,6 @@ def _check_zip(url, path):
     raise ModelFileError(
         f"{url} gave a file that is not a zip archive ({size:,} bytes starting {head!r}). bilm.load downloads "
         "a .zip holding the model's options and HDF5 weights.")
-
-
-def _download_error(url, error, path, sha256):
-    """The ModelFileError for `get_file`'s `error`, or `error` itself if it is not about the download."""
-    cause = error.__context__
-    if isinstance(cause, urllib.error.HTTPError):
-        return ModelFileError(f"Cannot download {url}: HTTP {cause.code} {cause.reason}.")
-    if isinstance(cause, urllib.error.URLError):
-        return ModelFileError(f"Cannot download {url}: {cause.reason}.")
-    if isinstance(error, ValueError) and sha256 is not None and os.path.isfile(path):
-        return ModelFileError(
-            f"The file downloaded from {url} has SHA-256 {file_sha256(path)}, not the expected "
-            f"sha256={sha256!r}; it was not kept. Check the hash, or the URL.")
-    return error
 
 
 def extract_zip(zip_path, cache_dir=None):

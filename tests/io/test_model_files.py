@@ -8,6 +8,7 @@ import io
 import json
 import os
 import re
+import sys
 import tarfile
 import zipfile
 
@@ -233,6 +234,29 @@ def test_a_url_is_downloaded_and_extracted_once(tmp_path, server, monkeypatch, c
     assert len(server.requests) == 2
 
 
+def test_download_progress_off_a_terminal_is_plain_lines(tmp_path, server, capsys):
+    server.routes["/222.zip"] = NLPL_ZIP
+    url = server.url("/222.zip")
+    locate_model(url, cache_dir=tmp_path / "cache")
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\r" not in out and "\b" not in out, repr(out)
+    lines = out.splitlines()
+    assert lines[0] == f"Downloading data from {url}"
+    assert lines[-1].startswith("1/1 [========================] - 0s in all"), lines
+
+
+def test_download_progress_on_a_terminal_is_redrawn_in_place(tmp_path, server, monkeypatch):
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stdout", terminal)
+    server.routes["/222.zip"] = NLPL_ZIP
+    locate_model(server.url("/222.zip"), cache_dir=tmp_path / "cache")
+    assert "\r1/1 [========================] - 0s in all" in terminal.getvalue()
+
+
 def test_a_failed_download_names_the_url_and_keeps_nothing(tmp_path, server):
     cache = tmp_path / "cache"
     server.routes["/model.zip"] = NLPL_ZIP
@@ -241,8 +265,9 @@ def test_a_failed_download_names_the_url_and_keeps_nothing(tmp_path, server):
     server.routes["/page.zip"] = b"<html><body>Please log in</body></html>"
     with pytest.raises(ModelFileError, match=r"Cannot download http://127.0.0.1:\d+/missing.zip: HTTP 404 Not Found"):
         locate_model(server.url("/missing.zip"), cache_dir=cache)
-    with pytest.raises(ModelFileError, match=r"Cannot download .*/short.zip: retrieval incomplete: got only 50 "
-                                             "out of 100000 bytes"):
+    with pytest.raises(ModelFileError, match=r"Cannot download .*/short.zip: the connection ended after 50 of the "
+                                             r"100,000 bytes the server announced \(Content-Length\); the partial "
+                                             "file was not kept"):
         locate_model(server.url("/short.zip"), cache_dir=cache)
     with pytest.raises(ModelFileError, match=r"page.zip gave a file that is not a zip archive \(39 bytes "
                                              r"starting b'<html><body>Please log in"):
