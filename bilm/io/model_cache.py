@@ -2,15 +2,18 @@
 
 Layout of the cache directory (`$BILM_CACHE`, else `~/.cache/bilm`):
 
-    downloads/<key of the URL>/<file name in the URL>    the downloaded file
+    downloads/<key of the URL>/<file name in the URL>    a downloaded zip
+    downloads/<key of the URLs>/<file name in each URL>  a model published as
+                                                         two files (options, weights)
     extracted/<zip name>-<key of the zip>/               a zip's members
 
-A URL's key is its SHA-256; a zip's key is the SHA-256 of its absolute
-path, size and modification time, so a zip replaced by another file is
-extracted again and an unchanged one never is (keys are cut to 16 hex
-digits). Both are written under a temporary name beside their final one and
-renamed when complete, so an interrupted download or extraction is never
-mistaken for a finished one.
+A URL's key is its SHA-256 (several URLs': that of the URLs, one a line);
+a zip's key is the SHA-256 of its absolute path, size and modification
+time, so a zip replaced by another file is extracted again and an
+unchanged one never is (keys are cut to 16 hex digits). Every file and
+folder is written under a temporary name beside its final one and renamed
+when complete, so an interrupted download or extraction is never mistaken
+for a finished one.
 
 Downloads are read with `urllib` in blocks, hashed as they arrive and
 checked against the Content-Length the server sent; progress goes to
@@ -24,12 +27,15 @@ a member (`../x`, `/abs/x`) is refused whole, before anything is written.
 """
 import hashlib
 import http.client
+import json
 import os
 import shutil
 import urllib.error
 import urllib.parse
 import urllib.request
 import zipfile
+
+import h5py
 
 from bilm.io.embedding_files import file_sha256
 from bilm.io.output_files import atomic_output, check_output_directory, temporary_path
@@ -88,15 +94,54 @@ def download(url, cache_dir=None, sha256=None):
             cache then.
     """
     sha256 = check_sha256(sha256)
-    name = os.path.basename(urllib.parse.urlsplit(url).path) or "download"
-    target = os.path.join(_cache_path(cache_dir), "downloads", _key(url), name)
+    target = os.path.join(_cache_path(cache_dir), "downloads", _key(url), _file_name(url))
+    _download_once(url, target, sha256, _check_zip)
+    return target
+
+
+def download_model_files(urls, cache_dir=None, sha256=None):
+    """The local copies of one model's files (an options file and its weights), downloaded into one folder once.
+
+    Args:
+        urls: the files' URLs (`http(s)://`, `ftp://`, `file://`), each with
+            its own file name; a `.json` must hold a JSON object, a `.hdf5`
+            or `.h5` must be HDF5.
+        cache_dir: the cache directory (default `default_cache_dir()`).
+        sha256: `{url: expected SHA-256 (hex)}` for the files whose hash is
+            known (a cached copy that differs is downloaded again), or None.
+
+    Returns:
+        the paths, in the order of `urls`:
+        `downloads/<key of all the URLs>/<file name in each URL>`.
+
+    Raises:
+        ModelFileError: a download failed, differs from its SHA-256, or is
+            not what its name says; that file is not kept (the others are).
+    """
+    sha256 = {url: check_sha256(value) for url, value in (sha256 or {}).items()}
+    names = [_file_name(url) for url in urls]
+    if len(set(names)) != len(names):
+        raise ValueError(f"The files of one model need distinct names; received the URLs {list(urls)}.")
+    folder = os.path.join(_cache_path(cache_dir), "downloads", _key("\n".join(urls)))
+    paths = [os.path.join(folder, name) for name in names]
+    for url, path in zip(urls, paths):
+        _download_once(url, path, sha256.get(url), _CONTENT_CHECKS[os.path.splitext(path)[1]])
+    return paths
+
+
+def _download_once(url, target, sha256, check):
+    """Downloads `url` to `target` unless a copy (matching `sha256` if given) is
+    there; `check(url, path)` raises if the bytes are not what `target` should hold."""
     if os.path.isfile(target) and (sha256 is None or file_sha256(target) == sha256):
-        return target
+        return
     check_output_directory(os.path.dirname(target))
     with atomic_output(target) as tmp:
         _fetch(url, tmp, sha256)
-        _check_zip(url, tmp)
-    return target
+        check(url, tmp)
+
+
+def _file_name(url):
+    return os.path.basename(urllib.parse.urlsplit(url).path) or "download"
 
 
 def _fetch(url, path, sha256=None):
@@ -161,16 +206,42 @@ def _check_zip(url, path):
     """Raises a ModelFileError unless `path`, downloaded from `url`, is a whole zip archive."""
     if zipfile.is_zipfile(path):
         return
-    size = os.path.getsize(path)
+    with open(path, "rb") as f:
+        is_truncated = f.read(len(_ZIP_LOCAL_HEADER)) == _ZIP_LOCAL_HEADER
+    if is_truncated:
+        raise ModelFileError(
+            f"{url} gave a truncated or corrupt zip archive ({os.path.getsize(path):,} bytes: it starts as a zip "
+            "but has no end record); it was not kept. Download it again, or check the copy at that address.")
+    raise ModelFileError(
+        f"{url} gave a file that is not a zip archive ({_describe_bytes(path)}). bilm.load downloads a .zip "
+        "holding the model's options and HDF5 weights.")
+
+
+def _check_json(url, path):
+    """Raises a ModelFileError unless `path`, downloaded from `url`, holds a JSON object."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            value = json.load(f)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        value = None
+    if not isinstance(value, dict):
+        raise ModelFileError(f"{url} gave a file that is not a JSON object ({_describe_bytes(path)}); it was not kept.")
+
+
+def _check_hdf5(url, path):
+    """Raises a ModelFileError unless `path`, downloaded from `url`, starts as an HDF5 file."""
+    if not h5py.is_hdf5(path):
+        raise ModelFileError(f"{url} gave a file that is not HDF5 ({_describe_bytes(path)}); it was not kept.")
+
+
+def _describe_bytes(path):
     with open(path, "rb") as f:
         head = f.read(40)
-    if head.startswith(_ZIP_LOCAL_HEADER):
-        raise ModelFileError(
-            f"{url} gave a truncated or corrupt zip archive ({size:,} bytes: it starts as a zip but has no end "
-            "record); it was not kept. Download it again, or check the copy at that address.")
-    raise ModelFileError(
-        f"{url} gave a file that is not a zip archive ({size:,} bytes starting {head!r}). bilm.load downloads "
-        "a .zip holding the model's options and HDF5 weights.")
+    return f"{os.path.getsize(path):,} bytes starting {head!r}"
+
+
+# What a downloaded file must be, by its name's extension.
+_CONTENT_CHECKS = {".zip": _check_zip, ".json": _check_json, ".hdf5": _check_hdf5, ".h5": _check_hdf5}
 
 
 def extract_zip(zip_path, cache_dir=None):
