@@ -23,7 +23,9 @@ import zipfile
 from typing import Optional
 
 from bilm.io.embedding_files import file_sha256
-from bilm.io.model_cache import ModelFileError, check_sha256, download, extract_zip, is_url
+from bilm.io.model_cache import (ModelFileError, check_sha256, download, download_model_files, extract_zip,
+                                 is_url)
+from bilm.io.published_models import find_published_model, may_be_model_name, model_mirror
 from bilm.io.output_files import same_file
 
 # (options file, weight file) names recognised in one directory; `*` is any
@@ -80,20 +82,24 @@ class ModelFiles:
         return os.path.dirname(self.options_file)
 
 
-def locate_model(path, cache_dir=None, sha256=None):
+def locate_model(path, cache_dir=None, sha256=None, mirror=None):
     """The local files of the model at `path`, downloading and extracting it if needed.
 
     Args:
         path: a directory holding the model (see the module docstring), a
             `.zip` of one, an `http(s)://` / `ftp://` / `file://` URL of a
-            `.zip`, or the model's options or weight file (to pick one of
-            several models in a directory).
+            `.zip`, the model's options or weight file (to pick one of
+            several models in a directory), or a published model's name
+            (`bilm.io.published_models`; a local path of that name wins).
         cache_dir: where downloads and extracted zips are kept (default
             `$BILM_CACHE`, else `~/.cache/bilm`). Each URL is downloaded once
             and each zip extracted once.
         sha256: the expected SHA-256 (hex) of the zip, downloaded or local;
             checked on every call (a cached download that differs is
             downloaded again).
+        mirror: for a published model's name, where to fetch its files
+            instead of the publisher (a URL or a directory, see
+            `bilm.io.published_models`); default `$BILM_MODEL_MIRROR`.
 
     Returns:
         `ModelFiles`.
@@ -101,16 +107,21 @@ def locate_model(path, cache_dir=None, sha256=None):
     Raises:
         FileNotFoundError: `path` does not exist.
         ModelFileError (a ValueError): no model bilm reads is there, a zip
-            is corrupt or unsafe, a download failed or differs from `sha256`.
+            is corrupt or unsafe, a download failed or differs from
+            `sha256`, or `path` is neither a path nor a published name.
     """
     sha256 = check_sha256(sha256)
+    if not is_url(path) and not os.path.exists(os.fspath(path)) and may_be_model_name(path):
+        return _locate_published_model(find_published_model(path), cache_dir, sha256, model_mirror(mirror))
+    if mirror is not None:
+        raise ValueError(f"mirror= applies to published model names; {path!r} is a path or URL. Leave mirror out.")
     if is_url(path):
         return find_model_files(_extract_download(path, cache_dir, sha256), source=path)
     path = os.fspath(path)
     if not os.path.exists(path):
         raise FileNotFoundError(
             f"No model at {path}: no such file or directory. bilm.load takes a model directory, a .zip of "
-            "one or the URL of a .zip.")
+            "one, the URL of a .zip, or a published model's name.")
     is_zip = os.path.isfile(path) and zipfile.is_zipfile(path)
     if sha256 is not None and not is_zip:
         raise ValueError(f"sha256= checks a zip or a download; {path} is not a zip. Leave sha256 out.")
@@ -128,6 +139,20 @@ def locate_model(path, cache_dir=None, sha256=None):
     if path.endswith((".hdf5", ".h5")):
         return find_model_files(directory, weight_file=path)
     raise ModelFileError(_describe_other_file(path))
+
+
+def _locate_published_model(model, cache_dir, sha256, mirror):
+    """The local files of `model` (a `PublishedModel`), fetched from `mirror` if not None."""
+    urls = model.file_urls(mirror)
+    if model.is_zip:
+        expected = sha256 or model.sha256.get(model.urls[0])
+        return find_model_files(_extract_download(urls[0], cache_dir, expected), source=model.name)
+    if sha256 is not None:
+        raise ValueError(f"sha256= checks a zip; {model.name} is two files (options and weights). Leave sha256 "
+                         "out.")
+    known = {url: model.sha256[official] for url, official in zip(urls, model.urls) if official in model.sha256}
+    options_file, weight_file = download_model_files(urls, cache_dir, known)
+    return ModelFiles(options_file, weight_file, source=model.name)
 
 
 def _extract_download(url, cache_dir, sha256):
