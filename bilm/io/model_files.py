@@ -9,11 +9,12 @@ under any of the names the publishers use (`MODEL_FILE_PAIRS`):
   and `meta.json` (what the model was trained on, kept as `metadata`);
 - AllenNLP's `<name>_options.json` + `<name>_weights.hdf5`.
 The pair may also sit inside the one folder of the directory (a zip whose
-files are in one top folder). Zips and URLs are turned into such a
-directory in the cache by `bilm.io.model_cache`. Layouts of other model
-families (ELMoForManyLangs, TF-Hub modules) get an error saying what they are,
-a training checkpoint directory one saying to write its weights with
-`dump_weights` first, and models in several folders one naming them.
+files are in one top folder). Zips, URLs and published models' names
+(`bilm.io.published_models`) are turned into such files in the cache by
+`bilm.io.model_cache`. Layouts of other model families (ELMoForManyLangs,
+TF-Hub modules) get an error saying what they are, a training checkpoint
+directory one saying to write its weights with `dump_weights` first, and
+models in several folders one naming them.
 """
 import dataclasses
 import json
