@@ -104,8 +104,8 @@ def download_model_files(urls, cache_dir=None, sha256=None):
 
     Args:
         urls: the files' URLs (`http(s)://`, `ftp://`, `file://`), each with
-            its own file name; a `.json` must hold a JSON object, a `.hdf5`
-            or `.h5` must be HDF5.
+            its own file name ending `.json` (the file must hold a JSON
+            object), `.hdf5` or `.h5` (HDF5) or `.zip` (a whole zip).
         cache_dir: the cache directory (default `default_cache_dir()`).
         sha256: `{url: expected SHA-256 (hex)}` for the files whose hash is
             known (a cached copy that differs is downloaded again), or None.
@@ -120,8 +120,9 @@ def download_model_files(urls, cache_dir=None, sha256=None):
     """
     sha256 = {url: check_sha256(value) for url, value in (sha256 or {}).items()}
     names = [_file_name(url) for url in urls]
-    if len(set(names)) != len(names):
-        raise ValueError(f"The files of one model need distinct names; received the URLs {list(urls)}.")
+    if len(set(names)) != len(names) or any(os.path.splitext(name)[1] not in _CONTENT_CHECKS for name in names):
+        raise ValueError(f"The files of one model need distinct names ending {', '.join(_CONTENT_CHECKS)}; "
+                         f"received the URLs {list(urls)}.")
     folder = os.path.join(_cache_path(cache_dir), "downloads", _key("\n".join(urls)))
     paths = [os.path.join(folder, name) for name in names]
     for url, path in zip(urls, paths):
