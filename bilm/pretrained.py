@@ -22,7 +22,7 @@ from bilm.utils.progress import Progress
 AUTO_PROGRESS_SENTENCES = 1000
 
 
-def load(path, *, cache_dir=None, sha256=None, start=None, warm_up=None, matmul_dtype="float32"):
+def load(path, *, cache_dir=None, sha256=None, start=None, warm_up=None, matmul_dtype="float32", mirror=None):
     """The ELMo model at `path`, ready to embed sentences.
 
     `path` may be:
@@ -35,7 +35,19 @@ def load(path, *, cache_dir=None, sha256=None, start=None, warm_up=None, matmul_
     - a `.zip` of such a directory (the NLPL repository's downloads),
       extracted once into the cache;
     - an `http(s)://` URL of such a zip, downloaded once into the cache;
-    - the options or weight file of one of several models in a directory.
+    - the options or weight file of one of several models in a directory;
+    - a published model's name, its files downloaded once into the cache
+      (a local file or directory of that name is opened instead):
+      `small`, `medium`, `original` (AllenNLP's English models, 1 Billion
+      Word Benchmark), `original-5.5b` (5.5B tokens), `pubmed`,
+      `portuguese-wikipedia`, `portuguese-brwac` (contributed to AllenNLP),
+      each an options file and its weights under
+      `https://s3-us-west-2.amazonaws.com/allennlp/models/elmo/`; `nlpl:<id>`
+      for 201, 202, 203, 209 (German, Swedish, Latin, English) and 210,
+      211, 217, 218 (Norwegian), the zip
+      `http://vectors.nlpl.eu/repository/20/<id>.zip`.
+      `bilm.io.published_models` lists every file and where it was
+      published. None stores a boundary state: give them `warm_up=` text.
 
     Args:
         path: see above (str or path-like).
@@ -48,6 +60,10 @@ def load(path, *, cache_dir=None, sha256=None, start=None, warm_up=None, matmul_
             path, from which `ELMo.warm_up` computes one.
         matmul_dtype: `"float32"`, or `"bfloat16"` for bfloat16 kernels
             (see `ELMo`).
+        mirror: for a published model's name, a URL or a local directory
+            holding its files under the path of their official URLs
+            (`<mirror>/allennlp/models/elmo/...`, `<mirror>/repository/20/<id>.zip`),
+            fetched from there instead; default `$BILM_MODEL_MIRROR`.
 
     Returns:
         `ELMo`.
@@ -56,17 +72,19 @@ def load(path, *, cache_dir=None, sha256=None, start=None, warm_up=None, matmul_
         FileNotFoundError: `path` does not exist.
         ValueError (`ModelFileError`, `OptionsError`, `WeightFileError`):
             what is at `path` is not a model bilm reads (the message says
-            what was found: another model family, a TF-Hub module, the files
-            present and the names expected), a download failed (its URL and
-            HTTP status), or a zip or HDF5 file is corrupt (its path).
+            what was found: another model family, a TF-Hub module, a
+            training checkpoint directory, the files present and the names
+            expected), `path` is neither a path nor a published name (the
+            names are listed), a download failed (its URL and HTTP status),
+            or a zip or HDF5 file is corrupt (its path).
 
     Example:
     ```python
-    elmo = bilm.load("https://host/path/model.zip")
+    elmo = bilm.load("original-5.5b", warm_up="my_corpus.txt")   # or a directory, a zip, its URL
     vectors = elmo.embed([["The", "cat", "sat"], ["Hi"]])  # [(3, 2P), (1, 2P)]
     ```
     """
-    files = locate_model(path, cache_dir=cache_dir, sha256=sha256)
+    files = locate_model(path, cache_dir=cache_dir, sha256=sha256, mirror=mirror)
     return ELMo(files.options_file, files.weight_file, metadata=files.metadata, start=start, warm_up=warm_up,
                 matmul_dtype=matmul_dtype)
 

@@ -6,9 +6,10 @@ by line number (or by the sentence with --use_sentence_keys), holding
 (n_layers + 1, n_tokens, 2P) with --all (the default) or (n_tokens, 2P) with
 --top / --average, plus 'sentence_to_index' (JSON: sentence -> dataset name).
 
-The model is --model (a directory, a .zip or the URL of a .zip, as bilm.load
-takes them: bilm's, AllenNLP's and the NLPL repository's layouts) or the pair
---options_file and --weight_file.
+The model is --model (a directory, a .zip, the URL of a .zip or a published
+model's name such as original-5.5b or nlpl:209, as bilm.load takes them; names
+are fetched from $BILM_MODEL_MIRROR if set) or the pair --options_file and
+--weight_file.
 
 The output is never one of the inputs, and an existing file is only replaced
 if bilm wrote it as an embedding file (or with --overwrite). An interrupted
@@ -30,9 +31,10 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("input_file", help="Text, one whitespace-tokenized sentence per line.")
     parser.add_argument("output_file", help="HDF5 file to write (its directory is created if missing).")
-    parser.add_argument("--model", metavar="DIR|ZIP|URL",
-                        help="The model: a directory holding its options and HDF5 weights, a .zip of one, or "
-                             "the URL of a .zip (downloaded and extracted once into --cache_dir).")
+    parser.add_argument("--model", metavar="DIR|ZIP|URL|NAME",
+                        help="The model: a directory holding its options and HDF5 weights, a .zip of one, "
+                             "the URL of a .zip, or a published model's name (downloaded and extracted once "
+                             "into --cache_dir).")
     parser.add_argument("--cache_dir", help="Where --model downloads and extracted zips are kept "
                                             "(default: $BILM_CACHE, else ~/.cache/bilm).")
     parser.add_argument("--sha256", help="The expected SHA-256 of the --model zip.")
@@ -56,7 +58,7 @@ def main(argv=None):
     if args.model is not None and any(pair):
         parser.error("give the model either as --model or as --options_file and --weight_file, not both")
     if args.model is None and not all(pair):
-        parser.error("give the model as --model DIR|ZIP|URL, or as both --options_file and --weight_file")
+        parser.error("give the model as --model DIR|ZIP|URL|NAME, or as both --options_file and --weight_file")
     if args.model is None and (args.cache_dir or args.sha256):
         parser.error("--cache_dir and --sha256 go with --model")
     with exit_on_user_error():

@@ -237,8 +237,8 @@ def test_cli_model_argument(tmp_path, model, elmo):
 
 @pytest.mark.parametrize("args, message", [
     (["--model", "m.zip", "--options_file", "o.json"], "either as --model or as --options_file and --weight_file"),
-    (["--options_file", "o.json"], "as --model DIR|ZIP|URL, or as both --options_file and --weight_file"),
-    ([], "as --model DIR|ZIP|URL, or as both --options_file and --weight_file"),
+    (["--options_file", "o.json"], "as --model DIR|ZIP|URL|NAME, or as both --options_file and --weight_file"),
+    ([], "as --model DIR|ZIP|URL|NAME, or as both --options_file and --weight_file"),
     (["--options_file", "o", "--weight_file", "w", "--sha256", "0" * 64], "--cache_dir and --sha256 go with --model"),
 ])
 def test_cli_takes_the_model_one_way(capsys, args, message):

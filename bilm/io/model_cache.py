@@ -2,38 +2,54 @@
 
 Layout of the cache directory (`$BILM_CACHE`, else `~/.cache/bilm`):
 
-    downloads/<key of the URL>/<file name in the URL>    the downloaded file
+    downloads/<key of the URL>/<file name in the URL>    a downloaded zip
+    downloads/<key of the URLs>/<file name in each URL>  a model published as
+                                                         two files (options, weights)
     extracted/<zip name>-<key of the zip>/               a zip's members
 
-A URL's key is its SHA-256; a zip's key is the SHA-256 of its absolute
-path, size and modification time, so a zip replaced by another file is
-extracted again and an unchanged one never is (keys are cut to 16 hex
-digits). Both are written under a temporary name beside their final one and
-renamed when complete, so an interrupted download or extraction is never
-mistaken for a finished one.
+A URL's key is its SHA-256 (several URLs': that of the URLs, one a line);
+a zip's key is the SHA-256 of its absolute path, size and modification
+time, so a zip replaced by another file is extracted again and an
+unchanged one never is (keys are cut to 16 hex digits). Every file and
+folder is written under a temporary name beside its final one and renamed
+when complete, so an interrupted download or extraction is never mistaken
+for a finished one.
 
-Downloads go through `keras.utils.get_file` (its progress bar and SHA-256
-check). Zips are not extracted by it: it extracts again on every call,
-writes straight to the final names, and skips members that would land
-outside the target folder with a warning; here a zip with such a member
-(`../x`, `/abs/x`) is refused whole, before anything is written.
+Downloads are read with `urllib` in blocks, hashed as they arrive and
+checked against the Content-Length the server sent; progress goes to
+stdout through `bilm.utils.progress.Progress`, a bar redrawn in place on a
+terminal and a plain line now and then anywhere else (`keras.utils.get_file`
+writes its animated bar, colour codes and backspaces included, into logs
+and pipes). Zips are extracted here, not by `get_file`: it extracts again on
+every call, writes straight to the final names, and skips members that
+would land outside the target folder with a warning; here a zip with such
+a member (`../x`, `/abs/x`) is refused whole, before anything is written.
 """
 import hashlib
+import http.client
+import json
 import os
 import shutil
 import urllib.error
 import urllib.parse
+import urllib.request
 import zipfile
 
-import keras
+import h5py
 
 from bilm.errors import UserError
 from bilm.io.embedding_files import file_sha256
 from bilm.io.output_files import atomic_output, check_output_directory, temporary_path
+from bilm.utils.progress import Progress
 
 CACHE_ENVIRONMENT_VARIABLE = "BILM_CACHE"
 URL_SCHEMES = ("http", "https", "ftp", "file")
 _KEY_DIGITS = 16
+_MIB = 1 << 20
+# Seconds a connection may stay silent before a download fails.
+_TIMEOUT_SECONDS = 60
+# The first bytes of a zip archive (a local file header); its end record is at its end.
+_ZIP_LOCAL_HEADER = b"PK\x03\x04"
 
 
 class ModelFileError(UserError):
@@ -74,43 +90,160 @@ def download(url, cache_dir=None, sha256=None):
 
     Raises:
         ModelFileError: the download failed (naming the URL and the HTTP
-            status), the file differs from `sha256`, or it is not a zip.
-            Nothing is left in the cache then.
+            status), the file differs from `sha256`, or it is not a whole
+            zip (a truncated one is called so). Nothing is left in the
+            cache then.
     """
     sha256 = check_sha256(sha256)
-    name = os.path.basename(urllib.parse.urlsplit(url).path) or "download"
-    target = os.path.join(_cache_path(cache_dir), "downloads", _key(url), name)
-    if os.path.isfile(target) and (sha256 is None or file_sha256(target) == sha256):
-        return target
-    check_output_directory(os.path.dirname(target))
-    with atomic_output(target) as tmp:
-        try:
-            keras.utils.get_file(fname=os.path.basename(tmp), origin=url, cache_dir=os.path.dirname(tmp),
-                                 cache_subdir=os.path.dirname(tmp), file_hash=sha256, hash_algorithm="sha256",
-                                 force_download=True)
-        except Exception as error:  # get_file raises a bare Exception for URL errors
-            raise _download_error(url, error, tmp, sha256) from None
-        if not zipfile.is_zipfile(tmp):
-            with open(tmp, "rb") as f:
-                head = f.read(40)
-            raise ModelFileError(
-                f"{url} gave a file that is not a zip archive ({os.path.getsize(tmp):,} bytes starting "
-                f"{head!r}). bilm.load downloads a .zip holding the model's options and HDF5 weights.")
+    target = os.path.join(_cache_path(cache_dir), "downloads", _key(url), _file_name(url))
+    _download_once(url, target, sha256, _check_zip)
     return target
 
 
-def _download_error(url, error, path, sha256):
-    """The ModelFileError for `get_file`'s `error`, or `error` itself if it is not about the download."""
-    cause = error.__context__
-    if isinstance(cause, urllib.error.HTTPError):
-        return ModelFileError(f"Cannot download {url}: HTTP {cause.code} {cause.reason}.")
-    if isinstance(cause, urllib.error.URLError):
-        return ModelFileError(f"Cannot download {url}: {cause.reason}.")
-    if isinstance(error, ValueError) and sha256 is not None and os.path.isfile(path):
-        return ModelFileError(
-            f"The file downloaded from {url} has SHA-256 {file_sha256(path)}, not the expected "
+def download_model_files(urls, cache_dir=None, sha256=None):
+    """The local copies of one model's files (an options file and its weights), downloaded into one folder once.
+
+    Args:
+        urls: the files' URLs (`http(s)://`, `ftp://`, `file://`), each with
+            its own file name ending `.json` (the file must hold a JSON
+            object), `.hdf5` or `.h5` (HDF5) or `.zip` (a whole zip).
+        cache_dir: the cache directory (default `default_cache_dir()`).
+        sha256: `{url: expected SHA-256 (hex)}` for the files whose hash is
+            known (a cached copy that differs is downloaded again), or None.
+
+    Returns:
+        the paths, in the order of `urls`:
+        `downloads/<key of all the URLs>/<file name in each URL>`.
+
+    Raises:
+        ModelFileError: a download failed, differs from its SHA-256, or is
+            not what its name says; that file is not kept (the others are).
+    """
+    sha256 = {url: check_sha256(value) for url, value in (sha256 or {}).items()}
+    names = [_file_name(url) for url in urls]
+    if len(set(names)) != len(names) or any(os.path.splitext(name)[1] not in _CONTENT_CHECKS for name in names):
+        raise UserError(f"The files of one model need distinct names ending {', '.join(_CONTENT_CHECKS)}; "
+                         f"received the URLs {list(urls)}.")
+    folder = os.path.join(_cache_path(cache_dir), "downloads", _key("\n".join(urls)))
+    paths = [os.path.join(folder, name) for name in names]
+    for url, path in zip(urls, paths):
+        _download_once(url, path, sha256.get(url), _CONTENT_CHECKS[os.path.splitext(path)[1]])
+    return paths
+
+
+def _download_once(url, target, sha256, check):
+    """Downloads `url` to `target` unless a copy (matching `sha256` if given) is
+    there; `check(url, path)` raises if the bytes are not what `target` should hold."""
+    if os.path.isfile(target) and (sha256 is None or file_sha256(target) == sha256):
+        return
+    check_output_directory(os.path.dirname(target))
+    with atomic_output(target) as tmp:
+        _fetch(url, tmp, sha256)
+        check(url, tmp)
+
+
+def _file_name(url):
+    return os.path.basename(urllib.parse.urlsplit(url).path) or "download"
+
+
+def _fetch(url, path, sha256=None):
+    """Writes the bytes at `url` to `path`, with a progress display on stdout.
+
+    Raises:
+        ModelFileError: the URL cannot be opened (its HTTP status or the
+            reason), the connection failed or ended before the
+            Content-Length the server sent, or the bytes differ from
+            `sha256`. `path` is then incomplete; the caller removes it.
+    """
+    print(f"Downloading data from {url}", flush=True)
+    try:
+        response = urllib.request.urlopen(url, timeout=_TIMEOUT_SECONDS)
+    except urllib.error.HTTPError as error:
+        raise ModelFileError(f"Cannot download {url}: HTTP {error.code} {error.reason}.") from None
+    except urllib.error.URLError as error:
+        raise ModelFileError(f"Cannot download {url}: {error.reason}.") from None
+    except (OSError, ValueError, http.client.HTTPException) as error:  # timeouts, malformed URLs or replies
+        raise ModelFileError(f"Cannot download {url}: {error}.") from None
+    digest, received = hashlib.sha256(), 0
+    with response, open(path, "wb") as f:
+        expected = _content_length(response)
+        progress = Progress(-(-expected // _MIB), unit="MiB") if expected else None
+        while True:
+            try:
+                block = response.read(_MIB)
+            except (OSError, http.client.HTTPException) as error:
+                raise ModelFileError(
+                    f"Cannot download {url}: the connection failed after {received:,} bytes ({error}); the partial "
+                    "file was not kept. Try again.") from None
+            if not block:
+                break
+            f.write(block)
+            digest.update(block)
+            received += len(block)
+            if progress is not None and received >= _MIB:
+                progress.update(received // _MIB)
+        if progress is not None:
+            if received >= expected:
+                progress.update(progress.total)
+            progress.close()
+    if expected is not None and received < expected:
+        raise ModelFileError(
+            f"Cannot download {url}: the connection ended after {received:,} of the {expected:,} bytes the server "
+            "announced (Content-Length); the partial file was not kept. Try again.")
+    if sha256 is not None and digest.hexdigest() != sha256:
+        raise ModelFileError(
+            f"The file downloaded from {url} has SHA-256 {digest.hexdigest()}, not the expected "
             f"sha256={sha256!r}; it was not kept. Check the hash, or the URL.")
-    return error
+
+
+def _content_length(response):
+    """The Content-Length of `response` as an int, or None when absent or malformed."""
+    try:
+        return int(response.headers["Content-Length"])
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _check_zip(url, path):
+    """Raises a ModelFileError unless `path`, downloaded from `url`, is a whole zip archive."""
+    if zipfile.is_zipfile(path):
+        return
+    with open(path, "rb") as f:
+        is_truncated = f.read(len(_ZIP_LOCAL_HEADER)) == _ZIP_LOCAL_HEADER
+    if is_truncated:
+        raise ModelFileError(
+            f"{url} gave a truncated or corrupt zip archive ({os.path.getsize(path):,} bytes: it starts as a zip "
+            "but has no end record); it was not kept. Download it again, or check the copy at that address.")
+    raise ModelFileError(
+        f"{url} gave a file that is not a zip archive ({_describe_bytes(path)}). bilm.load downloads a .zip "
+        "holding the model's options and HDF5 weights.")
+
+
+def _check_json(url, path):
+    """Raises a ModelFileError unless `path`, downloaded from `url`, holds a JSON object."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            value = json.load(f)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        value = None
+    if not isinstance(value, dict):
+        raise ModelFileError(f"{url} gave a file that is not a JSON object ({_describe_bytes(path)}); it was not kept.")
+
+
+def _check_hdf5(url, path):
+    """Raises a ModelFileError unless `path`, downloaded from `url`, starts as an HDF5 file."""
+    if not h5py.is_hdf5(path):
+        raise ModelFileError(f"{url} gave a file that is not HDF5 ({_describe_bytes(path)}); it was not kept.")
+
+
+def _describe_bytes(path):
+    with open(path, "rb") as f:
+        head = f.read(40)
+    return f"{os.path.getsize(path):,} bytes starting {head!r}"
+
+
+# What a downloaded file must be, by its name's extension.
+_CONTENT_CHECKS = {".zip": _check_zip, ".json": _check_json, ".hdf5": _check_hdf5, ".h5": _check_hdf5}
 
 
 def extract_zip(zip_path, cache_dir=None):

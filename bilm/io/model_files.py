@@ -9,9 +9,12 @@ under any of the names the publishers use (`MODEL_FILE_PAIRS`):
   and `meta.json` (what the model was trained on, kept as `metadata`);
 - AllenNLP's `<name>_options.json` + `<name>_weights.hdf5`.
 The pair may also sit inside the one folder of the directory (a zip whose
-files are in one top folder). Zips and URLs are turned into such a
-directory in the cache by `bilm.io.model_cache`. Layouts of other model
-families (ELMoForManyLangs, TF-Hub modules) get an error saying what they are.
+files are in one top folder). Zips, URLs and published models' names
+(`bilm.io.published_models`) are turned into such files in the cache by
+`bilm.io.model_cache`. Layouts of other model families (ELMoForManyLangs,
+TF-Hub modules) get an error saying what they are, a training checkpoint
+directory one saying to write its weights with `dump_weights` first, and
+models in several folders one naming them.
 """
 import dataclasses
 import json
@@ -22,8 +25,9 @@ from typing import Optional
 
 from bilm.errors import UserError
 from bilm.io.embedding_files import file_sha256
-from bilm.io.model_cache import ModelFileError, check_sha256, download, extract_zip, is_url
+from bilm.io.model_cache import ModelFileError, check_sha256, download, download_model_files, extract_zip, is_url
 from bilm.io.output_files import same_file
+from bilm.io.published_models import find_published_model, may_be_model_name, model_mirror
 
 # (options file, weight file) names recognised in one directory; `*` is any
 # name, the same in both.
@@ -36,15 +40,22 @@ MODEL_FILE_PAIRS = (
 VOCAB_FILES = ("vocab.txt", "vocab.txt.gz")
 METADATA_FILE = "meta.json"
 
-# Files that mark a model family bilm does not read: (names, what it is and what reads it).
+# Files that mark a layout bilm.load does not read: (names, the message), the
+# message formatted with `where` (what was asked for), `directory`, `found`
+# (the marker names present) and `weight_file` (where to write the weights).
 FOREIGN_LAYOUTS = (
     (("char.dic", "word.dic", "encoder.pkl", "token_embedder.pkl"),
-     ("an ELMoForManyLangs model, a different model family (PyTorch weights with its own config.json "
-      "and dictionaries) that bilm does not read. Use the ELMoForManyLangs package for it, or a model "
-      "published as options.json with an HDF5 weight file (bilm-tf, AllenNLP or the NLPL repository)")),
+     ("{where} holds an ELMoForManyLangs model, a different model family (PyTorch weights with its own "
+      "config.json and dictionaries) that bilm does not read. Use the ELMoForManyLangs package for it, or a "
+      "model published as options.json with an HDF5 weight file (bilm-tf, AllenNLP or the NLPL repository); "
+      "found {found}.")),
     (("saved_model.pb", "tfhub_module.pb"),
-     ("a TF-Hub module (a TensorFlow SavedModel), not an options file with HDF5 weights. Load it with "
-      "tf.saved_model.load({directory!r}) (or hub.load)")),
+     ("{where} holds a TF-Hub module (a TensorFlow SavedModel), not an options file with HDF5 weights. Load it "
+      "with tf.saved_model.load({directory!r}) (or hub.load); found {found}.")),
+    (("checkpoint",),
+     ("{where} is a training checkpoint directory (checkpoint, model.ckpt-*), without the HDF5 weights "
+      "bilm.load reads. Write them first: python bin/dump_weights.py --save_dir {directory} --outfile "
+      "{weight_file}, then load that directory.")),
 )
 # Folders that archivers add beside the content.
 _IGNORED_FOLDERS = ("__MACOSX",)
@@ -80,20 +91,24 @@ def options_file_beside(weight_file):
     return f"{stem}_options.json"
 
 
-def locate_model(path, cache_dir=None, sha256=None):
+def locate_model(path, cache_dir=None, sha256=None, mirror=None):
     """The local files of the model at `path`, downloading and extracting it if needed.
 
     Args:
         path: a directory holding the model (see the module docstring), a
             `.zip` of one, an `http(s)://` / `ftp://` / `file://` URL of a
-            `.zip`, or the model's options or weight file (to pick one of
-            several models in a directory).
+            `.zip`, the model's options or weight file (to pick one of
+            several models in a directory), or a published model's name
+            (`bilm.io.published_models`; a local path of that name wins).
         cache_dir: where downloads and extracted zips are kept (default
             `$BILM_CACHE`, else `~/.cache/bilm`). Each URL is downloaded once
             and each zip extracted once.
         sha256: the expected SHA-256 (hex) of the zip, downloaded or local;
             checked on every call (a cached download that differs is
             downloaded again).
+        mirror: for a published model's name, where to fetch its files
+            instead of the publisher (a URL or a directory, see
+            `bilm.io.published_models`); default `$BILM_MODEL_MIRROR`.
 
     Returns:
         `ModelFiles`.
@@ -101,17 +116,21 @@ def locate_model(path, cache_dir=None, sha256=None):
     Raises:
         FileNotFoundError: `path` does not exist.
         ModelFileError (a ValueError): no model bilm reads is there, a zip
-            is corrupt or unsafe, a download failed or differs from `sha256`.
+            is corrupt or unsafe, a download failed or differs from
+            `sha256`, or `path` is neither a path nor a published name.
     """
     sha256 = check_sha256(sha256)
+    if not is_url(path) and not os.path.exists(os.fspath(path)) and may_be_model_name(path):
+        return _locate_published_model(find_published_model(path), cache_dir, sha256, model_mirror(mirror))
+    if mirror is not None:
+        raise UserError(f"mirror= applies to published model names; {path!r} is a path or URL. Leave mirror out.")
     if is_url(path):
-        directory = extract_zip(download(path, cache_dir, sha256), cache_dir)
-        return find_model_files(directory, source=path)
+        return find_model_files(_extract_download(path, cache_dir, sha256), source=path)
     path = os.fspath(path)
     if not os.path.exists(path):
         raise FileNotFoundError(
             f"No model at {path}: no such file or directory. bilm.load takes a model directory, a .zip of "
-            "one or the URL of a .zip.")
+            "one, the URL of a .zip, or a published model's name.")
     is_zip = os.path.isfile(path) and zipfile.is_zipfile(path)
     if sha256 is not None and not is_zip:
         raise UserError(f"sha256= checks a zip or a download; {path} is not a zip. Leave sha256 out.")
@@ -129,6 +148,30 @@ def locate_model(path, cache_dir=None, sha256=None):
     if path.endswith((".hdf5", ".h5")):
         return find_model_files(directory, weight_file=path)
     raise ModelFileError(_describe_other_file(path))
+
+
+def _locate_published_model(model, cache_dir, sha256, mirror):
+    """The local files of `model` (a `PublishedModel`), fetched from `mirror` if not None."""
+    urls = model.file_urls(mirror)
+    if model.is_zip:
+        expected = sha256 or model.sha256.get(model.urls[0])
+        return find_model_files(_extract_download(urls[0], cache_dir, expected), source=model.name)
+    if sha256 is not None:
+        raise UserError(f"sha256= checks a zip; {model.name} is two files (options and weights). Leave sha256 "
+                         "out.")
+    known = {url: model.sha256[official] for url, official in zip(urls, model.urls) if official in model.sha256}
+    options_file, weight_file = download_model_files(urls, cache_dir, known)
+    return ModelFiles(options_file, weight_file, source=model.name)
+
+
+def _extract_download(url, cache_dir, sha256):
+    """The cache folder of the zip at `url`; a download that does not extract is removed from the cache."""
+    zip_path = download(url, cache_dir, sha256)
+    try:
+        return extract_zip(zip_path, cache_dir)
+    except ModelFileError as error:
+        os.remove(zip_path)
+        raise ModelFileError(f"{error} The download from {url} was not kept.") from None
 
 
 def find_model_files(directory, options_file=None, weight_file=None, source=None):
@@ -160,21 +203,21 @@ def _find(directory, options_file, weight_file, source, descend):
                           metadata=_read_metadata(directory), source=source)
     where = source if source == directory else f"{source} ({directory})"
     if pairs:
-        shown = "; ".join(f"{os.path.basename(o)} + {os.path.basename(w)}" for o, w in pairs)
         raise ModelFileError(
-            f"{where} holds {len(pairs)} models ({shown}). Pass the options file of the one you want, "
+            f"{where} holds {len(pairs)} models ({_describe_pairs(pairs)}). Pass the options file of the one you want, "
             f"e.g. bilm.load({pairs[0][0]!r}).")
-    for markers, what in FOREIGN_LAYOUTS:
-        found = [name for name in markers if name in names]
-        if found:
-            raise ModelFileError(f"{where} holds {what.format(directory=directory)}; found {', '.join(found)}.")
+    _check_foreign_layout(directory, names, where)
     folders = [name for name in names if os.path.isdir(os.path.join(directory, name))]
+    if options_file is None and weight_file is None:
+        _check_models_in_folders(directory, folders, where)
     found = _listing(directory, names)
     if descend and len(folders) == 1:
         inner = os.path.join(directory, folders[0])
         inner_names = _visible_names(inner)
+        inner_folders = [name for name in inner_names if os.path.isdir(os.path.join(inner, name))]
         markers = {marker for marker_names, _ in FOREIGN_LAYOUTS for marker in marker_names}
-        if _pairs(inner, inner_names, None, None) or markers & set(inner_names):
+        if (_pairs(inner, inner_names, None, None) or markers & set(inner_names)
+                or len(_models_in_folders(inner, inner_folders)) > 1):
             return _find(inner, None, None, source, descend=False)
         if len(names) == 1:
             found += f" ({folders[0]}/ holds {_listing(inner, inner_names)})"
@@ -184,6 +227,41 @@ def _find(directory, options_file, weight_file, source, descend):
         f"{where} holds no model bilm reads{wanted}: found {found}. Expected an "
         "options file with its HDF5 weights in one directory: " + ", ".join(
             f"{o} + {w}" for o, w in MODEL_FILE_PAIRS) + " (`*` the same name in both).")
+
+
+def _check_foreign_layout(directory, names, where):
+    """Raises the `FOREIGN_LAYOUTS` message of the first layout whose marker files are among `names`."""
+    for markers, message in FOREIGN_LAYOUTS:
+        found = [name for name in markers if name in names]
+        if found:
+            raise ModelFileError(message.format(where=where, directory=directory, found=", ".join(found),
+                                                weight_file=os.path.join(directory, "weights.hdf5")))
+
+
+def _models_in_folders(directory, folders):
+    """`[(folder, pairs)]` for each of `folders` (names in `directory`) holding model files."""
+    found = []
+    for folder in folders:
+        path = os.path.join(directory, folder)
+        pairs = _pairs(path, _visible_names(path), None, None)
+        if pairs:
+            found.append((folder, pairs))
+    return found
+
+
+def _check_models_in_folders(directory, folders, where):
+    """Raises a ModelFileError naming the models when several of `folders` hold one."""
+    models = _models_in_folders(directory, folders)
+    if len(models) < 2:
+        return
+    shown = ", ".join(f"{folder}/ ({_describe_pairs(pairs)})" for folder, pairs in models)
+    raise ModelFileError(
+        f"{where} holds several models, one in each of these folders: {shown}. Pass the folder of the one "
+        f"you want, e.g. bilm.load({os.path.join(directory, models[0][0])!r}).")
+
+
+def _describe_pairs(pairs):
+    return "; ".join(f"{os.path.basename(o)} + {os.path.basename(w)}" for o, w in pairs)
 
 
 def _pairs(directory, names, options_file, weight_file):

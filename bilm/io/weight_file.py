@@ -140,14 +140,17 @@ def weight_table(model):
 
 # === Reading and writing ===
 
-def _open_for_reading(path, what):
+def open_for_reading(path, what="Weight file"):
+    """`h5py.File(path, "r")`, or a `WeightFileError` naming `path` and `what` it should be."""
     path = os.fspath(path)
     if not os.path.exists(path):
         raise WeightFileError(f"{what} not found: {path}")
     try:
         return h5py.File(path, "r")
     except OSError as e:
-        raise WeightFileError(f"{path} is not a readable HDF5 {what.lower()}: {e}") from None
+        raise WeightFileError(
+            f"{path} is not a readable HDF5 {what.lower()} ({e}); it may be truncated or corrupt (an "
+            "interrupted download or copy). Download or write it again.") from None
 
 
 def read_entries(path, entries, what="Weight file"):
@@ -157,7 +160,7 @@ def read_entries(path, entries, what="Weight file"):
     mismatch (dataset name, shape in the file, shape the options imply).
     """
     problems, arrays = [], {}
-    with _open_for_reading(path, what) as f:
+    with open_for_reading(path, what) as f:
         for entry in entries:
             dataset = f.get(entry.name)
             if not isinstance(dataset, h5py.Dataset):
@@ -210,7 +213,7 @@ def save_bilm_weights(model, weight_file, boundary_state=None):
 
 def read_token_embeddings(embedding_file):
     """The `embedding` dataset `(n_vocab, projection_dim)` of a token embedding file."""
-    with _open_for_reading(embedding_file, "Token embedding file") as f:
+    with open_for_reading(embedding_file, "Token embedding file") as f:
         dataset = f.get("embedding")
         if not isinstance(dataset, h5py.Dataset) or len(dataset.shape) != 2:
             raise WeightFileError(
@@ -253,7 +256,7 @@ def read_boundary_state(weight_file):
     Raises:
         WeightFileError: the file is missing or is not a readable HDF5 file.
     """
-    with _open_for_reading(weight_file, "Weight file") as f:
+    with open_for_reading(weight_file, "Weight file") as f:
         group = f.get(BOUNDARY_STATE_GROUP)
         if not isinstance(group, h5py.Group):
             return None

@@ -1,18 +1,19 @@
 """locate_model: each publisher's layout, zips extracted once and safely, URLs downloaded once, clear errors.
 
-Nothing here touches the internet: URLs are served by an `http.server` on
-127.0.0.1 in a thread of the test, which counts the requests it answers.
+Nothing here touches the internet: URLs are served by the `server` fixture
+(tests/io/local_server.py), which counts the requests it answers.
 """
 import hashlib
-import http.server
 import io
 import json
 import os
+import re
+import sys
 import tarfile
-import threading
 import zipfile
 
 import pytest
+from local_server import Response
 
 from bilm.io import model_cache
 from bilm.io.model_files import ModelFileError, find_model_files, locate_model
@@ -40,56 +41,6 @@ def _zip_bytes(members):
 
 NLPL_ZIP = _zip_bytes({"elmo/options.json": b"{}", "elmo/model.hdf5": b"x", "elmo/vocab.txt": b"the\n",
                        "elmo/meta.json": b'{"corpus": "Wikipedia", "id": 222}'})
-
-
-class _Server:
-    """Serves `routes` ({path: bytes}) on 127.0.0.1; `requests` lists the paths asked for."""
-
-    def __init__(self):
-        self.routes, self.requests = {}, []
-        server = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self):
-                server.requests.append(self.path)
-                if self.path == "/short.zip":  # promises more bytes than it sends, then hangs up
-                    self.send_response(200)
-                    self.send_header("Content-Length", "100000")
-                    self.end_headers()
-                    self.wfile.write(NLPL_ZIP[:50])
-                    return
-                if self.path not in server.routes:
-                    self.send_error(404, "Not Found")
-                    return
-                body = server.routes[self.path]
-                self.send_response(200)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args):
-                pass
-
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
-
-    def url(self, path):
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}{path}"
-
-    def close(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
-@pytest.fixture
-def server(monkeypatch):
-    for name in ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
-    server = _Server()
-    yield server
-    server.close()
 
 
 @pytest.mark.parametrize("layout, names, options, weights", [
@@ -144,6 +95,40 @@ def test_other_layouts_say_what_they_are(tmp_path, names, message):
             (tmp_path / name).mkdir()
     with pytest.raises(ModelFileError, match=message):
         locate_model(tmp_path)
+
+
+@pytest.mark.parametrize("top", ["", "run/"])
+def test_a_training_checkpoint_directory_says_to_dump_the_weights_first(tmp_path, top):
+    _files(tmp_path, [top + name for name in ("options.json", "checkpoint", "model.ckpt-120.index",
+                                              "model.ckpt-120.data-00000-of-00001")])
+    save_dir = tmp_path / top
+    with pytest.raises(ModelFileError, match=(
+            rf"is a training checkpoint directory \(checkpoint, model.ckpt-\*\), without the HDF5 weights "
+            rf"bilm.load reads\. Write them first: python bin/dump_weights.py --save_dir "
+            rf"{re.escape(str(save_dir).rstrip(os.sep))} --outfile "
+            rf"{re.escape(os.path.join(save_dir, 'weights.hdf5'))}, then load that directory\.")):
+        locate_model(tmp_path)
+
+
+@pytest.mark.parametrize("top", ["", "models/"])
+def test_models_in_several_folders_are_named(tmp_path, top):
+    _files(tmp_path, [top + name for name in ("en/options.json", "en/model.hdf5", "no/elmo_options.json",
+                                              "no/elmo_weights.hdf5", "README.txt")])
+    with pytest.raises(ModelFileError, match=(
+            r"holds several models, one in each of these folders: en/ \(options.json \+ model.hdf5\), no/ "
+            rf"\(elmo_options.json \+ elmo_weights.hdf5\)\. Pass the folder of the one you want, e.g. "
+            rf"bilm.load\({re.escape(repr(os.path.join(tmp_path, top, 'en')))}\)")):
+        locate_model(tmp_path)
+    assert locate_model(tmp_path / top / "no").weight_file == str(tmp_path / top / "no" / "elmo_weights.hdf5")
+
+
+def test_a_zip_of_models_in_several_folders_names_them(tmp_path):
+    zip_path = tmp_path / "two.zip"
+    zip_path.write_bytes(_zip_bytes({"a/options.json": b"{}", "a/model.hdf5": b"x", "b/options.json": b"{}",
+                                     "b/model.hdf5": b"x"}))
+    with pytest.raises(ModelFileError, match=r"^.*two.zip \(.*\) holds several models, one in each of these "
+                                             r"folders: a/ \(options.json \+ model.hdf5\), b/"):
+        locate_model(zip_path, cache_dir=tmp_path / "cache")
 
 
 def test_bad_paths_and_metadata(tmp_path):
@@ -249,14 +234,40 @@ def test_a_url_is_downloaded_and_extracted_once(tmp_path, server, monkeypatch, c
     assert len(server.requests) == 2
 
 
+def test_download_progress_off_a_terminal_is_plain_lines(tmp_path, server, capsys):
+    server.routes["/222.zip"] = NLPL_ZIP
+    url = server.url("/222.zip")
+    locate_model(url, cache_dir=tmp_path / "cache")
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\r" not in out and "\b" not in out, repr(out)
+    lines = out.splitlines()
+    assert lines[0] == f"Downloading data from {url}"
+    assert lines[-1].startswith("1/1 [========================] - 0s in all"), lines
+
+
+def test_download_progress_on_a_terminal_is_redrawn_in_place(tmp_path, server, monkeypatch):
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stdout", terminal)
+    server.routes["/222.zip"] = NLPL_ZIP
+    locate_model(server.url("/222.zip"), cache_dir=tmp_path / "cache")
+    assert "\r1/1 [========================] - 0s in all" in terminal.getvalue()
+
+
 def test_a_failed_download_names_the_url_and_keeps_nothing(tmp_path, server):
     cache = tmp_path / "cache"
     server.routes["/model.zip"] = NLPL_ZIP
+    # Promises more bytes than it sends, then hangs up.
+    server.routes["/short.zip"] = Response(NLPL_ZIP[:50], content_length=100000)
     server.routes["/page.zip"] = b"<html><body>Please log in</body></html>"
     with pytest.raises(ModelFileError, match=r"Cannot download http://127.0.0.1:\d+/missing.zip: HTTP 404 Not Found"):
         locate_model(server.url("/missing.zip"), cache_dir=cache)
-    with pytest.raises(ModelFileError, match=r"Cannot download .*/short.zip: retrieval incomplete: got only 50 "
-                                             "out of 100000 bytes"):
+    with pytest.raises(ModelFileError, match=r"Cannot download .*/short.zip: the connection ended after 50 of the "
+                                             r"100,000 bytes the server announced \(Content-Length\); the partial "
+                                             "file was not kept"):
         locate_model(server.url("/short.zip"), cache_dir=cache)
     with pytest.raises(ModelFileError, match=r"page.zip gave a file that is not a zip archive \(39 bytes "
                                              r"starting b'<html><body>Please log in"):
@@ -268,6 +279,31 @@ def test_a_failed_download_names_the_url_and_keeps_nothing(tmp_path, server):
     assert [p for p in cache.rglob("*") if p.is_file()] == []
     with pytest.raises(ModelFileError, match="Cannot download http://127.0.0.1:1/x.zip: "):
         locate_model("http://127.0.0.1:1/x.zip", cache_dir=cache)
+
+
+@pytest.mark.parametrize("content_length", ["true", "none"])
+def test_a_truncated_zip_download_is_called_truncated_and_not_kept(tmp_path, server, content_length):
+    # The server's copy itself is cut short: the transfer is complete, the zip is not.
+    truncated = NLPL_ZIP[:len(NLPL_ZIP) // 2]
+    server.routes["/222.zip"] = Response(truncated, len(truncated) if content_length == "true" else None)
+    cache = tmp_path / "cache"
+    with pytest.raises(ModelFileError, match=(
+            rf"^http://127.0.0.1:\d+/222.zip gave a truncated or corrupt zip archive \({len(truncated)} bytes: it "
+            r"starts as a zip but has no end record\); it was not kept\. Download it again, or check the copy "
+            r"at that address\.$")):
+        locate_model(server.url("/222.zip"), cache_dir=cache)
+    assert [p for p in cache.rglob("*") if p.is_file()] == []
+
+
+def test_a_downloaded_zip_that_does_not_extract_is_not_kept(tmp_path, server):
+    data = bytearray(_zip_bytes({"options.json": b"{}", "weights.hdf5": b"0123456789" * 10}))
+    data[data.index(b"0123456789") + 5] ^= 1
+    server.routes["/bad.zip"] = bytes(data)
+    cache = tmp_path / "cache"
+    with pytest.raises(ModelFileError, match=r"bad.zip is not a readable zip archive \(Bad CRC-32.*The "
+                                             r"download from http://127.0.0.1:\d+/bad.zip was not kept\.$"):
+        locate_model(server.url("/bad.zip"), cache_dir=cache)
+    assert [p for p in cache.rglob("*") if p.is_file()] == []
 
 
 def test_find_model_files_names_the_source_in_errors(tmp_path):

@@ -1,0 +1,173 @@
+"""The published ELMo models `bilm.load` opens by name, and where their files are.
+
+`PUBLISHED_MODELS` maps each name to a `PublishedModel`: AllenNLP's models
+are two files in its S3 bucket (an options file and its HDF5 weights), the
+NLPL repository's one zip each (`nlpl:<id>`, the repository's id). Every
+address is copied from the page in the entry's `published_at`; no publisher
+gives SHA-256 sums for these files, so `sha256` is empty everywhere (pass
+`sha256=` to `bilm.load` to check an NLPL zip whose sum you know).
+
+A name never shadows a local path: `bilm.load("small")` opens `./small`
+when it exists. Published models store no boundary state, so every one of
+them starts sentences from zeros unless given `warm_up=` text.
+
+Sites without internet access set a mirror, `BILM_MODEL_MIRROR` (or the
+`mirror=` argument): a URL or a local directory holding each file under the
+path of its official URL, e.g. for `small` and `nlpl:209`:
+
+    <mirror>/allennlp/models/elmo/2x1024_128_2048cnn_1xhighway/elmo_2x1024_128_2048cnn_1xhighway_options.json
+    <mirror>/allennlp/models/elmo/2x1024_128_2048cnn_1xhighway/elmo_2x1024_128_2048cnn_1xhighway_weights.hdf5
+    <mirror>/repository/20/209.zip
+
+(`PublishedModel.file_urls(mirror)` gives them). The files are then
+downloaded from the mirror into the cache as from the publisher.
+"""
+import dataclasses
+import difflib
+import os
+import pathlib
+import urllib.parse
+from typing import Mapping, Tuple
+
+from bilm.io.model_cache import ModelFileError, is_url
+
+MIRROR_ENVIRONMENT_VARIABLE = "BILM_MODEL_MIRROR"
+NLPL_PREFIX = "nlpl:"
+# A string ending so names a file, never a published model.
+_FILE_EXTENSIONS = (".zip", ".json", ".hdf5", ".h5", ".gz", ".tar", ".tgz")
+
+
+@dataclasses.dataclass(frozen=True)
+class PublishedModel:
+    """One published model and the official addresses of its files.
+
+    Attributes:
+        name: what `bilm.load` takes.
+        description: the language, corpus and size, as its publisher states them.
+        published_at: the page that lists the addresses.
+        urls: `(zip URL,)`, or `(options URL, weights URL)`.
+        sha256: `{url: SHA-256 (hex)}` for the files whose sum the publisher
+            gives (none so far).
+    """
+
+    name: str
+    description: str
+    published_at: str
+    urls: Tuple[str, ...]
+    sha256: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+    @property
+    def is_zip(self):
+        return len(self.urls) == 1
+
+    def file_urls(self, mirror=None):
+        """The URLs to fetch the files from: `urls`, or with `mirror` (a URL or a
+        local directory) each official URL's path below the mirror, in the same order."""
+        if mirror is None:
+            return self.urls
+        base = mirror if is_url(mirror) else pathlib.Path(os.path.abspath(os.path.expanduser(mirror))).as_uri()
+        return tuple(base.rstrip("/") + urllib.parse.urlsplit(url).path for url in self.urls)
+
+
+ALLENNLP_PAGE = "https://allennlp.org/elmo"
+NORELMO_PAGE = "https://wiki.nlpl.eu/Vectors/norlm/elmo"
+# The NLPL repository maintainer's list of the ELMo models of the
+# UiO-UvA system at SemEval-2020 Task 1; it names each model's language only.
+SEMEVAL_2020_PAGE = "https://github.com/akutuzov/semeval2020"
+
+
+def _allennlp(name, description, options_url, weights_url):
+    return PublishedModel(name, f"AllenNLP: {description}", ALLENNLP_PAGE, (options_url, weights_url))
+
+
+def _nlpl(model_id, description, published_at):
+    return PublishedModel(f"{NLPL_PREFIX}{model_id}", f"NLPL repository: {description}", published_at,
+                          (f"http://vectors.nlpl.eu/repository/20/{model_id}.zip",))
+
+
+PUBLISHED_MODELS = {model.name: model for model in (
+    _allennlp("small", "English, 2x1024_128_2048cnn_1xhighway (13.6M parameters), 1 Billion Word Benchmark",
+              "https://s3-us-west-2.amazonaws.com/allennlp/models/elmo/2x1024_128_2048cnn_1xhighway/"
+              "elmo_2x1024_128_2048cnn_1xhighway_options.json",
+              "https://s3-us-west-2.amazonaws.com/allennlp/models/elmo/2x1024_128_2048cnn_1xhighway/"
+              "elmo_2x1024_128_2048cnn_1xhighway_weights.hdf5"),
+    _allennlp("medium", "English, 2x2048_256_2048cnn_1xhighway (28.0M parameters), 1 Billion Word Benchmark",
+              "https://s3-us-west-2.amazonaws.com/allennlp/models/elmo/2x2048_256_2048cnn_1xhighway/"
+              "elmo_2x2048_256_2048cnn_1xhighway_options.json",
+              "https://s3-us-west-2.amazonaws.com/allennlp/models/elmo/2x2048_256_2048cnn_1xhighway/"
+              "elmo_2x2048_256_2048cnn_1xhighway_weights.hdf5"),
+    _allennlp("original", "English, 2x4096_512_2048cnn_2xhighway (93.6M parameters), 1 Billion Word Benchmark",
+              "https://s3-us-west-2.amazonaws.com/allennlp/models/elmo/2x4096_512_2048cnn_2xhighway/"
+              "elmo_2x4096_512_2048cnn_2xhighway_options.json",
+              "https://s3-us-west-2.amazonaws.com/allennlp/models/elmo/2x4096_512_2048cnn_2xhighway/"
+              "elmo_2x4096_512_2048cnn_2xhighway_weights.hdf5"),
+    _allennlp("original-5.5b", "English, 2x4096_512_2048cnn_2xhighway (93.6M parameters), 5.5B tokens of "
+                               "Wikipedia and WMT 2008-2012 news crawl; AllenNLP's recommended default",
+              "https://s3-us-west-2.amazonaws.com/allennlp/models/elmo/2x4096_512_2048cnn_2xhighway_5.5B/"
+              "elmo_2x4096_512_2048cnn_2xhighway_5.5B_options.json",
+              "https://s3-us-west-2.amazonaws.com/allennlp/models/elmo/2x4096_512_2048cnn_2xhighway_5.5B/"
+              "elmo_2x4096_512_2048cnn_2xhighway_5.5B_weights.hdf5"),
+    _allennlp("pubmed", "English biomedical text, 2x4096_512_2048cnn_2xhighway, PubMed (contributed by "
+                        "Matthew Peters)",
+              "https://s3-us-west-2.amazonaws.com/allennlp/models/elmo/contributed/pubmed/"
+              "elmo_2x4096_512_2048cnn_2xhighway_options.json",
+              "https://s3-us-west-2.amazonaws.com/allennlp/models/elmo/contributed/pubmed/"
+              "elmo_2x4096_512_2048cnn_2xhighway_weights_PubMed_only.hdf5"),
+    _allennlp("portuguese-wikipedia", "Portuguese, Wikipedia (contributed by the Federal University of Goiás)",
+              "https://s3-us-west-2.amazonaws.com/allennlp/models/elmo/contributed/pt/wikipedia/options.json",
+              "https://s3-us-west-2.amazonaws.com/allennlp/models/elmo/contributed/pt/wikipedia/"
+              "elmo_pt_weights.hdf5"),
+    _allennlp("portuguese-brwac", "Portuguese, brWaC corpus (contributed by the Federal University of Goiás)",
+              "https://s3-us-west-2.amazonaws.com/allennlp/models/elmo/contributed/pt/brwac/options.json",
+              "https://s3-us-west-2.amazonaws.com/allennlp/models/elmo/contributed/pt/brwac/"
+              "elmo_pt_weights_dgx1.hdf5"),
+    _nlpl(201, "German (the corpus is not stated where the id is listed)", SEMEVAL_2020_PAGE),
+    _nlpl(202, "Swedish (the corpus is not stated where the id is listed)", SEMEVAL_2020_PAGE),
+    _nlpl(203, "Latin (the corpus is not stated where the id is listed)", SEMEVAL_2020_PAGE),
+    _nlpl(209, "English (the corpus is not stated where the id is listed)", SEMEVAL_2020_PAGE),
+    _nlpl(210, "Norwegian, lemmatized Norwegian Wikipedia of September 2020 (about 160M words)", NORELMO_PAGE),
+    _nlpl(211, "Norwegian, tokenized Norwegian Wikipedia of September 2020 (about 160M words)", NORELMO_PAGE),
+    _nlpl(217, "Norwegian, NorELMo30: the NorBERT corpus (Wikipedia and Norsk Aviskorpus), 30,000 target words",
+          NORELMO_PAGE),
+    _nlpl(218, "Norwegian, NorELMo100: the NorBERT corpus (Wikipedia and Norsk Aviskorpus), 100,000 target words",
+          NORELMO_PAGE),
+)}
+
+
+def may_be_model_name(path):
+    """Whether `path` may be meant as a published model's name rather than a
+    file: a string without a path separator and without a model file's extension."""
+    if not isinstance(path, str) or not path or is_url(path):
+        return False
+    separators = {"/", os.sep} | ({os.altsep} if os.altsep else set())
+    return not any(sep in path for sep in separators) and not path.lower().endswith(_FILE_EXTENSIONS)
+
+
+def find_published_model(name):
+    """The `PublishedModel` called `name`.
+
+    Raises:
+        ModelFileError: no published model has that name; the message lists
+            the names, the closest first if one is close.
+    """
+    if name in PUBLISHED_MODELS:
+        return PUBLISHED_MODELS[name]
+    if name.startswith(NLPL_PREFIX) and name[len(NLPL_PREFIX):].isdigit():
+        model_id = name[len(NLPL_PREFIX):]
+        listed = ", ".join(n for n in PUBLISHED_MODELS if n.startswith(NLPL_PREFIX))
+        raise ModelFileError(
+            f"{name} is not one of the NLPL repository's ELMo models bilm lists ({listed}); the repository also "
+            "holds word2vec, fastText and BERT models, which bilm does not read. If it is an ELMo model, pass "
+            f"its URL: bilm.load('http://vectors.nlpl.eu/repository/20/{model_id}.zip').")
+    close = difflib.get_close_matches(name, PUBLISHED_MODELS, n=1)
+    suggestion = f" Did you mean {close[0]!r}?" if close else ""
+    raise ModelFileError(
+        f"No model at {name!r}: no such file or directory, and no published model has that name.{suggestion} "
+        f"Published names: {', '.join(PUBLISHED_MODELS)} (see bilm.io.published_models).")
+
+
+def model_mirror(mirror=None):
+    """`mirror` if given, else `$BILM_MODEL_MIRROR` if set, else None."""
+    if mirror is not None:
+        return os.fspath(mirror)
+    return os.environ.get(MIRROR_ENVIRONMENT_VARIABLE) or None

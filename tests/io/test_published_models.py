@@ -1,0 +1,127 @@
+"""Published models by name: the table, fetched through a mirror served on 127.0.0.1, never shadowing a path."""
+import io
+import os
+import urllib.parse
+import zipfile
+
+import pytest
+
+import bilm
+from bilm.io.model_files import ModelFileError, locate_model
+from bilm.io.published_models import PUBLISHED_MODELS, find_published_model, may_be_model_name
+from helpers import SENTENCES, write_model
+
+SMALL = PUBLISHED_MODELS["small"]
+
+
+@pytest.fixture
+def model_bytes(tmp_path_factory):
+    """A tiny model's `(options.json bytes, weights.hdf5 bytes)`."""
+    options_file, weight_file, _ = write_model(tmp_path_factory.mktemp("tiny"))
+    with open(options_file, "rb") as f, open(weight_file, "rb") as g:
+        return f.read(), g.read()
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("BILM_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("BILM_MODEL_MIRROR", raising=False)
+    return tmp_path / "cache"
+
+
+def _path(url):
+    return urllib.parse.urlsplit(url).path
+
+
+def test_the_table():
+    for name, model in PUBLISHED_MODELS.items():
+        assert model.name == name and model.description and model.published_at.startswith("https://")
+        assert may_be_model_name(name) and find_published_model(name) is model
+        assert len(model.urls) == (1 if name.startswith("nlpl:") else 2), name
+        assert all(url.startswith(("http://", "https://")) for url in model.urls)
+        assert len({os.path.basename(_path(url)) for url in model.urls}) == len(model.urls), name
+        assert set(model.sha256) <= set(model.urls)
+        if not model.is_zip:
+            assert model.urls[0].endswith(".json") and model.urls[1].endswith(".hdf5"), name
+            assert _path(model.urls[0]).startswith("/allennlp/models/elmo/"), name
+    assert PUBLISHED_MODELS["nlpl:209"].urls == ("http://vectors.nlpl.eu/repository/20/209.zip",)
+    folder = "http://host/m/allennlp/models/elmo/2x1024_128_2048cnn_1xhighway/"
+    assert SMALL.file_urls("http://host/m/") == (folder + "elmo_2x1024_128_2048cnn_1xhighway_options.json",
+                                                 folder + "elmo_2x1024_128_2048cnn_1xhighway_weights.hdf5")
+    assert not any(may_be_model_name(p) for p in ["model.zip", "dir/small", "w.hdf5", "https://h/x", ""])
+
+
+def test_load_opens_a_two_file_model_through_the_mirror_once(server, cache, monkeypatch, model_bytes):
+    options, weights = model_bytes
+    for url, body in zip(SMALL.urls, model_bytes):
+        server.routes["/mirror" + _path(url)] = body
+    monkeypatch.setenv("BILM_MODEL_MIRROR", server.url("/mirror/"))
+    with pytest.warns(UserWarning, match="holds no boundary state"):  # as every published model
+        elmo = bilm.load("small")
+    assert len(server.requests) == 2 and all(r.startswith("/mirror/allennlp/models/elmo/") for r in server.requests)
+    assert os.path.basename(elmo.weight_file) == "elmo_2x1024_128_2048cnn_1xhighway_weights.hdf5"
+    assert elmo.weight_file.startswith(str(cache / "downloads"))
+    assert os.path.dirname(elmo.weight_file) == os.path.dirname(elmo.options_file)
+    assert [v.shape for v in elmo.embed(SENTENCES[:2])] == [(len(s), elmo.dim) for s in SENTENCES[:2]]
+    assert locate_model("small").weight_file == elmo.weight_file
+    assert len(server.requests) == 2
+
+
+def test_an_nlpl_zip_through_a_mirror_argument(server, cache, model_bytes):
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("options.json", model_bytes[0])
+        archive.writestr("model.hdf5", model_bytes[1])
+        archive.writestr("meta.json", b'{"id": 209}')
+    server.routes["/repository/20/209.zip"] = buffer.getvalue()
+    files = locate_model("nlpl:209", mirror=server.url())
+    assert server.requests == ["/repository/20/209.zip"]
+    assert files.source == "nlpl:209" and files.metadata == {"id": 209}
+    assert files.weight_file.startswith(str(cache / "extracted" / "209-"))
+
+
+def test_a_mirror_may_be_a_local_directory(tmp_path, cache, model_bytes):
+    mirror = tmp_path / "mirror"
+    for url, body in zip(SMALL.urls, model_bytes):
+        (mirror / _path(url).lstrip("/")).parent.mkdir(parents=True, exist_ok=True)
+        (mirror / _path(url).lstrip("/")).write_bytes(body)
+    files = locate_model("small", mirror=str(mirror))
+    with open(files.weight_file, "rb") as f:
+        assert f.read() == model_bytes[1]
+
+
+def test_a_local_path_of_that_name_wins(tmp_path, cache, monkeypatch, server):
+    monkeypatch.setenv("BILM_MODEL_MIRROR", server.url())
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "small").mkdir()
+    write_model(tmp_path / "small")
+    assert locate_model("small").weight_file == os.path.join("small", "weights.hdf5")
+    assert server.requests == []
+
+
+def test_unknown_names_and_bad_arguments(cache, tmp_path):
+    with pytest.raises(ModelFileError, match=(
+            r"^No model at 'smal': no such file or directory, and no published model has that name\. Did you mean "
+            r"'small'\? Published names: small, medium, original, original-5\.5b, pubmed, .*nlpl:209, .*\.$")):
+        bilm.load("smal")
+    with pytest.raises(ValueError, match=r"nlpl:12 is not one of the NLPL repository's ELMo models bilm lists "
+                                         r"\(nlpl:201, .*pass its URL: bilm.load\('http://vectors.nlpl.eu/"
+                                         r"repository/20/12.zip'\)"):
+        locate_model("nlpl:12")
+    with pytest.raises(ValueError, match="sha256= checks a zip; small is two files"):
+        locate_model("small", sha256="0" * 64)
+    with pytest.raises(ValueError, match="mirror= applies to published model names; '.*' is a path or URL"):
+        locate_model(str(tmp_path), mirror="http://host/")
+    with pytest.raises(FileNotFoundError, match="No model at .*missing.zip: no such file"):
+        locate_model("missing.zip")
+
+
+def test_a_mirror_page_instead_of_a_file_is_not_kept(server, cache, model_bytes):
+    options_url, weights_url = SMALL.urls
+    server.routes[_path(options_url)] = model_bytes[0]
+    server.routes[_path(weights_url)] = b"<html>Not here</html>"
+    with pytest.raises(ValueError, match=r"/elmo_2x1024_128_2048cnn_1xhighway_weights.hdf5 gave a file that is "
+                                         r"not HDF5 \(21 bytes starting b'<html>Not here</html>'\); it was not kept"):
+        locate_model("small", mirror=server.url())
+    kept = sorted(p.name for p in cache.rglob("*") if p.is_file())
+    assert kept == ["elmo_2x1024_128_2048cnn_1xhighway_options.json"]
