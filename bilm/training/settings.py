@@ -6,11 +6,42 @@ defaults, may be left out; `n_tokens_vocab` and `n_train_tokens` (which
 the corpus gives) are required.
 """
 import dataclasses
+import difflib
 import math
 
 from bilm.ops.matmul_dtype import check_matmul_dtype
 from bilm.options import TRAINING_N_CHARACTERS, OptionsError, load_options
 from bilm.presets import TRAINING_DEFAULTS
+
+# Every key a training options file may hold: the model's sections and
+# their keys, the training keys with defaults, and what the corpus gives.
+MODEL_KEYS = {
+    "lstm": ("dim", "projection_dim", "n_layers", "cell_clip", "proj_clip", "use_skip_connections"),
+    "char_cnn": ("activation", "embedding", "filters", "max_characters_per_token", "n_characters", "n_highway"),
+    "char_cnn.embedding": ("dim",),
+}
+CORPUS_KEYS = ("n_tokens_vocab", "n_train_tokens")
+
+
+def check_known_keys(options):
+    """Raises `OptionsError` for the first key of a training options file that
+    bilm does not know (a typo would otherwise train on with a default),
+    naming it and the closest known key. `options`: `BiLMOptions`."""
+    sections = {"": ("lstm", "char_cnn", *TRAINING_DEFAULTS, *CORPUS_KEYS), **MODEL_KEYS}
+    raw = options.raw
+    for section, known in sections.items():
+        values = raw
+        for part in filter(None, section.split(".")):
+            values = values.get(part) if isinstance(values, dict) else None
+        if not isinstance(values, dict):
+            continue
+        for key in values:
+            if key not in known:
+                where = f"{section}.{key}" if section else key
+                close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+                hint = f" Did you mean '{close[0]}'?" if close else f" Known keys here: {', '.join(sorted(known))}."
+                raise OptionsError(f"{options.source}: unknown training option '{where}'.{hint} (A key bilm does "
+                                   "not know would be ignored, and training would run with its default.)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,9 +77,11 @@ def training_settings(options, need_schedule=True):
         `(BiLMOptions, TrainingSettings)`.
 
     Raises:
-        OptionsError naming the options source and the key.
+        OptionsError naming the options source and the key (an unknown key
+        names the closest known one).
     """
     options = load_options(options)
+    check_known_keys(options)
     source = options.source
     cnn = options.char_cnn
     if cnn is not None and cnn.n_characters != TRAINING_N_CHARACTERS:

@@ -1,4 +1,6 @@
 """training_settings: bad training options are errors that name the key and the rule."""
+import re
+
 import pytest
 
 from bilm.options import OptionsError
@@ -19,3 +21,28 @@ def test_bad_training_options_are_clear_errors(change, message):
     change(options)
     with pytest.raises(OptionsError, match=message):
         training_settings(options)
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda o: o.update(n_epoch=1), "unknown training option 'n_epoch'. Did you mean 'n_epochs'?"),
+    (lambda o: o["lstm"].update(use_skip_conection=False),
+     "unknown training option 'lstm.use_skip_conection'. Did you mean 'use_skip_connections'?"),
+    (lambda o: o["char_cnn"]["embedding"].update(dims=4), "'char_cnn.embedding.dims'. Did you mean 'dim'?"),
+    (lambda o: o.update(zzz=1), "unknown training option 'zzz'. Known keys here: "),
+])
+def test_a_typo_in_the_training_options_names_the_closest_key(change, message):
+    options = tiny_options()
+    change(options)
+    with pytest.raises(OptionsError, match=re.escape(message)):
+        training_settings(options)
+
+
+def test_loading_a_model_ignores_keys_only_training_knows(tmp_path):
+    """Published options files carry keys of their own; prediction never refuses them."""
+    from bilm.models import BidirectionalLanguageModel
+    from helpers import write_model
+
+    options_file, weight_file, options = write_model(tmp_path)
+    options["n_train_tokens_seen"] = 123
+    options["lstm"]["some_publisher_key"] = True
+    BidirectionalLanguageModel(options, weight_file, stateful=False, start="zeros")
