@@ -1,8 +1,12 @@
 #!/usr/bin/env python
 """Trains a biLM on your own corpus (bilm-tf's bin/train_elmo.py).
 
-Without --options_file the original configuration is trained
-(2x4096_512_2048cnn_2xhighway, 10 epochs, batch 128 x 20, 8192 negatives).
+The model is --options_file (the model and training keys, see
+docs/formats.md) or a released size, --size: small (2x1024_128, suits a
+CPU), medium (2x2048_256) or original (2x4096_512, the published ELMo; wants
+GPUs), trained with the original recipe (10 epochs, batch 128 x 20, 8192
+negatives, Adagrad 0.2, dropout 0.1). The flags below override single
+training keys.
 """
 import argparse
 import os
@@ -17,6 +21,9 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_training_arguments(parser)
     parser.add_argument("--options_file", help="options.json with the model and training keys")
+    parser.add_argument("--size", choices=("small", "medium", "original"),
+                        help="a released size instead of --options_file: small suits a CPU, medium and original "
+                             "want GPUs")
     args = parser.parse_args(argv)
     with exit_on_user_error():
         result = train_from_args(args)

@@ -1,8 +1,14 @@
 """The README tells a new user the commands that CI runs, and its Keras example runs."""
 import os
 import re
+import shlex
+import subprocess
+import sys
+
+import pytest
 
 from helpers import ROOT, write_model
+from training_helpers import cycle_sentences
 
 
 def _read(*path):
@@ -35,3 +41,32 @@ def test_the_keras_example_runs_as_written(tmp_path, monkeypatch):
     namespace = {}
     exec(compile(_python_block("ELMo inside a Keras model"), "README.md", "exec"), namespace)
     assert namespace["tags"].shape == (2, 3, 3)
+
+
+def _bash_commands(section):
+    """The commands of the first ```bash block under the README heading `section`."""
+    readme = _read("README.md")
+    start = readme.index(f"\n## {section}\n")
+    block = re.search(r"```bash\n(.*?)```", readme[start:], re.DOTALL).group(1)
+    return [line.strip() for line in block.replace("\\\n", " ").splitlines() if line.strip()]
+
+
+@pytest.mark.slow
+def test_the_training_commands_and_python_example_run_as_written(tmp_path, monkeypatch):
+    for folder, n, seed in (("train", 300, 0), ("heldout", 40, 1)):
+        (tmp_path / "data" / folder).mkdir(parents=True)
+        (tmp_path / "data" / folder / "part0.txt").write_text("\n".join(cycle_sentences(n, seed)) + "\n")
+    outputs = []
+    for command in _bash_commands("Train a biLM on your corpus"):
+        assert command.startswith("python bin/"), command
+        command = command.replace("python bin/", f"{shlex.quote(sys.executable)} {shlex.quote(ROOT)}/bin/", 1)
+        result = subprocess.run(command, shell=True, cwd=tmp_path, capture_output=True, text=True, timeout=900)
+        assert result.returncode == 0, (command, result.stdout[-2000:], result.stderr[-3000:])
+        outputs.append(result.stdout)
+    perplexity = float(re.search(r"AVERAGE PERPLEXITY = ([\d.]+)", "".join(outputs)).group(1))
+    assert 1 < perplexity < 1000
+    assert (tmp_path / "weights.hdf5").is_file() and (tmp_path / "weights_options.json").is_file()
+    monkeypatch.chdir(tmp_path)
+    namespace = {}
+    exec(compile(_python_block("Train a biLM on your corpus"), "README.md", "exec"), namespace)
+    assert namespace["result"]["step"] >= 1 and os.path.exists(namespace["result"]["checkpoint"] + ".index")

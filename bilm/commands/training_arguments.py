@@ -1,6 +1,45 @@
 """The flags of `bin/train_elmo.py` and `bin/restart.py`, and their closing line."""
+import argparse
+
 from bilm.ops.matmul_dtype import MATMUL_DTYPES
+from bilm.presets import TRAINING_DEFAULTS
 from bilm.training.from_files import train_from_files
+
+# Training keys with a flag of the same name: (type, help). Unset, they come
+# from the options file (or the checkpoint), else TRAINING_DEFAULTS.
+KNOB_FLAGS = {
+    "n_epochs": ("positive_int", "epochs over the training data"),
+    "batch_size": ("positive_int", "rows per batch and per GPU"),
+    "unroll_steps": ("positive_int", "time steps per window (truncated backpropagation)"),
+    "n_negative_samples_batch": ("positive_int", "negative words sampled per batch for the softmax (a vocabulary "
+                                                 "smaller than this trains with the full softmax)"),
+    "learning_rate": ("positive_float", "Adagrad's learning rate"),
+    "dropout": ("rate", "dropout rate on the LSTM inputs and outputs"),
+}
+
+
+def _positive_int(text):
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
+    return value
+
+
+def _positive_float(text):
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
+    return value
+
+
+def _rate(text):
+    value = float(text)
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"must be in [0, 1), got {text}")
+    return value
+
+
+_TYPES = {"positive_int": _positive_int, "positive_float": _positive_float, "rate": _rate}
 
 
 def add_training_arguments(parser):
@@ -8,19 +47,24 @@ def add_training_arguments(parser):
     parser.add_argument("--train_prefix", required=True, help="glob of the training shards, e.g. 'data/train/*'")
     parser.add_argument("--vocab_file", required=True, help="vocabulary: <S>, </S>, <UNK>, then by frequency")
     parser.add_argument("--save_dir", required=True, help="checkpoints, options.json and logs/")
-    parser.add_argument("--n_train_tokens", type=int, help="tokens per epoch (default: counted from the shards)")
-    parser.add_argument("--n_epochs", type=int, help="epochs over the training data")
-    parser.add_argument("--batch_size", type=int, help="rows per batch and per GPU")
+    parser.add_argument("--n_train_tokens", type=_positive_int,
+                        help="tokens per epoch (default: counted from the shards)")
+    for key, (kind, text) in KNOB_FLAGS.items():
+        parser.add_argument(f"--{key}", type=_TYPES[kind],
+                            help=f"{text} (default: the options file's, else {TRAINING_DEFAULTS[key]})")
     parser.add_argument("--matmul_dtype", choices=MATMUL_DTYPES,
                         help="bfloat16: the highway, LSTM input-half and softmax matmuls take bfloat16 "
                              "operands, faster where the hardware has bfloat16 matmuls (default: "
                              "float32, the original arithmetic; see bilm.ops.matmul_dtype)")
-    parser.add_argument("--n_gpus", type=int, default=1, help="GPUs of this machine (TF_CONFIG for several machines)")
+    parser.add_argument("--n_gpus", type=_positive_int, default=1,
+                        help="GPUs of this machine (TF_CONFIG for several machines; default: 1)")
     parser.add_argument("--heldout_prefix", help="glob of held-out shards, evaluated during training")
     parser.add_argument("--heldout_every", type=int, help="also evaluate the held-out data every N steps")
-    parser.add_argument("--checkpoint_every", type=int, default=1250, help="save every N steps (and each epoch)")
+    parser.add_argument("--checkpoint_every", type=_positive_int, default=1250,
+                        help="save every N steps, and at each epoch's end (default: 1250)")
     parser.add_argument("--log_dir", help="TensorBoard summaries (default: SAVE_DIR/logs)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of initialisation, shuffling and dropout")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="seed of initialisation, shuffling and dropout (default: 0)")
 
 
 def describe_result(result, save_dir):
@@ -39,7 +83,7 @@ def train_from_args(args, restart=False):
     --options_file), in a process of its own: malloc tuned for training."""
     return train_from_files(
         args.train_prefix, args.vocab_file, args.save_dir, getattr(args, "options_file", None),
-        restart=restart, n_train_tokens=args.n_train_tokens, n_epochs=args.n_epochs,
-        batch_size=args.batch_size, matmul_dtype=args.matmul_dtype, n_gpus=args.n_gpus,
+        size=getattr(args, "size", None), restart=restart, n_train_tokens=args.n_train_tokens,
+        matmul_dtype=args.matmul_dtype, overrides={key: getattr(args, key) for key in KNOB_FLAGS}, n_gpus=args.n_gpus,
         heldout_prefix=args.heldout_prefix, heldout_every=args.heldout_every, checkpoint_every=args.checkpoint_every,
         log_dir=args.log_dir, seed=args.seed, tune_malloc=True)

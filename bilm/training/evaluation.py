@@ -1,6 +1,7 @@
 """Held-out perplexity with the full softmax (bilm-tf's `test`)."""
 import collections
 import math
+import warnings
 
 import tensorflow as tf
 
@@ -17,6 +18,14 @@ EVALUATION_STARTS = ("carry", "zeros", "warm")
 _OPENING_TOKEN = {"forward": "bos", "backward": "eos"}
 
 
+def _count_sentences(data):
+    """Sentences of a test-mode stream (`LMDataset` or `BidirectionalLMDataset`), or 0 if it cannot tell."""
+    stream = getattr(data, "forward", data)
+    if not hasattr(stream, "iter_lines"):
+        return 0
+    return sum(1 for _ in stream.iter_lines())
+
+
 def evaluate(lm, data, batch_size, unroll_steps=1, verbose=0, start="carry"):
     """Full-softmax perplexity of `lm` on a stream that ends (test mode).
 
@@ -29,6 +38,9 @@ def evaluate(lm, data, batch_size, unroll_steps=1, verbose=0, start="carry"):
             from the state the previous sentence of its row left, as in
             training; `"zeros"` or `"warm"` (`lm.boundary_state`) from a
             fixed state, as embedding does (these need `unroll_steps=1`).
+
+    A text with fewer sentences than `batch_size` is evaluated with one
+    row per sentence (and a warning).
 
     Returns:
         `{"perplexity", "<direction>_perplexity", "batches"}`.
@@ -64,6 +76,12 @@ def evaluate(lm, data, batch_size, unroll_steps=1, verbose=0, start="carry"):
         progress.update(n_batches, [("perplexity", math.exp(totals["loss"] / n_batches))])
     progress.close()
     if n_batches == 0:
+        n_sentences = _count_sentences(data)
+        if 1 <= n_sentences < batch_size:
+            # Each row reads its own sentences: a short text fills fewer rows.
+            warnings.warn(f"The evaluation text has {n_sentences} sentences, fewer than the {batch_size} rows of a "
+                          f"batch; it is evaluated with {n_sentences} rows.", stacklevel=2)
+            return evaluate(lm, data, n_sentences, unroll_steps, verbose, start)
         raise UserError(
             f"The evaluation data gave no complete batch of {batch_size} rows x {unroll_steps} steps; "
             "use a smaller batch_size or more data.")

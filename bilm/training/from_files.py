@@ -1,6 +1,7 @@
 """What `bin/train_elmo.py`, `bin/restart.py` and `bin/run_test.py` call: training from files."""
 import os
 
+from bilm.errors import UserError
 from bilm.io.output_files import check_output_directory
 from bilm.options import BiLMOptions, load_options
 from bilm.presets import TRAINING_DEFAULTS, training_options
@@ -10,17 +11,6 @@ from bilm.training.evaluation import test
 from bilm.training.loop import train
 from bilm.training.shards import count_tokens
 from bilm.training.windows import BidirectionalLMDataset, LMDataset, load_vocab
-
-
-def default_training_options(n_tokens_vocab=None):
-    """bilm-tf's original configuration for training.
-
-    2x4096_512_2048cnn_2xhighway, bidirectional, dropout 0.1, clip 10,
-    10 epochs of batches of 128 x 20, 8192 negative samples, and the
-    training character table (`n_characters` 261).
-    """
-    keys = {} if n_tokens_vocab is None else {"n_tokens_vocab": int(n_tokens_vocab)}
-    return training_options("original", **keys)
 
 
 def load_training_data(options, filepattern, vocab_file, test=False, seed=0):
@@ -38,16 +28,20 @@ def load_training_data(options, filepattern, vocab_file, test=False, seed=0):
     return dataset(filepattern, vocab, test=test, shuffle_on_load=not test, seed=seed), vocab
 
 
-def train_from_files(train_prefix, vocab_file, save_dir, options_file=None, *, restart=False,
-                     n_train_tokens=None, n_epochs=None, batch_size=None, matmul_dtype=None, n_gpus=1,
-                     heldout_prefix=None, log_dir=None, seed=0, **train_kwargs):
+def train_from_files(train_prefix, vocab_file, save_dir, options_file=None, *, size=None, restart=False,
+                     n_train_tokens=None, n_epochs=None, batch_size=None, matmul_dtype=None, overrides=None,
+                     n_gpus=1, heldout_prefix=None, log_dir=None, seed=0, **train_kwargs):
     """`bin/train_elmo.py` (and with `restart=True`, `bin/restart.py`).
 
-    Options come from `options_file`, or `default_training_options()`, or
-    on restart from `save_dir`; `n_tokens_vocab` is the vocabulary's size;
-    `n_epochs`, `batch_size`, `n_train_tokens` and `matmul_dtype` override them. Without
-    `n_train_tokens` (flag or options) the tokens of the shards are
-    counted; a restart on other data than before counts them anew.
+    Options come from `options_file`, or the released size `size`
+    (`"small"`, `"medium"`, `"original"`: `bilm.presets.training_options`),
+    or on restart from `save_dir`; `n_tokens_vocab` is the vocabulary's
+    size; `n_epochs`, `batch_size`, `n_train_tokens`, `matmul_dtype` and
+    the training keys in `overrides` (e.g. `{"dropout": 0.2}`) override
+    them. Without `n_train_tokens` (flag or options) the tokens of the
+    shards are counted; a restart on other data than before counts them
+    anew. A `save_dir` this call created is removed again if it fails
+    before writing anything into it.
 
     Returns:
         `train`'s result dict.
@@ -56,17 +50,35 @@ def train_from_files(train_prefix, vocab_file, save_dir, options_file=None, *, r
     data_source = os.path.abspath(train_prefix)
     if restart:
         ckpt_file = checkpoints.latest_checkpoint(save_dir)
+    elif options_file is None and size is None:
+        raise UserError("Give the model to train: an options file (--options_file) or a released size (--size "
+                        "small, medium or original; small suits a CPU, the others want GPUs).")
+    elif options_file is not None and size is not None:
+        raise UserError("Give either an options file (--options_file) or a size (--size), not both.")
+    created = not os.path.exists(save_dir)
     check_output_directory(save_dir)  # before any work
+    try:
+        return _train_from_files(train_prefix, vocab_file, save_dir, options_file, size, restart, ckpt_file,
+                                 data_source, dict(overrides or {}, n_epochs=n_epochs, batch_size=batch_size,
+                                                   n_train_tokens=n_train_tokens, matmul_dtype=matmul_dtype),
+                                 n_gpus, heldout_prefix, log_dir, seed, train_kwargs)
+    except BaseException:
+        if created and os.path.isdir(save_dir) and not os.listdir(save_dir):
+            os.rmdir(save_dir)
+        raise
+
+
+def _train_from_files(train_prefix, vocab_file, save_dir, options_file, size, restart, ckpt_file, data_source,
+                      overrides, n_gpus, heldout_prefix, log_dir, seed, train_kwargs):
+    n_train_tokens = overrides.get("n_train_tokens")
     if restart:
         options = checkpoints.load_training_options(save_dir)
         same_data = checkpoints.read_state_summary(ckpt_file)["data_source"] == (
             checkpoints.data_fingerprint(data_source))
     else:
         options = load_options(options_file) if options_file else BiLMOptions.from_dict(
-            default_training_options(), source="the default training options")
+            training_options(size), source=f"the {size} size's training options")
         same_data = True
-    overrides = {"n_epochs": n_epochs, "batch_size": batch_size, "n_train_tokens": n_train_tokens,
-                 "matmul_dtype": matmul_dtype}
     options = options.updated(**{key: value for key, value in overrides.items() if value is not None})
     data, vocab = load_training_data(options, train_prefix, vocab_file, seed=seed)
     if restart and options.get("n_tokens_vocab") != vocab.size:

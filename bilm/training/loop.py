@@ -12,6 +12,7 @@ import math
 import os
 import shutil
 import time
+import warnings
 
 import keras
 import numpy as np
@@ -19,7 +20,7 @@ import tensorflow as tf
 
 from bilm.errors import UserError
 from bilm.io.output_files import check_output_directory
-from bilm.options import OptionsError, save_options
+from bilm.options import load_options, save_options
 from bilm.training import checkpoints
 from bilm.training.checkpoints import CHECKPOINT_NAME, OPTIONS_FILE, CheckpointError
 from bilm.training.distribution import is_chief, make_strategy
@@ -27,6 +28,7 @@ from bilm.training.evaluation import evaluate
 from bilm.training.optimizer import INITIAL_ACCUMULATOR_VALUE, SparseAdagrad
 from bilm.training.prediction_network import measure_boundary_state
 from bilm.training.settings import training_settings
+from bilm.training.shards import count_tokens
 from bilm.training.tf_dataset import make_tf_dataset
 from bilm.training.train_step import TrainStep
 from bilm.training.training_lm import TrainingLM
@@ -37,6 +39,22 @@ from bilm.utils.progress import Progress
 class NonFiniteLossError(UserError, FloatingPointError):
     """The training loss or gradient norm became NaN or infinite (the message
     says at which step and what to change)."""
+
+
+def _with_corpus_keys(options, data, verbose):
+    """`options` (parsed) with `n_tokens_vocab` and `n_train_tokens` taken from
+    `data` (its vocabulary, the tokens of its shards) where they are missing."""
+    options = load_options(options)
+    keys = {}
+    vocab = getattr(data, "vocab", None)
+    if options.get("n_tokens_vocab") is None and vocab is not None:
+        keys["n_tokens_vocab"] = vocab.size
+    pattern = _describe_data(data)
+    if options.get("n_train_tokens") is None and pattern != type(data).__name__:
+        keys["n_train_tokens"] = count_tokens(pattern)
+        if verbose:
+            print(f"Counted {keys['n_train_tokens']:,} tokens in {pattern}.")
+    return options.updated(**keys) if keys else options
 
 
 def _describe_data(data):
@@ -63,9 +81,13 @@ class _Schedule:
         tokens_per_batch = global_batch * settings.unroll_steps
         per_epoch = settings.n_train_tokens // tokens_per_batch
         if per_epoch < 1:
-            raise OptionsError(
-                f"{options.source}: n_train_tokens ({settings.n_train_tokens}) is less than one global batch "
-                f"({global_batch} rows x {settings.unroll_steps} steps = {tokens_per_batch} tokens).")
+            # The training stream cycles through the text, so a batch can hold more than all of it.
+            warnings.warn(
+                f"{options.source}: n_train_tokens ({settings.n_train_tokens:,}) is less than one global batch "
+                f"({global_batch} rows x {settings.unroll_steps} steps = {tokens_per_batch:,} tokens), so each "
+                "epoch is one batch that reads the text more than once; a smaller batch_size (--batch_size) fits "
+                "a corpus this small better.", stacklevel=3)
+            per_epoch = 1
         return cls(global_batch, tokens_per_batch, per_epoch, settings.n_epochs * per_epoch)
 
 
@@ -169,9 +191,12 @@ def train(options, data, n_gpus, save_dir, log_dir, restart_ckpt_file=None, *,
     """Trains (or continues training) a biLM; writes checkpoints and options.json to `save_dir`.
 
     Args:
-        options: training options dict (or file): the model keys plus
-            `n_tokens_vocab`, `batch_size` (per replica), `unroll_steps`,
-            `n_train_tokens`, `n_epochs`, `n_negative_samples_batch`, ...
+        options: training options dict (or file): the model keys plus the
+            training keys (`batch_size` per replica, `unroll_steps`,
+            `n_epochs`, `n_negative_samples_batch`, ...; those left out take
+            `bilm.presets.TRAINING_DEFAULTS`). `n_tokens_vocab` defaults to
+            the size of `data`'s vocabulary and `n_train_tokens` to the
+            tokens of its shards (counted once).
         data: the training stream (see the module docstring); with
             several workers every worker must read the same stream.
         n_gpus: replicas on this machine (ignored when `strategy` is given).
@@ -213,7 +238,7 @@ def train(options, data, n_gpus, save_dir, log_dir, restart_ckpt_file=None, *,
         becomes NaN (that step changes no weight; the last good checkpoint
         is kept).
     """
-    options, settings = training_settings(options, need_schedule=True)
+    options, settings = training_settings(_with_corpus_keys(options, data, verbose), need_schedule=True)
     if tune_malloc:
         keep_freed_memory()
     strategy = strategy or make_strategy(n_gpus)

@@ -8,6 +8,7 @@ the corpus gives) are required.
 import dataclasses
 import difflib
 import math
+import warnings
 
 from bilm.ops.matmul_dtype import check_matmul_dtype
 from bilm.options import TRAINING_N_CHARACTERS, OptionsError, load_options
@@ -119,9 +120,13 @@ def training_settings(options, need_schedule=True):
     n_tokens_vocab = integer("n_tokens_vocab")
     n_negative = integer("n_negative_samples_batch", required=sample_softmax)
     if sample_softmax and n_negative > n_tokens_vocab:
-        raise OptionsError(
-            f"{source}: 'n_negative_samples_batch' ({n_negative}) exceeds 'n_tokens_vocab' "
-            f"({n_tokens_vocab}); lower it or set sample_softmax to false.")
+        # Fewer words than negatives: the full softmax is exact and no dearer.
+        warnings.warn(
+            f"{source}: 'n_negative_samples_batch' ({n_negative}) exceeds the vocabulary ('n_tokens_vocab' "
+            f"{n_tokens_vocab}), so training uses the full softmax over all {n_tokens_vocab} words instead of "
+            "sampling negatives (set n_negative_samples_batch below the vocabulary size to sample).",
+            stacklevel=2)
+        sample_softmax = False
     settings = TrainingSettings(
         n_tokens_vocab=n_tokens_vocab,
         batch_size=integer("batch_size"),

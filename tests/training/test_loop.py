@@ -6,7 +6,6 @@ import pytest
 import tensorflow as tf
 
 import bilm.training.loop as loop_module
-from bilm.options import OptionsError
 from bilm.training.evaluation import evaluate
 from bilm.training.loop import train
 from bilm.training.settings import training_settings
@@ -14,10 +13,11 @@ from bilm.training.training_lm import TrainingLM
 from training_helpers import checkpoint_arrays, open_data, tiny_options, unigram_perplexity
 
 
-def test_n_train_tokens_below_one_batch_is_a_clear_error(tmp_path, training_corpus):
-    options = tiny_options(n_train_tokens=10)
-    with pytest.raises(OptionsError, match="n_train_tokens \\(10\\) is less than one global batch"):
-        train(options, open_data(options, training_corpus), 1, tmp_path / "ckpt", None, verbose=0)
+def test_n_train_tokens_below_one_batch_trains_one_batch_per_epoch_and_says_so(tmp_path, training_corpus):
+    options = tiny_options(n_train_tokens=10, n_epochs=2)
+    with pytest.warns(UserWarning, match="n_train_tokens \\(10\\) is less than one global batch.*one batch"):
+        result = train(options, open_data(options, training_corpus), 1, tmp_path / "ckpt", None, verbose=0)
+    assert result["step"] == 2 and result["finished"]
 
 
 # Char inputs without skip connections learn too, but this toy configuration

@@ -12,7 +12,6 @@ from training_helpers import tiny_options
     (lambda o: o["char_cnn"].update(n_characters=262), "n_characters' is 262.*needs 261"),
     (lambda o: o.update(share_embedding_softmax=True), "share_embedding_softmax.*token inputs"),
     (lambda o: o.pop("n_tokens_vocab"), "n_tokens_vocab"),
-    (lambda o: o.update(n_negative_samples_batch=100), "n_negative_samples_batch' \\(100\\) exceeds"),
     (lambda o: o.update(dropout=1.5), "dropout"),
     (lambda o: o.update(matmul_dtype="float16"), "'matmul_dtype' must be one of 'float32', 'bfloat16'"),
 ])
@@ -46,3 +45,11 @@ def test_loading_a_model_ignores_keys_only_training_knows(tmp_path):
     options["n_train_tokens_seen"] = 123
     options["lstm"]["some_publisher_key"] = True
     BidirectionalLanguageModel(options, weight_file, stateful=False, start="zeros")
+
+
+def test_more_negatives_than_words_trains_with_the_full_softmax_and_says_so():
+    options = tiny_options()
+    options.update(n_negative_samples_batch=100)
+    with pytest.warns(UserWarning, match=r"'n_negative_samples_batch' \(100\) exceeds the vocabulary.*full softmax"):
+        _, settings = training_settings(options)
+    assert settings.sample_softmax is False
