@@ -5,6 +5,9 @@ dicts of int32 arrays: `token_ids` `(batch, time)`, `token_characters`
 `(batch, time, max_chars)` (unshifted character ids; None for token-only
 vocabularies), `next_token_id` `(batch, time)`, and the same keys with
 `_reverse` for the backward stream (`bilm.training.BidirectionalLMDataset`).
+
+When to save: every `checkpoint_every` steps, at least every
+`checkpoint_every_minutes`, at each epoch's end and at the end of each call.
 """
 import collections
 import dataclasses
@@ -42,6 +45,26 @@ def _describe_data(data):
     return type(data).__name__
 
 
+class _SaveTimer:
+    """Whether `every_minutes` (None: never) have passed since the last `reset` (a save, the loop's start).
+
+    `clock` gives seconds (tests pass a fake one).
+    """
+
+    def __init__(self, every_minutes, clock=time.monotonic):
+        if every_minutes is not None and not every_minutes > 0:
+            raise ValueError(f"checkpoint_every_minutes must be positive or None. Received: {every_minutes}")
+        self.every_seconds = None if every_minutes is None else 60.0 * every_minutes
+        self.clock = clock
+        self.reset()
+
+    def reset(self):
+        self.since = self.clock()
+
+    def due(self):
+        return self.every_seconds is not None and self.clock() - self.since >= self.every_seconds
+
+
 @dataclasses.dataclass(frozen=True)
 class _Schedule:
     """How many batches make an epoch and the whole run (bilm-tf's arithmetic)."""
@@ -70,7 +93,8 @@ class _TrainingRun:
     data position are plain variables updated from Python.
     """
 
-    def __init__(self, options, settings, strategy, global_batch, save_dir, log_dir, max_to_keep, verbose):
+    def __init__(self, options, settings, strategy, global_batch, save_dir, log_dir, max_to_keep, verbose,
+                 save_timer):
         self.settings = settings
         self.chief = is_chief(strategy)
         with strategy.scope():
@@ -92,6 +116,7 @@ class _TrainingRun:
         self.writer = tf.summary.create_file_writer(log_dir) if (self.chief and log_dir) else None
         self.verbose = verbose and self.chief
         self.progress = None  # while the loop runs, messages go through its progress line
+        self.save_timer = save_timer
         self.last_saved = None
 
     @property
@@ -132,6 +157,7 @@ class _TrainingRun:
     def save(self):
         self.manager.save(checkpoint_number=self.current_step)
         self.last_saved = self.current_step
+        self.save_timer.reset()
 
     def scalars(self, values):
         """TensorBoard scalars at the current step (chief only)."""
@@ -158,7 +184,7 @@ class _TrainingRun:
 
 def train(options, data, n_gpus, save_dir, log_dir, restart_ckpt_file=None, *,
           heldout_data=None, strategy=None, max_steps=None, checkpoint_every=1250,
-          heldout_every=None, heldout_batch_size=None, summary_every=10, seed=0,
+          checkpoint_every_minutes=30, heldout_every=None, heldout_batch_size=None, summary_every=10, seed=0,
           data_source=None, max_to_keep=5, tune_malloc=False, verbose=1):
     """Trains (or continues training) a biLM; writes checkpoints and options.json to `save_dir`.
 
@@ -184,6 +210,9 @@ def train(options, data, n_gpus, save_dir, log_dir, restart_ckpt_file=None, *,
             At its end every call that trained measures the boundary state
             on the training text (`measure_boundary_state`: where embedding
             starts each sentence) and saves it with a last checkpoint.
+        checkpoint_every_minutes: also save after the first step that starts
+            this many minutes or more after the last save (None: only by
+            steps). With several workers, when the first worker's time is up.
         summary_every: TensorBoard scalars every this many steps.
         seed: seeds the global generators (`keras.utils.set_random_seed`:
             initialisation, negative sampling) and the dropout masks.
@@ -208,6 +237,7 @@ def train(options, data, n_gpus, save_dir, log_dir, restart_ckpt_file=None, *,
         is kept).
     """
     options, settings = training_settings(options, need_schedule=True)
+    save_timer = _SaveTimer(checkpoint_every_minutes)
     if tune_malloc:
         keep_freed_memory()
     strategy = strategy or make_strategy(n_gpus)
@@ -221,7 +251,8 @@ def train(options, data, n_gpus, save_dir, log_dir, restart_ckpt_file=None, *,
             "save_dir.")
     if seed is not None:
         keras.utils.set_random_seed(seed)
-    run = _TrainingRun(options, settings, strategy, schedule.global_batch, save_dir, log_dir, max_to_keep, verbose)
+    run = _TrainingRun(options, settings, strategy, schedule.global_batch, save_dir, log_dir, max_to_keep, verbose,
+                       save_timer)
     if run.chief:
         save_options(options, os.path.join(save_dir, OPTIONS_FILE))
     source = checkpoints.data_fingerprint(data_source if data_source is not None else _describe_data(data))
@@ -242,15 +273,18 @@ def train(options, data, n_gpus, save_dir, log_dir, restart_ckpt_file=None, *,
         # Counts this stream's batches; its time per batch leaves out the
         # first step, which also traces the step function.
         run.progress = Progress(schedule.batches_total, unit="batch", verbose=run.verbose)
+    run.save_timer.reset()
     try:
         for batch in batches:
             tick = time.perf_counter()
-            outputs = step_fn(batch, run.current_step)
+            # The flag is up on every worker when any worker's time is up.
+            outputs = step_fn(batch, run.current_step, [float(run.save_timer.due())])
             loss, norm = float(outputs["loss"]), float(outputs["norm"])
             if not (math.isfinite(loss) and math.isfinite(norm)):
                 raise FloatingPointError(_non_finite_message(run, loss, norm, restart_ckpt_file))
             run.advance()
             taken += 1
+            time_is_up = float(outputs["requests"][0]) > 0
             recent_losses.append(loss)
             values = [("perplexity", math.exp(np.mean(recent_losses)))]
             if taken > 1:  # the first step of a call also traces the step function
@@ -261,7 +295,7 @@ def train(options, data, n_gpus, save_dir, log_dir, restart_ckpt_file=None, *,
                 run.scalars({"train_perplexity": values[0][1], "gradient_norm": norm,
                              "learning_rate": settings.learning_rate})
             end_of_epoch = run.consumed % schedule.batches_per_epoch == 0
-            if end_of_epoch or run.current_step % checkpoint_every == 0:
+            if end_of_epoch or time_is_up or run.current_step % checkpoint_every == 0:
                 run.save()
             if end_of_epoch or (heldout_every and run.current_step % heldout_every == 0):
                 tag = (f"Epoch {run.consumed // schedule.batches_per_epoch}" if end_of_epoch
