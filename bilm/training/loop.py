@@ -7,13 +7,16 @@ vocabularies), `next_token_id` `(batch, time)`, and the same keys with
 `_reverse` for the backward stream (`bilm.training.BidirectionalLMDataset`).
 
 When to save: every `checkpoint_every` steps, at least every
-`checkpoint_every_minutes`, at each epoch's end and at the end of each call.
+`checkpoint_every_minutes`, at each epoch's end, at the end of each call,
+and, with `save_on_signals`, on SIGINT or SIGTERM (`TrainingInterrupted`).
 """
 import collections
 import dataclasses
 import math
 import os
 import shutil
+import signal
+import threading
 import time
 
 import keras
@@ -43,6 +46,95 @@ def _describe_data(data):
         if isinstance(pattern, (str, os.PathLike)):
             return os.fspath(pattern)
     return type(data).__name__
+
+
+class TrainingInterrupted(BaseException):
+    """SIGINT or SIGTERM stopped `train(..., save_on_signals=True)`; the step it had reached is saved.
+
+    A `BaseException`, like `KeyboardInterrupt`, so that an `except
+    Exception` on the way up does not swallow a request to stop.
+
+    Attributes:
+        signal: the `signal.Signals` received (by another worker when
+            `by_peer`: every worker of a cluster stops at the same step).
+        step: the optimizer steps taken, all of them in `checkpoint`.
+        checkpoint: the checkpoint prefix that continues the run exactly
+            (`train(..., restart_ckpt_file=checkpoint)` on the same data).
+        exit_status: `128 + signal number` (130 for SIGINT, 143 for
+            SIGTERM), what a shell reports for a process the signal ended.
+        continue_with: how to continue, for the message.
+    """
+
+    def __init__(self, signal, step, checkpoint, *, by_peer=False, continue_with=None):
+        self.signal = signal
+        self.step = step
+        self.checkpoint = checkpoint
+        self.by_peer = by_peer
+        self.exit_status = 128 + int(signal)
+        self.continue_with = continue_with or (
+            f"train(..., restart_ckpt_file={checkpoint!r}) on the same data")
+        received = f"{signal.name} (received by another worker)" if by_peer else signal.name
+        super().__init__(f"Stopped by {received} after step {step}: saved {checkpoint}. "
+                         f"Continue with: {self.continue_with}")
+
+
+class _StopSignals:
+    """While active (a context manager), SIGINT and SIGTERM ask the loop to stop instead of raising.
+
+    The handlers record the first signal in `received`; the loop sees it
+    between steps, saves and raises `TrainingInterrupted`. Later signals are
+    ignored, so that a second Ctrl-C cannot abort the save half-way
+    (checkpoints are written under temporary names and listed only once
+    complete, so a `kill -9` cannot corrupt one either: it loses the save).
+    On exit the previous handlers are put back. Disabled, it does nothing.
+
+    Not `tf.distribute.experimental.PreemptionCheckpointHandler`: that one
+    restores the newest checkpoint of the directory when it is created and
+    adds its own counter to the checkpoint (`train` restores the one it is
+    given, tolerating new data and another batch size); it replaces the
+    SIGTERM handler for good and ignores SIGINT; and it depends on where it
+    runs: it asks the GCE metadata server (up to 5 s) whether it is on
+    Google Cloud, does nothing on a GCE CPU machine, and by default exits
+    the process with status 42. Its one service a cluster needs, every
+    worker stopping at the same step, `TrainStep` gives by averaging each
+    worker's flags in the all-reduce each step makes anyway.
+    """
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self, enabled):
+        self.enabled = enabled
+        self.received = None
+        self._previous = {}
+
+    @staticmethod
+    def check_main_thread():
+        """Python runs signal handlers in the main thread only, so only there can they be installed."""
+        if threading.current_thread() is not threading.main_thread():
+            raise ValueError(
+                "save_on_signals=True needs the main thread (Python handles signals there); this train() call "
+                f"runs in thread {threading.current_thread().name!r}. Pass save_on_signals=False.")
+
+    def __enter__(self):
+        if self.enabled:
+            self.check_main_thread()
+            for signum in self.SIGNALS:
+                self._previous[signum] = signal.signal(signum, self._record)
+        return self
+
+    def __exit__(self, *exc_info):
+        for signum, handler in self._previous.items():
+            # None: the previous handler was not installed from Python; the default is the best guess.
+            signal.signal(signum, signal.SIG_DFL if handler is None else handler)
+        self._previous = {}
+
+    def _record(self, signum, frame):
+        if self.received is None:
+            self.received = signal.Signals(signum)
+
+    def flags(self):
+        """This process's requests as 0/1 flags, one per signal of `SIGNALS`."""
+        return [float(self.received == signum) for signum in self.SIGNALS]
 
 
 class _SaveTimer:
@@ -97,6 +189,7 @@ class _TrainingRun:
                  save_timer):
         self.settings = settings
         self.chief = is_chief(strategy)
+        self.save_dir = save_dir
         with strategy.scope():
             self.lm = TrainingLM(options, settings)
             self.optimizer = SparseAdagrad(
@@ -159,6 +252,18 @@ class _TrainingRun:
         self.last_saved = self.current_step
         self.save_timer.reset()
 
+    def stop(self, received, by_peer):
+        """Saves the step reached (unless just saved) and closes; the `TrainingInterrupted` to raise."""
+        if self.last_saved != self.current_step:
+            self.report(f"{received.name}: saving step {self.current_step}, then stopping.")
+            self.save()
+        self.close()
+        return TrainingInterrupted(received, self.current_step, self.checkpoint_path(), by_peer=by_peer)
+
+    def checkpoint_path(self):
+        """The prefix of the current step's checkpoint in `save_dir` (the chief's copy)."""
+        return os.path.join(self.save_dir, f"{CHECKPOINT_NAME}-{self.current_step}")
+
     def scalars(self, values):
         """TensorBoard scalars at the current step (chief only)."""
         if self.writer is not None:
@@ -185,7 +290,7 @@ class _TrainingRun:
 def train(options, data, n_gpus, save_dir, log_dir, restart_ckpt_file=None, *,
           heldout_data=None, strategy=None, max_steps=None, checkpoint_every=1250,
           checkpoint_every_minutes=30, heldout_every=None, heldout_batch_size=None, summary_every=10, seed=0,
-          data_source=None, max_to_keep=5, tune_malloc=False, verbose=1):
+          data_source=None, max_to_keep=5, tune_malloc=False, save_on_signals=False, verbose=1):
     """Trains (or continues training) a biLM; writes checkpoints and options.json to `save_dir`.
 
     Args:
@@ -225,6 +330,15 @@ def train(options, data, n_gpus, save_dir, log_dir, restart_ckpt_file=None, *,
             changes the whole process, so only a caller that owns the
             process should ask for it (`bin/train_elmo.py` and
             `bin/restart.py` do).
+        save_on_signals: while training, SIGINT (Ctrl-C) and SIGTERM (a
+            cluster preempting the job) finish the step in progress, save it
+            and raise `TrainingInterrupted`; further signals wait for the
+            save. The previous handlers are restored when `train` returns or
+            raises. Handlers are process-wide and can only be set in the main
+            thread, so it is for callers that own the process (the
+            `bin/` scripts); without it Ctrl-C raises `KeyboardInterrupt` at
+            once, losing the steps since the last checkpoint. With several
+            workers a signal to any of them stops all at the same step.
         verbose: 1 for the progress bar and messages, 0 for silence.
 
     Returns:
@@ -234,10 +348,12 @@ def train(options, data, n_gpus, save_dir, log_dir, restart_ckpt_file=None, *,
     Raises:
         OptionsError, CheckpointError; FloatingPointError when the loss
         becomes NaN (that step changes no weight; the last good checkpoint
-        is kept).
+        is kept); TrainingInterrupted (see `save_on_signals`).
     """
     options, settings = training_settings(options, need_schedule=True)
     save_timer = _SaveTimer(checkpoint_every_minutes)
+    if save_on_signals:
+        _StopSignals.check_main_thread()
     if tune_malloc:
         keep_freed_memory()
     strategy = strategy or make_strategy(n_gpus)
@@ -274,46 +390,58 @@ def train(options, data, n_gpus, save_dir, log_dir, restart_ckpt_file=None, *,
         # first step, which also traces the step function.
         run.progress = Progress(schedule.batches_total, unit="batch", verbose=run.verbose)
     run.save_timer.reset()
-    try:
-        for batch in batches:
-            tick = time.perf_counter()
-            # The flag is up on every worker when any worker's time is up.
-            outputs = step_fn(batch, run.current_step, [float(run.save_timer.due())])
-            loss, norm = float(outputs["loss"]), float(outputs["norm"])
-            if not (math.isfinite(loss) and math.isfinite(norm)):
-                raise FloatingPointError(_non_finite_message(run, loss, norm, restart_ckpt_file))
-            run.advance()
-            taken += 1
-            time_is_up = float(outputs["requests"][0]) > 0
-            recent_losses.append(loss)
-            values = [("perplexity", math.exp(np.mean(recent_losses)))]
-            if taken > 1:  # the first step of a call also traces the step function
-                recent_seconds.append(time.perf_counter() - tick)
-                values.append(("tokens/sec", schedule.tokens_per_batch / np.mean(recent_seconds)))
-            run.progress.update(run.consumed, values)
-            if run.current_step % summary_every == 0:
-                run.scalars({"train_perplexity": values[0][1], "gradient_norm": norm,
-                             "learning_rate": settings.learning_rate})
-            end_of_epoch = run.consumed % schedule.batches_per_epoch == 0
-            if end_of_epoch or time_is_up or run.current_step % checkpoint_every == 0:
-                run.save()
-            if end_of_epoch or (heldout_every and run.current_step % heldout_every == 0):
-                tag = (f"Epoch {run.consumed // schedule.batches_per_epoch}" if end_of_epoch
-                       else f"Step {run.current_step}")
-                result["heldout_perplexity"] = run.heldout(heldout_data, heldout_batch_size, tag)
-            if run.consumed >= stop_at:
-                break
-    finally:
-        if run.progress is not None:
-            run.progress.close()
-            run.progress = None
-    if taken or int(run.lm.n_boundary_starts.numpy()) == 0:
-        n_starts = measure_boundary_state(run.lm, data)
-        run.report(f"Boundary state: the mean LSTM state at {n_starts:,} sentence starts of the training text "
-                   "(where embedding starts each sentence; see bilm.models.boundary_state).")
-        run.save()
-    elif run.manager.latest_checkpoint is None:
-        run.save()
+    with _StopSignals(save_on_signals) as stop_signals:
+        stop_requested = None  # (signal, by_peer) once every worker knows of a signal
+        try:
+            for batch in batches:
+                tick = time.perf_counter()
+                # Flags: SIGINT, SIGTERM, the time interval is up; positive means "on some worker".
+                outputs = step_fn(batch, run.current_step, stop_signals.flags() + [float(run.save_timer.due())])
+                loss, norm = float(outputs["loss"]), float(outputs["norm"])
+                if not (math.isfinite(loss) and math.isfinite(norm)):
+                    raise FloatingPointError(_non_finite_message(run, loss, norm, restart_ckpt_file))
+                run.advance()
+                taken += 1
+                *signal_flags, time_is_up = (float(flag) > 0 for flag in outputs["requests"].numpy())
+                stop_requested = _agreed_signal(stop_signals.received, signal_flags)
+                recent_losses.append(loss)
+                values = [("perplexity", math.exp(np.mean(recent_losses)))]
+                if taken > 1:  # the first step of a call also traces the step function
+                    recent_seconds.append(time.perf_counter() - tick)
+                    values.append(("tokens/sec", schedule.tokens_per_batch / np.mean(recent_seconds)))
+                run.progress.update(run.consumed, values)
+                if run.current_step % summary_every == 0:
+                    run.scalars({"train_perplexity": values[0][1], "gradient_norm": norm,
+                                 "learning_rate": settings.learning_rate})
+                if stop_requested and run.consumed < stop_at:
+                    break  # run.stop saves without the periodic save or evaluation
+                end_of_epoch = run.consumed % schedule.batches_per_epoch == 0
+                if end_of_epoch or time_is_up or run.current_step % checkpoint_every == 0:
+                    run.save()
+                if end_of_epoch or (heldout_every and run.current_step % heldout_every == 0):
+                    tag = (f"Epoch {run.consumed // schedule.batches_per_epoch}" if end_of_epoch
+                           else f"Step {run.current_step}")
+                    result["heldout_perplexity"] = run.heldout(heldout_data, heldout_batch_size, tag)
+                if run.consumed >= stop_at:
+                    break
+        finally:
+            if run.progress is not None:
+                run.progress.close()
+                run.progress = None
+        if stop_requested and run.consumed < stop_at:
+            raise run.stop(*stop_requested)
+        # At the run's end, a signal waits for the boundary state and the last save.
+        if taken or int(run.lm.n_boundary_starts.numpy()) == 0:
+            n_starts = measure_boundary_state(run.lm, data)
+            run.report(f"Boundary state: the mean LSTM state at {n_starts:,} sentence starts of the training "
+                       "text (where embedding starts each sentence; see bilm.models.boundary_state).")
+            run.save()
+        elif run.manager.latest_checkpoint is None:
+            run.save()
+        if stop_requested is None and stop_signals.received is not None:
+            stop_requested = stop_signals.received, False
+        if stop_requested:
+            raise run.stop(*stop_requested)
     run.close()
     if result.get("heldout_perplexity") is None:
         result.pop("heldout_perplexity", None)
@@ -322,6 +450,20 @@ def train(options, data, n_gpus, save_dir, log_dir, restart_ckpt_file=None, *,
                   seconds=time.perf_counter() - started, steps_taken=taken,
                   finished=run.consumed >= schedule.batches_total, n_epochs=settings.n_epochs)
     return result
+
+
+def _agreed_signal(received, signal_flags):
+    """`(signal, by_peer)` when some worker received one of `_StopSignals.SIGNALS` (its flag is up), else None.
+
+    The signal is this process's own if it has one, else (another worker's)
+    SIGTERM before SIGINT: a preemption outranks a keyboard.
+    """
+    raised = [signum for signum, up in zip(_StopSignals.SIGNALS, signal_flags) if up]
+    if not raised:
+        return None
+    if received in raised:
+        return received, False
+    return max(raised), True
 
 
 def _non_finite_message(run, loss, norm, restart_ckpt_file):
