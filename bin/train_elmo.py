@@ -3,6 +3,10 @@
 
 Without --options_file the original configuration is trained
 (2x4096_512_2048cnn_2xhighway, 10 epochs, batch 128 x 20, 8192 negatives).
+
+Ctrl-C (SIGINT) or SIGTERM finishes the step in progress, saves it and exits
+(status 130 or 143) with the bin/restart.py command that continues exactly;
+a second signal waits for the save.
 """
 import argparse
 import os

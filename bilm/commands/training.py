@@ -1,5 +1,7 @@
 """What `bin/train_elmo.py`, `bin/restart.py` and `bin/run_test.py` call: training from files."""
+import argparse
 import os
+import shlex
 
 from bilm.io.output_files import check_output_directory
 from bilm.ops.matmul_dtype import MATMUL_DTYPES
@@ -8,7 +10,7 @@ from bilm.presets import TRAINING_DEFAULTS, training_options
 from bilm.training import checkpoints
 from bilm.training.checkpoints import CheckpointError
 from bilm.training.evaluation import test
-from bilm.training.loop import train
+from bilm.training.loop import TrainingInterrupted, train
 from bilm.training.shards import count_tokens
 from bilm.training.windows import BidirectionalLMDataset, LMDataset, load_vocab
 
@@ -97,23 +99,44 @@ def test_from_files(test_prefix, vocab_file, save_dir, batch_size=256, verbose=1
 
 
 def add_training_arguments(parser):
-    """The command-line flags of bin/train_elmo.py and bin/restart.py."""
-    parser.add_argument("--train_prefix", required=True, help="glob of the training shards, e.g. 'data/train/*'")
-    parser.add_argument("--vocab_file", required=True, help="vocabulary: <S>, </S>, <UNK>, then by frequency")
-    parser.add_argument("--save_dir", required=True, help="checkpoints, options.json and logs/")
-    parser.add_argument("--n_train_tokens", type=int, help="tokens per epoch (default: counted from the shards)")
-    parser.add_argument("--n_epochs", type=int, help="epochs over the training data")
-    parser.add_argument("--batch_size", type=int, help="rows per batch and per GPU")
-    parser.add_argument("--matmul_dtype", choices=MATMUL_DTYPES,
-                        help="bfloat16: the highway, LSTM input-half and softmax matmuls take bfloat16 "
-                             "operands, faster where the hardware has bfloat16 matmuls (default: "
-                             "float32, the original arithmetic; see bilm.ops.matmul_dtype)")
-    parser.add_argument("--n_gpus", type=int, default=1, help="GPUs of this machine (TF_CONFIG for several machines)")
-    parser.add_argument("--heldout_prefix", help="glob of held-out shards, evaluated during training")
-    parser.add_argument("--heldout_every", type=int, help="also evaluate the held-out data every N steps")
-    parser.add_argument("--checkpoint_every", type=int, default=1250, help="save every N steps (and each epoch)")
-    parser.add_argument("--log_dir", help="TensorBoard summaries (default: SAVE_DIR/logs)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of initialisation, shuffling and dropout")
+    """Adds the command-line flags of bin/train_elmo.py and bin/restart.py; returns their `argparse.Action`s."""
+    return [
+        parser.add_argument("--train_prefix", required=True,
+                            help="glob of the training shards, e.g. 'data/train/*'"),
+        parser.add_argument("--vocab_file", required=True, help="vocabulary: <S>, </S>, <UNK>, then by frequency"),
+        parser.add_argument("--save_dir", required=True, help="checkpoints, options.json and logs/"),
+        parser.add_argument("--n_train_tokens", type=int,
+                            help="tokens per epoch (default: counted from the shards)"),
+        parser.add_argument("--n_epochs", type=int, help="epochs over the training data"),
+        parser.add_argument("--batch_size", type=int, help="rows per batch and per GPU"),
+        parser.add_argument("--matmul_dtype", choices=MATMUL_DTYPES,
+                            help="bfloat16: the highway, LSTM input-half and softmax matmuls take bfloat16 "
+                                 "operands, faster where the hardware has bfloat16 matmuls (default: "
+                                 "float32, the original arithmetic; see bilm.ops.matmul_dtype)"),
+        parser.add_argument("--n_gpus", type=int, default=1,
+                            help="GPUs of this machine (TF_CONFIG for several machines) (default: %(default)s)"),
+        parser.add_argument("--heldout_prefix", help="glob of held-out shards, evaluated during training"),
+        parser.add_argument("--heldout_every", type=int, help="also evaluate the held-out data every N steps"),
+        parser.add_argument("--checkpoint_every", type=int, default=1250, metavar="N",
+                            help="save every N steps, at each epoch's end, and on Ctrl-C (SIGINT) or SIGTERM "
+                                 "before exiting (default: %(default)s)"),
+        parser.add_argument("--checkpoint_every_minutes", type=float, default=30, metavar="M",
+                            help="also save at least every M minutes (default: %(default)s)"),
+        parser.add_argument("--log_dir", help="TensorBoard summaries (default: SAVE_DIR/logs)"),
+        parser.add_argument("--seed", type=int, default=0,
+                            help="seed of initialisation, shuffling and dropout (default: %(default)s)"),
+    ]
+
+
+def restart_command(args):
+    """The `bin/restart.py` command line that continues the run of `args` (the flags of
+    `add_training_arguments`): each of those flags whose value is not its default."""
+    words = ["python", "bin/restart.py"]
+    for action in add_training_arguments(argparse.ArgumentParser()):
+        value = getattr(args, action.dest, None)
+        if value is not None and value != action.default:
+            words += [action.option_strings[0], str(value)]
+    return shlex.join(words)
 
 
 def describe_result(result, save_dir):
@@ -129,10 +152,17 @@ def describe_result(result, save_dir):
 
 def train_from_args(args, restart=False):
     """`train_from_files` with the flags of `add_training_arguments` (and
-    --options_file), in a process of its own: malloc tuned for training."""
-    return train_from_files(
-        args.train_prefix, args.vocab_file, args.save_dir, getattr(args, "options_file", None),
-        restart=restart, n_train_tokens=args.n_train_tokens, n_epochs=args.n_epochs,
-        batch_size=args.batch_size, matmul_dtype=args.matmul_dtype, n_gpus=args.n_gpus,
-        heldout_prefix=args.heldout_prefix, heldout_every=args.heldout_every, checkpoint_every=args.checkpoint_every,
-        log_dir=args.log_dir, seed=args.seed, tune_malloc=True)
+    --options_file), in a process of its own: malloc tuned for training,
+    SIGINT and SIGTERM saving the step reached (`TrainingInterrupted`, its
+    message naming the `restart_command` that continues)."""
+    try:
+        return train_from_files(
+            args.train_prefix, args.vocab_file, args.save_dir, getattr(args, "options_file", None),
+            restart=restart, n_train_tokens=args.n_train_tokens, n_epochs=args.n_epochs,
+            batch_size=args.batch_size, matmul_dtype=args.matmul_dtype, n_gpus=args.n_gpus,
+            heldout_prefix=args.heldout_prefix, heldout_every=args.heldout_every,
+            checkpoint_every=args.checkpoint_every, checkpoint_every_minutes=args.checkpoint_every_minutes,
+            log_dir=args.log_dir, seed=args.seed, tune_malloc=True, save_on_signals=True)
+    except TrainingInterrupted as interrupted:
+        raise TrainingInterrupted(interrupted.signal, interrupted.step, interrupted.checkpoint,
+                                  by_peer=interrupted.by_peer, continue_with=restart_command(args)) from None

@@ -3,6 +3,8 @@ import contextlib
 import sys
 import warnings
 
+from bilm.training.loop import TrainingInterrupted
+
 # Bad options, vocabularies, weight files, checkpoints, data and output paths
 # raise ValueError or a subclass (OptionsError, WeightFileError,
 # CheckpointError, OutputFileError); missing files raise FileNotFoundError; a
@@ -14,7 +16,10 @@ USER_ERRORS = (ValueError, FileNotFoundError, FloatingPointError)
 def exit_on_user_error():
     """Turns a user error, or a file the system would not read or write, into
     `sys.exit("Error: ...")` (exit status 1); Ctrl-C exits with status 130.
-    Inside it a warning is printed as one line, `Warning: <message>`."""
+    Training stopped by a signal (`TrainingInterrupted`) prints its one line,
+    what was saved and how to continue, and exits with 128 + the signal's
+    number (130 SIGINT, 143 SIGTERM). Inside it a warning is printed as one
+    line, `Warning: <message>`."""
     format_warning = warnings.formatwarning
     warnings.formatwarning = _one_line_warning
     try:
@@ -23,6 +28,9 @@ def exit_on_user_error():
         sys.exit(f"Error: {error}")
     except OSError as error:  # unwritable directory, full disk, permissions...
         sys.exit(f"Error: {describe_os_error(error)}")
+    except TrainingInterrupted as interrupted:
+        print(interrupted, file=sys.stderr)
+        sys.exit(interrupted.exit_status)
     except KeyboardInterrupt:
         print("\nInterrupted.", file=sys.stderr)
         sys.exit(130)
