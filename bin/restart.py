@@ -4,6 +4,10 @@
 On the same --train_prefix the data stream resumes where it stopped; on new
 data (fine-tuning) it runs --n_epochs over it. With --tf1_checkpoint, an
 original bilm-tf checkpoint is first converted into --save_dir.
+
+Ctrl-C (SIGINT) or SIGTERM finishes the step in progress, saves it and exits
+(status 130 or 143) with the bin/restart.py command that continues exactly;
+a second signal waits for the save.
 """
 import argparse
 import os

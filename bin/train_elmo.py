@@ -7,6 +7,10 @@ CPU), medium (2x2048_256) or original (2x4096_512, the published ELMo; wants
 GPUs), trained with the original recipe (10 epochs, batch 128 x 20, 8192
 negatives, Adagrad 0.2, dropout 0.1). The flags below override single
 training keys.
+
+Ctrl-C (SIGINT) or SIGTERM finishes the step in progress, saves it and exits
+(status 130 or 143) with the bin/restart.py command that continues exactly;
+a second signal waits for the save.
 """
 import argparse
 import os

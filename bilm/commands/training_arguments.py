@@ -1,9 +1,11 @@
 """The flags of `bin/train_elmo.py` and `bin/restart.py`, and their closing line."""
 import argparse
+import shlex
 
 from bilm.ops.matmul_dtype import MATMUL_DTYPES
 from bilm.presets import TRAINING_DEFAULTS
 from bilm.training.from_files import train_from_files
+from bilm.training.loop import TrainingInterrupted
 
 # Training keys with a flag of the same name: (type, help). Unset, they come
 # from the options file (or the checkpoint), else TRAINING_DEFAULTS.
@@ -43,28 +45,48 @@ _TYPES = {"positive_int": _positive_int, "positive_float": _positive_float, "rat
 
 
 def add_training_arguments(parser):
-    """The command-line flags of bin/train_elmo.py and bin/restart.py."""
-    parser.add_argument("--train_prefix", required=True, help="glob of the training shards, e.g. 'data/train/*'")
-    parser.add_argument("--vocab_file", required=True, help="vocabulary: <S>, </S>, <UNK>, then by frequency")
-    parser.add_argument("--save_dir", required=True, help="checkpoints, options.json and logs/")
-    parser.add_argument("--n_train_tokens", type=_positive_int,
-                        help="tokens per epoch (default: counted from the shards)")
+    """Adds the command-line flags of bin/train_elmo.py and bin/restart.py; returns their `argparse.Action`s."""
+    actions = [
+        parser.add_argument("--train_prefix", required=True, help="glob of the training shards, e.g. 'data/train/*'"),
+        parser.add_argument("--vocab_file", required=True, help="vocabulary: <S>, </S>, <UNK>, then by frequency"),
+        parser.add_argument("--save_dir", required=True, help="checkpoints, options.json and logs/"),
+        parser.add_argument("--n_train_tokens", type=_positive_int,
+                            help="tokens per epoch (default: counted from the shards)"),
+    ]
     for key, (kind, text) in KNOB_FLAGS.items():
-        parser.add_argument(f"--{key}", type=_TYPES[kind],
-                            help=f"{text} (default: the options file's, else {TRAINING_DEFAULTS[key]})")
-    parser.add_argument("--matmul_dtype", choices=MATMUL_DTYPES,
-                        help="bfloat16: the highway, LSTM input-half and softmax matmuls take bfloat16 "
-                             "operands, faster where the hardware has bfloat16 matmuls (default: "
-                             "float32, the original arithmetic; see bilm.ops.matmul_dtype)")
-    parser.add_argument("--n_gpus", type=_positive_int, default=1,
-                        help="GPUs of this machine (TF_CONFIG for several machines; default: 1)")
-    parser.add_argument("--heldout_prefix", help="glob of held-out shards, evaluated during training")
-    parser.add_argument("--heldout_every", type=int, help="also evaluate the held-out data every N steps")
-    parser.add_argument("--checkpoint_every", type=_positive_int, default=1250,
-                        help="save every N steps, and at each epoch's end (default: 1250)")
-    parser.add_argument("--log_dir", help="TensorBoard summaries (default: SAVE_DIR/logs)")
-    parser.add_argument("--seed", type=int, default=0,
-                        help="seed of initialisation, shuffling and dropout (default: 0)")
+        actions.append(parser.add_argument(
+            f"--{key}", type=_TYPES[kind], help=f"{text} (default: the options file's, else {TRAINING_DEFAULTS[key]})"))
+    actions += [
+        parser.add_argument("--matmul_dtype", choices=MATMUL_DTYPES,
+                            help="bfloat16: the highway, LSTM input-half and softmax matmuls take bfloat16 "
+                                 "operands, faster where the hardware has bfloat16 matmuls (default: "
+                                 "float32, the original arithmetic; see bilm.ops.matmul_dtype)"),
+        parser.add_argument("--n_gpus", type=_positive_int, default=1,
+                            help="GPUs of this machine (TF_CONFIG for several machines) (default: %(default)s)"),
+        parser.add_argument("--heldout_prefix", help="glob of held-out shards, evaluated during training"),
+        parser.add_argument("--heldout_every", type=_positive_int,
+                            help="also evaluate the held-out data every N steps"),
+        parser.add_argument("--checkpoint_every", type=_positive_int, default=1250, metavar="N",
+                            help="save every N steps, at each epoch's end, and on Ctrl-C (SIGINT) or SIGTERM "
+                                 "before exiting (default: %(default)s)"),
+        parser.add_argument("--checkpoint_every_minutes", type=_positive_float, default=30, metavar="M",
+                            help="also save at least every M minutes (default: %(default)s)"),
+        parser.add_argument("--log_dir", help="TensorBoard summaries (default: SAVE_DIR/logs)"),
+        parser.add_argument("--seed", type=int, default=0,
+                            help="seed of initialisation, shuffling and dropout (default: %(default)s)"),
+    ]
+    return actions
+
+
+def restart_command(args):
+    """The `bin/restart.py` command line that continues the run of `args` (the flags of
+    `add_training_arguments`): each of those flags whose value is not its default."""
+    words = ["python", "bin/restart.py"]
+    for action in add_training_arguments(argparse.ArgumentParser()):
+        value = getattr(args, action.dest, None)
+        if value is not None and value != action.default:
+            words += [action.option_strings[0], str(value)]
+    return shlex.join(words)
 
 
 def describe_result(result, save_dir):
@@ -80,10 +102,18 @@ def describe_result(result, save_dir):
 
 def train_from_args(args, restart=False):
     """`train_from_files` with the flags of `add_training_arguments` (and
-    --options_file), in a process of its own: malloc tuned for training."""
-    return train_from_files(
-        args.train_prefix, args.vocab_file, args.save_dir, getattr(args, "options_file", None),
-        size=getattr(args, "size", None), restart=restart, n_train_tokens=args.n_train_tokens,
-        matmul_dtype=args.matmul_dtype, overrides={key: getattr(args, key) for key in KNOB_FLAGS}, n_gpus=args.n_gpus,
-        heldout_prefix=args.heldout_prefix, heldout_every=args.heldout_every, checkpoint_every=args.checkpoint_every,
-        log_dir=args.log_dir, seed=args.seed, tune_malloc=True)
+    --options_file / --size), in a process of its own: malloc tuned for
+    training, SIGINT and SIGTERM saving the step reached
+    (`TrainingInterrupted`, its message naming the `restart_command` that
+    continues)."""
+    try:
+        return train_from_files(
+            args.train_prefix, args.vocab_file, args.save_dir, getattr(args, "options_file", None),
+            size=getattr(args, "size", None), restart=restart, n_train_tokens=args.n_train_tokens,
+            matmul_dtype=args.matmul_dtype, overrides={key: getattr(args, key) for key in KNOB_FLAGS},
+            n_gpus=args.n_gpus, heldout_prefix=args.heldout_prefix, heldout_every=args.heldout_every,
+            checkpoint_every=args.checkpoint_every, checkpoint_every_minutes=args.checkpoint_every_minutes,
+            log_dir=args.log_dir, seed=args.seed, tune_malloc=True, save_on_signals=True)
+    except TrainingInterrupted as interrupted:
+        raise TrainingInterrupted(interrupted.signal, interrupted.step, interrupted.checkpoint,
+                                  by_peer=interrupted.by_peer, continue_with=restart_command(args)) from None

@@ -9,7 +9,7 @@ internal and may change.
 from bilm.training.checkpoints import CheckpointError, load_options_latest_checkpoint
 from bilm.training.evaluation import test
 from bilm.training.from_files import test_from_files, train_from_files
-from bilm.training.loop import NonFiniteLossError, train
+from bilm.training.loop import NonFiniteLossError, TrainingInterrupted, train
 from bilm.training.quickstart import run_quickstart
 from bilm.training.sample_corpus import write_sample_corpus
 from bilm.training.tf1_checkpoint import convert_tf1_checkpoint
@@ -22,6 +22,7 @@ __all__ = [
     "CheckpointError",
     "LMDataset",
     "NonFiniteLossError",
+    "TrainingInterrupted",
     "build_vocab",
     "convert_tf1_checkpoint",
     "dump_weights",

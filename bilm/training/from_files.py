@@ -58,14 +58,21 @@ def train_from_files(train_prefix, vocab_file, save_dir, options_file=None, *, s
     created = not os.path.exists(save_dir)
     check_output_directory(save_dir)  # before any work
     try:
+        keys = _merged_overrides(overrides, n_epochs=n_epochs, batch_size=batch_size, n_train_tokens=n_train_tokens,
+                                 matmul_dtype=matmul_dtype)
         return _train_from_files(train_prefix, vocab_file, save_dir, options_file, size, restart, ckpt_file,
-                                 data_source, dict(overrides or {}, n_epochs=n_epochs, batch_size=batch_size,
-                                                   n_train_tokens=n_train_tokens, matmul_dtype=matmul_dtype),
-                                 n_gpus, heldout_prefix, log_dir, seed, train_kwargs)
+                                 data_source, keys, n_gpus, heldout_prefix, log_dir, seed, train_kwargs)
     except BaseException:
         if created and os.path.isdir(save_dir) and not os.listdir(save_dir):
             os.rmdir(save_dir)
         raise
+
+
+def _merged_overrides(overrides, **keys):
+    """The training keys to set: `overrides` and `keys`, leaving out those that are None."""
+    merged = {key: value for key, value in (overrides or {}).items() if value is not None}
+    merged.update({key: value for key, value in keys.items() if value is not None})
+    return merged
 
 
 def _train_from_files(train_prefix, vocab_file, save_dir, options_file, size, restart, ckpt_file, data_source,

@@ -5,12 +5,18 @@ dicts of int32 arrays: `token_ids` `(batch, time)`, `token_characters`
 `(batch, time, max_chars)` (unshifted character ids; None for token-only
 vocabularies), `next_token_id` `(batch, time)`, and the same keys with
 `_reverse` for the backward stream (`bilm.training.BidirectionalLMDataset`).
+
+When to save: every `checkpoint_every` steps, at least every
+`checkpoint_every_minutes`, at each epoch's end, at the end of each call,
+and, with `save_on_signals`, on SIGINT or SIGTERM (`TrainingInterrupted`).
 """
 import collections
 import dataclasses
 import math
 import os
 import shutil
+import signal
+import threading
 import time
 import warnings
 
@@ -66,6 +72,115 @@ def _describe_data(data):
     return type(data).__name__
 
 
+class TrainingInterrupted(BaseException):
+    """SIGINT or SIGTERM stopped `train(..., save_on_signals=True)`; the step it had reached is saved.
+
+    A `BaseException`, like `KeyboardInterrupt`, so that an `except
+    Exception` on the way up does not swallow a request to stop.
+
+    Attributes:
+        signal: the `signal.Signals` received (by another worker when
+            `by_peer`: every worker of a cluster stops at the same step).
+        step: the optimizer steps taken, all of them in `checkpoint`.
+        checkpoint: the checkpoint prefix that continues the run exactly
+            (`train(..., restart_ckpt_file=checkpoint)` on the same data).
+        exit_status: `128 + signal number` (130 for SIGINT, 143 for
+            SIGTERM), what a shell reports for a process the signal ended.
+        continue_with: how to continue, for the message.
+    """
+
+    def __init__(self, signal, step, checkpoint, *, by_peer=False, continue_with=None):
+        self.signal = signal
+        self.step = step
+        self.checkpoint = checkpoint
+        self.by_peer = by_peer
+        self.exit_status = 128 + int(signal)
+        self.continue_with = continue_with or (
+            f"train(..., restart_ckpt_file={checkpoint!r}) on the same data")
+        received = f"{signal.name} (received by another worker)" if by_peer else signal.name
+        super().__init__(f"Stopped by {received} after step {step}: saved {checkpoint}. "
+                         f"Continue with: {self.continue_with}")
+
+
+class _StopSignals:
+    """While active (a context manager), SIGINT and SIGTERM ask the loop to stop instead of raising.
+
+    The handlers record the first signal in `received`; the loop sees it
+    between steps, saves and raises `TrainingInterrupted`. Later signals are
+    ignored, so that a second Ctrl-C cannot abort the save half-way
+    (checkpoints are written under temporary names and listed only once
+    complete, so a `kill -9` cannot corrupt one either: it loses the save).
+    On exit the previous handlers are put back. Disabled, it does nothing.
+
+    Not `tf.distribute.experimental.PreemptionCheckpointHandler`: that one
+    restores the newest checkpoint of the directory when it is created and
+    adds its own counter to the checkpoint (`train` restores the one it is
+    given, tolerating new data and another batch size); it replaces the
+    SIGTERM handler for good and ignores SIGINT; and it depends on where it
+    runs: it asks the GCE metadata server (up to 5 s) whether it is on
+    Google Cloud, does nothing on a GCE CPU machine, and by default exits
+    the process with status 42. Its one service a cluster needs, every
+    worker stopping at the same step, `TrainStep` gives by averaging each
+    worker's flags in the all-reduce each step makes anyway.
+    """
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self, enabled):
+        self.enabled = enabled
+        self.received = None
+        self._previous = {}
+
+    @staticmethod
+    def check_main_thread():
+        """Python runs signal handlers in the main thread only, so only there can they be installed."""
+        if threading.current_thread() is not threading.main_thread():
+            raise ValueError(
+                "save_on_signals=True needs the main thread (Python handles signals there); this train() call "
+                f"runs in thread {threading.current_thread().name!r}. Pass save_on_signals=False.")
+
+    def __enter__(self):
+        if self.enabled:
+            self.check_main_thread()
+            for signum in self.SIGNALS:
+                self._previous[signum] = signal.signal(signum, self._record)
+        return self
+
+    def __exit__(self, *exc_info):
+        for signum, handler in self._previous.items():
+            # None: the previous handler was not installed from Python; the default is the best guess.
+            signal.signal(signum, signal.SIG_DFL if handler is None else handler)
+        self._previous = {}
+
+    def _record(self, signum, frame):
+        if self.received is None:
+            self.received = signal.Signals(signum)
+
+    def flags(self):
+        """This process's requests as 0/1 flags, one per signal of `SIGNALS`."""
+        return [float(self.received == signum) for signum in self.SIGNALS]
+
+
+class _SaveTimer:
+    """Whether `every_minutes` (None: never) have passed since the last `reset` (a save, the loop's start).
+
+    `clock` gives seconds (tests pass a fake one).
+    """
+
+    def __init__(self, every_minutes, clock=time.monotonic):
+        if every_minutes is not None and not every_minutes > 0:
+            raise ValueError(f"checkpoint_every_minutes must be positive or None. Received: {every_minutes}")
+        self.every_seconds = None if every_minutes is None else 60.0 * every_minutes
+        self.clock = clock
+        self.reset()
+
+    def reset(self):
+        self.since = self.clock()
+
+    def due(self):
+        return self.every_seconds is not None and self.clock() - self.since >= self.every_seconds
+
+
 @dataclasses.dataclass(frozen=True)
 class _Schedule:
     """How many batches make an epoch and the whole run (bilm-tf's arithmetic)."""
@@ -98,9 +213,11 @@ class _TrainingRun:
     data position are plain variables updated from Python.
     """
 
-    def __init__(self, options, settings, strategy, global_batch, save_dir, log_dir, max_to_keep, verbose):
+    def __init__(self, options, settings, strategy, global_batch, save_dir, log_dir, max_to_keep, verbose,
+                 save_timer):
         self.settings = settings
         self.chief = is_chief(strategy)
+        self.save_dir = save_dir
         with strategy.scope():
             self.lm = TrainingLM(options, settings)
             self.optimizer = SparseAdagrad(
@@ -120,6 +237,7 @@ class _TrainingRun:
         self.writer = tf.summary.create_file_writer(log_dir) if (self.chief and log_dir) else None
         self.verbose = verbose and self.chief
         self.progress = None  # while the loop runs, messages go through its progress line
+        self.save_timer = save_timer
         self.last_saved = None
 
     @property
@@ -160,6 +278,19 @@ class _TrainingRun:
     def save(self):
         self.manager.save(checkpoint_number=self.current_step)
         self.last_saved = self.current_step
+        self.save_timer.reset()
+
+    def stop(self, received, by_peer):
+        """Saves the step reached (unless just saved) and closes; the `TrainingInterrupted` to raise."""
+        if self.last_saved != self.current_step:
+            self.report(f"{received.name}: saving step {self.current_step}, then stopping.")
+            self.save()
+        self.close()
+        return TrainingInterrupted(received, self.current_step, self.checkpoint_path(), by_peer=by_peer)
+
+    def checkpoint_path(self):
+        """The prefix of the current step's checkpoint in `save_dir` (the chief's copy)."""
+        return os.path.join(self.save_dir, f"{CHECKPOINT_NAME}-{self.current_step}")
 
     def scalars(self, values):
         """TensorBoard scalars at the current step (chief only)."""
@@ -186,8 +317,8 @@ class _TrainingRun:
 
 def train(options, data, n_gpus, save_dir, log_dir, restart_ckpt_file=None, *,
           heldout_data=None, strategy=None, max_steps=None, checkpoint_every=1250,
-          heldout_every=None, heldout_batch_size=None, summary_every=10, seed=0,
-          data_source=None, max_to_keep=5, tune_malloc=False, verbose=1):
+          checkpoint_every_minutes=30, heldout_every=None, heldout_batch_size=None, summary_every=10, seed=0,
+          data_source=None, max_to_keep=5, tune_malloc=False, save_on_signals=False, verbose=1):
     """Trains (or continues training) a biLM; writes checkpoints and options.json to `save_dir`.
 
     Args:
@@ -215,6 +346,9 @@ def train(options, data, n_gpus, save_dir, log_dir, restart_ckpt_file=None, *,
             At its end every call that trained measures the boundary state
             on the training text (`measure_boundary_state`: where embedding
             starts each sentence) and saves it with a last checkpoint.
+        checkpoint_every_minutes: also save after the first step that starts
+            this many minutes or more after the last save (None: only by
+            steps). With several workers, when the first worker's time is up.
         summary_every: TensorBoard scalars every this many steps.
         seed: seeds the global generators (`keras.utils.set_random_seed`:
             initialisation, negative sampling) and the dropout masks.
@@ -227,6 +361,15 @@ def train(options, data, n_gpus, save_dir, log_dir, restart_ckpt_file=None, *,
             changes the whole process, so only a caller that owns the
             process should ask for it (`bin/train_elmo.py` and
             `bin/restart.py` do).
+        save_on_signals: while training, SIGINT (Ctrl-C) and SIGTERM (a
+            cluster preempting the job) finish the step in progress, save it
+            and raise `TrainingInterrupted`; further signals wait for the
+            save. The previous handlers are restored when `train` returns or
+            raises. Handlers are process-wide and can only be set in the main
+            thread, so it is for callers that own the process (the
+            `bin/` scripts); without it Ctrl-C raises `KeyboardInterrupt` at
+            once, losing the steps since the last checkpoint. With several
+            workers a signal to any of them stops all at the same step.
         verbose: 1 for the progress bar and messages, 0 for silence.
 
     Returns:
@@ -236,9 +379,12 @@ def train(options, data, n_gpus, save_dir, log_dir, restart_ckpt_file=None, *,
     Raises:
         OptionsError, CheckpointError; NonFiniteLossError (a FloatingPointError) when the loss
         becomes NaN (that step changes no weight; the last good checkpoint
-        is kept).
+        is kept); TrainingInterrupted (see `save_on_signals`).
     """
     options, settings = training_settings(_with_corpus_keys(options, data, verbose), need_schedule=True)
+    save_timer = _SaveTimer(checkpoint_every_minutes)
+    if save_on_signals:
+        _StopSignals.check_main_thread()
     if tune_malloc:
         keep_freed_memory()
     strategy = strategy or make_strategy(n_gpus)
@@ -252,7 +398,8 @@ def train(options, data, n_gpus, save_dir, log_dir, restart_ckpt_file=None, *,
             "save_dir.")
     if seed is not None:
         keras.utils.set_random_seed(seed)
-    run = _TrainingRun(options, settings, strategy, schedule.global_batch, save_dir, log_dir, max_to_keep, verbose)
+    run = _TrainingRun(options, settings, strategy, schedule.global_batch, save_dir, log_dir, max_to_keep, verbose,
+                       save_timer)
     if run.chief:
         save_options(options, os.path.join(save_dir, OPTIONS_FILE))
     source = checkpoints.data_fingerprint(data_source if data_source is not None else _describe_data(data))
@@ -273,44 +420,59 @@ def train(options, data, n_gpus, save_dir, log_dir, restart_ckpt_file=None, *,
         # Counts this stream's batches; its time per batch leaves out the
         # first step, which also traces the step function.
         run.progress = Progress(schedule.batches_total, unit="batch", verbose=run.verbose)
-    try:
-        for batch in batches:
-            tick = time.perf_counter()
-            outputs = step_fn(batch, run.current_step)
-            loss, norm = float(outputs["loss"]), float(outputs["norm"])
-            if not (math.isfinite(loss) and math.isfinite(norm)):
-                raise NonFiniteLossError(_non_finite_message(run, loss, norm, restart_ckpt_file))
-            run.advance()
-            taken += 1
-            recent_losses.append(loss)
-            values = [("perplexity", math.exp(np.mean(recent_losses)))]
-            if taken > 1:  # the first step of a call also traces the step function
-                recent_seconds.append(time.perf_counter() - tick)
-                values.append(("tokens/sec", schedule.tokens_per_batch / np.mean(recent_seconds)))
-            run.progress.update(run.consumed, values)
-            if run.current_step % summary_every == 0:
-                run.scalars({"train_perplexity": values[0][1], "gradient_norm": norm,
-                             "learning_rate": settings.learning_rate})
-            end_of_epoch = run.consumed % schedule.batches_per_epoch == 0
-            if end_of_epoch or run.current_step % checkpoint_every == 0:
-                run.save()
-            if end_of_epoch or (heldout_every and run.current_step % heldout_every == 0):
-                tag = (f"Epoch {run.consumed // schedule.batches_per_epoch}" if end_of_epoch
-                       else f"Step {run.current_step}")
-                result["heldout_perplexity"] = run.heldout(heldout_data, heldout_batch_size, tag)
-            if run.consumed >= stop_at:
-                break
-    finally:
-        if run.progress is not None:
-            run.progress.close()
-            run.progress = None
-    if taken or int(run.lm.n_boundary_starts.numpy()) == 0:
-        n_starts = measure_boundary_state(run.lm, data)
-        run.report(f"Boundary state: the mean LSTM state at {n_starts:,} sentence starts of the training text "
-                   "(where embedding starts each sentence; see bilm.models.boundary_state).")
-        run.save()
-    elif run.manager.latest_checkpoint is None:
-        run.save()
+    run.save_timer.reset()
+    with _StopSignals(save_on_signals) as stop_signals:
+        stop_requested = None  # (signal, by_peer) once every worker knows of a signal
+        try:
+            for batch in batches:
+                tick = time.perf_counter()
+                # Flags: SIGINT, SIGTERM, the time interval is up; positive means "on some worker".
+                outputs = step_fn(batch, run.current_step, stop_signals.flags() + [float(run.save_timer.due())])
+                loss, norm = float(outputs["loss"]), float(outputs["norm"])
+                if not (math.isfinite(loss) and math.isfinite(norm)):
+                    raise NonFiniteLossError(_non_finite_message(run, loss, norm, restart_ckpt_file))
+                run.advance()
+                taken += 1
+                *signal_flags, time_is_up = (float(flag) > 0 for flag in outputs["requests"].numpy())
+                stop_requested = _agreed_signal(stop_signals.received, signal_flags)
+                recent_losses.append(loss)
+                values = [("perplexity", math.exp(np.mean(recent_losses)))]
+                if taken > 1:  # the first step of a call also traces the step function
+                    recent_seconds.append(time.perf_counter() - tick)
+                    values.append(("tokens/sec", schedule.tokens_per_batch / np.mean(recent_seconds)))
+                run.progress.update(run.consumed, values)
+                if run.current_step % summary_every == 0:
+                    run.scalars({"train_perplexity": values[0][1], "gradient_norm": norm,
+                                 "learning_rate": settings.learning_rate})
+                if stop_requested and run.consumed < stop_at:
+                    break  # run.stop saves without the periodic save or evaluation
+                end_of_epoch = run.consumed % schedule.batches_per_epoch == 0
+                if end_of_epoch or time_is_up or run.current_step % checkpoint_every == 0:
+                    run.save()
+                if end_of_epoch or (heldout_every and run.current_step % heldout_every == 0):
+                    tag = (f"Epoch {run.consumed // schedule.batches_per_epoch}" if end_of_epoch
+                           else f"Step {run.current_step}")
+                    result["heldout_perplexity"] = run.heldout(heldout_data, heldout_batch_size, tag)
+                if run.consumed >= stop_at:
+                    break
+        finally:
+            if run.progress is not None:
+                run.progress.close()
+                run.progress = None
+        if stop_requested and run.consumed < stop_at:
+            raise run.stop(*stop_requested)
+        # At the run's end, a signal waits for the boundary state and the last save.
+        if taken or int(run.lm.n_boundary_starts.numpy()) == 0:
+            n_starts = measure_boundary_state(run.lm, data)
+            run.report(f"Boundary state: the mean LSTM state at {n_starts:,} sentence starts of the training "
+                       "text (where embedding starts each sentence; see bilm.models.boundary_state).")
+            run.save()
+        elif run.manager.latest_checkpoint is None:
+            run.save()
+        if stop_requested is None and stop_signals.received is not None:
+            stop_requested = stop_signals.received, False
+        if stop_requested:
+            raise run.stop(*stop_requested)
     run.close()
     if result.get("heldout_perplexity") is None:
         result.pop("heldout_perplexity", None)
@@ -319,6 +481,20 @@ def train(options, data, n_gpus, save_dir, log_dir, restart_ckpt_file=None, *,
                   seconds=time.perf_counter() - started, steps_taken=taken,
                   finished=run.consumed >= schedule.batches_total, n_epochs=settings.n_epochs)
     return result
+
+
+def _agreed_signal(received, signal_flags):
+    """`(signal, by_peer)` when some worker received one of `_StopSignals.SIGNALS` (its flag is up), else None.
+
+    The signal is this process's own if it has one, else (another worker's)
+    SIGTERM before SIGINT: a preemption outranks a keyboard.
+    """
+    raised = [signum for signum, up in zip(_StopSignals.SIGNALS, signal_flags) if up]
+    if not raised:
+        return None
+    if received in raised:
+        return received, False
+    return max(raised), True
 
 
 def _non_finite_message(run, loss, norm, restart_ckpt_file):

@@ -13,6 +13,11 @@ class TrainStep:
     (`IndexedSlices` stay sparse), deduplicated, clipped to the global norm
     and applied by `SparseAdagrad`. A step whose loss or gradient norm is
     not finite changes no weight.
+
+    A step also carries the training loop's requests (stop, save) across
+    workers: the flags each worker passes are averaged in the all-reduce
+    the step makes anyway, so every worker learns at the same step that
+    some worker raised one, without a collective of its own.
     """
 
     def __init__(self, lm, optimizer, lstm_states, strategy, settings, seed):
@@ -25,15 +30,23 @@ class TrainStep:
         self.variables = lm.trainable_variables()
         self.function = tf.function(self._step, reduce_retracing=True, autograph=False)
 
-    def __call__(self, batch, step):
-        """Returns `{"loss", "norm", "forward"[, "backward"]}` scalars."""
-        return self.function(batch, tf.constant(step, tf.int64))
+    def __call__(self, batch, step, requests=None):
+        """Returns `{"loss", "norm", "forward"[, "backward"]}` scalars.
 
-    def _step(self, batch, step):
-        outputs = self.strategy.run(self._replica_step, args=(batch, step))
+        With `requests`, a sequence of this worker's 0/1 flags, also
+        `"requests"`: a float32 vector `(len(requests),)` of each flag's
+        mean over all replicas of all workers, the same on every worker
+        (positive when any worker raised the flag).
+        """
+        if requests is None:
+            return self.function(batch, tf.constant(step, tf.int64))
+        return self.function(batch, tf.constant(step, tf.int64), tf.constant(requests, tf.float32))
+
+    def _step(self, batch, step, requests=None):
+        outputs = self.strategy.run(self._replica_step, args=(batch, step, requests))
         return tf.nest.map_structure(lambda x: self.strategy.experimental_local_results(x)[0], outputs)
 
-    def _replica_step(self, batch, step):
+    def _replica_step(self, batch, step, requests):
         context = tf.distribute.get_replica_context()
         replica = context.replica_id_in_sync_group
         n_replicas = context.num_replicas_in_sync
@@ -53,7 +66,12 @@ class TrainStep:
             reduced = context.all_reduce(tf.distribute.ReduceOp.SUM, [gradients[i] for i in present])
             for i, g in zip(present, reduced):
                 gradients[i] = g  # a sum; the scale below takes the mean
-            loss, per_direction = context.all_reduce(tf.distribute.ReduceOp.MEAN, (loss, per_direction))
+            if requests is None:
+                loss, per_direction = context.all_reduce(tf.distribute.ReduceOp.MEAN, (loss, per_direction))
+            else:
+                # The identity places the input on this replica's device, which collectives need.
+                loss, per_direction, requests = context.all_reduce(
+                    tf.distribute.ReduceOp.MEAN, (loss, per_direction, tf.identity(requests)))
             finals = context.all_gather(finals, axis=0)
         gradients = [deduplicate(g) for g in gradients]
         scale, norm = global_norm_scale(gradients, self.settings.all_clip_norm_val, summed_over=n_replicas)
@@ -61,7 +79,10 @@ class TrainStep:
         finite = tf.logical_and(tf.math.is_finite(loss), tf.math.is_finite(norm))
         scale = tf.where(finite, scale, tf.zeros_like(scale))
         context.merge_call(self._apply, args=(dict(zip(names, gradients)), scale, finals))
-        return {"loss": loss, "norm": norm, **per_direction}
+        outputs = {"loss": loss, "norm": norm, **per_direction}
+        if requests is not None:
+            outputs["requests"] = requests
+        return outputs
 
     def _apply(self, strategy, gradients, gradient_scale, finals):
         self.optimizer.apply(self.variables, gradients, strategy, gradient_scale)

@@ -1,0 +1,133 @@
+"""bin/train_elmo.py stopped by SIGTERM or SIGINT: exit status, its one line, and a restart that continues exactly.
+
+The script runs in a subprocess whose steps print `STEP n` as they end and,
+from step SLOW_FROM on, last 0.2 s longer, so that the test can send the
+signal after a known step and the run cannot end before it arrives.
+"""
+import importlib.util
+import json
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from bilm.training.shards import count_tokens
+from helpers import ROOT
+from training_helpers import checkpoint_arrays, tiny_options, write_corpus
+
+RUNNER = """
+import runpy, sys, time
+import bilm.training.loop as loop
+from bilm.training.train_step import TrainStep
+
+slow_from = int(sys.argv[1])
+
+
+class ReportingStep(TrainStep):
+    def __call__(self, *args, **kwargs):
+        outputs = super().__call__(*args, **kwargs)
+        self.taken = getattr(self, "taken", 0) + 1
+        print(f"STEP {self.taken}", flush=True)
+        if self.taken >= slow_from:
+            time.sleep(0.2)
+        return outputs
+
+
+loop.TrainStep = ReportingStep
+sys.argv = sys.argv[2:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def _script(name):
+    spec = importlib.util.spec_from_file_location(f"bin_{name}", os.path.join(ROOT, "bin", f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def run_files(tmp_path_factory):
+    """The corpus, an options file without n_train_tokens, and the steps of one epoch at batch 8."""
+    tmp_path = tmp_path_factory.mktemp("signals")
+    corpus = write_corpus(tmp_path, n_train=400, n_heldout=40)
+    options = tiny_options(dropout=0.1)
+    del options["n_train_tokens"]
+    options_file = tmp_path / "options.json"
+    options_file.write_text(json.dumps(options))
+    return {**corpus, "options": str(options_file), "steps_per_epoch": count_tokens(corpus["train"]) // (8 * 5)}
+
+
+def _flags(run_files, save_dir):
+    return ["--train_prefix", run_files["train"], "--vocab_file", run_files["vocab"], "--save_dir", str(save_dir),
+            "--batch_size", "8", "--heldout_prefix", run_files["heldout"], "--checkpoint_every", "100000"]
+
+
+def _train_and_signal(tmp_path, argv, after_step, signals):
+    """Runs bin/train_elmo.py with `argv`, sends `signals` once step `after_step` has ended; `(status, stderr)`."""
+    runner = tmp_path / "runner.py"
+    runner.write_text(RUNNER)
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
+    process = subprocess.Popen([sys.executable, str(runner), str(after_step), "bin/train_elmo.py", *argv], cwd=ROOT,
+                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        for line in process.stdout:
+            if line.strip() == f"STEP {after_step}":
+                for signum in signals:
+                    process.send_signal(signum)
+                break
+        _, err = process.communicate(timeout=120)
+    finally:
+        process.kill()
+    return process.returncode, err
+
+
+def _checkpoint_numbers(save_dir):
+    return sorted(int(name.split("-")[1].split(".")[0]) for name in os.listdir(save_dir)
+                  if name.startswith("model.ckpt-") and name.endswith(".index"))
+
+
+def test_sigterm_exits_143_and_the_restart_it_names_ends_like_a_straight_run(tmp_path, run_files):
+    save_dir = tmp_path / "interrupted"
+    first = _flags(run_files, save_dir) + ["--options_file", run_files["options"], "--n_epochs", "1",
+                                          "--checkpoint_every_minutes", "60"]
+    status, err = _train_and_signal(tmp_path, first, 20, [signal.SIGTERM])
+    assert status == 143, err[-3000:]
+    last_line = err.strip().splitlines()[-1]
+    saved = re.fullmatch(r"Stopped by SIGTERM after step (\d+): saved (\S+)\. Continue with: (.*)", last_line)
+    assert saved, last_line
+    step = int(saved.group(1))
+    # Step 20 ended before the signal was sent; the step after it carries it to the loop.
+    assert 20 < step < run_files["steps_per_epoch"] - 10
+    assert saved.group(2) == str(save_dir / f"model.ckpt-{step}") and _checkpoint_numbers(save_dir) == [step]
+    command = shlex.split(saved.group(3))
+    assert command[:2] == ["python", "bin/restart.py"]
+    flags = _flags(run_files, save_dir) + ["--n_epochs", "1", "--checkpoint_every_minutes", "60.0"]
+    assert sorted(zip(command[2::2], command[3::2])) == sorted(zip(flags[::2], flags[1::2]))
+
+    resumed = _script("restart").main(command[2:])
+    straight = _script("train_elmo").main(_flags(run_files, tmp_path / "straight") + [
+        "--options_file", run_files["options"], "--n_epochs", "1"])
+    assert resumed["step"] == straight["step"] == run_files["steps_per_epoch"]
+    assert resumed["heldout_perplexity"] == pytest.approx(straight["heldout_perplexity"], rel=1e-5)
+    expected, got = checkpoint_arrays(straight["checkpoint"]), checkpoint_arrays(resumed["checkpoint"])
+    assert sorted(expected) == sorted(got)
+    for key in expected:
+        np.testing.assert_allclose(got[key], expected[key], rtol=1e-5, atol=1e-6, err_msg=key)
+
+
+def test_ctrl_c_twice_exits_130_with_the_step_saved(tmp_path, run_files):
+    save_dir = tmp_path / "ckpt"
+    status, err = _train_and_signal(tmp_path, _flags(run_files, save_dir) + ["--options_file", run_files["options"]],
+                                    5, [signal.SIGINT, signal.SIGINT])
+    assert status == 130, err[-3000:]
+    saved = re.fullmatch(r"Stopped by SIGINT after step (\d+): saved (\S+)\. Continue with: python bin/restart.py .*",
+                         err.strip().splitlines()[-1])
+    assert saved and int(saved.group(1)) > 5 and _checkpoint_numbers(save_dir) == [int(saved.group(1))]
+    arrays = checkpoint_arrays(saved.group(2))
+    assert int(arrays["data/batches/.ATTRIBUTES/VARIABLE_VALUE"]) == int(saved.group(1))

@@ -1,0 +1,262 @@
+"""train: when it saves beyond the step interval: every M minutes, and on SIGINT or SIGTERM (save_on_signals).
+
+Signals are sent by the process to itself from inside a step (a `TrainStep`
+that calls `os.kill` after given steps), so they arrive at a known step.
+"""
+import functools
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import types
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import bilm.training.loop as loop_module
+from bilm.training.loop import TrainingInterrupted, _SaveTimer, train
+from bilm.training.train_step import TrainStep
+from helpers import ROOT, TESTS
+from training_helpers import checkpoint_arrays, open_data, tiny_options, write_corpus
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    return write_corpus(tmp_path_factory.mktemp("corpus"), n_train=400, n_heldout=20)
+
+
+@pytest.fixture
+def previous_handlers():
+    """A handler of the test's own for SIGINT and SIGTERM (`handler`, recording what reaches it in `reached`)."""
+    reached = []
+
+    def handler(signum, frame):
+        reached.append(signum)
+
+    original = {signum: signal.signal(signum, handler) for signum in (signal.SIGINT, signal.SIGTERM)}
+    yield types.SimpleNamespace(handler=handler, reached=reached)
+    for signum, previous in original.items():
+        signal.signal(signum, previous)
+
+
+def _signal_after_steps(monkeypatch, plan, seen_handlers=None):
+    """Makes train's steps send `plan[n]` (a signal) to this process at the end of step n (1-based in the call).
+
+    `seen_handlers` gets the SIGTERM handler in place during each step.
+    """
+    class SignallingStep(TrainStep):
+        def __call__(self, batch, step, requests=None):
+            outputs = super().__call__(batch, step, requests)
+            self.taken = getattr(self, "taken", 0) + 1
+            if seen_handlers is not None:
+                seen_handlers.append(signal.getsignal(signal.SIGTERM))
+            if self.taken in plan:
+                os.kill(os.getpid(), plan[self.taken])
+            return outputs
+
+    monkeypatch.setattr(loop_module, "TrainStep", SignallingStep)
+
+
+def _checkpoint_numbers(save_dir):
+    return sorted(int(name.split("-")[1].split(".")[0]) for name in os.listdir(save_dir)
+                  if name.startswith("model.ckpt-") and name.endswith(".index"))
+
+
+def test_sigterm_saves_the_step_reached_and_the_restart_continues_exactly(
+        tmp_path, corpus, monkeypatch, previous_handlers):
+    options = tiny_options(dropout=0.1)  # dropout masks and negative samples: both must continue exactly
+    straight = train(options, open_data(options, corpus), 1, tmp_path / "straight", None, max_steps=8,
+                     checkpoint_every_minutes=None, verbose=0)
+
+    # The signal arrives during step 3, after that step's flags were sent:
+    # step 4 tells every worker, then the loop stops and saves.
+    _signal_after_steps(monkeypatch, {3: signal.SIGTERM})
+    save_dir = tmp_path / "interrupted"
+    with pytest.raises(TrainingInterrupted) as stopped:
+        train(options, open_data(options, corpus), 1, save_dir, None, max_steps=8, checkpoint_every=1000,
+              checkpoint_every_minutes=None, save_on_signals=True, verbose=0)
+    interrupted = stopped.value
+    assert (interrupted.signal, interrupted.step, interrupted.exit_status) == (signal.SIGTERM, 4, 143)
+    assert interrupted.checkpoint == str(save_dir / "model.ckpt-4") == tf.train.latest_checkpoint(str(save_dir))
+    assert _checkpoint_numbers(save_dir) == [4]
+    assert str(interrupted) == (f"Stopped by SIGTERM after step 4: saved {save_dir / 'model.ckpt-4'}. Continue "
+                                f"with: train(..., restart_ckpt_file='{save_dir / 'model.ckpt-4'}') on the same data")
+    assert signal.getsignal(signal.SIGTERM) is previous_handlers.handler
+    assert previous_handlers.reached == []
+
+    monkeypatch.setattr(loop_module, "TrainStep", TrainStep)
+    resumed = train(options, open_data(options, corpus), 1, save_dir, None, restart_ckpt_file=interrupted.checkpoint,
+                    max_steps=4, verbose=0)
+    assert resumed["step"] == straight["step"] == 8
+    expected, got = checkpoint_arrays(straight["checkpoint"]), checkpoint_arrays(resumed["checkpoint"])
+    assert sorted(expected) == sorted(got)
+    assert any(key.startswith("optimizer/") for key in got) and any(key.startswith("lstm_states/") for key in got)
+    for key in expected:
+        np.testing.assert_allclose(got[key], expected[key], rtol=1e-5, atol=1e-6, err_msg=key)
+
+
+def test_a_second_sigint_during_the_save_waits_for_it(tmp_path, corpus, monkeypatch, previous_handlers):
+    _signal_after_steps(monkeypatch, {2: signal.SIGINT})
+    save = tf.train.CheckpointManager.save
+
+    def save_interrupted(manager, *args, **kwargs):
+        os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C again, as the save starts
+        return save(manager, *args, **kwargs)
+
+    monkeypatch.setattr(tf.train.CheckpointManager, "save", save_interrupted)
+    options = tiny_options()
+    with pytest.raises(TrainingInterrupted) as stopped:
+        train(options, open_data(options, corpus), 1, tmp_path, None, max_steps=8, checkpoint_every=1000,
+              checkpoint_every_minutes=None, save_on_signals=True, verbose=0)
+    assert (stopped.value.signal, stopped.value.step, stopped.value.exit_status) == (signal.SIGINT, 3, 130)
+    assert tf.train.latest_checkpoint(str(tmp_path)) == stopped.value.checkpoint
+    arrays = checkpoint_arrays(stopped.value.checkpoint)
+    assert int(arrays["step/.ATTRIBUTES/VARIABLE_VALUE"]) == 3
+    assert int(arrays["data/batches/.ATTRIBUTES/VARIABLE_VALUE"]) == 3
+    assert previous_handlers.reached == []
+    assert signal.getsignal(signal.SIGINT) is previous_handlers.handler
+
+
+def test_a_signal_during_the_last_step_keeps_the_runs_end(tmp_path, corpus, monkeypatch, previous_handlers, capsys):
+    _signal_after_steps(monkeypatch, {3: signal.SIGTERM})
+    options = tiny_options()
+    with pytest.raises(TrainingInterrupted) as stopped:
+        train(options, open_data(options, corpus), 1, tmp_path, None, max_steps=3, save_on_signals=True, verbose=1)
+    assert stopped.value.step == 3 and _checkpoint_numbers(tmp_path) == [3]
+    # The end of a call's work, the boundary state, was measured and saved.
+    assert "Boundary state: the mean LSTM state at" in capsys.readouterr().out
+    reader = tf.train.load_checkpoint(stopped.value.checkpoint)
+    assert int(reader.get_tensor("boundary_state/n_starts/.ATTRIBUTES/VARIABLE_VALUE")) > 0
+
+
+@pytest.mark.parametrize("save_on_signals", [True, False])
+def test_handlers_are_replaced_only_while_training_and_only_when_asked(
+        tmp_path, corpus, monkeypatch, previous_handlers, save_on_signals):
+    during = []
+    _signal_after_steps(monkeypatch, {}, seen_handlers=during)
+    options = tiny_options()
+    result = train(options, open_data(options, corpus), 1, tmp_path, None, max_steps=2,
+                   save_on_signals=save_on_signals, verbose=0)
+    assert result["step"] == 2 and len(during) == 2
+    assert all((handler is previous_handlers.handler) != save_on_signals for handler in during)
+    assert signal.getsignal(signal.SIGTERM) is previous_handlers.handler
+    assert signal.getsignal(signal.SIGINT) is previous_handlers.handler
+
+
+def test_save_on_signals_outside_the_main_thread_is_a_clear_error(tmp_path, corpus):
+    options = tiny_options()
+    errors = []
+
+    def run():
+        try:
+            train(options, open_data(options, corpus), 1, tmp_path, None, max_steps=1, save_on_signals=True,
+                  verbose=0)
+        except ValueError as error:
+            errors.append(error)
+
+    thread = threading.Thread(target=run, name="trainer")
+    thread.start()
+    thread.join()
+    assert len(errors) == 1 and "save_on_signals=True needs the main thread" in str(errors[0])
+    assert "'trainer'" in str(errors[0]) and not os.listdir(tmp_path)
+
+
+def test_save_timer_is_due_every_interval_after_the_last_reset():
+    now = [0.0]
+    timer = _SaveTimer(10, clock=lambda: now[0])
+    now[0] = 599.0
+    assert not timer.due()
+    now[0] = 600.0
+    assert timer.due()
+    timer.reset()
+    now[0] = 1199.0
+    assert not timer.due()
+    assert not _SaveTimer(None, clock=lambda: 1e12).due()
+    for bad in (0, -1):
+        with pytest.raises(ValueError, match=f"checkpoint_every_minutes must be positive or None. Received: {bad}"):
+            _SaveTimer(bad)
+
+
+def test_checkpoints_on_time_with_a_clock_that_steps_advance(tmp_path, corpus, monkeypatch):
+    # Each step takes 4 minutes of the fake clock and the interval is 10:
+    # steps 4 and 8 start 12 minutes after the loop began or last saved.
+    minutes = [0.0]
+
+    class FourMinuteStep(TrainStep):
+        def __call__(self, *args, **kwargs):
+            minutes[0] += 4
+            return super().__call__(*args, **kwargs)
+
+    monkeypatch.setattr(loop_module, "TrainStep", FourMinuteStep)
+    monkeypatch.setattr(loop_module, "_SaveTimer", functools.partial(_SaveTimer, clock=lambda: 60 * minutes[0]))
+    options = tiny_options()
+    train(options, open_data(options, corpus), 1, tmp_path, None, max_steps=9, checkpoint_every=1000,
+          checkpoint_every_minutes=10, max_to_keep=None, verbose=0)
+    assert _checkpoint_numbers(tmp_path) == [4, 8, 9]
+
+
+WORKER = """
+import json, os, signal, sys
+config = json.loads(sys.argv[1])
+sys.path.insert(0, config["tests"])
+import bilm.training.loop as loop
+from bilm.training.train_step import TrainStep
+from helpers import ROOT, TESTS
+from training_helpers import open_data
+
+
+class SignallingStep(TrainStep):
+    def __call__(self, *args, **kwargs):
+        outputs = super().__call__(*args, **kwargs)
+        self.taken = getattr(self, "taken", 0) + 1
+        if self.taken == config["signal_after"]:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return outputs
+
+
+if config["signal_after"]:
+    loop.TrainStep = SignallingStep
+try:
+    loop.train(config["options"], open_data(config["options"], config["corpus"]), 1, config["save_dir"], None,
+               max_steps=8, checkpoint_every=1000, save_on_signals=True, seed=1, verbose=0)
+except loop.TrainingInterrupted as stopped:
+    print("STOPPED " + json.dumps([stopped.signal.name, stopped.step, stopped.by_peer, stopped.checkpoint]))
+"""
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("localhost", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_a_signal_to_one_worker_stops_every_worker_at_the_same_step(tmp_path, corpus):
+    cluster = {"worker": [f"localhost:{_free_port()}" for _ in range(2)]}
+    script = tmp_path / "worker.py"
+    script.write_text(WORKER)
+    save_dir = str(tmp_path / "ckpt")
+    workers = []
+    for index, signal_after in enumerate([0, 2]):  # only worker 1 (not the chief) receives SIGTERM
+        config = {"tests": TESTS, "corpus": corpus, "options": tiny_options(batch_size=4), "save_dir": save_dir,
+                  "signal_after": signal_after}
+        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT,
+                   TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}}))
+        workers.append(subprocess.Popen([sys.executable, str(script), json.dumps(config)], cwd=ROOT, env=env,
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    outcomes = []
+    for worker in workers:
+        try:
+            out, err = worker.communicate(timeout=300)
+        finally:
+            worker.kill()
+        assert worker.returncode == 0, err[-3000:]
+        outcomes.append([json.loads(line[len("STOPPED "):]) for line in out.splitlines()
+                         if line.startswith("STOPPED ")])
+    checkpoint = os.path.join(save_dir, "model.ckpt-3")
+    assert outcomes == [[["SIGTERM", 3, True, checkpoint]], [["SIGTERM", 3, False, checkpoint]]]
+    assert _checkpoint_numbers(save_dir) == [3] and not any(name.startswith(".worker") for name in os.listdir(save_dir))
