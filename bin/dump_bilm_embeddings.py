@@ -11,7 +11,12 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # before TensorFlow loads
 
-from bilm.commands.embedding_arguments import add_embedding_run_arguments
+from bilm.commands.embedding_arguments import (  # noqa: E402
+    add_embedding_run_arguments,
+    add_model_arguments,
+    check_model_arguments,
+    model_files,
+)
 from bilm.commands.user_errors import exit_on_user_error  # noqa: E402
 from bilm.export.sentence_embeddings import dump_bilm_embeddings  # noqa: E402
 
@@ -22,17 +27,16 @@ def main(argv=None):
                         help="Optional vocabulary (a cache of character ids).")
     parser.add_argument("--dataset_file", required=True,
                         help="One whitespace-tokenized sentence per line.")
-    parser.add_argument("--options_file", required=True)
-    parser.add_argument("--weight_file", required=True)
+    add_model_arguments(parser)
     parser.add_argument("--outfile", required=True,
                         help="HDF5 output, one dataset per line (its directory is created if missing).")
     add_embedding_run_arguments(parser, "OUTFILE")
     args = parser.parse_args(argv)
+    check_model_arguments(parser, args)
     with exit_on_user_error():
-        written = dump_bilm_embeddings(args.vocab_file, args.dataset_file, args.options_file, args.weight_file,
-                                       args.outfile, batch_size=args.batch_size, resume=args.resume,
-                                       overwrite=args.overwrite, start=args.start, warm_up=args.warm_up,
-                                       matmul_dtype=args.matmul_dtype)
+        written = dump_bilm_embeddings(args.vocab_file, args.dataset_file, *model_files(args), args.outfile,
+                                       batch_size=args.batch_size, resume=args.resume, overwrite=args.overwrite,
+                                       start=args.start, warm_up=args.warm_up, matmul_dtype=args.matmul_dtype)
     print(f"Wrote {written} sentence datasets to {args.outfile} in this run.")
 
 

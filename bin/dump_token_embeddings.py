@@ -18,8 +18,8 @@ from bilm.export.token_embeddings import dump_token_embeddings  # noqa: E402
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--vocab_file", required=True, help="One token per line.")
-    parser.add_argument("--options_file", required=True)
-    parser.add_argument("--weight_file", required=True)
+    parser.add_argument("--options_file", required=True, help="The model's options.json (a character model).")
+    parser.add_argument("--weight_file", required=True, help="The model's HDF5 weights.")
     parser.add_argument("--outfile", required=True,
                         help="HDF5 output with dataset 'embedding' (its directory is created if missing).")
     parser.add_argument("--batch_size", type=int, default=512, help="Tokens per model call.")

@@ -21,25 +21,21 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # before TensorFlow loads
 
-from bilm.commands.embedding_arguments import add_embedding_run_arguments
+from bilm.commands.embedding_arguments import (  # noqa: E402
+    add_embedding_run_arguments,
+    add_model_arguments,
+    check_model_arguments,
+    model_files,
+)
 from bilm.commands.user_errors import exit_on_user_error  # noqa: E402
 from bilm.export.sentence_embeddings import embed_file  # noqa: E402
-from bilm.io.model_files import locate_model  # noqa: E402
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("input_file", help="Text, one whitespace-tokenized sentence per line.")
     parser.add_argument("output_file", help="HDF5 file to write (its directory is created if missing).")
-    parser.add_argument("--model", metavar="DIR|ZIP|URL|NAME",
-                        help="The model: a directory holding its options and HDF5 weights, a .zip of one, "
-                             "the URL of a .zip, or a published model's name (downloaded and extracted once "
-                             "into --cache_dir).")
-    parser.add_argument("--cache_dir", help="Where --model downloads and extracted zips are kept "
-                                            "(default: $BILM_CACHE, else ~/.cache/bilm).")
-    parser.add_argument("--sha256", help="The expected SHA-256 of the --model zip.")
-    parser.add_argument("--options_file", help="The model's options.json (with --weight_file, instead of --model).")
-    parser.add_argument("--weight_file", help="The model's HDF5 weights (with --options_file, instead of --model).")
+    add_model_arguments(parser)
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--all", dest="output_format", action="store_const", const="all",
                        help="All biLM layers, (n_layers + 1, n_tokens, 2P) per sentence (default).")
@@ -54,17 +50,9 @@ def main(argv=None):
                              "stored once; blank lines are an error).")
     add_embedding_run_arguments(parser, "OUTPUT")
     args = parser.parse_args(argv)
-    pair = (args.options_file, args.weight_file)
-    if args.model is not None and any(pair):
-        parser.error("give the model either as --model or as --options_file and --weight_file, not both")
-    if args.model is None and not all(pair):
-        parser.error("give the model as --model DIR|ZIP|URL|NAME, or as both --options_file and --weight_file")
-    if args.model is None and (args.cache_dir or args.sha256):
-        parser.error("--cache_dir and --sha256 go with --model")
+    check_model_arguments(parser, args)
     with exit_on_user_error():
-        if args.model is not None:
-            files = locate_model(args.model, cache_dir=args.cache_dir, sha256=args.sha256)
-            pair = (files.options_file, files.weight_file)
+        pair = model_files(args)
         written = embed_file(args.input_file, args.output_file, *pair,
                              output_format=args.output_format, batch_size=args.batch_size,
                              use_sentence_keys=args.use_sentence_keys, resume=args.resume,

@@ -11,8 +11,10 @@ from bilm.training.quickstart import run_quickstart  # noqa: E402
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--directory", default="bilm_quickstart", help="Where everything is written.")
-    parser.add_argument("--n_epochs", type=int, default=8)
+    parser.add_argument("--directory", default="bilm_quickstart",
+                        help="Where everything is written (default: %(default)s).")
+    parser.add_argument("--n_epochs", type=int, default=8, help="Epochs of training on the generated corpus "
+                                                                 "(default: %(default)s).")
     args = parser.parse_args(argv)
     with exit_on_user_error():
         result = run_quickstart(args.directory, n_epochs=args.n_epochs)

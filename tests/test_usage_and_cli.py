@@ -10,8 +10,8 @@ from bilm.training.quickstart import prepare_directory
 from helpers import ROOT, SENTENCES, write_model, write_vocab
 
 
-def _run(args, **kwargs):
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+def _run(args, env=None, **kwargs):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", **(env or {}))
     result = subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True,
                             text=True, timeout=300, **kwargs)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -23,8 +23,10 @@ def _run(args, **kwargs):
     ("usage/usage_token.py", "ELMo context (batch, time, 2P): (2, 11, 32)"),
     ("usage/usage_cached.py", "sentence 2: cached (3, 6, 32) -> ELMo (1, 6, 32)"),
 ])
-def test_usage_examples_run(script, expected):
-    assert expected in _run([script])
+def test_usage_examples_run(script, expected, tmp_path):
+    # The example's temporary files are gone when it ends.
+    assert expected in _run([script], env={"TMPDIR": str(tmp_path)})
+    assert os.listdir(tmp_path) == []
 
 
 def test_dump_commands(tmp_path):
@@ -76,8 +78,9 @@ def test_quickstart_starts_only_in_a_directory_of_its_own(tmp_path):
 
 
 @pytest.mark.slow
-def test_downstream_example_elmo_beats_context_free_embeddings():
-    out = _run(["usage/usage_downstream.py"])
+def test_downstream_example_elmo_beats_context_free_embeddings(tmp_path):
+    out = _run(["usage/usage_downstream.py"], env={"TMPDIR": str(tmp_path)})
+    assert os.listdir(tmp_path) == []
     scores = {line.split(",")[1].split(":")[0].strip(): float(line.split()[-1])
               for line in out.splitlines() if line.startswith("held-out token accuracy")}
     elmo = scores["ELMo (all layers mixed)"]
@@ -99,3 +102,29 @@ def test_bad_input_ends_with_one_error_line(tmp_path, script, args):
     assert result.returncode == 1
     assert "Traceback" not in result.stderr
     assert result.stderr.strip().splitlines()[-1].startswith("Error: "), result.stderr[-2000:]
+
+
+@pytest.mark.parametrize("script", sorted(name[:-3] for name in os.listdir(os.path.join(ROOT, "bin"))
+                                          if name.endswith(".py")))
+def test_every_flag_of_every_script_says_what_it_is(script, monkeypatch):
+    """Each script's parser, caught as it parses: every option and argument has help text."""
+    import argparse
+    import importlib.util
+
+    class Parsed(Exception):
+        pass
+
+    parsers = []
+
+    def capture(self, *args, **kwargs):
+        parsers.append(self)
+        raise Parsed
+
+    monkeypatch.setattr(argparse.ArgumentParser, "parse_args", capture)
+    spec = importlib.util.spec_from_file_location(f"bin_{script}", os.path.join(ROOT, "bin", f"{script}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    with pytest.raises(Parsed):
+        module.main([])
+    silent = [action.option_strings or action.dest for action in parsers[0]._actions if not action.help]
+    assert silent == []

@@ -1,5 +1,7 @@
 """Shared setup for the usage examples: a tiny random biLM, a vocabulary, sentences."""
+import atexit
 import os
+import shutil
 import tempfile
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -21,9 +23,12 @@ def make_example(directory=None):
 
     Returns a dict of paths: `options_file`, `weight_file`, `vocab_file`,
     `dataset_file`, `directory`. Swap in a published model by pointing
-    `options_file`/`weight_file` at its files instead.
+    `options_file`/`weight_file` at its files instead. Without `directory`
+    the files go to a temporary folder removed when the example ends.
     """
-    directory = directory or tempfile.mkdtemp(prefix="bilm_usage_")
+    if directory is None:
+        directory = tempfile.mkdtemp(prefix="bilm_usage_")
+        atexit.register(shutil.rmtree, directory, ignore_errors=True)
     options_file, weight_file = write_random_model(directory, get_preset("tiny"), seed=0)
     tokens = sorted({t for sentence in CONTEXT + QUESTION for t in sentence})
     vocab_file = os.path.join(directory, "vocab.txt")

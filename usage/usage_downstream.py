@@ -92,7 +92,11 @@ def token_accuracy(model, tokens, tags):
 
 
 def main(matmul_dtype="float32"):
-    directory = tempfile.mkdtemp(prefix="bilm_downstream_")
+    with tempfile.TemporaryDirectory(prefix="bilm_downstream_") as directory:
+        return _run(directory, matmul_dtype)
+
+
+def _run(directory, matmul_dtype):
     options_file, weight_file = write_random_model(directory, get_preset("tiny"), seed=0)
 
     rng = np.random.default_rng(0)

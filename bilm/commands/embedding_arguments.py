@@ -1,4 +1,5 @@
 """The flags that `bin/elmo.py` and `bin/dump_bilm_embeddings.py` share."""
+from bilm.io.model_files import locate_model
 from bilm.models.start_state import STARTS
 from bilm.ops.matmul_dtype import MATMUL_DTYPES
 
@@ -24,3 +25,36 @@ def add_embedding_run_arguments(parser, output_name="OUTPUT"):
     parser.add_argument("--overwrite", action="store_true",
                         help=f"Replace an existing {output_name} (or {output_name}.partial) that bilm did not "
                              "write.")
+
+
+def add_model_arguments(parser):
+    """The model as --model (a directory, zip, URL or published name) or as
+    --options_file and --weight_file; read back with `model_files`."""
+    parser.add_argument("--model", metavar="DIR|ZIP|URL|NAME",
+                        help="The model: a directory holding its options and HDF5 weights, a .zip of one, "
+                             "the URL of a .zip, or a published model's name (downloaded and extracted once "
+                             "into --cache_dir).")
+    parser.add_argument("--cache_dir", help="Where --model downloads and extracted zips are kept "
+                                            "(default: $BILM_CACHE, else ~/.cache/bilm).")
+    parser.add_argument("--sha256", help="The expected SHA-256 of the --model zip.")
+    parser.add_argument("--options_file", help="The model's options.json (with --weight_file, instead of --model).")
+    parser.add_argument("--weight_file", help="The model's HDF5 weights (with --options_file, instead of --model).")
+
+
+def check_model_arguments(parser, args):
+    """Exits with a usage error unless the model was given exactly one way."""
+    pair = (args.options_file, args.weight_file)
+    if args.model is not None and any(pair):
+        parser.error("give the model either as --model or as --options_file and --weight_file, not both")
+    if args.model is None and not all(pair):
+        parser.error("give the model as --model DIR|ZIP|URL|NAME, or as both --options_file and --weight_file")
+    if args.model is None and (args.cache_dir or args.sha256):
+        parser.error("--cache_dir and --sha256 go with --model")
+
+
+def model_files(args):
+    """`(options_file, weight_file)` of the model the flags name (downloading it if needed)."""
+    if args.model is None:
+        return args.options_file, args.weight_file
+    files = locate_model(args.model, cache_dir=args.cache_dir, sha256=args.sha256)
+    return files.options_file, files.weight_file

@@ -53,7 +53,7 @@ def check_output_file(path, inputs=(), kind=None, overwrite=False, flag="--overw
     """Checks, before any work, that `path` can be written as an output.
 
     Args:
-        path: the output file (or directory).
+        path: the output file (never an existing directory).
         inputs: the paths the run reads (None entries are skipped); the
             output may be none of them.
         kind: the `bilm_file` kind the output will have (HDF5 outputs). An
@@ -77,6 +77,9 @@ def check_output_file(path, inputs=(), kind=None, overwrite=False, flag="--overw
             raise OutputFileError(
                 f"The output {path} {same} the input {shown}; writing it would destroy the input. "
                 "Choose another output path.")
+    if os.path.isdir(path):
+        raise OutputFileError(f"The output {path} is a directory; bilm never replaces a directory with a file, even "
+                              "with --overwrite. Give the path of a file.")
     if kind is not None and os.path.exists(path) and not overwrite:
         found = hdf5_kind(path)
         if found != kind:

@@ -1,6 +1,7 @@
 """Streaming a one-sentence-per-line file in length-sorted batches."""
 import itertools
 import os
+import warnings
 
 import numpy as np
 
@@ -22,11 +23,22 @@ def read_sentences(path):
     """Yields `(line_number, line, tokens)`; tokens are the whitespace-split line.
 
     Lines are decoded as UTF-8 with `surrogateescape`, so invalid bytes reach
-    the character ids unchanged instead of failing the whole file.
+    the character ids unchanged instead of failing the whole file; the first
+    such line warns once, naming the file and the line.
     """
+    warned = False
     with open(path, encoding="utf-8", errors="surrogateescape", newline="\n") as f:
         for number, line in enumerate(f):
             line = line.rstrip("\n").rstrip("\r")
+            if not warned and not line.isascii():
+                try:
+                    line.encode("utf-8")
+                except UnicodeEncodeError:
+                    warned = True
+                    warnings.warn(
+                        f"{path} is not valid UTF-8 (first at line {number}, 0-based); its invalid bytes are "
+                        "embedded as raw byte character ids. Re-encode the file as UTF-8 to silence this.",
+                        stacklevel=2)
             yield number, line, split_tokens(line)
 
 

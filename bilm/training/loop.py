@@ -407,6 +407,13 @@ def train(options, data, n_gpus, save_dir, log_dir, restart_ckpt_file=None, *,
         run.restore(restart_ckpt_file, source)
     run.data_position["source"].assign(source)
     _print_sizes(run.report, run.lm, settings, strategy.num_replicas_in_sync, schedule)
+    # The progress line shows the training loss's perplexity, which is not the held-out one.
+    progress_label = "sampled-softmax perplexity" if settings.sample_softmax else "training perplexity"
+    run.report(f"The progress line's {progress_label} is exp(training loss) over the last batches"
+               + (f" ({settings.n_negative_samples_batch:,} sampled negatives" if settings.sample_softmax else " (")
+               + (", dropout on)" if settings.dropout else ")")
+               + ": not comparable with the held-out perplexity of --heldout_prefix and run_test.py (full "
+               "softmax, no dropout).")
 
     step_fn = TrainStep(run.lm, run.optimizer, run.lstm_states, strategy, settings, seed or 0)
     heldout_batch_size = heldout_batch_size or settings.batch_size
@@ -436,7 +443,7 @@ def train(options, data, n_gpus, save_dir, log_dir, restart_ckpt_file=None, *,
                 *signal_flags, time_is_up = (float(flag) > 0 for flag in outputs["requests"].numpy())
                 stop_requested = _agreed_signal(stop_signals.received, signal_flags)
                 recent_losses.append(loss)
-                values = [("perplexity", math.exp(np.mean(recent_losses)))]
+                values = [(progress_label, math.exp(np.mean(recent_losses)))]
                 if taken > 1:  # the first step of a call also traces the step function
                     recent_seconds.append(time.perf_counter() - tick)
                     values.append(("tokens/sec", schedule.tokens_per_batch / np.mean(recent_seconds)))

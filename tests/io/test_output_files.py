@@ -107,3 +107,13 @@ def _umask():
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+def test_an_existing_directory_is_refused_as_an_output_file_even_with_overwrite(tmp_path):
+    folder = tmp_path / "out.hdf5"
+    folder.mkdir()
+    (folder / "keep.txt").write_text("mine")
+    for overwrite in (False, True):
+        with pytest.raises(OutputFileError, match="is a directory"):
+            check_output_file(str(folder), kind="sentence_embeddings", overwrite=overwrite)
+    assert (folder / "keep.txt").read_text() == "mine"

@@ -35,3 +35,12 @@ def test_a_token_budget_fills_each_batch_up_to_the_budget():
     assert len(default[0]) == BULK_MAX_TOKENS // 27
     with pytest.raises(ValueError, match="batch_size or max_tokens, not both"):
         list(length_sorted_batches(_items([1]), batch_size=2, max_tokens=10))
+
+
+def test_invalid_utf8_is_kept_as_surrogates_and_warns_once_naming_the_file(tmp_path):
+    path = tmp_path / "latin1.txt"
+    path.write_bytes(b"caf\xe9 au lait\nfine line\nna\xefve\n")
+    with pytest.warns(UserWarning, match=r"latin1.txt is not valid UTF-8 \(first at line 0") as record:
+        lines = list(read_sentences(str(path)))
+    assert len(record) == 1
+    assert lines[0][2] == ["caf\udce9", "au", "lait"] and lines[2][2] == ["na\udcefve"]
