@@ -306,6 +306,22 @@ def test_load_warms_up_from_a_file_and_a_saved_copy_starts_warm(tmp_path, model,
     assert reloaded.start == "warm"
     for a, b in zip(reloaded.embed(SENTENCES), from_file.embed(SENTENCES)):
         _close(a, b)
+    # The copy has its options beside it, so bilm.load opens it as it is.
+    assert os.path.isfile(tmp_path / "warm_weights_options.json")
+    opened = load(copy)
+    assert opened.start == "warm" and opened.weight_file == copy
+    for a, b in zip(opened.embed(SENTENCES), from_file.embed(SENTENCES)):
+        _close(a, b)
+
+
+def test_load_takes_the_start(tmp_path, warm):
+    copy = str(tmp_path / "warm.hdf5")
+    warm.warm_up(WARM_UP_TEXT, save_to=copy)
+    assert load(copy).start == "warm"
+    zeros = load(copy, start="zeros")
+    assert zeros.start == "zeros"
+    for a, b in zip(zeros.embed(SENTENCES), warm.embed(SENTENCES, start="zeros")):
+        _close(a, b)
 
 
 def test_the_keras_layer_and_the_savedmodel_carry_the_state(tmp_path, warm):
