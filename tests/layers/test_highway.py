@@ -25,7 +25,7 @@ def test_highway_uses_bfloat16_in_training_only():
     np.testing.assert_allclose(trained, reference, rtol=0.03, atol=0.03)
     assert not np.array_equal(trained, reference)
     restored = Highway.from_config(layers["bfloat16"].get_config())
-    assert restored.matmul_dtype == "bfloat16"
+    assert restored.training_matmul_dtype == "bfloat16"
 
 
 def test_bfloat16_inference_highway_keeps_bfloat16_kernels_within_its_tolerance():

@@ -120,7 +120,7 @@ def test_lstm_input_half_uses_bfloat16_in_training_only():
         np.testing.assert_allclose(got_inference, want, atol=1e-6)
         np.testing.assert_allclose(got_trained, want, atol=0.02)
     assert not np.allclose(trained[0], reference[0], atol=1e-6)
-    assert ProjectedLSTM.from_config(layers["bfloat16"].get_config()).matmul_dtype == "bfloat16"
+    assert ProjectedLSTM.from_config(layers["bfloat16"].get_config()).training_matmul_dtype == "bfloat16"
 
 
 def _relative_deviations(got, want):
