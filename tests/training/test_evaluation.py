@@ -1,12 +1,10 @@
 """evaluate and test: held-out perplexity with the full softmax, and where each sentence starts."""
 import math
 
-import numpy as np
 import pytest
 import tensorflow as tf
 
 from bilm.training import evaluation  # not its `test` itself, which pytest would collect
-from bilm.training.checkpoints import build_checkpoint, load_training_model
 from bilm.training.evaluation import evaluate
 from bilm.training.settings import training_settings
 from bilm.training.tf_dataset import make_tf_dataset
@@ -90,9 +88,31 @@ def test_bad_arguments_are_clear_errors(corpus, lm, kwargs, message):
         evaluate(lm, _heldout(corpus), **{"batch_size": BATCH, **kwargs})
 
 
-def test_a_checkpoint_without_a_boundary_state_gets_one_measured_for_warm(corpus, lm, tmp_path, capsys):
-    checkpoint = build_checkpoint(lm).write(str(tmp_path / "model.ckpt-0"))
-    warm = evaluation.test(OPTIONS, checkpoint, _heldout(corpus), BATCH, verbose=1, start="warm")
-    assert f"{checkpoint} holds no boundary state; measured one at " in capsys.readouterr().out
-    assert int(load_training_model(OPTIONS, checkpoint).n_boundary_starts.numpy()) == 0  # the file is unchanged
-    assert np.isfinite(warm) and warm != evaluate(lm, _heldout(corpus), BATCH, start="zeros")["perplexity"]
+def test_test_measures_a_boundary_state_for_warm_when_the_checkpoint_has_none(corpus, lm, monkeypatch, capsys):
+    """`test` loads the checkpoint, measures a boundary state on the evaluation text when "warm" needs one
+    (checkpoints converted from TF1 hold none), and evaluates. Loading and measuring are stood in for:
+    test_checkpoints.py and test_prediction_network.py test them, the run_test script runs them all."""
+    data = _heldout(corpus)
+    loaded, measured = [], []
+    monkeypatch.setattr(evaluation.checkpoints, "load_training_model",
+                        lambda options, ckpt_file: loaded.append((options, ckpt_file)) or lm)
+
+    def measure(model, text):
+        measured.append((model, text))
+        _set_boundary_state(lm, {key: tf.fill(v.shape, 0.25) for key, v in lm.boundary_state.items()}, 9)
+        return 9
+
+    monkeypatch.setattr(evaluation, "measure_boundary_state", measure)
+    zero_state = {key: tf.zeros_like(variable) for key, variable in lm.boundary_state.items()}
+    try:
+        carry = evaluation.test(OPTIONS, "ckpt/model.ckpt-3", data, BATCH, verbose=1)
+        assert loaded == [(OPTIONS, "ckpt/model.ckpt-3")] and measured == []
+        assert carry == pytest.approx(evaluate(lm, _heldout(corpus), BATCH)["perplexity"], rel=1e-6)
+        warm = evaluation.test(OPTIONS, "ckpt/model.ckpt-3", data, BATCH, verbose=1, start="warm")
+        assert measured == [(lm, data)]
+        assert "ckpt/model.ckpt-3 holds no boundary state; measured one at 9 sentence starts" in capsys.readouterr().out
+        assert warm == pytest.approx(evaluate(lm, _heldout(corpus), BATCH, start="warm")["perplexity"], rel=1e-6)
+        evaluation.test(OPTIONS, "ckpt/model.ckpt-3", data, BATCH, verbose=1, start="warm")
+        assert len(measured) == 1  # a model with a boundary state keeps it
+    finally:
+        _set_boundary_state(lm, zero_state, 0)

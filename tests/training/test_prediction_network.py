@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bilm.models.boundary_state import compute_boundary_state
+import bilm.training.prediction_network as prediction_network_module
 from bilm.text.batching import Batcher
 from bilm.training.prediction_network import measure_boundary_state, prediction_network
 from bilm.training.settings import training_settings
@@ -40,20 +40,37 @@ def test_the_prediction_network_computes_what_the_training_model_does(char):
         np.testing.assert_array_equal(table[1:], lm.layers["token_embedding"].embeddings.numpy())
 
 
-def test_the_boundary_state_is_measured_on_the_text_from_its_beginning(tmp_path):
-    corpus = write_corpus(tmp_path, n_train=6)
-    # Sentences of one length: each step of the measurement has the same shapes (one trace).
-    with open(corpus["heldout"], "w") as f:
-        f.writelines(" ".join(WORDS[i:i + 4]) + "\n" for i in range(6))
-    options = tiny_options()
+@pytest.mark.parametrize("char", [True, False])
+def test_the_boundary_state_is_measured_on_the_text_from_its_beginning_and_stored(tmp_path, monkeypatch, char):
+    """What measure_boundary_state hands to compute_boundary_state (tested against NumPy in
+    tests/models/test_boundary_state.py), and what it keeps of the result."""
+    corpus = write_corpus(tmp_path, n_train=6, n_heldout=12)
+    options = tiny_options(char=char)
     lm = TrainingLM(*training_settings(options))
-    n_starts = measure_boundary_state(lm, open_data(options, corpus, test=True))
+    calls = []
+
+    def compute(network, options, sentences, to_ids, n_sentences, bidirectional):
+        sentences = list(sentences)
+        calls.append((network, options, sentences, to_ids, n_sentences, bidirectional))
+        return {key: np.full([size], i + 0.5, np.float32) for i, (key, _, size) in enumerate(lm.state_keys)}, 7
+
+    monkeypatch.setattr(prediction_network_module, "compute_boundary_state", compute)
+    assert measure_boundary_state(lm, open_data(options, corpus, test=True), n_sentences=3) == 7
+    ((network, got_options, sentences, to_ids, n_sentences, bidirectional),) = calls
+    assert network.name == "prediction_bilm" and got_options is lm.options
+    assert (n_sentences, bidirectional) == (3, True)
     with open(corpus["heldout"]) as f:
-        sentences = [line.split() for line in f]
-    want, n_want = compute_boundary_state(prediction_network(lm), lm.options, sentences,
-                                          Batcher(None, MAX_CHARS).batch_sentences)
-    assert n_starts == int(lm.n_boundary_starts.numpy()) == n_want and 0 < n_starts <= len(sentences)
-    assert want.keys() == lm.boundary_state.keys()
-    for key, variable in lm.boundary_state.items():
-        np.testing.assert_allclose(variable.numpy(), want[key], atol=1e-6, err_msg=key)
-    assert max(np.abs(v.numpy()).max() for v in lm.boundary_state.values()) > 0.01
+        text = [line.split() for line in f]
+    assert len(sentences) >= 3 and sentences == text[:len(sentences)]  # the text from its beginning
+    batch = [text[0], text[1][:2]]
+    if char:
+        np.testing.assert_array_equal(to_ids(batch), Batcher(None, MAX_CHARS).batch_sentences(batch))
+    else:  # the training vocabulary's ids with <S> and </S>, shifted by one, 0 padding
+        ids = {word: i for i, word in enumerate(["<S>", "</S>", "<UNK>"] + WORDS)}
+        want = np.zeros((2, len(text[0]) + 2), np.int32)
+        for row, sentence in enumerate(batch):
+            want[row, :len(sentence) + 2] = [ids[w] + 1 for w in ["<S>", *sentence, "</S>"]]
+        np.testing.assert_array_equal(to_ids(batch), want)
+    assert int(lm.n_boundary_starts.numpy()) == 7
+    for i, (key, _, size) in enumerate(lm.state_keys):
+        np.testing.assert_array_equal(lm.boundary_state[key].numpy(), np.full([size], i + 0.5))
