@@ -1,6 +1,8 @@
-"""Small shared helpers for the tests: paths, tiny model directories on disk."""
+"""Small shared helpers for the tests: paths, tiny model directories on disk, zips of model files."""
+import io
 import json
 import os
+import zipfile
 
 import numpy_reference as R
 
@@ -42,3 +44,18 @@ def write_vocab(tmp_path, tokens, name="vocab.txt"):
 def write_shard(tmp_path, name, lines):
     """A training shard: `lines` (one sentence each) in `tmp_path / name`; returns the path."""
     return write_lines(tmp_path, lines, name)
+
+
+def zip_bytes(members):
+    """A zip of `{name: bytes}`, as bytes."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+    return buffer.getvalue()
+
+
+# A zip as the NLPL repository publishes a model: one top folder with the options, the weights, the
+# vocabulary and meta.json.
+NLPL_ZIP = zip_bytes({"elmo/options.json": b"{}", "elmo/model.hdf5": b"x", "elmo/vocab.txt": b"the\n",
+                      "elmo/meta.json": b'{"corpus": "Wikipedia", "id": 222}'})

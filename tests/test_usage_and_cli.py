@@ -69,14 +69,6 @@ def test_quickstart_trains_evaluates_dumps_and_embeds(tmp_path):
     assert not (tmp_path / "qs" / "checkpoint").exists() and (tmp_path / "qs" / "corpus").is_dir()
 
 
-def test_quickstart_starts_only_in_a_directory_of_its_own(tmp_path):
-    assert prepare_directory(str(tmp_path / "new")) is False and (tmp_path / "new" / ".bilm_quickstart").exists()
-    (tmp_path / "mine").mkdir()
-    (tmp_path / "mine" / "notes.txt").write_text("x")
-    with pytest.raises(ValueError, match="mine already holds files that the quick start did not write"):
-        prepare_directory(str(tmp_path / "mine"))
-
-
 @pytest.mark.slow
 def test_downstream_example_elmo_beats_context_free_embeddings(tmp_path):
     out = _run(["usage/usage_downstream.py"], env={"TMPDIR": str(tmp_path)})

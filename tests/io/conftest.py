@@ -1,5 +1,6 @@
 """Fixtures of the io tests."""
 import pytest
+
 from local_server import Server
 
 

@@ -1,11 +1,49 @@
-"""Highway: bfloat16 matmuls in training, bfloat16 inference (its kernels and tolerance), both dtypes
-through the config."""
+"""Highway: the layer contract, the highway formula, bfloat16 matmuls in training, bfloat16 inference (its
+kernels and tolerance), both dtypes through the config."""
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from bilm.layers.highway import Highway
 from bilm.ops.matmul_dtype import BFLOAT16_INFERENCE_TOLERANCE
+from layer_testing import run_layer_test
+
+X = np.random.default_rng(0).normal(size=(2, 3, 4)).astype(np.float32)
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"n_layers": 2},
+    {"n_layers": 0},
+    # The config keeps both dtypes; a bfloat16-kernel layer refuses training, so it takes no step.
+    {"n_layers": 1, "training_matmul_dtype": "bfloat16"},
+    {"n_layers": 1, "kernel_dtype": "bfloat16"},
+])
+def test_layer_contract(kwargs):
+    # Each layer: carry kernel and bias, transform kernel and bias.
+    run_layer_test(Highway, kwargs, X, expected_output_shape=(2, 3, 4),
+                   expected_num_trainable_weights=4 * kwargs["n_layers"], expected_output_dtype="float32",
+                   run_training_check=kwargs.get("kernel_dtype") != "bfloat16")
+
+
+def test_each_layer_mixes_the_transform_and_the_input_by_the_carry_gate():
+    layer = Highway(2)
+    layer.build(X.shape)
+    rng = np.random.default_rng(1)
+    weights = [rng.normal(size=w.shape).astype(np.float32) for w in layer.weights]
+    layer.set_weights(weights)
+    x = X.reshape(-1, 4).astype(np.float64)
+    for k in range(2):
+        carry_kernel, carry_bias, transform_kernel, transform_bias = weights[4 * k:4 * k + 4]
+        gate = 1.0 / (1.0 + np.exp(-(x @ carry_kernel + carry_bias)))
+        x = gate * np.maximum(x @ transform_kernel + transform_bias, 0.0) + (1.0 - gate) * x
+    np.testing.assert_allclose(layer(X).numpy(), x.reshape(X.shape), rtol=1e-5, atol=1e-5)
+
+
+def test_the_carry_bias_starts_at_minus_2_and_the_transform_bias_at_0():
+    layer = Highway(1)
+    layer.build(X.shape)
+    np.testing.assert_array_equal(layer.carry_biases[0].numpy(), -2.0)
+    np.testing.assert_array_equal(layer.transform_biases[0].numpy(), 0.0)
 
 
 def _highway_pair(features=48):
@@ -24,8 +62,6 @@ def test_highway_uses_bfloat16_in_training_only():
     trained = layers["bfloat16"](x, training=True).numpy()
     np.testing.assert_allclose(trained, reference, rtol=0.03, atol=0.03)
     assert not np.array_equal(trained, reference)
-    restored = Highway.from_config(layers["bfloat16"].get_config())
-    assert restored.training_matmul_dtype == "bfloat16"
 
 
 def test_bfloat16_inference_highway_keeps_bfloat16_kernels_within_its_tolerance():
@@ -47,4 +83,3 @@ def test_bfloat16_inference_highway_keeps_bfloat16_kernels_within_its_tolerance(
     assert 1e-5 < deviations.max() < BFLOAT16_INFERENCE_TOLERANCE
     with pytest.raises(ValueError, match=r"Highway 'highway' keeps its kernels in bfloat16 .* training=True"):
         layers["bfloat16"](x, training=True)
-    assert Highway.from_config(layers["bfloat16"].get_config()).kernel_dtype == "bfloat16"

@@ -1,11 +1,51 @@
-"""ProjectedLSTM: training and inference agree, empty inputs, distinct rows, when XLA is used, bfloat16 in
-training, bfloat16 inference (its tolerance, its kernels, assigned weights)."""
+"""ProjectedLSTM: the layer contract, training and inference agree, empty inputs, distinct rows, when XLA is
+used, bfloat16 in training, bfloat16 inference (its tolerance, its kernels, assigned weights)."""
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from bilm.layers.projected_lstm import ProjectedLSTM
 from bilm.ops.matmul_dtype import BFLOAT16_INFERENCE_TOLERANCE
+from layer_testing import run_layer_test
+
+_RNG = np.random.default_rng(0)
+# A batch of 2 rows of 4 steps of 3 features (the second row 2 steps long), and an initial state.
+X = _RNG.normal(size=(2, 4, 3)).astype(np.float32)
+LENGTHS = np.array([4, 2], np.int32)
+C0, H0 = _RNG.normal(size=(2, 5)).astype(np.float32), _RNG.normal(size=(2, 2)).astype(np.float32)
+
+
+# jit_compile=False: the graph loops, which compile much faster than XLA's
+# (the tests below compare the XLA loops with them).
+@pytest.mark.parametrize("kwargs", [
+    {"units": 5, "projection_dim": 2, "cell_clip": 3.0, "proj_clip": 3.0, "go_backwards": True, "jit_compile": False},
+    # The config keeps both dtypes; a bfloat16-kernel layer refuses training, so it takes no step.
+    {"units": 5, "projection_dim": 2, "training_matmul_dtype": "bfloat16", "jit_compile": False},
+    {"units": 5, "projection_dim": 2, "kernel_dtype": "bfloat16", "jit_compile": False},
+])
+def test_layer_contract(kwargs):
+    # Weights: input kernel, recurrent kernel, bias, projection kernel.
+    run_layer_test(ProjectedLSTM, kwargs, {"inputs": X, "lengths": LENGTHS, "initial_state": [C0, H0]},
+                   expected_output_shape=((2, 4, 2), (2, 5), (2, 2)), expected_num_trainable_weights=4,
+                   expected_output_dtype="float32", run_training_check=kwargs.get("kernel_dtype") != "bfloat16")
+
+
+@pytest.mark.parametrize("projection_dim", [None, 5])
+def test_layer_contract_without_a_projection(projection_dim):
+    out = run_layer_test(ProjectedLSTM, {"units": 5, "projection_dim": projection_dim, "jit_compile": False},
+                         {"inputs": X, "lengths": LENGTHS}, expected_output_shape=((2, 4, 5), (2, 5), (2, 5)),
+                         expected_num_trainable_weights=3, expected_output_dtype="float32")
+    np.testing.assert_array_equal(out[0].numpy()[1, 2:], 0.0)  # past the second row's length
+
+
+def test_layer_contract_with_distinct_rows_and_a_token_index():
+    # The inputs are (1, n_distinct, features) rows, so they cannot be batched with the index for a fit step.
+    rows = X[:1]
+    index = np.array([[0, 3, 3, 1], [2, 2, 0, 1]], np.int32)
+    run_layer_test(ProjectedLSTM, {"units": 5, "projection_dim": 2, "jit_compile": False},
+                   {"inputs": rows, "lengths": LENGTHS, "token_index": index},
+                   expected_output_shape=((2, 4, 2), (2, 5), (2, 2)), expected_num_trainable_weights=4,
+                   expected_output_dtype="float32", run_training_check=False)
 
 
 def test_layer_gradients_in_training_mode_equal_inference_mode():
@@ -120,7 +160,6 @@ def test_lstm_input_half_uses_bfloat16_in_training_only():
         np.testing.assert_allclose(got_inference, want, atol=1e-6)
         np.testing.assert_allclose(got_trained, want, atol=0.02)
     assert not np.allclose(trained[0], reference[0], atol=1e-6)
-    assert ProjectedLSTM.from_config(layers["bfloat16"].get_config()).training_matmul_dtype == "bfloat16"
 
 
 def _relative_deviations(got, want):
@@ -178,8 +217,6 @@ def test_bfloat16_inference_layer_keeps_its_kernels_in_bfloat16_and_refuses_trai
                                   tf.cast(tf.cast(kernel, tf.bfloat16), tf.float32).numpy())
     with pytest.raises(ValueError, match=r"ProjectedLSTM 'lstm' keeps its kernels in bfloat16 .* training=True"):
         layer(tf.zeros([2, 3, 12]), tf.constant([3, 1]), training=True)
-    restored = ProjectedLSTM.from_config(layer.get_config())
-    assert restored.kernel_dtype == "bfloat16" and restored.training_matmul_dtype == "float32"
     with pytest.raises(ValueError, match="kernel_dtype must be one of"):
         ProjectedLSTM(16, 8, kernel_dtype="float16")
 

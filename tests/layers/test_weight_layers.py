@@ -4,6 +4,7 @@ import pytest
 import tensorflow as tf
 
 from bilm.layers.weight_layers import WeightLayers, weight_layers
+from layer_testing import run_layer_test
 
 BATCH, N_LAYERS, TIME, DIM = 2, 3, 4, 2
 
@@ -251,16 +252,17 @@ def test_gradient_wrt_W_is_nonzero():
     assert np.abs(grad.numpy()).max() > 1e-3
 
 
-def test_config_round_trip():
-    layer = WeightLayers(l2_coef=0.001, use_top_only=False, do_layer_norm=True,
-                         name="context_ELMo")
-    config = layer.get_config()
-    assert config["l2_coef"] == 0.001
-    assert config["do_layer_norm"] is True
-    assert config["use_top_only"] is False
-    restored = WeightLayers.from_config(config)
-    assert restored.get_config() == config
-    assert restored.name == "context_ELMo"
+@pytest.mark.parametrize("kwargs, n_weights, n_losses", [
+    # Every argument is in the config and comes back from it, the name too.
+    ({"l2_coef": 0.001, "use_top_only": False, "do_layer_norm": True, "name": "context_ELMo"}, 2, 1),
+    ({"use_top_only": True}, 1, 0),
+])
+def test_layer_contract(kwargs, n_weights, n_losses):
+    lm, mask = _inputs()
+    run_layer_test(WeightLayers, kwargs, {"lm_embeddings": lm, "mask": mask},
+                   expected_output_shape=(BATCH, TIME, DIM), expected_num_trainable_weights=n_weights,
+                   expected_output_dtype="float32", supports_masking=True, expected_mask_shape=(BATCH, TIME),
+                   expected_num_losses=n_losses)
 
 
 def test_bad_rank_raises():

@@ -105,9 +105,10 @@ def test_training_model_takes_matmul_dtype_from_the_options_for_training_steps_o
     evaluated = {dtype: float(lm.losses(batch, zeros)[0]) for dtype, lm in lms.items()}
     assert trained["bfloat16"] != trained["float32"] and abs(trained["bfloat16"] - trained["float32"]) < 0.05
     # With float32 layers, the softmax alone still takes bfloat16 operands.
-    for layer in lms["bfloat16"].bilm.layers:
-        if hasattr(layer, "matmul_dtype"):
-            layer.matmul_dtype = "float32"
+    switched = [layer for layer in lms["bfloat16"].bilm.layers if hasattr(layer, "training_matmul_dtype")]
+    assert switched  # the highway and the LSTMs
+    for layer in switched:
+        layer.training_matmul_dtype = "float32"
     softmax_only = float(lms["bfloat16"].losses(batch, zeros, training=True, seed=seed)[0])
     assert softmax_only != trained["float32"] and abs(softmax_only - trained["float32"]) < 0.05
     assert evaluated["bfloat16"] == evaluated["float32"]

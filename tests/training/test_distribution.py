@@ -1,4 +1,5 @@
-"""Several replicas train as one device with their batches stacked (bilm-tf's towers).
+"""Which strategy trains and which worker writes; several replicas train as one device with their batches
+stacked (bilm-tf's towers).
 
 With dropout 0 and the full softmax, a step of R replicas with batch b each
 is a step of one device with batch R * b: the mean of the replicas' mean
@@ -11,10 +12,13 @@ import os
 import socket
 import subprocess
 import sys
+import types
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
+from bilm.training.distribution import is_chief, make_strategy
 from bilm.training.loop import train
 from helpers import ROOT, TESTS
 from training_helpers import checkpoint_arrays, open_data, tiny_options, write_corpus
@@ -39,6 +43,51 @@ for run in config["runs"]:
                    strategy=strategy, max_steps=run["steps"], seed=1, verbose=0)
     print("RESULT " + json.dumps(result), flush=True)
 """
+
+
+@pytest.mark.parametrize("tf_config", [
+    None,
+    "",
+    {"cluster": {"worker": ["localhost:1"]}, "task": {"type": "worker", "index": 0}},
+    {"cluster": {"worker": ["localhost:1"], "evaluator": ["localhost:2"]}},  # only chiefs and workers train
+])
+def test_one_worker_and_one_gpu_or_none_train_with_the_default_strategy(monkeypatch, tf_config):
+    # A cluster of more than one chief or worker gets MultiWorkerMirroredStrategy, which changes the
+    # whole process: test_multi_worker_two_workers_equal_one_device_with_twice_the_batch runs it.
+    if tf_config is None:
+        monkeypatch.delenv("TF_CONFIG", raising=False)
+    else:
+        monkeypatch.setenv("TF_CONFIG", tf_config if isinstance(tf_config, str) else json.dumps(tf_config))
+    assert make_strategy() is tf.distribute.get_strategy()
+    assert make_strategy(n_gpus=1) is tf.distribute.get_strategy()
+
+
+def test_more_gpus_than_the_machine_has_is_a_clear_error(monkeypatch):
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    n_gpus = len(tf.config.list_logical_devices("GPU"))
+    with pytest.raises(ValueError, match=rf"n_gpus={n_gpus + 2} but this machine shows {n_gpus} GPU\(s\)"):
+        make_strategy(n_gpus=n_gpus + 2)
+
+
+def _strategy(task_type=None, task_id=0, cluster=None):
+    """A stand-in for a strategy whose cluster resolver says which task this is."""
+    spec = types.SimpleNamespace(as_dict=lambda: cluster or {})
+    resolver = types.SimpleNamespace(task_type=task_type, task_id=task_id, cluster_spec=lambda: spec)
+    return types.SimpleNamespace(cluster_resolver=resolver)
+
+
+@pytest.mark.parametrize("strategy, chief", [
+    (tf.distribute.get_strategy(), True),  # one machine
+    (types.SimpleNamespace(), True),  # no cluster resolver
+    (_strategy(None), True),
+    (_strategy("chief", cluster={"chief": ["a"], "worker": ["b"]}), True),
+    (_strategy("worker", 0, {"worker": ["a", "b"]}), True),  # without a chief, worker 0 writes
+    (_strategy("worker", 1, {"worker": ["a", "b"]}), False),
+    (_strategy("worker", 0, {"chief": ["a"], "worker": ["b"]}), False),
+    (_strategy("evaluator", 0, {"worker": ["a"], "evaluator": ["b"]}), False),
+])
+def test_only_the_chief_or_else_worker_0_writes(strategy, chief):
+    assert is_chief(strategy) is chief
 
 
 def _exact_options(batch_size):

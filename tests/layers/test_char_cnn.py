@@ -1,0 +1,67 @@
+"""CharCNNEncoder: char embedding, valid convolutions, max-pool, then bias and activation, against NumPy."""
+import numpy as np
+import pytest
+
+from bilm.layers.char_cnn import CharCNNEncoder
+from layer_testing import run_layer_test
+
+FILTERS = [(1, 2), (2, 3), (3, 4)]
+KWARGS = {"n_characters": 11, "embedding_dim": 3, "filters": FILTERS}
+# (batch 2, time 3, max_chars 5) ids; the last token is all padding (id 0).
+CHAR_IDS = np.random.default_rng(0).integers(1, 11, size=(2, 3, 5)).astype(np.int32)
+CHAR_IDS[1, 2] = 0
+
+
+def _reference(char_ids, weights, activation):
+    """Each filter: a valid convolution over the char positions, max over them, + bias, activation."""
+    embedding, params = weights[0].astype(np.float64), weights[1:]
+    embedded = embedding[char_ids]  # (batch, time, chars, dim)
+    features = []
+    for kernel, bias in zip(params[0::2], params[1::2]):
+        width = kernel.shape[0]
+        windows = [np.einsum("btkd,kdf->btf", embedded[:, :, t:t + width], kernel)
+                   for t in range(char_ids.shape[-1] - width + 1)]
+        features.append(np.max(windows, axis=0) + bias)
+    features = np.concatenate(features, axis=-1)
+    return np.maximum(features, 0.0) if activation == "relu" else np.tanh(features)
+
+
+@pytest.mark.parametrize("activation", ["relu", "tanh"])
+def test_layer_contract(activation):
+    # Weights: the char embedding, then a kernel and a bias per filter.
+    run_layer_test(CharCNNEncoder, {**KWARGS, "activation": activation}, CHAR_IDS,
+                   expected_output_shape=(2, 3, 9), expected_num_trainable_weights=7,
+                   expected_output_dtype="float32")
+
+
+@pytest.mark.parametrize("activation", ["relu", "tanh"])
+def test_outputs_equal_the_numpy_encoder(activation):
+    layer = CharCNNEncoder(**KWARGS, activation=activation)
+    layer.build(CHAR_IDS.shape)
+    rng = np.random.default_rng(1)
+    weights = [rng.normal(size=w.shape).astype(np.float32) for w in layer.get_weights()]
+    layer.set_weights(weights)
+    out = layer(CHAR_IDS).numpy()
+    np.testing.assert_allclose(out, _reference(CHAR_IDS, weights, activation), rtol=1e-5, atol=1e-5)
+    assert layer.n_filters == 9 and (out > 0).any() and (activation == "relu") == (out >= 0).all()
+
+
+def test_weights_are_named_and_shaped_as_the_filters_say():
+    layer = CharCNNEncoder(**KWARGS)
+    layer.build(CHAR_IDS.shape)
+    assert [(w.name, tuple(w.shape)) for w in layer.weights] == [
+        ("char_embedding", (11, 3)), ("kernel_0", (1, 3, 2)), ("bias_0", (2,)), ("kernel_1", (2, 3, 3)),
+        ("bias_1", (3,)), ("kernel_2", (3, 3, 4)), ("bias_2", (4,))]
+    np.testing.assert_array_equal(layer.biases[0].numpy(), 0.0)
+    assert np.abs(layer.char_embedding.numpy()).max() <= 1.0
+
+
+def test_filters_come_back_from_the_config_as_given():
+    config = CharCNNEncoder(**KWARGS).get_config()
+    assert config["filters"] == [[1, 2], [2, 3], [3, 4]]
+    assert CharCNNEncoder.from_config(config).filters == FILTERS
+
+
+def test_an_unknown_activation_is_a_clear_error():
+    with pytest.raises(ValueError, match=r"activation must be 'relu' or 'tanh'. Received: activation='sigmoid'"):
+        CharCNNEncoder(**KWARGS, activation="sigmoid")

@@ -1,0 +1,44 @@
+"""StatelessDropout: a mask that is a pure function of (seed, site), inverted scaling, identity outside training."""
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bilm.layers.stateless_dropout import StatelessDropout, dropout_site
+from layer_testing import run_layer_test
+
+X = np.arange(1, 2 * 3 * 40 + 1, dtype=np.float32).reshape(2, 3, 40)
+SEED = np.array([7, 11], np.int64)
+
+
+@pytest.mark.parametrize("training", [False, True])
+def test_layer_contract(training):
+    run_layer_test(StatelessDropout, {"rate": 0.5, "site": 3}, {"inputs": X, "seed": SEED},
+                   expected_output_shape=(2, 3, 40), expected_output_dtype="float32",
+                   call_kwargs={"training": training})
+
+
+def test_training_drops_a_rate_of_the_units_and_scales_the_rest():
+    out = StatelessDropout(0.25, site=0)(X, SEED, training=True).numpy()
+    kept = out != 0
+    np.testing.assert_allclose(out[kept], X[kept] / 0.75, rtol=1e-6)
+    assert 0.15 < 1 - kept.mean() < 0.35
+
+
+def test_the_mask_is_a_pure_function_of_the_seed_and_the_site():
+    def mask(site, seed):
+        return StatelessDropout(0.5, site)(X, tf.constant(seed, tf.int64), training=True).numpy() != 0
+
+    np.testing.assert_array_equal(mask(1, [7, 11]), mask(1, [7, 11]))
+    assert not np.array_equal(mask(1, [7, 11]), mask(2, [7, 11]))
+    assert not np.array_equal(mask(1, [7, 11]), mask(1, [7, 12]))
+
+
+@pytest.mark.parametrize("rate, training", [(0.5, False), (0.5, None), (0.0, True)])
+def test_outside_training_or_at_rate_zero_it_is_the_identity(rate, training):
+    np.testing.assert_array_equal(StatelessDropout(rate, 0)(X, SEED, training=training).numpy(), X)
+
+
+def test_each_dropout_point_has_its_own_site():
+    n_layers = 2
+    sites = [dropout_site(d, layer, n_layers) for d in range(2) for layer in range(n_layers + 1)]
+    assert sorted(sites) == list(range(2 * (n_layers + 1)))

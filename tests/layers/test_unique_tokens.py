@@ -1,0 +1,43 @@
+"""UniqueTokens and GatherTokens: each distinct char-id row once, and its features gathered back."""
+import numpy as np
+
+from bilm.layers.unique_tokens import GatherTokens, UniqueTokens
+from layer_testing import run_layer_test
+
+# Two batches of char ids (max_chars 3) sharing rows, within and between them.
+A = np.array([[[1, 2, 3], [4, 5, 6], [1, 2, 3]], [[0, 0, 0], [4, 5, 6], [7, 8, 9]]], np.int32)
+B = np.array([[[7, 8, 9], [1, 2, 3]]], np.int32)
+
+
+def test_unique_tokens_contract():
+    # The symbolic outputs claim float32 (the layer has no compute_output_spec);
+    # the ids and indices it computes are int32.
+    run_layer_test(UniqueTokens, {}, [A, B], expected_output_shape=((1, None, 3), [(2, 3), (1, 2)]),
+                   expected_output_dtype="int32", check_symbolic_dtype=False)
+
+
+def test_gather_tokens_contract():
+    features = np.random.default_rng(0).normal(size=(1, 5, 4)).astype(np.float32)
+    index = np.array([[0, 4, 4], [2, 1, 0]], np.int32)
+    out = run_layer_test(GatherTokens, {}, {"unique_features": features, "index": index},
+                         expected_output_shape=(2, 3, 4), expected_output_dtype="float32")
+    np.testing.assert_array_equal(out.numpy(), features[0][index])
+
+
+def test_each_row_of_every_input_is_its_unique_row():
+    unique, (index_a, index_b) = UniqueTokens()([A, B])
+    unique = unique.numpy()
+    rows = {tuple(row) for row in np.concatenate([A.reshape(-1, 3), B.reshape(-1, 3)])}
+    assert unique.shape == (1, len(rows), 3) and {tuple(row) for row in unique[0]} == rows
+    np.testing.assert_array_equal(unique[0][index_a.numpy()], A)
+    np.testing.assert_array_equal(unique[0][index_b.numpy()], B)
+
+
+def test_gathering_encoded_unique_rows_equals_encoding_every_row():
+    def encode(ids):  # any per-row function of the char ids
+        return np.stack([ids.sum(-1), ids.max(-1) * 2.0], axis=-1).astype(np.float32)
+
+    unique, indices = UniqueTokens()([A, B])
+    features = encode(unique.numpy())
+    for ids, index in zip((A, B), indices):
+        np.testing.assert_array_equal(GatherTokens()(features, index).numpy(), encode(ids))

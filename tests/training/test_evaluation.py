@@ -1,0 +1,118 @@
+"""evaluate and test: held-out perplexity with the full softmax, and where each sentence starts."""
+import math
+
+import pytest
+import tensorflow as tf
+
+from bilm.training import evaluation  # not its `test` itself, which pytest would collect
+from bilm.training.evaluation import evaluate
+from bilm.training.settings import training_settings
+from bilm.training.tf_dataset import make_tf_dataset
+from bilm.training.training_lm import TrainingLM
+from training_helpers import open_data, tiny_options, write_corpus
+
+BATCH = 4
+OPTIONS = tiny_options()
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    return write_corpus(tmp_path_factory.mktemp("corpus"), n_train=20, n_heldout=12)
+
+
+@pytest.fixture(scope="module")
+def lm():
+    """A random model without a boundary state (tests that set one put it back)."""
+    lm = TrainingLM(*training_settings(OPTIONS))
+    lm.softmax_weights.assign(tf.random.stateless_normal(lm.softmax_weights.shape, seed=[0, 0]))
+    return lm
+
+
+def _heldout(corpus):
+    return open_data(OPTIONS, corpus, test=True)
+
+
+def _set_boundary_state(lm, state, n_starts):
+    for key, variable in lm.boundary_state.items():
+        variable.assign(state[key])
+    lm.n_boundary_starts.assign(n_starts)
+
+
+def test_a_uniform_softmax_has_the_vocabulary_size_as_its_perplexity(corpus, lm):
+    weights = lm.softmax_weights.numpy()
+    lm.softmax_weights.assign(tf.zeros_like(weights))
+    try:
+        for start in ("carry", "zeros"):
+            metrics = evaluate(lm, _heldout(corpus), BATCH, start=start)
+            for key in ("perplexity", "forward_perplexity", "backward_perplexity"):
+                assert metrics[key] == pytest.approx(OPTIONS["n_tokens_vocab"], rel=1e-5), (start, key)
+    finally:
+        lm.softmax_weights.assign(weights)
+
+
+def test_the_perplexity_is_the_mean_of_the_directions_over_every_batch(corpus, lm):
+    metrics = evaluate(lm, _heldout(corpus), BATCH)
+    assert metrics["batches"] == sum(1 for _ in make_tf_dataset(_heldout(corpus), BATCH, 1)) > 1
+    # exp of the mean of (forward + backward) / 2 is the geometric mean of the two perplexities.
+    assert metrics["perplexity"] == pytest.approx(
+        math.sqrt(metrics["forward_perplexity"] * metrics["backward_perplexity"]), rel=1e-6)
+    assert metrics["forward_perplexity"] != metrics["backward_perplexity"]
+
+
+def test_sentences_start_from_the_carried_state_zeros_or_the_boundary_state(corpus, lm):
+    def perplexity(start):
+        return evaluate(lm, _heldout(corpus), BATCH, start=start)["perplexity"]
+
+    carry, zeros = perplexity("carry"), perplexity("zeros")
+    assert carry != zeros
+    zero_state = {key: tf.zeros_like(variable) for key, variable in lm.boundary_state.items()}
+    try:
+        _set_boundary_state(lm, zero_state, 1)
+        assert perplexity("warm") == zeros  # a zero boundary state is the zeros start
+        _set_boundary_state(lm, {key: tf.random.stateless_normal(state.shape, seed=[i, 1])
+                                 for i, (key, state) in enumerate(zero_state.items())}, 1)
+        assert perplexity("warm") != zeros
+    finally:
+        _set_boundary_state(lm, zero_state, 0)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"start": "boundary"}, r"start must be one of \('carry', 'zeros', 'warm'\). Received: start='boundary'"),
+    ({"start": "zeros", "unroll_steps": 2}, r"start='zeros' resets the states at each sentence start, which needs "
+                                            r"unroll_steps=1. Received: unroll_steps=2"),
+    ({"start": "warm"}, "start='warm' needs the model's boundary state, and it has none yet"),
+    ({"batch_size": 1000}, "The evaluation data gave no complete batch of 1000 rows x 1 steps"),
+])
+def test_bad_arguments_are_clear_errors(corpus, lm, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        evaluate(lm, _heldout(corpus), **{"batch_size": BATCH, **kwargs})
+
+
+def test_test_measures_a_boundary_state_for_warm_when_the_checkpoint_has_none(corpus, lm, monkeypatch, capsys):
+    """`test` loads the checkpoint, measures a boundary state on the evaluation text when "warm" needs one
+    (checkpoints converted from TF1 hold none), and evaluates. Loading and measuring are stood in for:
+    test_checkpoints.py and test_prediction_network.py test them, the run_test script runs them all."""
+    data = _heldout(corpus)
+    loaded, measured = [], []
+    monkeypatch.setattr(evaluation.checkpoints, "load_training_model",
+                        lambda options, ckpt_file: loaded.append((options, ckpt_file)) or lm)
+
+    def measure(model, text):
+        measured.append((model, text))
+        _set_boundary_state(lm, {key: tf.fill(v.shape, 0.25) for key, v in lm.boundary_state.items()}, 9)
+        return 9
+
+    monkeypatch.setattr(evaluation, "measure_boundary_state", measure)
+    zero_state = {key: tf.zeros_like(variable) for key, variable in lm.boundary_state.items()}
+    try:
+        carry = evaluation.test(OPTIONS, "ckpt/model.ckpt-3", data, BATCH, verbose=1)
+        assert loaded == [(OPTIONS, "ckpt/model.ckpt-3")] and measured == []
+        assert carry == pytest.approx(evaluate(lm, _heldout(corpus), BATCH)["perplexity"], rel=1e-6)
+        warm = evaluation.test(OPTIONS, "ckpt/model.ckpt-3", data, BATCH, verbose=1, start="warm")
+        assert measured == [(lm, data)]
+        assert "ckpt/model.ckpt-3 holds no boundary state; measured one at 9 sentence starts" in capsys.readouterr().out
+        assert warm == pytest.approx(evaluate(lm, _heldout(corpus), BATCH, start="warm")["perplexity"], rel=1e-6)
+        evaluation.test(OPTIONS, "ckpt/model.ckpt-3", data, BATCH, verbose=1, start="warm")
+        assert len(measured) == 1  # a model with a boundary state keeps it
+    finally:
+        _set_boundary_state(lm, zero_state, 0)

@@ -1,0 +1,137 @@
+"""What the training scripts call: the default options, the data from files, and train_from_files' options.
+
+`train` itself is replaced by a stand-in that records its arguments: the
+training run is tested in test_loop.py, the scripts end to end in
+tests/commands/test_training.py.
+"""
+import json
+import os
+
+import pytest
+import tensorflow as tf
+
+import bilm.training.from_files as from_files
+from bilm.presets import training_options
+from bilm.training.checkpoints import CheckpointError, data_fingerprint
+from bilm.training.from_files import default_training_options, load_training_data, train_from_files
+from bilm.training.shards import count_tokens
+from bilm.training.windows import BidirectionalLMDataset, LMDataset
+from helpers import write_vocab
+from training_helpers import MAX_CHARS, WORDS, tiny_options, write_corpus
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    return write_corpus(tmp_path_factory.mktemp("corpus"), n_train=30, n_heldout=5)
+
+
+@pytest.fixture
+def train_calls(monkeypatch):
+    """Makes `train` record `(options, data, n_gpus, save_dir, log_dir, kwargs)` instead of training."""
+    calls = []
+
+    def train(options, data, n_gpus, save_dir, log_dir, **kwargs):
+        calls.append((options, data, n_gpus, save_dir, log_dir, kwargs))
+        return {"step": 0}
+
+    monkeypatch.setattr(from_files, "train", train)
+    return calls
+
+
+def _options_file(tmp_path, **changes):
+    options = tiny_options(**changes)
+    for key in ("n_tokens_vocab", "n_train_tokens"):
+        options.pop(key)
+    path = tmp_path / "options.json"
+    path.write_text(json.dumps(options))
+    return str(path)
+
+
+def test_the_default_options_are_the_original_recipe():
+    assert default_training_options() == training_options("original")
+    options = default_training_options(n_tokens_vocab=793471.0)
+    assert options["n_tokens_vocab"] == 793471 and isinstance(options["n_tokens_vocab"], int)
+    assert options["char_cnn"]["n_characters"] == 261 and options["lstm"]["dim"] == 4096
+
+
+@pytest.mark.parametrize("char, bidirectional", [(True, True), (True, False), (False, True)])
+def test_the_data_is_both_streams_or_one_with_the_vocabulary_the_options_need(corpus, char, bidirectional):
+    options = tiny_options(char=char, bidirectional=bidirectional)
+    data, vocab = load_training_data(options, corpus["train"], corpus["vocab"], seed=3)
+    assert isinstance(data, BidirectionalLMDataset if bidirectional else LMDataset)
+    assert vocab.size == len(WORDS) + 3 and data.max_word_length == (MAX_CHARS if char else None)
+    stream = data.forward if bidirectional else data
+    assert (stream.test, stream.shuffle_on_load, stream.seed) == (False, True, 3)
+    heldout, _ = load_training_data(options, corpus["heldout"], corpus["vocab"], test=True)
+    stream = heldout.forward if bidirectional else heldout
+    assert stream.test and not stream.shuffle_on_load
+
+
+def test_options_come_from_the_file_the_flags_and_the_data(tmp_path, corpus, train_calls, capsys):
+    save_dir = tmp_path / "ckpt"
+    train_from_files(corpus["train"], corpus["vocab"], save_dir, _options_file(tmp_path), n_epochs=2, batch_size=4,
+                     matmul_dtype="bfloat16", heldout_prefix=corpus["heldout"], seed=7, max_steps=1)
+    ((options, data, n_gpus, got_save_dir, log_dir, kwargs),) = train_calls
+    assert (options.get("n_epochs"), options.get("batch_size"), options.get("matmul_dtype")) == (2, 4, "bfloat16")
+    assert options.get("n_tokens_vocab") == len(WORDS) + 3
+    assert options.get("n_train_tokens") == count_tokens(corpus["train"])
+    assert f"Counted {count_tokens(corpus['train']):,} tokens in {corpus['train']}." in capsys.readouterr().out
+    assert isinstance(data, BidirectionalLMDataset) and data.seed == 7
+    assert (n_gpus, got_save_dir, log_dir) == (1, save_dir, os.path.join(str(save_dir), "logs"))
+    assert kwargs["heldout_data"].forward.test and kwargs["restart_ckpt_file"] is None
+    assert kwargs["data_source"] == os.path.abspath(corpus["train"])
+    assert (kwargs["seed"], kwargs["max_steps"]) == (7, 1)
+
+
+def test_without_an_options_file_the_original_recipe_trains(tmp_path, corpus, train_calls, monkeypatch):
+    monkeypatch.setattr(from_files, "count_tokens", lambda prefix: pytest.fail("n_train_tokens was given"))
+    train_from_files(corpus["train"], corpus["vocab"], tmp_path / "ckpt", n_train_tokens=1000, verbose=0)
+    options = train_calls[0][0]
+    assert options.lstm_dim == 4096 and options.get("n_train_tokens") == 1000
+    assert options.get("n_tokens_vocab") == len(WORDS) + 3
+
+
+def _write_checkpoint(save_dir, options, data_source):
+    """A save_dir as train leaves it, as far as a restart reads it: options.json and the data position."""
+    os.makedirs(save_dir)
+    with open(os.path.join(save_dir, "options.json"), "w") as f:
+        json.dump(options, f)
+    position = {"batches": tf.Variable(5, dtype=tf.int64), "source": tf.Variable(data_fingerprint(data_source),
+                                                                                dtype=tf.int64)}
+    manager = tf.train.CheckpointManager(tf.train.Checkpoint(data=position), save_dir, 1, checkpoint_name="model.ckpt")
+    return manager.save(checkpoint_number=5)
+
+
+def test_a_restart_counts_the_tokens_again_only_on_other_data(tmp_path, corpus, train_calls, monkeypatch):
+    save_dir = str(tmp_path / "ckpt")
+    checkpoint = _write_checkpoint(save_dir, tiny_options(n_train_tokens=123), os.path.abspath(corpus["train"]))
+    counted = []
+    monkeypatch.setattr(from_files, "count_tokens", lambda prefix: counted.append(prefix) or 456)
+    train_from_files(corpus["train"], corpus["vocab"], save_dir, restart=True, verbose=0)
+    assert train_calls[-1][0].get("n_train_tokens") == 123 and counted == []
+    assert train_calls[-1][5]["restart_ckpt_file"] == checkpoint
+    train_from_files(corpus["heldout"], corpus["vocab"], save_dir, restart=True, verbose=0)
+    assert train_calls[-1][0].get("n_train_tokens") == 456 and counted == [corpus["heldout"]]
+
+
+def test_a_restart_with_another_vocabulary_is_a_clear_error(tmp_path, corpus, train_calls):
+    save_dir = str(tmp_path / "ckpt")
+    _write_checkpoint(save_dir, tiny_options(), os.path.abspath(corpus["train"]))
+    other_vocab = write_vocab(tmp_path, WORDS[:5])
+    with pytest.raises(CheckpointError, match=rf"{other_vocab} has 8 tokens but the checkpoint in {save_dir} was "
+                                              r"trained with n_tokens_vocab=23; restart with the training vocabulary"):
+        train_from_files(corpus["train"], other_vocab, save_dir, restart=True, verbose=0)
+    assert train_calls == []
+
+
+def test_run_test_evaluates_the_latest_checkpoint_on_the_test_files_in_order(tmp_path, corpus, monkeypatch):
+    save_dir = str(tmp_path / "ckpt")
+    checkpoint = _write_checkpoint(save_dir, tiny_options(), os.path.abspath(corpus["train"]))
+    calls = []
+    monkeypatch.setattr(from_files, "test", lambda *args, **kwargs: calls.append((args, kwargs)) or 12.5)
+    assert from_files.test_from_files(corpus["heldout"], corpus["vocab"], save_dir, batch_size=3, verbose=0,
+                                      start="warm") == 12.5
+    ((options, got_checkpoint, data), kwargs), = calls
+    assert options.get("n_tokens_vocab") == len(WORDS) + 3 and got_checkpoint == checkpoint
+    assert data.forward.test and data.forward.filepattern == corpus["heldout"]
+    assert kwargs == {"batch_size": 3, "verbose": 0, "start": "warm"}
