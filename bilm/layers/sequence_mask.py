@@ -23,8 +23,8 @@ class SequenceMask(keras.layers.Layer):
             return tf.reduce_any(tf.not_equal(ids, 0), axis=-1)
         return tf.not_equal(ids, 0)
 
-    def compute_output_shape(self, input_shape):
-        return tuple(input_shape[:2])
+    def compute_output_spec(self, ids):
+        return keras.KerasTensor(tuple(ids.shape[:2]), dtype="bool")
 
     def get_config(self):
         config = super().get_config()

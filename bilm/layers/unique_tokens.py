@@ -30,9 +30,9 @@ class UniqueTokens(keras.layers.Layer):
                    for part, ids in zip(tf.split(index, sizes), char_ids)]
         return unique[tf.newaxis], indices
 
-    def compute_output_shape(self, char_ids_shape):
-        shapes = list(char_ids_shape)
-        return (1, None, shapes[0][2]), [tuple(shape[:2]) for shape in shapes]
+    def compute_output_spec(self, char_ids):
+        return (keras.KerasTensor((1, None, char_ids[0].shape[2]), dtype=char_ids[0].dtype),
+                [keras.KerasTensor(tuple(ids.shape[:2]), dtype="int32") for ids in char_ids])
 
 
 @keras.saving.register_keras_serializable(package="bilm")

@@ -16,10 +16,8 @@ TOKEN_IDS = np.array([[5, 3, 0, 0], [0, 7, 0, 0]], np.int32)
 @pytest.mark.parametrize("padded", [True, False])
 @pytest.mark.parametrize("ids", [CHAR_IDS, TOKEN_IDS], ids=["char_ids", "token_ids"])
 def test_layer_contract(padded, ids):
-    # The symbolic output claims float32 (the layer has no compute_output_spec);
-    # the mask it computes is bool.
     run_layer_test(SequenceMask, {"padded": padded}, ids, expected_output_shape=(2, 4),
-                   expected_output_dtype="bool", check_symbolic_dtype=False)
+                   expected_output_dtype="bool")
 
 
 def test_a_token_is_real_when_any_of_its_ids_is_nonzero():

@@ -10,10 +10,8 @@ B = np.array([[[7, 8, 9], [1, 2, 3]]], np.int32)
 
 
 def test_unique_tokens_contract():
-    # The symbolic outputs claim float32 (the layer has no compute_output_spec);
-    # the ids and indices it computes are int32.
     run_layer_test(UniqueTokens, {}, [A, B], expected_output_shape=((1, None, 3), [(2, 3), (1, 2)]),
-                   expected_output_dtype="int32", check_symbolic_dtype=False)
+                   expected_output_dtype="int32")
 
 
 def test_gather_tokens_contract():
