@@ -44,7 +44,8 @@ def compute_boundary_state(network, options, sentences, to_ids, n_sentences=DEFA
             first `n_sentences + rows * BURN_IN` are read.
         to_ids: `(list of token lists) -> (batch, time + 2[, C])` ids with
             `<S>` and `</S>` and 0 padding (`Batcher.batch_sentences`).
-        n_sentences: sentence starts averaged (fewer if the text has fewer).
+        n_sentences: sentence starts averaged (at most; fewer if the text
+            has fewer).
         rows: parallel streams, each reading a contiguous part of the text.
         bidirectional: the network has a backward stack.
 
@@ -71,9 +72,13 @@ def compute_boundary_state(network, options, sentences, to_ids, n_sentences=DEFA
     run = tf.function(lambda inputs: network(inputs, training=False), reduce_retracing=True)
     for step in range(per_row):
         if step >= burn_in:
+            # The rows are read in turn until n_sentences starts are summed.
+            take = min(rows, n_sentences - count)
             for key in sums:
-                sums[key] += states[key].sum(axis=0)
-            count += rows
+                sums[key] += states[key][:take].sum(axis=0)
+            count += take
+            if count >= n_sentences:
+                break
         ids = np.asarray(to_ids([stream[step] for stream in streams]))
         lengths = np.count_nonzero(ids.reshape(ids.shape[0], ids.shape[1], -1).any(axis=-1), axis=1)
         # As in training, the forward LSTMs never read `</S>` and the

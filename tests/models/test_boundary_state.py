@@ -80,5 +80,9 @@ def test_parallel_rows_read_contiguous_parts_and_blank_sentences_are_skipped(tmp
         np.testing.assert_allclose(two_rows[key], (halves[0][0][key] + halves[1][0][key]) / 2, atol=1e-6)
     limited, n_limited = compute_boundary_state(model.model, model.options, text, to_ids, n_sentences=5, rows=1)
     assert n_limited == 5
+    # A short text cuts the rows down (and so the burn-in reads fewer sentences): still at most n_sentences.
+    for n_sentences in (3, 6, 7):
+        _, n_counted = compute_boundary_state(model.model, model.options, text * 4, to_ids, n_sentences=n_sentences)
+        assert n_counted == n_sentences
     with pytest.raises(ValueError, match="at least 2 sentences"):
         compute_boundary_state(model.model, model.options, [["a"], []], to_ids)
