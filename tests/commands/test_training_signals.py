@@ -92,6 +92,7 @@ def _checkpoint_numbers(save_dir):
                   if name.startswith("model.ckpt-") and name.endswith(".index"))
 
 
+@pytest.mark.slow
 def test_sigterm_exits_143_and_the_restart_it_names_ends_like_a_straight_run(tmp_path, run_files):
     save_dir = tmp_path / "interrupted"
     first = _flags(run_files, save_dir) + ["--options_file", run_files["options"], "--n_epochs", "1",
@@ -121,6 +122,7 @@ def test_sigterm_exits_143_and_the_restart_it_names_ends_like_a_straight_run(tmp
         np.testing.assert_allclose(got[key], expected[key], rtol=1e-5, atol=1e-6, err_msg=key)
 
 
+@pytest.mark.slow
 def test_ctrl_c_twice_exits_130_with_the_step_saved(tmp_path, run_files):
     save_dir = tmp_path / "ckpt"
     status, err = _train_and_signal(tmp_path, _flags(run_files, save_dir) + ["--options_file", run_files["options"]],
