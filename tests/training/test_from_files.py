@@ -11,9 +11,10 @@ import pytest
 import tensorflow as tf
 
 import bilm.training.from_files as from_files
+from bilm.errors import UserError
 from bilm.presets import training_options
 from bilm.training.checkpoints import CheckpointError, data_fingerprint
-from bilm.training.from_files import default_training_options, load_training_data, train_from_files
+from bilm.training.from_files import load_training_data, train_from_files
 from bilm.training.shards import count_tokens
 from bilm.training.windows import BidirectionalLMDataset, LMDataset
 from helpers import write_vocab
@@ -47,13 +48,6 @@ def _options_file(tmp_path, **changes):
     return str(path)
 
 
-def test_the_default_options_are_the_original_recipe():
-    assert default_training_options() == training_options("original")
-    options = default_training_options(n_tokens_vocab=793471.0)
-    assert options["n_tokens_vocab"] == 793471 and isinstance(options["n_tokens_vocab"], int)
-    assert options["char_cnn"]["n_characters"] == 261 and options["lstm"]["dim"] == 4096
-
-
 @pytest.mark.parametrize("char, bidirectional", [(True, True), (True, False), (False, True)])
 def test_the_data_is_both_streams_or_one_with_the_vocabulary_the_options_need(corpus, char, bidirectional):
     options = tiny_options(char=char, bidirectional=bidirectional)
@@ -83,12 +77,26 @@ def test_options_come_from_the_file_the_flags_and_the_data(tmp_path, corpus, tra
     assert (kwargs["seed"], kwargs["max_steps"]) == (7, 1)
 
 
-def test_without_an_options_file_the_original_recipe_trains(tmp_path, corpus, train_calls, monkeypatch):
+@pytest.mark.parametrize("size, lstm_dim", [("small", 1024), ("original", 4096)])
+def test_a_size_trains_its_released_options_with_the_original_recipe(tmp_path, corpus, train_calls, monkeypatch,
+                                                                      size, lstm_dim):
     monkeypatch.setattr(from_files, "count_tokens", lambda prefix: pytest.fail("n_train_tokens was given"))
-    train_from_files(corpus["train"], corpus["vocab"], tmp_path / "ckpt", n_train_tokens=1000, verbose=0)
+    train_from_files(corpus["train"], corpus["vocab"], tmp_path / "ckpt", size=size, n_train_tokens=1000,
+                     overrides={"dropout": 0.25, "learning_rate": None}, verbose=0)
     options = train_calls[0][0]
-    assert options.lstm_dim == 4096 and options.get("n_train_tokens") == 1000
-    assert options.get("n_tokens_vocab") == len(WORDS) + 3
+    expected = training_options(size, n_train_tokens=1000, n_tokens_vocab=len(WORDS) + 3, dropout=0.25)
+    assert options.lstm_dim == lstm_dim and options.to_dict() == expected
+
+
+def test_the_model_is_an_options_file_or_a_size_and_a_failed_run_leaves_no_save_dir(tmp_path, corpus, train_calls):
+    save_dir = tmp_path / "ckpt"
+    with pytest.raises(UserError, match="--options_file.*or a released size.*--size"):
+        train_from_files(corpus["train"], corpus["vocab"], save_dir, verbose=0)
+    with pytest.raises(UserError, match="either an options file .* or a size .*not both"):
+        train_from_files(corpus["train"], corpus["vocab"], save_dir, _options_file(tmp_path), size="small")
+    with pytest.raises(FileNotFoundError):
+        train_from_files(corpus["train"], str(tmp_path / "no_vocab.txt"), save_dir, size="small", verbose=0)
+    assert not save_dir.exists() and train_calls == []
 
 
 def _write_checkpoint(save_dir, options, data_source):
