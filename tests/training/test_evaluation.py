@@ -81,11 +81,16 @@ def test_sentences_start_from_the_carried_state_zeros_or_the_boundary_state(corp
     ({"start": "zeros", "unroll_steps": 2}, r"start='zeros' resets the states at each sentence start, which needs "
                                             r"unroll_steps=1. Received: unroll_steps=2"),
     ({"start": "warm"}, "start='warm' needs the model's boundary state, and it has none yet"),
-    ({"batch_size": 1000}, "The evaluation data gave no complete batch of 1000 rows x 1 steps"),
 ])
 def test_bad_arguments_are_clear_errors(corpus, lm, kwargs, message):
     with pytest.raises(ValueError, match=message):
         evaluate(lm, _heldout(corpus), **{"batch_size": BATCH, **kwargs})
+
+
+def test_a_text_with_fewer_sentences_than_rows_is_evaluated_one_row_per_sentence(corpus, lm):
+    with pytest.warns(UserWarning, match="The evaluation text has 12 sentences, fewer than the 1000 rows"):
+        short = evaluate(lm, _heldout(corpus), batch_size=1000)
+    assert short == evaluate(lm, _heldout(corpus), batch_size=12)
 
 
 def test_test_measures_a_boundary_state_for_warm_when_the_checkpoint_has_none(corpus, lm, monkeypatch, capsys):
