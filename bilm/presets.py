@@ -50,6 +50,9 @@ TRAINING_DEFAULTS = {
     "unroll_steps": 20,
     "n_negative_samples_batch": 8192,
     "matmul_dtype": "float32",
+    # bilm's own: steps at the start of a run that train the softmax alone,
+    # the biLM frozen (a new softmax over a model adapted to new text).
+    "softmax_warmup_steps": 0,
 }
 
 

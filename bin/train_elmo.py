@@ -8,6 +8,14 @@ GPUs), trained with the original recipe (10 epochs, batch 128 x 20, 8192
 negatives, Adagrad 0.2, dropout 0.1). The flags below override single
 training keys.
 
+--init_from MODEL adapts a published model to your text instead: MODEL is
+anything bilm.load opens (a directory, its options or weight file, a .zip,
+a URL, a published name such as small or nlpl:209). The architecture and
+the char CNN, highway, projection and LSTM weights are the model's; the
+softmax over --vocab_file is new (--softmax_init); the training keys come
+from --options_file (which may repeat the model's architecture, not change
+it) or the defaults, and the flags.
+
 Ctrl-C (SIGINT) or SIGTERM finishes the step in progress, saves it and exits
 (status 130 or 143) with the bin/restart.py command that continues exactly;
 a second signal waits for the save.
@@ -19,6 +27,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # before TensorFlow loads
 
 from bilm.commands.training_arguments import add_training_arguments, describe_result, train_from_args  # noqa: E402
 from bilm.commands.user_errors import exit_on_user_error  # noqa: E402
+from bilm.training.softmax_init import DEFAULT_SOFTMAX_INIT, SOFTMAX_INITS  # noqa: E402
 
 
 def main(argv=None):
@@ -28,6 +37,13 @@ def main(argv=None):
     parser.add_argument("--size", choices=("small", "medium", "original"),
                         help="a released size instead of --options_file: small suits a CPU, medium and original "
                              "want GPUs")
+    parser.add_argument("--init_from", metavar="MODEL",
+                        help="adapt this published model (directory, options or weight file, .zip, URL or name) "
+                             "to your text: its architecture and weights, a new softmax over --vocab_file")
+    parser.add_argument("--softmax_init", choices=SOFTMAX_INITS, default=DEFAULT_SOFTMAX_INIT,
+                        help="with --init_from, where the new softmax starts: fit (to the model's outputs on the "
+                             "start of your text), encoding (each word's encoding by the model, its frequency as "
+                             "bias) or random (as from scratch) (default: %(default)s)")
     args = parser.parse_args(argv)
     with exit_on_user_error():
         result = train_from_args(args)

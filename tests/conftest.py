@@ -1,7 +1,9 @@
-"""Test configuration: quiet TensorFlow logs, shared fixtures (a tiny model, the training corpus)."""
+"""Test configuration: quiet TensorFlow logs, shared fixtures (a tiny model, the training corpus, a local server)."""
 import os
 
 import pytest
+
+from local_server import Server
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -36,3 +38,14 @@ def stateless_layers(model):
     out = BidirectionalLanguageModel(options_file, weight_file, stateful=False, start="zeros")(
         Batcher(None, 7).batch_sentences(SENTENCES))["lm_embeddings"].numpy()
     return [out[i, :, :len(s)] for i, s in enumerate(SENTENCES)]
+
+
+@pytest.fixture
+def server(monkeypatch):
+    """A `local_server.Server` on 127.0.0.1, reached without any proxy of the environment."""
+    for name in ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
+    server = Server()
+    yield server
+    server.close()

@@ -17,6 +17,8 @@ KNOB_FLAGS = {
                                                  "smaller than this trains with the full softmax)"),
     "learning_rate": ("positive_float", "Adagrad's learning rate"),
     "dropout": ("rate", "dropout rate on the LSTM inputs and outputs"),
+    "softmax_warmup_steps": ("non_negative_int", "first steps of the run that train the softmax alone, the biLM "
+                                                 "frozen (for a new softmax over a model adapted with --init_from)"),
 }
 
 
@@ -24,6 +26,13 @@ def _positive_int(text):
     value = int(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
+    return value
+
+
+def _non_negative_int(text):
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {text}")
     return value
 
 
@@ -41,7 +50,8 @@ def _rate(text):
     return value
 
 
-_TYPES = {"positive_int": _positive_int, "positive_float": _positive_float, "rate": _rate}
+_TYPES = {"positive_int": _positive_int, "non_negative_int": _non_negative_int, "positive_float": _positive_float,
+          "rate": _rate}
 
 
 def add_training_arguments(parser):
@@ -100,6 +110,13 @@ def describe_result(result, save_dir):
     return f"Finished at step {result['step']}: {result['checkpoint']}"
 
 
+def _adaptation_arguments(args):
+    """`init_from` and `softmax_init` of bin/train_elmo.py's flags, when given."""
+    if getattr(args, "init_from", None) is None:
+        return {}
+    return {"init_from": args.init_from, "softmax_init": args.softmax_init}
+
+
 def train_from_args(args, restart=False):
     """`train_from_files` with the flags of `add_training_arguments` (and
     --options_file / --size), in a process of its own: malloc tuned for
@@ -113,7 +130,8 @@ def train_from_args(args, restart=False):
             matmul_dtype=args.matmul_dtype, overrides={key: getattr(args, key) for key in KNOB_FLAGS},
             n_gpus=args.n_gpus, heldout_prefix=args.heldout_prefix, heldout_every=args.heldout_every,
             checkpoint_every=args.checkpoint_every, checkpoint_every_minutes=args.checkpoint_every_minutes,
-            log_dir=args.log_dir, seed=args.seed, tune_malloc=True, save_on_signals=True)
+            log_dir=args.log_dir, seed=args.seed, tune_malloc=True, save_on_signals=True,
+            **_adaptation_arguments(args))
     except TrainingInterrupted as interrupted:
         raise TrainingInterrupted(interrupted.signal, interrupted.step, interrupted.checkpoint,
                                   by_peer=interrupted.by_peer, continue_with=restart_command(args)) from None

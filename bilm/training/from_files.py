@@ -6,10 +6,12 @@ from bilm.io.output_files import check_output_directory
 from bilm.options import BiLMOptions, load_options
 from bilm.presets import TRAINING_DEFAULTS, training_options
 from bilm.training import checkpoints
+from bilm.training.adaptation import adaptation_options, open_model_to_adapt
 from bilm.training.checkpoints import CheckpointError
 from bilm.training.evaluation import test
 from bilm.training.loop import train
 from bilm.training.shards import count_tokens
+from bilm.training.softmax_init import DEFAULT_SOFTMAX_INIT, check_softmax_init
 from bilm.training.windows import BidirectionalLMDataset, LMDataset, load_vocab
 
 
@@ -30,12 +32,17 @@ def load_training_data(options, filepattern, vocab_file, test=False, seed=0):
 
 def train_from_files(train_prefix, vocab_file, save_dir, options_file=None, *, size=None, restart=False,
                      n_train_tokens=None, n_epochs=None, batch_size=None, matmul_dtype=None, overrides=None,
-                     n_gpus=1, heldout_prefix=None, log_dir=None, seed=0, **train_kwargs):
+                     n_gpus=1, heldout_prefix=None, log_dir=None, seed=0, init_from=None,
+                     softmax_init=DEFAULT_SOFTMAX_INIT, **train_kwargs):
     """`bin/train_elmo.py` (and with `restart=True`, `bin/restart.py`).
 
     Options come from `options_file`, or the released size `size`
     (`"small"`, `"medium"`, `"original"`: `bilm.presets.training_options`),
-    or on restart from `save_dir`; `n_tokens_vocab` is the vocabulary's
+    or on restart from `save_dir`. With `init_from`, a published model to
+    adapt (see `train`), the architecture is the model's and the training
+    keys come from `options_file` (which may repeat the architecture, not
+    contradict it) or `bilm.presets.TRAINING_DEFAULTS`; the model is opened
+    and checked before any work. `n_tokens_vocab` is the vocabulary's
     size; `n_epochs`, `batch_size`, `n_train_tokens`, `matmul_dtype` and
     the training keys in `overrides` (e.g. `{"dropout": 0.2}`) override
     them. Without `n_train_tokens` (flag or options) the tokens of the
@@ -48,9 +55,16 @@ def train_from_files(train_prefix, vocab_file, save_dir, options_file=None, *, s
     """
     ckpt_file = None
     data_source = os.path.abspath(train_prefix)
+    if init_from is not None:
+        check_softmax_init(softmax_init)
+        if restart:
+            raise UserError("--init_from starts a new run from a model; a restart continues its checkpoint.")
+        if size is not None:
+            raise UserError("Give either a model to adapt (--init_from), whose architecture it keeps, or a size "
+                            "(--size), not both.")
     if restart:
         ckpt_file = checkpoints.latest_checkpoint(save_dir)
-    elif options_file is None and size is None:
+    elif options_file is None and size is None and init_from is None:
         raise UserError("Give the model to train: an options file (--options_file) or a released size (--size "
                         "small, medium or original; small suits a CPU, the others want GPUs).")
     elif options_file is not None and size is not None:
@@ -58,10 +72,15 @@ def train_from_files(train_prefix, vocab_file, save_dir, options_file=None, *, s
     created = not os.path.exists(save_dir)
     check_output_directory(save_dir)  # before any work
     try:
+        model = None
+        if init_from is not None:
+            model = open_model_to_adapt(init_from)
+            adaptation_options(model, options_file)  # a contradiction is an error before any work
+            train_kwargs.update(init_from=model, softmax_init=softmax_init)
         keys = _merged_overrides(overrides, n_epochs=n_epochs, batch_size=batch_size, n_train_tokens=n_train_tokens,
                                  matmul_dtype=matmul_dtype)
         return _train_from_files(train_prefix, vocab_file, save_dir, options_file, size, restart, ckpt_file,
-                                 data_source, keys, n_gpus, heldout_prefix, log_dir, seed, train_kwargs)
+                                 data_source, keys, n_gpus, heldout_prefix, log_dir, seed, model, train_kwargs)
     except BaseException:
         if created and os.path.isdir(save_dir) and not os.listdir(save_dir):
             os.rmdir(save_dir)
@@ -76,12 +95,15 @@ def _merged_overrides(overrides, **keys):
 
 
 def _train_from_files(train_prefix, vocab_file, save_dir, options_file, size, restart, ckpt_file, data_source,
-                      overrides, n_gpus, heldout_prefix, log_dir, seed, train_kwargs):
+                      overrides, n_gpus, heldout_prefix, log_dir, seed, model, train_kwargs):
     n_train_tokens = overrides.get("n_train_tokens")
     if restart:
         options = checkpoints.load_training_options(save_dir)
         same_data = checkpoints.read_state_summary(ckpt_file)["data_source"] == (
             checkpoints.data_fingerprint(data_source))
+    elif model is not None:
+        options = adaptation_options(model, options_file)
+        same_data = True
     else:
         options = load_options(options_file) if options_file else BiLMOptions.from_dict(
             training_options(size), source=f"the {size} size's training options")

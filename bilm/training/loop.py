@@ -28,6 +28,7 @@ from bilm.errors import UserError
 from bilm.io.output_files import check_output_directory
 from bilm.options import load_options, save_options
 from bilm.training import checkpoints
+from bilm.training.adaptation import adaptation_options, load_model_weights, open_model_to_adapt
 from bilm.training.checkpoints import CHECKPOINT_NAME, OPTIONS_FILE, CheckpointError
 from bilm.training.distribution import is_chief, make_strategy
 from bilm.training.evaluation import evaluate
@@ -35,6 +36,7 @@ from bilm.training.optimizer import INITIAL_ACCUMULATOR_VALUE, SparseAdagrad
 from bilm.training.prediction_network import measure_boundary_state
 from bilm.training.settings import training_settings
 from bilm.training.shards import count_tokens
+from bilm.training.softmax_init import DEFAULT_SOFTMAX_INIT, check_softmax_init, initialize_softmax
 from bilm.training.tf_dataset import make_tf_dataset
 from bilm.training.train_step import TrainStep
 from bilm.training.training_lm import TrainingLM
@@ -318,7 +320,8 @@ class _TrainingRun:
 def train(options, data, n_gpus, save_dir, log_dir, restart_ckpt_file=None, *,
           heldout_data=None, strategy=None, max_steps=None, checkpoint_every=1250,
           checkpoint_every_minutes=30, heldout_every=None, heldout_batch_size=None, summary_every=10, seed=0,
-          data_source=None, max_to_keep=5, tune_malloc=False, save_on_signals=False, verbose=1):
+          data_source=None, max_to_keep=5, tune_malloc=False, save_on_signals=False, init_from=None,
+          softmax_init=DEFAULT_SOFTMAX_INIT, verbose=1):
     """Trains (or continues training) a biLM; writes checkpoints and options.json to `save_dir`.
 
     Args:
@@ -327,7 +330,8 @@ def train(options, data, n_gpus, save_dir, log_dir, restart_ckpt_file=None, *,
             `n_epochs`, `n_negative_samples_batch`, ...; those left out take
             `bilm.presets.TRAINING_DEFAULTS`). `n_tokens_vocab` defaults to
             the size of `data`'s vocabulary and `n_train_tokens` to the
-            tokens of its shards (counted once).
+            tokens of its shards (counted once). With `init_from`, the
+            training keys alone (or None): the model keys are the model's.
         data: the training stream (see the module docstring); with
             several workers every worker must read the same stream.
         n_gpus: replicas on this machine (ignored when `strategy` is given).
@@ -361,6 +365,18 @@ def train(options, data, n_gpus, save_dir, log_dir, restart_ckpt_file=None, *,
             changes the whole process, so only a caller that owns the
             process should ask for it (`bin/train_elmo.py` and
             `bin/restart.py` do).
+        init_from: start a new run from a published model's weights
+            (anything `bilm.load` opens: a directory, its options or weight
+            file, a zip, a URL, a published name; see
+            `bilm.training.adaptation`): its architecture, char CNN,
+            highway, projection and LSTMs, with a new softmax over `data`'s
+            vocabulary. Options that contradict its architecture are an
+            `AdaptationError`. Not with `restart_ckpt_file`.
+        softmax_init: with `init_from`, where the new softmax starts
+            (`bilm.training.softmax_init.SOFTMAX_INITS`): `"fit"` to the
+            model's outputs on the start of `data`, `"encoding"` from each
+            word's encoding by the model, or `"random"` as from scratch.
+            The training key `softmax_warmup_steps` trains it alone first.
         save_on_signals: while training, SIGINT (Ctrl-C) and SIGTERM (a
             cluster preempting the job) finish the step in progress, save it
             and raise `TrainingInterrupted`; further signals wait for the
@@ -377,10 +393,20 @@ def train(options, data, n_gpus, save_dir, log_dir, restart_ckpt_file=None, *,
         `seconds`, and `heldout_perplexity` when held-out data was given.
 
     Raises:
-        OptionsError, CheckpointError; NonFiniteLossError (a FloatingPointError) when the loss
+        OptionsError, CheckpointError, AdaptationError; NonFiniteLossError (a FloatingPointError) when the loss
         becomes NaN (that step changes no weight; the last good checkpoint
         is kept); TrainingInterrupted (see `save_on_signals`).
     """
+    model = None
+    if init_from is not None:
+        if restart_ckpt_file is not None:
+            raise UserError("init_from starts a new run from a model's weights and restart_ckpt_file continues a "
+                            "run from its checkpoint; give one of them.")
+        check_softmax_init(softmax_init)
+        model = open_model_to_adapt(init_from)
+        options = adaptation_options(model, options)
+    elif options is None:
+        raise UserError("train needs options (the model and training keys), or init_from= a model to adapt.")
     options, settings = training_settings(_with_corpus_keys(options, data, verbose), need_schedule=True)
     save_timer = _SaveTimer(checkpoint_every_minutes)
     if save_on_signals:
@@ -406,7 +432,12 @@ def train(options, data, n_gpus, save_dir, log_dir, restart_ckpt_file=None, *,
     if restart_ckpt_file is not None:
         run.restore(restart_ckpt_file, source)
     run.data_position["source"].assign(source)
+    if model is not None:
+        _start_from_model(run, model, data, softmax_init)
     _print_sizes(run.report, run.lm, settings, strategy.num_replicas_in_sync, schedule)
+    if run.current_step < settings.softmax_warmup_steps:
+        run.report(f"The first {settings.softmax_warmup_steps:,} steps of the run train the softmax alone, the "
+                   f"biLM frozen (softmax_warmup_steps; {run.current_step:,} taken).")
     # The progress line shows the training loss's perplexity, which is not the held-out one.
     progress_label = "sampled-softmax perplexity" if settings.sample_softmax else "training perplexity"
     run.report(f"The progress line's {progress_label} is exp(training loss) over the last batches"
@@ -488,6 +519,21 @@ def train(options, data, n_gpus, save_dir, log_dir, restart_ckpt_file=None, *,
                   seconds=time.perf_counter() - started, steps_taken=taken,
                   finished=run.consumed >= schedule.batches_total, n_epochs=settings.n_epochs)
     return result
+
+
+def _start_from_model(run, model, data, softmax_init):
+    """Loads the model to adapt into the new run's biLM and initialises its softmax."""
+    load_model_weights(run.lm, model)
+    run.report(f"Adapting {model.source} ({model.files.weight_file}): char CNN, highway, projection and LSTM "
+               "weights loaded; a new softmax over the training vocabulary.")
+    started = initialize_softmax(run.lm, data, softmax_init)
+    if softmax_init == "random":
+        run.report("The softmax starts random (softmax_init='random'), as from scratch.")
+    else:
+        run.report(f"The softmax starts from the model's {'outputs' if softmax_init == 'fit' else 'encodings'} "
+                   f"(softmax_init={softmax_init!r}, fitted on {started['positions']:,} positions of the training "
+                   f"text): perplexity {started['sample_perplexity']:.2f} on positions kept apart, against "
+                   f"{started['unigram_perplexity']:.2f} for word frequencies alone.")
 
 
 def _agreed_signal(received, signal_flags):

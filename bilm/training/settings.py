@@ -49,7 +49,9 @@ def check_known_keys(options):
 class TrainingSettings:
     """The training keys of `options.json`, validated (docs/formats.md, "Options").
 
-    `batch_size` is per replica (per GPU), as in bilm-tf.
+    `batch_size` is per replica (per GPU), as in bilm-tf. The first
+    `softmax_warmup_steps` steps of a run (counted from its step 0, so a
+    restart keeps them) train the softmax alone, the biLM frozen.
     """
 
     n_tokens_vocab: int
@@ -65,6 +67,7 @@ class TrainingSettings:
     n_epochs: int
     n_train_tokens: int
     matmul_dtype: str
+    softmax_warmup_steps: int
 
 
 def training_settings(options, need_schedule=True):
@@ -141,6 +144,7 @@ def training_settings(options, need_schedule=True):
         n_epochs=integer("n_epochs"),
         n_train_tokens=integer("n_train_tokens", required=need_schedule),
         matmul_dtype=matmul_dtype,
+        softmax_warmup_steps=integer("softmax_warmup_steps", minimum=0),
     )
     return options, settings
 

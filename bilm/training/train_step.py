@@ -1,4 +1,6 @@
 """One compiled optimizer step over the global batch, for any distribution strategy."""
+import functools
+
 import tensorflow as tf
 
 from bilm.training.optimizer import deduplicate, global_norm_scale
@@ -13,6 +15,10 @@ class TrainStep:
     (`IndexedSlices` stay sparse), deduplicated, clipped to the global norm
     and applied by `SparseAdagrad`. A step whose loss or gradient norm is
     not finite changes no weight.
+
+    The first `settings.softmax_warmup_steps` steps (by the run's step
+    count) differentiate and update the softmax alone: the biLM stays as it
+    is and its backward pass is not computed.
 
     A step also carries the training loop's requests (stop, save) across
     workers: the flags each worker passes are averaged in the all-reduce
@@ -29,6 +35,11 @@ class TrainStep:
         self.seed = int(seed)
         self.variables = lm.trainable_variables()
         self.function = tf.function(self._step, reduce_retracing=True, autograph=False)
+        self.warmup_function = None
+        if settings.softmax_warmup_steps:
+            softmax = {name: v for name, v in self.variables.items() if name.startswith("softmax/")}
+            self.warmup_function = tf.function(
+                lambda *args: self._step(*args, variables=softmax), reduce_retracing=True, autograph=False)
 
     def __call__(self, batch, step, requests=None):
         """Returns `{"loss", "norm", "forward"[, "backward"]}` scalars.
@@ -38,15 +49,19 @@ class TrainStep:
         mean over all replicas of all workers, the same on every worker
         (positive when any worker raised the flag).
         """
+        function = self.function
+        if self.warmup_function is not None and step < self.settings.softmax_warmup_steps:
+            function = self.warmup_function
         if requests is None:
-            return self.function(batch, tf.constant(step, tf.int64))
-        return self.function(batch, tf.constant(step, tf.int64), tf.constant(requests, tf.float32))
+            return function(batch, tf.constant(step, tf.int64))
+        return function(batch, tf.constant(step, tf.int64), tf.constant(requests, tf.float32))
 
-    def _step(self, batch, step, requests=None):
-        outputs = self.strategy.run(self._replica_step, args=(batch, step, requests))
+    def _step(self, batch, step, requests=None, variables=None):
+        replica_step = functools.partial(self._replica_step, variables=variables or self.variables)
+        outputs = self.strategy.run(replica_step, args=(batch, step, requests))
         return tf.nest.map_structure(lambda x: self.strategy.experimental_local_results(x)[0], outputs)
 
-    def _replica_step(self, batch, step, requests):
+    def _replica_step(self, batch, step, requests, *, variables):
         context = tf.distribute.get_replica_context()
         replica = context.replica_id_in_sync_group
         n_replicas = context.num_replicas_in_sync
@@ -56,11 +71,11 @@ class TrainStep:
         initial = {key: state[start:start + rows] for key, state in self.lstm_states.items()}
         seed = tf.random.experimental.stateless_fold_in(
             tf.stack([tf.constant(self.seed, tf.int64), step]), tf.cast(replica, tf.int64))
-        names = list(self.variables)
+        names = list(variables)
         with tf.GradientTape() as tape:
             loss, per_direction, finals = self.lm.losses(local, initial, training=True, seed=seed)
             scaled_loss = loss * float(self.settings.unroll_steps)
-        gradients = tape.gradient(scaled_loss, [self.variables[name] for name in names])
+        gradients = tape.gradient(scaled_loss, [variables[name] for name in names])
         if n_replicas > 1:
             present = [i for i, g in enumerate(gradients) if g is not None]
             reduced = context.all_reduce(tf.distribute.ReduceOp.SUM, [gradients[i] for i in present])

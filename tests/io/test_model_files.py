@@ -1,7 +1,7 @@
 """locate_model: each publisher's layout, zips extracted once and safely, URLs downloaded once, clear errors.
 
 Nothing here touches the internet: URLs are served by the `server` fixture
-(tests/io/local_server.py), which counts the requests it answers.
+(tests/local_server.py), which counts the requests it answers.
 """
 import json
 import os

@@ -1,0 +1,249 @@
+"""Where a new softmax starts when a trained biLM is adapted to a new vocabulary.
+
+The softmax turns the top layer's output `h` (width P) at each position
+into a distribution over the vocabulary, `p(w | h)` proportional to
+`exp(h . W[w] + b[w])`. A model adapted from published weights has a
+trained biLM but a softmax over the new vocabulary that nobody trained. The
+initialisations (`SOFTMAX_INITS`):
+
+- `"random"`: as a run from scratch, `W` N(0, 1/sqrt(P)) and `b` zeros.
+- `"encoding"`: `W[w] = s * x_w`, with `x_w` the model's context-free
+  encoding of the word (layer 0: char CNN, highway, projection; also width
+  P), and `b[w] = log p(w)`, the word's frequency.
+- `"fit"`: the softmax that a Gaussian model of the top layer implies
+  (linear discriminant analysis). On a sample of the training text, each
+  word's mean output `m_w` and the covariance `S` of the outputs around
+  their word's mean (plus the variance that the training's dropout adds)
+  give `p(w | h)` proportional to `p(w) N(h; m_w, S)`, that is
+  `W[w] = s * S^-1 m_w` and `b[w] = log p(w) - s * m_w . S^-1 m_w / 2`.
+  A word seen a few times has its mean pulled towards a linear map of its
+  encoding (fitted on the words of the sample), and a word not in the
+  sample takes that map's value, so every row still depends on its word.
+
+In both fitted ones, `s` is the one number that minimises the full-softmax
+loss on positions of the sample kept apart from the rest of the fit (with
+the training's dropout applied to them), and `p(w)` counts the sample's
+targets (both directions), the words it does not hold sharing the
+Good-Turing estimate of unseen mass (the share of targets seen once) in
+proportion to `1 / rank` (the vocabulary is sorted by frequency).
+"""
+import math
+
+import numpy as np
+import tensorflow as tf
+
+from bilm.errors import UserError
+from bilm.models.functional_bilm import build_token_encoder
+from bilm.training.tf_dataset import make_tf_dataset
+
+SOFTMAX_INITS = ("fit", "encoding", "random")
+DEFAULT_SOFTMAX_INIT = "fit"
+# Positions (both directions) of the training text the fit reads, and the
+# share of them kept apart to fit the scale.
+DEFAULT_SAMPLE_POSITIONS = 100_000
+SCALE_SHARE = 0.2
+# Logits (positions x words) the scale fit keeps (float32), and computes on at once (float64).
+_LOGITS_BUDGET = 2 ** 24
+_ENCODING_CHUNK = 4096
+_SUFFIXES = {"forward": "", "backward": "_reverse"}
+
+
+def check_softmax_init(method):
+    if method not in SOFTMAX_INITS:
+        raise UserError(f"softmax_init must be one of {SOFTMAX_INITS}. Received: softmax_init={method!r}")
+    return method
+
+
+def initialize_softmax(lm, data, method, n_positions=DEFAULT_SAMPLE_POSITIONS):
+    """Sets `lm`'s softmax (`W` `(n_tokens_vocab, P)`, `b`) as `method` says (see the module docstring).
+
+    Args:
+        lm: a `TrainingLM` holding the trained biLM, character inputs.
+        data: the training stream (its vocabulary: `data.vocab`, a
+            `UnicodeCharsVocabulary` of `n_tokens_vocab` words), read from
+            its beginning for `n_positions` target positions.
+        method: one of `SOFTMAX_INITS`.
+
+    Returns:
+        dict: `method`, and for the fitted ones `scale` (s), `positions` read
+        and `sample_perplexity`, the full-softmax perplexity of the new
+        softmax on the positions kept apart, beside `unigram_perplexity`
+        (the bias alone) there.
+    """
+    check_softmax_init(method)
+    if method == "random":
+        return {"method": method}
+    vocab = data.vocab
+    if vocab.size != lm.settings.n_tokens_vocab:
+        raise UserError(f"The data's vocabulary has {vocab.size} words but the softmax has "
+                        f"{lm.settings.n_tokens_vocab} rows (n_tokens_vocab).")
+    outputs, targets = sample_top_outputs(lm, data, n_positions)
+    n_scale = max(1, int(len(targets) * SCALE_SHARE))
+    fit_outputs, fit_targets = outputs[:-n_scale], targets[:-n_scale]
+    counts = np.bincount(fit_targets, minlength=vocab.size)
+    log_prior = log_frequencies(counts)
+    encode = _encoder(lm, vocab.word_char_ids)
+    if method == "encoding":
+        weights, offsets = encode(np.arange(vocab.size)), np.zeros(vocab.size, np.float32)
+    else:
+        weights, offsets = _gaussian_softmax(fit_outputs, fit_targets, counts, encode, vocab.size,
+                                             lm.settings.dropout)
+    scale_outputs = outputs[-n_scale:]
+    if lm.settings.dropout:
+        # The scale that suits the outputs as the training loss sees them.
+        keep = np.random.default_rng(0).random(scale_outputs.shape) >= lm.settings.dropout
+        scale_outputs = scale_outputs * keep / (1 - lm.settings.dropout)
+    scale, _, _ = fit_scale(scale_outputs, targets[-n_scale:], weights, offsets, log_prior)
+    _, perplexity, unigram = fit_scale(outputs[-n_scale:], targets[-n_scale:], weights, offsets, log_prior,
+                                       scale=scale)
+    lm.softmax_weights.assign((scale * weights).astype(np.float32))
+    lm.softmax_bias.assign((scale * offsets + log_prior).astype(np.float32))
+    return {"method": method, "scale": scale, "positions": len(targets), "sample_perplexity": perplexity,
+            "unigram_perplexity": unigram}
+
+
+def sample_top_outputs(lm, data, n_positions):
+    """The top layer's outputs `(n, P)` float32 and their targets `(n,)` int64 over the start of the
+    training stream (both directions, LSTM states carried from zeros, no dropout), at least `n_positions`."""
+    settings = lm.settings
+    run = tf.function(lambda batch, states: lm.run(batch, states), reduce_retracing=True, autograph=False)
+    states = lm.zero_states(settings.batch_size)
+    outputs, targets, n = [], [], 0
+    for batch in make_tf_dataset(data, settings.batch_size, settings.unroll_steps, keys=lm.batch_keys()):
+        tops, states = run(batch, states)
+        for direction, top in tops.items():
+            outputs.append(tf.reshape(top, [-1, lm.options.projection_dim]).numpy())
+            targets.append(batch["next_token_id" + _SUFFIXES[direction]].numpy().reshape(-1))
+            n += len(targets[-1])
+        if n >= n_positions:
+            break
+    # In stream order, so that the last positions (the scale's) are batches of their own.
+    return np.concatenate(outputs).astype(np.float32), np.concatenate(targets).astype(np.int64)
+
+
+def log_frequencies(counts):
+    """`log p(w)` `(V,)` from target counts `(V,)`: relative counts, and for the words with none the
+    Good-Turing unseen mass (words seen once / all targets) shared in proportion to 1 / (id + 1)."""
+    counts = np.asarray(counts, np.float64)
+    total = counts.sum()
+    unseen = counts == 0
+    probabilities = counts / total
+    if unseen.any():
+        unseen_mass = min(0.5, max(1.0, float(np.sum(counts == 1))) / total)
+        zipf = 1.0 / (np.flatnonzero(unseen) + 1.0)
+        probabilities *= 1.0 - unseen_mass
+        probabilities[unseen] = unseen_mass * zipf / zipf.sum()
+    return np.log(probabilities).astype(np.float32)
+
+
+def _encoder(lm, word_char_ids):
+    """`encode(ids) -> (len(ids), P)` float32: the biLM's layer-0 encoding of those vocabulary words."""
+    encoder = build_token_encoder(lm.bilm, lm.options)
+
+    def encode(ids):
+        rows = [encoder(word_char_ids[np.newaxis, ids[i:i + _ENCODING_CHUNK]])[0].numpy()
+                for i in range(0, len(ids), _ENCODING_CHUNK)]
+        return np.concatenate(rows) if rows else np.zeros([0, lm.options.projection_dim], np.float32)
+
+    return encode
+
+
+def _gaussian_softmax(outputs, targets, counts, encode, vocab_size, dropout):
+    """`(U (V, P), d (V,))` with `h . U[w] + d[w] = log N(h; m_w, S)` up to a constant (see the module docstring)."""
+    dim = outputs.shape[1]
+    seen = np.flatnonzero(counts)
+    seen_counts = counts[seen].astype(np.float64)
+    order = np.argsort(targets, kind="stable")
+    first_rows = np.searchsorted(targets[order], seen)
+    means = np.add.reduceat(outputs[order].astype(np.float64), first_rows, axis=0) / seen_counts[:, None]
+    outputs64 = outputs.astype(np.float64)
+    within = (outputs64.T @ outputs64 - means.T @ (means * seen_counts[:, None])) / len(targets)
+    sampling_noise = np.trace(within)  # a mean of c outputs strays by about this / c
+    if dropout:
+        # Training drops out the top layer's units (scaling the others by
+        # 1 / (1 - rate)), which adds rate / (1 - rate) * h_j^2 of variance.
+        within += np.diag(dropout / (1 - dropout) * np.mean(outputs64 ** 2, axis=0))
+    within += np.eye(dim) * (1e-3 * np.trace(within) / dim + 1e-8)
+    # The prior of each word's mean: a linear map of its encoding, fitted
+    # (weighted by counts) on the words of the sample.
+    seen_encodings = np.concatenate([encode(seen).astype(np.float64), np.ones([len(seen), 1])], axis=1)
+    gram = seen_encodings.T @ (seen_encodings * seen_counts[:, None])
+    gram += np.eye(dim + 1) * (1e-3 * np.trace(gram) / (dim + 1))
+    mapping = np.linalg.solve(gram, seen_encodings.T @ (means * seen_counts[:, None]))
+    # How far the means stray from the map beyond their sampling noise gives
+    # the pull towards it: kappa pseudo-counts.
+    residual = np.sum((means - seen_encodings @ mapping) ** 2, axis=1)
+    spread = max(float(np.mean(residual - sampling_noise / seen_counts)), 1e-3 * sampling_noise)
+    kappa = sampling_noise / spread
+    precision = np.linalg.inv(within)
+    weights = np.zeros([vocab_size, dim], np.float32)
+    offsets = np.zeros([vocab_size], np.float32)
+    position = np.zeros(vocab_size, np.int64) - 1
+    position[seen] = np.arange(len(seen))
+    for start in range(0, vocab_size, 65536):
+        ids = np.arange(start, min(vocab_size, start + 65536))
+        encodings = np.concatenate([encode(ids).astype(np.float64), np.ones([len(ids), 1])], axis=1)
+        chunk_means = encodings @ mapping
+        rows = position[ids]
+        has = rows >= 0
+        n = seen_counts[rows[has]][:, None]
+        chunk_means[has] = (n * means[rows[has]] + kappa * chunk_means[has]) / (n + kappa)
+        projected = chunk_means @ precision
+        weights[ids] = projected
+        offsets[ids] = -0.5 * np.sum(projected * chunk_means, axis=1)
+    return weights, offsets
+
+
+def fit_scale(outputs, targets, weights, offsets, log_prior, scale=None):
+    """The `s >= 0` minimising the mean of `-log softmax(s * (h . W + d) + log_prior)[target]`
+    (or, given `scale`, that one).
+
+    The loss is convex in `s`: Newton steps, kept inside a bracket of the
+    root of its derivative. It is computed on as many positions as
+    `_LOGITS_BUDGET` logits allow for this vocabulary (at least 64).
+
+    Returns:
+        `(s, perplexity at s, perplexity at s = 0)`.
+    """
+    n = int(np.clip(_LOGITS_BUDGET // max(1, len(log_prior)), 64, len(targets)))
+    scores = outputs[:n] @ weights.T + offsets  # (n, V) float32
+    targets = targets[:n]
+    prior = np.asarray(log_prior, np.float64)
+    rows_at_once = max(1, _LOGITS_BUDGET // (8 * len(prior)))
+
+    def loss_and_derivatives(s):
+        """The loss and its first two derivatives in `s`, over row chunks of float64 temporaries."""
+        totals = np.zeros(3)
+        for start in range(0, n, rows_at_once):
+            chunk = scores[start:start + rows_at_once].astype(np.float64)
+            target = np.arange(len(chunk)), targets[start:start + rows_at_once]
+            logits = s * chunk + prior
+            logits -= logits.max(axis=1, keepdims=True)
+            p = np.exp(logits)
+            normaliser = p.sum(axis=1)
+            p /= normaliser[:, None]
+            expected = np.sum(p * chunk, axis=1)
+            totals += [np.sum(np.log(normaliser) - logits[target]), np.sum(expected - chunk[target]),
+                       np.sum(np.sum(p * chunk ** 2, axis=1) - expected ** 2)]
+        return totals / n
+
+    unigram, slope, _ = loss_and_derivatives(0.0)
+    if scale is not None:
+        return scale, math.exp(loss_and_derivatives(scale)[0]), math.exp(unigram)
+    if slope >= 0:
+        return 0.0, math.exp(unigram), math.exp(unigram)
+    low, high = 0.0, 1.0 / max(float(np.std(scores)), 1e-12)
+    while loss_and_derivatives(high)[1] < 0 and high < 1e6:
+        low, high = high, 2 * high
+    s = 0.5 * (low + high)
+    for _ in range(50):
+        _, first, second = loss_and_derivatives(s)
+        if first < 0:
+            low = s
+        else:
+            high = s
+        step = s - first / second if second > 0 else None
+        s = step if step is not None and low < step < high else 0.5 * (low + high)
+        if high - low < 1e-6 * high:
+            break
+    return float(s), math.exp(loss_and_derivatives(s)[0]), math.exp(unigram)

@@ -1,0 +1,325 @@
+"""Adapting a published model to new text (train(..., init_from=MODEL), bin/train_elmo.py --init_from).
+
+The "published" model is a tiny biLM trained here on the cycle corpus of
+`training_helpers` and laid out as the NLPL repository publishes models (a
+zip of options.json with training keys, model.hdf5, vocab.txt, meta.json
+in one folder); the new text is another cycle, over some of those words
+and some new ones, in another order.
+"""
+import importlib.util
+import io
+import json
+import os
+import zipfile
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import bilm
+import numpy_reference as R
+from bilm.errors import UserError
+from bilm.io.weight_file import read_boundary_state
+from bilm.options import load_options
+from bilm.training import dump_weights, train, train_from_files
+from bilm.training.adaptation import (
+    AdaptationError,
+    adaptation_options,
+    load_model_weights,
+    open_model_to_adapt,
+)
+from bilm.training.evaluation import evaluate
+from bilm.training.from_files import test_from_files as heldout_perplexity
+from bilm.training.settings import training_settings
+from bilm.training.shards import count_tokens
+from bilm.training.softmax_init import initialize_softmax, log_frequencies
+from bilm.training.training_lm import TrainingLM
+from helpers import ROOT
+from training_helpers import WORDS, checkpoint_arrays, open_data, tiny_options, write_corpus
+
+# The new text's words: half of the published model's, and new ones shaped alike.
+NEW_WORDS = WORDS[::2] + ["amber", "bronze", "cobalt", "denim", "ebony", "fuchsia", "gold", "henna", "indigo",
+                          "jade"]
+# Training keys of the adapted runs (the architecture is the model's).
+SETTINGS = {"batch_size": 16, "unroll_steps": 5, "n_negative_samples_batch": 8, "n_epochs": 4, "dropout": 0.1,
+            "learning_rate": 0.3}
+
+
+def _cycle_corpus(directory, words, n_train, n_heldout, seed):
+    """Sentences of consecutive words of the cycle `words`, most starting near its beginning (so the
+    first words are the most frequent): shards, held-out file, vocabulary."""
+    rng = np.random.default_rng(seed)
+
+    def sentences(n):
+        lines = []
+        for _ in range(n):
+            start, length = min(rng.geometric(0.15) - 1, len(words) - 1), rng.integers(3, 9)
+            lines.append(" ".join(words[(start + k) % len(words)] for k in range(length)))
+        return lines
+
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "train_0.txt").write_text("\n".join(sentences(n_train)) + "\n")
+    (directory / "heldout.txt").write_text("\n".join(sentences(n_heldout)) + "\n")
+    (directory / "vocab.txt").write_text("\n".join(["<S>", "</S>", "<UNK>"] + words) + "\n")
+    return {"train": str(directory / "train_*.txt"), "heldout": str(directory / "heldout.txt"),
+            "vocab": str(directory / "vocab.txt"), "n_vocab": len(words) + 3}
+
+
+@pytest.fixture(scope="module")
+def published(tmp_path_factory):
+    """A tiny trained biLM in the NLPL repository's layout: `{"directory", "zip": bytes, "weights"}`."""
+    root = tmp_path_factory.mktemp("published")
+    corpus = write_corpus(root, n_train=600, n_heldout=20)
+    options = tiny_options(dropout=0.0, learning_rate=0.5, batch_size=32, n_epochs=10)
+    train(options, open_data(options, corpus), 1, root / "ckpt", None, max_steps=300, verbose=0)
+    written = dump_weights(root / "ckpt", root / "dumped.hdf5")
+    directory = root / "nlpl_999"
+    directory.mkdir()
+    os.replace(written["weight_file"], directory / "model.hdf5")
+    os.replace(written["options_file"], directory / "options.json")
+    (directory / "vocab.txt").write_text("\n".join(WORDS) + "\n")
+    (directory / "meta.json").write_text(json.dumps({"id": 999, "corpus": "the cycle"}))
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for name in sorted(os.listdir(directory)):
+            archive.write(directory / name, f"999/{name}")
+    return {"directory": str(directory), "zip": buffer.getvalue(), "weights": R.read_weights(directory / "model.hdf5")}
+
+
+@pytest.fixture(scope="module")
+def new_text(tmp_path_factory):
+    return _cycle_corpus(tmp_path_factory.mktemp("new_text"), NEW_WORDS, n_train=300, n_heldout=40, seed=5)
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("BILM_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def _script(name):
+    spec = importlib.util.spec_from_file_location(f"bin_{name}", os.path.join(ROOT, "bin", f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_model_served_as_a_zip_adapts_dumps_and_loads(tmp_path, published, new_text, server, cache):
+    server.routes["/repository/999.zip"] = published["zip"]
+    url = server.url("/repository/999.zip")
+    common = dict(overrides=SETTINGS, init_from=url, heldout_prefix=None, verbose=0)
+    evaluation = dict(test_prefix=new_text["heldout"], vocab_file=new_text["vocab"], batch_size=8, verbose=0)
+
+    start = train_from_files(new_text["train"], new_text["vocab"], tmp_path / "start", max_steps=0, **common)
+    assert start["step"] == 0
+    before = heldout_perplexity(save_dir=tmp_path / "start", **evaluation)
+    adapted = train_from_files(new_text["train"], new_text["vocab"], tmp_path / "adapted", max_steps=40, **common)
+    assert adapted["step"] == 40
+    after = heldout_perplexity(save_dir=tmp_path / "adapted", **evaluation)
+    assert after < before, (before, after)
+    assert server.requests == ["/repository/999.zip"]  # downloaded once, then from the cache
+
+    # The run's options: the model's architecture (training form), the caller's training keys.
+    saved = load_options(tmp_path / "adapted" / "options.json")
+    published_options = load_options(os.path.join(published["directory"], "options.json"))
+    assert saved.to_dict()["lstm"] == published_options.to_dict()["lstm"]
+    assert saved.char_cnn == published_options.for_training().char_cnn
+    assert saved.get("batch_size") == 16 and saved.get("n_tokens_vocab") == new_text["n_vocab"]
+    assert published_options.get("n_train_tokens") == 8000 and saved.get("n_train_tokens") == count_tokens(
+        new_text["train"])
+    assert "all_clip_norm_val" not in saved.to_dict()  # TRAINING_DEFAULTS', not the model's file's
+
+    out = tmp_path / "model" / "weights.hdf5"
+    written = dump_weights(tmp_path / "adapted", out)
+    dumped = R.read_weights(written["weight_file"])
+    assert sorted(dumped) == sorted(published["weights"])
+    moved = [name for name in dumped if not np.allclose(dumped[name], published["weights"][name])]
+    assert "char_embed" in moved and "RNN_1/RNN/MultiRNNCell/Cell1/LSTMCell/W_0" in moved and "CNN/W_cnn_2" in moved
+    assert read_boundary_state(written["weight_file"])[1] > 0  # measured on the new text at the run's end
+    elmo = bilm.load(tmp_path / "model")
+    vectors = elmo.embed(["amber bronze cobalt", "alpha"])
+    assert vectors[0].shape == (3, 16) and np.all(np.isfinite(vectors[0]))
+
+
+def test_initialised_softmaxes_start_below_a_random_one(tmp_path, published, new_text):
+    model = open_model_to_adapt(published["directory"])
+    options = adaptation_options(model, SETTINGS).updated(n_tokens_vocab=new_text["n_vocab"], n_train_tokens=1000)
+    options, settings = training_settings(options)
+    data, heldout = open_data(options, new_text), open_data(options, new_text, test=True)
+    perplexity, started = {}, {}
+    for method in ("random", "encoding", "fit"):
+        tf.keras.utils.set_random_seed(0)
+        lm = TrainingLM(options, settings)
+        load_model_weights(lm, model)
+        started[method] = initialize_softmax(lm, data, method, n_positions=2000)
+        perplexity[method] = evaluate(lm, heldout, 8)["perplexity"]
+    # Random rows and zero biases: about the vocabulary's size (23). The
+    # encodings scaled, with word frequencies as biases: at most the unigram
+    # perplexity on the fit's own positions, and below the random start on
+    # the held-out text. The fit to the model's outputs knows which word
+    # follows which.
+    assert perplexity["random"] > 0.7 * new_text["n_vocab"]
+    assert started["encoding"]["sample_perplexity"] <= started["encoding"]["unigram_perplexity"] + 1e-9
+    assert perplexity["encoding"] < perplexity["random"]
+    assert started["fit"]["sample_perplexity"] < 0.5 * started["fit"]["unigram_perplexity"]
+    assert perplexity["fit"] < 0.5 * perplexity["encoding"], (perplexity, started)
+
+
+def test_log_frequencies_share_the_unseen_mass_by_rank():
+    counts = np.array([5, 0, 3, 1, 1, 0, 0])
+    p = np.exp(log_frequencies(counts))
+    assert p.sum() == pytest.approx(1.0)
+    unseen_mass = 2 / 10  # two words seen once, ten targets (Good-Turing)
+    assert p[[1, 5, 6]].sum() == pytest.approx(unseen_mass)
+    assert p[1] / p[5] == pytest.approx(6 / 2) and p[5] > p[6]
+    assert p[0] / p[2] == pytest.approx(5 / 3)
+    np.testing.assert_allclose(np.exp(log_frequencies([2, 2])), [0.5, 0.5])
+
+
+def test_softmax_warmup_trains_the_softmax_alone_then_everything(tmp_path, published, new_text):
+    options = dict(SETTINGS, softmax_warmup_steps=3)
+    data = open_data(tiny_options(), new_text)
+    frozen = train(options, data, 1, tmp_path / "frozen", None, init_from=published["directory"], max_steps=3,
+                   verbose=0)
+    arrays = checkpoint_arrays(frozen["checkpoint"])
+    key = "{}/{}/.ATTRIBUTES/VARIABLE_VALUE".format
+    start = checkpoint_arrays(train(options, data, 1, tmp_path / "start", None, init_from=published["directory"],
+                                    max_steps=0, verbose=0)["checkpoint"])
+    biLM = [name for name in arrays if name.startswith("model/")]
+    assert biLM and all(np.array_equal(arrays[name], start[name]) for name in biLM)
+    assert all(np.all(arrays[name] == 1.0) for name in arrays
+               if name.startswith("optimizer/") and "softmax" not in name)
+    assert not np.allclose(arrays[key("softmax", "W")], start[key("softmax", "W")])
+    saved = load_options(tmp_path / "frozen" / "options.json")
+    assert saved.get("softmax_warmup_steps") == 3
+    resumed = train(saved, data, 1, tmp_path / "frozen", None, restart_ckpt_file=frozen["checkpoint"],
+                    max_steps=1, verbose=0)
+    assert any(not np.array_equal(value, start[name])
+               for name, value in checkpoint_arrays(resumed["checkpoint"]).items() if name in biLM)
+
+
+def test_restart_of_an_adapted_run_is_exact(tmp_path, published, new_text):
+    # Dropout masks, negative samples and the warm-up's end must all continue exactly.
+    options = dict(SETTINGS, softmax_warmup_steps=6)
+    data = open_data(tiny_options(), new_text)
+    straight = train(options, data, 1, tmp_path / "straight", None, init_from=published["directory"],
+                     max_steps=8, verbose=0)
+    first = train(options, data, 1, tmp_path / "stopped", None, init_from=published["directory"], max_steps=4,
+                  verbose=0)
+    saved = load_options(tmp_path / "stopped" / "options.json")
+    resumed = train(saved, open_data(saved, new_text), 1, tmp_path / "stopped", None,
+                    restart_ckpt_file=first["checkpoint"], max_steps=4, verbose=0)
+    assert resumed["step"] == straight["step"] == 8
+    expected, got = checkpoint_arrays(straight["checkpoint"]), checkpoint_arrays(resumed["checkpoint"])
+    assert sorted(expected) == sorted(got)
+    for name in expected:
+        np.testing.assert_allclose(got[name], expected[name], rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+def test_options_may_repeat_the_architecture_not_contradict_it(tmp_path, published):
+    model = open_model_to_adapt(published["directory"])
+    published_options = json.loads(open(os.path.join(published["directory"], "options.json")).read())
+    assert published_options["batch_size"] == 32 and published_options["char_cnn"]["n_characters"] == 262
+
+    # Without options: the model's architecture, and no training key of its file.
+    options = adaptation_options(model)
+    assert options.char_cnn.n_characters == 261 and set(options.to_dict()) == {"lstm", "char_cnn"}
+    assert "the training options adapting" in options.source
+
+    repeated = tiny_options(batch_size=4)  # the architecture, 261 characters, as every training options file
+    assert adaptation_options(model, repeated).get("batch_size") == 4
+    options_file = tmp_path / "options.json"
+    contradicting = tiny_options()
+    contradicting["lstm"]["dim"] = 32
+    contradicting["char_cnn"]["n_highway"] = 2
+    contradicting["char_cnn"]["embedding"]["dim"] = 5
+    options_file.write_text(json.dumps(contradicting))
+    with pytest.raises(AdaptationError) as error:
+        adaptation_options(model, options_file)
+    message = str(error.value)
+    assert message.startswith(f"{options_file} contradicts the architecture of the model to adapt")
+    assert "'lstm.dim' is 32 here but 16 in the model" in message
+    assert "'char_cnn.n_highway' is 2 here but 1 in the model" in message
+    assert "'char_cnn.embedding.dim' is 5 here but 4 in the model" in message
+    assert "\n" not in message
+
+    # A typo in a section stays, for the training settings to name.
+    typo = tiny_options()
+    typo["lstm"]["dimm"] = 16
+    with pytest.raises(UserError, match="unknown training option 'lstm.dimm'. Did you mean 'dim'"):
+        training_settings(adaptation_options(model, typo))
+
+
+def _token_input_model(directory):
+    options = R.make_options(char_cnn=False)
+    directory.mkdir()
+    (directory / "options.json").write_text(json.dumps(options))
+    R.write_random_weights(str(directory / "weights.hdf5"), options)
+    return directory
+
+
+@pytest.mark.parametrize("case, message", [
+    ("token inputs", r"is a token-input model \(.*options.json has no 'char_cnn' section\)"),
+    ("missing", r"Cannot open the model to adapt, .*nowhere: No model at .*nowhere: no such file"),
+    ("no model", r"Cannot open the model to adapt, .*empty: .*holds no model bilm reads"),
+    ("404", r"Cannot open the model to adapt, http://127.0.0.1:\d+/missing.zip: .*404"),
+    ("truncated zip", r"Cannot open the model to adapt, .*short.zip: .*"),
+    ("unknown name", r"Cannot open the model to adapt, nlpl:12345: "),
+])
+def test_each_bad_model_is_one_line_before_any_work(tmp_path, published, new_text, server, cache, case, message):
+    server.routes["/short.zip"] = published["zip"][: len(published["zip"]) // 2]
+    init_from = {
+        "token inputs": lambda: str(_token_input_model(tmp_path / "tokens")),
+        "missing": lambda: str(tmp_path / "nowhere"),
+        "no model": lambda: (tmp_path / "empty").mkdir() or str(tmp_path / "empty"),
+        "404": lambda: server.url("/missing.zip"),
+        "truncated zip": lambda: server.url("/short.zip"),
+        "unknown name": lambda: "nlpl:12345",
+    }[case]()
+    with pytest.raises(AdaptationError, match=message) as error:
+        open_model_to_adapt(init_from)
+    assert isinstance(error.value, UserError)
+    save_dir = tmp_path / "ckpt"
+    args = ["--train_prefix", new_text["train"], "--vocab_file", new_text["vocab"], "--save_dir", str(save_dir),
+            "--init_from", init_from]
+    with pytest.raises(SystemExit) as exited:
+        _script("train_elmo").main(args)
+    assert str(exited.value).startswith("Error: ") and "\n" not in str(exited.value)
+    assert not save_dir.exists()
+
+
+def test_script_errors_for_a_contradicting_options_file_and_a_size(tmp_path, published, new_text):
+    options_file = tmp_path / "options.json"
+    contradicting = tiny_options()
+    contradicting["lstm"]["dim"] = 32
+    options_file.write_text(json.dumps(contradicting))
+    args = ["--train_prefix", new_text["train"], "--vocab_file", new_text["vocab"], "--save_dir",
+            str(tmp_path / "ckpt"), "--init_from", published["directory"]]
+    with pytest.raises(SystemExit, match=r"^Error: .*options.json contradicts the architecture of the model to "
+                                         r"adapt, .*nlpl_999 \(.*\): 'lstm.dim' is 32 here but 16 in the model"):
+        _script("train_elmo").main(args + ["--options_file", str(options_file)])
+    with pytest.raises(SystemExit, match=r"^Error: Give either a model to adapt \(--init_from\).* or a size"):
+        _script("train_elmo").main(args + ["--size", "small"])
+    assert not (tmp_path / "ckpt").exists()
+
+
+@pytest.mark.slow
+def test_scripts_adapt_restart_test_and_dump(tmp_path, published, new_text, capsys):
+    save_dir = str(tmp_path / "ckpt")
+    common = ["--train_prefix", new_text["train"], "--vocab_file", new_text["vocab"], "--save_dir", save_dir,
+              "--batch_size", "8", "--unroll_steps", "5", "--n_negative_samples_batch", "8"]
+    options_file = tmp_path / "train_options.json"
+    options_file.write_text(json.dumps(tiny_options(n_epochs=1)))  # repeats the architecture
+    first = _script("train_elmo").main(common + ["--init_from", os.path.join(published["directory"], "model.hdf5"),
+                                                 "--options_file", str(options_file), "--softmax_init", "encoding",
+                                                 "--softmax_warmup_steps", "5"])
+    out = capsys.readouterr().out
+    assert "Adapting " in out and "softmax_init='encoding'" in out
+    assert "The first 5 steps of the run train the softmax alone" in out
+    second = _script("restart").main(common + ["--n_epochs", "2"])
+    assert second["step"] == 2 * first["step"]
+    perplexity = _script("run_test").main(["--test_prefix", new_text["heldout"], "--vocab_file", new_text["vocab"],
+                                           "--save_dir", save_dir, "--batch_size", "4"])
+    assert 1 < perplexity < new_text["n_vocab"]
+    written = _script("dump_weights").main(["--save_dir", save_dir, "--outfile", str(tmp_path / "w.hdf5")])
+    assert bilm.load(written["weight_file"]).embed(["amber gold"])[0].shape == (2, 16)
