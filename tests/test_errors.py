@@ -16,6 +16,7 @@ ERROR_TYPES = {
     "bilm.io.output_files.OutputFileError": ValueError,
     "bilm.io.weight_file.WeightFileError": ValueError,
     "bilm.text.vocabulary.UnknownTokenError": KeyError,
+    "bilm.training.adaptation.AdaptationError": ValueError,
     "bilm.training.checkpoints.CheckpointError": ValueError,
     "bilm.training.loop.NonFiniteLossError": FloatingPointError,
 }

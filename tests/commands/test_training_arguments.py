@@ -19,9 +19,10 @@ def test_defaults_leave_the_options_to_the_options_file():
     args = vars(_parser().parse_args(REQUIRED))
     assert args == {"train_prefix": "data/train/*", "vocab_file": "vocab.txt", "save_dir": "ckpt",
                     "n_train_tokens": None, "n_epochs": None, "batch_size": None, "unroll_steps": None,
-                    "n_negative_samples_batch": None, "learning_rate": None, "dropout": None, "matmul_dtype": None,
-                    "n_gpus": 1, "heldout_prefix": None, "heldout_every": None, "checkpoint_every": 1250,
-                    "checkpoint_every_minutes": 30, "log_dir": None, "seed": 0}
+                    "n_negative_samples_batch": None, "learning_rate": None, "dropout": None,
+                    "softmax_warmup_steps": None, "matmul_dtype": None, "n_gpus": 1, "heldout_prefix": None,
+                    "heldout_every": None, "checkpoint_every": 1250, "checkpoint_every_minutes": 30, "log_dir": None,
+                    "seed": 0}
 
 
 @pytest.mark.parametrize("flags", [REQUIRED[2:], REQUIRED[:2] + REQUIRED[4:], REQUIRED[:4],
@@ -49,7 +50,8 @@ def test_every_flag_reaches_train_from_files_and_malloc_is_tuned(monkeypatch, re
     assert positional == ("data/train/*", "vocab.txt", "ckpt", options_file)
     assert keywords == {"size": None, "restart": restart, "n_train_tokens": 1000, "matmul_dtype": "bfloat16",
                         "overrides": {"n_epochs": 2, "batch_size": 8, "unroll_steps": None,
-                                      "n_negative_samples_batch": None, "learning_rate": None, "dropout": 0.2},
+                                      "n_negative_samples_batch": None, "learning_rate": None, "dropout": 0.2,
+                                      "softmax_warmup_steps": None},
                         "n_gpus": 2, "heldout_prefix": "h/*", "heldout_every": 50, "checkpoint_every": 100,
                         "checkpoint_every_minutes": 5.0, "log_dir": "logs", "seed": 5, "tune_malloc": True,
                         "save_on_signals": True}
