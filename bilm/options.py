@@ -140,14 +140,20 @@ def load_options(options_file):
     if isinstance(options_file, dict):
         return BiLMOptions.from_dict(options_file)
     path = os.fspath(options_file)
+    return BiLMOptions.from_dict(read_options_json(path), source=path)
+
+
+def read_options_json(path):
+    """The JSON value of an options file, unvalidated; FileNotFoundError or
+    OptionsError naming the file."""
+    path = os.fspath(path)
     if not os.path.exists(path):
         raise FileNotFoundError(f"Options file not found: {path}")
     try:
         with open(path, encoding="utf-8") as f:
-            raw = json.load(f)
+            return json.load(f)
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise OptionsError(f"{path} is not a valid JSON options file: {e}") from None
-    return BiLMOptions.from_dict(raw, source=path)
 
 
 def save_options(options, path):

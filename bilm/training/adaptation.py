@@ -24,7 +24,7 @@ import os
 from bilm.errors import UserError
 from bilm.io.model_files import ModelFiles, locate_model
 from bilm.io.weight_file import open_for_reading, read_entries, weight_table
-from bilm.options import TRAINING_N_CHARACTERS, BiLMOptions, OptionsError, load_options
+from bilm.options import TRAINING_N_CHARACTERS, BiLMOptions, OptionsError, load_options, read_options_json
 from bilm.training.settings import MODEL_KEYS
 
 # The options sections that are the architecture, which the model decides.
@@ -157,13 +157,7 @@ def _raw_options(options):
     if isinstance(options, dict):
         return json.loads(json.dumps(options)), None
     path = os.fspath(options)
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"Options file not found: {path}")
-    try:
-        with open(path, encoding="utf-8") as f:
-            raw = json.load(f)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise OptionsError(f"{path} is not a valid JSON options file: {e}") from None
+    raw = read_options_json(path)
     if not isinstance(raw, dict):
         raise OptionsError(f"{path}: options must be a JSON object, got {type(raw).__name__}.")
     return raw, path
