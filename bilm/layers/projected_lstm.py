@@ -96,16 +96,19 @@ class ProjectedLSTM(keras.layers.Layer):
 
     def build(self, input_shape):
         input_dim = input_shape[-1]
-        # The original initialises all of W_0 = [W_x; W_h] with one
-        # glorot-uniform draw over (input_dim + output_dim, 4 * units).
+        # W_x and W_h are the two blocks of one glorot-uniform matrix over
+        # (input_dim + output_dim, 4 * units). Each block needs its own
+        # initializer: an unseeded Keras initializer fixes its seed when
+        # made, so one instance would draw W_h as a copy of W_x's first rows.
         limit = (6.0 / (input_dim + self.output_dim + 4 * self.units)) ** 0.5
-        init = keras.initializers.RandomUniform(-limit, limit)
         # bfloat16 inference keeps the kernels in bfloat16: rounded once, when assigned.
         kernel_dtype = self.kernel_dtype
         self.input_kernel = self.add_weight(
-            name="input_kernel", shape=(input_dim, 4 * self.units), initializer=init, dtype=kernel_dtype)
+            name="input_kernel", shape=(input_dim, 4 * self.units),
+            initializer=keras.initializers.RandomUniform(-limit, limit), dtype=kernel_dtype)
         self.recurrent_kernel = self.add_weight(
-            name="recurrent_kernel", shape=(self.output_dim, 4 * self.units), initializer=init, dtype=kernel_dtype)
+            name="recurrent_kernel", shape=(self.output_dim, 4 * self.units),
+            initializer=keras.initializers.RandomUniform(-limit, limit), dtype=kernel_dtype)
         self.bias = self.add_weight(name="bias", shape=(4 * self.units,), initializer="zeros")
         if self.use_projection:
             self.projection_kernel = self.add_weight(

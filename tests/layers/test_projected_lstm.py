@@ -239,3 +239,15 @@ def test_bfloat16_inference_follows_assigned_weights():
     assert not np.allclose(want, first)
     np.testing.assert_array_equal(layer(inputs, lengths)[0].numpy(), want)
     np.testing.assert_array_equal(call().numpy(), want)
+
+
+def test_recurrent_kernel_is_drawn_independently_of_the_input_kernel():
+    # Equal input and output widths: a shared unseeded initializer would make W_h equal W_x.
+    layer = ProjectedLSTM(16, projection_dim=8, jit_compile=False)
+    layer.build((None, None, 8))
+    w_x, w_h = layer.input_kernel.numpy(), layer.recurrent_kernel.numpy()
+    limit = (6.0 / (8 + 8 + 4 * 16)) ** 0.5
+    for kernel in (w_x, w_h):
+        assert np.abs(kernel).max() <= limit and kernel.std() > 0.4 * limit
+    correlation = np.corrcoef(w_x.ravel(), w_h.ravel())[0, 1]
+    assert abs(correlation) * np.sqrt(w_x.size) < 5.0, correlation

@@ -1,4 +1,7 @@
 """TrainingLM: its layout against the prediction layout, dropout seeds, the full-softmax losses, matmul_dtype."""
+import itertools
+
+import keras
 import numpy as np
 import tensorflow as tf
 
@@ -112,3 +115,16 @@ def test_training_model_takes_matmul_dtype_from_the_options_for_training_steps_o
     softmax_only = float(lms["bfloat16"].losses(batch, zeros, training=True, seed=seed)[0])
     assert softmax_only != trained["float32"] and abs(softmax_only - trained["float32"]) < 0.05
     assert evaluated["bfloat16"] == evaluated["float32"]
+
+
+def test_no_two_initial_variables_are_copies_of_each_other():
+    keras.utils.set_random_seed(0)
+    options = tiny_options()
+    parsed, settings = training_settings(options)
+    lm = TrainingLM(parsed, settings)
+    drawn = {name: v.numpy().ravel() for name, v in lm.trainable_variables().items() if v.numpy().std() > 0}
+    assert len(drawn) > 10
+    for (a, x), (b, y) in itertools.combinations(drawn.items(), 2):
+        n = min(x.size, y.size)
+        z = abs(np.corrcoef(x[:n], y[:n])[0, 1]) * np.sqrt(n)
+        assert z < 6.0, (a, b, z)
