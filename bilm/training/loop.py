@@ -532,8 +532,9 @@ def _start_from_model(run, model, data, softmax_init):
     else:
         run.report(f"The softmax starts from the model's {'outputs' if softmax_init == 'fit' else 'encodings'} "
                    f"(softmax_init={softmax_init!r}, fitted on {started['positions']:,} positions of the training "
-                   f"text): perplexity {started['sample_perplexity']:.2f} on positions kept apart, against "
-                   f"{started['unigram_perplexity']:.2f} for word frequencies alone.")
+                   f"text): perplexity {started['sample_perplexity']:.2f} on positions kept apart (word "
+                   f"frequencies alone: {started['unigram_perplexity']:.2f}; the bias starts without them, "
+                   "which the first steps learn: see bilm.training.softmax_init).")
 
 
 def _agreed_signal(received, signal_flags):

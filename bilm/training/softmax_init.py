@@ -9,23 +9,31 @@ initialisations (`SOFTMAX_INITS`):
 - `"random"`: as a run from scratch, `W` N(0, 1/sqrt(P)) and `b` zeros.
 - `"encoding"`: `W[w] = s * x_w`, with `x_w` the model's context-free
   encoding of the word (layer 0: char CNN, highway, projection; also width
-  P), and `b[w] = log p(w)`, the word's frequency.
+  P), and `b` zeros.
 - `"fit"`: the softmax that a Gaussian model of the top layer implies
   (linear discriminant analysis). On a sample of the training text, each
   word's mean output `m_w` and the covariance `S` of the outputs around
-  their word's mean (plus the variance that the training's dropout adds)
-  give `p(w | h)` proportional to `p(w) N(h; m_w, S)`, that is
-  `W[w] = s * S^-1 m_w` and `b[w] = log p(w) - s * m_w . S^-1 m_w / 2`.
-  A word seen a few times has its mean pulled towards a linear map of its
+  their word's mean give `p(w | h)` proportional to `N(h; m_w, S)`, that
+  is `W[w] = s * S^-1 m_w` and `b[w] = -s * m_w . S^-1 m_w / 2`. A word
+  seen a few times has its mean pulled towards a linear map of its
   encoding (fitted on the words of the sample), and a word not in the
   sample takes that map's value, so every row still depends on its word.
+  `S` is shrunk towards its mean variance (`SHRINKAGE`) and holds the
+  variance that training adds to the outputs it sees: its dropout's, and
+  `DRIFT_VARIANCE` for the biLM's own steps, so that the start is not
+  sharper than the first steps allow.
 
-In both fitted ones, `s` is the one number that minimises the full-softmax
-loss on positions of the sample kept apart from the rest of the fit (with
-the training's dropout applied to them), and `p(w)` counts the sample's
-targets (both directions), the words it does not hold sharing the
-Good-Turing estimate of unseen mass (the share of targets seen once) in
-proportion to `1 / rank` (the vocabulary is sorted by frequency).
+In both fitted ones `s` is the one number that minimises the full-softmax
+loss on positions of the sample kept apart from the rest of the fit, with
+training's perturbations (dropout, drift) applied to them.
+
+Neither puts the words' frequencies into the bias, although that start
+has a far lower loss: with it, the training that follows went slower
+(docs/adaptation.md measures both). `initialize_softmax(...,
+frequency_bias=True)` adds `log p(w)`: the sample's target counts, the
+words it does not hold sharing the Good-Turing estimate of unseen mass (the
+share of targets seen once) in proportion to `1 / rank` (the vocabulary is
+sorted by frequency).
 """
 import math
 
@@ -42,6 +50,14 @@ DEFAULT_SOFTMAX_INIT = "fit"
 # share of them kept apart to fit the scale.
 DEFAULT_SAMPLE_POSITIONS = 100_000
 SCALE_SHARE = 0.2
+# How far the covariance of "fit" is pulled towards its mean variance.
+SHRINKAGE = 0.3
+# The variance per unit that adapting adds to the top layer's outputs: in
+# bench/bench_adapt.py (outputs of about 0.9 root mean square) they moved by
+# about 0.4 (root mean square) over the run. Without it, a model whose
+# outputs barely vary (an untrained one) gets a softmax so sharp that its
+# first step throws it off.
+DRIFT_VARIANCE = 0.16
 # Logits (positions x words) the scale fit keeps (float32), and computes on at once (float64).
 _LOGITS_BUDGET = 2 ** 24
 _ENCODING_CHUNK = 4096
@@ -54,7 +70,7 @@ def check_softmax_init(method):
     return method
 
 
-def initialize_softmax(lm, data, method, n_positions=DEFAULT_SAMPLE_POSITIONS):
+def initialize_softmax(lm, data, method, n_positions=DEFAULT_SAMPLE_POSITIONS, frequency_bias=False):
     """Sets `lm`'s softmax (`W` `(n_tokens_vocab, P)`, `b`) as `method` says (see the module docstring).
 
     Args:
@@ -63,15 +79,17 @@ def initialize_softmax(lm, data, method, n_positions=DEFAULT_SAMPLE_POSITIONS):
             `UnicodeCharsVocabulary` of `n_tokens_vocab` words), read from
             its beginning for `n_positions` target positions.
         method: one of `SOFTMAX_INITS`.
+        frequency_bias: also start the bias at the words' log frequencies
+            in the sample (see the module docstring), for any method.
 
     Returns:
-        dict: `method`, and for the fitted ones `scale` (s), `positions` read
-        and `sample_perplexity`, the full-softmax perplexity of the new
-        softmax on the positions kept apart, beside `unigram_perplexity`
-        (the bias alone) there.
+        dict: `method`, and for the fitted ones `scale` (s), `positions` read,
+        `sample_perplexity` (the full-softmax perplexity of the new softmax
+        on the positions kept apart, without perturbations) and, for
+        comparison, `unigram_perplexity` (the words' frequencies alone) there.
     """
     check_softmax_init(method)
-    if method == "random":
+    if method == "random" and not frequency_bias:
         return {"method": method}
     vocab = data.vocab
     if vocab.size != lm.settings.n_tokens_vocab:
@@ -79,27 +97,34 @@ def initialize_softmax(lm, data, method, n_positions=DEFAULT_SAMPLE_POSITIONS):
                         f"{lm.settings.n_tokens_vocab} rows (n_tokens_vocab).")
     outputs, targets = sample_top_outputs(lm, data, n_positions)
     n_scale = max(1, int(len(targets) * SCALE_SHARE))
-    fit_outputs, fit_targets = outputs[:-n_scale], targets[:-n_scale]
-    counts = np.bincount(fit_targets, minlength=vocab.size)
-    log_prior = log_frequencies(counts)
+    (fit_outputs, fit_targets), (scale_outputs, scale_targets) = (
+        (outputs[:-n_scale], targets[:-n_scale]), (outputs[-n_scale:], targets[-n_scale:]))
+    frequencies = log_frequencies(np.bincount(fit_targets, minlength=vocab.size))
+    bias = frequencies if frequency_bias else np.zeros(vocab.size, np.float32)
+    if method == "random":
+        lm.softmax_bias.assign(bias)
+        return {"method": method, "positions": len(targets)}
     encode = _encoder(lm, vocab.word_char_ids)
+    dropout = lm.settings.dropout
     if method == "encoding":
         weights, offsets = encode(np.arange(vocab.size)), np.zeros(vocab.size, np.float32)
     else:
-        weights, offsets = _gaussian_softmax(fit_outputs, fit_targets, counts, encode, vocab.size,
-                                             lm.settings.dropout)
-    scale_outputs = outputs[-n_scale:]
-    if lm.settings.dropout:
-        # The scale that suits the outputs as the training loss sees them.
-        keep = np.random.default_rng(0).random(scale_outputs.shape) >= lm.settings.dropout
-        scale_outputs = scale_outputs * keep / (1 - lm.settings.dropout)
-    scale, _, _ = fit_scale(scale_outputs, targets[-n_scale:], weights, offsets, log_prior)
-    _, perplexity, unigram = fit_scale(outputs[-n_scale:], targets[-n_scale:], weights, offsets, log_prior,
-                                       scale=scale)
+        weights, offsets = _gaussian_softmax(fit_outputs, fit_targets, encode, vocab.size, dropout)
+    scale, _ = fit_scale(_perturbed(scale_outputs, dropout), scale_targets, weights, offsets, bias)
+    _, perplexity = fit_scale(scale_outputs, scale_targets, weights, offsets, bias, scale=scale)
     lm.softmax_weights.assign((scale * weights).astype(np.float32))
-    lm.softmax_bias.assign((scale * offsets + log_prior).astype(np.float32))
+    lm.softmax_bias.assign((scale * offsets + bias).astype(np.float32))
     return {"method": method, "scale": scale, "positions": len(targets), "sample_perplexity": perplexity,
-            "unigram_perplexity": unigram}
+            "unigram_perplexity": float(np.exp(-np.mean(frequencies[scale_targets])))}
+
+
+def _perturbed(outputs, dropout, seed=0):
+    """`outputs` as training's steps see them: dropped out at `dropout` (the others scaled by
+    1 / (1 - dropout)), plus Gaussian noise of `DRIFT_VARIANCE`."""
+    rng = np.random.default_rng(seed)
+    if dropout:
+        outputs = outputs * (rng.random(outputs.shape) >= dropout) / (1 - dropout)
+    return (outputs + rng.normal(0.0, np.sqrt(DRIFT_VARIANCE), outputs.shape)).astype(np.float32)
 
 
 def sample_top_outputs(lm, data, n_positions):
@@ -148,9 +173,10 @@ def _encoder(lm, word_char_ids):
     return encode
 
 
-def _gaussian_softmax(outputs, targets, counts, encode, vocab_size, dropout):
+def _gaussian_softmax(outputs, targets, encode, vocab_size, dropout):
     """`(U (V, P), d (V,))` with `h . U[w] + d[w] = log N(h; m_w, S)` up to a constant (see the module docstring)."""
     dim = outputs.shape[1]
+    counts = np.bincount(targets, minlength=vocab_size)
     seen = np.flatnonzero(counts)
     seen_counts = counts[seen].astype(np.float64)
     order = np.argsort(targets, kind="stable")
@@ -159,11 +185,12 @@ def _gaussian_softmax(outputs, targets, counts, encode, vocab_size, dropout):
     outputs64 = outputs.astype(np.float64)
     within = (outputs64.T @ outputs64 - means.T @ (means * seen_counts[:, None])) / len(targets)
     sampling_noise = np.trace(within)  # a mean of c outputs strays by about this / c
+    within = (1 - SHRINKAGE) * within + np.eye(dim) * (SHRINKAGE * sampling_noise / dim)
     if dropout:
         # Training drops out the top layer's units (scaling the others by
         # 1 / (1 - rate)), which adds rate / (1 - rate) * h_j^2 of variance.
         within += np.diag(dropout / (1 - dropout) * np.mean(outputs64 ** 2, axis=0))
-    within += np.eye(dim) * (1e-3 * np.trace(within) / dim + 1e-8)
+    within += np.eye(dim) * (DRIFT_VARIANCE + 1e-8)
     # The prior of each word's mean: a linear map of its encoding, fitted
     # (weighted by counts) on the words of the sample.
     seen_encodings = np.concatenate([encode(seen).astype(np.float64), np.ones([len(seen), 1])], axis=1)
@@ -194,8 +221,8 @@ def _gaussian_softmax(outputs, targets, counts, encode, vocab_size, dropout):
     return weights, offsets
 
 
-def fit_scale(outputs, targets, weights, offsets, log_prior, scale=None):
-    """The `s >= 0` minimising the mean of `-log softmax(s * (h . W + d) + log_prior)[target]`
+def fit_scale(outputs, targets, weights, offsets, bias, scale=None):
+    """The `s >= 0` minimising the mean of `-log softmax(s * (h . W + d) + bias)[target]`
     (or, given `scale`, that one).
 
     The loss is convex in `s`: Newton steps, kept inside a bracket of the
@@ -203,12 +230,12 @@ def fit_scale(outputs, targets, weights, offsets, log_prior, scale=None):
     `_LOGITS_BUDGET` logits allow for this vocabulary (at least 64).
 
     Returns:
-        `(s, perplexity at s, perplexity at s = 0)`.
+        `(s, perplexity at s)`.
     """
-    n = int(np.clip(_LOGITS_BUDGET // max(1, len(log_prior)), 64, len(targets)))
+    n = int(np.clip(_LOGITS_BUDGET // max(1, len(bias)), 64, len(targets)))
     scores = outputs[:n] @ weights.T + offsets  # (n, V) float32
     targets = targets[:n]
-    prior = np.asarray(log_prior, np.float64)
+    prior = np.asarray(bias, np.float64)
     rows_at_once = max(1, _LOGITS_BUDGET // (8 * len(prior)))
 
     def loss_and_derivatives(s):
@@ -227,11 +254,11 @@ def fit_scale(outputs, targets, weights, offsets, log_prior, scale=None):
                        np.sum(np.sum(p * chunk ** 2, axis=1) - expected ** 2)]
         return totals / n
 
-    unigram, slope, _ = loss_and_derivatives(0.0)
     if scale is not None:
-        return scale, math.exp(loss_and_derivatives(scale)[0]), math.exp(unigram)
+        return scale, math.exp(loss_and_derivatives(scale)[0])
+    at_zero, slope, _ = loss_and_derivatives(0.0)
     if slope >= 0:
-        return 0.0, math.exp(unigram), math.exp(unigram)
+        return 0.0, math.exp(at_zero)
     low, high = 0.0, 1.0 / max(float(np.std(scores)), 1e-12)
     while loss_and_derivatives(high)[1] < 0 and high < 1e6:
         low, high = high, 2 * high
@@ -246,4 +273,4 @@ def fit_scale(outputs, targets, weights, offsets, log_prior, scale=None):
         s = step if step is not None and low < step < high else 0.5 * (low + high)
         if high - low < 1e-6 * high:
             break
-    return float(s), math.exp(loss_and_derivatives(s)[0]), math.exp(unigram)
+    return float(s), math.exp(loss_and_derivatives(s)[0])

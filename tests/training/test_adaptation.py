@@ -141,28 +141,51 @@ def test_a_model_served_as_a_zip_adapts_dumps_and_loads(tmp_path, published, new
     assert vectors[0].shape == (3, 16) and np.all(np.isfinite(vectors[0]))
 
 
-def test_initialised_softmaxes_start_below_a_random_one(tmp_path, published, new_text):
+def test_initialised_softmaxes(tmp_path, published, new_text):
     model = open_model_to_adapt(published["directory"])
     options = adaptation_options(model, SETTINGS).updated(n_tokens_vocab=new_text["n_vocab"], n_train_tokens=1000)
     options, settings = training_settings(options)
     data, heldout = open_data(options, new_text), open_data(options, new_text, test=True)
-    perplexity, started = {}, {}
+    perplexity, started, softmax = {}, {}, {}
     for method in ("random", "encoding", "fit"):
         tf.keras.utils.set_random_seed(0)
         lm = TrainingLM(options, settings)
         load_model_weights(lm, model)
         started[method] = initialize_softmax(lm, data, method, n_positions=2000)
         perplexity[method] = evaluate(lm, heldout, 8)["perplexity"]
-    # Random rows and zero biases: about the vocabulary's size (23). The
-    # encodings scaled, with word frequencies as biases: at most the unigram
-    # perplexity on the fit's own positions, and below the random start on
-    # the held-out text. The fit to the model's outputs knows which word
-    # follows which.
+        softmax[method] = lm.softmax_weights.numpy(), lm.softmax_bias.numpy()
+
+    # Random rows and zero biases, as from scratch: about the vocabulary's size (23).
     assert perplexity["random"] > 0.7 * new_text["n_vocab"]
-    assert started["encoding"]["sample_perplexity"] <= started["encoding"]["unigram_perplexity"] + 1e-9
-    assert perplexity["encoding"] < perplexity["random"]
+    # "encoding": each row is the model's encoding of its word, as the
+    # prediction model computes it (character ids shifted, a padding row in
+    # front), times the scale that fits best (0 gives the uniform distribution).
+    elmo = bilm.load(published["directory"], start="zeros")
+    encodings = elmo.embed([NEW_WORDS], layers="all")[0][0, :, :8]  # layer 0 is [x, x]
+    weights, bias = softmax["encoding"]
+    scale = started["encoding"]["scale"]
+    assert scale >= 0 and not np.any(bias)
+    np.testing.assert_allclose(weights[3:], scale * encodings, rtol=1e-4, atol=1e-6)
+    assert started["encoding"]["sample_perplexity"] <= new_text["n_vocab"] + 1e-6
+    # "fit" knows from the model's outputs which word follows which: far
+    # below the frequencies alone on the sample, and on the held-out text.
     assert started["fit"]["sample_perplexity"] < 0.5 * started["fit"]["unigram_perplexity"]
-    assert perplexity["fit"] < 0.5 * perplexity["encoding"], (perplexity, started)
+    assert perplexity["fit"] < 0.5 * min(perplexity["random"], perplexity["encoding"]), (perplexity, started)
+
+
+def test_the_frequency_bias_is_the_words_log_frequencies(published, new_text):
+    model = open_model_to_adapt(published["directory"])
+    options = adaptation_options(model, SETTINGS).updated(n_tokens_vocab=new_text["n_vocab"], n_train_tokens=1000)
+    options, settings = training_settings(options)
+    lm = TrainingLM(options, settings)
+    load_model_weights(lm, model)
+    started = initialize_softmax(lm, open_data(options, new_text), "encoding", n_positions=2000,
+                                 frequency_bias=True)
+    # The scale is fitted with the frequencies in the bias: never worse than they are alone.
+    assert started["scale"] >= 0 and started["sample_perplexity"] <= started["unigram_perplexity"] + 1e-6
+    bias = lm.softmax_bias.numpy()
+    assert np.exp(bias).sum() == pytest.approx(1.0, rel=1e-4)
+    assert bias[1] > bias[3] > bias[-1]  # </S> ends every sentence; the cycle's first word is the most frequent
 
 
 def test_log_frequencies_share_the_unseen_mass_by_rank():
