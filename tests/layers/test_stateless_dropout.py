@@ -42,3 +42,18 @@ def test_each_dropout_point_has_its_own_site():
     n_layers = 2
     sites = [dropout_site(d, layer, n_layers) for d in range(2) for layer in range(n_layers + 1)]
     assert sorted(sites) == list(range(2 * (n_layers + 1)))
+
+
+def test_masks_of_other_steps_and_sites_are_uncorrelated():
+    # The training step's seed is fold_in((seed, step), replica); each site folds in its number.
+    inputs = np.ones((8, 20, 64), np.float32)
+    masks = []
+    for step in range(4):
+        step_seed = tf.random.experimental.stateless_fold_in(tf.constant([0, step], tf.int64), 0)
+        for site in (0, 1, 2, 3):
+            kept = StatelessDropout(0.1, site)(inputs, step_seed, training=True).numpy() != 0
+            assert abs(kept.mean() - 0.9) < 0.02
+            masks.append(kept.ravel().astype(np.float64))
+    correlations = np.corrcoef(np.stack(masks))[np.triu_indices(len(masks), 1)]
+    # Independent masks of n units: each correlation about N(0, 1/n).
+    assert np.abs(correlations).max() * np.sqrt(masks[0].size) < 5.0

@@ -4,6 +4,7 @@ import pytest
 import tensorflow as tf
 
 from bilm.ops.sampled_softmax import DRAW_BLOCK, full_softmax_loss, log_uniform_candidates, sampled_softmax_loss
+from bilm.training.training_lm import SAMPLER_SITE
 
 V, DIM, N = 40, 6, 12
 
@@ -222,3 +223,22 @@ def test_sampled_softmax_with_bfloat16_matmuls_is_close_to_float32():
     for got, want in zip(results["bfloat16"], results["float32"]):
         np.testing.assert_allclose(got, want, rtol=0.02, atol=0.02 * np.abs(want).max())
     assert not np.array_equal(results["bfloat16"][0], results["float32"][0])
+
+
+def test_negatives_of_consecutive_steps_overlap_as_independent_draws_do():
+    # The training step's seed is fold_in((seed, step), replica), then fold_in(SAMPLER_SITE + direction).
+    labels, n_vocab, num_sampled = tf.zeros([4], tf.int32), 5000, 200
+
+    def negatives(step, direction=0):
+        seed = tf.random.experimental.stateless_fold_in(tf.constant([3, step], tf.int64), 0)
+        seed = tf.random.experimental.stateless_fold_in(seed, SAMPLER_SITE + direction)
+        return log_uniform_candidates(labels, num_sampled, n_vocab, seed)[0].numpy()
+
+    draws = [negatives(step) for step in range(120)]
+    inclusion = np.bincount(np.concatenate(draws), minlength=n_vocab) / len(draws)
+    independent = np.sum(inclusion ** 2)  # the expected overlap of two independent draws
+    consecutive = [len(np.intersect1d(a, b)) for a, b in zip(draws, draws[1:])]
+    directions = [len(np.intersect1d(negatives(step, 0), negatives(step, 1))) for step in range(30)]
+    for overlaps in (consecutive, directions):
+        standard_error = np.std(overlaps) / np.sqrt(len(overlaps))
+        assert abs(np.mean(overlaps) - independent) < 4 * standard_error + 1.0, (np.mean(overlaps), independent)
