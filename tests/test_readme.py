@@ -5,8 +5,12 @@ import shlex
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
+import bilm
+from bilm.models import write_random_model
+from bilm.presets import get_preset
 from helpers import ROOT, write_model
 from training_helpers import cycle_sentences
 
@@ -70,3 +74,26 @@ def test_the_training_commands_and_python_example_run_as_written(tmp_path, monke
     namespace = {}
     exec(compile(_python_block("Train a biLM on your corpus"), "README.md", "exec"), namespace)
     assert namespace["result"]["step"] >= 1 and os.path.exists(namespace["result"]["checkpoint"] + ".index")
+
+
+@pytest.mark.slow
+def test_the_adaptation_commands_run_as_written(tmp_path):
+    for folder, n, seed in (("train", 300, 0), ("heldout", 40, 1)):
+        (tmp_path / "domain" / folder).mkdir(parents=True)
+        (tmp_path / "domain" / folder / "part0.txt").write_text("\n".join(cycle_sentences(n, seed)) + "\n")
+    write_random_model(tmp_path / "elmo_model", get_preset("tiny"), seed=0)  # the "published" model
+    outputs = []
+    for command in _bash_commands("Adapt a published model to your text"):
+        assert command.startswith("python bin/"), command
+        command = command.replace("python bin/", f"{shlex.quote(sys.executable)} {shlex.quote(ROOT)}/bin/", 1)
+        result = subprocess.run(command, shell=True, cwd=tmp_path, capture_output=True, text=True, timeout=900)
+        assert result.returncode == 0, (command, result.stdout[-2000:], result.stderr[-3000:])
+        outputs.append(result.stdout + result.stderr)
+    assert "elmo_model" in outputs[1]
+    perplexity = float(re.search(r"AVERAGE PERPLEXITY = ([\d.]+)", "".join(outputs)).group(1))
+    assert 1 < perplexity < 1000
+    adapted = bilm.load(tmp_path / "adapted_model")
+    published = bilm.load(tmp_path / "elmo_model", start="zeros")  # a random model has no boundary state
+    vectors, before = adapted.embed(["alpha bravo"]), published.embed(["alpha bravo"])
+    assert vectors[0].shape == before[0].shape == (2, 32)
+    assert not np.allclose(vectors[0], before[0])  # the adapted weights moved
