@@ -35,6 +35,9 @@ PRESETS = {
     },
 }
 
+# Each optimizer's default learning rate: Adagrad's is the original recipe's.
+LEARNING_RATES = {"adagrad": 0.2, "adam": 0.002}
+
 # The original recipe's training keys (bilm-tf's `bin/train_elmo.py`), the one
 # table of training defaults. `n_tokens_vocab` and `n_train_tokens` come from
 # the corpus.
@@ -42,7 +45,7 @@ TRAINING_DEFAULTS = {
     "bidirectional": True,
     "dropout": 0.1,
     "all_clip_norm_val": 10.0,
-    "learning_rate": 0.2,
+    "learning_rate": LEARNING_RATES["adagrad"],
     "sample_softmax": True,
     "share_embedding_softmax": False,
     "n_epochs": 10,
@@ -53,6 +56,9 @@ TRAINING_DEFAULTS = {
     # bilm's own: steps at the start of a run that train the softmax alone,
     # the biLM frozen (a new softmax over a model adapted to new text).
     "softmax_warmup_steps": 0,
+    # bilm's own: "adam" instead of the original's Adagrad, with
+    # LEARNING_RATES["adam"] unless the options give a learning_rate.
+    "optimizer": "adagrad",
 }
 
 
@@ -69,5 +75,6 @@ def training_options(name, **keys):
     options = get_preset(name)
     options["char_cnn"]["n_characters"] = TRAINING_N_CHARACTERS
     options.update(TRAINING_DEFAULTS)
+    options["learning_rate"] = LEARNING_RATES[keys.get("optimizer", TRAINING_DEFAULTS["optimizer"])]
     options.update(keys)
     return options

@@ -4,7 +4,7 @@ import re
 import pytest
 
 from bilm.options import load_options
-from bilm.presets import PRESETS, TRAINING_DEFAULTS, get_preset, training_options
+from bilm.presets import LEARNING_RATES, PRESETS, TRAINING_DEFAULTS, get_preset, training_options
 from bilm.training.settings import training_settings
 
 # The published models' names: "<n_layers>x<dim>_<projection_dim>_<n_filters>cnn_<n_highway>xhighway".
@@ -67,5 +67,16 @@ def test_the_training_defaults_are_bilm_tfs_recipe():
         "bidirectional": True, "dropout": 0.1, "all_clip_norm_val": 10.0, "learning_rate": 0.2,
         "sample_softmax": True, "share_embedding_softmax": False, "n_epochs": 10, "batch_size": 128,
         "unroll_steps": 20, "n_negative_samples_batch": 8192,
-        # bilm's own keys, off by default: the original arithmetic, no softmax-only warm-up.
-        "matmul_dtype": "float32", "softmax_warmup_steps": 0}
+        # bilm's own keys, off by default: the original arithmetic, no softmax-only warm-up, Adagrad.
+        "matmul_dtype": "float32", "softmax_warmup_steps": 0, "optimizer": "adagrad"}
+
+
+def test_each_optimizer_starts_from_its_own_learning_rate_unless_given_one():
+    keys = {"n_tokens_vocab": 30, "n_train_tokens": 1000}
+    assert training_options("tiny", optimizer="adam", **keys)["learning_rate"] == LEARNING_RATES["adam"] == 0.002
+    assert training_options("tiny", optimizer="adam", learning_rate=0.01, **keys)["learning_rate"] == 0.01
+    assert training_options("tiny", **keys)["learning_rate"] == 0.2
+    options = training_options("tiny", **keys)
+    del options["learning_rate"]
+    assert training_settings(dict(options, optimizer="adam"))[1].learning_rate == 0.002
+    assert training_settings(options)[1].learning_rate == 0.2

@@ -3,7 +3,7 @@ import argparse
 import shlex
 
 from bilm.ops.matmul_dtype import MATMUL_DTYPES
-from bilm.presets import TRAINING_DEFAULTS
+from bilm.presets import LEARNING_RATES, TRAINING_DEFAULTS
 from bilm.training.from_files import train_from_files
 from bilm.training.loop import TrainingInterrupted
 
@@ -15,8 +15,10 @@ KNOB_FLAGS = {
     "unroll_steps": ("positive_int", "time steps per window (truncated backpropagation)"),
     "n_negative_samples_batch": ("positive_int", "negative words sampled per batch for the softmax (a vocabulary "
                                                  "smaller than this trains with the full softmax)"),
-    "learning_rate": ("positive_float", "Adagrad's learning rate"),
+    "learning_rate": ("positive_float", "the optimizer's learning rate"),
     "dropout": ("rate", "dropout rate on the LSTM inputs and outputs"),
+    "optimizer": ("optimizer", "adagrad (the original recipe's) or adam (bilm's opt-in, faster per step: "
+                               "docs/learning_parity.md)"),
     "softmax_warmup_steps": ("non_negative_int", "first steps of the run that train the softmax alone, the biLM "
                                                  "frozen (for a new softmax over a model adapted with --init_from)"),
 }
@@ -51,7 +53,13 @@ def _rate(text):
 
 
 _TYPES = {"positive_int": _positive_int, "non_negative_int": _non_negative_int, "positive_float": _positive_float,
-          "rate": _rate}
+          "rate": _rate, "optimizer": str}
+
+
+def _default_text(key):
+    if key == "learning_rate":
+        return ", ".join(f"{rate} for {name}" for name, rate in LEARNING_RATES.items())
+    return TRAINING_DEFAULTS[key]
 
 
 def add_training_arguments(parser):
@@ -65,7 +73,8 @@ def add_training_arguments(parser):
     ]
     for key, (kind, text) in KNOB_FLAGS.items():
         actions.append(parser.add_argument(
-            f"--{key}", type=_TYPES[kind], help=f"{text} (default: the options file's, else {TRAINING_DEFAULTS[key]})"))
+            f"--{key}", type=_TYPES[kind], choices=sorted(LEARNING_RATES) if kind == "optimizer" else None,
+            help=f"{text} (default: the options file's, else {_default_text(key)})"))
     actions += [
         parser.add_argument("--matmul_dtype", choices=MATMUL_DTYPES,
                             help="bfloat16: the highway, LSTM input-half and softmax matmuls take bfloat16 "

@@ -4,7 +4,8 @@ A checkpoint (`tf.train.Checkpoint`, files `model.ckpt-<step>.*` managed by
 `tf.train.CheckpointManager`) holds, under stable names:
 - `model/<layer>/<variable>`: the biLM (`char_cnn/char_embedding`, ...),
 - `softmax/W`, `softmax/b`,
-- `optimizer/<variable name>`: the Adagrad accumulators,
+- `optimizer/<variable name>`: the Adagrad accumulators (`optimizer: "adam"`:
+  `optimizer/<variable name>/m` and `/v`, and `optimizer/iterations`),
 - `step`: optimizer steps taken so far,
 - `lstm_states/<state key>`: the carried LSTM states, one row per batch row,
 - `data/batches`, `data/source`: how many batches of which data stream
@@ -43,7 +44,7 @@ def build_checkpoint(lm, optimizer=None, step=None, lstm_states=None, data_posit
 
     Args:
         lm: `TrainingLM` (its biLM, softmax and boundary state).
-        optimizer: `SparseAdagrad` or None.
+        optimizer: `SparseAdagrad`, `SparseAdam` or None.
         step: int64 scalar variable or None.
         lstm_states: `{state key: variable (rows, size)}` or None.
         data_position: `{"batches": int64 variable, "source": int64 variable}` or None.
@@ -111,6 +112,12 @@ def restore_training(checkpoint_file, lm, optimizer, step, lstm_states, data_pos
     number of replicas) are left at zero instead of failing.
     """
     saved_shapes = tf.train.load_checkpoint(checkpoint_file).get_variable_to_shape_map()
+    saved_optimizer = "adam" if "optimizer/iterations/.ATTRIBUTES/VARIABLE_VALUE" in saved_shapes else "adagrad"
+    if saved_optimizer != lm.settings.optimizer:
+        raise CheckpointError(
+            f"Checkpoint {checkpoint_file} holds the state of the {saved_optimizer} optimizer, but the options say "
+            f"'optimizer': {lm.settings.optimizer!r}; a run keeps its optimizer (set it back to {saved_optimizer!r}, "
+            "or start a new run in another save_dir).")
     states_match = all(
         saved_shapes.get(f"lstm_states/{key}/.ATTRIBUTES/VARIABLE_VALUE") == list(variable.shape)
         for key, variable in lstm_states.items())

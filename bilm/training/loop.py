@@ -32,7 +32,7 @@ from bilm.training.adaptation import adaptation_options, load_model_weights, ope
 from bilm.training.checkpoints import CHECKPOINT_NAME, OPTIONS_FILE, CheckpointError
 from bilm.training.distribution import is_chief, make_strategy
 from bilm.training.evaluation import evaluate
-from bilm.training.optimizer import INITIAL_ACCUMULATOR_VALUE, SparseAdagrad
+from bilm.training.optimizer import make_optimizer
 from bilm.training.prediction_network import measure_boundary_state
 from bilm.training.settings import training_settings
 from bilm.training.shards import count_tokens
@@ -222,8 +222,7 @@ class _TrainingRun:
         self.save_dir = save_dir
         with strategy.scope():
             self.lm = TrainingLM(options, settings)
-            self.optimizer = SparseAdagrad(
-                self.lm.trainable_variables(), settings.learning_rate, INITIAL_ACCUMULATOR_VALUE)
+            self.optimizer = make_optimizer(settings, self.lm.trainable_variables())
             self.lstm_states = {
                 key: tf.Variable(tf.zeros([global_batch, size]), trainable=False, name=f"state_{key}")
                 for key, _, size in self.lm.state_keys}
@@ -569,8 +568,9 @@ def _print_sizes(report, lm, settings, n_replicas, schedule):
     samples = settings.n_negative_samples_batch if settings.sample_softmax else settings.n_tokens_vocab
     logits = len(lm.directions) * settings.batch_size * settings.unroll_steps * (samples + 1)
     report(f"Parameters: {n_bilm:,} in the biLM, {n_softmax:,} in the softmax, {n_bilm + n_softmax:,} in all.")
-    report(f"Memory estimate per replica (float32): softmax {n_softmax * mib:,.1f} MiB, Adagrad "
-        f"accumulators {(n_bilm + n_softmax) * mib:,.1f} MiB, softmax logits {logits * mib:,.1f} MiB per step.")
+    slots = 2 if settings.optimizer == "adam" else 1
+    report(f"Memory estimate per replica (float32): softmax {n_softmax * mib:,.1f} MiB, {settings.optimizer} "
+        f"state {slots * (n_bilm + n_softmax) * mib:,.1f} MiB, softmax logits {logits * mib:,.1f} MiB per step.")
     report(f"{n_replicas} replica(s) x {settings.batch_size} rows x {settings.unroll_steps} steps; "
         f"{schedule.batches_per_epoch} batches per epoch, {schedule.batches_total} in all.")
     if settings.matmul_dtype != "float32":

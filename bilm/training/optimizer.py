@@ -1,4 +1,4 @@
-"""Gradients and the optimizer: deduplicated sparse gradients, global-norm clipping, Adagrad."""
+"""Gradients and the optimizers: deduplicated sparse gradients, global-norm clipping, Adagrad (the original's), Adam."""
 import tensorflow as tf
 
 INITIAL_ACCUMULATOR_VALUE = 1.0
@@ -119,3 +119,85 @@ def _dense_adagrad_values(accumulator, variable, gradient, learning_rate, gradie
     gradient = _scaled(gradient, gradient_scale)
     accumulator = accumulator + gradient * gradient
     return accumulator, variable - learning_rate * gradient * tf.math.rsqrt(accumulator)
+
+
+class SparseAdam:
+    """Adam (Kingma and Ba) on `tf.Variable`s, lazy on sparse rows.
+
+    `m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
+    var -= lr sqrt(1 - b2^t) / (1 - b1^t) * m / (sqrt(v) + epsilon)`, with
+    `t` the steps taken. An `IndexedSlices` gradient (deduplicated) updates
+    only its rows of the variable and of both moments (the moments of rows
+    it does not touch keep their values, as in "lazy" Adam), so the cost of a
+    step does not grow with the vocabulary. A step with `gradient_scale` 0
+    changes nothing, not even the moments or `t`.
+
+    Args:
+        variables: `{name: tf.Variable}`; moments are created for each, in
+            the current distribution scope.
+        learning_rate, beta_1, beta_2, epsilon: floats.
+
+    Attributes:
+        accumulators: `{name + "/m" or "/v": tf.Variable, "iterations": int64
+            variable}`, the optimizer's state (what a checkpoint holds).
+    """
+
+    def __init__(self, variables, learning_rate, beta_1=0.9, beta_2=0.999, epsilon=1e-7):
+        self.learning_rate = learning_rate
+        self.beta_1, self.beta_2, self.epsilon = beta_1, beta_2, epsilon
+        self.iterations = tf.Variable(0, dtype=tf.int64, trainable=False, name="adam_iterations")
+        self.accumulators = {"iterations": self.iterations}
+        for name, variable in variables.items():
+            for moment in ("m", "v"):
+                self.accumulators[f"{name}/{moment}"] = tf.Variable(
+                    lambda v=variable: tf.zeros(v.shape, v.dtype), trainable=False,
+                    name=name.replace("/", "_") + f"_adam_{moment}")
+
+    def _step_size(self, variable, taken):
+        t = tf.cast(self.iterations + taken, variable.dtype)
+        return (self.learning_rate * tf.sqrt(1.0 - tf.pow(tf.constant(self.beta_2, variable.dtype), t))
+                / (1.0 - tf.pow(tf.constant(self.beta_1, variable.dtype), t)))
+
+    def update(self, variable, gradient, first, second, gradient_scale=1.0):
+        """Applies one gradient (per device), first multiplied by `gradient_scale`."""
+        scale = tf.cast(gradient_scale, variable.dtype)
+        taken = tf.cast(scale > 0, tf.int64)  # this step counts when it is taken
+        step_size = self._step_size(variable, taken)
+        b1, b2 = tf.constant(self.beta_1, variable.dtype), tf.constant(self.beta_2, variable.dtype)
+        if isinstance(gradient, tf.IndexedSlices):
+            indices, values = gradient.indices, _scaled(gradient.values, scale)
+            m = tf.gather(first, indices)
+            v = tf.gather(second, indices)
+            m_new = tf.where(scale > 0, b1 * m + (1 - b1) * values, m)
+            v_new = tf.where(scale > 0, b2 * v + (1 - b2) * tf.square(values), v)
+            first.scatter_update(tf.IndexedSlices(m_new, indices))
+            second.scatter_update(tf.IndexedSlices(v_new, indices))
+            step = tf.where(scale > 0, step_size * m_new / (tf.sqrt(v_new) + self.epsilon), tf.zeros_like(m_new))
+            return variable.scatter_sub(tf.IndexedSlices(step, indices))
+        gradient = _scaled(gradient, scale)
+        m_new = tf.where(scale > 0, b1 * first + (1 - b1) * gradient, first)
+        v_new = tf.where(scale > 0, b2 * second + (1 - b2) * tf.square(gradient), second)
+        first.assign(m_new)
+        second.assign(v_new)
+        step = tf.where(scale > 0, step_size * m_new / (tf.sqrt(v_new) + self.epsilon), tf.zeros_like(m_new))
+        return variable.assign_sub(step)
+
+    def apply(self, variables, gradients, strategy=None, gradient_scale=1.0):
+        """Updates `variables` `{name: var}` with `gradients` `{name: grad or None}`; as `SparseAdagrad.apply`."""
+        strategy = strategy or tf.distribute.get_strategy()
+        for name, variable in variables.items():
+            gradient = gradients.get(name)
+            if gradient is not None:
+                strategy.extended.update(
+                    variable, self.update,
+                    args=(gradient, self.accumulators[f"{name}/m"], self.accumulators[f"{name}/v"], gradient_scale),
+                    group=False)
+        self.iterations.assign_add(tf.cast(tf.cast(gradient_scale, tf.float32) > 0, tf.int64))
+
+
+def make_optimizer(settings, variables):
+    """The optimizer `settings.optimizer` names, over `variables` `{name: tf.Variable}`:
+    `SparseAdagrad` with the original's initial accumulator, or `SparseAdam`."""
+    if settings.optimizer == "adam":
+        return SparseAdam(variables, settings.learning_rate)
+    return SparseAdagrad(variables, settings.learning_rate, INITIAL_ACCUMULATOR_VALUE)

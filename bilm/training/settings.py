@@ -12,7 +12,7 @@ import warnings
 
 from bilm.ops.matmul_dtype import check_matmul_dtype
 from bilm.options import TRAINING_N_CHARACTERS, OptionsError, load_options
-from bilm.presets import TRAINING_DEFAULTS
+from bilm.presets import LEARNING_RATES, TRAINING_DEFAULTS
 
 # Every key a training options file may hold: the model's sections and
 # their keys, the training keys with defaults, and what the corpus gives.
@@ -68,6 +68,7 @@ class TrainingSettings:
     n_train_tokens: int
     matmul_dtype: str
     softmax_warmup_steps: int
+    optimizer: str
 
 
 def training_settings(options, need_schedule=True):
@@ -130,6 +131,12 @@ def training_settings(options, need_schedule=True):
             "sampling negatives (set n_negative_samples_batch below the vocabulary size to sample).",
             stacklevel=2)
         sample_softmax = False
+    optimizer = options.get("optimizer", _default("optimizer"))
+    if optimizer not in LEARNING_RATES:
+        raise OptionsError(f"{source}: training key 'optimizer' must be one of {sorted(LEARNING_RATES)}, got "
+                           f"{optimizer!r} (\"adagrad\" is the original recipe's).")
+    learning_rate = (number("learning_rate", 1e-12, math.inf) if "learning_rate" in options.raw
+                     else LEARNING_RATES[optimizer])
     settings = TrainingSettings(
         n_tokens_vocab=n_tokens_vocab,
         batch_size=integer("batch_size"),
@@ -139,12 +146,13 @@ def training_settings(options, need_schedule=True):
         sample_softmax=sample_softmax,
         n_negative_samples_batch=n_negative,
         share_embedding_softmax=share,
-        learning_rate=number("learning_rate", 1e-12, math.inf),
+        learning_rate=learning_rate,
         all_clip_norm_val=number("all_clip_norm_val", 1e-12, math.inf),
         n_epochs=integer("n_epochs"),
         n_train_tokens=integer("n_train_tokens", required=need_schedule),
         matmul_dtype=matmul_dtype,
         softmax_warmup_steps=integer("softmax_warmup_steps", minimum=0),
+        optimizer=optimizer,
     )
     return options, settings
 

@@ -6,6 +6,7 @@ import pytest
 import tensorflow as tf
 
 import bilm.training.loop as loop_module
+from bilm.training.checkpoints import CheckpointError
 from bilm.training.evaluation import evaluate
 from bilm.training.loop import train
 from bilm.training.settings import training_settings
@@ -30,6 +31,7 @@ def test_n_train_tokens_below_one_batch_trains_one_batch_per_epoch_and_says_so(t
     (True, False, True, 250, {}),
     (False, True, False, 250, {"learning_rate": 0.5}),
     (False, False, True, 150, {"share_embedding_softmax": True}),
+    (True, True, True, 250, {"optimizer": "adam"}),
 ])
 def test_training_goes_far_below_unigram_perplexity(tmp_path, training_corpus, char, bidirectional, skip, steps, extra):
     options = tiny_options(char=char, bidirectional=bidirectional, skip=skip, n_train_tokens=16 * 5 * steps,
@@ -96,3 +98,19 @@ def test_malloc_is_tuned_only_when_the_caller_asks(tmp_path, training_corpus, mo
     train(options, open_data(options, training_corpus), 1, tmp_path / "ckpt", None, max_steps=1, verbose=0,
           tune_malloc=tune_malloc)
     assert len(calls) == int(tune_malloc)
+
+
+def test_an_adam_run_restarts_exactly_and_keeps_its_optimizer(tmp_path, training_corpus):
+    options = tiny_options(optimizer="adam", n_train_tokens=16 * 5 * 6)
+    data = open_data(options, training_corpus)
+    straight = train(options, data, 1, tmp_path / "straight", None, verbose=0)
+    first = train(options, data, 1, tmp_path / "stopped", None, max_steps=3, verbose=0)
+    resumed = train(options, data, 1, tmp_path / "stopped", None, restart_ckpt_file=first["checkpoint"], verbose=0)
+    assert resumed["step"] == straight["step"] == 6
+    expected, got = checkpoint_arrays(straight["checkpoint"]), checkpoint_arrays(resumed["checkpoint"])
+    assert any("iterations" in name for name in expected) and sorted(expected) == sorted(got)
+    for name in expected:
+        np.testing.assert_allclose(got[name], expected[name], rtol=1e-5, atol=1e-6, err_msg=name)
+    with pytest.raises(CheckpointError, match="holds the state of the adam optimizer.*'optimizer': 'adagrad'"):
+        train(dict(options, optimizer="adagrad"), data, 1, tmp_path / "stopped", None,
+              restart_ckpt_file=resumed["checkpoint"], verbose=0)

@@ -1,9 +1,11 @@
-"""SparseAdagrad, deduplicate and global_norm_scale against TF1's dense Adagrad and tf.clip_by_global_norm."""
+"""SparseAdagrad, SparseAdam, deduplicate and global_norm_scale against TF1's dense Adagrad, Keras's Adam,
+a NumPy lazy Adam and tf.clip_by_global_norm."""
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from bilm.training.optimizer import SparseAdagrad, deduplicate, global_norm_scale
+from bilm.training.optimizer import SparseAdagrad, SparseAdam, deduplicate, global_norm_scale
 from training_helpers import clip_by_global_norm, scale_gradient
 
 
@@ -71,3 +73,49 @@ def test_adagrad_gradient_scale_equals_scaled_gradients_and_zero_skips_non_finit
                        "dense": tf.constant(np.full((4, 3), np.inf, np.float32))}, tf.constant(0.0))
     for got, start in zip(skipped, [table, dense, np.ones((9, 3)), np.ones((4, 3))]):
         np.testing.assert_array_equal(got, start)
+
+
+def test_dense_adam_steps_equal_keras_adam():
+    rng = np.random.default_rng(3)
+    start = rng.normal(size=(5, 4)).astype(np.float32)
+    gradients = [rng.normal(size=(5, 4)).astype(np.float32) for _ in range(4)]
+    ours = {"w": tf.Variable(start)}
+    optimizer = SparseAdam(ours, learning_rate=0.01)
+    reference = keras.Variable(start)
+    keras_adam = keras.optimizers.Adam(learning_rate=0.01, epsilon=1e-7)
+    for gradient in gradients:
+        optimizer.apply(ours, {"w": tf.constant(gradient)})
+        keras_adam.apply_gradients([(tf.constant(gradient), reference)])
+    np.testing.assert_allclose(ours["w"].numpy(), reference.numpy(), rtol=1e-5, atol=1e-6)
+    assert int(optimizer.iterations.numpy()) == 4
+
+
+def test_sparse_adam_updates_only_its_rows_lazily_and_a_zero_scale_changes_nothing():
+    rng = np.random.default_rng(4)
+    table = rng.normal(size=(10, 3)).astype(np.float32)
+    variables = {"table": tf.Variable(table)}
+    optimizer = SparseAdam(variables, learning_rate=0.1)
+    m, v, w = np.zeros((10, 3)), np.zeros((10, 3)), table.astype(np.float64)
+    t = 0
+    for rows, scale in (([1, 4], 1.0), ([4, 7], 0.5), ([2], 0.0), ([1], 1.0)):
+        values = rng.normal(size=(len(rows), 3)).astype(np.float32)
+        if scale == 0.0:
+            values[:] = np.nan  # a skipped step: non-finite gradients
+        gradient = tf.IndexedSlices(tf.constant(values), tf.constant(rows), [10, 3])
+        before = [x.numpy().copy() for x in optimizer.accumulators.values()] + [variables["table"].numpy().copy()]
+        optimizer.apply(variables, {"table": gradient}, gradient_scale=tf.constant(scale))
+        if scale == 0.0:
+            after = [x.numpy() for x in optimizer.accumulators.values()] + [variables["table"].numpy()]
+            for a, b in zip(before, after):
+                np.testing.assert_array_equal(a, b)
+            continue
+        t += 1
+        g = values * scale
+        m[rows] = 0.9 * m[rows] + 0.1 * g
+        v[rows] = 0.999 * v[rows] + 0.001 * g ** 2
+        w[rows] -= 0.1 * np.sqrt(1 - 0.999 ** t) / (1 - 0.9 ** t) * m[rows] / (np.sqrt(v[rows]) + 1e-7)
+        np.testing.assert_allclose(variables["table"].numpy(), w, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(optimizer.accumulators["table/m"].numpy(), m, rtol=1e-5, atol=1e-7)
+    assert int(optimizer.iterations.numpy()) == t == 3
+    untouched = [0, 3, 5, 6, 8, 9]
+    np.testing.assert_array_equal(variables["table"].numpy()[untouched], table[untouched])
