@@ -59,7 +59,7 @@ def test_progress_parameter_count_and_tensorboard_scalars(tmp_path, training_cor
     n_bilm, n_softmax = TrainingLM(*training_settings(options)).parameter_counts()
     assert f"Parameters: {n_bilm:,} in the biLM, {n_softmax:,} in the softmax" in out
     assert n_softmax == 23 * 8 + 23
-    assert "Memory estimate" in out and "Adagrad accumulators" in out
+    assert "Memory estimate" in out and "adagrad state" in out
     # Readable numbers, no colour codes in a file (capsys is not a terminal).
     # The training loss's perplexity is named as such, and told apart from the held-out one.
     assert re.search(r"ms/batch - (sampled-softmax|training) perplexity [0-9.]+ - tokens/sec [0-9,]+\n", out)

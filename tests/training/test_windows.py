@@ -14,7 +14,7 @@ from bilm.text.vocabulary import (
     boundary_char_ids,
     token_to_char_ids,
 )
-from bilm.training.windows import BidirectionalLMDataset, LMDataset, load_vocab
+from bilm.training.windows import BidirectionalLMDataset, LMDataset, backward_seed, load_vocab
 from helpers import write_shard, write_vocab
 from training_helpers import TOKENS, C
 
@@ -202,16 +202,31 @@ def test_only_one_shard_is_open_at_a_time(three_shards, monkeypatch, shuffle_on_
     assert len(opened) > 6  # three at construction, then several passes
 
 
-def test_bidirectional_sees_the_same_sentences(three_shards):
+def test_bidirectional_training_streams_read_the_corpus_in_their_own_orders(three_shards):
     pattern, vocab = three_shards
     data = BidirectionalLMDataset(pattern, vocab, shuffle_on_load=True, seed=5)
-    assert data.backward.seed == data.forward.seed == 5
-    pairs = zip(data.forward.iter_sentences(), data.backward.iter_sentences())
-    for (forward, _), (backward, _) in itertools.islice(pairs, 70):
+    assert data.seed == data.forward.seed == 5 and data.backward.seed == backward_seed(5) != 5
+    n = 200
+    forward = [tuple(ids) for ids, _ in itertools.islice(data.forward.iter_sentences(), n)]
+    backward = [tuple(ids[::-1]) for ids, _ in itertools.islice(data.backward.iter_sentences(), n)]
+    # Another order: rows of the two directions hold different sentences.
+    assert sum(f == b for f, b in zip(forward, backward)) < n // 4
+    # Each direction is its own LMDataset's stream: reversed sentences of the backward seed.
+    alone = LMDataset(pattern, vocab, reverse=True, shuffle_on_load=True, seed=backward_seed(5))
+    for (mine, _), (its, _) in zip(itertools.islice(data.backward.iter_sentences(), 50), alone.iter_sentences()):
+        np.testing.assert_array_equal(mine, its)
+    # Restarting from the same seed gives the same batches in both directions.
+    again = BidirectionalLMDataset(pattern, vocab, shuffle_on_load=True, seed=5)
+    for a, b in zip(itertools.islice(data.iter_batches(3, 4), 10), again.iter_batches(3, 4)):
+        for key in a:
+            np.testing.assert_array_equal(a[key], b[key])
+
+
+def test_bidirectional_test_streams_read_the_files_in_order_both_ways(three_shards):
+    pattern, vocab = three_shards
+    data = BidirectionalLMDataset(pattern, vocab, test=True)
+    for (forward, _), (backward, _) in zip(data.forward.iter_sentences(), data.backward.iter_sentences()):
         np.testing.assert_array_equal(backward, forward[::-1])
-    # Same cuts in the batches: </S> starts a backward sentence where <S> starts a forward one.
-    for batch in itertools.islice(data.iter_batches(3, 4), 20):
-        np.testing.assert_array_equal(batch["token_ids"] == vocab.bos, batch["token_ids_reverse"] == vocab.eos)
 
 
 # --- bad input -------------------------------------------------------------
