@@ -42,7 +42,10 @@ bytes.
 Recipes (`--recipes`, each run with every seed on the same corpus):
 
   bilm
-      bilm's training recipe, as `bin/train_elmo.py` runs it.
+      bilm's training recipe, as `bin/train_elmo.py` runs it (the
+      original's: Adagrad 0.2).
+  adam
+      bilm's opt-in Adam (`optimizer: "adam"`, learning rate 0.002).
   shared_lstm_init
       ABLATION, NOT BILM'S CODE: the defect bilm had until issue 28. Its
       ProjectedLSTM drew the input kernel W_x and the recurrent kernel W_h
@@ -51,12 +54,10 @@ Recipes (`--recipes`, each run with every seed on the same corpus):
       when the input is projection_dim wide, as in every biLM). This wraps
       `ProjectedLSTM.build`, inside this process and for this recipe only,
       to copy those rows again.
-  independent_backward
-      ABLATION, NOT BILM'S RECIPE: bilm's backward stream is the reversed
-      twin of the forward one (same shuffle, same sentences in row i of
-      both directions); bilm-tf shuffled the backward stream on its own.
-      This replaces the backward stream of the data object passed to
-      `train` by an `LMDataset` with its own seed (`seed + 7919`).
+  twin_backward
+      ABLATION, NOT BILM'S RECIPE: the layout bilm had until issue 28, the
+      backward stream reading the forward stream's sentences (same
+      shuffle) reversed, instead of its own shuffle of the corpus.
 
 Other settings (flags): `--dropout`, `--softmax full|sampled`
 (`--n_negative`), sizes.
@@ -73,6 +74,7 @@ Comparisons of issue 28 (about 4 minutes a run on one core):
 """
 import argparse
 import contextlib
+import glob
 import json
 import math
 import os
@@ -269,7 +271,7 @@ def recurrent_kernels_copied_from_input_kernels():
         ProjectedLSTM.build = build
 
 
-RECIPES = ("bilm", "shared_lstm_init", "independent_backward")
+RECIPES = ("bilm", "adam", "shared_lstm_init", "twin_backward")
 
 
 def small_options(args, n_tokens_vocab):
@@ -299,10 +301,12 @@ def train_one(args, corpus, recipe, seed):
     """One run of `recipe`: `{"train": (steps, 2) losses, "heldout": {step: [fwd, bwd]}, "seconds"}`."""
     train_glob, heldout_glob, vocab_file, _ = corpus
     options = small_options(args, sum(1 for line in open(vocab_file, encoding="utf-8") if line.strip()))
+    if recipe == "adam":
+        options.update(optimizer="adam", learning_rate=args.adam_learning_rate)
     data, _ = load_training_data(options, train_glob, vocab_file, seed=seed)
-    if recipe == "independent_backward":
-        # ABLATION, not bilm's recipe: the backward stream shuffles on its own, as bilm-tf's did.
-        data.backward = LMDataset(train_glob, data.vocab, reverse=True, shuffle_on_load=True, seed=seed + 7919)
+    if recipe == "twin_backward":
+        # ABLATION, not bilm's recipe: the backward stream reads the forward stream's sentences, reversed.
+        data.backward = LMDataset(train_glob, data.vocab, reverse=True, shuffle_on_load=True, seed=data.forward.seed)
     heldout, _ = load_training_data(options, heldout_glob, vocab_file, test=True)
     RecordingTrainStep.heldout = heldout
     RecordingTrainStep.eval_steps = frozenset(
@@ -352,6 +356,7 @@ def main(argv=None):
     parser.add_argument("--recipes", default="bilm,shared_lstm_init",
                         help="comma-separated recipes to compare, each with every seed: " + ", ".join(RECIPES)
                         + " (all but bilm are ablations, see above)")
+    parser.add_argument("--adam_learning_rate", type=float, default=0.002, help="of the adam recipe")
     parser.add_argument("--train_window", type=int, default=100, help="last steps whose training loss is averaged")
     parser.add_argument("--eval_every", type=int, default=25, help="steps between held-out evaluations")
     parser.add_argument("--eval_window", type=int, default=100,
@@ -368,6 +373,10 @@ def main(argv=None):
     parser.add_argument("--zipf", type=float, default=1.05, help="Zipf exponent of the word frequencies")
     parser.add_argument("--min_count", type=int, default=2, help="vocabulary: fewest occurrences of a kept word")
     parser.add_argument("--corpus_seed", type=int, default=0)
+    parser.add_argument("--train_prefix", help="train on these shards (glob) instead of a generated corpus; "
+                                               "with --heldout_prefix and --vocab_file")
+    parser.add_argument("--heldout_prefix", help="held-out shards (glob), with --train_prefix")
+    parser.add_argument("--vocab_file", help="vocabulary, with --train_prefix")
     parser.add_argument("--corpus_dir", help="write the corpus here (default: a temporary directory)")
     parser.add_argument("--threads", type=int, default=1, help="TensorFlow threads (intra- and inter-op)")
     parser.add_argument("--json", help="also write every run's losses to this file")
@@ -377,7 +386,9 @@ def main(argv=None):
     unknown = sorted(set(recipes) - set(RECIPES))
     if unknown:
         parser.error(f"unknown recipe(s) {unknown}: choose from {', '.join(RECIPES)}")
-    if args.steps * args.batch_size * args.unroll_steps > args.corpus_tokens:
+    if args.train_prefix and not (args.heldout_prefix and args.vocab_file):
+        parser.error("--train_prefix needs --heldout_prefix and --vocab_file")
+    if not args.train_prefix and args.steps * args.batch_size * args.unroll_steps > args.corpus_tokens:
         parser.error("--corpus_tokens must exceed the tokens read (steps x batch_size x unroll_steps), so that "
                      "every batch is new text")
     if args.train_window > args.steps or args.eval_window >= args.steps:
@@ -389,11 +400,15 @@ def main(argv=None):
 
     with tempfile.TemporaryDirectory() as tmp:
         directory = args.corpus_dir or tmp
-        corpus = write_corpus(directory, args.corpus_tokens, args.heldout_sentences, 10, args.n_words,
-                              args.classes, args.zipf, args.min_count, args.corpus_seed)
+        if args.train_prefix:
+            n_train = sum(len(line.split()) for path in glob.glob(args.train_prefix) for line in open(path))
+            corpus = (args.train_prefix, args.heldout_prefix, args.vocab_file, n_train)
+        else:
+            corpus = write_corpus(directory, args.corpus_tokens, args.heldout_sentences, 10, args.n_words,
+                                  args.classes, args.zipf, args.min_count, args.corpus_seed)
         n_vocab = sum(1 for line in open(corpus[2], encoding="utf-8") if line.strip())
-        print(f"corpus: {corpus[3]:,} training tokens, {args.heldout_sentences} held-out sentences, vocabulary "
-              f"{n_vocab:,}; held-out unigram perplexity {unigram_perplexity(corpus[1], corpus[2]):.1f}")
+        print(f"corpus: {corpus[0]}, {corpus[3]:,} training tokens, vocabulary {n_vocab:,}; held-out unigram "
+              f"perplexity {unigram_perplexity(corpus[1], corpus[2]):.1f}")
         print(f"settings: {args.steps} steps of {args.batch_size} x {args.unroll_steps}, LSTM 2 x {args.lstm_dim} "
               f"projected to {args.projection_dim}, dropout {args.dropout}, {args.softmax} softmax"
               + (f" ({args.n_negative} negatives)" if args.softmax == "sampled" else ""), flush=True)
