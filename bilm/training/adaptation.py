@@ -14,7 +14,7 @@ state. A run adapted from it takes:
   the NLPL repository's models carry the keys they were trained with);
 - the char CNN, highway, projection and LSTM weights from the weight file;
 - a new softmax over the caller's vocabulary (`bilm.training.softmax_init`),
-  new Adagrad accumulators, LSTM states from zeros, and no boundary state
+  a new optimizer state, LSTM states from zeros, and no boundary state
   (the run measures it on the new text at its end, as every run does).
 """
 import dataclasses
