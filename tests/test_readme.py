@@ -55,18 +55,29 @@ def _bash_commands(section):
     return [line.strip() for line in block.replace("\\\n", " ").splitlines() if line.strip()]
 
 
-@pytest.mark.slow
-def test_the_training_commands_and_python_example_run_as_written(tmp_path, monkeypatch):
+def _write_corpus(directory):
+    """`directory/train/part0.txt` and `directory/heldout/part0.txt`, as the README's commands expect."""
     for folder, n, seed in (("train", 300, 0), ("heldout", 40, 1)):
-        (tmp_path / "data" / folder).mkdir(parents=True)
-        (tmp_path / "data" / folder / "part0.txt").write_text("\n".join(cycle_sentences(n, seed)) + "\n")
+        (directory / folder).mkdir(parents=True)
+        (directory / folder / "part0.txt").write_text("\n".join(cycle_sentences(n, seed)) + "\n")
+
+
+def _run_bash_commands(section, cwd):
+    """Runs the `python bin/...` commands of a README section in `cwd`; returns each one's stdout + stderr."""
     outputs = []
-    for command in _bash_commands("Train a biLM on your corpus"):
+    for command in _bash_commands(section):
         assert command.startswith("python bin/"), command
         command = command.replace("python bin/", f"{shlex.quote(sys.executable)} {shlex.quote(ROOT)}/bin/", 1)
-        result = subprocess.run(command, shell=True, cwd=tmp_path, capture_output=True, text=True, timeout=900)
+        result = subprocess.run(command, shell=True, cwd=cwd, capture_output=True, text=True, timeout=900)
         assert result.returncode == 0, (command, result.stdout[-2000:], result.stderr[-3000:])
-        outputs.append(result.stdout)
+        outputs.append(result.stdout + result.stderr)
+    return outputs
+
+
+@pytest.mark.slow
+def test_the_training_commands_and_python_example_run_as_written(tmp_path, monkeypatch):
+    _write_corpus(tmp_path / "data")
+    outputs = _run_bash_commands("Train a biLM on your corpus", tmp_path)
     perplexity = float(re.search(r"AVERAGE PERPLEXITY = ([\d.]+)", "".join(outputs)).group(1))
     assert 1 < perplexity < 1000
     assert (tmp_path / "weights.hdf5").is_file() and (tmp_path / "weights_options.json").is_file()
@@ -78,17 +89,9 @@ def test_the_training_commands_and_python_example_run_as_written(tmp_path, monke
 
 @pytest.mark.slow
 def test_the_adaptation_commands_run_as_written(tmp_path):
-    for folder, n, seed in (("train", 300, 0), ("heldout", 40, 1)):
-        (tmp_path / "domain" / folder).mkdir(parents=True)
-        (tmp_path / "domain" / folder / "part0.txt").write_text("\n".join(cycle_sentences(n, seed)) + "\n")
+    _write_corpus(tmp_path / "domain")
     write_random_model(tmp_path / "elmo_model", get_preset("tiny"), seed=0)  # the "published" model
-    outputs = []
-    for command in _bash_commands("Adapt a published model to your text"):
-        assert command.startswith("python bin/"), command
-        command = command.replace("python bin/", f"{shlex.quote(sys.executable)} {shlex.quote(ROOT)}/bin/", 1)
-        result = subprocess.run(command, shell=True, cwd=tmp_path, capture_output=True, text=True, timeout=900)
-        assert result.returncode == 0, (command, result.stdout[-2000:], result.stderr[-3000:])
-        outputs.append(result.stdout + result.stderr)
+    outputs = _run_bash_commands("Adapt a published model to your text", tmp_path)
     assert "elmo_model" in outputs[1]
     perplexity = float(re.search(r"AVERAGE PERPLEXITY = ([\d.]+)", "".join(outputs)).group(1))
     assert 1 < perplexity < 1000

@@ -31,7 +31,7 @@ def test_n_train_tokens_below_one_batch_trains_one_batch_per_epoch_and_says_so(t
     (True, False, True, 250, {}),
     (False, True, False, 250, {"learning_rate": 0.5}),
     (False, False, True, 150, {"share_embedding_softmax": True}),
-    (True, True, True, 250, {"optimizer": "adam"}),
+    (True, True, True, 250, {"optimizer": "adam", "learning_rate": 0.01}),
 ])
 def test_training_goes_far_below_unigram_perplexity(tmp_path, training_corpus, char, bidirectional, skip, steps, extra):
     options = tiny_options(char=char, bidirectional=bidirectional, skip=skip, n_train_tokens=16 * 5 * steps,
