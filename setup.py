@@ -17,6 +17,6 @@ setup(
         # tf.summary.scalar, for the training curves (TensorFlow no longer brings it).
         "tensorboard",
     ],
-    extras_require={"test": ["pytest", "ruff"]},
+    extras_require={"test": ["pytest", "pytest-xdist", "ruff"]},
     scripts=sorted(glob.glob("bin/*.py")),
 )
