@@ -192,7 +192,10 @@ class SparseAdam:
                     variable, self.update,
                     args=(gradient, self.accumulators[f"{name}/m"], self.accumulators[f"{name}/v"], gradient_scale),
                     group=False)
-        self.iterations.assign_add(tf.cast(tf.cast(gradient_scale, tf.float32) > 0, tf.int64))
+        # After the variables (which read it): one more step where this one was taken.
+        strategy.extended.update(
+            self.iterations, lambda iterations, scale: iterations.assign_add(tf.cast(scale > 0, tf.int64)),
+            args=(gradient_scale,), group=False)
 
 
 def make_optimizer(settings, variables):

@@ -143,15 +143,24 @@ def _assert_same_step(got, single_device):
 @pytest.mark.slow
 def test_mirrored_two_replicas_equal_one_device_with_twice_the_batch(tmp_path, corpus, single_device):
     sampled = tiny_options(dropout=0.1, batch_size=2)  # the real recipe also runs on two replicas
+    adam = dict(_exact_options(2), optimizer="adam", learning_rate=0.01)
     config = {"logical_cpus": True, "tests": TESTS, "corpus": corpus, "runs": [
         {"options": _exact_options(2), "save_dir": str(tmp_path / "mirrored"), "steps": STEPS},
         {"options": sampled, "save_dir": str(tmp_path / "sampled"), "steps": STEPS},
+        {"options": adam, "save_dir": str(tmp_path / "adam"), "steps": STEPS},
     ]}
-    exact, recipe = _results(_start(tmp_path, config))
+    exact, recipe, mirrored_adam = _results(_start(tmp_path, config))
     assert exact["step"] == recipe["step"] == STEPS and np.isfinite(recipe["loss"])
     arrays = checkpoint_arrays(exact["checkpoint"])
     assert arrays["lstm_states/forward_0_c/.ATTRIBUTES/VARIABLE_VALUE"].shape == (4, 16)
     _assert_same_step(arrays, single_device)
+    # Adam's moments and step count follow the replicas the same way.
+    adam_single = dict(adam, batch_size=4)
+    one_device = train(adam_single, open_data(adam_single, corpus), 1, tmp_path / "adam_single", None,
+                       max_steps=STEPS, seed=1, verbose=0)
+    expected = checkpoint_arrays(one_device["checkpoint"])
+    assert "optimizer/iterations/.ATTRIBUTES/VARIABLE_VALUE" in expected
+    _assert_same_step(checkpoint_arrays(mirrored_adam["checkpoint"]), (single_device[0], expected))
 
 
 def _free_port():
