@@ -21,8 +21,9 @@ which no flag offers). Step 0 is the held-out perplexity before any step
 
     nice -n 10 python bench/bench_adapt.py --directory /tmp/bench_adapt
 
-The pretrained model is kept in DIRECTORY/general and reused by later runs
-with the same sizes.
+The pretrained model is kept in DIRECTORY/general_model and reused by a
+later run only when it was pretrained with the same steps, corpus size and
+options (`pretraining.json` beside it); otherwise it is trained again.
 """
 import argparse
 import functools
@@ -162,8 +163,7 @@ def write_corpora(directory, n_general, n_domain, n_heldout, seed=0):
                 f.writelines(" ".join(samplers[name]()) + "\n" for _ in range(n))
             paths[f"{name}_{part}"] = path
         vocab = os.path.join(directory, name, "vocab.txt")
-        if not os.path.exists(vocab):
-            build_vocab(paths[f"{name}_train"], vocab)
+        build_vocab(paths[f"{name}_train"], vocab)  # the text just written, whatever an earlier run wrote
         paths[f"{name}_vocab"] = vocab
     return paths
 
@@ -177,12 +177,17 @@ def _overlap(paths):
 
 # === The runs ===
 
-def pretrain(paths, directory, steps):
-    """The general model, dumped as options + weights; reused when it is there."""
+def pretrain(paths, directory, steps, n_general):
+    """The general model, dumped as options + weights; reused when an earlier run made it the same way."""
     model_dir = os.path.join(directory, "general_model")
     weights = os.path.join(model_dir, "weights.hdf5")
-    if os.path.exists(weights):
-        return model_dir
+    record = os.path.join(model_dir, "pretraining.json")
+    how = {"steps": steps, "n_general": n_general, "options": {**ARCHITECTURE, **SETTINGS}}
+    if os.path.exists(record) and os.path.exists(weights):
+        with open(record) as f:
+            if json.load(f) == how:
+                return model_dir
+    shutil.rmtree(model_dir, ignore_errors=True)
     save_dir = os.path.join(directory, "general_ckpt")
     shutil.rmtree(save_dir, ignore_errors=True)
     options_file = os.path.join(directory, "general_options.json")
@@ -194,17 +199,19 @@ def pretrain(paths, directory, steps):
     print(f"Pretrained {steps} steps on the general corpus in {time.perf_counter() - started:.0f} s.")
     os.makedirs(model_dir, exist_ok=True)
     dump_weights(save_dir, weights)
+    with open(record, "w") as f:  # last: a model without it is never reused
+        json.dump(how, f)
     return model_dir
 
 
-def run(paths, directory, name, steps, **kwargs):
+def run(paths, directory, name, steps, settings, **kwargs):
     """Held-out domain perplexity of one start at each of `steps` (restarting the run between them, which
     continues it exactly), and the seconds its training took."""
     save_dir = os.path.join(directory, "runs", name)
     shutil.rmtree(save_dir, ignore_errors=True)
     options_file = os.path.join(directory, "domain_options.json")
     with open(options_file, "w") as f:
-        json.dump(SETTINGS if kwargs.get("init_from") else {**ARCHITECTURE, **SETTINGS}, f)
+        json.dump(settings if kwargs.get("init_from") else {**ARCHITECTURE, **settings}, f)
     evaluate = {"test_prefix": paths["domain_heldout"], "vocab_file": paths["domain_vocab"], "save_dir": save_dir,
                 "batch_size": 64, "verbose": 0}
     common = {"checkpoint_every": 10 ** 9, "verbose": 0}
@@ -239,13 +246,14 @@ def main(argv=None):
                              "with +frequency (the words' log frequencies in the bias)")
     parser.add_argument("--learning_rate", type=float, help="override the learning rate of the domain runs")
     args = parser.parse_args(argv)
+    domain_settings = dict(SETTINGS)  # the pretraining keeps SETTINGS as they are
     if args.learning_rate:
-        SETTINGS["learning_rate"] = args.learning_rate
+        domain_settings["learning_rate"] = args.learning_rate
     paths = write_corpora(args.directory, args.n_general, args.n_domain, args.n_heldout)
     print(f"Domain held-out tokens in the general vocabulary: {100 * _overlap(paths):.1f}%; vocabularies "
           f"{len(open(paths['general_vocab']).readlines())} (general) and "
           f"{len(open(paths['domain_vocab']).readlines())} (domain) words.")
-    model_dir = pretrain(paths, args.directory, args.pretrain_steps)
+    model_dir = pretrain(paths, args.directory, args.pretrain_steps, args.n_general)
     steps = [int(step) for step in args.steps.split(",")]
     rows = []
     for start in args.starts.split(","):
@@ -258,7 +266,7 @@ def main(argv=None):
             # The loop's softmax initialisation, with the frequencies in the bias or not.
             loop.initialize_softmax = functools.partial(softmax_init.initialize_softmax,
                                                         frequency_bias=bool(frequency))
-            perplexities, seconds = run(paths, args.directory, f"{start}_{warmup}", steps, **kwargs)
+            perplexities, seconds = run(paths, args.directory, f"{start}_{warmup}", steps, domain_settings, **kwargs)
             rows.append((start, warmup, perplexities))
             print(f"{start:>8} warm-up {warmup:>4}: " + "  ".join(f"{p:9.2f}" for p in perplexities)
                   + f"  ({seconds:.0f} s of training)", flush=True)
