@@ -75,6 +75,7 @@ def training_options(name, **keys):
     options = get_preset(name)
     options["char_cnn"]["n_characters"] = TRAINING_N_CHARACTERS
     options.update(TRAINING_DEFAULTS)
-    options["learning_rate"] = LEARNING_RATES[keys.get("optimizer", TRAINING_DEFAULTS["optimizer"])]
+    # An unknown optimizer keeps Adagrad's rate here; training_settings names the bad key.
+    options["learning_rate"] = LEARNING_RATES.get(keys.get("optimizer"), TRAINING_DEFAULTS["learning_rate"])
     options.update(keys)
     return options

@@ -3,7 +3,7 @@ import re
 
 import pytest
 
-from bilm.options import load_options
+from bilm.options import OptionsError, load_options
 from bilm.presets import LEARNING_RATES, PRESETS, TRAINING_DEFAULTS, get_preset, training_options
 from bilm.training.settings import training_settings
 
@@ -76,6 +76,8 @@ def test_each_optimizer_starts_from_its_own_learning_rate_unless_given_one():
     assert training_options("tiny", optimizer="adam", **keys)["learning_rate"] == LEARNING_RATES["adam"] == 0.002
     assert training_options("tiny", optimizer="adam", learning_rate=0.01, **keys)["learning_rate"] == 0.01
     assert training_options("tiny", **keys)["learning_rate"] == 0.2
+    with pytest.raises(OptionsError, match="'optimizer' must be one of"):  # a clear error, not a KeyError
+        training_settings(training_options("tiny", optimizer="sgd", **keys))
     options = training_options("tiny", **keys)
     del options["learning_rate"]
     assert training_settings(dict(options, optimizer="adam"))[1].learning_rate == 0.002

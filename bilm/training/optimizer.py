@@ -174,13 +174,13 @@ class SparseAdam:
             second.scatter_update(tf.IndexedSlices(v_new, indices))
             step = tf.where(scale > 0, step_size * m_new / (tf.sqrt(v_new) + self.epsilon), tf.zeros_like(m_new))
             return variable.scatter_sub(tf.IndexedSlices(step, indices))
-        gradient = _scaled(gradient, scale)
-        m_new = tf.where(scale > 0, b1 * first + (1 - b1) * gradient, first)
-        v_new = tf.where(scale > 0, b2 * second + (1 - b2) * tf.square(gradient), second)
+        # One compiled pass, tensors in and out (as _dense_adagrad_update).
+        m_new, v_new, variable_value = _dense_adam_values(
+            tf.convert_to_tensor(first), tf.convert_to_tensor(second), tf.convert_to_tensor(variable), gradient,
+            scale, step_size, b1, b2, tf.constant(self.epsilon, variable.dtype))
         first.assign(m_new)
         second.assign(v_new)
-        step = tf.where(scale > 0, step_size * m_new / (tf.sqrt(v_new) + self.epsilon), tf.zeros_like(m_new))
-        return variable.assign_sub(step)
+        return variable.assign(variable_value)
 
     def apply(self, variables, gradients, strategy=None, gradient_scale=1.0):
         """Updates `variables` `{name: var}` with `gradients` `{name: grad or None}`; as `SparseAdagrad.apply`."""
@@ -196,6 +196,16 @@ class SparseAdam:
         strategy.extended.update(
             self.iterations, lambda iterations, scale: iterations.assign_add(tf.cast(scale > 0, tf.int64)),
             args=(gradient_scale,), group=False)
+
+
+@tf.function(jit_compile=True)
+def _dense_adam_values(first, second, variable, gradient, scale, step_size, beta_1, beta_2, epsilon):
+    taken = scale > 0
+    gradient = _scaled(gradient, scale)
+    first_new = tf.where(taken, beta_1 * first + (1 - beta_1) * gradient, first)
+    second_new = tf.where(taken, beta_2 * second + (1 - beta_2) * tf.square(gradient), second)
+    step = tf.where(taken, step_size * first_new / (tf.sqrt(second_new) + epsilon), tf.zeros_like(first_new))
+    return first_new, second_new, variable - step
 
 
 def make_optimizer(settings, variables):

@@ -280,9 +280,9 @@ class BidirectionalLMDataset:
     `backward_seed`), as bilm-tf's two datasets did: row `i` of a forward
     batch and row `i` of the backward batch hold different sentences, so a
     step's shared parameters (char CNN, softmax) see twice as much distinct
-    text as they would if the directions read the same sentences (which
-    learned about 2% worse per step, docs/learning_parity.md). A test
-    stream (`test=True`) reads the files in order in both directions.
+    text as they would if the directions read the same sentences
+    (docs/learning_parity.md measures both layouts). A test stream
+    (`test=True`) reads the files in order in both directions.
 
     Args:
         filepattern, vocab, test, shuffle_on_load, seed: as for `LMDataset`.
