@@ -156,12 +156,30 @@ def read_options_json(path):
         raise OptionsError(f"{path} is not a valid JSON options file: {e}") from None
 
 
+def options_json(options):
+    """The text `save_options` writes for `options` (`BiLMOptions` or dict)."""
+    raw = options.to_dict() if isinstance(options, BiLMOptions) else options
+    return json.dumps(raw, indent=2, sort_keys=True) + "\n"
+
+
+def holds_options(options):
+    """A test of an existing file's bytes: whether they are a JSON object equal to `options`
+    (for `check_output_file(..., content=)`: such a file can be replaced, nothing is lost)."""
+    expected = json.loads(options_json(options))
+
+    def test(existing):
+        try:
+            return json.loads(existing.decode("utf-8")) == expected
+        except (UnicodeDecodeError, ValueError):
+            return False
+
+    return test
+
+
 def save_options(options, path):
     """Writes options as JSON, atomically (temporary name, then rename)."""
-    raw = options.to_dict() if isinstance(options, BiLMOptions) else options
     with atomic_output(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
-        json.dump(raw, f, indent=2, sort_keys=True)
-        f.write("\n")
+        f.write(options_json(options))
 
 
 def _section(raw, key, source):

@@ -13,7 +13,7 @@ from bilm.io.weight_file import WEIGHTS_KIND, copy_with_boundary_state
 from bilm.models.bidirectional_lm import BidirectionalLanguageModel
 from bilm.models.boundary_state import DEFAULT_N_SENTENCES
 from bilm.models.elmo_embedding import ELMoEmbedding
-from bilm.options import load_options, save_options
+from bilm.options import holds_options, load_options, save_options
 from bilm.text.batching import Batcher
 from bilm.text.whitespace import split_tokens
 from bilm.utils.progress import Progress
@@ -268,7 +268,8 @@ class ELMo:
                 there (an HDF5 weight file that loads as the original does,
                 and then starts warm without a warm-up).
             overwrite: replace an existing `save_to` that bilm did not write
-                as a weight file.
+                as a weight file, and an options file beside it that holds
+                other options.
 
         Returns:
             the number of sentence starts averaged.
@@ -276,7 +277,8 @@ class ELMo:
         if save_to is not None:  # before the work
             inputs = [self.weight_file, self.options.source]
             check_output_file(save_to, inputs, kind=WEIGHTS_KIND, overwrite=overwrite)
-            check_output_file(options_file_beside(save_to), inputs + [save_to])
+            check_output_file(options_file_beside(save_to), inputs + [save_to], overwrite=overwrite,
+                              content=holds_options(self.options))
         n_starts = self.bilm.warm_up(sentences, n_sentences)
         if save_to is not None:
             copy_with_boundary_state(self.weight_file, save_to, self.bilm.boundary_state, n_starts,

@@ -17,9 +17,11 @@ def main(argv=None):
     parser.add_argument(
         "--max_size", type=int, default=None, help="most lines in the file, <S> </S> <UNK> included"
     )
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing --vocab_file")
     args = parser.parse_args(argv)
     with exit_on_user_error():
-        size = build_vocab(args.train_prefix, args.vocab_file, min_count=args.min_count, max_size=args.max_size)
+        size = build_vocab(args.train_prefix, args.vocab_file, min_count=args.min_count, max_size=args.max_size,
+                           overwrite=args.overwrite)
     print(f"Wrote {size} tokens (<S>, </S>, <UNK> and {size - 3} from {args.train_prefix}) to {args.vocab_file}")
 
 

@@ -3,9 +3,9 @@
 Every writer in bilm goes through here:
 - `check_output_file`, before any work: the output is not one of the run's
   inputs (under any name: the same path, a symlink, a hard link), an
-  existing file is only replaced if bilm wrote it as the same kind of file
-  (or the caller passed `overwrite=True`), and its directory exists (it is
-  created) and is writable;
+  existing file is only replaced if bilm wrote it as the same kind of file,
+  or it already holds exactly what the run will write, or the caller passed
+  `overwrite=True`; its directory exists (it is created) and is writable;
 - `atomic_output`: the file is written under a temporary name beside it and
   renamed when complete, so a crash never leaves a complete-looking file.
 
@@ -49,7 +49,7 @@ def same_file(a, b):
         return False
 
 
-def check_output_file(path, inputs=(), kind=None, overwrite=False, flag="--overwrite"):
+def check_output_file(path, inputs=(), kind=None, overwrite=False, flag="--overwrite", content=None):
     """Checks, before any work, that `path` can be written as an output.
 
     Args:
@@ -58,10 +58,14 @@ def check_output_file(path, inputs=(), kind=None, overwrite=False, flag="--overw
             output may be none of them.
         kind: the `bilm_file` kind the output will have (HDF5 outputs). An
             existing file is then replaced only if it is an HDF5 file of that
-            kind; `None` (text outputs, directories) replaces any existing
-            file but an input.
+            kind. `None` (a text output, which carries no kind): an existing
+            file is never replaced, unless it holds `content` already.
         overwrite: replace an existing file whatever it is (still never an input).
         flag: how the caller's user asks for `overwrite`, for the message.
+        content: for a text output (`kind=None`), what will be written when
+            it is known before the work (`str`, or a callable that tells
+            from an existing file's bytes whether they are it): an existing
+            file that holds it already is replaced (nothing is lost).
 
     Returns:
         the absolute path. Its directory exists afterwards.
@@ -80,15 +84,34 @@ def check_output_file(path, inputs=(), kind=None, overwrite=False, flag="--overw
     if os.path.isdir(path):
         raise OutputFileError(f"The output {path} is a directory; bilm never replaces a directory with a file, even "
                               "with --overwrite. Give the path of a file.")
-    if kind is not None and os.path.exists(path) and not overwrite:
-        found = hdf5_kind(path)
-        if found != kind:
-            what = f"a bilm {found} file" if found else "not a file that bilm wrote"
+    if os.path.exists(path) and not overwrite:
+        if kind is not None:
+            found = hdf5_kind(path)
+            if found != kind:
+                what = f"a bilm {found} file" if found else "not a file that bilm wrote"
+                raise OutputFileError(
+                    f"The output {path} already exists and is {what}; it is never replaced without {flag}. "
+                    f"Choose another output path, or pass {flag} to replace it.")
+        elif not _holds(path, content):
             raise OutputFileError(
-                f"The output {path} already exists and is {what}; it is never replaced without {flag}. "
-                f"Choose another output path, or pass {flag} to replace it.")
+                f"The output {path} already exists (and holds something else than this run would write); it is "
+                f"never replaced without {flag}. Choose another output path, or pass {flag} to replace it.")
     check_output_directory(os.path.dirname(path))
     return path
+
+
+def _holds(path, content):
+    """Whether the existing file `path` holds `content` (see `check_output_file`)."""
+    if content is None:
+        return False
+    try:
+        with open(path, "rb") as f:
+            existing = f.read()
+    except OSError:
+        return False
+    if callable(content):
+        return bool(content(existing))
+    return existing == content.encode("utf-8")
 
 
 def check_output_directory(path):

@@ -19,7 +19,7 @@ def count_words(filepattern):
     return counts
 
 
-def build_vocab(filepattern, outfile, min_count=1, max_size=None):
+def build_vocab(filepattern, outfile, min_count=1, max_size=None, overwrite=False):
     """Writes the vocabulary file of a corpus; returns its number of lines.
 
     The file starts with `<S>`, `</S>`, `<UNK>`, then every token seen at
@@ -28,7 +28,8 @@ def build_vocab(filepattern, outfile, min_count=1, max_size=None):
     log-uniform sampler assumes. Tokens equal to a special token or to
     `!!!MAXTERMID` (a line `Vocabulary` skips) are left out. Invalid UTF-8
     bytes are written back unchanged. The file is written to a temporary
-    name and renamed.
+    name and renamed; an existing `outfile` is never replaced unless
+    `overwrite=True` (checked before the corpus is read).
 
     Args:
         filepattern: glob of the training shards (one sentence per line).
@@ -37,6 +38,7 @@ def build_vocab(filepattern, outfile, min_count=1, max_size=None):
         max_size: most lines in the file, the three special tokens included
             (>= 3), so it is the `n_tokens_vocab` of the result; None for no
             limit.
+        overwrite: replace an existing `outfile`.
 
     Returns:
         The number of lines written (the vocabulary size).
@@ -50,7 +52,7 @@ def build_vocab(filepattern, outfile, min_count=1, max_size=None):
             "max_size counts the lines of the file including <S>, </S> and "
             f"<UNK>, so it must be an integer >= 3 or None. Received: max_size={max_size!r}"
         )
-    outfile = check_output_file(outfile, list_shards(filepattern))
+    outfile = check_output_file(outfile, list_shards(filepattern), overwrite=overwrite)
     counts = count_words(filepattern)
     if not counts:
         raise UserError(

@@ -6,7 +6,7 @@ import warnings
 from bilm.io.model_files import options_file_beside
 from bilm.io.output_files import check_output_file
 from bilm.io.weight_file import WEIGHTS_KIND, save_bilm_weights, save_token_embeddings
-from bilm.options import save_options
+from bilm.options import holds_options, save_options
 from bilm.training import checkpoints
 from bilm.training.checkpoints import OPTIONS_FILE, load_training_model
 
@@ -25,9 +25,10 @@ def dump_weights(save_dir, outfile, options_outfile=None, overwrite=False):
     file as extra datasets (`boundary_state/...`, see docs/formats.md).
 
     Each file is written under a temporary name and renamed. None may be a
-    file of the training directory, and an existing weight or token
-    embedding file is only replaced if bilm wrote it as one (or with
-    `overwrite=True`); all of this is checked before the checkpoint is read.
+    file of the training directory; an existing weight or token embedding
+    file is only replaced if bilm wrote it as one, an existing options file
+    only if it holds these options already (or with `overwrite=True`); all
+    of this is checked before the checkpoint is read.
 
     Returns:
         dict with `weight_file`, `options_file` and, for token inputs,
@@ -39,7 +40,9 @@ def dump_weights(save_dir, outfile, options_outfile=None, overwrite=False):
     inputs = [os.path.join(os.fspath(save_dir), OPTIONS_FILE), *glob.glob(glob.escape(ckpt_file) + ".*")]
     check_output_file(outfile, inputs, kind=WEIGHTS_KIND, overwrite=overwrite)
     options_outfile = options_outfile or options_file_beside(outfile)
-    check_output_file(options_outfile, inputs + [outfile])
+    prediction_options = options.for_prediction(options.char_cnn is not None)
+    check_output_file(options_outfile, inputs + [outfile], overwrite=overwrite,
+                      content=holds_options(prediction_options))
     embedding_file = f"{outfile[:-5] if outfile.endswith('.hdf5') else outfile}_token_embeddings.hdf5"
     if options.char_cnn is None:
         check_output_file(embedding_file, inputs, kind="token_embeddings", overwrite=overwrite)
@@ -55,6 +58,6 @@ def dump_weights(save_dir, outfile, options_outfile=None, overwrite=False):
         table = lm.bilm.get_layer("token_embedding").embeddings.numpy()
         save_token_embeddings(embedding_file, table)
         written["embedding_weight_file"] = embedding_file
-    save_options(lm.options.for_prediction(lm.use_character_inputs), options_outfile)
+    save_options(prediction_options, options_outfile)
     written["options_file"] = options_outfile
     return written

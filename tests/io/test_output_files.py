@@ -53,8 +53,20 @@ def test_an_existing_file_is_replaced_only_if_bilm_wrote_it_as_that_kind(tmp_pat
     own = _bilm_file(tmp_path / "own.hdf5", "sentence_embeddings")
     assert check_output_file(own, kind="sentence_embeddings") == own
     assert check_output_file(text, kind="sentence_embeddings", overwrite=True) == str(text)
-    assert check_output_file(text) == str(text)  # a text output the user named (no kind)
     assert hdf5_kind(text) is None and hdf5_kind(weights) == "weights"
+
+
+def test_an_existing_text_output_is_replaced_only_if_it_holds_what_the_run_writes(tmp_path):
+    text = tmp_path / "notes.txt"
+    text.write_text("mine")
+    for content in (None, "other", lambda existing: existing == b"other"):
+        with pytest.raises(OutputFileError, match="notes.txt already exists .*never replaced without --overwrite"):
+            check_output_file(text, content=content)
+    assert check_output_file(text, content="mine") == str(text)
+    assert check_output_file(text, content=lambda existing: existing == b"mine") == str(text)
+    assert check_output_file(text, overwrite=True) == str(text)
+    assert check_output_file(tmp_path / "new.txt") == str(tmp_path / "new.txt")
+    assert text.read_text() == "mine"
 
 
 def test_a_missing_directory_is_created_and_a_file_in_its_place_is_an_error(tmp_path):

@@ -38,9 +38,9 @@ def test_min_count_and_max_size(corpus, tmp_path):
     out = str(tmp_path / "vocab.txt")
     assert build_vocab(corpus, out, min_count=2) == 6
     assert read_vocab(out) == ["<S>", "</S>", "<UNK>", "a", "b", "c"]
-    assert build_vocab(corpus, out, max_size=5) == 5
+    assert build_vocab(corpus, out, max_size=5, overwrite=True) == 5
     assert read_vocab(out) == ["<S>", "</S>", "<UNK>", "a", "b"]
-    assert build_vocab(corpus, out, min_count=3, max_size=100) == 5
+    assert build_vocab(corpus, out, min_count=3, max_size=100, overwrite=True) == 5
     assert read_vocab(out) == ["<S>", "</S>", "<UNK>", "a", "b"]
 
 
@@ -81,3 +81,18 @@ def test_script(corpus, tmp_path, monkeypatch, capsys):
     assert read_vocab(out) == ["<S>", "</S>", "<UNK>", "a", "b", "c"]
     printed = capsys.readouterr().out.strip()
     assert printed.count("\n") == 0 and "6 tokens" in printed and out in printed
+
+
+def test_an_existing_file_is_replaced_only_with_overwrite(corpus, tmp_path, monkeypatch, capsys):
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes\n")
+    with pytest.raises(ValueError, match="notes.txt already exists.*--overwrite"):
+        build_vocab(corpus, str(notes))
+    monkeypatch.setattr(sys, "argv", ["build_vocab.py", "--train_prefix", corpus, "--vocab_file", str(notes)])
+    with pytest.raises(SystemExit) as exited:
+        runpy.run_path(SCRIPT, run_name="__main__")
+    assert "Error:" in str(exited.value) and "--overwrite" in str(exited.value)
+    assert notes.read_text() == "my notes\n"
+    monkeypatch.setattr(sys, "argv", sys.argv + ["--overwrite"])
+    runpy.run_path(SCRIPT, run_name="__main__")
+    assert read_vocab(notes) == ["<S>", "</S>", "<UNK>", "a", "b", "c", "d"]

@@ -62,3 +62,22 @@ def test_dumped_weights_load_in_bidirectional_language_model(tmp_path, training_
     assert model.boundary_state is not None and BidirectionalLanguageModel(
         written["options_file"], written["weight_file"], stateful=False,
         use_character_inputs=char, embedding_weight_file=written.get("embedding_weight_file")).start == "warm"
+
+
+def test_an_existing_options_file_is_replaced_only_if_it_holds_the_same_options(tmp_path, training_corpus):
+    options = tiny_options()
+    save_dir = tmp_path / "ckpt"
+    train(options, open_data(options, training_corpus), 1, save_dir, None, max_steps=1, verbose=0)
+    user_options = tmp_path / "my_options.json"
+    user_options.write_text('{"mine": true}\n')
+    vocab_before = open(training_corpus["vocab"]).read()
+    for options_outfile in (user_options, training_corpus["vocab"]):
+        with pytest.raises(ValueError, match="already exists .*never replaced without --overwrite"):
+            dump_weights(save_dir, tmp_path / "w.hdf5", options_outfile)
+    assert user_options.read_text() == '{"mine": true}\n' and open(training_corpus["vocab"]).read() == vocab_before
+    assert not (tmp_path / "w.hdf5").exists()
+    first = dump_weights(save_dir, tmp_path / "w.hdf5")
+    again = dump_weights(save_dir, tmp_path / "w.hdf5")  # the same options: nothing is lost
+    assert again == first and load_options(first["options_file"]).char_cnn.n_characters == 262
+    dump_weights(save_dir, tmp_path / "w.hdf5", user_options, overwrite=True)
+    assert load_options(str(user_options)).projection_dim == options["lstm"]["projection_dim"]
