@@ -5,6 +5,7 @@ The file format is the original bilm-tf one (docs/formats.md, "Options"):
 the raw dict; they receive the fields of `BiLMOptions`.
 """
 import dataclasses
+import difflib
 import json
 import os
 from typing import Optional, Tuple
@@ -126,7 +127,8 @@ class BiLMOptions:
             n_layers=_int(lstm, "n_layers", source, "lstm"),
             cell_clip=_optional_float(lstm, "cell_clip", source),
             proj_clip=_optional_float(lstm, "proj_clip", source),
-            use_skip_connections=bool(lstm.get("use_skip_connections", False)),
+            use_skip_connections=boolean(lstm.get("use_skip_connections") or False, source,
+                                         "lstm.use_skip_connections"),
             char_cnn=char_cnn,
             raw=json.loads(json.dumps(raw)),
             source=source,
@@ -182,9 +184,24 @@ def save_options(options, path):
         f.write(options_json(options))
 
 
+def boolean(value, source, key):
+    """`value` of the options key `key` as a bool: JSON true or false (0 and 1 are taken too); else OptionsError."""
+    if isinstance(value, bool) or (isinstance(value, int) and value in (0, 1)):
+        return bool(value)
+    raise OptionsError(f"{source}: '{key}' must be true or false, got {json.dumps(value)}.")
+
+
+def _missing(section, key, source, full):
+    """The OptionsError for a required key that is absent, naming a key of the section that looks like a typo of it."""
+    close = difflib.get_close_matches(key, [k for k in section if isinstance(k, str)], n=1, cutoff=0.75)
+    prefix = full[: -len(key)]
+    hint = f" The file has '{prefix}{close[0]}': did you mean '{full}'?" if close else ""
+    return OptionsError(f"{source}: missing key '{full}'.{hint}")
+
+
 def _section(raw, key, source):
     if key not in raw:
-        raise OptionsError(f"{source}: missing key '{key}'.")
+        raise _missing(raw, key, source, key)
     value = raw[key]
     if not isinstance(value, dict):
         raise OptionsError(f"{source}: '{key}' must be an object, got {value!r}.")
@@ -194,7 +211,7 @@ def _section(raw, key, source):
 def _int(section, key, source, prefix, minimum=1):
     full = f"{prefix}.{key}"
     if key not in section:
-        raise OptionsError(f"{source}: missing key '{full}'.")
+        raise _missing(section, key, source, full)
     value = section[key]
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise OptionsError(f"{source}: '{full}' must be an integer >= {minimum}, got {value!r}.")
@@ -211,14 +228,18 @@ def _optional_float(section, key, source):
 
 
 def _char_cnn_options(cnn, source):
-    activation = cnn.get("activation")
+    if "activation" not in cnn:
+        raise _missing(cnn, "activation", source, "char_cnn.activation")
+    activation = cnn["activation"]
     if activation not in ACTIVATIONS:
         raise OptionsError(
             f"{source}: 'char_cnn.activation' must be one of {ACTIVATIONS}, got {activation!r}."
         )
-    embedding = cnn.get("embedding")
+    if "embedding" not in cnn:
+        raise _missing(cnn, "embedding", source, "char_cnn.embedding")
+    embedding = cnn["embedding"]
     if not isinstance(embedding, dict):
-        raise OptionsError(f"{source}: missing key 'char_cnn.embedding' (an object with 'dim').")
+        raise OptionsError(f"{source}: 'char_cnn.embedding' must be an object with 'dim', got {embedding!r}.")
     filters = cnn.get("filters")
     if not isinstance(filters, (list, tuple)) or not filters:
         raise OptionsError(f"{source}: 'char_cnn.filters' must be a non-empty list of [width, num], got {filters!r}.")

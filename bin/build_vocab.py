@@ -1,16 +1,16 @@
 #!/usr/bin/env python
 """Writes a biLM training vocabulary (<S>, </S>, <UNK>, then tokens by count)."""
-import argparse
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # before TensorFlow loads
 
+from bilm.commands.argument_parser import ScriptArgumentParser  # noqa: E402
 from bilm.commands.user_errors import exit_on_user_error  # noqa: E402
 from bilm.training.vocab_builder import build_vocab  # noqa: E402
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = ScriptArgumentParser(description=__doc__)
     parser.add_argument("--train_prefix", required=True, help="glob of the training shards, e.g. 'data/train/*.txt'")
     parser.add_argument("--vocab_file", required=True, help="path of the vocabulary file to write")
     parser.add_argument("--min_count", type=int, default=1, help="keep tokens seen at least this often")

@@ -6,11 +6,11 @@ output is never one of the inputs, and an existing file is only replaced if
 bilm wrote it as an embedding file (or with --overwrite). An interrupted run
 leaves OUTFILE.partial; rerunning the same command continues it.
 """
-import argparse
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # before TensorFlow loads
 
+from bilm.commands.argument_parser import ScriptArgumentParser  # noqa: E402
 from bilm.commands.embedding_arguments import (  # noqa: E402
     add_embedding_run_arguments,
     add_model_arguments,
@@ -22,7 +22,7 @@ from bilm.export.sentence_embeddings import dump_bilm_embeddings  # noqa: E402
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ScriptArgumentParser(description=__doc__)
     parser.add_argument("--vocab_file", default=None,
                         help="Optional vocabulary (a cache of character ids).")
     parser.add_argument("--dataset_file", required=True,

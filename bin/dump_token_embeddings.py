@@ -6,17 +6,17 @@ BidirectionalLanguageModel reads as embedding_weight_file. An existing file
 is only replaced if bilm wrote it as a token embedding file (or with
 --overwrite), and never if it is one of the inputs.
 """
-import argparse
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # before TensorFlow loads
 
+from bilm.commands.argument_parser import ScriptArgumentParser  # noqa: E402
 from bilm.commands.user_errors import exit_on_user_error  # noqa: E402
 from bilm.export.token_embeddings import dump_token_embeddings  # noqa: E402
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ScriptArgumentParser(description=__doc__)
     parser.add_argument("--vocab_file", required=True, help="One token per line.")
     parser.add_argument("--options_file", required=True, help="The model's options.json (a character model).")
     parser.add_argument("--weight_file", required=True, help="The model's HDF5 weights.")

@@ -8,17 +8,17 @@ An existing --outfile is only replaced if bilm wrote it as a weight file,
 an existing options file only if it holds the same options (or either with
 --overwrite), and never a file of --save_dir.
 """
-import argparse
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # before TensorFlow loads
 
+from bilm.commands.argument_parser import ScriptArgumentParser  # noqa: E402
 from bilm.commands.user_errors import exit_on_user_error  # noqa: E402
 from bilm.training.weight_export import dump_weights  # noqa: E402
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ScriptArgumentParser(description=__doc__)
     parser.add_argument("--save_dir", required=True, help="the training directory")
     parser.add_argument("--outfile", required=True, help="HDF5 weight file to write, e.g. weights.hdf5")
     parser.add_argument("--options_outfile", help="prediction options (default: <outfile>_options.json)")

@@ -16,11 +16,11 @@ if bilm wrote it as an embedding file (or with --overwrite). An interrupted
 run leaves OUTPUT.partial; rerunning the same command continues it, and a
 rerun with another input, model or format refuses to mix them.
 """
-import argparse
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # before TensorFlow loads
 
+from bilm.commands.argument_parser import ScriptArgumentParser  # noqa: E402
 from bilm.commands.embedding_arguments import (  # noqa: E402
     add_embedding_run_arguments,
     add_model_arguments,
@@ -32,7 +32,7 @@ from bilm.export.sentence_embeddings import embed_file  # noqa: E402
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ScriptArgumentParser(description=__doc__)
     parser.add_argument("input_file", help="Text, one whitespace-tokenized sentence per line.")
     parser.add_argument("output_file", help="HDF5 file to write (its directory is created if missing).")
     add_model_arguments(parser)

@@ -1,16 +1,16 @@
 #!/usr/bin/env python
 """Trains a tiny biLM on a generated corpus, evaluates it, dumps it, embeds with it."""
-import argparse
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # before TensorFlow loads
 
+from bilm.commands.argument_parser import ScriptArgumentParser  # noqa: E402
 from bilm.commands.user_errors import exit_on_user_error  # noqa: E402
 from bilm.training.quickstart import run_quickstart  # noqa: E402
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = ScriptArgumentParser(description=__doc__)
     parser.add_argument("--directory", default="bilm_quickstart",
                         help="Where everything is written (default: %(default)s).")
     parser.add_argument("--n_epochs", type=int, default=8, help="Epochs of training on the generated corpus "

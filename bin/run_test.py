@@ -3,18 +3,18 @@
 
 Ends with one line: AVERAGE PERPLEXITY = <number>.
 """
-import argparse
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # before TensorFlow loads
 
+from bilm.commands.argument_parser import ScriptArgumentParser  # noqa: E402
 from bilm.commands.user_errors import exit_on_user_error  # noqa: E402
 from bilm.training.evaluation import EVALUATION_STARTS  # noqa: E402
 from bilm.training.from_files import test_from_files  # noqa: E402
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ScriptArgumentParser(description=__doc__)
     parser.add_argument("--test_prefix", required=True, help="glob of the held-out shards")
     parser.add_argument("--vocab_file", required=True, help="the training vocabulary")
     parser.add_argument("--save_dir", required=True, help="the training directory")

@@ -20,18 +20,18 @@ Ctrl-C (SIGINT) or SIGTERM finishes the step in progress, saves it and exits
 (status 130 or 143) with the bin/restart.py command that continues exactly;
 a second signal waits for the save.
 """
-import argparse
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # before TensorFlow loads
 
+from bilm.commands.argument_parser import ScriptArgumentParser  # noqa: E402
 from bilm.commands.training_arguments import add_training_arguments, describe_result, train_from_args  # noqa: E402
 from bilm.commands.user_errors import exit_on_user_error  # noqa: E402
 from bilm.training.softmax_init import DEFAULT_SOFTMAX_INIT, SOFTMAX_INITS  # noqa: E402
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ScriptArgumentParser(description=__doc__)
     add_training_arguments(parser)
     parser.add_argument("--options_file", help="options.json with the model and training keys")
     parser.add_argument("--size", choices=("small", "medium", "original"),

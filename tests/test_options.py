@@ -47,6 +47,30 @@ def test_bad_options_name_the_key_and_file(tmp_path, mutate, key):
     assert path in str(error.value)
 
 
+@pytest.mark.parametrize("section, typo, key", [
+    ("lstm", "projection_dims", "lstm.projection_dim"),
+    ("lstm", "n_layer", "lstm.n_layers"),
+    ("char_cnn", "embeding", "char_cnn.embedding"),
+    ("char_cnn", "activaton", "char_cnn.activation"),
+])
+def test_a_missing_key_names_the_typo_beside_it(tmp_path, section, typo, key):
+    options = R.make_options()
+    options[section][typo] = options[section].pop(key.split(".")[-1])
+    with pytest.raises(OptionsError, match=rf"missing key '{key}'. The file has '{section}.{typo}': did you mean "
+                                           rf"'{key}'\?"):
+        load_options(_write(tmp_path, options))
+
+
+@pytest.mark.parametrize("value", ["yes", "true", 2, [True]])
+def test_booleans_are_json_booleans(tmp_path, value):
+    options = R.make_options()
+    options["lstm"]["use_skip_connections"] = value
+    with pytest.raises(OptionsError, match="'lstm.use_skip_connections' must be true or false"):
+        load_options(_write(tmp_path, options))
+    options["lstm"]["use_skip_connections"] = False
+    assert not load_options(_write(tmp_path, options)).use_skip_connections
+
+
 def test_not_json(tmp_path):
     path = _write(tmp_path, "{'lstm': nope")
     with pytest.raises(OptionsError, match="not a valid JSON options file"):

@@ -11,7 +11,7 @@ import math
 import warnings
 
 from bilm.ops.matmul_dtype import check_matmul_dtype
-from bilm.options import TRAINING_N_CHARACTERS, OptionsError, load_options
+from bilm.options import TRAINING_N_CHARACTERS, OptionsError, boolean, load_options
 from bilm.presets import LEARNING_RATES, TRAINING_DEFAULTS
 
 # Every key a training options file may hold: the model's sections and
@@ -109,8 +109,11 @@ def training_settings(options, need_schedule=True):
             raise OptionsError(f"{source}: training key '{key}' must be a number in [{low}, {high}), got {value!r}.")
         return float(value)
 
-    sample_softmax = bool(options.get("sample_softmax", _default("sample_softmax")))
-    share = bool(options.get("share_embedding_softmax", _default("share_embedding_softmax")))
+    def flag(key):
+        return boolean(options.get(key, _default(key)), source, key)
+
+    sample_softmax = flag("sample_softmax")
+    share = flag("share_embedding_softmax")
     if share and cnn is not None:
         raise OptionsError(
             f"{source}: 'share_embedding_softmax' ties the softmax to the token embedding, which only "
@@ -141,7 +144,7 @@ def training_settings(options, need_schedule=True):
         n_tokens_vocab=n_tokens_vocab,
         batch_size=integer("batch_size"),
         unroll_steps=integer("unroll_steps"),
-        bidirectional=bool(options.get("bidirectional", _default("bidirectional"))),
+        bidirectional=flag("bidirectional"),
         dropout=number("dropout", 0.0, 1.0),
         sample_softmax=sample_softmax,
         n_negative_samples_batch=n_negative,

@@ -9,8 +9,13 @@ from bilm.text.whitespace import split_tokens
 
 def list_shards(filepattern):
     """Sorted paths matched by the glob `filepattern`; ValueError if none."""
-    shards = sorted(path for path in glob.glob(os.fspath(filepattern)) if os.path.isfile(path))
+    filepattern = os.fspath(filepattern)
+    shards = sorted(path for path in glob.glob(filepattern) if os.path.isfile(path))
     if not shards:
+        if os.path.isdir(filepattern):
+            inside = os.path.join(filepattern, "*")
+            raise UserError(f"{filepattern!r} is a directory; give a pattern of its files, e.g. '{inside}' "
+                            "(quoted, so that the shell leaves it to bilm).")
         raise UserError(
             f"No file matches the pattern {filepattern!r}. Pass a glob of "
             "text files with one sentence per line, e.g. 'data/train/*.txt'."

@@ -15,6 +15,8 @@ from training_helpers import tiny_options
     (lambda o: o.update(dropout=1.5), "dropout"),
     (lambda o: o.update(matmul_dtype="float16"), "'matmul_dtype' must be one of 'float32', 'bfloat16'"),
     (lambda o: o.update(optimizer="sgd"), "'optimizer' must be one of \\['adagrad', 'adam'\\], got 'sgd'"),
+    (lambda o: o.update(bidirectional="yes"), "'bidirectional' must be true or false, got \"yes\""),
+    (lambda o: o.update(sample_softmax="false"), "'sample_softmax' must be true or false"),
 ])
 def test_bad_training_options_are_clear_errors(change, message):
     options = tiny_options()

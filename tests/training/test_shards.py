@@ -18,3 +18,10 @@ def test_count_tokens(tmp_path):
     write_shard(tmp_path, "c0.txt", ["a b c", "", "  d\te  "])
     write_shard(tmp_path, "c1.txt", ["x"])
     assert count_tokens(str(tmp_path / "c*.txt")) == 6
+
+
+def test_a_directory_as_the_pattern_says_to_match_its_files(tmp_path):
+    write_shard(tmp_path, "c0.txt", ["a b c"])
+    with pytest.raises(ValueError, match=f"'{tmp_path}' is a directory; give a pattern of its files, e.g. "
+                                         f"'{tmp_path}/\\*'"):
+        count_tokens(str(tmp_path))

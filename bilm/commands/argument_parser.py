@@ -1,0 +1,53 @@
+"""The command-line parser of every `bin/` script: one `Error:` line for a bad flag, defaults shown in `--help`."""
+import argparse
+import os
+import sys
+
+# Flags whose value is a glob of files, which an unquoted pattern turns into many words.
+PATTERN_FLAGS = ("--train_prefix", "--heldout_prefix", "--test_prefix")
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Keeps the description's lines; ends each flag's help with its default where it has one."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if "%(default)" in text or "default:" in text or action.default in (None, False, argparse.SUPPRESS):
+            return text
+        return f"{text} (default: %(default)s)"
+
+
+class ScriptArgumentParser(argparse.ArgumentParser):
+    """An `argparse.ArgumentParser` whose errors are one line, `Error: <what> (see --help)`, exit status 2.
+
+    Words left over because the shell expanded an unquoted pattern (`--train_prefix data/*`) get
+    the advice to quote it.
+    """
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
+
+    def parse_args(self, args=None, namespace=None):
+        args = sys.argv[1:] if args is None else list(args)
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}{_expanded_pattern_hint(args, extras)}")
+        return parsed
+
+    def error(self, message):
+        self.exit(2, f"Error: {self.prog}: {message} (see {self.prog} --help).\n")
+
+
+def _expanded_pattern_hint(args, extras):
+    """Advice when the leftover words follow a pattern flag and name existing files."""
+    first = args.index(extras[0])
+    before = args[:first]
+    flags = [word for word in before if word.startswith("--")]
+    if not flags or not any(os.path.exists(word) for word in extras):
+        return ""
+    flag = flags[-1].split("=")[0]
+    if flag not in PATTERN_FLAGS:
+        return ""
+    return (f". The shell expanded the pattern of {flag} into several files; quote the pattern so that bilm "
+            f"sees it, e.g. {flag} 'data/train/*'")
