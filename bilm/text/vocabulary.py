@@ -10,6 +10,7 @@ boundary tokens are `[258, 256, 259, 260, ...]` (`<S>`) and
 `[258, 257, 259, 260, ...]` (`</S>`). All ids here are *unshifted*: the
 batchers add 1 so that 0 can mean "no token".
 """
+import hashlib
 import os
 
 import numpy as np
@@ -134,8 +135,10 @@ class Vocabulary:
 
     Args:
         filename: path of the vocabulary file.
-        validate_file: if True, raise `ValueError` unless the file has
-            `<S>`, `</S>` and `<UNK>`.
+        validate_file: check the file as a training vocabulary: it must have
+            `<S>`, `</S>` and `<UNK>` as its first three tokens (in any
+            order) and no token twice (`UserError` naming the file and lines
+            otherwise).
 
     Example:
     >>> vocab = Vocabulary("vocab.txt")  # lines: <S> </S> <UNK> the cat
@@ -154,18 +157,53 @@ class Vocabulary:
                 f"Vocabulary file {self.filename!r} does not exist. Pass the "
                 "path of a text file with one token per line."
             ) from None
+        # (token, its first line, a later line): a repeated token keeps the later id, as in bilm-tf.
+        self._repeated = []
+        first_lines = {}
         with f:
-            for line in f:
+            for number, line in enumerate(f, start=1):
                 word = line.strip()
                 if word == MAXTERMID_LINE:
                     continue
+                if word in first_lines:
+                    self._repeated.append((word, first_lines[word], number))
+                first_lines.setdefault(word, number)
                 self._word_to_id[word] = len(self._id_to_word)
                 self._id_to_word.append(word)
         self._bos = self._word_to_id.get(BOS_TOKEN, -1)
         self._eos = self._word_to_id.get(EOS_TOKEN, -1)
         self._unk = self._word_to_id.get(UNK_TOKEN, -1)
         if validate_file:
-            self.require(TRAINING_TOKENS, "training")
+            self.check_training_layout()
+
+    def check_training_layout(self):
+        """Raises `UserError`, naming the file and lines, unless this is a training vocabulary.
+
+        Training needs `<S>`, `</S>` and `<UNK>`, as the first three tokens:
+        the sampled softmax draws its negatives assuming that ids rank the
+        tokens by frequency. A token listed twice is an error (its first id
+        could never be predicted).
+        """
+        self.require(TRAINING_TOKENS, "training")
+        first = self._id_to_word[:len(TRAINING_TOKENS)]
+        if set(first) != set(TRAINING_TOKENS):
+            raise UserError(
+                f"Vocabulary file {self.filename!r} starts with {', '.join(first)}; training needs <S>, </S> and "
+                "<UNK> as the first three lines, then the tokens by descending frequency (bin/build_vocab.py "
+                "writes such a file).")
+        if self._repeated:
+            token, first, again = self._repeated[0]
+            more = f" ({len(self._repeated) - 1} more repeated tokens)" if len(self._repeated) > 1 else ""
+            raise UserError(
+                f"Vocabulary file {self.filename!r} lists {token!r} twice, on lines {first} and {again}{more}; "
+                "each token must have one line (bin/build_vocab.py writes such a file).")
+
+    @property
+    def fingerprint(self):
+        """A signed 64-bit hash of the tokens in id order: two vocabularies with the same fingerprint
+        give every token the same id (what a checkpoint records of the vocabulary it was trained with)."""
+        digest = hashlib.sha256("\n".join(self._id_to_word).encode("utf-8", "surrogateescape")).digest()
+        return int.from_bytes(digest[:8], "little", signed=True)
 
     def require(self, tokens, purpose):
         """Raises ValueError, naming the file, if it lacks any of `tokens`

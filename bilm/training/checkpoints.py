@@ -13,7 +13,11 @@ A checkpoint (`tf.train.Checkpoint`, files `model.ckpt-<step>.*` managed by
   the same data continues where it stopped,
 - `boundary_state/<state key>`, `boundary_state/n_starts`: the mean LSTM
   state at sentence starts (`bilm.models.boundary_state`), set at the end
-  of each `train` call.
+  of each `train` call,
+- `vocabulary`: the training vocabulary's fingerprint
+  (`bilm.text.Vocabulary.fingerprint`), so that a restart or an evaluation
+  with another vocabulary is refused (checkpoints written before it was
+  added have none; they are read without the check).
 `options.json` sits beside the checkpoints in `save_dir`.
 """
 import os
@@ -39,7 +43,7 @@ def data_fingerprint(description):
     return zlib.crc32(str(description).encode("utf-8"))
 
 
-def build_checkpoint(lm, optimizer=None, step=None, lstm_states=None, data_position=None):
+def build_checkpoint(lm, optimizer=None, step=None, lstm_states=None, data_position=None, vocabulary=None):
     """A `tf.train.Checkpoint` of the given training objects.
 
     Args:
@@ -48,6 +52,8 @@ def build_checkpoint(lm, optimizer=None, step=None, lstm_states=None, data_posit
         step: int64 scalar variable or None.
         lstm_states: `{state key: variable (rows, size)}` or None.
         data_position: `{"batches": int64 variable, "source": int64 variable}` or None.
+        vocabulary: int64 scalar variable (the vocabulary's fingerprint) or
+            None; only written, never restored (`read_state_summary` reads it).
     """
     parts = {"model": lm.bilm_variables(), "softmax": lm.softmax_variables(),
              "boundary_state": {**lm.boundary_state, "n_starts": lm.n_boundary_starts}}
@@ -59,6 +65,8 @@ def build_checkpoint(lm, optimizer=None, step=None, lstm_states=None, data_posit
         parts["lstm_states"] = lstm_states
     if data_position is not None:
         parts["data"] = data_position
+    if vocabulary is not None:
+        parts["vocabulary"] = vocabulary
     return tf.train.Checkpoint(**parts)
 
 
@@ -140,11 +148,32 @@ def _restore(checkpoint, checkpoint_file):
 
 
 def read_state_summary(checkpoint_file):
-    """`{"step", "data_batches", "data_source"}` ints of a checkpoint, without building a model."""
+    """`{"step", "data_batches", "data_source", "vocabulary"}` ints of a checkpoint, without building a
+    model; `vocabulary` (the fingerprint) is None in a checkpoint that has none."""
     reader = tf.train.load_checkpoint(checkpoint_file)
     names = reader.get_variable_to_shape_map()
     summary = {}
-    for key, name in (("step", "step"), ("data_batches", "data/batches"), ("data_source", "data/source")):
+    for key, name in (("step", "step"), ("data_batches", "data/batches"), ("data_source", "data/source"),
+                      ("vocabulary", "vocabulary")):
         name += "/.ATTRIBUTES/VARIABLE_VALUE"
-        summary[key] = int(reader.get_tensor(name)) if name in names else 0
+        summary[key] = int(reader.get_tensor(name)) if name in names else (None if key == "vocabulary" else 0)
     return summary
+
+
+def check_vocabulary(checkpoint_file, vocab):
+    """Raises CheckpointError when `vocab` (a `Vocabulary`) is not the one `checkpoint_file` was trained with.
+
+    Checks the size against the softmax's rows, and the fingerprint where the
+    checkpoint records one.
+    """
+    saved = read_state_summary(checkpoint_file)["vocabulary"]
+    rows = tf.train.load_checkpoint(checkpoint_file).get_variable_to_shape_map().get(
+        "softmax/b/.ATTRIBUTES/VARIABLE_VALUE")
+    if rows is not None and rows[0] != vocab.size:
+        raise CheckpointError(
+            f"{vocab.filename} has {vocab.size:,} tokens but {checkpoint_file} was trained with a vocabulary of "
+            f"{rows[0]:,}; give the training vocabulary (--vocab_file).")
+    if saved is not None and saved != vocab.fingerprint:
+        raise CheckpointError(
+            f"{vocab.filename} is not the vocabulary {checkpoint_file} was trained with (same size, other tokens "
+            "or another order): every id would mean another word. Give the training vocabulary (--vocab_file).")

@@ -12,6 +12,7 @@ from bilm.training.evaluation import test
 from bilm.training.loop import train
 from bilm.training.shards import count_tokens
 from bilm.training.softmax_init import DEFAULT_SOFTMAX_INIT, check_softmax_init
+from bilm.training.vocabulary_order import warn_unless_frequency_order
 from bilm.training.windows import BidirectionalLMDataset, LMDataset, load_vocab
 
 
@@ -110,10 +111,14 @@ def _train_from_files(train_prefix, vocab_file, save_dir, options_file, size, re
         same_data = True
     options = options.updated(**{key: value for key, value in overrides.items() if value is not None})
     data, vocab = load_training_data(options, train_prefix, vocab_file, seed=seed)
-    if restart and options.get("n_tokens_vocab") != vocab.size:
-        raise CheckpointError(
-            f"{vocab_file} has {vocab.size} tokens but the checkpoint in {save_dir} was trained with "
-            f"n_tokens_vocab={options.get('n_tokens_vocab')}; restart with the training vocabulary.")
+    if restart:
+        if options.get("n_tokens_vocab") != vocab.size:
+            raise CheckpointError(
+                f"{vocab_file} has {vocab.size} tokens but the checkpoint in {save_dir} was trained with "
+                f"n_tokens_vocab={options.get('n_tokens_vocab')}; restart with the training vocabulary.")
+        checkpoints.check_vocabulary(ckpt_file, vocab)
+    elif options.get("sample_softmax", TRAINING_DEFAULTS["sample_softmax"]):
+        warn_unless_frequency_order(vocab, train_prefix)
     options = options.updated(n_tokens_vocab=vocab.size)
     if n_train_tokens is None and (not same_data or options.get("n_train_tokens") is None):
         options = options.updated(n_train_tokens=count_tokens(train_prefix))
@@ -132,5 +137,6 @@ def test_from_files(test_prefix, vocab_file, save_dir, batch_size=256, verbose=1
     checkpoint, each sentence starting as `start` says (see `evaluate`)."""
     ckpt_file = checkpoints.latest_checkpoint(save_dir)
     options = checkpoints.load_training_options(save_dir)
-    data, _ = load_training_data(options, test_prefix, vocab_file, test=True)
+    data, vocab = load_training_data(options, test_prefix, vocab_file, test=True)
+    checkpoints.check_vocabulary(ckpt_file, vocab)
     return test(options, ckpt_file, data, batch_size=batch_size, verbose=verbose, start=start)

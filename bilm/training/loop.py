@@ -216,7 +216,7 @@ class _TrainingRun:
     """
 
     def __init__(self, options, settings, strategy, global_batch, save_dir, log_dir, max_to_keep, verbose,
-                 save_timer):
+                 save_timer, vocabulary=None):
         self.settings = settings
         self.chief = is_chief(strategy)
         self.save_dir = save_dir
@@ -232,8 +232,12 @@ class _TrainingRun:
         # Every worker saves (collective variables); only the chief into save_dir.
         self.checkpoint_dir = save_dir if self.chief else os.path.join(
             save_dir, f".worker_{strategy.cluster_resolver.task_id}")
+        # The fingerprint of the training vocabulary (None: the data has no vocabulary file).
+        self.vocabulary = None if vocabulary is None else tf.Variable(
+            vocabulary.fingerprint, dtype=tf.int64, trainable=False, name="vocabulary")
         self.manager = tf.train.CheckpointManager(
-            checkpoints.build_checkpoint(self.lm, self.optimizer, self.step, self.lstm_states, self.data_position),
+            checkpoints.build_checkpoint(self.lm, self.optimizer, self.step, self.lstm_states, self.data_position,
+                                         self.vocabulary),
             self.checkpoint_dir, max_to_keep=max_to_keep, checkpoint_name=CHECKPOINT_NAME)
         self.writer = tf.summary.create_file_writer(log_dir) if (self.chief and log_dir) else None
         self.verbose = verbose and self.chief
@@ -421,10 +425,13 @@ def train(options, data, n_gpus, save_dir, log_dir, restart_ckpt_file=None, *,
             f"{save_dir} already holds checkpoints ({tf.train.latest_checkpoint(save_dir)}). Continue them "
             f"with bin/restart.py --save_dir {save_dir} (train(..., restart_ckpt_file=...)), or choose a new "
             "save_dir.")
+    vocabulary = getattr(data, "vocab", None)
+    if restart_ckpt_file is not None and vocabulary is not None:
+        checkpoints.check_vocabulary(restart_ckpt_file, vocabulary)
     if seed is not None:
         keras.utils.set_random_seed(seed)
     run = _TrainingRun(options, settings, strategy, schedule.global_batch, save_dir, log_dir, max_to_keep, verbose,
-                       save_timer)
+                       save_timer, vocabulary)
     if run.chief:
         save_options(options, os.path.join(save_dir, OPTIONS_FILE))
     source = checkpoints.data_fingerprint(data_source if data_source is not None else _describe_data(data))

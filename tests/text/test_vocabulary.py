@@ -161,6 +161,35 @@ def test_validate_file_accepts_complete_file(vocab_file):
     assert Vocabulary(vocab_file, validate_file=True).size == 7
 
 
+@pytest.mark.parametrize("lines, message", [
+    (["the", "a", "<S>", "</S>", "<UNK>"], "starts with the, a, <S>; training needs <S>, </S> and <UNK> as the first"),
+    (["<S>", "</S>", "the", "<UNK>"], "starts with <S>, </S>, the; training needs"),
+    (["<S>", "</S>", "<UNK>", "the", "a", "the", "b", "a"], "lists 'the' twice, on lines 4 and 6 \\(1 more"),
+    (["<S>", "</S>", "<UNK>", "!!!MAXTERMID", "<S>"], "lists '<S>' twice, on lines 1 and 5"),
+])
+def test_validate_file_needs_the_specials_first_and_each_token_once(tmp_path, lines, message):
+    path = write_lines(tmp_path, lines)
+    with pytest.raises(ValueError, match=message) as info:
+        Vocabulary(path, validate_file=True)
+    assert path in str(info.value)
+    assert Vocabulary(path).size == len(lines) - lines.count("!!!MAXTERMID")  # prediction reads it as before
+
+
+def test_validate_file_takes_the_specials_in_any_order(tmp_path):
+    assert Vocabulary(write_lines(tmp_path, ["</S>", "<S>", "<UNK>", "the"]), validate_file=True).eos == 0
+
+
+def test_the_fingerprint_tells_vocabularies_apart_by_tokens_and_order(tmp_path):
+    def fingerprint(lines, name):
+        return Vocabulary(write_lines(tmp_path, lines, name)).fingerprint
+
+    base = fingerprint(["<S>", "</S>", "<UNK>", "the", "a"], "a.txt")
+    assert base == fingerprint(["<S>", "</S>", "  <UNK>", "!!!MAXTERMID", "the", "a"], "b.txt")
+    assert base != fingerprint(["<S>", "</S>", "<UNK>", "a", "the"], "c.txt")
+    assert base != fingerprint(["<S>", "</S>", "<UNK>", "the", "an"], "d.txt")
+    assert -2 ** 63 <= base < 2 ** 63
+
+
 def test_missing_file_names_the_path(tmp_path):
     path = str(tmp_path / "nope.txt")
     with pytest.raises(FileNotFoundError, match="nope.txt"):

@@ -143,3 +143,20 @@ def test_run_test_evaluates_the_latest_checkpoint_on_the_test_files_in_order(tmp
     assert options.get("n_tokens_vocab") == len(WORDS) + 3 and got_checkpoint == checkpoint
     assert data.forward.test and data.forward.filepattern == corpus["heldout"]
     assert kwargs == {"batch_size": 3, "verbose": 0, "start": "warm"}
+
+
+def test_a_checkpoint_refuses_a_vocabulary_it_was_not_trained_with(tmp_path, corpus):
+    save_dir = str(tmp_path / "ckpt")
+    options_file = _options_file(tmp_path)
+    train_from_files(corpus["train"], corpus["vocab"], save_dir, options_file, n_train_tokens=16 * 5 * 2,
+                     n_epochs=1, verbose=0)
+    reordered = write_vocab(tmp_path, WORDS[::-1], name="reordered.txt")
+    larger = write_vocab(tmp_path, WORDS + ["extra", "words"], name="larger.txt")
+    same_size = "other tokens or another order"
+    with pytest.raises(CheckpointError, match=f"reordered.txt is not the vocabulary .* was trained with.*{same_size}"):
+        train_from_files(corpus["train"], reordered, save_dir, restart=True, verbose=0)
+    with pytest.raises(CheckpointError, match=f"reordered.txt is not the vocabulary .*{same_size}"):
+        from_files.test_from_files(corpus["heldout"], reordered, save_dir, batch_size=2, verbose=0)
+    with pytest.raises(CheckpointError, match="larger.txt has 25 tokens but .* trained with a vocabulary of 23"):
+        from_files.test_from_files(corpus["heldout"], larger, save_dir, batch_size=2, verbose=0)
+    assert from_files.test_from_files(corpus["heldout"], corpus["vocab"], save_dir, batch_size=2, verbose=0) > 1
