@@ -17,7 +17,7 @@ chars, so both gradients are sums over `(char id, filter)` buckets
     M_k[c, f] = sum of g[n, f] over tokens n with char c at argmax[n, f] + k
     d_kernel[k] = embedding^T M_k        d_embedding = sum_k M_k kernel[k]^T
 
-computed with one `bincount` and two matmuls per filter width, instead of
+computed with one scatter-add and two matmuls per filter width, instead of
 two dense backward convolutions.
 
 Words are short and each row of char ids ends in a run of one id (the
@@ -122,8 +122,7 @@ def _max_pooled(char_ids, embedding, *kernels):
             size = width * n_characters * num
             weights = tf.tile(g, [1, width, 1, 1])
             # All M_k of the kernel, (n_characters, width * num).
-            buckets = tf.reshape(tf.math.bincount(tf.reshape(window_bins, [-1]), weights=tf.reshape(weights, [-1]),
-                                                  minlength=size, maxlength=size),
+            buckets = tf.reshape(_bucket_sums(tf.reshape(window_bins, [-1]), tf.reshape(weights, [-1]), size),
                                  [n_characters, width * num])
             d_flat = tf.matmul(embedding, buckets, transpose_a=True)  # (dim, width * num)
             d_kernels.append(tf.transpose(tf.reshape(d_flat, [-1, width, num]), [1, 0, 2]))
@@ -131,6 +130,17 @@ def _max_pooled(char_ids, embedding, *kernels):
         return (None, d_embedding, *d_kernels)
 
     return tf.reshape(maxima, [-1, sum(nums)])[:n], grad
+
+
+@tf.function(jit_compile=True)
+def _bucket_sums(bins, weights, size):
+    """float `(size,)`: the sum of `weights` in each of the int `bins`.
+
+    Compiled, the scatter-add adds in input order, so the gradient is the
+    same bit for bit on every run; `tf.math.bincount` with weights sums each
+    thread's share apart and adds the shares in the order the threads end,
+    which changed a training run's weights from one run to the next."""
+    return tf.math.unsorted_segment_sum(weights, bins, size)
 
 
 def _flat_kernel(kernel):

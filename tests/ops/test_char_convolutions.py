@@ -130,3 +130,25 @@ def test_a_char_cnn_too_large_for_int32_bins_is_a_clear_error():
     kernels = [tf.zeros([8, 2, 256])]
     with pytest.raises(ValueError, match="too large for int32"):
         max_pooled_char_convolutions(tf.zeros([1, 10], tf.int32), embedding, kernels)
+
+
+def test_the_gradient_is_the_same_bit_for_bit_on_every_call():
+    # Large enough for TensorFlow to split a scatter over threads (tf.math.bincount with weights, which
+    # summed each thread's share in the order the threads ended, differed here from call to call).
+    rng = np.random.default_rng(0)
+    char_ids = tf.constant(rng.integers(1, 200, size=(2048, 16)), tf.int32)
+    embedding = tf.constant(rng.standard_normal((261, 8)), tf.float32)
+    kernels = [tf.constant(rng.standard_normal((width, 8, 256)), tf.float32) for width in (3, 7)]
+    upstream = tf.constant(rng.standard_normal((2048, 512)), tf.float32)
+
+    @tf.function
+    def gradients():
+        with tf.GradientTape() as tape:
+            tape.watch([embedding] + kernels)
+            loss = tf.reduce_sum(max_pooled_char_convolutions(char_ids, embedding, kernels) * upstream)
+        return tape.gradient(loss, [embedding] + kernels)
+
+    first = [g.numpy() for g in gradients()]
+    for _ in range(8):
+        for expected, got in zip(first, gradients()):
+            np.testing.assert_array_equal(got.numpy(), expected)
