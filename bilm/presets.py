@@ -59,6 +59,9 @@ TRAINING_DEFAULTS = {
     # bilm's own: "adam" instead of the original's Adagrad, with
     # LEARNING_RATES["adam"] unless the options give a learning_rate.
     "optimizer": "adagrad",
+    # bilm's own: end the run after this many optimizer steps in all (or at
+    # n_epochs, whichever comes first); None: n_epochs alone.
+    "max_steps": None,
 }
 
 

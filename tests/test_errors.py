@@ -21,7 +21,7 @@ ERROR_TYPES = {
     "bilm.training.loop.NonFiniteLossError": FloatingPointError,
 }
 # Not errors: training stopped by a signal, after saving (a BaseException, as KeyboardInterrupt is).
-STOPS = {"bilm.training.loop.TrainingInterrupted"}
+STOPS = {"bilm.training.stop_signals.TrainingInterrupted", "bilm.training.stop_signals.PhaseInterrupted"}
 
 
 def _defined_exception_types():

@@ -1,6 +1,10 @@
 """The flags of `bin/train_elmo.py` and `bin/restart.py`, and their closing line."""
 import argparse
+import os
 import shlex
+import shutil
+import sys
+import sysconfig
 
 from bilm.ops.matmul_dtype import MATMUL_DTYPES
 from bilm.presets import LEARNING_RATES, TRAINING_DEFAULTS
@@ -21,6 +25,8 @@ KNOB_FLAGS = {
                                "docs/learning_parity.md)"),
     "softmax_warmup_steps": ("non_negative_int", "first steps of the run that train the softmax alone, the biLM "
                                                  "frozen (for a new softmax over a model adapted with --init_from)"),
+    "max_steps": ("positive_int", "end the run after this many optimizer steps in all, counted from its start "
+                                  "(or at --n_epochs, whichever comes first)"),
 }
 
 
@@ -59,6 +65,8 @@ _TYPES = {"positive_int": _positive_int, "non_negative_int": _non_negative_int, 
 def _default_text(key):
     if key == "learning_rate":
         return ", ".join(f"{rate} for {name}" for name, rate in LEARNING_RATES.items())
+    if TRAINING_DEFAULTS[key] is None:
+        return "none"
     return TRAINING_DEFAULTS[key]
 
 
@@ -100,12 +108,21 @@ def add_training_arguments(parser):
 def restart_command(args):
     """The `bin/restart.py` command line that continues the run of `args` (the flags of
     `add_training_arguments`): each of those flags whose value is not its default."""
-    words = ["python", "bin/restart.py"]
+    words = script_command("restart.py")
     for action in add_training_arguments(argparse.ArgumentParser()):
         value = getattr(args, action.dest, None)
         if value is not None and value != action.default:
             words += [action.option_strings[0], str(value)]
     return shlex.join(words)
+
+
+def script_command(name):
+    """The words that run the bin/ script `name` from any directory: its name where pip installed it on
+    the PATH, else `python` and its path beside the running script (a checkout's bin/)."""
+    installed = os.path.join(sysconfig.get_path("scripts"), name)
+    if os.path.isfile(installed):
+        return [name] if shutil.which(name) else [installed]
+    return ["python", os.path.join(os.path.dirname(os.path.abspath(sys.argv[0])), name)]
 
 
 def describe_result(result, save_dir):
@@ -142,5 +159,7 @@ def train_from_args(args, restart=False):
             log_dir=args.log_dir, seed=args.seed, tune_malloc=True, save_on_signals=True,
             **_adaptation_arguments(args))
     except TrainingInterrupted as interrupted:
+        # Before the first checkpoint nothing is kept: the same command starts over.
+        again = "the same command" if interrupted.checkpoint is None else restart_command(args)
         raise TrainingInterrupted(interrupted.signal, interrupted.step, interrupted.checkpoint,
-                                  by_peer=interrupted.by_peer, continue_with=restart_command(args)) from None
+                                  by_peer=interrupted.by_peer, continue_with=again, phase=interrupted.phase) from None

@@ -34,3 +34,12 @@ def is_chief(strategy):
         return True
     has_chief = "chief" in resolver.cluster_spec().as_dict()
     return resolver.task_type == "worker" and resolver.task_id == 0 and not has_chief
+
+
+def n_workers(strategy):
+    """How many machines (chief and workers) train together: 1 without a cluster."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or not resolver.task_type:
+        return 1
+    spec = resolver.cluster_spec().as_dict()
+    return max(1, sum(len(spec.get(role, [])) for role in ("chief", "worker")))

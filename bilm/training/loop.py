@@ -15,10 +15,9 @@ import dataclasses
 import math
 import os
 import shutil
-import signal
-import threading
 import time
 import warnings
+from typing import Optional
 
 import keras
 import numpy as np
@@ -30,13 +29,14 @@ from bilm.options import load_options, save_options
 from bilm.training import checkpoints
 from bilm.training.adaptation import adaptation_options, load_model_weights, open_model_to_adapt
 from bilm.training.checkpoints import CHECKPOINT_NAME, OPTIONS_FILE, CheckpointError
-from bilm.training.distribution import is_chief, make_strategy
+from bilm.training.distribution import is_chief, make_strategy, n_workers
 from bilm.training.evaluation import evaluate
 from bilm.training.optimizer import make_optimizer
 from bilm.training.prediction_network import measure_boundary_state
 from bilm.training.settings import training_settings
 from bilm.training.shards import count_tokens
 from bilm.training.softmax_init import DEFAULT_SOFTMAX_INIT, check_softmax_init, initialize_softmax
+from bilm.training.stop_signals import PhaseInterrupted, StopSignals, TrainingInterrupted, agreed_signal
 from bilm.training.tf_dataset import make_tf_dataset
 from bilm.training.train_step import TrainStep
 from bilm.training.training_lm import TrainingLM
@@ -74,95 +74,6 @@ def _describe_data(data):
     return type(data).__name__
 
 
-class TrainingInterrupted(BaseException):
-    """SIGINT or SIGTERM stopped `train(..., save_on_signals=True)`; the step it had reached is saved.
-
-    A `BaseException`, like `KeyboardInterrupt`, so that an `except
-    Exception` on the way up does not swallow a request to stop.
-
-    Attributes:
-        signal: the `signal.Signals` received (by another worker when
-            `by_peer`: every worker of a cluster stops at the same step).
-        step: the optimizer steps taken, all of them in `checkpoint`.
-        checkpoint: the checkpoint prefix that continues the run exactly
-            (`train(..., restart_ckpt_file=checkpoint)` on the same data).
-        exit_status: `128 + signal number` (130 for SIGINT, 143 for
-            SIGTERM), what a shell reports for a process the signal ended.
-        continue_with: how to continue, for the message.
-    """
-
-    def __init__(self, signal, step, checkpoint, *, by_peer=False, continue_with=None):
-        self.signal = signal
-        self.step = step
-        self.checkpoint = checkpoint
-        self.by_peer = by_peer
-        self.exit_status = 128 + int(signal)
-        self.continue_with = continue_with or (
-            f"train(..., restart_ckpt_file={checkpoint!r}) on the same data")
-        received = f"{signal.name} (received by another worker)" if by_peer else signal.name
-        super().__init__(f"Stopped by {received} after step {step}: saved {checkpoint}. "
-                         f"Continue with: {self.continue_with}")
-
-
-class _StopSignals:
-    """While active (a context manager), SIGINT and SIGTERM ask the loop to stop instead of raising.
-
-    The handlers record the first signal in `received`; the loop sees it
-    between steps, saves and raises `TrainingInterrupted`. Later signals are
-    ignored, so that a second Ctrl-C cannot abort the save half-way
-    (checkpoints are written under temporary names and listed only once
-    complete, so a `kill -9` cannot corrupt one either: it loses the save).
-    On exit the previous handlers are put back. Disabled, it does nothing.
-
-    Not `tf.distribute.experimental.PreemptionCheckpointHandler`: that one
-    restores the newest checkpoint of the directory when it is created and
-    adds its own counter to the checkpoint (`train` restores the one it is
-    given, tolerating new data and another batch size); it replaces the
-    SIGTERM handler for good and ignores SIGINT; and it depends on where it
-    runs: it asks the GCE metadata server (up to 5 s) whether it is on
-    Google Cloud, does nothing on a GCE CPU machine, and by default exits
-    the process with status 42. Its one service a cluster needs, every
-    worker stopping at the same step, `TrainStep` gives by averaging each
-    worker's flags in the all-reduce each step makes anyway.
-    """
-
-    SIGNALS = (signal.SIGINT, signal.SIGTERM)
-
-    def __init__(self, enabled):
-        self.enabled = enabled
-        self.received = None
-        self._previous = {}
-
-    @staticmethod
-    def check_main_thread():
-        """Python runs signal handlers in the main thread only, so only there can they be installed."""
-        if threading.current_thread() is not threading.main_thread():
-            raise ValueError(
-                "save_on_signals=True needs the main thread (Python handles signals there); this train() call "
-                f"runs in thread {threading.current_thread().name!r}. Pass save_on_signals=False.")
-
-    def __enter__(self):
-        if self.enabled:
-            self.check_main_thread()
-            for signum in self.SIGNALS:
-                self._previous[signum] = signal.signal(signum, self._record)
-        return self
-
-    def __exit__(self, *exc_info):
-        for signum, handler in self._previous.items():
-            # None: the previous handler was not installed from Python; the default is the best guess.
-            signal.signal(signum, signal.SIG_DFL if handler is None else handler)
-        self._previous = {}
-
-    def _record(self, signum, frame):
-        if self.received is None:
-            self.received = signal.Signals(signum)
-
-    def flags(self):
-        """This process's requests as 0/1 flags, one per signal of `SIGNALS`."""
-        return [float(self.received == signum) for signum in self.SIGNALS]
-
-
 class _SaveTimer:
     """Whether `every_minutes` (None: never) have passed since the last `reset` (a save, the loop's start).
 
@@ -185,27 +96,42 @@ class _SaveTimer:
 
 @dataclasses.dataclass(frozen=True)
 class _Schedule:
-    """How many batches make an epoch and the whole run (bilm-tf's arithmetic)."""
+    """How many batches make an epoch and the whole run (bilm-tf's arithmetic), and the run's step bound."""
 
     global_batch: int
     tokens_per_batch: int
     batches_per_epoch: int
     batches_total: int
+    max_steps: Optional[int] = None
 
     @classmethod
-    def of(cls, options, settings, n_replicas):
+    def of(cls, settings, n_replicas):
         global_batch = settings.batch_size * n_replicas
         tokens_per_batch = global_batch * settings.unroll_steps
         per_epoch = settings.n_train_tokens // tokens_per_batch
         if per_epoch < 1:
             # The training stream cycles through the text, so a batch can hold more than all of it.
             warnings.warn(
-                f"{options.source}: n_train_tokens ({settings.n_train_tokens:,}) is less than one global batch "
-                f"({global_batch} rows x {settings.unroll_steps} steps = {tokens_per_batch:,} tokens), so each "
-                "epoch is one batch that reads the text more than once; a smaller batch_size (--batch_size) fits "
-                "a corpus this small better.", stacklevel=3)
+                f"n_train_tokens ({settings.n_train_tokens:,}) is less than one global batch ({global_batch} rows x "
+                f"{settings.unroll_steps} steps = {tokens_per_batch:,} tokens), so each epoch is one batch that "
+                "reads the text more than once; a smaller batch_size (--batch_size, or the options' batch_size) "
+                "fits a corpus this small better.", stacklevel=3)
             per_epoch = 1
-        return cls(global_batch, tokens_per_batch, per_epoch, settings.n_epochs * per_epoch)
+        return cls(global_batch, tokens_per_batch, per_epoch, settings.n_epochs * per_epoch, settings.max_steps)
+
+    def run_end(self, consumed, step):
+        """The batch count of the data stream at which the run ends: its epochs, or its `max_steps`."""
+        if self.max_steps is None:
+            return self.batches_total
+        return min(self.batches_total, consumed + max(0, self.max_steps - step))
+
+    def stop_at(self, consumed, step, call_steps=None):
+        """Where this call stops: the run's end, or `call_steps` batches on."""
+        end = self.run_end(consumed, step)
+        return end if call_steps is None else min(end, consumed + call_steps)
+
+    def finished(self, consumed, step):
+        return consumed >= self.run_end(consumed, step)
 
 
 class _TrainingRun:
@@ -413,11 +339,11 @@ def train(options, data, n_gpus, save_dir, log_dir, restart_ckpt_file=None, *,
     options, settings = training_settings(_with_corpus_keys(options, data, verbose), need_schedule=True)
     save_timer = _SaveTimer(checkpoint_every_minutes)
     if save_on_signals:
-        _StopSignals.check_main_thread()
+        StopSignals.check_main_thread()
     if tune_malloc:
         keep_freed_memory()
     strategy = strategy or make_strategy(n_gpus)
-    schedule = _Schedule.of(options, settings, strategy.num_replicas_in_sync)
+    schedule = _Schedule.of(settings, strategy.num_replicas_in_sync)
     save_dir = os.fspath(save_dir)
     check_output_directory(save_dir)
     if restart_ckpt_file is None and tf.train.latest_checkpoint(save_dir) is not None:
@@ -432,15 +358,37 @@ def train(options, data, n_gpus, save_dir, log_dir, restart_ckpt_file=None, *,
         keras.utils.set_random_seed(seed)
     run = _TrainingRun(options, settings, strategy, schedule.global_batch, save_dir, log_dir, max_to_keep, verbose,
                        save_timer, vocabulary)
+    # Several workers must agree on the step they stop at: a signal then waits for the next step.
+    with StopSignals(save_on_signals, interruptible_phases=n_workers(strategy) == 1) as stop_signals:
+        return _run(run, options, settings, strategy, schedule, data, stop_signals, restart_ckpt_file=restart_ckpt_file,
+                    model=model, softmax_init=softmax_init, data_source=data_source, max_steps=max_steps,
+                    checkpoint_every=checkpoint_every, heldout_data=heldout_data, heldout_every=heldout_every,
+                    heldout_batch_size=heldout_batch_size or settings.batch_size, summary_every=summary_every,
+                    seed=seed)
+
+
+def _run(run, options, settings, strategy, schedule, data, stop_signals, *, restart_ckpt_file, model, softmax_init,
+         data_source, max_steps, checkpoint_every, heldout_data, heldout_every, heldout_batch_size, summary_every,
+         seed):
+    """The body of `train` once its checks have passed: the run's start, its steps, its end."""
+    options_file = os.path.join(run.save_dir, OPTIONS_FILE)
     if run.chief:
-        save_options(options, os.path.join(save_dir, OPTIONS_FILE))
+        save_options(options, options_file)
     source = checkpoints.data_fingerprint(data_source if data_source is not None else _describe_data(data))
     if restart_ckpt_file is not None:
         run.restore(restart_ckpt_file, source)
     run.data_position["source"].assign(source)
     if model is not None:
-        _start_from_model(run, model, data, softmax_init)
-    _print_sizes(run.report, run.lm, settings, strategy.num_replicas_in_sync, schedule)
+        try:
+            with stop_signals.interruptible():
+                _start_from_model(run, model, data, softmax_init)
+        except PhaseInterrupted as interrupted:
+            # Nothing trained yet: leave save_dir as it was, so that the same command starts over.
+            if run.chief and run.manager.latest_checkpoint is None and os.path.exists(options_file):
+                os.remove(options_file)
+            run.close()
+            raise TrainingInterrupted(interrupted.signal, 0, None, phase="fitting the new softmax") from None
+    _print_sizes(run.report, run.lm, options, settings, strategy.num_replicas_in_sync, schedule)
     if run.current_step < settings.softmax_warmup_steps:
         run.report(f"The first {settings.softmax_warmup_steps:,} steps of the run train the softmax alone, the "
                    f"biLM frozen (softmax_warmup_steps; {run.current_step:,} taken).")
@@ -453,8 +401,7 @@ def train(options, data, n_gpus, save_dir, log_dir, restart_ckpt_file=None, *,
                "softmax, no dropout).")
 
     step_fn = TrainStep(run.lm, run.optimizer, run.lstm_states, strategy, settings, seed or 0)
-    heldout_batch_size = heldout_batch_size or settings.batch_size
-    stop_at = schedule.batches_total if max_steps is None else min(schedule.batches_total, run.consumed + max_steps)
+    stop_at = schedule.stop_at(run.consumed, run.current_step, max_steps)
     recent_losses, recent_seconds = collections.deque(maxlen=20), collections.deque(maxlen=20)
     result, taken, started = {}, 0, time.perf_counter()
     batches = iter(())
@@ -463,67 +410,80 @@ def train(options, data, n_gpus, save_dir, log_dir, restart_ckpt_file=None, *,
             data, schedule.global_batch, settings.unroll_steps, keys=run.lm.batch_keys(), skip=run.consumed))
         # Counts this stream's batches; its time per batch leaves out the
         # first step, which also traces the step function.
-        run.progress = Progress(schedule.batches_total, unit="batch", verbose=run.verbose)
+        run.progress = Progress(schedule.run_end(run.consumed, run.current_step), unit="batch",
+                                verbose=run.verbose)
     run.save_timer.reset()
-    with _StopSignals(save_on_signals) as stop_signals:
-        stop_requested = None  # (signal, by_peer) once every worker knows of a signal
-        try:
-            for batch in batches:
-                tick = time.perf_counter()
-                # Flags: SIGINT, SIGTERM, the time interval is up; positive means "on some worker".
-                outputs = step_fn(batch, run.current_step, stop_signals.flags() + [float(run.save_timer.due())])
-                loss, norm = float(outputs["loss"]), float(outputs["norm"])
-                if not (math.isfinite(loss) and math.isfinite(norm)):
-                    raise NonFiniteLossError(_non_finite_message(run, loss, norm, restart_ckpt_file))
-                run.advance()
-                taken += 1
-                *signal_flags, time_is_up = (float(flag) > 0 for flag in outputs["requests"].numpy())
-                stop_requested = _agreed_signal(stop_signals.received, signal_flags)
-                recent_losses.append(loss)
-                values = [(progress_label, math.exp(np.mean(recent_losses)))]
-                if taken > 1:  # the first step of a call also traces the step function
-                    recent_seconds.append(time.perf_counter() - tick)
-                    values.append(("tokens/sec", schedule.tokens_per_batch / np.mean(recent_seconds)))
-                run.progress.update(run.consumed, values)
-                if run.current_step % summary_every == 0:
-                    run.scalars({"train_perplexity": values[0][1], "gradient_norm": norm,
-                                 "learning_rate": settings.learning_rate})
-                if stop_requested and run.consumed < stop_at:
-                    break  # run.stop saves without the periodic save or evaluation
-                end_of_epoch = run.consumed % schedule.batches_per_epoch == 0
-                if end_of_epoch or time_is_up or run.current_step % checkpoint_every == 0:
-                    run.save()
-                if end_of_epoch or (heldout_every and run.current_step % heldout_every == 0):
-                    tag = (f"Epoch {run.consumed // schedule.batches_per_epoch}" if end_of_epoch
-                           else f"Step {run.current_step}")
-                    result["heldout_perplexity"] = run.heldout(heldout_data, heldout_batch_size, tag)
-                if run.consumed >= stop_at:
+    stop_requested = None  # (signal, by_peer) once every worker knows of a signal
+    try:
+        for batch in batches:
+            tick = time.perf_counter()
+            # Flags: SIGINT, SIGTERM, the time interval is up; positive means "on some worker".
+            outputs = step_fn(batch, run.current_step, stop_signals.flags() + [float(run.save_timer.due())])
+            loss, norm = float(outputs["loss"]), float(outputs["norm"])
+            if not (math.isfinite(loss) and math.isfinite(norm)):
+                raise NonFiniteLossError(_non_finite_message(run, loss, norm, restart_ckpt_file))
+            run.advance()
+            taken += 1
+            *signal_flags, time_is_up = (float(flag) > 0 for flag in outputs["requests"].numpy())
+            stop_requested = agreed_signal(stop_signals.received, signal_flags)
+            recent_losses.append(loss)
+            values = [(progress_label, math.exp(np.mean(recent_losses)))]
+            if taken > 1:  # the first step of a call also traces the step function
+                recent_seconds.append(time.perf_counter() - tick)
+                values.append(("tokens/sec", schedule.tokens_per_batch / np.mean(recent_seconds)))
+            run.progress.update(run.consumed, values)
+            if run.current_step % summary_every == 0:
+                run.scalars({"train_perplexity": values[0][1], "gradient_norm": norm,
+                             "learning_rate": settings.learning_rate})
+            if stop_requested and run.consumed < stop_at:
+                break  # run.stop saves without the periodic save or evaluation
+            end_of_epoch = run.consumed % schedule.batches_per_epoch == 0
+            if end_of_epoch or time_is_up or run.current_step % checkpoint_every == 0:
+                run.save()
+            if end_of_epoch or (heldout_every and run.current_step % heldout_every == 0):
+                tag = (f"Epoch {run.consumed // schedule.batches_per_epoch}" if end_of_epoch
+                       else f"Step {run.current_step}")
+                try:
+                    with stop_signals.interruptible():
+                        result["heldout_perplexity"] = run.heldout(heldout_data, heldout_batch_size, tag)
+                except PhaseInterrupted as interrupted:
+                    run.report(f"{interrupted.signal.name}: held-out evaluation stopped.")
+                    stop_requested = interrupted.signal, False
                     break
-        finally:
-            if run.progress is not None:
-                run.progress.close()
-                run.progress = None
-        if stop_requested and run.consumed < stop_at:
-            raise run.stop(*stop_requested)
-        # At the run's end, a signal waits for the boundary state and the last save.
-        if taken or int(run.lm.n_boundary_starts.numpy()) == 0:
-            n_starts = measure_boundary_state(run.lm, data)
+            if run.consumed >= stop_at:
+                break
+    finally:
+        if run.progress is not None:
+            run.progress.close()
+            run.progress = None
+    if stop_requested and run.consumed < stop_at:
+        raise run.stop(*stop_requested)
+    # At the run's end: the boundary state and the last save. A signal
+    # during the last step waits for them; one during the measure stops it
+    # (the checkpoint then keeps the boundary state it had).
+    if taken or int(run.lm.n_boundary_starts.numpy()) == 0:
+        try:
+            with stop_signals.interruptible():
+                n_starts = measure_boundary_state(run.lm, data)
             run.report(f"Boundary state: the mean LSTM state at {n_starts:,} sentence starts of the training "
                        "text (where embedding starts each sentence; see bilm.models.boundary_state).")
-            run.save()
-        elif run.manager.latest_checkpoint is None:
-            run.save()
-        if stop_requested is None and stop_signals.received is not None:
-            stop_requested = stop_signals.received, False
-        if stop_requested:
-            raise run.stop(*stop_requested)
+        except PhaseInterrupted as interrupted:
+            run.report(f"{interrupted.signal.name}: the boundary state was not measured (the checkpoint keeps the "
+                       "one it had, if any; a restart that trains measures it).")
+            raise run.stop(interrupted.signal, False) from None
+        run.save()
+    elif run.manager.latest_checkpoint is None:
+        run.save()
+    if stop_requested is None and stop_signals.received is not None:
+        stop_requested = stop_signals.received, False
+    if stop_requested:
+        raise run.stop(*stop_requested)
     run.close()
     if result.get("heldout_perplexity") is None:
         result.pop("heldout_perplexity", None)
     result.update(step=run.current_step, loss=float(np.mean(recent_losses)) if recent_losses else None,
-                  checkpoint=os.path.join(save_dir, f"{CHECKPOINT_NAME}-{run.current_step}"),
-                  seconds=time.perf_counter() - started, steps_taken=taken,
-                  finished=run.consumed >= schedule.batches_total, n_epochs=settings.n_epochs)
+                  checkpoint=run.checkpoint_path(), seconds=time.perf_counter() - started, steps_taken=taken,
+                  finished=schedule.finished(run.consumed, run.current_step), n_epochs=settings.n_epochs)
     return result
 
 
@@ -543,20 +503,6 @@ def _start_from_model(run, model, data, softmax_init):
                    "which the first steps learn: see bilm.training.softmax_init).")
 
 
-def _agreed_signal(received, signal_flags):
-    """`(signal, by_peer)` when some worker received one of `_StopSignals.SIGNALS` (its flag is up), else None.
-
-    The signal is this process's own if it has one, else (another worker's)
-    SIGTERM before SIGINT: a preemption outranks a keyboard.
-    """
-    raised = [signum for signum, up in zip(_StopSignals.SIGNALS, signal_flags) if up]
-    if not raised:
-        return None
-    if received in raised:
-        return received, False
-    return max(raised), True
-
-
 def _non_finite_message(run, loss, norm, restart_ckpt_file):
     last_good = run.manager.latest_checkpoint or restart_ckpt_file
     if last_good:
@@ -568,8 +514,8 @@ def _non_finite_message(run, loss, norm, restart_ckpt_file):
             "learning_rate or all_clip_norm_val.")
 
 
-def _print_sizes(report, lm, settings, n_replicas, schedule):
-    """The start-of-training summary: parameters and the big memory items."""
+def _print_sizes(report, lm, options, settings, n_replicas, schedule):
+    """The start-of-training summary: parameters, the big memory items, how long the run is."""
     n_bilm, n_softmax = lm.parameter_counts()
     mib = 4.0 / 2 ** 20
     samples = settings.n_negative_samples_batch if settings.sample_softmax else settings.n_tokens_vocab
@@ -578,8 +524,11 @@ def _print_sizes(report, lm, settings, n_replicas, schedule):
     slots = 2 if settings.optimizer == "adam" else 1
     report(f"Memory estimate per replica (float32): softmax {n_softmax * mib:,.1f} MiB, {settings.optimizer} "
         f"state {slots * (n_bilm + n_softmax) * mib:,.1f} MiB, softmax logits {logits * mib:,.1f} MiB per step.")
+    epochs = (f"{settings.n_epochs} epoch(s)" if "n_epochs" in options.raw
+              else f"{settings.n_epochs} epochs (the default n_epochs; --n_epochs or --max_steps to change)")
+    bound = f", at most {settings.max_steps:,} steps in all (max_steps)" if settings.max_steps else ""
     report(f"{n_replicas} replica(s) x {settings.batch_size} rows x {settings.unroll_steps} steps; "
-        f"{schedule.batches_per_epoch} batches per epoch, {schedule.batches_total} in all.")
+        f"{schedule.batches_per_epoch} batches per epoch, {epochs}: {schedule.batches_total} batches{bound}.")
     if settings.matmul_dtype != "float32":
         report(f"The large matmuls (highway, LSTM input half, softmax) take {settings.matmul_dtype} operands "
             "in training steps (matmul_dtype); weights, optimizer, recurrence and evaluation stay float32.")

@@ -34,9 +34,11 @@ def prediction_network(lm):
 def measure_boundary_state(lm, data, n_sentences=DEFAULT_N_SENTENCES):
     """Sets `lm.boundary_state` to the mean LSTM state at sentence starts of
     `data`'s text (`LMDataset` or `BidirectionalLMDataset`), read from its
-    beginning as training reads it, and returns the number of starts."""
+    beginning as training reads it (one pass at most: each sentence counts
+    once), and returns the number of starts."""
     stream = getattr(data, "forward", data)
-    sentences = (split_tokens(line) for line in itertools.islice(stream.iter_lines(), 2 * n_sentences))
+    lines = itertools.islice(stream.iter_lines(one_pass=True), 2 * n_sentences)
+    sentences = (split_tokens(line) for line in lines)
     if lm.use_character_inputs:
         to_ids = Batcher(None, lm.options.char_cnn.max_characters_per_token).batch_sentences
     else:

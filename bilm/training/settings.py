@@ -9,6 +9,7 @@ import dataclasses
 import difflib
 import math
 import warnings
+from typing import Optional
 
 from bilm.ops.matmul_dtype import check_matmul_dtype
 from bilm.options import TRAINING_N_CHARACTERS, OptionsError, boolean, load_options
@@ -69,6 +70,7 @@ class TrainingSettings:
     matmul_dtype: str
     softmax_warmup_steps: int
     optimizer: str
+    max_steps: Optional[int] = None
 
 
 def training_settings(options, need_schedule=True):
@@ -156,6 +158,7 @@ def training_settings(options, need_schedule=True):
         matmul_dtype=matmul_dtype,
         softmax_warmup_steps=integer("softmax_warmup_steps", minimum=0),
         optimizer=optimizer,
+        max_steps=integer("max_steps", required=False) or None,
     )
     return options, settings
 

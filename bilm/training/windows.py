@@ -185,17 +185,19 @@ class LMDataset:
         self._warned_files.add(path)
         return read_lines(path, warn_invalid_utf8=warn)
 
-    def iter_lines(self):
-        """Yields the stream's sentence lines (`str`) in the order training reads them."""
-        return self._lines()
+    def iter_lines(self, one_pass=False):
+        """Yields the stream's sentence lines (`str`) in the order training reads them; with
+        `one_pass`, a training stream ends after its first pass over the corpus instead of
+        starting another."""
+        return self._lines(one_pass)
 
-    def _lines(self):
+    def _lines(self, one_pass=False):
         if self.test:
             for path in self.shards:
                 yield from self._read(path)
             return
         rng = np.random.default_rng(self.seed)
-        while True:
+        for _ in itertools.count() if not one_pass else range(1):
             n_lines = 0
             for index in rng.permutation(len(self.shards)):
                 lines = self._read(self.shards[index])

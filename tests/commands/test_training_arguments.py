@@ -20,7 +20,8 @@ def test_defaults_leave_the_options_to_the_options_file():
     assert args == {"train_prefix": "data/train/*", "vocab_file": "vocab.txt", "save_dir": "ckpt",
                     "n_train_tokens": None, "n_epochs": None, "batch_size": None, "unroll_steps": None,
                     "n_negative_samples_batch": None, "learning_rate": None, "dropout": None, "optimizer": None,
-                    "softmax_warmup_steps": None, "matmul_dtype": None, "n_gpus": 1, "heldout_prefix": None,
+                    "softmax_warmup_steps": None, "max_steps": None, "matmul_dtype": None, "n_gpus": 1,
+                    "heldout_prefix": None,
                     "heldout_every": None, "checkpoint_every": 1250, "checkpoint_every_minutes": 30, "log_dir": None,
                     "seed": 0}
 
@@ -43,7 +44,7 @@ def test_every_flag_reaches_train_from_files_and_malloc_is_tuned(monkeypatch, re
                                             "--matmul_dtype", "bfloat16", "--n_gpus", "2", "--heldout_prefix", "h/*",
                                             "--heldout_every", "50", "--checkpoint_every", "100", "--log_dir", "logs",
                                             "--seed", "5", "--dropout", "0.2", "--checkpoint_every_minutes", "5",
-                                            "--optimizer", "adam"])
+                                            "--optimizer", "adam", "--max_steps", "30"])
     if options_file:  # bin/train_elmo.py's own flag; bin/restart.py has none
         args.options_file = options_file
     assert train_from_args(args, restart=restart) == {"step": 3}
@@ -52,7 +53,7 @@ def test_every_flag_reaches_train_from_files_and_malloc_is_tuned(monkeypatch, re
     assert keywords == {"size": None, "restart": restart, "n_train_tokens": 1000, "matmul_dtype": "bfloat16",
                         "overrides": {"n_epochs": 2, "batch_size": 8, "unroll_steps": None,
                                       "n_negative_samples_batch": None, "learning_rate": None, "dropout": 0.2,
-                                      "optimizer": "adam", "softmax_warmup_steps": None},
+                                      "optimizer": "adam", "softmax_warmup_steps": None, "max_steps": 30},
                         "n_gpus": 2, "heldout_prefix": "h/*", "heldout_every": 50, "checkpoint_every": 100,
                         "checkpoint_every_minutes": 5.0, "log_dir": "logs", "seed": 5, "tune_malloc": True,
                         "save_on_signals": True}

@@ -12,10 +12,12 @@ import shlex
 import signal
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
 
+from bilm.commands.training_arguments import script_command
 from bilm.training.shards import count_tokens
 from helpers import ROOT
 from training_helpers import checkpoint_arrays, tiny_options, write_corpus
@@ -107,11 +109,13 @@ def test_sigterm_exits_143_and_the_restart_it_names_ends_like_a_straight_run(tmp
     assert 20 < step < run_files["steps_per_epoch"] - 10
     assert saved.group(2) == str(save_dir / f"model.ckpt-{step}") and _checkpoint_numbers(save_dir) == [step]
     command = shlex.split(saved.group(3))
-    assert command[:2] == ["python", "bin/restart.py"]
+    script = script_command("restart.py")  # runs from any directory
+    assert command[:len(script)] == script and (script == ["restart.py"] or os.path.isabs(script[-1]))
+    command = command[len(script):]
     flags = _flags(run_files, save_dir) + ["--n_epochs", "1", "--checkpoint_every_minutes", "60.0"]
-    assert sorted(zip(command[2::2], command[3::2])) == sorted(zip(flags[::2], flags[1::2]))
+    assert sorted(zip(command[::2], command[1::2])) == sorted(zip(flags[::2], flags[1::2]))
 
-    resumed = _script("restart").main(command[2:])
+    resumed = _script("restart").main(command)
     straight = _script("train_elmo").main(_flags(run_files, tmp_path / "straight") + [
         "--options_file", run_files["options"], "--n_epochs", "1"])
     assert resumed["step"] == straight["step"] == run_files["steps_per_epoch"]
@@ -128,8 +132,64 @@ def test_ctrl_c_twice_exits_130_with_the_step_saved(tmp_path, run_files):
     status, err = _train_and_signal(tmp_path, _flags(run_files, save_dir) + ["--options_file", run_files["options"]],
                                     5, [signal.SIGINT, signal.SIGINT])
     assert status == 130, err[-3000:]
-    saved = re.fullmatch(r"Stopped by SIGINT after step (\d+): saved (\S+)\. Continue with: python bin/restart.py .*",
+    saved = re.fullmatch(r"Stopped by SIGINT after step (\d+): saved (\S+)\. Continue with: .*restart.py --.*",
                          err.strip().splitlines()[-1])
     assert saved and int(saved.group(1)) > 5 and _checkpoint_numbers(save_dir) == [int(saved.group(1))]
     arrays = checkpoint_arrays(saved.group(2))
     assert int(arrays["data/batches/.ATTRIBUTES/VARIABLE_VALUE"]) == int(saved.group(1))
+
+
+FIT_RUNNER = """
+import runpy, sys, time
+import bilm.training.loop as loop
+
+fit = loop.initialize_softmax
+
+
+def slow_fit(*args, **kwargs):
+    print("FIT", flush=True)
+    for _ in range(600):  # a minute of work before the fit itself
+        time.sleep(0.1)
+    return fit(*args, **kwargs)
+
+
+loop.initialize_softmax = slow_fit
+sys.argv = sys.argv[1:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+@pytest.mark.slow
+def test_ctrl_c_while_fitting_the_softmax_stops_at_once_and_leaves_save_dir_as_it_was(tmp_path, run_files):
+    signum = signal.SIGINT
+    from helpers import write_model
+
+    (tmp_path / "model").mkdir()
+    write_model(tmp_path / "model")
+    save_dir = tmp_path / "adapted"
+    argv = ["--train_prefix", run_files["train"], "--vocab_file", run_files["vocab"], "--save_dir", str(save_dir),
+            "--init_from", str(tmp_path / "model"), "--batch_size", "8", "--max_steps", "3"]
+    runner = tmp_path / "fit_runner.py"
+    runner.write_text(FIT_RUNNER)
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
+    process = subprocess.Popen([sys.executable, str(runner), "bin/train_elmo.py", *argv], cwd=ROOT, env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        for line in process.stdout:
+            if line.strip() == "FIT":
+                sent = time.monotonic()
+                process.send_signal(signum)
+                break
+        _, err = process.communicate(timeout=120)
+        waited = time.monotonic() - sent
+    finally:
+        process.kill()
+    assert process.returncode == 128 + signum, err[-3000:]
+    assert waited < 30  # the fit's minute was not waited for
+    assert err.strip().splitlines()[-1] == (
+        f"Stopped by {signal.Signals(signum).name} while fitting the new softmax, before the run's first checkpoint: "
+        "nothing was kept. Start over with: the same command")
+    assert not save_dir.exists() or os.listdir(save_dir) in ([], ["logs"])
+    # The same command then trains.
+    result = _script("train_elmo").main(argv)
+    assert result["step"] == 3

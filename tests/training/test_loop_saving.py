@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 import types
 
 import numpy as np
@@ -260,3 +261,54 @@ def test_a_signal_to_one_worker_stops_every_worker_at_the_same_step(tmp_path, co
     checkpoint = os.path.join(save_dir, "model.ckpt-3")
     assert outcomes == [[["SIGTERM", 3, True, checkpoint]], [["SIGTERM", 3, False, checkpoint]]]
     assert _checkpoint_numbers(save_dir) == [3] and not any(name.startswith(".worker") for name in os.listdir(save_dir))
+
+
+def _phase_that_waits_for_a_signal(signum):
+    """A stand-in for a long phase between steps: it sends `signum` to this process, then would work for a minute."""
+    def phase(*args, **kwargs):
+        os.kill(os.getpid(), signum)
+        for _ in range(600):
+            time.sleep(0.1)
+        raise AssertionError("the signal did not stop the phase")
+    return phase
+
+
+def test_a_signal_during_the_boundary_state_measure_stops_it_and_saves_the_steps(
+        tmp_path, corpus, monkeypatch, previous_handlers):
+    monkeypatch.setattr(loop_module, "measure_boundary_state", _phase_that_waits_for_a_signal(signal.SIGTERM))
+    options = tiny_options()
+    started = time.monotonic()
+    with pytest.raises(TrainingInterrupted) as stopped:
+        train(options, open_data(options, corpus), 1, tmp_path, None, max_steps=3, save_on_signals=True, verbose=0)
+    assert time.monotonic() - started < 50
+    assert (stopped.value.signal, stopped.value.step, stopped.value.exit_status) == (signal.SIGTERM, 3, 143)
+    assert stopped.value.checkpoint == tf.train.latest_checkpoint(str(tmp_path)) == str(tmp_path / "model.ckpt-3")
+    assert previous_handlers.reached == [] and signal.getsignal(signal.SIGTERM) is previous_handlers.handler
+
+
+def test_a_signal_during_held_out_evaluation_stops_it_and_saves_the_steps(tmp_path, corpus, monkeypatch,
+                                                                          previous_handlers):
+    class Run(loop_module._TrainingRun):
+        heldout = _phase_that_waits_for_a_signal(signal.SIGINT)
+
+    monkeypatch.setattr(loop_module, "_TrainingRun", Run)
+    options = tiny_options()
+    with pytest.raises(TrainingInterrupted) as stopped:
+        train(options, open_data(options, corpus), 1, tmp_path, None, heldout_data=open_data(options, corpus),
+              heldout_every=2, max_steps=6, checkpoint_every=1000, save_on_signals=True, verbose=0)
+    assert (stopped.value.signal, stopped.value.step) == (signal.SIGINT, 2)
+    assert tf.train.latest_checkpoint(str(tmp_path)) == str(tmp_path / "model.ckpt-2")
+    assert previous_handlers.reached == []
+
+
+def test_max_steps_ends_the_run_and_a_restart_continues_to_it(tmp_path, corpus, capsys):
+    options = tiny_options(max_steps=5, n_epochs=3)
+    first = train(options, open_data(options, corpus), 1, tmp_path, None, max_steps=2, verbose=1)
+    assert first["step"] == 2 and not first["finished"]
+    assert "batches per epoch, 3 epoch(s): 300 batches, at most 5 steps in all (max_steps)." in capsys.readouterr().out
+    second = train(options, open_data(options, corpus), 1, tmp_path, None, restart_ckpt_file=first["checkpoint"],
+                   verbose=0)
+    assert second["step"] == 5 and second["steps_taken"] == 3 and second["finished"]
+    third = train(options, open_data(options, corpus), 1, tmp_path, None, restart_ckpt_file=second["checkpoint"],
+                  verbose=0)
+    assert third["steps_taken"] == 0 and third["finished"]
