@@ -498,9 +498,10 @@ def _start_from_model(run, model, data, softmax_init):
     else:
         run.report(f"The softmax starts from the model's {'outputs' if softmax_init == 'fit' else 'encodings'} "
                    f"(softmax_init={softmax_init!r}, fitted on {started['positions']:,} positions of the training "
-                   f"text): perplexity {started['sample_perplexity']:.2f} on positions kept apart (word "
-                   f"frequencies alone: {started['unigram_perplexity']:.2f}; the bias starts without them, "
-                   "which the first steps learn: see bilm.training.softmax_init).")
+                   f"text). Full-softmax perplexity on positions kept apart: {started['frequency_perplexity']:.2f} "
+                   f"with the words' frequencies in its bias, against {started['unigram_perplexity']:.2f} for the "
+                   f"frequencies alone; it starts without them ({started['sample_perplexity']:.2f}), which trains "
+                   "faster and the first steps learn (see bilm.training.softmax_init).")
 
 
 def _non_finite_message(run, loss, norm, restart_ckpt_file):

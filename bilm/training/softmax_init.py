@@ -85,7 +85,9 @@ def initialize_softmax(lm, data, method, n_positions=DEFAULT_SAMPLE_POSITIONS, f
     Returns:
         dict: `method`, and for the fitted ones `scale` (s), `positions` read,
         `sample_perplexity` (the full-softmax perplexity of the new softmax
-        on the positions kept apart, without perturbations) and, for
+        on the positions kept apart, without perturbations),
+        `frequency_perplexity` (the same with the words' log frequencies
+        added to its bias: what the fit knows beyond them) and, for
         comparison, `unigram_perplexity` (the words' frequencies alone) there.
     """
     check_softmax_init(method)
@@ -112,9 +114,11 @@ def initialize_softmax(lm, data, method, n_positions=DEFAULT_SAMPLE_POSITIONS, f
         weights, offsets = _gaussian_softmax(fit_outputs, fit_targets, encode, vocab.size, dropout)
     scale, _ = fit_scale(_perturbed(scale_outputs, dropout), scale_targets, weights, offsets, bias)
     _, perplexity = fit_scale(scale_outputs, scale_targets, weights, offsets, bias, scale=scale)
+    _, with_frequencies = fit_scale(scale_outputs, scale_targets, weights, offsets, frequencies, scale=scale)
     lm.softmax_weights.assign((scale * weights).astype(np.float32))
     lm.softmax_bias.assign((scale * offsets + bias).astype(np.float32))
     return {"method": method, "scale": scale, "positions": len(targets), "sample_perplexity": perplexity,
+            "frequency_perplexity": with_frequencies,
             "unigram_perplexity": float(np.exp(-np.mean(frequencies[scale_targets])))}
 
 

@@ -170,6 +170,7 @@ def test_initialised_softmaxes(tmp_path, published, new_text):
     # "fit" knows from the model's outputs which word follows which: far
     # below the frequencies alone on the sample, and on the held-out text.
     assert started["fit"]["sample_perplexity"] < 0.5 * started["fit"]["unigram_perplexity"]
+    assert started["fit"]["frequency_perplexity"] < 0.5 * started["fit"]["unigram_perplexity"]
     assert perplexity["fit"] < 0.5 * min(perplexity["random"], perplexity["encoding"]), (perplexity, started)
 
 

@@ -74,3 +74,12 @@ def test_the_boundary_state_is_measured_on_the_text_from_its_beginning_and_store
     assert int(lm.n_boundary_starts.numpy()) == 7
     for i, (key, _, size) in enumerate(lm.state_keys):
         np.testing.assert_array_equal(lm.boundary_state[key].numpy(), np.full([size], i + 0.5))
+
+
+def test_a_short_text_counts_each_sentence_start_once(tmp_path):
+    # The training stream of 6 sentences cycles forever; the measure reads it once.
+    corpus = write_corpus(tmp_path, n_train=6, n_heldout=2, shards=1)
+    options = tiny_options()
+    lm = TrainingLM(*training_settings(options))
+    n_starts = measure_boundary_state(lm, open_data(options, corpus))
+    assert 1 <= n_starts <= 6 and int(lm.n_boundary_starts.numpy()) == n_starts
