@@ -18,7 +18,10 @@ def main(argv=None):
     parser.add_argument("--test_prefix", required=True, help="glob of the held-out shards")
     parser.add_argument("--vocab_file", required=True, help="the training vocabulary")
     parser.add_argument("--save_dir", required=True, help="the training directory")
-    parser.add_argument("--batch_size", type=int, default=256, help="rows per batch")
+    parser.add_argument("--batch_size", type=int,
+                        help="rows per batch (default: the run's own batch_size, so that the figure equals the "
+                             "held-out perplexity training printed; each row carries its state from sentence to "
+                             "sentence, so the figure depends a little on the rows)")
     parser.add_argument("--start", choices=EVALUATION_STARTS, default="carry",
                         help="where each sentence's LSTMs start: carry (the state the previous sentence left, as "
                              "in training and bilm-tf), zeros, or warm (the boundary state, as embedding starts "

@@ -132,11 +132,15 @@ def _train_from_files(train_prefix, vocab_file, save_dir, options_file, size, re
                  heldout_data=heldout, seed=seed, data_source=data_source, **train_kwargs)
 
 
-def test_from_files(test_prefix, vocab_file, save_dir, batch_size=256, verbose=1, start="carry"):
+def test_from_files(test_prefix, vocab_file, save_dir, batch_size=None, verbose=1, start="carry"):
     """`bin/run_test.py`: the average perplexity of `save_dir`'s latest
-    checkpoint, each sentence starting as `start` says (see `evaluate`)."""
+    checkpoint, each sentence starting as `start` says (see `evaluate`),
+    with `batch_size` rows (default: the run's own `batch_size`, as the
+    held-out evaluation during training, which it then equals)."""
     ckpt_file = checkpoints.latest_checkpoint(save_dir)
     options = checkpoints.load_training_options(save_dir)
+    if batch_size is None:
+        batch_size = options.get("batch_size", TRAINING_DEFAULTS["batch_size"])
     data, vocab = load_training_data(options, test_prefix, vocab_file, test=True)
     checkpoints.check_vocabulary(ckpt_file, vocab)
     return test(options, ckpt_file, data, batch_size=batch_size, verbose=verbose, start=start)

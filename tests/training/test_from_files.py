@@ -143,6 +143,9 @@ def test_run_test_evaluates_the_latest_checkpoint_on_the_test_files_in_order(tmp
     assert options.get("n_tokens_vocab") == len(WORDS) + 3 and got_checkpoint == checkpoint
     assert data.forward.test and data.forward.filepattern == corpus["heldout"]
     assert kwargs == {"batch_size": 3, "verbose": 0, "start": "warm"}
+    # By default the run's own batch size, as training's held-out evaluation.
+    from_files.test_from_files(corpus["heldout"], corpus["vocab"], save_dir, verbose=0)
+    assert calls[-1][1]["batch_size"] == tiny_options()["batch_size"] == 16
 
 
 def test_a_checkpoint_refuses_a_vocabulary_it_was_not_trained_with(tmp_path, corpus):
