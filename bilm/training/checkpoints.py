@@ -70,12 +70,25 @@ def build_checkpoint(lm, optimizer=None, step=None, lstm_states=None, data_posit
     return tf.train.Checkpoint(**parts)
 
 
+def listed_checkpoints(save_dir):
+    """The checkpoint prefixes that `save_dir`'s `checkpoint` file lists and whose index exists, oldest first."""
+    state = tf.train.get_checkpoint_state(os.fspath(save_dir))
+    if state is None:
+        return []
+    paths = list(state.all_model_checkpoint_paths) or [state.model_checkpoint_path]
+    if state.model_checkpoint_path not in paths:
+        paths.append(state.model_checkpoint_path)
+    return [path for path in paths if os.path.exists(path + ".index")]
+
+
 def latest_checkpoint(save_dir):
-    """The newest checkpoint prefix in `save_dir`; a clear error when there is none."""
+    """The newest checkpoint prefix in `save_dir` whose files are there (after a damaged newest one's
+    files were moved away, the one before it); a clear error when there is none."""
     save_dir = os.fspath(save_dir)
     if not os.path.isdir(save_dir):
         raise CheckpointError(f"save_dir {save_dir} does not exist; train first with bin/train_elmo.py.")
-    path = tf.train.latest_checkpoint(save_dir)
+    listed = listed_checkpoints(save_dir)
+    path = listed[-1] if listed else None
     if path is None:
         raise CheckpointError(
             f"No checkpoint found in {save_dir} (expected {CHECKPOINT_NAME}-<step>.index and a "
@@ -119,7 +132,7 @@ def restore_training(checkpoint_file, lm, optimizer, step, lstm_states, data_pos
     LSTM states saved with another number of rows (a different batch size or
     number of replicas) are left at zero instead of failing.
     """
-    saved_shapes = tf.train.load_checkpoint(checkpoint_file).get_variable_to_shape_map()
+    saved_shapes = _reader(checkpoint_file).get_variable_to_shape_map()
     saved_optimizer = "adam" if "optimizer/iterations/.ATTRIBUTES/VARIABLE_VALUE" in saved_shapes else "adagrad"
     if saved_optimizer != lm.settings.optimizer:
         raise CheckpointError(
@@ -134,6 +147,10 @@ def restore_training(checkpoint_file, lm, optimizer, step, lstm_states, data_pos
     return states_match
 
 
+# What reading a checkpoint whose files were cut short or corrupted raises.
+_DAMAGE = (IndexError, tf.errors.OpError)
+
+
 def _restore(checkpoint, checkpoint_file):
     try:
         status = checkpoint.read(checkpoint_file)
@@ -141,22 +158,67 @@ def _restore(checkpoint, checkpoint_file):
         # Values of the file that the objects do not use (the optimizer when
         # evaluating, `save_counter`) are expected; silence their warnings.
         status.expect_partial()
-    except (AssertionError, ValueError, tf.errors.InvalidArgumentError) as e:
+    except (AssertionError, ValueError, *_DAMAGE) as e:
+        check_readable(checkpoint_file)
         raise CheckpointError(
             f"Checkpoint {checkpoint_file} does not match the model built from the options "
             f"(is options.json the one it was trained with?): {e}") from None
 
 
+def _read_all(checkpoint_file):
+    reader = tf.train.load_checkpoint(checkpoint_file)
+    for name in reader.get_variable_to_shape_map():
+        reader.get_tensor(name)
+    return reader
+
+
+def check_readable(checkpoint_file):
+    """Reads every value of a checkpoint; returns its reader, or raises CheckpointError when its files are
+    damaged (cut short, corrupted, missing), naming them and the newest readable checkpoint beside it."""
+    try:
+        return _read_all(checkpoint_file)
+    except _DAMAGE as error:
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    directory = os.path.dirname(checkpoint_file)
+    usable = None
+    for path in reversed(listed_checkpoints(directory)):
+        if path != checkpoint_file:
+            try:
+                _read_all(path)
+                usable = path
+                break
+            except _DAMAGE:
+                continue
+    files = f"{checkpoint_file}.index and {checkpoint_file}.data-*"
+    advice = (f"The newest readable checkpoint is {usable}: move the files of the damaged one ({files}) out of "
+              f"{directory} and run again, and it continues from {os.path.basename(usable)}."
+              if usable else f"No other checkpoint in {directory} is readable; train again.")
+    raise CheckpointError(f"Checkpoint {checkpoint_file} is damaged (its files are cut short or corrupted: "
+                          f"{reason}). {advice}")
+
+
+def _reader(checkpoint_file):
+    """`tf.train.load_checkpoint`, with damaged files a CheckpointError (see `check_readable`)."""
+    try:
+        return tf.train.load_checkpoint(checkpoint_file)
+    except _DAMAGE:
+        return check_readable(checkpoint_file)
+
+
 def read_state_summary(checkpoint_file):
     """`{"step", "data_batches", "data_source", "vocabulary"}` ints of a checkpoint, without building a
     model; `vocabulary` (the fingerprint) is None in a checkpoint that has none."""
-    reader = tf.train.load_checkpoint(checkpoint_file)
+    reader = _reader(checkpoint_file)
     names = reader.get_variable_to_shape_map()
     summary = {}
-    for key, name in (("step", "step"), ("data_batches", "data/batches"), ("data_source", "data/source"),
-                      ("vocabulary", "vocabulary")):
-        name += "/.ATTRIBUTES/VARIABLE_VALUE"
-        summary[key] = int(reader.get_tensor(name)) if name in names else (None if key == "vocabulary" else 0)
+    try:
+        for key, name in (("step", "step"), ("data_batches", "data/batches"), ("data_source", "data/source"),
+                          ("vocabulary", "vocabulary")):
+            name += "/.ATTRIBUTES/VARIABLE_VALUE"
+            summary[key] = int(reader.get_tensor(name)) if name in names else (None if key == "vocabulary" else 0)
+    except _DAMAGE:
+        check_readable(checkpoint_file)
+        raise
     return summary
 
 
@@ -167,7 +229,7 @@ def check_vocabulary(checkpoint_file, vocab):
     checkpoint records one.
     """
     saved = read_state_summary(checkpoint_file)["vocabulary"]
-    rows = tf.train.load_checkpoint(checkpoint_file).get_variable_to_shape_map().get(
+    rows = _reader(checkpoint_file).get_variable_to_shape_map().get(
         "softmax/b/.ATTRIBUTES/VARIABLE_VALUE")
     if rows is not None and rows[0] != vocab.size:
         raise CheckpointError(

@@ -346,9 +346,9 @@ def train(options, data, n_gpus, save_dir, log_dir, restart_ckpt_file=None, *,
     schedule = _Schedule.of(settings, strategy.num_replicas_in_sync)
     save_dir = os.fspath(save_dir)
     check_output_directory(save_dir)
-    if restart_ckpt_file is None and tf.train.latest_checkpoint(save_dir) is not None:
+    if restart_ckpt_file is None and checkpoints.listed_checkpoints(save_dir):
         raise CheckpointError(
-            f"{save_dir} already holds checkpoints ({tf.train.latest_checkpoint(save_dir)}). Continue them "
+            f"{save_dir} already holds checkpoints ({checkpoints.listed_checkpoints(save_dir)[-1]}). Continue them "
             f"with bin/restart.py --save_dir {save_dir} (train(..., restart_ckpt_file=...)), or choose a new "
             "save_dir.")
     vocabulary = getattr(data, "vocab", None)

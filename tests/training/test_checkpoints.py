@@ -85,3 +85,35 @@ def test_latest_checkpoint_and_options(tmp_path, corpus):
     with pytest.raises(CheckpointError, match="options.json not found"):
         load_options_latest_checkpoint(tmp_path)
     assert tf.train.latest_checkpoint(str(tmp_path)) == path
+
+
+@pytest.mark.parametrize("damage", ["cut short", "index cut short", "data missing"])
+def test_a_damaged_checkpoint_names_its_files_and_the_newest_readable_one(tmp_path, corpus, damage):
+    options = tiny_options()
+    data = open_data(options, corpus)
+    first = train(options, data, 1, tmp_path, None, max_steps=4, checkpoint_every=2, verbose=0)
+    newest = first["checkpoint"]
+    assert newest.endswith("model.ckpt-4") and _checkpoint_numbers(tmp_path) == [2, 4]
+    data_file = newest + ".data-00000-of-00001"
+    if damage == "cut short":
+        with open(data_file, "r+b") as f:
+            f.truncate(os.path.getsize(data_file) // 2)
+    elif damage == "index cut short":
+        with open(newest + ".index", "r+b") as f:
+            f.truncate(10)
+    else:
+        os.remove(data_file)
+    message = (f"Checkpoint {newest} is damaged .* The newest readable checkpoint is {tmp_path}/model.ckpt-2: move "
+               f"the files of the damaged one .* out of {tmp_path} and run again")
+    with pytest.raises(CheckpointError, match=message):
+        train(options, data, 1, tmp_path, None, restart_ckpt_file=latest_checkpoint(tmp_path), max_steps=1,
+              verbose=0)
+    with pytest.raises(CheckpointError, match=message):
+        load_training_model(str(tmp_path / "options.json"), newest)
+    for name in os.listdir(tmp_path):
+        if name.startswith("model.ckpt-4."):
+            os.rename(tmp_path / name, tmp_path / f"damaged-{name}")
+    assert latest_checkpoint(tmp_path) == str(tmp_path / "model.ckpt-2")
+    resumed = train(options, data, 1, tmp_path, None, restart_ckpt_file=latest_checkpoint(tmp_path), max_steps=1,
+                    verbose=0)
+    assert resumed["step"] == 3
