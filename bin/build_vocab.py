@@ -4,7 +4,7 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # before TensorFlow loads
 
-from bilm.commands.argument_parser import ScriptArgumentParser  # noqa: E402
+from bilm.commands.argument_parser import ScriptArgumentParser, positive_int  # noqa: E402
 from bilm.commands.user_errors import exit_on_user_error  # noqa: E402
 from bilm.training.vocab_builder import build_vocab  # noqa: E402
 
@@ -13,9 +13,9 @@ def main(argv=None):
     parser = ScriptArgumentParser(description=__doc__)
     parser.add_argument("--train_prefix", required=True, help="glob of the training shards, e.g. 'data/train/*.txt'")
     parser.add_argument("--vocab_file", required=True, help="path of the vocabulary file to write")
-    parser.add_argument("--min_count", type=int, default=1, help="keep tokens seen at least this often")
+    parser.add_argument("--min_count", type=positive_int, default=1, help="keep tokens seen at least this often")
     parser.add_argument(
-        "--max_size", type=int, default=None, help="most lines in the file, <S> </S> <UNK> included"
+        "--max_size", type=positive_int, default=None, help="most lines in the file, <S> </S> <UNK> included"
     )
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --vocab_file")
     args = parser.parse_args(argv)

@@ -10,7 +10,7 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # before TensorFlow loads
 
-from bilm.commands.argument_parser import ScriptArgumentParser  # noqa: E402
+from bilm.commands.argument_parser import ScriptArgumentParser, positive_int  # noqa: E402
 from bilm.commands.user_errors import exit_on_user_error  # noqa: E402
 from bilm.export.token_embeddings import dump_token_embeddings  # noqa: E402
 
@@ -22,7 +22,7 @@ def main(argv=None):
     parser.add_argument("--weight_file", required=True, help="The model's HDF5 weights.")
     parser.add_argument("--outfile", required=True,
                         help="HDF5 output with dataset 'embedding' (its directory is created if missing).")
-    parser.add_argument("--batch_size", type=int, default=512, help="Tokens per model call.")
+    parser.add_argument("--batch_size", type=positive_int, default=512, help="Tokens per model call.")
     parser.add_argument("--overwrite", action="store_true",
                         help="Replace an existing OUTFILE that bilm did not write.")
     args = parser.parse_args(argv)

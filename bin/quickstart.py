@@ -4,7 +4,7 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # before TensorFlow loads
 
-from bilm.commands.argument_parser import ScriptArgumentParser  # noqa: E402
+from bilm.commands.argument_parser import ScriptArgumentParser, positive_int  # noqa: E402
 from bilm.commands.user_errors import exit_on_user_error  # noqa: E402
 from bilm.training.quickstart import run_quickstart  # noqa: E402
 
@@ -13,7 +13,7 @@ def main(argv=None):
     parser = ScriptArgumentParser(description=__doc__)
     parser.add_argument("--directory", default="bilm_quickstart",
                         help="Where everything is written (default: %(default)s).")
-    parser.add_argument("--n_epochs", type=int, default=8, help="Epochs of training on the generated corpus "
+    parser.add_argument("--n_epochs", type=positive_int, default=8, help="Epochs of training on the generated corpus "
                                                                  "(default: %(default)s).")
     args = parser.parse_args(argv)
     with exit_on_user_error():

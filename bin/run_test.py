@@ -7,7 +7,7 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # before TensorFlow loads
 
-from bilm.commands.argument_parser import ScriptArgumentParser  # noqa: E402
+from bilm.commands.argument_parser import ScriptArgumentParser, positive_int  # noqa: E402
 from bilm.commands.user_errors import exit_on_user_error  # noqa: E402
 from bilm.training.evaluation import EVALUATION_STARTS  # noqa: E402
 from bilm.training.from_files import test_from_files  # noqa: E402
@@ -18,7 +18,7 @@ def main(argv=None):
     parser.add_argument("--test_prefix", required=True, help="glob of the held-out shards")
     parser.add_argument("--vocab_file", required=True, help="the training vocabulary")
     parser.add_argument("--save_dir", required=True, help="the training directory")
-    parser.add_argument("--batch_size", type=int,
+    parser.add_argument("--batch_size", type=positive_int,
                         help="rows per batch (default: the run's own batch_size, so that the figure equals the "
                              "held-out perplexity training printed; each row carries its state from sentence to "
                              "sentence, so the figure depends a little on the rows)")

@@ -21,7 +21,8 @@ ERROR_TYPES = {
     "bilm.training.loop.NonFiniteLossError": FloatingPointError,
 }
 # Not errors: training stopped by a signal, after saving (a BaseException, as KeyboardInterrupt is).
-STOPS = {"bilm.training.stop_signals.TrainingInterrupted", "bilm.training.stop_signals.PhaseInterrupted"}
+STOPS = {"bilm.training.stop_signals.TrainingInterrupted", "bilm.training.stop_signals.PhaseInterrupted",
+         "bilm.commands.user_errors.Terminated"}
 
 
 def _defined_exception_types():

@@ -7,6 +7,37 @@ import sys
 PATTERN_FLAGS = ("--train_prefix", "--heldout_prefix", "--test_prefix")
 
 
+# Types of flag values: a bad value is the parser's one-line error.
+
+def positive_int(text):
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
+    return value
+
+
+def non_negative_int(text):
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {text}")
+    return value
+
+
+def positive_float(text):
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
+    return value
+
+
+def rate(text):
+    value = float(text)
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"must be in [0, 1), got {text}")
+    return value
+
+
+
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
     """Keeps the description's lines; ends each flag's help with its default where it has one."""
 

@@ -1,4 +1,5 @@
 """The flags that `bin/elmo.py` and `bin/dump_bilm_embeddings.py` share."""
+from bilm.commands.argument_parser import positive_int
 from bilm.io.model_files import locate_model
 from bilm.models.start_state import STARTS
 from bilm.ops.matmul_dtype import MATMUL_DTYPES
@@ -7,7 +8,7 @@ from bilm.ops.matmul_dtype import MATMUL_DTYPES
 def add_embedding_run_arguments(parser, output_name="OUTPUT"):
     """The flags that `bin/elmo.py` and `bin/dump_bilm_embeddings.py` share:
     how the model runs and how the output file is written."""
-    parser.add_argument("--batch_size", type=int,
+    parser.add_argument("--batch_size", type=positive_int,
                         help="Sentences per model call (default: calls of about 4,096 tokens, sentences "
                              "batched by length).")
     parser.add_argument("--start", choices=STARTS,

@@ -6,6 +6,7 @@ import shutil
 import sys
 import sysconfig
 
+from bilm.commands.argument_parser import non_negative_int, positive_float, positive_int, rate
 from bilm.ops.matmul_dtype import MATMUL_DTYPES
 from bilm.presets import LEARNING_RATES, TRAINING_DEFAULTS
 from bilm.training.from_files import train_from_files
@@ -30,36 +31,8 @@ KNOB_FLAGS = {
 }
 
 
-def _positive_int(text):
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
-    return value
-
-
-def _non_negative_int(text):
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {text}")
-    return value
-
-
-def _positive_float(text):
-    value = float(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
-    return value
-
-
-def _rate(text):
-    value = float(text)
-    if not 0 <= value < 1:
-        raise argparse.ArgumentTypeError(f"must be in [0, 1), got {text}")
-    return value
-
-
-_TYPES = {"positive_int": _positive_int, "non_negative_int": _non_negative_int, "positive_float": _positive_float,
-          "rate": _rate, "optimizer": str}
+_TYPES = {"positive_int": positive_int, "non_negative_int": non_negative_int, "positive_float": positive_float,
+          "rate": rate, "optimizer": str}
 
 
 def _default_text(key):
@@ -76,7 +49,7 @@ def add_training_arguments(parser):
         parser.add_argument("--train_prefix", required=True, help="glob of the training shards, e.g. 'data/train/*'"),
         parser.add_argument("--vocab_file", required=True, help="vocabulary: <S>, </S>, <UNK>, then by frequency"),
         parser.add_argument("--save_dir", required=True, help="checkpoints, options.json and logs/"),
-        parser.add_argument("--n_train_tokens", type=_positive_int,
+        parser.add_argument("--n_train_tokens", type=positive_int,
                             help="tokens per epoch (default: counted from the shards)"),
     ]
     for key, (kind, text) in KNOB_FLAGS.items():
@@ -88,15 +61,15 @@ def add_training_arguments(parser):
                             help="bfloat16: the highway, LSTM input-half and softmax matmuls take bfloat16 "
                                  "operands, faster where the hardware has bfloat16 matmuls (default: "
                                  "float32, the original arithmetic; see bilm.ops.matmul_dtype)"),
-        parser.add_argument("--n_gpus", type=_positive_int, default=1,
+        parser.add_argument("--n_gpus", type=positive_int, default=1,
                             help="GPUs of this machine (TF_CONFIG for several machines) (default: %(default)s)"),
         parser.add_argument("--heldout_prefix", help="glob of held-out shards, evaluated during training"),
-        parser.add_argument("--heldout_every", type=_positive_int,
+        parser.add_argument("--heldout_every", type=positive_int,
                             help="also evaluate the held-out data every N steps"),
-        parser.add_argument("--checkpoint_every", type=_positive_int, default=1250, metavar="N",
+        parser.add_argument("--checkpoint_every", type=positive_int, default=1250, metavar="N",
                             help="save every N steps, at each epoch's end, and on Ctrl-C (SIGINT) or SIGTERM "
                                  "before exiting (default: %(default)s)"),
-        parser.add_argument("--checkpoint_every_minutes", type=_positive_float, default=30, metavar="M",
+        parser.add_argument("--checkpoint_every_minutes", type=positive_float, default=30, metavar="M",
                             help="also save at least every M minutes (default: %(default)s)"),
         parser.add_argument("--log_dir", help="TensorBoard summaries (default: SAVE_DIR/logs)"),
         parser.add_argument("--seed", type=int, default=0,

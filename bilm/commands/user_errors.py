@@ -1,10 +1,12 @@
 """What the `bin/` scripts share: bad input ends with one clear line, not a traceback."""
 import contextlib
+import signal
 import sys
+import threading
 import warnings
 
 from bilm.errors import UserError
-from bilm.training.loop import TrainingInterrupted
+from bilm.training.stop_signals import TrainingInterrupted
 
 # bilm's own errors for input the user can fix (bad options, vocabularies,
 # weight files, checkpoints, data, output paths, a loss that turned NaN),
@@ -20,9 +22,17 @@ def exit_on_user_error():
     traceback. Training stopped by a signal (`TrainingInterrupted`) prints its one line,
     what was saved and how to continue, and exits with 128 + the signal's
     number (130 SIGINT, 143 SIGTERM). Inside it a warning is printed as one
-    line, `Warning: <message>`."""
+    line, `Warning: <message>`.
+
+    SIGINT and SIGTERM stop any phase of the script's work as Ctrl-C does:
+    `KeyboardInterrupt` (for SIGTERM, `Terminated`) unwinds it, so that
+    files being written are closed or removed on the way (outputs are
+    written under temporary names, and resumable ones such as
+    `elmo.py`'s `OUT.partial` keep what is complete), then the script exits
+    with 130 or 143. A training run handles both itself while it runs."""
     format_warning = warnings.formatwarning
     warnings.formatwarning = _one_line_warning
+    previous = _raise_on_signals()
     try:
         yield
     except USER_ERRORS as error:
@@ -32,11 +42,37 @@ def exit_on_user_error():
     except TrainingInterrupted as interrupted:
         print(interrupted, file=sys.stderr)
         sys.exit(interrupted.exit_status)
-    except KeyboardInterrupt:
-        print("\nInterrupted.", file=sys.stderr)
-        sys.exit(130)
+    except KeyboardInterrupt as interrupted:
+        signum = interrupted.signal if isinstance(interrupted, Terminated) else signal.SIGINT
+        print(f"\nStopped by {signum.name}.", file=sys.stderr)
+        sys.exit(128 + int(signum))
     finally:
         warnings.formatwarning = format_warning
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM reached a `bin/` script: it stops as on Ctrl-C (a `KeyboardInterrupt`), with status 143."""
+
+    signal = signal.SIGTERM
+
+
+def _raise_terminated(signum, frame):
+    raise Terminated()
+
+
+def _raise_on_signals():
+    """Installs handlers that turn SIGINT into `KeyboardInterrupt` (also where the shell started the script
+    with SIGINT ignored) and SIGTERM into `Terminated`; returns the previous handlers."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    handlers = {signal.SIGINT: signal.default_int_handler, signal.SIGTERM: _raise_terminated}
+    previous = {}
+    for signum, handler in handlers.items():
+        old = signal.signal(signum, handler)
+        previous[signum] = signal.SIG_DFL if old is None else old
+    return previous
 
 
 def _one_line_warning(message, category, filename, lineno, line=None):

@@ -1,6 +1,7 @@
 """`dump_token_embeddings`: the char-CNN encoding of every vocabulary token, for token-input models."""
 import numpy as np
 
+from bilm.errors import UserError
 from bilm.io.output_files import check_output_file
 from bilm.io.weight_file import TOKEN_EMBEDDINGS_KIND, load_bilm_weights, token_embeddings_writer
 from bilm.models.functional_bilm import build_bilm, build_token_encoder
@@ -24,6 +25,8 @@ def dump_token_embeddings(vocab_file, options_file, weight_file, outfile, batch_
     Returns:
         the shape of `embedding`, `(n_vocab, projection_dim)`.
     """
+    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+        raise UserError(f"batch_size must be a positive integer. Received: batch_size={batch_size!r}")
     options = load_options(options_file).for_prediction()
     outfile = check_output_file(outfile, (vocab_file, options.source, weight_file), kind=TOKEN_EMBEDDINGS_KIND,
                                 overwrite=overwrite)

@@ -171,10 +171,13 @@ def read_entries(path, entries, what="Weight file"):
             else:
                 arrays[entry.name] = dataset[...]
     if problems:
-        shown = problems[:10] + ([f"... and {len(problems) - 10} more"] if len(problems) > 10 else [])
+        if not arrays and all(problem.startswith("missing") for problem in problems):
+            raise WeightFileError(f"{path} holds none of the model's datasets ({entries[0].name!r}, ...): it is not "
+                                  "a biLM weight file. Give the model's HDF5 weights.")
+        shown = problems[:5] + ([f"and {len(problems) - 5} more"] if len(problems) > 5 else [])
         raise WeightFileError(
             f"{path} does not match the model built from the options file "
-            "(is it the weight file for these options?):\n  " + "\n  ".join(shown))
+            "(is it the weight file for these options?): " + "; ".join(shown) + ".")
     return arrays
 
 

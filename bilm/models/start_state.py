@@ -12,6 +12,7 @@ which, and with which boundary state, for `BidirectionalLanguageModel`,
 - `"warm"` without a boundary state is an error.
 """
 import dataclasses
+import os
 import warnings
 from typing import Optional
 
@@ -82,8 +83,14 @@ def resolve_start(options, start=None, *, boundary_state=None, weight_file=None,
             raise UserError("warm_up needs a character biLM; a token-input one would need its vocabulary. Pass "
                             "boundary_state= (see bilm.models.compute_boundary_state).")
         batcher = Batcher(None, options.char_cnn.max_characters_per_token)
-        boundary_state, n_starts = compute_boundary_state(network, options, token_lists(warm_up),
-                                                          batcher.batch_sentences, n_sentences)
+        try:
+            boundary_state, n_starts = compute_boundary_state(network, options, token_lists(warm_up),
+                                                              batcher.batch_sentences, n_sentences)
+        except UserError as error:
+            if isinstance(warm_up, (str, os.PathLike)):
+                raise UserError(f"warm_up text {os.fspath(warm_up)}: {error} Give a text file with one sentence "
+                                "per line.") from None
+            raise
     elif boundary_state is None and weight_file is not None:
         stored = read_boundary_state(weight_file)
         if stored is not None:
