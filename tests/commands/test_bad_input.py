@@ -9,10 +9,12 @@ import importlib.util
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 
 import h5py
+import numpy as np
 import pytest
 
 from helpers import ROOT, write_lines, write_model
@@ -179,3 +181,59 @@ def test_the_shell_sees_the_status_and_one_line(files, argv, status):
     assert result.returncode == status
     lines = [line for line in result.stderr.strip().splitlines() if not line.startswith(("WARNING", "I0000", "E0000"))]
     assert len(lines) == 1 and lines[0].startswith("Error: ") and "Traceback" not in result.stderr, result.stderr
+
+
+EMBED_RUNNER = """
+import runpy, sys, time
+import bilm.io.embedding_files as files
+
+batches = files.length_sorted_batches
+
+
+def slow_batches(*args, **kwargs):
+    for n, batch in enumerate(batches(*args, **kwargs), start=1):
+        yield batch
+        print(f"BATCH {n}", flush=True)
+        time.sleep(0.3)
+
+
+files.length_sorted_batches = slow_batches
+sys.argv = sys.argv[1:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+@pytest.mark.slow
+def test_sigterm_stops_elmo_py_with_what_it_wrote_kept_for_the_rerun(files, tmp_path):
+    text = tmp_path / "in.txt"
+    text.write_text("".join(f"{' '.join(WORDS[i:i + 3 + i % 4])}\n" for i in range(16)))
+    out = tmp_path / "out.hdf5"
+    argv = ["bin/elmo.py", str(text), str(out), "--model", files["model"], "--batch_size", "2"]
+    runner = tmp_path / "runner.py"
+    runner.write_text(EMBED_RUNNER)
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
+    process = subprocess.Popen([sys.executable, str(runner), *argv], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    try:
+        for line in process.stdout:
+            if line.strip() == "BATCH 3":
+                process.send_signal(signal.SIGTERM)
+                break
+        _, err = process.communicate(timeout=120)
+    finally:
+        process.kill()
+    assert process.returncode == 143, err[-2000:]
+    assert err.strip().splitlines()[-1] == "Stopped by SIGTERM."
+    assert not out.exists()
+    with h5py.File(str(out) + ".partial", "r") as partial:
+        assert 6 <= len([key for key in partial if key.isdigit()]) < 16
+    _main("elmo")(argv[1:])
+    straight = tmp_path / "straight.hdf5"
+    _main("elmo")([str(text), str(straight), "--model", files["model"]])
+    with h5py.File(out, "r") as resumed, h5py.File(straight, "r") as expected:
+        assert sorted(resumed) == sorted(expected)
+        for key in expected:
+            if key.isdigit():
+                np.testing.assert_allclose(resumed[key][...], expected[key][...], atol=1e-5)
+            else:
+                assert resumed[key][()] == expected[key][()]
