@@ -181,7 +181,13 @@ def test_embed_file_writes_the_same_file_as_the_command(tmp_path, elmo, model):
         with h5py.File(ours, "r") as a, h5py.File(theirs, "r") as b:
             assert dict(a.attrs) == dict(b.attrs) and sorted(a) == sorted(b)
             for key in a:
-                np.testing.assert_array_equal(a[key][...], b[key][...])
+                # Float32 round-off apart: a model that has run batches of
+                # other shapes may run a relaxed-shape graph, whose kernels
+                # (on AVX2 CPUs) add in another order.
+                if a[key].dtype.kind == "f":
+                    np.testing.assert_allclose(a[key][...], b[key][...], rtol=1e-5, atol=1e-5)
+                else:
+                    assert a[key][...] == b[key][...]
             vectors = elmo.embed(SENTENCES, layers=layers)
             for i in range(len(SENTENCES)):
                 _close(a[str(i)][...], vectors[i])

@@ -112,7 +112,7 @@ def test_every_flag_of_every_script_says_what_it_is(script, monkeypatch):
         parsers.append(self)
         raise Parsed
 
-    monkeypatch.setattr(argparse.ArgumentParser, "parse_args", capture)
+    monkeypatch.setattr(argparse.ArgumentParser, "parse_known_args", capture)
     spec = importlib.util.spec_from_file_location(f"bin_{script}", os.path.join(ROOT, "bin", f"{script}.py"))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -11,7 +11,9 @@ Training can run its largest matmuls (highway, the LSTMs' input half, the
 sampled softmax, whose corrected biases ride in its matmul) with bfloat16
 operands: `"matmul_dtype": "bfloat16"` in the options. Each such product
 rounds its operands to bfloat16 (8 significant bits), accumulates in
-float32 and rounds the result to bfloat16; the gradients of these matmuls
+float32 and rounds the result to bfloat16 (CPUs without bfloat16
+instructions, such as AVX2 ones, also round partial sums over blocks of the
+inner dimension: a few roundings, never a bfloat16 accumulation); the gradients of these matmuls
 are bfloat16 matmuls too. Everything else stays float32: the variables and
 the optimizer's slots, the LSTM recurrence and cell state, the losses. It
 applies to training steps only; evaluation (held-out and `run_test.py`
@@ -29,8 +31,8 @@ the gates' nonlinearities and every other elementwise step are float32.
 Such layers are for inference: they refuse `training=True`.
 
 Hardware with bfloat16 matmuls (CPUs with AVX512-BF16 or AMX, GPUs) runs
-them faster than float32 ones; elsewhere they can be slower
-(docs/performance.md has measurements). The default, float32, is the
+them faster than float32 ones; elsewhere they are slower and round more
+often (docs/performance.md has measurements). The default, float32, is the
 original recipe's arithmetic.
 """
 import tensorflow as tf
