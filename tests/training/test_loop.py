@@ -62,7 +62,8 @@ def test_progress_parameter_count_and_tensorboard_scalars(tmp_path, training_cor
     assert "Memory estimate" in out and "adagrad state" in out
     # Readable numbers, no colour codes in a file (capsys is not a terminal).
     # The training loss's perplexity is named as such, and told apart from the held-out one.
-    assert re.search(r"[0-9](s|ms|us)/batch - (sampled-softmax|training) perplexity [0-9.]+ - tokens/sec [0-9,]+\n", out)
+    assert re.search(r"[0-9](s|ms|us)/batch - (sampled-softmax|training) perplexity [0-9.]+ - tokens/sec [0-9,]+\n",
+                     out)
     assert "\x1b" not in out and "not comparable with the held-out perplexity" in out
     assert re.search(r"Step 10: held-out perplexity [0-9.]+", out)
     tags = set()
