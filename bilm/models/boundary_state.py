@@ -69,7 +69,10 @@ def compute_boundary_state(network, options, sentences, to_ids, n_sentences=DEFA
     states = {key: np.zeros([rows, size], np.float32) for key, _, size in keys}
     sums = {key: np.zeros([size], np.float64) for key, _, size in keys}
     count = 0
-    run = tf.function(lambda inputs: network(inputs, training=False), reduce_retracing=True)
+    # One trace for every batch: each has its own number of time steps.
+    signature = {input_key: tf.TensorSpec([None, None] + ([] if input_key == "token_ids" else [None]), tf.int32),
+                 **{key: tf.TensorSpec([None, size], tf.float32) for key, _, size in keys}}
+    run = tf.function(lambda inputs: network(inputs, training=False), input_signature=[signature])
     for step in range(per_row):
         if step >= burn_in:
             # The rows are read in turn until n_sentences starts are summed.
@@ -79,7 +82,7 @@ def compute_boundary_state(network, options, sentences, to_ids, n_sentences=DEFA
             count += take
             if count >= n_sentences:
                 break
-        ids = np.asarray(to_ids([stream[step] for stream in streams]))
+        ids = np.asarray(to_ids([stream[step] for stream in streams]), np.int32)
         lengths = np.count_nonzero(ids.reshape(ids.shape[0], ids.shape[1], -1).any(axis=-1), axis=1)
         # As in training, the forward LSTMs never read `</S>` and the
         # backward ones never read `<S>`.
