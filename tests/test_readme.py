@@ -1,4 +1,5 @@
 """The README tells a new user the commands that CI runs, and its Keras example runs."""
+import json
 import os
 import re
 import shlex
@@ -10,7 +11,7 @@ import pytest
 
 import bilm
 from bilm.models import write_random_model
-from bilm.presets import get_preset
+from bilm.presets import get_preset, training_options
 from helpers import ROOT, write_model
 from training_helpers import cycle_sentences
 
@@ -62,10 +63,17 @@ def _write_corpus(directory):
         (directory / folder / "part0.txt").write_text("\n".join(cycle_sentences(n, seed)) + "\n")
 
 
-def _run_bash_commands(section, cwd):
-    """Runs the `python bin/...` commands of a README section in `cwd`; returns each one's stdout + stderr."""
+def _run_bash_commands(section, cwd, replace=()):
+    """Runs the `python bin/...` commands of a README section in `cwd`; returns each one's stdout + stderr.
+
+    `replace`: `(old, new)` pairs applied to each command first (each `old` must occur in the section).
+    """
     outputs = []
-    for command in _bash_commands(section):
+    commands = _bash_commands(section)
+    for old, new in replace:
+        assert any(old in command for command in commands), old
+        commands = [command.replace(old, new) for command in commands]
+    for command in commands:
         assert command.startswith("python bin/"), command
         command = command.replace("python bin/", f"{shlex.quote(sys.executable)} {shlex.quote(ROOT)}/bin/", 1)
         result = subprocess.run(command, shell=True, cwd=cwd, capture_output=True, text=True, timeout=900)
@@ -77,13 +85,20 @@ def _run_bash_commands(section, cwd):
 @pytest.mark.slow
 def test_the_training_commands_and_python_example_run_as_written(tmp_path, monkeypatch):
     _write_corpus(tmp_path / "data")
-    outputs = _run_bash_commands("Train a biLM on your corpus", tmp_path)
+    # At the tiny size: the commands and flags as written, without the small
+    # model's minutes of matmuls on the test machine.
+    (tmp_path / "tiny.json").write_text(json.dumps(training_options("tiny")))
+    outputs = _run_bash_commands("Train a biLM on your corpus", tmp_path,
+                                 replace=[("--size small", "--options_file tiny.json")])
     perplexity = float(re.search(r"AVERAGE PERPLEXITY = ([\d.]+)", "".join(outputs)).group(1))
     assert 1 < perplexity < 1000
     assert (tmp_path / "weights.hdf5").is_file() and (tmp_path / "weights_options.json").is_file()
     monkeypatch.chdir(tmp_path)
     namespace = {}
-    exec(compile(_python_block("Train a biLM on your corpus"), "README.md", "exec"), namespace)
+    example = _python_block("Train a biLM on your corpus")
+    assert 'training_options("small"' in example
+    exec(compile(example.replace('training_options("small"', 'training_options("tiny"'), "README.md", "exec"),
+         namespace)
     assert namespace["result"]["step"] >= 1 and os.path.exists(namespace["result"]["checkpoint"] + ".index")
 
 

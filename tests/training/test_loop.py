@@ -6,6 +6,7 @@ import pytest
 import tensorflow as tf
 
 import bilm.training.loop as loop_module
+from bilm.errors import UserError
 from bilm.training.checkpoints import CheckpointError
 from bilm.training.evaluation import evaluate
 from bilm.training.loop import train
@@ -96,8 +97,11 @@ def test_malloc_is_tuned_only_when_the_caller_asks(tmp_path, training_corpus, mo
     calls = []
     monkeypatch.setattr(loop_module, "keep_freed_memory", lambda: calls.append(1))
     options = tiny_options()
-    train(options, open_data(options, training_corpus), 1, tmp_path / "ckpt", None, max_steps=1, verbose=0,
-          tune_malloc=tune_malloc)
+    # A save_dir that is a file stops the run right after malloc's turn, before any step.
+    (tmp_path / "ckpt").write_text("a file")
+    with pytest.raises(UserError, match="ckpt"):
+        train(options, open_data(options, training_corpus), 1, tmp_path / "ckpt", None, max_steps=1, verbose=0,
+              tune_malloc=tune_malloc)
     assert len(calls) == int(tune_malloc)
 
 
