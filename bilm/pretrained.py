@@ -13,8 +13,8 @@ from bilm.io.weight_file import WEIGHTS_KIND, copy_with_boundary_state
 from bilm.models.bidirectional_lm import BidirectionalLanguageModel
 from bilm.models.boundary_state import DEFAULT_N_SENTENCES
 from bilm.models.elmo_embedding import ELMoEmbedding
+from bilm.models.text_inputs import batcher_for
 from bilm.options import load_options, save_options
-from bilm.text.batching import Batcher
 from bilm.text.whitespace import split_tokens
 from bilm.utils.progress import Progress
 
@@ -150,7 +150,7 @@ class ELMo:
         self.matmul_dtype = self.bilm.matmul_dtype
         self.dim = 2 * self.options.projection_dim
         self.n_layers = self.options.n_layers
-        self._batcher = Batcher(None, self.options.char_cnn.max_characters_per_token)
+        self._batcher = batcher_for(self.options)
 
     def __repr__(self):
         return (f"ELMo(options_file={self.options_file!r}, weight_file={self.weight_file!r}, "
