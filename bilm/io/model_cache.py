@@ -225,9 +225,10 @@ def _check_archive(url, path):
         raise ModelFileError(
             f"{url} gave a truncated or corrupt zip archive ({os.path.getsize(path):,} bytes: it starts as a zip "
             "but has no end record); it was not kept. Download it again, or check the copy at that address.")
+    kind = "zip" if _file_name(url).endswith(".zip") else "zip or tar"
     raise ModelFileError(
-        f"{url} gave a file that is not an archive ({_describe_bytes(path)}). bilm.load downloads a .zip (or a "
-        "tar archive) holding a model's files.")
+        f"{url} gave a file that is not a {kind} archive ({_describe_bytes(path)}). bilm.load downloads an archive "
+        "(.zip, .tar.gz, ...) holding a model's files.")
 
 
 def _check_json(url, path):

@@ -371,7 +371,7 @@ def _listing(directory, names, limit=20):
 def _describe_other_file(path):
     if path.endswith(".zip"):
         return f"{path} is not a readable zip archive (truncated or corrupt?); download it again."
-    return (f"{path} is neither a model directory, an archive (.zip, .tar.gz, ...), nor a model's options (.json) "
-            "or weight (.hdf5) file. bilm.load takes a directory holding options.json and an HDF5 weight file (or "
-            "another family's model), an archive of one, or the URL of an archive.")
+    return (f"{path} is neither a model directory, a .zip or tar archive, nor a model's options (.json) or weight "
+            "(.hdf5) file. bilm.load takes a directory holding options.json and an HDF5 weight file (or an "
+            "ELMoForManyLangs model, a TF-Hub module of ELMo), an archive of one, or the URL of an archive.")
 

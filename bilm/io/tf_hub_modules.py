@@ -86,10 +86,11 @@ def read_tf_hub_module(directory):
                 names[inner] = name
     arrays = {file_name: np.asarray(reader.get_tensor(name), np.float32) for file_name, name in names.items()}
     options = _options(arrays, directory)
-    missing = [SCOPE + name for name in _weight_names(options) if name not in arrays]
+    missing = [name for name in _weight_names(options) if name not in arrays]
     if missing:
-        raise TFHubModuleError(f"{directory}: the module lacks the variables {', '.join(missing[:8])} of the biLM its "
-                               "other variables describe.")
+        raise TFHubModuleError(
+            f"{directory}: the module lacks {', '.join(missing[:8])} (the weight file's names, under {SCOPE}) of the "
+            "biLM its other variables describe.")
     if arrays["char_embed"].shape[0] == 262:  # the prediction graph's zero padding row
         arrays["char_embed"] = arrays["char_embed"][1:]
     for weights_name, scale_name in SCALAR_MIX_NAMES:

@@ -175,10 +175,11 @@ def batch_dictionary_ids(tokens, tables, sequence_len=None):
     c, n_chars = batcher.characters, batcher.max_characters - 2
     lengths = token_lengths(tokens, sequence_len)
     tokens = tf.convert_to_tensor(tokens)
-    codes = tf.strings.unicode_decode(tokens, "UTF-8", errors="replace")[:, :, :n_chars]
-    cut = tf.strings.unicode_encode(codes, "UTF-8")
-    # (batch, time, n_chars) code points, -1 past each token's end.
-    dense = codes.to_tensor(default_value=-1, shape=[None, None, n_chars])
+    shape = tf.shape(tokens)
+    # Each token's first n_chars code points, as (batch * time, None), then dense with -1 past its end.
+    codes = tf.strings.unicode_decode(tf.reshape(tokens, [-1]), "UTF-8", errors="replace")[:, :n_chars]
+    cut = tf.reshape(tf.strings.unicode_encode(codes, "UTF-8"), shape)
+    dense = tf.reshape(codes.to_tensor(default_value=-1, shape=[None, n_chars]), tf.concat([shape, [n_chars]], 0))
     count = tf.reduce_sum(tf.cast(dense >= 0, tf.int32), axis=-1, keepdims=True)
     char_ids = tables.characters.lookup(tf.cast(dense, tf.int64))
     char_ids = tf.concat([char_ids, tf.zeros_like(char_ids[..., :1])], axis=-1)
