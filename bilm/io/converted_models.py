@@ -17,11 +17,9 @@ one. Every later load reads these files as any bilm model.
 import dataclasses
 import json
 import os
-import shutil
 from typing import Callable, Optional, Tuple
 
-from bilm.io.model_cache import cache_key, cache_path
-from bilm.io.output_files import check_output_directory, temporary_path
+from bilm.io.model_cache import cache_key, cache_path, folder_written_once
 from bilm.io.weight_file import WEIGHTS_KIND, write_datasets
 
 # Raised when a conversion changes, so that older converted copies are not reused.
@@ -71,21 +69,10 @@ def convert_once(directory, family, cache_dir=None):
     if os.path.isdir(target):
         return files
     options, arrays = family.read(directory)
-    check_output_directory(os.path.dirname(target))
-    tmp = temporary_path(target)
-    os.mkdir(tmp)
-    try:
+    with folder_written_once(target) as tmp:
         with open(os.path.join(tmp, OPTIONS_FILE), "w", encoding="utf-8") as f:
             json.dump(options, f, ensure_ascii=False)
         write_datasets(os.path.join(tmp, WEIGHT_FILE), arrays, kind=WEIGHTS_KIND)
-        try:
-            os.rename(tmp, target)
-        except OSError:
-            if not os.path.isdir(target):  # else another process converted it first
-                raise
-    finally:
-        if os.path.isdir(tmp):
-            shutil.rmtree(tmp)
     return files
 
 

@@ -24,7 +24,7 @@ import os
 
 import numpy as np
 
-from bilm.io.model_cache import ModelFileError
+from bilm.io.model_cache import ModelFileError, read_json_object
 from bilm.io.torch_pickle import read_torch_state_dict
 
 CONFIG_FILE = "config.json"
@@ -100,27 +100,16 @@ def _required(directory, name):
     return path
 
 
-def _read_json(path):
-    try:
-        with open(path, encoding="utf-8") as f:
-            value = json.load(f)
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise ELMoForManyLangsError(f"{path} is not valid JSON ({error}).") from None
-    if not isinstance(value, dict):
-        raise ELMoForManyLangsError(f"{path} must hold a JSON object. Received a {type(value).__name__}.")
-    return value
-
-
 def _architecture(directory):
     """`(where it was found, the architecture dict)` named by `config.json`'s `config_path`."""
     config_file = _required(directory, CONFIG_FILE)
-    config_path = _read_json(config_file).get("config_path")
+    config_path = read_json_object(config_file).get("config_path")
     if not isinstance(config_path, str) or not config_path:
         raise ELMoForManyLangsError(f"{config_file} has no 'config_path' (the architecture file's path).")
     name = os.path.basename(config_path.replace("\\", "/"))
     for candidate in (os.path.join(directory, config_path), os.path.join(directory, name)):
         if os.path.isfile(candidate):
-            return candidate, _read_json(candidate)
+            return candidate, read_json_object(candidate)
     if name in STANDARD_ARCHITECTURES:
         return f"{name} (the standard architecture)", json.loads(json.dumps(STANDARD_ARCHITECTURES[name]))
     raise ELMoForManyLangsError(

@@ -29,6 +29,7 @@ that would land outside the target folder with a warning; here an archive
 with such a member (`../x`, `/abs/x`), or a tar with anything but files and
 folders (links, devices), is refused whole, before anything is written.
 """
+import contextlib
 import hashlib
 import http.client
 import json
@@ -282,11 +283,8 @@ def extract_archive(archive_path, cache_dir=None):
                           f"{stem}-{cache_key(f'{archive_path}|{stat.st_size}|{stat.st_mtime_ns}')}")
     if os.path.isdir(target):
         return target
-    check_output_directory(os.path.dirname(target))
-    tmp = temporary_path(target)
-    os.mkdir(tmp)
     kind = "zip" if zipfile.is_zipfile(archive_path) else "tar"
-    try:
+    with folder_written_once(target) as tmp:
         try:
             if kind == "zip":
                 with zipfile.ZipFile(archive_path) as archive:
@@ -302,15 +300,38 @@ def extract_archive(archive_path, cache_dir=None):
         except (zipfile.BadZipFile, tarfile.TarError, EOFError, OSError) as error:
             raise ModelFileError(f"{archive_path} is not a readable {kind} archive ({error}); it may be truncated or "
                                  "corrupt. Download it again.") from None
+    return target
+
+
+@contextlib.contextmanager
+def folder_written_once(target):
+    """Yields a new temporary folder beside `target` to fill; when the block completes it becomes `target`
+    (unless another process made `target` meanwhile, whose folder is kept), otherwise it is removed."""
+    check_output_directory(os.path.dirname(target))
+    tmp = temporary_path(target)
+    os.mkdir(tmp)
+    try:
+        yield tmp
         try:
             os.rename(tmp, target)
         except OSError:
-            if not os.path.isdir(target):  # else another process extracted it first
+            if not os.path.isdir(target):
                 raise
     finally:
         if os.path.isdir(tmp):
             shutil.rmtree(tmp)
-    return target
+
+
+def read_json_object(path):
+    """The JSON object in the file at `path`; a ModelFileError naming it if it is not one."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            value = json.load(f)
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise ModelFileError(f"{path} is not valid JSON ({error}); the model's files may be corrupt.") from None
+    if not isinstance(value, dict):
+        raise ModelFileError(f"{path} must hold a JSON object. Received a {type(value).__name__}.")
+    return value
 
 
 def _refuse_unsafe(archive_path, escaping, special):

@@ -20,7 +20,6 @@ its weights with `dump_weights` first), and models in several folders one
 naming them.
 """
 import dataclasses
-import json
 import os
 from typing import Optional
 
@@ -36,6 +35,7 @@ from bilm.io.model_cache import (
     extract_archive,
     is_archive,
     is_url,
+    read_json_object,
 )
 from bilm.io.output_files import same_file
 from bilm.io.published_models import find_published_model, may_be_model_name, model_mirror
@@ -349,16 +349,7 @@ def _vocab_file(directory):
 
 def _read_metadata(directory):
     path = os.path.join(directory, METADATA_FILE)
-    if not os.path.isfile(path):
-        return None
-    try:
-        with open(path, encoding="utf-8") as f:
-            metadata = json.load(f)
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise ModelFileError(f"{path} is not valid JSON ({error}); the model's files may be corrupt.") from None
-    if not isinstance(metadata, dict):
-        raise ModelFileError(f"{path} must hold a JSON object. Received a {type(metadata).__name__}.")
-    return metadata
+    return read_json_object(path) if os.path.isfile(path) else None
 
 
 def _listing(directory, names, limit=20):
