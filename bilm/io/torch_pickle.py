@@ -111,16 +111,20 @@ _GLOBALS = {
 
 
 class _Unpickler(pickle.Unpickler):
-    """Resolves only `_GLOBALS`; collects the storages the persistent ids name, by key."""
+    """Resolves only `_GLOBALS` (a TorchFileError naming `path` for any other); collects the storages the
+    persistent ids name, by key."""
 
-    def __init__(self, file):
+    def __init__(self, file, path):
         super().__init__(file, encoding="utf-8")
+        self.path = path
         self.storages = {}
 
     def find_class(self, module, name):
         found = _GLOBALS.get((module, name))
         if found is None:
-            raise _RefusedGlobal(f"{module}.{name}")
+            raise TorchFileError(
+                f"{self.path} names {module}.{name}, which a file of weights never needs; bilm reads only state "
+                "dicts of tensors and runs nothing a file names, so it refuses this file.")
         return found
 
     def persistent_load(self, pid):
@@ -135,10 +139,6 @@ class _Unpickler(pickle.Unpickler):
         if not (isinstance(view, tuple) and len(view) == 3 and _all_ints(view[1:])):
             raise pickle.UnpicklingError(f"an unknown storage view {view!r}")
         return self.storages.setdefault(_text(view[0]), _Storage(_text(view[0]), dtype, view[2], storage, view[1]))
-
-
-class _RefusedGlobal(Exception):
-    pass
 
 
 def _text(value):
@@ -176,10 +176,6 @@ def read_torch_state_dict(path):
             f.seek(0)
             state, read_storage = _load_zip(f, path) if is_zip else _load_legacy(f, path)
             return _tensors(state, read_storage, path)
-    except _RefusedGlobal as refused:
-        raise TorchFileError(
-            f"{path} names {refused}, which a file of weights never needs; bilm reads only state dicts of "
-            "tensors and runs nothing a file names, so it refuses this file.") from None
     except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, IndexError, KeyError,
             struct.error, zipfile.BadZipFile) as error:
         if isinstance(error, TorchFileError):
@@ -200,7 +196,7 @@ def _load_zip(f, path):
     byteorder = archive.read(prefix + "byteorder").decode("ascii") if prefix + "byteorder" in names else "little"
     if byteorder not in ("little", "big"):
         raise TorchFileError(f"{path}: unknown byte order {byteorder!r}.")
-    unpickler = _Unpickler(archive.open(pickles[0]))
+    unpickler = _Unpickler(archive.open(pickles[0]), path)
     state = unpickler.load()
     order = "<" if byteorder == "little" else ">"
 
@@ -211,20 +207,20 @@ def _load_zip(f, path):
 
 
 def _load_legacy(f, path):
-    """`(unpickled object, storage key -> bytes)` of the legacy layout."""
-    magic = pickle.load(f)
+    """`(unpickled object, storage key -> bytes)` of the legacy layout; every pickle read by `_Unpickler`."""
+    magic = _Unpickler(f, path).load()
     if magic != LEGACY_MAGIC_NUMBER:
         raise TorchFileError(
             f"{path} is not a PyTorch weight file: it starts neither as a zip archive nor with torch's magic "
             "number (a file from an older PyTorch than 0.4, a tar archive, is not read either).")
-    version = pickle.load(f)
+    version = _Unpickler(f, path).load()
     if version != LEGACY_PROTOCOL_VERSION:
         raise TorchFileError(f"{path}: unknown PyTorch file protocol version {version!r}.")
-    system = pickle.load(f)
+    system = _Unpickler(f, path).load()
     order = "<" if not isinstance(system, dict) or system.get("little_endian", True) else ">"
-    unpickler = _Unpickler(f)
+    unpickler = _Unpickler(f, path)
     state = unpickler.load()
-    keys = pickle.load(f)
+    keys = _Unpickler(f, path).load()
     if not isinstance(keys, list) or any(_text(key) not in unpickler.storages for key in keys):
         raise TorchFileError(f"{path}: the list of storages does not match the pickled tensors.")
     data = {}

@@ -104,3 +104,15 @@ def test_files_of_other_kinds_are_named(tmp_path):
     cut.write_bytes(whole[:40])
     with pytest.raises(TorchFileError, match="cut.pkl is not a readable PyTorch weight file"):
         read_torch_state_dict(cut)
+
+
+def test_every_pickle_of_the_legacy_layout_is_read_restricted(tmp_path):
+    marker = tmp_path / "ran"
+    whole = pickle_bytes(state_dict({"w": np.ones(2, np.float32)}))
+    magic = pickle.dumps(0x1950A86A20F9469CFC6C, protocol=2)
+    assert whole.startswith(magic)
+    path = tmp_path / "evil.pkl"
+    path.write_bytes(pickle.dumps(_Call(os.system, f"touch {marker}"), protocol=2) + whole[len(magic):])
+    with pytest.raises(TorchFileError, match="evil.pkl names posix.system"):
+        read_torch_state_dict(path)
+    assert not marker.exists()
