@@ -12,6 +12,7 @@ from typing import Optional, Tuple
 
 from bilm.errors import UserError
 from bilm.io.output_files import atomic_output
+from bilm.text.dictionary_ids import CharacterDictionary, WordDictionary
 
 ACTIVATIONS = ("relu", "tanh")
 # Rows of the character table. Training reads the unshifted ids (0-260);
@@ -30,8 +31,10 @@ class CharCNNOptions:
     """The character CNN token encoder's hyperparameters.
 
     `filters` is a tuple of `(width, num_filters)` pairs. `n_characters` is
-    261 for training (unshifted ids) or 262 for prediction (ids shifted by
-    +1 so that 0 is padding).
+    the rows of the character table: 261 for training (unshifted ids) or
+    262 for prediction (ids shifted by +1 so that 0 is padding) with the
+    original UTF-8 byte ids; with a model's own `characters` dictionary
+    (`bilm.text.dictionary_ids`), its `n_ids` or one more.
     """
 
     activation: str
@@ -40,16 +43,32 @@ class CharCNNOptions:
     max_characters_per_token: int
     n_characters: int
     n_highway: int
+    characters: Optional[CharacterDictionary] = None
 
     @property
     def n_filters(self):
         """F: the width of the concatenated CNN features."""
         return sum(num for _, num in self.filters)
 
+    @property
+    def training_n_characters(self):
+        """Rows of the character table for unshifted ids (training): 261, or the dictionary's `n_ids`."""
+        return TRAINING_N_CHARACTERS if self.characters is None else self.characters.n_ids
+
+
+@dataclasses.dataclass(frozen=True)
+class WordEmbeddingOptions:
+    """A word embedding of `dim` numbers per word of `dictionary`, read beside the char CNN: its
+    vectors come before the CNN's features in the token encoder's projection (ELMoForManyLangs)."""
+
+    dim: int
+    dictionary: WordDictionary
+
 
 @dataclasses.dataclass(frozen=True)
 class BiLMOptions:
-    """All of `options.json`, typed. `char_cnn` is None for token inputs.
+    """All of `options.json`, typed. `char_cnn` is None for token inputs;
+    `word_embedding` is None unless the model reads words besides characters.
 
     `raw` keeps the dict as read (training keys included) so that writing
     the options back loses nothing.
@@ -63,11 +82,18 @@ class BiLMOptions:
     use_skip_connections: bool
     char_cnn: Optional[CharCNNOptions]
     raw: dict = dataclasses.field(compare=False, repr=False)
+    word_embedding: Optional[WordEmbeddingOptions] = None
     source: str = dataclasses.field(default="<dict>", compare=False, repr=False)
 
     def get(self, key, default=None):
         """A top-level training key (`batch_size`, `dropout`...) or `default`."""
         return self.raw.get(key, default)
+
+    @property
+    def token_id_width(self):
+        """Ids per token of a character model: `max_characters_per_token`, plus
+        the word's id with a word embedding (`bilm.text.dictionary_ids`)."""
+        return self.char_cnn.max_characters_per_token + (self.word_embedding is not None)
 
     def to_dict(self):
         """The options as a JSON-ready dict, in the original layout."""
@@ -77,23 +103,29 @@ class BiLMOptions:
         """These options as a prediction model needs them: `n_characters`
         262 (see `PREDICTION_N_CHARACTERS`), or without the char CNN for a
         token-input model (its token embedding file replaces it)."""
-        raw = self.to_dict()
         if use_character_inputs:
             if self.char_cnn is None:
                 raise OptionsError(
                     f"{self.source}: use_character_inputs=True needs a 'char_cnn' section in the options; "
                     "for a token-input model pass use_character_inputs=False and embedding_weight_file=.")
-            raw["char_cnn"]["n_characters"] = PREDICTION_N_CHARACTERS
-        else:
-            raw.pop("char_cnn", None)
+            return self._with_n_characters(self.char_cnn.training_n_characters + 1)
+        raw = self.to_dict()
+        raw.pop("char_cnn", None)
+        # The token embedding file replaces the whole token encoder.
+        raw.pop("word_embedding", None)
         return type(self).from_dict(raw, source=self.source)
 
     def for_training(self):
-        """These options as training needs them: `n_characters` 261."""
-        if self.char_cnn is None or self.char_cnn.n_characters == TRAINING_N_CHARACTERS:
+        """These options as training needs them: `n_characters` 261 (or the dictionary's `n_ids`)."""
+        if self.char_cnn is None:
+            return self
+        return self._with_n_characters(self.char_cnn.training_n_characters)
+
+    def _with_n_characters(self, n_characters):
+        if self.char_cnn.n_characters == n_characters:
             return self
         raw = self.to_dict()
-        raw["char_cnn"]["n_characters"] = TRAINING_N_CHARACTERS
+        raw["char_cnn"]["n_characters"] = n_characters
         return type(self).from_dict(raw, source=self.source)
 
     def updated(self, **keys):
@@ -121,6 +153,12 @@ class BiLMOptions:
         char_cnn = None
         if "char_cnn" in raw and raw["char_cnn"] is not None:
             char_cnn = _char_cnn_options(_section(raw, "char_cnn", source), source)
+        word_embedding = None
+        if raw.get("word_embedding") is not None:
+            if char_cnn is None:
+                raise OptionsError(f"{source}: 'word_embedding' goes with a 'char_cnn' section (a model that reads "
+                                   "words and characters); token-input models have none.")
+            word_embedding = _word_embedding_options(_section(raw, "word_embedding", source), source)
         return cls(
             lstm_dim=lstm_dim,
             projection_dim=projection_dim,
@@ -132,6 +170,7 @@ class BiLMOptions:
             char_cnn=char_cnn,
             raw=json.loads(json.dumps(raw)),
             source=source,
+            word_embedding=word_embedding,
         )
 
 
@@ -258,11 +297,15 @@ def _char_cnn_options(cnn, source):
         raise OptionsError(
             f"{source}: filter widths {too_wide} exceed 'char_cnn.max_characters_per_token' ({max_chars})."
         )
+    characters = None
+    if cnn.get("characters") is not None:
+        characters = _character_dictionary(_section(cnn, "characters", source), source)
+    n_ids = TRAINING_N_CHARACTERS if characters is None else characters.n_ids
     n_characters = _int(cnn, "n_characters", source, "char_cnn")
-    if n_characters not in (TRAINING_N_CHARACTERS, PREDICTION_N_CHARACTERS):
+    if n_characters not in (n_ids, n_ids + 1):
         raise OptionsError(
-            f"{source}: 'char_cnn.n_characters' must be {TRAINING_N_CHARACTERS} (training) or "
-            f"{PREDICTION_N_CHARACTERS} (prediction), got {n_characters}.")
+            f"{source}: 'char_cnn.n_characters' must be {n_ids} (training) or {n_ids + 1} (prediction), got "
+            f"{n_characters}.")
     n_highway = cnn.get("n_highway") or 0
     if isinstance(n_highway, bool) or not isinstance(n_highway, int) or n_highway < 0:
         raise OptionsError(f"{source}: 'char_cnn.n_highway' must be a non-negative integer, got {n_highway!r}.")
@@ -273,4 +316,35 @@ def _char_cnn_options(cnn, source):
         max_characters_per_token=max_chars,
         n_characters=n_characters,
         n_highway=n_highway,
+        characters=characters,
     )
+
+
+_CHARACTER_ROLES = ("begin_of_word", "end_of_word", "padding", "unknown", "sentence_start", "sentence_end")
+
+
+def _character_dictionary(section, source):
+    """`char_cnn.characters`: a model's own character dictionary (`bilm.text.dictionary_ids`)."""
+    ids = _id_map(section, "char_cnn.characters", source)
+    roles = {role: _int(section, role, source, "char_cnn.characters", minimum=0) for role in _CHARACTER_ROLES}
+    tokens = section.get("boundary_tokens")
+    if not (isinstance(tokens, list) and len(tokens) == 2 and all(isinstance(t, str) and t for t in tokens)
+            and tokens[0] != tokens[1]):
+        raise OptionsError(f"{source}: 'char_cnn.characters.boundary_tokens' must be two different tokens "
+                           f"[sentence start, sentence end], got {tokens!r}.")
+    return CharacterDictionary(ids=ids, boundary_tokens=tuple(tokens), **roles)
+
+
+def _word_embedding_options(section, source):
+    """`word_embedding`: `dim` and the words' dictionary (`ids`, `unknown`)."""
+    dictionary = WordDictionary(_id_map(section, "word_embedding", source),
+                                _int(section, "unknown", source, "word_embedding", minimum=0))
+    return WordEmbeddingOptions(_int(section, "dim", source, "word_embedding"), dictionary)
+
+
+def _id_map(section, prefix, source):
+    ids = section.get("ids")
+    if not (isinstance(ids, dict) and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0
+                                          for v in ids.values())):
+        raise OptionsError(f"{source}: '{prefix}.ids' must be an object from strings to ids >= 0.")
+    return ids

@@ -13,8 +13,8 @@ from bilm.io.weight_file import WEIGHTS_KIND, copy_with_boundary_state
 from bilm.models.bidirectional_lm import BidirectionalLanguageModel
 from bilm.models.boundary_state import DEFAULT_N_SENTENCES
 from bilm.models.elmo_embedding import ELMoEmbedding
+from bilm.models.text_inputs import batcher_for
 from bilm.options import holds_options, load_options, save_options
-from bilm.text.batching import Batcher
 from bilm.text.whitespace import split_tokens
 from bilm.utils.progress import Progress
 
@@ -32,9 +32,14 @@ def load(path, *, cache_dir=None, sha256=None, start=None, warm_up=None, matmul_
       `model.hdf5` (+ `vocab.txt`, `meta.json`), or AllenNLP's
       `<name>_options.json` + `<name>_weights.hdf5`; the files may also be
       inside the directory's only folder;
-    - a `.zip` of such a directory (the NLPL repository's downloads),
-      extracted once into the cache;
-    - an `http(s)://` URL of such a zip, downloaded once into the cache;
+    - a model of another family, converted once into the cache (see
+      `bilm.io.model_files`): an ELMoForManyLangs folder (`config.json`,
+      `char.dic`, `word.dic`, `token_embedder.pkl`, `encoder.pkl`; read
+      without PyTorch), or a TF1 Hub module of ELMo (`tfhub_module.pb`,
+      `saved_model.pb`, `variables/`);
+    - a `.zip` or tar archive of such a directory (the NLPL repository's
+      downloads, `.tar.gz`, `.tar.bz2`), extracted once into the cache;
+    - an `http(s)://` URL of such an archive, downloaded once into the cache;
     - the options or weight file of one of several models in a directory;
     - a published model's name, its files downloaded once into the cache
       (a local file or directory of that name is opened instead):
@@ -45,7 +50,9 @@ def load(path, *, cache_dir=None, sha256=None, start=None, warm_up=None, matmul_
       `https://s3-us-west-2.amazonaws.com/allennlp/models/elmo/`; `nlpl:<id>`
       for 201, 202, 203, 209 (German, Swedish, Latin, English) and 210,
       211, 217, 218 (Norwegian), the zip
-      `http://vectors.nlpl.eu/repository/20/<id>.zip`.
+      `http://vectors.nlpl.eu/repository/20/<id>.zip`; ELMoForManyLangs'
+      models, `efml:<language code>` or `nlpl:136` ... `nlpl:179` (the zip
+      `http://vectors.nlpl.eu/repository/11/<id>.zip`), and `efml:zhs`.
       `bilm.io.published_models` lists every file and where it was
       published. None stores a boundary state: give them `warm_up=` text.
 
@@ -62,7 +69,7 @@ def load(path, *, cache_dir=None, sha256=None, start=None, warm_up=None, matmul_
             (see `ELMo`).
         mirror: for a published model's name, a URL or a local directory
             holding its files under the path of their official URLs
-            (`<mirror>/allennlp/models/elmo/...`, `<mirror>/repository/20/<id>.zip`),
+            (`<mirror>/allennlp/models/elmo/...`, `<mirror>/repository/20/<id>.zip`, ...),
             fetched from there instead; default `$BILM_MODEL_MIRROR`.
 
     Returns:
@@ -72,11 +79,13 @@ def load(path, *, cache_dir=None, sha256=None, start=None, warm_up=None, matmul_
         FileNotFoundError: `path` does not exist.
         ValueError (`ModelFileError`, `OptionsError`, `WeightFileError`):
             what is at `path` is not a model bilm reads (the message says
-            what was found: another model family, a TF-Hub module, a
-            training checkpoint directory, the files present and the names
-            expected), `path` is neither a path nor a published name (the
-            names are listed), a download failed (its URL and HTTP status),
-            or a zip or HDF5 file is corrupt (its path).
+            what was found: another SavedModel, a training checkpoint
+            directory, the files present and the names expected), a model
+            of another family is incomplete, contradicts itself or is a
+            variant bilm does not run (naming the file), `path` is neither
+            a path nor a published name (the names are listed), a download
+            failed (its URL and HTTP status), or an archive or HDF5 file is
+            corrupt (its path).
 
     Example:
     ```python
@@ -150,7 +159,7 @@ class ELMo:
         self.matmul_dtype = self.bilm.matmul_dtype
         self.dim = 2 * self.options.projection_dim
         self.n_layers = self.options.n_layers
-        self._batcher = Batcher(None, self.options.char_cnn.max_characters_per_token)
+        self._batcher = batcher_for(self.options)
 
     def __repr__(self):
         return (f"ELMo(options_file={self.options_file!r}, weight_file={self.weight_file!r}, "

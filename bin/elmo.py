@@ -6,8 +6,9 @@ by line number (or by the sentence with --use_sentence_keys), holding
 (n_layers + 1, n_tokens, 2P) with --all (the default) or (n_tokens, 2P) with
 --top / --average, plus 'sentence_to_index' (JSON: sentence -> dataset name).
 
-The model is --model (a directory, a .zip, the URL of a .zip or a published
-model's name such as original-5.5b or nlpl:209, as bilm.load takes them; names
+The model is --model (a directory, an ELMoForManyLangs model or a TF-Hub
+module of ELMo, a .zip or tar archive, its URL, or a published model's name
+such as original-5.5b, nlpl:209 or efml:fi, as bilm.load takes them; names
 are fetched from $BILM_MODEL_MIRROR if set) or the pair --options_file and
 --weight_file.
 

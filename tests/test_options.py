@@ -99,3 +99,40 @@ def test_token_model_needs_embedding_file(tmp_path):
 def test_char_model_needs_char_cnn():
     with pytest.raises(ValueError, match="char_cnn"):
         BidirectionalLanguageModel(R.make_options(char_cnn=False), "unused.hdf5")
+
+
+def _dictionary_options(n_characters=7):
+    options = R.make_options(n_characters=n_characters)
+    options["char_cnn"]["characters"] = {
+        "ids": {"a": 0, "b": 1, "<pad>": 2}, "begin_of_word": 3, "end_of_word": 4, "padding": 2, "unknown": 5,
+        "sentence_start": 5, "sentence_end": 6, "boundary_tokens": ["<bos>", "<eos>"]}
+    options["word_embedding"] = {"dim": 2, "ids": {"a": 0, "<oov>": 1}, "unknown": 1}
+    return options
+
+
+def test_a_models_own_dictionaries_set_the_tables_and_the_id_width():
+    options = load_options(_dictionary_options())
+    assert options.char_cnn.characters.n_ids == 7 and options.char_cnn.training_n_characters == 7
+    assert options.word_embedding.dim == 2 and options.word_embedding.dictionary.unknown == 1
+    assert options.token_id_width == 8
+    prediction = options.for_prediction()
+    assert prediction.char_cnn.n_characters == 8 and prediction.for_training().char_cnn.n_characters == 7
+    assert load_options(prediction.to_dict()) == prediction
+    tokens_only = options.for_prediction(use_character_inputs=False)
+    assert tokens_only.char_cnn is None and tokens_only.word_embedding is None
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda o: o["char_cnn"].update(n_characters=262), r"'char_cnn.n_characters' must be 7 \(training\) or 8"),
+    (lambda o: o["char_cnn"]["characters"].update(ids=["a"]), r"'char_cnn.characters.ids' must be an object"),
+    (lambda o: o["char_cnn"]["characters"].pop("unknown"), r"missing key 'char_cnn.characters.unknown'"),
+    (lambda o: o["char_cnn"]["characters"].update(boundary_tokens=["<s>", "<s>"]),
+     r"'char_cnn.characters.boundary_tokens' must be two different tokens"),
+    (lambda o: o["word_embedding"].update(ids={"a": -1}), r"'word_embedding.ids' must be an object"),
+    (lambda o: o.pop("char_cnn"), r"'word_embedding' goes with a 'char_cnn' section"),
+])
+def test_bad_dictionaries_name_the_key(mutate, message):
+    options = _dictionary_options()
+    mutate(options)
+    with pytest.raises(OptionsError, match=message):
+        load_options(options)

@@ -18,7 +18,7 @@ ALLOWED = {
     "text": set(),
     "ops": set(),
     "io": {"text"},
-    "options": {"io"},
+    "options": {"io", "text"},
     "presets": {"options"},
     "layers": {"ops"},
     "models": {"layers", "ops", "io", "text", "options"},

@@ -32,12 +32,13 @@ def add_model_arguments(parser):
     """The model as --model (a directory, zip, URL or published name) or as
     --options_file and --weight_file; read back with `model_files`."""
     parser.add_argument("--model", metavar="DIR|ZIP|URL|NAME",
-                        help="The model: a directory holding its options and HDF5 weights, a .zip of one, "
-                             "the URL of a .zip, or a published model's name (downloaded and extracted once "
-                             "into --cache_dir).")
-    parser.add_argument("--cache_dir", help="Where --model downloads and extracted zips are kept "
-                                            "(default: $BILM_CACHE, else ~/.cache/bilm).")
-    parser.add_argument("--sha256", help="The expected SHA-256 of the --model zip.")
+                        help="The model: a directory holding its options and HDF5 weights (or an "
+                             "ELMoForManyLangs model, a TF-Hub module of ELMo), a .zip or tar archive of one, its "
+                             "URL, or a published model's name such as efml:fi (downloaded, extracted and "
+                             "converted once into --cache_dir).")
+    parser.add_argument("--cache_dir", help="Where --model downloads, extracted archives and converted models are "
+                                            "kept (default: $BILM_CACHE, else ~/.cache/bilm).")
+    parser.add_argument("--sha256", help="The expected SHA-256 of the --model archive.")
     parser.add_argument("--options_file", help="The model's options.json (with --weight_file, instead of --model).")
     parser.add_argument("--weight_file", help="The model's HDF5 weights (with --options_file, instead of --model).")
 

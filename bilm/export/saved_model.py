@@ -21,7 +21,8 @@ import tensorflow as tf
 from bilm.errors import UserError
 from bilm.io.output_files import atomic_output, check_output_directory
 from bilm.models.elmo_embedding import ELMoEmbedding
-from bilm.text.graph_batching import batch_char_ids, batch_token_ids, sentences_to_tokens
+from bilm.models.text_inputs import tokens_to_ids
+from bilm.text.graph_batching import sentences_to_tokens
 
 
 class ELMoModule(tf.Module):
@@ -44,8 +45,10 @@ class ELMoModule(tf.Module):
             layer.build()
         self.layer = layer
         if layer.vocab_table is not None:
-            # The SavedModel must own the lookup table the functions use.
+            # The SavedModel must own the lookup tables the functions use.
             self.vocab_lookup = layer.vocab_table.table
+        if layer.dictionary_tables is not None:
+            self.dictionary_lookups = layer.dictionary_tables.tables
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="sentences")])
     def default(self, sentences):
@@ -58,10 +61,7 @@ class ELMoModule(tf.Module):
 
     def _embed(self, tokens, sequence_len):
         layer = self.layer
-        if layer.use_character_inputs:
-            ids = batch_char_ids(tokens, layer.options.char_cnn.max_characters_per_token, sequence_len)
-        else:
-            ids = batch_token_ids(tokens, layer.vocab_table, sequence_len)
+        ids = tokens_to_ids(tokens, layer.options, layer.use_character_inputs, layer.text_tables, sequence_len)
         return layer.embed_ids(ids, training=False)
 
 

@@ -51,9 +51,9 @@ from bilm.io.embedding_files import (
 from bilm.io.sentence_files import check_batch_size, read_sentences
 from bilm.io.weight_file import WeightFileError
 from bilm.models.bidirectional_lm import BidirectionalLanguageModel
+from bilm.models.text_inputs import batcher_for
 from bilm.ops.matmul_dtype import check_matmul_dtype
 from bilm.options import load_options
-from bilm.text.batching import Batcher
 
 # Whole sentences that cannot be dataset names as they are: "." is the group
 # itself, and the mapping's own name would collide.
@@ -272,7 +272,7 @@ def _write_sentence_datasets(model, input_file, output_file, select, key_of, set
                                    overwrite=overwrite, verbose=verbose)
     if check_lines is not None:
         check_lines(input_file)
-    batcher = Batcher(vocab_file, options.char_cnn.max_characters_per_token)
+    batcher = batcher_for(options, vocab_file)
 
     def embed(sentences):
         layers = model(batcher.batch_sentences(sentences), start=start_state.start)["lm_embeddings"].numpy()

@@ -5,8 +5,9 @@ from bilm.errors import UserError
 from bilm.io.output_files import check_output_file
 from bilm.io.weight_file import TOKEN_EMBEDDINGS_KIND, load_bilm_weights, token_embeddings_writer
 from bilm.models.functional_bilm import build_bilm, build_token_encoder
+from bilm.models.text_inputs import batcher_for
 from bilm.options import load_options
-from bilm.text.vocabulary import UnicodeCharsVocabulary
+from bilm.text.vocabulary import BOS_TOKEN, EOS_TOKEN, UnicodeCharsVocabulary, Vocabulary
 from bilm.utils.progress import Progress
 
 
@@ -30,17 +31,29 @@ def dump_token_embeddings(vocab_file, options_file, weight_file, outfile, batch_
     options = load_options(options_file).for_prediction()
     outfile = check_output_file(outfile, (vocab_file, options.source, weight_file), kind=TOKEN_EMBEDDINGS_KIND,
                                 overwrite=overwrite)
-    vocab = UnicodeCharsVocabulary(vocab_file, options.char_cnn.max_characters_per_token)
+    token_rows = _token_rows(vocab_file, options)
     bilm = build_bilm(options)
     load_bilm_weights(bilm, weight_file)
     encoder = build_token_encoder(bilm, options)
-    n_vocab = vocab.size
+    n_vocab = len(token_rows)
     progress = Progress(n_vocab, unit="token", verbose=verbose)
     with token_embeddings_writer(outfile, n_vocab, options.projection_dim) as embedding:
         for start in range(0, n_vocab, batch_size):
             # The tokens as one sentence of a batch of one, shifted +1 as at prediction time.
-            char_ids = vocab.word_char_ids[np.newaxis, start:start + batch_size] + 1
+            char_ids = token_rows[np.newaxis, start:start + batch_size] + 1
             embedding[start:start + char_ids.shape[1]] = encoder(char_ids, training=False).numpy()[0]
             progress.update(min(start + batch_size, n_vocab))
         progress.close()
     return n_vocab, options.projection_dim
+
+
+def _token_rows(vocab_file, options):
+    """`(n_vocab, token_id_width)` unshifted ids of every line of `vocab_file`, `<S>` and `</S>` the model's
+    sentence boundaries."""
+    cnn = options.char_cnn
+    if cnn.characters is None:
+        return UnicodeCharsVocabulary(vocab_file, cnn.max_characters_per_token).word_char_ids
+    vocab = Vocabulary(vocab_file)
+    boundaries = dict(zip((BOS_TOKEN, EOS_TOKEN), cnn.characters.boundary_tokens))
+    tokens = [boundaries.get(vocab.id_to_word(i), vocab.id_to_word(i)) for i in range(vocab.size)]
+    return batcher_for(options).batch_sentences([tokens])[0, 1:-1] - 1

@@ -1,16 +1,19 @@
-"""The model cache: each model URL downloaded once, each zip extracted once.
+"""The model cache: each model URL downloaded once, each archive extracted once.
 
 Layout of the cache directory (`$BILM_CACHE`, else `~/.cache/bilm`):
 
-    downloads/<key of the URL>/<file name in the URL>    a downloaded zip
+    downloads/<key of the URL>/<file name in the URL>    a downloaded archive
     downloads/<key of the URLs>/<file name in each URL>  a model published as
                                                          two files (options, weights)
-    extracted/<zip name>-<key of the zip>/               a zip's members
+    extracted/<archive name>-<key of the archive>/       an archive's members
+    converted/<folder name>-<key of its files>/          another family's model in
+                                                         bilm's files (`bilm.io.converted_models`)
 
-A URL's key is its SHA-256 (several URLs': that of the URLs, one a line);
-a zip's key is the SHA-256 of its absolute path, size and modification
-time, so a zip replaced by another file is extracted again and an
-unchanged one never is (keys are cut to 16 hex digits). Every file and
+Archives are zips or tars (`.tar`, `.tar.gz`, `.tgz`, `.tar.bz2`,
+`.tar.xz`). A URL's key is its SHA-256 (several URLs': that of the URLs,
+one a line); an archive's key is the SHA-256 of its absolute path, size and
+modification time, so an archive replaced by another file is extracted
+again and an unchanged one never is (keys are cut to 16 hex digits). Every file and
 folder is written under a temporary name beside its final one and renamed
 when complete, so an interrupted download or extraction is never mistaken
 for a finished one.
@@ -20,16 +23,19 @@ checked against the Content-Length the server sent; progress goes to
 stdout through `bilm.utils.progress.Progress`, a bar redrawn in place on a
 terminal and a plain line now and then anywhere else (`keras.utils.get_file`
 writes its animated bar, colour codes and backspaces included, into logs
-and pipes). Zips are extracted here, not by `get_file`: it extracts again on
-every call, writes straight to the final names, and skips members that
-would land outside the target folder with a warning; here a zip with such
-a member (`../x`, `/abs/x`) is refused whole, before anything is written.
+and pipes). Archives are extracted here, not by `get_file`: it extracts
+again on every call, writes straight to the final names, and skips members
+that would land outside the target folder with a warning; here an archive
+with such a member (`../x`, `/abs/x`), or a tar with anything but files and
+folders (links, devices), is refused whole, before anything is written.
 """
+import contextlib
 import hashlib
 import http.client
 import json
 import os
 import shutil
+import tarfile
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -50,6 +56,7 @@ _MIB = 1 << 20
 _TIMEOUT_SECONDS = 60
 # The first bytes of a zip archive (a local file header); its end record is at its end.
 _ZIP_LOCAL_HEADER = b"PK\x03\x04"
+ARCHIVE_EXTENSIONS = (".zip", ".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tar.xz")
 
 
 class ModelFileError(UserError):
@@ -77,10 +84,10 @@ def check_sha256(sha256):
 
 
 def download(url, cache_dir=None, sha256=None):
-    """The local copy of the zip at `url`, downloaded into the cache once.
+    """The local copy of the archive at `url`, downloaded into the cache once.
 
     Args:
-        url: an `http(s)://`, `ftp://` or `file://` URL of a zip.
+        url: an `http(s)://`, `ftp://` or `file://` URL of a zip or tar archive.
         cache_dir: the cache directory (default `default_cache_dir()`).
         sha256: expected SHA-256 (hex) of the file; a cached copy is checked
             against it and downloaded again if it differs.
@@ -90,13 +97,13 @@ def download(url, cache_dir=None, sha256=None):
 
     Raises:
         ModelFileError: the download failed (naming the URL and the HTTP
-            status), the file differs from `sha256`, or it is not a whole
-            zip (a truncated one is called so). Nothing is left in the
+            status), the file differs from `sha256`, or it is not an
+            archive (a truncated zip is called so). Nothing is left in the
             cache then.
     """
     sha256 = check_sha256(sha256)
-    target = os.path.join(_cache_path(cache_dir), "downloads", _key(url), _file_name(url))
-    _download_once(url, target, sha256, _check_zip)
+    target = os.path.join(cache_path(cache_dir), "downloads", cache_key(url), _file_name(url))
+    _download_once(url, target, sha256, _check_archive)
     return target
 
 
@@ -124,7 +131,7 @@ def download_model_files(urls, cache_dir=None, sha256=None):
     if len(set(names)) != len(names) or any(os.path.splitext(name)[1] not in _CONTENT_CHECKS for name in names):
         raise UserError(f"The files of one model need distinct names ending {', '.join(_CONTENT_CHECKS)}; "
                          f"received the URLs {list(urls)}.")
-    folder = os.path.join(_cache_path(cache_dir), "downloads", _key("\n".join(urls)))
+    folder = os.path.join(cache_path(cache_dir), "downloads", cache_key("\n".join(urls)))
     paths = [os.path.join(folder, name) for name in names]
     for url, path in zip(urls, paths):
         _download_once(url, path, sha256.get(url), _CONTENT_CHECKS[os.path.splitext(path)[1]])
@@ -204,9 +211,14 @@ def _content_length(response):
         return None
 
 
-def _check_zip(url, path):
-    """Raises a ModelFileError unless `path`, downloaded from `url`, is a whole zip archive."""
-    if zipfile.is_zipfile(path):
+def is_archive(path):
+    """Whether the file at `path` is a zip or a tar archive (compressed or not)."""
+    return zipfile.is_zipfile(path) or tarfile.is_tarfile(path)
+
+
+def _check_archive(url, path):
+    """Raises a ModelFileError unless `path`, downloaded from `url`, is a whole zip archive or a tar archive."""
+    if zipfile.is_zipfile(path) or (not _file_name(url).endswith(".zip") and tarfile.is_tarfile(path)):
         return
     with open(path, "rb") as f:
         is_truncated = f.read(len(_ZIP_LOCAL_HEADER)) == _ZIP_LOCAL_HEADER
@@ -214,9 +226,10 @@ def _check_zip(url, path):
         raise ModelFileError(
             f"{url} gave a truncated or corrupt zip archive ({os.path.getsize(path):,} bytes: it starts as a zip "
             "but has no end record); it was not kept. Download it again, or check the copy at that address.")
+    kind = "zip" if _file_name(url).endswith(".zip") else "zip or tar"
     raise ModelFileError(
-        f"{url} gave a file that is not a zip archive ({_describe_bytes(path)}). bilm.load downloads a .zip "
-        "holding the model's options and HDF5 weights.")
+        f"{url} gave a file that is not a {kind} archive ({_describe_bytes(path)}). bilm.load downloads an archive "
+        "(.zip, .tar.gz, ...) holding a model's files.")
 
 
 def _check_json(url, path):
@@ -243,55 +256,94 @@ def _describe_bytes(path):
 
 
 # What a downloaded file must be, by its name's extension.
-_CONTENT_CHECKS = {".zip": _check_zip, ".json": _check_json, ".hdf5": _check_hdf5, ".h5": _check_hdf5}
+_CONTENT_CHECKS = {".zip": _check_archive, ".json": _check_json, ".hdf5": _check_hdf5, ".h5": _check_hdf5}
 
 
-def extract_zip(zip_path, cache_dir=None):
-    """The folder of the cache holding `zip_path`'s members, extracted once.
+def extract_archive(archive_path, cache_dir=None):
+    """The folder of the cache holding the members of the zip or tar archive at `archive_path`, extracted once.
 
     Args:
-        zip_path: a local zip file.
+        archive_path: a local zip or tar archive (`ARCHIVE_EXTENSIONS`).
         cache_dir: the cache directory (default `default_cache_dir()`).
 
     Returns:
         path of the folder (see the module docstring for its name).
 
     Raises:
-        ModelFileError: the zip is corrupt, or has a member that would be
-            written outside the folder (nothing is extracted then).
+        ModelFileError: the archive is corrupt, or has a member that would
+            be written outside the folder or (in a tar) is neither a file
+            nor a folder; nothing is extracted then.
     """
-    zip_path = os.path.realpath(os.fspath(zip_path))
-    stat = os.stat(zip_path)
-    stem = os.path.splitext(os.path.basename(zip_path))[0]
-    target = os.path.join(_cache_path(cache_dir), "extracted",
-                          f"{stem}-{_key(f'{zip_path}|{stat.st_size}|{stat.st_mtime_ns}')}")
+    archive_path = os.path.realpath(os.fspath(archive_path))
+    stat = os.stat(archive_path)
+    name = os.path.basename(archive_path)
+    stem = next((name[:-len(ext)] for ext in ARCHIVE_EXTENSIONS if name.endswith(ext) and len(name) > len(ext)),
+                os.path.splitext(name)[0])
+    target = os.path.join(cache_path(cache_dir), "extracted",
+                          f"{stem}-{cache_key(f'{archive_path}|{stat.st_size}|{stat.st_mtime_ns}')}")
     if os.path.isdir(target):
         return target
+    kind = "zip" if zipfile.is_zipfile(archive_path) else "tar"
+    with folder_written_once(target) as tmp:
+        try:
+            if kind == "zip":
+                with zipfile.ZipFile(archive_path) as archive:
+                    _refuse_unsafe(archive_path, [info.filename for info in archive.infolist()
+                                                  if _escapes(info.filename, tmp)], [])
+                    archive.extractall(tmp)
+            else:
+                with tarfile.open(archive_path) as archive:
+                    members = archive.getmembers()
+                    _refuse_unsafe(archive_path, [m.name for m in members if _escapes(m.name, tmp)],
+                                   [m.name for m in members if not (m.isfile() or m.isdir())])
+                    archive.extractall(tmp, members, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
+        except (zipfile.BadZipFile, tarfile.TarError, EOFError, OSError) as error:
+            raise ModelFileError(f"{archive_path} is not a readable {kind} archive ({error}); it may be truncated or "
+                                 "corrupt. Download it again.") from None
+    return target
+
+
+@contextlib.contextmanager
+def folder_written_once(target):
+    """Yields a new temporary folder beside `target` to fill; when the block completes it becomes `target`
+    (unless another process made `target` meanwhile, whose folder is kept), otherwise it is removed."""
     check_output_directory(os.path.dirname(target))
     tmp = temporary_path(target)
     os.mkdir(tmp)
     try:
-        try:
-            with zipfile.ZipFile(zip_path) as archive:
-                unsafe = [info.filename for info in archive.infolist() if _escapes(info.filename, tmp)]
-                if unsafe:
-                    raise ModelFileError(
-                        f"{zip_path} has members that would be written outside the folder it is extracted "
-                        f"to: {', '.join(repr(name) for name in unsafe[:10])}. A model archive never needs "
-                        "them, so nothing was extracted; rebuild the zip with relative paths.")
-                archive.extractall(tmp)
-        except (zipfile.BadZipFile, EOFError) as error:
-            raise ModelFileError(f"{zip_path} is not a readable zip archive ({error}); it may be truncated or "
-                                 "corrupt. Download it again.") from None
+        yield tmp
         try:
             os.rename(tmp, target)
         except OSError:
-            if not os.path.isdir(target):  # else another process extracted it first
+            if not os.path.isdir(target):
                 raise
     finally:
         if os.path.isdir(tmp):
             shutil.rmtree(tmp)
-    return target
+
+
+def read_json_object(path):
+    """The JSON object in the file at `path`; a ModelFileError naming it if it is not one."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            value = json.load(f)
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise ModelFileError(f"{path} is not valid JSON ({error}); the model's files may be corrupt.") from None
+    if not isinstance(value, dict):
+        raise ModelFileError(f"{path} must hold a JSON object. Received a {type(value).__name__}.")
+    return value
+
+
+def _refuse_unsafe(archive_path, escaping, special):
+    """Raises a ModelFileError naming the members that would land outside the folder, or that are links or
+    devices."""
+    for names, what in ((escaping, "that would be written outside the folder it is extracted to"),
+                        (special, "that are links or devices, not files or folders")):
+        if names:
+            raise ModelFileError(
+                f"{archive_path} has members {what}: {', '.join(repr(name) for name in names[:10])}. A model "
+                "archive never needs them, so nothing was extracted; rebuild it with relative paths and plain "
+                "files.")
 
 
 def _escapes(name, directory):
@@ -301,9 +353,11 @@ def _escapes(name, directory):
     return os.path.isabs(name) or os.path.commonpath([path, directory]) != directory
 
 
-def _cache_path(cache_dir):
+def cache_path(cache_dir=None):
+    """The absolute path of the cache directory `cache_dir` (None: `default_cache_dir()`)."""
     return os.path.abspath(os.path.expanduser(os.fspath(cache_dir or default_cache_dir())))
 
 
-def _key(text):
+def cache_key(text):
+    """A cache folder's key for `text` (a URL, or what identifies the files behind it): 16 hex digits."""
     return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()[:_KEY_DIGITS]

@@ -8,24 +8,35 @@ under any of the names the publishers use (`MODEL_FILE_PAIRS`):
   `vocab.txt` / `vocab.txt.gz` (a token list; character ids never need it)
   and `meta.json` (what the model was trained on, kept as `metadata`);
 - AllenNLP's `<name>_options.json` + `<name>_weights.hdf5`.
-The pair may also sit inside the one folder of the directory (a zip whose
-files are in one top folder). Zips, URLs and published models' names
-(`bilm.io.published_models`) are turned into such files in the cache by
-`bilm.io.model_cache`. Layouts of other model families (ELMoForManyLangs,
-TF-Hub modules) get an error saying what they are, a training checkpoint
-directory one saying to write its weights with `dump_weights` first, and
-models in several folders one naming them.
+The pair may also sit inside the one folder of the directory (an archive
+whose files are in one top folder). Archives (zip, tar), URLs and published
+models' names (`bilm.io.published_models`) are turned into such files in
+the cache by `bilm.io.model_cache`. Models of the other families bilm reads
+(`CONVERTED_FAMILIES`: ELMoForManyLangs' folders, TF1 Hub modules of ELMo)
+are converted once into such a pair in the cache
+(`bilm.io.converted_models`). Other layouts get an error saying what they
+are (another SavedModel; a training checkpoint directory, with how to write
+its weights with `dump_weights` first), and models in several folders one
+naming them.
 """
 import dataclasses
-import json
 import os
-import tarfile
-import zipfile
 from typing import Optional
 
 from bilm.errors import UserError
+from bilm.io import elmoformanylangs, tf_hub_modules
+from bilm.io.converted_models import ModelFamily, convert_once
 from bilm.io.embedding_files import file_sha256
-from bilm.io.model_cache import ModelFileError, check_sha256, download, download_model_files, extract_zip, is_url
+from bilm.io.model_cache import (
+    ModelFileError,
+    check_sha256,
+    download,
+    download_model_files,
+    extract_archive,
+    is_archive,
+    is_url,
+    read_json_object,
+)
 from bilm.io.output_files import same_file
 from bilm.io.published_models import find_published_model, may_be_model_name, model_mirror
 
@@ -40,18 +51,22 @@ MODEL_FILE_PAIRS = (
 VOCAB_FILES = ("vocab.txt", "vocab.txt.gz")
 METADATA_FILE = "meta.json"
 
+# The other families bilm reads, converted once into bilm's files; a folder
+# holding any of a family's markers is that family's (a TF-Hub module only
+# when its variables are those of ELMo).
+CONVERTED_FAMILIES = (
+    ModelFamily("ELMoForManyLangs", elmoformanylangs.MARKERS, elmoformanylangs.read_elmoformanylangs),
+    ModelFamily("TF-Hub module", tf_hub_modules.MARKERS, tf_hub_modules.read_tf_hub_module,
+                tf_hub_modules.is_elmo_module),
+)
 # Files that mark a layout bilm.load does not read: (names, the message), the
 # message formatted with `where` (what was asked for), `directory`, `found`
 # (the marker names present) and `weight_file` (where to write the weights).
 FOREIGN_LAYOUTS = (
-    (("char.dic", "word.dic", "encoder.pkl", "token_embedder.pkl"),
-     ("{where} holds an ELMoForManyLangs model, a different model family (PyTorch weights with its own "
-      "config.json and dictionaries) that bilm does not read. Use the ELMoForManyLangs package for it, or a "
-      "model published as options.json with an HDF5 weight file (bilm-tf, AllenNLP or the NLPL repository); "
-      "found {found}.")),
     (("saved_model.pb", "tfhub_module.pb"),
-     ("{where} holds a TF-Hub module (a TensorFlow SavedModel), not an options file with HDF5 weights. Load it "
-      "with tf.saved_model.load({directory!r}) (or hub.load); found {found}.")),
+     ("{where} holds a TF-Hub module or SavedModel other than a TF1 Hub module of ELMo (whose variables bilm "
+      "reads), not an options file with HDF5 weights. Load it with tf.saved_model.load({directory!r}) (or "
+      "hub.load); found {found}.")),
     (("checkpoint",),
      ("{where} is a training checkpoint directory (checkpoint, model.ckpt-*), without the HDF5 weights "
       "bilm.load reads. Write them first: python bin/dump_weights.py --save_dir {directory} --outfile "
@@ -96,15 +111,17 @@ def locate_model(path, cache_dir=None, sha256=None, mirror=None):
 
     Args:
         path: a directory holding the model (see the module docstring), a
-            `.zip` of one, an `http(s)://` / `ftp://` / `file://` URL of a
-            `.zip`, the model's options or weight file (to pick one of
-            several models in a directory), or a published model's name
-            (`bilm.io.published_models`; a local path of that name wins).
-        cache_dir: where downloads and extracted zips are kept (default
-            `$BILM_CACHE`, else `~/.cache/bilm`). Each URL is downloaded once
-            and each zip extracted once.
-        sha256: the expected SHA-256 (hex) of the zip, downloaded or local;
-            checked on every call (a cached download that differs is
+            zip or tar archive of one, an `http(s)://` / `ftp://` / `file://`
+            URL of an archive, the model's options or weight file (to pick
+            one of several models in a directory), or a published model's
+            name (`bilm.io.published_models`; a local path of that name
+            wins).
+        cache_dir: where downloads, extracted archives and converted models
+            are kept (default `$BILM_CACHE`, else `~/.cache/bilm`). Each URL
+            is downloaded once, each archive extracted once and each model
+            of another family converted once.
+        sha256: the expected SHA-256 (hex) of the archive, downloaded or
+            local; checked on every call (a cached download that differs is
             downloaded again).
         mirror: for a published model's name, where to fetch its files
             instead of the publisher (a URL or a directory, see
@@ -115,9 +132,11 @@ def locate_model(path, cache_dir=None, sha256=None, mirror=None):
 
     Raises:
         FileNotFoundError: `path` does not exist.
-        ModelFileError (a ValueError): no model bilm reads is there, a zip
-            is corrupt or unsafe, a download failed or differs from
-            `sha256`, or `path` is neither a path nor a published name.
+        ModelFileError (a ValueError): no model bilm reads is there, an
+            archive is corrupt or unsafe, a download failed or differs from
+            `sha256`, another family's model is incomplete, contradicts
+            itself or is a variant bilm does not run (naming the file), or
+            `path` is neither a path nor a published name.
     """
     sha256 = check_sha256(sha256)
     if not is_url(path) and not os.path.exists(os.fspath(path)) and may_be_model_name(path):
@@ -125,23 +144,23 @@ def locate_model(path, cache_dir=None, sha256=None, mirror=None):
     if mirror is not None:
         raise UserError(f"mirror= applies to published model names; {path!r} is a path or URL. Leave mirror out.")
     if is_url(path):
-        return find_model_files(_extract_download(path, cache_dir, sha256), source=path)
+        return find_model_files(_extract_download(path, cache_dir, sha256), source=path, cache_dir=cache_dir)
     path = os.fspath(path)
     if not os.path.exists(path):
         raise FileNotFoundError(
             f"No model at {path}: no such file or directory. bilm.load takes a model directory, a .zip of "
             "one, the URL of a .zip, or a published model's name.")
-    is_zip = os.path.isfile(path) and zipfile.is_zipfile(path)
-    if sha256 is not None and not is_zip:
+    archive = os.path.isfile(path) and is_archive(path)
+    if sha256 is not None and not archive:
         raise UserError(f"sha256= checks a zip or a download; {path} is not a zip. Leave sha256 out.")
     if os.path.isdir(path):
-        return find_model_files(path)
-    if is_zip:
+        return find_model_files(path, cache_dir=cache_dir)
+    if archive:
         actual = file_sha256(path) if sha256 is not None else None
         if actual != sha256:
             raise ModelFileError(f"{path} has SHA-256 {actual}, not the expected sha256={sha256!r}: it is "
                                  "another file than the one meant, or it is corrupt.")
-        return find_model_files(extract_zip(path, cache_dir), source=path)
+        return find_model_files(extract_archive(path, cache_dir), source=path, cache_dir=cache_dir)
     directory = os.path.dirname(os.path.abspath(path))
     if path.endswith(".json"):
         return find_model_files(directory, options_file=path)
@@ -155,7 +174,8 @@ def _locate_published_model(model, cache_dir, sha256, mirror):
     urls = model.file_urls(mirror)
     if model.is_zip:
         expected = sha256 or model.sha256.get(model.urls[0])
-        return find_model_files(_extract_download(urls[0], cache_dir, expected), source=model.name)
+        return find_model_files(_extract_download(urls[0], cache_dir, expected), source=model.name,
+                                cache_dir=cache_dir)
     if sha256 is not None:
         raise UserError(f"sha256= checks a zip; {model.name} is two files (options and weights). Leave sha256 "
                          "out.")
@@ -165,36 +185,39 @@ def _locate_published_model(model, cache_dir, sha256, mirror):
 
 
 def _extract_download(url, cache_dir, sha256):
-    """The cache folder of the zip at `url`; a download that does not extract is removed from the cache."""
-    zip_path = download(url, cache_dir, sha256)
+    """The cache folder of the archive at `url`; a download that does not extract is removed from the cache."""
+    archive_path = download(url, cache_dir, sha256)
     try:
-        return extract_zip(zip_path, cache_dir)
+        return extract_archive(archive_path, cache_dir)
     except ModelFileError as error:
-        os.remove(zip_path)
+        os.remove(archive_path)
         raise ModelFileError(f"{error} The download from {url} was not kept.") from None
 
 
-def find_model_files(directory, options_file=None, weight_file=None, source=None):
+def find_model_files(directory, options_file=None, weight_file=None, source=None, cache_dir=None):
     """The one model in `directory`, or in its only folder.
 
     Args:
         directory: a local directory.
         options_file, weight_file: keep only the pairs with this file.
-        source: what the directory came from (a zip, a URL), for messages.
+        source: what the directory came from (an archive, a URL), for messages.
+        cache_dir: where a model of another family is converted (see
+            `locate_model`).
 
     Returns:
         `ModelFiles`.
 
     Raises:
-        ModelFileError: no pair, several pairs, or another model family's
-            files; the message lists the files found and the names expected.
+        ModelFileError: no pair, several pairs, a model of another family
+            that cannot be converted, or a layout bilm does not read; the
+            message lists the files found and the names expected.
     """
     directory = os.fspath(directory)
     return _find(directory, options_file, weight_file, source or directory,
-                 descend=options_file is None and weight_file is None)
+                 descend=options_file is None and weight_file is None, cache_dir=cache_dir)
 
 
-def _find(directory, options_file, weight_file, source, descend):
+def _find(directory, options_file, weight_file, source, descend, cache_dir=None):
     names = _visible_names(directory)
     pairs = _pairs(directory, names, options_file, weight_file)
     if len(pairs) == 1:
@@ -206,6 +229,10 @@ def _find(directory, options_file, weight_file, source, descend):
         raise ModelFileError(
             f"{where} holds {len(pairs)} models ({_describe_pairs(pairs)}). Pass the options file of the one you want, "
             f"e.g. bilm.load({pairs[0][0]!r}).")
+    family = _converted_family(directory, names)
+    if family is not None and options_file is None and weight_file is None:
+        converted_options, converted_weights = convert_once(directory, family, cache_dir)
+        return ModelFiles(converted_options, converted_weights, metadata=_read_metadata(directory), source=source)
     _check_foreign_layout(directory, names, where)
     folders = [name for name in names if os.path.isdir(os.path.join(directory, name))]
     if options_file is None and weight_file is None:
@@ -216,9 +243,10 @@ def _find(directory, options_file, weight_file, source, descend):
         inner_names = _visible_names(inner)
         inner_folders = [name for name in inner_names if os.path.isdir(os.path.join(inner, name))]
         markers = {marker for marker_names, _ in FOREIGN_LAYOUTS for marker in marker_names}
+        markers.update(marker for family in CONVERTED_FAMILIES for marker in family.markers)
         if (_pairs(inner, inner_names, None, None) or markers & set(inner_names)
                 or len(_models_in_folders(inner, inner_folders)) > 1):
-            return _find(inner, None, None, source, descend=False)
+            return _find(inner, None, None, source, descend=False, cache_dir=cache_dir)
         if len(names) == 1:
             found += f" ({folders[0]}/ holds {_listing(inner, inner_names)})"
     chosen = options_file if options_file is not None else weight_file
@@ -227,6 +255,11 @@ def _find(directory, options_file, weight_file, source, descend):
         f"{where} holds no model bilm reads{wanted}: found {found}. Expected an "
         "options file with its HDF5 weights in one directory: " + ", ".join(
             f"{o} + {w}" for o, w in MODEL_FILE_PAIRS) + " (`*` the same name in both).")
+
+
+def _converted_family(directory, names):
+    """The `CONVERTED_FAMILIES` member whose markers are among `names`, or None."""
+    return next((family for family in CONVERTED_FAMILIES if family.holds(directory, names)), None)
 
 
 def _check_foreign_layout(directory, names, where):
@@ -316,16 +349,7 @@ def _vocab_file(directory):
 
 def _read_metadata(directory):
     path = os.path.join(directory, METADATA_FILE)
-    if not os.path.isfile(path):
-        return None
-    try:
-        with open(path, encoding="utf-8") as f:
-            metadata = json.load(f)
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise ModelFileError(f"{path} is not valid JSON ({error}); the model's files may be corrupt.") from None
-    if not isinstance(metadata, dict):
-        raise ModelFileError(f"{path} must hold a JSON object. Received a {type(metadata).__name__}.")
-    return metadata
+    return read_json_object(path) if os.path.isfile(path) else None
 
 
 def _listing(directory, names, limit=20):
@@ -338,10 +362,7 @@ def _listing(directory, names, limit=20):
 def _describe_other_file(path):
     if path.endswith(".zip"):
         return f"{path} is not a readable zip archive (truncated or corrupt?); download it again."
-    if tarfile.is_tarfile(path):
-        return (f"{path} is a tar archive; bilm.load reads a model directory or a .zip. Extract it and pass "
-                "the directory (a TF-Hub module is a tar of a SavedModel: load it with tf.saved_model.load).")
-    return (f"{path} is neither a model directory, a .zip, nor a model's options (.json) or weight (.hdf5) "
-            "file. bilm.load takes a directory holding options.json and an HDF5 weight file, a .zip of one, "
-            "or the URL of a .zip.")
+    return (f"{path} is neither a model directory, a .zip or tar archive, nor a model's options (.json) or weight "
+            "(.hdf5) file. bilm.load takes a directory holding options.json and an HDF5 weight file (or an "
+            "ELMoForManyLangs model, a TF-Hub module of ELMo), an archive of one, or the URL of an archive.")
 

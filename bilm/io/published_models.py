@@ -2,10 +2,13 @@
 
 `PUBLISHED_MODELS` maps each name to a `PublishedModel`: AllenNLP's models
 are two files in its S3 bucket (an options file and its HDF5 weights), the
-NLPL repository's one zip each (`nlpl:<id>`, the repository's id). Every
+NLPL repository's one zip each (`nlpl:<id>`, the repository's id), among
+them ELMoForManyLangs' models of 44 languages, also named by language
+(`efml:<language code>`, `ELMOFORMANYLANGS_LANGUAGES`), plus its simplified
+Chinese model, a `.tar.bz2` on its authors' server (`efml:zhs`). Every
 address is copied from the page in the entry's `published_at`; no publisher
 gives SHA-256 sums for these files, so `sha256` is empty everywhere (pass
-`sha256=` to `bilm.load` to check an NLPL zip whose sum you know).
+`sha256=` to `bilm.load` to check an archive whose sum you know).
 
 A name never shadows a local path: `bilm.load("small")` opens `./small`
 when it exists. Published models store no boundary state, so every one of
@@ -19,6 +22,8 @@ path of its official URL, e.g. for `small` and `nlpl:209`:
     <mirror>/allennlp/models/elmo/2x1024_128_2048cnn_1xhighway/elmo_2x1024_128_2048cnn_1xhighway_weights.hdf5
     <mirror>/repository/20/209.zip
 
+(and `<mirror>/repository/11/149.zip` for `efml:fi`, `<mirror>/zhs.model.tar.bz2`
+for `efml:zhs`).
 (`PublishedModel.file_urls(mirror)` gives them). The files are then
 downloaded from the mirror into the cache as from the publisher.
 """
@@ -33,8 +38,9 @@ from bilm.io.model_cache import ModelFileError, is_url
 
 MIRROR_ENVIRONMENT_VARIABLE = "BILM_MODEL_MIRROR"
 NLPL_PREFIX = "nlpl:"
+ELMOFORMANYLANGS_PREFIX = "efml:"
 # A string ending so names a file, never a published model.
-_FILE_EXTENSIONS = (".zip", ".json", ".hdf5", ".h5", ".gz", ".tar", ".tgz")
+_FILE_EXTENSIONS = (".zip", ".json", ".hdf5", ".h5", ".gz", ".tar", ".tgz", ".bz2", ".xz")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,15 +80,46 @@ NORELMO_PAGE = "https://wiki.nlpl.eu/Vectors/norlm/elmo"
 # The NLPL repository maintainer's list of the ELMo models of the
 # UiO-UvA system at SemEval-2020 Task 1; it names each model's language only.
 SEMEVAL_2020_PAGE = "https://github.com/akutuzov/semeval2020"
+ELMOFORMANYLANGS_PAGE = "https://github.com/HIT-SCIR/ELMoForManyLangs"
+# ELMoForManyLangs' models in the NLPL repository: (the language's ISO 639
+# code, the language, the repository id), as its README lists them; each
+# was trained on 20 million words of the CoNLL 2018 shared task's raw text
+# (Wikipedia and Common Crawl). `zh` is traditional Chinese (Wikipedia);
+# the simplified Chinese model (`efml:zhs`) is published elsewhere.
+ELMOFORMANYLANGS_LANGUAGES = (
+    ("ar", "Arabic", 136), ("bg", "Bulgarian", 137), ("ca", "Catalan", 138), ("cs", "Czech", 139),
+    ("cu", "Old Church Slavonic", 140), ("da", "Danish", 141), ("de", "German", 142), ("el", "Greek", 143),
+    ("en", "English", 144), ("es", "Spanish", 145), ("et", "Estonian", 146), ("eu", "Basque", 147),
+    ("fa", "Persian", 148), ("fi", "Finnish", 149), ("fr", "French", 150), ("ga", "Irish", 151),
+    ("gl", "Galician", 152), ("grc", "Ancient Greek", 153), ("he", "Hebrew", 154), ("hi", "Hindi", 155),
+    ("hr", "Croatian", 156), ("hu", "Hungarian", 157), ("id", "Indonesian", 158), ("it", "Italian", 159),
+    ("ja", "Japanese", 160), ("ko", "Korean", 161), ("la", "Latin", 162), ("lv", "Latvian", 163),
+    ("nl", "Dutch", 164), ("nb", "Norwegian Bokmål", 165), ("nn", "Norwegian Nynorsk", 166), ("pl", "Polish", 167),
+    ("pt", "Portuguese", 168), ("ro", "Romanian", 169), ("ru", "Russian", 170), ("sk", "Slovak", 171),
+    ("sl", "Slovene", 172), ("sv", "Swedish", 173), ("tr", "Turkish", 174), ("ug", "Uyghur", 175),
+    ("uk", "Ukrainian", 176), ("ur", "Urdu", 177), ("vi", "Vietnamese", 178), ("zh", "Chinese (traditional)", 179),
+)
+ELMOFORMANYLANGS_SIMPLIFIED_CHINESE = "http://39.96.43.154/zhs.model.tar.bz2"
 
 
 def _allennlp(name, description, options_url, weights_url):
     return PublishedModel(name, f"AllenNLP: {description}", ALLENNLP_PAGE, (options_url, weights_url))
 
 
-def _nlpl(model_id, description, published_at):
+def _nlpl(model_id, description, published_at, repository=20):
     return PublishedModel(f"{NLPL_PREFIX}{model_id}", f"NLPL repository: {description}", published_at,
-                          (f"http://vectors.nlpl.eu/repository/20/{model_id}.zip",))
+                          (f"http://vectors.nlpl.eu/repository/{repository}/{model_id}.zip",))
+
+
+def _elmoformanylangs():
+    """Each ELMoForManyLangs model under its two names, `efml:<code>` and `nlpl:<id>`, and `efml:zhs`."""
+    for code, language, model_id in ELMOFORMANYLANGS_LANGUAGES:
+        description = f"ELMoForManyLangs, {language}, 20M words of CoNLL 2018 raw text (Wikipedia, Common Crawl)"
+        nlpl = _nlpl(model_id, description, ELMOFORMANYLANGS_PAGE, repository=11)
+        yield nlpl
+        yield PublishedModel(f"{ELMOFORMANYLANGS_PREFIX}{code}", description, ELMOFORMANYLANGS_PAGE, nlpl.urls)
+    yield PublishedModel(f"{ELMOFORMANYLANGS_PREFIX}zhs", "ELMoForManyLangs, simplified Chinese, the Xinhua part of "
+                         "Chinese Gigaword v5", ELMOFORMANYLANGS_PAGE, (ELMOFORMANYLANGS_SIMPLIFIED_CHINESE,))
 
 
 PUBLISHED_MODELS = {model.name: model for model in (
@@ -131,6 +168,7 @@ PUBLISHED_MODELS = {model.name: model for model in (
           NORELMO_PAGE),
     _nlpl(218, "Norwegian, NorELMo100: the NorBERT corpus (Wikipedia and Norsk Aviskorpus), 100,000 target words",
           NORELMO_PAGE),
+    *_elmoformanylangs(),
 )}
 
 

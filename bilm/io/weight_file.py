@@ -2,8 +2,10 @@
 
 The name map is a table of `WeightEntry` rows built from the model; every
 quirk of the original layout is a named hook, applied only here:
-- `char_embed` has 261 rows; a prediction model's table has a zero row 0
-  in front (ids are shifted by +1 so that 0 means padding);
+- `char_embed` has 261 rows (a model's own character dictionary: its rows);
+  a prediction model's table has a zero row 0 in front (ids are shifted by
+  +1 so that 0 means padding); bilm's `word_embed` (models that read words
+  too) likewise;
 - `W_cnn_i` keeps TF1's conv2d shape `(1, width, char_dim, num)`;
 - `W_0` is `[W_x; W_h]` stacked on the input axis (TF1 LSTMCell concatenates
   `[x_t, h_{t-1}]` before one matmul).
@@ -26,6 +28,9 @@ RNN_SCOPES = (("forward", "RNN_0"), ("backward", "RNN_1"))
 # Extra datasets beside the weights (docs/formats.md, "Boundary state"):
 # `{state key: float32 (size,)}` and an attribute `n_starts`.
 BOUNDARY_STATE_GROUP = "boundary_state"
+# bilm's addition for models published with a learned scalar mix (TF-Hub
+# modules): `W` `(n_layers + 1,)` and `gamma` `(1,)`, see `read_scalar_mix`.
+SCALAR_MIX_GROUP = "scalar_mix"
 WEIGHTS_KIND = "weights"
 TOKEN_EMBEDDINGS_KIND = "token_embeddings"
 
@@ -45,21 +50,6 @@ class WeightEntry:
 
 
 # === Hooks: file array <-> model variables ===
-
-def _char_embedding_entry(variable):
-    """`char_embed` (261, dim); the model may hold an extra zero padding row 0."""
-    extra = variable.shape[0] - 261
-
-    def get():
-        return variable.numpy()[extra:]
-
-    def set_(array):
-        if extra:
-            array = np.concatenate([np.zeros((extra, array.shape[1]), array.dtype), array])
-        variable.assign(array)
-
-    return WeightEntry("char_embed", (261, variable.shape[1]), get, set_)
-
 
 def _conv_kernel_entry(name, variable):
     """TF1 conv2d kernel `(1, width, char_dim, num)` <-> conv1d `(width, char_dim, num)`."""
@@ -106,10 +96,16 @@ def weight_table(model):
     `load_token_embeddings`).
     """
     layers = {layer.name: layer for layer in model.layers}
+    # A prediction model's tables have a zero row 0 that the file does not hold.
+    padded = int(layers["sequence_mask"].padded)
     entries = []
     if "char_cnn" in layers:
         cnn = layers["char_cnn"]
-        entries.append(_char_embedding_entry(cnn.char_embedding))
+        table = cnn.char_embedding
+        entries.append(_padded_embedding_entry("char_embed", table, table.shape[0] - padded))
+        if "word_embedding" in layers:
+            table = layers["word_embedding"].embeddings
+            entries.append(_padded_embedding_entry("word_embed", table, table.shape[0] - padded))
         for i, (kernel, bias) in enumerate(zip(cnn.kernels, cnn.biases)):
             entries.append(_conv_kernel_entry(f"CNN/W_cnn_{i}", kernel))
             entries.append(_direct_entry(f"CNN/b_cnn_{i}", bias))
@@ -248,6 +244,20 @@ def copy_with_boundary_state(weight_file, out_path, boundary_state, n_starts, ov
             f.attrs[KIND_ATTRIBUTE] = WEIGHTS_KIND
             write_boundary_state(f, boundary_state, n_starts)
     return out_path
+
+
+def read_scalar_mix(weight_file):
+    """The scalar mix a weight file starts ELMo's layer weighting from, or None when it has none.
+
+    Returns:
+        `(W (n_layers + 1,), gamma (1,))` float32, as `WeightLayers` holds
+        them: ELMo is `gamma * sum_j softmax(W)_j h_j`.
+    """
+    with open_for_reading(weight_file, "Weight file") as f:
+        group = f.get(SCALAR_MIX_GROUP)
+        if not isinstance(group, h5py.Group):
+            return None
+        return group["W"][...].astype(np.float32), group["gamma"][...].astype(np.float32).reshape(1)
 
 
 def read_boundary_state(weight_file):

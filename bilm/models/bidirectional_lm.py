@@ -11,7 +11,7 @@ from bilm.models.functional_bilm import build_bilm, build_contextual_bilm, build
 from bilm.models.start_state import resolve_start
 from bilm.models.token_cache import TokenEncodingCache
 from bilm.ops.matmul_dtype import check_matmul_dtype
-from bilm.options import PREDICTION_N_CHARACTERS, load_options
+from bilm.options import load_options
 from bilm.text.batching import check_id_shape
 
 
@@ -140,8 +140,9 @@ class BidirectionalLanguageModel(tf.Module):
         weight_file: the weight file's path, or None.
 
     Call arguments:
-        ids: int `(batch, time, max_characters_per_token)` char ids or
-            `(batch, time)` token ids, numpy or tensor, boundaries included.
+        ids: int `(batch, time, options.token_id_width)` char ids (see
+            `bilm.models.text_inputs.batcher_for`) or `(batch, time)` token
+            ids, numpy or tensor, boundaries included.
 
     Returns:
         dict of tensors, see `elmo_outputs`.
@@ -190,7 +191,7 @@ class BidirectionalLanguageModel(tf.Module):
             for key, _, size in self._state_keys
         }
         if use_character_inputs:
-            spec = tf.TensorSpec([None, None, options.char_cnn.max_characters_per_token], tf.int32)
+            spec = tf.TensorSpec([None, None, options.token_id_width], tf.int32)
         else:
             spec = tf.TensorSpec([None, None], tf.int32)
         # Each call takes the start states as an argument, so a call may ask
@@ -216,7 +217,7 @@ class BidirectionalLanguageModel(tf.Module):
         token_encoder.trainable = self._contextual_model.trainable = False
         encode = tf.function(
             lambda ids: token_encoder(ids[tf.newaxis], training=False)[0],
-            input_signature=[tf.TensorSpec([None, options.char_cnn.max_characters_per_token], tf.int32)])
+            input_signature=[tf.TensorSpec([None, options.token_id_width], tf.int32)])
         self.token_cache = TokenEncodingCache(lambda ids: encode(ids).numpy(), options.projection_dim, max_size)
         encodings_spec = [tf.TensorSpec([None, options.projection_dim], tf.float32),
                           tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([None, None], tf.bool),
@@ -328,19 +329,27 @@ class BidirectionalLanguageModel(tf.Module):
         if ids.dtype != tf.int32:
             ids = tf.cast(ids, tf.int32)
         if self.use_character_inputs:
-            max_chars, n_ids = self.options.char_cnn.max_characters_per_token, PREDICTION_N_CHARACTERS
+            width, n_ids = self.options.token_id_width, self.options.char_cnn.n_characters
         else:
-            max_chars, n_ids = None, self.n_token_vocab
-        check_id_shape(ids.shape, max_chars)
+            width, n_ids = None, self.n_token_vocab
+        check_id_shape(ids.shape, width)
         if self.stateful and ids.shape[0] is not None and ids.shape[0] > self.max_batch_size:
             raise UserError(
                 f"A batch of {ids.shape[0]} sentences exceeds max_batch_size={self.max_batch_size}; "
                 "split the batch or build the model with a larger max_batch_size.")
         if tf.executing_eagerly() and tf.size(ids) > 0:
-            low, high = int(tf.reduce_min(ids)), int(tf.reduce_max(ids))
-            if low < 0 or high >= n_ids:
-                raise UserError(f"ids must lie in [0, {n_ids}). Received values in [{low}, {high}].")
+            checked = ids
+            if self.use_character_inputs and self.options.word_embedding is not None:
+                checked = ids[..., :-1]
+                _check_id_range(ids[..., -1], self.options.word_embedding.dictionary.n_ids + 1, "word ")
+            _check_id_range(checked, n_ids, "")
         return ids
+
+
+def _check_id_range(ids, n_ids, what):
+    low, high = int(tf.reduce_min(ids)), int(tf.reduce_max(ids))
+    if low < 0 or high >= n_ids:
+        raise UserError(f"{what}ids must lie in [0, {n_ids}). Received values in [{low}, {high}].")
 
 
 def _refuse_start_of_stateful(start):

@@ -6,12 +6,25 @@ import numpy as np
 import tensorflow as tf
 
 from bilm.errors import UserError
-from bilm.io.weight_file import load_bilm_weights, load_token_embeddings, read_token_embeddings
+from bilm.io.weight_file import (
+    WeightFileError,
+    load_bilm_weights,
+    load_token_embeddings,
+    read_scalar_mix,
+    read_token_embeddings,
+)
 from bilm.layers.weight_layers import WeightLayers
 from bilm.models.bidirectional_lm import elmo_outputs
 from bilm.models.functional_bilm import build_bilm, state_keys
 from bilm.models.start_state import STARTS, resolve_start
-from bilm.models.text_inputs import INPUT_TYPES, TokenMask, inputs_to_ids, output_time_shape, resolve_input_type
+from bilm.models.text_inputs import (
+    INPUT_TYPES,
+    TokenMask,
+    dictionary_tables_for,
+    inputs_to_ids,
+    output_time_shape,
+    resolve_input_type,
+)
 from bilm.ops.matmul_dtype import check_matmul_dtype
 from bilm.options import load_options
 from bilm.text.graph_batching import token_vocab_table, vocabulary_tokens
@@ -170,6 +183,7 @@ class ELMoEmbedding(keras.layers.Layer):
         self.mix.trainable = self._mix_trains()
         self.dropout_layer = keras.layers.Dropout(dropout, name="elmo_dropout") if dropout else None
         self.vocab_table = token_vocab_table(self.vocabulary) if self.vocabulary is not None else None
+        self.dictionary_tables = dictionary_tables_for(options)
         self.token_mask = TokenMask(input_type, use_character_inputs, name=f"{self.name}_token_mask")
         self.start_state = {key: self.add_weight(name=f"start_{key}", shape=(size,), initializer="zeros",
                                                  trainable=False)
@@ -213,9 +227,23 @@ class ELMoEmbedding(keras.layers.Layer):
         load_bilm_weights(layer.bilm, weight_file)
         if not use_character_inputs:
             load_token_embeddings(layer.bilm, embedding_weight_file)
+        scalar_mix = read_scalar_mix(weight_file)
+        if scalar_mix is not None:
+            layer.set_scalar_mix(*scalar_mix, source=weight_file)
         layer.set_start_state(resolve_start(options, start, boundary_state=boundary_state, weight_file=weight_file,
                                             warm_up=warm_up, network=layer.bilm))
         return layer
+
+    def set_scalar_mix(self, W, gamma, source="scalar_mix"):
+        """Sets the mix's weights (a published module's learned mix): `W` `(n_layers + 1,)`, `gamma` `(1,)`."""
+        self.build()
+        expected = (self.options.n_layers + 1,)
+        if tuple(np.shape(W)) != expected or np.size(gamma) != 1:
+            raise WeightFileError(f"{source}: the scalar mix has W {np.shape(W)} and gamma {np.shape(gamma)}; "
+                                  f"this model needs W {expected} and one gamma.")
+        if self.mix.W is not None:
+            self.mix.W.assign(np.asarray(W, np.float32))
+        self.mix.gamma.assign(np.asarray(gamma, np.float32).reshape(1))
 
     def set_start_state(self, start_state):
         """Sets `start` and the start state weights from a `StartState`."""
@@ -305,8 +333,14 @@ class ELMoEmbedding(keras.layers.Layer):
             int32 `(batch, time + 2, C)` char ids or `(batch, time + 2)` token
             ids, as `Batcher` / `TokenBatcher` give them.
         """
-        return inputs_to_ids(inputs, self.input_type, self.options, self.use_character_inputs, self.vocab_table,
+        return inputs_to_ids(inputs, self.input_type, self.options, self.use_character_inputs, self.text_tables,
                              sequence_len, who=self.name)
+
+    @property
+    def text_tables(self):
+        """The lookup tables that turn text into this layer's ids (see
+        `bilm.models.text_inputs.tokens_to_ids`), or None for UTF-8 byte ids."""
+        return self.dictionary_tables if self.use_character_inputs else self.vocab_table
 
     def compute_mask(self, inputs, mask=None):
         if self.output_key == "default":

@@ -42,7 +42,11 @@ def build_bilm(options, n_token_vocab=None, bidirectional=True, dropout=0.0, lay
 
     Args:
         options: `BiLMOptions`. With `char_cnn`, inputs are character ids
-            and the table has `options.char_cnn.n_characters` rows.
+            and the table has `options.char_cnn.n_characters` rows; with a
+            `word_embedding` too, each token's row of ids ends with its word
+            id, whose vectors precede the char CNN's features in the
+            projection (its table has the dictionary's rows, plus a zero
+            row 0 in the prediction layout).
         n_token_vocab: rows of the token embedding table (token inputs only).
         bidirectional: build the backward stack too.
         dropout: rate applied to each LSTM layer's input when the model is
@@ -69,7 +73,7 @@ def build_bilm(options, n_token_vocab=None, bidirectional=True, dropout=0.0, lay
             `training=True` (see `bilm.ops.matmul_dtype`).
 
     Inputs (a dict):
-        `"token_characters"`: int `(batch, time, max_chars)`, or
+        `"token_characters"`: int `(batch, time, options.token_id_width)`, or
         `"token_ids"`: int `(batch, time)`; the same with `_reverse` for a
         separate backward stream; one initial state per key of
         `state_keys(options)`, `(batch, lstm_dim)` for `c`,
@@ -91,15 +95,16 @@ def build_bilm(options, n_token_vocab=None, bidirectional=True, dropout=0.0, lay
     separate = layout == "training" and bidirectional
     if options.char_cnn is not None:
         cnn = options.char_cnn
-        input_name, input_shape = "token_characters", (None, cnn.max_characters_per_token)
+        input_name, input_shape = "token_characters", (None, options.token_id_width)
         char_encoder = CharCNNEncoder(
             cnn.n_characters, cnn.embedding_dim, cnn.filters, cnn.activation, name="char_cnn")
         highway = Highway(cnn.n_highway, training_matmul_dtype=training_matmul_dtype, kernel_dtype=kernel_dtype,
                           name="highway")
+        word_embedding = _word_embedding(options, padded)
         projection = None
-        if cnn.n_filters != projection_dim:
+        if token_features(options) != projection_dim:
             projection = keras.layers.Dense(
-                projection_dim, kernel_initializer=dense_initializer(cnn.n_filters),
+                projection_dim, kernel_initializer=dense_initializer(token_features(options)),
                 name="token_projection")
     else:
         if n_token_vocab is None:
@@ -140,7 +145,7 @@ def build_bilm(options, n_token_vocab=None, bidirectional=True, dropout=0.0, lay
         if deduplicate_tokens:
             unique, indices = UniqueTokens(name="unique_tokens")(streams)
             streams, gathers = [unique], [GatherTokens(name=f"gather_tokens_{i}") for i in range(len(indices))]
-        encoded = [_encode_characters(stream, char_encoder, highway, projection) for stream in streams]
+        encoded = [_encode_characters(stream, char_encoder, highway, projection, word_embedding) for stream in streams]
         if deduplicate_tokens:
             # The first LSTM layers can take the distinct encodings as they are.
             distinct_by_direction = {direction: (encoded[0], indices[min(d, len(indices) - 1)])
@@ -162,9 +167,29 @@ def build_bilm(options, n_token_vocab=None, bidirectional=True, dropout=0.0, lay
     return keras.Model(inputs=inputs, outputs=outputs, name=name)
 
 
-def _encode_characters(char_ids, char_encoder, highway, projection):
-    """`(batch, time, max_chars)` ids -> `(batch, time, projection_dim)`."""
-    x = highway(char_encoder(char_ids))
+def token_features(options):
+    """Width of a character model's token features before the projection: the
+    char CNN's filters, plus the word embedding's dim when it has one."""
+    return options.char_cnn.n_filters + (options.word_embedding.dim if options.word_embedding is not None else 0)
+
+
+def _word_embedding(options, padded):
+    """The word table of a model with a word embedding (`padded`: a zero row 0 for the shifted ids), or None."""
+    if options.word_embedding is None:
+        return None
+    return keras.layers.Embedding(
+        options.word_embedding.dictionary.n_ids + padded, options.word_embedding.dim,
+        embeddings_initializer=keras.initializers.RandomUniform(-0.25, 0.25), name="word_embedding")
+
+
+def _encode_characters(token_ids, char_encoder, highway, projection, word_embedding=None):
+    """`(batch, time, token_id_width)` ids -> `(batch, time, projection_dim)`: the char CNN and highway
+    layers over the character ids, after the word's vector when the last id is a word's."""
+    if word_embedding is None:
+        x = highway(char_encoder(token_ids))
+    else:
+        x = keras.ops.concatenate(
+            [word_embedding(token_ids[..., -1]), highway(char_encoder(token_ids[..., :-1]))], axis=-1)
     return projection(x) if projection is not None else x
 
 
@@ -202,13 +227,14 @@ def build_token_encoder(bilm, options, name="token_encoder"):
     """The char-CNN token encoder of a character `build_bilm` model, as its
     own model on the same layers (so the same weights).
 
-    Input: int `(1, n_tokens, max_chars)` char ids. Output: `(1, n_tokens,
+    Input: int `(1, n_tokens, token_id_width)` ids. Output: `(1, n_tokens,
     projection_dim)`, what the biLM computes for each of those tokens.
     """
-    cnn = options.char_cnn
-    char_ids = keras.Input(shape=(None, cnn.max_characters_per_token), dtype="int32", name="token_characters")
-    projection = bilm.get_layer("token_projection") if cnn.n_filters != options.projection_dim else None
-    encoded = _encode_characters(char_ids, bilm.get_layer("char_cnn"), bilm.get_layer("highway"), projection)
+    char_ids = keras.Input(shape=(None, options.token_id_width), dtype="int32", name="token_characters")
+    projection = bilm.get_layer("token_projection") if _has_layer(bilm, "token_projection") else None
+    word_embedding = bilm.get_layer("word_embedding") if options.word_embedding is not None else None
+    encoded = _encode_characters(char_ids, bilm.get_layer("char_cnn"), bilm.get_layer("highway"), projection,
+                                 word_embedding)
     return keras.Model(inputs=char_ids, outputs=encoded, name=name)
 
 

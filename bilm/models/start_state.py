@@ -23,7 +23,7 @@ from bilm.io.sentence_files import token_lists
 from bilm.io.weight_file import read_boundary_state
 from bilm.models.boundary_state import DEFAULT_N_SENTENCES, check_boundary_state, compute_boundary_state
 from bilm.models.functional_bilm import state_keys
-from bilm.text.batching import Batcher
+from bilm.models.text_inputs import batcher_for
 
 STARTS = ("warm", "zeros")
 
@@ -82,7 +82,7 @@ def resolve_start(options, start=None, *, boundary_state=None, weight_file=None,
         if options.char_cnn is None:
             raise UserError("warm_up needs a character biLM; a token-input one would need its vocabulary. Pass "
                             "boundary_state= (see bilm.models.compute_boundary_state).")
-        batcher = Batcher(None, options.char_cnn.max_characters_per_token)
+        batcher = batcher_for(options)
         try:
             boundary_state, n_starts = compute_boundary_state(network, options, token_lists(warm_up),
                                                               batcher.batch_sentences, n_sentences)

@@ -1,12 +1,59 @@
-"""What `ELMoEmbedding` accepts: text or ids, validated and turned into the biLM's ids, and their mask."""
+"""Text to a biLM's ids, the one policy of every path: the batcher (Python), the same in the graph, and what
+`ELMoEmbedding` accepts (text or ids, validated) with its mask.
+
+A character model's tokens become UTF-8 byte ids (`Batcher`,
+`batch_char_ids`), or ids from the model's own dictionaries when its
+options have them (`bilm.text.dictionary_ids`); a token-input model's
+become ids of its vocabulary (`TokenBatcher`, `batch_token_ids`).
+"""
 import keras
 import tensorflow as tf
 
 from bilm.errors import UserError
-from bilm.text.batching import check_id_shape
+from bilm.text.batching import Batcher, check_id_shape
+from bilm.text.dictionary_ids import DictionaryBatcher, batch_dictionary_ids, dictionary_tables
 from bilm.text.graph_batching import batch_char_ids, batch_token_ids, sentences_to_tokens, token_lengths
 
 INPUT_TYPES = ("auto", "tokens", "sentences", "char_ids", "token_ids")
+
+
+def batcher_for(options, vocab_file=None):
+    """The batcher of a character model: `Batcher(vocab_file, C)` for byte ids (the vocabulary only caches
+    them), a `DictionaryBatcher` for a model's own dictionaries (which need no vocabulary)."""
+    cnn = options.char_cnn
+    if cnn.characters is not None:
+        words = options.word_embedding.dictionary if options.word_embedding is not None else None
+        return DictionaryBatcher(cnn.characters, words, cnn.max_characters_per_token)
+    return Batcher(vocab_file, cnn.max_characters_per_token)
+
+
+def dictionary_tables_for(options):
+    """The in-graph `DictionaryTables` of a model with its own dictionaries, else None."""
+    cnn = options.char_cnn
+    if cnn is None or cnn.characters is None:
+        return None
+    words = options.word_embedding.dictionary if options.word_embedding is not None else None
+    return dictionary_tables(cnn.characters, words, cnn.max_characters_per_token)
+
+
+def tokens_to_ids(tokens, options, use_character_inputs, tables=None, sequence_len=None):
+    """String tokens `(batch, time)` -> the biLM's ids, in the graph.
+
+    Args:
+        tokens, sequence_len: as `bilm.text.graph_batching.batch_char_ids` takes them.
+        options: prediction `BiLMOptions`.
+        use_character_inputs: a character biLM (else token ids).
+        tables: the model's lookup tables: `DictionaryTables` (see
+            `dictionary_tables_for`) or a token-input model's `TokenVocabTable`.
+
+    Returns:
+        int32 `(batch, time + 2, token_id_width)` or `(batch, time + 2)`.
+    """
+    if not use_character_inputs:
+        return batch_token_ids(tokens, tables, sequence_len)
+    if options.char_cnn.characters is not None:
+        return batch_dictionary_ids(tokens, tables, sequence_len)
+    return batch_char_ids(tokens, options.char_cnn.max_characters_per_token, sequence_len)
 
 
 def resolve_input_type(input_type, inputs, use_character_inputs):
@@ -29,25 +76,27 @@ def output_time_shape(input_type, input_shape):
     return (shape[0], None if time is None else time - 2)
 
 
-def inputs_to_ids(inputs, requested_type, options, use_character_inputs, vocab_table=None, sequence_len=None,
+def inputs_to_ids(inputs, requested_type, options, use_character_inputs, tables=None, sequence_len=None,
                   who="ELMoEmbedding"):
     """The biLM's ids for any input `ELMoEmbedding` accepts, validated.
 
     Args:
         inputs: string tokens `(batch, time)`, string sentences `(batch,)`,
-            char ids `(batch, time + 2, C)` or token ids `(batch, time + 2)`.
+            char ids `(batch, time + 2, token_id_width)` or token ids
+            `(batch, time + 2)`.
         requested_type: one of `INPUT_TYPES` (`"auto"` decides from the
             dtype and rank).
         options: prediction `BiLMOptions`.
         use_character_inputs: a character biLM (else token ids).
-        vocab_table: `TokenVocabTable` of a token-input biLM given text.
+        tables: the lookup tables of `tokens_to_ids` for text: a token-input
+            biLM's `TokenVocabTable`, or `DictionaryTables`.
         sequence_len: optional int `(batch,)` tokens per row, for string
             tokens only: every token inside the length is real, even `''`.
         who: what error messages start with.
 
     Returns:
-        int32 `(batch, time + 2, C)` char ids or `(batch, time + 2)` token
-        ids, as `Batcher` / `TokenBatcher` give them.
+        int32 `(batch, time + 2, token_id_width)` char ids or `(batch, time
+        + 2)` token ids, as the batchers give them.
     """
     if not isinstance(inputs, tf.Tensor):
         inputs = tf.convert_to_tensor(inputs)
@@ -59,7 +108,7 @@ def inputs_to_ids(inputs, requested_type, options, use_character_inputs, vocab_t
                 f"{who}: input_type={input_type!r} needs a string tensor (padding ''). "
                 f"Received dtype {inputs.dtype.name}, shape {tuple(inputs.shape)}; integer ids need "
                 "input_type='char_ids' (from Batcher) or 'token_ids' (from TokenBatcher).")
-        if not use_character_inputs and vocab_table is None:
+        if not use_character_inputs and tables is None:
             raise UserError(
                 f"{who}: a token-input biLM given text needs vocab_file= (the biLM's vocabulary).")
         if input_type == "sentences":
@@ -68,9 +117,7 @@ def inputs_to_ids(inputs, requested_type, options, use_character_inputs, vocab_t
             tokens = sentences_to_tokens(inputs)
         else:
             tokens = inputs
-        if use_character_inputs:
-            return batch_char_ids(tokens, options.char_cnn.max_characters_per_token, sequence_len)
-        return batch_token_ids(tokens, vocab_table, sequence_len)
+        return tokens_to_ids(tokens, options, use_character_inputs, tables, sequence_len)
     if sequence_len is not None:
         raise UserError(f"{who}: sequence_len is only for string tokens; ids carry their lengths.")
     if is_string or not inputs.dtype.is_integer:
@@ -85,8 +132,8 @@ def inputs_to_ids(inputs, requested_type, options, use_character_inputs, vocab_t
         raise UserError(f"{who}: this is a {kind} biLM; it reads '{reads}', not '{other}'.")
     if inputs.shape.rank is None:
         raise UserError(f"{who}: ids of unknown rank; they must be {input_type} as the batchers give them.")
-    max_chars = options.char_cnn.max_characters_per_token if use_character_inputs else None
-    check_id_shape(inputs.shape, max_chars, who=f"{who}: {input_type.replace('_', ' ')}")
+    width = options.token_id_width if use_character_inputs else None
+    check_id_shape(inputs.shape, width, who=f"{who}: {input_type.replace('_', ' ')}")
     return tf.cast(inputs, tf.int32)
 
 

@@ -52,44 +52,23 @@ def _fill_padded(values, lengths, shape, dtype):
     return out
 
 
-class Batcher:
-    """Batches tokenized sentences into character ids for the biLM.
+class IdRowBatcher:
+    """Batches tokenized sentences into one row of ids per token, given each token's row.
 
-    The character ids of a token depend only on the token (see
-    `bilm.text.vocabulary.token_to_char_ids`); the vocabulary file serves as a
-    precomputed table and may lack `<S>`, `</S>` and `<UNK>`. The tokens
-    `<S>` and `</S>` inside a sentence map to the boundary rows.
+    The rows of a token depend only on the token, so they are computed once
+    per distinct token and kept. `Batcher` (UTF-8 byte ids) and
+    `bilm.text.dictionary_ids.DictionaryBatcher` (a model's own
+    dictionaries) are the two ways a token gets its row.
 
     Args:
-        lm_vocab_file: vocabulary file (one token per line), or None.
-        max_token_length: characters per token (`max_characters_per_token`
-            of the model's options, 50 for the published models).
-
-    Example:
-    >>> batcher = Batcher("vocab.txt", 50)
-    >>> batcher.batch_sentences([["The", "cat", "."], ["Hi"]]).shape
-    (2, 5, 50)
+        bos_row, eos_row: int32 `(width,)` unshifted rows of `<S>` and `</S>`.
+        token_row: token (`str` or `bytes`) -> its unshifted int32 `(width,)` row.
     """
 
-    def __init__(self, lm_vocab_file, max_token_length):
-        # boundary_char_ids checks max_token_length (>= 3).
-        self._bos_chars = boundary_char_ids(BOS_CHAR, max_token_length)
-        self._eos_chars = boundary_char_ids(EOS_CHAR, max_token_length)
-        self._max_token_length = len(self._bos_chars)
-        if lm_vocab_file is None:
-            self._lm_vocab = None
-            lookup = self._char_ids_without_vocab
-        else:
-            self._lm_vocab = UnicodeCharsVocabulary(lm_vocab_file, self._max_token_length)
-            lookup = self._lm_vocab.word_to_char_ids
-        self._char_ids = functools.lru_cache(maxsize=_CHAR_IDS_CACHE_SIZE)(lookup)
-
-    def _char_ids_without_vocab(self, token):
-        if isinstance(token, str) and token == BOS_TOKEN:
-            return self._bos_chars
-        if isinstance(token, str) and token == EOS_TOKEN:
-            return self._eos_chars
-        return token_to_char_ids(token, self._max_token_length)
+    def __init__(self, bos_row, eos_row, token_row):
+        self._bos_chars, self._eos_chars = bos_row, eos_row
+        self._max_token_length = len(bos_row)
+        self._char_ids = functools.lru_cache(maxsize=_CHAR_IDS_CACHE_SIZE)(token_row)
 
     def _token_char_ids(self, token, sentence_index):
         try:
@@ -101,7 +80,7 @@ class Batcher:
             ) from None
 
     def batch_sentences(self, sentences):
-        """Character ids of a batch, shifted by +1 and zero padded.
+        """The ids of a batch, shifted by +1 and zero padded.
 
         Args:
             sentences: list of sentences, each a list of tokens (`str` or
@@ -109,10 +88,9 @@ class Batcher:
                 `[["The", "cat", "."], ["Hi"]]`.
 
         Returns:
-            np.int32 array of shape `(n_sentences, max_len + 2,
-            max_token_length)`, max_len being the longest sentence's length.
-            Row k holds `<S>`, the tokens and `</S>` (ids 1-261), then
-            all-zero tokens.
+            np.int32 array of shape `(n_sentences, max_len + 2, width)`,
+            max_len being the longest sentence's length. Row k holds `<S>`,
+            the tokens and `</S>` (ids + 1), then all-zero tokens.
 
         Raises:
             TypeError: `sentences` or one sentence is a string.
@@ -128,6 +106,47 @@ class Batcher:
         if not rows:
             return np.zeros(shape, dtype=np.int32)
         return _fill_padded(np.stack(rows) + 1, lengths, shape, np.int32)
+
+
+class Batcher(IdRowBatcher):
+    """Batches tokenized sentences into character ids for the biLM.
+
+    The character ids of a token depend only on the token (see
+    `bilm.text.vocabulary.token_to_char_ids`); the vocabulary file serves as a
+    precomputed table and may lack `<S>`, `</S>` and `<UNK>`. The tokens
+    `<S>` and `</S>` inside a sentence map to the boundary rows.
+    `batch_sentences` gives `(n_sentences, max_len + 2, max_token_length)`
+    ids 1-261 (see `IdRowBatcher.batch_sentences`).
+
+    Args:
+        lm_vocab_file: vocabulary file (one token per line), or None.
+        max_token_length: characters per token (`max_characters_per_token`
+            of the model's options, 50 for the published models).
+
+    Example:
+    >>> batcher = Batcher("vocab.txt", 50)
+    >>> batcher.batch_sentences([["The", "cat", "."], ["Hi"]]).shape
+    (2, 5, 50)
+    """
+
+    def __init__(self, lm_vocab_file, max_token_length):
+        # boundary_char_ids checks max_token_length (>= 3).
+        bos_row = boundary_char_ids(BOS_CHAR, max_token_length)
+        eos_row = boundary_char_ids(EOS_CHAR, max_token_length)
+        if lm_vocab_file is None:
+            self._lm_vocab = None
+            lookup = self._char_ids_without_vocab
+        else:
+            self._lm_vocab = UnicodeCharsVocabulary(lm_vocab_file, len(bos_row))
+            lookup = self._lm_vocab.word_to_char_ids
+        super().__init__(bos_row, eos_row, lookup)
+
+    def _char_ids_without_vocab(self, token):
+        if isinstance(token, str) and token == BOS_TOKEN:
+            return self._bos_chars
+        if isinstance(token, str) and token == EOS_TOKEN:
+            return self._eos_chars
+        return token_to_char_ids(token, self._max_token_length)
 
 
 class TokenBatcher:

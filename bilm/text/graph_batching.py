@@ -127,7 +127,7 @@ def _framed_token_char_ids(tokens, max_chars):
     return tf.concat([bow, body], axis=-1)
 
 
-def _frame_rows(token_rows, lengths, bos, eos):
+def frame_rows(token_rows, lengths, bos, eos):
     """Adds `<S>`/`</S>` around each row's first `lengths[b]` entries, +1 shift, 0 padding.
 
     Args:
@@ -174,7 +174,7 @@ def batch_char_ids(tokens, max_chars, sequence_len=None):
     eos = boundary_char_ids(EOS_CHAR, max_chars)
     lengths = token_lengths(tokens, sequence_len)
     rows = _framed_token_char_ids(tf.convert_to_tensor(tokens), len(bos))
-    return _frame_rows(rows, lengths, tf.constant(bos), tf.constant(eos))
+    return frame_rows(rows, lengths, tf.constant(bos), tf.constant(eos))
 
 
 @dataclasses.dataclass
@@ -262,5 +262,5 @@ def batch_token_ids(tokens, vocab_table, sequence_len=None):
             [f"Tokens not in vocabulary file {vocab_table.filename!r}, which has no <UNK> line "
              "(add <UNK> or the tokens):", tf.boolean_mask(tokens, unknown)], summarize=20))
     with tf.control_dependencies(checks):
-        return _frame_rows(ids, lengths, tf.constant(vocab_table.bos, tf.int32),
+        return frame_rows(ids, lengths, tf.constant(vocab_table.bos, tf.int32),
                            tf.constant(vocab_table.eos, tf.int32))

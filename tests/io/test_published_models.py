@@ -4,9 +4,12 @@ import os
 import urllib.parse
 import zipfile
 
+import numpy as np
 import pytest
 
 import bilm
+import efml_models
+import efml_reference
 from bilm.io.model_files import ModelFileError, locate_model
 from bilm.io.published_models import PUBLISHED_MODELS, find_published_model, may_be_model_name
 from helpers import SENTENCES, write_model
@@ -37,7 +40,7 @@ def test_the_table():
     for name, model in PUBLISHED_MODELS.items():
         assert model.name == name and model.description and model.published_at.startswith("https://")
         assert may_be_model_name(name) and find_published_model(name) is model
-        assert len(model.urls) == (1 if name.startswith("nlpl:") else 2), name
+        assert len(model.urls) == (1 if name.startswith(("nlpl:", "efml:")) else 2), name
         assert all(url.startswith(("http://", "https://")) for url in model.urls)
         assert len({os.path.basename(_path(url)) for url in model.urls}) == len(model.urls), name
         assert set(model.sha256) <= set(model.urls)
@@ -125,3 +128,28 @@ def test_a_mirror_page_instead_of_a_file_is_not_kept(server, cache, model_bytes)
         locate_model("small", mirror=server.url())
     kept = sorted(p.name for p in cache.rglob("*") if p.is_file())
     assert kept == ["elmo_2x1024_128_2048cnn_1xhighway_options.json"]
+
+
+def test_elmoformanylangs_names_through_a_mirror(server, cache, tmp_path):
+    """`efml:<language>` and `nlpl:<id>` name one download; `efml:zhs` is a tar.bz2 elsewhere."""
+    folder = tmp_path / "fi.model"
+    model = efml_models.write_model(folder, "legacy")
+    model.update(char2id=efml_reference.read_dictionary(folder / "char.dic"),
+                 word2id=efml_reference.read_dictionary(folder / "word.dic"))
+    server.routes["/repository/11/149.zip"] = efml_models.archive_bytes(folder, "zip", top="fi.model")
+    server.routes["/zhs.model.tar.bz2"] = efml_models.archive_bytes(folder, "tar.bz2", top="zhs.model")
+    assert PUBLISHED_MODELS["efml:fi"].urls == PUBLISHED_MODELS["nlpl:149"].urls == (
+        "http://vectors.nlpl.eu/repository/11/149.zip",)
+    elmo = bilm.load("efml:fi", mirror=server.url(), start="zeros")
+    assert server.requests == ["/repository/11/149.zip"]
+    want = efml_models.reference_layers(model)
+    for got, expected in zip(elmo.embed(efml_models.SENTENCES, layers="all"), want):
+        np.testing.assert_allclose(got, expected, atol=1e-5)
+    assert locate_model("nlpl:149", mirror=server.url()).weight_file == elmo.weight_file
+    assert server.requests == ["/repository/11/149.zip"]
+    chinese = bilm.load("efml:zhs", mirror=server.url(), start="zeros")
+    assert server.requests[-1] == "/zhs.model.tar.bz2"
+    np.testing.assert_allclose(chinese.embed(efml_models.SENTENCES[:1], layers="all")[0], want[0], atol=1e-5)
+    names = [name for name in PUBLISHED_MODELS if name.startswith("efml:")]
+    assert len(names) == 45 and {"efml:fi", "efml:nb", "efml:nn", "efml:grc", "efml:zh", "efml:zhs"} <= set(names)
+    assert sorted(int(name[5:]) for name in PUBLISHED_MODELS if name.startswith("nlpl:1")) == list(range(136, 180))
