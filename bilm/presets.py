@@ -35,9 +35,6 @@ PRESETS = {
     },
 }
 
-# Each optimizer's default learning rate: Adagrad's is the original recipe's.
-LEARNING_RATES = {"adagrad": 0.2, "adam": 0.002}
-
 # The original recipe's training keys (bilm-tf's `bin/train_elmo.py`), the one
 # table of training defaults. `n_tokens_vocab` and `n_train_tokens` come from
 # the corpus.
@@ -45,7 +42,8 @@ TRAINING_DEFAULTS = {
     "bidirectional": True,
     "dropout": 0.1,
     "all_clip_norm_val": 10.0,
-    "learning_rate": LEARNING_RATES["adagrad"],
+    # The default optimizer's own (bilm.training.optimizers), the original's.
+    "learning_rate": 0.2,
     "sample_softmax": True,
     "share_embedding_softmax": False,
     "n_epochs": 10,
@@ -56,8 +54,8 @@ TRAINING_DEFAULTS = {
     # bilm's own: steps at the start of a run that train the softmax alone,
     # the biLM frozen (a new softmax over a model adapted to new text).
     "softmax_warmup_steps": 0,
-    # bilm's own: "adam" instead of the original's Adagrad, with
-    # LEARNING_RATES["adam"] unless the options give a learning_rate.
+    # bilm's own: another optimizer of bilm.training.optimizers (e.g. "adam"),
+    # at its own default learning rate unless the options give one.
     "optimizer": "adagrad",
     # bilm's own: end the run after this many optimizer steps in all (or at
     # n_epochs, whichever comes first); None: n_epochs alone.
@@ -78,7 +76,10 @@ def training_options(name, **keys):
     options = get_preset(name)
     options["char_cnn"]["n_characters"] = TRAINING_N_CHARACTERS
     options.update(TRAINING_DEFAULTS)
-    # An unknown optimizer keeps Adagrad's rate here; training_settings names the bad key.
-    options["learning_rate"] = LEARNING_RATES.get(keys.get("optimizer"), TRAINING_DEFAULTS["learning_rate"])
+    # Imported here: bilm.training imports this module.
+    from bilm.training.optimizers import default_learning_rates
+
+    # An unknown optimizer keeps the default rate here; training_settings names the bad key.
+    options["learning_rate"] = default_learning_rates().get(keys.get("optimizer"), TRAINING_DEFAULTS["learning_rate"])
     options.update(keys)
     return options

@@ -4,7 +4,8 @@ import re
 import pytest
 
 from bilm.options import OptionsError, load_options
-from bilm.presets import LEARNING_RATES, PRESETS, TRAINING_DEFAULTS, get_preset, training_options
+from bilm.presets import PRESETS, TRAINING_DEFAULTS, get_preset, training_options
+from bilm.training.optimizers import default_learning_rates
 from bilm.training.settings import training_settings
 
 # The published models' names: "<n_layers>x<dim>_<projection_dim>_<n_filters>cnn_<n_highway>xhighway".
@@ -74,7 +75,8 @@ def test_the_training_defaults_are_bilm_tfs_recipe():
 
 def test_each_optimizer_starts_from_its_own_learning_rate_unless_given_one():
     keys = {"n_tokens_vocab": 30, "n_train_tokens": 1000}
-    assert training_options("tiny", optimizer="adam", **keys)["learning_rate"] == LEARNING_RATES["adam"] == 0.002
+    adam_rate = training_options("tiny", optimizer="adam", **keys)["learning_rate"]
+    assert adam_rate == default_learning_rates()["adam"] == 0.002
     assert training_options("tiny", optimizer="adam", learning_rate=0.01, **keys)["learning_rate"] == 0.01
     assert training_options("tiny", **keys)["learning_rate"] == 0.2
     with pytest.raises(OptionsError, match="'optimizer' must be one of"):  # a clear error, not a KeyError

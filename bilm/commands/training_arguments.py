@@ -8,9 +8,10 @@ import sysconfig
 
 from bilm.commands.argument_parser import non_negative_int, positive_float, positive_int, rate
 from bilm.ops.matmul_dtype import MATMUL_DTYPES
-from bilm.presets import LEARNING_RATES, TRAINING_DEFAULTS
+from bilm.presets import TRAINING_DEFAULTS
 from bilm.training.from_files import train_from_files
 from bilm.training.loop import TrainingInterrupted
+from bilm.training.optimizers import OPTIMIZERS, default_learning_rates
 
 # Training keys with a flag of the same name: (type, help). Unset, they come
 # from the options file (or the checkpoint), else TRAINING_DEFAULTS.
@@ -22,8 +23,8 @@ KNOB_FLAGS = {
                                                  "smaller than this trains with the full softmax)"),
     "learning_rate": ("positive_float", "the optimizer's learning rate"),
     "dropout": ("rate", "dropout rate on the LSTM inputs and outputs"),
-    "optimizer": ("optimizer", "adagrad (the original recipe's) or adam (bilm's opt-in, faster per step: "
-                               "docs/learning_parity.md)"),
+    "optimizer": ("optimizer", " or ".join(f"{name} ({optimizer.description})"
+                                          for name, optimizer in OPTIMIZERS.items())),
     "softmax_warmup_steps": ("non_negative_int", "first steps of the run that train the softmax alone, the biLM "
                                                  "frozen (for a new softmax over a model adapted with --init_from)"),
     "max_steps": ("positive_int", "end the run after this many optimizer steps in all, counted from its start "
@@ -37,7 +38,7 @@ _TYPES = {"positive_int": positive_int, "non_negative_int": non_negative_int, "p
 
 def _default_text(key):
     if key == "learning_rate":
-        return ", ".join(f"{rate} for {name}" for name, rate in LEARNING_RATES.items())
+        return ", ".join(f"{rate} for {name}" for name, rate in default_learning_rates().items())
     if TRAINING_DEFAULTS[key] is None:
         return "none"
     return TRAINING_DEFAULTS[key]
@@ -54,7 +55,7 @@ def add_training_arguments(parser):
     ]
     for key, (kind, text) in KNOB_FLAGS.items():
         actions.append(parser.add_argument(
-            f"--{key}", type=_TYPES[kind], choices=sorted(LEARNING_RATES) if kind == "optimizer" else None,
+            f"--{key}", type=_TYPES[kind], choices=sorted(OPTIMIZERS) if kind == "optimizer" else None,
             help=f"{text} (default: the options file's, else {_default_text(key)})"))
     actions += [
         parser.add_argument("--matmul_dtype", choices=MATMUL_DTYPES,

@@ -27,6 +27,7 @@ import tensorflow as tf
 
 from bilm.errors import UserError
 from bilm.options import load_options
+from bilm.training.optimizers import checkpoint_optimizer
 from bilm.training.settings import training_settings
 from bilm.training.training_lm import TrainingLM
 
@@ -48,7 +49,7 @@ def build_checkpoint(lm, optimizer=None, step=None, lstm_states=None, data_posit
 
     Args:
         lm: `TrainingLM` (its biLM, softmax and boundary state).
-        optimizer: `SparseAdagrad`, `SparseAdam` or None.
+        optimizer: a `bilm.training.optimizers.Optimizer`, or None.
         step: int64 scalar variable or None.
         lstm_states: `{state key: variable (rows, size)}` or None.
         data_position: `{"batches": int64 variable, "source": int64 variable}` or None.
@@ -133,7 +134,7 @@ def restore_training(checkpoint_file, lm, optimizer, step, lstm_states, data_pos
     number of replicas) are left at zero instead of failing.
     """
     saved_shapes = _reader(checkpoint_file).get_variable_to_shape_map()
-    saved_optimizer = "adam" if "optimizer/iterations/.ATTRIBUTES/VARIABLE_VALUE" in saved_shapes else "adagrad"
+    saved_optimizer = checkpoint_optimizer(saved_shapes)
     if saved_optimizer != lm.settings.optimizer:
         raise CheckpointError(
             f"Checkpoint {checkpoint_file} holds the state of the {saved_optimizer} optimizer, but the options say "

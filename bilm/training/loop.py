@@ -31,7 +31,7 @@ from bilm.training.adaptation import adaptation_options, load_model_weights, ope
 from bilm.training.checkpoints import CHECKPOINT_NAME, OPTIONS_FILE, CheckpointError
 from bilm.training.distribution import is_chief, make_strategy, n_workers
 from bilm.training.evaluation import evaluate
-from bilm.training.optimizer import make_optimizer
+from bilm.training.optimizers import OPTIMIZERS, make_optimizer
 from bilm.training.prediction_network import measure_boundary_state
 from bilm.training.settings import training_settings
 from bilm.training.shards import count_tokens
@@ -522,7 +522,7 @@ def _print_sizes(report, lm, options, settings, n_replicas, schedule):
     samples = settings.n_negative_samples_batch if settings.sample_softmax else settings.n_tokens_vocab
     logits = len(lm.directions) * settings.batch_size * settings.unroll_steps * (samples + 1)
     report(f"Parameters: {n_bilm:,} in the biLM, {n_softmax:,} in the softmax, {n_bilm + n_softmax:,} in all.")
-    slots = 2 if settings.optimizer == "adam" else 1
+    slots = OPTIMIZERS[settings.optimizer].slots_per_variable
     report(f"Memory estimate per replica (float32): softmax {n_softmax * mib:,.1f} MiB, {settings.optimizer} "
         f"state {slots * (n_bilm + n_softmax) * mib:,.1f} MiB, softmax logits {logits * mib:,.1f} MiB per step.")
     epochs = (f"{settings.n_epochs} epoch(s)" if "n_epochs" in options.raw

@@ -13,7 +13,8 @@ from typing import Optional
 
 from bilm.ops.matmul_dtype import check_matmul_dtype
 from bilm.options import TRAINING_N_CHARACTERS, OptionsError, boolean, load_options
-from bilm.presets import LEARNING_RATES, TRAINING_DEFAULTS
+from bilm.presets import TRAINING_DEFAULTS
+from bilm.training.optimizers import optimizer_class
 
 # Every key a training options file may hold: the model's sections and
 # their keys, the training keys with defaults, and what the corpus gives.
@@ -137,11 +138,9 @@ def training_settings(options, need_schedule=True):
             stacklevel=2)
         sample_softmax = False
     optimizer = options.get("optimizer", _default("optimizer"))
-    if optimizer not in LEARNING_RATES:
-        raise OptionsError(f"{source}: training key 'optimizer' must be one of {sorted(LEARNING_RATES)}, got "
-                           f"{optimizer!r} (\"adagrad\" is the original recipe's).")
+    default_learning_rate = optimizer_class(optimizer, source).default_learning_rate
     learning_rate = (number("learning_rate", 1e-12, math.inf) if "learning_rate" in options.raw
-                     else LEARNING_RATES[optimizer])
+                     else default_learning_rate)
     settings = TrainingSettings(
         n_tokens_vocab=n_tokens_vocab,
         batch_size=integer("batch_size"),

@@ -1,0 +1,74 @@
+"""Adagrad as TF1's `AdagradOptimizer` (the original recipe's optimizer), with sparse row updates."""
+import tensorflow as tf
+
+from bilm.training.optimizers.base import Optimizer
+from bilm.training.optimizers.gradients import scaled
+
+INITIAL_ACCUMULATOR_VALUE = 1.0
+
+
+class SparseAdagrad(Optimizer):
+    """Adagrad on `tf.Variable`s as TF1's `AdagradOptimizer` (no epsilon).
+
+    `accum += g * g; var -= learning_rate * g / sqrt(accum)`. An
+    `IndexedSlices` gradient (deduplicated) updates only its rows of the
+    variable and of the accumulator, so the cost of a step does not grow
+    with the vocabulary.
+
+    Args:
+        variables: `{name: tf.Variable}`; accumulators are created for each,
+            in the current distribution scope.
+        learning_rate: float.
+        initial_accumulator_value: float (the original's 1.0).
+
+    Attributes:
+        accumulators: `{name: tf.Variable}`, the optimizer's slots.
+    """
+
+    name = "adagrad"
+    default_learning_rate = 0.2
+    description = "the original recipe's"
+    slots_per_variable = 1
+    checkpoint_signature = None  # checkpoints of other optimizers have a key of their own
+
+    def __init__(self, variables, learning_rate, initial_accumulator_value=INITIAL_ACCUMULATOR_VALUE):
+        self.learning_rate = learning_rate
+        self.initial_accumulator_value = initial_accumulator_value
+        self.accumulators = {}
+        for name, variable in variables.items():
+            self.accumulators[name] = tf.Variable(
+                lambda v=variable: tf.fill(v.shape, tf.constant(initial_accumulator_value, v.dtype)),
+                trainable=False, name=name.replace("/", "_") + "_adagrad")
+
+    def slots(self, name):
+        return (self.accumulators[name],)
+
+    def update(self, variable, gradient, accumulator, gradient_scale=1.0):
+        lr = tf.constant(self.learning_rate, variable.dtype)
+        scale = tf.cast(gradient_scale, variable.dtype)
+        if isinstance(gradient, tf.IndexedSlices):
+            indices, values = gradient.indices, scaled(gradient.values, scale)
+            accumulator.scatter_add(tf.IndexedSlices(tf.square(values), indices))
+            step = lr * values * tf.math.rsqrt(tf.gather(accumulator, indices))
+            return variable.scatter_sub(tf.IndexedSlices(step, indices))
+        return _dense_adagrad_update(variable, accumulator, gradient, lr, scale)
+
+
+def _dense_adagrad_update(variable, accumulator, gradient, learning_rate, gradient_scale):
+    """The dense Adagrad step, with the gradient's scaling, in one compiled
+    pass (`_dense_adagrad_values`); as separate ops it is seven passes,
+    each with a temporary the size of the variable."""
+    # Tensors in, tensors out: under MirroredStrategy, variables passed into
+    # the compiled function and assigned there came out wrong.
+    accumulator_value, variable_value = _dense_adagrad_values(
+        tf.convert_to_tensor(accumulator), tf.convert_to_tensor(variable), gradient, learning_rate,
+        gradient_scale)
+    accumulator.assign(accumulator_value)
+    return variable.assign(variable_value)
+
+
+@tf.function(jit_compile=True)
+def _dense_adagrad_values(accumulator, variable, gradient, learning_rate, gradient_scale):
+    gradient = scaled(gradient, gradient_scale)
+    accumulator = accumulator + gradient * gradient
+    return accumulator, variable - learning_rate * gradient * tf.math.rsqrt(accumulator)

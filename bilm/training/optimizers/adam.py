@@ -1,0 +1,91 @@
+"""Adam (Kingma and Ba), lazy on sparse rows: bilm's opt-in optimizer."""
+import tensorflow as tf
+
+from bilm.training.optimizers.base import Optimizer
+from bilm.training.optimizers.gradients import scaled
+
+
+class SparseAdam(Optimizer):
+    """Adam on `tf.Variable`s, lazy on sparse rows.
+
+    `m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
+    var -= lr sqrt(1 - b2^t) / (1 - b1^t) * m / (sqrt(v) + epsilon)`, with
+    `t` the steps taken. An `IndexedSlices` gradient (deduplicated) updates
+    only its rows of the variable and of both moments (the moments of rows
+    it does not touch keep their values, as in "lazy" Adam), so the cost of a
+    step does not grow with the vocabulary. A step with `gradient_scale` 0
+    changes nothing, not even the moments or `t`.
+
+    Args:
+        variables: `{name: tf.Variable}`; moments are created for each, in
+            the current distribution scope.
+        learning_rate, beta_1, beta_2, epsilon: floats.
+
+    Attributes:
+        accumulators: `{name + "/m" or "/v": tf.Variable, "iterations": int64
+            variable}`, the optimizer's state (what a checkpoint holds).
+    """
+
+    name = "adam"
+    default_learning_rate = 0.002
+    description = "bilm's opt-in, faster per step: docs/learning_parity.md"
+    slots_per_variable = 2
+    checkpoint_signature = "optimizer/iterations/.ATTRIBUTES/VARIABLE_VALUE"
+
+    def __init__(self, variables, learning_rate, beta_1=0.9, beta_2=0.999, epsilon=1e-7):
+        self.learning_rate = learning_rate
+        self.beta_1, self.beta_2, self.epsilon = beta_1, beta_2, epsilon
+        self.iterations = tf.Variable(0, dtype=tf.int64, trainable=False, name="adam_iterations")
+        self.accumulators = {"iterations": self.iterations}
+        for name, variable in variables.items():
+            for moment in ("m", "v"):
+                self.accumulators[f"{name}/{moment}"] = tf.Variable(
+                    lambda v=variable: tf.zeros(v.shape, v.dtype), trainable=False,
+                    name=name.replace("/", "_") + f"_adam_{moment}")
+
+    def slots(self, name):
+        return self.accumulators[f"{name}/m"], self.accumulators[f"{name}/v"]
+
+    def _step_size(self, variable, taken):
+        t = tf.cast(self.iterations + taken, variable.dtype)
+        return (self.learning_rate * tf.sqrt(1.0 - tf.pow(tf.constant(self.beta_2, variable.dtype), t))
+                / (1.0 - tf.pow(tf.constant(self.beta_1, variable.dtype), t)))
+
+    def update(self, variable, gradient, first, second, gradient_scale=1.0):
+        scale = tf.cast(gradient_scale, variable.dtype)
+        taken = tf.cast(scale > 0, tf.int64)  # this step counts when it is taken
+        step_size = self._step_size(variable, taken)
+        b1, b2 = tf.constant(self.beta_1, variable.dtype), tf.constant(self.beta_2, variable.dtype)
+        if isinstance(gradient, tf.IndexedSlices):
+            indices, values = gradient.indices, scaled(gradient.values, scale)
+            m = tf.gather(first, indices)
+            v = tf.gather(second, indices)
+            m_new = tf.where(scale > 0, b1 * m + (1 - b1) * values, m)
+            v_new = tf.where(scale > 0, b2 * v + (1 - b2) * tf.square(values), v)
+            first.scatter_update(tf.IndexedSlices(m_new, indices))
+            second.scatter_update(tf.IndexedSlices(v_new, indices))
+            step = tf.where(scale > 0, step_size * m_new / (tf.sqrt(v_new) + self.epsilon), tf.zeros_like(m_new))
+            return variable.scatter_sub(tf.IndexedSlices(step, indices))
+        # One compiled pass, tensors in and out (as adagrad's dense update).
+        m_new, v_new, variable_value = _dense_adam_values(
+            tf.convert_to_tensor(first), tf.convert_to_tensor(second), tf.convert_to_tensor(variable), gradient,
+            scale, step_size, b1, b2, tf.constant(self.epsilon, variable.dtype))
+        first.assign(m_new)
+        second.assign(v_new)
+        return variable.assign(variable_value)
+
+    def finish_step(self, strategy, gradient_scale):
+        # After the variables (which read it): one more step where this one was taken.
+        strategy.extended.update(
+            self.iterations, lambda iterations, scale: iterations.assign_add(tf.cast(scale > 0, tf.int64)),
+            args=(gradient_scale,), group=False)
+
+
+@tf.function(jit_compile=True)
+def _dense_adam_values(first, second, variable, gradient, scale, step_size, beta_1, beta_2, epsilon):
+    taken = scale > 0
+    gradient = scaled(gradient, scale)
+    first_new = tf.where(taken, beta_1 * first + (1 - beta_1) * gradient, first)
+    second_new = tf.where(taken, beta_2 * second + (1 - beta_2) * tf.square(gradient), second)
+    step = tf.where(taken, step_size * first_new / (tf.sqrt(second_new) + epsilon), tf.zeros_like(first_new))
+    return first_new, second_new, variable - step

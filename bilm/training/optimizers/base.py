@@ -1,0 +1,67 @@
+"""The contract every optimizer of `bilm.training.optimizers` keeps."""
+import tensorflow as tf
+
+
+class Optimizer:
+    """An optimizer over named `tf.Variable`s, with sparse (row) updates.
+
+    A subclass in a module of this package is an optimizer of the registry
+    (`bilm.training.optimizers.OPTIMIZERS`) under its `name`. It sets:
+
+    - `name`: the `optimizer` training key's value (and `--optimizer`'s).
+    - `default_learning_rate`: the rate when the options give none.
+    - `description`: what it is, for `--help`.
+    - `slots_per_variable`: float32 copies of every variable its state
+      holds (the memory estimate training prints).
+    - `checkpoint_signature`: a checkpoint key only this optimizer's state
+      writes, or None for the optimizer of checkpoints without any such key
+      (by which a restart knows which optimizer wrote a checkpoint).
+
+    and implements `__init__(variables, learning_rate)` (creating its state
+    in the current distribution scope), `slots(name)` (the state variables
+    of one variable) and `update(variable, gradient, *slots,
+    gradient_scale)`.
+
+    Attributes:
+        accumulators: `{name: tf.Variable}`, the optimizer's state (what a
+            checkpoint holds under `optimizer/`).
+    """
+
+    name = None
+    default_learning_rate = None
+    description = ""
+    slots_per_variable = 1
+    checkpoint_signature = None
+
+    def slots(self, name):
+        """The state variables of variable `name`, in `update`'s order."""
+        raise NotImplementedError
+
+    def update(self, variable, gradient, *slots_and_scale):
+        """Applies one gradient to one variable (per device): `slots_and_scale` is
+        `slots(name)` then `gradient_scale`, which multiplies the gradient first."""
+        raise NotImplementedError
+
+    def finish_step(self, strategy, gradient_scale):
+        """Called after every variable's update of a step (e.g. to count the step)."""
+
+    def apply(self, variables, gradients, strategy=None, gradient_scale=1.0):
+        """Updates `variables` `{name: var}` with `gradients` `{name: grad or None}`.
+
+        `gradient_scale` (a float scalar >= 0, e.g. from
+        `bilm.training.optimizers.global_norm_scale`) multiplies every
+        gradient inside the update, so that scaling takes no pass over the
+        gradients of its own; where it is 0 the step changes nothing, even
+        for non-finite gradients (a skipped step).
+
+        Call in cross-replica context (e.g. inside `merge_call`) when
+        distributed; `strategy.extended.update` runs the update on every
+        device's copy.
+        """
+        strategy = strategy or tf.distribute.get_strategy()
+        for name, variable in variables.items():
+            gradient = gradients.get(name)
+            if gradient is not None:
+                strategy.extended.update(
+                    variable, self.update, args=(gradient, *self.slots(name), gradient_scale), group=False)
+        self.finish_step(strategy, gradient_scale)
