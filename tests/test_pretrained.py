@@ -62,7 +62,7 @@ def test_strings_are_split_on_whitespace_and_nothing_depends_on_the_batch(elmo, 
     for i in range(len(SENTENCES)):
         _close(alone[i], stateless_layers[i])
     again = elmo.embed(strings, layers="all")
-    for first, second in zip(got, again):
+    for first, second in zip(got, again, strict=True):
         np.testing.assert_array_equal(first, second)
     _close(elmo.embed_sentence("naïve 中文 tokenlongerthanthelimit 🙂 x", "top"), stateless_layers[3][-1])
 
@@ -221,7 +221,7 @@ def test_load_an_nlpl_zip(tmp_path, model, elmo):
     assert loaded.weight_file.startswith(str(tmp_path / "cache" / "extracted"))
     assert loaded.options == elmo.options and loaded.dim == 12 and loaded.n_layers == 2
     assert "n_layers=2, dim=12" in repr(loaded)
-    for got, expected in zip(loaded.embed(SENTENCES, "all"), elmo.embed(SENTENCES, "all")):
+    for got, expected in zip(loaded.embed(SENTENCES, "all"), elmo.embed(SENTENCES, "all"), strict=True):
         _close(got, expected)
 
 
@@ -288,12 +288,12 @@ def test_warm_up_makes_warm_the_default_and_keeps_every_sentence_on_its_own(warm
         f"{d}_{layer}_{part}" for d in ("forward", "backward") for layer in range(2) for part in "ch"}
     alone = [warm.embed([s], layers="all")[0] for s in SENTENCES]
     together = warm.embed(list(reversed(SENTENCES)) * 3, layers="all", batch_size=4)[:len(SENTENCES)][::-1]
-    for a, b in zip(alone, together):
+    for a, b in zip(alone, together, strict=True):
         _close(b, a)
     zeros = warm.embed(SENTENCES, layers="all", start="zeros")
-    for z, expected in zip(zeros, elmo.embed(SENTENCES, layers="all")):
+    for z, expected in zip(zeros, elmo.embed(SENTENCES, layers="all"), strict=True):
         _close(z, expected)
-    moved = [np.abs(w - z).max() for w, z in zip(alone, zeros) if w.shape[1]]
+    moved = [np.abs(w - z).max() for w, z in zip(alone, zeros, strict=True) if w.shape[1]]
     assert min(moved) > 1e-4  # the start changes every sentence's vectors
 
 
@@ -310,7 +310,7 @@ def test_load_warms_up_from_a_file_and_a_saved_copy_starts_warm(tmp_path, model,
         from_file.warm_up(str(text_file), save_to=weight_file)
     reloaded = ELMo(options_file, copy)
     assert reloaded.start == "warm"
-    for a, b in zip(reloaded.embed(SENTENCES), from_file.embed(SENTENCES)):
+    for a, b in zip(reloaded.embed(SENTENCES), from_file.embed(SENTENCES), strict=True):
         _close(a, b)
     # The copy has its options beside it, so bilm.load opens it as it is.
     assert os.path.isfile(tmp_path / "warm_weights_options.json")

@@ -1,6 +1,7 @@
 """training_settings: bad training options are errors that name the key and the rule."""
 import re
 
+import numpy as np
 import pytest
 
 from bilm.options import OptionsError
@@ -45,9 +46,13 @@ def test_loading_a_model_ignores_keys_only_training_knows(tmp_path):
     from helpers import write_model
 
     options_file, weight_file, options = write_model(tmp_path)
+    ids = np.random.default_rng(0).integers(1, 200, size=(2, 4, options["char_cnn"]["max_characters_per_token"]))
+    plain = BidirectionalLanguageModel(options_file, weight_file, stateful=False, start="zeros")(ids)
     options["n_train_tokens_seen"] = 123
     options["lstm"]["some_publisher_key"] = True
-    BidirectionalLanguageModel(options, weight_file, stateful=False, start="zeros")
+    with_extra_keys = BidirectionalLanguageModel(options, weight_file, stateful=False, start="zeros")(ids)
+    for key in plain:
+        np.testing.assert_array_equal(with_extra_keys[key], plain[key])
 
 
 def test_more_negatives_than_words_trains_with_the_full_softmax_and_says_so():
