@@ -9,17 +9,17 @@ a fraction of the cost.
 A variant (`Variant`) says which inputs the classifier reads (ELMo through a
 mix, word vectors learned from the task, or both, concatenated as the ELMo
 paper does) and how: a convolution over the tokens (width 3, 128 filters)
-with max pooling (`"tokens"`; a BiLSTM did the same job about ten times
-slower on this CPU),
-or the mean of the token vectors into a one-hidden-layer network
+with max pooling (`"tokens"`; a BiLSTM was the first choice, but one run
+of it took over five minutes on the shared 2-core machine, so it was left
+out unmeasured), or the mean of the token vectors into a one-hidden-layer network
 (`"mean"`); layer normalisation, dropout on the ELMo vectors and the mix's
 L2 coefficient (the paper's lambda) are options.
 """
 import dataclasses
-import math
 
 import keras
 import numpy as np
+import tensorflow as tf
 from keras import ops
 
 from bilm.layers import WeightLayers
@@ -101,26 +101,25 @@ def embed_layers(elmo, examples):
     return out
 
 
-class Batches(keras.utils.PyDataset):
-    """Batches of a `Split` for `fit` / `predict`, shuffled each epoch when `seed` is given."""
+def batches(split, names, seed=None, batch_size=BATCH_SIZE):
+    """A `tf.data.Dataset` of `(inputs, labels)` batches of `split` with the inputs in `names`.
 
-    def __init__(self, split, seed=None, batch_size=BATCH_SIZE):
-        super().__init__()
-        self.split, self.batch_size = split, batch_size
-        self.rng = None if seed is None else np.random.default_rng(seed)
-        self.order = np.arange(len(split))
-        self.on_epoch_end()
+    Shuffled anew each epoch (each pass over the dataset) when `seed` is given.
+    """
+    rng = None if seed is None else np.random.default_rng(seed)
 
-    def __len__(self):
-        return math.ceil(len(self.split) / self.batch_size)
+    def generate():
+        order = np.arange(len(split)) if rng is None else rng.permutation(len(split))
+        for start in range(0, len(split), batch_size):
+            rows = order[start: start + batch_size]
+            inputs = split.batch(rows)
+            yield {name: inputs[name] for name in names}, split.labels[rows]
 
-    def __getitem__(self, index):
-        rows = self.order[index * self.batch_size: (index + 1) * self.batch_size]
-        return self.split.batch(rows), self.split.labels[rows]
-
-    def on_epoch_end(self):
-        if self.rng is not None:
-            self.order = self.rng.permutation(len(self.split))
+    specs = {"words": tf.TensorSpec((None, None), tf.int32), "mask": tf.TensorSpec((None, None), tf.bool)}
+    if split.layers is not None:
+        specs["layers"] = tf.TensorSpec((None, split.layers.shape[1], None, split.layers.shape[2]), tf.float32)
+    signature = ({name: specs[name] for name in names}, tf.TensorSpec((None,), tf.int32))
+    return tf.data.Dataset.from_generator(generate, output_signature=signature).prefetch(2)
 
 
 # === The model ===
@@ -188,27 +187,6 @@ def build_classifier(variant, n_words, n_layers, dim, seed):
     return model, mix
 
 
-def _keep_inputs(model, split_batches):
-    """Wraps `Batches` so that each batch holds only the inputs `model` takes."""
-    names = set(model.input.keys()) if isinstance(model.input, dict) else set(model.input_names)
-
-    class Only(keras.utils.PyDataset):
-        def __init__(self):
-            super().__init__()
-
-        def __len__(self):
-            return len(split_batches)
-
-        def __getitem__(self, index):
-            inputs, labels = split_batches[index]
-            return {name: value for name, value in inputs.items() if name in names}, labels
-
-        def on_epoch_end(self):
-            split_batches.on_epoch_end()
-
-    return Only()
-
-
 def train_and_test(variant, splits, n_words, seed):
     """Trains `variant` on `splits["train"]` (early stopping on dev accuracy) and tests it.
 
@@ -222,12 +200,12 @@ def train_and_test(variant, splits, n_words, seed):
     model, mix = build_classifier(variant, n_words, n_layers, dim, seed)
     stop = keras.callbacks.EarlyStopping(monitor="val_accuracy", patience=PATIENCE, mode="max",
                                          restore_best_weights=True)
-    history = model.fit(_keep_inputs(model, Batches(train, seed=seed)), epochs=MAX_EPOCHS, verbose=0,
-                        validation_data=_keep_inputs(model, Batches(splits["dev"])), callbacks=[stop])
+    names = list(model.input)
+    history = model.fit(batches(train, names, seed=seed), epochs=MAX_EPOCHS, verbose=0, shuffle=False,
+                        validation_data=batches(splits["dev"], names), callbacks=[stop])
     result = {"epochs": len(history.history["loss"])}
     for name in ("dev", "test"):
-        batches = _keep_inputs(model, Batches(splits[name], batch_size=256))
-        predicted = np.argmax(model.predict(batches, verbose=0), axis=-1)
+        predicted = np.argmax(model.predict(batches(splits[name], names, batch_size=256), verbose=0), axis=-1)
         result[name] = float(np.mean(predicted == splits[name].labels))
     if mix is not None:
         test = splits["test"]
