@@ -38,33 +38,38 @@ sys.path.insert(1, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import downstream_classifier as classifier  # noqa: E402
 import downstream_data  # noqa: E402
 import downstream_pretraining  # noqa: E402
+import downstream_probes  # noqa: E402
 import numpy as np  # noqa: E402
 from downstream_classifier import Variant  # noqa: E402
 
 import bilm  # noqa: E402
+from bilm.models.random_weights import write_random_model  # noqa: E402
 
 MARKER = ".bench_downstream"
 VARIANTS = {
+    # The road (docs/downstream.md): word vectors learned from the task, with ELMo concatenated, as the paper does.
     "words": Variant(words=True),
+    "elmo_scalar+words": Variant(mix="scalar", words=True),
+    # ELMo alone, through each mix.
     "elmo_top": Variant(mix="top"),
     "elmo_average": Variant(mix="average"),
     "elmo_scalar": Variant(mix="scalar"),
     "elmo_frozen": Variant(mix="frozen"),
     "elmo_dense": Variant(mix="dense"),
     "elmo_attention": Variant(mix="attention"),
-    "elmo_scalar+words": Variant(mix="scalar", words=True),
-    # What a user can change (issue 35's questions):
-    "elmo_scalar_mean": Variant(mix="scalar", reader="mean"),
-    "words_mean": Variant(words=True, reader="mean"),
+    # What a user can change (issue 35's questions).
+    "elmo_scalar+words_dropout": Variant(mix="scalar", words=True, elmo_dropout=0.5),
+    "elmo_scalar+words_layernorm": Variant(mix="scalar", words=True, layer_norm=True),
     "elmo_scalar_layernorm": Variant(mix="scalar", layer_norm=True),
     "elmo_scalar_dropout": Variant(mix="scalar", elmo_dropout=0.5),
     "elmo_scalar_l2": Variant(mix="scalar", l2_coef=0.001),
     "elmo_scalar_l2_strong": Variant(mix="scalar", l2_coef=1.0),
     "elmo_frozen_equal": Variant(mix="frozen", frozen_seed=False),
-    "elmo_scalar+words_dropout": Variant(mix="scalar", words=True, elmo_dropout=0.5),
+    "elmo_scalar_mean": Variant(mix="scalar", reader="mean"),
+    "words_mean": Variant(words=True, reader="mean"),
 }
-MAIN = ["words", "elmo_top", "elmo_average", "elmo_scalar", "elmo_frozen", "elmo_dense", "elmo_attention",
-        "elmo_scalar+words"]
+MAIN = ["words", "elmo_scalar+words", "elmo_top", "elmo_average", "elmo_scalar", "elmo_frozen", "elmo_dense",
+        "elmo_attention"]
 
 
 def prepare_work_dir(path):
@@ -83,16 +88,18 @@ def summary(runs):
             "min": tests.min(), "max": tests.max(), "dev": np.mean([run["dev"] for run in runs]) * 100}
 
 
-def markdown_table(results, order, seeds):
-    lines = [f"| variant | test accuracy, mean ± sd over {len(seeds)} seeds (range) | dev | layer weights "
-             "(layer 0, 1, 2), mean over seeds |", "| --- | --- | --- | --- |"]
+def markdown_table(results, order):
+    """The runs of each name in `order` (those in `results`): test accuracy over the seeds, dev, layer weights."""
+    lines = ["| variant | seeds | test accuracy, mean ± sd (range) | dev | layer weights (layer 0, 1, 2), mean "
+             "over seeds |", "| --- | --- | --- | --- | --- |"]
     for name in order:
         if name not in results:
             continue
         s = summary(results[name])
         weights = [run["layer_weights"] for run in results[name] if "layer_weights" in run]
         weights = ", ".join(f"{w:.2f}" for w in np.mean(weights, axis=0)) if weights else ""
-        lines.append(f"| {name} | {s['mean']:.1f} ± {s['std']:.1f} ({s['min']:.1f}-{s['max']:.1f}) | "
+        seeds = ",".join(str(run["seed"]) for run in sorted(results[name], key=lambda run: run["seed"]))
+        lines.append(f"| {name} | {seeds} | {s['mean']:.1f} ± {s['std']:.1f} ({s['min']:.1f}-{s['max']:.1f}) | "
                      f"{s['dev']:.1f} | {weights} |")
     return "\n".join(lines)
 
@@ -107,20 +114,50 @@ def plot_layer_weights(results, order, path):
         print("matplotlib is not installed: no plot (pip install matplotlib, then run again).")
         return False
     names = [name for name in order if name in results and "layer_weights" in results[name][0]]
-    figure, axes = plt.subplots(1, len(names), figsize=(2.2 * len(names), 2.8), sharey=True, squeeze=False)
-    for axis, name in zip(axes[0], names):
+    columns = min(len(names), 5)
+    rows = -(-len(names) // columns)
+    figure, axes = plt.subplots(rows, columns, figsize=(2.3 * columns, 2.6 * rows), sharey=True, squeeze=False)
+    for axis in axes.flat[len(names):]:
+        axis.set_visible(False)
+    for axis, name in zip(axes.flat, names):
         weights = np.array([run["layer_weights"] for run in results[name]])
         for run in weights:
             axis.plot(range(len(run)), run, marker="o", alpha=0.6)
-        axis.set_title(name.replace("elmo_", ""), fontsize=9)
+        axis.set_title(name.replace("elmo_", "").replace("/", "\n"), fontsize=8)
         axis.set_xticks(range(weights.shape[1]))
         axis.set_xlabel("layer")
-    axes[0][0].set_ylabel("share of the mix")
+    for row in axes:
+        row[0].set_ylabel("share of the mix")
     figure.suptitle("Layer weights each run learned (one line per seed)", fontsize=10)
     figure.tight_layout()
     figure.savefig(path + ".tmp.png", dpi=110)
     os.replace(path + ".tmp.png", path)
     return True
+
+
+def diagnose(work_dir, model_name, elmo, data, splits):
+    """Writes the probes and neighbours of `elmo` (and the probes of a random biLM like it) to diagnosis.json."""
+    path = os.path.join(work_dir, "diagnosis.json")
+    diagnosis = json.load(open(path)) if os.path.exists(path) else {}
+    found = {"probes": downstream_probes.layer_probes(splits),
+             "neighbours": downstream_probes.nearest_neighbours(elmo, data["train"], splits["train"].layers)}
+    random_dir = os.path.join(work_dir, "random_bilm")
+    write_random_model(random_dir, elmo.options, seed=0)
+    random_elmo = bilm.load(random_dir, start="zeros")
+    found["random_bilm_probes"] = downstream_probes.layer_probes(
+        {name: classifier.Split(data[name], {}, classifier.embed_layers(random_elmo, data[name]))
+         for name in ("train", "dev", "test")})
+    for name in ("probes", "random_bilm_probes"):
+        print(f"{model_name} {name} (train / dev / test accuracy):")
+        for key, probe in found[name].items():
+            print(f"    {key}: {probe['train']:.3f} / {probe['dev']:.3f} / {probe['test']:.3f}")
+    for word, tables in found["neighbours"].items():
+        for key, neighbours in tables.items():
+            print(f"    {word:>8} {key:>13}: {' '.join(neighbours)}")
+    diagnosis[model_name] = found
+    with open(path + ".tmp", "w") as f:
+        json.dump(diagnosis, f, indent=1)
+    os.replace(path + ".tmp", path)
 
 
 def main(argv=None):
@@ -130,11 +167,18 @@ def main(argv=None):
     parser.add_argument("--epochs", type=int, nargs="+", default=[1],
                         help="pretraining budgets, epochs over the corpus; the table uses the last, --budget_variant "
                              "runs on each")
+    parser.add_argument("--task_epochs", type=int, default=0,
+                        help="also adapt the model of the last budget to the task's unlabelled text alone for this "
+                             "many epochs (bin/restart.py on new data); --variants then run on the adapted model")
     parser.add_argument("--variants", nargs="+", default=MAIN, choices=sorted(VARIANTS))
     parser.add_argument("--budget_variants", nargs="*", default=[], choices=sorted(VARIANTS),
                         help="variants also run with the models of the earlier budgets")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--install_data", action="store_true", help="apt-get install dict-gcide if it is missing")
+    parser.add_argument("--diagnose", action="store_true",
+                        help="before the classifiers: linear probes on each layer's sentence mean (also for a random "
+                             "biLM of the same shape) and nearest neighbours of a few words (downstream_probes), "
+                             "written to WORK_DIR/diagnosis.json")
     args = parser.parse_args(argv)
 
     prepare_work_dir(args.work_dir)
@@ -148,6 +192,9 @@ def main(argv=None):
         task_text = [tokens for tokens, _ in data["train"]] + plots
         models = downstream_pretraining.pretrained_models(args.work_dir, sorted(args.epochs), gcide, task_text)
         models = {f"epochs_{n}": path for n, path in models.items()}
+        if args.task_epochs:
+            path = downstream_pretraining.adapted_to_task(args.work_dir, max(args.epochs), args.task_epochs, task_text)
+            models[os.path.basename(path)] = path
     index = classifier.word_index(data["train"])
     results_path = os.path.join(args.work_dir, "results.json")
     results = json.load(open(results_path)) if os.path.exists(results_path) else {}
@@ -161,6 +208,8 @@ def main(argv=None):
         splits = {name: classifier.Split(data[name], index, classifier.embed_layers(elmo, data[name]))
                   for name in ("train", "dev", "test")}
         print(f"{model_name}: biLM layers of every snippet in {time.perf_counter() - started:.0f} s", flush=True)
+        if args.diagnose:
+            diagnose(args.work_dir, model_name, elmo, data, splits)
         for name in names:
             key = f"{model_name}/{name}"
             for seed in args.seeds:
@@ -178,11 +227,11 @@ def main(argv=None):
                 os.replace(results_path + ".tmp", results_path)
     for model_name in models:
         order = [f"{model_name}/{name}" for name in VARIANTS]
-        table = markdown_table(results, order, args.seeds)
+        table = markdown_table(results, order)
         print(f"\n{model_name}\n{table}")
         with open(os.path.join(args.work_dir, f"results_{model_name}.md"), "w") as f:
             f.write(table + "\n")
-    plot_layer_weights(results, [f"{last}/{name}" for name in VARIANTS],
+    plot_layer_weights(results, [f"{model_name}/{name}" for model_name in models for name in MAIN],
                        os.path.join(args.work_dir, "layer_weights.png"))
 
 

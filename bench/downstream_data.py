@@ -163,6 +163,17 @@ def write_pretraining_corpus(directory, gcide, task_sentences, n_shards=8, heldo
     return os.path.join(directory, "train", "shard_*.txt"), paths[-1], n_tokens
 
 
+def write_task_corpus(directory, task_sentences):
+    """Writes the task's unlabelled `task_sentences` (token lists) to `directory/shard_0.txt`; returns its glob."""
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, "shard_0.txt")
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        for tokens in task_sentences:
+            f.write(" ".join(tokens) + "\n")
+    os.replace(path + ".tmp", path)
+    return os.path.join(directory, "shard_*.txt")
+
+
 def _interleave(dictionary, task):
     """The dictionary's sentences with a task sentence after every few, so each shard holds both."""
     dictionary, task = list(dictionary), list(task)

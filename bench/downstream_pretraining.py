@@ -74,7 +74,7 @@ def pretrained_models(work_dir, epochs, gcide, task_sentences):
            "n_task_sentences": len(task_sentences)}
     models = {n: os.path.join(work_dir, "pretrained", f"epochs_{n}") for n in epochs}
     corpus = os.path.join(work_dir, "corpus")
-    train_glob, heldout = os.path.join(corpus, "train", "shard_*.txt"), os.path.join(corpus, "heldout", "heldout.txt")
+    train_glob = os.path.join(corpus, "train", "shard_*.txt")
     vocab = os.path.join(corpus, "vocab.txt")
     save_dir = os.path.join(work_dir, "pretrain_checkpoints")
     continuing = False  # whether save_dir holds the run of the budget before
@@ -97,21 +97,59 @@ def pretrained_models(work_dir, epochs, gcide, task_sentences):
                 json.dump({**ARCHITECTURE, **SETTINGS, "n_epochs": n}, f, indent=1)
             _run("train_elmo.py", "--train_prefix", train_glob, "--vocab_file", vocab, "--save_dir", save_dir,
                  "--options_file", options_file)
-        seconds = time.perf_counter() - started
-        shutil.rmtree(models[n], ignore_errors=True)
-        os.makedirs(models[n])
-        _run("dump_weights.py", "--save_dir", save_dir, "--outfile", os.path.join(models[n], "weights.hdf5"),
-             "--options_outfile", os.path.join(models[n], "options.json"))
-        out = _run("run_test.py", "--test_prefix", heldout, "--vocab_file", vocab, "--save_dir", save_dir,
-                   "--start", "warm")
-        perplexity = float(re.findall(r"AVERAGE PERPLEXITY = ([\d.]+)", out)[-1])
-        with open(os.path.join(models[n], "pretraining.json"), "w") as f:
-            json.dump({**how, "n_epochs": n, "n_train_tokens": n_tokens, "train_seconds": round(seconds),
-                       "heldout_perplexity": perplexity}, f, indent=1)
-        print(f"Pretrained to {n} epoch(s) of {n_tokens:,} tokens ({seconds / 60:.0f} min more): held-out "
-              f"perplexity {perplexity:.1f}", flush=True)
+        _dump_and_record(save_dir, models[n], corpus, started,
+                         {**how, "n_epochs": n, "n_train_tokens": n_tokens})
         continuing = True
     return models
+
+
+def adapted_to_task(work_dir, epochs, task_epochs, task_sentences):
+    """The model of budget `epochs` trained on for `task_epochs` epochs over the task's unlabelled text alone.
+
+    The general run's latest checkpoint (`pretrained_models` leaves it at
+    its last budget, `epochs`) is copied to `pretrain_checkpoints_task/`
+    and continued there with `bin/restart.py` on new data (optimizer state
+    and softmax kept), then dumped to `pretrained/epochs_<E>+task_<N>/` and
+    cached like the budgets (its held-out perplexity is on the general
+    held-out file, which is mostly dictionary text). Returns its directory.
+    """
+    how = {"architecture": ARCHITECTURE, "settings": SETTINGS, "min_count": MIN_COUNT,
+           "n_task_sentences": len(task_sentences), "n_epochs": epochs, "task_epochs": task_epochs}
+    model_dir = os.path.join(work_dir, "pretrained", f"epochs_{epochs}+task_{task_epochs}")
+    if _comparable(_record(model_dir), how):
+        return model_dir
+    general = _record(os.path.join(work_dir, "pretrained", f"epochs_{epochs}"))
+    save_dir = os.path.join(work_dir, "pretrain_checkpoints_task")
+    general_dir = os.path.join(work_dir, "pretrain_checkpoints")
+    if general is None or not os.path.exists(os.path.join(general_dir, "checkpoint")):
+        sys.exit(f"Error: no pretraining run of {epochs} epoch(s) in {general_dir} to adapt; run the bench with "
+                 f"--epochs {epochs} first.")
+    started = time.perf_counter()
+    corpus = os.path.join(work_dir, "corpus")
+    task_glob = downstream_data.write_task_corpus(os.path.join(corpus, "task"), task_sentences)
+    shutil.rmtree(save_dir, ignore_errors=True)
+    shutil.copytree(general_dir, save_dir, ignore=shutil.ignore_patterns("logs"))
+    _run("restart.py", "--train_prefix", task_glob, "--vocab_file", os.path.join(corpus, "vocab.txt"),
+         "--save_dir", save_dir, "--n_epochs", task_epochs)
+    n_tokens = sum(len(tokens) for tokens in task_sentences)
+    _dump_and_record(save_dir, model_dir, corpus, started, {**how, "n_train_tokens": n_tokens})
+    return model_dir
+
+
+def _dump_and_record(save_dir, model_dir, corpus, started, record):
+    """Dumps the latest checkpoint of `save_dir` to `model_dir`, measures it, and writes its record last."""
+    seconds = time.perf_counter() - started
+    shutil.rmtree(model_dir, ignore_errors=True)
+    os.makedirs(model_dir)
+    _run("dump_weights.py", "--save_dir", save_dir, "--outfile", os.path.join(model_dir, "weights.hdf5"),
+         "--options_outfile", os.path.join(model_dir, "options.json"))
+    out = _run("run_test.py", "--test_prefix", os.path.join(corpus, "heldout", "heldout.txt"), "--vocab_file",
+               os.path.join(corpus, "vocab.txt"), "--save_dir", save_dir, "--start", "warm")
+    perplexity = float(re.findall(r"AVERAGE PERPLEXITY = ([\d.]+)", out)[-1])
+    with open(os.path.join(model_dir, "pretraining.json"), "w") as f:
+        json.dump({**record, "train_seconds": round(seconds), "heldout_perplexity": perplexity}, f, indent=1)
+    print(f"Pretrained {os.path.basename(model_dir)} ({seconds / 60:.0f} min more): held-out perplexity "
+          f"{perplexity:.1f}", flush=True)
 
 
 def _comparable(record, wanted):
