@@ -8,22 +8,31 @@
 2. Pretraining (`downstream_pretraining`): a small biLM (2 layers, LSTM 256,
    projection 64, so ELMo vectors are 128 wide) trained with bin/train_elmo.py
    on the dictionary and the task's unlabelled text (training snippets and
-   plot synopses) for each budget of --epochs, cached in WORK_DIR. Or
-   --model: any model `bilm.load` opens (a published name, a directory, a
-   zip), pretraining skipped.
-3. The task (`downstream_classifier`): the same classifier (BiLSTM over the
-   tokens, max pooling) with each variant of --variants, once per seed; test
-   accuracy (mean, standard deviation and range over the seeds), dev
-   accuracy, and each run's mix weights per layer. Written to
-   WORK_DIR/results.json, a Markdown table WORK_DIR/results.md and a plot
-   WORK_DIR/layer_weights.png (needs matplotlib: `pip install matplotlib`;
-   without it the plot is left out and the bench says so).
+   plot synopses) for each budget of --epochs, cached in WORK_DIR;
+   --task_epochs N then adapts the last one to the task's text alone
+   (bin/restart.py on new data). Or --model: any model `bilm.load` opens (a
+   published name, a directory, a zip), pretraining skipped.
+3. --diagnose (`downstream_probes`): cheap checks of the features before
+   any classifier: logistic probes on each layer's sentence mean (and on a
+   random biLM of the same shape) and the nearest neighbours of a few
+   sentiment words, to WORK_DIR/diagnosis.json.
+4. The task (`downstream_classifier`): the same classifier (a convolution
+   over the tokens, max pooling) with each variant of --variants, once per
+   seed. The default variants are the road docs/downstream.md recommends
+   (word vectors learned from the task, and ELMo concatenated with them)
+   and ELMo alone through each mix. Test accuracy (mean, standard deviation
+   and range over the seeds), dev accuracy, and each run's mix weights per
+   layer, to WORK_DIR/results.json, a Markdown table per model
+   WORK_DIR/results_<model>.md and a plot WORK_DIR/layer_weights.png (needs
+   matplotlib: `pip install matplotlib`; without it the plot is left out
+   and the bench says so).
 
-    nice -n 10 python bench/bench_downstream.py --work_dir bench_downstream_work
+    nice -n 10 python bench/bench_downstream.py --work_dir bench_downstream_work --diagnose
 
 WORK_DIR holds only what the bench writes (a marker file says it made it);
 an existing directory without the marker is refused. Downloads, the corpus,
-the checkpoints and the pretrained models are kept there and reused.
+the checkpoints, the pretrained models and every finished run are kept
+there and reused.
 """
 import argparse
 import json
