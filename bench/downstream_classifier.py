@@ -39,7 +39,7 @@ class Variant:
     """One way of building the classifier (see the module docstring)."""
     mix: str = None          # a WeightLayers mix, or None for no ELMo
     words: bool = False      # word vectors learned from the task
-    reader: str = "tokens"   # "tokens" (BiLSTM + max pooling) or "mean" (mean of the tokens, then an MLP)
+    reader: str = "tokens"   # "tokens" (convolution + max pooling) or "mean" (mean of the tokens, then an MLP)
     layer_norm: bool = False
     elmo_dropout: float = 0.0
     l2_coef: float = None
