@@ -6,8 +6,12 @@ its tag. Two taggers with the same per-token classifier (no context of
 their own: Dense layers applied to each position separately) are trained on
 the same sentences:
 
-- ELMo: `ELMoEmbedding(output="elmo")`, the learned mix of all biLM layers;
-  the LSTM layers carry context from the neighbouring tokens.
+- ELMo: `ELMoEmbedding(output="elmo")`, the learned scalar mix of all biLM
+  layers (the default `mix="scalar"`); the LSTM layers carry context from
+  the neighbouring tokens. Its learned weight of each layer is printed.
+- ELMo with a learned function of each token's layers instead
+  (`mix="dense"`: a dense layer over the token's concatenated layer
+  vectors).
 - Baseline: `ELMoEmbedding(output="word_emb")`, layer 0 only, the
   context-free character encoding of each token.
 
@@ -69,19 +73,20 @@ def make_dataset(rng, words, word_class, n_sentences):
     return tokens.astype(str), tags
 
 
-def build_tagger(options_file, weight_file, output, matmul_dtype="float32"):
-    """String tokens `(batch, time)` -> tag probabilities `(batch, time, N_CLASSES + 1)`."""
+def build_tagger(options_file, weight_file, output, mix="scalar", matmul_dtype="float32"):
+    """String tokens `(batch, time)` -> tag probabilities `(batch, time, N_CLASSES + 1)`; and its ELMoEmbedding."""
     tokens = keras.Input(shape=(None,), dtype="string", name="tokens")
     # start="zeros": random weights hold no boundary state to start sentences from.
-    features = ELMoEmbedding.from_files(options_file, weight_file, output=output, start="zeros",
-                                        matmul_dtype=matmul_dtype, name=f"elmo_{output}")(tokens)
+    elmo = ELMoEmbedding.from_files(options_file, weight_file, output=output, mix=mix, start="zeros",
+                                    matmul_dtype=matmul_dtype, name=f"elmo_{output}")
+    features = elmo(tokens)
     # Per-token classifier: Dense acts on each position on its own, so any
     # context must come from the features.
     hidden = keras.layers.Dense(HIDDEN, activation="relu", name="hidden")(features)
     probabilities = keras.layers.Dense(N_CLASSES + 1, activation="softmax", name="tags")(hidden)
     model = keras.Model(tokens, probabilities, name=f"tagger_{output}")
     model.compile(optimizer=keras.optimizers.Adam(LEARNING_RATE), loss="sparse_categorical_crossentropy")
-    return model
+    return model, elmo
 
 
 def token_accuracy(model, tokens, tags):
@@ -105,18 +110,22 @@ def _run(directory, matmul_dtype):
     heldout = make_dataset(rng, words, word_class, 500)
     dataset = tf.data.Dataset.from_tensor_slices(train).shuffle(2000, seed=0).batch(BATCH_SIZE)
 
-    scores = {}
-    for output in ("elmo", "word_emb"):
+    scores, layer_weights = {}, None
+    for output, mix in (("elmo", "scalar"), ("elmo", "dense"), ("word_emb", "scalar")):
         keras.utils.set_random_seed(1)
-        model = build_tagger(options_file, weight_file, output, matmul_dtype)
+        model, elmo = build_tagger(options_file, weight_file, output, mix, matmul_dtype)
         model.fit(dataset, epochs=EPOCHS, shuffle=False, verbose=0)  # the dataset shuffles
-        scores[output] = token_accuracy(model, *heldout)
+        scores[output if mix == "scalar" else f"{output}_{mix}"] = token_accuracy(model, *heldout)
+        if (output, mix) == ("elmo", "scalar"):
+            layer_weights = elmo.mix.layer_weights()
 
     majority = max(np.mean(heldout[1][heldout[0] != ""] == tag) for tag in range(N_CLASSES + 1))
     print(f"biLM kernels: {matmul_dtype}")
     print(f"held-out token accuracy, majority tag:                 {majority:.3f}")
     print(f"held-out token accuracy, word_emb only (layer 0):      {scores['word_emb']:.3f}")
     print(f"held-out token accuracy, ELMo (all layers mixed):      {scores['elmo']:.3f}")
+    print(f"held-out token accuracy, ELMo (mix='dense'):           {scores['elmo_dense']:.3f}")
+    print("learned weight of layers 0, 1, 2 in the scalar mix:  ", " ".join(f"{w:.2f}" for w in layer_weights))
     return scores
 
 

