@@ -42,9 +42,9 @@ from common import (  # noqa: E402
 )
 
 from bilm.ops.matmul_dtype import MATMUL_DTYPES  # noqa: E402
+from bilm.optimizers.adagrad import SparseAdagrad  # noqa: E402
 from bilm.presets import TRAINING_DEFAULTS, get_preset  # noqa: E402
 from bilm.training.from_files import load_training_data  # noqa: E402
-from bilm.training.optimizers.adagrad import SparseAdagrad  # noqa: E402
 from bilm.training.settings import training_settings  # noqa: E402
 from bilm.training.tf_dataset import make_tf_dataset  # noqa: E402
 from bilm.training.train_step import TrainStep  # noqa: E402

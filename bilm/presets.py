@@ -6,6 +6,7 @@ into the training form with the original recipe's hyperparameters.
 import copy
 
 from bilm.errors import UserError
+from bilm.optimizers import default_learning_rates
 from bilm.options import TRAINING_N_CHARACTERS
 
 _FILTERS = [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]]
@@ -42,7 +43,7 @@ TRAINING_DEFAULTS = {
     "bidirectional": True,
     "dropout": 0.1,
     "all_clip_norm_val": 10.0,
-    # The default optimizer's own (bilm.training.optimizers), the original's.
+    # The default optimizer's own (bilm.optimizers), the original's.
     "learning_rate": 0.2,
     "sample_softmax": True,
     "share_embedding_softmax": False,
@@ -54,7 +55,7 @@ TRAINING_DEFAULTS = {
     # bilm's own: steps at the start of a run that train the softmax alone,
     # the biLM frozen (a new softmax over a model adapted to new text).
     "softmax_warmup_steps": 0,
-    # bilm's own: another optimizer of bilm.training.optimizers (e.g. "adam"),
+    # bilm's own: another optimizer of bilm.optimizers (e.g. "adam"),
     # at its own default learning rate unless the options give one.
     "optimizer": "adagrad",
     # bilm's own: end the run after this many optimizer steps in all (or at
@@ -76,9 +77,6 @@ def training_options(name, **keys):
     options = get_preset(name)
     options["char_cnn"]["n_characters"] = TRAINING_N_CHARACTERS
     options.update(TRAINING_DEFAULTS)
-    # Imported here: bilm.training imports this module.
-    from bilm.training.optimizers import default_learning_rates
-
     # An unknown optimizer keeps the default rate here; training_settings names the bad key.
     options["learning_rate"] = default_learning_rates().get(keys.get("optimizer"), TRAINING_DEFAULTS["learning_rate"])
     options.update(keys)

@@ -3,9 +3,9 @@ import re
 
 import pytest
 
+from bilm.optimizers import default_learning_rates
 from bilm.options import OptionsError, load_options
 from bilm.presets import PRESETS, TRAINING_DEFAULTS, get_preset, training_options
-from bilm.training.optimizers import default_learning_rates
 from bilm.training.settings import training_settings
 
 # The published models' names: "<n_layers>x<dim>_<projection_dim>_<n_filters>cnn_<n_highway>xhighway".

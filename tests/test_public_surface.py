@@ -19,13 +19,14 @@ ALLOWED = {
     "ops": set(),
     "io": {"text"},
     "options": {"io", "text"},
-    "presets": {"options"},
+    "optimizers": {"options"},
+    "presets": {"options", "optimizers"},
     "layers": {"ops"},
     "models": {"layers", "ops", "io", "text", "options"},
     "export": {"models", "io", "text", "ops", "options"},
     "pretrained": {"export", "models", "io", "text", "options"},
-    "training": {"models", "layers", "ops", "io", "text", "options", "presets"},
-    "commands": {"export", "training", "models", "io", "ops", "options", "presets", "text"},
+    "training": {"models", "layers", "ops", "io", "text", "options", "optimizers", "presets"},
+    "commands": {"export", "training", "models", "io", "ops", "optimizers", "options", "presets", "text"},
     "__init__": {"export", "layers", "models", "options", "pretrained", "text"},
 }
 

@@ -8,10 +8,10 @@ import sysconfig
 
 from bilm.commands.argument_parser import non_negative_int, positive_float, positive_int, rate
 from bilm.ops.matmul_dtype import MATMUL_DTYPES
+from bilm.optimizers import OPTIMIZERS, default_learning_rates
 from bilm.presets import TRAINING_DEFAULTS
 from bilm.training.from_files import train_from_files
 from bilm.training.loop import TrainingInterrupted
-from bilm.training.optimizers import OPTIMIZERS, default_learning_rates
 
 # Training keys with a flag of the same name: (type, help). Unset, they come
 # from the options file (or the checkpoint), else TRAINING_DEFAULTS.

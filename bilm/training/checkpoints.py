@@ -26,8 +26,8 @@ import zlib
 import tensorflow as tf
 
 from bilm.errors import UserError
+from bilm.optimizers import checkpoint_optimizer
 from bilm.options import load_options
-from bilm.training.optimizers import checkpoint_optimizer
 from bilm.training.settings import training_settings
 from bilm.training.training_lm import TrainingLM
 
@@ -49,7 +49,7 @@ def build_checkpoint(lm, optimizer=None, step=None, lstm_states=None, data_posit
 
     Args:
         lm: `TrainingLM` (its biLM, softmax and boundary state).
-        optimizer: a `bilm.training.optimizers.Optimizer`, or None.
+        optimizer: a `bilm.optimizers.Optimizer`, or None.
         step: int64 scalar variable or None.
         lstm_states: `{state key: variable (rows, size)}` or None.
         data_position: `{"batches": int64 variable, "source": int64 variable}` or None.

@@ -25,13 +25,13 @@ import tensorflow as tf
 
 from bilm.errors import UserError
 from bilm.io.output_files import check_output_directory
+from bilm.optimizers import OPTIMIZERS, make_optimizer
 from bilm.options import load_options, save_options
 from bilm.training import checkpoints
 from bilm.training.adaptation import adaptation_options, load_model_weights, open_model_to_adapt
 from bilm.training.checkpoints import CHECKPOINT_NAME, OPTIONS_FILE, CheckpointError
 from bilm.training.distribution import is_chief, make_strategy, n_workers
 from bilm.training.evaluation import evaluate
-from bilm.training.optimizers import OPTIMIZERS, make_optimizer
 from bilm.training.prediction_network import measure_boundary_state
 from bilm.training.settings import training_settings
 from bilm.training.shards import count_tokens

@@ -12,9 +12,9 @@ import warnings
 from typing import Optional
 
 from bilm.ops.matmul_dtype import check_matmul_dtype
+from bilm.optimizers import optimizer_class
 from bilm.options import TRAINING_N_CHARACTERS, OptionsError, boolean, load_options
 from bilm.presets import TRAINING_DEFAULTS
-from bilm.training.optimizers import optimizer_class
 
 # Every key a training options file may hold: the model's sections and
 # their keys, the training keys with defaults, and what the corpus gives.

@@ -14,11 +14,11 @@ import os
 import tensorflow as tf
 
 from bilm.io.weight_file import WeightEntry, weight_table
+from bilm.optimizers.adagrad import SparseAdagrad
 from bilm.options import load_options, save_options
 from bilm.presets import TRAINING_DEFAULTS
 from bilm.training import checkpoints
 from bilm.training.checkpoints import CHECKPOINT_NAME, OPTIONS_FILE, CheckpointError
-from bilm.training.optimizers.adagrad import SparseAdagrad
 from bilm.training.settings import training_settings
 from bilm.training.training_lm import TrainingLM
 

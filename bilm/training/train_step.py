@@ -3,7 +3,7 @@ import functools
 
 import tensorflow as tf
 
-from bilm.training.optimizers import deduplicate, global_norm_scale
+from bilm.optimizers import deduplicate, global_norm_scale
 
 
 class TrainStep:
@@ -13,7 +13,7 @@ class TrainStep:
     global batch and of the LSTM state variables, as bilm-tf's towers did.
     Gradients of `loss * unroll_steps` are averaged over replicas
     (`IndexedSlices` stay sparse), deduplicated, clipped to the global norm
-    and applied by the run's optimizer (`bilm.training.optimizers`). A step whose loss or gradient norm is
+    and applied by the run's optimizer (`bilm.optimizers`). A step whose loss or gradient norm is
     not finite changes no weight.
 
     The first `settings.softmax_warmup_steps` steps (by the run's step

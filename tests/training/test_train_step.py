@@ -2,8 +2,8 @@
 import numpy as np
 import tensorflow as tf
 
+from bilm.optimizers.adagrad import SparseAdagrad
 from bilm.options import load_options
-from bilm.training.optimizers.adagrad import SparseAdagrad
 from bilm.training.settings import training_settings
 from bilm.training.train_step import TrainStep
 from bilm.training.training_lm import TrainingLM

@@ -4,17 +4,17 @@ import textwrap
 import numpy as np
 import pytest
 
-import bilm.training.optimizers as optimizers_module
+import bilm.optimizers as optimizers_module
+from bilm.optimizers import OPTIMIZERS, checkpoint_optimizer, default_learning_rates, optimizer_class
 from bilm.options import OptionsError
 from bilm.training.loop import train
-from bilm.training.optimizers import OPTIMIZERS, checkpoint_optimizer, default_learning_rates, optimizer_class
 from bilm.training.settings import training_settings
 from training_helpers import checkpoint_arrays, open_data, tiny_options
 
 MOMENTUM_MODULE = textwrap.dedent('''
     import tensorflow as tf
 
-    from bilm.training.optimizers.base import Optimizer
+    from bilm.optimizers.base import Optimizer
 
 
     class Momentum(Optimizer):

@@ -1,8 +1,8 @@
 """Adam (Kingma and Ba), lazy on sparse rows: bilm's opt-in optimizer."""
 import tensorflow as tf
 
-from bilm.training.optimizers.base import Optimizer
-from bilm.training.optimizers.gradients import scaled
+from bilm.optimizers.base import Optimizer
+from bilm.optimizers.gradients import scaled
 
 
 class SparseAdam(Optimizer):

@@ -1,8 +1,8 @@
 """Adagrad as TF1's `AdagradOptimizer` (the original recipe's optimizer), with sparse row updates."""
 import tensorflow as tf
 
-from bilm.training.optimizers.base import Optimizer
-from bilm.training.optimizers.gradients import scaled
+from bilm.optimizers.base import Optimizer
+from bilm.optimizers.gradients import scaled
 
 INITIAL_ACCUMULATOR_VALUE = 1.0
 

@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bilm.training.optimizers import deduplicate, global_norm_scale
-from bilm.training.optimizers.adagrad import SparseAdagrad
-from bilm.training.optimizers.adam import SparseAdam
+from bilm.optimizers import deduplicate, global_norm_scale
+from bilm.optimizers.adagrad import SparseAdagrad
+from bilm.optimizers.adam import SparseAdam
 from training_helpers import clip_by_global_norm, scale_gradient
 
 

@@ -9,9 +9,9 @@ restart's check of a checkpoint's optimizer read.
 import importlib
 import pkgutil
 
+from bilm.optimizers.base import Optimizer
+from bilm.optimizers.gradients import deduplicate, global_norm_scale
 from bilm.options import OptionsError
-from bilm.training.optimizers.base import Optimizer
-from bilm.training.optimizers.gradients import deduplicate, global_norm_scale
 
 
 def _discover():

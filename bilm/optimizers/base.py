@@ -1,4 +1,4 @@
-"""The contract every optimizer of `bilm.training.optimizers` keeps."""
+"""The contract every optimizer of `bilm.optimizers` keeps."""
 import tensorflow as tf
 
 
@@ -6,7 +6,7 @@ class Optimizer:
     """An optimizer over named `tf.Variable`s, with sparse (row) updates.
 
     A subclass in a module of this package is an optimizer of the registry
-    (`bilm.training.optimizers.OPTIMIZERS`) under its `name`. It sets:
+    (`bilm.optimizers.OPTIMIZERS`) under its `name`. It sets:
 
     - `name`: the `optimizer` training key's value (and `--optimizer`'s).
     - `default_learning_rate`: the rate when the options give none.
@@ -49,7 +49,7 @@ class Optimizer:
         """Updates `variables` `{name: var}` with `gradients` `{name: grad or None}`.
 
         `gradient_scale` (a float scalar >= 0, e.g. from
-        `bilm.training.optimizers.global_norm_scale`) multiplies every
+        `bilm.optimizers.global_norm_scale`) multiplies every
         gradient inside the update, so that scaling takes no pass over the
         gradients of its own; where it is 0 the step changes nothing, even
         for non-finite gradients (a skipped step).
