@@ -1,11 +1,11 @@
 """Streaming a one-sentence-per-line file in length-sorted batches."""
 import itertools
 import os
-import warnings
 
 import numpy as np
 
 from bilm.errors import UserError
+from bilm.io.text_files import read_text_lines
 from bilm.text.whitespace import split_tokens
 
 
@@ -22,24 +22,11 @@ def count_lines(path):
 def read_sentences(path):
     """Yields `(line_number, line, tokens)`; tokens are the whitespace-split line.
 
-    Lines are decoded as UTF-8 with `surrogateescape`, so invalid bytes reach
-    the character ids unchanged instead of failing the whole file; the first
-    such line warns once, naming the file and the line.
+    Lines as `bilm.io.text_files.read_text_lines` reads them (UTF-8, invalid
+    bytes kept as raw byte character ids with one warning).
     """
-    warned = False
-    with open(path, encoding="utf-8", errors="surrogateescape", newline="\n") as f:
-        for number, line in enumerate(f):
-            line = line.rstrip("\n").rstrip("\r")
-            if not warned and not line.isascii():
-                try:
-                    line.encode("utf-8")
-                except UnicodeEncodeError:
-                    warned = True
-                    warnings.warn(
-                        f"{path} is not valid UTF-8 (first at line {number}, 0-based); its invalid bytes are "
-                        "embedded as raw byte character ids. Re-encode the file as UTF-8 to silence this.",
-                        stacklevel=2)
-            yield number, line, split_tokens(line)
+    for number, line in read_text_lines(path):
+        yield number, line, split_tokens(line)
 
 
 def token_lists(sentences):

@@ -69,9 +69,8 @@ class ELMoEmbedding(keras.layers.Layer):
             `"scalar"` (trained softmax weights and scale, bilm-tf's),
             `"frozen"` (the same, not trained: equal weights, or a seeded
             draw with `mix_seed`), `"average"`, `"top"`, or a learned
-            function of each token's layers, `"dense"` or `"attention"`.
-            The mix layer itself is the attribute `mix` (`layer.mix.mix` is
-            this name).
+            function of each token's layers, `"dense"` or `"attention"`;
+            the mix layer is the attribute `mix` (`layer.mix.mix`: the name).
         mix_seed: the seed of a `"frozen"` mix's draw (None: equal weights).
         trainable_mix: train the mix's weights (False freezes any mix).
         trainable_bilm: train the biLM's weights too (fine-tuning).

@@ -1,9 +1,9 @@
 """A corpus on disk: shard files matched by a glob, one sentence per line, read as a stream."""
 import glob
 import os
-import warnings
 
 from bilm.errors import UserError
+from bilm.io.text_files import read_text_lines
 from bilm.text.whitespace import split_tokens
 
 
@@ -26,29 +26,14 @@ def list_shards(filepattern):
 def read_lines(path, warn_invalid_utf8=True):
     """Yields the non-blank lines of one shard, as `str`, in file order.
 
-    Lines are UTF-8. Invalid bytes are kept as lone surrogates
-    (`errors="surrogateescape"`), so they reach the character ids unchanged;
-    the first such line warns once, naming the file.
+    Lines as `bilm.io.text_files.read_text_lines` reads them (UTF-8, invalid
+    bytes kept as raw byte character ids with one warning, unless
+    `warn_invalid_utf8` is False).
     """
-    warn = warn_invalid_utf8
-    with open(path, "rb") as f:
-        for number, raw in enumerate(f, start=1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError:
-                line = raw.decode("utf-8", "surrogateescape")
-                if warn:
-                    warnings.warn(
-                        f"Shard {path!r} is not valid UTF-8 (first at line "
-                        f"{number}); its invalid bytes are kept as raw byte "
-                        "character ids and such tokens map to <UNK> unless the "
-                        "vocabulary holds the same bytes. Re-encode the file as "
-                        "UTF-8 to silence this.",
-                        stacklevel=2,
-                    )
-                    warn = False
-            if line and not line.isspace():
-                yield line
+    for _, line in read_text_lines(path, warn_invalid_utf8, invalid_bytes_become=(
+            "raw byte character ids, and such tokens map to <UNK> unless the vocabulary holds the same bytes")):
+        if line and not line.isspace():
+            yield line
 
 
 def count_tokens(filepattern):

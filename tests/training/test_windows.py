@@ -5,7 +5,7 @@ import warnings
 import numpy as np
 import pytest
 
-import bilm.training.shards as shards_module
+import bilm.io.text_files as text_files_module
 from bilm.text.vocabulary import (
     BOS_CHAR,
     EOS_CHAR,
@@ -196,7 +196,7 @@ def test_only_one_shard_is_open_at_a_time(three_shards, monkeypatch, shuffle_on_
         opened.append(f)
         return f
 
-    monkeypatch.setattr(shards_module, "open", probe, raising=False)
+    monkeypatch.setattr(text_files_module, "open", probe, raising=False)
     data = LMDataset(pattern, vocab, shuffle_on_load=shuffle_on_load, seed=0)
     list(itertools.islice(data.iter_batches(2, 4), 40))
     assert len(opened) > 6  # three at construction, then several passes
