@@ -44,10 +44,9 @@ from bilm.io.embedding_files import (
     OUTPUT_FORMATS,
     SENTENCE_TO_INDEX,
     SentenceEmbeddingFile,
-    file_sha256,
-    json_sha256,
     line_number_key,
 )
+from bilm.io.hashing import file_sha256, json_sha256
 from bilm.io.sentence_files import check_batch_size, read_sentences
 from bilm.io.weight_file import WeightFileError
 from bilm.models.bidirectional_lm import BidirectionalLanguageModel

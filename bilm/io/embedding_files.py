@@ -7,13 +7,12 @@ hashes, the output format...). A rerun continues a `.partial` only if all of
 that is unchanged, so one file never mixes two inputs, models or formats;
 otherwise it says what changed. See docs/formats.md, "Embedding files".
 """
-import hashlib
-import json
 import os
 
 import h5py
 import numpy as np
 
+from bilm.io.hashing import file_sha256
 from bilm.io.output_files import KIND_ATTRIBUTE, OutputFileError, check_output_file
 from bilm.io.sentence_files import count_lines, length_sorted_batches, read_sentences
 from bilm.utils.progress import Progress
@@ -36,20 +35,6 @@ _DESCRIPTIONS = {
     "options_sha256": "the model options",
     "boundary_state_sha256": "the boundary state",
 }
-
-
-def file_sha256(path, block_size=1 << 20):
-    """The SHA-256 of a file's bytes, as hex (read in blocks)."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(block_size), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def json_sha256(value):
-    """The SHA-256 of a JSON-ready value (keys sorted), as hex."""
-    return hashlib.sha256(json.dumps(value, sort_keys=True).encode("utf-8")).hexdigest()
 
 
 def line_number_key(number, line):

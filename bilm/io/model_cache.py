@@ -44,7 +44,7 @@ import zipfile
 import h5py
 
 from bilm.errors import UserError
-from bilm.io.embedding_files import file_sha256
+from bilm.io.hashing import file_sha256
 from bilm.io.output_files import atomic_output, check_output_directory, temporary_path
 from bilm.utils.progress import Progress
 

@@ -26,7 +26,7 @@ from typing import Optional
 from bilm.errors import UserError
 from bilm.io import elmoformanylangs, tf_hub_modules
 from bilm.io.converted_models import ModelFamily, convert_once
-from bilm.io.embedding_files import file_sha256
+from bilm.io.hashing import file_sha256
 from bilm.io.model_cache import (
     ModelFileError,
     check_sha256,
