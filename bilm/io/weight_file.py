@@ -76,7 +76,7 @@ def _direct_entry(name, variable):
     return WeightEntry(name, tuple(variable.shape), variable.numpy, variable.assign)
 
 
-def _padded_embedding_entry(name, variable, file_rows):
+def padded_embedding_entry(name, variable, file_rows):
     """A table whose file copy lacks the model's zero padding rows in front."""
     extra = variable.shape[0] - file_rows
 
@@ -102,10 +102,10 @@ def weight_table(model):
     if "char_cnn" in layers:
         cnn = layers["char_cnn"]
         table = cnn.char_embedding
-        entries.append(_padded_embedding_entry("char_embed", table, table.shape[0] - padded))
+        entries.append(padded_embedding_entry("char_embed", table, table.shape[0] - padded))
         if "word_embedding" in layers:
             table = layers["word_embedding"].embeddings
-            entries.append(_padded_embedding_entry("word_embed", table, table.shape[0] - padded))
+            entries.append(padded_embedding_entry("word_embed", table, table.shape[0] - padded))
         for i, (kernel, bias) in enumerate(zip(cnn.kernels, cnn.biases)):
             entries.append(_conv_kernel_entry(f"CNN/W_cnn_{i}", kernel))
             entries.append(_direct_entry(f"CNN/b_cnn_{i}", bias))
@@ -225,7 +225,7 @@ def load_token_embeddings(model, embedding_file):
     """Assigns a token embedding file to a token-input model's `token_embedding` table."""
     variable = model.get_layer("token_embedding").embeddings
     file_rows = variable.shape[0] - 1
-    entry = _padded_embedding_entry("embedding", variable, file_rows)
+    entry = padded_embedding_entry("embedding", variable, file_rows)
     arrays = read_entries(embedding_file, [entry], what="Token embedding file")
     entry.set(arrays["embedding"])
 

@@ -3,7 +3,7 @@ import itertools
 
 import numpy as np
 
-from bilm.io.weight_file import weight_table
+from bilm.io.weight_file import padded_embedding_entry, weight_table
 from bilm.models.boundary_state import DEFAULT_N_SENTENCES, compute_boundary_state
 from bilm.models.functional_bilm import build_bilm
 from bilm.text.batching import Batcher
@@ -25,9 +25,9 @@ def prediction_network(lm):
     for entry in weight_table(network):
         entry.set(trained[entry.name].get())
     if token_input:
-        table = lm.layers["token_embedding"].embeddings.numpy()
-        network.get_layer("token_embedding").embeddings.assign(
-            np.concatenate([np.zeros((1, table.shape[1]), table.dtype), table]))
+        trained_table = lm.layers["token_embedding"].embeddings
+        padded_embedding_entry("token_embedding", network.get_layer("token_embedding").embeddings,
+                               trained_table.shape[0]).set(trained_table.numpy())
     return network
 
 
