@@ -5,11 +5,11 @@ internal and may change.
 """
 from bilm.layers.char_cnn import CharCNNEncoder
 from bilm.layers.highway import Highway
+from bilm.layers.layer_mix import WeightLayers, weight_layers
 from bilm.layers.projected_lstm import ProjectedLSTM
 from bilm.layers.sequence_mask import SequenceMask
 from bilm.layers.stateless_dropout import StatelessDropout
 from bilm.layers.unique_tokens import GatherTokens, UniqueTokens
-from bilm.layers.weight_layers import WeightLayers, weight_layers
 
 __all__ = [
     "CharCNNEncoder",

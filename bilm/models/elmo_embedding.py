@@ -13,7 +13,7 @@ from bilm.io.weight_file import (
     read_scalar_mix,
     read_token_embeddings,
 )
-from bilm.layers.weight_layers import WeightLayers
+from bilm.layers.layer_mix import WeightLayers
 from bilm.models.bidirectional_lm import elmo_outputs
 from bilm.models.functional_bilm import build_bilm, state_keys
 from bilm.models.start_state import STARTS, resolve_start

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bilm.layers.weight_layers import WeightLayers, weight_layers
+from bilm.layers.layer_mix import WeightLayers, weight_layers
 from layer_testing import run_layer_test
 
 BATCH, N_LAYERS, TIME, DIM = 2, 3, 4, 2

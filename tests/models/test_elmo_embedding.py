@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 import numpy_reference as R
-from bilm.layers.weight_layers import WeightLayers
+from bilm.layers.layer_mix import WeightLayers
 from bilm.models.bidirectional_lm import BidirectionalLanguageModel
 from bilm.models.elmo_embedding import ELMoEmbedding
 from bilm.options import load_options
