@@ -11,35 +11,30 @@ When to save: every `checkpoint_every` steps, at least every
 and, with `save_on_signals`, on SIGINT or SIGTERM (`TrainingInterrupted`).
 """
 import collections
-import dataclasses
 import math
 import os
-import shutil
 import time
-import warnings
-from typing import Optional
 
 import keras
 import numpy as np
-import tensorflow as tf
 
 from bilm.errors import UserError
 from bilm.io.output_files import check_output_directory
-from bilm.optimizers import OPTIMIZERS, make_optimizer
+from bilm.optimizers import OPTIMIZERS
 from bilm.options import load_options, save_options
 from bilm.training import checkpoints
 from bilm.training.adaptation import adaptation_options, load_model_weights, open_model_to_adapt
-from bilm.training.checkpoints import CHECKPOINT_NAME, OPTIONS_FILE, CheckpointError
-from bilm.training.distribution import is_chief, make_strategy, n_workers
-from bilm.training.evaluation import evaluate
+from bilm.training.checkpoints import OPTIONS_FILE, CheckpointError
+from bilm.training.distribution import make_strategy, n_workers
 from bilm.training.prediction_network import measure_boundary_state
+from bilm.training.run_schedule import SaveTimer, Schedule
 from bilm.training.settings import training_settings
 from bilm.training.shards import count_tokens
 from bilm.training.softmax_init import DEFAULT_SOFTMAX_INIT, check_softmax_init, initialize_softmax
 from bilm.training.stop_signals import PhaseInterrupted, StopSignals, TrainingInterrupted, agreed_signal
 from bilm.training.tf_dataset import make_tf_dataset
 from bilm.training.train_step import TrainStep
-from bilm.training.training_lm import TrainingLM
+from bilm.training.training_run import TrainingRun
 from bilm.utils.malloc_tuning import keep_freed_memory
 from bilm.utils.progress import Progress
 
@@ -72,178 +67,6 @@ def _describe_data(data):
         if isinstance(pattern, (str, os.PathLike)):
             return os.fspath(pattern)
     return type(data).__name__
-
-
-class _SaveTimer:
-    """Whether `every_minutes` (None: never) have passed since the last `reset` (a save, the loop's start).
-
-    `clock` gives seconds (tests pass a fake one).
-    """
-
-    def __init__(self, every_minutes, clock=time.monotonic):
-        if every_minutes is not None and not every_minutes > 0:
-            raise ValueError(f"checkpoint_every_minutes must be positive or None. Received: {every_minutes}")
-        self.every_seconds = None if every_minutes is None else 60.0 * every_minutes
-        self.clock = clock
-        self.reset()
-
-    def reset(self):
-        self.since = self.clock()
-
-    def due(self):
-        return self.every_seconds is not None and self.clock() - self.since >= self.every_seconds
-
-
-@dataclasses.dataclass(frozen=True)
-class _Schedule:
-    """How many batches make an epoch and the whole run (bilm-tf's arithmetic), and the run's step bound."""
-
-    global_batch: int
-    tokens_per_batch: int
-    batches_per_epoch: int
-    batches_total: int
-    max_steps: Optional[int] = None
-
-    @classmethod
-    def of(cls, settings, n_replicas):
-        global_batch = settings.batch_size * n_replicas
-        tokens_per_batch = global_batch * settings.unroll_steps
-        per_epoch = settings.n_train_tokens // tokens_per_batch
-        if per_epoch < 1:
-            # The training stream cycles through the text, so a batch can hold more than all of it.
-            warnings.warn(
-                f"n_train_tokens ({settings.n_train_tokens:,}) is less than one global batch ({global_batch} rows x "
-                f"{settings.unroll_steps} steps = {tokens_per_batch:,} tokens), so each epoch is one batch that "
-                "reads the text more than once; a smaller batch_size (--batch_size, or the options' batch_size) "
-                "fits a corpus this small better.", stacklevel=3)
-            per_epoch = 1
-        return cls(global_batch, tokens_per_batch, per_epoch, settings.n_epochs * per_epoch, settings.max_steps)
-
-    def run_end(self, consumed, step):
-        """The batch count of the data stream at which the run ends: its epochs, or its `max_steps`."""
-        if self.max_steps is None:
-            return self.batches_total
-        return min(self.batches_total, consumed + max(0, self.max_steps - step))
-
-    def stop_at(self, consumed, step, call_steps=None):
-        """Where this call stops: the run's end, or `call_steps` batches on."""
-        end = self.run_end(consumed, step)
-        return end if call_steps is None else min(end, consumed + call_steps)
-
-    def finished(self, consumed, step):
-        return consumed >= self.run_end(consumed, step)
-
-
-class _TrainingRun:
-    """What one call of `train` holds: the model, its optimizer state, checkpoints, feedback.
-
-    Variables are created in the strategy's scope; the step counter and the
-    data position are plain variables updated from Python.
-    """
-
-    def __init__(self, options, settings, strategy, global_batch, save_dir, log_dir, max_to_keep, verbose,
-                 save_timer, vocabulary=None):
-        self.settings = settings
-        self.chief = is_chief(strategy)
-        self.save_dir = save_dir
-        with strategy.scope():
-            self.lm = TrainingLM(options, settings)
-            self.optimizer = make_optimizer(settings, self.lm.trainable_variables())
-            self.lstm_states = {
-                key: tf.Variable(tf.zeros([global_batch, size]), trainable=False, name=f"state_{key}")
-                for key, _, size in self.lm.state_keys}
-        self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
-        self.data_position = {"batches": tf.Variable(0, dtype=tf.int64, trainable=False, name="data_batches"),
-                              "source": tf.Variable(0, dtype=tf.int64, trainable=False, name="data_source")}
-        # Every worker saves (collective variables); only the chief into save_dir.
-        self.checkpoint_dir = save_dir if self.chief else os.path.join(
-            save_dir, f".worker_{strategy.cluster_resolver.task_id}")
-        # The fingerprint of the training vocabulary (None: the data has no vocabulary file).
-        self.vocabulary = None if vocabulary is None else tf.Variable(
-            vocabulary.fingerprint, dtype=tf.int64, trainable=False, name="vocabulary")
-        self.manager = tf.train.CheckpointManager(
-            checkpoints.build_checkpoint(self.lm, self.optimizer, self.step, self.lstm_states, self.data_position,
-                                         self.vocabulary),
-            self.checkpoint_dir, max_to_keep=max_to_keep, checkpoint_name=CHECKPOINT_NAME)
-        self.writer = tf.summary.create_file_writer(log_dir) if (self.chief and log_dir) else None
-        self.verbose = verbose and self.chief
-        self.progress = None  # while the loop runs, messages go through its progress line
-        self.save_timer = save_timer
-        self.last_saved = None
-
-    @property
-    def current_step(self):
-        return int(self.step.numpy())
-
-    @property
-    def consumed(self):
-        """Batches of the current data stream already trained on."""
-        return int(self.data_position["batches"].numpy())
-
-    def report(self, message):
-        if self.progress is not None:
-            self.progress.write(message)
-        elif self.verbose:
-            print(message)
-
-    def restore(self, ckpt_file, source):
-        """Restores a checkpoint; a new data source restarts the stream and the LSTM states."""
-        states_restored = checkpoints.restore_training(
-            ckpt_file, self.lm, self.optimizer, self.step, self.lstm_states, self.data_position)
-        self.report(f"Restored {ckpt_file} (step {self.current_step}).")
-        if not states_restored:
-            self.report("The saved LSTM states have another number of rows (batch size or replicas changed); "
-                     "they start from zeros.")
-        if int(self.data_position["source"].numpy()) != source:
-            self.report("New training data: starting at its beginning.")
-            self.data_position["batches"].assign(0)
-            for state in self.lstm_states.values():
-                state.assign(tf.zeros_like(state))
-        else:
-            self.report(f"Same training data: skipping the {self.consumed} batches already consumed.")
-
-    def advance(self):
-        self.step.assign_add(1)
-        self.data_position["batches"].assign_add(1)
-
-    def save(self):
-        self.manager.save(checkpoint_number=self.current_step)
-        self.last_saved = self.current_step
-        self.save_timer.reset()
-
-    def stop(self, received, by_peer):
-        """Saves the step reached (unless just saved) and closes; the `TrainingInterrupted` to raise."""
-        if self.last_saved != self.current_step:
-            self.report(f"{received.name}: saving step {self.current_step}, then stopping.")
-            self.save()
-        self.close()
-        return TrainingInterrupted(received, self.current_step, self.checkpoint_path(), by_peer=by_peer)
-
-    def checkpoint_path(self):
-        """The prefix of the current step's checkpoint in `save_dir` (the chief's copy)."""
-        return os.path.join(self.save_dir, f"{CHECKPOINT_NAME}-{self.current_step}")
-
-    def scalars(self, values):
-        """TensorBoard scalars at the current step (chief only)."""
-        if self.writer is not None:
-            with self.writer.as_default():
-                for name, value in values.items():
-                    tf.summary.scalar(name, value, step=self.current_step)
-
-    def heldout(self, data, batch_size, tag):
-        """Held-out perplexity (chief only); None when there is no held-out data."""
-        if data is None or not self.chief:
-            return None
-        perplexity = evaluate(self.lm, data, batch_size)["perplexity"]
-        self.report(f"{tag}: held-out perplexity {perplexity:.3f}")
-        self.scalars({"heldout_perplexity": perplexity})
-        return perplexity
-
-    def close(self):
-        if self.writer is not None:
-            self.writer.flush()
-        if not self.chief:
-            shutil.rmtree(self.checkpoint_dir, ignore_errors=True)
 
 
 def train(options, data, n_gpus, save_dir, log_dir, restart_ckpt_file=None, *,
@@ -337,13 +160,13 @@ def train(options, data, n_gpus, save_dir, log_dir, restart_ckpt_file=None, *,
     elif options is None:
         raise UserError("train needs options (the model and training keys), or init_from= a model to adapt.")
     options, settings = training_settings(_with_corpus_keys(options, data, verbose), need_schedule=True)
-    save_timer = _SaveTimer(checkpoint_every_minutes)
+    save_timer = SaveTimer(checkpoint_every_minutes)
     if save_on_signals:
         StopSignals.check_main_thread()
     if tune_malloc:
         keep_freed_memory()
     strategy = strategy or make_strategy(n_gpus)
-    schedule = _Schedule.of(settings, strategy.num_replicas_in_sync)
+    schedule = Schedule.of(settings, strategy.num_replicas_in_sync)
     save_dir = os.fspath(save_dir)
     check_output_directory(save_dir)
     if restart_ckpt_file is None and checkpoints.listed_checkpoints(save_dir):
@@ -356,7 +179,7 @@ def train(options, data, n_gpus, save_dir, log_dir, restart_ckpt_file=None, *,
         checkpoints.check_vocabulary(restart_ckpt_file, vocabulary)
     if seed is not None:
         keras.utils.set_random_seed(seed)
-    run = _TrainingRun(options, settings, strategy, schedule.global_batch, save_dir, log_dir, max_to_keep, verbose,
+    run = TrainingRun(options, settings, strategy, schedule.global_batch, save_dir, log_dir, max_to_keep, verbose,
                        save_timer, vocabulary)
     # Several workers must agree on the step they stop at: a signal then waits for the next step.
     with StopSignals(save_on_signals, interruptible_phases=n_workers(strategy) == 1) as stop_signals:

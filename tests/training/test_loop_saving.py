@@ -19,7 +19,8 @@ import pytest
 import tensorflow as tf
 
 import bilm.training.loop as loop_module
-from bilm.training.loop import TrainingInterrupted, _SaveTimer, train
+from bilm.training.loop import TrainingInterrupted, train
+from bilm.training.run_schedule import SaveTimer
 from bilm.training.train_step import TrainStep
 from helpers import ROOT, TESTS
 from training_helpers import checkpoint_arrays, open_data, tiny_options, write_corpus
@@ -168,7 +169,7 @@ def test_save_on_signals_outside_the_main_thread_is_a_clear_error(tmp_path, corp
 
 def test_save_timer_is_due_every_interval_after_the_last_reset():
     now = [0.0]
-    timer = _SaveTimer(10, clock=lambda: now[0])
+    timer = SaveTimer(10, clock=lambda: now[0])
     now[0] = 599.0
     assert not timer.due()
     now[0] = 600.0
@@ -176,10 +177,10 @@ def test_save_timer_is_due_every_interval_after_the_last_reset():
     timer.reset()
     now[0] = 1199.0
     assert not timer.due()
-    assert not _SaveTimer(None, clock=lambda: 1e12).due()
+    assert not SaveTimer(None, clock=lambda: 1e12).due()
     for bad in (0, -1):
         with pytest.raises(ValueError, match=f"checkpoint_every_minutes must be positive or None. Received: {bad}"):
-            _SaveTimer(bad)
+            SaveTimer(bad)
 
 
 def test_checkpoints_on_time_with_a_clock_that_steps_advance(tmp_path, corpus, monkeypatch):
@@ -193,7 +194,7 @@ def test_checkpoints_on_time_with_a_clock_that_steps_advance(tmp_path, corpus, m
             return super().__call__(*args, **kwargs)
 
     monkeypatch.setattr(loop_module, "TrainStep", FourMinuteStep)
-    monkeypatch.setattr(loop_module, "_SaveTimer", functools.partial(_SaveTimer, clock=lambda: 60 * minutes[0]))
+    monkeypatch.setattr(loop_module, "SaveTimer", functools.partial(SaveTimer, clock=lambda: 60 * minutes[0]))
     options = tiny_options()
     train(options, open_data(options, corpus), 1, tmp_path, None, max_steps=9, checkpoint_every=1000,
           checkpoint_every_minutes=10, max_to_keep=None, verbose=0)
@@ -288,10 +289,10 @@ def test_a_signal_during_the_boundary_state_measure_stops_it_and_saves_the_steps
 
 def test_a_signal_during_held_out_evaluation_stops_it_and_saves_the_steps(tmp_path, corpus, monkeypatch,
                                                                           previous_handlers):
-    class Run(loop_module._TrainingRun):
+    class Run(loop_module.TrainingRun):
         heldout = _phase_that_waits_for_a_signal(signal.SIGINT)
 
-    monkeypatch.setattr(loop_module, "_TrainingRun", Run)
+    monkeypatch.setattr(loop_module, "TrainingRun", Run)
     options = tiny_options()
     with pytest.raises(TrainingInterrupted) as stopped:
         train(options, open_data(options, corpus), 1, tmp_path, None, heldout_data=open_data(options, corpus),

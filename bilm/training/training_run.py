@@ -1,0 +1,125 @@
+"""What one call of `train` holds: the model, its optimizer state, checkpoints, summaries and messages."""
+import os
+import shutil
+
+import tensorflow as tf
+
+from bilm.optimizers import make_optimizer
+from bilm.training import checkpoints
+from bilm.training.checkpoints import CHECKPOINT_NAME
+from bilm.training.distribution import is_chief
+from bilm.training.evaluation import evaluate
+from bilm.training.stop_signals import TrainingInterrupted
+from bilm.training.training_lm import TrainingLM
+
+
+class TrainingRun:
+    """What one call of `train` holds: the model, its optimizer state, checkpoints, feedback.
+
+    Variables are created in the strategy's scope; the step counter and the
+    data position are plain variables updated from Python.
+    """
+
+    def __init__(self, options, settings, strategy, global_batch, save_dir, log_dir, max_to_keep, verbose,
+                 save_timer, vocabulary=None):
+        self.settings = settings
+        self.chief = is_chief(strategy)
+        self.save_dir = save_dir
+        with strategy.scope():
+            self.lm = TrainingLM(options, settings)
+            self.optimizer = make_optimizer(settings, self.lm.trainable_variables())
+            self.lstm_states = {
+                key: tf.Variable(tf.zeros([global_batch, size]), trainable=False, name=f"state_{key}")
+                for key, _, size in self.lm.state_keys}
+        self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
+        self.data_position = {"batches": tf.Variable(0, dtype=tf.int64, trainable=False, name="data_batches"),
+                              "source": tf.Variable(0, dtype=tf.int64, trainable=False, name="data_source")}
+        # Every worker saves (collective variables); only the chief into save_dir.
+        self.checkpoint_dir = save_dir if self.chief else os.path.join(
+            save_dir, f".worker_{strategy.cluster_resolver.task_id}")
+        # The fingerprint of the training vocabulary (None: the data has no vocabulary file).
+        self.vocabulary = None if vocabulary is None else tf.Variable(
+            vocabulary.fingerprint, dtype=tf.int64, trainable=False, name="vocabulary")
+        self.manager = tf.train.CheckpointManager(
+            checkpoints.build_checkpoint(self.lm, self.optimizer, self.step, self.lstm_states, self.data_position,
+                                         self.vocabulary),
+            self.checkpoint_dir, max_to_keep=max_to_keep, checkpoint_name=CHECKPOINT_NAME)
+        self.writer = tf.summary.create_file_writer(log_dir) if (self.chief and log_dir) else None
+        self.verbose = verbose and self.chief
+        self.progress = None  # while the loop runs, messages go through its progress line
+        self.save_timer = save_timer
+        self.last_saved = None
+
+    @property
+    def current_step(self):
+        return int(self.step.numpy())
+
+    @property
+    def consumed(self):
+        """Batches of the current data stream already trained on."""
+        return int(self.data_position["batches"].numpy())
+
+    def report(self, message):
+        if self.progress is not None:
+            self.progress.write(message)
+        elif self.verbose:
+            print(message)
+
+    def restore(self, ckpt_file, source):
+        """Restores a checkpoint; a new data source restarts the stream and the LSTM states."""
+        states_restored = checkpoints.restore_training(
+            ckpt_file, self.lm, self.optimizer, self.step, self.lstm_states, self.data_position)
+        self.report(f"Restored {ckpt_file} (step {self.current_step}).")
+        if not states_restored:
+            self.report("The saved LSTM states have another number of rows (batch size or replicas changed); "
+                     "they start from zeros.")
+        if int(self.data_position["source"].numpy()) != source:
+            self.report("New training data: starting at its beginning.")
+            self.data_position["batches"].assign(0)
+            for state in self.lstm_states.values():
+                state.assign(tf.zeros_like(state))
+        else:
+            self.report(f"Same training data: skipping the {self.consumed} batches already consumed.")
+
+    def advance(self):
+        self.step.assign_add(1)
+        self.data_position["batches"].assign_add(1)
+
+    def save(self):
+        self.manager.save(checkpoint_number=self.current_step)
+        self.last_saved = self.current_step
+        self.save_timer.reset()
+
+    def stop(self, received, by_peer):
+        """Saves the step reached (unless just saved) and closes; the `TrainingInterrupted` to raise."""
+        if self.last_saved != self.current_step:
+            self.report(f"{received.name}: saving step {self.current_step}, then stopping.")
+            self.save()
+        self.close()
+        return TrainingInterrupted(received, self.current_step, self.checkpoint_path(), by_peer=by_peer)
+
+    def checkpoint_path(self):
+        """The prefix of the current step's checkpoint in `save_dir` (the chief's copy)."""
+        return os.path.join(self.save_dir, f"{CHECKPOINT_NAME}-{self.current_step}")
+
+    def scalars(self, values):
+        """TensorBoard scalars at the current step (chief only)."""
+        if self.writer is not None:
+            with self.writer.as_default():
+                for name, value in values.items():
+                    tf.summary.scalar(name, value, step=self.current_step)
+
+    def heldout(self, data, batch_size, tag):
+        """Held-out perplexity (chief only); None when there is no held-out data."""
+        if data is None or not self.chief:
+            return None
+        perplexity = evaluate(self.lm, data, batch_size)["perplexity"]
+        self.report(f"{tag}: held-out perplexity {perplexity:.3f}")
+        self.scalars({"heldout_perplexity": perplexity})
+        return perplexity
+
+    def close(self):
+        if self.writer is not None:
+            self.writer.flush()
+        if not self.chief:
+            shutil.rmtree(self.checkpoint_dir, ignore_errors=True)
