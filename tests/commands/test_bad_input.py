@@ -70,6 +70,14 @@ def files(tmp_path_factory):
 
 
 TRAIN = ["--train_prefix", "{train}", "--vocab_file", "{vocab}", "--save_dir", "{out}/ckpt"]
+
+
+def _train_on(train="{train}", vocab="{vocab}"):
+    """train_elmo.py's arguments with a tiny options file, and the given shards and vocabulary."""
+    return ["--train_prefix", train, "--vocab_file", vocab, "--save_dir", "{out}/ckpt",
+            "--options_file", "{training_options}"]
+
+
 ELMO = ["{text}", "{out}/embeddings.hdf5"]
 CASES = [
     # (script, arguments, what the line must name, exit status)
@@ -88,20 +96,13 @@ CASES = [
     ("train_elmo", TRAIN + ["--size", "small", "--batch_size", "0"], "--batch_size", 2),
     ("train_elmo", TRAIN + ["--size", "large"], "--size", 2),
     ("train_elmo", TRAIN, "--options_file", 1),
-    ("train_elmo", ["--train_prefix", "{train}", "--vocab_file", "{out}/missing.txt", "--save_dir", "{out}/ckpt",
-                    "--options_file", "{training_options}"], "missing.txt", 1),
-    ("train_elmo", ["--train_prefix", "{train}", "--vocab_file", "{empty}", "--save_dir", "{out}/ckpt",
-                    "--options_file", "{training_options}"], "empty.txt", 1),
-    ("train_elmo", ["--train_prefix", "{train}", "--vocab_file", "{binary}", "--save_dir", "{out}/ckpt",
-                    "--options_file", "{training_options}"], "binary.txt", 1),
-    ("train_elmo", ["--train_prefix", "{train}", "--vocab_file", "{duplicates}", "--save_dir", "{out}/ckpt",
-                    "--options_file", "{training_options}"], "duplicates.txt", 1),
-    ("train_elmo", ["--train_prefix", "{train}", "--vocab_file", "{specials_last}", "--save_dir", "{out}/ckpt",
-                    "--options_file", "{training_options}"], "specials_last.txt", 1),
-    ("train_elmo", ["--train_prefix", "{a_directory}", "--vocab_file", "{vocab}", "--save_dir", "{out}/ckpt",
-                    "--options_file", "{training_options}"], "a_directory/*", 1),
-    ("train_elmo", ["--train_prefix", "{empty}", "--vocab_file", "{vocab}", "--save_dir", "{out}/ckpt",
-                    "--options_file", "{training_options}"], "empty.txt", 1),
+    ("train_elmo", _train_on(vocab="{out}/missing.txt"), "missing.txt", 1),
+    ("train_elmo", _train_on(vocab="{empty}"), "empty.txt", 1),
+    ("train_elmo", _train_on(vocab="{binary}"), "binary.txt", 1),
+    ("train_elmo", _train_on(vocab="{duplicates}"), "duplicates.txt", 1),
+    ("train_elmo", _train_on(vocab="{specials_last}"), "specials_last.txt", 1),
+    ("train_elmo", _train_on(train="{a_directory}"), "a_directory/*", 1),
+    ("train_elmo", _train_on(train="{empty}"), "empty.txt", 1),
     ("train_elmo", TRAIN + ["--init_from", "{out}/no_model"], "no_model", 1),
     ("train_elmo", TRAIN + ["--init_from", "{truncated}"], "truncated.hdf5", 1),
     ("train_elmo", TRAIN + ["--init_from", "{text}"], "heldout.txt", 1),
