@@ -39,7 +39,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import numpy as np  # noqa: E402
 
 import bilm  # noqa: E402
-from bilm.training import build_vocab, dump_weights, loop, softmax_init, test_from_files, train_from_files  # noqa: E402
+from bilm.training import build_vocab, dump_weights, test_from_files, train_from_files  # noqa: E402
+from bilm.training.model import softmax_init  # noqa: E402
+from bilm.training.run import loop  # noqa: E402
 
 ARCHITECTURE = {
     "lstm": {"dim": 256, "projection_dim": 64, "n_layers": 2, "cell_clip": 3, "proj_clip": 3,

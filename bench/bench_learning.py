@@ -62,7 +62,7 @@ Recipes (`--recipes`, each run with every seed on the same corpus):
 Other settings (flags): `--dropout`, `--softmax full|sampled`
 (`--n_negative`), sizes.
 
-Instrumentation: `bilm.training.loop.TrainStep` is replaced, for this
+Instrumentation: `bilm.training.run.loop.TrainStep` is replaced, for this
 process only, by a subclass that records each step's per-direction loss
 and evaluates the held-out text (both ways) after the steps of the
 evaluation window. It does not change the step.
@@ -89,14 +89,14 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from bilm.layers.projected_lstm import ProjectedLSTM  # noqa: E402
-from bilm.training import loop  # noqa: E402
-from bilm.training.evaluation import evaluate  # noqa: E402
-from bilm.training.from_files import load_training_data  # noqa: E402
-from bilm.training.sample_corpus import unigram_perplexity  # noqa: E402
-from bilm.training.tf_dataset import make_tf_dataset  # noqa: E402
-from bilm.training.train_step import TrainStep  # noqa: E402
-from bilm.training.vocab_builder import build_vocab  # noqa: E402
-from bilm.training.windows import LMDataset  # noqa: E402
+from bilm.training.data.lm_dataset import LMDataset  # noqa: E402
+from bilm.training.data.sample_corpus import unigram_perplexity  # noqa: E402
+from bilm.training.data.tf_dataset import make_tf_dataset  # noqa: E402
+from bilm.training.data.vocab_builder import build_vocab  # noqa: E402
+from bilm.training.run import loop  # noqa: E402
+from bilm.training.run.evaluation import evaluate  # noqa: E402
+from bilm.training.run.from_files import load_training_data  # noqa: E402
+from bilm.training.run.train_step import TrainStep  # noqa: E402
 
 # --- Corpus ----------------------------------------------------------------
 

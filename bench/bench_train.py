@@ -44,11 +44,11 @@ from common import (  # noqa: E402
 from bilm.ops.matmul_dtype import MATMUL_DTYPES  # noqa: E402
 from bilm.optimizers.adagrad import SparseAdagrad  # noqa: E402
 from bilm.presets import TRAINING_DEFAULTS, get_preset  # noqa: E402
-from bilm.training.from_files import load_training_data  # noqa: E402
-from bilm.training.settings import training_settings  # noqa: E402
-from bilm.training.tf_dataset import make_tf_dataset  # noqa: E402
-from bilm.training.train_step import TrainStep  # noqa: E402
-from bilm.training.training_lm import TrainingLM  # noqa: E402
+from bilm.training.config.settings import training_settings  # noqa: E402
+from bilm.training.data.tf_dataset import make_tf_dataset  # noqa: E402
+from bilm.training.model.training_lm import TrainingLM  # noqa: E402
+from bilm.training.run.from_files import load_training_data  # noqa: E402
+from bilm.training.run.train_step import TrainStep  # noqa: E402
 from bilm.utils.malloc_tuning import keep_freed_memory  # noqa: E402
 
 LETTERS = "abcdefghijklmnopqrstuvwxyz"

@@ -9,8 +9,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # before TensorFlow loads
 
 from bilm.commands.argument_parser import ScriptArgumentParser, positive_int  # noqa: E402
 from bilm.commands.user_errors import exit_on_user_error  # noqa: E402
-from bilm.training.evaluation import EVALUATION_STARTS  # noqa: E402
-from bilm.training.from_files import test_from_files  # noqa: E402
+from bilm.training.run.evaluation import EVALUATION_STARTS  # noqa: E402
+from bilm.training.run.from_files import test_from_files  # noqa: E402
 
 
 def main(argv=None):

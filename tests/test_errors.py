@@ -19,12 +19,12 @@ ERROR_TYPES = {
     "bilm.io.output_files.OutputFileError": ValueError,
     "bilm.io.weight_file.WeightFileError": ValueError,
     "bilm.text.vocabulary.UnknownTokenError": KeyError,
-    "bilm.training.adaptation.AdaptationError": ValueError,
-    "bilm.training.checkpoints.CheckpointError": ValueError,
-    "bilm.training.loop.NonFiniteLossError": FloatingPointError,
+    "bilm.training.model.adaptation.AdaptationError": ValueError,
+    "bilm.training.run.checkpoints.CheckpointError": ValueError,
+    "bilm.training.run.loop.NonFiniteLossError": FloatingPointError,
 }
 # Not errors: training stopped by a signal, after saving (a BaseException, as KeyboardInterrupt is).
-STOPS = {"bilm.training.stop_signals.TrainingInterrupted", "bilm.training.stop_signals.PhaseInterrupted",
+STOPS = {"bilm.training.run.stop_signals.TrainingInterrupted", "bilm.training.run.stop_signals.PhaseInterrupted",
          "bilm.commands.user_errors.Terminated"}
 
 

@@ -6,7 +6,7 @@ import pytest
 from bilm.optimizers import default_learning_rates
 from bilm.options import OptionsError, load_options
 from bilm.presets import PRESETS, TRAINING_DEFAULTS, get_preset, training_options
-from bilm.training.settings import training_settings
+from bilm.training.config.settings import training_settings
 
 # The published models' names: "<n_layers>x<dim>_<projection_dim>_<n_filters>cnn_<n_highway>xhighway".
 RELEASED = {"small": "2x1024_128_2048cnn_1xhighway", "medium": "2x2048_256_2048cnn_1xhighway",

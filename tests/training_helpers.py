@@ -16,7 +16,7 @@ import tensorflow as tf
 
 import numpy_reference as R
 from bilm.optimizers import global_norm_scale
-from bilm.training.from_files import load_training_data
+from bilm.training.run.from_files import load_training_data
 
 WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet",
          "kilo", "lima", "mike", "november", "oscar", "papa", "quebec", "romeo", "sierra", "tango"]

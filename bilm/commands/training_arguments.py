@@ -10,8 +10,8 @@ from bilm.commands.argument_parser import non_negative_int, positive_float, posi
 from bilm.ops.matmul_dtype import MATMUL_DTYPES
 from bilm.optimizers import OPTIMIZERS, default_learning_rates
 from bilm.presets import TRAINING_DEFAULTS
-from bilm.training.from_files import train_from_files
-from bilm.training.loop import TrainingInterrupted
+from bilm.training.run.from_files import train_from_files
+from bilm.training.run.loop import TrainingInterrupted
 
 # Training keys with a flag of the same name: (type, help). Unset, they come
 # from the options file (or the checkpoint), else TRAINING_DEFAULTS.

@@ -6,7 +6,7 @@ import threading
 import warnings
 
 from bilm.errors import UserError
-from bilm.training.stop_signals import TrainingInterrupted
+from bilm.training.run.stop_signals import TrainingInterrupted
 
 # bilm's own errors for input the user can fix (bad options, vocabularies,
 # weight files, checkpoints, data, output paths, a loss that turned NaN),

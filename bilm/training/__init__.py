@@ -2,22 +2,22 @@
 
 `train`, `test`, `dump_weights`, `load_options_latest_checkpoint` and
 `load_vocab` keep bilm-tf's signatures (`train(..., init_from=MODEL)` adapts
-a published model to new text, `bilm.training.adaptation`); `BidirectionalLMDataset` (and
+a published model to new text, `bilm.training.model.adaptation`); `BidirectionalLMDataset` (and
 `LMDataset` for one direction) stream the training windows from shards.
 The names below are the public surface of `bilm.training`; its modules are
 internal and may change.
 """
-from bilm.training.adaptation import AdaptationError
-from bilm.training.checkpoints import CheckpointError, load_options_latest_checkpoint
-from bilm.training.evaluation import test
-from bilm.training.from_files import test_from_files, train_from_files
-from bilm.training.loop import NonFiniteLossError, TrainingInterrupted, train
+from bilm.training.convert.tf1_checkpoint import convert_tf1_checkpoint
+from bilm.training.convert.weight_export import dump_weights
+from bilm.training.data.lm_dataset import BidirectionalLMDataset, LMDataset, load_vocab
+from bilm.training.data.sample_corpus import write_sample_corpus
+from bilm.training.data.vocab_builder import build_vocab
+from bilm.training.model.adaptation import AdaptationError
 from bilm.training.quickstart import run_quickstart
-from bilm.training.sample_corpus import write_sample_corpus
-from bilm.training.tf1_checkpoint import convert_tf1_checkpoint
-from bilm.training.vocab_builder import build_vocab
-from bilm.training.weight_export import dump_weights
-from bilm.training.windows import BidirectionalLMDataset, LMDataset, load_vocab
+from bilm.training.run.checkpoints import CheckpointError, load_options_latest_checkpoint
+from bilm.training.run.evaluation import test
+from bilm.training.run.from_files import test_from_files, train_from_files
+from bilm.training.run.loop import NonFiniteLossError, TrainingInterrupted, train
 
 __all__ = [
     "AdaptationError",

@@ -14,9 +14,9 @@ from bilm.models.bidirectional_lm import BidirectionalLanguageModel
 from bilm.options import save_options
 from bilm.presets import training_options
 from bilm.text.batching import Batcher
-from bilm.training.from_files import test_from_files, train_from_files
-from bilm.training.sample_corpus import unigram_perplexity, write_sample_corpus
-from bilm.training.weight_export import dump_weights
+from bilm.training.convert.weight_export import dump_weights
+from bilm.training.data.sample_corpus import unigram_perplexity, write_sample_corpus
+from bilm.training.run.from_files import test_from_files, train_from_files
 
 EXAMPLE_SENTENCES = [
     ["the", "old", "dog", "sees", "a", "small", "cat", "."],

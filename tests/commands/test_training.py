@@ -8,7 +8,7 @@ import pytest
 from bilm.models.bidirectional_lm import BidirectionalLanguageModel
 from bilm.options import load_options
 from bilm.text.batching import Batcher
-from bilm.training.shards import count_tokens
+from bilm.training.data.shards import count_tokens
 from helpers import ROOT
 from training_helpers import MAX_CHARS, tiny_options, write_corpus
 

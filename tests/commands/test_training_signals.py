@@ -18,14 +18,14 @@ import numpy as np
 import pytest
 
 from bilm.commands.training_arguments import script_command
-from bilm.training.shards import count_tokens
+from bilm.training.data.shards import count_tokens
 from helpers import ROOT
 from training_helpers import checkpoint_arrays, tiny_options, write_corpus
 
 RUNNER = """
 import runpy, sys, time
-import bilm.training.loop as loop
-from bilm.training.train_step import TrainStep
+import bilm.training.run.loop as loop
+from bilm.training.run.train_step import TrainStep
 
 slow_from = int(sys.argv[1])
 
@@ -141,7 +141,7 @@ def test_ctrl_c_twice_exits_130_with_the_step_saved(tmp_path, run_files):
 
 FIT_RUNNER = """
 import runpy, sys, time
-import bilm.training.loop as loop
+import bilm.training.run.loop as loop
 
 fit = loop.initialize_softmax
 

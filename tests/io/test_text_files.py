@@ -5,7 +5,7 @@ import pytest
 
 from bilm.io.sentence_files import read_sentences
 from bilm.io.text_files import read_text_lines
-from bilm.training.shards import read_lines
+from bilm.training.data.shards import read_lines
 
 
 def test_lines_numbers_line_ends_and_invalid_bytes(tmp_path):

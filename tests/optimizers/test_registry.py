@@ -7,8 +7,8 @@ import pytest
 import bilm.optimizers as optimizers_module
 from bilm.optimizers import OPTIMIZERS, checkpoint_optimizer, default_learning_rates, optimizer_class
 from bilm.options import OptionsError
-from bilm.training.loop import train
-from bilm.training.settings import training_settings
+from bilm.training.config.settings import training_settings
+from bilm.training.run.loop import train
 from training_helpers import checkpoint_arrays, open_data, tiny_options
 
 MOMENTUM_MODULE = textwrap.dedent('''

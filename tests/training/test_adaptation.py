@@ -22,18 +22,18 @@ from bilm.errors import UserError
 from bilm.io.weight_file import read_boundary_state
 from bilm.options import load_options
 from bilm.training import dump_weights, train, train_from_files
-from bilm.training.adaptation import (
+from bilm.training.config.settings import training_settings
+from bilm.training.data.shards import count_tokens
+from bilm.training.model.adaptation import (
     AdaptationError,
     adaptation_options,
     load_model_weights,
     open_model_to_adapt,
 )
-from bilm.training.evaluation import evaluate
-from bilm.training.from_files import test_from_files as heldout_perplexity
-from bilm.training.settings import training_settings
-from bilm.training.shards import count_tokens
-from bilm.training.softmax_init import initialize_softmax, log_frequencies
-from bilm.training.training_lm import TrainingLM
+from bilm.training.model.softmax_init import initialize_softmax, log_frequencies
+from bilm.training.model.training_lm import TrainingLM
+from bilm.training.run.evaluation import evaluate
+from bilm.training.run.from_files import test_from_files as heldout_perplexity
 from helpers import ROOT
 from training_helpers import WORDS, checkpoint_arrays, open_data, tiny_options, write_corpus
 

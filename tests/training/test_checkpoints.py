@@ -5,13 +5,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bilm.training.checkpoints import (
+from bilm.training.run.checkpoints import (
     CheckpointError,
     latest_checkpoint,
     load_options_latest_checkpoint,
     load_training_model,
 )
-from bilm.training.loop import train
+from bilm.training.run.loop import train
 from training_helpers import checkpoint_arrays, open_data, tiny_options, write_corpus
 
 

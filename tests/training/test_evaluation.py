@@ -4,11 +4,11 @@ import math
 import pytest
 import tensorflow as tf
 
-from bilm.training import evaluation  # not its `test` itself, which pytest would collect
-from bilm.training.evaluation import evaluate
-from bilm.training.settings import training_settings
-from bilm.training.tf_dataset import make_tf_dataset
-from bilm.training.training_lm import TrainingLM
+from bilm.training.config.settings import training_settings
+from bilm.training.data.tf_dataset import make_tf_dataset
+from bilm.training.model.training_lm import TrainingLM
+from bilm.training.run import evaluation  # not its `test` itself, which pytest would collect
+from bilm.training.run.evaluation import evaluate
 from training_helpers import open_data, tiny_options, write_corpus
 
 BATCH = 4

@@ -10,13 +10,13 @@ import os
 import pytest
 import tensorflow as tf
 
-import bilm.training.from_files as from_files
+import bilm.training.run.from_files as from_files
 from bilm.errors import UserError
 from bilm.presets import training_options
-from bilm.training.checkpoints import CheckpointError, data_fingerprint
-from bilm.training.from_files import load_training_data, train_from_files
-from bilm.training.shards import count_tokens
-from bilm.training.windows import BidirectionalLMDataset, LMDataset
+from bilm.training.data.lm_dataset import BidirectionalLMDataset, LMDataset
+from bilm.training.data.shards import count_tokens
+from bilm.training.run.checkpoints import CheckpointError, data_fingerprint
+from bilm.training.run.from_files import load_training_data, train_from_files
 from helpers import write_vocab
 from training_helpers import MAX_CHARS, WORDS, tiny_options, write_corpus
 

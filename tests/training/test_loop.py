@@ -5,13 +5,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import bilm.training.loop as loop_module
+import bilm.training.run.loop as loop_module
 from bilm.errors import UserError
-from bilm.training.checkpoints import CheckpointError
-from bilm.training.evaluation import evaluate
-from bilm.training.loop import train
-from bilm.training.settings import training_settings
-from bilm.training.training_lm import TrainingLM
+from bilm.training.config.settings import training_settings
+from bilm.training.model.training_lm import TrainingLM
+from bilm.training.run.checkpoints import CheckpointError
+from bilm.training.run.evaluation import evaluate
+from bilm.training.run.loop import train
 from training_helpers import checkpoint_arrays, open_data, tiny_options, unigram_perplexity
 
 

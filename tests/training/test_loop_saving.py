@@ -18,10 +18,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import bilm.training.loop as loop_module
-from bilm.training.loop import TrainingInterrupted, train
-from bilm.training.run_schedule import SaveTimer
-from bilm.training.train_step import TrainStep
+import bilm.training.run.loop as loop_module
+from bilm.training.run.loop import TrainingInterrupted, train
+from bilm.training.run.run_schedule import SaveTimer
+from bilm.training.run.train_step import TrainStep
 from helpers import ROOT, TESTS
 from training_helpers import checkpoint_arrays, open_data, tiny_options, write_corpus
 
@@ -205,8 +205,8 @@ WORKER = """
 import json, os, signal, sys
 config = json.loads(sys.argv[1])
 sys.path.insert(0, config["tests"])
-import bilm.training.loop as loop
-from bilm.training.train_step import TrainStep
+import bilm.training.run.loop as loop
+from bilm.training.run.train_step import TrainStep
 from helpers import ROOT, TESTS
 from training_helpers import open_data
 

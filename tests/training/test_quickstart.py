@@ -2,8 +2,8 @@
 import pytest
 
 from bilm.presets import PRESETS
+from bilm.training.config.settings import training_settings
 from bilm.training.quickstart import MARKER, prepare_directory, quickstart_options
-from bilm.training.settings import training_settings
 
 
 def test_quickstart_starts_only_in_a_directory_of_its_own(tmp_path):

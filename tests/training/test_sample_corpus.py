@@ -6,8 +6,8 @@ import os
 import pytest
 
 from bilm.text.vocabulary import Vocabulary
-from bilm.training.sample_corpus import generate_sentences, unigram_perplexity, write_sample_corpus
-from bilm.training.shards import count_tokens
+from bilm.training.data.sample_corpus import generate_sentences, unigram_perplexity, write_sample_corpus
+from bilm.training.data.shards import count_tokens
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from bilm.options import OptionsError
-from bilm.training.settings import training_settings
+from bilm.training.config.settings import training_settings
 from training_helpers import tiny_options
 
 

@@ -1,8 +1,8 @@
 """Shards on disk: a pattern that matches nothing is an error naming it; count_tokens counts whitespace tokens."""
 import pytest
 
-from bilm.training.shards import count_tokens
-from bilm.training.windows import LMDataset
+from bilm.training.data.lm_dataset import LMDataset
+from bilm.training.data.shards import count_tokens
 from helpers import write_shard
 
 

@@ -6,10 +6,10 @@ import pytest
 import tensorflow as tf
 
 import numpy_reference as R
-from bilm.training.checkpoints import CheckpointError
-from bilm.training.loop import train
-from bilm.training.tf1_checkpoint import convert_tf1_checkpoint
-from bilm.training.weight_export import dump_weights
+from bilm.training.convert.tf1_checkpoint import convert_tf1_checkpoint
+from bilm.training.convert.weight_export import dump_weights
+from bilm.training.run.checkpoints import CheckpointError
+from bilm.training.run.loop import train
 from training_helpers import checkpoint_arrays, open_data, tiny_options, write_corpus
 
 N_VOCAB, P = 23, 8

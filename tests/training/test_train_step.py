@@ -4,9 +4,9 @@ import tensorflow as tf
 
 from bilm.optimizers.adagrad import SparseAdagrad
 from bilm.options import load_options
-from bilm.training.settings import training_settings
-from bilm.training.train_step import TrainStep
-from bilm.training.training_lm import TrainingLM
+from bilm.training.config.settings import training_settings
+from bilm.training.model.training_lm import TrainingLM
+from bilm.training.run.train_step import TrainStep
 from training_helpers import MAX_CHARS, tiny_options
 
 

@@ -8,8 +8,8 @@ import tensorflow as tf
 import numpy_reference as R
 from bilm.io.weight_file import load_bilm_weights
 from bilm.models.functional_bilm import build_bilm
-from bilm.training.settings import training_settings
-from bilm.training.training_lm import TrainingLM
+from bilm.training.config.settings import training_settings
+from bilm.training.model.training_lm import TrainingLM
 from training_helpers import MAX_CHARS, tiny_options
 
 

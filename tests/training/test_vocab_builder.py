@@ -5,8 +5,8 @@ import sys
 import pytest
 
 from bilm.text.vocabulary import UnicodeCharsVocabulary, Vocabulary
-from bilm.training.vocab_builder import build_vocab
-from bilm.training.windows import LMDataset
+from bilm.training.data.lm_dataset import LMDataset
+from bilm.training.data.vocab_builder import build_vocab
 from helpers import ROOT
 
 SCRIPT = os.path.join(ROOT, "bin", "build_vocab.py")

@@ -4,8 +4,8 @@ import warnings
 import pytest
 
 from bilm.text.vocabulary import Vocabulary
-from bilm.training.vocab_builder import build_vocab
-from bilm.training.vocabulary_order import frequency_rank_correlation, warn_unless_frequency_order
+from bilm.training.data.vocab_builder import build_vocab
+from bilm.training.data.vocabulary_order import frequency_rank_correlation, warn_unless_frequency_order
 from helpers import write_shard, write_vocab
 
 

@@ -8,9 +8,9 @@ from bilm.models.bidirectional_lm import BidirectionalLanguageModel
 from bilm.models.functional_bilm import state_keys
 from bilm.options import load_options
 from bilm.text.batching import Batcher, TokenBatcher
-from bilm.training.checkpoints import CheckpointError, load_training_model
-from bilm.training.loop import train
-from bilm.training.weight_export import dump_weights
+from bilm.training.convert.weight_export import dump_weights
+from bilm.training.run.checkpoints import CheckpointError, load_training_model
+from bilm.training.run.loop import train
 from training_helpers import MAX_CHARS, WORDS, open_data, tiny_options
 
 

@@ -14,7 +14,7 @@ from bilm.text.vocabulary import (
     boundary_char_ids,
     token_to_char_ids,
 )
-from bilm.training.windows import BidirectionalLMDataset, LMDataset, backward_seed, load_vocab
+from bilm.training.data.lm_dataset import BidirectionalLMDataset, LMDataset, backward_seed, load_vocab
 from helpers import write_shard, write_vocab
 from training_helpers import TOKENS, C
 

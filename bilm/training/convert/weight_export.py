@@ -7,8 +7,8 @@ from bilm.io.model_files import options_file_beside
 from bilm.io.output_files import check_output_file
 from bilm.io.weight_file import WEIGHTS_KIND, save_bilm_weights, save_token_embeddings
 from bilm.options import holds_options, save_options
-from bilm.training import checkpoints
-from bilm.training.checkpoints import OPTIONS_FILE, load_training_model
+from bilm.training.run import checkpoints
+from bilm.training.run.checkpoints import OPTIONS_FILE, load_training_model
 
 
 def dump_weights(save_dir, outfile, options_outfile=None, overwrite=False):

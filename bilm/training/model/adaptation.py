@@ -13,7 +13,7 @@ state. A run adapted from it takes:
   those left out, never from the model's file (the options of bilm-tf's and
   the NLPL repository's models carry the keys they were trained with);
 - the char CNN, highway, projection and LSTM weights from the weight file;
-- a new softmax over the caller's vocabulary (`bilm.training.softmax_init`),
+- a new softmax over the caller's vocabulary (`bilm.training.model.softmax_init`),
   a new optimizer state, LSTM states from zeros, and no boundary state
   (the run measures it on the new text at its end, as every run does).
 """
@@ -25,7 +25,7 @@ from bilm.errors import UserError
 from bilm.io.model_files import ModelFiles, locate_model
 from bilm.io.weight_file import open_for_reading, read_entries, weight_table
 from bilm.options import TRAINING_N_CHARACTERS, BiLMOptions, OptionsError, load_options, read_options_json
-from bilm.training.settings import MODEL_KEYS
+from bilm.training.config.settings import MODEL_KEYS
 
 # The options sections that are the architecture, which the model decides.
 ARCHITECTURE_SECTIONS = ("lstm", "char_cnn")

@@ -5,7 +5,7 @@ from bilm.errors import UserError
 from bilm.io.output_files import atomic_output, check_output_file
 from bilm.text.vocabulary import MAXTERMID_LINE, TRAINING_TOKENS
 from bilm.text.whitespace import split_tokens
-from bilm.training.shards import list_shards, read_lines
+from bilm.training.data.shards import list_shards, read_lines
 
 SPECIAL_TOKENS = TRAINING_TOKENS  # written first, in this order
 

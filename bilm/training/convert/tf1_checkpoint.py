@@ -17,10 +17,10 @@ from bilm.io.weight_file import WeightEntry, weight_table
 from bilm.optimizers.adagrad import SparseAdagrad
 from bilm.options import load_options, save_options
 from bilm.presets import TRAINING_DEFAULTS
-from bilm.training import checkpoints
-from bilm.training.checkpoints import CHECKPOINT_NAME, OPTIONS_FILE, CheckpointError
-from bilm.training.settings import training_settings
-from bilm.training.training_lm import TrainingLM
+from bilm.training.config.settings import training_settings
+from bilm.training.model.training_lm import TrainingLM
+from bilm.training.run import checkpoints
+from bilm.training.run.checkpoints import CHECKPOINT_NAME, OPTIONS_FILE, CheckpointError
 
 SCOPE = "lm/"
 SLOT_SUFFIX = "/Adagrad"

@@ -5,12 +5,12 @@ import shutil
 import tensorflow as tf
 
 from bilm.optimizers import make_optimizer
-from bilm.training import checkpoints
-from bilm.training.checkpoints import CHECKPOINT_NAME
-from bilm.training.distribution import is_chief
-from bilm.training.evaluation import evaluate
-from bilm.training.stop_signals import TrainingInterrupted
-from bilm.training.training_lm import TrainingLM
+from bilm.training.model.training_lm import TrainingLM
+from bilm.training.run import checkpoints
+from bilm.training.run.checkpoints import CHECKPOINT_NAME
+from bilm.training.run.distribution import is_chief
+from bilm.training.run.evaluation import evaluate
+from bilm.training.run.stop_signals import TrainingInterrupted
 
 
 class TrainingRun:

@@ -22,19 +22,19 @@ from bilm.errors import UserError
 from bilm.io.output_files import check_output_directory
 from bilm.optimizers import OPTIMIZERS
 from bilm.options import load_options, save_options
-from bilm.training import checkpoints
-from bilm.training.adaptation import adaptation_options, load_model_weights, open_model_to_adapt
-from bilm.training.checkpoints import OPTIONS_FILE, CheckpointError
-from bilm.training.distribution import make_strategy, n_workers
-from bilm.training.prediction_network import measure_boundary_state
-from bilm.training.run_schedule import SaveTimer, Schedule
-from bilm.training.settings import training_settings
-from bilm.training.shards import count_tokens
-from bilm.training.softmax_init import DEFAULT_SOFTMAX_INIT, check_softmax_init, initialize_softmax
-from bilm.training.stop_signals import PhaseInterrupted, StopSignals, TrainingInterrupted, agreed_signal
-from bilm.training.tf_dataset import make_tf_dataset
-from bilm.training.train_step import TrainStep
-from bilm.training.training_run import TrainingRun
+from bilm.training.config.settings import training_settings
+from bilm.training.data.shards import count_tokens
+from bilm.training.data.tf_dataset import make_tf_dataset
+from bilm.training.model.adaptation import adaptation_options, load_model_weights, open_model_to_adapt
+from bilm.training.model.boundary_state_measure import measure_boundary_state
+from bilm.training.model.softmax_init import DEFAULT_SOFTMAX_INIT, check_softmax_init, initialize_softmax
+from bilm.training.run import checkpoints
+from bilm.training.run.checkpoints import OPTIONS_FILE, CheckpointError
+from bilm.training.run.distribution import make_strategy, n_workers
+from bilm.training.run.run_schedule import SaveTimer, Schedule
+from bilm.training.run.stop_signals import PhaseInterrupted, StopSignals, TrainingInterrupted, agreed_signal
+from bilm.training.run.train_step import TrainStep
+from bilm.training.run.training_run import TrainingRun
 from bilm.utils.malloc_tuning import keep_freed_memory
 from bilm.utils.progress import Progress
 
@@ -120,12 +120,12 @@ def train(options, data, n_gpus, save_dir, log_dir, restart_ckpt_file=None, *,
         init_from: start a new run from a published model's weights
             (anything `bilm.load` opens: a directory, its options or weight
             file, a zip, a URL, a published name; see
-            `bilm.training.adaptation`): its architecture, char CNN,
+            `bilm.training.model.adaptation`): its architecture, char CNN,
             highway, projection and LSTMs, with a new softmax over `data`'s
             vocabulary. Options that contradict its architecture are an
             `AdaptationError`. Not with `restart_ckpt_file`.
         softmax_init: with `init_from`, where the new softmax starts
-            (`bilm.training.softmax_init.SOFTMAX_INITS`): `"fit"` to the
+            (`bilm.training.model.softmax_init.SOFTMAX_INITS`): `"fit"` to the
             model's outputs on the start of `data`, `"encoding"` from each
             word's encoding by the model, or `"random"` as from scratch.
             The training key `softmax_warmup_steps` trains it alone first.
@@ -324,7 +324,7 @@ def _start_from_model(run, model, data, softmax_init):
                    f"text). Full-softmax perplexity on positions kept apart: {started['frequency_perplexity']:.2f} "
                    f"with the words' frequencies in its bias, against {started['unigram_perplexity']:.2f} for the "
                    f"frequencies alone; it starts without them ({started['sample_perplexity']:.2f}), which trains "
-                   "faster and the first steps learn (see bilm.training.softmax_init).")
+                   "faster and the first steps learn (see bilm.training.model.softmax_init).")
 
 
 def _non_finite_message(run, loss, norm, restart_ckpt_file):

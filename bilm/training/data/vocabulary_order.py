@@ -13,7 +13,7 @@ import numpy as np
 
 from bilm.text.vocabulary import TRAINING_TOKENS
 from bilm.text.whitespace import split_tokens
-from bilm.training.shards import list_shards, read_lines
+from bilm.training.data.shards import list_shards, read_lines
 
 # Below this rank correlation between ids and corpus counts, the order contradicts the corpus.
 MIN_RANK_CORRELATION = 0.5

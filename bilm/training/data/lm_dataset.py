@@ -22,7 +22,7 @@ import numpy as np
 from bilm.errors import UserError
 from bilm.text.vocabulary import TRAINING_TOKENS, UNK_TOKEN, UnicodeCharsVocabulary, Vocabulary
 from bilm.text.whitespace import split_tokens
-from bilm.training.shards import has_sentences, list_shards, read_lines
+from bilm.training.data.shards import has_sentences, list_shards, read_lines
 
 REVERSE_SUFFIX = "_reverse"
 

@@ -5,15 +5,15 @@ from bilm.errors import UserError
 from bilm.io.output_files import check_output_directory
 from bilm.options import BiLMOptions, load_options
 from bilm.presets import TRAINING_DEFAULTS, training_options
-from bilm.training import checkpoints
-from bilm.training.adaptation import adaptation_options, open_model_to_adapt
-from bilm.training.checkpoints import CheckpointError
-from bilm.training.evaluation import test
-from bilm.training.loop import train
-from bilm.training.shards import count_tokens
-from bilm.training.softmax_init import DEFAULT_SOFTMAX_INIT, check_softmax_init
-from bilm.training.vocabulary_order import warn_unless_frequency_order
-from bilm.training.windows import BidirectionalLMDataset, LMDataset, load_vocab
+from bilm.training.data.lm_dataset import BidirectionalLMDataset, LMDataset, load_vocab
+from bilm.training.data.shards import count_tokens
+from bilm.training.data.vocabulary_order import warn_unless_frequency_order
+from bilm.training.model.adaptation import adaptation_options, open_model_to_adapt
+from bilm.training.model.softmax_init import DEFAULT_SOFTMAX_INIT, check_softmax_init
+from bilm.training.run import checkpoints
+from bilm.training.run.checkpoints import CheckpointError
+from bilm.training.run.evaluation import test
+from bilm.training.run.loop import train
 
 
 def load_training_data(options, filepattern, vocab_file, test=False, seed=0):

@@ -16,8 +16,8 @@ import random
 from bilm.errors import UserError
 from bilm.io.output_files import atomic_output
 from bilm.text.vocabulary import Vocabulary
-from bilm.training.shards import list_shards, read_lines
-from bilm.training.vocab_builder import build_vocab
+from bilm.training.data.shards import list_shards, read_lines
+from bilm.training.data.vocab_builder import build_vocab
 
 # --- Lexicon ---------------------------------------------------------------
 # Nouns by semantic class: (singular, plural).

@@ -28,8 +28,8 @@ import tensorflow as tf
 from bilm.errors import UserError
 from bilm.optimizers import checkpoint_optimizer
 from bilm.options import load_options
-from bilm.training.settings import training_settings
-from bilm.training.training_lm import TrainingLM
+from bilm.training.config.settings import training_settings
+from bilm.training.model.training_lm import TrainingLM
 
 CHECKPOINT_NAME = "model.ckpt"
 OPTIONS_FILE = "options.json"

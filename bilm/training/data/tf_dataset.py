@@ -2,7 +2,7 @@
 import tensorflow as tf
 
 from bilm.errors import UserError
-from bilm.training.windows import REVERSE_SUFFIX, BidirectionalLMDataset, check_positive
+from bilm.training.data.lm_dataset import REVERSE_SUFFIX, BidirectionalLMDataset, check_positive
 from bilm.utils.interpreter_exit import ends_at_exit
 
 

@@ -42,7 +42,7 @@ import tensorflow as tf
 
 from bilm.errors import UserError
 from bilm.models.functional_bilm import build_token_encoder
-from bilm.training.tf_dataset import make_tf_dataset
+from bilm.training.data.tf_dataset import make_tf_dataset
 
 SOFTMAX_INITS = ("fit", "encoding", "random")
 DEFAULT_SOFTMAX_INIT = "fit"

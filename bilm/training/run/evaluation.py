@@ -6,9 +6,9 @@ import warnings
 import tensorflow as tf
 
 from bilm.errors import UserError
-from bilm.training import checkpoints
-from bilm.training.prediction_network import measure_boundary_state
-from bilm.training.tf_dataset import make_tf_dataset
+from bilm.training.data.tf_dataset import make_tf_dataset
+from bilm.training.model.boundary_state_measure import measure_boundary_state
+from bilm.training.run import checkpoints
 from bilm.utils.progress import Progress
 
 # Where the LSTMs of each row start a sentence when evaluating: carried from
@@ -52,7 +52,7 @@ def evaluate(lm, data, batch_size, unroll_steps=1, verbose=0, start="carry"):
                          f"Received: unroll_steps={unroll_steps}")
     if start == "warm" and int(lm.n_boundary_starts.numpy()) == 0:
         raise UserError("start='warm' needs the model's boundary state, and it has none yet; measure it with "
-                         "bilm.training.prediction_network.measure_boundary_state.")
+                         "bilm.training.model.boundary_state_measure.measure_boundary_state.")
     step_fn = lm.evaluation_step
     states = lm.zero_states(batch_size)
     keys = lm.batch_keys()

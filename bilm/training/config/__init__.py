@@ -1,0 +1,1 @@
+"""A training run's configuration: the training keys parsed and checked."""
