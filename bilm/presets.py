@@ -6,8 +6,9 @@ into the training form with the original recipe's hyperparameters.
 import copy
 
 from bilm.errors import UserError
-from bilm.optimizers import default_learning_rates
+from bilm.optimizers import default_learning_rates, optimizer_class
 from bilm.options import TRAINING_N_CHARACTERS
+from bilm.options.keys import OPTIMIZER_DEFAULT, REQUIRED, option_key, training_keys
 
 _FILTERS = [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]]
 
@@ -36,31 +37,13 @@ PRESETS = {
     },
 }
 
-# The original recipe's training keys (bilm-tf's `bin/train_elmo.py`), the one
-# table of training defaults. `n_tokens_vocab` and `n_train_tokens` come from
-# the corpus.
+# The training keys' defaults (the original recipe's, bilm-tf's `bin/train_elmo.py`, and bilm's own keys),
+# as `bilm.options.keys` defines them; `learning_rate` is the default optimizer's own. `n_tokens_vocab` and
+# `n_train_tokens` come from the corpus.
 TRAINING_DEFAULTS = {
-    "bidirectional": True,
-    "dropout": 0.1,
-    "all_clip_norm_val": 10.0,
-    # The default optimizer's own (bilm.optimizers), the original's.
-    "learning_rate": 0.2,
-    "sample_softmax": True,
-    "share_embedding_softmax": False,
-    "n_epochs": 10,
-    "batch_size": 128,
-    "unroll_steps": 20,
-    "n_negative_samples_batch": 8192,
-    "matmul_dtype": "float32",
-    # bilm's own: steps at the start of a run that train the softmax alone,
-    # the biLM frozen (a new softmax over a model adapted to new text).
-    "softmax_warmup_steps": 0,
-    # bilm's own: another optimizer of bilm.optimizers (e.g. "adam"),
-    # at its own default learning rate unless the options give one.
-    "optimizer": "adagrad",
-    # bilm's own: end the run after this many optimizer steps in all (or at
-    # n_epochs, whichever comes first); None: n_epochs alone.
-    "max_steps": None,
+    key.name: (optimizer_class(option_key("optimizer").default).default_learning_rate
+               if key.default == OPTIMIZER_DEFAULT else key.default)
+    for key in training_keys() if key.default != REQUIRED
 }
 
 

@@ -11,7 +11,7 @@ from bilm.errors import UserError
 # Every exception class bilm defines, and the built-in type each also is.
 ERROR_TYPES = {
     "bilm.errors.UserError": ValueError,
-    "bilm.options.OptionsError": ValueError,
+    "bilm.options.keys.OptionsError": ValueError,
     "bilm.io.model_cache.ModelFileError": ValueError,
     "bilm.io.elmoformanylangs.ELMoForManyLangsError": ValueError,
     "bilm.io.tf_hub_modules.TFHubModuleError": ValueError,

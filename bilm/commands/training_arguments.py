@@ -9,39 +9,34 @@ import sysconfig
 from bilm.commands.argument_parser import non_negative_int, positive_float, positive_int, rate
 from bilm.ops.matmul_dtype import MATMUL_DTYPES
 from bilm.optimizers import OPTIMIZERS, default_learning_rates
-from bilm.presets import TRAINING_DEFAULTS
+from bilm.options.keys import default_text, option_key, training_keys
 from bilm.training.run.from_files import train_from_files
 from bilm.training.run.loop import TrainingInterrupted
 
-# Training keys with a flag of the same name: (type, help). Unset, they come
-# from the options file (or the checkpoint), else TRAINING_DEFAULTS.
-KNOB_FLAGS = {
-    "n_epochs": ("positive_int", "epochs over the training data"),
-    "batch_size": ("positive_int", "rows per batch and per GPU"),
-    "unroll_steps": ("positive_int", "time steps per window (truncated backpropagation)"),
-    "n_negative_samples_batch": ("positive_int", "negative words sampled per batch for the softmax (a vocabulary "
-                                                 "smaller than this trains with the full softmax)"),
-    "learning_rate": ("positive_float", "the optimizer's learning rate"),
-    "dropout": ("rate", "dropout rate on the LSTM inputs and outputs"),
-    "optimizer": ("optimizer", " or ".join(f"{name} ({optimizer.description})"
-                                          for name, optimizer in OPTIMIZERS.items())),
-    "softmax_warmup_steps": ("non_negative_int", "first steps of the run that train the softmax alone, the biLM "
-                                                 "frozen (for a new softmax over a model adapted with --init_from)"),
-    "max_steps": ("positive_int", "end the run after this many optimizer steps in all, counted from its start "
-                                  "(or at --n_epochs, whichever comes first)"),
-}
+# The training keys with a flag of the same name (`bilm.options.keys`). Unset, they come from the options
+# file (or the checkpoint), else their defaults. --n_train_tokens and --matmul_dtype say their own defaults.
+KNOB_FLAGS = tuple(key.name for key in training_keys() if key.flag and key.name not in ("n_train_tokens",
+                                                                                         "matmul_dtype"))
 
 
-_TYPES = {"positive_int": positive_int, "non_negative_int": non_negative_int, "positive_float": positive_float,
-          "rate": rate, "optimizer": str}
+def _flag_type(key):
+    if key.kind == "integer":
+        return positive_int if key.low == 1 else non_negative_int
+    if key.kind == "number":
+        return rate if key.high == 1.0 else positive_float
+    return str
+
+
+def _flag_help(key):
+    if key.name == "optimizer":
+        return " or ".join(f"{name} ({optimizer.description})" for name, optimizer in OPTIMIZERS.items())
+    return key.meaning
 
 
 def _default_text(key):
-    if key == "learning_rate":
+    if key.name == "learning_rate":
         return ", ".join(f"{rate} for {name}" for name, rate in default_learning_rates().items())
-    if TRAINING_DEFAULTS[key] is None:
-        return "none"
-    return TRAINING_DEFAULTS[key]
+    return default_text(key) if key.default is None else key.default
 
 
 def add_training_arguments(parser):
@@ -50,13 +45,12 @@ def add_training_arguments(parser):
         parser.add_argument("--train_prefix", required=True, help="glob of the training shards, e.g. 'data/train/*'"),
         parser.add_argument("--vocab_file", required=True, help="vocabulary: <S>, </S>, <UNK>, then by frequency"),
         parser.add_argument("--save_dir", required=True, help="checkpoints, options.json and logs/"),
-        parser.add_argument("--n_train_tokens", type=positive_int,
-                            help="tokens per epoch (default: counted from the shards)"),
+        parser.add_argument("--n_train_tokens", type=positive_int, help=option_key("n_train_tokens").meaning),
     ]
-    for key, (kind, text) in KNOB_FLAGS.items():
+    for key in map(option_key, KNOB_FLAGS):
         actions.append(parser.add_argument(
-            f"--{key}", type=_TYPES[kind], choices=sorted(OPTIMIZERS) if kind == "optimizer" else None,
-            help=f"{text} (default: the options file's, else {_default_text(key)})"))
+            f"--{key.name}", type=_flag_type(key), choices=sorted(OPTIMIZERS) if key.kind == "optimizer" else None,
+            help=f"{_flag_help(key)} (default: the options file's, else {_default_text(key)})"))
     actions += [
         parser.add_argument("--matmul_dtype", choices=MATMUL_DTYPES,
                             help="bfloat16: the highway, LSTM input-half and softmax matmuls take bfloat16 "

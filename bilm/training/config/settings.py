@@ -1,38 +1,30 @@
 """The training keys of `options.json`, parsed once into `TrainingSettings`.
 
-The keys and their meaning are bilm-tf's (docs/formats.md, "Options");
-every key of `bilm.presets.TRAINING_DEFAULTS`, the one table of training
-defaults, may be left out; `n_tokens_vocab` and `n_train_tokens` (which
-the corpus gives) are required.
+The keys, their kinds, defaults and meaning are `bilm.options.keys`' table
+(docs/formats.md, "Options"); `n_tokens_vocab` and `n_train_tokens` (which
+the corpus gives) are required, the others take their defaults.
 """
 import dataclasses
 import difflib
-import math
 import warnings
 from typing import Optional
 
 from bilm.ops.matmul_dtype import check_matmul_dtype
 from bilm.optimizers import optimizer_class
-from bilm.options import TRAINING_N_CHARACTERS, OptionsError, boolean, load_options
-from bilm.presets import TRAINING_DEFAULTS
+from bilm.options import TRAINING_N_CHARACTERS, OptionsError, load_options
+from bilm.options.keys import BOTH, REQUIRED, TRAINING, keys_in, option_key, sections
 
-# Every key a training options file may hold: the model's sections and
-# their keys, the training keys with defaults, and what the corpus gives.
-MODEL_KEYS = {
-    "lstm": ("dim", "projection_dim", "n_layers", "cell_clip", "proj_clip", "use_skip_connections"),
-    "char_cnn": ("activation", "embedding", "filters", "max_characters_per_token", "n_characters", "n_highway"),
-    "char_cnn.embedding": ("dim",),
-}
-CORPUS_KEYS = ("n_tokens_vocab", "n_train_tokens")
+# The model keys training reads, by section (models read through dictionaries of their own are not trained).
+MODEL_KEYS = {section: keys_in(section, (BOTH,)) for section in sections((BOTH,)) if section}
 
 
 def check_known_keys(options):
     """Raises `OptionsError` for the first key of a training options file that
     bilm does not know (a typo would otherwise train on with a default),
     naming it and the closest known key. `options`: `BiLMOptions`."""
-    sections = {"": ("lstm", "char_cnn", *TRAINING_DEFAULTS, *CORPUS_KEYS), **MODEL_KEYS}
     raw = options.raw
-    for section, known in sections.items():
+    for section in sections((BOTH, TRAINING)):
+        known = keys_in(section, (BOTH, TRAINING))
         values = raw
         for part in filter(None, section.split(".")):
             values = values.get(part) if isinstance(values, dict) else None
@@ -98,37 +90,28 @@ def training_settings(options, need_schedule=True):
             f"character ids and needs {TRAINING_N_CHARACTERS}. Set it to {TRAINING_N_CHARACTERS} "
             "(262 is the prediction layout that dump_weights writes).")
 
-    def integer(key, required=True, minimum=1):
-        value = options.get(key, _default(key))
-        if value is None and not required:
+    def value(key, required=True):
+        """The key's value checked as the table says (absent: its default); 0 for an absent optional count."""
+        entry = option_key(key)
+        given = options.raw[key] if key in options.raw else (None if entry.default == REQUIRED else entry.default)
+        if given is None and not required:
             return 0
-        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            raise OptionsError(f"{source}: training key '{key}' must be an integer >= {minimum}, got {value!r}.")
-        return value
+        return entry.check(given, source)
 
-    def number(key, low, high):
-        value = options.get(key, _default(key))
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value < high:
-            raise OptionsError(f"{source}: training key '{key}' must be a number in [{low}, {high}), got {value!r}.")
-        return float(value)
-
-    def flag(key):
-        return boolean(options.get(key, _default(key)), source, key)
-
-    sample_softmax = flag("sample_softmax")
-    share = flag("share_embedding_softmax")
+    sample_softmax = value("sample_softmax")
+    share = value("share_embedding_softmax")
     if share and cnn is not None:
         raise OptionsError(
             f"{source}: 'share_embedding_softmax' ties the softmax to the token embedding, which only "
             "token inputs have; remove 'char_cnn' or set share_embedding_softmax to false.")
     try:
-        matmul_dtype = check_matmul_dtype(options.get("matmul_dtype", _default("matmul_dtype")),
+        matmul_dtype = check_matmul_dtype(options.get("matmul_dtype", option_key("matmul_dtype").default),
                                           where=f"{source}: training key 'matmul_dtype'")
     except ValueError as error:
         raise OptionsError(f"{error} \"bfloat16\" runs the largest matmuls with bfloat16 operands "
                            "(see bilm.ops.matmul_dtype); \"float32\" is the original arithmetic.") from None
-    n_tokens_vocab = integer("n_tokens_vocab")
-    n_negative = integer("n_negative_samples_batch", required=sample_softmax)
+    n_tokens_vocab = value("n_tokens_vocab")
+    n_negative = value("n_negative_samples_batch", required=sample_softmax)
     if sample_softmax and n_negative > n_tokens_vocab:
         # Fewer words than negatives: the full softmax is exact and no dearer.
         warnings.warn(
@@ -137,30 +120,26 @@ def training_settings(options, need_schedule=True):
             "sampling negatives (set n_negative_samples_batch below the vocabulary size to sample).",
             stacklevel=2)
         sample_softmax = False
-    optimizer = options.get("optimizer", _default("optimizer"))
+    optimizer = options.get("optimizer", option_key("optimizer").default)
     default_learning_rate = optimizer_class(optimizer, source).default_learning_rate
-    learning_rate = (number("learning_rate", 1e-12, math.inf) if "learning_rate" in options.raw
-                     else default_learning_rate)
+    learning_rate = value("learning_rate") if "learning_rate" in options.raw else default_learning_rate
     settings = TrainingSettings(
         n_tokens_vocab=n_tokens_vocab,
-        batch_size=integer("batch_size"),
-        unroll_steps=integer("unroll_steps"),
-        bidirectional=flag("bidirectional"),
-        dropout=number("dropout", 0.0, 1.0),
+        batch_size=value("batch_size"),
+        unroll_steps=value("unroll_steps"),
+        bidirectional=value("bidirectional"),
+        dropout=value("dropout"),
         sample_softmax=sample_softmax,
         n_negative_samples_batch=n_negative,
         share_embedding_softmax=share,
         learning_rate=learning_rate,
-        all_clip_norm_val=number("all_clip_norm_val", 1e-12, math.inf),
-        n_epochs=integer("n_epochs"),
-        n_train_tokens=integer("n_train_tokens", required=need_schedule),
+        all_clip_norm_val=value("all_clip_norm_val"),
+        n_epochs=value("n_epochs"),
+        n_train_tokens=value("n_train_tokens", required=need_schedule),
         matmul_dtype=matmul_dtype,
-        softmax_warmup_steps=integer("softmax_warmup_steps", minimum=0),
+        softmax_warmup_steps=value("softmax_warmup_steps"),
         optimizer=optimizer,
-        max_steps=integer("max_steps", required=False) or None,
+        max_steps=value("max_steps"),
     )
     return options, settings
 
-
-def _default(key):
-    return TRAINING_DEFAULTS.get(key)

@@ -25,13 +25,11 @@ from bilm.errors import UserError
 from bilm.io.model_files import ModelFiles, locate_model
 from bilm.io.weight_file import open_for_reading, read_entries, weight_table
 from bilm.options import TRAINING_N_CHARACTERS, BiLMOptions, OptionsError, load_options, read_options_json
+from bilm.options.keys import absent_means
 from bilm.training.config.settings import MODEL_KEYS
 
 # The options sections that are the architecture, which the model decides.
 ARCHITECTURE_SECTIONS = ("lstm", "char_cnn")
-# What a key of the architecture means when it is absent (see bilm.options).
-_ABSENT_MEANS = {"lstm.use_skip_connections": False, "lstm.cell_clip": None, "lstm.proj_clip": None,
-                 "char_cnn.n_highway": 0}
 
 
 class AdaptationError(UserError):
@@ -175,7 +173,7 @@ def _contradictions(section, given, model_section):
             continue
         if key not in MODEL_KEYS.get(section, ()):
             continue  # not architecture: the training settings' check names it
-        expected = model_section.get(key, _ABSENT_MEANS.get(where))
+        expected = model_section.get(key, absent_means(where))
         if _normalized(value) != _normalized(expected):
             found.append(f"'{where}' is {json.dumps(value)} here but {json.dumps(expected)} in the model")
     return found

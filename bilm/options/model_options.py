@@ -1,4 +1,4 @@
-"""`options.json`: parsed once, at the edge, into typed constructor arguments.
+"""The model's sections of `options.json`, parsed once at the edge into typed constructor arguments.
 
 The file format is the original bilm-tf one (docs/formats.md, "Options"):
 `{"lstm": {...}, "char_cnn": {...}, <training keys>...}`. Layers never see
@@ -10,8 +10,8 @@ import json
 import os
 from typing import Optional, Tuple
 
-from bilm.errors import UserError
 from bilm.io.output_files import atomic_output
+from bilm.options.keys import OptionsError, absent_means, boolean
 from bilm.text.dictionary_ids import CharacterDictionary, WordDictionary
 
 ACTIVATIONS = ("relu", "tanh")
@@ -20,10 +20,6 @@ ACTIVATIONS = ("relu", "tanh")
 # puts a zero row in front. The weight file holds the 261 rows either way.
 TRAINING_N_CHARACTERS = 261
 PREDICTION_N_CHARACTERS = 262
-
-
-class OptionsError(UserError):
-    """An options file or dict is missing a key or has a bad value."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -165,7 +161,7 @@ class BiLMOptions:
             n_layers=_int(lstm, "n_layers", source, "lstm"),
             cell_clip=_optional_float(lstm, "cell_clip", source),
             proj_clip=_optional_float(lstm, "proj_clip", source),
-            use_skip_connections=boolean(lstm.get("use_skip_connections") or False, source,
+            use_skip_connections=boolean(_given_or_default(lstm, "lstm.use_skip_connections"), source,
                                          "lstm.use_skip_connections"),
             char_cnn=char_cnn,
             raw=json.loads(json.dumps(raw)),
@@ -223,11 +219,10 @@ def save_options(options, path):
         f.write(options_json(options))
 
 
-def boolean(value, source, key):
-    """`value` of the options key `key` as a bool: JSON true or false (0 and 1 are taken too); else OptionsError."""
-    if isinstance(value, bool) or (isinstance(value, int) and value in (0, 1)):
-        return bool(value)
-    raise OptionsError(f"{source}: '{key}' must be true or false, got {json.dumps(value)}.")
+def _given_or_default(section, path):
+    """The value of `path` in its `section` dict; absent or null, what its absence means."""
+    value = section.get(path.rpartition(".")[2])
+    return absent_means(path) if value is None else value
 
 
 def _missing(section, key, source, full):
@@ -306,7 +301,7 @@ def _char_cnn_options(cnn, source):
         raise OptionsError(
             f"{source}: 'char_cnn.n_characters' must be {n_ids} (training) or {n_ids + 1} (prediction), got "
             f"{n_characters}.")
-    n_highway = cnn.get("n_highway") or 0
+    n_highway = _given_or_default(cnn, "char_cnn.n_highway")
     if isinstance(n_highway, bool) or not isinstance(n_highway, int) or n_highway < 0:
         raise OptionsError(f"{source}: 'char_cnn.n_highway' must be a non-negative integer, got {n_highway!r}.")
     return CharCNNOptions(
