@@ -9,7 +9,7 @@ import pytest
 from bilm.commands.training_arguments import add_training_arguments
 from bilm.optimizers import default_learning_rates
 from bilm.options import BiLMOptions, OptionsError
-from bilm.options.keys import BOTH, OPTION_KEYS, OPTIMIZER_DEFAULT, REQUIRED, TRAINING, default_text, option_key
+from bilm.options.keys import BOTH, OPTIMIZER_DEFAULT, OPTION_KEYS, REQUIRED, TRAINING, default_text, option_key
 from bilm.presets import PRESETS, TRAINING_DEFAULTS, training_options
 from bilm.training.config.settings import check_known_keys, training_settings
 from bilm.training.model.adaptation import _contradictions

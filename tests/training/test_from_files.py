@@ -10,6 +10,7 @@ import os
 import pytest
 import tensorflow as tf
 
+import bilm.training.config.training_config as training_config
 import bilm.training.run.from_files as from_files
 from bilm.errors import UserError
 from bilm.presets import training_options
@@ -28,14 +29,16 @@ def corpus(tmp_path_factory):
 
 @pytest.fixture
 def train_calls(monkeypatch):
-    """Makes `train` record `(options, data, n_gpus, save_dir, log_dir, kwargs)` instead of training."""
+    """Makes the run record `(options, data, n_gpus, save_dir, log_dir, kwargs)` instead of training, with
+    `train`'s keyword arguments `restart_ckpt_file` and `data_source` taken from its `TrainingConfig`."""
     calls = []
 
-    def train(options, data, n_gpus, save_dir, log_dir, **kwargs):
-        calls.append((options, data, n_gpus, save_dir, log_dir, kwargs))
+    def run_training(config, data, n_gpus, save_dir, log_dir, **kwargs):
+        kwargs.update(restart_ckpt_file=config.start.checkpoint, data_source=config.data_source)
+        calls.append((config.options, data, n_gpus, save_dir, log_dir, kwargs))
         return {"step": 0}
 
-    monkeypatch.setattr(from_files, "train", train)
+    monkeypatch.setattr(from_files, "run_training", run_training)
     return calls
 
 
@@ -80,7 +83,7 @@ def test_options_come_from_the_file_the_flags_and_the_data(tmp_path, corpus, tra
 @pytest.mark.parametrize("size, lstm_dim", [("small", 1024), ("original", 4096)])
 def test_a_size_trains_its_released_options_with_the_original_recipe(tmp_path, corpus, train_calls, monkeypatch,
                                                                       size, lstm_dim):
-    monkeypatch.setattr(from_files, "count_tokens", lambda prefix: pytest.fail("n_train_tokens was given"))
+    monkeypatch.setattr(training_config, "count_tokens", lambda prefix: pytest.fail("n_train_tokens was given"))
     train_from_files(corpus["train"], corpus["vocab"], tmp_path / "ckpt", size=size, n_train_tokens=1000,
                      overrides={"dropout": 0.25, "learning_rate": None}, verbose=0)
     options = train_calls[0][0]
@@ -114,7 +117,7 @@ def test_a_restart_counts_the_tokens_again_only_on_other_data(tmp_path, corpus, 
     save_dir = str(tmp_path / "ckpt")
     checkpoint = _write_checkpoint(save_dir, tiny_options(n_train_tokens=123), os.path.abspath(corpus["train"]))
     counted = []
-    monkeypatch.setattr(from_files, "count_tokens", lambda prefix: counted.append(prefix) or 456)
+    monkeypatch.setattr(training_config, "count_tokens", lambda prefix: counted.append(prefix) or 456)
     train_from_files(corpus["train"], corpus["vocab"], save_dir, restart=True, verbose=0)
     assert train_calls[-1][0].get("n_train_tokens") == 123 and counted == []
     assert train_calls[-1][5]["restart_ckpt_file"] == checkpoint

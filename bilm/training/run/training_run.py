@@ -7,7 +7,7 @@ import tensorflow as tf
 from bilm.optimizers import make_optimizer
 from bilm.training.model.training_lm import TrainingLM
 from bilm.training.run import checkpoints
-from bilm.training.run.checkpoints import CHECKPOINT_NAME
+from bilm.training.run.checkpoints import CHECKPOINT_NAME, OPTIONS_FILE
 from bilm.training.run.distribution import is_chief
 from bilm.training.run.evaluation import evaluate
 from bilm.training.run.stop_signals import TrainingInterrupted
@@ -16,17 +16,23 @@ from bilm.training.run.stop_signals import TrainingInterrupted
 class TrainingRun:
     """What one call of `train` holds: the model, its optimizer state, checkpoints, feedback.
 
+    `config` is the run's `TrainingConfig`; `save_timer` the `SaveTimer` a save resets.
+
     Variables are created in the strategy's scope; the step counter and the
     data position are plain variables updated from Python.
     """
 
-    def __init__(self, options, settings, strategy, global_batch, save_dir, log_dir, max_to_keep, verbose,
-                 save_timer, vocabulary=None):
-        self.settings = settings
+    def __init__(self, config, strategy, global_batch, save_dir, log_dir, max_to_keep, verbose, save_timer,
+                 vocabulary=None):
+        settings = self.settings = config.settings
         self.chief = is_chief(strategy)
         self.save_dir = save_dir
+        self.options_file = os.path.join(save_dir, OPTIONS_FILE)
+        self.data_fingerprint = checkpoints.data_fingerprint(config.data_source)
+        # The checkpoint the run continues, if any (the last good one before its first save).
+        self.start_checkpoint = config.start.checkpoint
         with strategy.scope():
-            self.lm = TrainingLM(options, settings)
+            self.lm = TrainingLM(config.options, settings)
             self.optimizer = make_optimizer(settings, self.lm.trainable_variables())
             self.lstm_states = {
                 key: tf.Variable(tf.zeros([global_batch, size]), trainable=False, name=f"state_{key}")

@@ -1,0 +1,136 @@
+"""Where a training run starts: a new model, a checkpoint to continue, or a published model to adapt.
+
+Each start gives the run's options from what the caller gave (`options`)
+and sets the new run's variables up (`begin`); the loop does not branch
+on which start it has.
+"""
+import dataclasses
+import os
+
+from bilm.errors import UserError
+from bilm.options import load_options
+from bilm.training.model.adaptation import (
+    ModelToAdapt,
+    adaptation_options,
+    load_model_weights,
+    open_model_to_adapt,
+)
+from bilm.training.model.softmax_init import DEFAULT_SOFTMAX_INIT, check_softmax_init, initialize_softmax
+from bilm.training.run import checkpoints
+from bilm.training.run.stop_signals import PhaseInterrupted, TrainingInterrupted
+
+
+@dataclasses.dataclass(frozen=True)
+class NewRun:
+    """A model from scratch: the caller's options are the run's."""
+
+    checkpoint = None
+
+    def same_data(self, data_source):
+        return True
+
+    def options(self, options):
+        if options is None:
+            raise UserError("train needs options (the model and training keys), or init_from= a model to adapt.")
+        return load_options(options)
+
+    def check_vocabulary(self, vocabulary):
+        pass
+
+    def begin(self, run, data, stop_signals):
+        pass
+
+
+@dataclasses.dataclass(frozen=True)
+class Restart:
+    """A run continued from `checkpoint` (optimizer state, step and data position included).
+
+    On the same data (the same `data_source`) the stream skips the batches
+    already consumed; on new data it starts at its beginning.
+    """
+
+    checkpoint: str
+
+    def options(self, options):
+        return NewRun().options(options)
+
+    def same_data(self, data_source):
+        """Whether `data_source` is the data the checkpoint was reading."""
+        saved = checkpoints.read_state_summary(self.checkpoint)["data_source"]
+        return saved == checkpoints.data_fingerprint(data_source)
+
+    def check_vocabulary(self, vocabulary):
+        if vocabulary is not None:
+            checkpoints.check_vocabulary(self.checkpoint, vocabulary)
+
+    def begin(self, run, data, stop_signals):
+        run.restore(self.checkpoint, run.data_fingerprint)
+
+
+@dataclasses.dataclass(frozen=True)
+class Adaptation:
+    """A new run from a published model's weights (`bilm.training.model.adaptation`): its architecture,
+    char CNN, highway, projection and LSTMs, with a new softmax that starts as `softmax_init` says."""
+
+    model: ModelToAdapt
+    softmax_init: str = DEFAULT_SOFTMAX_INIT
+    checkpoint = None
+
+    def same_data(self, data_source):
+        return True
+
+    def options(self, options):
+        """The model's architecture with the caller's training keys (an `AdaptationError` if they contradict)."""
+        return adaptation_options(self.model, options)
+
+    def check_vocabulary(self, vocabulary):
+        pass
+
+    def begin(self, run, data, stop_signals):
+        """Loads the weights and fits the softmax; a signal meanwhile leaves `save_dir` as it was."""
+        try:
+            with stop_signals.interruptible():
+                self._load(run, data)
+        except PhaseInterrupted as interrupted:
+            # Nothing trained yet: leave save_dir as it was, so that the same command starts over.
+            if run.chief and run.manager.latest_checkpoint is None and os.path.exists(run.options_file):
+                os.remove(run.options_file)
+            run.close()
+            raise TrainingInterrupted(interrupted.signal, 0, None, phase="fitting the new softmax") from None
+
+    def _load(self, run, data):
+        model, softmax_init = self.model, self.softmax_init
+        load_model_weights(run.lm, model)
+        run.report(f"Adapting {model.source} ({model.files.weight_file}): char CNN, highway, projection and LSTM "
+                   "weights loaded; a new softmax over the training vocabulary.")
+        started = initialize_softmax(run.lm, data, softmax_init)
+        if softmax_init == "random":
+            run.report("The softmax starts random (softmax_init='random'), as from scratch.")
+            return
+        run.report(f"The softmax starts from the model's {'outputs' if softmax_init == 'fit' else 'encodings'} "
+                   f"(softmax_init={softmax_init!r}, fitted on {started['positions']:,} positions of the training "
+                   f"text). Full-softmax perplexity on positions kept apart: {started['frequency_perplexity']:.2f} "
+                   f"with the words' frequencies in its bias, against {started['unigram_perplexity']:.2f} for the "
+                   f"frequencies alone; it starts without them ({started['sample_perplexity']:.2f}), which trains "
+                   "faster and the first steps learn (see bilm.training.model.softmax_init).")
+
+
+def run_start(restart_ckpt_file=None, init_from=None, softmax_init=DEFAULT_SOFTMAX_INIT, cache_dir=None):
+    """The start `train`'s arguments ask for; the model to adapt is opened and checked here, before any work.
+
+    Args:
+        restart_ckpt_file: a checkpoint to continue (`Restart`).
+        init_from: a model to adapt (anything `bilm.load` opens, or a
+            `ModelToAdapt`) (`Adaptation`); not with `restart_ckpt_file`.
+        softmax_init: with `init_from`, where the new softmax starts.
+
+    Returns:
+        `NewRun`, `Restart` or `Adaptation`.
+    """
+    if init_from is None:
+        return NewRun() if restart_ckpt_file is None else Restart(os.fspath(restart_ckpt_file))
+    if restart_ckpt_file is not None:
+        raise UserError("init_from starts a new run from a model's weights and restart_ckpt_file continues a "
+                        "run from its checkpoint; give one of them.")
+    check_softmax_init(softmax_init)
+    return Adaptation(open_model_to_adapt(init_from, cache_dir=cache_dir), softmax_init)
