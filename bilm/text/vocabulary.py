@@ -16,6 +16,7 @@ import os
 import numpy as np
 
 from bilm.errors import UserError
+from bilm.text.vocabulary_file import read_vocabulary_file
 from bilm.text.whitespace import split_tokens
 
 BOS_CHAR = 256  # begin of sentence
@@ -26,7 +27,6 @@ PAD_CHAR = 260  # padding inside a token
 BOS_TOKEN = "<S>"
 EOS_TOKEN = "</S>"
 UNK_TOKEN = "<UNK>"
-MAXTERMID_LINE = "!!!MAXTERMID"
 BOUNDARY_TOKENS = (BOS_TOKEN, EOS_TOKEN)
 TRAINING_TOKENS = (BOS_TOKEN, EOS_TOKEN, UNK_TOKEN)
 
@@ -148,28 +148,12 @@ class Vocabulary:
 
     def __init__(self, filename, validate_file=False):
         self.filename = os.fspath(filename)
-        self._id_to_word = []
-        self._word_to_id = {}
-        try:
-            f = open(self.filename, encoding="utf-8", errors="surrogateescape")
-        except FileNotFoundError:
-            raise FileNotFoundError(
-                f"Vocabulary file {self.filename!r} does not exist. Pass the "
-                "path of a text file with one token per line."
-            ) from None
-        # (token, its first line, a later line): a repeated token keeps the later id, as in bilm-tf.
-        self._repeated = []
-        first_lines = {}
-        with f:
-            for number, line in enumerate(f, start=1):
-                word = line.strip()
-                if word == MAXTERMID_LINE:
-                    continue
-                if word in first_lines:
-                    self._repeated.append((word, first_lines[word], number))
-                first_lines.setdefault(word, number)
-                self._word_to_id[word] = len(self._id_to_word)
-                self._id_to_word.append(word)
+        lines = read_vocabulary_file(self.filename)
+        self._id_to_word = lines.tokens
+        # A repeated token keeps the later id, as in bilm-tf.
+        self._word_to_id = {word: i for i, word in enumerate(lines.tokens)}
+        # (token, its first line, a later line).
+        self._repeated = lines.repeated
         self._bos = self._word_to_id.get(BOS_TOKEN, -1)
         self._eos = self._word_to_id.get(EOS_TOKEN, -1)
         self._unk = self._word_to_id.get(UNK_TOKEN, -1)

@@ -3,7 +3,8 @@ import collections
 
 from bilm.errors import UserError
 from bilm.io.output_files import atomic_output, check_output_file
-from bilm.text.vocabulary import MAXTERMID_LINE, TRAINING_TOKENS
+from bilm.text.vocabulary import TRAINING_TOKENS
+from bilm.text.vocabulary_file import MAXTERMID_LINE, write_vocabulary_file
 from bilm.text.whitespace import split_tokens
 from bilm.training.data.shards import list_shards, read_lines
 
@@ -69,8 +70,6 @@ def build_vocab(filepattern, outfile, min_count=1, max_size=None, overwrite=Fals
     if max_size is not None:
         tokens = tokens[:max_size]
 
-    with atomic_output(outfile) as tmp, open(tmp, "w", encoding="utf-8", errors="surrogateescape",
-                                             newline="\n") as f:
-        for token in tokens:
-            f.write(token + "\n")
+    with atomic_output(outfile) as tmp:
+        write_vocabulary_file(tmp, tokens)
     return len(tokens)
