@@ -10,9 +10,12 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # before TensorFlow loads
 
-from bilm.commands.argument_parser import ScriptArgumentParser, positive_int  # noqa: E402
-from bilm.commands.user_errors import exit_on_user_error  # noqa: E402
-from bilm.export.token_embeddings import dump_token_embeddings  # noqa: E402
+from bilm.commands import (  # noqa: E402
+    ScriptArgumentParser,
+    exit_on_user_error,  # noqa: E402
+    positive_int,
+)
+from bilm.export import dump_token_embeddings  # noqa: E402
 
 
 def main(argv=None):

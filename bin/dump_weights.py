@@ -12,9 +12,11 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # before TensorFlow loads
 
-from bilm.commands.argument_parser import ScriptArgumentParser  # noqa: E402
-from bilm.commands.user_errors import exit_on_user_error  # noqa: E402
-from bilm.training.convert.weight_export import dump_weights  # noqa: E402
+from bilm.commands import (
+    ScriptArgumentParser,  # noqa: E402
+    exit_on_user_error,  # noqa: E402
+)
+from bilm.training import dump_weights  # noqa: E402
 
 
 def main(argv=None):

@@ -21,15 +21,15 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # before TensorFlow loads
 
-from bilm.commands.argument_parser import ScriptArgumentParser  # noqa: E402
-from bilm.commands.embedding_arguments import (  # noqa: E402
+from bilm.commands import (  # noqa: E402
+    ScriptArgumentParser,  # noqa: E402
     add_embedding_run_arguments,
     add_model_arguments,
     check_model_arguments,
+    exit_on_user_error,  # noqa: E402
     model_files,
 )
-from bilm.commands.user_errors import exit_on_user_error  # noqa: E402
-from bilm.export.sentence_embeddings import embed_file  # noqa: E402
+from bilm.export import embed_file  # noqa: E402
 
 
 def main(argv=None):

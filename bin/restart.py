@@ -13,10 +13,14 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # before TensorFlow loads
 
-from bilm.commands.argument_parser import ScriptArgumentParser  # noqa: E402
-from bilm.commands.training_arguments import add_training_arguments, describe_result, train_from_args  # noqa: E402
-from bilm.commands.user_errors import exit_on_user_error  # noqa: E402
-from bilm.training.convert.tf1_checkpoint import convert_tf1_checkpoint  # noqa: E402
+from bilm.commands import (  # noqa: E402
+    ScriptArgumentParser,  # noqa: E402
+    add_training_arguments,
+    describe_result,
+    exit_on_user_error,  # noqa: E402
+    train_from_args,
+)
+from bilm.training import convert_tf1_checkpoint  # noqa: E402
 
 
 def main(argv=None):

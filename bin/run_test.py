@@ -7,10 +7,15 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # before TensorFlow loads
 
-from bilm.commands.argument_parser import ScriptArgumentParser, positive_int  # noqa: E402
-from bilm.commands.user_errors import exit_on_user_error  # noqa: E402
-from bilm.training.run.evaluation import EVALUATION_STARTS  # noqa: E402
-from bilm.training.run.from_files import test_from_files  # noqa: E402
+from bilm.commands import (  # noqa: E402
+    ScriptArgumentParser,
+    exit_on_user_error,  # noqa: E402
+    positive_int,
+)
+from bilm.training import (
+    EVALUATION_STARTS,  # noqa: E402
+    test_from_files,  # noqa: E402
+)
 
 
 def main(argv=None):

@@ -9,7 +9,7 @@ import pytest
 from helpers import ROOT
 
 PUBLIC_MODULES = {"bilm", "bilm.text", "bilm.ops", "bilm.layers", "bilm.models", "bilm.io", "bilm.export",
-                  "bilm.training", "bilm.options", "bilm.presets", "bilm.errors"}
+                  "bilm.training", "bilm.options", "bilm.presets", "bilm.errors", "bilm.commands"}
 # What each part of the package may import from the others (beyond bilm.errors, which
 # every part may raise, and bilm.utils).
 ALLOWED = {
@@ -76,9 +76,10 @@ def _readme_code():
     return re.findall(r"```python\n(.*?)```", text, flags=re.S)
 
 
-def test_examples_and_the_readme_use_only_the_public_surface():
-    sources = {os.path.join("usage", name): open(os.path.join(ROOT, "usage", name), encoding="utf-8").read()
-               for name in os.listdir(os.path.join(ROOT, "usage")) if name.endswith(".py")}
+def test_examples_the_scripts_and_the_readme_use_only_the_public_surface():
+    sources = {os.path.join(folder, name): open(os.path.join(ROOT, folder, name), encoding="utf-8").read()
+               for folder in ("usage", "bin") for name in os.listdir(os.path.join(ROOT, folder))
+               if name.endswith(".py")}
     sources.update({f"README.md block {i}": code for i, code in enumerate(_readme_code())})
     private = []
     for where, code in sources.items():

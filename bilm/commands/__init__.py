@@ -1,1 +1,37 @@
-"""What only the `bin/` scripts use: their shared flags and the one-line errors. Internal."""
+"""The building blocks of the `bin/` scripts, public so that a script of your own can reuse them: the argument
+parser whose mistakes are one line (`ScriptArgumentParser`), the flags of the embedding and training scripts,
+and `exit_on_user_error` (one `Error:` line and exit status 1 for a mistake a user can fix; 130/143 on
+signals).
+
+Each name is imported when first used, so that a script loads only what it needs.
+"""
+import importlib
+
+_MODULES = {
+    "ScriptArgumentParser": "argument_parser",
+    "non_negative_int": "argument_parser",
+    "positive_float": "argument_parser",
+    "positive_int": "argument_parser",
+    "rate": "argument_parser",
+    "add_embedding_run_arguments": "embedding_arguments",
+    "add_model_arguments": "embedding_arguments",
+    "check_model_arguments": "embedding_arguments",
+    "model_files": "embedding_arguments",
+    "add_training_arguments": "training_arguments",
+    "describe_result": "training_arguments",
+    "restart_command": "training_arguments",
+    "train_from_args": "training_arguments",
+    "exit_on_user_error": "user_errors",
+}
+
+__all__ = sorted(_MODULES)
+
+
+def __getattr__(name):
+    if name not in _MODULES:
+        raise AttributeError(f"module 'bilm.commands' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"bilm.commands.{_MODULES[name]}"), name)
+
+
+def __dir__():
+    return __all__

@@ -13,13 +13,17 @@ from bilm.training.data.lm_dataset import BidirectionalLMDataset, LMDataset, loa
 from bilm.training.data.sample_corpus import write_sample_corpus
 from bilm.training.data.vocab_builder import build_vocab
 from bilm.training.model.adaptation import AdaptationError
+from bilm.training.model.softmax_init import DEFAULT_SOFTMAX_INIT, SOFTMAX_INITS
 from bilm.training.quickstart import run_quickstart
 from bilm.training.run.checkpoints import CheckpointError, load_options_latest_checkpoint
-from bilm.training.run.evaluation import test
+from bilm.training.run.evaluation import EVALUATION_STARTS, test
 from bilm.training.run.from_files import test_from_files, train_from_files
 from bilm.training.run.loop import NonFiniteLossError, TrainingInterrupted, train
 
 __all__ = [
+    "DEFAULT_SOFTMAX_INIT",
+    "EVALUATION_STARTS",
+    "SOFTMAX_INITS",
     "AdaptationError",
     "BidirectionalLMDataset",
     "CheckpointError",
