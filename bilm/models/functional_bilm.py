@@ -5,6 +5,8 @@ nothing about state buffers, batching or losses. LSTM states go in and
 come out as ordinary inputs and outputs so that callers decide whether to
 carry them.
 """
+import functools
+
 import keras
 
 from bilm.errors import UserError
@@ -89,48 +91,17 @@ def build_bilm(options, n_token_vocab=None, bidirectional=True, dropout=0.0, lay
     if layout not in LAYOUTS:
         raise UserError(f"layout must be one of {LAYOUTS}. Received: layout={layout!r}")
     # === Layers ===
-    projection_dim = options.projection_dim
     directions = DIRECTIONS[: 2 if bidirectional else 1]
     padded = layout == "prediction"
     separate = layout == "training" and bidirectional
-    if options.char_cnn is not None:
-        cnn = options.char_cnn
-        input_name, input_shape = "token_characters", (None, options.token_id_width)
-        char_encoder = CharCNNEncoder(
-            cnn.n_characters, cnn.embedding_dim, cnn.filters, cnn.activation, name="char_cnn")
-        highway = Highway(cnn.n_highway, training_matmul_dtype=training_matmul_dtype, kernel_dtype=kernel_dtype,
-                          name="highway")
-        word_embedding = _word_embedding(options, padded)
-        projection = None
-        if token_features(options) != projection_dim:
-            projection = keras.layers.Dense(
-                projection_dim, kernel_initializer=dense_initializer(token_features(options)),
-                name="token_projection")
-    else:
-        if n_token_vocab is None:
-            raise UserError("Token inputs (options without 'char_cnn') need n_token_vocab.")
-        input_name, input_shape = "token_ids", (None,)
-        token_embedding = keras.layers.Embedding(
-            n_token_vocab, projection_dim,
-            embeddings_initializer=keras.initializers.RandomUniform(-1.0, 1.0),
-            name="token_embedding")
+    input_name, input_shape, encode = _token_encoder(options, n_token_vocab, padded, training_matmul_dtype,
+                                                     kernel_dtype)
     token_inputs = {"forward": keras.Input(shape=input_shape, dtype="int32", name=input_name)}
     token_inputs["backward"] = (
         keras.Input(shape=input_shape, dtype="int32", name=f"{input_name}_reverse")
         if separate else token_inputs["forward"])
     sequence_mask = SequenceMask(padded=padded, name="sequence_mask")
-    lstms = {
-        (direction, layer): ProjectedLSTM(
-            options.lstm_dim, projection_dim, options.cell_clip, options.proj_clip,
-            go_backwards=direction == "backward" and not separate, training_matmul_dtype=training_matmul_dtype,
-            kernel_dtype=kernel_dtype, name=f"{direction}_lstm_{layer}")
-        for direction in directions for layer in range(options.n_layers)
-    }
-    dropouts = {
-        (direction, layer): StatelessDropout(
-            dropout, dropout_site(d, layer, options.n_layers), name=f"{direction}_dropout_{layer}")
-        for d, direction in enumerate(directions) for layer in range(options.n_layers)
-    } if dropout > 0 else {}
+    lstms, dropouts = _recurrent_layers(options, directions, separate, dropout, training_matmul_dtype, kernel_dtype)
     state_inputs = {
         key: keras.Input(shape=(size,), name=key) for key, _, size in state_keys(options, bidirectional)
     }
@@ -140,19 +111,8 @@ def build_bilm(options, n_token_vocab=None, bidirectional=True, dropout=0.0, lay
     streams = [token_inputs[d] for d in directions[: 2 if separate else 1]]
     mask = sequence_mask(token_inputs["forward"])
     lengths = keras.ops.sum(keras.ops.cast(mask, "int32"), axis=1)
-    distinct_by_direction = None
-    if options.char_cnn is not None:
-        if deduplicate_tokens:
-            unique, indices = UniqueTokens(name="unique_tokens")(streams)
-            streams, gathers = [unique], [GatherTokens(name=f"gather_tokens_{i}") for i in range(len(indices))]
-        encoded = [_encode_characters(stream, char_encoder, highway, projection, word_embedding) for stream in streams]
-        if deduplicate_tokens:
-            # The first LSTM layers can take the distinct encodings as they are.
-            distinct_by_direction = {direction: (encoded[0], indices[min(d, len(indices) - 1)])
-                                     for d, direction in enumerate(directions)}
-            encoded = [gather(encoded[0], index) for gather, index in zip(gathers, indices)]
-    else:
-        encoded = [token_embedding(stream) for stream in streams]
+    encoded, distinct_by_direction = _encode_streams(
+        streams, encode, deduplicate_tokens and options.char_cnn is not None, directions)
     if padded:
         mask_3d = keras.ops.expand_dims(keras.ops.cast(mask, encoded[0].dtype), -1)
         encoded = [x * mask_3d for x in encoded]
@@ -165,6 +125,71 @@ def build_bilm(options, n_token_vocab=None, bidirectional=True, dropout=0.0, lay
     if seed_input is not None:
         inputs["dropout_seed"] = seed_input
     return keras.Model(inputs=inputs, outputs=outputs, name=name)
+
+
+def _recurrent_layers(options, directions, separate, dropout, training_matmul_dtype, kernel_dtype):
+    """`(lstms, dropouts)`: `{(direction, layer): layer}` of the LSTMs and of the dropouts on their inputs
+    (none when `dropout` is 0). Without `separate` backward inputs, the backward LSTMs read right to left."""
+    lstms = {
+        (direction, layer): ProjectedLSTM(
+            options.lstm_dim, options.projection_dim, options.cell_clip, options.proj_clip,
+            go_backwards=direction == "backward" and not separate, training_matmul_dtype=training_matmul_dtype,
+            kernel_dtype=kernel_dtype, name=f"{direction}_lstm_{layer}")
+        for direction in directions for layer in range(options.n_layers)
+    }
+    dropouts = {
+        (direction, layer): StatelessDropout(
+            dropout, dropout_site(d, layer, options.n_layers), name=f"{direction}_dropout_{layer}")
+        for d, direction in enumerate(directions) for layer in range(options.n_layers)
+    } if dropout > 0 else {}
+    return lstms, dropouts
+
+
+def _token_encoder(options, n_token_vocab, padded, training_matmul_dtype, kernel_dtype):
+    """`(input name, input shape, encode)`: the token encoder's layers, `encode` mapping ids to encodings.
+
+    With `char_cnn`: the char CNN, highway, optional word embedding and
+    projection to P; else a token embedding table of `n_token_vocab` rows.
+    """
+    if options.char_cnn is None:
+        if n_token_vocab is None:
+            raise UserError("Token inputs (options without 'char_cnn') need n_token_vocab.")
+        token_embedding = keras.layers.Embedding(
+            n_token_vocab, options.projection_dim,
+            embeddings_initializer=keras.initializers.RandomUniform(-1.0, 1.0),
+            name="token_embedding")
+        return "token_ids", (None,), token_embedding
+    cnn = options.char_cnn
+    char_encoder = CharCNNEncoder(cnn.n_characters, cnn.embedding_dim, cnn.filters, cnn.activation, name="char_cnn")
+    highway = Highway(cnn.n_highway, training_matmul_dtype=training_matmul_dtype, kernel_dtype=kernel_dtype,
+                      name="highway")
+    word_embedding = _word_embedding(options, padded)
+    projection = None
+    if token_features(options) != options.projection_dim:
+        projection = keras.layers.Dense(
+            options.projection_dim, kernel_initializer=dense_initializer(token_features(options)),
+            name="token_projection")
+    encode = functools.partial(_encode_characters, char_encoder=char_encoder, highway=highway,
+                               projection=projection, word_embedding=word_embedding)
+    return "token_characters", (None, options.token_id_width), encode
+
+
+def _encode_streams(streams, encode, deduplicate, directions):
+    """`(encoded, distinct_by_direction)`: each stream's encodings, `(batch, time, P)`.
+
+    With `deduplicate`, the encoder runs once per distinct token of all
+    streams and `distinct_by_direction` maps each direction to `(distinct
+    encodings, the index of each position)`, which the first LSTM layers
+    take as they are; else it is None.
+    """
+    if not deduplicate:
+        return [encode(stream) for stream in streams], None
+    unique, indices = UniqueTokens(name="unique_tokens")(streams)
+    gathers = [GatherTokens(name=f"gather_tokens_{i}") for i in range(len(indices))]
+    distinct = encode(unique)
+    distinct_by_direction = {direction: (distinct, indices[min(d, len(indices) - 1)])
+                             for d, direction in enumerate(directions)}
+    return [gather(distinct, index) for gather, index in zip(gathers, indices)], distinct_by_direction
 
 
 def token_features(options):

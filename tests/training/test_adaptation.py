@@ -347,3 +347,37 @@ def test_scripts_adapt_restart_test_and_dump(tmp_path, published, new_text, caps
     assert 1 < perplexity < new_text["n_vocab"]
     written = _script("dump_weights").main(["--save_dir", save_dir, "--outfile", str(tmp_path / "w.hdf5")])
     assert bilm.load(written["weight_file"]).embed(["amber gold"])[0].shape == (2, 16)
+
+
+def _count_calls(monkeypatch, module, name, calls):
+    original = getattr(module, name)
+
+    def counted(*args, **kwargs):
+        calls[name] = calls.get(name, 0) + 1
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, counted)
+
+
+def test_from_the_script_to_the_step_each_check_runs_once(tmp_path, published, new_text, monkeypatch):
+    import bilm.training.config.settings as settings_module
+    import bilm.training.config.training_config as config_module
+    import bilm.training.run.checkpoints as checkpoints_module
+    import bilm.training.run.run_start as start_module
+
+    calls = {}
+    for module, name in [(start_module, "open_model_to_adapt"), (start_module, "adaptation_options"),
+                         (start_module, "check_softmax_init"), (config_module, "training_settings"),
+                         (config_module, "count_tokens"), (settings_module, "check_known_keys"),
+                         (checkpoints_module, "check_vocabulary")]:
+        _count_calls(monkeypatch, module, name, calls)
+    save_dir = str(tmp_path / "ckpt")
+    common = ["--train_prefix", new_text["train"], "--vocab_file", new_text["vocab"], "--save_dir", save_dir,
+              "--batch_size", "8", "--unroll_steps", "5", "--n_negative_samples_batch", "8", "--max_steps", "2"]
+    _script("train_elmo").main(common + ["--init_from", published["directory"]])
+    assert calls == {"open_model_to_adapt": 1, "adaptation_options": 1, "check_softmax_init": 1,
+                     "training_settings": 1, "check_known_keys": 1, "count_tokens": 1}
+    calls.clear()
+    _script("restart").main(common + ["--max_steps", "3"])
+    # The checkpoint's options hold n_train_tokens and the data is the same: nothing is counted again.
+    assert calls == {"training_settings": 1, "check_known_keys": 1, "check_vocabulary": 1}
