@@ -2,8 +2,7 @@
 
 The model's sections are read by prediction and training alike
 (`bilm.options.model_options`); the top-level training keys by training
-alone (`bilm.training.config`); `characters` and `word_embedding` by
-prediction alone (models converted from other families). Parsing, the
+alone (`bilm.training.config`). Parsing, the
 presets' training defaults, the strict-key check of training options,
 adaptation's comparison of architectures and the flags of
 `bin/train_elmo.py` all read this table; docs/formats.md lists it.
@@ -120,13 +119,15 @@ OPTION_KEYS: Tuple[OptionKey, ...] = (
     _key("char_cnn.max_characters_per_token", "integer", REQUIRED, BOTH,
          "characters per token, the begin and end of word marks included", low=3),
     _key("char_cnn.n_characters", "n_characters", REQUIRED, BOTH,
-         "rows of the character table: 261 for training, 262 for prediction"),
+         "rows of the character table: 261 for training, 262 for prediction (with characters: its ids, or one more)"),
     _key("char_cnn.n_highway", "integer", 0, BOTH, "highway layers after the convolutions", low=0),
-    # Prediction of models converted from other families (ELMoForManyLangs).
-    _key("char_cnn.characters", "character_dictionary", None, PREDICTION,
+    # Models that read text through dictionaries of their own (ELMoForManyLangs').
+    _key("char_cnn.characters", "character_dictionary", None, BOTH,
          "the model's own character dictionary instead of UTF-8 byte ids"),
-    _key("word_embedding", "section", None, PREDICTION,
-         "a word vector per token, before the char CNN's features (dim, ids, unknown)"),
+    _key("word_embedding", "section", None, BOTH, "a word vector per token, before the char CNN's features"),
+    _key("word_embedding.dim", "integer", REQUIRED, BOTH, "numbers per word"),
+    _key("word_embedding.ids", "id_map", REQUIRED, BOTH, "the words' ids"),
+    _key("word_embedding.unknown", "integer", REQUIRED, BOTH, "the id of a word not listed", low=0),
     # Training: what the corpus gives.
     _key("n_tokens_vocab", "integer", REQUIRED, TRAINING, "words of the vocabulary (default: the vocabulary file's)",
          from_corpus=True),

@@ -98,7 +98,7 @@ class DictionaryBatcher(IdRowBatcher):
         start, end = characters.boundary_tokens
         self.boundary_rows = {start: self._boundary_row(characters.sentence_start, start),
                             end: self._boundary_row(characters.sentence_end, end)}
-        super().__init__(self.boundary_rows[start], self.boundary_rows[end], self._token_row)
+        super().__init__(self.boundary_rows[start], self.boundary_rows[end], self.token_row)
 
     def _boundary_row(self, sentence_id, token):
         c = self.characters
@@ -108,7 +108,8 @@ class DictionaryBatcher(IdRowBatcher):
     def _word_id(self, cut):
         return [] if self.words is None else [self.words.ids.get(cut, self.words.unknown)]
 
-    def _token_row(self, token):
+    def token_row(self, token):
+        """The unshifted id row of one token (a boundary token gives its boundary row)."""
         cut = cut_token(token, self.max_characters)
         if cut in self.boundary_rows:
             return self.boundary_rows[cut]

@@ -11,10 +11,10 @@ from typing import Optional
 
 from bilm.ops.matmul_dtype import check_matmul_dtype
 from bilm.optimizers import optimizer_class
-from bilm.options import TRAINING_N_CHARACTERS, OptionsError, load_options
+from bilm.options import OptionsError, load_options
 from bilm.options.keys import BOTH, REQUIRED, TRAINING, keys_in, option_key, sections
 
-# The model keys training reads, by section (models read through dictionaries of their own are not trained).
+# The model keys training reads, by section.
 MODEL_KEYS = {section: keys_in(section, (BOTH,)) for section in sections((BOTH,)) if section}
 
 
@@ -84,11 +84,12 @@ def training_settings(options, need_schedule=True):
     check_known_keys(options)
     source = options.source
     cnn = options.char_cnn
-    if cnn is not None and cnn.n_characters != TRAINING_N_CHARACTERS:
+    if cnn is not None and cnn.n_characters != cnn.training_n_characters:
+        rows = cnn.training_n_characters
         raise OptionsError(
             f"{source}: 'char_cnn.n_characters' is {cnn.n_characters}, but training reads unshifted "
-            f"character ids and needs {TRAINING_N_CHARACTERS}. Set it to {TRAINING_N_CHARACTERS} "
-            "(262 is the prediction layout that dump_weights writes).")
+            f"character ids and needs {rows}. Set it to {rows} "
+            f"({rows + 1} is the prediction layout that dump_weights writes).")
 
     def value(key, required=True):
         """The key's value checked as the table says (absent: its default); 0 for an absent optional count."""

@@ -20,6 +20,7 @@ import warnings
 import numpy as np
 
 from bilm.errors import UserError
+from bilm.text.dictionary_vocabulary import DictionaryCharsVocabulary
 from bilm.text.vocabulary import TRAINING_TOKENS, UNK_TOKEN, UnicodeCharsVocabulary, Vocabulary
 from bilm.text.whitespace import split_tokens
 from bilm.training.data.shards import has_sentences, list_shards, read_lines
@@ -37,6 +38,18 @@ def load_vocab(vocab_file, max_word_length=None):
     if max_word_length:
         return UnicodeCharsVocabulary(vocab_file, max_word_length, validate_file=True)
     return Vocabulary(vocab_file, validate_file=True)
+
+
+def vocabulary_for(options, vocab_file):
+    """The training vocabulary that reads `vocab_file` as the model of `options` (`BiLMOptions`) reads text:
+    token ids alone, UTF-8 byte ids (`UnicodeCharsVocabulary`) or a model's own dictionaries
+    (`DictionaryCharsVocabulary`). It must hold `<S>`, `</S>` and `<UNK>`."""
+    cnn = options.char_cnn
+    if cnn is None or cnn.characters is None:
+        return load_vocab(vocab_file, None if cnn is None else cnn.max_characters_per_token)
+    words = options.word_embedding.dictionary if options.word_embedding is not None else None
+    return DictionaryCharsVocabulary(vocab_file, cnn.characters, words, cnn.max_characters_per_token,
+                                     validate_file=True)
 
 
 def check_positive(name, value):

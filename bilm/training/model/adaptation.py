@@ -4,10 +4,13 @@ A published model is an options file and HDF5 weights (anything
 `bilm.io.locate_model` opens: a directory, an options or weight file, a
 zip, a URL, a published name). It holds neither a softmax nor optimizer
 state. A run adapted from it takes:
-- the architecture (`lstm`, `char_cnn`) from the model's options, in the
-  training form (`n_characters` 261: the weight file's 261 character rows
-  are indexed by the unshifted ids that training reads; prediction's row of
-  padding in front is not in the file);
+- the architecture (`lstm`, `char_cnn`, and `word_embedding` for a model
+  that reads words too) from the model's options, in the training form
+  (`n_characters` 261, or its character dictionary's ids: the weight file's
+  character rows are indexed by the unshifted ids that training reads;
+  prediction's row of padding in front is not in the file); a model with
+  dictionaries of its own (ELMoForManyLangs') keeps them, and the training
+  text is read through them;
 - the training keys (batch size, epochs, negatives, learning rate, dropout,
   ...) from the caller's options, `bilm.presets.TRAINING_DEFAULTS` for
   those left out, never from the model's file (the options of bilm-tf's and
@@ -24,12 +27,12 @@ import os
 from bilm.errors import UserError
 from bilm.io.model_files import ModelFiles, locate_model
 from bilm.io.weight_file import open_for_reading, read_entries, weight_table
-from bilm.options import TRAINING_N_CHARACTERS, BiLMOptions, OptionsError, load_options, read_options_json
+from bilm.options import BiLMOptions, OptionsError, load_options, read_options_json
 from bilm.options.keys import absent_means
 from bilm.training.config.settings import MODEL_KEYS
 
 # The options sections that are the architecture, which the model decides.
-ARCHITECTURE_SECTIONS = ("lstm", "char_cnn")
+ARCHITECTURE_SECTIONS = ("lstm", "char_cnn", "word_embedding")
 
 
 class AdaptationError(UserError):
@@ -43,9 +46,9 @@ class ModelToAdapt:
 
     Attributes:
         files: its `ModelFiles` (options and weight file).
-        architecture: the `lstm` and `char_cnn` sections of its options (a
-            dict, training form: `n_characters` 261; keys bilm does not
-            use left out).
+        architecture: the `lstm`, `char_cnn` (and `word_embedding`) sections
+            of its options (a dict, training form: `n_characters` the
+            unshifted ids' rows; keys bilm does not use left out).
         source: what was asked for (a path, URL or name), for messages.
     """
 
@@ -90,16 +93,19 @@ def open_model_to_adapt(init_from, cache_dir=None):
 
 
 def _architecture(options):
-    """The `lstm` and `char_cnn` sections of `options` (`BiLMOptions`) with the keys training knows, 261 rows."""
+    """The architecture sections of `options` (`BiLMOptions`) with the keys training knows, in the training form
+    (`n_characters`: the unshifted ids' rows, 261 for byte ids or the dictionary's)."""
     raw = options.to_dict()
     architecture = {}
     for section in ARCHITECTURE_SECTIONS:
+        if raw.get(section) is None:
+            continue
         known = MODEL_KEYS[section]
         architecture[section] = {key: value for key, value in raw[section].items() if key in known}
     embedding = architecture["char_cnn"].get("embedding", {})
     architecture["char_cnn"]["embedding"] = {key: value for key, value in embedding.items()
                                              if key in MODEL_KEYS["char_cnn.embedding"]}
-    architecture["char_cnn"]["n_characters"] = TRAINING_N_CHARACTERS
+    architecture["char_cnn"]["n_characters"] = options.char_cnn.training_n_characters
     return architecture
 
 
@@ -111,7 +117,7 @@ def adaptation_options(model, options=None):
         options: the caller's training options: a dict, an options file or
             `BiLMOptions`; None for `bilm.presets.TRAINING_DEFAULTS` only.
             Its `lstm` and `char_cnn` sections may be left out or repeat
-            the model's (`n_characters` 261 or 262 both fit); training keys
+            the model's (`n_characters` with or without prediction's padding row both fit); training keys
             it leaves out take `TRAINING_DEFAULTS` when the run starts.
 
     Returns:
@@ -133,6 +139,9 @@ def adaptation_options(model, options=None):
             continue
         if not isinstance(given, dict):
             raise OptionsError(f"{source}: '{section}' must be an object, got {given!r}.")
+        if section not in model.architecture:
+            contradictions.append(f"'{section}' is given here but the model has none")
+            continue
         contradictions += _contradictions(section, given, model.architecture[section])
     if contradictions:
         raise AdaptationError(
@@ -142,7 +151,8 @@ def adaptation_options(model, options=None):
     merged = json.loads(json.dumps(raw))
     for section in ARCHITECTURE_SECTIONS:
         # Keys the model does not decide stay, so that a typo still gets its error.
-        merged[section] = {**merged.get(section, {}), **model.architecture[section]}
+        if section in model.architecture:
+            merged[section] = {**merged.get(section, {}), **model.architecture[section]}
     return BiLMOptions.from_dict(merged, source=source)
 
 
@@ -166,7 +176,7 @@ def _contradictions(section, given, model_section):
     found = []
     for key, value in given.items():
         where = f"{section}.{key}"
-        if where == "char_cnn.n_characters" and value in (TRAINING_N_CHARACTERS, TRAINING_N_CHARACTERS + 1):
+        if where == "char_cnn.n_characters" and value in (model_section[key], model_section[key] + 1):
             continue  # the same table, with or without prediction's padding row
         if where == "char_cnn.embedding" and isinstance(value, dict):
             found += _contradictions(where, value, model_section.get("embedding", {}))

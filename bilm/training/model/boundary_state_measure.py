@@ -6,7 +6,7 @@ import numpy as np
 from bilm.io.weight_file import padded_embedding_entry, weight_table
 from bilm.models.boundary_state import DEFAULT_N_SENTENCES, compute_boundary_state
 from bilm.models.functional_bilm import build_bilm
-from bilm.text.batching import Batcher
+from bilm.models.text_inputs import batcher_for
 from bilm.text.whitespace import split_tokens
 
 
@@ -40,7 +40,7 @@ def measure_boundary_state(lm, data, n_sentences=DEFAULT_N_SENTENCES):
     lines = itertools.islice(stream.iter_lines(one_pass=True), 2 * n_sentences)
     sentences = (split_tokens(line) for line in lines)
     if lm.use_character_inputs:
-        to_ids = Batcher(None, lm.options.char_cnn.max_characters_per_token).batch_sentences
+        to_ids = batcher_for(lm.options).batch_sentences
     else:
         def to_ids(token_lists):
             rows = [stream.vocab.encode(tokens, split=False) + 1 for tokens in token_lists]

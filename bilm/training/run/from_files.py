@@ -7,7 +7,7 @@ from bilm.options import BiLMOptions, load_options
 from bilm.options.keys import option_key
 from bilm.presets import training_options
 from bilm.training.config.training_config import resolve_training_config
-from bilm.training.data.lm_dataset import BidirectionalLMDataset, LMDataset, load_vocab
+from bilm.training.data.lm_dataset import BidirectionalLMDataset, LMDataset, vocabulary_for
 from bilm.training.data.vocabulary_order import warn_unless_frequency_order
 from bilm.training.model.softmax_init import DEFAULT_SOFTMAX_INIT
 from bilm.training.run import checkpoints
@@ -19,13 +19,13 @@ from bilm.training.run.run_start import run_start
 def load_training_data(options, filepattern, vocab_file, test=False, seed=0):
     """`(data stream, vocabulary)` for `options` from shard files.
 
-    Character ids when the options have `char_cnn`; both directions
+    Character ids when the options have `char_cnn` (UTF-8 bytes, or the
+    model's own dictionaries: `vocabulary_for`); both directions
     (`BidirectionalLMDataset`) when `bidirectional` (the default). Training
     streams shuffle with `seed`, so that a restart can skip what was read.
     """
     parsed = load_options(options)
-    max_chars = parsed.char_cnn.max_characters_per_token if parsed.char_cnn is not None else None
-    vocab = load_vocab(vocab_file, max_chars)
+    vocab = vocabulary_for(parsed, vocab_file)
     bidirectional = parsed.get("bidirectional", option_key("bidirectional").default)
     dataset = BidirectionalLMDataset if bidirectional else LMDataset
     return dataset(filepattern, vocab, test=test, shuffle_on_load=not test, seed=seed), vocab
