@@ -101,35 +101,27 @@ def build_bilm(options, n_token_vocab=None, bidirectional=True, dropout=0.0, lay
         keras.Input(shape=input_shape, dtype="int32", name=f"{input_name}_reverse")
         if separate else token_inputs["forward"])
     sequence_mask = SequenceMask(padded=padded, name="sequence_mask")
-    lstms, dropouts = _recurrent_layers(options, directions, separate, dropout, training_matmul_dtype, kernel_dtype)
-    state_inputs = {
-        key: keras.Input(shape=(size,), name=key) for key, _, size in state_keys(options, bidirectional)
-    }
-    seed_input = keras.Input(batch_shape=(2,), dtype="int64", name="dropout_seed") if dropouts else None
+    lstms, dropouts, state_inputs, seed_input = _recurrent_layers(
+        options, directions, separate, dropout, training_matmul_dtype, kernel_dtype)
 
     # === Functional Model ===
     streams = [token_inputs[d] for d in directions[: 2 if separate else 1]]
     mask = sequence_mask(token_inputs["forward"])
     lengths = keras.ops.sum(keras.ops.cast(mask, "int32"), axis=1)
-    encoded, distinct_by_direction = _encode_streams(
-        streams, encode, deduplicate_tokens and options.char_cnn is not None, directions)
-    if padded:
-        mask_3d = keras.ops.expand_dims(keras.ops.cast(mask, encoded[0].dtype), -1)
-        encoded = [x * mask_3d for x in encoded]
-    encoded_by_direction = {direction: encoded[min(d, len(encoded) - 1)] for d, direction in enumerate(directions)}
+    encoded_by_direction, distinct_by_direction = _encode_streams(
+        streams, encode, deduplicate_tokens and options.char_cnn is not None, directions, mask if padded else None)
     outputs = {"token_embeddings": encoded_by_direction["forward"], "mask": mask, "lengths": lengths}
     outputs.update(_lstm_stacks(options, encoded_by_direction, lengths, lstms, state_inputs, dropouts, seed_input,
                                 distinct_by_direction))
     inputs = {t.name: t for t in {id(t): t for t in token_inputs.values()}.values()}
-    inputs.update(state_inputs)
-    if seed_input is not None:
-        inputs["dropout_seed"] = seed_input
+    inputs.update(state_inputs, **({"dropout_seed": seed_input} if seed_input is not None else {}))
     return keras.Model(inputs=inputs, outputs=outputs, name=name)
 
 
 def _recurrent_layers(options, directions, separate, dropout, training_matmul_dtype, kernel_dtype):
-    """`(lstms, dropouts)`: `{(direction, layer): layer}` of the LSTMs and of the dropouts on their inputs
-    (none when `dropout` is 0). Without `separate` backward inputs, the backward LSTMs read right to left."""
+    """`(lstms, dropouts, state_inputs, seed_input)`: `{(direction, layer): layer}` of the LSTMs and of the
+    dropouts on their inputs (none when `dropout` is 0), an `Input` per LSTM state, and the dropout seed's
+    `Input` (None without dropout). Without `separate` backward inputs, the backward LSTMs read right to left."""
     lstms = {
         (direction, layer): ProjectedLSTM(
             options.lstm_dim, options.projection_dim, options.cell_clip, options.proj_clip,
@@ -142,7 +134,10 @@ def _recurrent_layers(options, directions, separate, dropout, training_matmul_dt
             dropout, dropout_site(d, layer, options.n_layers), name=f"{direction}_dropout_{layer}")
         for d, direction in enumerate(directions) for layer in range(options.n_layers)
     } if dropout > 0 else {}
-    return lstms, dropouts
+    state_inputs = {key: keras.Input(shape=(size,), name=key)
+                    for key, _, size in state_keys(options, bidirectional=len(directions) == 2)}
+    seed_input = keras.Input(batch_shape=(2,), dtype="int64", name="dropout_seed") if dropouts else None
+    return lstms, dropouts, state_inputs, seed_input
 
 
 def _token_encoder(options, n_token_vocab, padded, training_matmul_dtype, kernel_dtype):
@@ -174,22 +169,30 @@ def _token_encoder(options, n_token_vocab, padded, training_matmul_dtype, kernel
     return "token_characters", (None, options.token_id_width), encode
 
 
-def _encode_streams(streams, encode, deduplicate, directions):
-    """`(encoded, distinct_by_direction)`: each stream's encodings, `(batch, time, P)`.
+def _encode_streams(streams, encode, deduplicate, directions, mask=None):
+    """`(encoded_by_direction, distinct_by_direction)`: each direction's token encodings, `(batch, time, P)`
+    (zeros where `mask`, if given, is false).
 
     With `deduplicate`, the encoder runs once per distinct token of all
     streams and `distinct_by_direction` maps each direction to `(distinct
     encodings, the index of each position)`, which the first LSTM layers
     take as they are; else it is None.
     """
-    if not deduplicate:
-        return [encode(stream) for stream in streams], None
-    unique, indices = UniqueTokens(name="unique_tokens")(streams)
-    gathers = [GatherTokens(name=f"gather_tokens_{i}") for i in range(len(indices))]
-    distinct = encode(unique)
-    distinct_by_direction = {direction: (distinct, indices[min(d, len(indices) - 1)])
-                             for d, direction in enumerate(directions)}
-    return [gather(distinct, index) for gather, index in zip(gathers, indices)], distinct_by_direction
+    distinct_by_direction = None
+    if deduplicate:
+        unique, indices = UniqueTokens(name="unique_tokens")(streams)
+        gathers = [GatherTokens(name=f"gather_tokens_{i}") for i in range(len(indices))]
+        distinct = encode(unique)
+        distinct_by_direction = {direction: (distinct, indices[min(d, len(indices) - 1)])
+                                 for d, direction in enumerate(directions)}
+        encoded = [gather(distinct, index) for gather, index in zip(gathers, indices)]
+    else:
+        encoded = [encode(stream) for stream in streams]
+    if mask is not None:
+        mask_3d = keras.ops.expand_dims(keras.ops.cast(mask, encoded[0].dtype), -1)
+        encoded = [x * mask_3d for x in encoded]
+    return {direction: encoded[min(d, len(encoded) - 1)] for d, direction in enumerate(directions)}, \
+        distinct_by_direction
 
 
 def token_features(options):

@@ -2,7 +2,7 @@
 import numpy as np
 
 from bilm.text.dictionary_ids import DictionaryBatcher
-from bilm.text.vocabulary import BOS_TOKEN, EOS_TOKEN, UnicodeCharsVocabulary, Vocabulary
+from bilm.text.vocabulary import UnicodeCharsVocabulary, Vocabulary
 
 
 class DictionaryCharsVocabulary(UnicodeCharsVocabulary):
@@ -41,13 +41,5 @@ class DictionaryCharsVocabulary(UnicodeCharsVocabulary):
         if self._eos != -1:
             self._word_char_ids[self._eos] = self.eos_chars
 
-    def word_to_char_ids(self, word):
-        """The id row of one token: the vocabulary's, the boundary rows for `<S>` and `</S>`, else the model's."""
-        word_id = self._word_to_id.get(word)
-        if word_id is not None:
-            return self._word_char_ids[word_id]
-        if word == BOS_TOKEN:
-            return self.bos_chars
-        if word == EOS_TOKEN:
-            return self.eos_chars
-        return self._batcher.token_row(word)
+    def _token_char_ids(self, token):
+        return self._batcher.token_row(token)

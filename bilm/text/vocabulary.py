@@ -332,7 +332,11 @@ class UnicodeCharsVocabulary(Vocabulary):
                 return self.bos_chars
             if word == EOS_TOKEN:
                 return self.eos_chars
-        return token_to_char_ids(word, self._max_word_length)
+        return self._token_char_ids(word)
+
+    def _token_char_ids(self, token):
+        """The row of a token that is not in the file (nor `<S>`, `</S>`)."""
+        return token_to_char_ids(token, self._max_word_length)
 
     def encode_chars(self, sentence, reverse=False, split=True):
         """Char ids of a sentence framed by the boundary rows.

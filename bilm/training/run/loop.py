@@ -78,10 +78,9 @@ def train(options, data, n_gpus, save_dir, log_dir, restart_ckpt_file=None, *,
             with `heldout_batch_size` rows (default `batch_size`).
         strategy: a `tf.distribute.Strategy` (default: `make_strategy(n_gpus)`).
         max_steps: stop after this many steps of this call (then save).
-        checkpoint_every: save every this many steps (and at each epoch's end).
-            At its end every call that trained measures the boundary state
-            on the training text (`measure_boundary_state`: where embedding
-            starts each sentence) and saves it with a last checkpoint.
+        checkpoint_every: save every this many steps (and at each epoch's end;
+            a call that trained ends with the boundary state measured on the
+            training text and a last checkpoint).
         checkpoint_every_minutes: also save after the first step that starts
             this many minutes or more after the last save (None: only by
             steps). With several workers, when the first worker's time is up.
@@ -91,33 +90,25 @@ def train(options, data, n_gpus, save_dir, log_dir, restart_ckpt_file=None, *,
         data_source: what identifies the stream for restarts (default: the
             data's file pattern).
         max_to_keep: checkpoints kept in `save_dir`.
-        tune_malloc: first call `bilm.utils.malloc_tuning.keep_freed_memory`,
-            which sets glibc's malloc to keep freed memory for reuse: faster
-            steps on Linux, a higher peak held until the process exits. It
-            changes the whole process, so only a caller that owns the
-            process should ask for it (`bin/train_elmo.py` and
-            `bin/restart.py` do).
-        init_from: start a new run from a published model's weights
-            (anything `bilm.load` opens: a directory, its options or weight
-            file, a zip, a URL, a published name; see
-            `bilm.training.model.adaptation`): its architecture, char CNN,
-            highway, projection and LSTMs, with a new softmax over `data`'s
-            vocabulary. Options that contradict its architecture are an
-            `AdaptationError`. Not with `restart_ckpt_file`.
+        tune_malloc: first call `bilm.utils.malloc_tuning.keep_freed_memory`
+            (glibc keeps freed memory for reuse: faster steps, a higher peak);
+            process-wide, so for callers that own the process (`bin/`).
+        init_from: a published model to start from (anything `bilm.load`
+            opens; `bilm.training.model.adaptation`): its architecture and
+            weights, a new softmax over `data`'s vocabulary; options that
+            contradict it are an `AdaptationError`. Not with a restart.
         softmax_init: with `init_from`, where the new softmax starts
             (`bilm.training.model.softmax_init.SOFTMAX_INITS`): `"fit"` to the
             model's outputs on the start of `data`, `"encoding"` from each
             word's encoding by the model, or `"random"` as from scratch.
             The training key `softmax_warmup_steps` trains it alone first.
-        save_on_signals: while training, SIGINT (Ctrl-C) and SIGTERM (a
-            cluster preempting the job) finish the step in progress, save it
-            and raise `TrainingInterrupted`; further signals wait for the
-            save. The previous handlers are restored when `train` returns or
-            raises. Handlers are process-wide and can only be set in the main
-            thread, so it is for callers that own the process (the
-            `bin/` scripts); without it Ctrl-C raises `KeyboardInterrupt` at
-            once, losing the steps since the last checkpoint. With several
-            workers a signal to any of them stops all at the same step.
+        save_on_signals: SIGINT (Ctrl-C) and SIGTERM (preemption) finish the
+            step in progress, save it and raise `TrainingInterrupted`;
+            further signals wait for the save; the previous handlers are
+            restored at the end. Process-wide and main-thread only, so for
+            callers that own the process (`bin/`); without it Ctrl-C raises
+            `KeyboardInterrupt` at once. With several workers a signal to
+            any of them stops all at the same step.
         verbose: 1 for the progress bar and messages, 0 for silence.
 
     Returns:
