@@ -17,6 +17,10 @@ setup(
         # tf.summary.scalar, for the training curves (TensorFlow no longer brings it).
         "tensorboard",
     ],
-    extras_require={"test": ["pytest", "pytest-xdist", "ruff"]},
+    extras_require={
+        # Apache Beam: bilm.beam's RunInference handler, transforms and pipeline (python -m bilm.beam).
+        "beam": ["apache-beam>=2.77,<3"],
+        "test": ["pytest", "pytest-xdist", "ruff"],
+    },
     scripts=sorted(glob.glob("bin/*.py")),
 )
