@@ -5,6 +5,7 @@ import json
 import os
 import re
 import runpy
+import shlex
 import zipfile
 
 import apache_beam as beam
@@ -17,7 +18,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.util import BeamAssertException, assert_that, equal_to
 
 from bilm.beam import ELMoModelHandler, EmbedFiles, EmbedSentences, shard_outputs
-from bilm.beam.__main__ import main, run
+from bilm.beam.__main__ import main, parse_arguments, run
 from bilm.io.model_cache import download_path
 from bilm.pretrained import ELMo
 from helpers import ROOT, SENTENCES
@@ -242,3 +243,15 @@ def test_model_shards_and_outputs_in_a_bucket(tmp_path, model, monkeypatch):
     (tmp_path / "bucket" / "out" / "c.hdf5").write_text("not mine to replace\n")
     with pytest.raises(SystemExit, match="Error: .*bucket://out/c.hdf5 already exists and is not an embedding file"):
         main(argv)
+
+
+def test_the_readmes_commands_are_flags_that_bilm_or_beam_knows():
+    readme = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
+    section = readme[readme.index("\n## Embed a corpus on Apache Beam\n"):]
+    section = section[:section.index("\n## ", 1)]
+    commands = [line.strip() for block in re.findall(r"```bash\n(.*?)```", section, re.DOTALL)
+                for line in block.replace("\\\n", " ").splitlines() if line.startswith("python -m bilm.beam")]
+    assert len(commands) == 4
+    for command in commands:
+        args, pipeline_options = parse_arguments(shlex.split(command)[3:])
+        assert args.input and args.output_dir and pipeline_options.get_all_options()["runner"]
