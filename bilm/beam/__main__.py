@@ -30,12 +30,15 @@ from bilm.beam.embedding_files import METRICS_NAMESPACE, EmbedFiles, shard_outpu
 from bilm.beam.file_systems import is_bucket_path  # noqa: E402
 from bilm.beam.model_handler import ELMoModelHandler  # noqa: E402
 from bilm.commands.argument_parser import ScriptArgumentParser  # noqa: E402
-from bilm.commands.embedding_arguments import add_model_arguments, check_model_arguments  # noqa: E402
+from bilm.commands.embedding_arguments import (  # noqa: E402
+    add_model_arguments,
+    add_output_format_arguments,
+    add_start_arguments,
+    check_model_arguments,
+)
 from bilm.commands.user_errors import exit_on_user_error  # noqa: E402
 from bilm.io.model_cache import is_url  # noqa: E402
 from bilm.io.model_files import locate_model  # noqa: E402
-from bilm.models.start_state import STARTS  # noqa: E402
-from bilm.ops.matmul_dtype import MATMUL_DTYPES  # noqa: E402
 
 
 def make_parser():
@@ -46,24 +49,8 @@ def make_parser():
     parser.add_argument("--output_dir", required=True, metavar="DIR",
                         help="Where each shard's NAME.hdf5 goes (created if local and missing).")
     add_model_arguments(parser)
-    group = parser.add_mutually_exclusive_group()
-    group.add_argument("--all", dest="output_format", action="store_const", const="all",
-                       help="All biLM layers, (n_layers + 1, n_tokens, 2P) per sentence (default).")
-    group.add_argument("--top", dest="output_format", action="store_const", const="top",
-                       help="The top layer, (n_tokens, 2P).")
-    group.add_argument("--average", dest="output_format", action="store_const", const="average",
-                       help="The mean of the layers, (n_tokens, 2P).")
-    parser.set_defaults(output_format="all")
-    parser.add_argument("--use_sentence_keys", action="store_true",
-                        help="Name each dataset by its sentence instead of its line number, as bin/elmo.py does.")
-    parser.add_argument("--start", choices=STARTS,
-                        help="Where each sentence's LSTMs start (default: warm when the weights hold a boundary "
-                             "state or --warm_up makes one, else zeros).")
-    parser.add_argument("--warm_up", metavar="FILE",
-                        help="Compute the boundary state from this text file, which every worker reads (for a "
-                             "cluster, save a warm copy of the weights once with ELMo.warm_up(..., save_to=...)).")
-    parser.add_argument("--matmul_dtype", choices=MATMUL_DTYPES, default="float32",
-                        help="bfloat16: keep the model's kernels in bfloat16 (see bin/elmo.py).")
+    add_output_format_arguments(parser)
+    add_start_arguments(parser)
     parser.add_argument("--overwrite", action="store_true",
                         help="Replace existing outputs that bilm did not write.")
     return parser
