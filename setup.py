@@ -3,6 +3,8 @@ import glob
 
 from setuptools import find_packages, setup
 
+BEAM = ["apache-beam>=2.77,<3"]
+
 setup(
     name="bilm",
     version="0.1.0",
@@ -17,6 +19,12 @@ setup(
         # tf.summary.scalar, for the training curves (TensorFlow no longer brings it).
         "tensorboard",
     ],
-    extras_require={"test": ["pytest", "pytest-xdist", "ruff"]},
+    extras_require={
+        # Apache Beam: bilm.beam's RunInference handler, transforms and pipeline (python -m bilm.beam).
+        "beam": BEAM,
+        # The tests cover bilm.beam too: the extra adds no constraint that TensorFlow's requirements
+        # do not meet (protobuf<7 within TensorFlow's >=6.31.1,<8).
+        "test": ["pytest", "pytest-xdist", "ruff", *BEAM],
+    },
     scripts=sorted(glob.glob("bin/*.py")),
 )

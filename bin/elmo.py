@@ -25,6 +25,7 @@ from bilm.commands import (  # noqa: E402
     ScriptArgumentParser,  # noqa: E402
     add_embedding_run_arguments,
     add_model_arguments,
+    add_output_format_arguments,
     check_model_arguments,
     exit_on_user_error,  # noqa: E402
     model_files,
@@ -37,18 +38,7 @@ def main(argv=None):
     parser.add_argument("input_file", help="Text, one whitespace-tokenized sentence per line.")
     parser.add_argument("output_file", help="HDF5 file to write (its directory is created if missing).")
     add_model_arguments(parser)
-    group = parser.add_mutually_exclusive_group()
-    group.add_argument("--all", dest="output_format", action="store_const", const="all",
-                       help="All biLM layers, (n_layers + 1, n_tokens, 2P) per sentence (default).")
-    group.add_argument("--top", dest="output_format", action="store_const", const="top",
-                       help="The top layer, (n_tokens, 2P).")
-    group.add_argument("--average", dest="output_format", action="store_const", const="average",
-                       help="The mean of the layers, (n_tokens, 2P).")
-    parser.set_defaults(output_format="all")
-    parser.add_argument("--use_sentence_keys", action="store_true",
-                        help="Name each dataset by its sentence instead of its line number ('%%', '/' and a "
-                             "lone '.' are percent-encoded, see docs/formats.md; a repeated sentence is "
-                             "stored once; blank lines are an error).")
+    add_output_format_arguments(parser)
     add_embedding_run_arguments(parser, "OUTPUT")
     args = parser.parse_args(argv)
     check_model_arguments(parser, args)

@@ -9,7 +9,7 @@ import pytest
 from helpers import ROOT
 
 PUBLIC_MODULES = {"bilm", "bilm.text", "bilm.ops", "bilm.layers", "bilm.models", "bilm.io", "bilm.export",
-                  "bilm.training", "bilm.options", "bilm.presets", "bilm.errors", "bilm.commands"}
+                  "bilm.training", "bilm.beam", "bilm.options", "bilm.presets", "bilm.errors", "bilm.commands"}
 # What each part of the package may import from the others (beyond bilm.errors, which
 # every part may raise, and bilm.utils).
 ALLOWED = {
@@ -27,6 +27,7 @@ ALLOWED = {
     "pretrained": {"export", "models", "io", "text", "options"},
     "training": {"models", "layers", "ops", "io", "text", "options", "optimizers", "presets"},
     "commands": {"export", "training", "models", "io", "ops", "optimizers", "options", "presets", "text"},
+    "beam": {"pretrained", "commands", "export", "models", "io", "ops", "text", "options"},
     "__init__": {"export", "layers", "models", "options", "pretrained", "text"},
 }
 

@@ -1,4 +1,4 @@
-"""The flags that `bin/elmo.py` and `bin/dump_bilm_embeddings.py` share."""
+"""The flags that the embedding scripts share (`bin/elmo.py`, `bin/dump_bilm_embeddings.py`, `python -m bilm.beam`)."""
 from bilm.commands.argument_parser import positive_int
 from bilm.io.model_files import locate_model
 from bilm.models.start_state import STARTS
@@ -11,6 +11,16 @@ def add_embedding_run_arguments(parser, output_name="OUTPUT"):
     parser.add_argument("--batch_size", type=positive_int,
                         help="Sentences per model call (default: calls of about 4,096 tokens, sentences "
                              "batched by length).")
+    add_start_arguments(parser)
+    parser.add_argument("--no_resume", dest="resume", action="store_false",
+                        help=f"Start over instead of continuing {output_name}.partial from an interrupted run.")
+    parser.add_argument("--overwrite", action="store_true",
+                        help=f"Replace an existing {output_name} (or {output_name}.partial) that bilm did not "
+                             "write.")
+
+
+def add_start_arguments(parser):
+    """--start, --warm_up and --matmul_dtype: where each sentence starts and which kernels run."""
     parser.add_argument("--start", choices=STARTS,
                         help="Where each sentence's LSTMs start: warm, the boundary state (the mean state at "
                              "sentence starts in training, stored by bilm's training or made by --warm_up), or "
@@ -21,11 +31,23 @@ def add_embedding_run_arguments(parser, output_name="OUTPUT"):
     parser.add_argument("--matmul_dtype", choices=MATMUL_DTYPES, default="float32",
                         help="bfloat16: keep the model's kernels in bfloat16 (faster on CPUs and GPUs with "
                              "bfloat16 matmuls; vectors within 3%% of float32's, see docs/performance.md).")
-    parser.add_argument("--no_resume", dest="resume", action="store_false",
-                        help=f"Start over instead of continuing {output_name}.partial from an interrupted run.")
-    parser.add_argument("--overwrite", action="store_true",
-                        help=f"Replace an existing {output_name} (or {output_name}.partial) that bilm did not "
-                             "write.")
+
+
+def add_output_format_arguments(parser):
+    """--all (the default), --top or --average: what each sentence's dataset holds (`output_format`), and
+    --use_sentence_keys."""
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--all", dest="output_format", action="store_const", const="all",
+                       help="All biLM layers, (n_layers + 1, n_tokens, 2P) per sentence (default).")
+    group.add_argument("--top", dest="output_format", action="store_const", const="top",
+                       help="The top layer, (n_tokens, 2P).")
+    group.add_argument("--average", dest="output_format", action="store_const", const="average",
+                       help="The mean of the layers, (n_tokens, 2P).")
+    parser.set_defaults(output_format="all")
+    parser.add_argument("--use_sentence_keys", action="store_true",
+                        help="Name each dataset by its sentence instead of its line number ('%%', '/' and a "
+                             "lone '.' are percent-encoded, see docs/formats.md; a repeated sentence is "
+                             "stored once; blank lines are an error).")
 
 
 def add_model_arguments(parser):

@@ -44,6 +44,7 @@ from bilm.io.embedding_files import (
     OUTPUT_FORMATS,
     SENTENCE_TO_INDEX,
     SentenceEmbeddingFile,
+    embedding_file_stamp,
     line_number_key,
 )
 from bilm.io.hashing import file_sha256, json_sha256
@@ -188,13 +189,29 @@ def write_embeddings(model, input_file, output_file, output_format="all", *, bat
     """
     _check_output_format(output_format)
     key_of = _key_function(use_sentence_keys)
-    settings = {"output_format": output_format, "use_sentence_keys": bool(use_sentence_keys),
-                SENTENCE_TO_INDEX: True}
     return _write_sentence_datasets(
-        model, input_file, output_file, OUTPUT_FORMATS[output_format], key_of, settings,
+        model, input_file, output_file, OUTPUT_FORMATS[output_format], key_of,
+        _embedding_settings(output_format, use_sentence_keys),
         batch_size=batch_size, resume=resume, overwrite=overwrite, verbose=verbose,
         check_lines=_check_no_blank_lines if use_sentence_keys else None,
         extra_datasets=lambda: {SENTENCE_TO_INDEX: _sentence_to_index(input_file, key_of)}, start=start)
+
+
+def embeddings_stamp(model, input_file, output_format="all", *, use_sentence_keys=False, start=None):
+    """The root attributes of the file `write_embeddings(model, input_file, ...)` writes with these arguments.
+
+    A finished file whose attributes hold all of these (see
+    `bilm.io.embedding_files.changed_attributes`) was made from the same
+    input, weights, options, format, naming, start state and matmul dtype,
+    so it holds the vectors this call would write.
+
+    Returns:
+        `{name: str, int or bool}`.
+    """
+    _check_output_format(output_format)
+    _check_model(model)
+    made_from = _made_from(model, _embedding_settings(output_format, use_sentence_keys), model.start_state(start))
+    return embedding_file_stamp(os.fspath(input_file), made_from)
 
 
 def dump_bilm_embeddings(vocab_file, dataset_file, options_file, weight_file, outfile, batch_size=None,
@@ -221,6 +238,28 @@ def dump_bilm_embeddings(vocab_file, dataset_file, options_file, weight_file, ou
     return _write_sentence_datasets(
         model, dataset_file, outfile, OUTPUT_FORMATS["all"], line_number_key, settings, vocab_file=vocab_file,
         batch_size=batch_size, resume=resume, overwrite=overwrite, verbose=verbose, start=start)
+
+
+def _embedding_settings(output_format, use_sentence_keys):
+    return {"output_format": output_format, "use_sentence_keys": bool(use_sentence_keys), SENTENCE_TO_INDEX: True}
+
+
+def _check_model(model):
+    if model.stateful or not model.use_character_inputs or model.weight_file is None:
+        raise UserError("The model must be a stateless character BidirectionalLanguageModel loaded from a weight "
+                        "file (BidirectionalLanguageModel(options, weight_file, stateful=False)).")
+
+
+def _made_from(model, settings, start_state):
+    """What an embedding file records of how its vectors are made (compared on resume)."""
+    options = model.options
+    return {**settings, "n_layers": options.n_layers, "projection_dim": options.projection_dim,
+            "weight_sha256": file_sha256(model.weight_file),
+            "options_sha256": json_sha256(options.to_dict()),
+            "start": start_state.start, "matmul_dtype": model.matmul_dtype,
+            "boundary_state_sha256": json_sha256(
+                {key: value.tolist() for key, value in start_state.boundary_state.items()})
+            if start_state.start == "warm" else ""}
 
 
 def _check_output_format(output_format):
@@ -254,19 +293,11 @@ def _write_sentence_datasets(model, input_file, output_file, select, key_of, set
     """The run behind `write_embeddings` and `dump_bilm_embeddings`: one
     dataset per line, `select` of its `(n_layers + 1, n_tokens, 2P)` layers."""
     check_batch_size(batch_size)
-    if model.stateful or not model.use_character_inputs or model.weight_file is None:
-        raise UserError("The model must be a stateless character BidirectionalLanguageModel loaded from a weight "
-                        "file (BidirectionalLanguageModel(options, weight_file, stateful=False)).")
+    _check_model(model)
     options = model.options
     start_state = model.start_state(start)
     sources = (options.source, model.weight_file, vocab_file)
-    made_from = {**settings, "n_layers": options.n_layers, "projection_dim": options.projection_dim,
-                 "weight_sha256": file_sha256(model.weight_file),
-                 "options_sha256": json_sha256(options.to_dict()),
-                 "start": start_state.start, "matmul_dtype": model.matmul_dtype,
-                 "boundary_state_sha256": json_sha256(
-                     {key: value.tolist() for key, value in start_state.boundary_state.items()})
-                 if start_state.start == "warm" else ""}
+    made_from = _made_from(model, settings, start_state)
     target = SentenceEmbeddingFile(input_file, output_file, made_from, inputs=sources, resume=resume,
                                    overwrite=overwrite, verbose=verbose)
     if check_lines is not None:

@@ -37,6 +37,28 @@ _DESCRIPTIONS = {
 }
 
 
+def embedding_file_stamp(sentences_file, made_from):
+    """The root attributes of the embedding file of `sentences_file` made as
+    `made_from` says (see `SentenceEmbeddingFile`): its kind, `made_from`,
+    and the sentence file's size and SHA-256."""
+    return {KIND_ATTRIBUTE: KIND, **made_from, "input_size": os.path.getsize(sentences_file),
+            "input_sha256": file_sha256(sentences_file)}
+
+
+def read_root_attributes(file):
+    """The root attributes of an HDF5 file (a path or a binary file object
+    open for reading) as plain Python values. Raises OSError if it is not
+    a readable HDF5 file."""
+    with h5py.File(file, "r") as f:
+        return {key: _plain(value) for key, value in f.attrs.items()}
+
+
+def changed_attributes(found, stamp):
+    """The keys of `stamp` whose value differs in `found` (root attributes,
+    see `read_root_attributes`): [] when a file holds what `stamp` describes."""
+    return [key for key, value in stamp.items() if found.get(key) != value]
+
+
 def line_number_key(number, line):
     """The default dataset name: the 0-based line number."""
     return str(number)
@@ -76,8 +98,7 @@ class SentenceEmbeddingFile:
         self.output_file, self.partial = self.check_paths(sentences_file, output_file, inputs, overwrite)
         self.sentences_file = sentences_file
         self.verbose = verbose
-        self.stamp = {KIND_ATTRIBUTE: KIND, **made_from, "input_size": os.path.getsize(sentences_file),
-                      "input_sha256": file_sha256(sentences_file)}
+        self.stamp = embedding_file_stamp(sentences_file, made_from)
         self.resuming = resume and os.path.exists(self.partial)
         if self.resuming:
             self._check_resumable()
@@ -98,13 +119,12 @@ class SentenceEmbeddingFile:
 
     def _check_resumable(self):
         try:
-            with h5py.File(self.partial, "r") as f:
-                found = {key: _plain(value) for key, value in f.attrs.items()}
+            found = read_root_attributes(self.partial)
         except OSError as error:
             raise OutputFileError(
                 f"Cannot resume from {self.partial}: it is not a readable HDF5 file ({error}). Start over "
                 "with --no_resume (resume=False).") from None
-        changed = [key for key, value in self.stamp.items() if found.get(key) != value]
+        changed = changed_attributes(found, self.stamp)
         if "input_size" in changed and found.get("input_size") is not None:
             changed.remove("input_sha256")  # a new size says enough
         changes = [_describe_change(key, found.get(key), self.stamp[key]) for key in changed]

@@ -102,9 +102,14 @@ def download(url, cache_dir=None, sha256=None):
             cache then.
     """
     sha256 = check_sha256(sha256)
-    target = os.path.join(cache_path(cache_dir), "downloads", cache_key(url), _file_name(url))
+    target = download_path(url, cache_dir)
     _download_once(url, target, sha256, _check_archive)
     return target
+
+
+def download_path(url, cache_dir=None):
+    """Where the cache keeps the file at `url` (`downloads/<key of the URL>/<file name in the URL>`)."""
+    return os.path.join(cache_path(cache_dir), "downloads", cache_key(url), _file_name(url))
 
 
 def download_model_files(urls, cache_dir=None, sha256=None):

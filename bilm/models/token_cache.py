@@ -1,4 +1,6 @@
 """Token encodings kept across calls, so each distinct token is encoded once."""
+import threading
+
 import numpy as np
 
 from bilm.errors import UserError
@@ -32,6 +34,7 @@ class TokenEncodingCache:
         self.max_size = max_size
         self.hits = 0
         self.misses = 0
+        self._lock = threading.Lock()
 
     def __len__(self):
         return len(self._slots)
@@ -51,18 +54,24 @@ class TokenEncodingCache:
         rows = flat.view(np.dtype((np.void, flat.shape[1] * flat.itemsize))).ravel()
         unique_rows, first, inverse = np.unique(rows, return_index=True, return_inverse=True)
         keys = [row.tobytes() for row in unique_rows]
+        with self._lock:
+            unique_encodings = self._lookup_or_encode(keys, flat[first])
+        return unique_encodings, inverse.reshape(char_ids.shape[:-1]).astype(np.int32)
+
+    def _lookup_or_encode(self, keys, distinct_ids):
+        """`(n, dim)` encodings of the distinct char-id rows `distinct_ids`, whose bytes are `keys`."""
         slots = np.fromiter((self._slots.get(key, -1) for key in keys), np.int64, len(keys))
         unique_encodings = np.empty([len(keys), self._table.shape[1]], np.float32)
         cached = slots >= 0
         unique_encodings[cached] = self._table[slots[cached]]
         missing = np.flatnonzero(~cached)
         if missing.size:
-            encoded = np.asarray(self._encode(flat[first[missing]]), np.float32)
+            encoded = np.asarray(self._encode(distinct_ids[missing]), np.float32)
             unique_encodings[missing] = encoded
             self._store([keys[i] for i in missing], encoded)
         self.hits += int(cached.sum())
         self.misses += int(missing.size)
-        return unique_encodings, inverse.reshape(char_ids.shape[:-1]).astype(np.int32)
+        return unique_encodings
 
     def _store(self, keys, encoded):
         n = min(len(keys), self.max_size - len(self._slots))

@@ -11,7 +11,8 @@ import pytest
 
 import numpy_reference as R
 from bilm.export import sentence_embeddings as embed_file_module
-from bilm.export.sentence_embeddings import dump_bilm_embeddings, embed_file, sentence_key
+from bilm.export.sentence_embeddings import dump_bilm_embeddings, embed_file, embeddings_stamp, sentence_key
+from bilm.io.embedding_files import changed_attributes, read_root_attributes
 from bilm.io.output_files import OutputFileError
 from bilm.models.bidirectional_lm import BidirectionalLanguageModel
 from bilm.pretrained import ELMo
@@ -243,6 +244,25 @@ def test_cli_average_with_sentence_keys_starts_over_with_no_resume(tmp_path, mod
     for sentence, layer in zip(SENTENCES, stateless_layers):
         if sentence:
             np.testing.assert_allclose(arrays[" ".join(sentence)], layer.mean(axis=0), atol=1e-5)
+
+
+def test_the_stamp_tells_a_finished_file_made_the_same_way_from_any_other(tmp_path, model):
+    options_file, weight_file, _ = model
+    input_file = _input_file(tmp_path, LINES)
+    outfile = str(tmp_path / "out.hdf5")
+    embed_file(input_file, outfile, options_file, weight_file, output_format="top", verbose=0)
+    found = read_root_attributes(outfile)
+    bilm = BidirectionalLanguageModel(options_file, weight_file, stateful=False, start="zeros")
+    assert changed_attributes(found, embeddings_stamp(bilm, input_file, "top")) == []
+    assert changed_attributes(found, embeddings_stamp(bilm, input_file, "all")) == ["output_format"]
+    assert changed_attributes(found, embeddings_stamp(bilm, input_file, "top", use_sentence_keys=True)) == [
+        "use_sentence_keys"]
+    other_input = _input_file(tmp_path, LINES[:2], name="other.txt")
+    assert changed_attributes(found, embeddings_stamp(bilm, other_input, "top")) == ["input_size", "input_sha256"]
+    other_options, other_weights, _ = write_model(tmp_path / "other_model" if (tmp_path / "other_model").mkdir()
+                                                  is None else None, seed=1)
+    other = BidirectionalLanguageModel(other_options, other_weights, stateful=False, start="zeros")
+    assert changed_attributes(found, embeddings_stamp(other, input_file, "top")) == ["weight_sha256"]
 
 
 def test_cli_arguments():

@@ -1,4 +1,8 @@
-"""TokenEncodingCache: each distinct token encoded once, bounded memory, same values."""
+"""TokenEncodingCache: each distinct token encoded once, bounded memory, same values, from any thread."""
+import sys
+import threading
+import time
+
 import numpy as np
 import pytest
 
@@ -51,6 +55,41 @@ def test_a_full_cache_still_gives_every_encoding_but_stores_no_more():
         np.testing.assert_allclose(cache.encodings(ids), expected, rtol=1e-6)
     assert len(cache) == 4
     assert encoder.calls == [n_distinct, n_distinct - 4]
+
+
+def test_threads_sharing_a_cache_each_get_their_own_tokens_encodings():
+    # Threads whose batches overlap in part: each must get exactly its tokens' encodings, however the
+    # threads interleave (an encoder that yields the interpreter, a switch interval of a microsecond).
+    encoder = CountingEncoder()
+
+    def slow_encoder(char_ids):
+        time.sleep(0.0005)
+        return encoder(char_ids)
+
+    cache = TokenEncodingCache(slow_encoder, 3, max_size=10_000)
+    rng = np.random.default_rng(0)
+    batches = [rng.integers(1, 60, size=(4, 5, 7)).astype(np.int32) for _ in range(64)]
+    for batch in batches:
+        batch[:, :, 2:] = 0  # few distinct rows, so that the threads meet on the same tokens
+    results = [None] * len(batches)
+
+    def run(indices):
+        for i in indices:
+            results[i] = cache.encodings(batches[i])
+
+    switch_interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=run, args=(range(k, len(batches), 8),)) for k in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(switch_interval)
+    for batch, result in zip(batches, results):
+        np.testing.assert_array_equal(result, encoder(batch.reshape(-1, 7)).reshape(batch.shape[:2] + (3,)))
+    assert len(cache) == len(np.unique(np.concatenate([b.reshape(-1, 7) for b in batches]), axis=0))
 
 
 def test_empty_batches_and_a_zero_size_cache():

@@ -34,10 +34,10 @@ if config["logical_cpus"]:
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
 sys.path.insert(0, config["tests"])
 from training_helpers import open_data
+from bilm.training.run.distribution import make_strategy
 from bilm.training.run.loop import train
-strategy = None
-if config["logical_cpus"]:
-    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+# One strategy for all the runs: a process sets up its cluster's collectives once.
+strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]) if config["logical_cpus"] else make_strategy()
 for run in config["runs"]:
     result = train(run["options"], open_data(run["options"], config["corpus"]), 1, run["save_dir"], None,
                    strategy=strategy, max_steps=run["steps"], seed=1, verbose=0)
@@ -143,7 +143,7 @@ def _assert_same_step(got, single_device):
 @pytest.mark.slow
 def test_mirrored_two_replicas_equal_one_device_with_twice_the_batch(tmp_path, corpus, single_device):
     sampled = tiny_options(dropout=0.1, batch_size=2)  # the real recipe also runs on two replicas
-    adam = dict(_exact_options(2), optimizer="adam", learning_rate=0.01)
+    adam = _adam_options(2)
     config = {"logical_cpus": True, "tests": TESTS, "corpus": corpus, "runs": [
         {"options": _exact_options(2), "save_dir": str(tmp_path / "mirrored"), "steps": STEPS},
         {"options": sampled, "save_dir": str(tmp_path / "sampled"), "steps": STEPS},
@@ -155,7 +155,7 @@ def test_mirrored_two_replicas_equal_one_device_with_twice_the_batch(tmp_path, c
     assert arrays["lstm_states/forward_0_c/.ATTRIBUTES/VARIABLE_VALUE"].shape == (4, 16)
     _assert_same_step(arrays, single_device)
     # Adam's moments and step count follow the replicas the same way.
-    adam_single = dict(adam, batch_size=4)
+    adam_single = _adam_options(4)
     one_device = train(adam_single, open_data(adam_single, corpus), 1, tmp_path / "adam_single", None,
                        max_steps=STEPS, seed=1, verbose=0)
     expected = checkpoint_arrays(one_device["checkpoint"])
@@ -169,19 +169,30 @@ def _free_port():
         return s.getsockname()[1]
 
 
+def _adam_options(batch_size):
+    return dict(_exact_options(batch_size), optimizer="adam", learning_rate=0.01)
+
+
 @pytest.mark.slow
 def test_multi_worker_two_workers_equal_one_device_with_twice_the_batch(tmp_path, corpus, single_device):
     cluster = {"worker": [f"localhost:{_free_port()}" for _ in range(2)]}
-    save_dir = str(tmp_path / "multi")
+    save_dir, adam_dir = str(tmp_path / "multi"), str(tmp_path / "multi_adam")
     config = {"logical_cpus": False, "tests": TESTS, "corpus": corpus, "runs": [
-        {"options": _exact_options(2), "save_dir": save_dir, "steps": STEPS}]}
+        {"options": _exact_options(2), "save_dir": save_dir, "steps": STEPS},
+        {"options": _adam_options(2), "save_dir": adam_dir, "steps": STEPS}]}
     tf_configs = [json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}}) for i in range(2)]
     workers = [_start(tmp_path, config, {"TF_CONFIG": tf_config}, name=f"worker_{i}")
                for i, tf_config in enumerate(tf_configs)]
     results = [_results(worker) for worker in workers]
-    assert [r[0]["step"] for r in results] == [STEPS, STEPS]
+    assert [[run["step"] for run in r] for r in results] == [[STEPS, STEPS], [STEPS, STEPS]]
     assert results[0][0]["loss"] == pytest.approx(results[1][0]["loss"], rel=1e-6)
     # Only the chief (worker 0) writes to save_dir; the other's temporary copy is gone.
     assert sorted(os.listdir(save_dir)) == sorted(
         ["checkpoint", "options.json", f"model.ckpt-{STEPS}.index", f"model.ckpt-{STEPS}.data-00000-of-00001"])
     _assert_same_step(checkpoint_arrays(os.path.join(save_dir, f"model.ckpt-{STEPS}")), single_device)
+    # Adam (SparseAdam: moments and step count) across two machines is Adam on one device too.
+    one_device = train(_adam_options(4), open_data(_adam_options(4), corpus), 1, tmp_path / "adam_single", None,
+                       max_steps=STEPS, seed=1, verbose=0)
+    expected = checkpoint_arrays(one_device["checkpoint"])
+    assert "optimizer/iterations/.ATTRIBUTES/VARIABLE_VALUE" in expected
+    _assert_same_step(checkpoint_arrays(os.path.join(adam_dir, f"model.ckpt-{STEPS}")), (single_device[0], expected))

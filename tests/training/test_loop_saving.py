@@ -223,10 +223,12 @@ class SignallingStep(TrainStep):
 if config["signal_after"]:
     loop.TrainStep = SignallingStep
 try:
-    loop.train(config["options"], open_data(config["options"], config["corpus"]), 1, config["save_dir"], None,
-               max_steps=8, checkpoint_every=1000, save_on_signals=True, seed=1, verbose=0)
+    result = loop.train(config["options"], open_data(config["options"], config["corpus"]), 1, config["save_dir"],
+                        None, restart_ckpt_file=config["restart"], max_steps=config["max_steps"],
+                        checkpoint_every=1000, save_on_signals=True, seed=1, verbose=0)
+    print("OUTCOME " + json.dumps(["ended", result["step"], result["checkpoint"]]))
 except loop.TrainingInterrupted as stopped:
-    print("STOPPED " + json.dumps([stopped.signal.name, stopped.step, stopped.by_peer, stopped.checkpoint]))
+    print("OUTCOME " + json.dumps([stopped.signal.name, stopped.step, stopped.by_peer, stopped.checkpoint]))
 """
 
 
@@ -236,16 +238,17 @@ def _free_port():
         return s.getsockname()[1]
 
 
-@pytest.mark.slow
-def test_a_signal_to_one_worker_stops_every_worker_at_the_same_step(tmp_path, corpus):
+def _run_workers(tmp_path, corpus, options, save_dir, signal_after, restart=None, max_steps=8):
+    """Runs `train` in two worker processes of one cluster on 127.0.0.1, worker i sending itself SIGTERM after
+    `signal_after[i]` steps (0: never); returns each worker's outcome: `[signal, step, by_peer, checkpoint]` when
+    stopped, `["ended", step, checkpoint]` otherwise."""
     cluster = {"worker": [f"localhost:{_free_port()}" for _ in range(2)]}
     script = tmp_path / "worker.py"
     script.write_text(WORKER)
-    save_dir = str(tmp_path / "ckpt")
     workers = []
-    for index, signal_after in enumerate([0, 2]):  # only worker 1 (not the chief) receives SIGTERM
-        config = {"tests": TESTS, "corpus": corpus, "options": tiny_options(batch_size=4), "save_dir": save_dir,
-                  "signal_after": signal_after}
+    for index, after in enumerate(signal_after):
+        config = {"tests": TESTS, "corpus": corpus, "options": options, "save_dir": save_dir, "signal_after": after,
+                  "restart": restart, "max_steps": max_steps}
         env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT,
                    TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}}))
         workers.append(subprocess.Popen([sys.executable, str(script), json.dumps(config)], cwd=ROOT, env=env,
@@ -257,11 +260,38 @@ def test_a_signal_to_one_worker_stops_every_worker_at_the_same_step(tmp_path, co
         finally:
             worker.kill()
         assert worker.returncode == 0, err[-3000:]
-        outcomes.append([json.loads(line[len("STOPPED "):]) for line in out.splitlines()
-                         if line.startswith("STOPPED ")])
+        outcomes += [json.loads(line[len("OUTCOME "):]) for line in out.splitlines() if line.startswith("OUTCOME ")]
+    return outcomes
+
+
+@pytest.mark.slow
+def test_a_signal_to_one_worker_stops_every_worker_at_the_same_step_and_the_job_restarts_exactly(tmp_path, corpus):
+    # Exact steps (no dropout, the full softmax) with Adam: two workers of batch 2 take the steps of one
+    # device of batch 4, so the restarted job can be compared with one uninterrupted device.
+    options = dict(tiny_options(batch_size=2, dropout=0.0, sample_softmax=False), optimizer="adam",
+                   learning_rate=0.01)
+    save_dir = str(tmp_path / "ckpt")
+    # Only worker 1 (not the chief) receives SIGTERM, as a cluster preempting one machine does.
+    outcomes = _run_workers(tmp_path, corpus, options, save_dir, signal_after=[0, 2])
     checkpoint = os.path.join(save_dir, "model.ckpt-3")
-    assert outcomes == [[["SIGTERM", 3, True, checkpoint]], [["SIGTERM", 3, False, checkpoint]]]
+    assert outcomes == [["SIGTERM", 3, True, checkpoint], ["SIGTERM", 3, False, checkpoint]]
     assert _checkpoint_numbers(save_dir) == [3] and not any(name.startswith(".worker") for name in os.listdir(save_dir))
+
+    # The job is started again, every worker from the saved step (what restart.py does), to the same 8 steps.
+    outcomes = _run_workers(tmp_path, corpus, options, save_dir, signal_after=[0, 0], restart=checkpoint,
+                            max_steps=5)
+    final = os.path.join(save_dir, "model.ckpt-8")
+    assert outcomes == [["ended", 8, final], ["ended", 8, final]]
+    one_device = dict(options, batch_size=4)
+    straight = train(one_device, open_data(one_device, corpus), 1, tmp_path / "one_device", None, max_steps=8,
+                     seed=1, verbose=0)
+    expected, got = checkpoint_arrays(straight["checkpoint"]), checkpoint_arrays(final)
+    keys = [key for key in expected if key.startswith(("model/", "softmax/", "optimizer/", "lstm_states/"))]
+    assert "optimizer/iterations/.ATTRIBUTES/VARIABLE_VALUE" in keys and any("lstm_states/" in key for key in keys)
+    assert sorted(keys) == sorted(key for key in got if key.startswith(("model/", "softmax/", "optimizer/",
+                                                                        "lstm_states/")))
+    for key in keys:
+        np.testing.assert_allclose(got[key], expected[key], rtol=1e-5, atol=2e-6, err_msg=key)
 
 
 def _phase_that_waits_for_a_signal(signum):
