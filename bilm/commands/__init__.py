@@ -15,6 +15,8 @@ _MODULES = {
     "rate": "argument_parser",
     "add_embedding_run_arguments": "embedding_arguments",
     "add_model_arguments": "embedding_arguments",
+    "add_output_format_arguments": "embedding_arguments",
+    "add_start_arguments": "embedding_arguments",
     "check_model_arguments": "embedding_arguments",
     "model_files": "embedding_arguments",
     "add_training_arguments": "training_arguments",
