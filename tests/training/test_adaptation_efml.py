@@ -90,26 +90,23 @@ def test_the_softmax_alone_first_leaves_the_models_weights_as_they_were(efml, tm
 
 
 def test_an_adapted_run_learns_restarts_exactly_dumps_and_loads(efml, tmp_path):
-    before = _train(efml, tmp_path / "first", softmax_init="fit", max_steps=1)
-    start = heldout_perplexity(efml["heldout"], efml["vocab"], tmp_path / "first", verbose=0)
+    before = _train(efml, tmp_path / "stopped", softmax_init="fit", max_steps=1)
+    start = heldout_perplexity(efml["heldout"], efml["vocab"], tmp_path / "stopped", verbose=0)
+    first = checkpoint_arrays(before["checkpoint"])
+    # Restart exactly: 1 step, then 19 more, as the 20 in one go.
+    resumed = train_from_files(efml["train"], efml["vocab"], tmp_path / "stopped", restart=True, max_steps=19,
+                               verbose=0)
     after = _train(efml, tmp_path / "straight", softmax_init="fit", max_steps=20)
     trained = heldout_perplexity(efml["heldout"], efml["vocab"], tmp_path / "straight", verbose=0)
     assert trained < 0.8 * start, (start, trained)
-    assert after["step"] == 20 and before["step"] == 1
-    # The token embedder trains: the word and character tables move.
-    arrays = checkpoint_arrays(after["checkpoint"])
-    first = checkpoint_arrays(before["checkpoint"])
-    moved = [name for name in arrays if "word_embedding" in name or "char_cnn" in name]
-    assert moved and any(not np.array_equal(arrays[name], first[name]) for name in moved)
-    # Restart exactly: 10 steps, then 10 more, as the 20 in one go.
-    _train(efml, tmp_path / "stopped", softmax_init="fit", max_steps=10)
-    resumed = train_from_files(efml["train"], efml["vocab"], tmp_path / "stopped", restart=True, max_steps=10,
-                               verbose=0)
-    assert resumed["step"] == 20
-    got = checkpoint_arrays(resumed["checkpoint"])
+    assert after["step"] == resumed["step"] == 20 and before["step"] == 1
+    arrays, got = checkpoint_arrays(after["checkpoint"]), checkpoint_arrays(resumed["checkpoint"])
     assert sorted(got) == sorted(arrays)
     for name in arrays:
         np.testing.assert_allclose(got[name], arrays[name], rtol=1e-5, atol=1e-6, err_msg=name)
+    # The token embedder trains: the word and character tables move.
+    moved = [name for name in arrays if "word_embedding" in name or "char_cnn" in name]
+    assert moved and any(not np.array_equal(arrays[name], first[name]) for name in moved)
     # The result opens as any bilm model and reads text through the dictionaries it keeps.
     written = dump_weights(tmp_path / "straight", tmp_path / "adapted.hdf5")
     saved = load_options(written["options_file"])
