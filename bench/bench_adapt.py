@@ -179,12 +179,14 @@ def _overlap(paths):
 
 # === The runs ===
 
-def pretrain(paths, directory, steps, n_general):
-    """The general model, dumped as options + weights; reused when an earlier run made it the same way."""
+def pretrain(paths, directory, steps, n_general, options=None, text="the general corpus"):
+    """The general model (`options`, default this bench's), dumped as options + weights; reused when an earlier
+    run made it the same way. `paths` has `general_train` and `general_vocab`; `text` names them in the log."""
+    options = options or {**ARCHITECTURE, **SETTINGS}
     model_dir = os.path.join(directory, "general_model")
     weights = os.path.join(model_dir, "weights.hdf5")
     record = os.path.join(model_dir, "pretraining.json")
-    how = {"steps": steps, "n_general": n_general, "options": {**ARCHITECTURE, **SETTINGS}}
+    how = {"steps": steps, "n_general": n_general, "options": options}
     if os.path.exists(record) and os.path.exists(weights):
         with open(record) as f:
             if json.load(f) == how:
@@ -194,11 +196,11 @@ def pretrain(paths, directory, steps, n_general):
     shutil.rmtree(save_dir, ignore_errors=True)
     options_file = os.path.join(directory, "general_options.json")
     with open(options_file, "w") as f:
-        json.dump({**ARCHITECTURE, **SETTINGS}, f)
+        json.dump(options, f)
     started = time.perf_counter()
     train_from_files(paths["general_train"], paths["general_vocab"], save_dir, options_file, max_steps=steps,
                      checkpoint_every=10 ** 9, verbose=0)
-    print(f"Pretrained {steps} steps on the general corpus in {time.perf_counter() - started:.0f} s.")
+    print(f"Pretrained {steps} steps on {text} in {time.perf_counter() - started:.0f} s.")
     os.makedirs(model_dir, exist_ok=True)
     dump_weights(save_dir, weights)
     with open(record, "w") as f:  # last: a model without it is never reused

@@ -15,7 +15,7 @@ NumPy reference of that code). Then, with the same settings and steps on the new
 
     nice -n 10 python bench/bench_adapt_dictionaries.py --directory /tmp/bench_adapt_dictionaries
 
-The general model is reused by a later run made the same way (`pretraining.json` beside it).
+The general model is reused by a later run made the same way (`bench_adapt.pretrain`).
 """
 import argparse
 import collections
@@ -30,11 +30,12 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import bench_adapt  # noqa: E402
 import downstream_data  # noqa: E402
 import real_text  # noqa: E402
 
 import bilm  # noqa: E402
-from bilm.training import build_vocab, dump_weights, train_from_files  # noqa: E402
+from bilm.training import build_vocab, train_from_files  # noqa: E402
 from bilm.training import test_from_files as heldout_perplexity  # noqa: E402
 
 SPECIAL_CHARACTERS = ("<bos>", "<eos>", "<oov>", "<pad>", "<bow>", "<eow>")
@@ -98,30 +99,6 @@ def dictionary_options(train_file, n_words, word_dim, min_char_count=5):
     return options
 
 
-def pretrain(paths, directory, steps, model_options):
-    """The general model, dumped as options + weights; reused when an earlier run made it the same way."""
-    model_dir = os.path.join(directory, "general_model")
-    record = os.path.join(model_dir, "pretraining.json")
-    how = {"steps": steps, "options": {**model_options, **SETTINGS}}
-    if os.path.exists(record) and json.load(open(record)) == how:
-        return model_dir
-    shutil.rmtree(model_dir, ignore_errors=True)
-    save_dir = os.path.join(directory, "general_ckpt")
-    shutil.rmtree(save_dir, ignore_errors=True)
-    options_file = os.path.join(directory, "general_options.json")
-    with open(options_file, "w") as f:
-        json.dump(how["options"], f)
-    started = time.perf_counter()
-    train_from_files(paths["general_train"], paths["general_vocab"], save_dir, options_file, max_steps=steps,
-                     checkpoint_every=10 ** 9, verbose=0)
-    print(f"Pretrained {steps} steps on GCIDE in {time.perf_counter() - started:.0f} s.", flush=True)
-    os.makedirs(model_dir)
-    dump_weights(save_dir, os.path.join(model_dir, "weights.hdf5"))
-    with open(record, "w") as f:  # last: a model without it is never reused
-        json.dump(how, f)
-    return model_dir
-
-
 def run(paths, directory, name, steps, options, **kwargs):
     """The new text's held-out perplexity at each of `steps` (the run restarted between them, exactly)."""
     save_dir = os.path.join(directory, "runs", name)
@@ -160,7 +137,8 @@ def main(argv=None):
     model_options = dictionary_options(paths["general_train"], args.n_words, args.word_dim)
     print(f"Dictionaries: {len(model_options['char_cnn']['characters']['ids'])} characters, "
           f"{len(model_options['word_embedding']['ids'])} words.", flush=True)
-    model_dir = pretrain(paths, args.directory, args.pretrain_steps, model_options)
+    model_dir = bench_adapt.pretrain(paths, args.directory, args.pretrain_steps, args.n_general,
+                                     options={**model_options, **SETTINGS}, text="GCIDE")
     steps = [int(step) for step in args.steps.split(",")]
     rows = []
     for name, options, kwargs in [("scratch", {**model_options, **SETTINGS}, {}),

@@ -11,7 +11,6 @@ import os
 from bilm.options import BiLMOptions
 from bilm.training.config.settings import TrainingSettings, training_settings
 from bilm.training.data.shards import count_tokens
-from bilm.training.run.checkpoints import CheckpointError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,12 +69,7 @@ def resolve_training_config(options, data, start, *, vocabulary=None, data_sourc
     data_source = os.fspath(data_source) if data_source is not None else describe_data(data)
     keys = {}
     if vocabulary is not None:
-        if start.checkpoint is not None and options.get("n_tokens_vocab") not in (None, vocabulary.size):
-            raise CheckpointError(
-                f"{vocabulary.filename} has {vocabulary.size} tokens but the checkpoint in "
-                f"{os.path.dirname(start.checkpoint)} was trained with n_tokens_vocab={options.get('n_tokens_vocab')}; "
-                "restart with the training vocabulary.")
-        start.check_vocabulary(vocabulary)
+        start.check_vocabulary(options, vocabulary)
         if options.get("n_tokens_vocab") is None:
             keys["n_tokens_vocab"] = vocabulary.size
     if n_train_tokens is not None:

@@ -34,7 +34,7 @@ class NewRun:
             raise UserError("train needs options (the model and training keys), or init_from= a model to adapt.")
         return load_options(options)
 
-    def check_vocabulary(self, vocabulary):
+    def check_vocabulary(self, options, vocabulary):
         pass
 
     def begin(self, run, data, stop_signals):
@@ -59,9 +59,14 @@ class Restart:
         saved = checkpoints.read_state_summary(self.checkpoint)["data_source"]
         return saved == checkpoints.data_fingerprint(data_source)
 
-    def check_vocabulary(self, vocabulary):
-        if vocabulary is not None:
-            checkpoints.check_vocabulary(self.checkpoint, vocabulary)
+    def check_vocabulary(self, options, vocabulary):
+        """Raises `CheckpointError` unless `vocabulary` is the one the checkpoint was trained with."""
+        if options.get("n_tokens_vocab") not in (None, vocabulary.size):
+            raise checkpoints.CheckpointError(
+                f"{vocabulary.filename} has {vocabulary.size} tokens but the checkpoint in "
+                f"{os.path.dirname(self.checkpoint)} was trained with n_tokens_vocab={options.get('n_tokens_vocab')}; "
+                "restart with the training vocabulary.")
+        checkpoints.check_vocabulary(self.checkpoint, vocabulary)
 
     def begin(self, run, data, stop_signals):
         run.restore(self.checkpoint, run.data_fingerprint)
@@ -83,7 +88,7 @@ class Adaptation:
         """The model's architecture with the caller's training keys (an `AdaptationError` if they contradict)."""
         return adaptation_options(self.model, options)
 
-    def check_vocabulary(self, vocabulary):
+    def check_vocabulary(self, options, vocabulary):
         pass
 
     def begin(self, run, data, stop_signals):
