@@ -65,10 +65,11 @@ def train_from_files(train_prefix, vocab_file, save_dir, options_file=None, *, s
                         "small, medium or original; small suits a CPU, the others want GPUs).")
     if not restart and options_file is not None and size is not None:
         raise UserError("Give either an options file (--options_file) or a size (--size), not both.")
+    checkpoint = checkpoints.latest_checkpoint(save_dir) if restart else None  # a restart creates nothing
     created = not os.path.exists(save_dir)
     check_output_directory(save_dir)  # before any work
     try:
-        start = run_start(checkpoints.latest_checkpoint(save_dir) if restart else None, init_from, softmax_init)
+        start = run_start(checkpoint, init_from, softmax_init)
         keys = _merged_overrides(overrides, n_epochs=n_epochs, batch_size=batch_size, matmul_dtype=matmul_dtype)
         if restart:
             options = start.options(checkpoints.load_training_options(save_dir))
