@@ -7,6 +7,10 @@ from bilm.layers.initializers import char_cnn_kernel_initializer
 from bilm.ops.bias_add import add_bias
 from bilm.ops.char_convolutions import max_pooled_char_convolutions
 
+# At inference (`training=False`) a call encoding at most this many tokens
+# runs the convolutions directly rather than the compiled table loop: no
+# compilation, and faster at this size (bench/bench_latency.py).
+DIRECT_CONVOLUTION_TOKENS = 128
 
 @keras.saving.register_keras_serializable(package="bilm")
 class CharCNNEncoder(keras.layers.Layer):
@@ -26,6 +30,11 @@ class CharCNNEncoder(keras.layers.Layer):
 
     Call arguments:
         char_ids: int tensor `(batch, time, max_characters_per_token)`.
+        training: with False, a call of at most `DIRECT_CONVOLUTION_TOKENS`
+            tokens runs plain convolutions (see
+            `bilm.ops.char_convolutions`); otherwise the compiled table
+            loop with its reproducible gradient. Both agree to float32
+            round-off.
 
     Returns:
         float tensor `(batch, time, n_filters)`.
@@ -56,17 +65,19 @@ class CharCNNEncoder(keras.layers.Layer):
             ))
             self.biases.append(self.add_weight(name=f"bias_{i}", shape=(num,), initializer="zeros"))
 
-    def call(self, char_ids):
+    def call(self, char_ids, training=None):
         char_ids = tf.cast(char_ids, tf.int32)
         shape = tf.shape(char_ids)
-        features = self._encode_flat(tf.reshape(char_ids, [-1, shape[2]]))
+        features = self._encode_flat(tf.reshape(char_ids, [-1, shape[2]]),
+                                     DIRECT_CONVOLUTION_TOKENS if training is False else 0)
         return tf.reshape(features, [shape[0], shape[1], self.n_filters])
 
-    def _encode_flat(self, flat_ids):
+    def _encode_flat(self, flat_ids, direct_up_to=0):
         """(n_tokens, max_chars) int -> (n_tokens, n_filters) float."""
         # Tensors, not the variables: the custom gradient returns their gradients.
         pooled = max_pooled_char_convolutions(
-            flat_ids, tf.convert_to_tensor(self.char_embedding), [tf.convert_to_tensor(k) for k in self.kernels])
+            flat_ids, tf.convert_to_tensor(self.char_embedding), [tf.convert_to_tensor(k) for k in self.kernels],
+            direct_up_to=direct_up_to)
         activation = tf.nn.relu if self.activation == "relu" else tf.nn.tanh
         return activation(add_bias(pooled, tf.concat(self.biases, axis=0)))
 

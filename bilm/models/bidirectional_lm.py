@@ -201,7 +201,7 @@ class BidirectionalLanguageModel(tf.Module):
             stateful: tf.function(
                 lambda ids, starts, stateful=stateful: self._forward(
                     self.model, {self._input_key: ids}, stateful, starts),
-                input_signature=[spec, start_spec])
+                input_signature=[spec, start_spec], autograph=False)
             for stateful in (True, False)
         }
         self.token_cache = None
@@ -217,7 +217,7 @@ class BidirectionalLanguageModel(tf.Module):
         token_encoder.trainable = self._contextual_model.trainable = False
         encode = tf.function(
             lambda ids: token_encoder(ids[tf.newaxis], training=False)[0],
-            input_signature=[tf.TensorSpec([None, options.token_id_width], tf.int32)])
+            input_signature=[tf.TensorSpec([None, options.token_id_width], tf.int32)], autograph=False)
         self.token_cache = TokenEncodingCache(lambda ids: encode(ids).numpy(), options.projection_dim, max_size)
         encodings_spec = [tf.TensorSpec([None, options.projection_dim], tf.float32),
                           tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([None, None], tf.bool),
@@ -228,7 +228,7 @@ class BidirectionalLanguageModel(tf.Module):
                     self._contextual_model,
                     {"token_index": index, "mask": mask, "distinct_encodings": distinct[tf.newaxis]},
                     stateful, starts),
-                input_signature=encodings_spec)
+                input_signature=encodings_spec, autograph=False)
             for stateful in (True, False)
         }
 

@@ -72,7 +72,7 @@ def compute_boundary_state(network, options, sentences, to_ids, n_sentences=DEFA
     # One trace for every batch: each has its own number of time steps.
     signature = {input_key: tf.TensorSpec([None, None] + ([] if input_key == "token_ids" else [None]), tf.int32),
                  **{key: tf.TensorSpec([None, size], tf.float32) for key, _, size in keys}}
-    run = tf.function(lambda inputs: network(inputs, training=False), input_signature=[signature])
+    run = tf.function(lambda inputs: network(inputs, training=False), input_signature=[signature], autograph=False)
     for step in range(per_row):
         if step >= burn_in:
             # The rows are read in turn until n_sentences starts are summed.

@@ -27,19 +27,31 @@ that id alone. Columns are kept only as far as the longest row's content
 needs (rounded up to `COLUMN_STEP`, so that XLA compiles a few shapes),
 and that one window stands in for all the dropped ones. The result is the
 same as over every position.
+
+A few tokens (a sentence's new words, at inference) are faster as plain
+convolutions over the kept columns (`tf.nn.conv1d`, then the max), which
+need no compilation: the compiled loop's first call for each column count
+costs about a second, the convolutions' a few milliseconds
+(`max_pooled_char_convolutions`' `direct_up_to`).
 """
 import tensorflow as tf
 
 from bilm.errors import UserError
 
 
-def max_pooled_char_convolutions(char_ids, embedding, kernels):
+def max_pooled_char_convolutions(char_ids, embedding, kernels, direct_up_to=0):
     """`concat_i(max_t conv1d(gather(embedding, char_ids), kernels[i])[:, t])`.
 
     Args:
         char_ids: int `(n_tokens, max_chars)`.
         embedding: float `(n_characters, dim)` tensor (read a variable first).
         kernels: float tensors `(width_i, dim, num_i)`, valid convolutions.
+        direct_up_to: a call with at most this many tokens runs the
+            convolutions directly (TF's `conv1d` and max: no compilation;
+            their gradient is TF's autodiff, not bit for bit the same on
+            every run); 0 (the default): always the compiled table loop,
+            whose gradient is reproducible (for training). The two agree
+            to float32 round-off.
 
     Returns:
         float `(n_tokens, sum(num_i))`, no bias or activation. The gradient
@@ -59,7 +71,27 @@ def max_pooled_char_convolutions(char_ids, embedding, kernels):
                     "(build them with Batcher; training options need n_characters 261, prediction 262)"),
     ]):
         char_ids = tf.identity(char_ids)
-    return _max_pooled(char_ids, embedding, *kernels)
+    if not direct_up_to:
+        return _max_pooled(char_ids, embedding, *kernels)
+    return tf.cond(tf.shape(char_ids)[0] <= direct_up_to,
+                   lambda: _direct_max_pooled(char_ids, embedding, kernels),
+                   lambda: _max_pooled(char_ids, embedding, *kernels))
+
+
+def _direct_max_pooled(char_ids, embedding, kernels):
+    """`max_pooled_char_convolutions` as convolutions over the kept columns,
+    with the dropped windows' stand-in (the window of each row's last id,
+    `embedding[id] @ sum_k kernel[k]`) where columns were dropped."""
+    columns = columns_to_keep(char_ids, max(kernel.shape[0] for kernel in kernels))
+    embedded = tf.gather(embedding, char_ids[:, :columns])
+    fills = tf.gather(embedding, char_ids[:, -1])
+    dropped = columns < tf.shape(char_ids)[1]
+    maxima = []
+    for kernel in kernels:
+        maximum = tf.reduce_max(tf.nn.conv1d(embedded, kernel, stride=1, padding="VALID"), axis=1)
+        fill = tf.matmul(fills, tf.reduce_sum(kernel, axis=0))
+        maxima.append(tf.where(dropped, tf.maximum(maximum, fill), maximum))
+    return tf.concat(maxima, axis=1)
 
 
 # Tokens go through XLA in blocks of this many rows, and columns are kept
@@ -132,7 +164,7 @@ def _max_pooled(char_ids, embedding, *kernels):
     return tf.reshape(maxima, [-1, sum(nums)])[:n], grad
 
 
-@tf.function(jit_compile=True)
+@tf.function(jit_compile=True, autograph=False)
 def _bucket_sums(bins, weights, size):
     """float `(size,)`: the sum of `weights` in each of the int `bins`.
 
@@ -164,7 +196,7 @@ def _fill_window(fills, table):
 # max (or argmax) over a (n, positions, num) tensor of windows compiles, at
 # up to 32 positions, to one fused loop that is several times slower.
 
-@tf.function(jit_compile=True)
+@tf.function(jit_compile=True, autograph=False)
 def _compiled_maxima(char_ids, fills, dropped, tables):
     """`(n, sum num)`: each convolution's max over positions; over the kept
     columns `char_ids` and, where columns were `dropped`, the `fills` window."""
@@ -179,7 +211,7 @@ def _compiled_maxima(char_ids, fills, dropped, tables):
     return tf.concat(maxima, axis=1)
 
 
-@tf.function(jit_compile=True)
+@tf.function(jit_compile=True, autograph=False)
 def _compiled_window_bins(char_ids, fills, dropped, tables, maxima):
     """Per convolution, int32 `(width, n, num)`: where the gradient of each
     max lands, as bins `(c * width + k) * num + f` of the buckets `M_k[c,

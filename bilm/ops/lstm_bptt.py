@@ -156,7 +156,7 @@ def _recurrence_gradients(backward, d_outputs, d_c, d_h, lengths, recurrent_kern
             _projection_gradient(saved, d_raw_h, projection_kernel, use_projection))
 
 
-@tf.function(jit_compile=True, reduce_retracing=True)
+@tf.function(jit_compile=True, reduce_retracing=True, autograph=False)
 def _input_rows_gradient(d_gates, input_kernel):
     """`d_gates @ input_kernel^T`, under XLA, whose CPU matmul does this
     transposed product faster than oneDNN's (docs/performance.md)."""
@@ -280,5 +280,5 @@ def _loop_functions(jit_compile):
     return (_FORWARD_XLA, _BACKWARD_XLA) if jit_compile else (_forward_pass, _backward_pass)
 
 
-_FORWARD_XLA = tf.function(_forward_pass, jit_compile=True, reduce_retracing=True)
-_BACKWARD_XLA = tf.function(_backward_pass, jit_compile=True, reduce_retracing=True)
+_FORWARD_XLA = tf.function(_forward_pass, jit_compile=True, reduce_retracing=True, autograph=False)
+_BACKWARD_XLA = tf.function(_backward_pass, jit_compile=True, reduce_retracing=True, autograph=False)

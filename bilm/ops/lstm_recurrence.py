@@ -82,7 +82,7 @@ def lstm_recurrence_xla(gates_tm, lengths, c0, h0, recurrent_kernel, projection_
     return recurrence(gates_tm, c0, h0, recurrent_kernel, projection_kernel)
 
 
-@tf.function(jit_compile=True, reduce_retracing=True)
+@tf.function(jit_compile=True, reduce_retracing=True, autograph=False)
 def _compiled_recurrence(gates_tm, lengths, c0, h0, recurrent_kernel, projection_kernel,
                          cell_clip, proj_clip):
     # Outputs live in one zero buffer updated in place (XLA's dynamic
@@ -168,7 +168,7 @@ def lstm_recurrence_packed(gates, gate_index, steps, time, c0, h0, recurrent_ker
     return outputs, tf.gather(c, unsort), tf.gather(h, unsort)
 
 
-@tf.function(reduce_retracing=True)
+@tf.function(reduce_retracing=True, autograph=False)
 def _packed_loop(gates, gate_index, active, offsets, c0, h0, recurrent_kernel, projection_kernel,
                  cell_clip, proj_clip):
     """The loop of `lstm_recurrence_packed` on rows sorted longest first;

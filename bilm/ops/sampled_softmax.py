@@ -178,7 +178,7 @@ def _sampled_loss(inputs, rows, row_biases, labels, sampled, matmul_dtype):
     return loss_and_gradient(inputs, rows, row_biases)
 
 
-@tf.function(jit_compile=True, reduce_retracing=True)
+@tf.function(jit_compile=True, reduce_retracing=True, autograph=False)
 def _exponentials(sampled_logits, true_logits, labels, sampled):
     """`(sampled_exps (n, S), true_exps (n,), total (n,), top (n,))`: each
     row's logits less its largest, exponentiated and summed. A sampled id

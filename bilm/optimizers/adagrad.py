@@ -67,7 +67,7 @@ def _dense_adagrad_update(variable, accumulator, gradient, learning_rate, gradie
     return variable.assign(variable_value)
 
 
-@tf.function(jit_compile=True)
+@tf.function(jit_compile=True, autograph=False)
 def _dense_adagrad_values(accumulator, variable, gradient, learning_rate, gradient_scale):
     gradient = scaled(gradient, gradient_scale)
     accumulator = accumulator + gradient * gradient

@@ -81,7 +81,7 @@ class SparseAdam(Optimizer):
             args=(gradient_scale,), group=False)
 
 
-@tf.function(jit_compile=True)
+@tf.function(jit_compile=True, autograph=False)
 def _dense_adam_values(first, second, variable, gradient, scale, step_size, beta_1, beta_2, epsilon):
     taken = scale > 0
     gradient = scaled(gradient, scale)

@@ -43,6 +43,9 @@ def test_outputs_equal_the_numpy_encoder(activation):
     layer.set_weights(weights)
     out = layer(CHAR_IDS).numpy()
     np.testing.assert_allclose(out, _reference(CHAR_IDS, weights, activation), rtol=1e-5, atol=1e-5)
+    # Inference on these few tokens runs the direct convolutions: the same encoder.
+    np.testing.assert_allclose(layer(CHAR_IDS, training=False).numpy(), _reference(CHAR_IDS, weights, activation),
+                               rtol=1e-5, atol=1e-5)
     assert layer.n_filters == 9 and (out > 0).any() and (activation == "relu") == (out >= 0).all()
 
 

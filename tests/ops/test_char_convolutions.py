@@ -1,4 +1,6 @@
 """max_pooled_char_convolutions: TF's gather, conv1d and max, with a sparse gradient."""
+import functools
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -25,14 +27,15 @@ def _char_ids(n_characters, max_chars, seed):
     return tf.constant(ids, tf.int32)
 
 
-def _assert_matches_reference(char_ids, embedding, kernels, atol_scales=False):
+def _assert_matches_reference(char_ids, embedding, kernels, atol_scales=False, direct_up_to=0):
     """Outputs, and gradients of a loss through them, equal TF's conv1d and
     max; with `atol_scales`, to an absolute tolerance that grows with the
     largest value (sums of large terms round off in proportion)."""
     widths = [k.shape[0] for k in kernels]
     upstream = tf.random.stateless_normal([char_ids.shape[0], sum(k.shape[2] for k in kernels)], seed=[3, 0])
     results = []
-    for op in (max_pooled_char_convolutions, _reference):
+    ours = functools.partial(max_pooled_char_convolutions, direct_up_to=direct_up_to)
+    for op in (ours, _reference):
         with tf.GradientTape() as tape:
             tape.watch([embedding] + kernels)
             pooled = op(char_ids, embedding, kernels)
@@ -45,15 +48,17 @@ def _assert_matches_reference(char_ids, embedding, kernels, atol_scales=False):
         assert np.abs(theirs.numpy()).max() > 0, name
 
 
+# direct_up_to=100: these few tokens run as direct convolutions (inference's path).
+@pytest.mark.parametrize("direct_up_to", [0, 100])
 @pytest.mark.parametrize("n_characters, widths", [(262, (1, 3, 7)), (261, (2, 8, 9)), (1500, (4, 6, 7))])
-def test_outputs_and_gradients_equal_tf_autodiff(n_characters, widths):
+def test_outputs_and_gradients_equal_tf_autodiff(n_characters, widths, direct_up_to):
     # Widths 8 and 9 pack a window's ids into two int64s (7 per pack at 9
     # bits); 1500 characters need 11 bits (5 per pack).
     max_chars, dim = 10, 4
     char_ids = _char_ids(n_characters, max_chars, seed=n_characters)
     embedding = tf.random.stateless_uniform([n_characters, dim], seed=[1, n_characters], minval=-1, maxval=1)
     kernels = [tf.random.stateless_normal([w, dim, 3 + w], seed=[2, w]) for w in widths]
-    _assert_matches_reference(char_ids, embedding, kernels)
+    _assert_matches_reference(char_ids, embedding, kernels, direct_up_to=direct_up_to)
     # The padded rows tie across positions: TF splits the gradient between
     # the tied windows, the op gives it to one, and the two agree.
     convolution = tf.nn.conv1d(tf.gather(embedding, char_ids), kernels[0], stride=1, padding="VALID").numpy()
@@ -61,7 +66,8 @@ def test_outputs_and_gradients_equal_tf_autodiff(n_characters, widths):
     assert (ties > 1).any()
 
 
-def test_columns_past_the_longest_word_are_dropped_and_stood_in_for():
+@pytest.mark.parametrize("direct_up_to", [0, 100])
+def test_columns_past_the_longest_word_are_dropped_and_stood_in_for(direct_up_to):
     # Words of at most 14 ids in 40 columns: with widths up to 3, 16 columns
     # hold every window that reaches into a word; the rest lie in the
     # padding run. The padding char's embedding is large, so for many
@@ -81,10 +87,23 @@ def test_columns_past_the_longest_word_are_dropped_and_stood_in_for():
         tf.random.stateless_uniform([n_characters, dim], seed=[1, 2], minval=-1, maxval=1),
         [[n_characters - 1]], [[4.0, -3.0, 2.0, 5.0]])
     kernels = [tf.random.stateless_normal([w, dim, 6], seed=[2, w]) for w in widths]
-    _assert_matches_reference(char_ids, embedding, kernels, atol_scales=True)
+    _assert_matches_reference(char_ids, embedding, kernels, atol_scales=True, direct_up_to=direct_up_to)
     convolution = tf.nn.conv1d(tf.gather(embedding, char_ids), kernels[2], stride=1, padding="VALID").numpy()
     kept = 16 - widths[2] + 1
     assert (convolution[1, kept:].max(axis=0) > convolution[1, :kept].max(axis=0)).any()
+
+
+def test_direct_convolutions_run_only_up_to_their_token_count():
+    # Past direct_up_to the compiled loop runs: bit for bit its result.
+    char_ids = _char_ids(262, 10, seed=4)
+    embedding = tf.random.stateless_uniform([262, 4], seed=[1, 4], minval=-1, maxval=1)
+    kernels = [tf.random.stateless_normal([w, 4, 5], seed=[2, w]) for w in (1, 3, 7)]
+    loop = max_pooled_char_convolutions(char_ids, embedding, kernels).numpy()
+    np.testing.assert_array_equal(
+        max_pooled_char_convolutions(char_ids, embedding, kernels, direct_up_to=char_ids.shape[0] - 1).numpy(), loop)
+    direct = max_pooled_char_convolutions(char_ids, embedding, kernels, direct_up_to=char_ids.shape[0]).numpy()
+    np.testing.assert_allclose(direct, loop, rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(direct, _reference(char_ids, embedding, kernels).numpy())
 
 
 def test_columns_to_keep_counts_the_longest_content_and_never_drops_a_window_it_needs():

@@ -1,0 +1,164 @@
+"""Latency of one sentence per call, as a tagger or parser serving requests sees it.
+
+Opens a random-weight model of each size with `bilm.load` in a fresh
+process, times that and the first sentence (the start-up a user waits
+for), then embeds real English sentences (GCIDE's prose, from Debian's
+dict-gcide, installed on first use) one per call with
+`elmo.embed([sentence], layers="all")`, each sentence new to the model
+(its token cache warm only from earlier sentences, as a service's would
+be). A few other sentences of the same lengths warm up first (every shape
+the timed calls use is traced before timing starts).
+
+Beside each figure it prints the memory floor: every step of a sentence
+streams each layer-direction's recurrent and projection kernels, and each
+call reads the input kernels and the token encoder's kernels once, so a
+sentence of n tokens (n + 2 steps with its boundaries) cannot take less
+than `bytes / bandwidth`, with this machine's memory-read bandwidth
+measured here (a float32 reduction over 256 MB, best of five).
+
+A configuration is a size with an optional `:<matmul_dtype>` (see
+`bilm.ops.matmul_dtype.MATMUL_DTYPES`); a configuration other than float32
+also prints each layer's relative deviation from float32 on the timed
+sentences (per token vector, `|x - x_f32| / |x_f32|`, max and mean).
+
+    python bench/bench_latency.py [--sizes small,small:bfloat16,original,original:bfloat16]
+        [--n_sentences 40]
+"""
+import os
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import run_sizes  # noqa: E402
+
+DEFAULT_CONFIGS = "small,small:bfloat16,original,original:bfloat16"
+MIN_TOKENS, MAX_TOKENS = 5, 48
+
+
+def memory_read_bandwidth(n_bytes=256 * 2 ** 20, trials=5):
+    """Bytes/sec of the fastest of `trials` float32 sums over `n_bytes`."""
+    import numpy as np
+    import tensorflow as tf
+
+    data = tf.random.uniform([n_bytes // 4])
+    total = tf.function(tf.reduce_sum)
+    float(total(data))
+    best = np.inf
+    for _ in range(trials):
+        start = time.perf_counter()
+        float(total(data))
+        best = min(best, time.perf_counter() - start)
+    return n_bytes / best
+
+
+def kernel_bytes(options, itemsize):
+    """`(bytes read every step, bytes read once a call)` of the biLM's kernels at `itemsize` bytes a weight.
+
+    Each step reads every layer-direction's recurrent (`P x 4D`) and
+    projection (`D x P`) kernels; each call reads the input kernels
+    (`P x 4D`), the highway and projection kernels and the convolution
+    filters once.
+    """
+    p, d, directions = options.projection_dim, options.lstm_dim, 2 * options.n_layers
+    projection = d * p if p != d else 0
+    per_step = directions * (p * 4 * d + projection)
+    per_call = directions * p * 4 * d
+    cnn = options.char_cnn
+    if cnn is not None:
+        f = cnn.n_filters
+        per_call += cnn.n_highway * 2 * f * f + (f * p if f != p else 0)
+        per_call += sum(w * cnn.embedding_dim * num for w, num in cnn.filters)
+    return per_step * itemsize, per_call * itemsize
+
+
+def real_sentences(n, skip=0):
+    """`n` GCIDE sentences of MIN_TOKENS..MAX_TOKENS tokens (token lists), after the first `skip`."""
+    from real_text import ensure_gcide, gcide_sentences
+
+    chosen = []
+    for index, sentence in enumerate(gcide_sentences(ensure_gcide(), MIN_TOKENS, MAX_TOKENS)):
+        if index % 97 == 0 and index // 97 >= skip:  # spread over the dictionary, not one entry's senses
+            chosen.append(sentence.split())
+            if len(chosen) == n:
+                return chosen
+    return chosen
+
+
+def run_one(config, n_sentences, _batch_size):
+    import numpy as np
+    from bench_embed import layer_deviations
+
+    start_clock = time.perf_counter()
+    import bilm
+    import_seconds = time.perf_counter() - start_clock
+    from bilm.models.random_weights import write_random_model
+    from bilm.presets import get_preset
+
+    size, *dtype = config.split(":")
+    matmul_dtype = dtype[0] if dtype else "float32"
+    directory = tempfile.mkdtemp(prefix=f"bench_latency_{size}_")
+    write_random_model(directory, get_preset(size), seed=0)
+    timed = real_sentences(n_sentences)
+    warm_up = real_sentences(n_sentences, skip=n_sentences)
+
+    start_clock = time.perf_counter()
+    elmo = bilm.load(directory, matmul_dtype=matmul_dtype)
+    load_seconds = time.perf_counter() - start_clock
+    elmo.embed([warm_up[0]], layers="all", verbose=0)
+    first_seconds = time.perf_counter() - start_clock - load_seconds
+
+    for sentence in warm_up:
+        elmo.embed([sentence], layers="all", verbose=0)
+    seconds, outputs = [], []
+    for sentence in timed:
+        start_clock = time.perf_counter()
+        outputs.append(elmo.embed([sentence], layers="all", verbose=0)[0])
+        seconds.append(time.perf_counter() - start_clock)
+
+    itemsize = {"float32": 4, "bfloat16": 2, "float16": 2, "int8": 1}[matmul_dtype]
+    per_step, per_call = kernel_bytes(elmo.options, itemsize)
+    bandwidth = memory_read_bandwidth()
+    floors = [(per_step * (len(s) + 2) + per_call) / bandwidth for s in timed]
+    result = {
+        "config": config,
+        "tokens": [len(s) for s in timed],
+        "import_seconds": import_seconds,
+        "load_seconds": load_seconds,
+        "first_sentence_seconds": first_seconds,
+        "seconds": seconds,
+        "floor_seconds": floors,
+        "bandwidth": bandwidth,
+        "bytes_per_step": per_step,
+    }
+    if matmul_dtype != "float32":
+        reference = bilm.load(directory)
+        want = [reference.embed([s], layers="all", verbose=0)[0] for s in timed]
+        # layer_deviations takes (batch, layers, time, dim) arrays and lengths.
+        result["deviations"] = layer_deviations([o[None] for o in outputs], [w[None] for w in want],
+                                                [np.array([len(s)]) for s in timed])
+    return result
+
+
+def main():
+    import numpy as np
+
+    for config, r, _ in run_sizes(__file__, run_one, __doc__, default_sentences=40, default_batch=1,
+                                  default_sizes=DEFAULT_CONFIGS):
+        ms = 1e3 * np.array(r["seconds"])
+        floor = 1e3 * np.array(r["floor_seconds"])
+        print(f"{config:>18}: {len(ms)} sentences of {min(r['tokens'])}-{max(r['tokens'])} tokens, one a call: "
+              f"mean {ms.mean():.1f} ms, median {np.median(ms):.1f}, p90 {np.percentile(ms, 90):.1f}; "
+              f"memory floor mean {floor.mean():.1f} ms ({r['bytes_per_step'] / 2 ** 20:.0f} MiB a step at "
+              f"{r['bandwidth'] / 1e9:.1f} GB/s): {ms.mean() / floor.mean():.2f}x the floor", flush=True)
+        print(" " * 20 + f"start-up: import bilm {r['import_seconds']:.1f} s, bilm.load {r['load_seconds']:.1f} s, "
+              f"first sentence {r['first_sentence_seconds']:.1f} s", flush=True)
+        if "deviations" in r:
+            print(" " * 20 + "relative deviation from float32, max / mean over tokens: " + ", ".join(
+                f"layer {layer} {top:.2e} / {mean:.2e}" for layer, (top, mean) in enumerate(r["deviations"])),
+                flush=True)
+
+
+if __name__ == "__main__":
+    main()
