@@ -107,7 +107,7 @@ def test_padding_rows_do_not_change_other_rows(tmp_path):
     model = BidirectionalLanguageModel(options_file, weight_file, stateful=False)
     alone = model(_char_ids(SENTENCES[:1]))["lm_embeddings"].numpy()
     together = model(_char_ids(SENTENCES))["lm_embeddings"].numpy()
-    np.testing.assert_allclose(together[:1, :, :4], alone, atol=1e-6)
+    np.testing.assert_allclose(together[:1, :, :4], alone, rtol=1e-5, atol=1e-6)  # float32 round-off
 
 
 def test_empty_inputs_give_empty_results(tmp_path):
