@@ -1,13 +1,14 @@
 """Latency of one sentence per call, as a tagger or parser serving requests sees it.
 
-Opens a random-weight model of each size with `bilm.load` in a fresh
-process, times that and the first sentence (the start-up a user waits
-for), then embeds real English sentences (GCIDE's prose, from Debian's
+Writes a random-weight model of each size and times what a user's new
+process pays before its first vectors: `import bilm` (TensorFlow
+included), `bilm.load` and the first sentence. Then it opens the model
+likewise and embeds real English sentences (GCIDE's prose, from Debian's
 dict-gcide, installed on first use) one per call with
 `elmo.embed([sentence], layers="all")`, each sentence new to the model
-(its token cache warm only from earlier sentences, as a service's would
-be). A few other sentences of the same lengths warm up first (every shape
-the timed calls use is traced before timing starts).
+(the token cache warm only from earlier sentences, as a service's would
+be), after as many other sentences as a warm-up: the timed ones still
+meet new words and new lengths, as a service does.
 
 Beside each figure it prints the memory floor: every step of a sentence
 streams each layer-direction's recurrent and projection kernels, and each
@@ -86,15 +87,33 @@ def real_sentences(n, skip=0):
     return chosen
 
 
+_START_UP = """
+import json, sys, time
+start = time.perf_counter()
+import bilm
+imported = time.perf_counter()
+elmo = bilm.load(sys.argv[1], matmul_dtype=sys.argv[2])
+loaded = time.perf_counter()
+elmo.embed([sys.argv[3].split()], layers="all", verbose=0)
+print(json.dumps([imported - start, loaded - imported, time.perf_counter() - loaded]))
+"""
+
+
+def start_up(directory, matmul_dtype, sentence):
+    """`(import, bilm.load, first sentence)` seconds in a new process, as a user's script pays them."""
+    import json
+    import subprocess
+
+    out = subprocess.run([sys.executable, "-c", _START_UP, directory, matmul_dtype, " ".join(sentence)],
+                         capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 def run_one(config, n_sentences, _batch_size):
     import numpy as np
     from bench_embed import layer_deviations
 
-    start_clock = time.perf_counter()
-    import tensorflow  # noqa: F401  (bilm.load's first step, timed as a user's process pays it)
-
     import bilm
-    import_seconds = time.perf_counter() - start_clock
     from bilm.models.random_weights import write_random_model
     from bilm.presets import get_preset
 
@@ -105,11 +124,9 @@ def run_one(config, n_sentences, _batch_size):
     timed = real_sentences(n_sentences)
     warm_up = real_sentences(n_sentences, skip=n_sentences)
 
-    start_clock = time.perf_counter()
+    import_seconds, load_seconds, first_seconds = start_up(directory, matmul_dtype, warm_up[0])
     elmo = bilm.load(directory, matmul_dtype=matmul_dtype)
-    load_seconds = time.perf_counter() - start_clock
     elmo.embed([warm_up[0]], layers="all", verbose=0)
-    first_seconds = time.perf_counter() - start_clock - load_seconds
 
     for sentence in warm_up:
         elmo.embed([sentence], layers="all", verbose=0)
@@ -154,8 +171,8 @@ def main():
               f"mean {ms.mean():.1f} ms, median {np.median(ms):.1f}, p90 {np.percentile(ms, 90):.1f}; "
               f"memory floor mean {floor.mean():.1f} ms ({r['bytes_per_step'] / 2 ** 20:.0f} MiB a step at "
               f"{r['bandwidth'] / 1e9:.1f} GB/s): {ms.mean() / floor.mean():.2f}x the floor", flush=True)
-        print(" " * 20 + f"start-up: import bilm and TensorFlow {r['import_seconds']:.1f} s, bilm.load {r['load_seconds']:.1f} s, "
-              f"first sentence {r['first_sentence_seconds']:.1f} s", flush=True)
+        print(" " * 20 + f"start-up in a new process: import bilm and TensorFlow {r['import_seconds']:.1f} s, "
+              f"bilm.load {r['load_seconds']:.1f} s, first sentence {r['first_sentence_seconds']:.1f} s", flush=True)
         if "deviations" in r:
             print(" " * 20 + "relative deviation from float32, max / mean over tokens: " + ", ".join(
                 f"layer {layer} {top:.2e} / {mean:.2e}" for layer, (top, mean) in enumerate(r["deviations"])),
