@@ -66,6 +66,12 @@ def layer_deviations(got, want, lengths):
     return deviations
 
 
+def describe_deviations(deviations):
+    """One line of `layer_deviations`' figures."""
+    return "relative deviation from float32, max / mean over tokens: " + ", ".join(
+        f"layer {layer} {top:.2e} / {mean:.2e}" for layer, (top, mean) in enumerate(deviations))
+
+
 def run_one(config, n_sentences, batch_size):
     import numpy as np
     from common import (
@@ -151,9 +157,7 @@ def main():
               f"achieved {100 * result['fraction_of_matmul_rate']:.1f}% of it  "
               f"(recurrent matmuls alone allow {result['recurrent_matmul_ceiling']:.0f} tokens/sec)", flush=True)
         if "deviations" in result:
-            print(" " * 24 + "relative deviation from float32, max / mean over tokens: " + ", ".join(
-                f"layer {layer} {top:.2e} / {mean:.2e}" for layer, (top, mean) in enumerate(result["deviations"])),
-                flush=True)
+            print(" " * 24 + describe_deviations(result["deviations"]), flush=True)
 
 
 if __name__ == "__main__":

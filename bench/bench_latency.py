@@ -162,6 +162,7 @@ def run_one(config, n_sentences, _batch_size):
 
 def main():
     import numpy as np
+    from bench_embed import describe_deviations
 
     for config, r, _ in run_sizes(__file__, run_one, __doc__, default_sentences=40, default_batch=1,
                                   default_sizes=DEFAULT_CONFIGS):
@@ -174,9 +175,7 @@ def main():
         print(" " * 20 + f"start-up in a new process: import bilm and TensorFlow {r['import_seconds']:.1f} s, "
               f"bilm.load {r['load_seconds']:.1f} s, first sentence {r['first_sentence_seconds']:.1f} s", flush=True)
         if "deviations" in r:
-            print(" " * 20 + "relative deviation from float32, max / mean over tokens: " + ", ".join(
-                f"layer {layer} {top:.2e} / {mean:.2e}" for layer, (top, mean) in enumerate(r["deviations"])),
-                flush=True)
+            print(" " * 20 + describe_deviations(r["deviations"]), flush=True)
 
 
 if __name__ == "__main__":
