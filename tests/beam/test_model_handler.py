@@ -41,7 +41,7 @@ def test_run_inference_in_a_pipeline_batches_by_tokens(model):
     def check(results):
         assert sorted(result.example for result in results) == sorted(sentences)
         for result in results:
-            np.testing.assert_allclose(result.inference, expected[result.example], atol=1e-6)
+            np.testing.assert_allclose(result.inference, expected[result.example], rtol=1e-5, atol=1e-6)
 
     with beam.Pipeline(runner="FnApiRunner") as pipeline:
         assert_that(pipeline | beam.Create(sentences) | RunInference(handler), check)
