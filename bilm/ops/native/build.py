@@ -23,8 +23,6 @@ import shutil
 import subprocess
 import tempfile
 
-import tensorflow as tf
-
 NATIVE_DIR_ENVIRONMENT_VARIABLE = "BILM_NATIVE_DIR"
 # The conventional variable naming the C++ compiler; the system's g++ without it.
 COMPILER_ENVIRONMENT_VARIABLE = "CXX"
@@ -53,10 +51,10 @@ def source_path(name):
 
 
 def build_library(source, cache_dir=None, compiler=None):
-    """The path of the shared library built from the C++ file `source`, built now or found in the cache.
+    """The path of the TensorFlow op library built from the C++ file `source`, built now or found in the cache.
 
     Args:
-        source: path of a C++ file (it may include TensorFlow's headers).
+        source: path of a C++ file using TensorFlow's headers.
         cache_dir: where libraries are kept (default `native_dir()`).
         compiler: the C++ compiler's command (default `$CXX`, else `g++`).
 
@@ -67,16 +65,28 @@ def build_library(source, cache_dir=None, compiler=None):
         BuildError: no such compiler, or it failed or timed out (the
             message names the first error; the log file has all of it).
     """
+    # Imported here, not at the top: `compile_cached` runs (and is tested) in processes without TensorFlow.
+    import tensorflow as tf
+
+    return compile_cached(source, [*BUILD_FLAGS, *tf.sysconfig.get_compile_flags()], tf.sysconfig.get_link_flags(),
+                          cache_dir, compiler, identity=f"tensorflow {tf.__version__}")
+
+
+def compile_cached(source, compile_flags, link_flags, cache_dir=None, compiler=None, identity=""):
+    """`build_library` with explicit flags: `compiler *compile_flags source -o library *link_flags`, once.
+
+    `identity` names what else the library depends on (a version); it is
+    part of the cache key with the source, the flags, the compiler and the
+    CPU's flags.
+    """
     compiler = compiler or os.environ.get(COMPILER_ENVIRONMENT_VARIABLE) or DEFAULT_COMPILER
     executable = shutil.which(compiler)
     if executable is None:
         raise BuildError(f"no C++ compiler: {compiler!r} is not on PATH")
-    compile_flags = [*BUILD_FLAGS, *tf.sysconfig.get_compile_flags()]
-    link_flags = tf.sysconfig.get_link_flags()
     with open(source, "rb") as f:
         text = f.read()
     key = hashlib.sha256(b"\0".join(part.encode() if isinstance(part, str) else part for part in (
-        text, tf.__version__, " ".join(compile_flags), " ".join(link_flags), executable,
+        text, identity, " ".join(compile_flags), " ".join(link_flags), executable,
         _compiler_version(executable), _cpu_flags()))).hexdigest()[:16]
     directory = os.path.abspath(os.path.expanduser(cache_dir or native_dir()))
     os.makedirs(directory, exist_ok=True)
