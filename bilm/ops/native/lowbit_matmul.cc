@@ -11,9 +11,10 @@
 //
 // With a few rows, the product is bound by reading the kernel from memory,
 // so the work is arranged to read it once, in long contiguous runs: the
-// columns are cut into chunks, each chunk is one task of TensorFlow's CPU
-// worker threads, and a chunk's float32 accumulators (up to kMaxRows rows of
-// them) stay in L1 while the kernel rows stream past:
+// columns are cut into chunks (and a narrow kernel's rows into blocks), each
+// one task of TensorFlow's CPU worker threads, and a chunk's float32
+// accumulators (up to kMaxRows rows of them) stay in L1 while the kernel
+// rows stream past:
 //   acc[r, chunk] += x[r, i] * kernel[i, chunk]   for i = 0 .. n - 1.
 // More rows than kMaxRows are taken kMaxRows at a time, each group reading
 // the chunk's kernel slab again (from cache, if it fits): correct, but a
@@ -51,6 +52,10 @@ using tensorflow::shape_inference::ShapeHandle;
 constexpr int kMaxRows = 8;
 // Floats of accumulators per task (kMaxRows * chunk width at most): 16 KB, half of L1.
 constexpr int64 kAccumulatorFloats = 4096;
+// Splitting a narrow kernel's rows over threads: at least this many rows
+// each, and at most this many floats of partial sums in all.
+constexpr int64 kMinSplitRows = 64;
+constexpr int64 kMaxPartialFloats = 1 << 20;
 
 inline float Widen(uint16_t bits) {
   const uint32_t wide = static_cast<uint32_t>(bits) << 16;
@@ -91,7 +96,14 @@ void AccumulateChunk(const float* x, int64 ldx, const W* k, int64 ldk, int64 n, 
     for (int r = 0; r < R; ++r) {
       for (int q = 0; q < 4; ++q) xs[r][q] = _mm256_set1_ps(x[r * ldx + i + q]);
     }
+    // Hardware prefetchers lose track of four interleaved runs that end every row
+    // (narrow kernels): ask for the rows two passes ahead.
+    const int64 ahead = i + 8 + 4 <= n ? 8 * ldk : 0;
     for (; j + 8 <= width; j += 8) {
+      _mm_prefetch(reinterpret_cast<const char*>(k0 + ahead + j), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(k1 + ahead + j), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(k2 + ahead + j), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(k3 + ahead + j), _MM_HINT_T0);
       const __m256 w0 = Widen8(k0 + j);
       const __m256 w1 = Widen8(k1 + j);
       const __m256 w2 = Widen8(k2 + j);
@@ -151,22 +163,23 @@ void AccumulateRows(int rows, const float* x, int64 ldx, const W* k, int64 ldk, 
   }
 }
 
-// out = (x @ widen(k)) * scale over columns [j0, j0 + width) of every row.
+// out[r, j] = (x[r, :depth] @ widen(k[:depth, j])) * scale[j] for r < rows, j < width, where
+// each pointer is at the chunk's first element and scale may be null (no scaling).
 template <typename W>
-void MultiplyChunk(const float* x, int64 rows, int64 n, const W* k, int64 m, const float* scale,
-                   int64 j0, int64 width, float* out) {
+void MultiplyChunk(const float* x, int64 ldx, int64 rows, const W* k, int64 ldk, int64 depth,
+                   const float* scale, int64 width, float* out, int64 ldo) {
   alignas(64) float acc[kAccumulatorFloats];
   for (int64 r0 = 0; r0 < rows; r0 += kMaxRows) {
     const int group = static_cast<int>(std::min<int64>(kMaxRows, rows - r0));
     std::fill(acc, acc + group * width, 0.0f);
-    AccumulateRows<W>(group, x + r0 * n, n, k + j0, m, n, width, acc, width);
+    AccumulateRows<W>(group, x + r0 * ldx, ldx, k, ldk, depth, width, acc, width);
     for (int r = 0; r < group; ++r) {
-      float* o = out + (r0 + r) * m + j0;
+      float* o = out + (r0 + r) * ldo;
       const float* a = acc + r * width;
       if (scale == nullptr) {
         std::copy(a, a + width, o);
       } else {
-        for (int64 j = 0; j < width; ++j) o[j] = a[j] * scale[j0 + j];
+        for (int64 j = 0; j < width; ++j) o[j] = a[j] * scale[j];
       }
     }
   }
@@ -209,19 +222,43 @@ class LowbitMatmulOp : public OpKernel {
     auto* workers = context->device()->tensorflow_cpu_worker_threads()->workers;
     const int64 threads = std::max(1, workers->NumThreads());
     const int64 group = std::min<int64>(kMaxRows, rows);
-    // Chunks as wide as the accumulators allow (longer contiguous runs of
-    // each kernel row), yet at least one per thread; multiples of 8 columns.
-    const int64 widest = (kAccumulatorFloats / group) / 8 * 8;
-    const int64 per_thread = ((m + threads - 1) / threads + 7) / 8 * 8;
-    const int64 chunk = std::max<int64>(8, std::min(widest, per_thread));
+    // Chunks of columns as wide as the accumulators allow: long contiguous
+    // runs of each kernel row. When there are fewer chunks than threads (a
+    // narrow kernel), the kernel's rows are split too, each task reading a
+    // contiguous block of them into its own partial sums, added up after.
+    const int64 chunk = std::max<int64>(8, (kAccumulatorFloats / group) / 8 * 8);
     const int64 chunks = (m + chunk - 1) / chunk;
-    workers->ParallelFor(chunks, tsl::thread::ThreadPool::SchedulingParams::Fixed(1),
+    int64 splits = 1;
+    if (chunks < threads && rows * m * threads <= kMaxPartialFloats) {
+      splits = std::min((threads + chunks - 1) / chunks, std::max<int64>(1, n / kMinSplitRows));
+    }
+    // Row blocks of the kernel, multiples of 4 (AccumulateChunk's step) but the last.
+    const int64 split_rows = ((n + splits - 1) / splits + 3) / 4 * 4;
+    Tensor partial;
+    float* partials = out;
+    if (splits > 1) {
+      OP_REQUIRES_OK(context, context->allocate_temp(tensorflow::DT_FLOAT, TensorShape({splits, rows, m}),
+                                                     &partial));
+      partials = partial.flat<float>().data();
+    }
+    workers->ParallelFor(chunks * splits, tsl::thread::ThreadPool::SchedulingParams::Fixed(1),
                          [=](int64_t begin, int64_t end) {
-                           for (int64 c = begin; c < end; ++c) {
-                             const int64 j0 = c * chunk;
-                             MultiplyChunk<W>(xs, rows, n, ks, m, scales, j0, std::min(chunk, m - j0), out);
+                           for (int64 task = begin; task < end; ++task) {
+                             const int64 j0 = (task % chunks) * chunk, s = task / chunks;
+                             const int64 i0 = std::min(n, s * split_rows);
+                             const int64 depth = std::min(n, i0 + split_rows) - i0;
+                             MultiplyChunk<W>(xs + i0, n, rows, ks + i0 * m + j0, m, depth,
+                                              splits > 1 || scales == nullptr ? nullptr : scales + j0,
+                                              std::min(chunk, m - j0), partials + s * rows * m + j0, m);
                            }
                          });
+    if (splits > 1) {
+      for (int64 e = 0; e < rows * m; ++e) {
+        float sum = partials[e];
+        for (int64 s = 1; s < splits; ++s) sum += partials[s * rows * m + e];
+        out[e] = scales == nullptr ? sum : sum * scales[e % m];
+      }
+    }
   }
 };
 
