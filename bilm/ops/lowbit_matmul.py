@@ -14,17 +14,41 @@ TensorFlow ops (a float32 copy of the kernel, then a float32 matmul).
 
 For inference only: the op has no gradient.
 """
+import contextlib
 import threading
 import warnings
 
 import tensorflow as tf
 
+from bilm.ops.matmul_dtype import kernel_matmul
 from bilm.ops.native import BuildError, build_library, source_path
 
 LOWBIT_KERNEL_DTYPES = (tf.bfloat16, tf.int8)
+# Rows up to which `few_rows_kernel_matmul` takes the kernel: each weight
+# read serves every row, so it stays bound by memory; with more rows a
+# stock matmul's blocking wins.
+MAX_STREAMED_ROWS = 8
 _OP_NAME = "BilmLowbitMatmul"
 _LOADED = {}
 _LOADING = threading.Lock()
+_STOCK_ONLY = threading.local()
+
+
+@contextlib.contextmanager
+def stock_kernels():
+    """Within it (this thread), functions traced use stock TensorFlow ops
+    only, as a SavedModel that a TensorFlow-only client loads must."""
+    previous = getattr(_STOCK_ONLY, "on", False)
+    _STOCK_ONLY.on = True
+    try:
+        yield
+    finally:
+        _STOCK_ONLY.on = previous
+
+
+def native_kernels_allowed():
+    """False inside `stock_kernels()`."""
+    return not getattr(_STOCK_ONLY, "on", False)
 
 
 def load_lowbit_ops():
@@ -86,6 +110,26 @@ def lowbit_matmul(x, kernel, scale=None):
         return product if scale is None else product * scale
     scale = tf.zeros([0]) if scale is None else tf.convert_to_tensor(scale, tf.float32)
     return ops.bilm_lowbit_matmul(x, kernel, scale)
+
+
+def few_rows_kernel_matmul(x, kernel):
+    """`bilm.ops.matmul_dtype.kernel_matmul(x, kernel)`, except that a
+    bfloat16 kernel times at most `MAX_STREAMED_ROWS` rows runs
+    `lowbit_matmul` (at memory speed; `x` not rounded), when the op can
+    be built. For an LSTM step's matrix-vector products (one sentence at
+    a time); inference only.
+
+    Args:
+        x: float32 `(rows, n)`.
+        kernel: float32 or bfloat16 `(n, m)`.
+
+    Returns:
+        float32 `(rows, m)`.
+    """
+    if tf.as_dtype(kernel.dtype) != tf.bfloat16 or load_lowbit_ops() is None:
+        return kernel_matmul(x, kernel)
+    return tf.cond(tf.shape(x)[0] <= MAX_STREAMED_ROWS, lambda: lowbit_matmul(x, kernel),
+                   lambda: kernel_matmul(x, kernel))
 
 
 @tf.RegisterGradient(_OP_NAME)
