@@ -21,6 +21,7 @@ import os
 import platform
 import shutil
 import subprocess
+import sys
 import tempfile
 
 NATIVE_DIR_ENVIRONMENT_VARIABLE = "BILM_NATIVE_DIR"
@@ -94,6 +95,9 @@ def compile_cached(source, compile_flags, link_flags, cache_dir=None, compiler=N
     library = name + ".so"
     with _exclusive(name + ".lock"):
         if not _intact(library):
+            # The one wait a user would otherwise not understand.
+            print(f"bilm: building {os.path.basename(source)} for this CPU and TensorFlow, once (cached in "
+                  f"{directory}); this takes about half a minute.", file=sys.stderr, flush=True)
             _compile([executable, *compile_flags, os.path.abspath(source)], link_flags, library, name + ".log")
     return library
 
