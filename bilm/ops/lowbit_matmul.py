@@ -24,10 +24,13 @@ from bilm.ops.matmul_dtype import kernel_matmul
 from bilm.ops.native import BuildError, build_library, source_path
 
 LOWBIT_KERNEL_DTYPES = (tf.bfloat16, tf.int8)
-# Rows up to which `few_rows_kernel_matmul` takes the kernel: each weight
-# read serves every row, so it stays bound by memory; with more rows a
-# stock matmul's blocking wins.
-MAX_STREAMED_ROWS = 8
+# Rows up to which `few_rows_kernel_matmul` takes bilm's kernel. It reads
+# the kernel once per 8 rows, so it is bound by memory at a few rows and
+# still ahead of float32 and of TensorFlow's bfloat16 at 32 rows on CPUs
+# without bfloat16 instructions (bench/bench_lowbit_matmul.py); at bulk
+# sizes, stock matmuls' blocking (and bfloat16 hardware, where there is
+# some) win.
+MAX_STREAMED_ROWS = 64
 _OP_NAME = "BilmLowbitMatmul"
 _LOADED = {}
 _LOADING = threading.Lock()
@@ -116,8 +119,10 @@ def few_rows_kernel_matmul(x, kernel):
     """`bilm.ops.matmul_dtype.kernel_matmul(x, kernel)`, except that a
     bfloat16 kernel times at most `MAX_STREAMED_ROWS` rows runs
     `lowbit_matmul` (at memory speed; `x` not rounded), when the op can
-    be built. For an LSTM step's matrix-vector products (one sentence at
-    a time); inference only.
+    be built and not inside `stock_kernels()`. For inference's products
+    with few rows (one sentence at a time): the LSTM steps, the input
+    half, the highway. Not inside an XLA-compiled function (the op has
+    no XLA kernel).
 
     Args:
         x: float32 `(rows, n)`.
@@ -126,7 +131,7 @@ def few_rows_kernel_matmul(x, kernel):
     Returns:
         float32 `(rows, m)`.
     """
-    if tf.as_dtype(kernel.dtype) != tf.bfloat16 or load_lowbit_ops() is None:
+    if tf.as_dtype(kernel.dtype) != tf.bfloat16 or not native_kernels_allowed() or load_lowbit_ops() is None:
         return kernel_matmul(x, kernel)
     return tf.cond(tf.shape(x)[0] <= MAX_STREAMED_ROWS, lambda: lowbit_matmul(x, kernel),
                    lambda: kernel_matmul(x, kernel))

@@ -129,7 +129,7 @@ def _bfloat16_layer(units=64, projection=16, input_dim=12):
 
 
 def test_few_rows_with_bfloat16_kernels_run_bilms_kernel_and_keep_activations_in_float32():
-    # One or two rows a step: bilm's own kernel, which widens the bfloat16
+    # Up to MAX_STREAMED_ROWS rows a step: bilm's own kernel, which widens the bfloat16
     # kernels exactly and does not round the activations, so the
     # recurrence equals a float32 one over the rounded kernels to float32
     # round-off; TensorFlow's bfloat16 matmul (more rows) rounds them.
@@ -137,7 +137,7 @@ def test_few_rows_with_bfloat16_kernels_run_bilms_kernel_and_keep_activations_in
     rng = np.random.default_rng(4)
     kernels = [tf.constant(rng.normal(size=shape) * 0.3, tf.bfloat16)
                for shape in ((projection, 4 * units), (units, projection))]
-    for batch in (1, 2, 12):
+    for batch in (1, 2, MAX_STREAMED_ROWS + 1):
         lengths = tf.fill([batch], 9)
         steps = packed_steps(lengths)
         gates = tf.random.stateless_normal([9 * batch, 4 * units], seed=[batch, 1])
