@@ -12,7 +12,7 @@ compiler; `bilm.ops.native.build` caches the library). Where that cannot
 be built, `lowbit_matmul` computes the same product with stock
 TensorFlow ops (a float32 copy of the kernel, then a float32 matmul).
 
-For inference only: the op has no gradient.
+For inference: the gradient reaches `x` only, not the kernel.
 """
 import contextlib
 import threading
@@ -138,6 +138,10 @@ def few_rows_kernel_matmul(x, kernel):
 
 
 @tf.RegisterGradient(_OP_NAME)
-def _no_gradient(op, grad):
-    raise NotImplementedError(f"{_OP_NAME} (bilm.ops.lowbit_matmul) is for inference and has no gradient; "
-                              "train with float32 kernels.")
+def _gradient(op, grad):
+    """The gradient reaches `x` (`(grad * scale) @ kernel^T`, in float32),
+    e.g. a trainable layer below frozen 16-bit ones, and not the kernel or
+    its scales, which are for inference (train with float32 kernels)."""
+    _, kernel, scale = op.inputs
+    scaled = tf.cond(tf.size(scale) > 0, lambda: grad * scale, lambda: grad)
+    return tf.matmul(scaled, tf.cast(kernel, tf.float32), transpose_b=True), None, None

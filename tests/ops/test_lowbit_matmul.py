@@ -121,13 +121,22 @@ def test_bad_operands_are_named(ops):
         lowbit_matmul(tf.ones([1, 3]), tf.ones([3, 2], tf.int8), tf.ones([3]))
 
 
-def test_has_no_gradient(ops):
-    x = tf.ones([1, 3])
-    with tf.GradientTape() as tape:
-        tape.watch(x)
-        y = lowbit_matmul(x, tf.ones([3, 2], tf.bfloat16))
-    with pytest.raises(NotImplementedError, match="no gradient"):
-        tape.gradient(y, x)
+@pytest.mark.parametrize("dtype", ["bfloat16", "int8"])
+def test_the_gradient_reaches_x_and_not_the_kernel(ops, dtype):
+    # A frozen 16-bit biLM inside a trained Keras model: the tape may pass
+    # through the op (e.g. a trainable layer below it), never train its kernel.
+    rng = np.random.default_rng(5)
+    kernel, exact_kernel, scale = KERNELS[dtype](rng, 5, 7)
+    x = tf.constant(rng.normal(size=(3, 5)), tf.float32)
+    upstream = tf.constant(rng.normal(size=(3, 7)), tf.float32)
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch([x, kernel])
+        y = lowbit_matmul(x, kernel, scale)
+        loss = tf.reduce_sum(y * upstream)
+    d_x = tape.gradient(loss, x).numpy()
+    column_scale = np.ones(7) if scale is None else scale.astype(np.float64)
+    np.testing.assert_allclose(d_x, (upstream.numpy() * column_scale) @ exact_kernel.T, rtol=1e-5, atol=1e-6)
+    assert tape.gradient(loss, kernel) is None
 
 
 def test_stock_ops_compute_the_same_product_when_the_kernel_cannot_be_built(monkeypatch):
