@@ -143,5 +143,8 @@ def _gradient(op, grad):
     e.g. a trainable layer below frozen 16-bit ones, and not the kernel or
     its scales, which are for inference (train with float32 kernels)."""
     _, kernel, scale = op.inputs
-    scaled = tf.cond(tf.size(scale) > 0, lambda: grad * scale, lambda: grad)
+    if scale.shape.rank == 1 and scale.shape[0] is not None:  # known when traced: no branch to trace
+        scaled = grad * scale if scale.shape[0] > 0 else grad
+    else:
+        scaled = tf.cond(tf.size(scale) > 0, lambda: grad * scale, lambda: grad)
     return tf.matmul(scaled, tf.cast(kernel, tf.float32), transpose_b=True), None, None
