@@ -11,6 +11,8 @@ setup(
     description="ELMo bidirectional language models for TensorFlow 2 and Keras 3: "
     "train, load the published weights, embed, and use inside Keras models.",
     packages=find_packages(include=["bilm", "bilm.*"]),
+    # The C++ sources of bilm's own kernels, compiled at first use (bilm.ops.native).
+    package_data={"bilm.ops.native": ["*.cc"]},
     python_requires=">=3.9",
     install_requires=[
         "tensorflow>=2.16",

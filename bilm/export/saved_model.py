@@ -22,6 +22,7 @@ from bilm.errors import UserError
 from bilm.io.output_files import atomic_output, check_output_directory
 from bilm.models.elmo_embedding import ELMoEmbedding
 from bilm.models.text_inputs import tokens_to_ids
+from bilm.ops.lowbit_matmul import stock_kernels
 from bilm.text.graph_batching import sentences_to_tokens
 
 
@@ -84,7 +85,8 @@ def export_layer(layer, export_dir, overwrite=False):
         raise FileExistsError(f"{export_dir} already exists; pass overwrite=True or choose another directory.")
     check_output_directory(os.path.dirname(export_dir))
     module = ELMoModule(layer)
-    with atomic_output(export_dir, directory=True) as tmp, _trainable_flags_saved(layer):
+    # Stock ops only: the SavedModel must load where only TensorFlow is installed.
+    with atomic_output(export_dir, directory=True) as tmp, _trainable_flags_saved(layer), stock_kernels():
         tf.saved_model.save(module, tmp, signatures={
             "default": module.default.get_concrete_function(),
             "tokens": module.tokens.get_concrete_function(),

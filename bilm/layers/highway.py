@@ -5,7 +5,8 @@ import tensorflow as tf
 from bilm.errors import UserError
 from bilm.layers.initializers import dense_initializer
 from bilm.ops.bias_add import add_bias
-from bilm.ops.matmul_dtype import check_matmul_dtype, kernel_matmul, matmul
+from bilm.ops.lowbit_matmul import few_rows_kernel_matmul
+from bilm.ops.matmul_dtype import check_matmul_dtype, matmul
 
 
 @keras.saving.register_keras_serializable(package="bilm")
@@ -66,7 +67,7 @@ class Highway(keras.layers.Layer):
         def product(x, kernel):
             if training:
                 return matmul(x, kernel, self.training_matmul_dtype)
-            return kernel_matmul(x, tf.convert_to_tensor(kernel))
+            return few_rows_kernel_matmul(x, tf.convert_to_tensor(kernel))
 
         # One 2-D matmul over all leading axes is faster than a batched one.
         x = tf.reshape(inputs, [-1, tf.shape(inputs)[-1]])

@@ -11,9 +11,10 @@ import tensorflow as tf
 
 from bilm.errors import UserError
 from bilm.ops.bias_add import add_bias
+from bilm.ops.lowbit_matmul import few_rows_kernel_matmul
 from bilm.ops.lstm_bptt import lstm_layer_bptt, lstm_recurrence_bptt
 from bilm.ops.lstm_recurrence import lstm_recurrence_packed, lstm_recurrence_xla, packed_steps
-from bilm.ops.matmul_dtype import check_matmul_dtype, kernel_matmul, matmul
+from bilm.ops.matmul_dtype import check_matmul_dtype, matmul
 
 
 @keras.saving.register_keras_serializable(package="bilm")
@@ -195,7 +196,7 @@ class ProjectedLSTM(keras.layers.Layer):
         if training:
             product = matmul(rows, self.input_kernel, self.training_matmul_dtype)
         else:
-            product = kernel_matmul(rows, tf.convert_to_tensor(self.input_kernel))
+            product = few_rows_kernel_matmul(rows, tf.convert_to_tensor(self.input_kernel))
         return add_bias(product, self.bias)
 
     @property

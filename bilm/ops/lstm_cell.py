@@ -24,7 +24,7 @@ class CellStep(NamedTuple):
     new_h: tf.Tensor
 
 
-def lstm_cell_step(gates_t, c, h, recurrent_kernel, projection_kernel, cell_clip, proj_clip):
+def lstm_cell_step(gates_t, c, h, recurrent_kernel, projection_kernel, cell_clip, proj_clip, matmul=kernel_matmul):
     """One step from the input half of the gates.
 
     Args:
@@ -33,6 +33,9 @@ def lstm_cell_step(gates_t, c, h, recurrent_kernel, projection_kernel, cell_clip
         recurrent_kernel: `(output_dim, 4 * units)`.
         projection_kernel: `(units, output_dim)` or None.
         cell_clip, proj_clip: Python floats or None.
+        matmul: the products with the kernels, `(x, kernel) -> x @ kernel`
+            in float32 (`kernel_matmul`, or
+            `bilm.ops.lowbit_matmul.few_rows_kernel_matmul` at inference).
 
     The kernels are float32, or bfloat16 for inference (each product then
     takes bfloat16 operands, see `bilm.ops.matmul_dtype.kernel_matmul`);
@@ -41,7 +44,7 @@ def lstm_cell_step(gates_t, c, h, recurrent_kernel, projection_kernel, cell_clip
     Returns:
         A `CellStep`.
     """
-    z = gates_t + kernel_matmul(h, recurrent_kernel)
+    z = gates_t + matmul(h, recurrent_kernel)
     zi, zj, zf, zo = tf.split(z, 4, axis=1)
     i, j, f, o = tf.sigmoid(zi), tf.tanh(zj), tf.sigmoid(zf + 1.0), tf.sigmoid(zo)
     raw_c = f * c + i * j
@@ -49,7 +52,7 @@ def lstm_cell_step(gates_t, c, h, recurrent_kernel, projection_kernel, cell_clip
     tanh_c = tf.tanh(new_c)
     raw_h = new_h = m = o * tanh_c
     if projection_kernel is not None:
-        raw_h = kernel_matmul(m, projection_kernel)
+        raw_h = matmul(m, projection_kernel)
         new_h = raw_h if proj_clip is None else tf.clip_by_value(raw_h, -proj_clip, proj_clip)
     return CellStep((i, j, f, o), raw_c, new_c, tanh_c, m, raw_h, new_h)
 

@@ -13,8 +13,10 @@ from typing import NamedTuple
 
 import tensorflow as tf
 
+from bilm.ops.lowbit_matmul import few_rows_kernel_matmul, native_kernels_allowed
 from bilm.ops.lstm_bptt import recomputed_gradients
 from bilm.ops.lstm_cell import lstm_cell_step, projection_stand_in
+from bilm.ops.matmul_dtype import kernel_matmul
 
 
 def padded_size(size):
@@ -139,7 +141,7 @@ def packed_steps(lengths, go_backwards=False):
 
 
 def lstm_recurrence_packed(gates, gate_index, steps, time, c0, h0, recurrent_kernel, projection_kernel,
-                           cell_clip, proj_clip):
+                           cell_clip, proj_clip, native_kernels=None):
     """Runs the LSTM recurrence over a packed batch, in the graph.
 
     Args:
@@ -154,14 +156,19 @@ def lstm_recurrence_packed(gates, gate_index, steps, time, c0, h0, recurrent_ker
         recurrent_kernel: `(output_dim, 4 * units)`, float32 or bfloat16.
         projection_kernel: `(units, output_dim)` (same dtype) or None.
         cell_clip, proj_clip: Python floats or None.
+        native_kernels: whether a step of few rows may run bilm's own
+            kernel for bfloat16 kernels (`few_rows_kernel_matmul`); None:
+            unless inside `bilm.ops.lowbit_matmul.stock_kernels()`.
 
     Returns:
         outputs `(batch, time, output_dim)` (zeros at padded steps), and the
         final `c`, `h` at each row's last valid step.
     """
+    if native_kernels is None:
+        native_kernels = native_kernels_allowed()
     outputs, c, h = _packed_loop(gates, gate_index, steps.active, steps.offsets, tf.gather(c0, steps.order),
                                  tf.gather(h0, steps.order), recurrent_kernel, projection_kernel,
-                                 cell_clip, proj_clip)
+                                 cell_clip, proj_clip, native_kernels)
     batch = tf.shape(c0)[0]
     outputs = tf.scatter_nd(steps.positions, outputs, [batch, time, tf.shape(h0)[1]])
     unsort = tf.math.invert_permutation(steps.order)
@@ -170,17 +177,20 @@ def lstm_recurrence_packed(gates, gate_index, steps, time, c0, h0, recurrent_ker
 
 @tf.function(reduce_retracing=True, autograph=False)
 def _packed_loop(gates, gate_index, active, offsets, c0, h0, recurrent_kernel, projection_kernel,
-                 cell_clip, proj_clip):
+                 cell_clip, proj_clip, native_kernels):
     """The loop of `lstm_recurrence_packed` on rows sorted longest first;
     returns the packed outputs `(n_valid, output_dim)` and the final states
-    in that order."""
+    in that order. `native_kernels` (a Python bool) is an argument, so that
+    a trace with and one without bilm's own kernel are cached apart."""
+    matmul = few_rows_kernel_matmul if native_kernels else kernel_matmul
     outputs_ta = tf.TensorArray(gates.dtype, size=tf.shape(active)[0], infer_shape=False,
                                 element_shape=tf.TensorShape([None, h0.shape[1]]))
 
     def step(t, c, h, outputs_ta):
         n, start = active[t], offsets[t]
         gates_t = gates[start:start + n] if gate_index is None else tf.gather(gates, gate_index[start:start + n])
-        cell = lstm_cell_step(gates_t, c[:n], h[:n], recurrent_kernel, projection_kernel, cell_clip, proj_clip)
+        cell = lstm_cell_step(gates_t, c[:n], h[:n], recurrent_kernel, projection_kernel, cell_clip, proj_clip,
+                              matmul)
         # Rows past their length (the last ones) keep their state.
         new_c, new_h = tf.concat([cell.new_c, c[n:]], axis=0), tf.concat([cell.new_h, h[n:]], axis=0)
         new_c.set_shape(c.shape)

@@ -28,7 +28,13 @@ the bytes, and there is no float32 copy that a bfloat16 one could fall
 behind. The activations are rounded to bfloat16 for each product
 (`kernel_matmul`), which accumulates in float32; the biases, the states,
 the gates' nonlinearities and every other elementwise step are float32.
-Such layers are for inference: they refuse `training=True`.
+Such layers are for inference: they refuse `training=True`. One sentence
+at a time, an LSTM step multiplies a few rows by kernels streamed from
+memory; there a step of at most `MAX_STREAMED_ROWS` rows runs bilm's own
+kernel (`bilm.ops.lowbit_matmul`), which reads the bfloat16 kernel at
+memory speed on any x86 CPU and leaves the activations in float32 (TF's
+bfloat16 product on CPUs without bfloat16 instructions is many times
+slower than float32's).
 
 Hardware with bfloat16 matmuls (CPUs with AVX512-BF16 or AMX, GPUs) runs
 them faster than float32 ones; elsewhere they are slower and round more

@@ -6,7 +6,8 @@ import tensorflow as tf
 
 import numpy_reference as R
 from bilm.layers.projected_lstm import ProjectedLSTM
-from bilm.ops.lstm_recurrence import packed_steps, padded_size
+from bilm.ops.lowbit_matmul import MAX_STREAMED_ROWS, stock_kernels
+from bilm.ops.lstm_recurrence import lstm_recurrence_packed, packed_steps, padded_size
 
 
 @pytest.mark.parametrize("go_backwards, projection", [(False, 4), (True, 4), (False, None)])
@@ -117,3 +118,52 @@ def test_xla_time_buckets_cover_the_length_with_little_padding():
     assert np.all(buckets >= times) and np.all(buckets % 16 == 0)
     assert np.all(buckets[times > 128] <= times[times > 128] * 1.25)
     assert len(np.unique(buckets)) < 40  # few shapes to compile
+
+
+def _bfloat16_layer(units=64, projection=16, input_dim=12):
+    layer = ProjectedLSTM(units, projection, 3.0, 3.0, kernel_dtype="bfloat16", jit_compile=False)
+    layer.build((None, None, input_dim))
+    rng = np.random.default_rng(3)
+    layer.set_weights([(rng.normal(size=w.shape) * 0.3).astype(np.float32) for w in layer.weights])
+    return layer
+
+
+def test_few_rows_with_bfloat16_kernels_run_bilms_kernel_and_keep_activations_in_float32():
+    # Up to MAX_STREAMED_ROWS rows a step: bilm's own kernel, which widens the bfloat16
+    # kernels exactly and does not round the activations, so the
+    # recurrence equals a float32 one over the rounded kernels to float32
+    # round-off; TensorFlow's bfloat16 matmul (more rows) rounds them.
+    units, projection = 64, 16
+    rng = np.random.default_rng(4)
+    kernels = [tf.constant(rng.normal(size=shape) * 0.3, tf.bfloat16)
+               for shape in ((projection, 4 * units), (units, projection))]
+    for batch in (1, 2, MAX_STREAMED_ROWS + 1):
+        lengths = tf.fill([batch], 9)
+        steps = packed_steps(lengths)
+        gates = tf.random.stateless_normal([9 * batch, 4 * units], seed=[batch, 1])
+        state = (tf.zeros([batch, units]), tf.zeros([batch, projection]))
+        ours = lstm_recurrence_packed(gates, None, steps, 9, *state, *kernels, 3.0, 3.0)[0].numpy()
+        exact = lstm_recurrence_packed(gates, None, steps, 9, *state, *[tf.cast(k, tf.float32) for k in kernels],
+                                       3.0, 3.0)[0].numpy()
+        deviation = np.abs(ours - exact).max() / np.abs(exact).max()
+        if batch <= MAX_STREAMED_ROWS:
+            assert deviation < 2e-6, (batch, deviation)
+        else:
+            assert 1e-4 < deviation < 3e-2, (batch, deviation)
+
+
+def test_stock_kernels_trace_graphs_without_bilms_own_op():
+    layer = _bfloat16_layer()
+
+    def op_types(function):
+        graph = function.get_concrete_function(tf.TensorSpec([1, 9, 12]), tf.TensorSpec([1], tf.int32)).graph
+        types = {op.type for op in graph.get_operations()}
+        for definition in graph.as_graph_def().library.function:
+            types |= {node.op for node in definition.node_def}
+        return types
+
+    run = lambda x, lengths: layer(x, lengths, training=False)[0]  # noqa: E731
+    assert "BilmLowbitMatmul" in op_types(tf.function(run))
+    with stock_kernels():
+        assert "BilmLowbitMatmul" not in op_types(tf.function(run))
+    assert "BilmLowbitMatmul" in op_types(tf.function(run))

@@ -1,0 +1,150 @@
+"""`x @ kernel` for float32 `x` and a kernel stored in 16 or 8 bits, by bilm's own CPU kernel.
+
+With one sentence at a time, each LSTM step multiplies a row or a few
+rows by kernels that do not fit in cache: the step's time is the time to
+read the kernels from memory, so a kernel stored in bfloat16 (half the
+bytes of float32) or int8 with one float32 scale per output column (a
+quarter) makes it faster, but only if the product runs at memory speed.
+TensorFlow's own bfloat16 and int8 products do not on CPUs without
+bfloat16 instructions, so `native/lowbit_matmul.cc` does it: its kernel
+is compiled at first use (`load_lowbit_ops`, with the system's C++
+compiler; `bilm.ops.native.build` caches the library). Where that cannot
+be built, `lowbit_matmul` computes the same product with stock
+TensorFlow ops (a float32 copy of the kernel, then a float32 matmul).
+
+For inference: the gradient reaches `x` only, not the kernel.
+"""
+import contextlib
+import threading
+import warnings
+
+import tensorflow as tf
+
+from bilm.ops.matmul_dtype import kernel_matmul
+from bilm.ops.native import BuildError, build_library, source_path
+
+LOWBIT_KERNEL_DTYPES = (tf.bfloat16, tf.int8)
+# Rows up to which `few_rows_kernel_matmul` takes bilm's kernel. It reads
+# the kernel once per 8 rows, so it is bound by memory at a few rows and
+# still ahead of float32 and of TensorFlow's bfloat16 at 32 rows on CPUs
+# without bfloat16 instructions (bench/bench_lowbit_matmul.py); at bulk
+# sizes, stock matmuls' blocking (and bfloat16 hardware, where there is
+# some) win.
+MAX_STREAMED_ROWS = 64
+_OP_NAME = "BilmLowbitMatmul"
+_LOADED = {}
+_LOADING = threading.Lock()
+_STOCK_ONLY = threading.local()
+
+
+@contextlib.contextmanager
+def stock_kernels():
+    """Within it (this thread), functions traced use stock TensorFlow ops
+    only, as a SavedModel that a TensorFlow-only client loads must."""
+    previous = getattr(_STOCK_ONLY, "on", False)
+    _STOCK_ONLY.on = True
+    try:
+        yield
+    finally:
+        _STOCK_ONLY.on = previous
+
+
+def native_kernels_allowed():
+    """False inside `stock_kernels()`."""
+    return not getattr(_STOCK_ONLY, "on", False)
+
+
+def load_lowbit_ops():
+    """The module of bilm's low-bit matmul op (`bilm_lowbit_matmul`), built and loaded once per process.
+
+    The first call in a process finds the library in the cache or builds
+    it (tens of seconds); later calls return the same module.
+
+    Returns:
+        the module `tf.load_op_library` gives, or None when the library
+        cannot be built or loaded (no compiler, a failed build): a
+        RuntimeWarning says once what failed, and `lowbit_matmul` uses
+        stock TensorFlow ops instead.
+    """
+    with _LOADING:
+        if "ops" not in _LOADED:
+            _LOADED["ops"] = load_op_library_or_warn(source_path("lowbit_matmul.cc"))
+        return _LOADED["ops"]
+
+
+def load_op_library_or_warn(source, cache_dir=None, compiler=None):
+    """`tf.load_op_library` of `build_library(source, cache_dir, compiler)`, or None after one warning."""
+    try:
+        return tf.load_op_library(build_library(source, cache_dir, compiler))
+    except (BuildError, OSError, tf.errors.OpError) as error:
+        message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        warnings.warn(f"bilm could not build its low-bit matmul kernel ({message}); "
+                      "the slower stock TensorFlow ops are used instead.", RuntimeWarning, stacklevel=3)
+        return None
+
+
+def lowbit_matmul(x, kernel, scale=None):
+    """`(x @ float32(kernel)) * scale`, accumulated in float32.
+
+    Each kernel value is widened to float32 exactly (a bfloat16 value's 16
+    bits are the high half of a float32; an int8 value is an integer) and
+    multiplied with `x` as it is: unlike TensorFlow's bfloat16 matmul,
+    `x` is not rounded to bfloat16 and neither is the result, so the
+    only error beyond the kernel's own rounding is float32 accumulation's.
+    With int8, `(x @ kernel) * scale` equals `x @ (kernel * scale)` up to
+    that accumulation.
+
+    Args:
+        x: float32 `(rows, n)`.
+        kernel: bfloat16 or int8 `(n, m)` (tensor or variable).
+        scale: float32 `(m,)`, a factor for each output column (an int8
+            kernel's per-column quantization scales), or None for none.
+
+    Returns:
+        float32 `(rows, m)`.
+    """
+    dtype = tf.as_dtype(kernel.dtype)
+    if dtype not in LOWBIT_KERNEL_DTYPES:
+        raise ValueError(f"lowbit_matmul's kernel must be bfloat16 or int8. Received: kernel.dtype={dtype.name}")
+    x = tf.convert_to_tensor(x, tf.float32)
+    ops = load_lowbit_ops()
+    if ops is None:
+        product = tf.matmul(x, tf.cast(kernel, tf.float32))
+        return product if scale is None else product * scale
+    scale = tf.zeros([0]) if scale is None else tf.convert_to_tensor(scale, tf.float32)
+    return ops.bilm_lowbit_matmul(x, kernel, scale)
+
+
+def few_rows_kernel_matmul(x, kernel):
+    """`bilm.ops.matmul_dtype.kernel_matmul(x, kernel)`, except that a
+    bfloat16 kernel times at most `MAX_STREAMED_ROWS` rows runs
+    `lowbit_matmul` (at memory speed; `x` not rounded), when the op can
+    be built and not inside `stock_kernels()`. For inference's products
+    with few rows (one sentence at a time): the LSTM steps, the input
+    half, the highway. Not inside an XLA-compiled function (the op has
+    no XLA kernel).
+
+    Args:
+        x: float32 `(rows, n)`.
+        kernel: float32 or bfloat16 `(n, m)`.
+
+    Returns:
+        float32 `(rows, m)`.
+    """
+    if tf.as_dtype(kernel.dtype) != tf.bfloat16 or not native_kernels_allowed() or load_lowbit_ops() is None:
+        return kernel_matmul(x, kernel)
+    return tf.cond(tf.shape(x)[0] <= MAX_STREAMED_ROWS, lambda: lowbit_matmul(x, kernel),
+                   lambda: kernel_matmul(x, kernel))
+
+
+@tf.RegisterGradient(_OP_NAME)
+def _gradient(op, grad):
+    """The gradient reaches `x` (`(grad * scale) @ kernel^T`, in float32),
+    e.g. a trainable layer below frozen 16-bit ones, and not the kernel or
+    its scales, which are for inference (train with float32 kernels)."""
+    _, kernel, scale = op.inputs
+    if scale.shape.rank == 1 and scale.shape[0] is not None:  # known when traced: no branch to trace
+        scaled = grad * scale if scale.shape[0] > 0 else grad
+    else:
+        scaled = tf.cond(tf.size(scale) > 0, lambda: grad * scale, lambda: grad)
+    return tf.matmul(scaled, tf.cast(kernel, tf.float32), transpose_b=True), None, None
