@@ -18,6 +18,7 @@ ERROR_TYPES = {
     "bilm.io.torch_pickle.TorchFileError": ValueError,
     "bilm.io.output_files.OutputFileError": ValueError,
     "bilm.io.weight_file.WeightFileError": ValueError,
+    "bilm.ops.native.build.BuildError": ValueError,
     "bilm.text.vocabulary.UnknownTokenError": KeyError,
     "bilm.training.model.adaptation.AdaptationError": ValueError,
     "bilm.training.run.checkpoints.CheckpointError": ValueError,

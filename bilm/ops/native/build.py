@@ -24,6 +24,8 @@ import subprocess
 import sys
 import tempfile
 
+from bilm.errors import UserError
+
 NATIVE_DIR_ENVIRONMENT_VARIABLE = "BILM_NATIVE_DIR"
 # The conventional variable naming the C++ compiler; the system's g++ without it.
 COMPILER_ENVIRONMENT_VARIABLE = "CXX"
@@ -34,8 +36,9 @@ BUILD_FLAGS = ("-O3", "-march=native", "-fPIC", "-shared",
 BUILD_TIMEOUT_SECONDS = 600
 
 
-class BuildError(Exception):
-    """A library could not be built: no compiler, or the compiler failed. The message is one line."""
+class BuildError(UserError):
+    """A library could not be built: no compiler (install g++ or set `$CXX`), or the compiler failed. The
+    message is one line."""
 
 
 def native_dir():
