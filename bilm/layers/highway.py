@@ -24,8 +24,10 @@ class Highway(keras.layers.Layer):
             `bilm.ops.matmul_dtype`).
         kernel_dtype: `"float32"`, or `"bfloat16"` to keep the
             kernels in bfloat16 (rounded once, when assigned) for inference:
-            the matmuls take bfloat16 operands and accumulate in float32,
-            the rest is float32. Such a layer refuses `training=True`.
+            the matmuls accumulate in float32 (activations rounded to
+            bfloat16, except in products of few rows: see
+            `bilm.ops.lowbit_matmul.few_rows_kernel_matmul`), the rest is
+            float32. Such a layer refuses `training=True`.
 
     Call arguments:
         inputs: float tensor `(..., features)`.

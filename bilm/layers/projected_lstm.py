@@ -57,7 +57,9 @@ class ProjectedLSTM(keras.layers.Layer):
         kernel_dtype: `"float32"`, or `"bfloat16"` to keep the
             input, recurrent and projection kernels in bfloat16 (rounded
             once, when assigned) for inference: every product with them
-            takes bfloat16 operands and accumulates in float32; the bias,
+            accumulates in float32, with bfloat16 activations, or with
+            float32 ones where it has at most `bilm.ops.lowbit_matmul.MAX_STREAMED_ROWS` rows
+            (`bilm.ops.lowbit_matmul.few_rows_kernel_matmul`); the bias,
             the states and all elementwise work stay float32. Such a layer
             refuses `training=True`.
 
