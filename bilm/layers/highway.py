@@ -4,9 +4,10 @@ import tensorflow as tf
 
 from bilm.errors import UserError
 from bilm.layers.initializers import dense_initializer
+from bilm.layers.int8_kernel import add_kernel, kernel_operand
 from bilm.ops.bias_add import add_bias
 from bilm.ops.lowbit_matmul import few_rows_kernel_matmul
-from bilm.ops.matmul_dtype import check_matmul_dtype, matmul
+from bilm.ops.matmul_dtype import check_kernel_dtype, check_matmul_dtype, matmul
 
 
 @keras.saving.register_keras_serializable(package="bilm")
@@ -27,7 +28,9 @@ class Highway(keras.layers.Layer):
             the matmuls accumulate in float32 (activations rounded to
             bfloat16, except in products of few rows: see
             `bilm.ops.lowbit_matmul.few_rows_kernel_matmul`), the rest is
-            float32. Such a layer refuses `training=True`.
+            float32. `"int8"`: int8 kernels with a float32 scale per
+            output column (`bilm.layers.int8_kernel.Int8Kernel`) and
+            float32 activations. Such layers refuse `training=True`.
 
     Call arguments:
         inputs: float tensor `(..., features)`.
@@ -41,21 +44,19 @@ class Highway(keras.layers.Layer):
         super().__init__(**kwargs)
         self.n_layers = n_layers
         self.training_matmul_dtype = check_matmul_dtype(training_matmul_dtype, "training_matmul_dtype")
-        self.kernel_dtype = check_matmul_dtype(kernel_dtype, "kernel_dtype")
+        self.kernel_dtype = check_kernel_dtype(kernel_dtype, "kernel_dtype")
 
     def build(self, input_shape):
         features = input_shape[-1]
         self.carry_kernels, self.carry_biases = [], []
         self.transform_kernels, self.transform_biases = [], []
         for k in range(self.n_layers):
-            self.carry_kernels.append(self.add_weight(
-                name=f"carry_kernel_{k}", shape=(features, features), initializer=dense_initializer(features),
-                dtype=self.kernel_dtype))
+            self.carry_kernels.append(add_kernel(self, f"carry_kernel_{k}", (features, features),
+                                                 dense_initializer(features), self.kernel_dtype))
             self.carry_biases.append(self.add_weight(
                 name=f"carry_bias_{k}", shape=(features,), initializer=keras.initializers.Constant(-2.0)))
-            self.transform_kernels.append(self.add_weight(
-                name=f"transform_kernel_{k}", shape=(features, features), initializer=dense_initializer(features),
-                dtype=self.kernel_dtype))
+            self.transform_kernels.append(add_kernel(self, f"transform_kernel_{k}", (features, features),
+                                                     dense_initializer(features), self.kernel_dtype))
             self.transform_biases.append(self.add_weight(
                 name=f"transform_bias_{k}", shape=(features,), initializer="zeros"))
 
@@ -69,7 +70,7 @@ class Highway(keras.layers.Layer):
         def product(x, kernel):
             if training:
                 return matmul(x, kernel, self.training_matmul_dtype)
-            return few_rows_kernel_matmul(x, tf.convert_to_tensor(kernel))
+            return few_rows_kernel_matmul(x, kernel_operand(kernel))
 
         # One 2-D matmul over all leading axes is faster than a batched one.
         x = tf.reshape(inputs, [-1, tf.shape(inputs)[-1]])

@@ -10,11 +10,13 @@ import keras
 import tensorflow as tf
 
 from bilm.errors import UserError
+from bilm.layers.int8_kernel import add_kernel, kernel_operand
 from bilm.ops.bias_add import add_bias
 from bilm.ops.lowbit_matmul import few_rows_kernel_matmul
 from bilm.ops.lstm_bptt import lstm_layer_bptt, lstm_recurrence_bptt
 from bilm.ops.lstm_recurrence import lstm_recurrence_packed, lstm_recurrence_xla, packed_steps
-from bilm.ops.matmul_dtype import check_matmul_dtype, matmul
+from bilm.ops.matmul_dtype import check_kernel_dtype, check_matmul_dtype, matmul
+from bilm.ops.scaled_kernel import ScaledKernel, dequantize
 
 
 @keras.saving.register_keras_serializable(package="bilm")
@@ -60,8 +62,11 @@ class ProjectedLSTM(keras.layers.Layer):
             accumulates in float32, with bfloat16 activations, or with
             float32 ones where it has at most `bilm.ops.lowbit_matmul.MAX_STREAMED_ROWS` rows
             (`bilm.ops.lowbit_matmul.few_rows_kernel_matmul`); the bias,
-            the states and all elementwise work stay float32. Such a layer
-            refuses `training=True`.
+            the states and all elementwise work stay float32. `"int8"`
+            keeps them in int8 with a float32 scale per output column
+            (`bilm.layers.int8_kernel.Int8Kernel`, quantized when
+            assigned), with float32 activations. Such layers refuse
+            `training=True`.
 
     Call arguments:
         inputs: float `(batch, time, input_dim)`.
@@ -93,7 +98,7 @@ class ProjectedLSTM(keras.layers.Layer):
         self.go_backwards = go_backwards
         self.jit_compile = jit_compile
         self.training_matmul_dtype = check_matmul_dtype(training_matmul_dtype, "training_matmul_dtype")
-        self.kernel_dtype = check_matmul_dtype(kernel_dtype, "kernel_dtype")
+        self.kernel_dtype = check_kernel_dtype(kernel_dtype, "kernel_dtype")
         self.use_projection = projection_dim is not None and projection_dim != units
         self.output_dim = projection_dim if self.use_projection else units
 
@@ -104,19 +109,16 @@ class ProjectedLSTM(keras.layers.Layer):
         # initializer: an unseeded Keras initializer fixes its seed when
         # made, so one instance would draw W_h as a copy of W_x's first rows.
         limit = (6.0 / (input_dim + self.output_dim + 4 * self.units)) ** 0.5
-        # bfloat16 inference keeps the kernels in bfloat16: rounded once, when assigned.
+        # Inference in 16 or 8 bits keeps the kernels so: rounded once, when assigned.
         kernel_dtype = self.kernel_dtype
-        self.input_kernel = self.add_weight(
-            name="input_kernel", shape=(input_dim, 4 * self.units),
-            initializer=keras.initializers.RandomUniform(-limit, limit), dtype=kernel_dtype)
-        self.recurrent_kernel = self.add_weight(
-            name="recurrent_kernel", shape=(self.output_dim, 4 * self.units),
-            initializer=keras.initializers.RandomUniform(-limit, limit), dtype=kernel_dtype)
+        self.input_kernel = add_kernel(self, "input_kernel", (input_dim, 4 * self.units),
+                                       keras.initializers.RandomUniform(-limit, limit), kernel_dtype)
+        self.recurrent_kernel = add_kernel(self, "recurrent_kernel", (self.output_dim, 4 * self.units),
+                                           keras.initializers.RandomUniform(-limit, limit), kernel_dtype)
         self.bias = self.add_weight(name="bias", shape=(4 * self.units,), initializer="zeros")
         if self.use_projection:
-            self.projection_kernel = self.add_weight(
-                name="projection_kernel", shape=(self.units, self.output_dim),
-                initializer="glorot_uniform", dtype=kernel_dtype)
+            self.projection_kernel = add_kernel(self, "projection_kernel", (self.units, self.output_dim),
+                                                "glorot_uniform", kernel_dtype)
         else:
             self.projection_kernel = None
 
@@ -142,11 +144,14 @@ class ProjectedLSTM(keras.layers.Layer):
             return tf.zeros([batch, 0, self.output_dim], inputs.dtype), c0, h0
         projection_kernel = None
         if self.projection_kernel is not None:
-            projection_kernel = tf.convert_to_tensor(self.projection_kernel)
-        kernels_and_clips = (tf.convert_to_tensor(self.recurrent_kernel), projection_kernel,
+            projection_kernel = kernel_operand(self.projection_kernel)
+        kernels_and_clips = (kernel_operand(self.recurrent_kernel), projection_kernel,
                              self.cell_clip, self.proj_clip)
         if not training and not self.inference_uses_xla:
             return self._packed_inference(inputs, lengths, c0, h0, token_index, kernels_and_clips)
+        # XLA has no int8 product of bilm's: its loop takes the widened kernels.
+        kernels_and_clips = (*[dequantize(k) if isinstance(k, ScaledKernel) else k for k in kernels_and_clips[:2]],
+                             *kernels_and_clips[2:])
         # The padded loops: training's, or XLA's for inference.
         if training:
             recurrence = functools.partial(lstm_recurrence_bptt, jit_compile=self.uses_xla)
@@ -198,7 +203,7 @@ class ProjectedLSTM(keras.layers.Layer):
         if training:
             product = matmul(rows, self.input_kernel, self.training_matmul_dtype)
         else:
-            product = few_rows_kernel_matmul(rows, tf.convert_to_tensor(self.input_kernel))
+            product = few_rows_kernel_matmul(rows, kernel_operand(self.input_kernel))
         return add_bias(product, self.bias)
 
     @property

@@ -22,6 +22,7 @@ import tensorflow as tf
 
 from bilm.ops.matmul_dtype import kernel_matmul
 from bilm.ops.native import BuildError, build_library, source_path
+from bilm.ops.scaled_kernel import ScaledKernel
 
 LOWBIT_KERNEL_DTYPES = (tf.bfloat16, tf.int8)
 # Rows up to which `few_rows_kernel_matmul` takes bilm's kernel. It reads
@@ -115,25 +116,39 @@ def lowbit_matmul(x, kernel, scale=None):
     return ops.bilm_lowbit_matmul(x, kernel, scale)
 
 
+def is_lowbit(kernel):
+    """Whether `kernel` is one `lowbit_matmul` takes: bfloat16, or a `ScaledKernel` (int8)."""
+    return isinstance(kernel, ScaledKernel) or tf.as_dtype(kernel.dtype) == tf.bfloat16
+
+
+def streamed_kernel_matmul(x, kernel):
+    """`lowbit_matmul` of a bfloat16 kernel or a `ScaledKernel`, for products
+    known to have few rows (at most `MAX_STREAMED_ROWS`; more still give
+    the right result, only slower than a stock product)."""
+    if isinstance(kernel, ScaledKernel):
+        return lowbit_matmul(x, kernel.values, kernel.scale)
+    return lowbit_matmul(x, kernel)
+
+
 def few_rows_kernel_matmul(x, kernel):
     """`bilm.ops.matmul_dtype.kernel_matmul(x, kernel)`, except that a
-    bfloat16 kernel times at most `MAX_STREAMED_ROWS` rows runs
+    bfloat16 or int8 kernel times at most `MAX_STREAMED_ROWS` rows runs
     `lowbit_matmul` (at memory speed; `x` not rounded), when the op can
     be built and not inside `stock_kernels()`. For inference's products
-    with few rows (one sentence at a time): the LSTM steps, the input
-    half, the highway. Not inside an XLA-compiled function (the op has
-    no XLA kernel).
+    with few rows (one sentence at a time): the LSTM's input half, the
+    highway. Not inside an XLA-compiled function (the op has no XLA
+    kernel).
 
     Args:
         x: float32 `(rows, n)`.
-        kernel: float32 or bfloat16 `(n, m)`.
+        kernel: float32 or bfloat16 `(n, m)`, or a `ScaledKernel`.
 
     Returns:
         float32 `(rows, m)`.
     """
-    if tf.as_dtype(kernel.dtype) != tf.bfloat16 or not native_kernels_allowed() or load_lowbit_ops() is None:
+    if not is_lowbit(kernel) or not native_kernels_allowed() or load_lowbit_ops() is None:
         return kernel_matmul(x, kernel)
-    return tf.cond(tf.shape(x)[0] <= MAX_STREAMED_ROWS, lambda: lowbit_matmul(x, kernel),
+    return tf.cond(tf.shape(x)[0] <= MAX_STREAMED_ROWS, lambda: streamed_kernel_matmul(x, kernel),
                    lambda: kernel_matmul(x, kernel))
 
 

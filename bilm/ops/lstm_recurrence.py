@@ -13,10 +13,17 @@ from typing import NamedTuple
 
 import tensorflow as tf
 
-from bilm.ops.lowbit_matmul import few_rows_kernel_matmul, native_kernels_allowed
+from bilm.ops.lowbit_matmul import (
+    MAX_STREAMED_ROWS,
+    is_lowbit,
+    load_lowbit_ops,
+    native_kernels_allowed,
+    streamed_kernel_matmul,
+)
 from bilm.ops.lstm_bptt import recomputed_gradients
 from bilm.ops.lstm_cell import lstm_cell_step, projection_stand_in
 from bilm.ops.matmul_dtype import kernel_matmul
+from bilm.ops.scaled_kernel import ScaledKernel, dequantize
 
 
 def padded_size(size):
@@ -153,12 +160,15 @@ def lstm_recurrence_packed(gates, gate_index, steps, time, c0, h0, recurrent_ker
         steps: `PackedSteps` of the batch (`packed_steps`).
         time: the outputs' time axis, at least the longest length.
         c0, h0: `(batch, units)`, `(batch, output_dim)` initial state.
-        recurrent_kernel: `(output_dim, 4 * units)`, float32 or bfloat16.
-        projection_kernel: `(units, output_dim)` (same dtype) or None.
+        recurrent_kernel: `(output_dim, 4 * units)`, float32 or bfloat16,
+            or a `bilm.ops.scaled_kernel.ScaledKernel` (int8).
+        projection_kernel: `(units, output_dim)` (same kind) or None.
         cell_clip, proj_clip: Python floats or None.
-        native_kernels: whether a step of few rows may run bilm's own
-            kernel for bfloat16 kernels (`few_rows_kernel_matmul`); None:
-            unless inside `bilm.ops.lowbit_matmul.stock_kernels()`.
+        native_kernels: whether steps of at most `MAX_STREAMED_ROWS` rows
+            may run bilm's own kernel for bfloat16 and int8 kernels
+            (`bilm.ops.lowbit_matmul`); None: unless inside
+            `bilm.ops.lowbit_matmul.stock_kernels()`. Without it an int8
+            kernel is widened to float32 once, before the loop.
 
     Returns:
         outputs `(batch, time, output_dim)` (zeros at padded steps), and the
@@ -166,23 +176,57 @@ def lstm_recurrence_packed(gates, gate_index, steps, time, c0, h0, recurrent_ker
     """
     if native_kernels is None:
         native_kernels = native_kernels_allowed()
-    outputs, c, h = _packed_loop(gates, gate_index, steps.active, steps.offsets, tf.gather(c0, steps.order),
-                                 tf.gather(h0, steps.order), recurrent_kernel, projection_kernel,
-                                 cell_clip, proj_clip, native_kernels)
+    native_kernels = native_kernels and is_lowbit(recurrent_kernel) and load_lowbit_ops() is not None
+    kernels = (recurrent_kernel, projection_kernel)
+    stock = tuple(dequantize(k) if isinstance(k, ScaledKernel) else k for k in kernels)
+    loop_inputs = (gates, gate_index, steps.active, steps.offsets, tf.gather(c0, steps.order),
+                   tf.gather(h0, steps.order))
+    clips = (cell_clip, proj_clip)
+    if not native_kernels:
+        outputs, c, h = _packed_loop(*loop_inputs, stock, *clips, "stock")
+    else:
+        # Rows only drop out as the loop goes, so the first step has the most.
+        most_rows = tf.reduce_max(tf.concat([steps.active, [0]], axis=0))
+        outputs, c, h = tf.cond(
+            most_rows <= MAX_STREAMED_ROWS,
+            lambda: _packed_loop(*loop_inputs, kernels, *clips, "streamed"),
+            lambda: _packed_loop(*loop_inputs, _pairs(kernels, stock), *clips, "by_rows"))
     batch = tf.shape(c0)[0]
     outputs = tf.scatter_nd(steps.positions, outputs, [batch, time, tf.shape(h0)[1]])
     unsort = tf.math.invert_permutation(steps.order)
     return outputs, tf.gather(c, unsort), tf.gather(h, unsort)
 
 
+def _pairs(kernels, stock):
+    """`(kernel, stock form)` for each kernel that is there (None stays None)."""
+    return tuple(None if kernel is None else (kernel, stock_form) for kernel, stock_form in zip(kernels, stock))
+
+
+def _by_rows_matmul(x, kernels):
+    """`x @ kernel` for a `(lowbit kernel, its stock form)` pair: bilm's
+    kernel for at most `MAX_STREAMED_ROWS` rows, else a stock product."""
+    kernel, stock = kernels
+    return tf.cond(tf.shape(x)[0] <= MAX_STREAMED_ROWS, lambda: streamed_kernel_matmul(x, kernel),
+                   lambda: kernel_matmul(x, stock))
+
+
+_STEP_MATMULS = {"stock": kernel_matmul, "streamed": streamed_kernel_matmul, "by_rows": _by_rows_matmul}
+
+
 @tf.function(reduce_retracing=True, autograph=False)
-def _packed_loop(gates, gate_index, active, offsets, c0, h0, recurrent_kernel, projection_kernel,
-                 cell_clip, proj_clip, native_kernels):
+def _packed_loop(gates, gate_index, active, offsets, c0, h0, kernels, cell_clip, proj_clip, step_matmul):
     """The loop of `lstm_recurrence_packed` on rows sorted longest first;
     returns the packed outputs `(n_valid, output_dim)` and the final states
-    in that order. `native_kernels` (a Python bool) is an argument, so that
-    a trace with and one without bilm's own kernel are cached apart."""
-    matmul = few_rows_kernel_matmul if native_kernels else kernel_matmul
+    in that order.
+
+    `kernels`: `(recurrent, projection or None)`, each as `step_matmul`
+    (a key of `_STEP_MATMULS`, a Python string, so that each kind is traced
+    apart) takes it: `"stock"`: float32/bfloat16 tensors, stock products;
+    `"streamed"`: bfloat16 or `ScaledKernel`s, bilm's kernel at every step
+    (every step has at most `MAX_STREAMED_ROWS` rows); `"by_rows"`:
+    `(lowbit, stock)` pairs, chosen per step by its rows."""
+    matmul = _STEP_MATMULS[step_matmul]
+    recurrent_kernel, projection_kernel = kernels
     outputs_ta = tf.TensorArray(gates.dtype, size=tf.shape(active)[0], infer_shape=False,
                                 element_shape=tf.TensorShape([None, h0.shape[1]]))
 

@@ -36,6 +36,14 @@ memory speed on any x86 CPU and leaves the activations in float32 (TF's
 bfloat16 product on CPUs without bfloat16 instructions is many times
 slower than float32's).
 
+`kernel_dtype="int8"` (and `matmul_dtype="int8"` wherever inference takes
+it) stores those kernels in 8 bits with one float32 scale per output
+column (`bilm.ops.scaled_kernel`): a quarter of float32's bytes. Its
+products keep the activations, the accumulation and the result in
+float32; products of few rows run bilm's kernel, larger ones a float32
+matmul with the kernel widened once. It is for inference only, like
+bfloat16 kernels.
+
 Hardware with bfloat16 matmuls (CPUs with AVX512-BF16 or AMX, GPUs) runs
 them faster than float32 ones; elsewhere they are slower and round more
 often (docs/performance.md has measurements). The default, float32, is the
@@ -44,14 +52,25 @@ original recipe's arithmetic.
 import tensorflow as tf
 
 from bilm.errors import UserError
+from bilm.ops.scaled_kernel import ScaledKernel, dequantize
 
 MATMUL_DTYPES = ("float32", "bfloat16")
+# The dtypes an inference model may keep its large kernels in: training's
+# matmul dtypes and int8 (per-column scales).
+KERNEL_DTYPES = MATMUL_DTYPES + ("int8",)
 
 
 def check_matmul_dtype(value, where="matmul_dtype"):
     """Returns `value` if it is one of `MATMUL_DTYPES`; otherwise a ValueError naming `where`."""
     if value not in MATMUL_DTYPES:
         raise UserError(f"{where} must be one of {', '.join(map(repr, MATMUL_DTYPES))}, got {value!r}.")
+    return value
+
+
+def check_kernel_dtype(value, where="matmul_dtype"):
+    """Returns `value` if it is one of `KERNEL_DTYPES`; otherwise a UserError naming `where`."""
+    if value not in KERNEL_DTYPES:
+        raise UserError(f"{where} must be one of {', '.join(map(repr, KERNEL_DTYPES))}, got {value!r}.")
     return value
 
 
@@ -79,14 +98,18 @@ def kernel_matmul(x, kernel):
     A float32 kernel: a float32 matmul. A bfloat16 kernel (a layer built
     with `kernel_dtype="bfloat16"`): `x` is rounded to bfloat16,
     the product accumulates in float32 and is rounded to bfloat16 once.
+    A `ScaledKernel` (int8): a float32 matmul with the widened kernel.
 
     Args:
         x: float32 `(rows, n)`.
-        kernel: float32 or bfloat16 `(n, m)` (tensor or variable).
+        kernel: float32 or bfloat16 `(n, m)` (tensor or variable), or a
+            `bilm.ops.scaled_kernel.ScaledKernel`.
 
     Returns:
         float32 `(rows, m)`.
     """
+    if isinstance(kernel, ScaledKernel):
+        return tf.matmul(x, dequantize(kernel))
     dtype = tf.as_dtype(kernel.dtype)
     if dtype == tf.float32:
         return tf.matmul(x, kernel)

@@ -83,3 +83,26 @@ def test_bfloat16_inference_highway_keeps_bfloat16_kernels_within_its_tolerance(
     assert 1e-5 < deviations.max() < BFLOAT16_INFERENCE_TOLERANCE
     with pytest.raises(ValueError, match=r"Highway 'highway' keeps its kernels in bfloat16 .* training=True"):
         layers["bfloat16"](x, training=True)
+
+
+def test_int8_layer_contract():
+    run_layer_test(Highway, {"n_layers": 2, "kernel_dtype": "int8"}, X, expected_output_shape=(2, 3, 4),
+                   expected_num_trainable_weights=4, expected_num_non_trainable_weights=8,
+                   expected_output_dtype="float32", run_training_check=False)
+
+
+@pytest.mark.parametrize("rows", [5, 300])
+def test_int8_highway_equals_float32_over_its_dequantized_kernels(rows):
+    # int8 kernels with per-column scales, float32 activations: bilm's
+    # kernel for few rows, a float32 product with the widened kernel for more.
+    layers = {dtype: Highway(2, kernel_dtype=dtype, name="highway") for dtype in ("float32", "int8")}
+    for layer in layers.values():
+        layer.build((None, 48))
+    for q, f in zip(layers["int8"].carry_kernels + layers["int8"].transform_kernels,
+                    layers["float32"].carry_kernels + layers["float32"].transform_kernels):
+        q.assign(f.numpy())
+        f.assign(q.numpy())
+    x = tf.constant(np.random.default_rng(rows).normal(size=(rows, 48)), tf.float32)
+    np.testing.assert_allclose(layers["int8"](x).numpy(), layers["float32"](x).numpy(), rtol=1e-5, atol=2e-6)
+    with pytest.raises(ValueError, match=r"Highway 'highway' keeps its kernels in int8 .* training=True"):
+        layers["int8"](x, training=True)

@@ -251,3 +251,63 @@ def test_recurrent_kernel_is_drawn_independently_of_the_input_kernel():
         assert np.abs(kernel).max() <= limit and kernel.std() > 0.4 * limit
     correlation = np.corrcoef(w_x.ravel(), w_h.ravel())[0, 1]
     assert abs(correlation) * np.sqrt(w_x.size) < 5.0, correlation
+
+
+def test_int8_layer_contract():
+    # The bias is its only trainable weight; each kernel is int8 values and float32 scales.
+    run_layer_test(ProjectedLSTM, {"units": 5, "projection_dim": 2, "kernel_dtype": "int8", "jit_compile": False},
+                   {"inputs": X, "lengths": LENGTHS, "initial_state": [C0, H0]},
+                   expected_output_shape=((2, 4, 2), (2, 5), (2, 2)), expected_num_trainable_weights=1,
+                   expected_num_non_trainable_weights=6, expected_output_dtype="float32", run_training_check=False)
+
+
+def _int8_and_float32_layers(**kwargs):
+    """An int8 layer and a float32 one holding exactly the kernels the int8 one stands for."""
+    rng = np.random.default_rng(8)
+    layers = {dtype: ProjectedLSTM(32, 8, 3.0, 3.0, kernel_dtype=dtype, **kwargs) for dtype in ("float32", "int8")}
+    for layer in layers.values():
+        layer.build((None, None, 12))
+        layer.trainable = False
+    for name in ("input_kernel", "recurrent_kernel", "projection_kernel"):
+        getattr(layers["int8"], name).assign(rng.normal(size=getattr(layers["float32"], name).shape) * 0.3)
+        getattr(layers["float32"], name).assign(getattr(layers["int8"], name).numpy())
+    layers["int8"].bias.assign(layers["float32"].bias.numpy() + 0.1)
+    layers["float32"].bias.assign(layers["int8"].bias.numpy())
+    return layers
+
+
+@pytest.mark.parametrize("go_backwards, distinct, jit_compile, batch", [
+    (False, False, None, 6), (True, True, None, 6), (True, False, None, 70), (False, False, True, 6)])
+def test_int8_inference_equals_float32_over_its_dequantized_kernels(go_backwards, distinct, jit_compile, batch):
+    # Activations, sums and states stay float32, on every path: bilm's
+    # kernel (at most MAX_STREAMED_ROWS rows a step), the per-step choice
+    # (70 rows), distinct rows, and the XLA loop (widened kernels).
+    rng = np.random.default_rng(batch)
+    lengths = tf.constant(rng.integers(0, 8, size=batch), tf.int32)
+    index = tf.constant(rng.integers(0, 9, size=(batch, 7)), tf.int32)
+    rows = tf.constant(rng.normal(size=(1, 9, 12)), tf.float32)
+    inputs = rows if distinct else tf.gather(rows[0], index)
+    state = [tf.constant(rng.normal(size=(batch, 32)), tf.float32), tf.zeros([batch, 8])]
+    layers = _int8_and_float32_layers(go_backwards=go_backwards, jit_compile=jit_compile)
+    results = {dtype: layer(inputs, lengths, state, token_index=index if distinct else None)
+               for dtype, layer in layers.items()}
+    for got, want in zip(results["int8"], results["float32"]):
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=2e-6)
+
+
+def test_int8_layer_quantizes_what_is_assigned_and_refuses_training():
+    layer = ProjectedLSTM(16, 8, 3.0, 3.0, kernel_dtype="int8", name="lstm")
+    layer.build((None, None, 12))
+    assert {w.path.split("/")[-1]: w.dtype for w in layer.weights} == {
+        "bias": "float32", "input_kernel": "int8", "input_kernel_scale": "float32", "recurrent_kernel": "int8",
+        "recurrent_kernel_scale": "float32", "projection_kernel": "int8", "projection_kernel_scale": "float32"}
+    kernel = np.random.default_rng(1).normal(size=(8, 64)).astype(np.float32)
+    layer.recurrent_kernel.assign(kernel)
+    step = np.abs(kernel).max(axis=0) / 127
+    assert np.all(np.abs(layer.recurrent_kernel.numpy() - kernel) <= step * 0.5001)
+    np.testing.assert_array_equal(layer.recurrent_kernel.values.numpy(),
+                                  np.rint(kernel / layer.recurrent_kernel.scale.numpy()))
+    with pytest.raises(ValueError, match=r"ProjectedLSTM 'lstm' keeps its kernels in int8 .* training=True"):
+        layer(tf.zeros([2, 3, 12]), tf.constant([3, 1]), training=True)
+    with pytest.raises(ValueError, match="kernel_dtype must be one of 'float32', 'bfloat16', 'int8'"):
+        ProjectedLSTM(16, 8, kernel_dtype="int4")

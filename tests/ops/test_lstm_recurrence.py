@@ -8,6 +8,7 @@ import numpy_reference as R
 from bilm.layers.projected_lstm import ProjectedLSTM
 from bilm.ops.lowbit_matmul import MAX_STREAMED_ROWS, stock_kernels
 from bilm.ops.lstm_recurrence import lstm_recurrence_packed, packed_steps, padded_size
+from bilm.ops.scaled_kernel import ScaledKernel, dequantize, quantize_columns
 
 
 @pytest.mark.parametrize("go_backwards, projection", [(False, 4), (True, 4), (False, None)])
@@ -167,3 +168,27 @@ def test_stock_kernels_trace_graphs_without_bilms_own_op():
     with stock_kernels():
         assert "BilmLowbitMatmul" not in op_types(tf.function(run))
     assert "BilmLowbitMatmul" in op_types(tf.function(run))
+
+
+@pytest.mark.parametrize("native_kernels", [True, False])
+def test_int8_kernels_equal_float32_over_their_dequantized_kernels(native_kernels):
+    # Every way a step takes an int8 kernel (bilm's kernel at every step,
+    # per step by its rows, or the kernel widened once) keeps the
+    # activations in float32: a float32 recurrence over `values * scale`.
+    units, projection = 64, 16
+    rng = np.random.default_rng(5)
+    kernels = [ScaledKernel(*(tf.constant(a) for a in quantize_columns(rng.normal(size=shape) * 0.3)))
+               for shape in ((projection, 4 * units), (units, projection))]
+    widened = [dequantize(k) for k in kernels]
+    # 70 rows of which only 3 reach past step 4: the first steps have more
+    # than MAX_STREAMED_ROWS rows, the last ones fewer.
+    for lengths in ([9], [9, 3], [4] * 67 + [9] * 3):
+        lengths = tf.constant(lengths)
+        batch, steps = lengths.shape[0], packed_steps(lengths)
+        gates = tf.random.stateless_normal([int(tf.reduce_sum(lengths)), 4 * units], seed=[batch, 2])
+        state = (tf.random.stateless_normal([batch, units], seed=[batch, 3]), tf.zeros([batch, projection]))
+        got = lstm_recurrence_packed(gates, None, steps, 9, *state, *kernels, 3.0, 3.0,
+                                     native_kernels=native_kernels)
+        want = lstm_recurrence_packed(gates, None, steps, 9, *state, *widened, 3.0, 3.0)
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-5, atol=2e-6)
