@@ -1,0 +1,441 @@
+"""bilm against the original code (allenai/bilm-tf), side by side on this CPU.
+
+Embeds the same real English sentences (GCIDE's prose, Debian's
+dict-gcide, installed on first use; every 50th sentence of the
+dictionary, spread over its entries) in batches of `--batch_size` (32) in
+input order, with one model of the original size (char CNN 2048 filters,
+2 highway layers, 2 LSTM layers of 4096 cells projected to 512) and random
+weights, written once as the original HDF5 layout plus `options.json` and
+loaded by both codes:
+
+- `original`: bilm-tf's `BidirectionalLanguageModel` and `Batcher`, run on
+  this TensorFlow through `tensorflow.compat.v1` (v2 behaviour disabled)
+  with the legacy Keras (`tf_keras`) that its `LSTMCell`s need. Its LSTMs
+  carry their states from batch to batch; here an op zeroes its state
+  variables before every batch (inside the timing; it is ~1 ms), so every
+  sentence starts from zero states, as in bilm's runs;
+- `bilm`: bilm's `BidirectionalLanguageModel(stateful=False,
+  start="zeros")` with its defaults (the token encoding cache on), every
+  sentence from zero states;
+- `bilm:bfloat16`: the same with `matmul_dtype="bfloat16"` (see
+  `bilm.ops.matmul_dtype`);
+- `:1thread` after any of them runs TensorFlow with one thread per op and
+  one op at a time, to show what the second core brings.
+
+Each configuration runs in its own process (peak memory its own), embeds
+one batch of other sentences untimed (tracing, warm-up), then times the
+batches (char ids made beforehand by each code's own Batcher; the time is
+the embedding, `lm_embeddings` fetched as numpy). It prints tokens/sec
+(tokens without the sentence boundaries), peak RSS and the ratio to
+`original`, and how far each bilm configuration's activations of the first
+timed batch are from the original's (max abs difference per layer over the
+valid positions: the original leaves layer 0 of padding positions
+non-zero, bilm zeroes them). Other processes on the machine slow a run
+down, so each line also says how many CPU-seconds other processes used
+while it was timed (from /proc/stat).
+
+`--profile` adds, for bilm's configurations, where the time of the same
+timed run goes: the token encoder (char CNN, highway and projection of the
+tokens new to the cache, TensorFlow's time), the cache's own bookkeeping,
+the contextual part (the LSTM stacks and the output layers' assembly), the
+rest (id checks, the copy of the output to numpy, Python); and the time
+the LSTMs' step-by-step recurrent matmuls alone take on these batches
+(rows still inside their sentence at each step, the run's matmul dtype),
+a floor under the recurrence (with bilm's own kernel for bfloat16, as
+its inference runs them). For `original` it times the char CNN, highway
+and projection alone (its graph's token embeddings) on the same batches.
+
+Getting the original code (nothing of it is copied here):
+
+    git clone https://github.com/allenai/bilm-tf /path/to/bilm-tf
+    pip install --target /path/to/tfkeras "tf_keras~=2.21.0" --no-deps   # the TensorFlow's minor version
+
+The checkout needs no edit: the original's process puts
+`tensorflow.compat.v1` in place of `tensorflow` after
+`disable_v2_behavior()` (its `squeeze_dims=` and `tf.nn.rnn_cell` still
+exist there), sets `TF_USE_LEGACY_KERAS=1` and puts `--tf_keras` (if
+given) on its own `PYTHONPATH`; bilm's processes do not see it. Then:
+
+    flock /tmp/bench.lock python bench/bench_original.py --bilm_tf /path/to/bilm-tf \\
+        --tf_keras /path/to/tfkeras [--n_sentences 320] [--batch_size 32] \\
+        [--configs original,bilm,bilm:bfloat16] [--profile] [--work_dir DIR]
+
+The model (~360 MB) is written to `--work_dir` (default
+`$TMPDIR/bench_original`) once and reused.
+"""
+import argparse
+import itertools
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
+REPO_DIR = os.path.dirname(BENCH_DIR)
+sys.path.insert(0, BENCH_DIR)
+
+DEFAULT_CONFIGS = "original,bilm,bilm:bfloat16"
+MODIFIERS = ("bfloat16", "1thread")
+SEED = 0
+SENTENCE_STRIDE = 50
+MAX_CHARACTERS_PER_TOKEN = 50
+
+
+def choose_sentences(n_sentences, batch_size):
+    """`(warm-up batch, timed sentences)` from GCIDE, every `SENTENCE_STRIDE`th sentence after the front matter."""
+    from real_text import ensure_gcide, gcide_sentences
+
+    spread = itertools.islice(gcide_sentences(ensure_gcide()), SENTENCE_STRIDE, None, SENTENCE_STRIDE)
+    chosen = [sentence.split() for sentence in itertools.islice(spread, batch_size + n_sentences)]
+    if len(chosen) < batch_size + n_sentences:
+        sys.exit(f"GCIDE gave only {len(chosen)} sentences; ask for fewer than {n_sentences}.")
+    return chosen[:batch_size], chosen[batch_size:]
+
+
+def model_files(work_dir):
+    return os.path.join(work_dir, "options.json"), os.path.join(work_dir, "weights.hdf5")
+
+
+def prepare_model(work_dir, size):
+    """Writes the random model once (in a process of its own: bilm and TensorFlow)."""
+    marker = os.path.join(work_dir, "model_done")
+    wanted = f"{size} seed {SEED}"
+    if os.path.exists(marker) and open(marker).read() == wanted:
+        return
+    print(f"Writing a random {size}-size model to {work_dir} ...", flush=True)
+    code = ("import sys; sys.path.insert(0, sys.argv[1])\n"
+            "from bilm.models.random_weights import write_random_model\n"
+            "from bilm.presets import get_preset\n"
+            "write_random_model(sys.argv[2], get_preset(sys.argv[3]), seed=int(sys.argv[4]))\n")
+    subprocess.run([sys.executable, "-c", code, REPO_DIR, work_dir, size, str(SEED)], check=True)
+    with open(os.path.join(work_dir, "vocab.txt"), "w") as f:
+        f.write("<S>\n</S>\n<UNK>\n")  # bilm-tf's Batcher reads a vocabulary; char ids need only these
+    with open(marker, "w") as f:
+        f.write(wanted)
+
+
+def rows_per_step(lengths):
+    """Rows of a batch still inside their sentence (boundaries included) at each step."""
+    import numpy as np
+
+    lengths = np.asarray(lengths) + 2
+    return [int(np.sum(lengths > t)) for t in range(lengths.max())]
+
+
+def run_original(args, modifiers):
+    import numpy as np
+    import tensorflow as tf
+
+    try:
+        import tf_keras
+    except ImportError:
+        sys.exit("tf_keras is missing: pip install --target DIR \"tf_keras~=%s.0\" --no-deps and pass --tf_keras DIR"
+                 % ".".join(tf.__version__.split(".")[:2]))
+    if tf_keras.__version__.split(".")[:2] != tf.__version__.split(".")[:2]:
+        sys.exit(f"tf_keras {tf_keras.__version__} does not match TensorFlow {tf.__version__}: "
+                 f"install tf_keras~={'.'.join(tf.__version__.split('.')[:2])}.0")
+    tf1 = tf.compat.v1
+    tf1.disable_v2_behavior()
+    tf1.logging.set_verbosity(tf1.logging.ERROR)
+    sys.modules["tensorflow"] = tf1
+    sys.path.insert(0, args.bilm_tf)
+    from bilm import Batcher, BidirectionalLanguageModel
+
+    options_file, weight_file = model_files(args.work_dir)
+    batcher = Batcher(os.path.join(args.work_dir, "vocab.txt"), MAX_CHARACTERS_PER_TOKEN)
+    ids_placeholder = tf1.placeholder("int32", shape=(None, None, MAX_CHARACTERS_PER_TOKEN))
+    model = BidirectionalLanguageModel(options_file, weight_file, max_batch_size=args.batch_size)
+    lm_embeddings = model(ids_placeholder)["lm_embeddings"]
+    graph = model._graphs[ids_placeholder]
+    zero_states = tf1.group(*[state.assign(tf1.zeros_like(state))
+                              for layers in graph.lstm_init_states.values() for states in layers for state in states])
+    threads = 1 if "1thread" in modifiers else 0
+    session = tf1.Session(config=tf1.ConfigProto(intra_op_parallelism_threads=threads,
+                                                 inter_op_parallelism_threads=threads))
+    session.run(tf1.global_variables_initializer())
+
+    def embed(ids):
+        session.run(zero_states)
+        return session.run(lm_embeddings, {ids_placeholder: ids})
+
+    return embed, batcher.batch_sentences, None, lambda ids: session.run(graph.embedding, {ids_placeholder: ids})
+
+
+def run_bilm(args, modifiers):
+    import tensorflow as tf
+
+    if "1thread" in modifiers:
+        tf.config.threading.set_intra_op_parallelism_threads(1)
+        tf.config.threading.set_inter_op_parallelism_threads(1)
+    sys.path.insert(0, REPO_DIR)
+    from bilm import Batcher, BidirectionalLanguageModel
+
+    options_file, weight_file = model_files(args.work_dir)
+    model = BidirectionalLanguageModel(options_file, weight_file, stateful=False, start="zeros",
+                                       matmul_dtype="bfloat16" if "bfloat16" in modifiers else "float32")
+    batcher = Batcher(None, MAX_CHARACTERS_PER_TOKEN)
+    return (lambda ids: model(ids)["lm_embeddings"].numpy()), batcher.batch_sentences, model, None
+
+
+class PartTimer:
+    """Wraps callables to add up the seconds spent in each (while `active`)."""
+
+    def __init__(self):
+        self.seconds = {}
+        self.active = False
+
+    def wrap(self, name, function):
+        self.seconds[name] = 0.0
+
+        def timed(*args, **kwargs):
+            if not self.active:
+                return function(*args, **kwargs)
+            start = time.perf_counter()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                self.seconds[name] += time.perf_counter() - start
+        return timed
+
+
+def instrument(model):
+    """Times bilm's parts during the timed run: the token encoder, the cache's lookup as a whole, the LSTMs."""
+    timer = PartTimer()
+    cache = model.token_cache
+    cache._encode = timer.wrap("token_encoder", cache._encode)
+    cache.distinct_encodings = timer.wrap("token_cache", cache.distinct_encodings)
+    model._cached_calls[False] = timer.wrap("contextual", model._cached_calls[False])
+    return timer
+
+
+def packed_recurrent_matmul_seconds(rows_per_step, units, output_dim, kernel_dtype, repeats=3):
+    """Seconds of one LSTM's step-by-step matmuls alone, `rows_per_step[t]`
+    rows at step t (`(rows, P) @ (P, 4U)`, then `(rows, U) @ (U, P)`), in a
+    graph loop, with kernels of `kernel_dtype` multiplied as bilm's
+    inference multiplies them (`few_rows_kernel_matmul`: bilm's own kernel
+    for bfloat16): a floor under the recurrence, since each step needs the
+    previous step's output."""
+    import tensorflow as tf
+
+    from bilm.ops.lowbit_matmul import few_rows_kernel_matmul
+
+    w_h = tf.cast(tf.random.normal([output_dim, 4 * units], stddev=0.01), kernel_dtype)
+    w_p = tf.cast(tf.random.normal([units, output_dim], stddev=0.01), kernel_dtype)
+    rows = tf.constant(rows_per_step, tf.int32)
+
+    @tf.function(autograph=False)
+    def loop(h):
+        def step(t, h):
+            m = few_rows_kernel_matmul(h[:rows[t]], w_h)[:, :units]
+            return t + 1, tf.concat([few_rows_kernel_matmul(m, w_p), h[rows[t]:]], axis=0)
+        return tf.while_loop(lambda t, h: t < tf.size(rows), step, (tf.constant(0), h),
+                             shape_invariants=(tf.TensorShape([]), tf.TensorShape([None, output_dim])))[1]
+
+    h = tf.random.normal([max(rows_per_step), output_dim])
+    loop(h).numpy()
+    start = time.perf_counter()
+    for _ in range(repeats):
+        loop(h).numpy()
+    return (time.perf_counter() - start) / repeats
+
+
+def recurrent_matmul_floor(options, groups, kernel_dtype):
+    """Seconds of every LSTM's step-by-step matmuls alone on these batches."""
+    lstm = options["lstm"]
+    return 2 * lstm["n_layers"] * sum(
+        packed_recurrent_matmul_seconds(rows_per_step([len(s) for s in group]), lstm["dim"],
+                                        lstm["projection_dim"], kernel_dtype)
+        for group in groups)
+
+
+def cpu_seconds():
+    """`(busy CPU seconds of the whole machine, CPU seconds of this process)` so far."""
+    with open("/proc/stat") as f:
+        user, nice, system, idle, iowait, irq, softirq, steal = map(int, f.readline().split()[1:9])
+    own = os.times()
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK"), own.user + own.system
+
+
+def run_one(args):
+    import numpy as np
+    from common import peak_rss_gib
+
+    name, *modifiers = args.one.split(":")
+    with open(os.path.join(args.work_dir, "sentences.json")) as f:
+        sentences = json.load(f)
+    warm_up, timed = sentences["warm_up"], sentences["timed"]
+    groups = [timed[i:i + args.batch_size] for i in range(0, len(timed), args.batch_size)]
+    embed, batch_sentences, model, encode_tokens = (run_original if name == "original" else run_bilm)(
+        args, modifiers)
+    batches = [batch_sentences(group) for group in groups]
+    embed(batch_sentences(warm_up))
+    timer = instrument(model) if args.profile and model is not None else None
+    if timer:
+        timer.active = True
+    busy_before, own_before = cpu_seconds()
+    start = time.perf_counter()
+    outputs = [embed(ids) for ids in batches]
+    elapsed = time.perf_counter() - start
+    busy_after, own_after = cpu_seconds()
+    peak = peak_rss_gib()
+    np.save(os.path.join(args.work_dir, f"first_batch_{re.sub(r'[^a-z0-9]+', '_', args.one)}.npy"), outputs[0])
+    tokens = sum(len(s) for s in timed)
+    result = {"config": args.one, "batches": len(batches), "tokens": tokens, "seconds": elapsed,
+              "tokens_per_sec": tokens / elapsed, "peak_rss_gib": peak,
+              "own_cpu_seconds": own_after - own_before,
+              "others_cpu_seconds": max(0.0, (busy_after - busy_before) - (own_after - own_before))}
+    if args.profile and model is None:
+        start = time.perf_counter()
+        for ids in batches:
+            encode_tokens(ids)
+        result["parts"] = {"token_encoder": time.perf_counter() - start}
+    if timer:
+        with open(model_files(args.work_dir)[0]) as f:
+            options = json.load(f)
+        result["parts"] = dict(timer.seconds)
+        result["recurrent_matmul_floor"] = recurrent_matmul_floor(options, groups, model.matmul_dtype)
+        result["token_cache_misses"] = model.token_cache.misses
+        result["token_cache_hits"] = model.token_cache.hits
+    return result
+
+
+def agreement(work_dir, config, reference, lengths):
+    """Max abs difference per layer over valid positions, and the reference's largest magnitude."""
+    import numpy as np
+
+    def load(name):
+        return np.load(os.path.join(work_dir, f"first_batch_{re.sub(r'[^a-z0-9]+', '_', name)}.npy"))
+
+    got, want = load(config), load(reference)
+    mask = np.arange(want.shape[2])[None, :] < np.asarray(lengths)[:, None]
+    differences = [float(np.abs(got[:, layer][mask] - want[:, layer][mask]).max()) for layer in range(want.shape[1])]
+    return differences, float(np.abs(want[:, :][np.broadcast_to(mask[:, None], want.shape[:3])]).max())
+
+
+def cpu_summary():
+    model, flags = "unknown CPU", set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name") and model == "unknown CPU":
+                    model = line.split(":", 1)[1].strip()
+                elif line.startswith("flags") and not flags:
+                    flags = set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    wanted = ["avx2", "fma", "f16c", "avx512f", "avx512_bf16", "amx_bf16"]
+    return f"{model}, {os.cpu_count()} cores; " + " ".join(
+        f"{flag}:{'yes' if flag in flags else 'no'}" for flag in wanted)
+
+
+def describe_profile(result):
+    parts, seconds = result["parts"], result["seconds"]
+    share = lambda s: f"{s:6.2f} s ({100 * s / seconds:4.1f}%)"
+    if "contextual" not in parts:
+        return " " * 4 + f"char CNN, highway and projection of every token, run alone: {share(parts['token_encoder'])}"
+    encoder = parts["token_encoder"]
+    contextual = parts["contextual"]
+    floor = result["recurrent_matmul_floor"]
+    return "\n".join(" " * 4 + line for line in [
+        f"token encoder (char CNN, highway, projection) of {result['token_cache_misses']} tokens new to the "
+        f"cache ({result['token_cache_hits']} hits): {share(encoder)}",
+        f"token cache bookkeeping:                          {share(parts['token_cache'] - encoder)}",
+        f"LSTM stacks and output assembly:                  {share(contextual)}",
+        f"  of which the recurrent matmuls alone need:      {share(floor)}",
+        f"rest (id checks, copy to numpy, Python):          {share(seconds - parts['token_cache'] - contextual)}",
+        f"recurrent matmuls alone would allow {result['tokens'] / floor:.0f} tokens/sec",
+    ])
+
+
+def describe_other_work(result):
+    """The share of the machine that other processes used while this configuration was timed."""
+    available = (os.cpu_count() or 1) * result["seconds"]
+    return (f"other processes used {result['others_cpu_seconds']:.1f} of {available:.1f} CPU-seconds "
+            f"({100 * result['others_cpu_seconds'] / available:.0f}%); this one {result['own_cpu_seconds']:.1f}")
+
+
+def check_inputs(args, configs):
+    if not os.path.isfile(os.path.join(args.bilm_tf, "bilm", "model.py")):
+        sys.exit(f"--bilm_tf {args.bilm_tf}: not a checkout of allenai/bilm-tf (no bilm/model.py there); "
+                 "git clone https://github.com/allenai/bilm-tf")
+    for config in configs:
+        name, *modifiers = config.split(":")
+        if name not in ("original", "bilm") or set(modifiers) - set(MODIFIERS) or (
+                name == "original" and "bfloat16" in modifiers):
+            sys.exit(f"--configs: unknown configuration {config!r}; expected original[:1thread] or "
+                     f"bilm[:bfloat16][:1thread]")
+    if any(c.startswith("original") for c in configs):
+        if args.tf_keras:
+            if not os.path.isfile(os.path.join(args.tf_keras, "tf_keras", "__init__.py")):
+                sys.exit(f"--tf_keras {args.tf_keras}: no tf_keras package there; "
+                         "pip install --target DIR \"tf_keras~=2.21.0\" --no-deps")
+        else:
+            import importlib.util
+            if importlib.util.find_spec("tf_keras") is None:
+                sys.exit("the original code needs tf_keras: pip install --target DIR \"tf_keras~=2.21.0\" "
+                         "--no-deps and pass --tf_keras DIR")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--bilm_tf", required=True, help="a checkout of allenai/bilm-tf")
+    parser.add_argument("--tf_keras", help="a directory holding tf_keras (pip install --target), for the original")
+    parser.add_argument("--n_sentences", type=int, default=320)
+    parser.add_argument("--batch_size", type=int, default=32)
+    parser.add_argument("--configs", default=DEFAULT_CONFIGS)
+    parser.add_argument("--size", default="original", help="a preset of bilm.presets (original, small, tiny)")
+    parser.add_argument("--profile", action="store_true", help="where bilm's time goes")
+    parser.add_argument("--work_dir", default=os.path.join(tempfile.gettempdir(), "bench_original"))
+    parser.add_argument("--one", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    args.bilm_tf = os.path.abspath(args.bilm_tf)
+    if args.one:
+        print(json.dumps(run_one(args)))
+        return
+    configs = args.configs.split(",")
+    check_inputs(args, configs)
+    os.makedirs(args.work_dir, exist_ok=True)
+    warm_up, timed = choose_sentences(args.n_sentences, args.batch_size)
+    with open(os.path.join(args.work_dir, "sentences.json"), "w") as f:
+        json.dump({"warm_up": warm_up, "timed": timed}, f)
+    prepare_model(args.work_dir, args.size)
+    print(cpu_summary())
+    print(f"{args.size} size, {len(timed)} GCIDE sentences ({sum(map(len, timed))} tokens) in batches of "
+          f"{args.batch_size}, every sentence from zero states", flush=True)
+    results = {}
+    for config in configs:
+        env = dict(os.environ)
+        if config.startswith("original"):
+            env["TF_USE_LEGACY_KERAS"] = "1"
+            if args.tf_keras:
+                env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.path.abspath(args.tf_keras),
+                                                                  env.get("PYTHONPATH")]))
+        command = [sys.executable, __file__, "--one", config, "--bilm_tf", args.bilm_tf,
+                   "--n_sentences", str(args.n_sentences), "--batch_size", str(args.batch_size),
+                   "--work_dir", args.work_dir] + (["--profile"] if args.profile else [])
+        out = subprocess.run(command, capture_output=True, text=True, env=env)
+        if out.returncode != 0:
+            sys.exit(f"{config}: failed:\n{out.stderr[-3000:]}")
+        result = results[config] = json.loads(out.stdout.strip().splitlines()[-1])
+        line = (f"{config:>16}: {result['tokens_per_sec']:7.0f} tokens/sec  ({result['seconds']:.2f} s, "
+                f"{result['batches']} batches)  peak {result['peak_rss_gib']:.2f} GiB")
+        threads = ":1thread" if config.endswith(":1thread") else ""
+        reference = next((c for c in (f"original{threads}", "original") if c in results), None)
+        if reference and config != reference:
+            line += f"  {result['tokens_per_sec'] / results[reference]['tokens_per_sec']:.2f}x {reference}"
+        print(line, flush=True)
+        if reference and config != reference:
+            differences, scale = agreement(args.work_dir, config, reference, [len(s) for s in timed[:args.batch_size]])
+            print(f"{'':>18}max abs difference from {reference}, first batch, layers 0/1/2: "
+                  + " / ".join(f"{d:.2e}" for d in differences) + f"  (largest activation {scale:.2f})", flush=True)
+        print(f"{'':>18}{describe_other_work(result)}", flush=True)
+        if "parts" in result:
+            print(describe_profile(result), flush=True)
+
+
+if __name__ == "__main__":
+    main()
