@@ -252,6 +252,42 @@ def recurrent_matmul_floor(options, groups, kernel_dtype):
         for group in groups)
 
 
+def input_half_seconds(groups, options, kernel_dtype, repeats=3):
+    """Seconds of every LSTM's input half, `x @ W_x` over a batch's valid
+    positions (boundaries included) at once, as bilm's inference computes it."""
+    import tensorflow as tf
+
+    from bilm.ops.lowbit_matmul import few_rows_kernel_matmul
+
+    lstm = options["lstm"]
+    w_x = tf.cast(tf.random.normal([lstm["projection_dim"], 4 * lstm["dim"]], stddev=0.01), kernel_dtype)
+    product = tf.function(lambda x: few_rows_kernel_matmul(x, w_x), autograph=False)
+    total = 0.0
+    for group in groups:
+        x = tf.random.normal([sum(len(s) + 2 for s in group), lstm["projection_dim"]])
+        product(x).numpy()
+        start = time.perf_counter()
+        for _ in range(repeats):
+            product(x).numpy()
+        total += (time.perf_counter() - start) / repeats
+    return 2 * lstm["n_layers"] * total
+
+
+def memory_read_bandwidth(n_bytes=256 * 2 ** 20, trials=5):
+    """Bytes/sec of the fastest of `trials` float32 sums over `n_bytes`."""
+    import tensorflow as tf
+
+    data = tf.random.uniform([n_bytes // 4])
+    total = tf.function(tf.reduce_sum)
+    float(total(data))
+    best = float("inf")
+    for _ in range(trials):
+        start = time.perf_counter()
+        float(total(data))
+        best = min(best, time.perf_counter() - start)
+    return n_bytes / best
+
+
 def cpu_seconds():
     """`(busy CPU seconds of the whole machine, CPU seconds of this process)` so far."""
     with open("/proc/stat") as f:
@@ -298,6 +334,10 @@ def run_one(args):
             options = json.load(f)
         result["parts"] = dict(timer.seconds)
         result["recurrent_matmul_floor"] = recurrent_matmul_floor(options, groups, model.matmul_dtype)
+        result["input_half_seconds"] = input_half_seconds(groups, options, model.matmul_dtype)
+        from common import matmul_rate
+        result["matmul_gflops"] = matmul_rate() / 1e9
+        result["bandwidth_gb_s"] = memory_read_bandwidth() / 1e9
         result["token_cache_misses"] = model.token_cache.misses
         result["token_cache_hits"] = model.token_cache.hits
     return result
@@ -346,8 +386,11 @@ def describe_profile(result):
         f"token cache bookkeeping:                          {share(parts['token_cache'] - encoder)}",
         f"LSTM stacks and output assembly:                  {share(contextual)}",
         f"  of which the recurrent matmuls alone need:      {share(floor)}",
+        f"  and the input halves (x W_x) alone:             {share(result['input_half_seconds'])}",
         f"rest (id checks, copy to numpy, Python):          {share(seconds - parts['token_cache'] - contextual)}",
-        f"recurrent matmuls alone would allow {result['tokens'] / floor:.0f} tokens/sec",
+        f"recurrent matmuls alone would allow {result['tokens'] / floor:.0f} tokens/sec; "
+        f"this machine now: float32 matmul {result['matmul_gflops']:.0f} GFLOP/s, "
+        f"memory read {result['bandwidth_gb_s']:.1f} GB/s",
     ])
 
 
@@ -356,6 +399,68 @@ def describe_other_work(result):
     available = (os.cpu_count() or 1) * result["seconds"]
     return (f"other processes used {result['others_cpu_seconds']:.1f} of {available:.1f} CPU-seconds "
             f"({100 * result['others_cpu_seconds'] / available:.0f}%); this one {result['own_cpu_seconds']:.1f}")
+
+
+def work_bounds(timed, batch_size, options):
+    """What each code must compute and read on these batches (per run, all four LSTMs).
+
+    The original's `dynamic_rnn` runs every row of a batch to the batch's
+    longest sentence, and each of its steps multiplies `[x_t, h]` by one
+    `(2P, 4U)` kernel; bilm's loop computes only the rows still inside
+    their sentence and only `h` by a `(P, 4U)` kernel, its input half
+    `x W_x` done for all positions before the loop. Both then project
+    `(U, P)`. The original also runs the char CNN on every position,
+    padding included."""
+    lstm, cnn = options["lstm"], options["char_cnn"]
+    p, u, lstms = lstm["projection_dim"], lstm["dim"], 2 * lstm["n_layers"]
+    groups = [timed[i:i + batch_size] for i in range(0, len(timed), batch_size)]
+    steps = sum(max(len(s) for s in group) + 2 for group in groups)
+    padded_rows = sum(len(group) * (max(len(s) for s in group) + 2) for group in groups)
+    valid_rows = sum(len(s) + 2 for s in timed)
+    f = sum(num for _, num in cnn["filters"])
+    encoder_flops = (sum(2 * (cnn["max_characters_per_token"] - w + 1) * w * cnn["embedding"]["dim"] * num
+                         for w, num in cnn["filters"]) + cnn["n_highway"] * 4 * f * f + 2 * f * p)
+    row_step_flops = 2 * (2 * p * 4 * u + u * p)
+    return {
+        "steps": lstms * steps,
+        "padded_rows": padded_rows, "valid_rows": valid_rows,
+        "original_flops": lstms * padded_rows * row_step_flops + padded_rows * encoder_flops,
+        "bilm_lstm_flops": lstms * valid_rows * row_step_flops,
+        "original_step_bytes": 4 * (2 * p * 4 * u + u * p),
+        "bilm_step_bytes": 4 * (p * 4 * u + u * p),
+    }
+
+
+def describe_bounds(results, timed, batch_size, work_dir):
+    """The floors each code's work sets on this machine, and the ratios they allow."""
+    with open(model_files(work_dir)[0]) as f:
+        work = work_bounds(timed, batch_size, json.load(f))
+    measured = next(r for r in results.values() if "bandwidth_gb_s" in r)
+    bandwidth, rate = measured["bandwidth_gb_s"] * 1e9, measured["matmul_gflops"] * 1e9
+    mib = 2 ** 20
+    lines = [
+        f"bounds on these batches ({work['steps']} LSTM steps in all; memory read {bandwidth / 1e9:.1f} GB/s, "
+        f"float32 matmul {rate / 1e9:.0f} GFLOP/s as measured in bilm's profile):",
+        f"  rows the LSTMs compute: original {work['padded_rows']} a layer-direction (every row to the longest), "
+        f"bilm {work['valid_rows']} ({work['padded_rows'] / work['valid_rows']:.2f}x fewer)",
+        f"  kernels read a step: original {work['original_step_bytes'] / mib:.0f} MiB, bilm "
+        f"{work['bilm_step_bytes'] / mib:.0f} MiB in float32, {work['bilm_step_bytes'] / 2 / mib:.0f} MiB in "
+        f"bfloat16 -> memory floors {work['steps'] * work['original_step_bytes'] / bandwidth:.1f} s, "
+        f"{work['steps'] * work['bilm_step_bytes'] / bandwidth:.1f} s, "
+        f"{work['steps'] * work['bilm_step_bytes'] / 2 / bandwidth:.1f} s",
+        f"  matmul work: original {work['original_flops'] / 1e12:.2f} TFLOP (LSTMs and char CNN), bilm's LSTMs "
+        f"{work['bilm_lstm_flops'] / 1e12:.2f} TFLOP -> at the float32 rate "
+        f"{work['original_flops'] / rate:.1f} s, {work['bilm_lstm_flops'] / rate:.1f} s",
+    ]
+    original = next((r for c, r in results.items() if c == "original"), None)
+    if original:
+        for config, result in results.items():
+            if "recurrent_matmul_floor" in result:
+                floor = result["recurrent_matmul_floor"] + result["input_half_seconds"] + result["parts"]["token_encoder"]
+                lines.append(f"  {config}: its matmuls alone (recurrent, input halves, token encoder) take "
+                             f"{floor:.1f} s: at most {original['seconds'] / floor:.2f}x the original's "
+                             f"{original['seconds']:.1f} s")
+    return "\n".join(lines)
 
 
 def check_inputs(args, configs):
@@ -435,6 +540,8 @@ def main():
         print(f"{'':>18}{describe_other_work(result)}", flush=True)
         if "parts" in result:
             print(describe_profile(result), flush=True)
+    if any("bandwidth_gb_s" in r for r in results.values()):
+        print(describe_bounds(results, timed, args.batch_size, args.work_dir), flush=True)
 
 
 if __name__ == "__main__":
