@@ -65,8 +65,8 @@ def load(path, *, cache_dir=None, sha256=None, start=None, warm_up=None, matmul_
         warm_up: for weights without a boundary state (every published
             model): your own text, a list of sentences or a text file's
             path, from which `ELMo.warm_up` computes one.
-        matmul_dtype: `"float32"`, or `"bfloat16"` for bfloat16 kernels
-            (see `ELMo`).
+        matmul_dtype: `"float32"`, `"bfloat16"` for bfloat16 kernels, or
+            `"int8"` for int8 ones with per-column scales (see `ELMo`).
         mirror: for a published model's name, a URL or a local directory
             holding its files under the path of their official URLs
             (`<mirror>/allennlp/models/elmo/...`, `<mirror>/repository/20/<id>.zip`, ...),
@@ -120,10 +120,14 @@ class ELMo:
             (stored in the weight file, or made from `warm_up`).
         warm_up: your own text (sentences, or a text file's path) to
             compute a boundary state from, see `warm_up`.
-        matmul_dtype: `"float32"`, or `"bfloat16"` to keep the kernels in
-            bfloat16: faster where the hardware has bfloat16 matmuls, with
-            vectors within `BFLOAT16_INFERENCE_TOLERANCE` of float32's (see
-            `bilm.ops.matmul_dtype`).
+        matmul_dtype: `"float32"`, `"bfloat16"` to keep the kernels in
+            bfloat16 (half the bytes; vectors within
+            `BFLOAT16_INFERENCE_TOLERANCE` of float32's), or `"int8"` to keep
+            them in int8 with a float32 scale per output column (a quarter
+            of the bytes; within `INT8_INFERENCE_TOLERANCE`). One sentence
+            at a time both are faster than float32 on any x86 CPU; in
+            large batches bfloat16 is faster where the hardware has
+            bfloat16 matmuls (see `bilm.ops.matmul_dtype`).
 
     Attributes:
         options: the parsed options, prediction form (`BiLMOptions`).

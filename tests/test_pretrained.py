@@ -17,10 +17,11 @@ import numpy_reference as R
 from bilm.export.saved_model import export_layer
 from bilm.export.sentence_embeddings import embed_file, write_embeddings
 from bilm.io.output_files import OutputFileError
+from bilm.io.weight_file import save_bilm_weights
 from bilm.models.bidirectional_lm import BidirectionalLanguageModel
 from bilm.models.elmo_embedding import ELMoEmbedding
 from bilm.models.random_weights import write_random_model
-from bilm.ops.matmul_dtype import BFLOAT16_INFERENCE_TOLERANCE
+from bilm.ops.matmul_dtype import BFLOAT16_INFERENCE_TOLERANCE, INT8_INFERENCE_TOLERANCE
 from bilm.pretrained import ELMo, load
 from helpers import ROOT, SENTENCES
 
@@ -400,8 +401,61 @@ def test_bfloat16_stays_within_its_tolerance_of_float32_on_every_path(tmp_path, 
     assert ELMoEmbedding.from_config(layer.get_config()).matmul_dtype == "bfloat16"
     with pytest.raises(ValueError, match="trainable_bilm=True fine-tunes the biLM, which needs float32 kernels"):
         elmo.keras_layer(trainable_bilm=True)
-    with pytest.raises(ValueError, match="matmul_dtype must be one of 'float32', 'bfloat16', got 'float16'"):
+    with pytest.raises(ValueError, match="matmul_dtype must be one of 'float32', 'bfloat16', 'int8', got 'float16'"):
         ELMo(options_file, weight_file, matmul_dtype="float16")
+
+
+def test_int8_is_float32_over_the_quantized_weights_on_every_path(tmp_path, initialised_model):
+    # bilm.load quantizes each kernel once, per column; after that every
+    # product keeps float32 activations, so the vectors are a float32
+    # model's over the quantized weights (written back as float32 by the
+    # weight table), and within INT8_INFERENCE_TOLERANCE of the original ones.
+    options_file, weight_file = initialised_model
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # that the weights hold no boundary state
+        elmo = load(os.path.dirname(weight_file), matmul_dtype="int8")
+    assert elmo.matmul_dtype == "int8" and "matmul_dtype='int8'" in repr(elmo)
+    dequantized = str(tmp_path / "dequantized.hdf5")
+    save_bilm_weights(elmo.bilm.model, dequantized)
+    got = elmo.embed(SENTENCES, layers="all", start="zeros")
+    want = ELMo(options_file, dequantized, start="zeros").embed(SENTENCES, layers="all")
+    original = ELMo(options_file, weight_file, start="zeros").embed(SENTENCES, layers="all")
+    for g, w, o in zip(got, want, original):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=2e-6)
+        if o.size:
+            deviations = _relative_deviations(g, o)
+            assert 1e-4 < deviations.max() < INT8_INFERENCE_TOLERANCE
+
+    # The Keras layer, a .keras archive of it and its SavedModel keep the int8 kernels.
+    longest = max(len(s) for s in SENTENCES)
+    tokens = tf.constant([s + [""] * (longest - len(s)) for s in SENTENCES])
+    layer = elmo.keras_layer(output="all", start="zeros")
+    assert layer.matmul_dtype == "int8"
+    everything = {k: v.numpy() for k, v in layer(tokens).items()}
+    for i, sentence in enumerate(SENTENCES):
+        if sentence:
+            np.testing.assert_allclose(everything["lstm_outputs2"][i, :len(sentence)], want[i][2], rtol=1e-5,
+                                       atol=2e-6)
+    assert {w.dtype for w in layer.bilm.weights} == {"float32", "int8"}
+    archive = str(tmp_path / "int8.keras")
+    keras.Sequential([keras.Input(shape=(None,), dtype="string"), layer]).save(archive)
+    restored = keras.models.load_model(archive).layers[-1]
+    assert restored.matmul_dtype == "int8"
+    np.testing.assert_array_equal(restored(tokens)["lstm_outputs2"].numpy(), everything["lstm_outputs2"])
+    served = tf.saved_model.load(export_layer(layer, str(tmp_path / "saved")))
+    lengths = tf.constant([len(s) for s in SENTENCES], tf.int32)
+    np.testing.assert_allclose(served.tokens(tokens, lengths)["lstm_outputs2"].numpy(), everything["lstm_outputs2"],
+                               rtol=1e-5, atol=2e-6)
+
+    # Embedding files record it.
+    input_file = tmp_path / "in.txt"
+    input_file.write_text("".join(" ".join(s) + "\n" for s in SENTENCES), encoding="utf-8")
+    embed_file(str(input_file), str(tmp_path / "out.hdf5"), options_file, weight_file, start="zeros",
+               matmul_dtype="int8", verbose=0)
+    with h5py.File(tmp_path / "out.hdf5", "r") as f:
+        assert f.attrs["matmul_dtype"] == "int8"
+        for i, w in enumerate(want):
+            np.testing.assert_allclose(f[str(i)][...], w, rtol=1e-5, atol=2e-6)
 
 
 def test_files_record_bfloat16_and_a_resume_never_mixes_it_with_float32(tmp_path, initialised_model):

@@ -9,7 +9,7 @@ from bilm.beam.file_systems import fetch_model, is_bucket_path
 from bilm.errors import UserError
 from bilm.io.sentence_files import BULK_MAX_TOKENS
 from bilm.models.start_state import STARTS
-from bilm.ops.matmul_dtype import check_matmul_dtype
+from bilm.ops.matmul_dtype import check_kernel_dtype
 from bilm.pretrained import ELMo, load
 from bilm.text.whitespace import split_tokens
 
@@ -75,7 +75,7 @@ class ELMoModelHandler(ModelHandler):
         self.start = start
         self.warm_up = warm_up if warm_up is None or isinstance(warm_up, str) else [
             sentence if isinstance(sentence, str) else list(sentence) for sentence in warm_up]
-        self.matmul_dtype = check_matmul_dtype(matmul_dtype)
+        self.matmul_dtype = check_kernel_dtype(matmul_dtype)
         self.mirror = mirror
         self.max_batch_tokens = max_batch_tokens
 

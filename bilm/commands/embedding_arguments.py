@@ -2,7 +2,7 @@
 from bilm.commands.argument_parser import positive_int
 from bilm.io.model_files import locate_model
 from bilm.models.start_state import STARTS
-from bilm.ops.matmul_dtype import MATMUL_DTYPES
+from bilm.ops.matmul_dtype import KERNEL_DTYPES
 
 
 def add_embedding_run_arguments(parser, output_name="OUTPUT"):
@@ -28,9 +28,10 @@ def add_start_arguments(parser):
     parser.add_argument("--warm_up", metavar="FILE",
                         help="Compute the boundary state from the first 1,000 sentences of this text file "
                              "(one per line), for weights that carry none, such as the published ones.")
-    parser.add_argument("--matmul_dtype", choices=MATMUL_DTYPES, default="float32",
-                        help="bfloat16: keep the model's kernels in bfloat16 (faster on CPUs and GPUs with "
-                             "bfloat16 matmuls; vectors within 3%% of float32's, see docs/performance.md).")
+    parser.add_argument("--matmul_dtype", choices=KERNEL_DTYPES, default="float32",
+                        help="bfloat16 or int8 (per-column scales): keep the model's kernels in 16 or 8 bits, "
+                             "half or a quarter of the bytes (one sentence at a time faster on any x86 CPU; "
+                             "vectors within 3%% / 5%% of float32's, see docs/performance.md).")
 
 
 def add_output_format_arguments(parser):

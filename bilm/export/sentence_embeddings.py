@@ -52,7 +52,7 @@ from bilm.io.sentence_files import check_batch_size, read_sentences
 from bilm.io.weight_file import WeightFileError
 from bilm.models.bidirectional_lm import BidirectionalLanguageModel
 from bilm.models.text_inputs import batcher_for
-from bilm.ops.matmul_dtype import check_matmul_dtype
+from bilm.ops.matmul_dtype import check_kernel_dtype
 from bilm.options import load_options
 
 # Whole sentences that cannot be dataset names as they are: "." is the group
@@ -132,7 +132,7 @@ def embed_file(input_file, output_file, options_file, weight_file, output_format
         warm_up: text (sentences, or a text file's path) to compute the
             boundary state from, for weights that carry none (see
             `bilm.models.start_state`).
-        matmul_dtype: `"float32"`, or `"bfloat16"` for bfloat16 kernels
+        matmul_dtype: `"float32"`, or `"bfloat16"` or `"int8"` kernels
             (see `BidirectionalLanguageModel`).
 
     Returns:
@@ -279,7 +279,7 @@ def _load_after_checks(input_file, output_file, options, weight_file, batch_size
                        matmul_dtype, vocab_file=None):
     """The stateless model, loaded once everything that can be checked without it is."""
     check_batch_size(batch_size)
-    check_matmul_dtype(matmul_dtype)
+    check_kernel_dtype(matmul_dtype)
     if not os.path.isfile(weight_file):
         raise WeightFileError(f"Weight file not found: {weight_file}")
     SentenceEmbeddingFile.check_paths(input_file, output_file, (options.source, weight_file, vocab_file), overwrite)

@@ -6,10 +6,11 @@ import tensorflow as tf
 from bilm.ops.scaled_kernel import ScaledKernel, quantize_columns
 
 
-class Int8Kernel:
+class Int8Kernel(tf.Module):
     """A layer's int8 kernel: two non-trainable weights of the layer,
     `{name}` int8 `(n, m)` and `{name}_scale` float32 `(m,)`
-    (`bilm.ops.scaled_kernel`).
+    (`bilm.ops.scaled_kernel`). A `tf.Module`, so that a SavedModel of the
+    layer tracks both.
 
     It reads and writes like the float32 variable it replaces, so the
     weight files' table needs no case of its own: `assign` quantizes a
@@ -20,6 +21,7 @@ class Int8Kernel:
     dtype = "int8"
 
     def __init__(self, layer, name, shape, initializer):
+        super().__init__(name=name)
         self.values = layer.add_weight(name=name, shape=shape, dtype="int8", initializer="zeros", trainable=False)
         self.scale = layer.add_weight(name=f"{name}_scale", shape=(shape[1],), initializer="ones", trainable=False)
         self.assign(keras.initializers.get(initializer)(shape))

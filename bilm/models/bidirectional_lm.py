@@ -10,7 +10,7 @@ from bilm.models.boundary_state import DEFAULT_N_SENTENCES
 from bilm.models.functional_bilm import build_bilm, build_contextual_bilm, build_token_encoder, state_keys
 from bilm.models.start_state import resolve_start
 from bilm.models.token_cache import TokenEncodingCache
-from bilm.ops.matmul_dtype import check_matmul_dtype
+from bilm.ops.matmul_dtype import check_kernel_dtype
 from bilm.options import load_options
 from bilm.text.batching import check_id_shape
 
@@ -24,8 +24,8 @@ def load_prediction_bilm(options, weight_file, embedding_weight_file=None, matmu
         weight_file: original-layout HDF5, or None to keep the random
             initial weights (for restoring saved variables).
         embedding_weight_file: the token embedding file (token inputs).
-        matmul_dtype: `"float32"`, or `"bfloat16"` to keep the kernels in
-            bfloat16 (`build_bilm`'s `kernel_dtype`).
+        matmul_dtype: `"float32"`, `"bfloat16"` or `"int8"`: the dtype the
+            kernels are kept in (`build_bilm`'s `kernel_dtype`).
 
     Returns:
         the functional model.
@@ -132,7 +132,9 @@ class BidirectionalLanguageModel(tf.Module):
             float32; states and elementwise work stay float32. Faster where
             the hardware has bfloat16 matmuls; the vectors stray from
             float32's by up to `BFLOAT16_INFERENCE_TOLERANCE` (see
-            `bilm.ops.matmul_dtype`).
+            `bilm.ops.matmul_dtype`). `"int8"`: those kernels in int8 with a
+            float32 scale per output column, quantized once at load, float32
+            activations; within `INT8_INFERENCE_TOLERANCE`.
 
     Attributes:
         boundary_state: `{state key: float32 (size,)}` or None.
@@ -173,7 +175,7 @@ class BidirectionalLanguageModel(tf.Module):
         self.use_character_inputs = use_character_inputs
         self.max_batch_size = max_batch_size
         self.stateful = stateful
-        self.matmul_dtype = check_matmul_dtype(matmul_dtype)
+        self.matmul_dtype = check_kernel_dtype(matmul_dtype)
         self.model = load_prediction_bilm(options, weight_file, embedding_weight_file, matmul_dtype)
         self.n_token_vocab = None if use_character_inputs else self.model.get_layer("token_embedding").input_dim
         self.model.trainable = False

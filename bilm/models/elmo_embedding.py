@@ -25,7 +25,7 @@ from bilm.models.text_inputs import (
     output_time_shape,
     resolve_input_type,
 )
-from bilm.ops.matmul_dtype import check_matmul_dtype
+from bilm.ops.matmul_dtype import check_kernel_dtype
 from bilm.options import load_options
 from bilm.text.graph_batching import token_vocab_table, vocabulary_tokens
 
@@ -97,8 +97,8 @@ class ELMoEmbedding(keras.layers.Layer):
             `bilm.models.start_state`), or `"zeros"`. The start state is a
             (non-trainable) weight of the layer, so `.keras` archives and
             SavedModels carry it.
-        matmul_dtype: `"float32"`, or `"bfloat16"` to keep the biLM's
-            kernels in bfloat16 (see `BidirectionalLanguageModel`); not with
+        matmul_dtype: `"float32"`, or `"bfloat16"` or `"int8"` to keep the
+            biLM's kernels so (see `BidirectionalLanguageModel`); not with
             `trainable_bilm`.
         **kwargs: passed to `keras.layers.Layer` (`name`, `dtype`...).
 
@@ -157,7 +157,7 @@ class ELMoEmbedding(keras.layers.Layer):
             raise UserError(f"max_batch_size must be >= 1 or None. Received: max_batch_size={max_batch_size}")
         if start not in STARTS:
             raise UserError(f"start must be one of {STARTS}. Received: start={start!r}")
-        check_matmul_dtype(matmul_dtype)
+        check_kernel_dtype(matmul_dtype)
         if trainable_bilm and matmul_dtype != "float32":
             raise UserError(f"trainable_bilm=True fine-tunes the biLM, which needs float32 kernels. Received: "
                             f"matmul_dtype={matmul_dtype!r}; pass matmul_dtype='float32' to fine-tune.")

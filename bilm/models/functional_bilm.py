@@ -71,8 +71,9 @@ def build_bilm(options, n_token_vocab=None, bidirectional=True, dropout=0.0, lay
             with bfloat16 kernels: the highway's and the LSTMs' kernels are
             kept in bfloat16 (rounded once, when assigned) and every product
             with them takes bfloat16 operands and accumulates in float32;
-            states and elementwise work stay float32. Such a model refuses
-            `training=True` (see `bilm.ops.matmul_dtype`).
+            states and elementwise work stay float32. `"int8"`: int8
+            kernels with per-column scales and float32 activations. Such a
+            model refuses `training=True` (see `bilm.ops.matmul_dtype`).
 
     Inputs (a dict):
         `"token_characters"`: int `(batch, time, options.token_id_width)`, or

@@ -169,10 +169,10 @@ def _changed(before, variables):
     return [not np.array_equal(b, v.numpy()) for b, v in zip(before, variables)]
 
 
-@pytest.mark.parametrize("matmul_dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("matmul_dtype", ["float32", "bfloat16", "int8"])
 def test_training_step_changes_the_mix_not_the_frozen_bilm(model_files, matmul_dtype):
-    # bfloat16: the biLM's few-row products run bilm's own kernel, whose
-    # gradient the training step's while loops ask for.
+    # bfloat16 and int8: the biLM's few-row products run bilm's own kernel,
+    # whose gradient the training step's while loops ask for.
     model, layer = _tagger(model_files, matmul_dtype=matmul_dtype)
     assert {v.path.split("/")[-1] for v in layer.trainable_weights} == {"W", "gamma"}
     mix, bilm = _snapshot(layer.mix.weights), _snapshot(layer.bilm.weights)
