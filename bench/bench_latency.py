@@ -18,11 +18,12 @@ than `bytes / bandwidth`, with this machine's memory-read bandwidth
 measured here (a float32 reduction over 256 MB, best of five).
 
 A configuration is a size with an optional `:<matmul_dtype>` (see
-`bilm.ops.matmul_dtype.MATMUL_DTYPES`); a configuration other than float32
+`bilm.ops.matmul_dtype.KERNEL_DTYPES`: bfloat16, or int8 whose floor
+counts its per-column float32 scales too); a configuration other than float32
 also prints each layer's relative deviation from float32 on the timed
 sentences (per token vector, `|x - x_f32| / |x_f32|`, max and mean).
 
-    python bench/bench_latency.py [--sizes small,small:bfloat16,original,original:bfloat16]
+    python bench/bench_latency.py [--sizes small,small:bfloat16,small:int8,original,original:bfloat16,...]
         [--n_sentences 40]
 """
 import os
@@ -34,7 +35,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import run_sizes  # noqa: E402
 
-DEFAULT_CONFIGS = "small,small:bfloat16,original,original:bfloat16"
+DEFAULT_CONFIGS = ",".join(f"{size}{dtype}" for size in ("small", "original") for dtype in ("", ":bfloat16", ":int8"))
 MIN_TOKENS, MAX_TOKENS = 5, 48
 
 
@@ -54,16 +55,18 @@ def memory_read_bandwidth(n_bytes=256 * 2 ** 20, trials=5):
     return n_bytes / best
 
 
-def kernel_bytes(options, itemsize):
+def kernel_bytes(options, itemsize, column_scales=False):
     """`(bytes read every step, bytes read once a call)` of the biLM's kernels at `itemsize` bytes a weight.
 
     Each step reads every layer-direction's recurrent (`P x 4D`) and
-    projection (`D x P`) kernels; each call reads the input kernels
+    projection (`D x P`) kernels (with `column_scales`, also their float32
+    scale per column: 4 bytes each); each call reads the input kernels
     (`P x 4D`), the highway and projection kernels and the convolution
     filters once.
     """
     p, d, directions = options.projection_dim, options.lstm_dim, 2 * options.n_layers
     projection = d * p if p != d else 0
+    scales = directions * (4 * d + (p if projection else 0)) * 4 if column_scales else 0
     per_step = directions * (p * 4 * d + projection)
     per_call = directions * p * 4 * d
     cnn = options.char_cnn
@@ -71,7 +74,7 @@ def kernel_bytes(options, itemsize):
         f = cnn.n_filters
         per_call += cnn.n_highway * 2 * f * f + (f * p if f != p else 0)
         per_call += sum(w * cnn.embedding_dim * num for w, num in cnn.filters)
-    return per_step * itemsize, per_call * itemsize
+    return per_step * itemsize + scales, per_call * itemsize
 
 
 def real_sentences(n, skip=0):
@@ -137,7 +140,7 @@ def run_one(config, n_sentences, _batch_size):
         seconds.append(time.perf_counter() - start_clock)
 
     itemsize = {"float32": 4, "bfloat16": 2, "float16": 2, "int8": 1}[matmul_dtype]
-    per_step, per_call = kernel_bytes(elmo.options, itemsize)
+    per_step, per_call = kernel_bytes(elmo.options, itemsize, column_scales=matmul_dtype == "int8")
     bandwidth = memory_read_bandwidth()
     floors = [(per_step * (len(s) + 2) + per_call) / bandwidth for s in timed]
     result = {

@@ -21,11 +21,11 @@ carry enough about the previous token for the ELMo tagger to beat the
 baseline by a wide margin. With a published model, point `options_file` and
 `weight_file` at its files.
 
-`--matmul_dtype bfloat16` runs both biLMs with bfloat16 kernels
-(`ELMoEmbedding(matmul_dtype="bfloat16")`), to see what bfloat16 inference
+`--matmul_dtype bfloat16` (or `int8`) runs both biLMs with bfloat16 (int8) kernels
+(`ELMoEmbedding(matmul_dtype="bfloat16")`), to see what 16- or 8-bit inference
 costs a downstream model.
 
-Run: python usage/usage_downstream.py [--matmul_dtype bfloat16]   (about a minute on 2 CPU cores)
+Run: python usage/usage_downstream.py [--matmul_dtype bfloat16|int8]   (about a minute on 2 CPU cores)
 """
 import argparse
 import os
@@ -131,5 +131,5 @@ def _run(directory, matmul_dtype):
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--matmul_dtype", choices=("float32", "bfloat16"), default="float32")
+    parser.add_argument("--matmul_dtype", choices=("float32", "bfloat16", "int8"), default="float32")
     main(parser.parse_args().matmul_dtype)
