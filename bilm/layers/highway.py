@@ -31,6 +31,9 @@ class Highway(keras.layers.Layer):
             float32. `"int8"`: int8 kernels with a float32 scale per
             output column (`bilm.layers.int8_kernel.Int8Kernel`) and
             float32 activations. Such layers refuse `training=True`.
+        kernel_initializer: None for the original's initialization, or a
+            Keras initializer for every kernel (`"zeros"` for a layer whose
+            weights are about to be loaded).
 
     Call arguments:
         inputs: float tensor `(..., features)`.
@@ -40,11 +43,13 @@ class Highway(keras.layers.Layer):
         float tensor of the same shape.
     """
 
-    def __init__(self, n_layers, training_matmul_dtype="float32", kernel_dtype="float32", **kwargs):
+    def __init__(self, n_layers, training_matmul_dtype="float32", kernel_dtype="float32", kernel_initializer=None,
+                 **kwargs):
         super().__init__(**kwargs)
         self.n_layers = n_layers
         self.training_matmul_dtype = check_matmul_dtype(training_matmul_dtype, "training_matmul_dtype")
         self.kernel_dtype = check_kernel_dtype(kernel_dtype, "kernel_dtype")
+        self.kernel_initializer = None if kernel_initializer is None else keras.initializers.get(kernel_initializer)
 
     def build(self, input_shape):
         features = input_shape[-1]
@@ -52,11 +57,13 @@ class Highway(keras.layers.Layer):
         self.transform_kernels, self.transform_biases = [], []
         for k in range(self.n_layers):
             self.carry_kernels.append(add_kernel(self, f"carry_kernel_{k}", (features, features),
-                                                 dense_initializer(features), self.kernel_dtype))
+                                                 self.kernel_initializer or dense_initializer(features),
+                                                 self.kernel_dtype))
             self.carry_biases.append(self.add_weight(
                 name=f"carry_bias_{k}", shape=(features,), initializer=keras.initializers.Constant(-2.0)))
             self.transform_kernels.append(add_kernel(self, f"transform_kernel_{k}", (features, features),
-                                                     dense_initializer(features), self.kernel_dtype))
+                                                     self.kernel_initializer or dense_initializer(features),
+                                                     self.kernel_dtype))
             self.transform_biases.append(self.add_weight(
                 name=f"transform_bias_{k}", shape=(features,), initializer="zeros"))
 
@@ -86,5 +93,7 @@ class Highway(keras.layers.Layer):
     def get_config(self):
         config = super().get_config()
         config.update({"n_layers": self.n_layers, "training_matmul_dtype": self.training_matmul_dtype,
-                       "kernel_dtype": self.kernel_dtype})
+                       "kernel_dtype": self.kernel_dtype,
+                       "kernel_initializer": (None if self.kernel_initializer is None
+                                              else keras.initializers.serialize(self.kernel_initializer))})
         return config

@@ -24,7 +24,9 @@ class Int8Kernel(tf.Module):
         super().__init__(name=name)
         self.values = layer.add_weight(name=name, shape=shape, dtype="int8", initializer="zeros", trainable=False)
         self.scale = layer.add_weight(name=f"{name}_scale", shape=(shape[1],), initializer="ones", trainable=False)
-        self.assign(keras.initializers.get(initializer)(shape))
+        initializer = keras.initializers.get(initializer)
+        if not isinstance(initializer, keras.initializers.Zeros):  # zeros are what the weights hold already
+            self.assign(initializer(shape))
 
     @property
     def shape(self):

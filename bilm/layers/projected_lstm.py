@@ -67,6 +67,9 @@ class ProjectedLSTM(keras.layers.Layer):
             (`bilm.layers.int8_kernel.Int8Kernel`, quantized when
             assigned), with float32 activations. Such layers refuse
             `training=True`.
+        kernel_initializer: None for the original's initialization (below),
+            or a Keras initializer for every kernel, e.g. `"zeros"` for a
+            layer whose weights are about to be loaded.
 
     Call arguments:
         inputs: float `(batch, time, input_dim)`.
@@ -89,7 +92,7 @@ class ProjectedLSTM(keras.layers.Layer):
 
     def __init__(self, units, projection_dim=None, cell_clip=None, proj_clip=None,
                  go_backwards=False, jit_compile=None, training_matmul_dtype="float32", kernel_dtype="float32",
-                 **kwargs):
+                 kernel_initializer=None, **kwargs):
         super().__init__(**kwargs)
         self.units = units
         self.projection_dim = projection_dim
@@ -99,6 +102,7 @@ class ProjectedLSTM(keras.layers.Layer):
         self.jit_compile = jit_compile
         self.training_matmul_dtype = check_matmul_dtype(training_matmul_dtype, "training_matmul_dtype")
         self.kernel_dtype = check_kernel_dtype(kernel_dtype, "kernel_dtype")
+        self.kernel_initializer = None if kernel_initializer is None else keras.initializers.get(kernel_initializer)
         self.use_projection = projection_dim is not None and projection_dim != units
         self.output_dim = projection_dim if self.use_projection else units
 
@@ -110,15 +114,15 @@ class ProjectedLSTM(keras.layers.Layer):
         # made, so one instance would draw W_h as a copy of W_x's first rows.
         limit = (6.0 / (input_dim + self.output_dim + 4 * self.units)) ** 0.5
         # Inference in 16 or 8 bits keeps the kernels so: rounded once, when assigned.
-        kernel_dtype = self.kernel_dtype
+        kernel_dtype, given = self.kernel_dtype, self.kernel_initializer
         self.input_kernel = add_kernel(self, "input_kernel", (input_dim, 4 * self.units),
-                                       keras.initializers.RandomUniform(-limit, limit), kernel_dtype)
+                                       given or keras.initializers.RandomUniform(-limit, limit), kernel_dtype)
         self.recurrent_kernel = add_kernel(self, "recurrent_kernel", (self.output_dim, 4 * self.units),
-                                           keras.initializers.RandomUniform(-limit, limit), kernel_dtype)
+                                           given or keras.initializers.RandomUniform(-limit, limit), kernel_dtype)
         self.bias = self.add_weight(name="bias", shape=(4 * self.units,), initializer="zeros")
         if self.use_projection:
             self.projection_kernel = add_kernel(self, "projection_kernel", (self.units, self.output_dim),
-                                                "glorot_uniform", kernel_dtype)
+                                                given or "glorot_uniform", kernel_dtype)
         else:
             self.projection_kernel = None
 
@@ -242,6 +246,8 @@ class ProjectedLSTM(keras.layers.Layer):
             "jit_compile": self.jit_compile,
             "training_matmul_dtype": self.training_matmul_dtype,
             "kernel_dtype": self.kernel_dtype,
+            "kernel_initializer": (None if self.kernel_initializer is None
+                                   else keras.initializers.serialize(self.kernel_initializer)),
         })
         return config
 

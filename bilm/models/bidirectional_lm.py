@@ -1,4 +1,5 @@
 """`BidirectionalLanguageModel`: the pretrained biLM for prediction, with state buffers."""
+import contextlib
 import os
 
 import numpy as np
@@ -6,10 +7,12 @@ import tensorflow as tf
 
 from bilm.errors import UserError
 from bilm.io.weight_file import load_bilm_weights, load_token_embeddings, read_token_embeddings
+from bilm.layers.char_cnn import DIRECT_CONVOLUTION_TOKENS
 from bilm.models.boundary_state import DEFAULT_N_SENTENCES
 from bilm.models.functional_bilm import build_bilm, build_contextual_bilm, build_token_encoder, state_keys
 from bilm.models.start_state import resolve_start
 from bilm.models.token_cache import TokenEncodingCache
+from bilm.ops.char_convolutions import direct_convolutions
 from bilm.ops.matmul_dtype import check_kernel_dtype
 from bilm.options import load_options
 from bilm.text.batching import check_id_shape
@@ -37,7 +40,9 @@ def load_prediction_bilm(options, weight_file, embedding_weight_file=None, matmu
                 "A token-input biLM needs embedding_weight_file= (an HDF5 file with an "
                 "'embedding' dataset, e.g. written by dump_token_embeddings).")
         n_token_vocab = read_token_embeddings(embedding_weight_file).shape[0] + 1
-    model = build_bilm(options, n_token_vocab=n_token_vocab, kernel_dtype=matmul_dtype, name=name)
+    # Without a weight file the model keeps random weights; with one, drawing them first would be wasted.
+    model = build_bilm(options, n_token_vocab=n_token_vocab, kernel_dtype=matmul_dtype,
+                       kernel_initializer=None if weight_file is None else "zeros", name=name)
     if weight_file is not None:
         load_bilm_weights(model, weight_file)
     if n_token_vocab is not None:
@@ -217,10 +222,19 @@ class BidirectionalLanguageModel(tf.Module):
         token_encoder = build_token_encoder(self.model, options)
         self._contextual_model = build_contextual_bilm(self.model, options)
         token_encoder.trainable = self._contextual_model.trainable = False
-        encode = tf.function(
-            lambda ids: token_encoder(ids[tf.newaxis], training=False)[0],
-            input_signature=[tf.TensorSpec([None, options.token_id_width], tf.int32)], autograph=False)
-        self.token_cache = TokenEncodingCache(lambda ids: encode(ids).numpy(), options.projection_dim, max_size)
+        def encoder(direct):
+            def encode(ids):
+                with direct_convolutions() if direct else contextlib.nullcontext():
+                    return token_encoder(ids[tf.newaxis], training=False)[0]
+            return tf.function(encode, input_signature=[tf.TensorSpec([None, options.token_id_width], tf.int32)],
+                               autograph=False)
+
+        # A call's new words are usually few: their encoder never traces the
+        # char CNN's compiled loop, which only many tokens at once need.
+        encode_few, encode_many = encoder(direct=True), encoder(direct=False)
+        self.token_cache = TokenEncodingCache(
+            lambda ids: (encode_few if len(ids) <= DIRECT_CONVOLUTION_TOKENS else encode_many)(ids).numpy(),
+            options.projection_dim, max_size)
         encodings_spec = [tf.TensorSpec([None, options.projection_dim], tf.float32),
                           tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([None, None], tf.bool),
                           {key: tf.TensorSpec([size], tf.float32) for key, _, size in self._state_keys}]

@@ -39,7 +39,8 @@ def state_keys(options, bidirectional=True):
 
 
 def build_bilm(options, n_token_vocab=None, bidirectional=True, dropout=0.0, layout="prediction",
-               deduplicate_tokens=True, training_matmul_dtype="float32", kernel_dtype="float32", name="bilm"):
+               deduplicate_tokens=True, training_matmul_dtype="float32", kernel_dtype="float32",
+               kernel_initializer=None, name="bilm"):
     """Builds the biLM as a functional `keras.Model`.
 
     Args:
@@ -74,6 +75,10 @@ def build_bilm(options, n_token_vocab=None, bidirectional=True, dropout=0.0, lay
             states and elementwise work stay float32. `"int8"`: int8
             kernels with per-column scales and float32 activations. Such a
             model refuses `training=True` (see `bilm.ops.matmul_dtype`).
+        kernel_initializer: None to initialize as the original does, or a
+            Keras initializer for the highway's and the LSTMs' kernels
+            (`"zeros"` when the weights are about to be loaded: the random
+            draws are most of the build's time).
 
     Inputs (a dict):
         `"token_characters"`: int `(batch, time, options.token_id_width)`, or
@@ -95,15 +100,15 @@ def build_bilm(options, n_token_vocab=None, bidirectional=True, dropout=0.0, lay
     directions = DIRECTIONS[: 2 if bidirectional else 1]
     padded = layout == "prediction"
     separate = layout == "training" and bidirectional
-    input_name, input_shape, encode = _token_encoder(options, n_token_vocab, padded, training_matmul_dtype,
-                                                     kernel_dtype)
+    kernels = {"training_matmul_dtype": training_matmul_dtype, "kernel_dtype": kernel_dtype,
+               "kernel_initializer": kernel_initializer}
+    input_name, input_shape, encode = _token_encoder(options, n_token_vocab, padded, kernels)
     token_inputs = {"forward": keras.Input(shape=input_shape, dtype="int32", name=input_name)}
     token_inputs["backward"] = (
         keras.Input(shape=input_shape, dtype="int32", name=f"{input_name}_reverse")
         if separate else token_inputs["forward"])
     sequence_mask = SequenceMask(padded=padded, name="sequence_mask")
-    lstms, dropouts, state_inputs, seed_input = _recurrent_layers(
-        options, directions, separate, dropout, training_matmul_dtype, kernel_dtype)
+    lstms, dropouts, state_inputs, seed_input = _recurrent_layers(options, directions, separate, dropout, kernels)
 
     # === Functional Model ===
     streams = [token_inputs[d] for d in directions[: 2 if separate else 1]]
@@ -119,15 +124,15 @@ def build_bilm(options, n_token_vocab=None, bidirectional=True, dropout=0.0, lay
     return keras.Model(inputs=inputs, outputs=outputs, name=name)
 
 
-def _recurrent_layers(options, directions, separate, dropout, training_matmul_dtype, kernel_dtype):
-    """`(lstms, dropouts, state_inputs, seed_input)`: `{(direction, layer): layer}` of the LSTMs and of the
+def _recurrent_layers(options, directions, separate, dropout, kernels):
+    """`(lstms, dropouts, state_inputs, seed_input)`: `{(direction, layer): layer}` of the LSTMs (with the
+    `kernels` arguments of `build_bilm`: matmul dtype, kernel dtype and initializer) and of the
     dropouts on their inputs (none when `dropout` is 0), an `Input` per LSTM state, and the dropout seed's
     `Input` (None without dropout). Without `separate` backward inputs, the backward LSTMs read right to left."""
     lstms = {
         (direction, layer): ProjectedLSTM(
             options.lstm_dim, options.projection_dim, options.cell_clip, options.proj_clip,
-            go_backwards=direction == "backward" and not separate, training_matmul_dtype=training_matmul_dtype,
-            kernel_dtype=kernel_dtype, name=f"{direction}_lstm_{layer}")
+            go_backwards=direction == "backward" and not separate, name=f"{direction}_lstm_{layer}", **kernels)
         for direction in directions for layer in range(options.n_layers)
     }
     dropouts = {
@@ -141,8 +146,9 @@ def _recurrent_layers(options, directions, separate, dropout, training_matmul_dt
     return lstms, dropouts, state_inputs, seed_input
 
 
-def _token_encoder(options, n_token_vocab, padded, training_matmul_dtype, kernel_dtype):
-    """`(input name, input shape, encode)`: the token encoder's layers, `encode` mapping ids to encodings.
+def _token_encoder(options, n_token_vocab, padded, kernels):
+    """`(input name, input shape, encode)`: the token encoder's layers, `encode` mapping ids to encodings
+    (`kernels`: the highway's arguments of `build_bilm`).
 
     With `char_cnn`: the char CNN, highway, optional word embedding and
     projection to P; else a token embedding table of `n_token_vocab` rows.
@@ -157,8 +163,7 @@ def _token_encoder(options, n_token_vocab, padded, training_matmul_dtype, kernel
         return "token_ids", (None,), token_embedding
     cnn = options.char_cnn
     char_encoder = CharCNNEncoder(cnn.n_characters, cnn.embedding_dim, cnn.filters, cnn.activation, name="char_cnn")
-    highway = Highway(cnn.n_highway, training_matmul_dtype=training_matmul_dtype, kernel_dtype=kernel_dtype,
-                      name="highway")
+    highway = Highway(cnn.n_highway, name="highway", **kernels)
     word_embedding = _word_embedding(options, padded)
     projection = None
     if token_features(options) != options.projection_dim:

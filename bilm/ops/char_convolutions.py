@@ -34,9 +34,29 @@ need no compilation: the compiled loop's first call for each column count
 costs about a second, the convolutions' a few milliseconds
 (`max_pooled_char_convolutions`' `direct_up_to`).
 """
+import contextlib
+import threading
+
 import tensorflow as tf
 
 from bilm.errors import UserError
+
+_DIRECT_ONLY = threading.local()
+
+
+@contextlib.contextmanager
+def direct_convolutions():
+    """Within it (this thread), a call of `max_pooled_char_convolutions`
+    with `direct_up_to` runs the direct convolutions whatever its number of
+    tokens, and a function traced here holds no compiled loop (whose
+    tracing costs more than a second). For callers that send few tokens
+    at a time, such as an inference cache's new words."""
+    previous = getattr(_DIRECT_ONLY, "on", False)
+    _DIRECT_ONLY.on = True
+    try:
+        yield
+    finally:
+        _DIRECT_ONLY.on = previous
 
 
 def max_pooled_char_convolutions(char_ids, embedding, kernels, direct_up_to=0):
@@ -51,7 +71,8 @@ def max_pooled_char_convolutions(char_ids, embedding, kernels, direct_up_to=0):
             their gradient is TF's autodiff, not bit for bit the same on
             every run); 0 (the default): always the compiled table loop,
             whose gradient is reproducible (for training). The two agree
-            to float32 round-off.
+            to float32 round-off. Inside `direct_convolutions()`: the
+            direct convolutions for any number of tokens.
 
     Returns:
         float `(n_tokens, sum(num_i))`, no bias or activation. The gradient
@@ -73,6 +94,8 @@ def max_pooled_char_convolutions(char_ids, embedding, kernels, direct_up_to=0):
         char_ids = tf.identity(char_ids)
     if not direct_up_to:
         return _max_pooled(char_ids, embedding, *kernels)
+    if getattr(_DIRECT_ONLY, "on", False):
+        return _direct_max_pooled(char_ids, embedding, kernels)
     return tf.cond(tf.shape(char_ids)[0] <= direct_up_to,
                    lambda: _direct_max_pooled(char_ids, embedding, kernels),
                    lambda: _max_pooled(char_ids, embedding, *kernels))

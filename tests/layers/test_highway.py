@@ -106,3 +106,15 @@ def test_int8_highway_equals_float32_over_its_dequantized_kernels(rows):
     np.testing.assert_allclose(layers["int8"](x).numpy(), layers["float32"](x).numpy(), rtol=1e-5, atol=2e-6)
     with pytest.raises(ValueError, match=r"Highway 'highway' keeps its kernels in int8 .* training=True"):
         layers["int8"](x, training=True)
+
+
+def test_a_given_kernel_initializer_replaces_the_original_draws_and_is_in_the_config():
+    layer = Highway(2, kernel_initializer="zeros")
+    layer.build((None, 6))
+    assert not any(np.any(k.numpy()) for k in layer.carry_kernels + layer.transform_kernels)
+    again = Highway.from_config(layer.get_config())
+    again.build((None, 6))
+    assert not np.any(again.carry_kernels[1].numpy())
+    default = Highway(1)
+    default.build((None, 6))
+    assert np.any(default.carry_kernels[0].numpy())

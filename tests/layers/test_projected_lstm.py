@@ -311,3 +311,18 @@ def test_int8_layer_quantizes_what_is_assigned_and_refuses_training():
         layer(tf.zeros([2, 3, 12]), tf.constant([3, 1]), training=True)
     with pytest.raises(ValueError, match="kernel_dtype must be one of 'float32', 'bfloat16', 'int8'"):
         ProjectedLSTM(16, 8, kernel_dtype="int4")
+
+
+@pytest.mark.parametrize("kernel_dtype", ["float32", "int8"])
+def test_a_given_kernel_initializer_replaces_the_original_draws_and_is_in_the_config(kernel_dtype):
+    # "zeros" for a layer whose weights are about to be loaded: nothing drawn.
+    layer = ProjectedLSTM(16, 8, kernel_dtype=kernel_dtype, kernel_initializer="zeros")
+    layer.build((None, None, 12))
+    for kernel in (layer.input_kernel, layer.recurrent_kernel, layer.projection_kernel):
+        assert not np.any(kernel.numpy())
+    again = ProjectedLSTM.from_config(layer.get_config())
+    again.build((None, None, 12))
+    assert not np.any(again.recurrent_kernel.numpy())
+    default = ProjectedLSTM(16, 8, kernel_dtype=kernel_dtype)
+    default.build((None, None, 12))
+    assert default.get_config()["kernel_initializer"] is None and np.mean(default.recurrent_kernel.numpy() != 0) > 0.9

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bilm.ops.char_convolutions import columns_to_keep, max_pooled_char_convolutions
+from bilm.ops.char_convolutions import columns_to_keep, direct_convolutions, max_pooled_char_convolutions
 
 
 def _reference(char_ids, embedding, kernels):
@@ -104,6 +104,36 @@ def test_direct_convolutions_run_only_up_to_their_token_count():
     direct = max_pooled_char_convolutions(char_ids, embedding, kernels, direct_up_to=char_ids.shape[0]).numpy()
     np.testing.assert_allclose(direct, loop, rtol=1e-5, atol=1e-5)
     np.testing.assert_array_equal(direct, _reference(char_ids, embedding, kernels).numpy())
+
+
+def test_inside_direct_convolutions_any_count_runs_direct_and_no_compiled_loop_is_traced():
+    char_ids = _char_ids(262, 10, seed=5)
+    embedding = tf.random.stateless_uniform([262, 4], seed=[1, 5], minval=-1, maxval=1)
+    kernels = [tf.random.stateless_normal([w, 4, 5], seed=[2, w]) for w in (1, 3, 7)]
+
+    def functions_traced(direct_only):
+        run = tf.function(lambda ids: max_pooled_char_convolutions(ids, embedding, kernels, direct_up_to=2),
+                          autograph=False)
+        if direct_only:
+            with direct_convolutions():
+                graph = run.get_concrete_function(tf.TensorSpec([None, 10], tf.int32)).graph
+        else:
+            graph = run.get_concrete_function(tf.TensorSpec([None, 10], tf.int32)).graph
+        return " ".join(f.signature.name for f in graph.as_graph_def().library.function), run
+
+    names, run = functions_traced(direct_only=False)
+    assert "compiled_maxima" in names
+    names, run = functions_traced(direct_only=True)
+    assert "compiled_maxima" not in names
+    # 12 tokens, past direct_up_to: still the direct convolutions.
+    np.testing.assert_array_equal(run(char_ids).numpy(), _reference(char_ids, embedding, kernels).numpy())
+    with direct_convolutions():
+        np.testing.assert_array_equal(
+            max_pooled_char_convolutions(char_ids, embedding, kernels, direct_up_to=2).numpy(),
+            _reference(char_ids, embedding, kernels).numpy())
+        # direct_up_to=0 (training's path) is not affected.
+        loop = max_pooled_char_convolutions(char_ids, embedding, kernels).numpy()
+    np.testing.assert_array_equal(loop, max_pooled_char_convolutions(char_ids, embedding, kernels).numpy())
 
 
 def test_columns_to_keep_counts_the_longest_content_and_never_drops_a_window_it_needs():
