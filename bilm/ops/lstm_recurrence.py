@@ -178,23 +178,27 @@ def lstm_recurrence_packed(gates, gate_index, steps, time, c0, h0, recurrent_ker
         native_kernels = native_kernels_allowed()
     native_kernels = native_kernels and is_lowbit(recurrent_kernel) and load_lowbit_ops() is not None
     kernels = (recurrent_kernel, projection_kernel)
-    stock = tuple(dequantize(k) if isinstance(k, ScaledKernel) else k for k in kernels)
     loop_inputs = (gates, gate_index, steps.active, steps.offsets, tf.gather(c0, steps.order),
                    tf.gather(h0, steps.order))
     clips = (cell_clip, proj_clip)
     if not native_kernels:
-        outputs, c, h = _packed_loop(*loop_inputs, stock, *clips, "stock")
+        outputs, c, h = _packed_loop(*loop_inputs, _stock_forms(kernels), *clips, "stock")
     else:
         # Rows only drop out as the loop goes, so the first step has the most.
         most_rows = tf.reduce_max(tf.concat([steps.active, [0]], axis=0))
         outputs, c, h = tf.cond(
             most_rows <= MAX_STREAMED_ROWS,
             lambda: _packed_loop(*loop_inputs, kernels, *clips, "streamed"),
-            lambda: _packed_loop(*loop_inputs, _pairs(kernels, stock), *clips, "by_rows"))
+            lambda: _packed_loop(*loop_inputs, _pairs(kernels, _stock_forms(kernels)), *clips, "by_rows"))
     batch = tf.shape(c0)[0]
     outputs = tf.scatter_nd(steps.positions, outputs, [batch, time, tf.shape(h0)[1]])
     unsort = tf.math.invert_permutation(steps.order)
     return outputs, tf.gather(c, unsort), tf.gather(h, unsort)
+
+
+def _stock_forms(kernels):
+    """The kernels as stock products take them: an int8 `ScaledKernel` widened to float32 (once a call)."""
+    return tuple(dequantize(k) if isinstance(k, ScaledKernel) else k for k in kernels)
 
 
 def _pairs(kernels, stock):

@@ -20,7 +20,9 @@ def prediction_network(lm):
     token_input = not lm.use_character_inputs
     network = build_bilm(lm.options.for_prediction(lm.use_character_inputs),
                          n_token_vocab=lm.settings.n_tokens_vocab + 1 if token_input else None,
-                         bidirectional=len(lm.directions) == 2, name="prediction_bilm")
+                         bidirectional=len(lm.directions) == 2, kernel_initializer="zeros", name="prediction_bilm")
+    # Frozen: inference's packed graph loop, with nothing for XLA to compile.
+    network.trainable = False
     trained = {entry.name: entry for entry in weight_table(lm.bilm)}
     for entry in weight_table(network):
         entry.set(trained[entry.name].get())

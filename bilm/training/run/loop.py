@@ -226,6 +226,7 @@ def _end_call(run, data, stop_signals, steps_taken):
     """At a call's end: the boundary state and the last save. A signal during the last step waits for them; one
     during the measure stops it (the checkpoint then keeps the boundary state it had)."""
     if steps_taken or int(run.lm.n_boundary_starts.numpy()) == 0:
+        run.report("Measuring the boundary state on the training text (a forward pass over its first sentences)...")
         try:
             with stop_signals.interruptible():
                 n_starts = measure_boundary_state(run.lm, data)

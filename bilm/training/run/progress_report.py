@@ -32,6 +32,7 @@ class ProgressReport:
         self.seconds = collections.deque(maxlen=20)
         self.steps = 0
         self.tick = None
+        self.call_started = None
 
     def describe(self, run):
         """Says what the progress line's perplexity is (before the first step)."""
@@ -44,7 +45,11 @@ class ProgressReport:
                    "softmax, no dropout).")
 
     def start(self, run):
-        """Opens the progress line of the batches from `run.consumed` to the run's end."""
+        """Says what the first step waits for, and opens the progress line of the batches from
+        `run.consumed` to the run's end."""
+        run.report("The first step traces and compiles the training step (once a call), then the progress line "
+                   "starts.")
+        self.call_started = time.perf_counter()
         run.progress = Progress(self.schedule.run_end(run.consumed, run.current_step), unit="batch",
                                 verbose=run.verbose)
 
@@ -56,6 +61,9 @@ class ProgressReport:
         self.steps += 1
         self.losses.append(loss)
         values = [(self.label, math.exp(np.mean(self.losses)))]
+        if self.steps == 1 and self.call_started is not None:
+            run.report(f"First step done in {time.perf_counter() - self.call_started:.1f} s (tracing and compiling "
+                       "included).")
         if self.steps > 1:
             self.seconds.append(time.perf_counter() - self.tick)
             values.append(("tokens/sec", self.schedule.tokens_per_batch / np.mean(self.seconds)))

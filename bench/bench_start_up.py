@@ -1,0 +1,146 @@
+"""What a user waits for before the first vectors, and before and after a training run's steps.
+
+Each measurement runs in a new process, as a user's script does, and is
+repeated `--repeats` times (the range is printed):
+
+- **inference**, for each size of `--sizes` (random weights written
+  once): `import bilm` (TensorFlow included), `bilm.load` and the first
+  one-sentence `embed` call (`bench_latency.start_up`);
+- **training**: a small run from files, `bilm.training.train_from_files`
+  on a Zipfian corpus (`bench_train.write_corpus`) with the small
+  configuration cut down as in `bench_train.py`'s quick run (LSTM 64,
+  projection 16, a sixteenth of the filters, batch 8 x 20, 512 negative
+  samples) for `--steps` steps: `import bilm`, the set-up before the first
+  step (options, data, model), the first step (tracing and compiling the
+  training step), the other steps, and after them the boundary-state
+  measure and the last save. What is outside the steps is the fixed cost.
+
+    python bench/bench_start_up.py [--what inference,training] [--sizes small,original] [--repeats 3]
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+_TRAINING_RUN = """
+import json, os, sys, time
+start = time.perf_counter()
+import bilm
+from bilm.training.run import loop, train_step
+imported = time.perf_counter()
+sys.path.insert(0, sys.argv[1])
+from bench_train import write_corpus
+
+directory, steps = sys.argv[2], int(sys.argv[3])
+marks = {"imported": imported - start}
+step_seconds = []
+original_call = train_step.TrainStep.__call__
+
+def timed_step(self, *args, **kwargs):
+    begun = time.perf_counter()
+    if not step_seconds:
+        marks["set_up"] = begun - start - marks["imported"]
+    outputs = original_call(self, *args, **kwargs)
+    float(outputs["loss"])
+    marks["last_step_ended"] = time.perf_counter()
+    step_seconds.append(marks["last_step_ended"] - begun)
+    return outputs
+
+train_step.TrainStep.__call__ = timed_step
+original_measure = loop.measure_boundary_state
+
+def timed_measure(*args, **kwargs):
+    begun = time.perf_counter()
+    try:
+        return original_measure(*args, **kwargs)
+    finally:
+        marks["boundary_state"] = time.perf_counter() - begun
+
+loop.measure_boundary_state = timed_measure
+options = json.load(open(os.path.join(directory, "options.json")))
+train_file, vocab_file = os.path.join(directory, "train.txt"), os.path.join(directory, "vocab.txt")
+bilm.training.train_from_files(train_file, vocab_file, os.path.join(directory, "run"),
+                               os.path.join(directory, "options.json"), max_steps=steps, verbose=0)
+ended = time.perf_counter()
+marks["first_step"] = step_seconds[0]
+marks["other_steps"] = sum(step_seconds[1:])
+marks["after_steps"] = ended - marks.pop("last_step_ended")
+print(json.dumps(marks))
+"""
+
+
+def training_start_up(steps):
+    """`{phase: seconds}` of one small training run from files in a new process."""
+    from bench_train import write_corpus
+    from bilm.presets import TRAINING_DEFAULTS, get_preset
+
+    directory = tempfile.mkdtemp(prefix="bench_start_up_")
+    batch_size, unroll_steps, n_vocab = 8, 20, 2000
+    train_file, vocab_file = write_corpus(directory, n_vocab, batch_size * unroll_steps * (steps + 4) * 4)
+    os.replace(train_file, os.path.join(directory, "train.txt"))
+    os.replace(vocab_file, os.path.join(directory, "vocab.txt"))
+    options = get_preset("small")
+    options["char_cnn"]["n_characters"] = 261
+    options["lstm"].update(dim=64, projection_dim=16)
+    options["char_cnn"]["filters"] = [[w, max(1, n // 16)] for w, n in options["char_cnn"]["filters"]]
+    options.update(TRAINING_DEFAULTS)
+    options.update(batch_size=batch_size, unroll_steps=unroll_steps, n_tokens_vocab=n_vocab + 3,
+                   n_negative_samples_batch=512, n_train_tokens=batch_size * unroll_steps * 1000)
+    with open(os.path.join(directory, "options.json"), "w") as f:
+        json.dump(options, f)
+    out = subprocess.run([sys.executable, "-c", _TRAINING_RUN, os.path.dirname(os.path.abspath(__file__)),
+                          directory, str(steps)], capture_output=True, text=True)
+    if out.returncode:
+        sys.exit(f"The training run failed:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def inference_start_up(size, matmul_dtype="float32"):
+    """`(import, bilm.load, first sentence)` seconds in a new process for a random-weight model of `size`."""
+    from bench_latency import real_sentences, start_up
+    from bilm.models.random_weights import write_random_model
+    from bilm.presets import get_preset
+
+    directory = tempfile.mkdtemp(prefix=f"bench_start_up_{size}_")
+    write_random_model(directory, get_preset(size), seed=0)
+    return start_up(directory, matmul_dtype, real_sentences(1)[0])
+
+
+def _range(values):
+    low, high = min(values), max(values)
+    return f"{low:.1f}" if f"{low:.1f}" == f"{high:.1f}" else f"{low:.1f}-{high:.1f}"
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--what", default="inference,training")
+    parser.add_argument("--sizes", default="small,original")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=3)
+    args = parser.parse_args(argv)
+    what = args.what.split(",")
+    if "inference" in what:
+        for size in args.sizes.split(","):
+            runs = [inference_start_up(size) for _ in range(args.repeats)]
+            imported, loaded, first = zip(*runs)
+            print(f"inference, {size}: import bilm and TensorFlow {_range(imported)} s, bilm.load {_range(loaded)} s, "
+                  f"first sentence {_range(first)} s; load + first sentence "
+                  f"{_range([a + b for a, b in zip(loaded, first)])} s", flush=True)
+    if "training" in what:
+        runs = [training_start_up(args.steps) for _ in range(args.repeats)]
+        phases = ("imported", "set_up", "first_step", "other_steps", "after_steps")
+        outside = [r["set_up"] + r["first_step"] + r["after_steps"] for r in runs]
+        print(f"training, {args.steps} steps: " + ", ".join(
+            f"{phase.replace('_', ' ')} {_range([r[phase] for r in runs])} s" for phase in phases)
+            + f" (of which the boundary state {_range([r['boundary_state'] for r in runs])} s); outside the steps "
+            f"(set-up, first step, after): {_range(outside)} s, with the import "
+            f"{_range([o + r['imported'] for o, r in zip(outside, runs)])} s", flush=True)
+
+
+if __name__ == "__main__":
+    main()
