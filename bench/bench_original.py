@@ -40,9 +40,13 @@ tokens new to the cache, TensorFlow's time), the cache's own bookkeeping,
 the contextual part (the LSTM stacks and the output layers' assembly), the
 rest (id checks, the copy of the output to numpy, Python); and the time
 the LSTMs' step-by-step recurrent matmuls alone take on these batches
-(rows still inside their sentence at each step, the run's matmul dtype),
-a floor under the recurrence (with bilm's own kernel for bfloat16, as
-its inference runs them). For `original` it times the char CNN, highway
+(rows still inside their sentence at each step, the run's matmul dtype)
+and the time of its input halves `x W_x` (with bilm's own kernel for
+bfloat16, as its inference runs them). These two are measured alone, one
+call after another; in the model the two directions' loops may overlap
+on the cores, so they can add up to more than the model's time. Then
+this machine's float32 matmul rate and read bandwidth, and each code's
+roofline on these batches from them (see `roofline_seconds`). For `original` it times the char CNN, highway
 and projection alone (its graph's token embeddings) on the same batches.
 
 Getting the original code (nothing of it is copied here):
@@ -401,65 +405,62 @@ def describe_other_work(result):
             f"({100 * result['others_cpu_seconds'] / available:.0f}%); this one {result['own_cpu_seconds']:.1f}")
 
 
-def work_bounds(timed, batch_size, options):
-    """What each code must compute and read on these batches (per run, all four LSTMs).
+def roofline_seconds(timed, batch_size, options, bandwidth, rate, encoded_tokens=None, kernel_bytes=4):
+    """`(original's, bilm's)` least seconds on these batches if every product
+    ran at this machine's float32 matmul `rate` or its read `bandwidth`,
+    whichever binds (a step's time: max(kernel bytes / bandwidth, FLOPs /
+    rate); elementwise work, threads and overheads not counted).
 
     The original's `dynamic_rnn` runs every row of a batch to the batch's
-    longest sentence, and each of its steps multiplies `[x_t, h]` by one
-    `(2P, 4U)` kernel; bilm's loop computes only the rows still inside
-    their sentence and only `h` by a `(P, 4U)` kernel, its input half
-    `x W_x` done for all positions before the loop. Both then project
-    `(U, P)`. The original also runs the char CNN on every position,
-    padding included."""
+    longest sentence, and each step multiplies `[x_t, h]` by one `(2P, 4U)`
+    kernel, then projects `(U, P)`; it runs the char CNN, highway and
+    projection on every position, padding included. bilm's loop computes
+    only the rows still inside their sentence and only `h` by a `(P, 4U)`
+    kernel (`kernel_bytes` a weight: 2 for bfloat16, whose products this
+    CPU has no instructions for, so they are counted at the float32 rate),
+    its input half `x W_x` for all positions at once before the loop, and
+    the token encoder for `encoded_tokens` tokens (those new to its cache;
+    None: every token)."""
     lstm, cnn = options["lstm"], options["char_cnn"]
     p, u, lstms = lstm["projection_dim"], lstm["dim"], 2 * lstm["n_layers"]
-    groups = [timed[i:i + batch_size] for i in range(0, len(timed), batch_size)]
-    steps = sum(max(len(s) for s in group) + 2 for group in groups)
-    padded_rows = sum(len(group) * (max(len(s) for s in group) + 2) for group in groups)
-    valid_rows = sum(len(s) + 2 for s in timed)
     f = sum(num for _, num in cnn["filters"])
     encoder_flops = (sum(2 * (cnn["max_characters_per_token"] - w + 1) * w * cnn["embedding"]["dim"] * num
                          for w, num in cnn["filters"]) + cnn["n_highway"] * 4 * f * f + 2 * f * p)
-    row_step_flops = 2 * (2 * p * 4 * u + u * p)
-    return {
-        "steps": lstms * steps,
-        "padded_rows": padded_rows, "valid_rows": valid_rows,
-        "original_flops": lstms * padded_rows * row_step_flops + padded_rows * encoder_flops,
-        "bilm_lstm_flops": lstms * valid_rows * row_step_flops,
-        "original_step_bytes": 4 * (2 * p * 4 * u + u * p),
-        "bilm_step_bytes": 4 * (p * 4 * u + u * p),
-    }
+    original = bilm = 0.0
+    for i in range(0, len(timed), batch_size):
+        group = timed[i:i + batch_size]
+        rows = rows_per_step([len(s) for s in group])
+        original += len(rows) * len(group) * encoder_flops / rate + lstms * len(rows) * max(
+            4 * (2 * p * 4 * u + u * p) / bandwidth, len(group) * 2 * (2 * p * 4 * u + u * p) / rate)
+        bilm += lstms * sum(max(kernel_bytes * (p * 4 * u + u * p) / bandwidth, n * 2 * (p * 4 * u + u * p) / rate)
+                            for n in rows)
+        bilm += lstms * sum(rows) * 2 * p * 4 * u / rate
+    encoded = sum(len(s) + 2 for s in timed) if encoded_tokens is None else encoded_tokens
+    return original, bilm + encoded * encoder_flops / rate
 
 
 def describe_bounds(results, timed, batch_size, work_dir):
-    """The floors each code's work sets on this machine, and the ratios they allow."""
+    """Each code's roofline on this machine, and the ratio to the original it would allow."""
     with open(model_files(work_dir)[0]) as f:
-        work = work_bounds(timed, batch_size, json.load(f))
+        options = json.load(f)
     measured = next(r for r in results.values() if "bandwidth_gb_s" in r)
     bandwidth, rate = measured["bandwidth_gb_s"] * 1e9, measured["matmul_gflops"] * 1e9
-    mib = 2 ** 20
-    lines = [
-        f"bounds on these batches ({work['steps']} LSTM steps in all; memory read {bandwidth / 1e9:.1f} GB/s, "
-        f"float32 matmul {rate / 1e9:.0f} GFLOP/s as measured in bilm's profile):",
-        f"  rows the LSTMs compute: original {work['padded_rows']} a layer-direction (every row to the longest), "
-        f"bilm {work['valid_rows']} ({work['padded_rows'] / work['valid_rows']:.2f}x fewer)",
-        f"  kernels read a step: original {work['original_step_bytes'] / mib:.0f} MiB, bilm "
-        f"{work['bilm_step_bytes'] / mib:.0f} MiB in float32, {work['bilm_step_bytes'] / 2 / mib:.0f} MiB in "
-        f"bfloat16 -> memory floors {work['steps'] * work['original_step_bytes'] / bandwidth:.1f} s, "
-        f"{work['steps'] * work['bilm_step_bytes'] / bandwidth:.1f} s, "
-        f"{work['steps'] * work['bilm_step_bytes'] / 2 / bandwidth:.1f} s",
-        f"  matmul work: original {work['original_flops'] / 1e12:.2f} TFLOP (LSTMs and char CNN), bilm's LSTMs "
-        f"{work['bilm_lstm_flops'] / 1e12:.2f} TFLOP -> at the float32 rate "
-        f"{work['original_flops'] / rate:.1f} s, {work['bilm_lstm_flops'] / rate:.1f} s",
-    ]
-    original = next((r for c, r in results.items() if c == "original"), None)
-    if original:
-        for config, result in results.items():
-            if "recurrent_matmul_floor" in result:
-                floor = result["recurrent_matmul_floor"] + result["input_half_seconds"] + result["parts"]["token_encoder"]
-                lines.append(f"  {config}: its matmuls alone (recurrent, input halves, token encoder) take "
-                             f"{floor:.1f} s: at most {original['seconds'] / floor:.2f}x the original's "
-                             f"{original['seconds']:.1f} s")
+    lines = [f"rooflines (every product at {rate / 1e9:.0f} GFLOP/s or {bandwidth / 1e9:.1f} GB/s, whichever binds; "
+             f"as measured in the first bilm profile):"]
+    original = results.get("original")
+    for config, result in results.items():
+        if "parts" not in result:
+            continue
+        if config.startswith("original"):
+            floor = roofline_seconds(timed, batch_size, options, bandwidth, rate)[0]
+            lines.append(f"  {config}: {floor:.1f} s; ran {result['seconds']:.1f} s ({result['seconds'] / floor:.2f}x)")
+        else:
+            floor = roofline_seconds(timed, batch_size, options, bandwidth, rate, result["token_cache_misses"],
+                                     2 if "bfloat16" in config else 4)[1]
+            line = f"  {config}: {floor:.1f} s; ran {result['seconds']:.1f} s ({result['seconds'] / floor:.2f}x)"
+            if original:
+                line += f"; at its roofline {original['seconds'] / floor:.2f}x the original as measured"
+            lines.append(line)
     return "\n".join(lines)
 
 
