@@ -41,13 +41,16 @@ the contextual part (the LSTM stacks and the output layers' assembly), the
 rest (id checks, the copy of the output to numpy, Python); and the time
 the LSTMs' step-by-step recurrent matmuls alone take on these batches
 (rows still inside their sentence at each step, the run's matmul dtype)
-and the time of its input halves `x W_x` (with bilm's own kernel for
-bfloat16, as its inference runs them). These two are measured alone, one
-call after another; in the model the two directions' loops may overlap
-on the cores, so they can add up to more than the model's time. Then
-this machine's float32 matmul rate and read bandwidth, and each code's
-roofline on these batches from them (see `roofline_seconds`). For `original` it times the char CNN, highway
-and projection alone (its graph's token embeddings) on the same batches.
+and the time of its input halves `x W_x` over every valid position
+(the model's first layer computes them per distinct token, so this
+overstates it), with bilm's own kernel for bfloat16 where its inference
+uses it. These two are measured alone, one call after another; in the
+model the two directions' loops may overlap on the cores, so they can
+add up to more than the model's time. Then this machine's float32 matmul
+rate and read bandwidth, and each code's roofline on these batches from
+them (see `roofline_seconds`). For `original` it times the char CNN,
+highway and projection alone (its graph's token embeddings) on the same
+batches.
 
 Getting the original code (nothing of it is copied here):
 
@@ -64,7 +67,7 @@ given) on its own `PYTHONPATH`; bilm's processes do not see it. Then:
         --tf_keras /path/to/tfkeras [--n_sentences 320] [--batch_size 32] \\
         [--configs original,bilm,bilm:bfloat16] [--profile] [--work_dir DIR]
 
-The model (~360 MB) is written to `--work_dir` (default
+The model (357 MiB) is written to `--work_dir` (default
 `$TMPDIR/bench_original`) once and reused.
 """
 import argparse
@@ -131,7 +134,6 @@ def rows_per_step(lengths):
 
 
 def run_original(args, modifiers):
-    import numpy as np
     import tensorflow as tf
 
     try:
@@ -378,7 +380,10 @@ def cpu_summary():
 
 def describe_profile(result):
     parts, seconds = result["parts"], result["seconds"]
-    share = lambda s: f"{s:6.2f} s ({100 * s / seconds:4.1f}%)"
+
+    def share(part_seconds):
+        return f"{part_seconds:6.2f} s ({100 * part_seconds / seconds:4.1f}%)"
+
     if "contextual" not in parts:
         return " " * 4 + f"char CNN, highway and projection of every token, run alone: {share(parts['token_encoder'])}"
     encoder = parts["token_encoder"]
