@@ -34,29 +34,21 @@ need no compilation: the compiled loop's first call for each column count
 costs about a second, the convolutions' a few milliseconds
 (`max_pooled_char_convolutions`' `direct_up_to`).
 """
-import contextlib
-import threading
-
 import tensorflow as tf
 
 from bilm.errors import UserError
+from bilm.utils.thread_flag import ThreadFlag
 
-_DIRECT_ONLY = threading.local()
+_DIRECT_ONLY = ThreadFlag()
 
 
-@contextlib.contextmanager
 def direct_convolutions():
     """Within it (this thread), a call of `max_pooled_char_convolutions`
     with `direct_up_to` runs the direct convolutions whatever its number of
     tokens, and a function traced here holds no compiled loop (whose
     tracing costs more than a second). For callers that send few tokens
     at a time, such as an inference cache's new words."""
-    previous = getattr(_DIRECT_ONLY, "on", False)
-    _DIRECT_ONLY.on = True
-    try:
-        yield
-    finally:
-        _DIRECT_ONLY.on = previous
+    return _DIRECT_ONLY.on()
 
 
 def max_pooled_char_convolutions(char_ids, embedding, kernels, direct_up_to=0):
@@ -94,7 +86,7 @@ def max_pooled_char_convolutions(char_ids, embedding, kernels, direct_up_to=0):
         char_ids = tf.identity(char_ids)
     if not direct_up_to:
         return _max_pooled(char_ids, embedding, *kernels)
-    if getattr(_DIRECT_ONLY, "on", False):
+    if _DIRECT_ONLY.is_on():
         return _direct_max_pooled(char_ids, embedding, kernels)
     return tf.cond(tf.shape(char_ids)[0] <= direct_up_to,
                    lambda: _direct_max_pooled(char_ids, embedding, kernels),

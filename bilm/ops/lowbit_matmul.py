@@ -14,7 +14,6 @@ TensorFlow ops (a float32 copy of the kernel, then a float32 matmul).
 
 For inference: the gradient reaches `x` only, not the kernel.
 """
-import contextlib
 import threading
 import warnings
 
@@ -23,6 +22,7 @@ import tensorflow as tf
 from bilm.ops.matmul_dtype import kernel_matmul
 from bilm.ops.native import BuildError, build_library, source_path
 from bilm.ops.scaled_kernel import ScaledKernel
+from bilm.utils.thread_flag import ThreadFlag
 
 LOWBIT_KERNEL_DTYPES = (tf.bfloat16, tf.int8)
 # Rows up to which `few_rows_kernel_matmul` takes bilm's kernel. It reads
@@ -35,24 +35,18 @@ MAX_STREAMED_ROWS = 64
 _OP_NAME = "BilmLowbitMatmul"
 _LOADED = {}
 _LOADING = threading.Lock()
-_STOCK_ONLY = threading.local()
+_STOCK_ONLY = ThreadFlag()
 
 
-@contextlib.contextmanager
 def stock_kernels():
     """Within it (this thread), functions traced use stock TensorFlow ops
     only, as a SavedModel that a TensorFlow-only client loads must."""
-    previous = getattr(_STOCK_ONLY, "on", False)
-    _STOCK_ONLY.on = True
-    try:
-        yield
-    finally:
-        _STOCK_ONLY.on = previous
+    return _STOCK_ONLY.on()
 
 
 def native_kernels_allowed():
     """False inside `stock_kernels()`."""
-    return not getattr(_STOCK_ONLY, "on", False)
+    return not _STOCK_ONLY.is_on()
 
 
 def load_lowbit_ops():
