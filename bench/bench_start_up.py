@@ -77,6 +77,7 @@ print(json.dumps(marks))
 def training_start_up(steps):
     """`{phase: seconds}` of one small training run from files in a new process."""
     from bench_train import write_corpus
+
     from bilm.presets import TRAINING_DEFAULTS, get_preset
 
     directory = tempfile.mkdtemp(prefix="bench_start_up_")
@@ -103,6 +104,7 @@ def training_start_up(steps):
 def inference_start_up(size, matmul_dtype="float32"):
     """`(import, bilm.load, first sentence)` seconds in a new process for a random-weight model of `size`."""
     from bench_latency import real_sentences, start_up
+
     from bilm.models.random_weights import write_random_model
     from bilm.presets import get_preset
 
