@@ -68,17 +68,12 @@ def build_bilm(options, n_token_vocab=None, bidirectional=True, dropout=0.0, lay
         training_matmul_dtype: `"float32"`, or `"bfloat16"` for bfloat16 operands in
             the highway's and the LSTMs' input-half matmuls when the model
             is called with `training=True` (see `bilm.ops.matmul_dtype`).
-        kernel_dtype: `"float32"`, or `"bfloat16"` for inference
-            with bfloat16 kernels: the highway's and the LSTMs' kernels are
-            kept in bfloat16 (rounded once, when assigned) and every product
-            with them takes bfloat16 operands and accumulates in float32;
-            states and elementwise work stay float32. `"int8"`: int8
-            kernels with per-column scales and float32 activations. Such a
-            model refuses `training=True` (see `bilm.ops.matmul_dtype`).
-        kernel_initializer: None to initialize as the original does, or a
-            Keras initializer for the highway's and the LSTMs' kernels
-            (`"zeros"` when the weights are about to be loaded: the random
-            draws are most of the build's time).
+        kernel_dtype: `"float32"`, or `"bfloat16"` or `"int8"` for
+            inference: the dtype the highway's and the LSTMs' kernels are
+            kept in (see `ProjectedLSTM`, `bilm.ops.matmul_dtype`); such a
+            model refuses `training=True`.
+        kernel_initializer: None (the original's), or a Keras initializer
+            for those kernels (`"zeros"` when weights are about to be loaded).
 
     Inputs (a dict):
         `"token_characters"`: int `(batch, time, options.token_id_width)`, or
