@@ -113,6 +113,13 @@ def start_up(directory, matmul_dtype, sentence):
 
 
 def run_one(config, n_sentences, _batch_size):
+    """One configuration's figures, on a random-weight model written to a temporary directory (removed after)."""
+    size = config.split(":")[0]
+    with tempfile.TemporaryDirectory(prefix=f"bench_latency_{size}_") as directory:
+        return _measure(config, n_sentences, directory)
+
+
+def _measure(config, n_sentences, directory):
     import numpy as np
     from bench_embed import layer_deviations
 
@@ -122,7 +129,6 @@ def run_one(config, n_sentences, _batch_size):
 
     size, *dtype = config.split(":")
     matmul_dtype = dtype[0] if dtype else "float32"
-    directory = tempfile.mkdtemp(prefix=f"bench_latency_{size}_")
     write_random_model(directory, get_preset(size), seed=0)
     timed = real_sentences(n_sentences)
     warm_up = real_sentences(n_sentences, skip=n_sentences)

@@ -75,12 +75,16 @@ print(json.dumps(marks))
 
 
 def training_start_up(steps):
-    """`{phase: seconds}` of one small training run from files in a new process."""
+    """`{phase: seconds}` of one small training run from files in a new process (its files removed after)."""
+    with tempfile.TemporaryDirectory(prefix="bench_start_up_") as directory:
+        return _training_run(directory, steps)
+
+
+def _training_run(directory, steps):
     from bench_train import write_corpus
 
     from bilm.presets import TRAINING_DEFAULTS, get_preset
 
-    directory = tempfile.mkdtemp(prefix="bench_start_up_")
     batch_size, unroll_steps, n_vocab = 8, 20, 2000
     train_file, vocab_file = write_corpus(directory, n_vocab, batch_size * unroll_steps * (steps + 4) * 4)
     os.replace(train_file, os.path.join(directory, "train.txt"))
@@ -101,16 +105,18 @@ def training_start_up(steps):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def inference_start_up(size, matmul_dtype="float32"):
-    """`(import, bilm.load, first sentence)` seconds in a new process for a random-weight model of `size`."""
+def inference_start_ups(size, repeats, matmul_dtype="float32"):
+    """`repeats` times `(import, bilm.load, first sentence)` seconds, each in a new process, for one
+    random-weight model of `size` (written once, removed after)."""
     from bench_latency import real_sentences, start_up
 
     from bilm.models.random_weights import write_random_model
     from bilm.presets import get_preset
 
-    directory = tempfile.mkdtemp(prefix=f"bench_start_up_{size}_")
-    write_random_model(directory, get_preset(size), seed=0)
-    return start_up(directory, matmul_dtype, real_sentences(1)[0])
+    sentence = real_sentences(1)[0]
+    with tempfile.TemporaryDirectory(prefix=f"bench_start_up_{size}_") as directory:
+        write_random_model(directory, get_preset(size), seed=0)
+        return [start_up(directory, matmul_dtype, sentence) for _ in range(repeats)]
 
 
 def _range(values):
@@ -128,7 +134,7 @@ def main(argv=None):
     what = args.what.split(",")
     if "inference" in what:
         for size in args.sizes.split(","):
-            runs = [inference_start_up(size) for _ in range(args.repeats)]
+            runs = inference_start_ups(size, args.repeats)
             imported, loaded, first = zip(*runs)
             print(f"inference, {size}: import bilm and TensorFlow {_range(imported)} s, bilm.load {_range(loaded)} s, "
                   f"first sentence {_range(first)} s; load + first sentence "

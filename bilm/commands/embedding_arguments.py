@@ -30,7 +30,7 @@ def add_start_arguments(parser):
                              "(one per line), for weights that carry none, such as the published ones.")
     parser.add_argument("--matmul_dtype", choices=KERNEL_DTYPES, default="float32",
                         help="bfloat16 or int8 (per-column scales): keep the model's kernels in 16 or 8 bits, "
-                             "half or a quarter of the bytes (one sentence at a time faster on any x86 CPU; "
+                             "half or a quarter of the bytes (one sentence at a time faster on an AVX2 CPU; "
                              "vectors within 3%% / 5%% of float32's, see docs/performance.md).")
 
 

@@ -18,8 +18,6 @@ class Int8Kernel(tf.Module):
     stands for (`values * scale`), `shape` is the kernel's.
     """
 
-    dtype = "int8"
-
     def __init__(self, layer, name, shape, initializer):
         super().__init__(name=name)
         self.values = layer.add_weight(name=name, shape=shape, dtype="int8", initializer="zeros", trainable=False)

@@ -16,7 +16,7 @@ from bilm.ops.lowbit_matmul import few_rows_kernel_matmul
 from bilm.ops.lstm_bptt import lstm_layer_bptt, lstm_recurrence_bptt
 from bilm.ops.lstm_recurrence import lstm_recurrence_packed, lstm_recurrence_xla, packed_steps
 from bilm.ops.matmul_dtype import check_kernel_dtype, check_matmul_dtype, matmul
-from bilm.ops.scaled_kernel import ScaledKernel, dequantize
+from bilm.ops.scaled_kernel import stock_form
 
 
 @keras.saving.register_keras_serializable(package="bilm")
@@ -154,8 +154,7 @@ class ProjectedLSTM(keras.layers.Layer):
         if not training and not self.inference_uses_xla:
             return self._packed_inference(inputs, lengths, c0, h0, token_index, kernels_and_clips)
         # XLA has no int8 product of bilm's: its loop takes the widened kernels.
-        kernels_and_clips = (*[dequantize(k) if isinstance(k, ScaledKernel) else k for k in kernels_and_clips[:2]],
-                             *kernels_and_clips[2:])
+        kernels_and_clips = (*map(stock_form, kernels_and_clips[:2]), *kernels_and_clips[2:])
         # The padded loops: training's, or XLA's for inference.
         if training:
             recurrence = functools.partial(lstm_recurrence_bptt, jit_compile=self.uses_xla)

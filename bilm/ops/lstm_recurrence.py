@@ -23,7 +23,7 @@ from bilm.ops.lowbit_matmul import (
 from bilm.ops.lstm_bptt import recomputed_gradients
 from bilm.ops.lstm_cell import lstm_cell_step, projection_stand_in
 from bilm.ops.matmul_dtype import kernel_matmul
-from bilm.ops.scaled_kernel import ScaledKernel, dequantize
+from bilm.ops.scaled_kernel import stock_form
 
 
 def padded_size(size):
@@ -197,8 +197,8 @@ def lstm_recurrence_packed(gates, gate_index, steps, time, c0, h0, recurrent_ker
 
 
 def _stock_forms(kernels):
-    """The kernels as stock products take them: an int8 `ScaledKernel` widened to float32 (once a call)."""
-    return tuple(dequantize(k) if isinstance(k, ScaledKernel) else k for k in kernels)
+    """The kernels as stock products take them (`stock_form`: int8 widened to float32, once a call)."""
+    return tuple(stock_form(k) for k in kernels)
 
 
 def _pairs(kernels, stock):

@@ -32,7 +32,7 @@ Such layers are for inference: they refuse `training=True`. One sentence
 at a time, an LSTM step multiplies a few rows by kernels streamed from
 memory; there a step of at most `MAX_STREAMED_ROWS` rows runs bilm's own
 kernel (`bilm.ops.lowbit_matmul`), which reads the bfloat16 kernel at
-memory speed on any x86 CPU and leaves the activations in float32 (TF's
+memory speed on CPUs with AVX2 (measured on an AMD EPYC) and leaves the activations in float32 (TF's
 bfloat16 product on CPUs without bfloat16 instructions is many times
 slower than float32's).
 

@@ -45,3 +45,9 @@ def quantize_columns(kernel):
 def dequantize(kernel):
     """The float32 kernel `values * scale` `(n, m)` a `ScaledKernel` stands for."""
     return tf.cast(kernel.values, tf.float32) * kernel.scale
+
+
+def stock_form(kernel):
+    """`kernel` as stock TensorFlow products take it: a `ScaledKernel`
+    widened to float32 (`dequantize`), anything else (a tensor, or None) as it is."""
+    return dequantize(kernel) if isinstance(kernel, ScaledKernel) else kernel
