@@ -1,4 +1,4 @@
-"""`x @ kernel` for float32 `x` and a kernel stored in 16 or 8 bits, by bilm's own CPU kernel.
+"""`x @ kernel` for float32 `x` and few rows, by bilm's own CPU kernel: kernels in 16 or 8 bits, and float32.
 
 With one sentence at a time, each LSTM step multiplies a row or a few
 rows by kernels that do not fit in cache: the step's time is the time to
@@ -12,7 +12,14 @@ compiler; `bilm.ops.native.build` caches the library). Where that cannot
 be built, `lowbit_matmul` computes the same product with stock
 TensorFlow ops (a float32 copy of the kernel, then a float32 matmul).
 
-For inference: the gradient reaches `x` only, not the kernel.
+The same kernel takes float32 kernels where it was built with AVX2 and
+FMA (`streams_float32`): TensorFlow's float32 products of 2 to 32 rows
+read their kernel far below memory speed on such CPUs (a batch's LSTM
+steps as its sentences end, a sentence's input half), and bilm's run them
+2-4x faster (bench/bench_lowbit_matmul.py).
+
+The gradient reaches `x`, and a float32 kernel; a bfloat16 or int8 kernel
+is for inference and gets none.
 """
 import threading
 import warnings
@@ -32,6 +39,10 @@ LOWBIT_KERNEL_DTYPES = (tf.bfloat16, tf.int8)
 # sizes, stock matmuls' blocking (and bfloat16 hardware, where there is
 # some) win.
 MAX_STREAMED_ROWS = 64
+# The same for float32 kernels: measured on an AVX2 CPU at the original
+# size's per-step kernels, bilm's kernel is 2-4x faster than TensorFlow's
+# float32 matmul from 2 to 24 rows, on a par at 32, slower beyond.
+MAX_FLOAT32_STREAMED_ROWS = 32
 _OP_NAME = "BilmLowbitMatmul"
 _LOADED = {}
 _LOADING = threading.Lock()
@@ -49,6 +60,43 @@ def native_kernels_allowed():
     return not _STOCK_ONLY.is_on()
 
 
+def streams_float32():
+    """Whether bilm's kernel takes float32 kernels here: the library is
+    built, with AVX2 and FMA (elsewhere it registers no float32 kernel),
+    and not inside `stock_kernels()`."""
+    if not native_kernels_allowed():
+        return False
+    with _LOADING:
+        if "float32" not in _LOADED:
+            _LOADED["float32"] = _has_float32_kernel(_load_ops_locked())
+        return _LOADED["float32"]
+
+
+def _has_float32_kernel(ops):
+    if ops is None:
+        return False
+    try:
+        with tf.init_scope():  # eagerly, even while a function is traced
+            ops.bilm_lowbit_matmul(tf.zeros([1, 1]), tf.zeros([1, 1]), tf.zeros([0]))
+    except tf.errors.NotFoundError:
+        return False
+    return True
+
+
+def streamed_rows_limit(kernel):
+    """The most rows for which bilm's kernel is the faster product with
+    `kernel` (a tensor, variable or `ScaledKernel`), or 0 where it does
+    not take that kernel here (see `streams_float32`; inside
+    `stock_kernels()`; the library could not be built)."""
+    if not native_kernels_allowed():
+        return 0
+    if is_lowbit(kernel):
+        return MAX_STREAMED_ROWS if load_lowbit_ops() is not None else 0
+    if tf.as_dtype(kernel.dtype) == tf.float32 and streams_float32():
+        return MAX_FLOAT32_STREAMED_ROWS
+    return 0
+
+
 def load_lowbit_ops():
     """The module of bilm's low-bit matmul op (`bilm_lowbit_matmul`), built and loaded once per process.
 
@@ -62,9 +110,13 @@ def load_lowbit_ops():
         stock TensorFlow ops instead.
     """
     with _LOADING:
-        if "ops" not in _LOADED:
-            _LOADED["ops"] = load_op_library_or_warn(source_path("lowbit_matmul.cc"))
-        return _LOADED["ops"]
+        return _load_ops_locked()
+
+
+def _load_ops_locked():
+    if "ops" not in _LOADED:
+        _LOADED["ops"] = load_op_library_or_warn(source_path("lowbit_matmul.cc"))
+    return _LOADED["ops"]
 
 
 def load_op_library_or_warn(source, cache_dir=None, compiler=None):
@@ -116,22 +168,24 @@ def is_lowbit(kernel):
 
 
 def streamed_kernel_matmul(x, kernel):
-    """`lowbit_matmul` of a bfloat16 kernel or a `ScaledKernel`, for products
-    known to have few rows (at most `MAX_STREAMED_ROWS`; more still give
-    the right result, only slower than a stock product)."""
+    """`x @ kernel` by bilm's kernel, for products known to have few rows
+    (at most `streamed_rows_limit(kernel)`; more still give the right
+    result, only slower than a stock product) and a kernel it takes here
+    (`streamed_rows_limit(kernel) > 0`): bfloat16, a `ScaledKernel`, or
+    float32 where `streams_float32()`."""
     if isinstance(kernel, ScaledKernel):
         return lowbit_matmul(x, kernel.values, kernel.scale)
+    if tf.as_dtype(kernel.dtype) == tf.float32:
+        return load_lowbit_ops().bilm_lowbit_matmul(tf.convert_to_tensor(x, tf.float32), kernel, tf.zeros([0]))
     return lowbit_matmul(x, kernel)
 
 
 def few_rows_kernel_matmul(x, kernel):
-    """`bilm.ops.matmul_dtype.kernel_matmul(x, kernel)`, except that a
-    bfloat16 or int8 kernel times at most `MAX_STREAMED_ROWS` rows runs
-    `lowbit_matmul` (at memory speed; `x` not rounded), when the op can
-    be built and not inside `stock_kernels()`. For inference's products
-    with few rows (one sentence at a time): the LSTM's input half, the
-    highway. Not inside an XLA-compiled function (the op has no XLA
-    kernel).
+    """`bilm.ops.matmul_dtype.kernel_matmul(x, kernel)`, except that up to
+    `streamed_rows_limit(kernel)` rows run bilm's kernel (at memory speed;
+    `x` not rounded). For inference's products with few rows (one
+    sentence at a time): the LSTM's input half, the highway. Not inside
+    an XLA-compiled function (the op has no XLA kernel).
 
     Args:
         x: float32 `(rows, n)`.
@@ -140,20 +194,24 @@ def few_rows_kernel_matmul(x, kernel):
     Returns:
         float32 `(rows, m)`.
     """
-    if not is_lowbit(kernel) or not native_kernels_allowed() or load_lowbit_ops() is None:
+    limit = streamed_rows_limit(kernel)
+    if not limit:
         return kernel_matmul(x, kernel)
-    return tf.cond(tf.shape(x)[0] <= MAX_STREAMED_ROWS, lambda: streamed_kernel_matmul(x, kernel),
+    return tf.cond(tf.shape(x)[0] <= limit, lambda: streamed_kernel_matmul(x, kernel),
                    lambda: kernel_matmul(x, kernel))
 
 
 @tf.RegisterGradient(_OP_NAME)
 def _gradient(op, grad):
     """The gradient reaches `x` (`(grad * scale) @ kernel^T`, in float32),
-    e.g. a trainable layer below frozen 16-bit ones, and not the kernel or
-    its scales, which are for inference (train with float32 kernels)."""
-    _, kernel, scale = op.inputs
+    e.g. a trainable layer below frozen 16-bit ones, and a float32 kernel
+    (`x^T @ grad`: fine-tuning through ELMo); not a bfloat16 or int8 kernel
+    or its scales, which are for inference (train with float32 kernels)."""
+    x, kernel, scale = op.inputs
     if scale.shape.rank == 1 and scale.shape[0] is not None:  # known when traced: no branch to trace
         scaled = grad * scale if scale.shape[0] > 0 else grad
     else:
         scaled = tf.cond(tf.size(scale) > 0, lambda: grad * scale, lambda: grad)
-    return tf.matmul(scaled, tf.cast(kernel, tf.float32), transpose_b=True), None, None
+    d_x = tf.matmul(scaled, tf.cast(kernel, tf.float32), transpose_b=True)
+    d_kernel = tf.matmul(x, grad, transpose_a=True) if kernel.dtype == tf.float32 else None
+    return d_x, d_kernel, None

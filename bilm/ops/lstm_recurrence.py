@@ -13,13 +13,7 @@ from typing import NamedTuple
 
 import tensorflow as tf
 
-from bilm.ops.lowbit_matmul import (
-    MAX_STREAMED_ROWS,
-    is_lowbit,
-    load_lowbit_ops,
-    native_kernels_allowed,
-    streamed_kernel_matmul,
-)
+from bilm.ops.lowbit_matmul import native_kernels_allowed, streamed_kernel_matmul, streamed_rows_limit
 from bilm.ops.lstm_bptt import recomputed_gradients
 from bilm.ops.lstm_cell import lstm_cell_step, projection_stand_in
 from bilm.ops.matmul_dtype import kernel_matmul
@@ -164,8 +158,9 @@ def lstm_recurrence_packed(gates, gate_index, steps, time, c0, h0, recurrent_ker
             or a `bilm.ops.scaled_kernel.ScaledKernel` (int8).
         projection_kernel: `(units, output_dim)` (same kind) or None.
         cell_clip, proj_clip: Python floats or None.
-        native_kernels: whether steps of at most `MAX_STREAMED_ROWS` rows
-            may run bilm's own kernel for bfloat16 and int8 kernels
+        native_kernels: whether steps of few rows (up to
+            `bilm.ops.lowbit_matmul.streamed_rows_limit` of the kernels)
+            may run bilm's own kernel, where it takes them
             (`bilm.ops.lowbit_matmul`); None: unless inside
             `bilm.ops.lowbit_matmul.stock_kernels()`. Without it an int8
             kernel is widened to float32 once, before the loop.
@@ -176,20 +171,21 @@ def lstm_recurrence_packed(gates, gate_index, steps, time, c0, h0, recurrent_ker
     """
     if native_kernels is None:
         native_kernels = native_kernels_allowed()
-    native_kernels = native_kernels and is_lowbit(recurrent_kernel) and load_lowbit_ops() is not None
+    # The kernels of a layer share one dtype, so the recurrent one decides.
+    limit = streamed_rows_limit(recurrent_kernel) if native_kernels else 0
     kernels = (recurrent_kernel, projection_kernel)
     loop_inputs = (gates, gate_index, steps.active, steps.offsets, tf.gather(c0, steps.order),
                    tf.gather(h0, steps.order))
     clips = (cell_clip, proj_clip)
-    if not native_kernels:
+    if not limit:
         outputs, c, h = _packed_loop(*loop_inputs, _stock_forms(kernels), *clips, "stock")
     else:
         # Rows only drop out as the loop goes, so the first step has the most.
         most_rows = tf.reduce_max(tf.concat([steps.active, [0]], axis=0))
         outputs, c, h = tf.cond(
-            most_rows <= MAX_STREAMED_ROWS,
+            most_rows <= limit,
             lambda: _packed_loop(*loop_inputs, kernels, *clips, "streamed"),
-            lambda: _packed_loop(*loop_inputs, _pairs(kernels, _stock_forms(kernels)), *clips, "by_rows"))
+            lambda: _packed_loop(*loop_inputs, _choices(kernels, limit), *clips, "by_rows"))
     batch = tf.shape(c0)[0]
     outputs = tf.scatter_nd(steps.positions, outputs, [batch, time, tf.shape(h0)[1]])
     unsort = tf.math.invert_permutation(steps.order)
@@ -201,16 +197,16 @@ def _stock_forms(kernels):
     return tuple(stock_form(k) for k in kernels)
 
 
-def _pairs(kernels, stock):
-    """`(kernel, stock form)` for each kernel that is there (None stays None)."""
-    return tuple(None if kernel is None else (kernel, stock_form) for kernel, stock_form in zip(kernels, stock))
+def _choices(kernels, limit):
+    """`(kernel, its stock form, limit)` for each kernel that is there (None stays None)."""
+    return tuple(None if kernel is None else (kernel, stock_form(kernel), limit) for kernel in kernels)
 
 
-def _by_rows_matmul(x, kernels):
-    """`x @ kernel` for a `(lowbit kernel, its stock form)` pair: bilm's
-    kernel for at most `MAX_STREAMED_ROWS` rows, else a stock product."""
-    kernel, stock = kernels
-    return tf.cond(tf.shape(x)[0] <= MAX_STREAMED_ROWS, lambda: streamed_kernel_matmul(x, kernel),
+def _by_rows_matmul(x, choice):
+    """`x @ kernel` for a `(kernel, its stock form, limit)` choice: bilm's
+    kernel for at most `limit` rows, else a stock product."""
+    kernel, stock, limit = choice
+    return tf.cond(tf.shape(x)[0] <= limit, lambda: streamed_kernel_matmul(x, kernel),
                    lambda: kernel_matmul(x, stock))
 
 
@@ -226,9 +222,9 @@ def _packed_loop(gates, gate_index, active, offsets, c0, h0, kernels, cell_clip,
     `kernels`: `(recurrent, projection or None)`, each as `step_matmul`
     (a key of `_STEP_MATMULS`, a Python string, so that each kind is traced
     apart) takes it: `"stock"`: float32/bfloat16 tensors, stock products;
-    `"streamed"`: bfloat16 or `ScaledKernel`s, bilm's kernel at every step
-    (every step has at most `MAX_STREAMED_ROWS` rows); `"by_rows"`:
-    `(lowbit, stock)` pairs, chosen per step by its rows."""
+    `"streamed"`: kernels bilm's kernel takes, at every step (no step has
+    more rows than `streamed_rows_limit` of the kernels); `"by_rows"`:
+    `(kernel, stock form, limit)` choices, chosen per step by its rows."""
     matmul = _STEP_MATMULS[step_matmul]
     recurrent_kernel, projection_kernel = kernels
     outputs_ta = tf.TensorArray(gates.dtype, size=tf.shape(active)[0], infer_shape=False,

@@ -16,7 +16,17 @@ import pytest
 import tensorflow as tf
 
 from bilm.ops import lowbit_matmul as lowbit_module
-from bilm.ops.lowbit_matmul import load_lowbit_ops, load_op_library_or_warn, lowbit_matmul
+from bilm.ops.lowbit_matmul import (
+    MAX_FLOAT32_STREAMED_ROWS,
+    few_rows_kernel_matmul,
+    load_lowbit_ops,
+    load_op_library_or_warn,
+    lowbit_matmul,
+    stock_kernels,
+    streamed_kernel_matmul,
+    streamed_rows_limit,
+    streams_float32,
+)
 from bilm.ops.native import BuildError, build_library, source_path
 from helpers import ROOT
 
@@ -146,6 +156,68 @@ def test_stock_ops_compute_the_same_product_when_the_kernel_cannot_be_built(monk
         kernel, exact_kernel, scale = KERNELS[dtype](rng, 9, 5)
         x = rng.normal(size=(3, 9)).astype(np.float32)
         assert_product(lowbit_matmul(x, kernel, scale).numpy(), x, exact_kernel, scale)
+
+
+def cpu_has_avx2_and_fma():
+    with open("/proc/cpuinfo") as f:
+        flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
+    return "avx2" in flags and "fma" in flags
+
+
+def test_float32_kernels_are_taken_where_the_build_has_avx2_and_fma(ops):
+    # The library is built with -march=native: its float32 kernel exists exactly where the CPU has both.
+    assert streams_float32() == cpu_has_avx2_and_fma()
+    assert streamed_rows_limit(tf.zeros([2, 2])) == (MAX_FLOAT32_STREAMED_ROWS if streams_float32() else 0)
+    with stock_kernels():
+        assert not streams_float32() and streamed_rows_limit(tf.zeros([2, 2])) == 0
+        assert streamed_rows_limit(tf.zeros([2, 2], tf.bfloat16)) == 0
+
+
+@pytest.mark.parametrize("n, m", SIZES)
+@pytest.mark.parametrize("rows", ROWS)
+def test_float32_product_matches_float64_numpy(ops, rows, n, m):
+    if not cpu_has_avx2_and_fma():  # nothing registered: TensorFlow's matmul is the product
+        with pytest.raises(tf.errors.NotFoundError):
+            ops.bilm_lowbit_matmul(tf.zeros([rows, n]), tf.zeros([n, m]), tf.zeros([0]))
+        return
+    rng = np.random.default_rng(rows * 5 + m)
+    kernel = rng.normal(size=(n, m)).astype(np.float32)
+    x = rng.normal(size=(rows, n)).astype(np.float32)
+    assert_product(streamed_kernel_matmul(x, tf.constant(kernel)).numpy(), x, kernel.astype(np.float64), None)
+
+
+def test_few_rows_float32_products_run_bilms_kernel_up_to_the_limit(ops):
+    rng = np.random.default_rng(6)
+    kernel = tf.Variable(rng.normal(size=(24, 40)).astype(np.float32))
+
+    def types(function):
+        graph = function.get_concrete_function(tf.TensorSpec([None, 24])).graph
+        found = {op.type for op in graph.get_operations()}
+        for definition in graph.as_graph_def().library.function:
+            found |= {node.op for node in definition.node_def}
+        return found
+
+    product = tf.function(lambda x: few_rows_kernel_matmul(x, kernel))
+    assert ("BilmLowbitMatmul" in types(product)) == streams_float32()
+    for rows in (1, MAX_FLOAT32_STREAMED_ROWS, MAX_FLOAT32_STREAMED_ROWS + 1):
+        x = rng.normal(size=(rows, 24)).astype(np.float32)
+        assert_product(product(x).numpy(), x, kernel.numpy().astype(np.float64), None)
+
+
+def test_the_gradient_reaches_a_float32_kernel(ops):
+    # Fine-tuning through ELMo trains float32 kernels whose products ran bilm's kernel.
+    if not streams_float32():
+        pytest.fail("this test needs bilm's float32 kernel (an AVX2 and FMA CPU)")
+    rng = np.random.default_rng(7)
+    x = tf.constant(rng.normal(size=(3, 5)), tf.float32)
+    kernel = tf.Variable(rng.normal(size=(5, 7)).astype(np.float32))
+    upstream = rng.normal(size=(3, 7))
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        loss = tf.reduce_sum(streamed_kernel_matmul(x, kernel) * upstream)
+    d_x, d_kernel = tape.gradient(loss, [x, kernel])
+    np.testing.assert_allclose(d_x.numpy(), upstream @ kernel.numpy().T, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(d_kernel.numpy(), x.numpy().T @ upstream, rtol=1e-5, atol=1e-6)
 
 
 def test_the_loaded_library_is_reused_not_rebuilt(ops):

@@ -6,7 +6,7 @@ import tensorflow as tf
 
 import numpy_reference as R
 from bilm.layers.projected_lstm import ProjectedLSTM
-from bilm.ops.lowbit_matmul import MAX_STREAMED_ROWS, stock_kernels
+from bilm.ops.lowbit_matmul import MAX_FLOAT32_STREAMED_ROWS, MAX_STREAMED_ROWS, stock_kernels, streams_float32
 from bilm.ops.lstm_recurrence import lstm_recurrence_packed, packed_steps, padded_size
 from bilm.ops.scaled_kernel import ScaledKernel, dequantize, quantize_columns
 
@@ -192,3 +192,33 @@ def test_int8_kernels_equal_float32_over_their_dequantized_kernels(native_kernel
         want = lstm_recurrence_packed(gates, None, steps, 9, *state, *widened, 3.0, 3.0)
         for g, w in zip(got, want):
             np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-5, atol=2e-6)
+
+
+def test_float32_steps_of_few_rows_equal_stock_products():
+    # Steps of at most MAX_FLOAT32_STREAMED_ROWS rows run bilm's kernel
+    # where it takes float32 (an AVX2 CPU), the others TensorFlow's matmul:
+    # either way the float32 recurrence, to round-off.
+    units, projection = 64, 16
+    rng = np.random.default_rng(6)
+    kernels = [tf.constant(rng.normal(size=shape) * 0.3, tf.float32)
+               for shape in ((projection, 4 * units), (units, projection))]
+    for lengths in ([9], [9, 3], [4] * (MAX_FLOAT32_STREAMED_ROWS + 5) + [9] * 3):
+        lengths = tf.constant(lengths)
+        batch, steps = lengths.shape[0], packed_steps(lengths)
+        gates = tf.random.stateless_normal([int(tf.reduce_sum(lengths)), 4 * units], seed=[batch, 4])
+        state = (tf.random.stateless_normal([batch, units], seed=[batch, 5]), tf.zeros([batch, projection]))
+        got = lstm_recurrence_packed(gates, None, steps, 9, *state, *kernels, 3.0, 3.0)
+        want = lstm_recurrence_packed(gates, None, steps, 9, *state, *kernels, 3.0, 3.0, native_kernels=False)
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-5, atol=2e-6)
+
+
+def test_a_float32_layer_runs_bilms_kernel_where_it_takes_float32():
+    layer = ProjectedLSTM(16, 4, 3.0, 3.0, jit_compile=False)
+    layer.build((None, None, 12))
+    graph = tf.function(lambda x, lengths: layer(x, lengths, training=False)[0]).get_concrete_function(
+        tf.TensorSpec([1, 9, 12]), tf.TensorSpec([1], tf.int32)).graph
+    types = {op.type for op in graph.get_operations()}
+    for definition in graph.as_graph_def().library.function:
+        types |= {node.op for node in definition.node_def}
+    assert ("BilmLowbitMatmul" in types) == streams_float32()

@@ -1,7 +1,7 @@
-// BilmLowbitMatmul: float32 x times a bfloat16 or int8 kernel, for a few rows.
+// BilmLowbitMatmul: float32 x times a kernel of few bytes a value, for a few rows.
 //
 //   x       float32 (rows, n)
-//   kernel  bfloat16 or int8 (n, m), row-major as TensorFlow stores it
+//   kernel  bfloat16, int8 or float32 (n, m), row-major as TensorFlow stores it
 //   scale   float32 (m,), one factor per output column, or (0,) for none
 //   product float32 (rows, m) = (x @ float32(kernel)) * scale
 //
@@ -19,6 +19,10 @@
 // More rows than kMaxRows are taken kMaxRows at a time, each group reading
 // the chunk's kernel slab again (from cache, if it fits): correct, but a
 // stock float32 matmul is faster there.
+//
+// float32 kernels are registered only where the build has AVX2 and FMA:
+// without vector code the loop is no match for TensorFlow's own float32
+// matmul, which then stays the only one (a float32 call finds no kernel).
 
 #include <algorithm>
 #include <cstdint>
@@ -66,6 +70,8 @@ inline float Widen(uint16_t bits) {
 
 inline float Widen(int8_t value) { return static_cast<float>(value); }
 
+inline float Widen(float value) { return value; }
+
 #ifdef BILM_LOWBIT_AVX2
 inline __m256 Widen8(const uint16_t* p) {
   const __m128i bits = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
@@ -76,6 +82,8 @@ inline __m256 Widen8(const int8_t* p) {
   const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
   return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(bytes));
 }
+
+inline __m256 Widen8(const float* p) { return _mm256_loadu_ps(p); }
 #endif
 
 // acc[r * lda + j] += sum_i x[r * ldx + i] * widen(k[i * ldk + j]) for
@@ -280,7 +288,7 @@ REGISTER_OP("BilmLowbitMatmul")
     .Input("kernel: T")
     .Input("scale: float")
     .Output("product: float")
-    .Attr("T: {bfloat16, int8}")
+    .Attr("T: {bfloat16, int8, float}")
     .SetShapeFn(ShapeFn);
 
 REGISTER_KERNEL_BUILDER(
@@ -289,5 +297,10 @@ REGISTER_KERNEL_BUILDER(
 REGISTER_KERNEL_BUILDER(
     Name("BilmLowbitMatmul").Device(tensorflow::DEVICE_CPU).TypeConstraint<tensorflow::int8>("T"),
     LowbitMatmulOp<tensorflow::int8, int8_t>);
+#ifdef BILM_LOWBIT_AVX2
+REGISTER_KERNEL_BUILDER(
+    Name("BilmLowbitMatmul").Device(tensorflow::DEVICE_CPU).TypeConstraint<float>("T"),
+    LowbitMatmulOp<float, float>);
+#endif
 
 }  // namespace bilm
