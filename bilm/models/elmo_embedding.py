@@ -28,6 +28,12 @@ from bilm.models.text_inputs import (
 from bilm.ops.matmul_dtype import check_kernel_dtype
 from bilm.options import load_options
 from bilm.text.graph_batching import token_vocab_table, vocabulary_tokens
+from bilm.utils.thread_flag import ThreadFlag
+
+# On while `from_files` constructs a layer whose weights a file then sets:
+# the biLM is built with zero kernels instead of drawing random ones (most
+# of the original size's build), which the file overwrites anyway.
+_WEIGHTS_FOLLOW = ThreadFlag()
 
 # Outputs whose first two axes are (batch, time): Keras masks them.
 SEQUENCE_OUTPUTS = ("word_emb", "elmo")
@@ -185,7 +191,8 @@ class ELMoEmbedding(keras.layers.Layer):
         self.supports_masking = True
 
         # === Layers ===
-        self.bilm = build_bilm(options, n_token_vocab=self.n_token_vocab, kernel_dtype=matmul_dtype, name="bilm")
+        self.bilm = build_bilm(options, n_token_vocab=self.n_token_vocab, kernel_dtype=matmul_dtype,
+                               kernel_initializer="zeros" if _WEIGHTS_FOLLOW.is_on() else None, name="bilm")
         self.bilm.trainable = trainable_bilm
         # `self.mix` is the mix layer (its name in saved archives); the
         # `mix` argument is its kind, `self.mix.mix`.
@@ -234,7 +241,8 @@ class ELMoEmbedding(keras.layers.Layer):
             kwargs["n_token_vocab"] = read_token_embeddings(embedding_weight_file).shape[0] + 1
         if vocab_file is not None:
             kwargs["vocabulary"] = vocabulary_tokens(vocab_file)
-        layer = cls(options, **kwargs)
+        with _WEIGHTS_FOLLOW.on():
+            layer = cls(options, **kwargs)
         load_bilm_weights(layer.bilm, weight_file)
         if not use_character_inputs:
             load_token_embeddings(layer.bilm, embedding_weight_file)

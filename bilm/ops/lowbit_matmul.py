@@ -125,7 +125,7 @@ def load_op_library_or_warn(source, cache_dir=None, compiler=None):
         return tf.load_op_library(build_library(source, cache_dir, compiler))
     except (BuildError, OSError, tf.errors.OpError) as error:
         message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        warnings.warn(f"bilm could not build its low-bit matmul kernel ({message}); "
+        warnings.warn(f"bilm could not build its native matmul kernel ({message}); "
                       "the slower stock TensorFlow ops are used instead.", RuntimeWarning, stacklevel=3)
         return None
 

@@ -13,11 +13,11 @@ from typing import NamedTuple
 
 import tensorflow as tf
 
-from bilm.ops.lowbit_matmul import native_kernels_allowed, streamed_kernel_matmul, streamed_rows_limit
+from bilm.ops.lowbit_matmul import load_lowbit_ops, native_kernels_allowed, streamed_kernel_matmul, streamed_rows_limit
 from bilm.ops.lstm_bptt import recomputed_gradients
 from bilm.ops.lstm_cell import lstm_cell_step, projection_stand_in
 from bilm.ops.matmul_dtype import kernel_matmul
-from bilm.ops.scaled_kernel import stock_form
+from bilm.ops.scaled_kernel import ScaledKernel, stock_form
 
 
 def padded_size(size):
@@ -184,7 +184,7 @@ def lstm_recurrence_packed(gates, gate_index, steps, time, c0, h0, recurrent_ker
         most_rows = tf.reduce_max(tf.concat([steps.active, [0]], axis=0))
         outputs, c, h = tf.cond(
             most_rows <= limit,
-            lambda: _packed_loop(*loop_inputs, kernels, *clips, "streamed"),
+            lambda: _native_recurrence(*loop_inputs, kernels, *clips),
             lambda: _packed_loop(*loop_inputs, _choices(kernels, limit), *clips, "by_rows"))
     batch = tf.shape(c0)[0]
     outputs = tf.scatter_nd(steps.positions, outputs, [batch, time, tf.shape(h0)[1]])
@@ -208,6 +208,54 @@ def _by_rows_matmul(x, choice):
     kernel, stock, limit = choice
     return tf.cond(tf.shape(x)[0] <= limit, lambda: streamed_kernel_matmul(x, kernel),
                    lambda: kernel_matmul(x, stock))
+
+
+@tf.function(reduce_retracing=True, autograph=False)
+def _native_recurrence(gates, gate_index, active, offsets, c0, h0, kernels, cell_clip, proj_clip):
+    """`_packed_loop(..., "streamed")` as one op of bilm's (`BilmLstmRecurrence`):
+    every step in C++, so a step costs its two products and its cell's
+    arithmetic, with none of a graph loop's per-op overhead (at one
+    sentence, a step of an int8 model reads its kernels in about 0.5 ms).
+    Its gradient re-runs the graph loop under a tape (a trainable layer
+    below, or float32 kernels being fine-tuned)."""
+    recurrent_kernel, projection_kernel = kernels
+    recurrent, recurrent_scale = _values_and_scale(recurrent_kernel)
+    projection, projection_scale = _values_and_scale(projection_kernel, recurrent.dtype)
+    # Only float tensors can carry a gradient.
+    trainable = [t for t in (recurrent, projection) if t.dtype == tf.float32]
+
+    @tf.custom_gradient
+    def recurrence(gates, c0, h0, *trainable_kernels):
+        outputs = load_lowbit_ops().bilm_lstm_recurrence(
+            gates, tf.zeros([0], tf.int32) if gate_index is None else gate_index, active, c0, h0,
+            recurrent, recurrent_scale, projection, projection_scale,
+            cell_clip=-1.0 if cell_clip is None else float(cell_clip),
+            proj_clip=-1.0 if proj_clip is None else float(proj_clip))
+
+        def grad(d_outputs, d_c, d_h):
+            sources = [gates, c0, h0, *trainable_kernels]
+            with tf.GradientTape() as tape:
+                tape.watch(sources)
+                replaced = iter(trainable_kernels)
+                loop_kernels = tuple(next(replaced) if k is not None and not isinstance(k, ScaledKernel)
+                                     and k.dtype == tf.float32 else k for k in kernels)
+                again = _packed_loop(gates, gate_index, active, offsets, c0, h0, loop_kernels, cell_clip, proj_clip,
+                                     "streamed")
+            return tape.gradient(again, sources, output_gradients=[d_outputs, d_c, d_h])
+
+        return tuple(outputs), grad
+
+    return recurrence(gates, c0, h0, *trainable)
+
+
+def _values_and_scale(kernel, dtype=None):
+    """`(values, scale)` as `BilmLstmRecurrence` takes a kernel: a `ScaledKernel`'s
+    two; a tensor and no scale `(0,)`; None (no projection) an empty `(0, 0)` of `dtype`."""
+    if kernel is None:
+        return tf.zeros([0, 0], dtype), tf.zeros([0])
+    if isinstance(kernel, ScaledKernel):
+        return tf.convert_to_tensor(kernel.values), tf.convert_to_tensor(kernel.scale)
+    return tf.convert_to_tensor(kernel), tf.zeros([0])
 
 
 _STEP_MATMULS = {"stock": kernel_matmul, "streamed": streamed_kernel_matmul, "by_rows": _by_rows_matmul}

@@ -6,7 +6,13 @@ import tensorflow as tf
 
 import numpy_reference as R
 from bilm.layers.projected_lstm import ProjectedLSTM
-from bilm.ops.lowbit_matmul import MAX_FLOAT32_STREAMED_ROWS, MAX_STREAMED_ROWS, stock_kernels, streams_float32
+from bilm.ops.lowbit_matmul import (
+    MAX_FLOAT32_STREAMED_ROWS,
+    MAX_STREAMED_ROWS,
+    load_lowbit_ops,
+    stock_kernels,
+    streams_float32,
+)
 from bilm.ops.lstm_recurrence import lstm_recurrence_packed, packed_steps, padded_size
 from bilm.ops.scaled_kernel import ScaledKernel, dequantize, quantize_columns
 
@@ -222,3 +228,79 @@ def test_a_float32_layer_runs_bilms_kernel_where_it_takes_float32():
     for definition in graph.as_graph_def().library.function:
         types |= {node.op for node in definition.node_def}
     assert ("BilmLowbitMatmul" in types) == streams_float32()
+
+
+def _kernels_of_kind(kind, rng, shapes):
+    """Kernels of `kind` and the float32 kernels they stand for."""
+    arrays = [(rng.normal(size=shape) * 0.3).astype(np.float32) for shape in shapes]
+    if kind == "int8":
+        kernels = [ScaledKernel(*(tf.constant(a) for a in quantize_columns(array))) for array in arrays]
+        return kernels, [dequantize(k) for k in kernels]
+    kernels = [tf.constant(array, kind) for array in arrays]
+    return kernels, [tf.cast(k, tf.float32) for k in kernels]
+
+
+@pytest.mark.parametrize("kind", ["float32", "bfloat16", "int8"])
+@pytest.mark.parametrize("projection", [16, None])
+def test_bilms_recurrence_op_equals_the_graph_loop(kind, projection):
+    # At most the kernels' streamed rows a step, the whole loop is one op of
+    # bilm's (BilmLstmRecurrence): a float32 loop over the kernels it stands for.
+    units = 32
+    output_dim = projection or units
+    rng = np.random.default_rng(7)
+    shapes = [(output_dim, 4 * units)] + ([(units, projection)] if projection else [])
+    kernels, widened = _kernels_of_kind(kind, rng, shapes)
+    if not projection:
+        kernels, widened = kernels + [None], widened + [None]
+    for lengths in ([9], [9, 3, 0, 5]):
+        lengths = tf.constant(lengths)
+        batch = lengths.shape[0]
+        n_valid = int(tf.reduce_sum(lengths))
+        for go_backwards, gate_index in ((False, None), (True, tf.constant(rng.integers(0, 6, n_valid), tf.int32))):
+            steps = packed_steps(lengths, go_backwards)
+            gates = tf.random.stateless_normal([n_valid if gate_index is None else 6, 4 * units], seed=[batch, 6])
+            state = (tf.random.stateless_normal([batch, units], seed=[batch, 7]),
+                     tf.random.stateless_normal([batch, output_dim], seed=[batch, 8]))
+            for clips in ((3.0, 3.0), (None, None), (0.5, 0.1)):
+                got = lstm_recurrence_packed(gates, gate_index, steps, 9, *state, *kernels, *clips)
+                want = lstm_recurrence_packed(gates, gate_index, steps, 9, *state, *widened, *clips,
+                                              native_kernels=False)
+                for g, w in zip(got, want):
+                    np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-5, atol=2e-6)
+
+
+def test_gradients_through_bilms_recurrence_op_equal_the_graph_loops():
+    # Its gradient re-runs the graph loop: the same as the loop's own, kernels included.
+    units, projection = 16, 8
+    rng = np.random.default_rng(8)
+    kernels = [tf.Variable((rng.normal(size=shape) * 0.3).astype(np.float32))
+               for shape in ((projection, 4 * units), (units, projection))]
+    lengths = tf.constant([5, 2, 4])
+    steps = packed_steps(lengths)
+    gates = tf.random.stateless_normal([11, 4 * units], seed=[1, 9])
+    c0 = tf.random.stateless_normal([3, units], seed=[1, 10])
+    h0 = tf.random.stateless_normal([3, projection], seed=[1, 11])
+    grads = []
+    for native_kernels in (True, False):
+        with tf.GradientTape() as tape:
+            tape.watch([gates, c0, h0])
+            outputs, c, h = lstm_recurrence_packed(gates, None, steps, 5, c0, h0, *kernels, 3.0, 3.0,
+                                                   native_kernels=native_kernels)
+            loss = tf.reduce_sum(outputs ** 2) + tf.reduce_sum(c * h[:, :1]) + tf.reduce_sum(h)
+        grads.append(tape.gradient(loss, [gates, c0, h0, *kernels]))
+    for a, b in zip(*grads):
+        # (the gates' gradient may come as IndexedSlices)
+        a, b = tf.convert_to_tensor(a), tf.convert_to_tensor(b)
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_bilms_recurrence_op_names_bad_operands():
+    ops = load_lowbit_ops()
+    kernel = tf.zeros([4, 16])
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"gate_index\[1\] = 9 is outside the gates' 2 rows"):
+        ops.bilm_lstm_recurrence(tf.zeros([2, 16]), [0, 9], [1, 1], tf.zeros([1, 4]), tf.zeros([1, 4]), kernel,
+                                 tf.zeros([0]), tf.zeros([0, 0]), tf.zeros([0]), cell_clip=-1.0, proj_clip=-1.0)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="active must be non-increasing"):
+        ops.bilm_lstm_recurrence(tf.zeros([3, 16]), tf.zeros([0], tf.int32), [1, 2], tf.zeros([2, 4]),
+                                 tf.zeros([2, 4]), kernel, tf.zeros([0]), tf.zeros([0, 0]), tf.zeros([0]),
+                                 cell_clip=-1.0, proj_clip=-1.0)

@@ -1,3 +1,7 @@
+// bilm's CPU ops for products of few rows, whose time is reading the kernel
+// from memory: BilmLowbitMatmul, the product, and BilmLstmRecurrence, an
+// LSTM's whole recurrence over a packed batch on that product (below).
+//
 // BilmLowbitMatmul: float32 x times a kernel of few bytes a value, for a few rows.
 //
 //   x       float32 (rows, n)
@@ -32,6 +36,7 @@
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/shape_inference.h"
 #include "tensorflow/core/platform/threadpool.h"
+#include "Eigen/Core"
 
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
@@ -193,6 +198,65 @@ void MultiplyChunk(const float* x, int64 ldx, int64 rows, const W* k, int64 ldk,
   }
 }
 
+// How `Multiply` cuts a product of `rows` x `(n, m)` into tasks.
+struct Plan {
+  int64 chunk;       // columns a task takes
+  int64 chunks;
+  int64 splits;      // blocks of kernel rows (a narrow kernel's), each summed apart
+  int64 split_rows;  // kernel rows a block takes
+
+  Plan(int64 rows, int64 n, int64 m, int64 threads) {
+    const int64 group = std::min<int64>(kMaxRows, std::max<int64>(rows, 1));
+    // Chunks of columns as wide as the accumulators allow: long contiguous
+    // runs of each kernel row. When there are fewer chunks than threads (a
+    // narrow kernel), the kernel's rows are split too, each task reading a
+    // contiguous block of them into its own partial sums, added up after.
+    chunk = std::max<int64>(8, (kAccumulatorFloats / group) / 8 * 8);
+    chunks = (m + chunk - 1) / chunk;
+    splits = 1;
+    if (chunks < threads && rows * m * threads <= kMaxPartialFloats) {
+      splits = std::min((threads + chunks - 1) / chunks, std::max<int64>(1, n / kMinSplitRows));
+    }
+    // Row blocks of the kernel, multiples of 4 (AccumulateChunk's step) but the last.
+    split_rows = ((n + splits - 1) / splits + 3) / 4 * 4;
+  }
+
+  // Floats of partial sums `Multiply` needs (0 without splits).
+  int64 PartialFloats(int64 rows, int64 m) const { return splits > 1 ? splits * rows * m : 0; }
+};
+
+// out (rows, m) = (x (rows, n) @ widen(k (n, m))) * scale (null: none), on
+// the worker threads; `partials` holds `plan.PartialFloats(rows, m)` floats.
+template <typename W>
+void Multiply(tsl::thread::ThreadPool* workers, const Plan& plan, const float* xs, int64 rows, int64 n,
+              const W* ks, int64 m, const float* scales, float* out, float* partials) {
+  if (rows == 0 || m == 0) return;
+  float* sums = plan.splits > 1 ? partials : out;
+  const int64 chunk = plan.chunk, chunks = plan.chunks, splits = plan.splits, split_rows = plan.split_rows;
+  workers->ParallelFor(chunks * splits, tsl::thread::ThreadPool::SchedulingParams::Fixed(1),
+                       [=](int64_t begin, int64_t end) {
+                         for (int64 task = begin; task < end; ++task) {
+                           const int64 j0 = (task % chunks) * chunk, s = task / chunks;
+                           const int64 i0 = std::min(n, s * split_rows);
+                           const int64 depth = std::min(n, i0 + split_rows) - i0;
+                           MultiplyChunk<W>(xs + i0, n, rows, ks + i0 * m + j0, m, depth,
+                                            splits > 1 || scales == nullptr ? nullptr : scales + j0,
+                                            std::min(chunk, m - j0), sums + s * rows * m + j0, m);
+                         }
+                       });
+  if (splits > 1) {
+    for (int64 e = 0; e < rows * m; ++e) {
+      float sum = partials[e];
+      for (int64 s = 1; s < splits; ++s) sum += partials[s * rows * m + e];
+      out[e] = scales == nullptr ? sum : sum * scales[e % m];
+    }
+  }
+}
+
+tsl::thread::ThreadPool* Workers(OpKernelContext* context) {
+  return context->device()->tensorflow_cpu_worker_threads()->workers;
+}
+
 template <typename T, typename W>
 class LowbitMatmulOp : public OpKernel {
  public:
@@ -222,52 +286,189 @@ class LowbitMatmulOp : public OpKernel {
     OP_REQUIRES_OK(context, context->allocate_output(0, TensorShape({rows, m}), &product));
     if (rows == 0 || m == 0) return;
 
-    const float* xs = x.flat<float>().data();
-    const W* ks = reinterpret_cast<const W*>(kernel.flat<T>().data());
-    const float* scales = scale.dim_size(0) == 0 ? nullptr : scale.flat<float>().data();
-    float* out = product->flat<float>().data();
-
-    auto* workers = context->device()->tensorflow_cpu_worker_threads()->workers;
-    const int64 threads = std::max(1, workers->NumThreads());
-    const int64 group = std::min<int64>(kMaxRows, rows);
-    // Chunks of columns as wide as the accumulators allow: long contiguous
-    // runs of each kernel row. When there are fewer chunks than threads (a
-    // narrow kernel), the kernel's rows are split too, each task reading a
-    // contiguous block of them into its own partial sums, added up after.
-    const int64 chunk = std::max<int64>(8, (kAccumulatorFloats / group) / 8 * 8);
-    const int64 chunks = (m + chunk - 1) / chunk;
-    int64 splits = 1;
-    if (chunks < threads && rows * m * threads <= kMaxPartialFloats) {
-      splits = std::min((threads + chunks - 1) / chunks, std::max<int64>(1, n / kMinSplitRows));
-    }
-    // Row blocks of the kernel, multiples of 4 (AccumulateChunk's step) but the last.
-    const int64 split_rows = ((n + splits - 1) / splits + 3) / 4 * 4;
+    auto* workers = Workers(context);
+    const Plan plan(rows, n, m, std::max(1, workers->NumThreads()));
     Tensor partial;
-    float* partials = out;
-    if (splits > 1) {
-      OP_REQUIRES_OK(context, context->allocate_temp(tensorflow::DT_FLOAT, TensorShape({splits, rows, m}),
-                                                     &partial));
-      partials = partial.flat<float>().data();
+    if (plan.PartialFloats(rows, m) > 0) {
+      OP_REQUIRES_OK(context, context->allocate_temp(tensorflow::DT_FLOAT,
+                                                     TensorShape({plan.PartialFloats(rows, m)}), &partial));
     }
-    workers->ParallelFor(chunks * splits, tsl::thread::ThreadPool::SchedulingParams::Fixed(1),
-                         [=](int64_t begin, int64_t end) {
-                           for (int64 task = begin; task < end; ++task) {
-                             const int64 j0 = (task % chunks) * chunk, s = task / chunks;
-                             const int64 i0 = std::min(n, s * split_rows);
-                             const int64 depth = std::min(n, i0 + split_rows) - i0;
-                             MultiplyChunk<W>(xs + i0, n, rows, ks + i0 * m + j0, m, depth,
-                                              splits > 1 || scales == nullptr ? nullptr : scales + j0,
-                                              std::min(chunk, m - j0), partials + s * rows * m + j0, m);
-                           }
-                         });
-    if (splits > 1) {
-      for (int64 e = 0; e < rows * m; ++e) {
-        float sum = partials[e];
-        for (int64 s = 1; s < splits; ++s) sum += partials[s * rows * m + e];
-        out[e] = scales == nullptr ? sum : sum * scales[e % m];
+    Multiply<W>(workers, plan, x.flat<float>().data(), rows, n,
+                reinterpret_cast<const W*>(kernel.flat<T>().data()), m,
+                scale.dim_size(0) == 0 ? nullptr : scale.flat<float>().data(), product->flat<float>().data(),
+                partial.NumElements() ? partial.flat<float>().data() : nullptr);
+  }
+};
+
+// One LSTM cell step for a row, in place: z `(4 * units)` holds the
+// recurrent product h @ W_h on entry; g is the row's input half x W_x + b.
+// Updates the cell c `(units)` and writes the cell output m `(units)`,
+// as `bilm.ops.lstm_cell.lstm_cell_step` computes them (forget bias 1).
+void CellStep(float* z, const float* g, float* c, float* m, int64 units, float cell_clip) {
+  using Array = Eigen::Map<Eigen::ArrayXf>;
+  Array all(z, 4 * units);
+  all = Eigen::Map<const Eigen::ArrayXf>(g, 4 * units) + all;
+  Array i(z, units), j(z + units, units), f(z + 2 * units, units), o(z + 3 * units, units);
+  Array cell(c, units), out(m, units);
+  i = i.logistic();
+  j = j.tanh();
+  f = (f + 1.0f).logistic();
+  cell = f * cell + i * j;
+  if (cell_clip >= 0) cell = cell.min(cell_clip).max(-cell_clip);
+  out = o.logistic() * cell.tanh();
+}
+
+// BilmLstmRecurrence: every step of the LSTM recurrence over a packed
+// batch in one op (what `bilm.ops.lstm_recurrence.lstm_recurrence_packed`
+// runs in a graph loop), its products by `Multiply`:
+//
+//   gates       float32 (gate_rows, 4 * units), x W_x + b, gates i, j, f, o
+//   gate_index  int32 (n_valid,): packed entry k reads gates[gate_index[k]];
+//               or (0,): gates[k]
+//   active      int32 (steps,): step t computes the first active[t] rows
+//               (non-increasing: the rows are sorted longest first)
+//   c0, h0      float32 (batch, units), (batch, output_dim)
+//   recurrent   T (output_dim, 4 * units), recurrent_scale (4 * units,) or (0,)
+//   projection  T (units, output_dim), or (0, 0) for none (output_dim = units)
+//   projection_scale (output_dim,) or (0,)
+//   cell_clip, proj_clip: attributes, negative for none
+//
+//   outputs     float32 (n_valid, output_dim): step t's rows at
+//               sum(active[:t]) onwards; c, h the final states.
+template <typename T, typename W>
+class LstmRecurrenceOp : public OpKernel {
+ public:
+  explicit LstmRecurrenceOp(OpKernelConstruction* context) : OpKernel(context) {
+    OP_REQUIRES_OK(context, context->GetAttr("cell_clip", &cell_clip_));
+    OP_REQUIRES_OK(context, context->GetAttr("proj_clip", &proj_clip_));
+  }
+
+  void Compute(OpKernelContext* context) override {
+    const Tensor& gates = context->input(0);
+    const Tensor& gate_index = context->input(1);
+    const Tensor& active = context->input(2);
+    const Tensor& c0 = context->input(3);
+    const Tensor& h0 = context->input(4);
+    const Tensor& recurrent = context->input(5);
+    const Tensor& recurrent_scale = context->input(6);
+    const Tensor& projection = context->input(7);
+    const Tensor& projection_scale = context->input(8);
+    using tensorflow::errors::InvalidArgument;
+    OP_REQUIRES(context, TensorShapeUtils::IsMatrix(c0.shape()) && TensorShapeUtils::IsMatrix(h0.shape()) &&
+                             c0.dim_size(0) == h0.dim_size(0),
+                InvalidArgument("c0 and h0 must be (batch, units) and (batch, output_dim); received ",
+                                c0.shape().DebugString(), " and ", h0.shape().DebugString()));
+    const int64 batch = c0.dim_size(0), units = c0.dim_size(1), output_dim = h0.dim_size(1);
+    const bool projected = projection.NumElements() > 0;
+    OP_REQUIRES(context, TensorShapeUtils::IsMatrix(gates.shape()) && gates.dim_size(1) == 4 * units,
+                InvalidArgument("gates must be (rows, 4 * units = ", 4 * units, "); received ",
+                                gates.shape().DebugString()));
+    OP_REQUIRES(context, TensorShapeUtils::IsMatrix(recurrent.shape()) && recurrent.dim_size(0) == output_dim &&
+                             recurrent.dim_size(1) == 4 * units,
+                InvalidArgument("recurrent must be (output_dim, 4 * units) = (", output_dim, ", ", 4 * units,
+                                "); received ", recurrent.shape().DebugString()));
+    OP_REQUIRES(context, projected ? (TensorShapeUtils::IsMatrix(projection.shape()) &&
+                                      projection.dim_size(0) == units && projection.dim_size(1) == output_dim)
+                                   : output_dim == units,
+                InvalidArgument("projection must be (units, output_dim) = (", units, ", ", output_dim,
+                                "), or empty when output_dim = units; received ", projection.shape().DebugString()));
+    OP_REQUIRES(context, recurrent_scale.NumElements() == 0 || recurrent_scale.NumElements() == 4 * units,
+                InvalidArgument("recurrent_scale must have 4 * units values or none"));
+    OP_REQUIRES(context, projection_scale.NumElements() == 0 || projection_scale.NumElements() == output_dim,
+                InvalidArgument("projection_scale must have output_dim values or none"));
+    OP_REQUIRES(context, TensorShapeUtils::IsVector(active.shape()) && TensorShapeUtils::IsVector(gate_index.shape()),
+                InvalidArgument("active and gate_index must be vectors"));
+    const auto rows_at = active.flat<int32_t>();
+    const int64 steps = rows_at.size();
+    int64 n_valid = 0, previous = batch;
+    for (int64 t = 0; t < steps; ++t) {
+      OP_REQUIRES(context, rows_at(t) >= 0 && rows_at(t) <= previous,
+                  InvalidArgument("active must be non-increasing, between 0 and the batch (", batch,
+                                  "); step ", t, " has ", rows_at(t)));
+      previous = rows_at(t);
+      n_valid += rows_at(t);
+    }
+    const int64 gate_rows = gates.dim_size(0);
+    const bool indexed = gate_index.NumElements() > 0 || gate_rows != n_valid;
+    const auto index = gate_index.flat<int32_t>();
+    if (indexed) {
+      OP_REQUIRES(context, gate_index.NumElements() == n_valid,
+                  InvalidArgument("gate_index must have one entry per valid step (", n_valid, "); received ",
+                                  gate_index.NumElements()));
+      for (int64 k = 0; k < n_valid; ++k) {
+        OP_REQUIRES(context, index(k) >= 0 && index(k) < gate_rows,
+                    InvalidArgument("gate_index[", k, "] = ", index(k), " is outside the gates' ", gate_rows,
+                                    " rows"));
       }
     }
+
+    Tensor *outputs = nullptr, *c_out = nullptr, *h_out = nullptr;
+    OP_REQUIRES_OK(context, context->allocate_output(0, TensorShape({n_valid, output_dim}), &outputs));
+    OP_REQUIRES_OK(context, context->allocate_output(1, c0.shape(), &c_out));
+    OP_REQUIRES_OK(context, context->allocate_output(2, h0.shape(), &h_out));
+    float* c = c_out->flat<float>().data();
+    float* h = h_out->flat<float>().data();
+    std::copy_n(c0.flat<float>().data(), batch * units, c);
+    std::copy_n(h0.flat<float>().data(), batch * output_dim, h);
+    const int64 most = steps > 0 ? rows_at(0) : 0;
+    if (most == 0) return;
+
+    auto* workers = Workers(context);
+    const int64 threads = std::max(1, workers->NumThreads());
+    int64 partial_floats = 0;
+    for (int64 t = 0; t < steps; ++t) {
+      partial_floats = std::max({partial_floats, Plan(rows_at(t), output_dim, 4 * units, threads)
+                                                     .PartialFloats(rows_at(t), 4 * units),
+                                 Plan(rows_at(t), units, output_dim, threads).PartialFloats(rows_at(t), output_dim)});
+    }
+    Tensor z_buffer, m_buffer, partial_buffer;
+    OP_REQUIRES_OK(context, context->allocate_temp(tensorflow::DT_FLOAT, TensorShape({most, 4 * units}), &z_buffer));
+    OP_REQUIRES_OK(context, context->allocate_temp(tensorflow::DT_FLOAT, TensorShape({projected ? most * units : 0}),
+                                                   &m_buffer));
+    OP_REQUIRES_OK(context, context->allocate_temp(tensorflow::DT_FLOAT, TensorShape({partial_floats}),
+                                                   &partial_buffer));
+    float* z = z_buffer.flat<float>().data();
+    float* m = projected ? m_buffer.flat<float>().data() : h;  // without projection, h is the cell output
+    float* partials = partial_floats ? partial_buffer.flat<float>().data() : nullptr;
+    const float* gate_values = gates.flat<float>().data();
+    const W* recurrent_values = reinterpret_cast<const W*>(recurrent.flat<T>().data());
+    const W* projection_values = projected ? reinterpret_cast<const W*>(projection.flat<T>().data()) : nullptr;
+    const float* r_scale = recurrent_scale.NumElements() ? recurrent_scale.flat<float>().data() : nullptr;
+    const float* p_scale = projection_scale.NumElements() ? projection_scale.flat<float>().data() : nullptr;
+    float* packed = outputs->flat<float>().data();
+    const float cell_clip = cell_clip_, proj_clip = proj_clip_;
+    // Transcendentals of a row's gates, roughly, in cycles.
+    const int64 cell_cost = 40 * units;
+
+    int64 offset = 0;
+    for (int64 t = 0; t < steps; ++t) {
+      const int64 n = rows_at(t);
+      if (n == 0) break;
+      Multiply<W>(workers, Plan(n, output_dim, 4 * units, threads), h, n, output_dim, recurrent_values, 4 * units,
+                  r_scale, z, partials);
+      workers->ParallelFor(n, tsl::thread::ThreadPool::SchedulingParams(
+                                  tsl::thread::ThreadPool::SchedulingStrategy::kAdaptive, cell_cost, std::nullopt),
+                           [&](int64_t begin, int64_t end) {
+                             for (int64 r = begin; r < end; ++r) {
+                               const int64 row = indexed ? index(offset + r) : offset + r;
+                               CellStep(z + r * 4 * units, gate_values + row * 4 * units, c + r * units,
+                                        m + r * units, units, cell_clip);
+                             }
+                           });
+      if (projected) {
+        Multiply<W>(workers, Plan(n, units, output_dim, threads), m, n, units, projection_values, output_dim,
+                    p_scale, h, partials);
+        if (proj_clip >= 0) {
+          for (int64 e = 0; e < n * output_dim; ++e) h[e] = std::min(std::max(h[e], -proj_clip), proj_clip);
+        }
+      }
+      std::copy_n(h, n * output_dim, packed + offset * output_dim);
+      offset += n;
+    }
   }
+
+ private:
+  float cell_clip_, proj_clip_;
 };
 
 tensorflow::Status ShapeFn(InferenceContext* c) {
@@ -301,6 +502,45 @@ REGISTER_KERNEL_BUILDER(
 REGISTER_KERNEL_BUILDER(
     Name("BilmLowbitMatmul").Device(tensorflow::DEVICE_CPU).TypeConstraint<float>("T"),
     LowbitMatmulOp<float, float>);
+#endif
+
+
+REGISTER_OP("BilmLstmRecurrence")
+    .Input("gates: float")
+    .Input("gate_index: int32")
+    .Input("active: int32")
+    .Input("c0: float")
+    .Input("h0: float")
+    .Input("recurrent: T")
+    .Input("recurrent_scale: float")
+    .Input("projection: T")
+    .Input("projection_scale: float")
+    .Output("outputs: float")
+    .Output("c: float")
+    .Output("h: float")
+    .Attr("T: {bfloat16, int8, float}")
+    .Attr("cell_clip: float")
+    .Attr("proj_clip: float")
+    .SetShapeFn([](InferenceContext* c) {
+      ShapeHandle c0, h0;
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(3), 2, &c0));
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(4), 2, &h0));
+      c->set_output(0, c->Matrix(c->UnknownDim(), c->Dim(h0, 1)));
+      c->set_output(1, c0);
+      c->set_output(2, h0);
+      return tensorflow::OkStatus();
+    });
+
+REGISTER_KERNEL_BUILDER(
+    Name("BilmLstmRecurrence").Device(tensorflow::DEVICE_CPU).TypeConstraint<tensorflow::bfloat16>("T"),
+    LstmRecurrenceOp<tensorflow::bfloat16, uint16_t>);
+REGISTER_KERNEL_BUILDER(
+    Name("BilmLstmRecurrence").Device(tensorflow::DEVICE_CPU).TypeConstraint<tensorflow::int8>("T"),
+    LstmRecurrenceOp<tensorflow::int8, int8_t>);
+#ifdef BILM_LOWBIT_AVX2
+REGISTER_KERNEL_BUILDER(
+    Name("BilmLstmRecurrence").Device(tensorflow::DEVICE_CPU).TypeConstraint<float>("T"),
+    LstmRecurrenceOp<float, float>);
 #endif
 
 }  // namespace bilm
