@@ -337,3 +337,26 @@ def test_each_mix_is_weight_layers_on_the_lm_embeddings_and_trains_its_own_weigh
     reloaded = keras.models.load_model(path)
     np.testing.assert_array_equal(reloaded(_tokens(SENTENCES)).numpy(), model(_tokens(SENTENCES)).numpy())
 
+
+
+def test_from_files_builds_without_drawing_weights_the_file_then_sets(model_files, monkeypatch):
+    # Random draws are most of an original-size build; from_files overwrites them all anyway.
+    import bilm.models.elmo_embedding as module
+
+    initializers = []
+
+    def recording_build_bilm(*args, **kwargs):
+        initializers.append(kwargs.get("kernel_initializer"))
+        return build_bilm(*args, **kwargs)
+
+    build_bilm = module.build_bilm
+    monkeypatch.setattr(module, "build_bilm", recording_build_bilm)
+    loaded = ELMoEmbedding.from_files(*model_files, output="all")
+    constructed = ELMoEmbedding(model_files[0], output="all")
+    assert initializers == ["zeros", None]
+    kernels = [w for w in constructed.bilm.weights if "kernel" in w.name]
+    assert kernels and all(np.any(w.numpy() != 0) for w in kernels)  # the constructor alone: random weights
+    reference = BidirectionalLanguageModel(*model_files, stateful=False)
+    assert len(loaded.bilm.weights) == len(reference.model.weights)
+    for got, want in zip(loaded.bilm.weights, reference.model.weights):
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
