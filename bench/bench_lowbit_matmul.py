@@ -4,6 +4,9 @@ For the presets' per-step kernels (the recurrent one, `(projection_dim,
 4 * dim)`, and the projection, `(dim, projection_dim)`) and a few row
 counts, prints the time of one `x @ kernel` by
 - `float32`: `tf.matmul` with a float32 kernel;
+- `bilm f32`: bilm's own kernel with a float32 kernel (where its build
+  has AVX2 and FMA; what `few_rows_kernel_matmul` runs up to
+  `MAX_FLOAT32_STREAMED_ROWS` rows);
 - `TF bf16`: `kernel_matmul` with a bfloat16 kernel (TensorFlow's
   bfloat16 matmul, x rounded to bfloat16: bilm's current bfloat16 path);
 - `bilm bf16`, `bilm int8`: `lowbit_matmul` (bilm's own kernel) with a
@@ -39,7 +42,7 @@ MAX_COPIES = 128
 WARM_CALLS = 16
 # Runs per time: at least MIN_RUNS, then more while under RUN_SECONDS in all, up to MAX_RUNS.
 MIN_RUNS, MAX_RUNS, RUN_SECONDS = 2, 4, 0.5
-METHODS = ("float32", "TF bf16", "bilm bf16", "bilm int8")
+METHODS = ("float32", "bilm f32", "TF bf16", "bilm bf16", "bilm int8")
 
 
 def read_bandwidth(trials=5):
@@ -61,13 +64,13 @@ def kernels(method, n, m, copies, seed=0):
     """`copies` kernels of `method`'s dtype, `(n, m)`, with the function `(x, kernel) -> product`."""
     import tensorflow as tf
 
-    from bilm.ops.lowbit_matmul import lowbit_matmul
+    from bilm.ops.lowbit_matmul import lowbit_matmul, streamed_kernel_matmul
     from bilm.ops.matmul_dtype import kernel_matmul
 
     made = []
     for i in range(copies):
         kernel = tf.random.stateless_normal([n, m], seed=[seed, i])
-        if method == "float32":
+        if method in ("float32", "bilm f32"):
             made.append((kernel,))
         elif method in ("TF bf16", "bilm bf16"):
             made.append((tf.cast(kernel, tf.bfloat16),))
@@ -75,8 +78,8 @@ def kernels(method, n, m, copies, seed=0):
             # Symmetric per-column quantization: the column's largest magnitude maps to 127.
             scale = tf.reduce_max(tf.abs(kernel), axis=0) / 127
             made.append((tf.cast(tf.round(kernel / scale), tf.int8), scale))
-    product = {"float32": tf.matmul, "TF bf16": kernel_matmul, "bilm bf16": lowbit_matmul,
-               "bilm int8": lowbit_matmul}[method]
+    product = {"float32": tf.matmul, "bilm f32": streamed_kernel_matmul, "TF bf16": kernel_matmul,
+               "bilm bf16": lowbit_matmul, "bilm int8": lowbit_matmul}[method]
     return made, product
 
 
@@ -126,24 +129,25 @@ def main():
 
     import tensorflow as tf
 
-    from bilm.ops.lowbit_matmul import load_lowbit_ops
+    from bilm.ops.lowbit_matmul import load_lowbit_ops, streams_float32
 
     start = time.perf_counter()
     if load_lowbit_ops() is None:
         raise SystemExit("bilm's low-bit kernel could not be built (see the warning above).")
+    methods = [method for method in METHODS if method != "bilm f32" or streams_float32()]
     print(f"bilm's kernel loaded (built or found in the cache) in {time.perf_counter() - start:.1f} s")
     bandwidth = read_bandwidth()
     print(f"read bandwidth, best tf.reduce_sum over 256 MB: {bandwidth / 1e9:.1f} GB/s; "
           f"{tf.config.threading.get_intra_op_parallelism_threads() or os.cpu_count()} threads")
     print("each cell: ms per product, GB/s of kernel read, fraction of the read bandwidth")
-    bytes_per_value = {"float32": 4, "TF bf16": 2, "bilm bf16": 2, "bilm int8": 1}
-    header = f"{'kernel':<40} {'cache':<5} {'rows':>4} " + " ".join(f"{method:>22}" for method in METHODS)
+    bytes_per_value = {"float32": 4, "bilm f32": 4, "TF bf16": 2, "bilm bf16": 2, "bilm int8": 1}
+    header = f"{'kernel':<40} {'cache':<5} {'rows':>4} " + " ".join(f"{method:>22}" for method in methods)
     print(header)
     for cache in args.cache.split(","):
         for name, n, m in shapes(args.sizes.split(",")):
             for rows in map(int, args.rows.split(",")):
                 cells = []
-                for method in METHODS:
+                for method in methods:
                     seconds = seconds_per_call(method, rows, n, m, cache, bytes_per_value[method])
                     rate = n * m * bytes_per_value[method] / seconds
                     cells.append(f"{seconds * 1e3:8.3f} {rate / 1e9:6.1f} {rate / bandwidth:5.2f}")

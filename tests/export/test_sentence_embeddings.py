@@ -381,7 +381,7 @@ def test_warm_up_gives_the_warm_vectors_and_is_part_of_what_a_resume_checks(tmp_
     for i, vectors in enumerate(expected):
         # Float32 round-off apart: the two batch the sentences differently, and products of
         # different row counts may sum in different orders (bilm's kernel or TensorFlow's).
-        np.testing.assert_allclose(arrays[str(i)], vectors, rtol=1e-5, atol=1e-5 * np.abs(vectors).max())
+        np.testing.assert_allclose(arrays[str(i)], vectors, rtol=1e-5, atol=1e-5 * np.abs(vectors).max(initial=1.0))
     # A run killed mid-way, resumed with another warm-up text, refuses to mix the two.
     monkeypatch.setattr(embed_file_module, "BidirectionalLanguageModel", _model_class([], die_after=1))
     with pytest.raises(Killed):
