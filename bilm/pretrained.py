@@ -125,7 +125,9 @@ class ELMo:
             `BFLOAT16_INFERENCE_TOLERANCE` of float32's), or `"int8"` to keep
             them in int8 with a float32 scale per output column (a quarter
             of the bytes; within `INT8_INFERENCE_TOLERANCE`). One sentence
-            at a time both are faster than float32 on an AVX2 CPU (measured); in
+            at a time at the original size both are faster than float32 on
+            an AVX2 CPU (measured; not at the small size, whose kernels fit
+            in cache); in
             large batches bfloat16 is faster where the hardware has
             bfloat16 matmuls (see `bilm.ops.matmul_dtype`).
 
