@@ -15,7 +15,7 @@ from bilm.io.weight_file import (
 )
 from bilm.layers.layer_mix import WeightLayers
 from bilm.models.bidirectional_lm import elmo_outputs
-from bilm.models.functional_bilm import build_bilm, state_keys
+from bilm.models.functional_bilm import WEIGHTS_FOLLOW, build_bilm, state_keys
 from bilm.models.start_state import STARTS, resolve_start
 from bilm.models.text_inputs import (
     INPUT_TYPES,
@@ -28,12 +28,6 @@ from bilm.models.text_inputs import (
 from bilm.ops.matmul_dtype import check_kernel_dtype
 from bilm.options import load_options
 from bilm.text.graph_batching import token_vocab_table, vocabulary_tokens
-from bilm.utils.thread_flag import ThreadFlag
-
-# On while `from_files` constructs a layer whose weights a file then sets:
-# the biLM is built with zero kernels instead of drawing random ones (most
-# of the original size's build), which the file overwrites anyway.
-_WEIGHTS_FOLLOW = ThreadFlag()
 
 # Outputs whose first two axes are (batch, time): Keras masks them.
 SEQUENCE_OUTPUTS = ("word_emb", "elmo")
@@ -168,9 +162,8 @@ class ELMoEmbedding(keras.layers.Layer):
             raise UserError(f"trainable_bilm=True fine-tunes the biLM, which needs float32 kernels. Received: "
                             f"matmul_dtype={matmul_dtype!r}; pass matmul_dtype='float32' to fine-tune.")
         if not use_character_inputs and n_token_vocab is None:
-            raise UserError(f"{options.source}: the options have no 'char_cnn' section, so this is a token-input "
-                            "biLM: pass n_token_vocab= (or use ELMoEmbedding.from_files(..., "
-                            "embedding_weight_file=...)).")
+            raise UserError(f"{options.source}: the options have no 'char_cnn' section, so this is a token-input biLM: "
+                            "pass n_token_vocab= (or use ELMoEmbedding.from_files(..., embedding_weight_file=...)).")
         self.options = options
         # `Layer.output` is Keras's (the symbolic output tensor).
         self.output_key = output
@@ -191,8 +184,7 @@ class ELMoEmbedding(keras.layers.Layer):
         self.supports_masking = True
 
         # === Layers ===
-        self.bilm = build_bilm(options, n_token_vocab=self.n_token_vocab, kernel_dtype=matmul_dtype,
-                               kernel_initializer="zeros" if _WEIGHTS_FOLLOW.is_on() else None, name="bilm")
+        self.bilm = build_bilm(options, n_token_vocab=self.n_token_vocab, kernel_dtype=matmul_dtype, name="bilm")
         self.bilm.trainable = trainable_bilm
         # `self.mix` is the mix layer (its name in saved archives); the
         # `mix` argument is its kind, `self.mix.mix`.
@@ -241,7 +233,7 @@ class ELMoEmbedding(keras.layers.Layer):
             kwargs["n_token_vocab"] = read_token_embeddings(embedding_weight_file).shape[0] + 1
         if vocab_file is not None:
             kwargs["vocabulary"] = vocabulary_tokens(vocab_file)
-        with _WEIGHTS_FOLLOW.on():
+        with WEIGHTS_FOLLOW.on():  # no random draws: the file sets every weight
             layer = cls(options, **kwargs)
         load_bilm_weights(layer.bilm, weight_file)
         if not use_character_inputs:

@@ -17,9 +17,14 @@ from bilm.layers.projected_lstm import ProjectedLSTM
 from bilm.layers.sequence_mask import SequenceMask
 from bilm.layers.stateless_dropout import StatelessDropout, dropout_site
 from bilm.layers.unique_tokens import GatherTokens, UniqueTokens
+from bilm.utils.thread_flag import ThreadFlag
 
 DIRECTIONS = ("forward", "backward")
 LAYOUTS = ("prediction", "training")
+# On (`with WEIGHTS_FOLLOW.on():`, this thread) while a caller builds a biLM
+# whose weights a file then sets: `build_bilm`'s default initializer is then
+# zeros, skipping the random draws (most of the original size's build).
+WEIGHTS_FOLLOW = ThreadFlag()
 
 
 def state_keys(options, bidirectional=True):
@@ -72,8 +77,9 @@ def build_bilm(options, n_token_vocab=None, bidirectional=True, dropout=0.0, lay
             inference: the dtype the highway's and the LSTMs' kernels are
             kept in (see `ProjectedLSTM`, `bilm.ops.matmul_dtype`); such a
             model refuses `training=True`.
-        kernel_initializer: None (the original's), or a Keras initializer
-            for those kernels (`"zeros"` when weights are about to be loaded).
+        kernel_initializer: None (the original's; zeros inside
+            `WEIGHTS_FOLLOW.on()`), or a Keras initializer for those kernels
+            (`"zeros"` when weights are about to be loaded).
 
     Inputs (a dict):
         `"token_characters"`: int `(batch, time, options.token_id_width)`, or
@@ -91,6 +97,8 @@ def build_bilm(options, n_token_vocab=None, bidirectional=True, dropout=0.0, lay
     """
     if layout not in LAYOUTS:
         raise UserError(f"layout must be one of {LAYOUTS}. Received: layout={layout!r}")
+    if kernel_initializer is None and WEIGHTS_FOLLOW.is_on():
+        kernel_initializer = "zeros"
     # === Layers ===
     directions = DIRECTIONS[: 2 if bidirectional else 1]
     padded = layout == "prediction"

@@ -343,20 +343,25 @@ def test_from_files_builds_without_drawing_weights_the_file_then_sets(model_file
     # Random draws are most of an original-size build; from_files overwrites them all anyway.
     import bilm.models.elmo_embedding as module
 
-    initializers = []
+    zero_builds = []
 
     def recording_build_bilm(*args, **kwargs):
-        initializers.append(kwargs.get("kernel_initializer"))
+        zero_builds.append(module.WEIGHTS_FOLLOW.is_on())
         return build_bilm(*args, **kwargs)
 
     build_bilm = module.build_bilm
     monkeypatch.setattr(module, "build_bilm", recording_build_bilm)
     loaded = ELMoEmbedding.from_files(*model_files, output="all")
     constructed = ELMoEmbedding(model_files[0], output="all")
-    assert initializers == ["zeros", None]
+    assert zero_builds == [True, False]
     kernels = [w for w in constructed.bilm.weights if "kernel" in w.name]
     assert kernels and all(np.any(w.numpy() != 0) for w in kernels)  # the constructor alone: random weights
     reference = BidirectionalLanguageModel(*model_files, stateful=False)
     assert len(loaded.bilm.weights) == len(reference.model.weights)
     for got, want in zip(loaded.bilm.weights, reference.model.weights):
         np.testing.assert_array_equal(got.numpy(), want.numpy())
+    with module.WEIGHTS_FOLLOW.on():
+        unset = build_bilm(constructed.options)
+    # build_bilm's kernel_initializer: the highway's and the LSTMs' kernels (the large ones).
+    large = [w for w in unset.weights if "kernel" in w.name and ("lstm" in w.path or "highway" in w.path)]
+    assert large and all(not np.any(w.numpy()) for w in large)
