@@ -214,8 +214,7 @@ def _by_rows_matmul(x, choice):
 def _native_recurrence(gates, gate_index, active, offsets, c0, h0, kernels, cell_clip, proj_clip):
     """`_packed_loop(..., "streamed")` as one op of bilm's (`BilmLstmRecurrence`):
     every step in C++, so a step costs its two products and its cell's
-    arithmetic, with none of a graph loop's per-op overhead (at one
-    sentence, a step of an int8 model reads its kernels in about 0.5 ms).
+    arithmetic, with none of a graph loop's per-op work (docs/performance.md).
     Its gradient re-runs the graph loop under a tape (a trainable layer
     below, or float32 kernels being fine-tuned)."""
     recurrent_kernel, projection_kernel = kernels
