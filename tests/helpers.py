@@ -59,3 +59,11 @@ def zip_bytes(members):
 # vocabulary and meta.json.
 NLPL_ZIP = zip_bytes({"elmo/options.json": b"{}", "elmo/model.hdf5": b"x", "elmo/vocab.txt": b"the\n",
                       "elmo/meta.json": b'{"corpus": "Wikipedia", "id": 222}'})
+
+
+def graph_op_types(graph):
+    """The op types of a `tf.Graph`, its functions' (loop bodies, branches) included."""
+    types = {op.type for op in graph.get_operations()}
+    for definition in graph.as_graph_def().library.function:
+        types |= {node.op for node in definition.node_def}
+    return types

@@ -77,9 +77,8 @@ def build_bilm(options, n_token_vocab=None, bidirectional=True, dropout=0.0, lay
             inference: the dtype the highway's and the LSTMs' kernels are
             kept in (see `ProjectedLSTM`, `bilm.ops.matmul_dtype`); such a
             model refuses `training=True`.
-        kernel_initializer: None (the original's; zeros inside
-            `WEIGHTS_FOLLOW.on()`), or a Keras initializer for those kernels
-            (`"zeros"` when weights are about to be loaded).
+        kernel_initializer: None (the original's; zeros inside `WEIGHTS_FOLLOW.on()`),
+            or a Keras initializer for those kernels (`"zeros"` when weights follow).
 
     Inputs (a dict):
         `"token_characters"`: int `(batch, time, options.token_id_width)`, or
@@ -97,14 +96,12 @@ def build_bilm(options, n_token_vocab=None, bidirectional=True, dropout=0.0, lay
     """
     if layout not in LAYOUTS:
         raise UserError(f"layout must be one of {LAYOUTS}. Received: layout={layout!r}")
-    if kernel_initializer is None and WEIGHTS_FOLLOW.is_on():
-        kernel_initializer = "zeros"
     # === Layers ===
     directions = DIRECTIONS[: 2 if bidirectional else 1]
     padded = layout == "prediction"
     separate = layout == "training" and bidirectional
     kernels = {"training_matmul_dtype": training_matmul_dtype, "kernel_dtype": kernel_dtype,
-               "kernel_initializer": kernel_initializer}
+               "kernel_initializer": kernel_initializer or ("zeros" if WEIGHTS_FOLLOW.is_on() else None)}
     input_name, input_shape, encode = _token_encoder(options, n_token_vocab, padded, kernels)
     token_inputs = {"forward": keras.Input(shape=input_shape, dtype="int32", name=input_name)}
     token_inputs["backward"] = (

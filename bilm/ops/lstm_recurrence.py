@@ -217,14 +217,17 @@ def _native_recurrence(gates, gate_index, active, offsets, c0, h0, kernels, cell
     arithmetic, with none of a graph loop's per-op work (docs/performance.md).
     Its gradient re-runs the graph loop under a tape (a trainable layer
     below, or float32 kernels being fine-tuned)."""
-    recurrent_kernel, projection_kernel = kernels
-    recurrent, recurrent_scale = _values_and_scale(recurrent_kernel)
-    projection, projection_scale = _values_and_scale(projection_kernel, recurrent.dtype)
-    # Only float tensors can carry a gradient.
-    trainable = [t for t in (recurrent, projection) if t.dtype == tf.float32]
+    # Only float32 kernels can carry a gradient: they become inputs of the custom gradient.
+    float_positions = [i for i, k in enumerate(kernels)
+                       if k is not None and not isinstance(k, ScaledKernel) and k.dtype == tf.float32]
 
     @tf.custom_gradient
-    def recurrence(gates, c0, h0, *trainable_kernels):
+    def recurrence(gates, c0, h0, *float_kernels):
+        given = list(kernels)
+        for i, kernel in zip(float_positions, float_kernels):
+            given[i] = kernel
+        recurrent, recurrent_scale = _values_and_scale(given[0])
+        projection, projection_scale = _values_and_scale(given[1], recurrent.dtype)
         outputs = load_lowbit_ops().bilm_lstm_recurrence(
             gates, tf.zeros([0], tf.int32) if gate_index is None else gate_index, active, c0, h0,
             recurrent, recurrent_scale, projection, projection_scale,
@@ -232,19 +235,16 @@ def _native_recurrence(gates, gate_index, active, offsets, c0, h0, kernels, cell
             proj_clip=-1.0 if proj_clip is None else float(proj_clip))
 
         def grad(d_outputs, d_c, d_h):
-            sources = [gates, c0, h0, *trainable_kernels]
+            sources = [gates, c0, h0, *float_kernels]
             with tf.GradientTape() as tape:
                 tape.watch(sources)
-                replaced = iter(trainable_kernels)
-                loop_kernels = tuple(next(replaced) if k is not None and not isinstance(k, ScaledKernel)
-                                     and k.dtype == tf.float32 else k for k in kernels)
-                again = _packed_loop(gates, gate_index, active, offsets, c0, h0, loop_kernels, cell_clip, proj_clip,
+                again = _packed_loop(gates, gate_index, active, offsets, c0, h0, tuple(given), cell_clip, proj_clip,
                                      "streamed")
             return tape.gradient(again, sources, output_gradients=[d_outputs, d_c, d_h])
 
         return tuple(outputs), grad
 
-    return recurrence(gates, c0, h0, *trainable)
+    return recurrence(gates, c0, h0, *(tf.convert_to_tensor(kernels[i]) for i in float_positions))
 
 
 def _values_and_scale(kernel, dtype=None):

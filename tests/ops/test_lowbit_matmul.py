@@ -28,7 +28,7 @@ from bilm.ops.lowbit_matmul import (
     streams_float32,
 )
 from bilm.ops.native import BuildError, build_library, source_path
-from helpers import ROOT
+from helpers import ROOT, graph_op_types
 
 ROWS = [0, 1, 3, 8, 33]
 # (n, m): odd sizes on both sides, and a width that splits into chunks that are not multiples of 8.
@@ -190,15 +190,9 @@ def test_few_rows_float32_products_run_bilms_kernel_up_to_the_limit(ops):
     rng = np.random.default_rng(6)
     kernel = tf.Variable(rng.normal(size=(24, 40)).astype(np.float32))
 
-    def types(function):
-        graph = function.get_concrete_function(tf.TensorSpec([None, 24])).graph
-        found = {op.type for op in graph.get_operations()}
-        for definition in graph.as_graph_def().library.function:
-            found |= {node.op for node in definition.node_def}
-        return found
-
     product = tf.function(lambda x: few_rows_kernel_matmul(x, kernel))
-    assert ("BilmLowbitMatmul" in types(product)) == streams_float32()
+    graph = product.get_concrete_function(tf.TensorSpec([None, 24])).graph
+    assert ("BilmLowbitMatmul" in graph_op_types(graph)) == streams_float32()
     for rows in (1, MAX_FLOAT32_STREAMED_ROWS, MAX_FLOAT32_STREAMED_ROWS + 1):
         x = rng.normal(size=(rows, 24)).astype(np.float32)
         assert_product(product(x).numpy(), x, kernel.numpy().astype(np.float64), None)

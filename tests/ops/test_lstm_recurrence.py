@@ -15,6 +15,7 @@ from bilm.ops.lowbit_matmul import (
 )
 from bilm.ops.lstm_recurrence import lstm_recurrence_packed, packed_steps, padded_size
 from bilm.ops.scaled_kernel import ScaledKernel, dequantize, quantize_columns
+from helpers import graph_op_types
 
 
 @pytest.mark.parametrize("go_backwards, projection", [(False, 4), (True, 4), (False, None)])
@@ -163,11 +164,8 @@ def test_stock_kernels_trace_graphs_without_bilms_own_op():
     layer = _bfloat16_layer()
 
     def op_types(function):
-        graph = function.get_concrete_function(tf.TensorSpec([1, 9, 12]), tf.TensorSpec([1], tf.int32)).graph
-        types = {op.type for op in graph.get_operations()}
-        for definition in graph.as_graph_def().library.function:
-            types |= {node.op for node in definition.node_def}
-        return types
+        return graph_op_types(
+            function.get_concrete_function(tf.TensorSpec([1, 9, 12]), tf.TensorSpec([1], tf.int32)).graph)
 
     run = lambda x, lengths: layer(x, lengths, training=False)[0]  # noqa: E731
     assert "BilmLowbitMatmul" in op_types(tf.function(run))
@@ -224,10 +222,7 @@ def test_a_float32_layer_runs_bilms_kernel_where_it_takes_float32():
     layer.build((None, None, 12))
     graph = tf.function(lambda x, lengths: layer(x, lengths, training=False)[0]).get_concrete_function(
         tf.TensorSpec([1, 9, 12]), tf.TensorSpec([1], tf.int32)).graph
-    types = {op.type for op in graph.get_operations()}
-    for definition in graph.as_graph_def().library.function:
-        types |= {node.op for node in definition.node_def}
-    assert ("BilmLowbitMatmul" in types) == streams_float32()
+    assert ("BilmLowbitMatmul" in graph_op_types(graph)) == streams_float32()
 
 
 def _kernels_of_kind(kind, rng, shapes):
