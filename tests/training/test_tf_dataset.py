@@ -52,3 +52,10 @@ def test_make_tf_dataset_names_missing_keys(corpus, tmp_path):
     data = LMDataset(corpus, Vocabulary(write_vocab(tmp_path, TOKENS)), test=True)
     with pytest.raises(ValueError, match=r"lack \['token_characters'\].*max_word_length"):
         make_tf_dataset(data, 2, 3, keys=["token_characters", "next_token_id"])
+
+
+def test_make_tf_dataset_prefetches_without_autotuning(corpus, vocab):
+    # Leaving an autotuned iterator before its end waited for tf.data's
+    # tuning thread (seconds, at the end of every training call).
+    dataset = make_tf_dataset(BidirectionalLMDataset(corpus, vocab, seed=0), 2, 3)
+    assert dataset.options().autotune.enabled is False

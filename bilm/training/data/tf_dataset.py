@@ -5,6 +5,10 @@ from bilm.errors import UserError
 from bilm.training.data.lm_dataset import REVERSE_SUFFIX, BidirectionalLMDataset, check_positive
 from bilm.utils.interpreter_exit import ends_at_exit
 
+# Batches made ahead while the training step runs (one generator makes
+# them, so more would not come faster).
+PREFETCH_BATCHES = 4
+
 
 def batch_signature(lm_dataset, batch_size, num_steps):
     """`tf.TensorSpec`s of the batches of `lm_dataset`, None-valued keys left out."""
@@ -52,5 +56,10 @@ def make_tf_dataset(lm_dataset, batch_size, num_steps, keys=None, skip=0):
         for batch in ends_at_exit(lm_dataset.iter_batches(batch_size, num_steps, skip=skip)):
             yield {key: batch[key] for key in signature}
 
-    dataset = tf.data.Dataset.from_generator(generate, output_signature=signature)
-    return dataset.prefetch(tf.data.AUTOTUNE)
+    dataset = tf.data.Dataset.from_generator(generate, output_signature=signature).prefetch(PREFETCH_BATCHES)
+    # Without autotuning: an iterator left before its stream's end (the
+    # end of a training call) then goes at once; with it, leaving waited
+    # for tf.data's tuning thread, up to ten seconds.
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    return dataset.with_options(options)
