@@ -231,6 +231,9 @@ def _forward_pass(gates_tm, lengths, c0, h0, recurrent_kernel, projection_kernel
     _, c, h, outputs, arrays = tf.while_loop(
         lambda t, *_: t < time, step, (tf.constant(0), c0, h0, array(), {name: array() for name in names}))
     outputs_tm = outputs.stack()
+    # A known number of steps stays known, so that every layer of a model
+    # calls the compiled loops with the same signature (one compilation).
+    outputs_tm.set_shape(gates_tm.shape[:2].concatenate(h0.shape[1:]))
     empty = tf.zeros([0], gates_tm.dtype)
     saved = {name: arrays[name].stack() if name in arrays else empty for name in SavedForBackward._fields}
     saved["previous_h"] = tf.concat([h0[tf.newaxis], outputs_tm[:-1]], axis=0)
