@@ -2,6 +2,7 @@
 import tensorflow as tf
 
 from bilm.optimizers.base import Optimizer
+from bilm.optimizers.dense_update import dense_update
 from bilm.optimizers.gradients import scaled
 
 INITIAL_ACCUMULATOR_VALUE = 1.0
@@ -55,9 +56,8 @@ class SparseAdagrad(Optimizer):
 
 
 def _dense_adagrad_update(variable, accumulator, gradient, learning_rate, gradient_scale):
-    """The dense Adagrad step, with the gradient's scaling, in one compiled
-    pass (`_dense_adagrad_values`); as separate ops it is seven passes,
-    each with a temporary the size of the variable."""
+    """The dense Adagrad step, with the gradient's scaling (`_dense_adagrad_values`,
+    one compiled pass for a large variable: see `dense_update`)."""
     # Tensors in, tensors out: under MirroredStrategy, variables passed into
     # the compiled function and assigned there came out wrong.
     accumulator_value, variable_value = _dense_adagrad_values(
@@ -67,7 +67,7 @@ def _dense_adagrad_update(variable, accumulator, gradient, learning_rate, gradie
     return variable.assign(variable_value)
 
 
-@tf.function(jit_compile=True, autograph=False)
+@dense_update
 def _dense_adagrad_values(accumulator, variable, gradient, learning_rate, gradient_scale):
     gradient = scaled(gradient, gradient_scale)
     accumulator = accumulator + gradient * gradient

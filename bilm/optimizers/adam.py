@@ -2,6 +2,7 @@
 import tensorflow as tf
 
 from bilm.optimizers.base import Optimizer
+from bilm.optimizers.dense_update import dense_update
 from bilm.optimizers.gradients import scaled
 
 
@@ -66,7 +67,7 @@ class SparseAdam(Optimizer):
             second.scatter_update(tf.IndexedSlices(v_new, indices))
             step = tf.where(scale > 0, step_size * m_new / (tf.sqrt(v_new) + self.epsilon), tf.zeros_like(m_new))
             return variable.scatter_sub(tf.IndexedSlices(step, indices))
-        # One compiled pass, tensors in and out (as adagrad's dense update).
+        # Tensors in and out (as adagrad's dense update); one compiled pass for a large variable.
         m_new, v_new, variable_value = _dense_adam_values(
             tf.convert_to_tensor(first), tf.convert_to_tensor(second), tf.convert_to_tensor(variable), gradient,
             scale, step_size, b1, b2, tf.constant(self.epsilon, variable.dtype))
@@ -81,7 +82,7 @@ class SparseAdam(Optimizer):
             args=(gradient_scale,), group=False)
 
 
-@tf.function(jit_compile=True, autograph=False)
+@dense_update
 def _dense_adam_values(first, second, variable, gradient, scale, step_size, beta_1, beta_2, epsilon):
     taken = scale > 0
     gradient = scaled(gradient, scale)
