@@ -114,6 +114,10 @@ def _direct_max_pooled(char_ids, embedding, kernels):
 # number of tokens.
 BLOCK_ROWS = 64
 COLUMN_STEP = 8
+# The tables' rows are the char embedding's rounded up to a multiple of
+# this, so that training's 261 characters and prediction's 262 share one
+# compiled loop (a training run measures its boundary state with both).
+TABLE_ROW_STEP = 8
 
 
 def columns_to_keep(char_ids, max_width):
@@ -135,8 +139,10 @@ def _max_pooled(char_ids, embedding, *kernels):
     n, max_chars = tf.shape(char_ids)[0], tf.shape(char_ids)[1]
     widths = [kernel.shape[0] for kernel in kernels]
     nums = [kernel.shape[2] for kernel in kernels]
-    if max(w * num for w, num in zip(widths, nums)) * embedding.shape[0] >= 2 ** 31:
-        raise UserError(f"char CNN too large for int32 gradient bins: {embedding.shape[0]} characters "
+    n_characters = embedding.shape[0]
+    table_rows = -(-n_characters // TABLE_ROW_STEP) * TABLE_ROW_STEP
+    if max(w * num for w, num in zip(widths, nums)) * table_rows >= 2 ** 31:
+        raise UserError(f"char CNN too large for int32 gradient bins: {n_characters} characters "
                          f"x filters {list(zip(widths, nums))}; use fewer characters or filters.")
     columns = columns_to_keep(char_ids, max(widths))
     # No tokens still makes one (padding) block, so that case needs no branch.
@@ -146,15 +152,16 @@ def _max_pooled(char_ids, embedding, *kernels):
     # Each row's last id: the dropped windows' stand-in.
     fills = tf.reshape(padded[:, -1], [n_blocks, BLOCK_ROWS])
     dropped = columns < max_chars
-    # All T_k of a kernel as one table (n_characters, width, num): one matmul.
+    # All T_k of a kernel as one table (table_rows, width, num): one matmul.
+    # Rows past the embedding's are zeros that no id reaches.
+    rows = tf.pad(tf.stop_gradient(embedding), [[0, table_rows - n_characters], [0, 0]])
     flat_kernels = [_flat_kernel(tf.stop_gradient(kernel)) for kernel in kernels]
-    tables = [tf.reshape(tf.matmul(tf.stop_gradient(embedding), flat), [-1, kernel.shape[0], kernel.shape[2]])
+    tables = [tf.reshape(tf.matmul(rows, flat), [table_rows, kernel.shape[0], kernel.shape[2]])
               for kernel, flat in zip(kernels, flat_kernels)]
     maxima = tf.map_fn(lambda block: _compiled_maxima(block[0], block[1], dropped, tables), (blocks, fills),
                        fn_output_signature=tf.TensorSpec([BLOCK_ROWS, sum(nums)], embedding.dtype))
 
     def grad(d_pooled):
-        n_characters = embedding.shape[0]
         bins = tf.map_fn(
             lambda args: _compiled_window_bins(args[0], args[1], dropped, tables, args[2]),
             (blocks, fills, maxima),
@@ -163,14 +170,13 @@ def _max_pooled(char_ids, embedding, *kernels):
         # Padding rows' windows add zeros.
         g_blocks = tf.reshape(tf.pad(d_pooled, [[0, n_blocks * BLOCK_ROWS - n], [0, 0]]),
                               [n_blocks, 1, BLOCK_ROWS, sum(nums)])
+        sizes = tuple(kernel.shape[0] * table_rows * kernel.shape[2] for kernel in kernels)
+        all_buckets = _bucket_sums(bins, tf.split(g_blocks, nums, axis=3), sizes)
         d_kernels, d_embedding = [], tf.zeros_like(embedding)
-        for window_bins, kernel, flat, g in zip(bins, kernels, flat_kernels, tf.split(g_blocks, nums, axis=3)):
+        for buckets, kernel, flat in zip(all_buckets, kernels, flat_kernels):
             width, num = kernel.shape[0], kernel.shape[2]
-            size = width * n_characters * num
-            weights = tf.tile(g, [1, width, 1, 1])
-            # All M_k of the kernel, (n_characters, width * num).
-            buckets = tf.reshape(_bucket_sums(tf.reshape(window_bins, [-1]), tf.reshape(weights, [-1]), size),
-                                 [n_characters, width * num])
+            # All M_k of the kernel, (n_characters, width * num); no id reaches the table's padding rows.
+            buckets = tf.reshape(buckets, [table_rows, width * num])[:n_characters]
             d_flat = tf.matmul(embedding, buckets, transpose_a=True)  # (dim, width * num)
             d_kernels.append(tf.transpose(tf.reshape(d_flat, [-1, width, num]), [1, 0, 2]))
             d_embedding += tf.matmul(buckets, flat, transpose_b=True)
@@ -180,14 +186,18 @@ def _max_pooled(char_ids, embedding, *kernels):
 
 
 @tf.function(jit_compile=True, autograph=False)
-def _bucket_sums(bins, weights, size):
-    """float `(size,)`: the sum of `weights` in each of the int `bins`.
+def _bucket_sums(all_bins, all_weights, sizes):
+    """Per kernel, float `(size,)`: the sum of its `weights` in each of its
+    int `bins`, the weights broadcast to the bins' shape (every offset of a
+    window gets the window's gradient). One compilation for all kernels.
 
     Compiled, the scatter-add adds in input order, so the gradient is the
     same bit for bit on every run; `tf.math.bincount` with weights sums each
     thread's share apart and adds the shares in the order the threads end,
     which changed a training run's weights from one run to the next."""
-    return tf.math.unsorted_segment_sum(weights, bins, size)
+    return [tf.math.unsorted_segment_sum(tf.reshape(tf.broadcast_to(weights, tf.shape(bins)), [-1]),
+                                         tf.reshape(bins, [-1]), size)
+            for bins, weights, size in zip(all_bins, all_weights, sizes)]
 
 
 def _flat_kernel(kernel):
@@ -198,8 +208,11 @@ def _flat_kernel(kernel):
 
 def _window(char_ids, table, position):
     """`(n, num)`: the convolution at one `position` (a scalar), as lookups
-    in its table `(n_characters, width, num)`."""
-    return tf.add_n([tf.gather(table, char_ids[:, position + k])[:, k] for k in range(table.shape[1])])
+    in its table `(rows, width, num)`: one gather of the rows `id * width +
+    k` of the table seen as `(rows * width, num)`, summed over k."""
+    width = table.shape[1]
+    ids = tf.slice(char_ids, [0, position], [-1, width]) * width + tf.range(width)
+    return tf.reduce_sum(tf.gather(tf.reshape(table, [-1, table.shape[2]]), ids), axis=1)
 
 
 def _fill_window(fills, table):

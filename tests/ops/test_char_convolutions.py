@@ -5,7 +5,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bilm.ops.char_convolutions import columns_to_keep, direct_convolutions, max_pooled_char_convolutions
+from bilm.ops.char_convolutions import (
+    _compiled_maxima,
+    columns_to_keep,
+    direct_convolutions,
+    max_pooled_char_convolutions,
+)
 
 
 def _reference(char_ids, embedding, kernels):
@@ -64,6 +69,18 @@ def test_outputs_and_gradients_equal_tf_autodiff(n_characters, widths, direct_up
     convolution = tf.nn.conv1d(tf.gather(embedding, char_ids), kernels[0], stride=1, padding="VALID").numpy()
     ties = (convolution == convolution.max(axis=1, keepdims=True)).sum(axis=1)
     assert (ties > 1).any()
+
+
+def test_training_and_prediction_character_counts_share_one_compiled_loop():
+    # Training's char embedding has 261 rows and prediction's 262; a
+    # training run measures its boundary state with the second.
+    kernels = [tf.random.stateless_normal([w, 3, 2], seed=[4, w]) for w in (2, 5)]  # shapes of this test only
+    traced = _compiled_maxima.experimental_get_tracing_count()
+    for n_characters in (261, 262):
+        char_ids = _char_ids(n_characters, 10, seed=1)
+        embedding = tf.random.stateless_uniform([n_characters, 3], seed=[1, 1], minval=-1, maxval=1)
+        _assert_matches_reference(char_ids, embedding, kernels)
+    assert _compiled_maxima.experimental_get_tracing_count() - traced == 1
 
 
 @pytest.mark.parametrize("direct_up_to", [0, 100])
