@@ -18,7 +18,8 @@ chars, so both gradients are sums over `(char id, filter)` buckets
     d_kernel[k] = embedding^T M_k        d_embedding = sum_k M_k kernel[k]^T
 
 computed with one scatter-add and two matmuls per filter width, instead of
-two dense backward convolutions.
+two dense backward convolutions. The compiled loop keeps the argmax beside
+the running max, so the gradient needs no second pass over the windows.
 
 Words are short and each row of char ids ends in a run of one id (the
 padding char, or 0 for a padding row), so most windows lie inside that
@@ -158,20 +159,17 @@ def _max_pooled(char_ids, embedding, *kernels):
     flat_kernels = [_flat_kernel(tf.stop_gradient(kernel)) for kernel in kernels]
     tables = [tf.reshape(tf.matmul(rows, flat), [table_rows, kernel.shape[0], kernel.shape[2]])
               for kernel, flat in zip(kernels, flat_kernels)]
-    maxima = tf.map_fn(lambda block: _compiled_maxima(block[0], block[1], dropped, tables), (blocks, fills),
-                       fn_output_signature=tf.TensorSpec([BLOCK_ROWS, sum(nums)], embedding.dtype))
+    maxima, argmaxes = tf.map_fn(
+        lambda block: _compiled_maxima(block[0], block[1], dropped, tables), (blocks, fills),
+        fn_output_signature=(tf.TensorSpec([BLOCK_ROWS, sum(nums)], embedding.dtype),
+                             tf.TensorSpec([BLOCK_ROWS, sum(nums)], tf.int32)))
 
     def grad(d_pooled):
-        bins = tf.map_fn(
-            lambda args: _compiled_window_bins(args[0], args[1], dropped, tables, args[2]),
-            (blocks, fills, maxima),
-            fn_output_signature=[tf.TensorSpec([width, BLOCK_ROWS, num], tf.int32)
-                                 for width, num in zip(widths, nums)])
         # Padding rows' windows add zeros.
-        g_blocks = tf.reshape(tf.pad(d_pooled, [[0, n_blocks * BLOCK_ROWS - n], [0, 0]]),
-                              [n_blocks, 1, BLOCK_ROWS, sum(nums)])
-        sizes = tuple(kernel.shape[0] * table_rows * kernel.shape[2] for kernel in kernels)
-        all_buckets = _bucket_sums(bins, tf.split(g_blocks, nums, axis=3), sizes)
+        weights = tf.pad(d_pooled, [[0, n_blocks * BLOCK_ROWS - n], [0, 0]])
+        all_buckets = _bucket_sums(tf.reshape(blocks, [-1, columns]), tf.reshape(fills, [-1]),
+                                   tf.reshape(argmaxes, [-1, sum(nums)]), weights, tuple(widths), tuple(nums),
+                                   table_rows)
         d_kernels, d_embedding = [], tf.zeros_like(embedding)
         for buckets, kernel, flat in zip(all_buckets, kernels, flat_kernels):
             width, num = kernel.shape[0], kernel.shape[2]
@@ -186,18 +184,33 @@ def _max_pooled(char_ids, embedding, *kernels):
 
 
 @tf.function(jit_compile=True, autograph=False)
-def _bucket_sums(all_bins, all_weights, sizes):
-    """Per kernel, float `(size,)`: the sum of its `weights` in each of its
-    int `bins`, the weights broadcast to the bins' shape (every offset of a
-    window gets the window's gradient). One compilation for all kernels.
+def _bucket_sums(char_ids, fills, argmax, weights, widths, nums, table_rows):
+    """Per kernel, float `(table_rows * width * num,)`: the buckets `M_k[c,
+    f]` of the module docstring, laid out `(table_rows, width, num)`.
+
+    Args:
+        char_ids: int32 `(n, columns)`, the kept columns; fills: int32
+            `(n,)`, each row's last id (the dropped windows' stand-in).
+        argmax: int32 `(n, sum num)`, from `_compiled_maxima`: where each
+            max was reached, -1 for the `fills` window.
+        weights: float `(n, sum num)`, the gradient reaching each max.
+        widths, nums: the kernels' widths and filter counts.
 
     Compiled, the scatter-add adds in input order, so the gradient is the
     same bit for bit on every run; `tf.math.bincount` with weights sums each
     thread's share apart and adds the shares in the order the threads end,
     which changed a training run's weights from one run to the next."""
-    return [tf.math.unsorted_segment_sum(tf.reshape(tf.broadcast_to(weights, tf.shape(bins)), [-1]),
-                                         tf.reshape(bins, [-1]), size)
-            for bins, weights, size in zip(all_bins, all_weights, sizes)]
+    all_buckets = []
+    for width, num, at, g in zip(widths, nums, tf.split(argmax, nums, axis=1), tf.split(weights, nums, axis=1)):
+        offsets = tf.range(width)[:, tf.newaxis]  # (width, 1)
+        # (n, width, num): the char at offset k of each maximising window.
+        chars = tf.gather(char_ids, tf.maximum(at, 0)[:, tf.newaxis] + offsets, batch_dims=1)
+        chars = tf.where(at[:, tf.newaxis] < 0, fills[:, tf.newaxis, tf.newaxis], chars)
+        bins = (chars * width + offsets) * num + tf.range(num)
+        every_offset = tf.broadcast_to(g[:, tf.newaxis], tf.shape(bins))  # each char of a window gets its gradient
+        all_buckets.append(tf.math.unsorted_segment_sum(tf.reshape(every_offset, [-1]), tf.reshape(bins, [-1]),
+                                                        table_rows * width * num))
+    return all_buckets
 
 
 def _flat_kernel(kernel):
@@ -220,46 +233,28 @@ def _fill_window(fills, table):
     return _window(tf.tile(fills[:, tf.newaxis], [1, table.shape[1]]), table, 0)
 
 
-# Both compiled functions walk the positions in a loop of (n, num) steps: a
-# max (or argmax) over a (n, positions, num) tensor of windows compiles, at
-# up to 32 positions, to one fused loop that is several times slower.
+# The compiled loop walks the positions in (n, num) steps: a max (or
+# argmax) over a (n, positions, num) tensor of windows compiles, at up to 32
+# positions, to one fused loop that is several times slower.
 
 @tf.function(jit_compile=True, autograph=False)
 def _compiled_maxima(char_ids, fills, dropped, tables):
-    """`(n, sum num)`: each convolution's max over positions; over the kept
-    columns `char_ids` and, where columns were `dropped`, the `fills` window."""
-    maxima = []
+    """`(maxima, argmax)`, each `(n, sum num)`: each convolution's max over
+    positions of the kept columns `char_ids` and, where columns were
+    `dropped`, of the `fills` window; and the last position reaching it
+    (int32; -1 where that is the `fills` window), where its gradient goes."""
+    maxima, argmaxes = [], []
     for t in tables:
         last = tf.shape(char_ids)[1] - t.shape[1]
-        _, maximum = tf.while_loop(
-            lambda p, m: p <= last,
-            lambda p, m, t=t: (p + 1, tf.maximum(m, _window(char_ids, t, p))),
-            (1, _window(char_ids, t, 0)))
-        maxima.append(tf.where(dropped, tf.maximum(maximum, _fill_window(fills, t)), maximum))
-    return tf.concat(maxima, axis=1)
 
+        def step(p, maximum, argmax, t=t):
+            window = _window(char_ids, t, p)
+            return p + 1, tf.maximum(maximum, window), tf.where(window >= maximum, p, argmax)
 
-@tf.function(jit_compile=True, autograph=False)
-def _compiled_window_bins(char_ids, fills, dropped, tables, maxima):
-    """Per convolution, int32 `(width, n, num)`: where the gradient of each
-    max lands, as bins `(c * width + k) * num + f` of the buckets `M_k[c,
-    f]` the module docstring describes, `(n_characters, width, num)`: c is
-    the char at offset k of the last window reaching `maxima` `(n, sum
-    num)` (from `_compiled_maxima`; the `fills` id where that is a dropped
-    window). The windows are recomputed bit for bit (same lookups, same
-    order of additions)."""
-    all_bins = []
-    for t, maximum in zip(tables, tf.split(maxima, [t.shape[2] for t in tables], axis=1)):
-        width, num = t.shape[1], t.shape[2]
-        last = tf.shape(char_ids)[1] - width
-        _, argmax = tf.while_loop(
-            lambda p, a: p <= last,
-            lambda p, a, t=t, maximum=maximum: (p + 1, tf.where(_window(char_ids, t, p) >= maximum, p, a)),
-            (0, tf.zeros_like(maximum, tf.int32)))
-        at_fill = tf.logical_and(dropped, _fill_window(fills, t) >= maximum)
-        column = tf.range(num)
-        all_bins.append(tf.stack([
-            (tf.where(at_fill, fills[:, tf.newaxis], tf.gather(char_ids, argmax + k, batch_dims=1)) * width + k)
-            * num + column
-            for k in range(width)]))
-    return all_bins
+        first = _window(char_ids, t, 0)
+        _, maximum, argmax = tf.while_loop(lambda p, *_: p <= last, step,
+                                           (1, first, tf.zeros(tf.shape(first), tf.int32)))
+        fill = _fill_window(fills, t)
+        maxima.append(tf.where(dropped, tf.maximum(maximum, fill), maximum))
+        argmaxes.append(tf.where(tf.logical_and(dropped, fill >= maximum), -1, argmax))
+    return tf.concat(maxima, axis=1), tf.concat(argmaxes, axis=1)
