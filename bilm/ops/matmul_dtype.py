@@ -25,9 +25,12 @@ large kernels (the LSTMs' input, recurrent and projection kernels, the
 highway's) *in* bfloat16, so a kernel is rounded once, when it is assigned
 (e.g. by `bilm.io.weight_file.load_bilm_weights`), every step streams half
 the bytes, and there is no float32 copy that a bfloat16 one could fall
-behind. The activations are rounded to bfloat16 for each product
-(`kernel_matmul`), which accumulates in float32; the biases, the states,
-the gates' nonlinearities and every other elementwise step are float32.
+behind. On a CPU with bfloat16 arithmetic the activations are rounded to
+bfloat16 for each product (`kernel_matmul`), which accumulates in
+float32; elsewhere a product of many rows widens the kernel to float32
+(once a call) and keeps the activations in float32. The biases, the
+states, the gates' nonlinearities and every other elementwise step are
+float32.
 Such layers are for inference: they refuse `training=True`. One sentence
 at a time, an LSTM step multiplies a few rows by kernels streamed from
 memory; there a step of at most `MAX_STREAMED_ROWS` rows runs bilm's own
@@ -53,6 +56,7 @@ import tensorflow as tf
 
 from bilm.errors import UserError
 from bilm.ops.scaled_kernel import ScaledKernel, dequantize
+from bilm.utils.cpu_features import has_bfloat16_arithmetic
 
 MATMUL_DTYPES = ("float32", "bfloat16")
 # The dtypes an inference model may keep its large kernels in: training's
@@ -96,9 +100,13 @@ def kernel_matmul(x, kernel):
     """`x @ kernel` for float32 `x`, in the kernel's dtype.
 
     A float32 kernel: a float32 matmul. A bfloat16 kernel (a layer built
-    with `kernel_dtype="bfloat16"`): `x` is rounded to bfloat16,
-    the product accumulates in float32 and is rounded to bfloat16 once.
-    A `ScaledKernel` (int8): a float32 matmul with the widened kernel.
+    with `kernel_dtype="bfloat16"`): on a CPU with bfloat16 arithmetic, `x`
+    is rounded to bfloat16, the product accumulates in float32 and is
+    rounded to bfloat16 once; elsewhere, where that product is slower than
+    float32's, a float32 matmul with the kernel widened (exactly), as
+    bilm's own kernel computes products of few rows. A `ScaledKernel`
+    (int8): a float32 matmul with the widened kernel. (For many products
+    with one kernel, widen it once: `bilm.ops.scaled_kernel.stock_form`.)
 
     Args:
         x: float32 `(rows, n)`.
@@ -113,6 +121,8 @@ def kernel_matmul(x, kernel):
     dtype = tf.as_dtype(kernel.dtype)
     if dtype == tf.float32:
         return tf.matmul(x, kernel)
+    if not has_bfloat16_arithmetic():
+        return tf.matmul(x, tf.cast(kernel, tf.float32))
     return tf.cast(tf.matmul(tf.cast(x, dtype), kernel), tf.float32)
 
 

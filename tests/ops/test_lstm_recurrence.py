@@ -6,6 +6,7 @@ import tensorflow as tf
 
 import numpy_reference as R
 from bilm.layers.projected_lstm import ProjectedLSTM
+from bilm.ops import matmul_dtype, scaled_kernel
 from bilm.ops.lowbit_matmul import (
     MAX_FLOAT32_STREAMED_ROWS,
     MAX_STREAMED_ROWS,
@@ -136,11 +137,17 @@ def _bfloat16_layer(units=64, projection=16, input_dim=12):
     return layer
 
 
-def test_few_rows_with_bfloat16_kernels_run_bilms_kernel_and_keep_activations_in_float32():
+@pytest.mark.parametrize("bfloat16_arithmetic", [True, False])
+def test_few_rows_with_bfloat16_kernels_run_bilms_kernel_and_keep_activations_in_float32(bfloat16_arithmetic,
+                                                                                         monkeypatch):
     # Up to MAX_STREAMED_ROWS rows a step: bilm's own kernel, which widens the bfloat16
     # kernels exactly and does not round the activations, so the
     # recurrence equals a float32 one over the rounded kernels to float32
-    # round-off; TensorFlow's bfloat16 matmul (more rows) rounds them.
+    # round-off. More rows: TensorFlow's bfloat16 matmul, which rounds them,
+    # on a CPU with bfloat16 arithmetic; elsewhere a float32 one with the
+    # kernels widened once.
+    for module in (matmul_dtype, scaled_kernel):
+        monkeypatch.setattr(module, "has_bfloat16_arithmetic", lambda: bfloat16_arithmetic)
     units, projection = 64, 16
     rng = np.random.default_rng(4)
     kernels = [tf.constant(rng.normal(size=shape) * 0.3, tf.bfloat16)
@@ -154,7 +161,7 @@ def test_few_rows_with_bfloat16_kernels_run_bilms_kernel_and_keep_activations_in
         exact = lstm_recurrence_packed(gates, None, steps, 9, *state, *[tf.cast(k, tf.float32) for k in kernels],
                                        3.0, 3.0)[0].numpy()
         deviation = np.abs(ours - exact).max() / np.abs(exact).max()
-        if batch <= MAX_STREAMED_ROWS:
+        if batch <= MAX_STREAMED_ROWS or not bfloat16_arithmetic:
             assert deviation < 2e-6, (batch, deviation)
         else:
             assert 1e-4 < deviation < 3e-2, (batch, deviation)

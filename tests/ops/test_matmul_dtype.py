@@ -9,7 +9,9 @@ from bilm.io.weight_file import load_bilm_weights, save_bilm_weights
 from bilm.layers.highway import Highway
 from bilm.models.functional_bilm import build_bilm, state_keys
 from bilm.models.random_weights import write_random_model
+from bilm.ops import matmul_dtype, scaled_kernel
 from bilm.ops.matmul_dtype import BFLOAT16_INFERENCE_TOLERANCE, kernel_matmul, matmul
+from bilm.ops.scaled_kernel import stock_form
 from bilm.options import load_options
 from helpers import SENTENCES
 
@@ -74,7 +76,27 @@ def test_kernel_matmul_takes_the_kernels_dtype():
     np.testing.assert_array_equal(kernel_matmul(x, tf.constant(kernel)).numpy(), tf.matmul(x, kernel).numpy())
     got = kernel_matmul(x, tf.cast(kernel, tf.bfloat16)).numpy()
     assert got.dtype == np.float32
-    np.testing.assert_allclose(got, matmul(x, kernel, "bfloat16").numpy(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("bfloat16_arithmetic", [True, False])
+def test_a_bfloat16_kernel_rounds_x_only_where_the_cpu_multiplies_bfloat16(bfloat16_arithmetic, monkeypatch):
+    # Elsewhere TensorFlow's bfloat16 product is slower than float32's: the
+    # kernel is widened (exactly) and x stays float32, in one product or
+    # once for a loop's (stock_form).
+    for module in (matmul_dtype, scaled_kernel):
+        monkeypatch.setattr(module, "has_bfloat16_arithmetic", lambda: bfloat16_arithmetic)
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=(5, 40)).astype(np.float32)
+    kernel = tf.cast(rng.normal(size=(40, 7)).astype(np.float32), tf.bfloat16)
+    rounded = matmul(x, tf.cast(kernel, tf.float32), "bfloat16").numpy()
+    widened = tf.matmul(x, tf.cast(kernel, tf.float32)).numpy()
+    assert not np.allclose(rounded, widened, rtol=1e-6, atol=0)
+    np.testing.assert_allclose(kernel_matmul(x, kernel).numpy(), rounded if bfloat16_arithmetic else widened,
+                               rtol=1e-6)
+    stock = stock_form(kernel)
+    assert stock.dtype == (tf.bfloat16 if bfloat16_arithmetic else tf.float32)
+    np.testing.assert_allclose(kernel_matmul(x, stock).numpy(), rounded if bfloat16_arithmetic else widened,
+                               rtol=1e-6)
 
 
 def _network(options_file, weight_file, kernel_dtype):

@@ -18,13 +18,13 @@ beside the old ones.
 import contextlib
 import hashlib
 import os
-import platform
 import shutil
 import subprocess
 import sys
 import tempfile
 
 from bilm.errors import UserError
+from bilm.utils.cpu_features import cpu_flags
 
 NATIVE_DIR_ENVIRONMENT_VARIABLE = "BILM_NATIVE_DIR"
 # The conventional variable naming the C++ compiler; the system's g++ without it.
@@ -91,7 +91,7 @@ def compile_cached(source, compile_flags, link_flags, cache_dir=None, compiler=N
         text = f.read()
     key = hashlib.sha256(b"\0".join(part.encode() if isinstance(part, str) else part for part in (
         text, identity, " ".join(compile_flags), " ".join(link_flags), executable,
-        _compiler_version(executable), _cpu_flags()))).hexdigest()[:16]
+        _compiler_version(executable), cpu_flags()))).hexdigest()[:16]
     directory = os.path.abspath(os.path.expanduser(cache_dir or native_dir()))
     os.makedirs(directory, exist_ok=True)
     name = os.path.join(directory, f"{os.path.splitext(os.path.basename(source))[0]}-{key}")
@@ -171,15 +171,3 @@ def _compiler_version(executable):
         return subprocess.run([executable, "--version"], capture_output=True, text=True, timeout=60).stdout
     except (OSError, subprocess.SubprocessError):
         return ""
-
-
-def _cpu_flags():
-    """The first `flags` (x86) or `Features` (ARM) line of /proc/cpuinfo; the platform's names elsewhere."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith(("flags", "Features")):
-                    return line
-    except OSError:
-        pass
-    return f"{platform.machine()} {platform.processor()}"
