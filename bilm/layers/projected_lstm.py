@@ -15,8 +15,7 @@ from bilm.ops.bias_add import add_bias
 from bilm.ops.lowbit_matmul import few_rows_kernel_matmul
 from bilm.ops.lstm_bptt import lstm_layer_bptt, lstm_recurrence_bptt
 from bilm.ops.lstm_recurrence import lstm_recurrence_packed, lstm_recurrence_xla, packed_steps
-from bilm.ops.matmul_dtype import check_kernel_dtype, check_matmul_dtype, matmul
-from bilm.ops.scaled_kernel import stock_form
+from bilm.ops.matmul_dtype import check_kernel_dtype, check_matmul_dtype, matmul, stock_form
 
 
 @keras.saving.register_keras_serializable(package="bilm")

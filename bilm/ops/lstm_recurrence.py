@@ -16,8 +16,8 @@ import tensorflow as tf
 from bilm.ops.lowbit_matmul import load_lowbit_ops, native_kernels_allowed, streamed_kernel_matmul, streamed_rows_limit
 from bilm.ops.lstm_bptt import recomputed_gradients
 from bilm.ops.lstm_cell import lstm_cell_step, projection_stand_in
-from bilm.ops.matmul_dtype import kernel_matmul
-from bilm.ops.scaled_kernel import ScaledKernel, stock_form
+from bilm.ops.matmul_dtype import kernel_matmul, stock_form
+from bilm.ops.scaled_kernel import ScaledKernel
 
 
 def padded_size(size):
@@ -162,8 +162,8 @@ def lstm_recurrence_packed(gates, gate_index, steps, time, c0, h0, recurrent_ker
             `bilm.ops.lowbit_matmul.streamed_rows_limit` of the kernels)
             may run bilm's own kernel, where it takes them
             (`bilm.ops.lowbit_matmul`); None: unless inside
-            `bilm.ops.lowbit_matmul.stock_kernels()`. Without it an int8
-            kernel is widened to float32 once, before the loop.
+            `bilm.ops.lowbit_matmul.stock_kernels()`. Without it the kernels
+            take their `stock_form` once, before the loop.
 
     Returns:
         outputs `(batch, time, output_dim)` (zeros at padded steps), and the
@@ -193,7 +193,7 @@ def lstm_recurrence_packed(gates, gate_index, steps, time, c0, h0, recurrent_ker
 
 
 def _stock_forms(kernels):
-    """The kernels as stock products take them (`stock_form`: int8 widened to float32, once a call)."""
+    """The kernels as stock products take them, made once a call (`stock_form`)."""
     return tuple(stock_form(k) for k in kernels)
 
 

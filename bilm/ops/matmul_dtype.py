@@ -106,7 +106,7 @@ def kernel_matmul(x, kernel):
     float32's, a float32 matmul with the kernel widened (exactly), as
     bilm's own kernel computes products of few rows. A `ScaledKernel`
     (int8): a float32 matmul with the widened kernel. (For many products
-    with one kernel, widen it once: `bilm.ops.scaled_kernel.stock_form`.)
+    with one kernel, widen it once: `stock_form`.)
 
     Args:
         x: float32 `(rows, n)`.
@@ -116,14 +116,25 @@ def kernel_matmul(x, kernel):
     Returns:
         float32 `(rows, m)`.
     """
-    if isinstance(kernel, ScaledKernel):
-        return tf.matmul(x, dequantize(kernel))
-    dtype = tf.as_dtype(kernel.dtype)
-    if dtype == tf.float32:
+    kernel = stock_form(kernel)
+    if tf.as_dtype(kernel.dtype) == tf.float32:
         return tf.matmul(x, kernel)
-    if not has_bfloat16_arithmetic():
-        return tf.matmul(x, tf.cast(kernel, tf.float32))
-    return tf.cast(tf.matmul(tf.cast(x, dtype), kernel), tf.float32)
+    return tf.cast(tf.matmul(tf.cast(x, kernel.dtype), kernel), tf.float32)
+
+
+def stock_form(kernel):
+    """`kernel` as stock TensorFlow products take it (`kernel_matmul`),
+    made once for many of them (a loop's steps): a `ScaledKernel` widened
+    to float32 (`dequantize`); a bfloat16 kernel widened to float32
+    (exactly) on a CPU without bfloat16 arithmetic, where TensorFlow's
+    bfloat16 product is slower than float32's
+    (`bilm.utils.cpu_features.has_bfloat16_arithmetic`); anything else (a
+    tensor, or None) as it is."""
+    if isinstance(kernel, ScaledKernel):
+        return dequantize(kernel)
+    if kernel is not None and tf.as_dtype(kernel.dtype) == tf.bfloat16 and not has_bfloat16_arithmetic():
+        return tf.cast(kernel, tf.float32)
+    return kernel
 
 
 # How far bfloat16 inference strays from float32, for weights initialised

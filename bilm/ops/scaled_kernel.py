@@ -13,8 +13,6 @@ from typing import NamedTuple
 import numpy as np
 import tensorflow as tf
 
-from bilm.utils.cpu_features import has_bfloat16_arithmetic
-
 INT8_LEVELS = 127
 
 
@@ -47,17 +45,3 @@ def quantize_columns(kernel):
 def dequantize(kernel):
     """The float32 kernel `values * scale` `(n, m)` a `ScaledKernel` stands for."""
     return tf.cast(kernel.values, tf.float32) * kernel.scale
-
-
-def stock_form(kernel):
-    """`kernel` as stock TensorFlow products take it, once for many of them
-    (a loop's steps): a `ScaledKernel` widened to float32 (`dequantize`); a
-    bfloat16 kernel widened to float32 (exactly) on a CPU without bfloat16
-    arithmetic, where TensorFlow's bfloat16 product of many rows is slower
-    than float32's (`bilm.utils.cpu_features.has_bfloat16_arithmetic`);
-    anything else (a tensor, or None) as it is."""
-    if isinstance(kernel, ScaledKernel):
-        return dequantize(kernel)
-    if kernel is not None and tf.as_dtype(kernel.dtype) == tf.bfloat16 and not has_bfloat16_arithmetic():
-        return tf.cast(kernel, tf.float32)
-    return kernel
