@@ -1,6 +1,7 @@
 """`BidirectionalLanguageModel`: the pretrained biLM for prediction, with state buffers."""
 import contextlib
 import os
+import types
 
 import numpy as np
 import tensorflow as tf
@@ -193,6 +194,8 @@ class BidirectionalLanguageModel(tf.Module):
         self._requested_start = "zeros" if stateful else start
         self._start_state = resolve_start(options, self._requested_start, boundary_state=boundary_state,
                                           weight_file=self.weight_file, warm_up=warm_up, network=self.model)
+        # A plain object: tf.Module would track a dict or tuple of tensors as part of the model.
+        self._kept_start_tensors = types.SimpleNamespace(state=None, tensors=None)
         self.state_buffers = {
             key: tf.Variable(tf.zeros([max_batch_size, size]), trainable=False, name=f"state_{key}")
             for key, _, size in self._state_keys
@@ -252,12 +255,12 @@ class BidirectionalLanguageModel(tf.Module):
         """See the class docstring; `start` overrides the model's `start`
         for this call (stateless models only)."""
         ids = self._check_ids(ids)
-        starts = self.start_states(start)
         if self.token_cache is not None and tf.executing_eagerly():
             ids = ids.numpy()
             distinct, index = self.token_cache.distinct_encodings(ids)
-            return self._cached_calls[self.stateful](distinct, index, np.any(ids != 0, axis=-1), starts)
-        return self._calls[self.stateful](ids, starts)
+            return self._cached_calls[self.stateful](distinct, index, np.any(ids != 0, axis=-1),
+                                                     self._start_tensors(start))
+        return self._calls[self.stateful](ids, self.start_states(start))
 
     @property
     def start(self):
@@ -281,6 +284,15 @@ class BidirectionalLanguageModel(tf.Module):
         """`{state key: float32 (size,)}` each sentence starts from: the
         boundary state for `"warm"`, zeros for `"zeros"`; None: `self.start`."""
         return self.start_state(start).vectors(self.options)
+
+    def _start_tensors(self, start):
+        """`start_states(start)` as tensors, kept while the start state is the
+        same: each eager call would otherwise convert the arrays anew."""
+        state, kept = self.start_state(start), self._kept_start_tensors
+        if kept.state is not state:
+            kept.state = state
+            kept.tensors = {key: tf.constant(vector, tf.float32) for key, vector in state.vectors(self.options).items()}
+        return kept.tensors
 
     def set_start(self, start=None, boundary_state=None):
         """Sets where a stateless model starts each sentence (see `start`),
@@ -353,17 +365,17 @@ class BidirectionalLanguageModel(tf.Module):
             raise UserError(
                 f"A batch of {ids.shape[0]} sentences exceeds max_batch_size={self.max_batch_size}; "
                 "split the batch or build the model with a larger max_batch_size.")
-        if tf.executing_eagerly() and tf.size(ids) > 0:
-            checked = ids
+        if tf.executing_eagerly() and ids.shape.num_elements():
+            checked = values = ids.numpy()  # NumPy: a few eager ops would cost more than the check
             if self.use_character_inputs and self.options.word_embedding is not None:
-                checked = ids[..., :-1]
-                _check_id_range(ids[..., -1], self.options.word_embedding.dictionary.n_ids + 1, "word ")
+                checked = values[..., :-1]
+                _check_id_range(values[..., -1], self.options.word_embedding.dictionary.n_ids + 1, "word ")
             _check_id_range(checked, n_ids, "")
         return ids
 
 
 def _check_id_range(ids, n_ids, what):
-    low, high = int(tf.reduce_min(ids)), int(tf.reduce_max(ids))
+    low, high = int(np.min(ids)), int(np.max(ids))
     if low < 0 or high >= n_ids:
         raise UserError(f"{what}ids must lie in [0, {n_ids}). Received values in [{low}, {high}].")
 

@@ -95,6 +95,26 @@ def test_stateless_and_reset_give_the_first_batch_result(tmp_path):
         np.testing.assert_allclose(stateless(ids)["lm_embeddings"].numpy(), first, atol=1e-6)
 
 
+def test_each_call_starts_from_the_current_start_state(tmp_path):
+    """The start states a call converts once and keeps must follow `set_start` and a call's own `start`."""
+    options_file, weight_file, _ = write_model(tmp_path)
+    ids = _char_ids(SENTENCES)
+    model = BidirectionalLanguageModel(options_file, weight_file, max_batch_size=8, stateful=False, start="zeros")
+    zeros = model(ids)["lm_embeddings"].numpy()
+    rng = np.random.default_rng(0)
+    boundary = {key: rng.normal(size=size).astype(np.float32) for key, _, size in model._state_keys}
+    model.set_start("warm", boundary_state=boundary)
+    warm = model(ids)["lm_embeddings"].numpy()
+    assert np.abs(warm - zeros).max() > 1e-3
+    np.testing.assert_allclose(model(ids, start="zeros")["lm_embeddings"].numpy(), zeros, atol=1e-6)
+    np.testing.assert_allclose(model(ids)["lm_embeddings"].numpy(), warm, atol=1e-6)
+    fresh = BidirectionalLanguageModel(options_file, weight_file, max_batch_size=8, stateful=False,
+                                       boundary_state=boundary)
+    np.testing.assert_allclose(fresh(ids)["lm_embeddings"].numpy(), warm, atol=1e-6)
+    model.set_start("zeros")
+    np.testing.assert_allclose(model(ids)["lm_embeddings"].numpy(), zeros, atol=1e-6)
+
+
 def test_model_has_no_trainable_variables(tmp_path):
     options_file, weight_file, _ = write_model(tmp_path)
     model = BidirectionalLanguageModel(options_file, weight_file)
