@@ -15,7 +15,14 @@ streams each layer-direction's recurrent and projection kernels, and each
 call reads the input kernels and the token encoder's kernels once, so a
 sentence of n tokens (n + 2 steps with its boundaries) cannot take less
 than `bytes / bandwidth`, with this machine's memory-read bandwidth
-measured here (a float32 reduction over 256 MB, best of five).
+measured here (a float32 reduction over 256 MB, best of five). The
+input half of every layer-direction (`x W_x` for all n + 2 rows at once)
+is arithmetic as well as bytes: from a dozen rows up it takes longer to
+compute at this machine's measured matmul rate (`common.matmul_rate`)
+than to read, so the floor counts each part at the larger of its two
+bounds, `steps * max(step bytes / bandwidth, step FLOPs / rate) +
+max(call bytes / bandwidth, input-half FLOPs / rate)`, and the
+memory-only floor (bytes alone) is printed beside it.
 
 A configuration is a size with an optional `:<matmul_dtype>` (see
 `bilm.ops.matmul_dtype.KERNEL_DTYPES`: bfloat16, or int8 whose floor
@@ -33,7 +40,7 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import run_sizes  # noqa: E402
+from common import matmul_rate, run_sizes  # noqa: E402
 
 DEFAULT_CONFIGS = ",".join(f"{size}{dtype}" for size in ("small", "original") for dtype in ("", ":bfloat16", ":int8"))
 MIN_TOKENS, MAX_TOKENS = 5, 48
@@ -75,6 +82,19 @@ def kernel_bytes(options, itemsize, column_scales=False):
         per_call += cnn.n_highway * 2 * f * f + (f * p if f != p else 0)
         per_call += sum(w * cnn.embedding_dim * num for w, num in cnn.filters)
     return per_step * itemsize + scales, per_call * itemsize
+
+
+def kernel_flops(options):
+    """`(FLOPs of one step's products for one row, FLOPs of the input half for one row)`.
+
+    A step multiplies each layer-direction's previous output by its
+    recurrent kernel (`P x 4D`) and the cell output by its projection
+    (`D x P`); the input half multiplies each row's layer input by the
+    input kernel (`P x 4D`), for all of a call's rows at once.
+    """
+    p, d, directions = options.projection_dim, options.lstm_dim, 2 * options.n_layers
+    projection = d * p if p != d else 0
+    return 2 * directions * (p * 4 * d + projection), 2 * directions * p * 4 * d
 
 
 def real_sentences(n, skip=0):
@@ -147,8 +167,15 @@ def _measure(config, n_sentences, directory):
 
     itemsize = {"float32": 4, "bfloat16": 2, "float16": 2, "int8": 1}[matmul_dtype]
     per_step, per_call = kernel_bytes(elmo.options, itemsize, column_scales=matmul_dtype == "int8")
+    step_flops, input_flops_per_row = kernel_flops(elmo.options)
     bandwidth = memory_read_bandwidth()
-    floors = [(per_step * (len(s) + 2) + per_call) / bandwidth for s in timed]
+    rate = matmul_rate()
+    memory_floors, floors = [], []
+    for sentence in timed:
+        steps = len(sentence) + 2
+        memory_floors.append((per_step * steps + per_call) / bandwidth)
+        floors.append(steps * max(per_step / bandwidth, step_flops / rate)
+                      + max(per_call / bandwidth, steps * input_flops_per_row / rate))
     result = {
         "config": config,
         "tokens": [len(s) for s in timed],
@@ -157,7 +184,9 @@ def _measure(config, n_sentences, directory):
         "first_sentence_seconds": first_seconds,
         "seconds": seconds,
         "floor_seconds": floors,
+        "memory_floor_seconds": memory_floors,
         "bandwidth": bandwidth,
+        "matmul_rate": rate,
         "bytes_per_step": per_step,
     }
     if matmul_dtype != "float32":
@@ -177,10 +206,13 @@ def main():
                                   default_sizes=DEFAULT_CONFIGS):
         ms = 1e3 * np.array(r["seconds"])
         floor = 1e3 * np.array(r["floor_seconds"])
+        memory_floor = 1e3 * np.array(r["memory_floor_seconds"])
         print(f"{config:>18}: {len(ms)} sentences of {min(r['tokens'])}-{max(r['tokens'])} tokens, one a call: "
               f"mean {ms.mean():.1f} ms, median {np.median(ms):.1f}, p90 {np.percentile(ms, 90):.1f}; "
-              f"memory floor mean {floor.mean():.1f} ms ({r['bytes_per_step'] / 2 ** 20:.0f} MiB a step at "
-              f"{r['bandwidth'] / 1e9:.1f} GB/s): {ms.mean() / floor.mean():.2f}x the floor", flush=True)
+              f"floor mean {floor.mean():.1f} ms: {ms.mean() / floor.mean():.2f}x the floor", flush=True)
+        print(" " * 20 + f"(memory: {r['bytes_per_step'] / 2 ** 20:.0f} MiB a step at {r['bandwidth'] / 1e9:.1f} GB/s; "
+              f"arithmetic at {r['matmul_rate'] / 1e9:.0f} GFLOP/s; the memory-only floor, bytes alone, "
+              f"{memory_floor.mean():.1f} ms: {ms.mean() / memory_floor.mean():.2f}x)", flush=True)
         print(" " * 20 + f"start-up in a new process: import bilm and TensorFlow {r['import_seconds']:.1f} s, "
               f"bilm.load {r['load_seconds']:.1f} s, first sentence {r['first_sentence_seconds']:.1f} s", flush=True)
         if "deviations" in r:
