@@ -17,12 +17,15 @@ sentence of n tokens (n + 2 steps with its boundaries) cannot take less
 than `bytes / bandwidth`, with this machine's memory-read bandwidth
 measured here (a float32 reduction over 256 MB, best of five). The
 input half of every layer-direction (`x W_x` for all n + 2 rows at once)
-is arithmetic as well as bytes: from a dozen rows up it takes longer to
-compute at this machine's measured matmul rate (`common.matmul_rate`)
-than to read, so the floor counts each part at the larger of its two
-bounds, `steps * max(step bytes / bandwidth, step FLOPs / rate) +
-max(call bytes / bandwidth, input-half FLOPs / rate)`, and the
-memory-only floor (bytes alone) is printed beside it.
+and the token encoder of the words new to the model's cache (char CNN,
+highway, projection) are arithmetic as well as bytes: from a dozen rows up
+they take longer to compute at this machine's measured matmul rate
+(`common.matmul_rate`) than to read. So the floor counts each part at the
+larger of its two bounds, as bench_original.py's roofline does:
+`steps * max(step bytes / bandwidth, step FLOPs / rate) + max(call bytes /
+bandwidth, (input-half FLOPs + new tokens * encoder FLOPs) / rate)`; the
+memory-only floor (bytes alone) is printed beside it. The bandwidth is the
+better of two measurements, before and after the timed calls.
 
 A configuration is a size with an optional `:<matmul_dtype>` (see
 `bilm.ops.matmul_dtype.KERNEL_DTYPES`: bfloat16, or int8 whose floor
@@ -40,7 +43,7 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import matmul_rate, run_sizes  # noqa: E402
+from common import encoder_flops_per_token, matmul_rate, run_sizes  # noqa: E402
 
 DEFAULT_CONFIGS = ",".join(f"{size}{dtype}" for size in ("small", "original") for dtype in ("", ":bfloat16", ":int8"))
 MIN_TOKENS, MAX_TOKENS = 5, 48
@@ -63,25 +66,27 @@ def memory_read_bandwidth(n_bytes=256 * 2 ** 20, trials=5):
 
 
 def kernel_bytes(options, itemsize, column_scales=False):
-    """`(bytes read every step, bytes read once a call)` of the biLM's kernels at `itemsize` bytes a weight.
+    """`(bytes read every step, bytes read once a call, of which the token encoder's)` of the biLM's
+    kernels at `itemsize` bytes a weight.
 
     Each step reads every layer-direction's recurrent (`P x 4D`) and
     projection (`D x P`) kernels (with `column_scales`, also their float32
     scale per column: 4 bytes each); each call reads the input kernels
-    (`P x 4D`), the highway and projection kernels and the convolution
-    filters once.
+    (`P x 4D`) once, and, when it has words new to the cache, the token
+    encoder's highway and projection kernels and convolution filters.
     """
     p, d, directions = options.projection_dim, options.lstm_dim, 2 * options.n_layers
     projection = d * p if p != d else 0
     scales = directions * (4 * d + (p if projection else 0)) * 4 if column_scales else 0
     per_step = directions * (p * 4 * d + projection)
-    per_call = directions * p * 4 * d
+    encoder = 0
     cnn = options.char_cnn
     if cnn is not None:
         f = cnn.n_filters
-        per_call += cnn.n_highway * 2 * f * f + (f * p if f != p else 0)
-        per_call += sum(w * cnn.embedding_dim * num for w, num in cnn.filters)
-    return per_step * itemsize + scales, per_call * itemsize
+        encoder = cnn.n_highway * 2 * f * f + (f * p if f != p else 0)
+        encoder += sum(w * cnn.embedding_dim * num for w, num in cnn.filters)
+    per_call = directions * p * 4 * d + encoder
+    return per_step * itemsize + scales, per_call * itemsize, encoder * itemsize
 
 
 def kernel_flops(options):
@@ -159,26 +164,35 @@ def _measure(config, n_sentences, directory):
 
     for sentence in warm_up:
         elmo.embed([sentence], layers="all", verbose=0)
-    seconds, outputs = [], []
+    bandwidth_before = memory_read_bandwidth()
+    cache = elmo.bilm.token_cache
+    seconds, outputs, new_tokens = [], [], []
     for sentence in timed:
+        misses = cache.misses
         start_clock = time.perf_counter()
         outputs.append(elmo.embed([sentence], layers="all", verbose=0)[0])
         seconds.append(time.perf_counter() - start_clock)
+        new_tokens.append(cache.misses - misses)
 
     itemsize = {"float32": 4, "bfloat16": 2, "float16": 2, "int8": 1}[matmul_dtype]
-    per_step, per_call = kernel_bytes(elmo.options, itemsize, column_scales=matmul_dtype == "int8")
+    per_step, per_call, encoder_bytes = kernel_bytes(elmo.options, itemsize, column_scales=matmul_dtype == "int8")
     step_flops, input_flops_per_row = kernel_flops(elmo.options)
-    bandwidth = memory_read_bandwidth()
+    # The faster of two measurements, before and after the timed calls: a moment of others' traffic must not
+    # lower the floor.
+    bandwidth = max(bandwidth_before, memory_read_bandwidth())
     rate = matmul_rate()
     memory_floors, floors = [], []
-    for sentence in timed:
+    for sentence, new in zip(timed, new_tokens):
         steps = len(sentence) + 2
-        memory_floors.append((per_step * steps + per_call) / bandwidth)
+        call_bytes = per_call if new else per_call - encoder_bytes
+        memory_floors.append((per_step * steps + call_bytes) / bandwidth)
+        arithmetic = steps * input_flops_per_row + new * encoder_flops_per_token(elmo.options)
         floors.append(steps * max(per_step / bandwidth, step_flops / rate)
-                      + max(per_call / bandwidth, steps * input_flops_per_row / rate))
+                      + max(call_bytes / bandwidth, arithmetic / rate))
     result = {
         "config": config,
         "tokens": [len(s) for s in timed],
+        "new_tokens": new_tokens,
         "import_seconds": import_seconds,
         "load_seconds": load_seconds,
         "first_sentence_seconds": first_seconds,
@@ -209,7 +223,8 @@ def main():
         memory_floor = 1e3 * np.array(r["memory_floor_seconds"])
         print(f"{config:>18}: {len(ms)} sentences of {min(r['tokens'])}-{max(r['tokens'])} tokens, one a call: "
               f"mean {ms.mean():.1f} ms, median {np.median(ms):.1f}, p90 {np.percentile(ms, 90):.1f}; "
-              f"floor mean {floor.mean():.1f} ms: {ms.mean() / floor.mean():.2f}x the floor", flush=True)
+              f"floor mean {floor.mean():.1f} ms: {ms.mean() / floor.mean():.2f}x the floor; "
+              f"{np.mean(r['new_tokens']):.1f} tokens a call new to the cache", flush=True)
         print(" " * 20 + f"(memory: {r['bytes_per_step'] / 2 ** 20:.0f} MiB a step at {r['bandwidth'] / 1e9:.1f} GB/s; "
               f"arithmetic at {r['matmul_rate'] / 1e9:.0f} GFLOP/s; the memory-only floor, bytes alone, "
               f"{memory_floor.mean():.1f} ms: {ms.mean() / memory_floor.mean():.2f}x)", flush=True)
