@@ -35,7 +35,7 @@ from bilm.training.model.training_lm import TrainingLM
 from bilm.training.run.evaluation import evaluate
 from bilm.training.run.from_files import test_from_files as heldout_perplexity
 from helpers import ROOT
-from training_helpers import WORDS, checkpoint_arrays, open_data, tiny_options, write_corpus
+from training_helpers import WORDS, checkpoint_arrays, open_data, small_softmax_fit, tiny_options, write_corpus
 
 # The new text's words: half of the published model's, and new ones shaped alike.
 NEW_WORDS = WORDS[::2] + ["amber", "bronze", "cobalt", "denim", "ebony", "fuchsia", "gold", "henna", "indigo",
@@ -89,6 +89,11 @@ def published(tmp_path_factory):
 @pytest.fixture(scope="module")
 def new_text(tmp_path_factory):
     return _cycle_corpus(tmp_path_factory.mktemp("new_text"), NEW_WORDS, n_train=300, n_heldout=40, seed=5)
+
+
+@pytest.fixture(autouse=True)
+def _small_softmax_fit(monkeypatch):
+    small_softmax_fit(monkeypatch)
 
 
 @pytest.fixture
