@@ -9,6 +9,7 @@ The data tests (shards, windows, tf.data) read a five-line shard over a
 five-token vocabulary instead, small enough to spell out their batches.
 """
 import collections
+import functools
 import math
 
 import numpy as np
@@ -16,6 +17,8 @@ import tensorflow as tf
 
 import numpy_reference as R
 from bilm.optimizers import global_norm_scale
+from bilm.training.model import softmax_init
+from bilm.training.run import run_start
 from bilm.training.run.from_files import load_training_data
 
 WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet",
@@ -106,3 +109,15 @@ def clip_by_global_norm(gradients, clip_norm):
     """`tf.clip_by_global_norm` kept sparse, from `global_norm_scale`: `(clipped list, norm)`."""
     scale, norm = global_norm_scale(gradients, clip_norm)
     return [scale_gradient(g, scale) for g in gradients], norm
+
+
+# Target positions an adapted run's softmax fit (or scale fit) reads in the tests: about one pass over
+# their small texts (the library's default, `softmax_init.DEFAULT_SAMPLE_POSITIONS`, reads 100,000: a tiny
+# text dozens of times over, the same positions again).
+SOFTMAX_FIT_POSITIONS = 4000
+
+
+def small_softmax_fit(monkeypatch, n_positions=SOFTMAX_FIT_POSITIONS):
+    """Adapted runs of this test fit their new softmax on `n_positions` positions of the training text."""
+    monkeypatch.setattr(run_start, "initialize_softmax",
+                        functools.partial(softmax_init.initialize_softmax, n_positions=n_positions))

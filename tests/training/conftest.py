@@ -18,3 +18,21 @@ def vocab(tmp_path):
 def corpus(tmp_path):
     write_shard(tmp_path, "shard0.txt", LINES)
     return str(tmp_path / "shard*.txt")
+
+
+# Sentences the boundary state is measured on at the end of each training call in these tests (the library
+# measures at most 1,000: `bilm.models.boundary_state.DEFAULT_N_SENTENCES`). The measure itself, with its
+# default and other counts, is tested in test_prediction_network.py and tests/models/test_boundary_state.py;
+# here it only has to run, be saved and restart exactly, which 200 sentences show as well as 1,000.
+END_OF_RUN_BOUNDARY_SENTENCES = 200
+
+
+@pytest.fixture(autouse=True)
+def _short_end_of_run_boundary_measure(monkeypatch):
+    import functools
+
+    from bilm.training.model.boundary_state_measure import measure_boundary_state
+    from bilm.training.run import loop
+
+    monkeypatch.setattr(loop, "measure_boundary_state",
+                        functools.partial(measure_boundary_state, n_sentences=END_OF_RUN_BOUNDARY_SENTENCES))

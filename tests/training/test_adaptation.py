@@ -35,7 +35,7 @@ from bilm.training.model.training_lm import TrainingLM
 from bilm.training.run.evaluation import evaluate
 from bilm.training.run.from_files import test_from_files as heldout_perplexity
 from helpers import ROOT
-from training_helpers import WORDS, checkpoint_arrays, open_data, tiny_options, write_corpus
+from training_helpers import WORDS, checkpoint_arrays, open_data, small_softmax_fit, tiny_options, write_corpus
 
 # The new text's words: half of the published model's, and new ones shaped alike.
 NEW_WORDS = WORDS[::2] + ["amber", "bronze", "cobalt", "denim", "ebony", "fuchsia", "gold", "henna", "indigo",
@@ -89,6 +89,11 @@ def published(tmp_path_factory):
 @pytest.fixture(scope="module")
 def new_text(tmp_path_factory):
     return _cycle_corpus(tmp_path_factory.mktemp("new_text"), NEW_WORDS, n_train=300, n_heldout=40, seed=5)
+
+
+@pytest.fixture(autouse=True)
+def _small_softmax_fit(monkeypatch):
+    small_softmax_fit(monkeypatch)
 
 
 @pytest.fixture
@@ -333,13 +338,15 @@ def test_scripts_adapt_restart_test_and_dump(tmp_path, published, new_text, caps
     common = ["--train_prefix", new_text["train"], "--vocab_file", new_text["vocab"], "--save_dir", save_dir,
               "--batch_size", "8", "--unroll_steps", "5", "--n_negative_samples_batch", "8"]
     options_file = tmp_path / "train_options.json"
-    options_file.write_text(json.dumps(tiny_options(n_epochs=1)))  # repeats the architecture
+    # Repeats the architecture; epochs of 20 steps of 8 x 5 tokens.
+    options_file.write_text(json.dumps(tiny_options(n_epochs=1, n_train_tokens=8 * 5 * 20)))
     first = _script("train_elmo").main(common + ["--init_from", os.path.join(published["directory"], "model.hdf5"),
                                                  "--options_file", str(options_file), "--softmax_init", "encoding",
                                                  "--softmax_warmup_steps", "5"])
     out = capsys.readouterr().out
     assert "Adapting " in out and "softmax_init='encoding'" in out
     assert "The first 5 steps of the run train the softmax alone" in out
+    assert first["step"] == 20
     second = _script("restart").main(common + ["--n_epochs", "2"])
     assert second["step"] == 2 * first["step"]
     perplexity = _script("run_test").main(["--test_prefix", new_text["heldout"], "--vocab_file", new_text["vocab"],

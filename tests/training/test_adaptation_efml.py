@@ -16,7 +16,7 @@ from bilm.training import dump_weights, train_from_files
 from bilm.training import test_from_files as heldout_perplexity
 from bilm.training.data.lm_dataset import vocabulary_for
 from bilm.training.model.adaptation import adaptation_options, open_model_to_adapt
-from training_helpers import checkpoint_arrays
+from training_helpers import checkpoint_arrays, small_softmax_fit
 
 # Words the model knows, and new ones (unknown words, characters outside its dictionary).
 TEXT_WORDS = ["the", "cat", "sat", "a", "dog", "中文", "hat", "zebra", "ran", "äcorn"]
@@ -46,6 +46,11 @@ def efml(tmp_path_factory):
     options_file.write_text(json.dumps(TRAINING_KEYS))
     return {"folder": str(folder), "vocab": str(vocab), "train": _write_text(root, 200, seed=1),
             "heldout": _write_text(root, 20, seed=2), "options": str(options_file), "root": root}
+
+
+@pytest.fixture(autouse=True)
+def _small_softmax_fit(monkeypatch):
+    small_softmax_fit(monkeypatch)
 
 
 @pytest.fixture(autouse=True)

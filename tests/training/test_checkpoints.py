@@ -1,5 +1,6 @@
 """Checkpoints: restarts continue exactly, state and data position, clear errors."""
 import os
+import shutil
 
 import numpy as np
 import pytest
@@ -87,13 +88,24 @@ def test_latest_checkpoint_and_options(tmp_path, corpus):
     assert tf.train.latest_checkpoint(str(tmp_path)) == path
 
 
+@pytest.fixture(scope="module")
+def four_steps(tmp_path_factory, corpus):
+    """A run of 4 steps saved every 2 (checkpoints 2 and 4), which each damage test copies and damages."""
+    save_dir = tmp_path_factory.mktemp("four_steps")
+    options = tiny_options()
+    first = train(options, open_data(options, corpus), 1, save_dir, None, max_steps=4, checkpoint_every=2, verbose=0)
+    assert first["checkpoint"] == str(save_dir / "model.ckpt-4") and _checkpoint_numbers(save_dir) == [2, 4]
+    return save_dir
+
+
 @pytest.mark.parametrize("damage", ["cut short", "index cut short", "data missing"])
-def test_a_damaged_checkpoint_names_its_files_and_the_newest_readable_one(tmp_path, corpus, damage):
+def test_a_damaged_checkpoint_names_its_files_and_the_newest_readable_one(tmp_path, corpus, four_steps, damage):
     options = tiny_options()
     data = open_data(options, corpus)
-    first = train(options, data, 1, tmp_path, None, max_steps=4, checkpoint_every=2, verbose=0)
-    newest = first["checkpoint"]
-    assert newest.endswith("model.ckpt-4") and _checkpoint_numbers(tmp_path) == [2, 4]
+    tmp_path = tmp_path / "run"
+    shutil.copytree(four_steps, tmp_path)
+    newest = str(tmp_path / "model.ckpt-4")
+    assert latest_checkpoint(tmp_path) == newest and _checkpoint_numbers(tmp_path) == [2, 4]
     data_file = newest + ".data-00000-of-00001"
     if damage == "cut short":
         with open(data_file, "r+b") as f:

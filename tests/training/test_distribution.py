@@ -111,6 +111,18 @@ def single_device(corpus, tmp_path_factory):
     return initial_arrays, checkpoint_arrays(result["checkpoint"])
 
 
+@pytest.fixture(scope="module")
+def adam_single_device(corpus, single_device, tmp_path_factory):
+    """`(initial arrays, arrays after STEPS Adam steps)` of one device with batch 4 (the same start as
+    `single_device`: the same seed and architecture)."""
+    options = _adam_options(4)
+    result = train(options, open_data(options, corpus), 1, tmp_path_factory.mktemp("adam_single"), None,
+                   max_steps=STEPS, seed=1, verbose=0)
+    expected = checkpoint_arrays(result["checkpoint"])
+    assert "optimizer/iterations/.ATTRIBUTES/VARIABLE_VALUE" in expected
+    return single_device[0], expected
+
+
 def _start(tmp_path, config, env=None, name="runner"):
     script = tmp_path / f"{name}.py"
     script.write_text(RUNNER)
@@ -141,7 +153,8 @@ def _assert_same_step(got, single_device):
 
 
 @pytest.mark.slow
-def test_mirrored_two_replicas_equal_one_device_with_twice_the_batch(tmp_path, corpus, single_device):
+def test_mirrored_two_replicas_equal_one_device_with_twice_the_batch(tmp_path, corpus, single_device,
+                                                                    adam_single_device):
     sampled = tiny_options(dropout=0.1, batch_size=2)  # the real recipe also runs on two replicas
     adam = _adam_options(2)
     config = {"logical_cpus": True, "tests": TESTS, "corpus": corpus, "runs": [
@@ -155,12 +168,7 @@ def test_mirrored_two_replicas_equal_one_device_with_twice_the_batch(tmp_path, c
     assert arrays["lstm_states/forward_0_c/.ATTRIBUTES/VARIABLE_VALUE"].shape == (4, 16)
     _assert_same_step(arrays, single_device)
     # Adam's moments and step count follow the replicas the same way.
-    adam_single = _adam_options(4)
-    one_device = train(adam_single, open_data(adam_single, corpus), 1, tmp_path / "adam_single", None,
-                       max_steps=STEPS, seed=1, verbose=0)
-    expected = checkpoint_arrays(one_device["checkpoint"])
-    assert "optimizer/iterations/.ATTRIBUTES/VARIABLE_VALUE" in expected
-    _assert_same_step(checkpoint_arrays(mirrored_adam["checkpoint"]), (single_device[0], expected))
+    _assert_same_step(checkpoint_arrays(mirrored_adam["checkpoint"]), adam_single_device)
 
 
 def _free_port():
@@ -174,7 +182,8 @@ def _adam_options(batch_size):
 
 
 @pytest.mark.slow
-def test_multi_worker_two_workers_equal_one_device_with_twice_the_batch(tmp_path, corpus, single_device):
+def test_multi_worker_two_workers_equal_one_device_with_twice_the_batch(tmp_path, corpus, single_device,
+                                                                        adam_single_device):
     cluster = {"worker": [f"localhost:{_free_port()}" for _ in range(2)]}
     save_dir, adam_dir = str(tmp_path / "multi"), str(tmp_path / "multi_adam")
     config = {"logical_cpus": False, "tests": TESTS, "corpus": corpus, "runs": [
@@ -191,8 +200,4 @@ def test_multi_worker_two_workers_equal_one_device_with_twice_the_batch(tmp_path
         ["checkpoint", "options.json", f"model.ckpt-{STEPS}.index", f"model.ckpt-{STEPS}.data-00000-of-00001"])
     _assert_same_step(checkpoint_arrays(os.path.join(save_dir, f"model.ckpt-{STEPS}")), single_device)
     # Adam (SparseAdam: moments and step count) across two machines is Adam on one device too.
-    one_device = train(_adam_options(4), open_data(_adam_options(4), corpus), 1, tmp_path / "adam_single", None,
-                       max_steps=STEPS, seed=1, verbose=0)
-    expected = checkpoint_arrays(one_device["checkpoint"])
-    assert "optimizer/iterations/.ATTRIBUTES/VARIABLE_VALUE" in expected
-    _assert_same_step(checkpoint_arrays(os.path.join(adam_dir, f"model.ckpt-{STEPS}")), (single_device[0], expected))
+    _assert_same_step(checkpoint_arrays(os.path.join(adam_dir, f"model.ckpt-{STEPS}")), adam_single_device)
