@@ -6,6 +6,7 @@ zip of options.json with training keys, model.hdf5, vocab.txt, meta.json
 in one folder); the new text is another cycle, over some of those words
 and some new ones, in another order.
 """
+import glob
 import importlib.util
 import io
 import json
@@ -30,7 +31,7 @@ from bilm.training.model.adaptation import (
     load_model_weights,
     open_model_to_adapt,
 )
-from bilm.training.model.softmax_init import initialize_softmax, log_frequencies
+from bilm.training.model.softmax_init import initialize_softmax, log_frequencies, positions_in_one_pass
 from bilm.training.model.training_lm import TrainingLM
 from bilm.training.run.evaluation import evaluate
 from bilm.training.run.from_files import test_from_files as heldout_perplexity
@@ -388,3 +389,20 @@ def test_from_the_script_to_the_step_each_check_runs_once(tmp_path, published, n
     _script("restart").main(common + ["--max_steps", "3"])
     # The checkpoint's options hold n_train_tokens and the data is the same: nothing is counted again.
     assert calls == {"training_settings": 1, "check_known_keys": 1, "check_vocabulary": 1}
+
+
+def test_a_short_text_is_read_once_for_the_fit(published, new_text):
+    """The fit reads one pass over a text shorter than its sample, not the same text again and again."""
+    model = open_model_to_adapt(published["directory"])
+    options = adaptation_options(model, SETTINGS).updated(n_tokens_vocab=new_text["n_vocab"], n_train_tokens=1000)
+    options, settings = training_settings(options)
+    lm = TrainingLM(options, settings)
+    load_model_weights(lm, model)
+    data = open_data(options, new_text)
+    lines = open(glob.glob(new_text["train"])[0]).read().split("\n")
+    one_pass = 2 * sum(len(line.split()) + 1 for line in lines if line.strip())
+    assert positions_in_one_pass(data, 10 ** 9) == one_pass
+    assert positions_in_one_pass(data, 100) == 100
+    started = initialize_softmax(lm, data, "fit", n_positions=20 * one_pass)
+    batch_positions = 2 * settings.batch_size * settings.unroll_steps
+    assert one_pass <= started["positions"] < one_pass + batch_positions

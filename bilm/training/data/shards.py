@@ -48,6 +48,22 @@ def count_tokens(filepattern):
     )
 
 
+def count_positions(paths, limit):
+    """Target positions of one pass over the files `paths` in one direction
+    (each sentence's tokens and its end), counted until `limit` is reached.
+
+    Returns:
+        `min(positions, limit)`; streams only as many lines as that needs.
+    """
+    total = 0
+    for path in paths:
+        for line in read_lines(path, warn_invalid_utf8=False):
+            total += len(split_tokens(line)) + 1
+            if total >= limit:
+                return limit
+    return total
+
+
 def has_sentences(path):
     lines = read_lines(path, warn_invalid_utf8=False)
     try:

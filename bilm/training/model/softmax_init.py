@@ -42,6 +42,7 @@ import tensorflow as tf
 
 from bilm.errors import UserError
 from bilm.models.functional_bilm import build_token_encoder
+from bilm.training.data.shards import count_positions
 from bilm.training.data.tf_dataset import make_tf_dataset
 
 SOFTMAX_INITS = ("fit", "encoding", "random")
@@ -77,7 +78,10 @@ def initialize_softmax(lm, data, method, n_positions=DEFAULT_SAMPLE_POSITIONS, f
         lm: a `TrainingLM` holding the trained biLM, character inputs.
         data: the training stream (its vocabulary: `data.vocab`, a
             `UnicodeCharsVocabulary` of `n_tokens_vocab` words), read from
-            its beginning for `n_positions` target positions.
+            its beginning for `n_positions` target positions, or for one
+            pass over its text when that is shorter (a second pass would
+            repeat what the fit has seen, and the scale's share of the
+            positions would no longer be text the fit did not use).
         method: one of `SOFTMAX_INITS`.
         frequency_bias: also start the bias at the words' log frequencies
             in the sample (see the module docstring), for any method.
@@ -97,7 +101,7 @@ def initialize_softmax(lm, data, method, n_positions=DEFAULT_SAMPLE_POSITIONS, f
     if vocab.size != lm.settings.n_tokens_vocab:
         raise UserError(f"The data's vocabulary has {vocab.size} words but the softmax has "
                         f"{lm.settings.n_tokens_vocab} rows (n_tokens_vocab).")
-    outputs, targets = sample_top_outputs(lm, data, n_positions)
+    outputs, targets = sample_top_outputs(lm, data, min(n_positions, positions_in_one_pass(data, n_positions)))
     n_scale = max(1, int(len(targets) * SCALE_SHARE))
     (fit_outputs, fit_targets), (scale_outputs, scale_targets) = (
         (outputs[:-n_scale], targets[:-n_scale]), (outputs[-n_scale:], targets[-n_scale:]))
@@ -129,6 +133,13 @@ def _perturbed(outputs, dropout, seed=0):
     if dropout:
         outputs = outputs * (rng.random(outputs.shape) >= dropout) / (1 - dropout)
     return (outputs + rng.normal(0.0, np.sqrt(DRIFT_VARIANCE), outputs.shape)).astype(np.float32)
+
+
+def positions_in_one_pass(data, limit):
+    """Target positions of one pass over the training stream `data`'s text,
+    both directions of a `BidirectionalLMDataset`, counted up to `limit`."""
+    directions = [data.forward, data.backward] if hasattr(data, "backward") else [data]
+    return len(directions) * count_positions(directions[0].shards, -(-limit // len(directions)))
 
 
 def sample_top_outputs(lm, data, n_positions):
