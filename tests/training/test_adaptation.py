@@ -180,12 +180,18 @@ def test_initialised_softmaxes(tmp_path, published, new_text):
     assert perplexity["fit"] < 0.5 * min(perplexity["random"], perplexity["encoding"]), (perplexity, started)
 
 
-def test_the_frequency_bias_is_the_words_log_frequencies(published, new_text):
+def _published_lm_for(published, new_text):
+    """`(lm, options, settings)`: a TrainingLM holding the published weights, set up to adapt to `new_text`."""
     model = open_model_to_adapt(published["directory"])
     options = adaptation_options(model, SETTINGS).updated(n_tokens_vocab=new_text["n_vocab"], n_train_tokens=1000)
     options, settings = training_settings(options)
     lm = TrainingLM(options, settings)
     load_model_weights(lm, model)
+    return lm, options, settings
+
+
+def test_the_frequency_bias_is_the_words_log_frequencies(published, new_text):
+    lm, options, settings = _published_lm_for(published, new_text)
     started = initialize_softmax(lm, open_data(options, new_text), "encoding", n_positions=2000,
                                  frequency_bias=True)
     # The scale is fitted with the frequencies in the bias: never worse than they are alone.
@@ -393,11 +399,7 @@ def test_from_the_script_to_the_step_each_check_runs_once(tmp_path, published, n
 
 def test_a_short_text_is_read_once_for_the_fit(published, new_text):
     """The fit reads one pass over a text shorter than its sample, not the same text again and again."""
-    model = open_model_to_adapt(published["directory"])
-    options = adaptation_options(model, SETTINGS).updated(n_tokens_vocab=new_text["n_vocab"], n_train_tokens=1000)
-    options, settings = training_settings(options)
-    lm = TrainingLM(options, settings)
-    load_model_weights(lm, model)
+    lm, options, settings = _published_lm_for(published, new_text)
     data = open_data(options, new_text)
     lines = open(glob.glob(new_text["train"])[0]).read().split("\n")
     one_pass = 2 * sum(len(line.split()) + 1 for line in lines if line.strip())
