@@ -41,11 +41,7 @@ def count_tokens(filepattern):
 
     This is bilm-tf's `n_train_tokens`. Streams the files line by line.
     """
-    return sum(
-        len(split_tokens(line))
-        for path in list_shards(filepattern)
-        for line in read_lines(path, warn_invalid_utf8=False)
-    )
+    return sum(_sentence_lengths(list_shards(filepattern)))
 
 
 def count_positions(paths, limit):
@@ -56,12 +52,18 @@ def count_positions(paths, limit):
         `min(positions, limit)`; streams only as many lines as that needs.
     """
     total = 0
+    for length in _sentence_lengths(paths):
+        total += length + 1
+        if total >= limit:
+            return limit
+    return total
+
+
+def _sentence_lengths(paths):
+    """Whitespace tokens of each sentence of the files `paths`, streamed line by line."""
     for path in paths:
         for line in read_lines(path, warn_invalid_utf8=False):
-            total += len(split_tokens(line)) + 1
-            if total >= limit:
-                return limit
-    return total
+            yield len(split_tokens(line))
 
 
 def has_sentences(path):

@@ -138,8 +138,8 @@ def _perturbed(outputs, dropout, seed=0):
 def positions_in_one_pass(data, limit):
     """Target positions of one pass over the training stream `data`'s text,
     both directions of a `BidirectionalLMDataset`, counted up to `limit`."""
-    directions = [data.forward, data.backward] if hasattr(data, "backward") else [data]
-    return len(directions) * count_positions(directions[0].shards, -(-limit // len(directions)))
+    directions = 2 if hasattr(data, "backward") else 1  # both read the same shards
+    return directions * count_positions(getattr(data, "forward", data).shards, -(-limit // directions))
 
 
 def sample_top_outputs(lm, data, n_positions):
