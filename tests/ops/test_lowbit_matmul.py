@@ -28,6 +28,7 @@ from bilm.ops.lowbit_matmul import (
     streams_float32,
 )
 from bilm.ops.native import BuildError, build_library, source_path
+from bilm.ops.native import build as build_module
 from helpers import ROOT, graph_op_types
 
 ROWS = [0, 1, 3, 8, 33]
@@ -303,6 +304,44 @@ def test_a_failed_build_warns_once_in_one_line_and_keeps_the_log(tmp_path):
         assert load_op_library_or_warn(str(source), str(tmp_path / "cache")) is None
     assert len(caught) == 1 and "\n" not in str(caught[0].message)
     assert "stock TensorFlow" in str(caught[0].message)
+
+
+def test_a_failed_build_is_not_tried_again_until_its_log_is_removed(tmp_path, counting_compiler):
+    _, compiler, builds = counting_compiler
+    source = tmp_path / "broken.cc"
+    source.write_text("this is not C++\n")
+    cache = str(tmp_path / "cache")
+    with pytest.raises(BuildError, match="failed .exit"):
+        build_library(str(source), cache, compiler)
+    with pytest.raises(BuildError, match=r"failed on .*broken.cc before.*error.*remove it to try again") as raised:
+        build_library(str(source), cache, compiler)
+    assert builds() == 1 and "\n" not in str(raised.value)
+    (log,) = [name for name in os.listdir(cache) if name.endswith(".log")]
+    os.remove(os.path.join(cache, log))
+    with pytest.raises(BuildError, match="failed .exit"):
+        build_library(str(source), cache, compiler)
+    assert builds() == 2
+
+
+def test_instruction_sets_the_headers_cannot_compile_are_turned_off(tmp_path, monkeypatch, counting_compiler):
+    # A CPU with AVX512-FP16 under a compiler that enables it for -march=native: Eigen's float16 code
+    # would not compile, so the build turns it off. Elsewhere the compiler is not even asked.
+    source, _, _ = counting_compiler
+    calls = tmp_path / "calls.txt"
+    compiler = tmp_path / "fp16-g++"
+    compiler.write_text(f'#!/bin/sh\necho "$*" >> "{calls}"\n'
+                        'case " $* " in *" -dM "*) echo "#define __AVX512FP16__ 1"; exit 0;; esac\n'
+                        'exec g++ "$@"\n')
+    compiler.chmod(compiler.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setattr(build_module, "cpu_flags", lambda: "flags\t\t: fpu avx2 avx512f avx512_fp16")
+    library = build_library(source, str(tmp_path / "cache"), str(compiler))
+    assert answer(library) == 42
+    (build_command,) = [line for line in calls.read_text().splitlines() if " -o " in line]
+    assert "-march=native" in build_command.split() and "-mno-avx512fp16" in build_command.split()
+    monkeypatch.setattr(build_module, "cpu_flags", lambda: "flags\t\t: fpu avx2 avx512f")
+    calls.write_text("")
+    assert build_module._header_breaking_features_off(str(compiler)) == []
+    assert calls.read_text() == ""
 
 
 def test_a_missing_compiler_is_named(tmp_path):

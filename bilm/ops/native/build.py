@@ -9,7 +9,9 @@ The cache directory (`native_dir()`) holds, for each build:
 - `<stem>-<key>.lock`, locked while one process checks or builds, so
   that processes starting together (pytest-xdist workers) build once and
   all use that build;
-- `<stem>-<key>.log`, the compiler's output of a failed build.
+- `<stem>-<key>.log`, the compiler's output of a failed build. While it
+  is there the build is not tried again (every process would spend the
+  compiler's time only to fail the same way); removing it retries.
 `key` hashes the source, TensorFlow's version and compile and link flags,
 the compiler and its version, and the CPU's feature flags (the library is
 built with `-march=native`): a change of any of them builds a new library
@@ -34,6 +36,11 @@ BUILD_FLAGS = ("-O3", "-march=native", "-fPIC", "-shared",
                # TensorFlow's headers set these off by the hundred; a failed build's log is easier to read without.
                "-Wno-deprecated-declarations", "-Wno-interference-size")
 BUILD_TIMEOUT_SECONDS = 600
+# Instruction sets `-march=native` may turn on that TensorFlow's headers cannot
+# compile with, each as (the macro the compiler then defines, the flag that
+# turns it off again). Eigen's AVX512-FP16 code fails in GCC 12 (Sapphire
+# Rapids and later); bilm's kernels use no float16 arithmetic.
+HEADER_BREAKING_FEATURES = (("__AVX512FP16__", "-mno-avx512fp16"),)
 
 
 class BuildError(UserError):
@@ -87,6 +94,8 @@ def compile_cached(source, compile_flags, link_flags, cache_dir=None, compiler=N
     executable = shutil.which(compiler)
     if executable is None:
         raise BuildError(f"no C++ compiler: {compiler!r} is not on PATH")
+    if "-march=native" in compile_flags:
+        compile_flags = [*compile_flags, *_header_breaking_features_off(executable)]
     with open(source, "rb") as f:
         text = f.read()
     key = hashlib.sha256(b"\0".join(part.encode() if isinstance(part, str) else part for part in (
@@ -97,6 +106,10 @@ def compile_cached(source, compile_flags, link_flags, cache_dir=None, compiler=N
     name = os.path.join(directory, f"{os.path.splitext(os.path.basename(source))[0]}-{key}")
     library = name + ".so"
     with _exclusive(name + ".lock"):
+        if not _intact(library) and os.path.exists(name + ".log"):
+            raise BuildError(f"{executable} failed on {os.path.abspath(source)} before, with this CPU and "
+                             f"these flags: {_first_error(name + '.log')} (whole output in {name}.log; remove "
+                             "it to try again)")
         if not _intact(library):
             # The one wait a user would otherwise not understand.
             print(f"bilm: building {os.path.basename(source)} for this CPU and TensorFlow, once (cached in "
@@ -119,15 +132,37 @@ def _compile(command, link_flags, library, log):
         if result.returncode != 0:
             with open(log, "w") as f:
                 f.write(" ".join(command) + "\n" + result.stdout + result.stderr)
-            errors = [line for line in result.stderr.splitlines() if "error" in line] or ["(no message)"]
             raise BuildError(f"{command[0]} failed (exit {result.returncode}) on {command[-1]}: "
-                             f"{errors[0].strip()} (whole output in {log})")
+                             f"{_first_error(log)} (whole output in {log})")
         digest = _digest(partial)
         os.replace(partial, library)
         _write_atomically(library + ".sha256", digest)
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.remove(partial)
+
+
+def _first_error(log):
+    with open(log) as f:
+        # The first line is the command.
+        lines = f.read().splitlines()[1:]
+    return next((line.strip() for line in lines if "error" in line), "(no message)")
+
+
+def _header_breaking_features_off(executable):
+    """The flags turning off what `HEADER_BREAKING_FEATURES` names, for those `executable -march=native` turns on.
+
+    The compiler is asked only on a CPU that has any of them (/proc/cpuinfo
+    names AVX512-FP16 `avx512_fp16`), so elsewhere this costs nothing.
+    """
+    if "avx512_fp16" not in cpu_flags().split():
+        return []
+    try:
+        macros = subprocess.run([executable, "-march=native", "-dM", "-E", "-x", "c++", os.devnull],
+                                capture_output=True, text=True, timeout=60).stdout.split()
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [flag for macro, flag in HEADER_BREAKING_FEATURES if macro in macros]
 
 
 def _intact(library):
