@@ -69,9 +69,10 @@ def compute_boundary_state(network, options, sentences, to_ids, n_sentences=DEFA
     states = {key: np.zeros([rows, size], np.float32) for key, _, size in keys}
     sums = {key: np.zeros([size], np.float64) for key, _, size in keys}
     count = 0
-    # One trace for every batch: each has its own number of time steps.
-    signature = {input_key: tf.TensorSpec([None, None] + ([] if input_key == "token_ids" else [None]), tf.int32),
-                 **{key: tf.TensorSpec([None, size], tf.float32) for key, _, size in keys}}
+    # One trace for every batch: each has its own number of time steps. The
+    # rows are known, which spares the LSTMs a branch for larger batches.
+    signature = {input_key: tf.TensorSpec([rows, None] + ([] if input_key == "token_ids" else [None]), tf.int32),
+                 **{key: tf.TensorSpec([rows, size], tf.float32) for key, _, size in keys}}
     run = tf.function(lambda inputs: network(inputs, training=False), input_signature=[signature], autograph=False)
     for step in range(per_row):
         if step >= burn_in:

@@ -179,6 +179,9 @@ def lstm_recurrence_packed(gates, gate_index, steps, time, c0, h0, recurrent_ker
     clips = (cell_clip, proj_clip)
     if not limit:
         outputs, c, h = _packed_loop(*loop_inputs, _stock_forms(kernels), *clips, "stock")
+    elif c0.shape[0] is not None and c0.shape[0] <= limit:
+        # A batch known to be small needs no branch: a trace of both costs about as much as the loop's own.
+        outputs, c, h = _native_recurrence(*loop_inputs, kernels, *clips)
     else:
         # Rows only drop out as the loop goes, so the first step has the most.
         most_rows = tf.reduce_max(tf.concat([steps.active, [0]], axis=0))

@@ -231,6 +231,23 @@ def test_a_float32_layer_runs_bilms_kernel_where_it_takes_float32():
     assert ("BilmLowbitMatmul" in graph_op_types(graph)) == streams_float32()
 
 
+def test_a_batch_known_to_be_small_traces_only_bilms_recurrence():
+    # Rows unknown at trace time need the graph loop as the other branch; a batch known to be small does not.
+    layer = ProjectedLSTM(16, 4, 3.0, 3.0, jit_compile=False)
+    layer.build((None, None, 12))
+    loops = {}
+    for rows in (3, MAX_FLOAT32_STREAMED_ROWS, MAX_FLOAT32_STREAMED_ROWS + 1, None):
+        graph = tf.function(lambda x, lengths: layer(x, lengths, training=False)[0]).get_concrete_function(
+            tf.TensorSpec([rows, 9, 12]), tf.TensorSpec([rows], tf.int32)).graph
+        loops[rows] = {"BilmLstmRecurrence", "StatelessWhile"} & graph_op_types(graph)
+    if streams_float32():
+        assert loops == {3: {"BilmLstmRecurrence"}, MAX_FLOAT32_STREAMED_ROWS: {"BilmLstmRecurrence"},
+                         MAX_FLOAT32_STREAMED_ROWS + 1: {"BilmLstmRecurrence", "StatelessWhile"},
+                         None: {"BilmLstmRecurrence", "StatelessWhile"}}
+    else:
+        assert all(found == {"StatelessWhile"} for found in loops.values())
+
+
 def _kernels_of_kind(kind, rng, shapes):
     """Kernels of `kind` and the float32 kernels they stand for."""
     arrays = [(rng.normal(size=shape) * 0.3).astype(np.float32) for shape in shapes]
