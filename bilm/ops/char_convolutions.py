@@ -99,6 +99,11 @@ def _direct_max_pooled(char_ids, embedding, kernels):
     with the dropped windows' stand-in (the window of each row's last id,
     `embedding[id] @ sum_k kernel[k]`) where columns were dropped."""
     columns = columns_to_keep(char_ids, max(kernel.shape[0] for kernel in kernels))
+    n = tf.shape(char_ids)[0]
+    # One padding row more, cut off at the end: TensorFlow's oneDNN
+    # convolution (on by default on AVX512 CPUs) returns an empty batch
+    # unchanged instead of convolving it, (0, columns, dim).
+    char_ids = tf.pad(char_ids, [[0, 1], [0, 0]])
     embedded = tf.gather(embedding, char_ids[:, :columns])
     fills = tf.gather(embedding, char_ids[:, -1])
     dropped = columns < tf.shape(char_ids)[1]
@@ -107,7 +112,7 @@ def _direct_max_pooled(char_ids, embedding, kernels):
         maximum = tf.reduce_max(tf.nn.conv1d(embedded, kernel, stride=1, padding="VALID"), axis=1)
         fill = tf.matmul(fills, tf.reduce_sum(kernel, axis=0))
         maxima.append(tf.where(dropped, tf.maximum(maximum, fill), maximum))
-    return tf.concat(maxima, axis=1)
+    return tf.concat(maxima, axis=1)[:n]
 
 
 # Tokens go through XLA in blocks of this many rows, and columns are kept
