@@ -238,18 +238,25 @@ class BidirectionalLanguageModel(tf.Module):
         self.token_cache = TokenEncodingCache(
             lambda ids: (encode_few if len(ids) <= DIRECT_CONVOLUTION_TOKENS else encode_many)(ids).numpy(),
             options.projection_dim, max_size)
-        encodings_spec = [tf.TensorSpec([None, options.projection_dim], tf.float32),
-                          tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([None, None], tf.bool),
-                          {key: tf.TensorSpec([size], tf.float32) for key, _, size in self._state_keys}]
-        self._cached_calls = {
-            stateful: tf.function(
+
+        def encodings_spec(rows):
+            return [tf.TensorSpec([None, options.projection_dim], tf.float32),
+                    tf.TensorSpec([rows, None], tf.int32), tf.TensorSpec([rows, None], tf.bool),
+                    {key: tf.TensorSpec([size], tf.float32) for key, _, size in self._state_keys}]
+
+        def cached_calls(rows):
+            return {stateful: tf.function(
                 lambda distinct, index, mask, starts, stateful=stateful: self._forward(
                     self._contextual_model,
                     {"token_index": index, "mask": mask, "distinct_encodings": distinct[tf.newaxis]},
                     stateful, starts),
-                input_signature=encodings_spec, autograph=False)
-            for stateful in (True, False)
-        }
+                input_signature=encodings_spec(rows), autograph=False) for stateful in (True, False)}
+
+        self._cached_calls = cached_calls(None)
+        # One sentence a call (a service, a notebook) gets a trace of its
+        # own, whose LSTMs know their one row and trace only the recurrence
+        # that row runs.
+        self._one_row_cached_calls = cached_calls(1)
 
     def __call__(self, ids, start=None):
         """See the class docstring; `start` overrides the model's `start`
@@ -258,8 +265,8 @@ class BidirectionalLanguageModel(tf.Module):
         if self.token_cache is not None and tf.executing_eagerly():
             ids = ids.numpy()
             distinct, index = self.token_cache.distinct_encodings(ids)
-            return self._cached_calls[self.stateful](distinct, index, np.any(ids != 0, axis=-1),
-                                                     self._start_tensors(start))
+            calls = self._one_row_cached_calls if len(ids) == 1 else self._cached_calls
+            return calls[self.stateful](distinct, index, np.any(ids != 0, axis=-1), self._start_tensors(start))
         return self._calls[self.stateful](ids, self.start_states(start))
 
     @property
