@@ -136,4 +136,6 @@ if __name__ == "__main__":
     parser.add_argument("--matmul_dtype", choices=("float32", "bfloat16", "int8"), default="float32")
     parser.add_argument("--epochs", type=int, default=EPOCHS, help="each tagger's training epochs")
     arguments = parser.parse_args()
+    if arguments.epochs < 1:
+        parser.error(f"--epochs must be at least 1, not {arguments.epochs}")
     main(arguments.matmul_dtype, arguments.epochs)

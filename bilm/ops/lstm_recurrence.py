@@ -180,7 +180,8 @@ def lstm_recurrence_packed(gates, gate_index, steps, time, c0, h0, recurrent_ker
     if not limit:
         outputs, c, h = _packed_loop(*loop_inputs, _stock_forms(kernels), *clips, "stock")
     elif c0.shape[0] is not None and c0.shape[0] <= limit:
-        # A batch known to be small needs no branch: a trace of both costs about as much as the loop's own.
+        # Rows known at trace time and within the limit: bilm's op alone, without the graph loop as the
+        # other branch (tracing that loop costs about as much as the op's own trace).
         outputs, c, h = _native_recurrence(*loop_inputs, kernels, *clips)
     else:
         # Rows only drop out as the loop goes, so the first step has the most.

@@ -106,15 +106,16 @@ def compile_cached(source, compile_flags, link_flags, cache_dir=None, compiler=N
     name = os.path.join(directory, f"{os.path.splitext(os.path.basename(source))[0]}-{key}")
     library = name + ".so"
     with _exclusive(name + ".lock"):
-        if not _intact(library) and os.path.exists(name + ".log"):
+        if _intact(library):
+            return library
+        if os.path.exists(name + ".log"):
             raise BuildError(f"{executable} failed on {os.path.abspath(source)} before, with this CPU and "
                              f"these flags: {_first_error(name + '.log')} (whole output in {name}.log; remove "
                              "it to try again)")
-        if not _intact(library):
-            # The one wait a user would otherwise not understand.
-            print(f"bilm: building {os.path.basename(source)} for this CPU and TensorFlow, once (cached in "
-                  f"{directory}); this takes about half a minute.", file=sys.stderr, flush=True)
-            _compile([executable, *compile_flags, os.path.abspath(source)], link_flags, library, name + ".log")
+        # The one wait a user would otherwise not understand.
+        print(f"bilm: building {os.path.basename(source)} for this CPU and TensorFlow, once (cached in "
+              f"{directory}); this takes about half a minute.", file=sys.stderr, flush=True)
+        _compile([executable, *compile_flags, os.path.abspath(source)], link_flags, library, name + ".log")
     return library
 
 
