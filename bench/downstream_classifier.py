@@ -153,8 +153,9 @@ class MaskedMeanPooling(MaskedMaxPooling):
         return ops.sum(inputs * weights, axis=1) / ops.maximum(ops.sum(weights, axis=1), 1.0)
 
 
-def build_classifier(variant, n_words, n_layers, dim, seed):
-    """The classifier of `variant`; returns `(model, its WeightLayers or None)`."""
+def build_classifier(variant, n_words, n_layers, dim, seed, jit_compile="auto"):
+    """The classifier of `variant`; returns `(model, its WeightLayers or None)`; `jit_compile` goes to
+    `Model.compile` ("auto": XLA on a GPU machine)."""
     inputs = {"mask": keras.Input((None,), dtype="bool", name="mask")}
     mask = inputs["mask"]
     parts, mix = [], None
@@ -183,7 +184,7 @@ def build_classifier(variant, n_words, n_layers, dim, seed):
     probabilities = keras.layers.Dense(2, activation="softmax", name="label")(pooled)
     model = keras.Model(inputs, probabilities)
     model.compile(optimizer=keras.optimizers.Adam(LEARNING_RATE), loss="sparse_categorical_crossentropy",
-                  metrics=["accuracy"])
+                  metrics=["accuracy"], jit_compile=jit_compile)
     return model, mix
 
 

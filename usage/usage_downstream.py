@@ -75,8 +75,11 @@ def make_dataset(rng, words, word_class, n_sentences):
     return tokens.astype(str), tags
 
 
-def build_tagger(options_file, weight_file, output, mix="scalar", matmul_dtype="float32"):
-    """String tokens `(batch, time)` -> tag probabilities `(batch, time, N_CLASSES + 1)`; and its ELMoEmbedding."""
+def build_tagger(options_file, weight_file, output, mix="scalar", matmul_dtype="float32", jit_compile="auto"):
+    """String tokens `(batch, time)` -> tag probabilities `(batch, time, N_CLASSES + 1)`; and its ELMoEmbedding.
+
+    `jit_compile` goes to `Model.compile`: Keras compiles a model that takes
+    text without XLA whatever it says (string ops), see `ELMoEmbedding`."""
     tokens = keras.Input(shape=(None,), dtype="string", name="tokens")
     # start="zeros": random weights hold no boundary state to start sentences from.
     elmo = ELMoEmbedding.from_files(options_file, weight_file, output=output, mix=mix, start="zeros",
@@ -87,7 +90,8 @@ def build_tagger(options_file, weight_file, output, mix="scalar", matmul_dtype="
     hidden = keras.layers.Dense(HIDDEN, activation="relu", name="hidden")(features)
     probabilities = keras.layers.Dense(N_CLASSES + 1, activation="softmax", name="tags")(hidden)
     model = keras.Model(tokens, probabilities, name=f"tagger_{output}")
-    model.compile(optimizer=keras.optimizers.Adam(LEARNING_RATE), loss="sparse_categorical_crossentropy")
+    model.compile(optimizer=keras.optimizers.Adam(LEARNING_RATE), loss="sparse_categorical_crossentropy",
+                  jit_compile=jit_compile)
     return model, elmo
 
 

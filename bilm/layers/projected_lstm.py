@@ -16,6 +16,7 @@ from bilm.ops.lowbit_matmul import few_rows_kernel_matmul
 from bilm.ops.lstm_bptt import lstm_layer_bptt, lstm_recurrence_bptt
 from bilm.ops.lstm_recurrence import lstm_recurrence_packed, lstm_recurrence_xla, packed_steps
 from bilm.ops.matmul_dtype import check_kernel_dtype, check_matmul_dtype, matmul, stock_form
+from bilm.ops.placement import compiling_with_xla
 
 
 @keras.saving.register_keras_serializable(package="bilm")
@@ -225,7 +226,10 @@ class ProjectedLSTM(keras.layers.Layer):
         """Whether inference runs the padded XLA loop rather than the packed
         one: with `jit_compile=True`, or in a trainable layer where
         `uses_xla` (gradients may flow through it, and the XLA loop's
-        hand-written backward pass beats autodiff of the packed loop)."""
+        hand-written backward pass beats autodiff of the packed loop); and
+        always while a function compiled with XLA is traced."""
+        if compiling_with_xla():  # the packed loop's shapes depend on the lengths
+            return True
         return bool(self.jit_compile) or (self.jit_compile is None and self.trainable and self.uses_xla)
 
     def compute_output_shape(self, inputs_shape, lengths_shape, initial_state_shape=None,

@@ -2,6 +2,8 @@
 import keras
 import tensorflow as tf
 
+from bilm.ops.placement import compiling_with_xla
+
 
 @keras.saving.register_keras_serializable(package="bilm")
 class UniqueTokens(keras.layers.Layer):
@@ -19,12 +21,19 @@ class UniqueTokens(keras.layers.Layer):
         `(unique_ids, indices)`: int `(1, n_unique, max_chars)` and one int
         `(batch_i, time_i)` index tensor per input, with
         `char_ids[i][b, t] == unique_ids[0, indices[i][b, t]]`.
+        While a function compiled with XLA is traced, whose shapes cannot
+        depend on the ids, every row stands for itself (the same values,
+        without the saving).
     """
 
     def call(self, char_ids):
         max_chars = tf.shape(char_ids[0])[2]
         flat = [tf.reshape(ids, [-1, max_chars]) for ids in char_ids]
-        unique, index = tf.raw_ops.UniqueV2(x=tf.concat(flat, axis=0), axis=[0])
+        rows = tf.concat(flat, axis=0)
+        if compiling_with_xla():
+            unique, index = rows, tf.range(tf.shape(rows)[0])
+        else:
+            unique, index = tf.raw_ops.UniqueV2(x=rows, axis=[0])
         sizes = [tf.shape(f)[0] for f in flat]
         indices = [tf.reshape(part, tf.shape(ids)[:2])
                    for part, ids in zip(tf.split(index, sizes), char_ids)]

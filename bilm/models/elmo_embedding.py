@@ -19,6 +19,7 @@ from bilm.models.functional_bilm import WEIGHTS_FOLLOW, build_bilm, state_keys
 from bilm.models.start_state import STARTS, resolve_start
 from bilm.models.text_inputs import (
     INPUT_TYPES,
+    TEXT_INPUT_TYPES,
     TokenMask,
     dictionary_tables_for,
     inputs_to_ids,
@@ -26,6 +27,7 @@ from bilm.models.text_inputs import (
     resolve_input_type,
 )
 from bilm.ops.matmul_dtype import check_kernel_dtype
+from bilm.ops.placement import compiling_with_xla
 from bilm.options import load_options
 from bilm.text.graph_batching import token_vocab_table, vocabulary_tokens
 
@@ -109,6 +111,16 @@ class ELMoEmbedding(keras.layers.Layer):
             adapter rejects NumPy string arrays.
         training: Python bool; enables `dropout`.
 
+    XLA: with ids in, the layer compiles (Keras's `compile(jit_compile=True)`,
+    or "auto" on a GPU machine), and gives the same outputs as without XLA.
+    Text in (strings, found when the layer is first called on them) sets
+    `supports_jit = False`, so Keras compiles the model without XLA (a
+    warning where `jit_compile=True` was asked): text becomes ids with
+    string ops, which XLA has no kernels for. To compile with text, turn it
+    into ids in the input pipeline (`to_ids`, or `Batcher`) and give the
+    layer ids. bilm's own CPU kernels run only where the work is placed on
+    a CPU and not under XLA (`bilm.ops.placement`).
+
     Returns:
         The tensor (or dict) named by `output`, with `time` the input's
         token axis (for char/token ids, the ids' time minus the two
@@ -182,6 +194,9 @@ class ELMoEmbedding(keras.layers.Layer):
         self.matmul_dtype = matmul_dtype
         self.use_character_inputs = use_character_inputs
         self.supports_masking = True
+        # Text becomes ids with string ops, which XLA cannot compile: Keras then
+        # resolves compile(jit_compile="auto" or True) to no XLA for the model.
+        self.supports_jit = input_type not in TEXT_INPUT_TYPES
 
         # === Layers ===
         self.bilm = build_bilm(options, n_token_vocab=self.n_token_vocab, kernel_dtype=matmul_dtype, name="bilm")
@@ -287,6 +302,11 @@ class ELMoEmbedding(keras.layers.Layer):
         self.built = True
 
     def call(self, inputs, training=None):
+        if self._note_input_type(inputs) in TEXT_INPUT_TYPES and compiling_with_xla():
+            raise UserError(
+                f"{self.name}: text inputs cannot be compiled with XLA (string ops). Build the layer with "
+                "input_type='tokens' or 'sentences' (Keras then compiles the model without XLA), compile the "
+                "model with jit_compile=False, or give it ids (Batcher, or layer.to_ids in the input pipeline).")
         outputs = self.embed_ids(self.to_ids(inputs), training=training)
         return outputs if self.output_key == "all" else outputs[self.output_key]
 
@@ -332,6 +352,14 @@ class ELMoEmbedding(keras.layers.Layer):
     def _resolve_input_type(self, inputs):
         return resolve_input_type(self.input_type, inputs, self.use_character_inputs)
 
+    def _note_input_type(self, inputs):
+        """The input type of `inputs`; a text one turns `supports_jit` off
+        (see the class docstring)."""
+        input_type = self._resolve_input_type(inputs)
+        if input_type in TEXT_INPUT_TYPES:
+            self.supports_jit = False
+        return input_type
+
     def to_ids(self, inputs, sequence_len=None):
         """The biLM's ids for any accepted input form, validated.
 
@@ -366,7 +394,7 @@ class ELMoEmbedding(keras.layers.Layer):
                 for name in self.compute_output_spec(inputs)}
 
     def compute_output_spec(self, inputs, training=None):
-        batch, time = output_time_shape(self._resolve_input_type(inputs), inputs.shape)
+        batch, time = output_time_shape(self._note_input_type(inputs), inputs.shape)
         p = self.options.projection_dim
         specs = {"word_emb": keras.KerasTensor((batch, time, p))}
         for name in _lstm_output_names(self.options.n_layers):

@@ -15,6 +15,8 @@ from bilm.text.dictionary_ids import DictionaryBatcher, batch_dictionary_ids, di
 from bilm.text.graph_batching import batch_char_ids, batch_token_ids, sentences_to_tokens, token_lengths
 
 INPUT_TYPES = ("auto", "tokens", "sentences", "char_ids", "token_ids")
+# The input types that are text (strings), turned into ids inside the graph.
+TEXT_INPUT_TYPES = ("tokens", "sentences")
 
 
 def batcher_for(options, vocab_file=None):

@@ -38,6 +38,7 @@ costs about a second, the convolutions' a few milliseconds
 import tensorflow as tf
 
 from bilm.errors import UserError
+from bilm.ops.placement import compiling_with_xla
 from bilm.utils.thread_flag import ThreadFlag
 
 _DIRECT_ONLY = ThreadFlag()
@@ -65,7 +66,8 @@ def max_pooled_char_convolutions(char_ids, embedding, kernels, direct_up_to=0):
             every run); 0 (the default): always the compiled table loop,
             whose gradient is reproducible (for training). The two agree
             to float32 round-off. Inside `direct_convolutions()`: the
-            direct convolutions for any number of tokens.
+            direct convolutions for any number of tokens. While a function
+            compiled with XLA is traced: the table loop.
 
     Returns:
         float `(n_tokens, sum(num_i))`, no bias or activation. The gradient
@@ -85,10 +87,12 @@ def max_pooled_char_convolutions(char_ids, embedding, kernels, direct_up_to=0):
                     "(build them with Batcher; training options need n_characters 261, prediction 262)"),
     ]):
         char_ids = tf.identity(char_ids)
-    if not direct_up_to:
-        return _max_pooled(char_ids, embedding, *kernels)
-    if _DIRECT_ONLY.is_on():
+    if _DIRECT_ONLY.is_on() and direct_up_to:
         return _direct_max_pooled(char_ids, embedding, kernels)
+    # Under XLA the branch below would compile both sides, and a custom
+    # gradient inside a branch does not compile: the table loop alone.
+    if not direct_up_to or compiling_with_xla():
+        return _max_pooled(char_ids, embedding, *kernels)
     return tf.cond(tf.shape(char_ids)[0] <= direct_up_to,
                    lambda: _direct_max_pooled(char_ids, embedding, kernels),
                    lambda: _max_pooled(char_ids, embedding, *kernels))
@@ -131,8 +135,13 @@ def columns_to_keep(char_ids, max_width):
     hold every window that is not inside a row's trailing run of its last
     id, rounded up to a multiple of `COLUMN_STEP` and at most `max_chars`.
     The windows not kept (of width w, those starting after the count less
-    w) all lie inside those runs."""
+    w) all lie inside those runs.
+
+    While a function compiled with XLA is traced: every column
+    (`max_chars`), since XLA needs shapes that do not depend on the ids."""
     max_chars = tf.shape(char_ids)[1]
+    if compiling_with_xla():
+        return max_chars
     differs = tf.cast(tf.not_equal(char_ids, char_ids[:, -1:]), tf.int32)
     # One past the last position that differs from the row's last id.
     content = tf.reduce_max(differs * tf.range(1, max_chars + 1)[tf.newaxis], axis=1)

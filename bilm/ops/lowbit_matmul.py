@@ -28,8 +28,8 @@ import tensorflow as tf
 
 from bilm.ops.matmul_dtype import kernel_matmul
 from bilm.ops.native import BuildError, build_library, source_path
+from bilm.ops.placement import native_kernels_allowed, stock_kernels  # noqa: F401 (stock_kernels: re-exported)
 from bilm.ops.scaled_kernel import ScaledKernel
-from bilm.utils.thread_flag import ThreadFlag
 
 LOWBIT_KERNEL_DTYPES = (tf.bfloat16, tf.int8)
 # Rows up to which `few_rows_kernel_matmul` takes bilm's kernel. It reads
@@ -46,24 +46,12 @@ MAX_FLOAT32_STREAMED_ROWS = 32
 _OP_NAME = "BilmLowbitMatmul"
 _LOADED = {}
 _LOADING = threading.Lock()
-_STOCK_ONLY = ThreadFlag()
-
-
-def stock_kernels():
-    """Within it (this thread), functions traced use stock TensorFlow ops
-    only, as a SavedModel that a TensorFlow-only client loads must."""
-    return _STOCK_ONLY.on()
-
-
-def native_kernels_allowed():
-    """False inside `stock_kernels()`."""
-    return not _STOCK_ONLY.is_on()
 
 
 def streams_float32():
     """Whether bilm's kernel takes float32 kernels here: the library is
     built, with AVX2 and FMA (elsewhere it registers no float32 kernel),
-    and not inside `stock_kernels()`."""
+    and `bilm.ops.placement.native_kernels_allowed()`."""
     if not native_kernels_allowed():
         return False
     with _LOADING:
@@ -86,8 +74,9 @@ def _has_float32_kernel(ops):
 def streamed_rows_limit(kernel):
     """The most rows for which bilm's kernel is the faster product with
     `kernel` (a tensor, variable or `ScaledKernel`), or 0 where it does
-    not take that kernel here (see `streams_float32`; inside
-    `stock_kernels()`; the library could not be built)."""
+    not take that kernel here (see `streams_float32`; where
+    `bilm.ops.placement.native_kernels_allowed()` is false: in
+    `stock_kernels()`, under XLA, on a GPU; the library could not be built)."""
     if not native_kernels_allowed():
         return 0
     if is_lowbit(kernel):

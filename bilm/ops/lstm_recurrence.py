@@ -17,6 +17,7 @@ from bilm.ops.lowbit_matmul import load_lowbit_ops, native_kernels_allowed, stre
 from bilm.ops.lstm_bptt import recomputed_gradients
 from bilm.ops.lstm_cell import lstm_cell_step, projection_stand_in
 from bilm.ops.matmul_dtype import kernel_matmul, stock_form
+from bilm.ops.placement import compiling_with_xla
 from bilm.ops.scaled_kernel import ScaledKernel
 
 
@@ -52,7 +53,8 @@ def lstm_recurrence_xla(gates_tm, lengths, c0, h0, recurrent_kernel, projection_
         final `c`, `h` at each row's last valid step.
     """
     time = tf.shape(gates_tm)[0]
-    padded_time = padded_size(time)
+    # Inside a function compiled with XLA, shapes are known: nothing to round up.
+    padded_time = time if compiling_with_xla() else padded_size(time)
     projection_kernel, use_projection = projection_stand_in(projection_kernel, gates_tm.dtype)
     clips = (cell_clip, proj_clip)
 

@@ -55,8 +55,8 @@ original recipe's arithmetic.
 import tensorflow as tf
 
 from bilm.errors import UserError
+from bilm.ops.placement import bfloat16_products_fast
 from bilm.ops.scaled_kernel import ScaledKernel, dequantize
-from bilm.utils.cpu_features import has_bfloat16_arithmetic
 
 MATMUL_DTYPES = ("float32", "bfloat16")
 # The dtypes an inference model may keep its large kernels in: training's
@@ -100,7 +100,7 @@ def kernel_matmul(x, kernel):
     """`x @ kernel` for float32 `x`, in the kernel's dtype.
 
     A float32 kernel: a float32 matmul. A bfloat16 kernel (a layer built
-    with `kernel_dtype="bfloat16"`): on a CPU with bfloat16 arithmetic, `x`
+    with `kernel_dtype="bfloat16"`): on a GPU, or a CPU with bfloat16 arithmetic, `x`
     is rounded to bfloat16, the product accumulates in float32 and is
     rounded to bfloat16 once; elsewhere, where that product is slower than
     float32's, a float32 matmul with the kernel widened (exactly), as
@@ -126,13 +126,13 @@ def stock_form(kernel):
     """`kernel` as stock TensorFlow products take it (`kernel_matmul`),
     made once for many of them (a loop's steps): a `ScaledKernel` widened
     to float32 (`dequantize`); a bfloat16 kernel widened to float32
-    (exactly) on a CPU without bfloat16 arithmetic, where TensorFlow's
-    bfloat16 product is slower than float32's
-    (`bilm.utils.cpu_features.has_bfloat16_arithmetic`); anything else (a
-    tensor, or None) as it is."""
+    (exactly) where TensorFlow's bfloat16 product is slower than float32's,
+    a CPU without bfloat16 arithmetic (`bilm.ops.placement.bfloat16_products_fast`:
+    decided by the device the product runs on); anything else (a tensor,
+    or None) as it is."""
     if isinstance(kernel, ScaledKernel):
         return dequantize(kernel)
-    if kernel is not None and tf.as_dtype(kernel.dtype) == tf.bfloat16 and not has_bfloat16_arithmetic():
+    if kernel is not None and tf.as_dtype(kernel.dtype) == tf.bfloat16 and not bfloat16_products_fast():
         return tf.cast(kernel, tf.float32)
     return kernel
 

@@ -6,7 +6,7 @@ import tensorflow as tf
 
 import numpy_reference as R
 from bilm.layers.projected_lstm import ProjectedLSTM
-from bilm.ops import matmul_dtype
+from bilm.ops import matmul_dtype, placement
 from bilm.ops.lowbit_matmul import (
     MAX_FLOAT32_STREAMED_ROWS,
     MAX_STREAMED_ROWS,
@@ -146,7 +146,7 @@ def test_few_rows_with_bfloat16_kernels_run_bilms_kernel_and_keep_activations_in
     # round-off. More rows: TensorFlow's bfloat16 matmul, which rounds them,
     # on a CPU with bfloat16 arithmetic; elsewhere a float32 one with the
     # kernels widened once.
-    monkeypatch.setattr(matmul_dtype, "has_bfloat16_arithmetic", lambda: bfloat16_arithmetic)
+    monkeypatch.setattr(placement, "has_bfloat16_arithmetic", lambda: bfloat16_arithmetic)
     units, projection = 64, 16
     rng = np.random.default_rng(4)
     kernels = [tf.constant(rng.normal(size=shape) * 0.3, tf.bfloat16)

@@ -9,7 +9,7 @@ from bilm.io.weight_file import load_bilm_weights, save_bilm_weights
 from bilm.layers.highway import Highway
 from bilm.models.functional_bilm import build_bilm, state_keys
 from bilm.models.random_weights import write_random_model
-from bilm.ops import matmul_dtype
+from bilm.ops import matmul_dtype, placement
 from bilm.ops.matmul_dtype import BFLOAT16_INFERENCE_TOLERANCE, kernel_matmul, matmul, stock_form
 from bilm.options import load_options
 from helpers import SENTENCES
@@ -82,7 +82,7 @@ def test_a_bfloat16_kernel_rounds_x_only_where_the_cpu_multiplies_bfloat16(bfloa
     # Elsewhere TensorFlow's bfloat16 product is slower than float32's: the
     # kernel is widened (exactly) and x stays float32, in one product or
     # once for a loop's (stock_form).
-    monkeypatch.setattr(matmul_dtype, "has_bfloat16_arithmetic", lambda: bfloat16_arithmetic)
+    monkeypatch.setattr(placement, "has_bfloat16_arithmetic", lambda: bfloat16_arithmetic)
     rng = np.random.default_rng(4)
     x = rng.normal(size=(5, 40)).astype(np.float32)
     kernel = tf.cast(rng.normal(size=(40, 7)).astype(np.float32), tf.bfloat16)
