@@ -15,7 +15,7 @@ from bilm.io.weight_file import (
 )
 from bilm.layers.layer_mix import WeightLayers
 from bilm.models.bidirectional_lm import elmo_outputs
-from bilm.models.functional_bilm import WEIGHTS_FOLLOW, build_bilm, state_keys
+from bilm.models.functional_bilm import FLOAT32, WEIGHTS_FOLLOW, build_bilm, state_keys
 from bilm.models.start_state import STARTS, resolve_start
 from bilm.models.text_inputs import (
     INPUT_TYPES,
@@ -33,6 +33,18 @@ from bilm.text.graph_batching import token_vocab_table, vocabulary_tokens
 
 # Outputs whose first two axes are (batch, time): Keras masks them.
 SEQUENCE_OUTPUTS = ("word_emb", "elmo")
+
+
+def _float32_policy(dtype):
+    """The layer's dtype: float32, given or not (a float32 policy's config included)."""
+    if dtype is None:
+        return FLOAT32
+    policy = keras.dtype_policies.get(dtype)
+    if policy.compute_dtype != FLOAT32 or policy.variable_dtype != FLOAT32:
+        raise UserError(f"ELMoEmbedding computes in float32 (the biLM's numerics). Received: dtype={policy.name!r}; "
+                        "for bfloat16 products pass matmul_dtype='bfloat16' (the layers after ELMo may use any "
+                        "policy).")
+    return policy
 
 
 def _lstm_output_names(n_layers):
@@ -102,7 +114,13 @@ class ELMoEmbedding(keras.layers.Layer):
         matmul_dtype: `"float32"`, or `"bfloat16"` or `"int8"` to keep the
             biLM's kernels so (see `BidirectionalLanguageModel`); not with
             `trainable_bilm`.
-        **kwargs: passed to `keras.layers.Layer` (`name`, `dtype`...).
+        **kwargs: passed to `keras.layers.Layer` (`name`...). The layer
+            computes in float32 whatever the global dtype policy: under
+            `keras.mixed_precision.set_global_policy("mixed_bfloat16")` (or
+            `"mixed_float16"`) its outputs are float32 and the layers after
+            it cast them to their own compute dtype; bfloat16 products in
+            the biLM are `matmul_dtype="bfloat16"`. `dtype` may only be
+            float32.
 
     Call arguments:
         inputs: see `input_type`. For `"tokens"` a row's tokens are the
@@ -149,6 +167,8 @@ class ELMoEmbedding(keras.layers.Layer):
                  do_layer_norm=False, l2_coef=0.0, use_top_only=False, dropout=0.0, input_type="auto",
                  max_batch_size=None, n_token_vocab=None, vocabulary=None, start="zeros", matmul_dtype="float32",
                  **kwargs):
+        # float32 whatever the global policy (see the class docstring).
+        kwargs["dtype"] = _float32_policy(kwargs.get("dtype"))
         super().__init__(**kwargs)
         options = load_options(options)
         use_character_inputs = options.char_cnn is not None
@@ -204,12 +224,12 @@ class ELMoEmbedding(keras.layers.Layer):
         # `self.mix` is the mix layer (its name in saved archives); the
         # `mix` argument is its kind, `self.mix.mix`.
         self.mix = WeightLayers(mix=mix, l2_coef=l2_coef or None, use_top_only=use_top_only,
-                                do_layer_norm=do_layer_norm, seed=mix_seed, name="elmo_mix")
+                                do_layer_norm=do_layer_norm, seed=mix_seed, name="elmo_mix", dtype=FLOAT32)
         self.mix.trainable = self._mix_trains()
-        self.dropout_layer = keras.layers.Dropout(dropout, name="elmo_dropout") if dropout else None
+        self.dropout_layer = keras.layers.Dropout(dropout, name="elmo_dropout", dtype=FLOAT32) if dropout else None
         self.vocab_table = token_vocab_table(self.vocabulary) if self.vocabulary is not None else None
         self.dictionary_tables = dictionary_tables_for(options)
-        self.token_mask = TokenMask(input_type, use_character_inputs, name=f"{self.name}_token_mask")
+        self.token_mask = TokenMask(input_type, use_character_inputs, name=f"{self.name}_token_mask", dtype=FLOAT32)
         self.start_state = {key: self.add_weight(name=f"start_{key}", shape=(size,), initializer="zeros",
                                                  trainable=False)
                             for key, _, size in state_keys(self.options)}

@@ -25,6 +25,10 @@ LAYOUTS = ("prediction", "training")
 # whose weights a file then sets: `build_bilm`'s default initializer is then
 # zeros, skipping the random draws (most of the original size's build).
 WEIGHTS_FOLLOW = ThreadFlag()
+# Every layer of the biLM computes in float32 whatever the global Keras
+# dtype policy (a mixed-precision one included): its numerics are the
+# original's; bfloat16 or int8 kernels are `kernel_dtype`'s.
+FLOAT32 = "float32"
 
 
 def state_keys(options, bidirectional=True):
@@ -107,7 +111,7 @@ def build_bilm(options, n_token_vocab=None, bidirectional=True, dropout=0.0, lay
     token_inputs["backward"] = (
         keras.Input(shape=input_shape, dtype="int32", name=f"{input_name}_reverse")
         if separate else token_inputs["forward"])
-    sequence_mask = SequenceMask(padded=padded, name="sequence_mask")
+    sequence_mask = SequenceMask(padded=padded, name="sequence_mask", dtype=FLOAT32)
     lstms, dropouts, state_inputs, seed_input = _recurrent_layers(options, directions, separate, dropout, kernels)
 
     # === Functional Model ===
@@ -132,12 +136,13 @@ def _recurrent_layers(options, directions, separate, dropout, kernels):
     lstms = {
         (direction, layer): ProjectedLSTM(
             options.lstm_dim, options.projection_dim, options.cell_clip, options.proj_clip,
-            go_backwards=direction == "backward" and not separate, name=f"{direction}_lstm_{layer}", **kernels)
+            go_backwards=direction == "backward" and not separate, name=f"{direction}_lstm_{layer}", dtype=FLOAT32,
+            **kernels)
         for direction in directions for layer in range(options.n_layers)
     }
     dropouts = {
         (direction, layer): StatelessDropout(
-            dropout, dropout_site(d, layer, options.n_layers), name=f"{direction}_dropout_{layer}")
+            dropout, dropout_site(d, layer, options.n_layers), name=f"{direction}_dropout_{layer}", dtype=FLOAT32)
         for d, direction in enumerate(directions) for layer in range(options.n_layers)
     } if dropout > 0 else {}
     state_inputs = {key: keras.Input(shape=(size,), name=key)
@@ -159,17 +164,18 @@ def _token_encoder(options, n_token_vocab, padded, kernels):
         token_embedding = keras.layers.Embedding(
             n_token_vocab, options.projection_dim,
             embeddings_initializer=keras.initializers.RandomUniform(-1.0, 1.0),
-            name="token_embedding")
+            name="token_embedding", dtype=FLOAT32)
         return "token_ids", (None,), token_embedding
     cnn = options.char_cnn
-    char_encoder = CharCNNEncoder(cnn.n_characters, cnn.embedding_dim, cnn.filters, cnn.activation, name="char_cnn")
-    highway = Highway(cnn.n_highway, name="highway", **kernels)
+    char_encoder = CharCNNEncoder(cnn.n_characters, cnn.embedding_dim, cnn.filters, cnn.activation, name="char_cnn",
+                                  dtype=FLOAT32)
+    highway = Highway(cnn.n_highway, name="highway", dtype=FLOAT32, **kernels)
     word_embedding = _word_embedding(options, padded)
     projection = None
     if token_features(options) != options.projection_dim:
         projection = keras.layers.Dense(
             options.projection_dim, kernel_initializer=dense_initializer(token_features(options)),
-            name="token_projection")
+            name="token_projection", dtype=FLOAT32)
     encode = functools.partial(_encode_characters, char_encoder=char_encoder, highway=highway,
                                projection=projection, word_embedding=word_embedding)
     return "token_characters", (None, options.token_id_width), encode
@@ -186,8 +192,8 @@ def _encode_streams(streams, encode, deduplicate, directions, mask=None):
     """
     distinct_by_direction = None
     if deduplicate:
-        unique, indices = UniqueTokens(name="unique_tokens")(streams)
-        gathers = [GatherTokens(name=f"gather_tokens_{i}") for i in range(len(indices))]
+        unique, indices = UniqueTokens(name="unique_tokens", dtype=FLOAT32)(streams)
+        gathers = [GatherTokens(name=f"gather_tokens_{i}", dtype=FLOAT32) for i in range(len(indices))]
         distinct = encode(unique)
         distinct_by_direction = {direction: (distinct, indices[min(d, len(indices) - 1)])
                                  for d, direction in enumerate(directions)}
@@ -213,7 +219,8 @@ def _word_embedding(options, padded):
         return None
     return keras.layers.Embedding(
         options.word_embedding.dictionary.n_ids + padded, options.word_embedding.dim,
-        embeddings_initializer=keras.initializers.RandomUniform(-0.25, 0.25), name="word_embedding")
+        embeddings_initializer=keras.initializers.RandomUniform(-0.25, 0.25), name="word_embedding",
+        dtype=FLOAT32)
 
 
 def _encode_characters(token_ids, char_encoder, highway, projection, word_embedding=None):
@@ -294,7 +301,7 @@ def build_contextual_bilm(bilm, options, name="contextual_bilm"):
         for key, _, size in state_keys(options, bidirectional=len(directions) == 2)
     }
     lengths = keras.ops.sum(keras.ops.cast(mask, "int32"), axis=1)
-    x = GatherTokens(name="gather_tokens")(distinct, token_index)
+    x = GatherTokens(name="gather_tokens", dtype=FLOAT32)(distinct, token_index)
     x = x * keras.ops.expand_dims(keras.ops.cast(mask, x.dtype), -1)
     lstms = {(d, layer): bilm.get_layer(f"{d}_lstm_{layer}")
              for d in directions for layer in range(options.n_layers)}
