@@ -4,6 +4,7 @@ import glob
 from setuptools import find_packages, setup
 
 BEAM = ["apache-beam>=2.77,<3"]
+TENSORFLOW = ">=2.16"
 
 setup(
     name="bilm",
@@ -15,7 +16,7 @@ setup(
     package_data={"bilm.ops.native": ["*.cc"]},
     python_requires=">=3.9",
     install_requires=[
-        "tensorflow>=2.16",
+        f"tensorflow{TENSORFLOW}",
         "numpy",
         "h5py",
         # tf.summary.scalar, for the training curves (TensorFlow no longer brings it).
@@ -24,6 +25,9 @@ setup(
     extras_require={
         # Apache Beam: bilm.beam's RunInference handler, transforms and pipeline (python -m bilm.beam).
         "beam": BEAM,
+        # TensorFlow's CUDA libraries as pip packages (Linux): pip install "bilm[gpu]" trains and embeds on an
+        # NVIDIA GPU without a system-wide CUDA. The scripts name the devices they use in their first line.
+        "gpu": [f"tensorflow[and-cuda]{TENSORFLOW}"],
         # The tests cover bilm.beam too: the extra adds no constraint that TensorFlow's requirements
         # do not meet (protobuf<7 within TensorFlow's >=6.31.1,<8).
         "test": ["pytest", "pytest-xdist", "ruff", *BEAM],
