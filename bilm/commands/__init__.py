@@ -1,7 +1,8 @@
 """The building blocks of the `bin/` scripts, public so that a script of your own can reuse them: the argument
 parser whose mistakes are one line (`ScriptArgumentParser`), the flags of the embedding and training scripts,
-and `exit_on_user_error` (one `Error:` line and exit status 1 for a mistake a user can fix; 130/143 on
-signals).
+`exit_on_user_error` (one `Error:` line and exit status 1 for a mistake a user can fix; 130/143 on
+signals), and the device line and float32 switches every script sets first (`announce_devices`,
+`set_numerics`).
 
 Each name is imported when first used, so that a script loads only what it needs.
 """
@@ -19,6 +20,11 @@ _MODULES = {
     "add_start_arguments": "embedding_arguments",
     "check_model_arguments": "embedding_arguments",
     "model_files": "embedding_arguments",
+    "add_tf32_argument": "devices",
+    "announce_devices": "devices",
+    "describe_devices": "devices",
+    "missing_gpus_warning": "devices",
+    "set_numerics": "devices",
     "add_training_arguments": "training_arguments",
     "describe_result": "training_arguments",
     "restart_command": "training_arguments",

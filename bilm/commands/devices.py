@@ -1,0 +1,93 @@
+"""Where a `bin/` script runs, and the float32 arithmetic it asks of TensorFlow there.
+
+A script is the user's process, so it, not the library, sets TensorFlow's
+process-wide switches (`set_numerics`):
+
+- TensorFloat-32 off unless --tf32: on an NVIDIA GPU of the Ampere
+  generation or later TensorFlow otherwise runs float32 matmuls and
+  convolutions with their inputs rounded to TF32's 10-bit mantissa, so a
+  GPU would not keep float32's round-off. No effect on a CPU.
+- op determinism for training, where a GPU is visible: GPU kernels (XLA's
+  scatter-adds among them) otherwise add in an order that changes from
+  run to run, and --seed would not repeat a run bit for bit. On a CPU it
+  stays off: bilm's training already repeats bit for bit there, and the
+  mode would only add its checks.
+
+Each script then prints one line on standard error (`announce_devices`):
+`bilm: running on GPU:0 (NVIDIA H100 80GB HBM3, compute capability 9.0), CPU`
+or `bilm: running on CPU (no GPU visible to TensorFlow)`, and a `Warning:`
+line where --n_gpus asked for a GPU that TensorFlow does not see (the
+scripts set TF_CPP_MIN_LOG_LEVEL=3, which hides TensorFlow's own reason).
+"""
+import sys
+
+import tensorflow as tf
+
+TF32_HELP = ("Let float32 matmuls and convolutions run in TensorFloat-32 on an NVIDIA GPU of the Ampere "
+             "generation or later: faster, with their inputs rounded to a 10-bit mantissa. Without it bilm "
+             "turns TF32 off, so that a GPU keeps float32's round-off; no effect on a CPU.")
+
+
+def add_tf32_argument(parser):
+    """--tf32: let TensorFlow use TensorFloat-32 on a GPU (`set_numerics(tf32=args.tf32)`)."""
+    parser.add_argument("--tf32", action="store_true", help=TF32_HELP)
+
+
+def set_numerics(tf32=False, deterministic=False):
+    """Turns TensorFloat-32 on or off (`tf32`), and with `deterministic` TensorFlow's op determinism where a GPU is
+    visible; returns whether op determinism was turned on. Process-wide: for scripts, not for a library."""
+    tf.config.experimental.enable_tensor_float_32_execution(tf32)
+    if deterministic and tf.config.list_physical_devices("GPU"):
+        tf.config.experimental.enable_op_determinism()
+        return True
+    return False
+
+
+def describe_devices():
+    """The line that says where TensorFlow runs: each GPU it sees, with its name and compute capability, then
+    the CPU."""
+    gpus = tf.config.list_logical_devices("GPU")
+    if not gpus:
+        return "bilm: running on CPU (no GPU visible to TensorFlow)"
+    physical = tf.config.list_physical_devices("GPU")
+    # One logical device per physical one unless a program split a GPU (tf.config.set_logical_device_configuration).
+    details = [_details(device) for device in physical] if len(physical) == len(gpus) else [""] * len(gpus)
+    names = [f"{gpu.name.split('device:')[-1]}{detail}" for gpu, detail in zip(gpus, details)]
+    return f"bilm: running on {', '.join(names)}, CPU"
+
+
+def _details(physical_device):
+    """` (name, compute capability X.Y)` of a physical GPU, as much of it as TensorFlow reports."""
+    try:
+        details = tf.config.experimental.get_device_details(physical_device)
+    except (ValueError, tf.errors.OpError):
+        return ""
+    parts = []
+    if details.get("device_name"):
+        parts.append(details["device_name"])
+    if details.get("compute_capability"):
+        parts.append("compute capability " + ".".join(map(str, details["compute_capability"])))
+    return f" ({', '.join(parts)})" if parts else ""
+
+
+def missing_gpus_warning(n_gpus):
+    """The `Warning:` line for `--n_gpus n_gpus` when TensorFlow sees no GPU, else None. (Fewer GPUs than asked,
+    but some, is `make_strategy`'s error.)"""
+    if not n_gpus or tf.config.list_logical_devices("GPU"):
+        return None
+    asked = "a GPU" if n_gpus == 1 else f"{n_gpus} GPUs"
+    if tf.test.is_built_with_cuda():
+        reason = ("check that nvidia-smi shows the GPU; pip install 'bilm[gpu]' installs TensorFlow's CUDA "
+                  "libraries; TF_CPP_MIN_LOG_LEVEL=0 shows TensorFlow's own reason")
+    else:
+        reason = "this TensorFlow is built without CUDA; on Linux, pip install 'bilm[gpu]' installs one with it"
+    return f"Warning: --n_gpus {n_gpus} asks for {asked}, but TensorFlow sees none and runs on the CPU ({reason})."
+
+
+def announce_devices(n_gpus=None, file=None):
+    """Prints `describe_devices()` on standard error (or `file`), then `missing_gpus_warning(n_gpus)` if any."""
+    file = sys.stderr if file is None else file
+    print(describe_devices(), file=file, flush=True)
+    warning = missing_gpus_warning(n_gpus)
+    if warning:
+        print(warning, file=file, flush=True)

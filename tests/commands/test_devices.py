@@ -1,0 +1,142 @@
+"""The device line every script prints first, the --n_gpus warning, and the float32 switches the scripts set.
+
+A GPU is faked by patching `tf.config`'s device lists and details; the
+switches are patched too, so that nothing here changes this process.
+"""
+import io
+
+import pytest
+import tensorflow as tf
+
+import bilm.commands.devices as devices
+
+H100 = {"device_name": "NVIDIA H100 80GB HBM3", "compute_capability": (9, 0)}
+
+
+@pytest.fixture
+def fake_gpus(monkeypatch):
+    """`fake_gpus(n, details)`: TensorFlow sees `n` GPUs, each with `details`."""
+    real_physical, real_logical = tf.config.list_physical_devices, tf.config.list_logical_devices
+
+    def fake(n, details=H100):
+        gpus = [(tf.config.PhysicalDevice(f"/physical_device:GPU:{i}", "GPU"),
+                 tf.config.LogicalDevice(f"/device:GPU:{i}", "GPU")) for i in range(n)]
+
+        def physical(device_type=None):
+            return [p for p, _ in gpus] if device_type == "GPU" else real_physical(device_type)
+
+        def logical(device_type=None):
+            return [lg for _, lg in gpus] if device_type == "GPU" else real_logical(device_type)
+
+        def get_device_details(device):
+            assert device in [p for p, _ in gpus]
+            return dict(details)
+
+        monkeypatch.setattr(tf.config, "list_physical_devices", physical)
+        monkeypatch.setattr(tf.config, "list_logical_devices", logical)
+        monkeypatch.setattr(tf.config.experimental, "get_device_details", get_device_details)
+
+    return fake
+
+
+@pytest.fixture
+def switches(monkeypatch):
+    """The calls that `set_numerics` makes, recorded instead of made."""
+    calls = []
+    monkeypatch.setattr(tf.config.experimental, "enable_tensor_float_32_execution",
+                        lambda enabled: calls.append(("tf32", enabled)))
+    monkeypatch.setattr(tf.config.experimental, "enable_op_determinism", lambda: calls.append(("determinism",)))
+    return calls
+
+
+def test_on_a_cpu_the_line_says_no_gpu_is_visible(fake_gpus):
+    fake_gpus(0)
+    assert devices.describe_devices() == "bilm: running on CPU (no GPU visible to TensorFlow)"
+
+
+def test_each_gpu_is_named_with_its_compute_capability_then_the_cpu(fake_gpus):
+    fake_gpus(1)
+    assert devices.describe_devices() == (
+        "bilm: running on GPU:0 (NVIDIA H100 80GB HBM3, compute capability 9.0), CPU")
+    fake_gpus(2, {"device_name": "NVIDIA A100-SXM4-40GB", "compute_capability": (8, 0)})
+    assert devices.describe_devices() == (
+        "bilm: running on GPU:0 (NVIDIA A100-SXM4-40GB, compute capability 8.0), "
+        "GPU:1 (NVIDIA A100-SXM4-40GB, compute capability 8.0), CPU")
+
+
+@pytest.mark.parametrize("details, named", [
+    ({}, "GPU:0"),  # a plugin's GPU that reports nothing
+    ({"device_name": "Apple M2"}, "GPU:0 (Apple M2)"),
+])
+def test_a_gpu_without_details_is_named_by_what_tensorflow_reports(fake_gpus, details, named):
+    fake_gpus(1, details)
+    assert devices.describe_devices() == f"bilm: running on {named}, CPU"
+
+
+def test_a_split_gpu_names_its_logical_devices_without_details(fake_gpus, monkeypatch):
+    fake_gpus(1)
+    split = [tf.config.LogicalDevice(f"/device:GPU:{i}", "GPU") for i in range(2)]
+    monkeypatch.setattr(tf.config, "list_logical_devices", lambda device_type=None: split)
+    assert devices.describe_devices() == "bilm: running on GPU:0, GPU:1, CPU"
+
+
+@pytest.mark.parametrize("n_gpus", [None, 1, 2])
+def test_no_warning_where_the_gpus_asked_for_are_seen_or_none_was_asked_for(fake_gpus, n_gpus):
+    fake_gpus(2)
+    assert devices.missing_gpus_warning(n_gpus) is None
+    fake_gpus(0)
+    assert devices.missing_gpus_warning(None) is None
+
+
+@pytest.mark.parametrize("cuda, reason", [
+    (True, "check that nvidia-smi shows the GPU; pip install 'bilm[gpu]' installs TensorFlow's CUDA libraries; "
+           "TF_CPP_MIN_LOG_LEVEL=0 shows TensorFlow's own reason"),
+    (False, "this TensorFlow is built without CUDA; on Linux, pip install 'bilm[gpu]' installs one with it"),
+])
+def test_a_gpu_asked_for_but_not_seen_is_a_warning_that_tensorflow_runs_on_the_cpu(fake_gpus, monkeypatch, cuda,
+                                                                                   reason):
+    fake_gpus(0)
+    monkeypatch.setattr(tf.test, "is_built_with_cuda", lambda: cuda)
+    assert devices.missing_gpus_warning(1) == (
+        f"Warning: --n_gpus 1 asks for a GPU, but TensorFlow sees none and runs on the CPU ({reason}).")
+    assert devices.missing_gpus_warning(4).startswith("Warning: --n_gpus 4 asks for 4 GPUs, but TensorFlow sees none")
+
+
+def test_fewer_gpus_than_asked_is_left_to_make_strategys_error(fake_gpus):
+    fake_gpus(1)
+    assert devices.missing_gpus_warning(2) is None
+
+
+def test_announce_prints_the_line_then_the_warning_on_stderr(fake_gpus, capsys):
+    fake_gpus(0)
+    devices.announce_devices()
+    devices.announce_devices(n_gpus=1)
+    out, err = capsys.readouterr()
+    assert out == ""
+    lines = err.splitlines()
+    assert lines[:2] == ["bilm: running on CPU (no GPU visible to TensorFlow)"] * 2
+    assert len(lines) == 3 and lines[2].startswith("Warning: --n_gpus 1 asks for a GPU")
+    stream = io.StringIO()
+    fake_gpus(1)
+    devices.announce_devices(n_gpus=1, file=stream)
+    assert stream.getvalue() == "bilm: running on GPU:0 (NVIDIA H100 80GB HBM3, compute capability 9.0), CPU\n"
+
+
+@pytest.mark.parametrize("n_gpus, tf32, deterministic, calls", [
+    (0, False, False, [("tf32", False)]),
+    (0, True, True, [("tf32", True)]),  # on a CPU, op determinism stays off
+    (1, False, False, [("tf32", False)]),
+    (1, False, True, [("tf32", False), ("determinism",)]),
+    (1, True, True, [("tf32", True), ("determinism",)]),
+])
+def test_set_numerics_turns_tf32_off_unless_asked_and_determinism_on_only_with_a_gpu(fake_gpus, switches, n_gpus,
+                                                                                     tf32, deterministic, calls):
+    fake_gpus(n_gpus)
+    assert devices.set_numerics(tf32=tf32, deterministic=deterministic) is (("determinism",) in calls)
+    assert switches == calls
+
+
+def test_set_numerics_defaults_to_float32_without_determinism(fake_gpus, switches):
+    fake_gpus(1)
+    assert devices.set_numerics() is False
+    assert switches == [("tf32", False)]
