@@ -14,9 +14,11 @@ from bilm.commands import (  # noqa: E402
     ScriptArgumentParser,  # noqa: E402
     add_embedding_run_arguments,
     add_model_arguments,
+    announce_devices,
     check_model_arguments,
     exit_on_user_error,  # noqa: E402
     model_files,
+    set_numerics,
 )
 from bilm.export import dump_bilm_embeddings  # noqa: E402
 
@@ -33,6 +35,8 @@ def main(argv=None):
     add_embedding_run_arguments(parser, "OUTFILE")
     args = parser.parse_args(argv)
     check_model_arguments(parser, args)
+    set_numerics(tf32=args.tf32)  # float32 stays float32 on a GPU unless --tf32
+    announce_devices()
     with exit_on_user_error():
         written = dump_bilm_embeddings(args.vocab_file, args.dataset_file, *model_files(args), args.outfile,
                                        batch_size=args.batch_size, resume=args.resume, overwrite=args.overwrite,

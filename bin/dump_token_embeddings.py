@@ -12,8 +12,11 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # before TensorFlow loads
 
 from bilm.commands import (  # noqa: E402
     ScriptArgumentParser,
+    add_tf32_argument,
+    announce_devices,
     exit_on_user_error,  # noqa: E402
     positive_int,
+    set_numerics,
 )
 from bilm.export import dump_token_embeddings  # noqa: E402
 
@@ -28,7 +31,10 @@ def main(argv=None):
     parser.add_argument("--batch_size", type=positive_int, default=512, help="Tokens per model call.")
     parser.add_argument("--overwrite", action="store_true",
                         help="Replace an existing OUTFILE that bilm did not write.")
+    add_tf32_argument(parser)
     args = parser.parse_args(argv)
+    set_numerics(tf32=args.tf32)  # float32 stays float32 on a GPU unless --tf32
+    announce_devices()
     with exit_on_user_error():
         shape = dump_token_embeddings(args.vocab_file, args.options_file, args.weight_file, args.outfile,
                                       batch_size=args.batch_size, overwrite=args.overwrite)

@@ -12,9 +12,11 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # before TensorFlow loads
 
-from bilm.commands import (
-    ScriptArgumentParser,  # noqa: E402
-    exit_on_user_error,  # noqa: E402
+from bilm.commands import (  # noqa: E402
+    ScriptArgumentParser,
+    announce_devices,
+    exit_on_user_error,
+    set_numerics,
 )
 from bilm.training import dump_weights  # noqa: E402
 
@@ -28,6 +30,8 @@ def main(argv=None):
                         help="replace an existing OUTFILE that bilm did not write as a weight file, and an "
                              "existing options file that holds other options")
     args = parser.parse_args(argv)
+    set_numerics()  # a token-input model's embedding file is computed in float32 on a GPU too
+    announce_devices()
     with exit_on_user_error():
         written = dump_weights(args.save_dir, args.outfile, args.options_outfile, overwrite=args.overwrite)
     for kind, path in written.items():

@@ -26,9 +26,11 @@ from bilm.commands import (  # noqa: E402
     add_embedding_run_arguments,
     add_model_arguments,
     add_output_format_arguments,
+    announce_devices,
     check_model_arguments,
     exit_on_user_error,  # noqa: E402
     model_files,
+    set_numerics,
 )
 from bilm.export import embed_file  # noqa: E402
 
@@ -42,6 +44,8 @@ def main(argv=None):
     add_embedding_run_arguments(parser, "OUTPUT")
     args = parser.parse_args(argv)
     check_model_arguments(parser, args)
+    set_numerics(tf32=args.tf32)  # float32 stays float32 on a GPU unless --tf32
+    announce_devices()
     with exit_on_user_error():
         pair = model_files(args)
         written = embed_file(args.input_file, args.output_file, *pair,

@@ -6,8 +6,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # before TensorFlow loads
 
 from bilm.commands import (  # noqa: E402
     ScriptArgumentParser,
+    announce_devices,
     exit_on_user_error,  # noqa: E402
     positive_int,
+    set_numerics,
 )
 from bilm.training import run_quickstart  # noqa: E402
 
@@ -19,6 +21,8 @@ def main(argv=None):
     parser.add_argument("--n_epochs", type=positive_int, default=8, help="Epochs of training on the generated corpus "
                                                                  "(default: %(default)s).")
     args = parser.parse_args(argv)
+    set_numerics(deterministic=True)  # float32 on a GPU too, and the same run each time
+    announce_devices()
     with exit_on_user_error():
         result = run_quickstart(args.directory, n_epochs=args.n_epochs)
     print(f"held-out perplexity {result['heldout_perplexity']:.3f} "

@@ -16,8 +16,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # before TensorFlow loads
 from bilm.commands import (  # noqa: E402
     ScriptArgumentParser,  # noqa: E402
     add_training_arguments,
+    announce_devices,
     describe_result,
     exit_on_user_error,  # noqa: E402
+    set_numerics,
     train_from_args,
 )
 from bilm.training import convert_tf1_checkpoint  # noqa: E402
@@ -31,6 +33,9 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.tf1_checkpoint and not args.tf1_options_file:
         parser.error("--tf1_checkpoint needs --tf1_options_file (the model's options.json).")
+    # float32 stays float32 on a GPU unless --tf32, and --seed repeats a run there too (op determinism).
+    set_numerics(tf32=args.tf32, deterministic=True)
+    announce_devices(n_gpus=args.n_gpus)
     with exit_on_user_error():
         if args.tf1_checkpoint:
             path = convert_tf1_checkpoint(args.tf1_checkpoint, args.tf1_options_file, args.save_dir)

@@ -9,8 +9,11 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # before TensorFlow loads
 
 from bilm.commands import (  # noqa: E402
     ScriptArgumentParser,
+    add_tf32_argument,
+    announce_devices,
     exit_on_user_error,  # noqa: E402
     positive_int,
+    set_numerics,
 )
 from bilm.training import (
     EVALUATION_STARTS,  # noqa: E402
@@ -31,7 +34,10 @@ def main(argv=None):
                         help="where each sentence's LSTMs start: carry (the state the previous sentence left, as "
                              "in training and bilm-tf), zeros, or warm (the boundary state, as embedding starts "
                              "each sentence); comparing them shows what each start costs on your text")
+    add_tf32_argument(parser)
     args = parser.parse_args(argv)
+    set_numerics(tf32=args.tf32)  # float32, as training computed its held-out perplexity, unless --tf32
+    announce_devices()
     with exit_on_user_error():
         perplexity = test_from_files(args.test_prefix, args.vocab_file, args.save_dir, args.batch_size,
                                      start=args.start)

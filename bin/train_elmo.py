@@ -27,8 +27,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # before TensorFlow loads
 from bilm.commands import (  # noqa: E402
     ScriptArgumentParser,  # noqa: E402
     add_training_arguments,
+    announce_devices,
     describe_result,
     exit_on_user_error,  # noqa: E402
+    set_numerics,
     train_from_args,
 )
 from bilm.training import DEFAULT_SOFTMAX_INIT, SOFTMAX_INITS  # noqa: E402
@@ -49,6 +51,9 @@ def main(argv=None):
                              "start of your text), encoding (each word's encoding by the model, its frequency as "
                              "bias) or random (as from scratch) (default: %(default)s)")
     args = parser.parse_args(argv)
+    # float32 stays float32 on a GPU unless --tf32, and --seed repeats a run there too (op determinism).
+    set_numerics(tf32=args.tf32, deterministic=True)
+    announce_devices(n_gpus=args.n_gpus)
     with exit_on_user_error():
         result = train_from_args(args)
     print(describe_result(result, args.save_dir))

@@ -30,6 +30,7 @@ from bilm.beam.embedding_files import METRICS_NAMESPACE, EmbedFiles, shard_outpu
 from bilm.beam.file_systems import is_bucket_path  # noqa: E402
 from bilm.beam.model_handler import ELMoModelHandler  # noqa: E402
 from bilm.commands.argument_parser import ScriptArgumentParser  # noqa: E402
+from bilm.commands.devices import announce_devices, set_numerics  # noqa: E402
 from bilm.commands.embedding_arguments import (  # noqa: E402
     add_model_arguments,
     add_output_format_arguments,
@@ -100,6 +101,10 @@ def check_model(args):
 def run(argv=None):
     """Runs the pipeline; returns `{counter name: value}` of the `bilm` counters (see `EmbedFiles`)."""
     args, pipeline_options = parse_arguments(argv)
+    # This process's devices and arithmetic: where an in-memory runner (the default) embeds. Worker processes
+    # (multi_processing, a remote runner) load the model in processes of their own.
+    set_numerics(tf32=args.tf32)
+    announce_devices()
     check_model(args)
     shards = shard_outputs(args.input, args.output_dir, overwrite=args.overwrite)
     handler = ELMoModelHandler(args.model, options_file=args.options_file, weight_file=args.weight_file,

@@ -1,5 +1,6 @@
 """The flags that the embedding scripts share (`bin/elmo.py`, `bin/dump_bilm_embeddings.py`, `python -m bilm.beam`)."""
 from bilm.commands.argument_parser import positive_int
+from bilm.commands.devices import add_tf32_argument
 from bilm.io.model_files import locate_model
 from bilm.models.start_state import STARTS
 from bilm.ops.matmul_dtype import KERNEL_DTYPES
@@ -20,7 +21,7 @@ def add_embedding_run_arguments(parser, output_name="OUTPUT"):
 
 
 def add_start_arguments(parser):
-    """--start, --warm_up and --matmul_dtype: where each sentence starts and which kernels run."""
+    """--start, --warm_up, --matmul_dtype and --tf32: where each sentence starts and which kernels run."""
     parser.add_argument("--start", choices=STARTS,
                         help="Where each sentence's LSTMs start: warm, the boundary state (the mean state at "
                              "sentence starts in training, stored by bilm's training or made by --warm_up), or "
@@ -32,6 +33,7 @@ def add_start_arguments(parser):
                         help="bfloat16 or int8 (per-column scales): keep the model's kernels in 16 or 8 bits, "
                              "half or a quarter of the bytes (one sentence at a time faster on an AVX2 CPU; "
                              "vectors within 3%% / 5%% of float32's, see docs/performance.md).")
+    add_tf32_argument(parser)
 
 
 def add_output_format_arguments(parser):

@@ -56,8 +56,10 @@ def add_training_arguments(parser):
                             help="bfloat16: the highway, LSTM input-half and softmax matmuls take bfloat16 "
                                  "operands, faster where the hardware has bfloat16 matmuls (default: "
                                  "float32, the original arithmetic; see bilm.ops.matmul_dtype)"),
-        parser.add_argument("--n_gpus", type=positive_int, default=1,
-                            help="GPUs of this machine (TF_CONFIG for several machines) (default: %(default)s)"),
+        parser.add_argument("--n_gpus", type=positive_int,
+                            help="GPUs of this machine to train on (TF_CONFIG for several machines): where "
+                                 "TensorFlow sees no GPU, --n_gpus 1 warns and trains on the CPU; more GPUs than "
+                                 "it sees is an error (default: the first GPU TensorFlow sees, else the CPU)"),
         parser.add_argument("--heldout_prefix", help="glob of held-out shards, evaluated during training"),
         parser.add_argument("--heldout_every", type=positive_int,
                             help="also evaluate the held-out data every N steps"),
@@ -68,7 +70,14 @@ def add_training_arguments(parser):
                             help="also save at least every M minutes (default: %(default)s)"),
         parser.add_argument("--log_dir", help="TensorBoard summaries (default: SAVE_DIR/logs)"),
         parser.add_argument("--seed", type=int, default=0,
-                            help="seed of initialisation, shuffling and dropout (default: %(default)s)"),
+                            help="seed of initialisation, shuffling and dropout: the same seed and flags repeat a "
+                                 "run bit for bit on the same machine; on a GPU, TensorFlow's deterministic ops "
+                                 "are turned on for that (its sums, XLA's scatter-adds among them, otherwise add "
+                                 "in a different order each run), a little slower (default: %(default)s)"),
+        parser.add_argument("--tf32", action="store_true",
+                            help="let float32 matmuls run in TensorFloat-32 on an NVIDIA GPU of the Ampere "
+                                 "generation or later (faster, their inputs rounded to a 10-bit mantissa); without "
+                                 "it bilm turns TF32 off, so that a GPU trains in float32; no effect on a CPU"),
     ]
     return actions
 
@@ -80,7 +89,8 @@ def restart_command(args):
     for action in add_training_arguments(argparse.ArgumentParser()):
         value = getattr(args, action.dest, None)
         if value is not None and value != action.default:
-            words += [action.option_strings[0], str(value)]
+            # A switch (--tf32) is its name alone; any other flag takes its value.
+            words += [action.option_strings[0]] if action.nargs == 0 else [action.option_strings[0], str(value)]
     return shlex.join(words)
 
 
@@ -122,7 +132,8 @@ def train_from_args(args, restart=False):
             args.train_prefix, args.vocab_file, args.save_dir, getattr(args, "options_file", None),
             size=getattr(args, "size", None), restart=restart, n_train_tokens=args.n_train_tokens,
             matmul_dtype=args.matmul_dtype, overrides={key: getattr(args, key) for key in KNOB_FLAGS},
-            n_gpus=args.n_gpus, heldout_prefix=args.heldout_prefix, heldout_every=args.heldout_every,
+            n_gpus=1 if args.n_gpus is None else args.n_gpus, heldout_prefix=args.heldout_prefix,
+            heldout_every=args.heldout_every,
             checkpoint_every=args.checkpoint_every, checkpoint_every_minutes=args.checkpoint_every_minutes,
             log_dir=args.log_dir, seed=args.seed, tune_malloc=True, save_on_signals=True,
             **_adaptation_arguments(args))

@@ -3,12 +3,21 @@
 A GPU is faked by patching `tf.config`'s device lists and details; the
 switches are patched too, so that nothing here changes this process.
 """
+import argparse
+import importlib.util
 import io
+import json
+import os
+import subprocess
+import sys
 
+import numpy as np
 import pytest
 import tensorflow as tf
 
 import bilm.commands.devices as devices
+from helpers import ROOT
+from training_helpers import tiny_options, write_corpus
 
 H100 = {"device_name": "NVIDIA H100 80GB HBM3", "compute_capability": (9, 0)}
 
@@ -140,3 +149,117 @@ def test_set_numerics_defaults_to_float32_without_determinism(fake_gpus, switche
     fake_gpus(1)
     assert devices.set_numerics() is False
     assert switches == [("tf32", False)]
+
+
+class Parsed(Exception):
+    """Raised with the arguments a script parsed, before it runs."""
+
+
+PARSE_KNOWN_ARGS = argparse.ArgumentParser.parse_known_args
+
+
+def _parse(script, argv, monkeypatch):
+    """The arguments `bin/<script>.py` parses from `argv`, caught before it runs."""
+    def capture(self, args=None, namespace=None):
+        raise Parsed(PARSE_KNOWN_ARGS(self, args, namespace)[0])
+
+    monkeypatch.setattr(argparse.ArgumentParser, "parse_known_args", capture)
+    spec = importlib.util.spec_from_file_location(f"bin_{script}", os.path.join(ROOT, "bin", f"{script}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    with pytest.raises(Parsed) as parsed:
+        module.main(argv)
+    return parsed.value.args[0]
+
+
+@pytest.mark.parametrize("script, argv", [
+    ("elmo", ["in.txt", "out.hdf5", "--model", "m"]),
+    ("dump_bilm_embeddings", ["--dataset_file", "d", "--model", "m", "--outfile", "o"]),
+    ("dump_token_embeddings", ["--vocab_file", "v", "--options_file", "o", "--weight_file", "w", "--outfile", "x"]),
+    ("run_test", ["--test_prefix", "t", "--vocab_file", "v", "--save_dir", "s"]),
+    ("train_elmo", ["--train_prefix", "t", "--vocab_file", "v", "--save_dir", "s"]),
+    ("restart", ["--train_prefix", "t", "--vocab_file", "v", "--save_dir", "s"]),
+])
+def test_the_scripts_that_run_float32_models_take_tf32(script, argv, monkeypatch):
+    assert _parse(script, argv, monkeypatch).tf32 is False
+    assert _parse(script, argv + ["--tf32"], monkeypatch).tf32 is True
+
+
+def test_train_elmo_names_its_devices_and_warns_of_a_gpu_it_does_not_see(fake_gpus, switches, monkeypatch,
+                                                                         capsys):
+    import bilm.commands.training_arguments as training_arguments
+
+    result = {"step": 1, "steps_taken": 1, "finished": True, "n_epochs": 1, "checkpoint": "s/model.ckpt-1"}
+    monkeypatch.setattr(training_arguments, "train_from_files", lambda *a, **k: result)
+    spec = importlib.util.spec_from_file_location("bin_train_elmo", os.path.join(ROOT, "bin", "train_elmo.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    fake_gpus(0)
+    module.main(["--train_prefix", "t", "--vocab_file", "v", "--save_dir", "s", "--n_gpus", "1"])
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == "bilm: running on CPU (no GPU visible to TensorFlow)"
+    assert err[1].startswith("Warning: --n_gpus 1 asks for a GPU, but TensorFlow sees none and runs on the CPU")
+    fake_gpus(1)
+    module.main(["--train_prefix", "t", "--vocab_file", "v", "--save_dir", "s", "--tf32"])
+    assert capsys.readouterr().err.splitlines() == [
+        "bilm: running on GPU:0 (NVIDIA H100 80GB HBM3, compute capability 9.0), CPU"]
+    assert switches == [("tf32", False), ("tf32", True), ("determinism",)]
+
+
+def test_beam_takes_tf32():
+    from bilm.beam.__main__ import parse_arguments
+
+    args, _ = parse_arguments(["--input", "x", "--output_dir", "o", "--model", "m"])
+    assert args.tf32 is False
+    assert parse_arguments(["--input", "x", "--output_dir", "o", "--model", "m", "--tf32"])[0].tf32 is True
+
+
+def test_a_script_prints_the_device_line_first_on_stderr(tmp_path, model):
+    options_file, weight_file, _ = model
+    (tmp_path / "in.txt").write_text("The cat sat .\n")
+    result = subprocess.run(
+        [sys.executable, "bin/elmo.py", str(tmp_path / "in.txt"), str(tmp_path / "out.hdf5"), "--options_file",
+         options_file, "--weight_file", weight_file, "--start", "zeros"],
+        cwd=ROOT, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"), capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stderr.splitlines()[0] == devices.describe_devices()
+    assert result.stderr.splitlines()[0].startswith("bilm: running on ")
+    assert "bilm: running on" not in result.stdout
+
+
+DETERMINISTIC_RUNNER = """
+import runpy, sys
+import tensorflow as tf
+from tensorflow.python.framework import config
+
+# A GPU as set_numerics sees it (the device lists that place ops stay real): train_elmo.py turns op determinism on.
+physical = tf.config.list_physical_devices
+tf.config.list_physical_devices = lambda kind=None: (
+    [tf.config.PhysicalDevice("/physical_device:GPU:0", "GPU")] if kind == "GPU" else physical(kind))
+main = runpy.run_path(sys.argv[1])["main"]
+for save_dir in sys.argv[2:4]:
+    main([*sys.argv[4:], "--save_dir", save_dir])
+assert config.is_op_determinism_enabled()
+"""
+
+
+@pytest.mark.slow
+def test_training_under_op_determinism_runs_and_repeats_bit_for_bit(tmp_path):
+    """What train_elmo.py does on a GPU, on this CPU: every random op has its seed, and --seed repeats the run."""
+    corpus = write_corpus(tmp_path, n_train=60, n_heldout=10)
+    options = tiny_options(dropout=0.1)
+    del options["n_train_tokens"]
+    (tmp_path / "options.json").write_text(json.dumps(options))
+    (tmp_path / "runner.py").write_text(DETERMINISTIC_RUNNER)
+    runs = [str(tmp_path / "first"), str(tmp_path / "second")]
+    result = subprocess.run(
+        [sys.executable, str(tmp_path / "runner.py"), os.path.join(ROOT, "bin", "train_elmo.py"), *runs,
+         "--train_prefix", corpus["train"], "--vocab_file", corpus["vocab"], "--options_file",
+         str(tmp_path / "options.json"), "--heldout_prefix", corpus["heldout"], "--batch_size", "4",
+         "--max_steps", "3", "--seed", "1"],
+        cwd=ROOT, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT), capture_output=True, text=True,
+        timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    first, second = (tf.train.load_checkpoint(tf.train.latest_checkpoint(run)) for run in runs)
+    names = first.get_variable_to_shape_map()
+    assert names and all(np.array_equal(first.get_tensor(name), second.get_tensor(name)) for name in names)

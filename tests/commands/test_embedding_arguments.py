@@ -14,15 +14,15 @@ def _parser(output_name="OUTPUT"):
 
 def test_defaults_leave_the_choices_to_the_library():
     args = vars(_parser().parse_args([]))
-    assert args == {"batch_size": None, "start": None, "warm_up": None, "matmul_dtype": "float32", "resume": True,
-                    "overwrite": False}
+    assert args == {"batch_size": None, "start": None, "warm_up": None, "matmul_dtype": "float32", "tf32": False,
+                    "resume": True, "overwrite": False}
 
 
 def test_each_flag_is_read():
     args = _parser().parse_args(["--batch_size", "16", "--start", "zeros", "--warm_up", "text.txt", "--matmul_dtype",
-                                 "bfloat16", "--no_resume", "--overwrite"])
+                                 "bfloat16", "--tf32", "--no_resume", "--overwrite"])
     assert (args.batch_size, args.start, args.warm_up, args.matmul_dtype) == (16, "zeros", "text.txt", "bfloat16")
-    assert args.resume is False and args.overwrite is True
+    assert args.tf32 is True and args.resume is False and args.overwrite is True
     assert _parser().parse_args(["--start", "warm"]).start == "warm"
 
 

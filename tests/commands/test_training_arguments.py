@@ -4,7 +4,12 @@ import argparse
 import pytest
 
 import bilm.commands.training_arguments as training_arguments
-from bilm.commands.training_arguments import add_training_arguments, describe_result, train_from_args
+from bilm.commands.training_arguments import (
+    add_training_arguments,
+    describe_result,
+    restart_command,
+    train_from_args,
+)
 
 REQUIRED = ["--train_prefix", "data/train/*", "--vocab_file", "vocab.txt", "--save_dir", "ckpt"]
 
@@ -20,10 +25,10 @@ def test_defaults_leave_the_options_to_the_options_file():
     assert args == {"train_prefix": "data/train/*", "vocab_file": "vocab.txt", "save_dir": "ckpt",
                     "n_train_tokens": None, "n_epochs": None, "batch_size": None, "unroll_steps": None,
                     "n_negative_samples_batch": None, "learning_rate": None, "dropout": None, "optimizer": None,
-                    "softmax_warmup_steps": None, "max_steps": None, "matmul_dtype": None, "n_gpus": 1,
+                    "softmax_warmup_steps": None, "max_steps": None, "matmul_dtype": None, "n_gpus": None,
                     "heldout_prefix": None,
                     "heldout_every": None, "checkpoint_every": 1250, "checkpoint_every_minutes": 30, "log_dir": None,
-                    "seed": 0}
+                    "seed": 0, "tf32": False}
 
 
 @pytest.mark.parametrize("flags", [REQUIRED[2:], REQUIRED[:2] + REQUIRED[4:], REQUIRED[:4],
@@ -57,6 +62,23 @@ def test_every_flag_reaches_train_from_files_and_malloc_is_tuned(monkeypatch, re
                         "n_gpus": 2, "heldout_prefix": "h/*", "heldout_every": 50, "checkpoint_every": 100,
                         "checkpoint_every_minutes": 5.0, "log_dir": "logs", "seed": 5, "tune_malloc": True,
                         "save_on_signals": True}
+
+
+def test_without_n_gpus_training_gets_one_device(monkeypatch):
+    calls = []
+    monkeypatch.setattr(training_arguments, "train_from_files", lambda *a, **k: calls.append(k) or {"step": 3})
+    args = _parser().parse_args(REQUIRED)
+    args.options_file = None
+    train_from_args(args)
+    assert calls[0]["n_gpus"] == 1
+
+
+def test_the_restart_command_repeats_the_flags_given_and_tf32_as_a_switch(monkeypatch):
+    monkeypatch.setattr(training_arguments, "script_command", lambda name: [name])
+    args = _parser().parse_args(REQUIRED + ["--n_gpus", "1", "--seed", "3", "--tf32"])
+    assert restart_command(args) == ("restart.py --train_prefix 'data/train/*' --vocab_file vocab.txt --save_dir ckpt "
+                                     "--n_gpus 1 --seed 3 --tf32")
+    assert "--tf32" not in restart_command(_parser().parse_args(REQUIRED))
 
 
 def test_the_closing_line_names_the_checkpoint():
