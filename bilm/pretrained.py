@@ -196,7 +196,13 @@ class ELMo:
 
         Returns:
             a list of float32 arrays, one per sentence, in input order. An
-            empty sentence gives arrays with 0 tokens.
+            empty sentence gives arrays with 0 tokens. On an NVIDIA GPU of
+            the Ampere generation or later, TensorFlow runs float32 matmuls
+            in TF32 by default (about 1e-3 from float32); bilm leaves that
+            process-wide switch to you:
+            `tf.config.experimental.enable_tensor_float_32_execution(False)`
+            gives float32 round-off there too (`bin/elmo.py` turns TF32 off
+            unless `--tf32`). See docs/gpu.md.
 
         Raises:
             TypeError: `sentences` is a string, or a sentence or token is
