@@ -380,19 +380,23 @@ class ELMoEmbedding(keras.layers.Layer):
             self.supports_jit = False
         return input_type
 
-    def to_ids(self, inputs, sequence_len=None):
+    def to_ids(self, inputs, sequence_len=None, input_type=None):
         """The biLM's ids for any accepted input form, validated.
 
         Args:
             inputs: see `input_type`.
             sequence_len: optional int `(batch,)` tokens per row, for string
                 tokens only: every token inside the length is real, even `''`.
+            input_type: the form of `inputs` (an `input_type` value), or None
+                for the layer's own. A layer that takes ids under XLA gets
+                them from text in the input pipeline with this:
+                `dataset.map(lambda x, y: (layer.to_ids(x, input_type="tokens"), y))`.
 
         Returns:
             int32 `(batch, time + 2, C)` char ids or `(batch, time + 2)` token
             ids, as `Batcher` / `TokenBatcher` give them.
         """
-        return inputs_to_ids(inputs, self.input_type, self.options, self.use_character_inputs, self.text_tables,
+        return inputs_to_ids(inputs, input_type or self.input_type, self.options, self.use_character_inputs, self.text_tables,
                              sequence_len, who=self.name)
 
     @property

@@ -153,3 +153,18 @@ def test_bench_classifier_under_xla_equals_the_uncompiled_classifier(mix, gpu_vi
     assert after[0] < before
     assert after == pytest.approx(plain.evaluate(inputs, labels, verbose=0), abs=1e-5)
     np.testing.assert_allclose(compiled.predict(inputs, verbose=0), plain.predict(inputs, verbose=0), atol=1e-5)
+
+
+def test_text_turned_into_ids_in_the_input_pipeline_compiles(tiny_model):
+    # Keras's convention: preprocessing in tf.data, the network compiled.
+    layer = ELMoEmbedding.from_files(*tiny_model, input_type="char_ids", start="zeros")
+    ids = keras.Input(shape=(None, 50), dtype="int32")
+    tagger = keras.Model(ids, keras.layers.Dense(3, activation="softmax")(layer(ids)))
+    tagger.compile(keras.optimizers.Adam(0.01), "sparse_categorical_crossentropy", jit_compile=True)
+    assert tagger.jit_compile is True
+    strings = tf.ragged.constant(SENTENCES).to_tensor(default_value="")
+    data = tf.data.Dataset.from_tensor_slices((strings, TAGS)).batch(3).map(
+        lambda x, y: (layer.to_ids(x, input_type="tokens"), y))
+    tagger.fit(data, epochs=1, verbose=0)
+    compiled = tagger.predict(data.map(lambda x, y: x), verbose=0)
+    np.testing.assert_allclose(compiled, tagger(Batcher(None, 50).batch_sentences(SENTENCES)), atol=1e-5)
