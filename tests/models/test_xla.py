@@ -68,8 +68,9 @@ def _assert_same_run(compiled, plain):
         np.testing.assert_allclose(a, b, atol=1e-5)
 
 
-@pytest.mark.parametrize("kind", ["ids", "strings"])
-@pytest.mark.parametrize("jit_compile", [True, "auto"])
+@pytest.mark.parametrize("kind, jit_compile", [
+    ("ids", True), ("strings", "auto"),
+    pytest.param("ids", "auto", marks=pytest.mark.slow), pytest.param("strings", True, marks=pytest.mark.slow)])
 def test_readme_tagger_under_xla_equals_the_uncompiled_tagger(tiny_model, kind, jit_compile, gpu_visible_to_keras,
                                                               tmp_path):
     tagger, x = _readme_tagger(tiny_model, kind, jit_compile)
