@@ -102,14 +102,14 @@ def run(argv=None):
     """Runs the pipeline; returns `{counter name: value}` of the `bilm` counters (see `EmbedFiles`)."""
     args, pipeline_options = parse_arguments(argv)
     # This process's devices and arithmetic: where an in-memory runner (the default) embeds. Worker processes
-    # (multi_processing, a remote runner) load the model in processes of their own.
+    # (multi_processing, a remote runner) load the model in processes of their own: the handler sets TF32 there.
     set_numerics(tf32=args.tf32)
     announce_devices()
     check_model(args)
     shards = shard_outputs(args.input, args.output_dir, overwrite=args.overwrite)
     handler = ELMoModelHandler(args.model, options_file=args.options_file, weight_file=args.weight_file,
                                cache_dir=args.cache_dir, sha256=args.sha256, start=args.start,
-                               warm_up=args.warm_up, matmul_dtype=args.matmul_dtype)
+                               warm_up=args.warm_up, matmul_dtype=args.matmul_dtype, tf32=args.tf32)
     pipeline = beam.Pipeline(options=pipeline_options)
     (pipeline
      | "Shards" >> beam.Create(shards)

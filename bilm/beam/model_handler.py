@@ -3,6 +3,7 @@ import hashlib
 import json
 import os
 
+import tensorflow as tf
 from apache_beam.ml.inference.base import ModelHandler, PredictionResult
 
 from bilm.beam.file_systems import fetch_model, is_bucket_path
@@ -43,6 +44,10 @@ class ELMoModelHandler(ModelHandler):
             can read; better, save a warm copy of the weights once with
             `ELMo.warm_up(..., save_to=...)`).
         max_batch_tokens: the most tokens in one RunInference batch.
+        tf32: None leaves each worker process's TensorFlow as it is; False
+            turns TF32 off there when the model loads (float32 round-off on
+            an Ampere or later NVIDIA GPU; `python -m bilm.beam` does unless
+            `--tf32`), True turns it on. See docs/gpu.md.
 
     Example:
     ```python
@@ -54,7 +59,7 @@ class ELMoModelHandler(ModelHandler):
 
     def __init__(self, model=None, *, layers="average", options_file=None, weight_file=None, cache_dir=None,
                  sha256=None, start=None, warm_up=None, matmul_dtype="float32", mirror=None,
-                 max_batch_tokens=DEFAULT_MAX_BATCH_TOKENS):
+                 max_batch_tokens=DEFAULT_MAX_BATCH_TOKENS, tf32=None):
         super().__init__()
         if (model is None) == (options_file is None or weight_file is None):
             raise UserError("Give the model either as model= (what bilm.load opens) or as options_file= and "
@@ -78,6 +83,9 @@ class ELMoModelHandler(ModelHandler):
         self.matmul_dtype = check_kernel_dtype(matmul_dtype)
         self.mirror = mirror
         self.max_batch_tokens = max_batch_tokens
+        if tf32 not in (None, True, False):
+            raise UserError(f"tf32 must be None, True or False. Received: tf32={tf32!r}")
+        self.tf32 = tf32
 
     def __repr__(self):
         return (f"ELMoModelHandler(model={self.model!r}, layers={self.layers!r}, options_file={self.options_file!r}, "
@@ -86,11 +94,13 @@ class ELMoModelHandler(ModelHandler):
     def model_tag(self):
         """A name for the model this handler loads: handlers that load the same model share one copy."""
         settings = [self.model, self.options_file, self.weight_file, self.cache_dir, self.sha256, self.start,
-                    self.warm_up, self.matmul_dtype, self.mirror]
+                    self.warm_up, self.matmul_dtype, self.mirror] + ([] if self.tf32 is None else [self.tf32])
         return "bilm-" + hashlib.sha256(json.dumps(settings).encode("utf-8")).hexdigest()[:16]
 
     def load_model(self):
         """The `ELMo` model (called once per worker process)."""
+        if self.tf32 is not None:  # this worker's arithmetic, as the handler was asked
+            tf.config.experimental.enable_tensor_float_32_execution(self.tf32)
         if self.model is None:
             return ELMo(self.options_file, self.weight_file, start=self.start, warm_up=self.warm_up,
                         matmul_dtype=self.matmul_dtype)

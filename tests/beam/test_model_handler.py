@@ -54,6 +54,7 @@ def test_run_inference_in_a_pipeline_batches_by_tokens(model):
     ({"model": "m", "start": "cold"}, "start must be"),
     ({"model": "m", "matmul_dtype": "float16"}, "matmul_dtype"),
     ({"model": "m", "max_batch_tokens": 0}, "max_batch_tokens must be a positive integer"),
+    ({"model": "m", "tf32": "off"}, "tf32 must be None, True or False"),
 ])
 def test_bad_settings_are_clear_errors(kwargs, message):
     with pytest.raises(ValueError, match=message):
@@ -63,3 +64,21 @@ def test_bad_settings_are_clear_errors(kwargs, message):
 def test_handlers_of_the_same_model_share_a_tag():
     assert ELMoModelHandler("m").model_tag() == ELMoModelHandler("m", layers="all").model_tag()
     assert ELMoModelHandler("m").model_tag() != ELMoModelHandler("m", start="zeros").model_tag()
+    assert ELMoModelHandler("m").model_tag() == ELMoModelHandler("m", tf32=None).model_tag()
+    assert ELMoModelHandler("m").model_tag() != ELMoModelHandler("m", tf32=False).model_tag()
+
+
+@pytest.mark.parametrize("tf32", [False, True])
+def test_a_handler_asked_for_tf32_sets_it_in_the_worker_that_loads_the_model(model, tf32):
+    import tensorflow as tf
+
+    options_file, weight_file, _ = model
+    before = tf.config.experimental.tensor_float_32_execution_enabled()
+    try:
+        tf.config.experimental.enable_tensor_float_32_execution(not tf32)
+        ELMoModelHandler(options_file=options_file, weight_file=weight_file, tf32=tf32).load_model()
+        assert tf.config.experimental.tensor_float_32_execution_enabled() is tf32
+        ELMoModelHandler(options_file=options_file, weight_file=weight_file).load_model()
+        assert tf.config.experimental.tensor_float_32_execution_enabled() is tf32  # None leaves it
+    finally:
+        tf.config.experimental.enable_tensor_float_32_execution(before)
