@@ -43,7 +43,10 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
 
     def _get_help_string(self, action):
         text = action.help or ""
-        if "%(default)" in text or "default:" in text or action.default in (None, False, argparse.SUPPRESS):
+        # A switch (no value: --top, --no_resume) has no default of its own to show: its dest's
+        # default belongs to the option it turns off, or to a group.
+        switch = action.nargs == 0
+        if switch or "%(default)" in text or "default:" in text or action.default in (None, False, argparse.SUPPRESS):
             return text
         return f"{text} (default: %(default)s)"
 

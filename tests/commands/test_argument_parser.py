@@ -44,3 +44,20 @@ def test_help_shows_the_defaults(capsys):
     out = capsys.readouterr().out
     assert "rows per batch (default: 128)" in out and "the seed (default: 0)" in out
     assert "summaries\n" in out and "  keeps this layout" in out
+
+
+def test_help_shows_no_default_for_switches(capsys):
+    # --top/--average share output_format's default ("all"), --no_resume stores False into resume
+    # (default True): neither default is the switch's own.
+    parser = ScriptArgumentParser(prog="x")
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--all", dest="output_format", action="store_const", const="all", help="all layers")
+    group.add_argument("--top", dest="output_format", action="store_const", const="top", help="the top layer")
+    parser.set_defaults(output_format="all")
+    parser.add_argument("--no_resume", dest="resume", action="store_false", help="start over")
+    parser.add_argument("--size", default="small", help="the size")
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--help"])
+    out = capsys.readouterr().out
+    assert "(default: all)" not in out and "(default: True)" not in out
+    assert "the size (default: small)" in out
