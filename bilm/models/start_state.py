@@ -82,6 +82,10 @@ def resolve_start(options, start=None, *, boundary_state=None, weight_file=None,
         if options.char_cnn is None:
             raise UserError("warm_up needs a character biLM; a token-input one would need its vocabulary. Pass "
                             "boundary_state= (see bilm.models.compute_boundary_state).")
+        if isinstance(warm_up, (str, os.PathLike)) and not os.path.isfile(warm_up):
+            what = "is a directory" if os.path.isdir(warm_up) else "not found"
+            raise UserError(f"warm_up text {os.fspath(warm_up)}: {what}. Give a text file with one sentence per "
+                            "line (bin/elmo.py --warm_up FILE), or a list of sentences.")
         batcher = batcher_for(options)
         try:
             boundary_state, n_starts = compute_boundary_state(network, options, token_lists(warm_up),

@@ -59,3 +59,10 @@ def test_the_state_comes_from_the_argument_the_warm_up_or_the_weight_file(tmp_pa
     ids = Batcher(None, 7).batch_sentences([["a", "b"]])
     assert np.abs(model(ids, start="warm")["lm_embeddings"].numpy()
                   - model(ids, start="zeros")["lm_embeddings"].numpy()).max() > 1e-4
+
+
+def test_a_warm_up_file_that_is_not_there_is_named_before_any_work(options, tmp_path):
+    with pytest.raises(ValueError, match=r"warm_up text .*nope.txt: not found\. Give a text file .*--warm_up FILE"):
+        resolve_start(options, warm_up=str(tmp_path / "nope.txt"), network=None)
+    with pytest.raises(ValueError, match=r"warm_up text .*: is a directory\."):
+        resolve_start(options, warm_up=tmp_path, network=None)
