@@ -396,8 +396,8 @@ class ELMoEmbedding(keras.layers.Layer):
             int32 `(batch, time + 2, C)` char ids or `(batch, time + 2)` token
             ids, as `Batcher` / `TokenBatcher` give them.
         """
-        return inputs_to_ids(inputs, input_type or self.input_type, self.options, self.use_character_inputs, self.text_tables,
-                             sequence_len, who=self.name)
+        return inputs_to_ids(inputs, input_type or self.input_type, self.options, self.use_character_inputs,
+                             self.text_tables, sequence_len, who=self.name)
 
     @property
     def text_tables(self):
