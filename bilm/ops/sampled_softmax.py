@@ -9,7 +9,9 @@ with a 10k or an 800k vocabulary.
 import tensorflow as tf
 
 from bilm.errors import UserError
+from bilm.ops import stateless_random
 from bilm.ops.matmul_dtype import matmul
+from bilm.ops.placement import compiling_with_xla
 
 # Draws made per iteration of the unique sampler, and the block size of its
 # numbered stream of draws.
@@ -31,7 +33,7 @@ def log_uniform_draws(seed, size, n_vocab):
     Returns:
         int64 `(size,)`: `floor(exp(u log(n_vocab + 1))) - 1` for uniform `u`.
     """
-    u = tf.random.stateless_uniform([size], seed=seed, dtype=tf.float64)
+    u = stateless_random.uniform([size], seed, tf.float64)
     ids = tf.cast(tf.floor(tf.exp(u * tf.math.log1p(tf.cast(n_vocab, tf.float64)))), tf.int64) - 1
     return tf.clip_by_value(ids, 0, n_vocab - 1)  # u * log(...) can round up to the top
 
@@ -53,7 +55,9 @@ def log_uniform_candidates(labels, num_sampled, n_vocab, seed):
         n_vocab: ids are drawn from `[0, n_vocab)`.
         seed: int `(2,)` stateless seed. Draw `i` of the stream is draw
             `i % DRAW_BLOCK` of `log_uniform_draws(fold_in(seed, i // DRAW_BLOCK))`
-            (the block number an int32).
+            (the block number an int32). Compiled with XLA the sampler
+            draws the same ids: `bilm.ops.stateless_random`'s numbers, and
+            shapes that do not depend on them (`_static_new_draws`).
 
     Returns:
         `(sampled (num_sampled,) int64 in order of first appearance,
@@ -67,24 +71,15 @@ def log_uniform_candidates(labels, num_sampled, n_vocab, seed):
             f"n_negative_samples_batch ({num_sampled}) exceeds the vocabulary size ({n_vocab}); "
             "lower n_negative_samples_batch or set sample_softmax to false.")
     seed = tf.cast(seed, tf.int64)
-    positions = tf.range(DRAW_BLOCK, dtype=tf.int64)
+    new_draws = _static_new_draws if compiling_with_xla() else _new_draws
 
     def body(block, found, tries, sampled):
-        block_seed = tf.random.experimental.stateless_fold_in(seed, tf.cast(block, tf.int32))
+        block_seed = stateless_random.fold_in(seed, tf.cast(block, tf.int32))
         draws = log_uniform_draws(block_seed, DRAW_BLOCK, n_vocab)
-        distinct, which = tf.unique(draws)  # in order of first appearance
-        first = tf.math.unsorted_segment_min(positions, which, tf.shape(distinct)[0])
-        # An id is new unless it joins one already found (indices below
-        # `found`); no table of the vocabulary's size is needed.
-        _, joined = tf.unique(tf.concat([sampled[:found], distinct], 0), out_idx=tf.int64)
-        new = joined[found:] >= found
-        new_ids, new_first = tf.boolean_mask(distinct, new), tf.boolean_mask(first, new)
-        take = tf.minimum(tf.size(new_ids, out_type=tf.int64), num_sampled - found)
-        sampled = tf.tensor_scatter_nd_update(sampled, (found + tf.range(take))[:, tf.newaxis], new_ids[:take])
+        sampled, taken, last = new_draws(draws, sampled, found, num_sampled, n_vocab)
         # The draw that brought the last id needed ends the sampling.
-        last = tf.gather(tf.concat([new_first, [DRAW_BLOCK - 1]], 0), tf.maximum(take - 1, 0))
-        tries = tf.where(found + take >= num_sampled, block * DRAW_BLOCK + last + 1, (block + 1) * DRAW_BLOCK)
-        return block + 1, found + take, tries, sampled
+        tries = tf.where(found + taken >= num_sampled, block * DRAW_BLOCK + last + 1, (block + 1) * DRAW_BLOCK)
+        return block + 1, found + taken, tries, sampled
 
     zero = tf.constant(0, tf.int64)
     _, _, tries, sampled = tf.while_loop(
@@ -93,6 +88,51 @@ def log_uniform_candidates(labels, num_sampled, n_vocab, seed):
     labels = tf.cast(labels, tf.int64)
     return (sampled, expected_counts(labels, tries, num_sampled, n_vocab),
             expected_counts(sampled, tries, num_sampled, n_vocab))
+
+
+def _new_draws(draws, sampled, found, num_sampled, n_vocab):
+    """`(sampled, taken, last)`: `sampled` `(num_sampled,)` with the ids of
+    `draws` not among its first `found` written after them, in order of
+    first appearance, until it is full; how many were written (`taken`);
+    and the position in `draws` of the last one written (`DRAW_BLOCK - 1`
+    if none)."""
+    positions = tf.range(tf.size(draws, out_type=tf.int64), dtype=tf.int64)
+    distinct, which = tf.unique(draws)  # in order of first appearance
+    first = tf.math.unsorted_segment_min(positions, which, tf.shape(distinct)[0])
+    # An id is new unless it joins one already found (indices below
+    # `found`); no table of the vocabulary's size is needed.
+    _, joined = tf.unique(tf.concat([sampled[:found], distinct], 0), out_idx=tf.int64)
+    new = joined[found:] >= found
+    new_ids, new_first = tf.boolean_mask(distinct, new), tf.boolean_mask(first, new)
+    take = tf.minimum(tf.size(new_ids, out_type=tf.int64), num_sampled - found)
+    sampled = tf.tensor_scatter_nd_update(sampled, (found + tf.range(take))[:, tf.newaxis], new_ids[:take])
+    last = tf.gather(tf.concat([new_first, [DRAW_BLOCK - 1]], 0), tf.maximum(take - 1, 0))
+    return sampled, take, last
+
+
+def _static_new_draws(draws, sampled, found, num_sampled, n_vocab):
+    """`_new_draws` with every shape fixed, for XLA: one stable sort of the
+    ids found so far followed by the draws tells each draw whether it is
+    the first of its id (the ids found sort first among equals)."""
+    n_draws = draws.shape[0]
+    slots = tf.range(num_sampled, dtype=tf.int64)
+    # Slots not yet filled hold n_vocab, which no draw is.
+    ids = tf.concat([tf.where(slots < found, sampled, n_vocab), draws], 0)
+    order = tf.argsort(ids, stable=True)
+    sorted_ids = tf.gather(ids, order)
+    first = tf.concat([[True], sorted_ids[1:] != sorted_ids[:-1]], 0)
+    new_sorted = tf.logical_and(first, order >= num_sampled)
+    # Back to draw order: whether each draw brings a new id.
+    new = tf.scatter_nd(order[:, tf.newaxis], tf.cast(new_sorted, tf.int64), [num_sampled + n_draws])[num_sampled:]
+    slot = found + tf.cumsum(new, exclusive=True)
+    written = tf.logical_and(new > 0, slot < num_sampled)
+    # Draws not written go to one slot past the end, cut off after.
+    target = tf.where(written, slot, num_sampled)
+    sampled = tf.tensor_scatter_nd_update(tf.concat([sampled, [0]], 0), target[:, tf.newaxis], draws)[:num_sampled]
+    taken = tf.reduce_sum(tf.cast(written, tf.int64))
+    positions = tf.range(n_draws, dtype=tf.int64)
+    last = tf.reduce_max(tf.where(written, positions, -1))
+    return sampled, taken, tf.where(taken > 0, last, n_draws - 1)
 
 
 def expected_counts(ids, tries, num_sampled, n_vocab):

@@ -242,3 +242,18 @@ def test_negatives_of_consecutive_steps_overlap_as_independent_draws_do():
     for overlaps in (consecutive, directions):
         standard_error = np.std(overlaps) / np.sqrt(len(overlaps))
         assert abs(np.mean(overlaps) - independent) < 4 * standard_error + 1.0, (np.mean(overlaps), independent)
+
+
+@pytest.mark.parametrize("num_sampled, n_vocab", [(300, 1000), (1000, 1000)])
+def test_the_sampler_compiled_with_xla_draws_the_same_negatives(num_sampled, n_vocab):
+    # Under XLA the sampler runs with fixed shapes and bilm.ops.stateless_random's draws; (1000, 1000)
+    # takes more than one block of draws.
+    labels = tf.constant([0, 5, n_vocab - 1])
+
+    def sample(seed):
+        return log_uniform_candidates(labels, num_sampled, n_vocab, seed)
+
+    compiled = tf.function(sample, jit_compile=True, autograph=False)
+    for seed in (_seed(num_sampled), tf.constant([-7, 2 ** 33], tf.int64)):
+        for got, want in zip(compiled(seed), sample(seed)):
+            np.testing.assert_array_equal(got.numpy(), want.numpy())
