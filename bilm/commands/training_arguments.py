@@ -19,7 +19,17 @@ KNOB_FLAGS = tuple(key.name for key in training_keys() if key.flag and key.name 
                                                                                          "matmul_dtype"))
 
 
+def jit_compile_flag(text):
+    """`--jit_compile`'s value: "auto", "true" or "false" (any case) as the training key takes it."""
+    choices = {"auto": "auto", "true": True, "false": False}
+    if text.lower() not in choices:
+        raise argparse.ArgumentTypeError(f"expected auto, true or false, got {text!r}")
+    return choices[text.lower()]
+
+
 def _flag_type(key):
+    if key.kind == "jit_compile":
+        return jit_compile_flag
     if key.kind == "integer":
         return positive_int if key.low == 1 else non_negative_int
     if key.kind == "number":
@@ -50,6 +60,7 @@ def add_training_arguments(parser):
     for key in map(option_key, KNOB_FLAGS):
         actions.append(parser.add_argument(
             f"--{key.name}", type=_flag_type(key), choices=sorted(OPTIMIZERS) if key.kind == "optimizer" else None,
+            metavar="{auto,true,false}" if key.kind == "jit_compile" else None,
             help=f"{_flag_help(key)} (default: the options file's, else {_default_text(key)})"))
     actions += [
         parser.add_argument("--matmul_dtype", choices=MATMUL_DTYPES,

@@ -45,7 +45,7 @@ class OptionKey:
         kind: `"integer"` (at least `low`), `"number"` (in `[low, high)`),
             `"boolean"` (JSON true/false), `"section"` (an object of keys),
             or the name of a value with a check of its own (`"activation"`,
-            `"filters"`, `"matmul_dtype"`, `"optimizer"`, ...).
+            `"filters"`, `"matmul_dtype"`, `"optimizer"`, `"jit_compile"`, ...).
         default: the value an absent key means; `REQUIRED` if it must be
             given; None for "absent means none".
         used_by: `BOTH`, `TRAINING` or `PREDICTION`.
@@ -156,6 +156,9 @@ OPTION_KEYS: Tuple[OptionKey, ...] = (
          "first steps of the run that train the softmax alone, the biLM frozen (for a new softmax over a model "
          "adapted with --init_from)", low=0, flag=True),
     _key("optimizer", "optimizer", "adagrad", TRAINING, "the optimizer (bilm.optimizers)", flag=True),
+    _key("jit_compile", "jit_compile", "auto", TRAINING,
+         "compile each training step whole with XLA: true, false, or auto (compiled on a GPU, not on a CPU, where "
+         "it measured slower: docs/performance.md)", flag=True),
     _key("max_steps", "integer", None, TRAINING,
          "end the run after this many optimizer steps in all, counted from its start (or at --n_epochs, whichever "
          "comes first)", flag=True),

@@ -6,8 +6,9 @@ the corpus gives) are required, the others take their defaults.
 """
 import dataclasses
 import difflib
+import json
 import warnings
-from typing import Optional
+from typing import Optional, Union
 
 from bilm.ops.matmul_dtype import check_matmul_dtype
 from bilm.optimizers import optimizer_class
@@ -39,6 +40,16 @@ def check_known_keys(options):
                                    "not know would be ignored, and training would run with its default.)")
 
 
+def check_jit_compile(value, source):
+    """The training key `jit_compile`: `"auto"`, or JSON true or false; else `OptionsError`."""
+    if value == "auto":
+        return value
+    if isinstance(value, bool):
+        return value
+    raise OptionsError(f"{source}: training key 'jit_compile' must be \"auto\", true or false, got "
+                       f"{json.dumps(value)} (\"auto\" compiles the step on a GPU; see docs/performance.md).")
+
+
 @dataclasses.dataclass(frozen=True)
 class TrainingSettings:
     """The training keys of `options.json`, validated (docs/formats.md, "Options").
@@ -46,6 +57,8 @@ class TrainingSettings:
     `batch_size` is per replica (per GPU), as in bilm-tf. The first
     `softmax_warmup_steps` steps of a run (counted from its step 0, so a
     restart keeps them) train the softmax alone, the biLM frozen.
+    `jit_compile` is `"auto"`, True or False, as the options give it
+    (`bilm.training.run.train_step.compiles_whole_step` decides "auto").
     """
 
     n_tokens_vocab: int
@@ -64,6 +77,7 @@ class TrainingSettings:
     softmax_warmup_steps: int
     optimizer: str
     max_steps: Optional[int] = None
+    jit_compile: Union[str, bool] = "auto"
 
 
 def training_settings(options, need_schedule=True):
@@ -141,6 +155,7 @@ def training_settings(options, need_schedule=True):
         softmax_warmup_steps=value("softmax_warmup_steps"),
         optimizer=optimizer,
         max_steps=value("max_steps"),
+        jit_compile=check_jit_compile(options.get("jit_compile", option_key("jit_compile").default), source),
     )
     return options, settings
 

@@ -14,6 +14,7 @@ import tensorflow as tf
 
 from bilm.layers.stateless_dropout import StatelessDropout, dropout_site
 from bilm.models.functional_bilm import DIRECTIONS, build_bilm, state_keys
+from bilm.ops import stateless_random
 from bilm.ops.sampled_softmax import full_softmax_loss, log_uniform_candidates, sampled_softmax_loss
 
 # Folded into the step's seed (plus the direction index) for the negative
@@ -177,7 +178,7 @@ class TrainingLM:
             if training and self.settings.sample_softmax:
                 candidates = log_uniform_candidates(
                     labels, self.settings.n_negative_samples_batch, self.settings.n_tokens_vocab,
-                    tf.random.experimental.stateless_fold_in(seed, SAMPLER_SITE + d))
+                    stateless_random.fold_in(seed, SAMPLER_SITE + d))
                 row_losses = sampled_softmax_loss(
                     self.softmax_weights, self.softmax_bias, outputs, labels, candidates,
                     self.settings.matmul_dtype)

@@ -3,7 +3,23 @@ import functools
 
 import tensorflow as tf
 
+from bilm.ops import stateless_random
+from bilm.ops.placement import device_type
 from bilm.optimizers import deduplicate, global_norm_scale
+
+# Whether `jit_compile: "auto"` compiles the step with XLA on a CPU
+# (docs/performance.md, "The training step under XLA").
+COMPILED_ON_CPU = False
+
+
+def compiles_whole_step(choice):
+    """Whether a training step runs compiled with XLA: `choice` (the
+    training key `jit_compile`) True or False as it says; `"auto"` on a GPU
+    or other accelerator (`bilm.ops.placement.device_type`), and on a CPU
+    as `COMPILED_ON_CPU` says."""
+    if choice == "auto":
+        return device_type() != "CPU" or COMPILED_ON_CPU
+    return bool(choice)
 
 
 class TrainStep:
@@ -15,6 +31,15 @@ class TrainStep:
     (`IndexedSlices` stay sparse), deduplicated, clipped to the global norm
     and applied by the run's optimizer (`bilm.optimizers`). A step whose loss or gradient norm is
     not finite changes no weight.
+
+    With `settings.jit_compile` (`compiles_whole_step`) one replica's step
+    is one XLA program: forward and backward pass, sampled softmax,
+    clipping, the optimizer's update and the new LSTM states. Several
+    replicas compile each one's forward and backward pass, and reduce and
+    apply the gradients outside XLA (which compiles no all-reduce across
+    the strategy's devices). The compiled step equals the uncompiled one
+    to float32 round-off where both draw the same random numbers, as
+    `bilm.ops.stateless_random` does under XLA (the negative samples).
 
     The first `settings.softmax_warmup_steps` steps (by the run's step
     count) differentiate and update the softmax alone: the biLM stays as it
@@ -34,12 +59,23 @@ class TrainStep:
         self.settings = settings
         self.seed = int(seed)
         self.variables = lm.trainable_variables()
-        self.function = tf.function(self._step, reduce_retracing=True, autograph=False)
+        self.jit_compile = compiles_whole_step(settings.jit_compile)
+        # The whole step under XLA with one replica; each replica's gradients with several.
+        self.compiles_whole = self.jit_compile and strategy.num_replicas_in_sync == 1
+        self.function = self._step_function(self.variables)
         self.warmup_function = None
         if settings.softmax_warmup_steps:
             softmax = {name: v for name, v in self.variables.items() if name.startswith("softmax/")}
-            self.warmup_function = tf.function(
-                lambda *args: self._step(*args, variables=softmax), reduce_retracing=True, autograph=False)
+            self.warmup_function = self._step_function(softmax)
+
+    def _step_function(self, variables):
+        """The step's `tf.function`, updating `variables` (`{name: tf.Variable}`)."""
+        gradients_of = functools.partial(self._gradients, variables=variables)
+        if self.jit_compile and not self.compiles_whole:
+            gradients_of = tf.function(gradients_of, jit_compile=True, reduce_retracing=True, autograph=False)
+        step = functools.partial(self._step, variables=variables, gradients_of=gradients_of)
+        return tf.function(step, jit_compile=True if self.compiles_whole else None, reduce_retracing=True,
+                           autograph=False)
 
     def __call__(self, batch, step, requests=None):
         """Returns `{"loss", "norm", "forward"[, "backward"]}` scalars.
@@ -56,12 +92,12 @@ class TrainStep:
             return function(batch, tf.constant(step, tf.int64))
         return function(batch, tf.constant(step, tf.int64), tf.constant(requests, tf.float32))
 
-    def _step(self, batch, step, requests=None, variables=None):
-        replica_step = functools.partial(self._replica_step, variables=variables or self.variables)
+    def _step(self, batch, step, requests=None, *, variables, gradients_of):
+        replica_step = functools.partial(self._replica_step, variables=variables, gradients_of=gradients_of)
         outputs = self.strategy.run(replica_step, args=(batch, step, requests))
         return tf.nest.map_structure(lambda x: self.strategy.experimental_local_results(x)[0], outputs)
 
-    def _replica_step(self, batch, step, requests, *, variables):
+    def _replica_step(self, batch, step, requests, *, variables, gradients_of):
         context = tf.distribute.get_replica_context()
         replica = context.replica_id_in_sync_group
         n_replicas = context.num_replicas_in_sync
@@ -69,13 +105,10 @@ class TrainStep:
         start = replica * rows
         local = {key: value[start:start + rows] for key, value in batch.items()}
         initial = {key: state[start:start + rows] for key, state in self.lstm_states.items()}
-        seed = tf.random.experimental.stateless_fold_in(
+        seed = stateless_random.fold_in(
             tf.stack([tf.constant(self.seed, tf.int64), step]), tf.cast(replica, tf.int64))
         names = list(variables)
-        with tf.GradientTape() as tape:
-            loss, per_direction, finals = self.lm.losses(local, initial, training=True, seed=seed)
-            scaled_loss = loss * float(self.settings.unroll_steps)
-        gradients = tape.gradient(scaled_loss, [variables[name] for name in names])
+        loss, per_direction, finals, gradients = gradients_of(local, initial, seed)
         if n_replicas > 1:
             present = [i for i, g in enumerate(gradients) if g is not None]
             reduced = context.all_reduce(tf.distribute.ReduceOp.SUM, [gradients[i] for i in present])
@@ -98,6 +131,14 @@ class TrainStep:
         if requests is not None:
             outputs["requests"] = requests
         return outputs
+
+    def _gradients(self, batch, initial, seed, *, variables):
+        """`(loss, {direction: loss}, {state key: final state}, [gradient of loss * unroll_steps])`
+        of one replica's rows, the gradients in the order of `variables` (None where one has none)."""
+        with tf.GradientTape() as tape:
+            loss, per_direction, finals = self.lm.losses(batch, initial, training=True, seed=seed)
+            scaled_loss = loss * float(self.settings.unroll_steps)
+        return loss, per_direction, finals, tape.gradient(scaled_loss, list(variables.values()))
 
     def _apply(self, strategy, gradients, gradient_scale, finals):
         self.optimizer.apply(self.variables, gradients, strategy, gradient_scale)
