@@ -2,6 +2,8 @@
 import keras
 import tensorflow as tf
 
+from bilm.ops import stateless_random
+
 
 @keras.saving.register_keras_serializable(package="bilm")
 class StatelessDropout(keras.layers.Layer):
@@ -9,7 +11,8 @@ class StatelessDropout(keras.layers.Layer):
 
     Training passes a fresh seed per step (and per replica), so the masks
     are reproducible after a restart and differ between replicas, with no
-    random state to checkpoint or synchronise.
+    random state to checkpoint or synchronise. The masks are TensorFlow's
+    stateless dropout's, compiled with XLA or not (`bilm.ops.stateless_random`).
 
     Args:
         rate: fraction of units dropped.
@@ -30,8 +33,9 @@ class StatelessDropout(keras.layers.Layer):
     def call(self, inputs, seed, training=None):
         if not training or self.rate == 0.0:
             return inputs
-        seed = tf.random.experimental.stateless_fold_in(tf.cast(seed, tf.int64), self.site)
-        return tf.nn.experimental.stateless_dropout(inputs, self.rate, seed=seed)
+        # bilm's stateless draws: the same masks in a step compiled with XLA as in one that is not.
+        seed = stateless_random.fold_in(tf.cast(seed, tf.int64), self.site)
+        return stateless_random.dropout(inputs, self.rate, seed)
 
     def compute_output_shape(self, inputs_shape, seed_shape):
         return inputs_shape

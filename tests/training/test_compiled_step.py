@@ -87,9 +87,6 @@ def test_the_step_compiled_with_xla_equals_the_step_uncompiled(optimizer, learni
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="StatelessDropout (bilm/layers/stateless_dropout.py) draws its masks with "
-                                       "TensorFlow's ops, whose numbers differ under XLA; with "
-                                       "bilm.ops.stateless_random's fold_in and dropout this passes")
 def test_the_compiled_step_drops_the_same_units():
     _assert_the_same_steps(_steps_both_ways(dropout=0.3))
 
