@@ -38,8 +38,8 @@ class TrainStep:
     replicas compile each one's forward and backward pass, and reduce and
     apply the gradients outside XLA (which compiles no all-reduce across
     the strategy's devices). The compiled step equals the uncompiled one
-    to float32 round-off where both draw the same random numbers, as
-    `bilm.ops.stateless_random` does under XLA (the negative samples).
+    to float32 round-off: its random numbers (negative samples, dropout
+    masks) come from `bilm.ops.stateless_random`, the same under XLA.
 
     The first `settings.softmax_warmup_steps` steps (by the run's step
     count) differentiate and update the softmax alone: the biLM stays as it
