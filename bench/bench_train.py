@@ -19,15 +19,22 @@ keeps freed memory for the next step instead of returning it to the
 kernel); `--default_malloc` leaves glibc's settings alone, to show the
 difference.
 
+Each vocabulary size trains twice, side by side: the step as graph ops
+(XLA only where bilm compiles a part of it) and the step compiled whole
+with XLA (the training key `jit_compile`; `--jit_compile` picks one). The
+warm-up steps include the compilation.
+
 Quick run: python bench/bench_train.py --steps 5 --warmup 2 --batch_size 8 \\
     --lstm_dim 64 --projection_dim 16 --filter_scale 16 --n_negative 512
 """
 import argparse
+import gc
 import os
 import sys
 import tempfile
 import time
 
+import keras
 import numpy as np
 import tensorflow as tf
 
@@ -102,7 +109,7 @@ def write_corpus(directory, n_vocab, n_tokens, seed=0):
     return train, vocab
 
 
-def bench_options(args, n_tokens_vocab):
+def bench_options(args, n_tokens_vocab, jit_compile):
     options = get_preset(args.preset)
     options["char_cnn"]["n_characters"] = 261
     if args.lstm_dim:
@@ -113,15 +120,16 @@ def bench_options(args, n_tokens_vocab):
     options.update(TRAINING_DEFAULTS)
     options.update(batch_size=args.batch_size, unroll_steps=args.unroll_steps, n_tokens_vocab=n_tokens_vocab,
                    n_negative_samples_batch=args.n_negative, n_train_tokens=10 ** 9,
-                   matmul_dtype=args.matmul_dtype)
+                   matmul_dtype=args.matmul_dtype, jit_compile=jit_compile)
     return options
 
 
-def run(args, n_vocab, directory):
+def run(args, n_vocab, corpus, jit_compile):
     tokens_per_step = args.batch_size * args.unroll_steps
-    train_file, vocab_file = write_corpus(directory, n_vocab, tokens_per_step * (args.steps + args.warmup + 2) * 2)
-    options = bench_options(args, n_vocab + 3)
+    train_file, vocab_file = corpus
+    options = bench_options(args, n_vocab + 3, jit_compile)
     parsed, settings = training_settings(options)
+    keras.utils.set_random_seed(0)  # both modes start from the same weights: their losses agree
     lm = TrainingLM(parsed, settings)
     optimizer = SparseAdagrad(lm.trainable_variables(), settings.learning_rate)
     states = {key: tf.Variable(tf.zeros([settings.batch_size, size])) for key, _, size in lm.state_keys}
@@ -148,7 +156,8 @@ def run(args, n_vocab, directory):
     n_bilm, n_softmax = lm.parameter_counts()
     flops = 3 * 2 * forward_flops_per_token(parsed) * tokens_per_step  # both directions, forward + backward
     dtype_note = "" if args.matmul_dtype == "float32" else f"[{args.matmul_dtype} matmuls; the ceiling is float32's] "
-    print(f"{dtype_note}vocab {n_vocab:>7,}: {tokens_per_step / seconds:10,.0f} tokens/sec  "
+    mode = "compiled  " if step.jit_compile else "uncompiled"
+    print(f"{dtype_note}{mode} vocab {n_vocab:>7,}: {tokens_per_step / seconds:10,.0f} tokens/sec  "
           f"{seconds * 1000:8.1f} ms/step  ~{flops / seconds / 1e9:8.1f} GFLOP/s (biLM only)  loss {loss:.3f}  "
           f"params {n_bilm:,} + softmax {n_softmax:,}  first {args.warmup} steps {warmup_seconds:.1f} s  "
           f"peak RSS so far {peak_rss_gib():.2f} GiB  (ceiling {ceiling:,.0f} tokens/sec)", flush=True)
@@ -199,6 +208,9 @@ def main(argv=None):
     parser.add_argument("--filter_scale", type=int, default=1, help="shrink: divide every CNN filter count")
     parser.add_argument("--matmul_dtype", default="float32", choices=MATMUL_DTYPES,
                         help="bfloat16: the opt-in bfloat16 operands for the large matmuls (bilm.ops.matmul_dtype)")
+    parser.add_argument("--jit_compile", choices=("both", "false", "true"), default="both",
+                        help="train with the step uncompiled, compiled whole with XLA, or both side by side "
+                             "(default: %(default)s)")
     parser.add_argument("--default_malloc", action="store_true",
                         help="leave glibc's malloc settings alone (bin/train_elmo.py applies keep_freed_memory); "
                              "the first vocabulary size shows the difference")
@@ -208,13 +220,25 @@ def main(argv=None):
     tuned = not args.default_malloc and keep_freed_memory()
     print(f"malloc: {'freed memory kept for reuse (keep_freed_memory)' if tuned else 'glibc defaults'}")
     args.rate = None
+    modes = {"both": (False, True), "false": (False,), "true": (True,)}[args.jit_compile]
     speeds = {}
+    tokens_per_step = args.batch_size * args.unroll_steps
     with tempfile.TemporaryDirectory() as directory:
         for n_vocab in (int(v) for v in args.vocab_sizes.split(",")):
-            speeds[n_vocab] = run(args, n_vocab, directory)
-    if len(speeds) > 1:
-        small, large = min(speeds), max(speeds)
-        print(f"tokens/sec ratio vocab {large:,} / vocab {small:,}: {speeds[large] / speeds[small]:.2f}")
+            corpus = write_corpus(directory, n_vocab, tokens_per_step * (args.steps + args.warmup + 2) * 2)
+            for jit_compile in modes:
+                speeds[n_vocab, jit_compile] = run(args, n_vocab, corpus, jit_compile)
+                gc.collect()
+            if len(modes) == 2:
+                print(f"vocab {n_vocab:,}: compiled / uncompiled tokens/sec "
+                      f"{speeds[n_vocab, True] / speeds[n_vocab, False]:.2f}", flush=True)
+    vocab_sizes = sorted({n_vocab for n_vocab, _ in speeds})
+    if len(vocab_sizes) > 1:
+        small, large = vocab_sizes[0], vocab_sizes[-1]
+        for jit_compile in modes:
+            mode = "compiled" if jit_compile else "uncompiled"
+            print(f"{mode}: tokens/sec ratio vocab {large:,} / vocab {small:,}: "
+                  f"{speeds[large, jit_compile] / speeds[small, jit_compile]:.2f}")
     print(f"peak RSS {peak_rss_gib():.2f} GiB")
     return speeds
 
