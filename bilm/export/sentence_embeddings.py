@@ -44,10 +44,12 @@ from bilm.io.embedding_files import (
     OUTPUT_FORMATS,
     SENTENCE_TO_INDEX,
     SentenceEmbeddingFile,
+    check_sentences_file,
     embedding_file_stamp,
     line_number_key,
 )
 from bilm.io.hashing import file_sha256, json_sha256
+from bilm.io.output_files import writer_lock
 from bilm.io.sentence_files import check_batch_size, read_sentences
 from bilm.io.weight_file import WeightFileError
 from bilm.models.bidirectional_lm import BidirectionalLanguageModel
@@ -140,11 +142,13 @@ def embed_file(input_file, output_file, options_file, weight_file, output_format
     """
     _check_output_format(output_format)
     options = _character_options(options_file, "embed_file")
-    model = _load_after_checks(input_file, output_file, options, weight_file, batch_size, overwrite, start, warm_up,
-                               matmul_dtype)
-    return write_embeddings(model, input_file, output_file, output_format, batch_size=batch_size,
-                            use_sentence_keys=use_sentence_keys, start=start, resume=resume, overwrite=overwrite,
-                            verbose=verbose)
+    _check_arguments(input_file, weight_file, batch_size, matmul_dtype)
+    with writer_lock(output_file):  # held until the file is renamed: a second run is refused before any check
+        model = _load_after_checks(input_file, output_file, options, weight_file, overwrite, start, warm_up,
+                                   matmul_dtype)
+        return write_embeddings(model, input_file, output_file, output_format, batch_size=batch_size,
+                                use_sentence_keys=use_sentence_keys, start=start, resume=resume,
+                                overwrite=overwrite, verbose=verbose)
 
 
 def write_embeddings(model, input_file, output_file, output_format="all", *, batch_size=None,
@@ -167,7 +171,10 @@ def write_embeddings(model, input_file, output_file, output_format="all", *, bat
     from the same is continued (lines it holds are not recomputed); one made
     from anything else is an error saying what changed. `resume=False`
     starts over. A finished `output_file` from an earlier run is recomputed
-    and replaced.
+    and replaced. One process at a time writes an output: while another
+    holds its lock (`output_file + ".lock"`), this call is refused before
+    anything is read or written, whatever `resume` and `overwrite` say, in
+    one line naming that process's PID.
 
     Args:
         model: a stateless character `BidirectionalLanguageModel` loaded
@@ -232,12 +239,14 @@ def dump_bilm_embeddings(vocab_file, dataset_file, options_file, weight_file, ou
         number of sentence datasets written by this call.
     """
     options = _character_options(options_file, "dump_bilm_embeddings")
-    model = _load_after_checks(dataset_file, outfile, options, weight_file, batch_size, overwrite, start, warm_up,
-                               matmul_dtype, vocab_file)
-    settings = {"output_format": "all", "use_sentence_keys": False, SENTENCE_TO_INDEX: False}
-    return _write_sentence_datasets(
-        model, dataset_file, outfile, OUTPUT_FORMATS["all"], line_number_key, settings, vocab_file=vocab_file,
-        batch_size=batch_size, resume=resume, overwrite=overwrite, verbose=verbose, start=start)
+    _check_arguments(dataset_file, weight_file, batch_size, matmul_dtype)
+    with writer_lock(outfile):
+        model = _load_after_checks(dataset_file, outfile, options, weight_file, overwrite, start, warm_up,
+                                   matmul_dtype, vocab_file)
+        settings = {"output_format": "all", "use_sentence_keys": False, SENTENCE_TO_INDEX: False}
+        return _write_sentence_datasets(
+            model, dataset_file, outfile, OUTPUT_FORMATS["all"], line_number_key, settings, vocab_file=vocab_file,
+            batch_size=batch_size, resume=resume, overwrite=overwrite, verbose=verbose, start=start)
 
 
 def _embedding_settings(output_format, use_sentence_keys):
@@ -275,13 +284,18 @@ def _character_options(options_file, who):
     return options
 
 
-def _load_after_checks(input_file, output_file, options, weight_file, batch_size, overwrite, start, warm_up,
-                       matmul_dtype, vocab_file=None):
-    """The stateless model, loaded once everything that can be checked without it is."""
+def _check_arguments(input_file, weight_file, batch_size, matmul_dtype):
+    """What can be checked before the output is locked (or its directory created)."""
+    check_sentences_file(input_file)
     check_batch_size(batch_size)
     check_kernel_dtype(matmul_dtype)
     if not os.path.isfile(weight_file):
         raise WeightFileError(f"Weight file not found: {weight_file}")
+
+
+def _load_after_checks(input_file, output_file, options, weight_file, overwrite, start, warm_up, matmul_dtype,
+                       vocab_file=None):
+    """The stateless model, loaded once everything that can be checked without it is."""
     SentenceEmbeddingFile.check_paths(input_file, output_file, (options.source, weight_file, vocab_file), overwrite)
     return BidirectionalLanguageModel(options, weight_file, stateful=False, start=start, warm_up=warm_up,
                                       matmul_dtype=matmul_dtype)
@@ -298,17 +312,17 @@ def _write_sentence_datasets(model, input_file, output_file, select, key_of, set
     start_state = model.start_state(start)
     sources = (options.source, model.weight_file, vocab_file)
     made_from = _made_from(model, settings, start_state)
-    target = SentenceEmbeddingFile(input_file, output_file, made_from, inputs=sources, resume=resume,
-                                   overwrite=overwrite, verbose=verbose)
-    if check_lines is not None:
-        check_lines(input_file)
-    batcher = batcher_for(options, vocab_file)
+    with SentenceEmbeddingFile(input_file, output_file, made_from, inputs=sources, resume=resume,
+                               overwrite=overwrite, verbose=verbose) as target:
+        if check_lines is not None:
+            check_lines(input_file)
+        batcher = batcher_for(options, vocab_file)
 
-    def embed(sentences):
-        layers = model(batcher.batch_sentences(sentences), start=start_state.start)["lm_embeddings"].numpy()
-        return [select(layers[i, :, :len(tokens)]) for i, tokens in enumerate(sentences)]
+        def embed(sentences):
+            layers = model(batcher.batch_sentences(sentences), start=start_state.start)["lm_embeddings"].numpy()
+            return [select(layers[i, :, :len(tokens)]) for i, tokens in enumerate(sentences)]
 
-    written = target.write(embed, batch_size=batch_size, key_of=key_of, extra_datasets=extra_datasets)
+        written = target.write(embed, batch_size=batch_size, key_of=key_of, extra_datasets=extra_datasets)
     if target.n_lines == 0:
         warnings.warn(f"{input_file} is empty: wrote {output_file} with no sentence datasets.", stacklevel=3)
     return written

@@ -5,7 +5,10 @@ root attributes record what it is made from: the sentence file's size and
 SHA-256, and the caller's `made_from` (the weight file's and the options'
 hashes, the output format...). A rerun continues a `.partial` only if all of
 that is unchanged, so one file never mixes two inputs, models or formats;
-otherwise it says what changed. See docs/formats.md, "Embedding files".
+otherwise it says what changed. One process at a time writes an output
+(`bilm.io.output_files.writer_lock`, the file `output + ".lock"`): another
+one is refused before it reads or changes anything, naming the writer's PID.
+See docs/formats.md, "Embedding files".
 """
 import os
 
@@ -13,7 +16,14 @@ import h5py
 import numpy as np
 
 from bilm.io.hashing import file_sha256
-from bilm.io.output_files import KIND_ATTRIBUTE, OutputFileError, check_output_file
+from bilm.io.output_files import (
+    KIND_ATTRIBUTE,
+    OutputFileError,
+    atomic_output,
+    check_output_file,
+    hdf5_lock_error,
+    writer_lock,
+)
 from bilm.io.sentence_files import count_lines, length_sorted_batches, read_sentences
 from bilm.utils.progress import Progress
 
@@ -59,6 +69,13 @@ def changed_attributes(found, stamp):
     return [key for key, value in stamp.items() if found.get(key) != value]
 
 
+def check_sentences_file(sentences_file):
+    """Raises FileNotFoundError naming `sentences_file` when it is not a file."""
+    if not os.path.isfile(sentences_file):
+        raise FileNotFoundError(f"Input file not found: {sentences_file} (expected a text file, one "
+                                "whitespace-tokenized sentence per line).")
+
+
 def line_number_key(number, line):
     """The default dataset name: the 0-based line number."""
     return str(number)
@@ -68,10 +85,13 @@ class SentenceEmbeddingFile:
     """One run writing the embeddings of every line of `sentences_file`.
 
     Everything that can fail before the work is checked when it is made:
-    the sentence file exists, the output is not an input and replaces no
-    file bilm did not write, the directory is writable, and a `.partial`
-    to resume was made from the same input and settings. `write` then
-    embeds what is left and renames the finished file.
+    no other process is writing the output (its writer lock is taken here
+    and held until `write` ends or `close` is called; use it in a `with`
+    block to release it on any error), the sentence file exists, the
+    output is not an input and replaces no file bilm did not write, the
+    directory is writable, and a `.partial` to resume was made from the
+    same input and settings. `write` then embeds what is left and renames
+    the finished file.
 
     Args:
         sentences_file: text, one whitespace-tokenized sentence per line.
@@ -95,32 +115,54 @@ class SentenceEmbeddingFile:
     def __init__(self, sentences_file, output_file, made_from, inputs=(), resume=True, overwrite=False,
                  verbose=1):
         sentences_file = os.fspath(sentences_file)
-        self.output_file, self.partial = self.check_paths(sentences_file, output_file, inputs, overwrite)
-        self.sentences_file = sentences_file
-        self.verbose = verbose
-        self.stamp = embedding_file_stamp(sentences_file, made_from)
-        self.resuming = resume and os.path.exists(self.partial)
-        if self.resuming:
-            self._check_resumable()
-        self.n_lines = count_lines(sentences_file)
+        check_sentences_file(sentences_file)
+        self._lock = writer_lock(output_file)
+        self._lock.__enter__()
+        try:
+            self.output_file, self.partial = self.check_paths(sentences_file, output_file, inputs, overwrite)
+            self.sentences_file = sentences_file
+            self.verbose = verbose
+            self.stamp = embedding_file_stamp(sentences_file, made_from)
+            self.resuming = resume and os.path.exists(self.partial)
+            if self.resuming:
+                self._check_resumable()
+            self.n_lines = count_lines(sentences_file)
+        except BaseException:
+            self.close()
+            raise
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.close()
+
+    def close(self):
+        """Releases the output's writer lock (`write` does when it ends)."""
+        lock, self._lock = self._lock, None
+        if lock is not None:
+            lock.__exit__(None, None, None)
 
     @staticmethod
     def check_paths(sentences_file, output_file, inputs=(), overwrite=False):
         """The path checks of the constructor alone (no hashing): the
-        sentence file exists, the output and its `.partial` are no input and
-        replace no file bilm did not write. Returns `(output, partial)`."""
-        if not os.path.isfile(sentences_file):
-            raise FileNotFoundError(f"Input file not found: {sentences_file} (expected a text file, one "
-                                    "whitespace-tokenized sentence per line).")
+        sentence file exists, no other process is writing the output, the
+        output and its `.partial` are no input and replace no file bilm did
+        not write. Returns `(output, partial)`."""
+        check_sentences_file(sentences_file)
         inputs = (sentences_file, *inputs)
-        output_file = check_output_file(output_file, inputs, kind=KIND, overwrite=overwrite)
-        partial = check_output_file(output_file + PARTIAL_SUFFIX, inputs, kind=KIND, overwrite=overwrite)
+        with writer_lock(output_file):
+            output_file = check_output_file(output_file, inputs, kind=KIND, overwrite=overwrite)
+            partial = check_output_file(output_file + PARTIAL_SUFFIX, inputs, kind=KIND, overwrite=overwrite)
         return output_file, partial
 
     def _check_resumable(self):
         try:
             found = read_root_attributes(self.partial)
         except OSError as error:
+            locked = hdf5_lock_error(self.partial, error)
+            if locked is not None:
+                raise locked from None
             raise OutputFileError(
                 f"Cannot resume from {self.partial}: it is not a readable HDF5 file ({error}). Start over "
                 "with --no_resume (resume=False).") from None
@@ -151,10 +193,21 @@ class SentenceEmbeddingFile:
         Returns:
             the number of datasets this call wrote.
         """
+        if self._lock is None:
+            raise RuntimeError("This SentenceEmbeddingFile was closed; make a new one to write.")
+        try:
+            return self._write(embed_batch, batch_size, key_of, extra_datasets)
+        finally:
+            self.close()
+
+    def _write(self, embed_batch, batch_size, key_of, extra_datasets):
         written = done = 0
-        with h5py.File(self.partial, "a" if self.resuming else "w") as fout:
-            if not self.resuming:
+        if not self.resuming:
+            # A new file renamed into place: an old `.partial` is replaced whole, never truncated under a
+            # program that may still have it open.
+            with atomic_output(self.partial) as tmp, h5py.File(tmp, "w") as fout:
                 fout.attrs.update(self.stamp)
+        with h5py.File(self.partial, "a") as fout:
             todo = ((n, line, tokens) for n, line, tokens in read_sentences(self.sentences_file)
                     if key_of(n, line) not in fout)
             # The bar counts this call's sentences only, so a resumed run's

@@ -13,7 +13,7 @@ import numpy_reference as R
 from bilm.export import sentence_embeddings as embed_file_module
 from bilm.export.sentence_embeddings import dump_bilm_embeddings, embed_file, embeddings_stamp, sentence_key
 from bilm.io.embedding_files import changed_attributes, read_root_attributes
-from bilm.io.output_files import OutputFileError
+from bilm.io.output_files import OutputFileError, OutputLockedError
 from bilm.models.bidirectional_lm import BidirectionalLanguageModel
 from bilm.pretrained import ELMo
 from helpers import ROOT, SENTENCES, write_model, write_vocab
@@ -245,6 +245,77 @@ def test_cli_average_with_sentence_keys_starts_over_with_no_resume(tmp_path, mod
     for sentence, layer in zip(SENTENCES, stateless_layers):
         if sentence:
             np.testing.assert_allclose(arrays[" ".join(sentence)], layer.mean(axis=0), atol=1e-5)
+
+
+# bin/elmo.py (sys.argv[1:]) that stops after its first batch (in the .partial, flushed) until a line comes on
+# its stdin: a run caught mid-way.
+PAUSED_RUN = """
+import runpy
+import sys
+
+import bilm.io.embedding_files as embedding_files
+
+batches = embedding_files.length_sorted_batches
+
+
+def paused(*args, **kwargs):
+    for number, batch in enumerate(batches(*args, **kwargs)):
+        if number == 1:
+            print("ready", flush=True)
+            sys.stdin.readline()
+        yield batch
+
+
+embedding_files.length_sorted_batches = paused
+sys.argv = sys.argv[1:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+@pytest.mark.parametrize("first_flags", [[], ["--overwrite", "--no_resume"]])
+def test_a_second_run_on_the_same_output_is_refused_whatever_the_flags_and_the_first_finishes(
+        tmp_path, model, stateless_layers, first_flags):
+    options_file, weight_file, _ = model
+    input_file = _input_file(tmp_path, LINES)
+    outfile = str(tmp_path / "out.hdf5")
+    first = subprocess.Popen(
+        [sys.executable, "-c", PAUSED_RUN, "bin/elmo.py", input_file, outfile, "--options_file", options_file,
+         "--weight_file", weight_file, "--batch_size", "1", "--start", "zeros", *first_flags],
+        cwd=ROOT, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True)
+    try:
+        for line in first.stdout:  # after its progress bar's first line
+            if line.strip().endswith("ready"):
+                break
+        else:
+            raise AssertionError(first.stderr.read()[-3000:])
+        partial = open(outfile + ".partial", "rb").read()
+        refused = rf"^Another process \(PID {first.pid}\) is writing {outfile} \(it holds {outfile}.lock\)"
+        for resume in (True, False):
+            for overwrite in (False, True):
+                with pytest.raises(OutputLockedError, match=refused):
+                    embed_file(input_file, outfile, options_file, weight_file, resume=resume, overwrite=overwrite,
+                               verbose=0)
+                with pytest.raises(OutputLockedError, match=refused):
+                    dump_bilm_embeddings(None, input_file, options_file, weight_file, outfile, resume=resume,
+                                         overwrite=overwrite, verbose=0)
+        main = runpy.run_path(os.path.join(ROOT, "bin", "elmo.py"))["main"]
+        with pytest.raises(SystemExit) as exit_status:
+            main([input_file, outfile, "--options_file", options_file, "--weight_file", weight_file, "--overwrite",
+                  "--no_resume"])
+        # One line, printed as the exit status (1) of the script.
+        message = exit_status.value.code
+        assert message.startswith(f"Error: Another process (PID {first.pid}) is writing {outfile} ")
+        assert "\n" not in message
+        assert open(outfile + ".partial", "rb").read() == partial
+    finally:
+        out, err = first.communicate("\n", timeout=300)
+    assert first.returncode == 0, err[-3000:]
+    assert f"Wrote {len(LINES)} sentence datasets (all) to {outfile}" in out
+    assert sorted(os.listdir(tmp_path)) == ["in.txt", "out.hdf5"]
+    arrays, _, _ = _read(outfile)
+    for i, layers in enumerate(stateless_layers):
+        np.testing.assert_allclose(arrays[str(i)], layers, atol=1e-5)
 
 
 def test_the_stamp_tells_a_finished_file_made_the_same_way_from_any_other(tmp_path, model):

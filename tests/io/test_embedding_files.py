@@ -1,10 +1,15 @@
-"""SentenceEmbeddingFile: a crash leaves no complete-looking file, a resume never mixes two runs."""
+"""SentenceEmbeddingFile: a crash leaves no complete-looking file, a resume never mixes two runs, and two
+processes never write one output."""
+import os
+import subprocess
+import sys
+
 import h5py
 import numpy as np
 import pytest
 
 from bilm.io.embedding_files import SentenceEmbeddingFile
-from bilm.io.output_files import OutputFileError
+from bilm.io.output_files import OutputFileError, OutputLockedError
 from helpers import SENTENCES
 
 MADE_FROM = {"output_format": "all", "weight_sha256": "ab" * 32}
@@ -97,3 +102,69 @@ def test_a_partial_bilm_did_not_write_is_kept_unless_overwrite(tmp_path):
     SentenceEmbeddingFile(dataset_file, outfile, MADE_FROM, resume=False, overwrite=True, verbose=0).write(
         _embed([]), 3)
     assert not (tmp_path / "out.hdf5.partial").exists() and (tmp_path / "out.hdf5").exists()
+
+
+# A writer that stops after its first batch (in the file, flushed) until a line comes on its stdin.
+PAUSED_WRITER = """
+import sys
+import numpy as np
+from bilm.io.embedding_files import SentenceEmbeddingFile
+calls = []
+def embed(sentences):
+    if calls:
+        print("ready", flush=True)
+        sys.stdin.readline()
+    calls.append(1)
+    return [np.full((len(s), 2), len(s), np.float32) for s in sentences]
+target = SentenceEmbeddingFile(sys.argv[1], sys.argv[2], {"output_format": "all"}, resume=False, overwrite=True,
+                               verbose=0)
+target.write(embed, batch_size=2)
+"""
+
+
+def _start(code, *args):
+    child = subprocess.Popen([sys.executable, "-c", code, *map(str, args)], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    if child.stdout.readline().strip() != "ready":
+        child.kill()
+        raise AssertionError(f"the first writer failed (status {child.wait()})")
+    return child
+
+
+def test_a_second_writer_is_refused_whatever_its_flags_and_the_first_finishes(tmp_path):
+    dataset_file = _dataset_file(tmp_path, SENTENCES * 2)
+    outfile = str(tmp_path / "out.hdf5")
+    child = _start(PAUSED_WRITER, dataset_file, outfile)  # started with --overwrite --no_resume itself
+    try:
+        partial = open(outfile + ".partial", "rb").read()
+        for resume in (True, False):
+            for overwrite in (False, True):
+                with pytest.raises(OutputLockedError, match=rf"^Another process \(PID {child.pid}\) is writing "
+                                                            f"{outfile} "):
+                    SentenceEmbeddingFile(dataset_file, outfile, MADE_FROM, resume=resume, overwrite=overwrite,
+                                          verbose=0)
+                assert open(outfile + ".partial", "rb").read() == partial
+    finally:
+        child.communicate("\n", timeout=120)
+    assert child.returncode == 0
+    assert sorted(os.listdir(tmp_path)) == ["out.hdf5", "sentences.txt"]
+    with h5py.File(outfile, "r") as f:
+        assert len(f) == len(SENTENCES) * 2
+
+
+def test_a_partial_another_program_has_open_for_writing_is_never_touched(tmp_path):
+    dataset_file = _dataset_file(tmp_path, SENTENCES)
+    outfile = str(tmp_path / "out.hdf5")
+    child = _start("import sys, h5py\nf = h5py.File(sys.argv[1], 'w')\nf['x'] = [1.0]\nf.flush()\n"
+                   "print('ready', flush=True)\nsys.stdin.readline()\nf.close()", outfile + ".partial")
+    try:
+        for resume in (True, False):
+            for overwrite in (False, True):
+                with pytest.raises(OutputLockedError, match="out.hdf5.partial is open for writing in another "
+                                                            "process"):
+                    SentenceEmbeddingFile(dataset_file, outfile, MADE_FROM, resume=resume, overwrite=overwrite,
+                                          verbose=0)
+    finally:
+        child.communicate("\n", timeout=120)
+    with h5py.File(outfile + ".partial", "r") as f:
+        assert f["x"][0] == 1.0

@@ -1,5 +1,10 @@
-"""check_output_file and atomic_output: no input is ever overwritten, nor a file bilm did not write."""
+"""check_output_file, atomic_output and writer_lock: no input is ever overwritten, nor a file bilm did not
+write, and one process at a time writes an output."""
 import os
+import signal
+import subprocess
+import sys
+import threading
 
 import h5py
 import pytest
@@ -7,10 +12,13 @@ import pytest
 from bilm.io.output_files import (
     KIND_ATTRIBUTE,
     OutputFileError,
+    OutputLockedError,
     atomic_output,
     check_output_directory,
     check_output_file,
     hdf5_kind,
+    lock_path,
+    writer_lock,
 )
 
 
@@ -129,3 +137,91 @@ def test_an_existing_directory_is_refused_as_an_output_file_even_with_overwrite(
         with pytest.raises(OutputFileError, match="is a directory"):
             check_output_file(str(folder), kind="sentence_embeddings", overwrite=overwrite)
     assert (folder / "keep.txt").read_text() == "mine"
+
+
+def holder(code, *args):
+    """A second process that runs `code` (with `sys.argv[1:] == args`), prints "ready" and waits for a line on its
+    stdin before it ends; returned once it is ready."""
+    code += "\nprint('ready', flush=True)\nsys.stdin.readline()\n"
+    child = subprocess.Popen([sys.executable, "-c", "import sys\n" + code, *map(str, args)], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    if child.stdout.readline().strip() != "ready":
+        child.kill()
+        raise AssertionError(f"the holder process failed (status {child.wait()})")
+    return child
+
+
+def release(child):
+    """Lets a `holder` end; returns its exit status."""
+    child.communicate("\n", timeout=120)
+    return child.returncode
+
+
+HOLD_THE_LOCK = """
+from bilm.io.output_files import writer_lock
+lock = writer_lock(sys.argv[1])
+lock.__enter__()
+"""
+
+
+def test_a_second_process_is_refused_naming_the_writers_pid_and_a_killed_writers_lock_is_taken_over(tmp_path):
+    out = tmp_path / "out.hdf5"
+    child = holder(HOLD_THE_LOCK, out)
+    try:
+        with pytest.raises(OutputLockedError, match=rf"^Another process \(PID {child.pid}\) is writing {out} "
+                                                    rf"\(it holds {out}.lock\); wait until it ends"):
+            with writer_lock(out):
+                raise AssertionError("two writers of one output")
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+    # Killed, it could not remove its lock file; the kernel released the lock, so the file is taken over.
+    assert f"pid {child.pid}" in (tmp_path / "out.hdf5.lock").read_text()
+    with writer_lock(out) as lock:
+        assert lock == lock_path(out) == f"{out}.lock" and f"pid {os.getpid()}" in open(lock).read()
+    assert os.listdir(tmp_path) == []  # released: the lock file is gone
+
+
+def test_the_lock_is_taken_again_by_its_thread_and_refused_to_another(tmp_path):
+    out = tmp_path / "sub" / "out.hdf5"
+    refused = []
+
+    def other_thread():
+        try:
+            with writer_lock(out):
+                pass
+        except OutputLockedError as error:
+            refused.append(str(error))
+
+    with writer_lock(out):
+        with writer_lock(out):  # nested: the outer block releases
+            pass
+        assert (tmp_path / "sub" / "out.hdf5.lock").exists()  # its directory was created
+        thread = threading.Thread(target=other_thread)
+        thread.start()
+        thread.join()
+    assert refused and refused[0].startswith("Another thread of this process is writing")
+    assert os.listdir(tmp_path / "sub") == []
+    with writer_lock(out):  # free again
+        pass
+
+
+def test_a_users_file_in_the_place_of_the_lock_file_is_never_replaced(tmp_path):
+    (tmp_path / "out.hdf5.lock").write_text("my notes")
+    with pytest.raises(OutputFileError, match="out.hdf5.lock exists and is not a lock file that bilm wrote"):
+        with writer_lock(tmp_path / "out.hdf5"):
+            raise AssertionError("locked with a user's file")
+    assert (tmp_path / "out.hdf5.lock").read_text() == "my notes"
+
+
+def test_a_file_another_program_has_open_for_writing_is_never_replaced(tmp_path):
+    # HDF5's own lock: a program (not bilm) writing the file, e.g. h5py in a notebook.
+    path = tmp_path / "out.hdf5"
+    child = holder("import h5py\nf = h5py.File(sys.argv[1], 'w')\nf.attrs['bilm_file'] = 'weights'\nf.flush()", path)
+    try:
+        for overwrite in (False, True):
+            with pytest.raises(OutputLockedError, match=f"^{path} is open for writing in another process"):
+                check_output_file(path, kind="weights", overwrite=overwrite)
+    finally:
+        assert release(child) == 0
+    assert hdf5_kind(path) == "weights"
