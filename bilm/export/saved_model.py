@@ -19,7 +19,7 @@ import os
 import tensorflow as tf
 
 from bilm.errors import UserError
-from bilm.io.output_files import atomic_output, check_output_directory
+from bilm.io.output_files import OutputFileError, atomic_output, check_output_directory, writer_lock
 from bilm.models.elmo_embedding import ELMoEmbedding
 from bilm.models.text_inputs import tokens_to_ids
 from bilm.ops.lowbit_matmul import stock_kernels
@@ -75,23 +75,52 @@ def export_layer(layer, export_dir, overwrite=False):
     Args:
         layer: `ELMoEmbedding` (see `ELMoModule`).
         export_dir: directory to create.
-        overwrite: replace an existing `export_dir`.
+        overwrite: replace an existing `export_dir` that holds a SavedModel
+            and nothing else (a directory holding any other file is never
+            replaced: OutputFileError).
 
     Returns:
         `export_dir`.
     """
     export_dir = os.path.abspath(os.fspath(export_dir))
-    if os.path.exists(export_dir) and not overwrite:
-        raise FileExistsError(f"{export_dir} already exists; pass overwrite=True or choose another directory.")
     check_output_directory(os.path.dirname(export_dir))
-    module = ELMoModule(layer)
-    # Stock ops only: the SavedModel must load where only TensorFlow is installed.
-    with atomic_output(export_dir, directory=True) as tmp, _trainable_flags_saved(layer), stock_kernels():
-        tf.saved_model.save(module, tmp, signatures={
-            "default": module.default.get_concrete_function(),
-            "tokens": module.tokens.get_concrete_function(),
-        })
+    with writer_lock(export_dir):
+        _check_replaceable(export_dir, overwrite)
+        module = ELMoModule(layer)
+        # Stock ops only: the SavedModel must load where only TensorFlow is installed.
+        with atomic_output(export_dir, directory=True) as tmp, _trainable_flags_saved(layer), stock_kernels():
+            tf.saved_model.save(module, tmp, signatures={
+                "default": module.default.get_concrete_function(),
+                "tokens": module.tokens.get_concrete_function(),
+            })
     return export_dir
+
+
+# What a SavedModel directory holds (TensorFlow's and Keras's writers); `overwrite=True` replaces only
+# a directory holding nothing else.
+SAVED_MODEL_ENTRIES = ("saved_model.pb", "saved_model.pbtxt", "fingerprint.pb", "keras_metadata.pb", "variables",
+                       "assets", "assets.extra")
+
+
+def _check_replaceable(export_dir, overwrite):
+    """Raises unless `export_dir` is missing, or `overwrite` and it is a SavedModel's directory."""
+    if not os.path.lexists(export_dir):
+        return
+    if not overwrite:
+        raise FileExistsError(f"{export_dir} already exists; pass overwrite=True or choose another directory.")
+    if os.path.islink(export_dir) or not os.path.isdir(export_dir):
+        raise OutputFileError(f"{export_dir} exists and is not a directory; overwrite=True replaces only a "
+                              "SavedModel's directory. Choose another directory.")
+    others = sorted(set(os.listdir(export_dir)) - set(SAVED_MODEL_ENTRIES))
+    variables = os.path.join(export_dir, "variables")
+    if os.path.isdir(variables):
+        others += [os.path.join("variables", name) for name in sorted(os.listdir(variables))
+                   if not name.startswith("variables.")]
+    if others:
+        shown = ", ".join(others[:5]) + (", ..." if len(others) > 5 else "")
+        raise OutputFileError(f"{export_dir} holds files that are not a SavedModel's ({shown}); overwrite=True "
+                              "replaces only a SavedModel's directory, never other files. Move them, or choose "
+                              "another directory.")
 
 
 @contextlib.contextmanager
@@ -128,7 +157,8 @@ def export_saved_model(options_file, weight_file, export_dir, do_layer_norm=Fals
         do_layer_norm, use_top_only: how `elmo` mixes the layers (see
             `WeightLayers`); the mix starts uniform, `W = 0`, `gamma = 1`.
         embedding_weight_file, vocab_file: for a token-input biLM.
-        overwrite: replace an existing `export_dir`.
+        overwrite: replace an existing `export_dir` that holds a SavedModel
+            and nothing else.
         start, warm_up: where each sentence starts, as in `ELMoEmbedding`;
             the start state travels inside the SavedModel.
 
@@ -142,6 +172,7 @@ def export_saved_model(options_file, weight_file, export_dir, do_layer_norm=Fals
     elmo.default(tf.constant(["The cat sat ."]))["elmo"]  # (1, 4, 2P)
     ```
     """
+    _check_replaceable(os.path.abspath(os.fspath(export_dir)), overwrite)  # before the model is read
     layer = ELMoEmbedding.from_files(options_file, weight_file, output="all", do_layer_norm=do_layer_norm,
                                      use_top_only=use_top_only, embedding_weight_file=embedding_weight_file,
                                      vocab_file=vocab_file, start=start, warm_up=warm_up, name="elmo")

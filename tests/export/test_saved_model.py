@@ -8,6 +8,7 @@ import tensorflow as tf
 
 import numpy_reference as R
 from bilm.export.saved_model import export_layer, export_saved_model
+from bilm.io.output_files import OutputFileError
 from bilm.models.elmo_embedding import ELMoEmbedding
 from helpers import SENTENCES, write_model, write_vocab
 
@@ -123,3 +124,30 @@ def test_token_input_model_exports_with_its_vocabulary(tmp_path):
         export_saved_model(options_file, weight_file, str(tmp_path / "other"),
                            embedding_weight_file=embeddings)
     assert not (tmp_path / "other").exists()
+
+
+def test_overwrite_replaces_a_saved_model_never_a_directory_holding_other_files(tmp_path):
+    options_file, weight_file, _ = write_model(tmp_path)
+    export_dir = tmp_path / "elmo"
+    export_dir.mkdir()
+    (export_dir / "saved_model.pb").write_bytes(b"old")
+    (export_dir / "notes.txt").write_text("mine")
+    with pytest.raises(OutputFileError, match=r"elmo holds files that are not a SavedModel's \(notes.txt\); "
+                                              "overwrite=True replaces only a SavedModel's directory"):
+        export_saved_model(options_file, weight_file, str(export_dir), overwrite=True)
+    (export_dir / "notes.txt").unlink()
+    (export_dir / "variables").mkdir()
+    (export_dir / "variables" / "mine.csv").write_text("1,2")
+    with pytest.raises(OutputFileError, match=r"not a SavedModel's \(variables/mine.csv\)"):
+        export_saved_model(options_file, weight_file, str(export_dir), overwrite=True)
+    assert (export_dir / "variables" / "mine.csv").read_text() == "1,2"
+    (export_dir / "variables" / "mine.csv").unlink()
+    (tmp_path / "file").write_text("mine")
+    with pytest.raises(OutputFileError, match="file exists and is not a directory"):
+        export_saved_model(options_file, weight_file, str(tmp_path / "file"), overwrite=True)
+    assert (tmp_path / "file").read_text() == "mine"
+    # A SavedModel's own entries alone: replaced whole.
+    assert export_saved_model(options_file, weight_file, str(export_dir), overwrite=True,
+                              start="zeros") == str(export_dir)
+    assert (export_dir / "saved_model.pb").read_bytes() != b"old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["elmo", "file", "options.json", "weights.hdf5"]
