@@ -17,7 +17,9 @@ from bilm.training import run_quickstart  # noqa: E402
 def main(argv=None):
     parser = ScriptArgumentParser(description=__doc__)
     parser.add_argument("--directory", default="bilm_quickstart",
-                        help="Where everything is written (default: %(default)s).")
+                        help="Where everything is written (default: %(default)s): a new or empty directory, or "
+                             "the quick start's own, where a rerun starts over and replaces only the files it "
+                             "left there unchanged.")
     parser.add_argument("--n_epochs", type=positive_int, default=8, help="Epochs of training on the generated corpus "
                                                                  "(default: %(default)s).")
     args = parser.parse_args(argv)
