@@ -17,6 +17,7 @@ ERROR_TYPES = {
     "bilm.io.tf_hub_modules.TFHubModuleError": ValueError,
     "bilm.io.torch_pickle.TorchFileError": ValueError,
     "bilm.io.output_files.OutputFileError": ValueError,
+    "bilm.io.output_files.OutputLockedError": ValueError,
     "bilm.io.weight_file.WeightFileError": ValueError,
     "bilm.ops.native.build.BuildError": ValueError,
     "bilm.text.vocabulary.UnknownTokenError": KeyError,
