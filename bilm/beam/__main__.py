@@ -18,17 +18,25 @@ pipeline options: --runner (FnApiRunner with --direct_running_mode
 multi_processing --direct_num_workers N runs N local worker processes;
 DataflowRunner, FlinkRunner, SparkRunner), --project, --region,
 --temp_location, ... (see the README).
+
+SIGINT (Ctrl-C) and SIGTERM stop a pipeline on this machine (FnApiRunner,
+in memory or multi_processing) within seconds, whatever it is doing: its
+worker processes are ended, what they were writing is removed, and the
+command exits with status 130 (SIGINT) or 143 (SIGTERM) after one line,
+`Stopped by SIGINT.`. Rerun the command to go on.
 """
+import contextlib
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # before TensorFlow loads
 
 import apache_beam as beam  # noqa: E402
-from apache_beam.options.pipeline_options import PipelineOptions  # noqa: E402
+from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions  # noqa: E402
 
-from bilm.beam.embedding_files import METRICS_NAMESPACE, EmbedFiles, shard_outputs  # noqa: E402
+from bilm.beam.embedding_files import METRICS_NAMESPACE, EmbedFiles, remove_temporaries, shard_outputs  # noqa: E402
 from bilm.beam.file_systems import is_bucket_path  # noqa: E402
 from bilm.beam.model_handler import ELMoModelHandler  # noqa: E402
+from bilm.beam.stopping import LocalRunner, stop_on_signals  # noqa: E402
 from bilm.commands.argument_parser import ScriptArgumentParser  # noqa: E402
 from bilm.commands.devices import announce_devices, set_numerics  # noqa: E402
 from bilm.commands.embedding_arguments import (  # noqa: E402
@@ -98,8 +106,14 @@ def check_model(args):
         raise FileNotFoundError(f"Warm-up file not found: {args.warm_up}")
 
 
-def run(argv=None):
-    """Runs the pipeline; returns `{counter name: value}` of the `bilm` counters (see `EmbedFiles`)."""
+def run(argv=None, *, handle_signals=False):
+    """Runs the pipeline; returns `{counter name: value}` of the `bilm` counters (see `EmbedFiles`).
+
+    With `handle_signals` (the command does), SIGINT and SIGTERM end the
+    process while the pipeline runs, with every worker process it started
+    and what they were writing (`bilm.beam.stopping.stop_on_signals`), and
+    FnApiRunner's worker processes leave those signals to it (`LocalRunner`).
+    """
     args, pipeline_options = parse_arguments(argv)
     # This process's devices and arithmetic: where an in-memory runner (the default) embeds. Worker processes
     # (multi_processing, a remote runner) load the model in processes of their own: the handler sets TF32 there.
@@ -110,13 +124,17 @@ def run(argv=None):
     handler = ELMoModelHandler(args.model, options_file=args.options_file, weight_file=args.weight_file,
                                cache_dir=args.cache_dir, sha256=args.sha256, start=args.start,
                                warm_up=args.warm_up, matmul_dtype=args.matmul_dtype, tf32=args.tf32)
-    pipeline = beam.Pipeline(options=pipeline_options)
-    (pipeline
-     | "Shards" >> beam.Create(shards)
-     | "Embed" >> EmbedFiles(handler, args.output_format, use_sentence_keys=args.use_sentence_keys,
-                             overwrite=args.overwrite))
-    result = pipeline.run()
-    result.wait_until_finish()
+    outputs = [output for _, output in shards]
+    stopping = stop_on_signals(lambda: remove_temporaries(outputs)) if handle_signals else contextlib.nullcontext()
+    with stopping:
+        runner = LocalRunner() if handle_signals and _names_fn_api_runner(pipeline_options) else None
+        pipeline = beam.Pipeline(runner=runner, options=pipeline_options)
+        (pipeline
+         | "Shards" >> beam.Create(shards)
+         | "Embed" >> EmbedFiles(handler, args.output_format, use_sentence_keys=args.use_sentence_keys,
+                                 overwrite=args.overwrite))
+        result = pipeline.run()
+        result.wait_until_finish()
     counters = result.metrics().query(beam.metrics.MetricsFilter().with_namespace(METRICS_NAMESPACE))["counters"]
     totals = {}
     for counter in counters:
@@ -124,9 +142,15 @@ def run(argv=None):
     return {"shards": len(shards), **totals}
 
 
+def _names_fn_api_runner(pipeline_options):
+    """Whether `--runner` is Beam's FnApiRunner (as Beam reads the name: any case, "Runner" optional)."""
+    name = pipeline_options.view_as(StandardOptions).runner
+    return isinstance(name, str) and name.lower().rsplit(".", 1)[-1] in ("fnapirunner", "fnapi")
+
+
 def main(argv=None):
     with exit_on_user_error():
-        totals = run(argv)
+        totals = run(argv, handle_signals=True)
     print(f"{totals['shards']} shards: wrote {totals.get('shards_written', 0)} embedding files "
           f"({totals.get('sentences_written', 0)} sentence datasets); {totals.get('shards_complete', 0)} were "
           "complete already.")

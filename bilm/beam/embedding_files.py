@@ -4,27 +4,38 @@ Each shard is one unit of work: a worker embeds all of its lines with the
 model its process shares (`write_embeddings`: the same datasets, names,
 `sentence_to_index` and root attributes as `bin/elmo.py` for the same
 model and flags) and publishes the file under its final name only when it
-is complete. A shard whose output is complete (made from the same input,
-weights, options, format, naming, start state and matmul dtype, as its root
+is complete. It is built in a new directory beside a local output
+(`.NAME.hdf5.<12 hex digits>.tmp`), else on the worker's disk; a rerun
+removes what a stopped or killed run left there (`remove_temporaries`). A
+shard whose output is complete (made from the same input, weights,
+options, format, naming, start state and matmul dtype, as its root
 attributes record) is never redone; a file in the way that bilm did not
 write is never replaced (unless `overwrite`). Vectors never cross the
 network: they are computed where the file is written.
 """
+import contextlib
 import os
-import tempfile
+import re
+import shutil
 
 import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 from apache_beam.utils import shared
 
 from bilm.beam.file_systems import fetch, is_bucket_path, join, match_files, publish, root_attributes, split
+from bilm.beam.stopping import scratch_directory
 from bilm.errors import UserError
 from bilm.export.sentence_embeddings import embeddings_stamp
-from bilm.io.embedding_files import KIND, OUTPUT_FORMATS, PARTIAL_SUFFIX, changed_attributes
+from bilm.io.embedding_files import KIND, OUTPUT_FORMATS, changed_attributes
 from bilm.io.output_files import KIND_ATTRIBUTE, OutputFileError, check_output_file, temporary_path
 
 OUTPUT_SUFFIX = ".hdf5"
 METRICS_NAMESPACE = "bilm"
+# The names bilm builds an output NAME under, beside it: `temporary_path`'s `.NAME.<12 hex digits>.tmp` (here a
+# directory; earlier versions of this pipeline wrote a file of that name, first with `.partial` after it), which is
+# also the name a finished file is copied to in a bucket before its rename (`file_systems.publish`).
+_TEMPORARY = re.compile(r"\.(?P<output>.+)\.[0-9a-f]{12}\.tmp(\.partial)?")
 
 
 def shard_outputs(input_pattern, output_dir, overwrite=False):
@@ -34,7 +45,9 @@ def shard_outputs(input_pattern, output_dir, overwrite=False):
     pattern names files, that no two shards get one output name, that the
     output directory holds no shard (a rerun's pattern would take the
     outputs for shards), and that no output is in the way (see
-    `check_shard_output`); a local output directory is created.
+    `check_shard_output`); a local output directory is created. Then what
+    an interrupted run left while writing these outputs is removed
+    (`remove_temporaries`): one run at a time writes an output directory.
 
     Args:
         input_pattern: a glob of text files (local, or a bucket path).
@@ -59,7 +72,48 @@ def shard_outputs(input_pattern, output_dir, overwrite=False):
         by_output[output] = path
         check_shard_output(path, output, overwrite)
         pairs.append((path, output))
+    remove_temporaries([output for _, output in pairs])
     return pairs
+
+
+def remove_temporaries(outputs):
+    """Removes what bilm was building `outputs` in (local or bucket paths) when it was stopped or killed.
+
+    That is each entry beside an output that bilm's temporary naming gives
+    it (`.NAME.hdf5.<12 hex digits>.tmp`, a file or directory, or that with
+    `.partial` after it) and nothing else, whoever made the other files.
+
+    Returns:
+        the paths removed.
+    """
+    names = {}
+    for output in outputs:
+        directory, name = split(output)
+        names.setdefault(directory, set()).add(name)
+    removed = []
+    for directory, outputs_there in names.items():
+        for path in _entries(directory):
+            found = _TEMPORARY.fullmatch(split(path)[1])
+            if found is None or found["output"] not in outputs_there:
+                continue
+            if is_bucket_path(path):
+                FileSystems.delete([path])
+            elif os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path)
+            else:
+                os.remove(path)
+            removed.append(path)
+    return removed
+
+
+def _entries(directory):
+    """The paths of the entries of a local directory, or of the hidden files in a bucket's folder."""
+    if not is_bucket_path(directory):
+        return [os.path.join(directory, name) for name in os.listdir(directory)] if os.path.isdir(directory) else []
+    try:
+        return [metadata.path for metadata in FileSystems.match([join(directory, ".*")])[0].metadata_list]
+    except Exception:  # Beam raises BeamIOError or ValueError for a folder it cannot list
+        return []
 
 
 def check_shard_output(input_path, output_path, overwrite=False):
@@ -87,24 +141,20 @@ def write_shard(elmo, input_path, output_path, output_format="all", use_sentence
     Returns:
         the number of sentence datasets written, or None when the output was complete already.
     """
-    with tempfile.TemporaryDirectory(prefix="bilm-beam-") as workdir:
-        local_input = fetch(input_path, workdir)
+    with contextlib.ExitStack() as stack:
+        local_input = input_path
+        if is_bucket_path(input_path):  # read from a copy on this disk
+            local_input = fetch(input_path, stack.enter_context(_removed_at_end(scratch_directory())))
         stamp = embeddings_stamp(elmo.bilm, local_input, output_format, use_sentence_keys=use_sentence_keys)
         found = root_attributes(output_path)
         if found and not changed_attributes(found, stamp):
             return None
         check_shard_output(input_path, output_path, overwrite)
-        # Built beside a local output (one file system, so the rename is atomic), else on the worker's disk.
-        staging = (temporary_path(output_path) if not is_bucket_path(output_path)
-                   else os.path.join(workdir, split(output_path)[1]))
-        try:
-            written = elmo.embed_file(local_input, staging, layers=output_format,
-                                      use_sentence_keys=use_sentence_keys, resume=False, verbose=0)
-            publish(staging, output_path)
-        finally:
-            for leftover in (staging, staging + PARTIAL_SUFFIX):
-                if os.path.exists(leftover):
-                    os.remove(leftover)
+        staging = stack.enter_context(_removed_at_end(_staging_directory(output_path)))
+        local_output = os.path.join(staging, split(output_path)[1])
+        written = elmo.embed_file(local_input, local_output, layers=output_format,
+                                  use_sentence_keys=use_sentence_keys, resume=False, verbose=0)
+        publish(local_output, output_path)
     return written
 
 
@@ -170,6 +220,24 @@ class _WriteEmbeddingFiles(beam.DoFn):
             Metrics.counter(METRICS_NAMESPACE, "shards_written").inc()
             Metrics.counter(METRICS_NAMESPACE, "sentences_written").inc(written)
         yield input_path, output_path, written
+
+
+def _staging_directory(output_path):
+    """A new directory to build `output_path` in: beside a local output (one file system, so the rename is atomic;
+    a rerun removes it if this process is killed), else a scratch directory on this disk."""
+    if is_bucket_path(output_path):
+        return scratch_directory()
+    path = temporary_path(output_path)
+    os.mkdir(path)
+    return path
+
+
+@contextlib.contextmanager
+def _removed_at_end(directory):
+    try:
+        yield directory
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def _same_directory(a, b):

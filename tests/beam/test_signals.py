@@ -1,0 +1,238 @@
+"""python -m bilm.beam stops within seconds on SIGINT and SIGTERM, whatever it is doing: every process it started
+ends, it says why in one line, nothing temporary stays, and a rerun writes what an uninterrupted run writes."""
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from bilm.beam import shard_outputs
+from bilm.beam.embedding_files import remove_temporaries
+from bilm.beam.stopping import descendants
+
+STOP_WITHIN_S = 10
+TRACEBACK_MARKS = ("Traceback", "KeyboardInterrupt", "Exception in thread")
+
+
+@pytest.fixture(scope="module")
+def shards(tmp_path_factory):
+    """Two shards, one for each worker process, the second one longer (it is still embedded when the first one's
+    file is written).
+
+    One shard a worker: a shard's vectors depend, at float32 round-off, on
+    what its process embedded before (the model's token cache encodes a
+    word once, in whichever call first has it), so that files compare byte
+    for byte only when each is its worker's only shard, as here.
+    """
+    root = tmp_path_factory.mktemp("shards")
+    rng = random.Random(0)
+    words = ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(1, 8))) for _ in range(300)]
+    for shard, n_lines in (("a", 250), ("b", 750)):
+        lines = [" ".join(rng.choice(words) for _ in range(rng.randint(1, 20))) for _ in range(n_lines)]
+        (root / f"{shard}.txt").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return root
+
+
+def _command(model, shards, output_dir, *runner):
+    options_file, weight_file, _ = model
+    return [sys.executable, "-m", "bilm.beam", "--input", str(shards / "*.txt"), "--output_dir", str(output_dir),
+            "--options_file", options_file, "--weight_file", weight_file, "--runner", "FnApiRunner", *runner]
+
+
+TWO_WORKERS = ("--direct_running_mode", "multi_processing", "--direct_num_workers", "2")
+
+
+class Run:
+    """The command in a session of its own (its process group is its own), its stderr and its descendants
+    watched."""
+
+    def __init__(self, command, output_dir):
+        self.output_dir = output_dir
+        self.before = set(os.listdir(output_dir)) if os.path.isdir(output_dir) else set()
+        self.process = subprocess.Popen(command, start_new_session=True, stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.PIPE, text=True)
+        self.lines = []
+        self.reader = threading.Thread(target=lambda: self.lines.extend(self.process.stderr), daemon=True)
+        self.reader.start()
+        self.started = set()
+
+    @property
+    def stderr(self):
+        return "".join(self.lines)
+
+    def new_entries(self):
+        return set(os.listdir(self.output_dir)) - self.before if os.path.isdir(self.output_dir) else set()
+
+    def wait_for(self, moment, timeout=90):
+        """Waits until `moment(self)`, noting the processes started meanwhile."""
+        deadline = time.monotonic() + timeout
+        while not moment(self):
+            self.started.update(descendants(self.process.pid))
+            assert self.process.poll() is None, f"ended before the moment: {self.stderr[-3000:]}"
+            assert time.monotonic() < deadline, f"no such moment within {timeout} s: {self.stderr[-3000:]}"
+            time.sleep(0.005)
+        self.started.update(descendants(self.process.pid))
+
+    def interrupt(self, signum, group=True):
+        """Sends `signum` (to the process group, as a terminal's Ctrl-C does, or to the command alone); returns
+        the seconds until the command ended."""
+        sent = time.monotonic()
+        if group:
+            os.killpg(self.process.pid, signum)
+        else:
+            self.process.send_signal(signum)
+        try:
+            self.process.wait(STOP_WITHIN_S)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            for pid in self.started:
+                _kill(pid)
+            pytest.fail(f"still running {STOP_WITHIN_S} s after {signal.Signals(signum).name}: {self.stderr[-3000:]}")
+        self.reader.join(5)
+        return time.monotonic() - sent
+
+    def survivors(self, timeout=0.0):
+        """The processes it started that are still alive (a zombie is dead), after up to `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        while True:
+            alive = sorted(pid for pid in self.started if _alive(pid))
+            if not alive or time.monotonic() >= deadline:
+                return alive
+            time.sleep(0.05)
+
+
+def _alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+def _kill(pid):
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def started(run):
+    return "bilm: running on" in run.stderr  # the device line: bilm's own code runs, the pipeline is next
+
+
+def loading_the_model(run):
+    return "holds no boundary state" in run.stderr  # a worker builds its model (this model has no warm state)
+
+
+def embedding(run):
+    return any(name.startswith(".") for name in run.new_entries())  # a shard's file is being built
+
+
+def a_shard_written(run):
+    return any(name.endswith(".hdf5") for name in run.new_entries())
+
+
+def _assert_stopped(run, signum, seconds):
+    name = signal.Signals(signum).name
+    assert run.process.returncode == 128 + signum, run.stderr[-3000:]
+    assert seconds < STOP_WITHIN_S
+    assert run.stderr.endswith(f"\nStopped by {name}.\n") and run.stderr.count("Stopped by") == 1, run.stderr[-3000:]
+    assert not [mark for mark in TRACEBACK_MARKS if mark in run.stderr], run.stderr[-3000:]
+    assert not run.survivors()  # no worker left behind
+    assert not [entry for entry in run.new_entries() if entry.startswith(".")]  # nothing temporary
+
+
+def _contents(directory):
+    return {name: (directory / name).read_bytes() for name in sorted(os.listdir(directory))}
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="watches processes through /proc")
+def test_two_workers_stop_at_any_moment_and_a_rerun_writes_an_uninterrupted_runs_files(tmp_path, model, shards):
+    out = tmp_path / "out"
+    for moment, signum in [(started, signal.SIGINT), (loading_the_model, signal.SIGTERM),
+                           (a_shard_written, signal.SIGINT)]:  # the other shard is being embedded
+        run = Run(_command(model, shards, out, *TWO_WORKERS), out)
+        run.wait_for(moment)
+        _assert_stopped(run, signum, run.interrupt(signum))
+        assert moment is started or len(run.started) >= 2  # the workers were there
+
+    # Killed (SIGKILL: no chance to clean up) in the middle of a shard: its workers die with it, its temporary
+    # directory stays, and the next run removes it first.
+    run = Run(_command(model, shards, out, *TWO_WORKERS), out)
+    run.wait_for(embedding)
+    run.interrupt(signal.SIGKILL, group=False)
+    assert len(run.started) >= 2 and not run.survivors(timeout=STOP_WITHIN_S)
+    assert [entry for entry in os.listdir(out) if entry.startswith(".")]
+
+    # The rerun, and an uninterrupted run beside it.
+    rerun, uninterrupted = (subprocess.Popen(_command(model, shards, directory, *TWO_WORKERS), text=True,
+                                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            for directory in (out, tmp_path / "uninterrupted"))
+    for process in (rerun, uninterrupted):
+        _, stderr = process.communicate(timeout=300)
+        assert process.returncode == 0, stderr[-3000:]
+    expected = _contents(tmp_path / "uninterrupted")
+    assert sorted(expected) == ["a.hdf5", "b.hdf5"]
+    assert _contents(out) == expected  # byte for byte, and no other file
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="watches processes through /proc")
+def test_the_in_memory_runner_stops_in_the_middle_of_a_shard(tmp_path, model, shards):
+    out = tmp_path / "out"
+    run = Run(_command(model, shards, out), out)
+    run.wait_for(embedding)
+    _assert_stopped(run, signal.SIGINT, run.interrupt(signal.SIGINT))
+
+
+STOPPING_SCRIPT = """
+import subprocess, sys, time
+from bilm.beam.stopping import stop_on_signals
+
+with stop_on_signals(lambda: open(sys.argv[1], "w").close()):
+    subprocess.Popen(["sh", "-c", "sleep 60 & sleep 60; :"])  # a child with a child of its own
+    print("ready", flush=True)
+    time.sleep(60)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="watches processes through /proc")
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=lambda signum: signum.name)
+def test_stop_on_signals_kills_every_descendant_cleans_up_and_exits_with_one_line(tmp_path, signum):
+    process = subprocess.Popen([sys.executable, "-c", STOPPING_SCRIPT, str(tmp_path / "cleaned")],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    assert process.stdout.readline() == "ready\n"
+    deadline = time.monotonic() + 10
+    while len(descendants(process.pid)) < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    children = descendants(process.pid)
+    assert len(children) == 3  # sh and its two sleeps
+    process.send_signal(signum)
+    _, stderr = process.communicate(timeout=STOP_WITHIN_S)
+    assert process.returncode == 128 + signum
+    assert stderr.endswith(f"\nStopped by {signal.Signals(signum).name}.\n") and stderr.count("Stopped") == 1, stderr
+    assert not [pid for pid in children if _alive(pid)]
+    assert (tmp_path / "cleaned").exists()
+
+
+def test_a_run_first_removes_what_a_killed_run_was_building_and_nothing_else(tmp_path):
+    (tmp_path / "shards").mkdir()
+    for name in ("a.txt", "b.txt"):
+        (tmp_path / "shards" / name).write_text("The cat\n")
+    out = tmp_path / "out"
+    ours = [".a.hdf5.0123456789ab.tmp", ".b.hdf5.456789abcdef.tmp.partial", ".a.hdf5.89abcdef0123.tmp.partial"]
+    others = ["a.hdf5.0123456789ab.tmp", ".c.hdf5.0123456789ab.tmp", ".a.hdf5.tmp", ".a.hdf5.0123456789AB.tmp",
+              ".a.hdf5.0123456789ab.tmp.lock", ".a.hdf5.0123456789ab.tmpx", "notes.tmp"]
+    (out / ".b.hdf5.fedcba987654.tmp").mkdir(parents=True)  # how this pipeline builds a file now
+    (out / ".b.hdf5.fedcba987654.tmp" / "b.hdf5.partial").write_bytes(b"half")
+    for name in ours + others:
+        (out / name).write_text("x")
+    shard_outputs(tmp_path / "shards" / "*.txt", out)
+    assert sorted(os.listdir(out)) == sorted(others)
+    assert remove_temporaries([str(out / "c.hdf5")]) == [str(out / ".c.hdf5.0123456789ab.tmp")]
