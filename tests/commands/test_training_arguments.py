@@ -25,7 +25,8 @@ def test_defaults_leave_the_options_to_the_options_file():
     assert args == {"train_prefix": "data/train/*", "vocab_file": "vocab.txt", "save_dir": "ckpt",
                     "n_train_tokens": None, "n_epochs": None, "batch_size": None, "unroll_steps": None,
                     "n_negative_samples_batch": None, "learning_rate": None, "dropout": None, "optimizer": None,
-                    "softmax_warmup_steps": None, "max_steps": None, "matmul_dtype": None, "n_gpus": None,
+                    "softmax_warmup_steps": None, "jit_compile": None, "max_steps": None, "matmul_dtype": None,
+                    "n_gpus": None,
                     "heldout_prefix": None,
                     "heldout_every": None, "checkpoint_every": 1250, "checkpoint_every_minutes": 30, "log_dir": None,
                     "seed": 0, "tf32": False}
@@ -34,7 +35,8 @@ def test_defaults_leave_the_options_to_the_options_file():
 @pytest.mark.parametrize("flags", [REQUIRED[2:], REQUIRED[:2] + REQUIRED[4:], REQUIRED[:4],
                                    REQUIRED + ["--matmul_dtype", "float16"], REQUIRED + ["--n_epochs", "two"],
                                    REQUIRED + ["--batch_size", "0"], REQUIRED + ["--dropout", "1.5"],
-                                   REQUIRED + ["--learning_rate", "-1"], REQUIRED + ["--optimizer", "sgd"]])
+                                   REQUIRED + ["--learning_rate", "-1"], REQUIRED + ["--optimizer", "sgd"],
+                                   REQUIRED + ["--jit_compile", "yes"]])
 def test_missing_or_bad_flags_are_usage_errors(flags, capsys):
     with pytest.raises(SystemExit) as stop:
         _parser().parse_args(flags)
@@ -49,7 +51,7 @@ def test_every_flag_reaches_train_from_files_and_malloc_is_tuned(monkeypatch, re
                                             "--matmul_dtype", "bfloat16", "--n_gpus", "2", "--heldout_prefix", "h/*",
                                             "--heldout_every", "50", "--checkpoint_every", "100", "--log_dir", "logs",
                                             "--seed", "5", "--dropout", "0.2", "--checkpoint_every_minutes", "5",
-                                            "--optimizer", "adam", "--max_steps", "30"])
+                                            "--optimizer", "adam", "--max_steps", "30", "--jit_compile", "true"])
     if options_file:  # bin/train_elmo.py's own flag; bin/restart.py has none
         args.options_file = options_file
     assert train_from_args(args, restart=restart) == {"step": 3}
@@ -58,7 +60,8 @@ def test_every_flag_reaches_train_from_files_and_malloc_is_tuned(monkeypatch, re
     assert keywords == {"size": None, "restart": restart, "n_train_tokens": 1000, "matmul_dtype": "bfloat16",
                         "overrides": {"n_epochs": 2, "batch_size": 8, "unroll_steps": None,
                                       "n_negative_samples_batch": None, "learning_rate": None, "dropout": 0.2,
-                                      "optimizer": "adam", "softmax_warmup_steps": None, "max_steps": 30},
+                                      "optimizer": "adam", "softmax_warmup_steps": None, "jit_compile": True,
+                                      "max_steps": 30},
                         "n_gpus": 2, "heldout_prefix": "h/*", "heldout_every": 50, "checkpoint_every": 100,
                         "checkpoint_every_minutes": 5.0, "log_dir": "logs", "seed": 5, "tune_malloc": True,
                         "save_on_signals": True}

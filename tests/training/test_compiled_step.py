@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bilm.commands.training_arguments import add_training_arguments
+from bilm.commands.training_arguments import add_training_arguments, restart_command
 from bilm.optimizers import make_optimizer
 from bilm.options import OptionsError, load_options
 from bilm.training.config.settings import training_settings
@@ -116,6 +116,8 @@ def test_jit_compile_is_one_option_whose_auto_compiles_on_an_accelerator():
             for value in ("auto", "true", "False")] == ["auto", True, False]
     with pytest.raises(SystemExit):
         parser.parse_args(required + ["--jit_compile", "yes"])
+    again = restart_command(parser.parse_args(required + ["--jit_compile", "false"])).split()
+    assert parser.parse_args(again[again.index("--train_prefix"):]).jit_compile is False  # a restart keeps it
     assert training_settings(tiny_options())[1].jit_compile == "auto"
     with pytest.raises(OptionsError, match="training key 'jit_compile' must be \"auto\", true or false, got \"yes\""):
         training_settings(tiny_options(jit_compile="yes"))
