@@ -19,7 +19,7 @@ ALLOWED = {
     "ops": set(),
     "io": {"text"},
     "options": {"io", "text"},
-    "optimizers": {"options"},
+    "optimizers": {"options", "ops"},
     "presets": {"options", "optimizers"},
     "layers": {"ops"},
     "models": {"layers", "ops", "io", "text", "options"},

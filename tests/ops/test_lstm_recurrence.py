@@ -6,7 +6,7 @@ import tensorflow as tf
 
 import numpy_reference as R
 from bilm.layers.projected_lstm import ProjectedLSTM
-from bilm.ops import matmul_dtype, placement
+from bilm.ops import placement
 from bilm.ops.lowbit_matmul import (
     MAX_FLOAT32_STREAMED_ROWS,
     MAX_STREAMED_ROWS,

@@ -9,7 +9,7 @@ from bilm.io.weight_file import load_bilm_weights, save_bilm_weights
 from bilm.layers.highway import Highway
 from bilm.models.functional_bilm import build_bilm, state_keys
 from bilm.models.random_weights import write_random_model
-from bilm.ops import matmul_dtype, placement
+from bilm.ops import placement
 from bilm.ops.matmul_dtype import BFLOAT16_INFERENCE_TOLERANCE, kernel_matmul, matmul, stock_form
 from bilm.options import load_options
 from helpers import SENTENCES
