@@ -1,6 +1,7 @@
 """train: the schedule's errors, convergence, progress and TensorBoard output, a non-finite loss."""
 import re
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -119,3 +120,15 @@ def test_an_adam_run_restarts_exactly_and_keeps_its_optimizer(tmp_path, training
     with pytest.raises(CheckpointError, match="holds the state of the adam optimizer.*'optimizer': 'adagrad'"):
         train(dict(options, optimizer="adagrad"), data, 1, tmp_path / "stopped", None,
               restart_ckpt_file=resumed["checkpoint"], verbose=0)
+
+
+def test_a_global_mixed_precision_policy_is_refused_before_any_work(tmp_path, training_corpus):
+    options = tiny_options()
+    keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    try:
+        with pytest.raises(UserError, match="computes in float32, and the global Keras dtype policy is "
+                                            "'mixed_bfloat16'.*matmul_dtype"):
+            train(options, open_data(options, training_corpus), 1, tmp_path / "ckpt", None, verbose=0)
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    assert not (tmp_path / "ckpt").exists()

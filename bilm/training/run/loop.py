@@ -120,6 +120,7 @@ def train(options, data, n_gpus, save_dir, log_dir, restart_ckpt_file=None, *,
         becomes NaN (that step changes no weight; the last good checkpoint
         is kept); TrainingInterrupted (see `save_on_signals`).
     """
+    check_dtype_policy()
     start = run_start(restart_ckpt_file, init_from, softmax_init)
     config = resolve_training_config(start.options(options), data, start, data_source=data_source, verbose=verbose)
     return run_training(config, data, n_gpus, save_dir, log_dir, heldout_data=heldout_data, strategy=strategy,
@@ -130,11 +131,24 @@ def train(options, data, n_gpus, save_dir, log_dir, restart_ckpt_file=None, *,
                         verbose=verbose)
 
 
+def check_dtype_policy():
+    """Refuses a global Keras dtype policy other than float32 before any work: the training network
+    computes in float32, bfloat16 products are the training key `matmul_dtype`."""
+    policy = keras.mixed_precision.dtype_policy()
+    if policy.compute_dtype != "float32" or policy.variable_dtype != "float32":
+        raise UserError(
+            f"bilm's training computes in float32, and the global Keras dtype policy is {policy.name!r}. Set "
+            "keras.mixed_precision.set_global_policy('float32') before training; for bfloat16 products with "
+            "float32 weights and accumulation, use the training key matmul_dtype 'bfloat16' "
+            "(bin/train_elmo.py --matmul_dtype bfloat16).")
+
+
 def run_training(config, data, n_gpus, save_dir, log_dir, *, heldout_data=None, strategy=None, max_steps=None,
                  checkpoint_every=1250, checkpoint_every_minutes=30, heldout_every=None, heldout_batch_size=None,
                  summary_every=10, seed=0, max_to_keep=5, tune_malloc=False, save_on_signals=False, verbose=1):
     """Trains the run `config` (a `TrainingConfig`) describes; the other arguments are `train`'s."""
     settings = config.settings
+    check_dtype_policy()
     save_timer = SaveTimer(checkpoint_every_minutes)
     if save_on_signals:
         StopSignals.check_main_thread()
