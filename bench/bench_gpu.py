@@ -1,6 +1,6 @@
 #!/usr/bin/env python
 """bilm on a GPU: what runs where, ELMo's numerics against the CPU, the Keras example, speed, and training's
-reproducibility, in one run (under 10 minutes on one GPU).
+reproducibility, in one run (sized for under 10 minutes on one GPU; `--quick`: under a minute on a 2-core CPU).
 
     python bench/bench_gpu.py [--json results.json] [--quick] [--original]
 
