@@ -15,7 +15,7 @@ from bilm.io.weight_file import (
 )
 from bilm.layers.layer_mix import WeightLayers
 from bilm.models.bidirectional_lm import elmo_outputs
-from bilm.models.functional_bilm import FLOAT32, WEIGHTS_FOLLOW, build_bilm, state_keys
+from bilm.models.functional_bilm import FLOAT32, WEIGHTS_FOLLOW, build_bilm, float32_policy, state_keys
 from bilm.models.start_state import STARTS, resolve_start
 from bilm.models.text_inputs import (
     INPUT_TYPES,
@@ -33,18 +33,6 @@ from bilm.text.graph_batching import token_vocab_table, vocabulary_tokens
 
 # Outputs whose first two axes are (batch, time): Keras masks them.
 SEQUENCE_OUTPUTS = ("word_emb", "elmo")
-
-
-def _float32_policy(dtype):
-    """The layer's dtype: float32, given or not (a float32 policy's config included)."""
-    if dtype is None:
-        return FLOAT32
-    policy = keras.dtype_policies.get(dtype)
-    if policy.compute_dtype != FLOAT32 or policy.variable_dtype != FLOAT32:
-        raise UserError(f"ELMoEmbedding computes in float32 (the biLM's numerics). Received: dtype={policy.name!r}; "
-                        "for bfloat16 products pass matmul_dtype='bfloat16' (the layers after ELMo may use any "
-                        "policy).")
-    return policy
 
 
 def _lstm_output_names(n_layers):
@@ -115,12 +103,8 @@ class ELMoEmbedding(keras.layers.Layer):
             biLM's kernels so (see `BidirectionalLanguageModel`); not with
             `trainable_bilm`.
         **kwargs: passed to `keras.layers.Layer` (`name`...). The layer
-            computes in float32 whatever the global dtype policy: under
-            `keras.mixed_precision.set_global_policy("mixed_bfloat16")` (or
-            `"mixed_float16"`) its outputs are float32 and the layers after
-            it cast them to their own compute dtype; bfloat16 products in
-            the biLM are `matmul_dtype="bfloat16"`. `dtype` may only be
-            float32.
+            computes in float32 (`dtype` may only be float32) whatever the
+            global dtype policy; the layers after it follow the policy.
 
     Call arguments:
         inputs: see `input_type`. For `"tokens"` a row's tokens are the
@@ -129,15 +113,10 @@ class ELMoEmbedding(keras.layers.Layer):
             adapter rejects NumPy string arrays.
         training: Python bool; enables `dropout`.
 
-    XLA: with ids in, the layer compiles (Keras's `compile(jit_compile=True)`,
-    or "auto" on a GPU machine), and gives the same outputs as without XLA.
-    Text in (strings, found when the layer is first called on them) sets
-    `supports_jit = False`, so Keras compiles the model without XLA (a
-    warning where `jit_compile=True` was asked): text becomes ids with
-    string ops, which XLA has no kernels for. To compile with text, turn it
-    into ids in the input pipeline (`to_ids`, or `Batcher`) and give the
-    layer ids. bilm's own CPU kernels run only where the work is placed on
-    a CPU and not under XLA (`bilm.ops.placement`).
+    XLA: ids compile, with the same outputs; text (string ops) sets
+    `supports_jit = False`, so Keras compiles the model without XLA. To
+    compile with text, give ids made in the input pipeline (`to_ids`):
+    docs/gpu.md.
 
     Returns:
         The tensor (or dict) named by `output`, with `time` the input's
@@ -146,7 +125,7 @@ class ELMoEmbedding(keras.layers.Layer):
         carry the `(batch, time)` Keras mask, so masking layers downstream
         (LSTM, ...) skip the padding.
 
-    Methods `to_ids(inputs, sequence_len=None)` (text -> biLM ids, in graph)
+    Methods `to_ids(inputs, sequence_len=None, input_type=None)` (text -> biLM ids, in graph)
     and `embed_ids(ids, training=None)` (ids -> dict of every output) are
     the two halves of `call`; `bilm.export.saved_model` uses them directly.
 
@@ -168,7 +147,7 @@ class ELMoEmbedding(keras.layers.Layer):
                  max_batch_size=None, n_token_vocab=None, vocabulary=None, start="zeros", matmul_dtype="float32",
                  **kwargs):
         # float32 whatever the global policy (see the class docstring).
-        kwargs["dtype"] = _float32_policy(kwargs.get("dtype"))
+        kwargs["dtype"] = float32_policy(kwargs.get("dtype"), "ELMoEmbedding")
         super().__init__(**kwargs)
         options = load_options(options)
         use_character_inputs = options.char_cnn is not None
@@ -431,22 +410,12 @@ class ELMoEmbedding(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update({
-            "options": self.options.to_dict(),
-            "output": self.output_key,
-            "mix": self.mix.mix,
-            "mix_seed": self.mix_seed,
-            "trainable_mix": self.trainable_mix,
-            "trainable_bilm": self.trainable_bilm,
-            "do_layer_norm": self.do_layer_norm,
-            "l2_coef": self.l2_coef,
-            "use_top_only": self.use_top_only,
-            "dropout": self.dropout,
-            "input_type": self.input_type,
-            "max_batch_size": self.max_batch_size,
-            "n_token_vocab": self.n_token_vocab,
-            "vocabulary": self.vocabulary,
-            "start": self.start,
-            "matmul_dtype": self.matmul_dtype,
-        })
+        # Constructor arguments kept under their own names; options, output and mix are stored otherwise.
+        config.update({name: getattr(self, name) for name in _CONFIG_ATTRIBUTES})
+        config.update({"options": self.options.to_dict(), "output": self.output_key, "mix": self.mix.mix})
         return config
+
+
+_CONFIG_ATTRIBUTES = ("mix_seed", "trainable_mix", "trainable_bilm", "do_layer_norm", "l2_coef", "use_top_only",
+                      "dropout", "input_type", "max_batch_size", "n_token_vocab", "vocabulary", "start",
+                      "matmul_dtype")

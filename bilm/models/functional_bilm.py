@@ -31,6 +31,18 @@ WEIGHTS_FOLLOW = ThreadFlag()
 FLOAT32 = "float32"
 
 
+def float32_policy(dtype, who):
+    """A layer's dtype policy around the biLM: float32, given (a name, a policy or its config) or not."""
+    if dtype is None:
+        return FLOAT32
+    policy = keras.dtype_policies.get(dtype)
+    if policy.compute_dtype != FLOAT32 or policy.variable_dtype != FLOAT32:
+        raise UserError(f"{who} computes in float32 (the biLM's numerics). Received: dtype={policy.name!r}; "
+                        "for bfloat16 products pass matmul_dtype='bfloat16' (the layers after it may use any "
+                        "policy).")
+    return policy
+
+
 def state_keys(options, bidirectional=True):
     """`[(input_key, output_key, size), ...]` for every LSTM state tensor.
 

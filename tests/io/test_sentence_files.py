@@ -40,7 +40,7 @@ def test_a_token_budget_fills_each_batch_up_to_the_budget():
 def test_invalid_utf8_is_kept_as_surrogates_and_warns_once_naming_the_file(tmp_path):
     path = tmp_path / "latin1.txt"
     path.write_bytes(b"caf\xe9 au lait\nfine line\nna\xefve\n")
-    with pytest.warns(UserWarning, match=r"latin1.txt is not valid UTF-8 \(first at line 0") as record:
+    with pytest.warns(UserWarning, match=r"latin1.txt is not valid UTF-8 \(first at line 1\)") as record:
         lines = list(read_sentences(str(path)))
     assert len(record) == 1
     assert lines[0][2] == ["caf\udce9", "au", "lait"] and lines[2][2] == ["na\udcefve"]
