@@ -2,6 +2,8 @@
 import io
 import json
 import os
+import subprocess
+import sys
 import zipfile
 
 import numpy_reference as R
@@ -67,3 +69,14 @@ def graph_op_types(graph):
     for definition in graph.as_graph_def().library.function:
         types |= {node.op for node in definition.node_def}
     return types
+
+
+def ready_process(code, *args):
+    """A Python process running `code` (with `sys.argv[1:] == args`) that prints "ready" once it holds what a
+    test waits for (a lock, a file open); returned when it has. The caller ends it (its stdin, then wait)."""
+    child = subprocess.Popen([sys.executable, "-c", code, *map(str, args)], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    if child.stdout.readline().strip() != "ready":
+        child.kill()
+        raise AssertionError(f"the process failed before it was ready (status {child.wait()})")
+    return child

@@ -1,8 +1,6 @@
 """SentenceEmbeddingFile: a crash leaves no complete-looking file, a resume never mixes two runs, and two
 processes never write one output."""
 import os
-import subprocess
-import sys
 
 import h5py
 import numpy as np
@@ -10,7 +8,7 @@ import pytest
 
 from bilm.io.embedding_files import SentenceEmbeddingFile
 from bilm.io.output_files import OutputFileError, OutputLockedError
-from helpers import SENTENCES
+from helpers import SENTENCES, ready_process
 
 MADE_FROM = {"output_format": "all", "weight_sha256": "ab" * 32}
 
@@ -122,19 +120,10 @@ target.write(embed, batch_size=2)
 """
 
 
-def _start(code, *args):
-    child = subprocess.Popen([sys.executable, "-c", code, *map(str, args)], stdin=subprocess.PIPE,
-                             stdout=subprocess.PIPE, text=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
-    if child.stdout.readline().strip() != "ready":
-        child.kill()
-        raise AssertionError(f"the first writer failed (status {child.wait()})")
-    return child
-
-
 def test_a_second_writer_is_refused_whatever_its_flags_and_the_first_finishes(tmp_path):
     dataset_file = _dataset_file(tmp_path, SENTENCES * 2)
     outfile = str(tmp_path / "out.hdf5")
-    child = _start(PAUSED_WRITER, dataset_file, outfile)  # started with --overwrite --no_resume itself
+    child = ready_process(PAUSED_WRITER, dataset_file, outfile)  # started with --overwrite --no_resume itself
     try:
         partial = open(outfile + ".partial", "rb").read()
         for resume in (True, False):
@@ -155,7 +144,7 @@ def test_a_second_writer_is_refused_whatever_its_flags_and_the_first_finishes(tm
 def test_a_partial_another_program_has_open_for_writing_is_never_touched(tmp_path):
     dataset_file = _dataset_file(tmp_path, SENTENCES)
     outfile = str(tmp_path / "out.hdf5")
-    child = _start("import sys, h5py\nf = h5py.File(sys.argv[1], 'w')\nf['x'] = [1.0]\nf.flush()\n"
+    child = ready_process("import sys, h5py\nf = h5py.File(sys.argv[1], 'w')\nf['x'] = [1.0]\nf.flush()\n"
                    "print('ready', flush=True)\nsys.stdin.readline()\nf.close()", outfile + ".partial")
     try:
         for resume in (True, False):

@@ -2,8 +2,6 @@
 write, and one process at a time writes an output."""
 import os
 import signal
-import subprocess
-import sys
 import threading
 
 import h5py
@@ -20,6 +18,7 @@ from bilm.io.output_files import (
     lock_path,
     writer_lock,
 )
+from helpers import ready_process
 
 
 def _bilm_file(path, kind):
@@ -142,13 +141,7 @@ def test_an_existing_directory_is_refused_as_an_output_file_even_with_overwrite(
 def holder(code, *args):
     """A second process that runs `code` (with `sys.argv[1:] == args`), prints "ready" and waits for a line on its
     stdin before it ends; returned once it is ready."""
-    code += "\nprint('ready', flush=True)\nsys.stdin.readline()\n"
-    child = subprocess.Popen([sys.executable, "-c", "import sys\n" + code, *map(str, args)], stdin=subprocess.PIPE,
-                             stdout=subprocess.PIPE, text=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
-    if child.stdout.readline().strip() != "ready":
-        child.kill()
-        raise AssertionError(f"the holder process failed (status {child.wait()})")
-    return child
+    return ready_process("import sys\n" + code + "\nprint('ready', flush=True)\nsys.stdin.readline()\n", *args)
 
 
 def release(child):
