@@ -15,6 +15,7 @@ import os
 import h5py
 import numpy as np
 
+from bilm.errors import UserError
 from bilm.io.hashing import file_sha256
 from bilm.io.output_files import (
     KIND_ATTRIBUTE,
@@ -71,6 +72,9 @@ def changed_attributes(found, stamp):
 
 def check_sentences_file(sentences_file):
     """Raises FileNotFoundError naming `sentences_file` when it is not a file."""
+    if os.path.isdir(sentences_file):
+        raise UserError(f"Input {sentences_file} is a directory: give one text file, one whitespace-tokenized "
+                        "sentence per line (python -m bilm.beam --input 'DIR/*.txt' embeds a folder's files).")
     if not os.path.isfile(sentences_file):
         raise FileNotFoundError(f"Input file not found: {sentences_file} (expected a text file, one "
                                 "whitespace-tokenized sentence per line).")

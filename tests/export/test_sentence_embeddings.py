@@ -432,6 +432,9 @@ def test_dump_creates_a_missing_output_directory_and_names_a_missing_input(tmp_p
     with pytest.raises(FileNotFoundError, match="Input file not found: .*nope.txt"):
         dump_bilm_embeddings(None, str(tmp_path / "nope.txt"), options_file, weight_file,
                              str(tmp_path / "out.hdf5"), verbose=0)
+    with pytest.raises(ValueError, match="Input .*missing is a directory: give one text file"):
+        dump_bilm_embeddings(None, str(tmp_path / "missing"), options_file, weight_file,
+                             str(tmp_path / "out.hdf5"), verbose=0)
     empty = tmp_path / "empty.txt"
     empty.write_text("")
     with pytest.warns(UserWarning, match="empty.txt is empty: wrote .*empty.hdf5 with no sentence datasets"):
