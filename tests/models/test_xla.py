@@ -69,8 +69,8 @@ def _assert_same_run(compiled, plain):
 
 
 @pytest.mark.parametrize("kind, jit_compile", [
-    ("ids", True), ("strings", "auto"),
-    pytest.param("ids", "auto", marks=pytest.mark.slow), pytest.param("strings", True, marks=pytest.mark.slow)])
+    ("ids", True), *(pytest.param(kind, jit_compile, marks=pytest.mark.slow)
+                     for kind, jit_compile in (("strings", "auto"), ("ids", "auto"), ("strings", True)))])
 def test_readme_tagger_under_xla_equals_the_uncompiled_tagger(tiny_model, kind, jit_compile, gpu_visible_to_keras,
                                                               tmp_path):
     tagger, x = _readme_tagger(tiny_model, kind, jit_compile)
