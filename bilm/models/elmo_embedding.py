@@ -1,5 +1,4 @@
 """`ELMoEmbedding`: a pretrained biLM and the mix of its layers as one Keras layer."""
-import os
 
 import keras
 import numpy as np
@@ -15,6 +14,7 @@ from bilm.io.weight_file import (
 )
 from bilm.layers.layer_mix import WeightLayers
 from bilm.models.bidirectional_lm import elmo_outputs
+from bilm.models.elmo_outputs import check_output, lstm_output_names, output_specs, sequence_output_names
 from bilm.models.functional_bilm import FLOAT32, WEIGHTS_FOLLOW, build_bilm, float32_policy, state_keys
 from bilm.models.start_state import STARTS, resolve_start
 from bilm.models.text_inputs import (
@@ -30,13 +30,6 @@ from bilm.ops.matmul_dtype import check_kernel_dtype
 from bilm.ops.placement import compiling_with_xla
 from bilm.options import load_options
 from bilm.text.graph_batching import token_vocab_table, vocabulary_tokens
-
-# Outputs whose first two axes are (batch, time): Keras masks them.
-SEQUENCE_OUTPUTS = ("word_emb", "elmo")
-
-
-def _lstm_output_names(n_layers):
-    return tuple(f"lstm_outputs{layer}" for layer in range(1, n_layers + 1))
 
 
 @keras.saving.register_keras_serializable(package="bilm")
@@ -152,14 +145,7 @@ class ELMoEmbedding(keras.layers.Layer):
         options = load_options(options)
         use_character_inputs = options.char_cnn is not None
         options = options.for_prediction(use_character_inputs)
-        names = ("word_emb", *_lstm_output_names(options.n_layers), "elmo", "default", "all")
-        if output not in names:
-            if isinstance(output, (str, os.PathLike)) and os.fspath(output).endswith((".hdf5", ".h5")):
-                raise UserError(
-                    f"ELMoEmbedding(options, ...) builds the layer's architecture; it takes no weight file "
-                    f"(received {os.fspath(output)!r} as output). Load weights with "
-                    "ELMoEmbedding.from_files(options_file, weight_file, ...).")
-            raise UserError(f"output must be one of {names}. Received: output={output!r}")
+        check_output(output, options.n_layers)
         if input_type not in INPUT_TYPES:
             raise UserError(f"input_type must be one of {INPUT_TYPES}. Received: input_type={input_type!r}")
         if not 0.0 <= dropout < 1.0:
@@ -340,7 +326,7 @@ class ELMoEmbedding(keras.layers.Layer):
             elmo = self.dropout_layer(elmo, training=training)
         count = tf.cast(tf.maximum(lengths, 1), elmo.dtype)[:, tf.newaxis]
         outputs = {"word_emb": lm_embeddings[:, 0, :, : self.options.projection_dim]}
-        for layer, name in enumerate(_lstm_output_names(self.options.n_layers), start=1):
+        for layer, name in enumerate(lstm_output_names(self.options.n_layers), start=1):
             outputs[name] = lm_embeddings[:, layer]
         outputs["elmo"] = elmo
         outputs["default"] = tf.reduce_sum(elmo, axis=1) / count  # elmo is zero at padding
@@ -392,20 +378,13 @@ class ELMoEmbedding(keras.layers.Layer):
         token_mask = self.token_mask(inputs)
         if self.output_key != "all":
             return token_mask
-        sequence_names = (*SEQUENCE_OUTPUTS, *_lstm_output_names(self.options.n_layers))
+        sequence_names = sequence_output_names(self.options.n_layers)
         return {name: token_mask if name in sequence_names else None
                 for name in self.compute_output_spec(inputs)}
 
     def compute_output_spec(self, inputs, training=None):
         batch, time = output_time_shape(self._note_input_type(inputs), inputs.shape)
-        p = self.options.projection_dim
-        specs = {"word_emb": keras.KerasTensor((batch, time, p))}
-        for name in _lstm_output_names(self.options.n_layers):
-            specs[name] = keras.KerasTensor((batch, time, 2 * p))
-        specs["elmo"] = keras.KerasTensor((batch, time, 2 * p))
-        specs["default"] = keras.KerasTensor((batch, 2 * p))
-        specs["mask"] = keras.KerasTensor((batch, time), dtype="bool")
-        specs["sequence_len"] = keras.KerasTensor((batch,), dtype="int32")
+        specs = output_specs(batch, time, self.options.projection_dim, self.options.n_layers)
         return specs if self.output_key == "all" else specs[self.output_key]
 
     def get_config(self):
