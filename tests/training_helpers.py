@@ -18,7 +18,7 @@ import tensorflow as tf
 import numpy_reference as R
 from bilm.optimizers import global_norm_scale
 from bilm.training.model import softmax_init
-from bilm.training.run import run_start
+from bilm.training.run import run_origin
 from bilm.training.run.from_files import load_training_data
 
 WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet",
@@ -119,5 +119,5 @@ SOFTMAX_FIT_POSITIONS = 4000
 
 def small_softmax_fit(monkeypatch, n_positions=SOFTMAX_FIT_POSITIONS):
     """Adapted runs of this test fit their new softmax on `n_positions` positions of the training text."""
-    monkeypatch.setattr(run_start, "initialize_softmax",
+    monkeypatch.setattr(run_origin, "initialize_softmax",
                         functools.partial(softmax_init.initialize_softmax, n_positions=n_positions))

@@ -25,7 +25,7 @@ from training_helpers import checkpoint_arrays, tiny_options, write_corpus
 RUNNER = """
 import runpy, sys, time
 import bilm.training.run.loop as loop
-import bilm.training.run.run_start as run_start
+import bilm.training.run.run_origin as run_origin
 from bilm.training.run.train_step import TrainStep
 
 slow_from = int(sys.argv[1])
@@ -142,9 +142,9 @@ def test_ctrl_c_twice_exits_130_with_the_step_saved(tmp_path, run_files):
 
 FIT_RUNNER = """
 import runpy, sys, time
-import bilm.training.run.run_start as run_start
+import bilm.training.run.run_origin as run_origin
 
-fit = run_start.initialize_softmax
+fit = run_origin.initialize_softmax
 
 
 def slow_fit(*args, **kwargs):
@@ -154,7 +154,7 @@ def slow_fit(*args, **kwargs):
     return fit(*args, **kwargs)
 
 
-run_start.initialize_softmax = slow_fit
+run_origin.initialize_softmax = slow_fit
 sys.argv = sys.argv[1:]
 runpy.run_path(sys.argv[0], run_name="__main__")
 """

@@ -377,11 +377,11 @@ def test_from_the_script_to_the_step_each_check_runs_once(tmp_path, published, n
     import bilm.training.config.settings as settings_module
     import bilm.training.config.training_config as config_module
     import bilm.training.run.checkpoints as checkpoints_module
-    import bilm.training.run.run_start as start_module
+    import bilm.training.run.run_origin as origin_module
 
     calls = {}
-    for module, name in [(start_module, "open_model_to_adapt"), (start_module, "adaptation_options"),
-                         (start_module, "check_softmax_init"), (config_module, "training_settings"),
+    for module, name in [(origin_module, "open_model_to_adapt"), (origin_module, "adaptation_options"),
+                         (origin_module, "check_softmax_init"), (config_module, "training_settings"),
                          (config_module, "count_tokens"), (settings_module, "check_known_keys"),
                          (checkpoints_module, "check_vocabulary")]:
         _count_calls(monkeypatch, module, name, calls)

@@ -34,7 +34,7 @@ def train_calls(monkeypatch):
     calls = []
 
     def run_training(config, data, n_gpus, save_dir, log_dir, **kwargs):
-        kwargs.update(restart_ckpt_file=config.start.checkpoint, data_source=config.data_source)
+        kwargs.update(restart_ckpt_file=config.origin.checkpoint, data_source=config.data_source)
         calls.append((config.options, data, n_gpus, save_dir, log_dir, kwargs))
         return {"step": 0}
 

@@ -1,4 +1,4 @@
-"""What a training run is, resolved once at the edge: the model, the training settings, the start, the data.
+"""What a training run is, resolved once at the edge: the model, the training settings, the origin, the data.
 
 `train` (and `bin/train_elmo.py` through `train_from_files`) turn what the
 caller gave (options or a size, flags, `init_from`, a restart's
@@ -21,7 +21,7 @@ class TrainingConfig:
         options: the model's sections and every training key, as
             `save_dir/options.json` keeps them (`BiLMOptions`).
         settings: the training keys, checked and typed (`TrainingSettings`).
-        start: where the run starts (`bilm.training.run.run_start`:
+        origin: how the run begins (`bilm.training.run.run_origin`:
             `NewRun`, `Restart` or `Adaptation`).
         data_source: what identifies the training stream (its file
             pattern), for a restart to know whether the data is the same.
@@ -29,7 +29,7 @@ class TrainingConfig:
 
     options: BiLMOptions
     settings: TrainingSettings
-    start: object
+    origin: object
     data_source: str
 
 
@@ -42,16 +42,16 @@ def describe_data(data):
     return type(data).__name__
 
 
-def resolve_training_config(options, data, start, *, vocabulary=None, data_source=None, n_train_tokens=None,
+def resolve_training_config(options, data, origin, *, vocabulary=None, data_source=None, n_train_tokens=None,
                             verbose=1):
-    """The `TrainingConfig` of a run of `options` on `data` from `start`; every check runs here, once.
+    """The `TrainingConfig` of a run of `options` on `data` from `origin`; every check runs here, once.
 
     Args:
-        options: the run's options, `start.options(...)` of what the caller
+        options: the run's options, `origin.options(...)` of what the caller
             gave (`BiLMOptions`).
         data: the training stream; its file pattern names the data and is
             where the tokens are counted.
-        start: `NewRun`, `Restart` or `Adaptation`.
+        origin: `NewRun`, `Restart` or `Adaptation` (`bilm.training.run.run_origin`).
         vocabulary: the training vocabulary (`data.vocab` by default): it
             gives `n_tokens_vocab` when the options leave it out, and a
             restart must use the vocabulary it was trained with.
@@ -69,12 +69,12 @@ def resolve_training_config(options, data, start, *, vocabulary=None, data_sourc
     data_source = os.fspath(data_source) if data_source is not None else describe_data(data)
     keys = {}
     if vocabulary is not None:
-        start.check_vocabulary(options, vocabulary)
+        origin.check_vocabulary(options, vocabulary)
         if options.get("n_tokens_vocab") is None:
             keys["n_tokens_vocab"] = vocabulary.size
     if n_train_tokens is not None:
         keys["n_train_tokens"] = n_train_tokens
-    elif options.get("n_train_tokens") is None or not start.same_data(data_source):
+    elif options.get("n_train_tokens") is None or not origin.same_data(data_source):
         pattern = describe_data(data)
         if pattern != type(data).__name__:
             keys["n_train_tokens"] = count_tokens(pattern)
@@ -82,4 +82,4 @@ def resolve_training_config(options, data, start, *, vocabulary=None, data_sourc
                 print(f"Counted {keys['n_train_tokens']:,} tokens in {pattern}.")
     options = options.updated(**keys) if keys else options
     options, settings = training_settings(options, need_schedule=True)
-    return TrainingConfig(options, settings, start, data_source)
+    return TrainingConfig(options, settings, origin, data_source)

@@ -13,7 +13,7 @@ from bilm.training.model.softmax_init import DEFAULT_SOFTMAX_INIT
 from bilm.training.run import checkpoints
 from bilm.training.run.evaluation import test
 from bilm.training.run.loop import run_training
-from bilm.training.run.run_start import run_start
+from bilm.training.run.run_origin import run_origin
 
 
 def load_training_data(options, filepattern, vocab_file, test=False, seed=0):
@@ -69,22 +69,22 @@ def train_from_files(train_prefix, vocab_file, save_dir, options_file=None, *, s
     created = not os.path.exists(save_dir)
     check_output_directory(save_dir)  # before any work
     try:
-        start = run_start(checkpoint, init_from, softmax_init)
+        origin = run_origin(checkpoint, init_from, softmax_init)
         keys = _merged_overrides(overrides, n_epochs=n_epochs, batch_size=batch_size, matmul_dtype=matmul_dtype)
         if restart:
-            options = start.options(checkpoints.load_training_options(save_dir))
+            options = origin.options(checkpoints.load_training_options(save_dir))
         elif size is not None:
-            options = start.options(BiLMOptions.from_dict(training_options(size),
+            options = origin.options(BiLMOptions.from_dict(training_options(size),
                                                           source=f"the {size} size's training options"))
         else:
-            options = start.options(options_file)  # an adapted model's contradictions: an error before any work
+            options = origin.options(options_file)  # an adapted model's contradictions: an error before any work
         options = options.updated(**keys)
         data, vocab = load_training_data(options, train_prefix, vocab_file, seed=seed)
-        if start.checkpoint is None and options.get("sample_softmax", option_key("sample_softmax").default):
+        if origin.checkpoint is None and options.get("sample_softmax", option_key("sample_softmax").default):
             warn_unless_frequency_order(vocab, train_prefix)
-        if start.checkpoint is None:
+        if origin.checkpoint is None:
             options = options.updated(n_tokens_vocab=vocab.size)
-        config = resolve_training_config(options, data, start, vocabulary=vocab, n_train_tokens=n_train_tokens,
+        config = resolve_training_config(options, data, origin, vocabulary=vocab, n_train_tokens=n_train_tokens,
                                          data_source=os.path.abspath(train_prefix),
                                          verbose=train_kwargs.get("verbose", 1))
         heldout = load_training_data(options, heldout_prefix, vocab_file, test=True)[0] if heldout_prefix else None

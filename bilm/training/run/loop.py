@@ -7,7 +7,7 @@ vocabularies), `next_token_id` `(batch, time)`, and the same keys with
 `_reverse` for the backward stream (`bilm.training.BidirectionalLMDataset`).
 
 `train` resolves what it is given into a `TrainingConfig` (every check,
-once) and `run_training` runs it: the run's start (`run_start`), its
+once) and `run_training` runs it: the run's origin (`run_origin`), its
 steps, and after each step the policies: `ProgressReport` (the progress
 line, TensorBoard), `StopPolicy` (the call's end, signals),
 `CheckpointPolicy` (steps, minutes, epoch ends) and `HeldoutEvaluation`.
@@ -33,8 +33,8 @@ from bilm.training.run.checkpoints import CheckpointError
 from bilm.training.run.distribution import make_strategy, n_workers
 from bilm.training.run.heldout_policy import HeldoutEvaluation
 from bilm.training.run.progress_report import ProgressReport, describe_run
+from bilm.training.run.run_origin import run_origin
 from bilm.training.run.run_schedule import SaveTimer, Schedule
-from bilm.training.run.run_start import run_start
 from bilm.training.run.stop_policy import StopPolicy
 from bilm.training.run.stop_signals import PhaseInterrupted, StopSignals, TrainingInterrupted
 from bilm.training.run.train_step import TrainStep
@@ -121,8 +121,8 @@ def train(options, data, n_gpus, save_dir, log_dir, restart_ckpt_file=None, *,
         is kept); TrainingInterrupted (see `save_on_signals`).
     """
     check_dtype_policy()
-    start = run_start(restart_ckpt_file, init_from, softmax_init)
-    config = resolve_training_config(start.options(options), data, start, data_source=data_source, verbose=verbose)
+    origin = run_origin(restart_ckpt_file, init_from, softmax_init)
+    config = resolve_training_config(origin.options(options), data, origin, data_source=data_source, verbose=verbose)
     return run_training(config, data, n_gpus, save_dir, log_dir, heldout_data=heldout_data, strategy=strategy,
                         max_steps=max_steps, checkpoint_every=checkpoint_every,
                         checkpoint_every_minutes=checkpoint_every_minutes, heldout_every=heldout_every,
@@ -158,7 +158,7 @@ def run_training(config, data, n_gpus, save_dir, log_dir, *, heldout_data=None, 
     schedule = Schedule.of(settings, strategy.num_replicas_in_sync)
     save_dir = os.fspath(save_dir)
     check_output_directory(save_dir)
-    if config.start.checkpoint is None and checkpoints.listed_checkpoints(save_dir):
+    if config.origin.checkpoint is None and checkpoints.listed_checkpoints(save_dir):
         raise CheckpointError(
             f"{save_dir} already holds checkpoints ({checkpoints.listed_checkpoints(save_dir)[-1]}). Continue them "
             f"with bin/restart.py --save_dir {save_dir} (train(..., restart_ckpt_file=...)), or choose a new "
@@ -174,7 +174,7 @@ def run_training(config, data, n_gpus, save_dir, log_dir, *, heldout_data=None, 
     with StopSignals(save_on_signals, interruptible_phases=n_workers(strategy) == 1) as stop_signals:
         if run.chief:
             save_options(config.options, run.options_file)
-        config.start.begin(run, data, stop_signals)
+        config.origin.begin(run, data, stop_signals)
         run.data_position["source"].assign(run.data_fingerprint)
         describe_run(run.report, run.lm, config.options, settings, strategy.num_replicas_in_sync, schedule)
         if run.current_step < settings.softmax_warmup_steps:
@@ -256,7 +256,7 @@ def _end_call(run, data, stop_signals, steps_taken):
 
 
 def _non_finite_message(run, loss, norm):
-    last_good = run.manager.latest_checkpoint or run.start_checkpoint
+    last_good = run.manager.latest_checkpoint or run.restored_from
     if last_good:
         advice = f"the last good checkpoint is {last_good}; restart from it"
     else:

@@ -30,7 +30,7 @@ class TrainingRun:
         self.options_file = os.path.join(save_dir, OPTIONS_FILE)
         self.data_fingerprint = checkpoints.data_fingerprint(config.data_source)
         # The checkpoint the run continues, if any (the last good one before its first save).
-        self.start_checkpoint = config.start.checkpoint
+        self.restored_from = config.origin.checkpoint
         with strategy.scope():
             self.lm = TrainingLM(config.options, settings)
             self.optimizer = make_optimizer(settings, self.lm.trainable_variables())

@@ -1,11 +1,15 @@
-"""Where a training run starts: a new model, a checkpoint to continue, or a published model to adapt.
+"""How a training run begins, its origin: a new model, a checkpoint to continue, or a published model to adapt.
 
-Each start gives the run's options from what the caller gave (`options`)
-and sets the new run's variables up (`begin`); the loop does not branch
-on which start it has.
+Each origin (`NewRun`, `Restart`, `Adaptation`; chosen by `run_origin`)
+gives the run's options from what the caller gave (`options`), checks the
+data and vocabulary against what it continues (`same_data`,
+`check_vocabulary`) and sets the new run's variables up (`begin`); the
+loop does not branch on which origin it has. ("Origin", not "start": a
+start in bilm is where an LSTM's state begins, `bilm.models.start_state`.)
 """
 import dataclasses
 import os
+from typing import Optional, Protocol
 
 from bilm.errors import UserError
 from bilm.options import load_options
@@ -18,6 +22,29 @@ from bilm.training.model.adaptation import (
 from bilm.training.model.softmax_init import DEFAULT_SOFTMAX_INIT, check_softmax_init, initialize_softmax
 from bilm.training.run import checkpoints
 from bilm.training.run.stop_signals import PhaseInterrupted, TrainingInterrupted
+
+
+class RunOrigin(Protocol):
+    """What every origin provides (the contract `resolve_training_config` and the loop rely on).
+
+    Attributes:
+        checkpoint: the checkpoint prefix the run continues (`Restart`), else None.
+    """
+
+    checkpoint: Optional[str]
+
+    def options(self, options):
+        """The run's `BiLMOptions` from what the caller gave (a dict, a file, None); raises on contradictions."""
+
+    def same_data(self, data_source):
+        """Whether `data_source` is the stream the origin was reading (always true for a new run)."""
+
+    def check_vocabulary(self, options, vocabulary):
+        """Raises `CheckpointError` when `vocabulary` cannot be the one the origin was trained with."""
+
+    def begin(self, run, data, stop_signals):
+        """Sets the new `TrainingRun`'s variables up (restores, loads, fits); a signal may raise
+        `TrainingInterrupted`."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,8 +147,8 @@ class Adaptation:
                    "faster and the first steps learn (see bilm.training.model.softmax_init).")
 
 
-def run_start(restart_ckpt_file=None, init_from=None, softmax_init=DEFAULT_SOFTMAX_INIT, cache_dir=None):
-    """The start `train`'s arguments ask for; the model to adapt is opened and checked here, before any work.
+def run_origin(restart_ckpt_file=None, init_from=None, softmax_init=DEFAULT_SOFTMAX_INIT, cache_dir=None):
+    """The origin `train`'s arguments ask for; the model to adapt is opened and checked here, before any work.
 
     Args:
         restart_ckpt_file: a checkpoint to continue (`Restart`).
