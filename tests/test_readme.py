@@ -1,4 +1,5 @@
-"""The README tells a new user the commands that CI runs, and its Keras example runs."""
+"""The README tells a new user the commands that CI runs, and the commands and examples of the README and
+the docs run as written (each block where it is written in full, once)."""
 import json
 import os
 import re
@@ -33,43 +34,45 @@ def test_ci_runs_exactly_the_readme_install_and_test_commands():
         assert command in ci_commands, f".ci/run does not run the README's command: {command}"
 
 
-def _python_block(section):
-    """The first ```python block under the README heading `section`."""
-    readme = _read("README.md")
-    start = readme.index(f"\n## {section}\n")
-    return re.search(r"```python\n(.*?)```", readme[start:], re.DOTALL).group(1)
+def _block(page, section, language):
+    """The first ```language block under the heading `section` (of any level) of `page` (README.md, docs/...)."""
+    text = _read(page)
+    start = re.search(rf"^#+ {re.escape(section)}\n", text, re.MULTILINE).start()
+    return re.search(rf"```{language}\n(.*?)```", text[start:], re.DOTALL).group(1)
+
+
+def _python_block(page, section):
+    return _block(page, section, "python")
 
 
 def test_the_keras_example_runs_as_written(tmp_path, monkeypatch):
     write_model(tmp_path)  # options.json and weights.hdf5, the names the example uses
     monkeypatch.chdir(tmp_path)
     namespace = {}
-    exec(compile(_python_block("ELMo inside a Keras model"), "README.md", "exec"), namespace)
+    exec(compile(_python_block("README.md", "ELMo inside a Keras model"), "README.md", "exec"), namespace)
     assert namespace["tags"].shape == (2, 3, 3)
 
 
-def _bash_commands(section):
-    """The commands of the first ```bash block under the README heading `section`."""
-    readme = _read("README.md")
-    start = readme.index(f"\n## {section}\n")
-    block = re.search(r"```bash\n(.*?)```", readme[start:], re.DOTALL).group(1)
+def _bash_commands(page, section):
+    """The commands of the first ```bash block under the heading `section` of `page`."""
+    block = _block(page, section, "bash")
     return [line.strip() for line in block.replace("\\\n", " ").splitlines() if line.strip()]
 
 
 def _write_corpus(directory):
-    """`directory/train/part0.txt` and `directory/heldout/part0.txt`, as the README's commands expect."""
+    """`directory/train/part0.txt` and `directory/heldout/part0.txt`, as the docs' commands expect."""
     for folder, n, seed in (("train", 300, 0), ("heldout", 40, 1)):
         (directory / folder).mkdir(parents=True)
         (directory / folder / "part0.txt").write_text("\n".join(cycle_sentences(n, seed)) + "\n")
 
 
-def _run_bash_commands(section, cwd, replace=()):
-    """Runs the `python bin/...` commands of a README section in `cwd`; returns each one's stdout + stderr.
+def _run_bash_commands(page, section, cwd, replace=()):
+    """Runs the `python bin/...` commands of a section of `page` in `cwd`; returns each one's stdout + stderr.
 
     `replace`: `(old, new)` pairs applied to each command first (each `old` must occur in the section).
     """
     outputs = []
-    commands = _bash_commands(section)
+    commands = _bash_commands(page, section)
     for old, new in replace:
         assert any(old in command for command in commands), old
         commands = [command.replace(old, new) for command in commands]
@@ -82,22 +85,27 @@ def _run_bash_commands(section, cwd, replace=()):
     return outputs
 
 
+
+def test_the_readmes_training_commands_are_the_docs_tested_ones():
+    assert _bash_commands("README.md", "Train or adapt a biLM") == _bash_commands(
+        "docs/training.md", "Train a biLM on your corpus")
+
 @pytest.mark.slow
 def test_the_training_commands_and_python_example_run_as_written(tmp_path, monkeypatch):
     _write_corpus(tmp_path / "data")
     # At the tiny size: the commands and flags as written, without the small
     # model's minutes of matmuls on the test machine.
     (tmp_path / "tiny.json").write_text(json.dumps(training_options("tiny")))
-    outputs = _run_bash_commands("Train a biLM on your corpus", tmp_path,
+    outputs = _run_bash_commands("docs/training.md", "Train a biLM on your corpus", tmp_path,
                                  replace=[("--size small", "--options_file tiny.json")])
     perplexity = float(re.search(r"AVERAGE PERPLEXITY = ([\d.]+)", "".join(outputs)).group(1))
     assert 1 < perplexity < 1000
     assert (tmp_path / "weights.hdf5").is_file() and (tmp_path / "weights_options.json").is_file()
     monkeypatch.chdir(tmp_path)
     namespace = {}
-    example = _python_block("Train a biLM on your corpus")
+    example = _python_block("docs/training.md", "From Python")
     assert 'training_options("small"' in example
-    exec(compile(example.replace('training_options("small"', 'training_options("tiny"'), "README.md", "exec"),
+    exec(compile(example.replace('training_options("small"', 'training_options("tiny"'), "docs/training.md", "exec"),
          namespace)
     assert namespace["result"]["step"] >= 1 and os.path.exists(namespace["result"]["checkpoint"] + ".index")
 
@@ -106,7 +114,7 @@ def test_the_training_commands_and_python_example_run_as_written(tmp_path, monke
 def test_the_adaptation_commands_run_as_written(tmp_path):
     _write_corpus(tmp_path / "domain")
     write_random_model(tmp_path / "elmo_model", get_preset("tiny"), seed=0)  # the "published" model
-    outputs = _run_bash_commands("Adapt a published model to your text", tmp_path)
+    outputs = _run_bash_commands("docs/adaptation.md", "The commands", tmp_path)
     assert "elmo_model" in outputs[1]
     perplexity = float(re.search(r"AVERAGE PERPLEXITY = ([\d.]+)", "".join(outputs)).group(1))
     assert 1 < perplexity < 1000

@@ -246,7 +246,7 @@ def test_model_shards_and_outputs_in_a_bucket(tmp_path, model, monkeypatch):
 
 
 def test_the_readmes_commands_are_flags_that_bilm_or_beam_knows():
-    readme = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
+    readme = open(os.path.join(ROOT, "docs", "beam.md"), encoding="utf-8").read()
     section = readme[readme.index("\n## Embed a corpus on Apache Beam\n"):]
     section = section[:section.index("\n## ", 1)]
     commands = [line.strip() for block in re.findall(r"```bash\n(.*?)```", section, re.DOTALL)
