@@ -17,7 +17,7 @@ from bilm.commands import (  # noqa: E402
 )
 from bilm.training import (
     EVALUATION_STARTS,  # noqa: E402
-    test_from_files,  # noqa: E402
+    evaluate_from_files,  # noqa: E402
 )
 
 
@@ -39,7 +39,7 @@ def main(argv=None):
     set_numerics(tf32=args.tf32)  # float32, as training computed its held-out perplexity, unless --tf32
     announce_devices()
     with exit_on_user_error():
-        perplexity = test_from_files(args.test_prefix, args.vocab_file, args.save_dir, args.batch_size,
+        perplexity = evaluate_from_files(args.test_prefix, args.vocab_file, args.save_dir, args.batch_size,
                                      start=args.start)
     print(f"AVERAGE PERPLEXITY = {perplexity:.4f}")
     return perplexity

@@ -21,7 +21,7 @@ from bilm.presets import training_options
 from bilm.text.batching import Batcher
 from bilm.training.convert.weight_export import dump_weights
 from bilm.training.data.sample_corpus import unigram_perplexity, write_sample_corpus
-from bilm.training.run.from_files import test_from_files, train_from_files
+from bilm.training.run.from_files import evaluate_from_files, train_from_files
 
 EXAMPLE_SENTENCES = [
     ["the", "old", "dog", "sees", "a", "small", "cat", "."],
@@ -169,12 +169,12 @@ def _run(own, n_epochs, verbose):
     own.record("checkpoint")
     # Held-out rows per batch as in training's end-of-epoch evaluation, so the
     # two numbers agree (each row carries its LSTM state along the text).
-    perplexity = test_from_files(corpus["heldout_prefix"], corpus["vocab_file"], save_dir,
-                                 batch_size=options["batch_size"], verbose=0)
+    perplexity = evaluate_from_files(corpus["heldout_prefix"], corpus["vocab_file"], save_dir,
+                                     batch_size=options["batch_size"], verbose=0)
     # What it costs to embed each sentence on its own: the held-out text with
     # every sentence starting from zeros, or from the boundary state.
-    by_start = {start: test_from_files(corpus["heldout_prefix"], corpus["vocab_file"], save_dir,
-                                       batch_size=options["batch_size"], verbose=0, start=start)
+    by_start = {start: evaluate_from_files(corpus["heldout_prefix"], corpus["vocab_file"], save_dir,
+                                           batch_size=options["batch_size"], verbose=0, start=start)
                 for start in ("zeros", "warm")}
     unigram = unigram_perplexity(corpus["heldout_prefix"], corpus["vocab_file"])
     # Checked above: an earlier weight or options file there is the quick start's own.

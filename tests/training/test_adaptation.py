@@ -33,8 +33,8 @@ from bilm.training.model.adaptation import (
 )
 from bilm.training.model.softmax_init import initialize_softmax, log_frequencies, positions_in_one_pass
 from bilm.training.model.training_lm import TrainingLM
-from bilm.training.run.evaluation import evaluate
-from bilm.training.run.from_files import test_from_files as heldout_perplexity
+from bilm.training.run.evaluation import evaluate_lm
+from bilm.training.run.from_files import evaluate_from_files as heldout_perplexity
 from helpers import ROOT
 from training_helpers import WORDS, checkpoint_arrays, open_data, small_softmax_fit, tiny_options, write_corpus
 
@@ -158,7 +158,7 @@ def test_initialised_softmaxes(tmp_path, published, new_text):
         lm = TrainingLM(options, settings)
         load_model_weights(lm, model)
         started[method] = initialize_softmax(lm, data, method, n_positions=2000)
-        perplexity[method] = evaluate(lm, heldout, 8)["perplexity"]
+        perplexity[method] = evaluate_lm(lm, heldout, 8)["perplexity"]
         softmax[method] = lm.softmax_weights.numpy(), lm.softmax_bias.numpy()
 
     # Random rows and zero biases, as from scratch: about the vocabulary's size (23).

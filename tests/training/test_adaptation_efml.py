@@ -13,7 +13,7 @@ import efml_models as M
 from bilm.io.model_files import locate_model
 from bilm.options import load_options
 from bilm.training import dump_weights, train_from_files
-from bilm.training import test_from_files as heldout_perplexity
+from bilm.training import evaluate_from_files as heldout_perplexity
 from bilm.training.data.lm_dataset import vocabulary_for
 from bilm.training.model.adaptation import adaptation_options, open_model_to_adapt
 from training_helpers import checkpoint_arrays, small_softmax_fit

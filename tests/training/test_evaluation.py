@@ -1,4 +1,5 @@
-"""evaluate and test: held-out perplexity with the full softmax, and where each sentence starts."""
+"""evaluate_lm and evaluate (bilm-tf's test): held-out perplexity with the full softmax, and where each
+sentence starts."""
 import math
 
 import pytest
@@ -7,8 +8,8 @@ import tensorflow as tf
 from bilm.training.config.settings import training_settings
 from bilm.training.data.tf_dataset import make_tf_dataset
 from bilm.training.model.training_lm import TrainingLM
-from bilm.training.run import evaluation  # not its `test` itself, which pytest would collect
-from bilm.training.run.evaluation import evaluate
+from bilm.training.run import evaluation
+from bilm.training.run.evaluation import evaluate_lm
 from training_helpers import open_data, tiny_options, write_corpus
 
 BATCH = 4
@@ -43,7 +44,7 @@ def test_a_uniform_softmax_has_the_vocabulary_size_as_its_perplexity(corpus, lm)
     lm.softmax_weights.assign(tf.zeros_like(weights))
     try:
         for start in ("carry", "zeros"):
-            metrics = evaluate(lm, _heldout(corpus), BATCH, start=start)
+            metrics = evaluate_lm(lm, _heldout(corpus), BATCH, start=start)
             for key in ("perplexity", "forward_perplexity", "backward_perplexity"):
                 assert metrics[key] == pytest.approx(OPTIONS["n_tokens_vocab"], rel=1e-5), (start, key)
     finally:
@@ -51,7 +52,7 @@ def test_a_uniform_softmax_has_the_vocabulary_size_as_its_perplexity(corpus, lm)
 
 
 def test_the_perplexity_is_the_mean_of_the_directions_over_every_batch(corpus, lm):
-    metrics = evaluate(lm, _heldout(corpus), BATCH)
+    metrics = evaluate_lm(lm, _heldout(corpus), BATCH)
     assert metrics["batches"] == sum(1 for _ in make_tf_dataset(_heldout(corpus), BATCH, 1)) > 1
     # exp of the mean of (forward + backward) / 2 is the geometric mean of the two perplexities.
     assert metrics["perplexity"] == pytest.approx(
@@ -61,7 +62,7 @@ def test_the_perplexity_is_the_mean_of_the_directions_over_every_batch(corpus, l
 
 def test_sentences_start_from_the_carried_state_zeros_or_the_boundary_state(corpus, lm):
     def perplexity(start):
-        return evaluate(lm, _heldout(corpus), BATCH, start=start)["perplexity"]
+        return evaluate_lm(lm, _heldout(corpus), BATCH, start=start)["perplexity"]
 
     carry, zeros = perplexity("carry"), perplexity("zeros")
     assert carry != zeros
@@ -84,17 +85,17 @@ def test_sentences_start_from_the_carried_state_zeros_or_the_boundary_state(corp
 ])
 def test_bad_arguments_are_clear_errors(corpus, lm, kwargs, message):
     with pytest.raises(ValueError, match=message):
-        evaluate(lm, _heldout(corpus), **{"batch_size": BATCH, **kwargs})
+        evaluate_lm(lm, _heldout(corpus), **{"batch_size": BATCH, **kwargs})
 
 
 def test_a_text_with_fewer_sentences_than_rows_is_evaluated_one_row_per_sentence(corpus, lm):
     with pytest.warns(UserWarning, match="The evaluation text has 12 sentences, fewer than the 1000 rows"):
-        short = evaluate(lm, _heldout(corpus), batch_size=1000)
-    assert short == evaluate(lm, _heldout(corpus), batch_size=12)
+        short = evaluate_lm(lm, _heldout(corpus), batch_size=1000)
+    assert short == evaluate_lm(lm, _heldout(corpus), batch_size=12)
 
 
-def test_test_measures_a_boundary_state_for_warm_when_the_checkpoint_has_none(corpus, lm, monkeypatch, capsys):
-    """`test` loads the checkpoint, measures a boundary state on the evaluation text when "warm" needs one
+def test_evaluate_measures_a_boundary_state_for_warm_when_the_checkpoint_has_none(corpus, lm, monkeypatch, capsys):
+    """`evaluate` loads the checkpoint, measures a boundary state on the evaluation text when "warm" needs one
     (checkpoints converted from TF1 hold none), and evaluates. Loading and measuring are stood in for:
     test_checkpoints.py and test_prediction_network.py test them, the run_test script runs them all."""
     data = _heldout(corpus)
@@ -110,14 +111,26 @@ def test_test_measures_a_boundary_state_for_warm_when_the_checkpoint_has_none(co
     monkeypatch.setattr(evaluation, "measure_boundary_state", measure)
     zero_state = {key: tf.zeros_like(variable) for key, variable in lm.boundary_state.items()}
     try:
-        carry = evaluation.test(OPTIONS, "ckpt/model.ckpt-3", data, BATCH, verbose=1)
+        carry = evaluation.evaluate(OPTIONS, "ckpt/model.ckpt-3", data, BATCH, verbose=1)
         assert loaded == [(OPTIONS, "ckpt/model.ckpt-3")] and measured == []
-        assert carry == pytest.approx(evaluate(lm, _heldout(corpus), BATCH)["perplexity"], rel=1e-6)
-        warm = evaluation.test(OPTIONS, "ckpt/model.ckpt-3", data, BATCH, verbose=1, start="warm")
+        assert carry == pytest.approx(evaluate_lm(lm, _heldout(corpus), BATCH)["perplexity"], rel=1e-6)
+        warm = evaluation.evaluate(OPTIONS, "ckpt/model.ckpt-3", data, BATCH, verbose=1, start="warm")
         assert measured == [(lm, data)]
         assert "ckpt/model.ckpt-3 holds no boundary state; measured one at 9 sentence starts" in capsys.readouterr().out
-        assert warm == pytest.approx(evaluate(lm, _heldout(corpus), BATCH, start="warm")["perplexity"], rel=1e-6)
-        evaluation.test(OPTIONS, "ckpt/model.ckpt-3", data, BATCH, verbose=1, start="warm")
+        assert warm == pytest.approx(evaluate_lm(lm, _heldout(corpus), BATCH, start="warm")["perplexity"], rel=1e-6)
+        evaluation.evaluate(OPTIONS, "ckpt/model.ckpt-3", data, BATCH, verbose=1, start="warm")
         assert len(measured) == 1  # a model with a boundary state keeps it
     finally:
         _set_boundary_state(lm, zero_state, 0)
+
+
+def test_test_is_a_deprecated_alias_of_evaluate_and_neither_is_collected_by_pytest(monkeypatch):
+    import bilm.training
+
+    calls = []
+    monkeypatch.setattr(evaluation, "evaluate", lambda *args, **kwargs: calls.append((args, kwargs)) or 7.5)
+    # bilm-tf's call: test(options, ckpt_file, data, batch_size)
+    with pytest.warns(DeprecationWarning, match=r"bilm.training.test is deprecated; use bilm.training.evaluate"):
+        assert bilm.training.test(OPTIONS, "ckpt/model.ckpt-3", "data", 8, start="zeros") == 7.5
+    assert calls == [((OPTIONS, "ckpt/model.ckpt-3", "data", 8), {"start": "zeros"})]
+    assert bilm.training.test.__test__ is False and bilm.training.test_from_files.__test__ is False

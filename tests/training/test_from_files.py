@@ -139,15 +139,15 @@ def test_run_test_evaluates_the_latest_checkpoint_on_the_test_files_in_order(tmp
     save_dir = str(tmp_path / "ckpt")
     checkpoint = _write_checkpoint(save_dir, tiny_options(), os.path.abspath(corpus["train"]))
     calls = []
-    monkeypatch.setattr(from_files, "test", lambda *args, **kwargs: calls.append((args, kwargs)) or 12.5)
-    assert from_files.test_from_files(corpus["heldout"], corpus["vocab"], save_dir, batch_size=3, verbose=0,
-                                      start="warm") == 12.5
+    monkeypatch.setattr(from_files, "evaluate", lambda *args, **kwargs: calls.append((args, kwargs)) or 12.5)
+    assert from_files.evaluate_from_files(corpus["heldout"], corpus["vocab"], save_dir, batch_size=3, verbose=0,
+                                          start="warm") == 12.5
     ((options, got_checkpoint, data), kwargs), = calls
     assert options.get("n_tokens_vocab") == len(WORDS) + 3 and got_checkpoint == checkpoint
     assert data.forward.test and data.forward.filepattern == corpus["heldout"]
     assert kwargs == {"batch_size": 3, "verbose": 0, "start": "warm"}
     # By default the run's own batch size, as training's held-out evaluation.
-    from_files.test_from_files(corpus["heldout"], corpus["vocab"], save_dir, verbose=0)
+    from_files.evaluate_from_files(corpus["heldout"], corpus["vocab"], save_dir, verbose=0)
     assert calls[-1][1]["batch_size"] == tiny_options()["batch_size"] == 16
 
 
@@ -162,7 +162,18 @@ def test_a_checkpoint_refuses_a_vocabulary_it_was_not_trained_with(tmp_path, cor
     with pytest.raises(CheckpointError, match=f"reordered.txt is not the vocabulary .* was trained with.*{same_size}"):
         train_from_files(corpus["train"], reordered, save_dir, restart=True, verbose=0)
     with pytest.raises(CheckpointError, match=f"reordered.txt is not the vocabulary .*{same_size}"):
-        from_files.test_from_files(corpus["heldout"], reordered, save_dir, batch_size=2, verbose=0)
+        from_files.evaluate_from_files(corpus["heldout"], reordered, save_dir, batch_size=2, verbose=0)
     with pytest.raises(CheckpointError, match="larger.txt has 25 tokens but .* trained with a vocabulary of 23"):
-        from_files.test_from_files(corpus["heldout"], larger, save_dir, batch_size=2, verbose=0)
-    assert from_files.test_from_files(corpus["heldout"], corpus["vocab"], save_dir, batch_size=2, verbose=0) > 1
+        from_files.evaluate_from_files(corpus["heldout"], larger, save_dir, batch_size=2, verbose=0)
+    assert from_files.evaluate_from_files(corpus["heldout"], corpus["vocab"], save_dir, batch_size=2, verbose=0) > 1
+
+
+def test_test_from_files_is_a_deprecated_alias_of_evaluate_from_files(tmp_path, corpus, monkeypatch):
+    import bilm.training
+
+    calls = []
+    monkeypatch.setattr(from_files, "evaluate_from_files", lambda *args: calls.append(args) or 12.5)
+    with pytest.warns(DeprecationWarning, match=r"test_from_files is deprecated; use "
+                                                r"bilm.training.evaluate_from_files"):
+        assert bilm.training.test_from_files("held.txt", "vocab.txt", "ckpt", 3, verbose=0, start="warm") == 12.5
+    assert calls == [("held.txt", "vocab.txt", "ckpt", 3, 0, "warm")]

@@ -11,7 +11,7 @@ from bilm.errors import UserError
 from bilm.training.config.settings import training_settings
 from bilm.training.model.training_lm import TrainingLM
 from bilm.training.run.checkpoints import CheckpointError
-from bilm.training.run.evaluation import evaluate
+from bilm.training.run.evaluation import evaluate_lm
 from bilm.training.run.loop import train
 from training_helpers import checkpoint_arrays, open_data, tiny_options, unigram_perplexity
 
@@ -40,7 +40,7 @@ def test_training_goes_far_below_unigram_perplexity(tmp_path, training_corpus, c
                            **extra)
     heldout = open_data(options, training_corpus, test=True)
     lm_before = TrainingLM(*training_settings(options))
-    before = evaluate(lm_before, heldout, batch_size=8)["perplexity"]
+    before = evaluate_lm(lm_before, heldout, batch_size=8)["perplexity"]
     result = train(options, open_data(options, training_corpus), 1, tmp_path / "ckpt", None,
                    heldout_data=heldout, heldout_batch_size=8, verbose=0)
     unigram = unigram_perplexity(training_corpus)

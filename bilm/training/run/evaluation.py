@@ -1,4 +1,8 @@
-"""Held-out perplexity with the full softmax (bilm-tf's `test`)."""
+"""Held-out perplexity with the full softmax: of a model (`evaluate_lm`) and of a checkpoint (`evaluate`).
+
+`evaluate` is bilm-tf's `test` under a name pytest does not collect;
+`test` stays as its deprecated alias.
+"""
 import collections
 import math
 import warnings
@@ -26,7 +30,7 @@ def _count_sentences(data):
     return sum(1 for _ in stream.iter_lines())
 
 
-def evaluate(lm, data, batch_size, unroll_steps=1, verbose=0, start="carry"):
+def evaluate_lm(lm, data, batch_size, unroll_steps=1, verbose=0, start="carry"):
     """Full-softmax perplexity of `lm` on a stream that ends (test mode).
 
     LSTM states start at zero and carry between batches. The loss of a
@@ -81,7 +85,7 @@ def evaluate(lm, data, batch_size, unroll_steps=1, verbose=0, start="carry"):
             # Each row reads its own sentences: a short text fills fewer rows.
             warnings.warn(f"The evaluation text has {n_sentences} sentences, fewer than the {batch_size} rows of a "
                           f"batch; it is evaluated with {n_sentences} rows.", stacklevel=2)
-            return evaluate(lm, data, n_sentences, unroll_steps, verbose, start)
+            return evaluate_lm(lm, data, n_sentences, unroll_steps, verbose, start)
         raise UserError(
             f"The evaluation data gave no complete batch of {batch_size} rows x {unroll_steps} steps; "
             "use a smaller batch_size or more data.")
@@ -99,7 +103,7 @@ def _reset_at_sentence_starts(states, batch, start_states, opening):
     return {key: tf.where(starts[key.split("_")[0]], start_states[key], state) for key, state in states.items()}
 
 
-def test(options, ckpt_file, data, batch_size=256, *, unroll_steps=1, verbose=1, start="carry"):
+def evaluate(options, ckpt_file, data, batch_size=256, *, unroll_steps=1, verbose=1, start="carry"):
     """Held-out perplexity of a checkpoint (full softmax), as bilm-tf's `test`.
 
     Args:
@@ -107,10 +111,10 @@ def test(options, ckpt_file, data, batch_size=256, *, unroll_steps=1, verbose=1,
         ckpt_file: checkpoint prefix (see `load_options_latest_checkpoint`).
         data: a stream in test mode (it must end).
         batch_size: rows per batch; `unroll_steps`: window length (1 as bilm-tf).
-        start: where each sentence starts, see `evaluate`. A checkpoint
-            whose boundary state is not measured yet (one converted from
-            TF1 by `convert_tf1_checkpoint`) gets one measured on `data`
-            for `"warm"`.
+        start: where each sentence's LSTM states start, see `evaluate_lm`. A
+            checkpoint whose boundary state is not measured yet (one
+            converted from TF1 by `convert_tf1_checkpoint`) gets one
+            measured on `data` for `"warm"`.
 
     Returns:
         float, the average perplexity.
@@ -121,4 +125,15 @@ def test(options, ckpt_file, data, batch_size=256, *, unroll_steps=1, verbose=1,
         if verbose:
             print(f"{ckpt_file} holds no boundary state; measured one at {n_starts:,} sentence starts of the "
                   "evaluation text.")
-    return evaluate(lm, data, batch_size, unroll_steps, verbose=verbose, start=start)["perplexity"]
+    return evaluate_lm(lm, data, batch_size, unroll_steps, verbose=verbose, start=start)["perplexity"]
+
+
+def test(options, ckpt_file, data, batch_size=256, **kwargs):
+    """Deprecated: `evaluate` (bilm-tf's name, which pytest collects as a test where it is imported)."""
+    warnings.warn("bilm.training.test is deprecated; use bilm.training.evaluate (same arguments).",
+                  DeprecationWarning, stacklevel=2)
+    return evaluate(options, ckpt_file, data, batch_size, **kwargs)
+
+
+# Not a test of pytest's, wherever it is imported.
+test.__test__ = False

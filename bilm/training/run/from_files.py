@@ -1,5 +1,6 @@
 """What `bin/train_elmo.py`, `bin/restart.py` and `bin/run_test.py` call: training from files."""
 import os
+import warnings
 
 from bilm.errors import UserError
 from bilm.io.output_files import check_output_directory
@@ -11,7 +12,7 @@ from bilm.training.data.lm_dataset import BidirectionalLMDataset, LMDataset, voc
 from bilm.training.data.vocabulary_order import warn_unless_frequency_order
 from bilm.training.model.softmax_init import DEFAULT_SOFTMAX_INIT
 from bilm.training.run import checkpoints
-from bilm.training.run.evaluation import test
+from bilm.training.run.evaluation import evaluate
 from bilm.training.run.loop import run_training
 from bilm.training.run.run_origin import run_origin
 
@@ -104,15 +105,26 @@ def _merged_overrides(overrides, **keys):
     return merged
 
 
-def test_from_files(test_prefix, vocab_file, save_dir, batch_size=None, verbose=1, start="carry"):
+def evaluate_from_files(test_prefix, vocab_file, save_dir, batch_size=None, verbose=1, start="carry"):
     """`bin/run_test.py`: the average perplexity of `save_dir`'s latest
-    checkpoint, each sentence starting as `start` says (see `evaluate`),
-    with `batch_size` rows (default: the run's own `batch_size`, as the
-    held-out evaluation during training, which it then equals)."""
+    checkpoint (`evaluate`), each sentence starting as `start` says (see
+    `evaluate_lm`), with `batch_size` rows (default: the run's own
+    `batch_size`, as the held-out evaluation during training, which it then
+    equals)."""
     ckpt_file = checkpoints.latest_checkpoint(save_dir)
     options = checkpoints.load_training_options(save_dir)
     if batch_size is None:
         batch_size = options.get("batch_size", option_key("batch_size").default)
     data, vocab = load_training_data(options, test_prefix, vocab_file, test=True)
     checkpoints.check_vocabulary(ckpt_file, vocab)
-    return test(options, ckpt_file, data, batch_size=batch_size, verbose=verbose, start=start)
+    return evaluate(options, ckpt_file, data, batch_size=batch_size, verbose=verbose, start=start)
+
+
+def test_from_files(test_prefix, vocab_file, save_dir, batch_size=None, verbose=1, start="carry"):
+    """Deprecated: `evaluate_from_files` (a name pytest collects as a test where it is imported)."""
+    warnings.warn("bilm.training.test_from_files is deprecated; use bilm.training.evaluate_from_files (same "
+                  "arguments).", DeprecationWarning, stacklevel=2)
+    return evaluate_from_files(test_prefix, vocab_file, save_dir, batch_size, verbose, start)
+
+
+test_from_files.__test__ = False  # not a test of pytest's, wherever it is imported

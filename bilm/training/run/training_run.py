@@ -9,7 +9,7 @@ from bilm.training.model.training_lm import TrainingLM
 from bilm.training.run import checkpoints
 from bilm.training.run.checkpoints import CHECKPOINT_NAME, OPTIONS_FILE
 from bilm.training.run.distribution import is_chief
-from bilm.training.run.evaluation import evaluate
+from bilm.training.run.evaluation import evaluate_lm
 from bilm.training.run.stop_signals import TrainingInterrupted
 
 
@@ -119,7 +119,7 @@ class TrainingRun:
         """Held-out perplexity (chief only); None when there is no held-out data."""
         if data is None or not self.chief:
             return None
-        perplexity = evaluate(self.lm, data, batch_size)["perplexity"]
+        perplexity = evaluate_lm(self.lm, data, batch_size)["perplexity"]
         self.report(f"{tag}: held-out perplexity {perplexity:.3f}")
         self.scalars({"heldout_perplexity": perplexity})
         return perplexity
