@@ -12,7 +12,7 @@
    --task_epochs N then adapts the last one to the task's text alone
    (bin/restart.py on new data). Or --model: any model `bilm.load` opens (a
    published name, a directory, a zip), pretraining skipped.
-   --matmul_dtype bfloat16 or int8 embeds with 16- or 8-bit kernels (results
+   --kernel_dtype bfloat16 or int8 embeds with 16- or 8-bit kernels (results
    under `<model>:<dtype>`) and prints how far each layer's vectors of the
    test split are from float32's.
 3. --diagnose (`downstream_probes`): cheap checks of the features before
@@ -157,7 +157,7 @@ def print_deviations(elmo, reference, examples):
             np.linalg.norm(g[layer].astype(np.float64) - w[layer], axis=-1) / np.linalg.norm(w[layer], axis=-1)
             for g, w in zip(got, want)])
         per_layer.append(f"layer {layer} {deviations.max():.2e} / {deviations.mean():.2e}")
-    print(f"{elmo.matmul_dtype} against float32 on the test split, relative deviation per token, max / mean: "
+    print(f"{elmo.kernel_dtype} against float32 on the test split, relative deviation per token, max / mean: "
           + ", ".join(per_layer), flush=True)
 
 
@@ -200,8 +200,8 @@ def main(argv=None):
     parser.add_argument("--budget_variants", nargs="*", default=[], choices=sorted(VARIANTS),
                         help="variants also run with the models of the earlier budgets")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--matmul_dtype", default="float32", choices=bilm.ops.KERNEL_DTYPES,
-                        help="the kernels' dtype of the biLM the features come from (bilm.load's matmul_dtype)")
+    parser.add_argument("--kernel_dtype", default="float32", choices=bilm.ops.KERNEL_DTYPES,
+                        help="the kernels' dtype of the biLM the features come from (bilm.load's kernel_dtype)")
     parser.add_argument("--install_data", action="store_true", help="apt-get install dict-gcide if it is missing")
     parser.add_argument("--diagnose", action="store_true",
                         help="before the classifiers: linear probes on each layer's sentence mean (also for a random "
@@ -226,19 +226,19 @@ def main(argv=None):
     index = classifier.word_index(data["train"])
     results_path = os.path.join(args.work_dir, "results.json")
     results = json.load(open(results_path)) if os.path.exists(results_path) else {}
-    if args.matmul_dtype != "float32":
-        models = {f"{name}:{args.matmul_dtype}": path for name, path in models.items()}
+    if args.kernel_dtype != "float32":
+        models = {f"{name}:{args.kernel_dtype}": path for name, path in models.items()}
     last = list(models)[-1]
     for model_name, path in models.items():
         names = args.variants if model_name == last else args.budget_variants
         if not names:
             continue
         started = time.perf_counter()
-        elmo = bilm.load(path, matmul_dtype=args.matmul_dtype)
+        elmo = bilm.load(path, kernel_dtype=args.kernel_dtype)
         splits = {name: classifier.Split(data[name], index, classifier.embed_layers(elmo, data[name]))
                   for name in ("train", "dev", "test")}
         print(f"{model_name}: biLM layers of every snippet in {time.perf_counter() - started:.0f} s", flush=True)
-        if args.matmul_dtype != "float32":
+        if args.kernel_dtype != "float32":
             print_deviations(elmo, bilm.load(path), data["test"])
         if args.diagnose:
             diagnose(args.work_dir, model_name, elmo, data, splits)

@@ -14,7 +14,7 @@ does), since no recurrence can beat its own step-by-step matmuls.
 
 Each configuration runs in its own process so peak memory is its own. A
 configuration is a size with optional modifiers:
-- `:bfloat16` builds the model with `matmul_dtype="bfloat16"` (see
+- `:bfloat16` builds the model with `kernel_dtype="bfloat16"` (see
   `bilm.ops.matmul_dtype`) and, after the timing and the peak memory, also
   embeds the same batches with a float32 model to print how far each layer
   is from float32: for each token, the relative deviation of its vector,
@@ -92,7 +92,7 @@ def run_one(config, n_sentences, batch_size):
     unknown = set(modifiers) - set(MODIFIERS)
     if unknown:
         raise ValueError(f"{config}: unknown modifiers {sorted(unknown)}; expected some of {MODIFIERS}")
-    matmul_dtype = "bfloat16" if "bfloat16" in modifiers else "float32"
+    kernel_dtype = "bfloat16" if "bfloat16" in modifiers else "float32"
     directory = tempfile.mkdtemp(prefix=f"bench_{preset}_")
     options_file, weight_file = write_random_model(directory, get_preset(preset), seed=0)
     options = load_options(options_file)
@@ -100,14 +100,14 @@ def run_one(config, n_sentences, batch_size):
 
     def load(dtype):
         model = BidirectionalLanguageModel(options_file, weight_file, stateful=False, start="zeros",
-                                           token_cache_size=cache_size, matmul_dtype=dtype)
+                                           token_cache_size=cache_size, kernel_dtype=dtype)
         if "xla" in modifiers:
             for layer in model.model.layers:
                 if isinstance(layer, ProjectedLSTM):
                     layer.jit_compile = True
         return model
 
-    model = load(matmul_dtype)
+    model = load(kernel_dtype)
     batcher = Batcher(None, options.char_cnn.max_characters_per_token)
     sentences = zipf_sentences(n_sentences + batch_size)
     warm_up, sentences = sentences[:batch_size], sentences[batch_size:]
@@ -128,7 +128,7 @@ def run_one(config, n_sentences, batch_size):
     lengths = [np.array([len(s) + 2 for s in group]) for group in groups]
     floor = 2 * options.n_layers * sum(
         packed_recurrent_matmul_seconds([int(np.sum(n > t)) for t in range(n.max())], options.lstm_dim,
-                                        options.projection_dim, repeats=3, dtype=matmul_dtype)
+                                        options.projection_dim, repeats=3, dtype=kernel_dtype)
         for n in lengths)
     tokens_per_sec = tokens / elapsed
     result = {
@@ -140,7 +140,7 @@ def run_one(config, n_sentences, batch_size):
         "fraction_of_matmul_rate": tokens_per_sec * forward_flops_per_token(options) / rate,
         "recurrent_matmul_ceiling": tokens / floor,
     }
-    if matmul_dtype != "float32":
+    if kernel_dtype != "float32":
         del model
         reference = embed(load("float32"), batches)
         result["deviations"] = layer_deviations(outputs, reference, [n - 2 for n in lengths])

@@ -14,7 +14,7 @@ In order:
    largest relative deviation of any token's vector in any layer
    (`|device - cpu| / |cpu|`, Euclidean), against a tolerance, for float32
    with TF32 off (1e-5), TF32 on (about 1e-3 expected; 1e-2 allowed),
-   `matmul_dtype="bfloat16"` (`BFLOAT16_INFERENCE_TOLERANCE`) and `"int8"`
+   `kernel_dtype="bfloat16"` (`BFLOAT16_INFERENCE_TOLERANCE`) and `"int8"`
    (`INT8_INFERENCE_TOLERANCE`).
 3. The README's Keras example (an `ELMoEmbedding` under a BiLSTM tagger,
    compiled with Keras's default `jit_compile="auto"`, one `fit`, one
@@ -209,12 +209,12 @@ def check_embedding(table, model_dir, size):
         ("bfloat16 kernels", "bfloat16", False, BFLOAT16_INFERENCE_TOLERANCE, ""),
         ("int8 kernels", "int8", False, INT8_INFERENCE_TOLERANCE, ""),
     ]
-    for label, matmul_dtype, tf32, tolerance, note in runs:
+    for label, kernel_dtype, tf32, tolerance, note in runs:
         name = f"embed {size}, {label}, vs CPU float32"
         with table.attempt(name):
             set_numerics(tf32=tf32)
             try:
-                vectors = bilm.load(model_dir, start="zeros", matmul_dtype=matmul_dtype).embed(
+                vectors = bilm.load(model_dir, start="zeros", kernel_dtype=kernel_dtype).embed(
                     sentences, layers="all", verbose=0)
             finally:
                 set_numerics(tf32=False)

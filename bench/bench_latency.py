@@ -27,7 +27,7 @@ bandwidth, (input-half FLOPs + new tokens * encoder FLOPs) / rate)`; the
 memory-only floor (bytes alone) is printed beside it. The bandwidth is the
 better of two measurements, before and after the timed calls.
 
-A configuration is a size with an optional `:<matmul_dtype>` (see
+A configuration is a size with an optional `:<kernel_dtype>` (see
 `bilm.ops.matmul_dtype.KERNEL_DTYPES`: bfloat16, or int8 whose floor
 counts its per-column float32 scales too); a configuration other than float32
 also prints each layer's relative deviation from float32 on the timed
@@ -120,19 +120,19 @@ import json, sys, time
 start = time.perf_counter()
 import bilm
 imported = time.perf_counter()
-elmo = bilm.load(sys.argv[1], matmul_dtype=sys.argv[2])
+elmo = bilm.load(sys.argv[1], kernel_dtype=sys.argv[2])
 loaded = time.perf_counter()
 elmo.embed([sys.argv[3].split()], layers="all", verbose=0)
 print(json.dumps([imported - start, loaded - imported, time.perf_counter() - loaded]))
 """
 
 
-def start_up(directory, matmul_dtype, sentence):
+def start_up(directory, kernel_dtype, sentence):
     """`(import, bilm.load, first sentence)` seconds in a new process, as a user's script pays them."""
     import json
     import subprocess
 
-    out = subprocess.run([sys.executable, "-c", _START_UP, directory, matmul_dtype, " ".join(sentence)],
+    out = subprocess.run([sys.executable, "-c", _START_UP, directory, kernel_dtype, " ".join(sentence)],
                          capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -153,13 +153,13 @@ def _measure(config, n_sentences, directory):
     from bilm.presets import get_preset
 
     size, *dtype = config.split(":")
-    matmul_dtype = dtype[0] if dtype else "float32"
+    kernel_dtype = dtype[0] if dtype else "float32"
     write_random_model(directory, get_preset(size), seed=0)
     timed = real_sentences(n_sentences)
     warm_up = real_sentences(n_sentences, skip=n_sentences)
 
-    import_seconds, load_seconds, first_seconds = start_up(directory, matmul_dtype, warm_up[0])
-    elmo = bilm.load(directory, matmul_dtype=matmul_dtype)
+    import_seconds, load_seconds, first_seconds = start_up(directory, kernel_dtype, warm_up[0])
+    elmo = bilm.load(directory, kernel_dtype=kernel_dtype)
     elmo.embed([warm_up[0]], layers="all", verbose=0)
 
     for sentence in warm_up:
@@ -174,8 +174,8 @@ def _measure(config, n_sentences, directory):
         seconds.append(time.perf_counter() - start_clock)
         new_tokens.append(cache.misses - misses)
 
-    itemsize = {"float32": 4, "bfloat16": 2, "float16": 2, "int8": 1}[matmul_dtype]
-    per_step, per_call, encoder_bytes = kernel_bytes(elmo.options, itemsize, column_scales=matmul_dtype == "int8")
+    itemsize = {"float32": 4, "bfloat16": 2, "float16": 2, "int8": 1}[kernel_dtype]
+    per_step, per_call, encoder_bytes = kernel_bytes(elmo.options, itemsize, column_scales=kernel_dtype == "int8")
     step_flops, input_flops_per_row = kernel_flops(elmo.options)
     # The faster of two measurements, before and after the timed calls: a moment of others' traffic must not
     # lower the floor.
@@ -203,7 +203,7 @@ def _measure(config, n_sentences, directory):
         "matmul_rate": rate,
         "bytes_per_step": per_step,
     }
-    if matmul_dtype != "float32":
+    if kernel_dtype != "float32":
         reference = bilm.load(directory)
         want = [reference.embed([s], layers="all", verbose=0)[0] for s in timed]
         # layer_deviations takes (batch, layers, time, dim) arrays and lengths.

@@ -17,7 +17,7 @@ loaded by both codes:
 - `bilm`: bilm's `BidirectionalLanguageModel(stateful=False,
   start="zeros")` with its defaults (the token encoding cache on), every
   sentence from zero states;
-- `bilm:bfloat16`: the same with `matmul_dtype="bfloat16"` (see
+- `bilm:bfloat16`: the same with `kernel_dtype="bfloat16"` (see
   `bilm.ops.matmul_dtype`);
 - `:1thread` after any of them runs TensorFlow with one thread per op and
   one op at a time, to show what the second core brings.
@@ -182,7 +182,7 @@ def run_bilm(args, modifiers):
 
     options_file, weight_file = model_files(args.work_dir)
     model = BidirectionalLanguageModel(options_file, weight_file, stateful=False, start="zeros",
-                                       matmul_dtype="bfloat16" if "bfloat16" in modifiers else "float32")
+                                       kernel_dtype="bfloat16" if "bfloat16" in modifiers else "float32")
     batcher = Batcher(None, MAX_CHARACTERS_PER_TOKEN)
     return (lambda ids: model(ids)["lm_embeddings"].numpy()), batcher.batch_sentences, model, None
 
@@ -339,8 +339,8 @@ def run_one(args):
         with open(model_files(args.work_dir)[0]) as f:
             options = json.load(f)
         result["parts"] = dict(timer.seconds)
-        result["recurrent_matmul_floor"] = recurrent_matmul_floor(options, groups, model.matmul_dtype)
-        result["input_half_seconds"] = input_half_seconds(groups, options, model.matmul_dtype)
+        result["recurrent_matmul_floor"] = recurrent_matmul_floor(options, groups, model.kernel_dtype)
+        result["input_half_seconds"] = input_half_seconds(groups, options, model.kernel_dtype)
         from common import matmul_rate
         result["matmul_gflops"] = matmul_rate() / 1e9
         result["bandwidth_gb_s"] = memory_read_bandwidth() / 1e9

@@ -105,7 +105,7 @@ def _training_run(directory, steps):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def inference_start_ups(size, repeats, matmul_dtype="float32"):
+def inference_start_ups(size, repeats, kernel_dtype="float32"):
     """`repeats` times `(import, bilm.load, first sentence)` seconds, each in a new process, for one
     random-weight model of `size` (written once, removed after)."""
     from bench_latency import real_sentences, start_up
@@ -116,7 +116,7 @@ def inference_start_ups(size, repeats, matmul_dtype="float32"):
     sentence = real_sentences(1)[0]
     with tempfile.TemporaryDirectory(prefix=f"bench_start_up_{size}_") as directory:
         write_random_model(directory, get_preset(size), seed=0)
-        return [start_up(directory, matmul_dtype, sentence) for _ in range(repeats)]
+        return [start_up(directory, kernel_dtype, sentence) for _ in range(repeats)]
 
 
 def _range(values):

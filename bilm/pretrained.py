@@ -16,13 +16,15 @@ from bilm.models.elmo_embedding import ELMoEmbedding
 from bilm.models.text_inputs import batcher_for
 from bilm.options import holds_options, load_options, save_options
 from bilm.text.whitespace import split_tokens
+from bilm.utils.deprecation import deprecated_alias, renamed_argument
 from bilm.utils.progress import Progress
 
 # verbose="auto" shows a progress bar for inputs of at least this many sentences.
 AUTO_PROGRESS_SENTENCES = 1000
 
 
-def load(path, *, cache_dir=None, sha256=None, start=None, warm_up=None, matmul_dtype="float32", mirror=None):
+def load(path, *, cache_dir=None, sha256=None, start=None, warm_up=None, kernel_dtype=None, mirror=None,
+         matmul_dtype=None):
     """The ELMo model at `path`, ready to embed sentences.
 
     `path` may be:
@@ -65,12 +67,14 @@ def load(path, *, cache_dir=None, sha256=None, start=None, warm_up=None, matmul_
         warm_up: for weights without a boundary state (every published
             model): your own text, a list of sentences or a text file's
             path, from which `ELMo.warm_up` computes one.
-        matmul_dtype: `"float32"`, `"bfloat16"` for bfloat16 kernels, or
-            `"int8"` for int8 ones with per-column scales (see `ELMo`).
+        kernel_dtype: the dtype the large kernels are stored in: `"float32"`
+            (None: the same), `"bfloat16"`, or `"int8"` with per-column
+            scales (see `ELMo`).
         mirror: for a published model's name, a URL or a local directory
             holding its files under the path of their official URLs
             (`<mirror>/allennlp/models/elmo/...`, `<mirror>/repository/20/<id>.zip`, ...),
             fetched from there instead; default `$BILM_MODEL_MIRROR`.
+        matmul_dtype: deprecated, the old name of `kernel_dtype`.
 
     Returns:
         `ELMo`.
@@ -93,9 +97,10 @@ def load(path, *, cache_dir=None, sha256=None, start=None, warm_up=None, matmul_
     vectors = elmo.embed([["The", "cat", "sat"], ["Hi"]])  # [(3, 2P), (1, 2P)]
     ```
     """
+    kernel_dtype = renamed_argument("kernel_dtype", kernel_dtype, "matmul_dtype", matmul_dtype, "float32")
     files = locate_model(path, cache_dir=cache_dir, sha256=sha256, mirror=mirror)
     return ELMo(files.options_file, files.weight_file, metadata=files.metadata, start=start, warm_up=warm_up,
-                matmul_dtype=matmul_dtype)
+                kernel_dtype=kernel_dtype)
 
 
 class ELMo:
@@ -120,8 +125,8 @@ class ELMo:
             (stored in the weight file, or made from `warm_up`).
         warm_up: your own text (sentences, or a text file's path) to
             compute a boundary state from, see `warm_up`.
-        matmul_dtype: `"float32"`, `"bfloat16"` to keep the kernels in
-            bfloat16 (half the bytes; vectors within
+        kernel_dtype: `"float32"` (None: the same), `"bfloat16"` to keep the
+            kernels in bfloat16 (half the bytes; vectors within
             `BFLOAT16_INFERENCE_TOLERANCE` of float32's), or `"int8"` to keep
             them in int8 with a float32 scale per output column (a quarter
             of the bytes; within `INT8_INFERENCE_TOLERANCE`). One sentence
@@ -130,12 +135,13 @@ class ELMo:
             in cache); in
             large batches bfloat16 is faster where the hardware has
             bfloat16 matmuls (see `bilm.ops.matmul_dtype`).
+        matmul_dtype: deprecated, the old name of `kernel_dtype`.
 
     Attributes:
         options: the parsed options, prediction form (`BiLMOptions`).
         metadata: as given (`load` passes `meta.json`'s dict), or None.
         bilm: the stateless `BidirectionalLanguageModel` underneath.
-        matmul_dtype: as given.
+        kernel_dtype: as given (`matmul_dtype`: its deprecated old name).
         dim: size of every vector, `2 * projection_dim` (2P below).
         n_layers: LSTM layers; "all" holds `n_layers + 1` layers.
 
@@ -148,7 +154,8 @@ class ELMo:
     """
 
     def __init__(self, options_file, weight_file, metadata=None, token_cache_size=50_000, start=None,
-                 warm_up=None, matmul_dtype="float32"):
+                 warm_up=None, kernel_dtype=None, matmul_dtype=None):
+        kernel_dtype = renamed_argument("kernel_dtype", kernel_dtype, "matmul_dtype", matmul_dtype, "float32")
         options = load_options(options_file)
         if options.char_cnn is None:
             raise UserError(
@@ -160,16 +167,16 @@ class ELMo:
         self.metadata = metadata
         self.bilm = BidirectionalLanguageModel(options, self.weight_file, stateful=False,
                                                token_cache_size=token_cache_size, start=start, warm_up=warm_up,
-                                               matmul_dtype=matmul_dtype)
+                                               kernel_dtype=kernel_dtype)
         self.options = self.bilm.options
-        self.matmul_dtype = self.bilm.matmul_dtype
+        self.kernel_dtype = self.bilm.kernel_dtype
         self.dim = 2 * self.options.projection_dim
         self.n_layers = self.options.n_layers
         self._batcher = batcher_for(self.options)
 
     def __repr__(self):
         return (f"ELMo(options_file={self.options_file!r}, weight_file={self.weight_file!r}, "
-                f"n_layers={self.n_layers}, dim={self.dim}, matmul_dtype={self.matmul_dtype!r})")
+                f"n_layers={self.n_layers}, dim={self.dim}, kernel_dtype={self.kernel_dtype!r})")
 
     def embed(self, sentences, layers="average", *, start=None, batch_size=None, verbose="auto"):
         """The ELMo vectors of every token of every sentence.
@@ -261,6 +268,8 @@ class ELMo:
                                 use_sentence_keys=use_sentence_keys, start=start, resume=resume, overwrite=overwrite,
                                 verbose=verbose)
 
+    matmul_dtype = deprecated_alias("matmul_dtype", "kernel_dtype")
+
     @property
     def start(self):
         """Where `embed` starts each sentence by default: `"warm"` or `"zeros"`."""
@@ -314,14 +323,16 @@ class ELMo:
             output: `"elmo"`, `"word_emb"`, `"lstm_outputs1"`, ..., `"default"`
                 or `"all"` (see `ELMoEmbedding`).
             **kwargs: the other arguments of `ELMoEmbedding` (its `start`
-                and `matmul_dtype` default to this model's).
+                and `kernel_dtype` default to this model's; `matmul_dtype`
+                is the deprecated old name of `kernel_dtype`).
 
         Returns:
             a new `ELMoEmbedding` (its own copy of the weights, read from
             `weight_file`).
         """
         kwargs.setdefault("start", self.start)
-        kwargs.setdefault("matmul_dtype", self.matmul_dtype)
+        kwargs["kernel_dtype"] = renamed_argument("kernel_dtype", kwargs.pop("kernel_dtype", None), "matmul_dtype",
+                                                  kwargs.pop("matmul_dtype", None), self.kernel_dtype)
         if self.boundary_state is not None:
             kwargs.setdefault("boundary_state", self.boundary_state)
         return ELMoEmbedding.from_files(self.options, self.weight_file, output=output, **kwargs)

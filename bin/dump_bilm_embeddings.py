@@ -40,7 +40,7 @@ def main(argv=None):
     with exit_on_user_error():
         written = dump_bilm_embeddings(args.vocab_file, args.dataset_file, *model_files(args), args.outfile,
                                        batch_size=args.batch_size, resume=args.resume, overwrite=args.overwrite,
-                                       start=args.start, warm_up=args.warm_up, matmul_dtype=args.matmul_dtype)
+                                       start=args.start, warm_up=args.warm_up, kernel_dtype=args.kernel_dtype)
     print(f"Wrote {written} sentence datasets to {args.outfile} in this run.")
 
 

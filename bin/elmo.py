@@ -52,7 +52,7 @@ def main(argv=None):
                              output_format=args.output_format, batch_size=args.batch_size,
                              use_sentence_keys=args.use_sentence_keys, resume=args.resume,
                              overwrite=args.overwrite, start=args.start, warm_up=args.warm_up,
-                             matmul_dtype=args.matmul_dtype)
+                             kernel_dtype=args.kernel_dtype)
     print(f"Wrote {written} sentence datasets ({args.output_format}) to {args.output_file} in this run.")
 
 

@@ -378,8 +378,8 @@ def test_bfloat16_stays_within_its_tolerance_of_float32_on_every_path(tmp_path, 
     want = ELMo(options_file, weight_file, start="zeros").embed(SENTENCES, layers="all")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # that the weights hold no boundary state
-        elmo = load(os.path.dirname(weight_file), matmul_dtype="bfloat16")
-    assert elmo.matmul_dtype == elmo.bilm.matmul_dtype == "bfloat16" and "matmul_dtype='bfloat16'" in repr(elmo)
+        elmo = load(os.path.dirname(weight_file), kernel_dtype="bfloat16")
+    assert elmo.kernel_dtype == elmo.bilm.kernel_dtype == "bfloat16" and "kernel_dtype='bfloat16'" in repr(elmo)
     got = elmo.embed(SENTENCES, layers="all", start="zeros")
     for g, w in zip(got, want):
         if not w.size:
@@ -388,21 +388,21 @@ def test_bfloat16_stays_within_its_tolerance_of_float32_on_every_path(tmp_path, 
         assert deviations.max() < BFLOAT16_INFERENCE_TOLERANCE
         assert deviations.max() > 1e-4  # more than float32 round-off: bfloat16 was used
 
-    # The Keras layer takes the model's matmul_dtype, and keeps it in its config.
+    # The Keras layer takes the model's kernel_dtype, and keeps it in its config.
     longest = max(len(s) for s in SENTENCES)
     tokens = tf.constant([s + [""] * (longest - len(s)) for s in SENTENCES])
     layer = elmo.keras_layer(output="all", start="zeros")
-    assert layer.matmul_dtype == "bfloat16"
+    assert layer.kernel_dtype == "bfloat16"
     everything = layer(tokens)
     for i, sentence in enumerate(SENTENCES):
         for index in (1, 2) if sentence else ():
             deviations = _relative_deviations(everything[f"lstm_outputs{index}"][i, :len(sentence)], want[i][index])
             assert deviations.max() < BFLOAT16_INFERENCE_TOLERANCE
-    assert ELMoEmbedding.from_config(layer.get_config()).matmul_dtype == "bfloat16"
+    assert ELMoEmbedding.from_config(layer.get_config()).kernel_dtype == "bfloat16"
     with pytest.raises(ValueError, match="trainable_bilm=True fine-tunes the biLM, which needs float32 kernels"):
         elmo.keras_layer(trainable_bilm=True)
-    with pytest.raises(ValueError, match="matmul_dtype must be one of 'float32', 'bfloat16', 'int8', got 'float16'"):
-        ELMo(options_file, weight_file, matmul_dtype="float16")
+    with pytest.raises(ValueError, match="kernel_dtype must be one of 'float32', 'bfloat16', 'int8', got 'float16'"):
+        ELMo(options_file, weight_file, kernel_dtype="float16")
 
 
 def test_int8_is_float32_over_the_quantized_weights_on_every_path(tmp_path, initialised_model):
@@ -413,8 +413,8 @@ def test_int8_is_float32_over_the_quantized_weights_on_every_path(tmp_path, init
     options_file, weight_file = initialised_model
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # that the weights hold no boundary state
-        elmo = load(os.path.dirname(weight_file), matmul_dtype="int8")
-    assert elmo.matmul_dtype == "int8" and "matmul_dtype='int8'" in repr(elmo)
+        elmo = load(os.path.dirname(weight_file), kernel_dtype="int8")
+    assert elmo.kernel_dtype == "int8" and "kernel_dtype='int8'" in repr(elmo)
     dequantized = str(tmp_path / "dequantized.hdf5")
     save_bilm_weights(elmo.bilm.model, dequantized)
     got = elmo.embed(SENTENCES, layers="all", start="zeros")
@@ -430,7 +430,7 @@ def test_int8_is_float32_over_the_quantized_weights_on_every_path(tmp_path, init
     longest = max(len(s) for s in SENTENCES)
     tokens = tf.constant([s + [""] * (longest - len(s)) for s in SENTENCES])
     layer = elmo.keras_layer(output="all", start="zeros")
-    assert layer.matmul_dtype == "int8"
+    assert layer.kernel_dtype == "int8"
     everything = {k: v.numpy() for k, v in layer(tokens).items()}
     for i, sentence in enumerate(SENTENCES):
         if sentence:
@@ -440,7 +440,7 @@ def test_int8_is_float32_over_the_quantized_weights_on_every_path(tmp_path, init
     archive = str(tmp_path / "int8.keras")
     keras.Sequential([keras.Input(shape=(None,), dtype="string"), layer]).save(archive)
     restored = keras.models.load_model(archive).layers[-1]
-    assert restored.matmul_dtype == "int8"
+    assert restored.kernel_dtype == "int8"
     np.testing.assert_array_equal(restored(tokens)["lstm_outputs2"].numpy(), everything["lstm_outputs2"])
     served = tf.saved_model.load(export_layer(layer, str(tmp_path / "saved")))
     lengths = tf.constant([len(s) for s in SENTENCES], tf.int32)
@@ -451,7 +451,7 @@ def test_int8_is_float32_over_the_quantized_weights_on_every_path(tmp_path, init
     input_file = tmp_path / "in.txt"
     input_file.write_text("".join(" ".join(s) + "\n" for s in SENTENCES), encoding="utf-8")
     embed_file(str(input_file), str(tmp_path / "out.hdf5"), options_file, weight_file, start="zeros",
-               matmul_dtype="int8", verbose=0)
+               kernel_dtype="int8", verbose=0)
     with h5py.File(tmp_path / "out.hdf5", "r") as f:
         assert f.attrs["matmul_dtype"] == "int8"
         for i, w in enumerate(want):
@@ -465,7 +465,7 @@ def test_files_record_bfloat16_and_a_resume_never_mixes_it_with_float32(tmp_path
     output = tmp_path / "out.hdf5"
     script = os.path.join(ROOT, "bin", "elmo.py")
     done = subprocess.run([sys.executable, script, str(input_file), str(output), "--options_file", options_file,
-                           "--weight_file", weight_file, "--start", "zeros", "--matmul_dtype", "bfloat16"],
+                           "--weight_file", weight_file, "--start", "zeros", "--kernel_dtype", "bfloat16"],
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     want = ELMo(options_file, weight_file, start="zeros").embed(SENTENCES, layers="all")
@@ -480,5 +480,5 @@ def test_files_record_bfloat16_and_a_resume_never_mixes_it_with_float32(tmp_path
         f.attrs["matmul_dtype"] = "float32"
         del f["1"]
     with pytest.raises(ValueError, match="matmul_dtype was 'float32', now 'bfloat16'.*no_resume"):
-        embed_file(str(input_file), str(output), options_file, weight_file, start="zeros", matmul_dtype="bfloat16",
+        embed_file(str(input_file), str(output), options_file, weight_file, start="zeros", kernel_dtype="bfloat16",
                    verbose=0)

@@ -21,13 +21,13 @@ carry enough about the previous token for the ELMo tagger to beat the
 baseline by a wide margin. With a published model, point `options_file` and
 `weight_file` at its files.
 
-`--matmul_dtype bfloat16` (or `int8`) runs both biLMs with bfloat16 (int8) kernels
-(`ELMoEmbedding(matmul_dtype="bfloat16")`), to see what 16- or 8-bit inference
+`--kernel_dtype bfloat16` (or `int8`) runs both biLMs with bfloat16 (int8) kernels
+(`ELMoEmbedding(kernel_dtype="bfloat16")`), to see what 16- or 8-bit inference
 costs a downstream model.
 
 `--epochs` sets each tagger's training epochs (15; ELMo is already well ahead after 4).
 
-Run: python usage/usage_downstream.py [--matmul_dtype bfloat16|int8] [--epochs 15]   (about a minute on 2 CPU cores)
+Run: python usage/usage_downstream.py [--kernel_dtype bfloat16|int8] [--epochs 15]   (about a minute on 2 CPU cores)
 """
 import argparse
 import os
@@ -75,7 +75,7 @@ def make_dataset(rng, words, word_class, n_sentences):
     return tokens.astype(str), tags
 
 
-def build_tagger(options_file, weight_file, output, mix="scalar", matmul_dtype="float32", jit_compile="auto"):
+def build_tagger(options_file, weight_file, output, mix="scalar", kernel_dtype="float32", jit_compile="auto"):
     """String tokens `(batch, time)` -> tag probabilities `(batch, time, N_CLASSES + 1)`; and its ELMoEmbedding.
 
     `jit_compile` goes to `Model.compile`: Keras compiles a model that takes
@@ -83,7 +83,7 @@ def build_tagger(options_file, weight_file, output, mix="scalar", matmul_dtype="
     tokens = keras.Input(shape=(None,), dtype="string", name="tokens")
     # start="zeros": random weights hold no boundary state to start sentences from.
     elmo = ELMoEmbedding.from_files(options_file, weight_file, output=output, mix=mix, start="zeros",
-                                    matmul_dtype=matmul_dtype, name=f"elmo_{output}")
+                                    kernel_dtype=kernel_dtype, name=f"elmo_{output}")
     features = elmo(tokens)
     # Per-token classifier: Dense acts on each position on its own, so any
     # context must come from the features.
@@ -102,12 +102,12 @@ def token_accuracy(model, tokens, tags):
     return float(np.mean(predicted[real] == tags[real]))
 
 
-def main(matmul_dtype="float32", epochs=EPOCHS):
+def main(kernel_dtype="float32", epochs=EPOCHS):
     with tempfile.TemporaryDirectory(prefix="bilm_downstream_") as directory:
-        return _run(directory, matmul_dtype, epochs)
+        return _run(directory, kernel_dtype, epochs)
 
 
-def _run(directory, matmul_dtype, epochs):
+def _run(directory, kernel_dtype, epochs):
     options_file, weight_file = write_random_model(directory, get_preset("tiny"), seed=0)
 
     rng = np.random.default_rng(0)
@@ -119,14 +119,14 @@ def _run(directory, matmul_dtype, epochs):
     scores, layer_weights = {}, None
     for output, mix in (("elmo", "scalar"), ("elmo", "dense"), ("word_emb", "scalar")):
         keras.utils.set_random_seed(1)
-        model, elmo = build_tagger(options_file, weight_file, output, mix, matmul_dtype)
+        model, elmo = build_tagger(options_file, weight_file, output, mix, kernel_dtype)
         model.fit(dataset, epochs=epochs, shuffle=False, verbose=0)  # the dataset shuffles
         scores[output if mix == "scalar" else f"{output}_{mix}"] = token_accuracy(model, *heldout)
         if (output, mix) == ("elmo", "scalar"):
             layer_weights = elmo.mix.layer_weights()
 
     majority = max(np.mean(heldout[1][heldout[0] != ""] == tag) for tag in range(N_CLASSES + 1))
-    print(f"biLM kernels: {matmul_dtype}")
+    print(f"biLM kernels: {kernel_dtype}")
     print(f"held-out token accuracy, majority tag:                 {majority:.3f}")
     print(f"held-out token accuracy, word_emb only (layer 0):      {scores['word_emb']:.3f}")
     print(f"held-out token accuracy, ELMo (all layers mixed):      {scores['elmo']:.3f}")
@@ -137,9 +137,9 @@ def _run(directory, matmul_dtype, epochs):
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--matmul_dtype", choices=("float32", "bfloat16", "int8"), default="float32")
+    parser.add_argument("--kernel_dtype", choices=("float32", "bfloat16", "int8"), default="float32")
     parser.add_argument("--epochs", type=int, default=EPOCHS, help="each tagger's training epochs")
     arguments = parser.parse_args()
     if arguments.epochs < 1:
         parser.error(f"--epochs must be at least 1, not {arguments.epochs}")
-    main(arguments.matmul_dtype, arguments.epochs)
+    main(arguments.kernel_dtype, arguments.epochs)

@@ -123,7 +123,7 @@ def run(argv=None, *, handle_signals=False):
     shards = shard_outputs(args.input, args.output_dir, overwrite=args.overwrite)
     handler = ELMoModelHandler(args.model, options_file=args.options_file, weight_file=args.weight_file,
                                cache_dir=args.cache_dir, sha256=args.sha256, start=args.start,
-                               warm_up=args.warm_up, matmul_dtype=args.matmul_dtype, tf32=args.tf32)
+                               warm_up=args.warm_up, kernel_dtype=args.kernel_dtype, tf32=args.tf32)
     outputs = [output for _, output in shards]
     stopping = stop_on_signals(lambda: remove_temporaries(outputs)) if handle_signals else contextlib.nullcontext()
     with stopping:

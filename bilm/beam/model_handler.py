@@ -13,6 +13,7 @@ from bilm.models.start_state import STARTS
 from bilm.ops.matmul_dtype import check_kernel_dtype
 from bilm.pretrained import ELMo, load
 from bilm.text.whitespace import split_tokens
+from bilm.utils.deprecation import deprecated_alias, renamed_argument
 
 LAYERS = ("average", "all", "top")
 # RunInference gathers up to this many tokens a call; `ELMo.embed` then batches them by length.
@@ -39,10 +40,11 @@ class ELMoModelHandler(ModelHandler):
         layers: `"average"`, `"all"`, `"top"` or a layer number, as in `ELMo.embed`.
         options_file, weight_file: the model as its two files, paths every
             worker can read.
-        cache_dir, sha256, start, warm_up, matmul_dtype, mirror: as in
+        cache_dir, sha256, start, warm_up, kernel_dtype, mirror: as in
             `bilm.load` (`warm_up`: sentences, or a text file every worker
             can read; better, save a warm copy of the weights once with
             `ELMo.warm_up(..., save_to=...)`).
+        matmul_dtype: deprecated, the old name of `kernel_dtype`.
         max_batch_tokens: the most tokens in one RunInference batch.
         tf32: None leaves each worker process's TensorFlow as it is; False
             turns TF32 off there when the model loads (float32 round-off on
@@ -58,9 +60,10 @@ class ELMoModelHandler(ModelHandler):
     """
 
     def __init__(self, model=None, *, layers="average", options_file=None, weight_file=None, cache_dir=None,
-                 sha256=None, start=None, warm_up=None, matmul_dtype="float32", mirror=None,
-                 max_batch_tokens=DEFAULT_MAX_BATCH_TOKENS, tf32=None):
+                 sha256=None, start=None, warm_up=None, kernel_dtype=None, mirror=None,
+                 max_batch_tokens=DEFAULT_MAX_BATCH_TOKENS, tf32=None, matmul_dtype=None):
         super().__init__()
+        kernel_dtype = renamed_argument("kernel_dtype", kernel_dtype, "matmul_dtype", matmul_dtype, "float32")
         if (model is None) == (options_file is None or weight_file is None):
             raise UserError("Give the model either as model= (what bilm.load opens) or as options_file= and "
                             f"weight_file=. Received: model={model!r}, options_file={options_file!r}, "
@@ -80,7 +83,7 @@ class ELMoModelHandler(ModelHandler):
         self.start = start
         self.warm_up = warm_up if warm_up is None or isinstance(warm_up, str) else [
             sentence if isinstance(sentence, str) else list(sentence) for sentence in warm_up]
-        self.matmul_dtype = check_kernel_dtype(matmul_dtype)
+        self.kernel_dtype = check_kernel_dtype(kernel_dtype)
         self.mirror = mirror
         self.max_batch_tokens = max_batch_tokens
         if tf32 not in (None, True, False):
@@ -89,12 +92,12 @@ class ELMoModelHandler(ModelHandler):
 
     def __repr__(self):
         return (f"ELMoModelHandler(model={self.model!r}, layers={self.layers!r}, options_file={self.options_file!r}, "
-                f"weight_file={self.weight_file!r}, start={self.start!r}, matmul_dtype={self.matmul_dtype!r})")
+                f"weight_file={self.weight_file!r}, start={self.start!r}, kernel_dtype={self.kernel_dtype!r})")
 
     def model_tag(self):
         """A name for the model this handler loads: handlers that load the same model share one copy."""
         settings = [self.model, self.options_file, self.weight_file, self.cache_dir, self.sha256, self.start,
-                    self.warm_up, self.matmul_dtype, self.mirror] + ([] if self.tf32 is None else [self.tf32])
+                    self.warm_up, self.kernel_dtype, self.mirror] + ([] if self.tf32 is None else [self.tf32])
         return "bilm-" + hashlib.sha256(json.dumps(settings).encode("utf-8")).hexdigest()[:16]
 
     def load_model(self):
@@ -103,10 +106,12 @@ class ELMoModelHandler(ModelHandler):
             tf.config.experimental.enable_tensor_float_32_execution(self.tf32)
         if self.model is None:
             return ELMo(self.options_file, self.weight_file, start=self.start, warm_up=self.warm_up,
-                        matmul_dtype=self.matmul_dtype)
+                        kernel_dtype=self.kernel_dtype)
         model = fetch_model(self.model, self.cache_dir) if is_bucket_path(self.model) else self.model
         return load(model, cache_dir=self.cache_dir, sha256=self.sha256, start=self.start, warm_up=self.warm_up,
-                    matmul_dtype=self.matmul_dtype, mirror=self.mirror)
+                    kernel_dtype=self.kernel_dtype, mirror=self.mirror)
+
+    matmul_dtype = deprecated_alias("matmul_dtype", "kernel_dtype")
 
     def run_inference(self, batch, model, inference_args=None):
         """`PredictionResult(sentence, vectors)` for each sentence of `batch`, in order."""

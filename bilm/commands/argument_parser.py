@@ -38,6 +38,32 @@ def rate(text):
 
 
 
+def add_renamed_flag(parser, new_flag, old_flag, **kwargs):
+    """Adds `new_flag` (with `kwargs`) and `old_flag`, its deprecated old name, hidden from --help.
+
+    Both store into `new_flag`'s dest; the old name prints one warning line
+    naming the new one to stderr, and giving both is a usage error.
+    """
+    group = parser.add_mutually_exclusive_group()
+    action = group.add_argument(new_flag, **kwargs)
+    group.add_argument(old_flag, dest=action.dest, choices=action.choices, type=action.type,
+                       metavar=action.metavar, default=argparse.SUPPRESS, help=argparse.SUPPRESS,
+                       action=_DeprecatedFlag, new_flag=new_flag)
+    return action
+
+
+class _DeprecatedFlag(argparse.Action):
+    """An old flag name: stores its value, after one warning line on stderr naming the new flag."""
+
+    def __init__(self, *args, new_flag, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.new_flag = new_flag
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"Warning: {parser.prog}: {option_string} is deprecated; use {self.new_flag}.", file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
+
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
     """Keeps the description's lines; ends each flag's help with its default where it has one."""
 

@@ -1,5 +1,5 @@
 """The flags that the embedding scripts share (`bin/elmo.py`, `bin/dump_bilm_embeddings.py`, `python -m bilm.beam`)."""
-from bilm.commands.argument_parser import positive_int
+from bilm.commands.argument_parser import add_renamed_flag, positive_int
 from bilm.commands.devices import add_tf32_argument
 from bilm.io.model_files import locate_model
 from bilm.models.start_state import STARTS
@@ -21,7 +21,8 @@ def add_embedding_run_arguments(parser, output_name="OUTPUT"):
 
 
 def add_start_arguments(parser):
-    """--start, --warm_up, --matmul_dtype and --tf32: where each sentence starts and which kernels run."""
+    """--start, --warm_up, --kernel_dtype (hidden old name: --matmul_dtype) and --tf32: where each sentence
+    starts and which kernels run."""
     parser.add_argument("--start", choices=STARTS,
                         help="Where each sentence's LSTMs start: warm, the boundary state (the mean state at "
                              "sentence starts in training, stored by bilm's training or made by --warm_up), or "
@@ -29,10 +30,10 @@ def add_start_arguments(parser):
     parser.add_argument("--warm_up", metavar="FILE",
                         help="Compute the boundary state from the first 1,000 sentences of this text file "
                              "(one per line), for weights that carry none, such as the published ones.")
-    parser.add_argument("--matmul_dtype", choices=KERNEL_DTYPES, default="float32",
-                        help="bfloat16 or int8 (per-column scales): keep the model's kernels in 16 or 8 bits, "
-                             "half or a quarter of the bytes (one sentence at a time faster on an AVX2 CPU; "
-                             "vectors within 3%% / 5%% of float32's, see docs/performance.md).")
+    add_renamed_flag(parser, "--kernel_dtype", "--matmul_dtype", choices=KERNEL_DTYPES, default="float32",
+                     help="bfloat16 or int8 (per-column scales): keep the model's kernels in 16 or 8 bits, "
+                          "half or a quarter of the bytes (one sentence at a time faster on an AVX2 CPU; "
+                          "vectors within 3%% / 5%% of float32's, see docs/performance.md).")
     add_tf32_argument(parser)
 
 

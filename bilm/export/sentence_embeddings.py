@@ -28,7 +28,7 @@ stateless and every sentence's vectors depend on that sentence only):
 - `sentence_to_index` is written in both naming modes (AllenNLP: only
   with line-number names) and the root attributes record what the file was
   made from (`output_format`, `use_sentence_keys`, `n_layers`,
-  `projection_dim`, the start state, `matmul_dtype`, the inputs' hashes).
+  `projection_dim`, the start state, the kernel dtype, the inputs' hashes).
 - The run can be resumed: the file is built as `output_file + ".partial"`
   and a rerun continues it (see `embed_file`).
 """
@@ -56,6 +56,7 @@ from bilm.models.bidirectional_lm import BidirectionalLanguageModel
 from bilm.models.text_inputs import batcher_for
 from bilm.ops.matmul_dtype import check_kernel_dtype
 from bilm.options import load_options
+from bilm.utils.deprecation import renamed_argument
 
 # Whole sentences that cannot be dataset names as they are: "." is the group
 # itself, and the mapping's own name would collide.
@@ -114,7 +115,7 @@ def _check_no_blank_lines(input_file):
 
 def embed_file(input_file, output_file, options_file, weight_file, output_format="all", batch_size=None,
                use_sentence_keys=False, resume=True, overwrite=False, verbose=1, *, start=None, warm_up=None,
-               matmul_dtype="float32"):
+               kernel_dtype=None, matmul_dtype=None):
     """Writes the ELMo vectors of every line of `input_file` to `output_file`.
 
     Loads a stateless `BidirectionalLanguageModel` from `options_file` and
@@ -134,18 +135,20 @@ def embed_file(input_file, output_file, options_file, weight_file, output_format
         warm_up: text (sentences, or a text file's path) to compute the
             boundary state from, for weights that carry none (see
             `bilm.models.start_state`).
-        matmul_dtype: `"float32"`, or `"bfloat16"` or `"int8"` kernels
-            (see `BidirectionalLanguageModel`).
+        kernel_dtype: `"float32"` (None: the same), or `"bfloat16"` or
+            `"int8"` kernels (see `BidirectionalLanguageModel`).
+        matmul_dtype: deprecated, the old name of `kernel_dtype`.
 
     Returns:
         number of sentence datasets written by this call.
     """
+    kernel_dtype = renamed_argument("kernel_dtype", kernel_dtype, "matmul_dtype", matmul_dtype, "float32")
     _check_output_format(output_format)
     options = _character_options(options_file, "embed_file")
-    _check_arguments(input_file, weight_file, batch_size, matmul_dtype)
+    _check_arguments(input_file, weight_file, batch_size, kernel_dtype)
     with writer_lock(output_file):  # held until the file is renamed: a second run is refused before any check
         model = _load_after_checks(input_file, output_file, options, weight_file, overwrite, start, warm_up,
-                                   matmul_dtype)
+                                   kernel_dtype)
         return write_embeddings(model, input_file, output_file, output_format, batch_size=batch_size,
                                 use_sentence_keys=use_sentence_keys, start=start, resume=resume,
                                 overwrite=overwrite, verbose=verbose)
@@ -167,7 +170,7 @@ def write_embeddings(model, input_file, output_file, output_format="all", *, bat
     `output_file + ".partial"` and renamed when complete; the `.partial`
     records what it is made from (the input's size and SHA-256, the weight
     file's and the options' hashes, `output_format`, `use_sentence_keys`,
-    the start state, `matmul_dtype`). With `resume=True` a `.partial` made
+    the start state, the kernel dtype). With `resume=True` a `.partial` made
     from the same is continued (lines it holds are not recomputed); one made
     from anything else is an error saying what changed. `resume=False`
     starts over. A finished `output_file` from an earlier run is recomputed
@@ -209,7 +212,7 @@ def embeddings_stamp(model, input_file, output_format="all", *, use_sentence_key
 
     A finished file whose attributes hold all of these (see
     `bilm.io.embedding_files.changed_attributes`) was made from the same
-    input, weights, options, format, naming, start state and matmul dtype,
+    input, weights, options, format, naming, start state and kernel dtype,
     so it holds the vectors this call would write.
 
     Returns:
@@ -222,7 +225,8 @@ def embeddings_stamp(model, input_file, output_format="all", *, use_sentence_key
 
 
 def dump_bilm_embeddings(vocab_file, dataset_file, options_file, weight_file, outfile, batch_size=None,
-                         resume=True, overwrite=False, verbose=1, start=None, warm_up=None, matmul_dtype="float32"):
+                         resume=True, overwrite=False, verbose=1, start=None, warm_up=None, kernel_dtype=None,
+                         matmul_dtype=None):
     """Writes every sentence's biLM layers to `outfile` (bilm-tf's dump layout).
 
     One dataset per line of `dataset_file`, named `str(line_number)`, shape
@@ -231,18 +235,19 @@ def dump_bilm_embeddings(vocab_file, dataset_file, options_file, weight_file, ou
     and the model runs statelessly, so every sentence's result is independent
     of the others and of the batch size (the original ran one sentence at a
     time, carrying the LSTM state from one line to the next); `start`,
-    `warm_up` and `matmul_dtype` are as in `embed_file`. `vocab_file`
+    `warm_up` and `kernel_dtype` (`matmul_dtype`: its deprecated old name) are as in `embed_file`. `vocab_file`
     (optional) only caches character ids. The file is checked, written,
     resumed and stamped as `write_embeddings` does.
 
     Returns:
         number of sentence datasets written by this call.
     """
+    kernel_dtype = renamed_argument("kernel_dtype", kernel_dtype, "matmul_dtype", matmul_dtype, "float32")
     options = _character_options(options_file, "dump_bilm_embeddings")
-    _check_arguments(dataset_file, weight_file, batch_size, matmul_dtype)
+    _check_arguments(dataset_file, weight_file, batch_size, kernel_dtype)
     with writer_lock(outfile):
         model = _load_after_checks(dataset_file, outfile, options, weight_file, overwrite, start, warm_up,
-                                   matmul_dtype, vocab_file)
+                                   kernel_dtype, vocab_file)
         settings = {"output_format": "all", "use_sentence_keys": False, SENTENCE_TO_INDEX: False}
         return _write_sentence_datasets(
             model, dataset_file, outfile, OUTPUT_FORMATS["all"], line_number_key, settings, vocab_file=vocab_file,
@@ -265,7 +270,8 @@ def _made_from(model, settings, start_state):
     return {**settings, "n_layers": options.n_layers, "projection_dim": options.projection_dim,
             "weight_sha256": file_sha256(model.weight_file),
             "options_sha256": json_sha256(options.to_dict()),
-            "start": start_state.start, "matmul_dtype": model.matmul_dtype,
+            # The stamp keeps the key of the files written before `kernel_dtype`'s rename, which still resume.
+            "start": start_state.start, "matmul_dtype": model.kernel_dtype,
             "boundary_state_sha256": json_sha256(
                 {key: value.tolist() for key, value in start_state.boundary_state.items()})
             if start_state.start == "warm" else ""}
@@ -284,21 +290,21 @@ def _character_options(options_file, who):
     return options
 
 
-def _check_arguments(input_file, weight_file, batch_size, matmul_dtype):
+def _check_arguments(input_file, weight_file, batch_size, kernel_dtype):
     """What can be checked before the output is locked (or its directory created)."""
     check_sentences_file(input_file)
     check_batch_size(batch_size)
-    check_kernel_dtype(matmul_dtype)
+    check_kernel_dtype(kernel_dtype)
     if not os.path.isfile(weight_file):
         raise WeightFileError(f"Weight file not found: {weight_file}")
 
 
-def _load_after_checks(input_file, output_file, options, weight_file, overwrite, start, warm_up, matmul_dtype,
+def _load_after_checks(input_file, output_file, options, weight_file, overwrite, start, warm_up, kernel_dtype,
                        vocab_file=None):
     """The stateless model, loaded once everything that can be checked without it is."""
     SentenceEmbeddingFile.check_paths(input_file, output_file, (options.source, weight_file, vocab_file), overwrite)
     return BidirectionalLanguageModel(options, weight_file, stateful=False, start=start, warm_up=warm_up,
-                                      matmul_dtype=matmul_dtype)
+                                      kernel_dtype=kernel_dtype)
 
 
 def _write_sentence_datasets(model, input_file, output_file, select, key_of, settings, *, vocab_file=None,

@@ -17,9 +17,10 @@ from bilm.ops.char_convolutions import direct_convolutions
 from bilm.ops.matmul_dtype import check_kernel_dtype
 from bilm.options import load_options
 from bilm.text.batching import check_id_shape
+from bilm.utils.deprecation import deprecated_alias, renamed_argument
 
 
-def load_prediction_bilm(options, weight_file, embedding_weight_file=None, matmul_dtype="float32", name="bilm"):
+def load_prediction_bilm(options, weight_file, embedding_weight_file=None, kernel_dtype="float32", name="bilm"):
     """`build_bilm` for prediction (padded ids), with the weights loaded.
 
     Args:
@@ -28,8 +29,8 @@ def load_prediction_bilm(options, weight_file, embedding_weight_file=None, matmu
         weight_file: original-layout HDF5, or None to keep the random
             initial weights (for restoring saved variables).
         embedding_weight_file: the token embedding file (token inputs).
-        matmul_dtype: `"float32"`, `"bfloat16"` or `"int8"`: the dtype the
-            kernels are kept in (`build_bilm`'s `kernel_dtype`).
+        kernel_dtype: `"float32"`, `"bfloat16"` or `"int8"`: the dtype the
+            kernels are kept in (see `build_bilm`).
 
     Returns:
         the functional model.
@@ -42,7 +43,7 @@ def load_prediction_bilm(options, weight_file, embedding_weight_file=None, matmu
                 "'embedding' dataset, e.g. written by dump_token_embeddings).")
         n_token_vocab = read_token_embeddings(embedding_weight_file).shape[0] + 1
     # Without a weight file the model keeps random weights; with one, drawing them first would be wasted.
-    model = build_bilm(options, n_token_vocab=n_token_vocab, kernel_dtype=matmul_dtype,
+    model = build_bilm(options, n_token_vocab=n_token_vocab, kernel_dtype=kernel_dtype,
                        kernel_initializer=None if weight_file is None else "zeros", name=name)
     if weight_file is not None:
         load_bilm_weights(model, weight_file)
@@ -132,7 +133,7 @@ class BidirectionalLanguageModel(tf.Module):
         warm_up: your own text (sentences, or a text file's path) to compute
             the boundary state from, for weights that carry none (see
             `warm_up`).
-        matmul_dtype: `"float32"`, or `"bfloat16"` to keep the highway's
+        kernel_dtype: `"float32"` (None: the same), or `"bfloat16"` to keep the highway's
             and the LSTMs' kernels in bfloat16, rounded once at load: every
             product with them takes bfloat16 operands and accumulates in
             float32; states and elementwise work stay float32. Faster where
@@ -141,11 +142,13 @@ class BidirectionalLanguageModel(tf.Module):
             `bilm.ops.matmul_dtype`). `"int8"`: those kernels in int8 with a
             float32 scale per output column, quantized once at load, float32
             activations; within `INT8_INFERENCE_TOLERANCE`.
+        matmul_dtype: deprecated, the old name of `kernel_dtype`.
 
     Attributes:
         boundary_state: `{state key: float32 (size,)}` or None.
         start: the start of a stateless model (None when stateful).
         weight_file: the weight file's path, or None.
+        kernel_dtype: as given (`matmul_dtype`: its deprecated old name).
 
     Call arguments:
         ids: int `(batch, time, options.token_id_width)` char ids (see
@@ -165,8 +168,9 @@ class BidirectionalLanguageModel(tf.Module):
     def __init__(self, options_file, weight_file, use_character_inputs=True,
                  embedding_weight_file=None, max_batch_size=128, stateful=True,
                  token_cache_size=50_000, start=None, boundary_state=None, warm_up=None,
-                 matmul_dtype="float32"):
+                 kernel_dtype=None, matmul_dtype=None):
         super().__init__(name="bidirectional_language_model")
+        kernel_dtype = renamed_argument("kernel_dtype", kernel_dtype, "matmul_dtype", matmul_dtype, "float32")
         options = load_options(options_file).for_prediction(use_character_inputs)
         if not use_character_inputs and embedding_weight_file is None:
             raise UserError(
@@ -181,8 +185,8 @@ class BidirectionalLanguageModel(tf.Module):
         self.use_character_inputs = use_character_inputs
         self.max_batch_size = max_batch_size
         self.stateful = stateful
-        self.matmul_dtype = check_kernel_dtype(matmul_dtype)
-        self.model = load_prediction_bilm(options, weight_file, embedding_weight_file, matmul_dtype)
+        self.kernel_dtype = check_kernel_dtype(kernel_dtype)
+        self.model = load_prediction_bilm(options, weight_file, embedding_weight_file, kernel_dtype)
         self.n_token_vocab = None if use_character_inputs else self.model.get_layer("token_embedding").input_dim
         self.model.trainable = False
         self._input_key = "token_characters" if use_character_inputs else "token_ids"
@@ -268,6 +272,8 @@ class BidirectionalLanguageModel(tf.Module):
             calls = self._one_row_cached_calls if len(ids) == 1 else self._cached_calls
             return calls[self.stateful](distinct, index, np.any(ids != 0, axis=-1), self._start_tensors(start))
         return self._calls[self.stateful](ids, self.start_states(start))
+
+    matmul_dtype = deprecated_alias("matmul_dtype", "kernel_dtype")
 
     @property
     def start(self):

@@ -30,6 +30,7 @@ from bilm.ops.matmul_dtype import check_kernel_dtype
 from bilm.ops.placement import compiling_with_xla
 from bilm.options import load_options
 from bilm.text.graph_batching import token_vocab_table, vocabulary_tokens
+from bilm.utils.deprecation import deprecated_alias, renamed_argument
 
 
 @keras.saving.register_keras_serializable(package="bilm")
@@ -92,9 +93,11 @@ class ELMoEmbedding(keras.layers.Layer):
             `bilm.models.start_state`), or `"zeros"`. The start state is a
             (non-trainable) weight of the layer, so `.keras` archives and
             SavedModels carry it.
-        matmul_dtype: `"float32"`, or `"bfloat16"` or `"int8"` to keep the
-            biLM's kernels so (see `BidirectionalLanguageModel`); not with
-            `trainable_bilm`.
+        kernel_dtype: `"float32"` (None: the same), or `"bfloat16"` or
+            `"int8"` to keep the biLM's kernels so (see
+            `BidirectionalLanguageModel`); not with `trainable_bilm`.
+        matmul_dtype: deprecated, the old name of `kernel_dtype` (the
+            configs of `.keras` files saved before the rename still load).
         **kwargs: passed to `keras.layers.Layer` (`name`...). The layer
             computes in float32 (`dtype` may only be float32) whatever the
             global dtype policy; the layers after it follow the policy.
@@ -137,8 +140,8 @@ class ELMoEmbedding(keras.layers.Layer):
 
     def __init__(self, options, output="elmo", mix="scalar", mix_seed=None, trainable_mix=True, trainable_bilm=False,
                  do_layer_norm=False, l2_coef=0.0, use_top_only=False, dropout=0.0, input_type="auto",
-                 max_batch_size=None, n_token_vocab=None, vocabulary=None, start="zeros", matmul_dtype="float32",
-                 **kwargs):
+                 max_batch_size=None, n_token_vocab=None, vocabulary=None, start="zeros", kernel_dtype=None,
+                 matmul_dtype=None, **kwargs):
         # float32 whatever the global policy (see the class docstring).
         kwargs["dtype"] = float32_policy(kwargs.get("dtype"), "ELMoEmbedding")
         super().__init__(**kwargs)
@@ -154,10 +157,11 @@ class ELMoEmbedding(keras.layers.Layer):
             raise UserError(f"max_batch_size must be >= 1 or None. Received: max_batch_size={max_batch_size}")
         if start not in STARTS:
             raise UserError(f"start must be one of {STARTS}. Received: start={start!r}")
-        check_kernel_dtype(matmul_dtype)
-        if trainable_bilm and matmul_dtype != "float32":
+        kernel_dtype = check_kernel_dtype(
+            renamed_argument("kernel_dtype", kernel_dtype, "matmul_dtype", matmul_dtype, "float32"))
+        if trainable_bilm and kernel_dtype != "float32":
             raise UserError(f"trainable_bilm=True fine-tunes the biLM, which needs float32 kernels. Received: "
-                            f"matmul_dtype={matmul_dtype!r}; pass matmul_dtype='float32' to fine-tune.")
+                            f"kernel_dtype={kernel_dtype!r}; pass kernel_dtype='float32' to fine-tune.")
         if not use_character_inputs and n_token_vocab is None:
             raise UserError(f"{options.source}: the options have no 'char_cnn' section, so this is a token-input biLM: "
                             "pass n_token_vocab= (or use ELMoEmbedding.from_files(..., embedding_weight_file=...)).")
@@ -176,7 +180,7 @@ class ELMoEmbedding(keras.layers.Layer):
         self.n_token_vocab = None if use_character_inputs else int(n_token_vocab)
         self.vocabulary = None if vocabulary is None else list(vocabulary)
         self.start = start
-        self.matmul_dtype = matmul_dtype
+        self.kernel_dtype = kernel_dtype
         self.use_character_inputs = use_character_inputs
         self.supports_masking = True
         # Text becomes ids with string ops, which XLA cannot compile: Keras then
@@ -184,7 +188,7 @@ class ELMoEmbedding(keras.layers.Layer):
         self.supports_jit = input_type not in TEXT_INPUT_TYPES
 
         # === Layers ===
-        self.bilm = build_bilm(options, n_token_vocab=self.n_token_vocab, kernel_dtype=matmul_dtype, name="bilm")
+        self.bilm = build_bilm(options, n_token_vocab=self.n_token_vocab, kernel_dtype=kernel_dtype, name="bilm")
         self.bilm.trainable = trainable_bilm
         # `self.mix` is the mix layer (its name in saved archives); the
         # `mix` argument is its kind, `self.mix.mix`.
@@ -217,11 +221,14 @@ class ELMoEmbedding(keras.layers.Layer):
                 (sentences, or a text file's path) to compute one from.
             boundary_state: `{state key: (size,)}` to use instead of the one
                 stored in `weight_file` (e.g. `ELMo.boundary_state`).
-            **kwargs: the constructor's other arguments (`output`, ...).
+            **kwargs: the constructor's other arguments (`output`,
+                `kernel_dtype`, ...).
 
         Returns:
             `ELMoEmbedding`.
         """
+        kwargs["kernel_dtype"] = renamed_argument("kernel_dtype", kwargs.pop("kernel_dtype", None), "matmul_dtype",
+                                                  kwargs.pop("matmul_dtype", None), None)
         options = load_options(options_file)
         use_character_inputs = embedding_weight_file is None
         if use_character_inputs and options.char_cnn is None:
@@ -387,6 +394,8 @@ class ELMoEmbedding(keras.layers.Layer):
         specs = output_specs(batch, time, self.options.projection_dim, self.options.n_layers)
         return specs if self.output_key == "all" else specs[self.output_key]
 
+    matmul_dtype = deprecated_alias("matmul_dtype", "kernel_dtype")
+
     def get_config(self):
         config = super().get_config()
         # Constructor arguments kept under their own names; options, output and mix are stored otherwise.
@@ -394,7 +403,16 @@ class ELMoEmbedding(keras.layers.Layer):
         config.update({"options": self.options.to_dict(), "output": self.output_key, "mix": self.mix.mix})
         return config
 
+    @classmethod
+    def from_config(cls, config):
+        """The layer of `get_config`'s dict; a config of a `.keras` file written
+        before `matmul_dtype` was renamed `kernel_dtype` loads as it did."""
+        if "matmul_dtype" in config:
+            config = {**config}
+            config.setdefault("kernel_dtype", config.pop("matmul_dtype"))
+        return super().from_config(config)
+
 
 _CONFIG_ATTRIBUTES = ("mix_seed", "trainable_mix", "trainable_bilm", "do_layer_norm", "l2_coef", "use_top_only",
                       "dropout", "input_type", "max_batch_size", "n_token_vocab", "vocabulary", "start",
-                      "matmul_dtype")
+                      "kernel_dtype")

@@ -38,7 +38,7 @@ def float32_policy(dtype, who):
     policy = keras.dtype_policies.get(dtype)
     if policy.compute_dtype != FLOAT32 or policy.variable_dtype != FLOAT32:
         raise UserError(f"{who} computes in float32 (the biLM's numerics). Received: dtype={policy.name!r}; "
-                        "for bfloat16 products pass matmul_dtype='bfloat16' (the layers after it may use any "
+                        "for bfloat16 kernels pass kernel_dtype='bfloat16' (the layers after it may use any "
                         "policy).")
     return policy
 

@@ -1,56 +1,34 @@
-"""Matmuls with float32 operands, or (opt-in) bfloat16 ones.
+"""The dtypes of the large matmuls: training's operand dtype and inference's kernel dtype.
 
-`matmul_dtype`, wherever the public API takes it (the training options,
-`ELMo`, `BidirectionalLanguageModel`, `ELMoEmbedding`, the scripts), is the
-dtype the large matmuls take their operands in. The layers reach it in one
-of two ways, named apart: `training_matmul_dtype` rounds the operands of
-each training-step product, and `kernel_dtype` stores the kernels of an
-inference-only model in that dtype.
+The public API names the two apart:
 
-Training can run its largest matmuls (highway, the LSTMs' input half, the
-sampled softmax, whose corrected biases ride in its matmul) with bfloat16
-operands: `"matmul_dtype": "bfloat16"` in the options. Each such product
-rounds its operands to bfloat16 (8 significant bits), accumulates in
-float32 and rounds the result to bfloat16 (CPUs without bfloat16
-instructions, such as AVX2 ones, also round partial sums over blocks of the
-inner dimension: a few roundings, never a bfloat16 accumulation); the gradients of these matmuls
-are bfloat16 matmuls too. Everything else stays float32: the variables and
-the optimizer's slots, the LSTM recurrence and cell state, the losses. It
-applies to training steps only; evaluation (held-out and `run_test.py`
-perplexities) is float32.
+- `matmul_dtype` (training: the options' `"matmul_dtype"`, `--matmul_dtype`
+  of the training scripts; `training_matmul_dtype` of `build_bilm`,
+  `ProjectedLSTM` and `Highway`) is the dtype the operands of each
+  training-step product of the largest matmuls (highway, the LSTMs' input
+  half, the sampled softmax) are rounded to: `"float32"` (the default,
+  the original recipe's arithmetic) or `"bfloat16"`, which accumulates in
+  float32 and rounds the result to bfloat16; their gradients are bfloat16
+  matmuls too. The variables, the optimizer's slots, the LSTM recurrence and
+  cell state and the losses stay float32, and evaluation is float32.
+- `kernel_dtype` (inference: `bilm.load`, `ELMo`,
+  `BidirectionalLanguageModel`, `ELMoEmbedding`, the embedding scripts'
+  `--kernel_dtype`; `build_bilm`, `ProjectedLSTM`, `Highway`) is the dtype
+  the large kernels (the LSTMs' input, recurrent and projection kernels, the
+  highway's) are *stored* in, one of `KERNEL_DTYPES`: `"float32"`,
+  `"bfloat16"` (rounded once when assigned, e.g. by
+  `bilm.io.weight_file.load_bilm_weights`; vectors within
+  `BFLOAT16_INFERENCE_TOLERANCE` of float32's) or `"int8"` (one float32
+  scale per output column, `bilm.ops.scaled_kernel`; within
+  `INT8_INFERENCE_TOLERANCE`). The layers multiply float32 activations by
+  such a kernel and get float32: products of at most `MAX_STREAMED_ROWS`
+  rows run bilm's own kernel (`bilm.ops.lowbit_matmul`), larger ones
+  `kernel_matmul` (a bfloat16 product where the device has fast ones, else
+  float32 with the kernel widened). The biases, the states and every
+  elementwise step are float32. Layers with such kernels
+  are for inference: they refuse `training=True`.
 
-Inference has its own way, `kernel_dtype` of `build_bilm`,
-`ProjectedLSTM` and `Highway`: with `"bfloat16"` the layers keep their
-large kernels (the LSTMs' input, recurrent and projection kernels, the
-highway's) *in* bfloat16, so a kernel is rounded once, when it is assigned
-(e.g. by `bilm.io.weight_file.load_bilm_weights`), every step streams half
-the bytes, and there is no float32 copy that a bfloat16 one could fall
-behind. On a CPU with bfloat16 arithmetic the activations are rounded to
-bfloat16 for each product (`kernel_matmul`), which accumulates in
-float32; elsewhere a product of many rows widens the kernel to float32
-(once a call) and keeps the activations in float32. The biases, the
-states, the gates' nonlinearities and every other elementwise step are
-float32.
-Such layers are for inference: they refuse `training=True`. One sentence
-at a time, an LSTM step multiplies a few rows by kernels streamed from
-memory; there a step of at most `MAX_STREAMED_ROWS` rows runs bilm's own
-kernel (`bilm.ops.lowbit_matmul`), which reads the bfloat16 kernel at
-memory speed on CPUs with AVX2 (measured on an AMD EPYC) and leaves the activations in float32 (TF's
-bfloat16 product on CPUs without bfloat16 instructions is many times
-slower than float32's).
-
-`kernel_dtype="int8"` (and `matmul_dtype="int8"` wherever inference takes
-it) stores those kernels in 8 bits with one float32 scale per output
-column (`bilm.ops.scaled_kernel`): a quarter of float32's bytes. Its
-products keep the activations, the accumulation and the result in
-float32; products of few rows run bilm's kernel, larger ones a float32
-matmul with the kernel widened once. It is for inference only, like
-bfloat16 kernels.
-
-Hardware with bfloat16 matmuls (CPUs with AVX512-BF16 or AMX, GPUs) runs
-them faster than float32 ones; elsewhere they are slower and round more
-often (docs/performance.md has measurements). The default, float32, is the
-original recipe's arithmetic.
+Which dtype is fastest where is in docs/performance.md.
 """
 import tensorflow as tf
 
@@ -71,7 +49,7 @@ def check_matmul_dtype(value, where="matmul_dtype"):
     return value
 
 
-def check_kernel_dtype(value, where="matmul_dtype"):
+def check_kernel_dtype(value, where="kernel_dtype"):
     """Returns `value` if it is one of `KERNEL_DTYPES`; otherwise a UserError naming `where`."""
     if value not in KERNEL_DTYPES:
         raise UserError(f"{where} must be one of {', '.join(map(repr, KERNEL_DTYPES))}, got {value!r}.")

@@ -52,7 +52,7 @@ def test_run_inference_in_a_pipeline_batches_by_tokens(model):
     ({"model": "m", "options_file": "o", "weight_file": "w"}, "either as model="),
     ({"model": "m", "layers": "mean"}, "layers must be"),
     ({"model": "m", "start": "cold"}, "start must be"),
-    ({"model": "m", "matmul_dtype": "float16"}, "matmul_dtype"),
+    ({"model": "m", "kernel_dtype": "float16"}, "kernel_dtype"),
     ({"model": "m", "max_batch_tokens": 0}, "max_batch_tokens must be a positive integer"),
     ({"model": "m", "tf32": "off"}, "tf32 must be None, True or False"),
 ])

@@ -169,11 +169,11 @@ def _changed(before, variables):
     return [not np.array_equal(b, v.numpy()) for b, v in zip(before, variables)]
 
 
-@pytest.mark.parametrize("matmul_dtype", ["float32", "bfloat16", "int8"])
-def test_training_step_changes_the_mix_not_the_frozen_bilm(model_files, matmul_dtype):
+@pytest.mark.parametrize("kernel_dtype", ["float32", "bfloat16", "int8"])
+def test_training_step_changes_the_mix_not_the_frozen_bilm(model_files, kernel_dtype):
     # bfloat16 and int8: the biLM's few-row products run bilm's own kernel,
     # whose gradient the training step's while loops ask for.
-    model, layer = _tagger(model_files, matmul_dtype=matmul_dtype)
+    model, layer = _tagger(model_files, kernel_dtype=kernel_dtype)
     assert {v.path.split("/")[-1] for v in layer.trainable_weights} == {"W", "gamma"}
     mix, bilm = _snapshot(layer.mix.weights), _snapshot(layer.bilm.weights)
     _fit_one_step(model)

@@ -89,7 +89,7 @@ def test_the_saved_model_takes_text(efml, tmp_path):
 
 def test_bfloat16_kernels_stay_within_their_tolerance(efml):
     folder, _, _, layers = efml
-    elmo = bilm.load(str(folder), cache_dir=folder.parent / "cache", start="zeros", matmul_dtype="bfloat16")
+    elmo = bilm.load(str(folder), cache_dir=folder.parent / "cache", start="zeros", kernel_dtype="bfloat16")
     for got, want in zip(elmo.embed(SENTENCES, layers="all"), layers):
         if want.size:
             deviations = np.linalg.norm(got - want, axis=-1) / np.linalg.norm(want, axis=-1)

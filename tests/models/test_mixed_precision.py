@@ -47,6 +47,6 @@ def test_a_mixed_policy_keeps_elmo_float32_and_the_model_trains(tiny_model, glob
 
 
 def test_elmo_refuses_a_dtype_other_than_float32(tiny_model):
-    with pytest.raises(UserError, match="computes in float32.*matmul_dtype='bfloat16'"):
+    with pytest.raises(UserError, match="computes in float32.*kernel_dtype='bfloat16'"):
         ELMoEmbedding.from_files(*tiny_model, start="zeros", dtype="mixed_bfloat16")
     assert ELMoEmbedding.from_files(*tiny_model, start="zeros", dtype="float32").compute_dtype == "float32"

@@ -86,7 +86,7 @@ def test_bfloat16_products_are_chosen_by_the_device_that_runs_them(monkeypatch, 
 def bfloat16_layer(tmp_path_factory):
     """A tiny ELMoEmbedding with bfloat16 kernels: one sentence runs bilm's ops on a CPU where they build."""
     files = write_random_model(str(tmp_path_factory.mktemp("tiny")), get_preset("tiny"), seed=0)
-    return ELMoEmbedding.from_files(*files, output="all", start="zeros", matmul_dtype="bfloat16")
+    return ELMoEmbedding.from_files(*files, output="all", start="zeros", kernel_dtype="bfloat16")
 
 
 def _sentence_graph_ops(layer, device=None):

@@ -1,0 +1,57 @@
+"""Old public names kept working: renamed arguments and attributes, each warning once per use.
+
+`renamed_argument` resolves a keyword argument that has a new name;
+`deprecated_alias` is a read-only property under an attribute's old name.
+Both warn with a `DeprecationWarning` that names the new name, pointing at
+the caller's line.
+"""
+import sys
+import warnings
+
+from bilm.errors import UserError
+
+# Libraries that read every attribute in `dir(obj)` (Keras' saving walks
+# them to lay out .keras files; TensorFlow's SavedModel export looks for
+# functions): an old name they reach is not a use of it, so it does not warn.
+_ATTRIBUTE_WALKERS = ("keras", "tensorflow", "tf_keras")
+
+
+def renamed_argument(new_name, new_value, old_name, old_value, default):
+    """The value of the argument `new_name`, also given under its old name `old_name`.
+
+    Call it at the public entry point, with both keywords defaulting to
+    None, and pass the result on under the new name.
+
+    Returns:
+        `new_value`, else `old_value` (with a `DeprecationWarning` at the
+        caller's caller), else `default`.
+
+    Raises:
+        UserError: both names were given.
+    """
+    if old_value is None:
+        return default if new_value is None else new_value
+    if new_value is not None:
+        raise UserError(f"{old_name}= is the old name of {new_name}=; pass {new_name}= only. "
+                        f"Received: {new_name}={new_value!r}, {old_name}={old_value!r}")
+    warnings.warn(f"{old_name}= is deprecated; pass {new_name}={old_value!r} instead.", DeprecationWarning,
+                  stacklevel=3)
+    return old_value
+
+
+def deprecated_alias(old_name, new_name):
+    """A read-only property `old_name` that returns `self.<new_name>` with a `DeprecationWarning`.
+
+    Keras' and TensorFlow's attribute walks (saving) read it without a
+    warning; as the property sorts where the old attribute did, Keras'
+    saving still lays a network out under the old name (see
+    `bilm.models.elmo_embedding`).
+    """
+    def read(self):
+        caller = sys._getframe(1).f_globals.get("__name__", "")
+        if caller.split(".")[0] not in _ATTRIBUTE_WALKERS:
+            warnings.warn(f"{type(self).__name__}.{old_name} is deprecated; use .{new_name} instead.",
+                          DeprecationWarning, stacklevel=2)
+        return getattr(self, new_name)
+
+    return property(read, doc=f"Deprecated: the old name of `{new_name}`.")

@@ -1,0 +1,131 @@
+"""Renamed public names: the new name works, the old one still works with a DeprecationWarning naming the new
+one, both at once is one clear error, and files written under the old names still load."""
+import os
+import warnings
+import zipfile
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import bilm
+from bilm.beam.model_handler import ELMoModelHandler
+from bilm.errors import UserError
+from bilm.export import dump_bilm_embeddings, embed_file
+from bilm.models import BidirectionalLanguageModel, ELMoEmbedding
+from helpers import SENTENCES, write_model
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    options_file, weight_file, _ = write_model(tmp_path_factory.mktemp("renamed"))
+    return options_file, weight_file
+
+
+def _tokens():
+    width = max(map(len, SENTENCES))
+    return tf.constant([s + [""] * (width - len(s)) for s in SENTENCES])
+
+
+def _bilm_deprecations(caught):
+    """The DeprecationWarnings of bilm's old names among `caught` (other libraries' left out)."""
+    return [w for w in caught if issubclass(w.category, DeprecationWarning) and " is deprecated; " in str(w.message)]
+
+
+def _one_deprecation(caught, new_name):
+    found = _bilm_deprecations(caught)
+    assert len(found) == 1, [str(w.message) for w in found]
+    assert new_name in str(found[0].message)
+    assert found[0].filename == __file__  # it points at the caller's line
+    return found[0]
+
+
+# === kernel_dtype (inference), formerly matmul_dtype ===
+
+def test_kernel_dtype_is_the_inference_argument_and_attribute(model):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        elmo = bilm.ELMo(*model, start="zeros", kernel_dtype="int8")
+        layer = ELMoEmbedding.from_files(*model, start="zeros", kernel_dtype="bfloat16")
+        lm = BidirectionalLanguageModel(*model, stateful=False, start="zeros", kernel_dtype="bfloat16")
+        handler = ELMoModelHandler("m", kernel_dtype="int8")
+    assert _bilm_deprecations(caught) == []
+    assert elmo.kernel_dtype == "int8" and "kernel_dtype='int8'" in repr(elmo)
+    assert layer.kernel_dtype == "bfloat16" and lm.kernel_dtype == "bfloat16"
+    assert handler.kernel_dtype == "int8" and "kernel_dtype='int8'" in repr(handler)
+    assert elmo.keras_layer(start="zeros").kernel_dtype == "int8"
+    config = layer.get_config()
+    assert config["kernel_dtype"] == "bfloat16" and "matmul_dtype" not in config
+    assert bilm.ELMo(*model, start="zeros").kernel_dtype == "float32"
+
+
+@pytest.mark.parametrize("make", [
+    lambda model, **kw: bilm.ELMo(*model, start="zeros", **kw),
+    lambda model, **kw: bilm.load(os.path.dirname(model[0]), start="zeros", **kw),
+    lambda model, **kw: BidirectionalLanguageModel(*model, stateful=False, start="zeros", **kw),
+    lambda model, **kw: ELMoEmbedding.from_files(*model, start="zeros", **kw),
+    lambda model, **kw: ELMoModelHandler("m", **kw),
+], ids=["ELMo", "load", "BidirectionalLanguageModel", "ELMoEmbedding", "ELMoModelHandler"])
+def test_matmul_dtype_still_works_warns_and_reads_back(model, make):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        made = make(model, matmul_dtype="bfloat16")
+    message = str(_one_deprecation(caught, "kernel_dtype='bfloat16'").message)
+    assert message == "matmul_dtype= is deprecated; pass kernel_dtype='bfloat16' instead."
+    assert made.kernel_dtype == "bfloat16"
+    with pytest.warns(DeprecationWarning, match=r"\.matmul_dtype is deprecated; use \.kernel_dtype"):
+        assert made.matmul_dtype == "bfloat16"
+    with pytest.raises(UserError, match=r"^matmul_dtype= is the old name of kernel_dtype=; pass kernel_dtype= only"):
+        make(model, kernel_dtype="float32", matmul_dtype="float32")
+
+
+def test_matmul_dtype_of_the_keras_layer_and_the_file_functions(model, tmp_path):
+    elmo = bilm.ELMo(*model, start="zeros")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert elmo.keras_layer(matmul_dtype="int8").kernel_dtype == "int8"
+    _one_deprecation(caught, "kernel_dtype='int8'")
+    input_file = tmp_path / "in.txt"
+    input_file.write_text("The cat\nHi\n", encoding="utf-8")
+    for write in embed_file, dump_bilm_embeddings:
+        arguments = ((str(input_file), str(tmp_path / "out.hdf5"), *model) if write is embed_file else
+                     (None, str(input_file), *model, str(tmp_path / "out.hdf5")))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            assert write(*arguments, start="zeros", matmul_dtype="bfloat16", verbose=0, overwrite=True,
+                         resume=False) == 2
+        _one_deprecation(caught, "kernel_dtype='bfloat16'")
+        with pytest.raises(UserError, match="pass kernel_dtype= only"):
+            write(*arguments, start="zeros", kernel_dtype="bfloat16", matmul_dtype="bfloat16")
+
+
+def _keras_file_with_old_names(path, old_path):
+    """A copy of the .keras file at `path` whose configs say `matmul_dtype`, as files saved before the rename."""
+    with zipfile.ZipFile(path) as source, zipfile.ZipFile(old_path, "w") as target:
+        for item in source.infolist():
+            data = source.read(item.filename)
+            if item.filename == "config.json":
+                data = data.decode("utf-8").replace('"kernel_dtype"', '"matmul_dtype"').encode("utf-8")
+                assert b'"matmul_dtype"' in data
+            target.writestr(item, data)
+
+
+def test_keras_files_with_matmul_dtype_load_without_a_warning_and_saving_warns_of_nothing(model, tmp_path):
+    tokens = keras.Input(shape=(None,), dtype="string")
+    layer = ELMoEmbedding.from_files(*model, start="zeros", kernel_dtype="bfloat16")
+    tagger = keras.Model(tokens, keras.layers.Dense(2)(layer(tokens)))
+    expected = tagger(_tokens()).numpy()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        tagger.save(tmp_path / "new.keras")
+        _keras_file_with_old_names(tmp_path / "new.keras", tmp_path / "old.keras")
+        restored = keras.models.load_model(tmp_path / "old.keras")
+    assert _bilm_deprecations(caught) == []
+    restored_layer = [lay for lay in restored.layers if isinstance(lay, ELMoEmbedding)][0]
+    assert restored_layer.kernel_dtype == "bfloat16"
+    np.testing.assert_array_equal(restored(_tokens()).numpy(), expected)
+    for got, want in zip(restored.weights, tagger.weights):
+        np.testing.assert_array_equal(np.asarray(got.numpy(), np.float32), np.asarray(want.numpy(), np.float32))
+    with zipfile.ZipFile(tmp_path / "new.keras") as archive:
+        assert '"kernel_dtype"' in archive.read("config.json").decode("utf-8")
