@@ -1,4 +1,5 @@
 """Checkpoints: restarts continue exactly, state and data position, clear errors."""
+import functools
 import os
 import shutil
 
@@ -6,11 +7,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from bilm.training.run import checkpoints
 from bilm.training.run.checkpoints import (
     CheckpointError,
     latest_checkpoint,
     load_options_latest_checkpoint,
     load_training_model,
+    saved_optimizer,
 )
 from bilm.training.run.loop import train
 from training_helpers import checkpoint_arrays, open_data, tiny_options, write_corpus
@@ -129,3 +132,46 @@ def test_a_damaged_checkpoint_names_its_files_and_the_newest_readable_one(tmp_pa
     resumed = train(options, data, 1, tmp_path, None, restart_ckpt_file=latest_checkpoint(tmp_path), max_steps=1,
                     verbose=0)
     assert resumed["step"] == 3
+
+
+OPTIMIZER_NAME = "metadata/optimizer/.ATTRIBUTES/VARIABLE_VALUE"
+
+
+def test_a_checkpoint_records_its_optimizer_and_a_restart_reads_it_not_a_guess(tmp_path, corpus, monkeypatch):
+    options = tiny_options(optimizer="adam", learning_rate=0.01)
+    data = open_data(options, corpus)
+    first = train(options, data, 1, tmp_path, None, max_steps=1, verbose=0)
+    assert tf.train.load_checkpoint(first["checkpoint"]).get_tensor(OPTIMIZER_NAME) == b"adam"
+    monkeypatch.setattr(checkpoints, "checkpoint_optimizer", lambda names: pytest.fail("guessed the optimizer"))
+    assert saved_optimizer(first["checkpoint"]) == "adam"
+    resumed = train(options, data, 1, tmp_path, None, restart_ckpt_file=first["checkpoint"], max_steps=1, verbose=0)
+    assert resumed["step"] == 2
+    with pytest.raises(CheckpointError, match="holds the state of the adam optimizer.*'optimizer': 'adagrad'"):
+        train(dict(options, optimizer="adagrad"), data, 1, tmp_path, None, restart_ckpt_file=resumed["checkpoint"],
+              verbose=0)
+
+
+def test_a_checkpoint_of_the_old_layout_without_the_optimizers_name_restarts_exactly(tmp_path, corpus, monkeypatch):
+    """Checkpoints written before the optimizer's name was recorded hold none: a restart tells the optimizer
+    from its state's names, as it did then, and continues exactly."""
+    options = tiny_options(optimizer="adam", learning_rate=0.01, dropout=0.1)
+    straight = train(options, open_data(options, corpus), 1, tmp_path / "straight", None, max_steps=6, verbose=0)
+    # Written as the code before the name wrote it: the same objects, without `metadata/optimizer`.
+    monkeypatch.setattr(checkpoints, "build_checkpoint", functools.partial(checkpoints.build_checkpoint,
+                                                                           for_restore=True))
+    old = train(options, open_data(options, corpus), 1, tmp_path / "old", None, max_steps=3, verbose=0)
+    monkeypatch.undo()
+    names = tf.train.load_checkpoint(old["checkpoint"]).get_variable_to_shape_map()
+    assert OPTIMIZER_NAME not in names and not any(name.startswith("metadata") for name in names)
+    assert saved_optimizer(old["checkpoint"]) == "adam"
+    with pytest.raises(CheckpointError, match="holds the state of the adam optimizer.*'optimizer': 'adagrad'"):
+        train(dict(options, optimizer="adagrad"), open_data(options, corpus), 1, tmp_path / "old", None,
+              restart_ckpt_file=old["checkpoint"], verbose=0)
+    resumed = train(options, open_data(options, corpus), 1, tmp_path / "old", None,
+                    restart_ckpt_file=old["checkpoint"], max_steps=3, verbose=0)
+    assert resumed["step"] == straight["step"] == 6
+    expected, got = checkpoint_arrays(straight["checkpoint"]), checkpoint_arrays(resumed["checkpoint"])
+    assert sorted(expected) == sorted(got) and any("iterations" in name for name in got)
+    for key in expected:
+        np.testing.assert_allclose(got[key], expected[key], rtol=1e-5, atol=1e-6, err_msg=key)
+    assert tf.train.load_checkpoint(resumed["checkpoint"]).get_tensor(OPTIMIZER_NAME) == b"adam"

@@ -17,7 +17,11 @@ A checkpoint (`tf.train.Checkpoint`, files `model.ckpt-<step>.*` managed by
 - `vocabulary`: the training vocabulary's fingerprint
   (`bilm.text.Vocabulary.fingerprint`), so that a restart or an evaluation
   with another vocabulary is refused (checkpoints written before it was
-  added have none; they are read without the check).
+  added have none; they are read without the check),
+- `metadata/optimizer`: the name of the optimizer whose state `optimizer/`
+  holds (`bilm.optimizers.OPTIMIZERS`), so that a restart keeps it
+  (checkpoints written before it was added have none: `saved_optimizer`
+  tells the optimizer from the names of its state, as they were told).
 `options.json` sits beside the checkpoints in `save_dir`.
 """
 import os
@@ -44,8 +48,14 @@ def data_fingerprint(description):
     return zlib.crc32(str(description).encode("utf-8"))
 
 
-def build_checkpoint(lm, optimizer=None, step=None, lstm_states=None, data_position=None, vocabulary=None):
+def build_checkpoint(lm, optimizer=None, step=None, lstm_states=None, data_position=None, vocabulary=None, *,
+                     for_restore=False):
     """A `tf.train.Checkpoint` of the given training objects.
+
+    With an optimizer, a checkpoint to write also records its name
+    (`metadata/optimizer`); one to restore from (`for_restore`) leaves it
+    out, as the name is read, not restored (`saved_optimizer`), and a
+    checkpoint written before it was recorded has none.
 
     Args:
         lm: `TrainingLM` (its biLM, softmax and boundary state).
@@ -60,6 +70,9 @@ def build_checkpoint(lm, optimizer=None, step=None, lstm_states=None, data_posit
              "boundary_state": {**lm.boundary_state, "n_starts": lm.n_boundary_starts}}
     if optimizer is not None:
         parts["optimizer"] = optimizer.accumulators
+        if not for_restore:
+            parts["metadata"] = {"optimizer": tf.Variable(optimizer.name, dtype=tf.string, trainable=False,
+                                                          name="optimizer_name")}
     if step is not None:
         parts["step"] = step
     if lstm_states:
@@ -134,16 +147,17 @@ def restore_training(checkpoint_file, lm, optimizer, step, lstm_states, data_pos
     number of replicas) are left at zero instead of failing.
     """
     saved_shapes = _reader(checkpoint_file).get_variable_to_shape_map()
-    saved_optimizer = checkpoint_optimizer(saved_shapes)
-    if saved_optimizer != lm.settings.optimizer:
+    saved = saved_optimizer(checkpoint_file)
+    if saved != lm.settings.optimizer:
         raise CheckpointError(
-            f"Checkpoint {checkpoint_file} holds the state of the {saved_optimizer} optimizer, but the options say "
-            f"'optimizer': {lm.settings.optimizer!r}; a run keeps its optimizer (set it back to {saved_optimizer!r}, "
+            f"Checkpoint {checkpoint_file} holds the state of the {saved} optimizer, but the options say "
+            f"'optimizer': {lm.settings.optimizer!r}; a run keeps its optimizer (set it back to {saved!r}, "
             "or start a new run in another save_dir).")
     states_match = all(
         saved_shapes.get(f"lstm_states/{key}/.ATTRIBUTES/VARIABLE_VALUE") == list(variable.shape)
         for key, variable in lstm_states.items())
-    checkpoint = build_checkpoint(lm, optimizer, step, lstm_states if states_match else None, data_position)
+    checkpoint = build_checkpoint(lm, optimizer, step, lstm_states if states_match else None, data_position,
+                                  for_restore=True)
     _restore(checkpoint, checkpoint_file)
     return states_match
 
@@ -221,6 +235,19 @@ def read_state_summary(checkpoint_file):
         check_readable(checkpoint_file)
         raise
     return summary
+
+
+_OPTIMIZER_NAME = "metadata/optimizer/.ATTRIBUTES/VARIABLE_VALUE"
+
+
+def saved_optimizer(checkpoint_file):
+    """The name of the optimizer whose state `checkpoint_file` holds: the one it records, or in a checkpoint
+    written before the name was recorded, the one its state's names tell (`bilm.optimizers.checkpoint_optimizer`)."""
+    reader = _reader(checkpoint_file)
+    names = reader.get_variable_to_shape_map()
+    if _OPTIMIZER_NAME in names:
+        return reader.get_tensor(_OPTIMIZER_NAME).decode("utf-8")
+    return checkpoint_optimizer(names)
 
 
 def check_vocabulary(checkpoint_file, vocab):
