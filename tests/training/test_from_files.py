@@ -4,6 +4,7 @@
 training run is tested in test_loop.py, the scripts end to end in
 tests/commands/test_training.py.
 """
+import dataclasses
 import json
 import os
 
@@ -30,11 +31,13 @@ def corpus(tmp_path_factory):
 @pytest.fixture
 def train_calls(monkeypatch):
     """Makes the run record `(options, data, n_gpus, save_dir, log_dir, kwargs)` instead of training, with
-    `train`'s keyword arguments `restart_ckpt_file` and `data_source` taken from its `TrainingConfig`."""
+    `train`'s keyword arguments: those of its `LoopSettings`, `restart_ckpt_file` and `data_source` taken from
+    its `TrainingConfig`, the others as given."""
     calls = []
 
-    def run_training(config, data, n_gpus, save_dir, log_dir, **kwargs):
-        kwargs.update(restart_ckpt_file=config.origin.checkpoint, data_source=config.data_source)
+    def run_training(config, data, n_gpus, save_dir, log_dir, loop_settings, **kwargs):
+        kwargs.update(dataclasses.asdict(loop_settings), restart_ckpt_file=config.origin.checkpoint,
+                      data_source=config.data_source)
         calls.append((config.options, data, n_gpus, save_dir, log_dir, kwargs))
         return {"step": 0}
 

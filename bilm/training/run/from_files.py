@@ -14,6 +14,7 @@ from bilm.training.model.softmax_init import DEFAULT_SOFTMAX_INIT
 from bilm.training.run import checkpoints
 from bilm.training.run.evaluation import evaluate
 from bilm.training.run.loop import run_training
+from bilm.training.run.loop_settings import LoopSettings
 from bilm.training.run.run_origin import run_origin
 
 
@@ -50,8 +51,10 @@ def train_from_files(train_prefix, vocab_file, save_dir, options_file=None, *, s
     Without `n_train_tokens` (flag or options) the tokens of the shards are
     counted; a restart on other data than before counts them anew. A
     `save_dir` this call created is removed again if it fails before
-    writing anything into it. The rest of `train_kwargs` are
-    `bilm.training.run.loop.run_training`'s.
+    writing anything into it. The rest of `train_kwargs` are `train`'s
+    loop settings (`max_steps`, `checkpoint_every`, ..., `verbose`: the
+    fields of `bilm.training.run.loop_settings.LoopSettings`, with `seed`)
+    and its `strategy`.
 
     Returns:
         `train`'s result dict.
@@ -66,6 +69,8 @@ def train_from_files(train_prefix, vocab_file, save_dir, options_file=None, *, s
                         "small, medium or original; small suits a CPU, the others want GPUs).")
     if not restart and options_file is not None and size is not None:
         raise UserError("Give either an options file (--options_file) or a size (--size), not both.")
+    strategy = train_kwargs.pop("strategy", None)
+    loop_settings = LoopSettings(seed=seed, **train_kwargs)
     checkpoint = checkpoints.latest_checkpoint(save_dir) if restart else None  # a restart creates nothing
     created = not os.path.exists(save_dir)
     check_output_directory(save_dir)  # before any work
@@ -87,11 +92,11 @@ def train_from_files(train_prefix, vocab_file, save_dir, options_file=None, *, s
             options = options.updated(n_tokens_vocab=vocab.size)
         config = resolve_training_config(options, data, origin, vocabulary=vocab, n_train_tokens=n_train_tokens,
                                          data_source=os.path.abspath(train_prefix),
-                                         verbose=train_kwargs.get("verbose", 1))
+                                         verbose=loop_settings.verbose)
         heldout = load_training_data(options, heldout_prefix, vocab_file, test=True)[0] if heldout_prefix else None
         log_dir = log_dir or os.path.join(os.fspath(save_dir), "logs")
-        return run_training(config, data, n_gpus, save_dir, log_dir, heldout_data=heldout, seed=seed,
-                            **train_kwargs)
+        return run_training(config, data, n_gpus, save_dir, log_dir, loop_settings, heldout_data=heldout,
+                            strategy=strategy)
     except BaseException:
         if created and os.path.isdir(save_dir) and not os.listdir(save_dir):
             os.rmdir(save_dir)

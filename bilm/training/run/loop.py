@@ -7,13 +7,15 @@ vocabularies), `next_token_id` `(batch, time)`, and the same keys with
 `_reverse` for the backward stream (`bilm.training.BidirectionalLMDataset`).
 
 `train` resolves what it is given into a `TrainingConfig` (every check,
-once) and `run_training` runs it: the run's origin (`run_origin`), its
-steps, and after each step the policies: `ProgressReport` (the progress
-line, TensorBoard), `StopPolicy` (the call's end, signals),
-`CheckpointPolicy` (steps, minutes, epoch ends) and `HeldoutEvaluation`.
-At the end of a call that trained, the boundary state is measured and a
-last checkpoint saved.
+once) and a `LoopSettings`, and `run_training` runs them: the run's origin
+(`run_origin`), then the call's steps, from the batches already consumed
+to its end (the run's end, or `max_steps` batches on), each followed by
+the registered policies (`bilm.training.run.policies`: the progress line,
+a stop on signals, the periodic saves, the held-out evaluation), whose
+`Action`s the loop carries out. At the end of a call that trained, the
+boundary state is measured and a last checkpoint saved.
 """
+import dataclasses
 import math
 import os
 import time
@@ -27,21 +29,21 @@ from bilm.training.config.training_config import resolve_training_config
 from bilm.training.data.tf_dataset import make_tf_dataset
 from bilm.training.model.boundary_state_measure import measure_boundary_state
 from bilm.training.model.softmax_init import DEFAULT_SOFTMAX_INIT
-from bilm.training.run import checkpoints
-from bilm.training.run.checkpoint_policy import CheckpointPolicy
+from bilm.training.run import checkpoints, policies
 from bilm.training.run.checkpoints import CheckpointError
 from bilm.training.run.distribution import make_strategy, n_workers
-from bilm.training.run.heldout_policy import HeldoutEvaluation
-from bilm.training.run.progress_report import ProgressReport, describe_run
+from bilm.training.run.loop_settings import LoopSettings
+from bilm.training.run.policies.flag_agreement import FlagAgreement
+from bilm.training.run.policies.policy import LoopContext, StepResult
 from bilm.training.run.run_origin import run_origin
 from bilm.training.run.run_schedule import SaveTimer, Schedule
-from bilm.training.run.stop_policy import StopPolicy
+from bilm.training.run.run_summary import describe_progress_line, describe_run, describe_warmup
 from bilm.training.run.stop_signals import PhaseInterrupted, StopSignals, TrainingInterrupted
 from bilm.training.run.train_step import TrainStep
 from bilm.training.run.training_run import TrainingRun
 from bilm.utils.malloc_tuning import keep_freed_memory
 
-__all__ = ["NonFiniteLossError", "TrainingInterrupted", "run_training", "train"]
+__all__ = ["LoopSettings", "NonFiniteLossError", "TrainingInterrupted", "run_training", "train"]
 
 
 class NonFiniteLossError(UserError, FloatingPointError):
@@ -123,12 +125,12 @@ def train(options, data, n_gpus, save_dir, log_dir, restart_ckpt_file=None, *,
     check_dtype_policy()
     origin = run_origin(restart_ckpt_file, init_from, softmax_init)
     config = resolve_training_config(origin.options(options), data, origin, data_source=data_source, verbose=verbose)
-    return run_training(config, data, n_gpus, save_dir, log_dir, heldout_data=heldout_data, strategy=strategy,
-                        max_steps=max_steps, checkpoint_every=checkpoint_every,
-                        checkpoint_every_minutes=checkpoint_every_minutes, heldout_every=heldout_every,
-                        heldout_batch_size=heldout_batch_size, summary_every=summary_every, seed=seed,
-                        max_to_keep=max_to_keep, tune_malloc=tune_malloc, save_on_signals=save_on_signals,
-                        verbose=verbose)
+    loop_settings = LoopSettings(
+        max_steps=max_steps, checkpoint_every=checkpoint_every, checkpoint_every_minutes=checkpoint_every_minutes,
+        heldout_every=heldout_every, heldout_batch_size=heldout_batch_size, summary_every=summary_every, seed=seed,
+        max_to_keep=max_to_keep, tune_malloc=tune_malloc, save_on_signals=save_on_signals, verbose=verbose)
+    return run_training(config, data, n_gpus, save_dir, log_dir, loop_settings, heldout_data=heldout_data,
+                        strategy=strategy)
 
 
 def check_dtype_policy():
@@ -143,16 +145,16 @@ def check_dtype_policy():
             "(bin/train_elmo.py --matmul_dtype bfloat16).")
 
 
-def run_training(config, data, n_gpus, save_dir, log_dir, *, heldout_data=None, strategy=None, max_steps=None,
-                 checkpoint_every=1250, checkpoint_every_minutes=30, heldout_every=None, heldout_batch_size=None,
-                 summary_every=10, seed=0, max_to_keep=5, tune_malloc=False, save_on_signals=False, verbose=1):
-    """Trains the run `config` (a `TrainingConfig`) describes; the other arguments are `train`'s."""
-    settings = config.settings
+def run_training(config, data, n_gpus, save_dir, log_dir, loop_settings=LoopSettings(), *, heldout_data=None,
+                 strategy=None):
+    """Trains the run `config` (a `TrainingConfig`) describes, as `loop_settings` (a `LoopSettings`) says; the
+    other arguments are `train`'s."""
+    settings, loop = config.settings, loop_settings
     check_dtype_policy()
-    save_timer = SaveTimer(checkpoint_every_minutes)
-    if save_on_signals:
+    save_timer = SaveTimer(loop.checkpoint_every_minutes)
+    if loop.save_on_signals:
         StopSignals.check_main_thread()
-    if tune_malloc:
+    if loop.tune_malloc:
         keep_freed_memory()
     strategy = strategy or make_strategy(n_gpus)
     schedule = Schedule.of(settings, strategy.num_replicas_in_sync)
@@ -163,77 +165,95 @@ def run_training(config, data, n_gpus, save_dir, log_dir, *, heldout_data=None, 
             f"{save_dir} already holds checkpoints ({checkpoints.listed_checkpoints(save_dir)[-1]}). Continue them "
             f"with bin/restart.py --save_dir {save_dir} (train(..., restart_ckpt_file=...)), or choose a new "
             "save_dir.")
-    if seed is not None:
-        keras.utils.set_random_seed(seed)
-    run = TrainingRun(config, strategy, schedule.global_batch, save_dir, log_dir, max_to_keep, verbose, save_timer,
-                      getattr(data, "vocab", None))
-    progress = ProgressReport(settings, schedule, summary_every)
-    saving = CheckpointPolicy(checkpoint_every, save_timer)
-    heldout = HeldoutEvaluation(heldout_data, heldout_every, heldout_batch_size or settings.batch_size)
+    if loop.seed is not None:
+        keras.utils.set_random_seed(loop.seed)
+    run = TrainingRun(config, strategy, schedule.global_batch, save_dir, log_dir, loop.max_to_keep, loop.verbose,
+                      save_timer, getattr(data, "vocab", None))
     # Several workers must agree on the step they stop at: a signal then waits for the next step.
-    with StopSignals(save_on_signals, interruptible_phases=n_workers(strategy) == 1) as stop_signals:
+    with StopSignals(loop.save_on_signals, interruptible_phases=n_workers(strategy) == 1) as stop_signals:
         if run.chief:
             save_options(config.options, run.options_file)
         config.origin.begin(run, data, stop_signals)
         run.data_position["source"].assign(run.data_fingerprint)
         describe_run(run.report, run.lm, config.options, settings, strategy.num_replicas_in_sync, schedule)
-        if run.current_step < settings.softmax_warmup_steps:
-            run.report(f"The first {settings.softmax_warmup_steps:,} steps of the run train the softmax alone, the "
-                       f"biLM frozen (softmax_warmup_steps; {run.current_step:,} taken).")
-        progress.describe(run)
-        stop = StopPolicy(stop_signals, schedule.stop_at(run.consumed, run.current_step, max_steps))
-        step_fn = TrainStep(run.lm, run.optimizer, run.lstm_states, strategy, settings, seed or 0)
+        describe_warmup(run.report, settings, run.current_step)
+        describe_progress_line(run.report, settings)
+        call_policies = policies.make_policies(
+            LoopContext(loop, settings, schedule, save_timer, stop_signals, heldout_data))
+        step_fn = TrainStep(run.lm, run.optimizer, run.lstm_states, strategy, settings, loop.seed or 0)
+        stop_at = schedule.stop_at(run.consumed, run.current_step, loop.max_steps)
         started = time.perf_counter()
-        _take_steps(run, step_fn, data, schedule, progress, stop, saving, heldout, stop_signals)
-        if stop.stops_early(run.consumed):
-            raise run.stop(*stop.requested)  # saves without the periodic save or evaluation
-        _end_call(run, data, stop_signals, progress.steps)
-        if stop.signal_at_end():
-            raise run.stop(*stop.requested)
+        try:
+            steps_taken, interruption, ended = _take_steps(run, step_fn, data, schedule, stop_at, call_policies)
+        finally:
+            run.close_progress()
+        if interruption is not None and not ended:
+            raise run.stop(*interruption)  # saves without the call's end
+        _end_call(run, data, stop_signals, steps_taken)
+        for policy in call_policies:
+            interruption = interruption or policy.on_run_end(run).interrupted_by
+        if interruption is not None:
+            raise run.stop(*interruption)
         run.close()
-    result = {"heldout_perplexity": heldout.perplexity} if heldout.perplexity is not None else {}
-    result.update(step=run.current_step, loss=progress.mean_loss, checkpoint=run.checkpoint_path(),
-                  seconds=time.perf_counter() - started, steps_taken=progress.steps,
-                  finished=schedule.finished(run.consumed, run.current_step), n_epochs=settings.n_epochs)
+    result = {}
+    for policy in call_policies:
+        result.update(policy.result())
+    result.update(step=run.current_step, checkpoint=run.checkpoint_path(), seconds=time.perf_counter() - started,
+                  steps_taken=steps_taken, finished=schedule.finished(run.consumed, run.current_step),
+                  n_epochs=settings.n_epochs)
     return result
 
 
-def _take_steps(run, step_fn, data, schedule, progress, stop, saving, heldout, stop_signals):
-    """Steps until the call's end or a signal, each followed by the policies."""
-    if stop.reached_end(run.consumed):
-        return
+def _take_steps(run, step_fn, data, schedule, stop_at, call_policies):
+    """The call's steps, from the batches consumed to `stop_at`, each followed by the policies.
+
+    Returns:
+        `(steps taken, interruption, ended)`: `interruption` is the
+        `(signal, by_peer)` a policy stopped the call with (None: none);
+        `ended`: the steps reached the call's end (its last batch, or a
+        policy's `STOP`), which then ends as usual.
+    """
+    if run.consumed >= stop_at:
+        return 0, None, True
     batches = make_tf_dataset(data, schedule.global_batch, run.settings.unroll_steps, keys=run.lm.batch_keys(),
                               skip=run.consumed)
-    progress.start(run)
-    saving.timer.reset()
-    n_signal_flags = len(stop.requests())
-    try:
-        for batch in batches:
-            progress.step_started()
-            outputs = step_fn(batch, run.current_step, stop.requests() + saving.requests())
-            loss, norm = float(outputs["loss"]), float(outputs["norm"])
-            if not (math.isfinite(loss) and math.isfinite(norm)):
-                raise NonFiniteLossError(_non_finite_message(run, loss, norm))
-            run.advance()
-            agreed = [float(flag) > 0 for flag in outputs["requests"].numpy()]
-            stop.agree(agreed[:n_signal_flags])
-            progress.step_ended(run, loss, norm)
-            if stop.stops_early(run.consumed):
-                return
-            end_of_epoch = run.consumed % schedule.batches_per_epoch == 0
-            if saving.should_save(run.current_step, end_of_epoch, agreed[n_signal_flags:]):
-                run.save()
-            if heldout.due(run.current_step, end_of_epoch):
-                tag = (f"Epoch {run.consumed // schedule.batches_per_epoch}" if end_of_epoch
-                       else f"Step {run.current_step}")
-                interrupted = heldout.evaluate(run, tag, stop_signals)
-                if interrupted is not None:
-                    stop.interrupted(interrupted)
-                    return
-            if stop.reached_end(run.consumed):
-                return
-    finally:
-        progress.close(run)
+    agreement = FlagAgreement(call_policies)
+    for policy in call_policies:
+        policy.on_run_start(run)
+    steps = 0
+    for batch in batches:
+        started = time.perf_counter()
+        requests = agreement.requests()
+        outputs = step_fn(batch, run.current_step, requests or None)
+        loss, norm = float(outputs["loss"]), float(outputs["norm"])
+        if not (math.isfinite(loss) and math.isfinite(norm)):
+            raise NonFiniteLossError(_non_finite_message(run, loss, norm))
+        run.advance()
+        steps += 1
+        agreed = agreement.agreed(outputs["requests"].numpy() if "requests" in outputs else None)
+        step = StepResult(run.current_step, loss, norm, time.perf_counter() - started,
+                          end_of_epoch=run.consumed % schedule.batches_per_epoch == 0,
+                          epoch=run.consumed // schedule.batches_per_epoch, last=run.consumed >= stop_at)
+        ended, interruption = _after_step(run, step, call_policies, agreed)
+        if ended or interruption is not None:
+            return steps, interruption, ended
+    return steps, None, True
+
+
+def _after_step(run, step, call_policies, agreed):
+    """Asks the policies about `step` and carries out their actions (see `Action`); returns `(ended,
+    interruption)`."""
+    ended, interruption = step.last, None
+    for policy in call_policies:
+        action = policy.after_step(run, dataclasses.replace(step, last=ended, agreed=agreed[policy.name]))
+        if action.save and run.last_saved != run.current_step:
+            run.save()
+        ended = ended or action.stop
+        if action.interrupted_by is not None:
+            interruption = action.interrupted_by
+            if not ended:
+                break  # stops at once: nothing else happens after the step
+    return ended, interruption
 
 
 def _end_call(run, data, stop_signals, steps_taken):

@@ -11,6 +11,7 @@ from bilm.training.run.checkpoints import CHECKPOINT_NAME, OPTIONS_FILE
 from bilm.training.run.distribution import is_chief
 from bilm.training.run.evaluation import evaluate_lm
 from bilm.training.run.stop_signals import TrainingInterrupted
+from bilm.utils.progress import Progress
 
 
 class TrainingRun:
@@ -64,6 +65,17 @@ class TrainingRun:
     def consumed(self):
         """Batches of the current data stream already trained on."""
         return int(self.data_position["batches"].numpy())
+
+    def open_progress(self, total):
+        """Opens the progress line (`bilm.utils.progress.Progress`) of batches up to `total`; messages go
+        through it until `close_progress`."""
+        self.progress = Progress(total, unit="batch", verbose=self.verbose)
+
+    def close_progress(self):
+        """Ends the progress line, if one is open (before any message or error that follows the steps)."""
+        if self.progress is not None:
+            self.progress.close()
+            self.progress = None
 
     def report(self, message):
         if self.progress is not None:
