@@ -5,9 +5,9 @@ The public surface is what this package and its subpackages (`bilm.text`,
 `bilm.training`) export, and the modules `bilm.options`, `bilm.presets` and
 `bilm.errors`; every other module is internal and may change.
 """
-from bilm.utils.tensorflow_logs import import_tensorflow
+from bilm.utils.start_up import start_up
 
-import_tensorflow()  # before any module of bilm imports it (see bilm.utils.tensorflow_logs)
+start_up()  # TensorFlow, before any module of bilm imports it: as a command or as a library (bilm.utils.start_up)
 
 # isort: split
 from bilm.errors import UserError

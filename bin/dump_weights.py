@@ -10,7 +10,7 @@ an existing options file only if it holds the same options (or either with
 """
 import os
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # before TensorFlow loads
+os.environ.setdefault("BILM_COMMAND", "1")  # before bilm loads: a command's quiet start (bilm.utils.start_up)
 
 from bilm.commands import (  # noqa: E402
     ScriptArgumentParser,

@@ -19,7 +19,7 @@ rerun with another input, model or format refuses to mix them.
 """
 import os
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # before TensorFlow loads
+os.environ.setdefault("BILM_COMMAND", "1")  # before bilm loads: a command's quiet start (bilm.utils.start_up)
 
 from bilm.commands import (  # noqa: E402
     ScriptArgumentParser,  # noqa: E402

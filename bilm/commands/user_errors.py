@@ -43,13 +43,35 @@ def exit_on_user_error():
         print(interrupted, file=sys.stderr)
         sys.exit(interrupted.exit_status)
     except KeyboardInterrupt as interrupted:
-        signum = interrupted.signal if isinstance(interrupted, Terminated) else signal.SIGINT
-        print(f"\nStopped by {signum.name}.", file=sys.stderr)
-        sys.exit(128 + int(signum))
+        _exit_stopped(interrupted)
+    except Exception as error:
+        # A signal that reached library code which turned it into an error of its own (e.g. TensorFlow
+        # tracing a function) is still a signal: stopped, not a bug.
+        interrupted = _interrupt_in_chain(error)
+        if interrupted is None:
+            raise
+        _exit_stopped(interrupted)
     finally:
         warnings.formatwarning = format_warning
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+
+def _exit_stopped(interrupted):
+    signum = interrupted.signal if isinstance(interrupted, Terminated) else signal.SIGINT
+    print(f"\nStopped by {signum.name}.", file=sys.stderr)
+    sys.exit(128 + int(signum))
+
+
+def _interrupt_in_chain(error):
+    """The `KeyboardInterrupt` that `error` was raised from or while handling, if any."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, KeyboardInterrupt):
+            return error
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return None
 
 
 class Terminated(KeyboardInterrupt):

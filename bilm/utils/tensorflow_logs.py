@@ -1,12 +1,14 @@
-"""Importing TensorFlow so that `TF_CPP_MIN_LOG_LEVEL` also covers the lines it logs while loading.
+"""Importing TensorFlow, for a command so that `TF_CPP_MIN_LOG_LEVEL` also covers the lines it logs while loading.
 
 TensorFlow's C++ libraries log a few lines while they load (oneDNN, CUDA
 and CPU-feature notices, each library once), before the logging library
-has read `TF_CPP_MIN_LOG_LEVEL`, so they appear whatever it says. While
-TensorFlow is imported here, the process's standard error goes to a
-temporary file; afterwards each captured record is written back unless
-its level is below `TF_CPP_MIN_LOG_LEVEL` (0 info, 1 warning, 2 error,
-3 fatal). Anything that is not such a record (a Python traceback, another
+has read `TF_CPP_MIN_LOG_LEVEL`, so they appear whatever it says. Only
+where a command asks (`filter_load_logs`, see `bilm.utils.start_up`; a
+library never redirects a process's file descriptors on its own), the
+process's standard error goes to a temporary file while TensorFlow is
+imported; afterwards each captured record is written back unless its
+level is below `TF_CPP_MIN_LOG_LEVEL` (0 info, 1 warning, 2 error, 3
+fatal). Anything that is not such a record (a Python traceback, another
 library's output) is written back unchanged. Without the variable every
 line is written back. If TensorFlow is already imported this does nothing.
 """
@@ -22,10 +24,14 @@ _LEVELS = {b"I": 0, b"W": 1, b"E": 2, b"F": 3}
 _NOTICE = b"WARNING: All log messages before absl::InitializeLog() is called are written to STDERR"
 
 
-def import_tensorflow():
-    """Imports TensorFlow, dropping its load-time log records below `TF_CPP_MIN_LOG_LEVEL`."""
+def import_tensorflow(filter_load_logs=False):
+    """Imports TensorFlow; with `filter_load_logs`, dropping its load-time log records below
+    `TF_CPP_MIN_LOG_LEVEL` (standard error is redirected while it loads)."""
     if "tensorflow" in sys.modules:
         return sys.modules["tensorflow"]
+    if not filter_load_logs:
+        import tensorflow
+        return tensorflow
     try:
         min_level = int(os.environ.get("TF_CPP_MIN_LOG_LEVEL", "0"))
     except ValueError:

@@ -1,0 +1,101 @@
+"""What `import bilm` does before anything else: import TensorFlow, changing nothing process-wide.
+
+In a user's program, `import bilm` imports TensorFlow and Keras and then
+puts back the environment variables TensorFlow sets while it loads
+(`TF2_BEHAVIOR`, `TPU_ML_PLATFORM`, ...), so that the process's
+environment, file descriptors, signal handlers and logging are as the
+program left them.
+
+In one of bilm's own commands, and only there, the start is a command's:
+- TensorFlow's load-time log lines are filtered by `TF_CPP_MIN_LOG_LEVEL`
+  (3 unless set; see `bilm.utils.tensorflow_logs`), so a script starts
+  quietly;
+- SIGINT (Ctrl-C) and SIGTERM end the start-up, which has nothing to save
+  yet, with one line (`Stopped by SIGINT while starting.`) and exit status
+  130 or 143 instead of a traceback. The command's own handlers
+  (`bilm.commands.exit_on_user_error`, a training run's) take over when its
+  work begins.
+
+A process is one of bilm's commands when it sets `COMMAND_VARIABLE` to 1
+before importing bilm (every `bin/` script does), or runs
+`python -m bilm.<subpackage>` (the Beam pipeline).
+"""
+import os
+import signal
+import sys
+import threading
+
+from bilm.utils.tensorflow_logs import import_tensorflow
+
+COMMAND_VARIABLE = "BILM_COMMAND"
+STARTING_MESSAGE = "Stopped by {} while starting."
+_state = {"importing": False}
+
+
+def is_bilm_command():
+    """Whether this process runs one of bilm's commands (see the module's docstring)."""
+    if os.environ.get(COMMAND_VARIABLE) == "1":
+        return True
+    argv = getattr(sys, "orig_argv", [])
+    return any(flag == "-m" and module.startswith("bilm.") for flag, module in zip(argv, argv[1:]))
+
+
+def start_up():
+    """Imports TensorFlow and Keras for `bilm/__init__.py`: as a command starts, or as a library."""
+    if is_bilm_command():
+        _start_command()
+    else:
+        _import_leaving_environment()
+
+
+def _start_command():
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    if threading.current_thread() is threading.main_thread():
+        # Also where the shell started the command with SIGINT ignored (a background job), as the
+        # command's own handlers do later (`bilm.commands.exit_on_user_error`).
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, _stop_while_starting)
+    _state["importing"] = True
+    try:
+        import_tensorflow(filter_load_logs=True)
+        import keras  # noqa: F401
+    except StoppedWhileStarting as stopped:
+        # Said here, once standard error is the process's own again (import_tensorflow's redirect).
+        _say_stopped(stopped.signum)
+        raise
+    finally:
+        _state["importing"] = False
+
+
+class StoppedWhileStarting(SystemExit):
+    """A signal reached a command while it started: exit status 128 + its number, without a traceback."""
+
+    def __init__(self, signum):
+        super().__init__(128 + signum)
+        self.signum = signum
+
+
+def _stop_while_starting(signum, frame):
+    if not _state["importing"]:
+        _say_stopped(signum)
+    raise StoppedWhileStarting(signum)
+
+
+def _say_stopped(signum):
+    sys.stderr.write(f"\n{STARTING_MESSAGE.format(signal.Signals(signum).name)}\n")
+    sys.stderr.flush()
+
+
+def _import_leaving_environment():
+    if "tensorflow" in sys.modules and "keras" in sys.modules:
+        return
+    before = dict(os.environ)
+    try:
+        import_tensorflow()
+        import keras  # noqa: F401
+    finally:
+        for name in set(os.environ) - set(before):
+            del os.environ[name]
+        for name, value in before.items():
+            if os.environ.get(name) != value:
+                os.environ[name] = value

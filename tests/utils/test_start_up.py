@@ -1,0 +1,121 @@
+"""`import bilm` changes nothing process-wide; a command's start is quiet and stops in one line on a signal."""
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from bilm.commands import exit_on_user_error
+from bilm.utils.start_up import COMMAND_VARIABLE, STARTING_MESSAGE, is_bilm_command
+from helpers import ROOT
+
+# Nothing imported before bilm: whatever TensorFlow and Keras change while they load is bilm's doing.
+UNTOUCHED = """
+import os, signal, sys, threading, logging
+def state():
+    fds = {fd: (os.fstat(int(fd)).st_ino, os.fstat(int(fd)).st_dev) for fd in os.listdir("/proc/self/fd")
+           if os.path.exists(f"/proc/self/fd/{fd}")}
+    return (dict(os.environ), os.fstat(2).st_ino, signal.getsignal(signal.SIGINT),
+            signal.getsignal(signal.SIGTERM), list(logging.getLogger().handlers), logging.getLogger().level)
+before = state()
+import bilm, bilm.training
+after = state()
+print([name for name, b, a in zip(["environ", "fd 2", "SIGINT", "SIGTERM", "handlers", "level"], before, after)
+       if b != a])
+"""
+
+
+def _clean_environment(**extra):
+    return {k: v for k, v in os.environ.items()
+            if k not in (COMMAND_VARIABLE, "TF_CPP_MIN_LOG_LEVEL") and not k.startswith("TF2_")} | extra
+
+
+def test_importing_bilm_first_leaves_environment_descriptors_signals_and_logging_as_they_were():
+    result = subprocess.run([sys.executable, "-c", UNTOUCHED], cwd=ROOT, capture_output=True, text=True,
+                            timeout=120, env=_clean_environment(TF_CPP_MIN_LOG_LEVEL="3"))
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split("\n")[-2] == "[]"
+
+
+def test_a_process_is_a_command_by_its_variable_or_by_running_a_module_of_bilm(monkeypatch):
+    monkeypatch.delenv(COMMAND_VARIABLE, raising=False)
+    monkeypatch.setattr(sys, "orig_argv", ["python", "-m", "pytest"])
+    assert not is_bilm_command()
+    monkeypatch.setattr(sys, "orig_argv", ["python", "-X", "dev", "-m", "bilm.beam", "--help"])
+    assert is_bilm_command()
+    monkeypatch.setattr(sys, "orig_argv", ["python", "-m", "pytest"])
+    monkeypatch.setenv(COMMAND_VARIABLE, "1")
+    assert is_bilm_command()
+
+
+def test_a_signal_that_library_code_turned_into_its_own_error_still_stops_the_command(capsys):
+    def traced():
+        try:
+            raise KeyboardInterrupt()
+        except KeyboardInterrupt as interrupted:
+            raise TypeError("a function's signature, as TensorFlow reports a failed trace") from interrupted
+
+    with pytest.raises(SystemExit) as exited, exit_on_user_error():
+        traced()
+    assert exited.value.code == 130
+    assert capsys.readouterr().err.strip() == "Stopped by SIGINT."
+    with pytest.raises(TypeError), exit_on_user_error():
+        raise TypeError("a bug keeps its traceback")
+
+
+def _interrupt_while_starting(command, delay, signum):
+    """Starts `command` (args after python), sends `signum` after `delay` s; (exit status, stderr, seconds)."""
+    process = subprocess.Popen([sys.executable, *command], cwd=ROOT, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, text=True, env=_clean_environment())
+    time.sleep(delay)
+    sent = time.monotonic()
+    process.send_signal(signum)
+    _, err = process.communicate(timeout=60)
+    return process.returncode, err, time.monotonic() - sent
+
+
+# Arguments that keep each command busy past its start (a missing file is found only after start-up).
+COMMANDS = {
+    "bin/elmo.py": ["missing.txt", "out.hdf5", "--options_file", "missing.json", "--weight_file", "missing.hdf5"],
+    "bin/train_elmo.py": ["--train_prefix", "missing/*", "--vocab_file", "missing.txt", "--save_dir", "missing"],
+    "bin/run_test.py": ["--test_prefix", "missing/*", "--vocab_file", "missing.txt", "--save_dir", "missing"],
+    "bin/restart.py": ["--train_prefix", "missing/*", "--vocab_file", "missing.txt", "--save_dir", "missing"],
+    "bin/dump_weights.py": ["--save_dir", "missing", "--outfile", "out.hdf5"],
+    "bin/dump_bilm_embeddings.py": ["missing.json", "missing.hdf5", "missing.txt", "missing.vocab", "out.hdf5"],
+    "bin/dump_token_embeddings.py": ["missing.json", "missing.hdf5", "missing.vocab", "out.hdf5"],
+    "bin/build_vocab.py": ["missing.txt", "vocab.txt"],
+    "bin/quickstart.py": ["--help"],
+}
+
+
+def _assert_stopped(status, err, seconds, signum):
+    name = signal.Signals(signum).name
+    assert status == 128 + signum, err[-2000:]
+    lines = [line for line in err.splitlines() if line.strip()]
+    # One line: the start-up's own, or the command's once its work began; never a traceback.
+    assert lines[-1] in (STARTING_MESSAGE.format(name), f"Stopped by {name}."), err[-2000:]
+    assert "Traceback" not in err, err[-2000:]
+    assert seconds < 10
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("script", sorted(COMMANDS))
+def test_ctrl_c_while_each_script_starts_ends_it_in_one_line(script):
+    status, err, seconds = _interrupt_while_starting([script, *COMMANDS[script]], 1.0, signal.SIGINT)
+    _assert_stopped(status, err, seconds, signal.SIGINT)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("delay", [0.4, 0.9, 1.4, 1.9, 2.4, 2.9])
+@pytest.mark.parametrize("command, signum", [
+    (["bin/elmo.py", *COMMANDS["bin/elmo.py"]], signal.SIGINT),
+    (["bin/train_elmo.py", *COMMANDS["bin/train_elmo.py"]], signal.SIGTERM),
+    (["-m", "bilm.beam", "--input", "missing.txt", "--output_dir", "out", "--model", "missing"], signal.SIGINT),
+])
+def test_a_signal_at_many_moments_of_the_start_ends_in_one_line(command, signum, delay):
+    status, err, seconds = _interrupt_while_starting(command, delay, signum)
+    if status in (0, 1, 2):
+        pytest.fail(f"the command finished its start before {delay} s: pick earlier moments ({err[-300:]})")
+    _assert_stopped(status, err, seconds, signum)
