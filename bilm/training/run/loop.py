@@ -190,8 +190,8 @@ def run_training(config, data, n_gpus, save_dir, log_dir, loop_settings=LoopSett
         if interruption is not None and not ended:
             raise run.stop(*interruption)  # saves without the call's end
         _end_call(run, data, stop_signals, steps_taken)
-        for policy in call_policies:
-            interruption = interruption or policy.on_run_end(run).interrupted_by
+        at_end = [policy.on_run_end(run).interrupted_by for policy in call_policies]
+        interruption = interruption or next((signal for signal in at_end if signal is not None), None)
         if interruption is not None:
             raise run.stop(*interruption)
         run.close()

@@ -39,8 +39,10 @@ class Action:
       signal (`by_peer`: received by another worker). Before the call's last
       step the later policies are not asked, the step is saved and the call
       raises `TrainingInterrupted` at once; at its last step the call ends
-      as usual first, then raises. Where several policies give one, the
-      last asked wins.
+      as usual first, then raises. Where several policies give one after
+      a step, the last asked wins. At the call's end (`on_run_end`, every
+      policy asked) an interruption of its last step comes first, then the
+      policies' in their order.
 
     Use the constants `CONTINUE`, `SAVE`, `STOP` and `interrupt(...)`.
     """
