@@ -102,7 +102,7 @@ def run_one(config, n_sentences, batch_size):
         model = BidirectionalLanguageModel(options_file, weight_file, stateful=False, start="zeros",
                                            token_cache_size=cache_size, kernel_dtype=dtype)
         if "xla" in modifiers:
-            for layer in model.model.layers:
+            for layer in model.network.layers:
                 if isinstance(layer, ProjectedLSTM):
                     layer.jit_compile = True
         return model

@@ -165,7 +165,7 @@ def _measure(config, n_sentences, directory):
     for sentence in warm_up:
         elmo.embed([sentence], layers="all", verbose=0)
     bandwidth_before = memory_read_bandwidth()
-    cache = elmo.bilm.token_cache
+    cache = elmo.language_model.token_cache
     seconds, outputs, new_tokens = [], [], []
     for sentence in timed:
         misses = cache.misses

@@ -140,7 +140,9 @@ class ELMo:
     Attributes:
         options: the parsed options, prediction form (`BiLMOptions`).
         metadata: as given (`load` passes `meta.json`'s dict), or None.
-        bilm: the stateless `BidirectionalLanguageModel` underneath.
+        language_model: the stateless `BidirectionalLanguageModel`
+            underneath (`bilm`: its deprecated old name).
+        network: its Keras functional network (`language_model.network`).
         kernel_dtype: as given (`matmul_dtype`: its deprecated old name).
         dim: size of every vector, `2 * projection_dim` (2P below).
         n_layers: LSTM layers; "all" holds `n_layers + 1` layers.
@@ -165,11 +167,11 @@ class ELMo:
         self.options_file = options_file
         self.weight_file = os.fspath(weight_file)
         self.metadata = metadata
-        self.bilm = BidirectionalLanguageModel(options, self.weight_file, stateful=False,
-                                               token_cache_size=token_cache_size, start=start, warm_up=warm_up,
-                                               kernel_dtype=kernel_dtype)
-        self.options = self.bilm.options
-        self.kernel_dtype = self.bilm.kernel_dtype
+        self.language_model = BidirectionalLanguageModel(
+            options, self.weight_file, stateful=False, token_cache_size=token_cache_size, start=start,
+            warm_up=warm_up, kernel_dtype=kernel_dtype)
+        self.options = self.language_model.options
+        self.kernel_dtype = self.language_model.kernel_dtype
         self.dim = 2 * self.options.projection_dim
         self.n_layers = self.options.n_layers
         self._batcher = batcher_for(self.options)
@@ -264,21 +266,27 @@ class ELMo:
         """
         if layers not in OUTPUT_FORMATS:
             raise UserError(f"layers must be one of {sorted(OUTPUT_FORMATS)} for a file. Received: layers={layers!r}")
-        return write_embeddings(self.bilm, input_file, output_file, layers, batch_size=batch_size,
+        return write_embeddings(self.language_model, input_file, output_file, layers, batch_size=batch_size,
                                 use_sentence_keys=use_sentence_keys, start=start, resume=resume, overwrite=overwrite,
                                 verbose=verbose)
 
     matmul_dtype = deprecated_alias("matmul_dtype", "kernel_dtype")
+    bilm = deprecated_alias("bilm", "language_model")
+
+    @property
+    def network(self):
+        """The Keras functional network of the biLM (`language_model.network`)."""
+        return self.language_model.network
 
     @property
     def start(self):
         """Where `embed` starts each sentence by default: `"warm"` or `"zeros"`."""
-        return self.bilm.start
+        return self.language_model.start
 
     @property
     def boundary_state(self):
         """`{state key: float32 (size,)}`, or None before a `warm_up` of weights without one."""
-        return self.bilm.boundary_state
+        return self.language_model.boundary_state
 
     def warm_up(self, sentences, n_sentences=DEFAULT_N_SENTENCES, save_to=None, overwrite=False):
         """Computes the boundary state from your own text; `embed` then starts every sentence from it.
@@ -309,9 +317,9 @@ class ELMo:
             check_output_file(save_to, inputs, kind=WEIGHTS_KIND, overwrite=overwrite)
             check_output_file(options_file_beside(save_to), inputs + [save_to], overwrite=overwrite,
                               content=holds_options(self.options))
-        n_starts = self.bilm.warm_up(sentences, n_sentences)
+        n_starts = self.language_model.warm_up(sentences, n_sentences)
         if save_to is not None:
-            copy_with_boundary_state(self.weight_file, save_to, self.bilm.boundary_state, n_starts,
+            copy_with_boundary_state(self.weight_file, save_to, self.language_model.boundary_state, n_starts,
                                      overwrite=overwrite)
             save_options(self.options, options_file_beside(save_to))
         return n_starts
@@ -349,7 +357,7 @@ class ELMo:
                 "sentences must be a list of sentences (strings or token lists). Received a "
                 f"{type(sentences).__name__}: {sentences[:50]!r}; for one sentence pass [sentence] or use "
                 "embed_sentence.")
-        self.bilm.start_states(start)  # checks `start` before any work
+        self.language_model.start_states(start)  # checks `start` before any work
         check_batch_size(batch_size)
         total = len(sentences) if hasattr(sentences, "__len__") else None
         if verbose == "auto":
@@ -368,7 +376,7 @@ class ELMo:
                         yield index, empty
                 if filled:
                     ids = self._batcher.batch_sentences([tokens for _, tokens in filled])
-                    layers = self.bilm(ids, start=start)["lm_embeddings"].numpy()
+                    layers = self.language_model(ids, start=start)["lm_embeddings"].numpy()
                     for row, (index, tokens) in enumerate(filled):
                         yield index, layers[row, :, :len(tokens)]
                 done += len(batch)

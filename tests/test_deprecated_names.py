@@ -4,6 +4,7 @@ import os
 import warnings
 import zipfile
 
+import h5py
 import keras
 import numpy as np
 import pytest
@@ -12,7 +13,7 @@ import tensorflow as tf
 import bilm
 from bilm.beam.model_handler import ELMoModelHandler
 from bilm.errors import UserError
-from bilm.export import dump_bilm_embeddings, embed_file
+from bilm.export import dump_bilm_embeddings, embed_file, export_layer
 from bilm.models import BidirectionalLanguageModel, ELMoEmbedding
 from helpers import SENTENCES, write_model
 
@@ -129,3 +130,71 @@ def test_keras_files_with_matmul_dtype_load_without_a_warning_and_saving_warns_o
         np.testing.assert_array_equal(np.asarray(got.numpy(), np.float32), np.asarray(want.numpy(), np.float32))
     with zipfile.ZipFile(tmp_path / "new.keras") as archive:
         assert '"kernel_dtype"' in archive.read("config.json").decode("utf-8")
+
+
+# === .network: the Keras network of the biLM, wherever one is held ===
+
+def test_network_is_the_keras_network_and_the_old_names_warn(model):
+    from bilm.training.config.settings import training_settings
+    from bilm.training.model.training_lm import TrainingLM
+    from training_helpers import tiny_options
+
+    elmo = bilm.ELMo(*model, start="zeros")
+    layer = ELMoEmbedding.from_files(*model, start="zeros")
+    lm = TrainingLM(*training_settings(tiny_options()))
+    for network in elmo.network, layer.network, lm.network:
+        assert isinstance(network, keras.Model) and network.name == "bilm"
+    assert isinstance(elmo.language_model, BidirectionalLanguageModel)
+    assert elmo.network is elmo.language_model.network
+    for holder, old, new in [(elmo, "bilm", "language_model"), (elmo.language_model, "model", "network"),
+                             (layer, "bilm", "network"), (lm, "bilm", "network")]:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            assert getattr(holder, old) is getattr(holder, new)
+        message = str(_one_deprecation(caught, f".{new}").message)
+        assert message == f"{type(holder).__name__}.{old} is deprecated; use .{new} instead."
+        with pytest.raises(AttributeError):
+            setattr(holder, old, None)  # read-only
+
+
+def test_keras_files_keep_the_network_under_bilm_and_saving_warns_of_nothing(model, tmp_path):
+    # Files saved before the rename hold the biLM's weights at `<layer>/bilm/...`: they still do, so those files
+    # load as they did (the ELMoEmbedding tests load such files).
+    tokens = keras.Input(shape=(None,), dtype="string")
+    layer = ELMoEmbedding.from_files(*model, start="zeros")
+    tagger = keras.Model(tokens, keras.layers.Dense(2)(layer(tokens)))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        tagger.save(tmp_path / "tagger.keras")
+        tagger.save_weights(tmp_path / "tagger.weights.h5")
+        export_layer(layer, str(tmp_path / "saved_model"))
+        restored = keras.models.load_model(tmp_path / "tagger.keras")
+    assert _bilm_deprecations(caught) == []
+    with h5py.File(tmp_path / "tagger.weights.h5", "r") as weights:
+        paths = []
+        weights.visit(paths.append)
+    assert any(path.startswith("layers/el_mo_embedding/bilm/layers/highway/vars") for path in paths)
+    assert not any("network" in path for path in paths)
+    np.testing.assert_array_equal(restored(_tokens()).numpy(), tagger(_tokens()).numpy())
+
+
+def test_training_checkpoints_name_variables_by_path_not_by_attribute(tmp_path):
+    # A checkpoint holds the biLM's variables under their Keras paths (`bilm_variables`), so the attribute's
+    # name is in no checkpoint: checkpoints written before the rename restore exactly.
+    from bilm.training.config.settings import training_settings
+    from bilm.training.model.training_lm import TrainingLM
+    from bilm.training.run.checkpoints import build_checkpoint
+    from training_helpers import tiny_options
+
+    lm = TrainingLM(*training_settings(tiny_options()))
+    rng = np.random.default_rng(0)
+    for variable in lm.network.weights:
+        variable.assign(rng.normal(size=variable.shape).astype(variable.dtype))
+    path = build_checkpoint(lm).write(str(tmp_path / "ckpt"))
+    names = [name for name, _ in tf.train.list_variables(path) if name.startswith("model/")]
+    assert len(names) == len(lm.bilm_variables()) and not any("network" in name for name in names)
+    assert "model/char_cnn.Schar_embedding/.ATTRIBUTES/VARIABLE_VALUE" in names
+    restored = TrainingLM(*training_settings(tiny_options()))
+    build_checkpoint(restored).read(path).assert_existing_objects_matched()
+    for got, want in zip(restored.network.weights, lm.network.weights):
+        np.testing.assert_array_equal(got.numpy(), want.numpy())

@@ -106,8 +106,8 @@ def test_inputs_are_read_in_chunks(elmo, monkeypatch):
             self.pulled_at_calls.append(len(pulled))
             return self.bilm(ids, start=start)
 
-    spy = Spy(elmo.bilm)
-    monkeypatch.setattr(elmo, "bilm", spy)
+    spy = Spy(elmo.language_model)
+    monkeypatch.setattr(elmo, "language_model", spy)
     got = elmo.embed(sentences(), layers="top", batch_size=2)
     assert len(got) == 300 and [v.shape[0] for v in got[:5]] == [len(s) for s in SENTENCES]
     assert spy.pulled_at_calls[0] == 128  # one chunk of 64 batches, not the whole input
@@ -379,7 +379,8 @@ def test_bfloat16_stays_within_its_tolerance_of_float32_on_every_path(tmp_path, 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # that the weights hold no boundary state
         elmo = load(os.path.dirname(weight_file), kernel_dtype="bfloat16")
-    assert elmo.kernel_dtype == elmo.bilm.kernel_dtype == "bfloat16" and "kernel_dtype='bfloat16'" in repr(elmo)
+    assert elmo.kernel_dtype == elmo.language_model.kernel_dtype == "bfloat16"
+    assert "kernel_dtype='bfloat16'" in repr(elmo)
     got = elmo.embed(SENTENCES, layers="all", start="zeros")
     for g, w in zip(got, want):
         if not w.size:
@@ -416,7 +417,7 @@ def test_int8_is_float32_over_the_quantized_weights_on_every_path(tmp_path, init
         elmo = load(os.path.dirname(weight_file), kernel_dtype="int8")
     assert elmo.kernel_dtype == "int8" and "kernel_dtype='int8'" in repr(elmo)
     dequantized = str(tmp_path / "dequantized.hdf5")
-    save_bilm_weights(elmo.bilm.model, dequantized)
+    save_bilm_weights(elmo.network, dequantized)
     got = elmo.embed(SENTENCES, layers="all", start="zeros")
     want = ELMo(options_file, dequantized, start="zeros").embed(SENTENCES, layers="all")
     original = ELMo(options_file, weight_file, start="zeros").embed(SENTENCES, layers="all")
@@ -436,7 +437,7 @@ def test_int8_is_float32_over_the_quantized_weights_on_every_path(tmp_path, init
         if sentence:
             np.testing.assert_allclose(everything["lstm_outputs2"][i, :len(sentence)], want[i][2], rtol=1e-5,
                                        atol=2e-6)
-    assert {w.dtype for w in layer.bilm.weights} == {"float32", "int8"}
+    assert {w.dtype for w in layer.network.weights} == {"float32", "int8"}
     archive = str(tmp_path / "int8.keras")
     keras.Sequential([keras.Input(shape=(None,), dtype="string"), layer]).save(archive)
     restored = keras.models.load_model(archive).layers[-1]

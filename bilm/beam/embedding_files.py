@@ -145,7 +145,7 @@ def write_shard(elmo, input_path, output_path, output_format="all", use_sentence
         local_input = input_path
         if is_bucket_path(input_path):  # read from a copy on this disk
             local_input = fetch(input_path, stack.enter_context(_removed_at_end(scratch_directory())))
-        stamp = embeddings_stamp(elmo.bilm, local_input, output_format, use_sentence_keys=use_sentence_keys)
+        stamp = embeddings_stamp(elmo.language_model, local_input, output_format, use_sentence_keys=use_sentence_keys)
         found = root_attributes(output_path)
         if found and not changed_attributes(found, stamp):
             return None

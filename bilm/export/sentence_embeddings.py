@@ -181,7 +181,7 @@ def write_embeddings(model, input_file, output_file, output_format="all", *, bat
 
     Args:
         model: a stateless character `BidirectionalLanguageModel` loaded
-            from a weight file (e.g. `ELMo.bilm`).
+            from a weight file (e.g. `ELMo.language_model`).
         input_file: text file, one sentence per line.
         output_file: HDF5 file to write (its directory is created if missing).
         output_format: "all", "top" or "average".

@@ -149,6 +149,8 @@ class BidirectionalLanguageModel(tf.Module):
         start: the start of a stateless model (None when stateful).
         weight_file: the weight file's path, or None.
         kernel_dtype: as given (`matmul_dtype`: its deprecated old name).
+        network: the Keras functional network of `build_bilm` holding the
+            weights (`model`: its deprecated old name).
 
     Call arguments:
         ids: int `(batch, time, options.token_id_width)` char ids (see
@@ -186,9 +188,9 @@ class BidirectionalLanguageModel(tf.Module):
         self.max_batch_size = max_batch_size
         self.stateful = stateful
         self.kernel_dtype = check_kernel_dtype(kernel_dtype)
-        self.model = load_prediction_bilm(options, weight_file, embedding_weight_file, kernel_dtype)
-        self.n_token_vocab = None if use_character_inputs else self.model.get_layer("token_embedding").input_dim
-        self.model.trainable = False
+        self.network = load_prediction_bilm(options, weight_file, embedding_weight_file, kernel_dtype)
+        self.n_token_vocab = None if use_character_inputs else self.network.get_layer("token_embedding").input_dim
+        self.network.trainable = False
         self._input_key = "token_characters" if use_character_inputs else "token_ids"
         self._state_keys = state_keys(options)
         self.weight_file = None if weight_file is None else os.fspath(weight_file)
@@ -197,7 +199,7 @@ class BidirectionalLanguageModel(tf.Module):
         # A stateful model only keeps the boundary state; its start is unused.
         self._requested_start = "zeros" if stateful else start
         self._start_state = resolve_start(options, self._requested_start, boundary_state=boundary_state,
-                                          weight_file=self.weight_file, warm_up=warm_up, network=self.model)
+                                          weight_file=self.weight_file, warm_up=warm_up, network=self.network)
         # A plain object: tf.Module would track a dict or tuple of tensors as part of the model.
         self._kept_start_tensors = types.SimpleNamespace(state=None, tensors=None)
         self.state_buffers = {
@@ -214,7 +216,7 @@ class BidirectionalLanguageModel(tf.Module):
         self._calls = {
             stateful: tf.function(
                 lambda ids, starts, stateful=stateful: self._forward(
-                    self.model, {self._input_key: ids}, stateful, starts),
+                    self.network, {self._input_key: ids}, stateful, starts),
                 input_signature=[spec, start_spec], autograph=False)
             for stateful in (True, False)
         }
@@ -224,10 +226,10 @@ class BidirectionalLanguageModel(tf.Module):
 
     def _set_up_token_cache(self, max_size):
         """The cached path: a token encoder and the LSTM stacks as two models
-        on `self.model`'s layers, with the encodings kept in between."""
+        on `self.network`'s layers, with the encodings kept in between."""
         options = self.options
-        token_encoder = build_token_encoder(self.model, options)
-        self._contextual_model = build_contextual_bilm(self.model, options)
+        token_encoder = build_token_encoder(self.network, options)
+        self._contextual_model = build_contextual_bilm(self.network, options)
         token_encoder.trainable = self._contextual_model.trainable = False
         def encoder(direct):
             def encode(ids):
@@ -274,6 +276,7 @@ class BidirectionalLanguageModel(tf.Module):
         return self._calls[self.stateful](ids, self.start_states(start))
 
     matmul_dtype = deprecated_alias("matmul_dtype", "kernel_dtype")
+    model = deprecated_alias("model", "network")
 
     @property
     def start(self):
@@ -337,7 +340,7 @@ class BidirectionalLanguageModel(tf.Module):
             raise UserError("warm_up needs a character biLM; a token-input one would need its vocabulary. "
                             "Compute the state with bilm.models.compute_boundary_state.")
         self._start_state = resolve_start(self.options, self._requested_start, warm_up=sentences,
-                                          network=self.model, n_sentences=n_sentences, source="this model")
+                                          network=self.network, n_sentences=n_sentences, source="this model")
         return self._start_state.n_starts
 
     def reset_states(self):

@@ -37,7 +37,7 @@ from bilm.utils.deprecation import deprecated_alias, renamed_argument
 class ELMoEmbedding(keras.layers.Layer):
     """ELMo representations of text from a pretrained biLM, as one Keras layer.
 
-    The biLM is `build_bilm`'s functional model, run *stateless*: every
+    The biLM is `build_bilm`'s functional model, `network`, run *stateless*: every
     sentence starts from the same LSTM state (`start`), so outputs are
     deterministic and do not depend on the other rows or on earlier batches.
     Its layers are combined by a `WeightLayers` mix (`mix`). By default only the
@@ -188,8 +188,8 @@ class ELMoEmbedding(keras.layers.Layer):
         self.supports_jit = input_type not in TEXT_INPUT_TYPES
 
         # === Layers ===
-        self.bilm = build_bilm(options, n_token_vocab=self.n_token_vocab, kernel_dtype=kernel_dtype, name="bilm")
-        self.bilm.trainable = trainable_bilm
+        self.network = build_bilm(options, n_token_vocab=self.n_token_vocab, kernel_dtype=kernel_dtype, name="bilm")
+        self.network.trainable = trainable_bilm
         # `self.mix` is the mix layer (its name in saved archives); the
         # `mix` argument is its kind, `self.mix.mix`.
         self.mix = WeightLayers(mix=mix, l2_coef=l2_coef or None, use_top_only=use_top_only,
@@ -242,14 +242,14 @@ class ELMoEmbedding(keras.layers.Layer):
             kwargs["vocabulary"] = vocabulary_tokens(vocab_file)
         with WEIGHTS_FOLLOW.on():  # no random draws: the file sets every weight
             layer = cls(options, **kwargs)
-        load_bilm_weights(layer.bilm, weight_file)
+        load_bilm_weights(layer.network, weight_file)
         if not use_character_inputs:
-            load_token_embeddings(layer.bilm, embedding_weight_file)
+            load_token_embeddings(layer.network, embedding_weight_file)
         scalar_mix = read_scalar_mix(weight_file)
         if scalar_mix is not None:
             layer.set_scalar_mix(*scalar_mix, source=weight_file)
         layer.set_start_state(resolve_start(options, start, boundary_state=boundary_state, weight_file=weight_file,
-                                            warm_up=warm_up, network=layer.bilm))
+                                            warm_up=warm_up, network=layer.network))
         return layer
 
     def set_scalar_mix(self, W, gamma, source="scalar_mix"):
@@ -280,7 +280,7 @@ class ELMoEmbedding(keras.layers.Layer):
         # constructor (the biLM unless trainable_bilm, the mix unless
         # trainable_mix).
         if value and hasattr(self, "mix"):
-            self.bilm.trainable = self.trainable_bilm
+            self.network.trainable = self.trainable_bilm
             self.mix.trainable = self._mix_trains()
 
     def _mix_trains(self):
@@ -324,7 +324,7 @@ class ELMoEmbedding(keras.layers.Layer):
         for key, _, size in state_keys(self.options):
             inputs[key] = tf.broadcast_to(tf.convert_to_tensor(self.start_state[key]), [batch, size])
         # The biLM has no dropout; training only matters for the mix's dropout.
-        layers = elmo_outputs(self.bilm(inputs, training=False), self.options.n_layers)
+        layers = elmo_outputs(self.network(inputs, training=False), self.options.n_layers)
         lm_embeddings, mask, lengths = (layers[key] for key in ("lm_embeddings", "mask", "lengths"))
         elmo = self.mix(lm_embeddings, mask=mask)
         # Layer norm moves padded positions away from zero; padding stays zero here.
@@ -395,6 +395,11 @@ class ELMoEmbedding(keras.layers.Layer):
         return specs if self.output_key == "all" else specs[self.output_key]
 
     matmul_dtype = deprecated_alias("matmul_dtype", "kernel_dtype")
+    # The old name of `network`. Keras' saving walks attribute names in sorted order and stores a
+    # nested layer under the first name that reaches it: this alias keeps the biLM's weights at
+    # `.../bilm/...` in .keras and .weights.h5 files, where files saved before the rename have them
+    # (without it, reading them would need a path shim; it reads them without a warning).
+    bilm = deprecated_alias("bilm", "network")
 
     def get_config(self):
         config = super().get_config()

@@ -120,7 +120,7 @@ def test_model_has_no_trainable_variables(tmp_path):
     options_file, weight_file, _ = write_model(tmp_path)
     model = BidirectionalLanguageModel(options_file, weight_file)
     assert model.trainable_variables == ()
-    assert len(model.model.weights) > 0 and model.model.trainable_weights == []
+    assert len(model.network.weights) > 0 and model.network.trainable_weights == []
 
 
 def test_one_sentence_a_call_matches_the_reference_on_a_trace_of_its_own(tmp_path):

@@ -55,7 +55,7 @@ def _reference_starts(weights, options):
 def test_the_boundary_state_is_the_mean_state_at_sentence_starts_of_the_training_streams(tmp_path):
     options_file, weight_file, options = write_model(tmp_path)
     model = BidirectionalLanguageModel(options_file, weight_file, stateful=False, start="zeros")
-    state, n_starts = compute_boundary_state(model.model, model.options, STREAM,
+    state, n_starts = compute_boundary_state(model.network, model.options, STREAM,
                                              Batcher(None, MAX_CHARS).batch_sentences, rows=1)
     assert n_starts == len(STREAM) - BURN_IN
     reference = _reference_starts(R.read_weights(weight_file), options)
@@ -72,17 +72,17 @@ def test_parallel_rows_read_contiguous_parts_and_blank_sentences_are_skipped(tmp
     to_ids = Batcher(None, MAX_CHARS).batch_sentences
     text = STREAM * 2
     with_blanks = [s for sentence in text for s in (sentence, [])]
-    two_rows, n_two = compute_boundary_state(model.model, model.options, with_blanks, to_ids, rows=2)
-    halves = [compute_boundary_state(model.model, model.options, part, to_ids, rows=1)
+    two_rows, n_two = compute_boundary_state(model.network, model.options, with_blanks, to_ids, rows=2)
+    halves = [compute_boundary_state(model.network, model.options, part, to_ids, rows=1)
               for part in (text[:len(text) // 2], text[len(text) // 2:])]
     assert n_two == sum(n for _, n in halves) == len(text) - 2 * BURN_IN
     for key in two_rows:
         np.testing.assert_allclose(two_rows[key], (halves[0][0][key] + halves[1][0][key]) / 2, atol=1e-6)
-    limited, n_limited = compute_boundary_state(model.model, model.options, text, to_ids, n_sentences=5, rows=1)
+    limited, n_limited = compute_boundary_state(model.network, model.options, text, to_ids, n_sentences=5, rows=1)
     assert n_limited == 5
     # A short text cuts the rows down (and so the burn-in reads fewer sentences): still at most n_sentences.
     for n_sentences in (3, 6, 7):
-        _, n_counted = compute_boundary_state(model.model, model.options, text * 4, to_ids, n_sentences=n_sentences)
+        _, n_counted = compute_boundary_state(model.network, model.options, text * 4, to_ids, n_sentences=n_sentences)
         assert n_counted == n_sentences
     with pytest.raises(ValueError, match="at least 2 sentences"):
-        compute_boundary_state(model.model, model.options, [["a"], []], to_ids)
+        compute_boundary_state(model.network, model.options, [["a"], []], to_ids)

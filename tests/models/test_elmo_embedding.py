@@ -175,10 +175,10 @@ def test_training_step_changes_the_mix_not_the_frozen_bilm(model_files, kernel_d
     # whose gradient the training step's while loops ask for.
     model, layer = _tagger(model_files, kernel_dtype=kernel_dtype)
     assert {v.path.split("/")[-1] for v in layer.trainable_weights} == {"W", "gamma"}
-    mix, bilm = _snapshot(layer.mix.weights), _snapshot(layer.bilm.weights)
+    mix, bilm = _snapshot(layer.mix.weights), _snapshot(layer.network.weights)
     _fit_one_step(model)
     assert all(_changed(mix, layer.mix.weights))
-    assert not any(_changed(bilm, layer.bilm.weights))
+    assert not any(_changed(bilm, layer.network.weights))
     # Freezing and unfreezing the layer keeps the biLM frozen.
     layer.trainable = False
     assert layer.trainable_weights == []
@@ -188,13 +188,13 @@ def test_training_step_changes_the_mix_not_the_frozen_bilm(model_files, kernel_d
 
 def test_trainable_bilm_fine_tunes_the_bilm(model_files):
     model, layer = _tagger(model_files, trainable_bilm=True)
-    bilm = _snapshot(layer.bilm.weights)
+    bilm = _snapshot(layer.network.weights)
     _fit_one_step(model)
-    changed = _changed(bilm, layer.bilm.weights)
+    changed = _changed(bilm, layer.network.weights)
     assert sum(changed) > len(changed) // 2
     # The files are untouched: a new layer gives the original weights.
     fresh = ELMoEmbedding.from_files(*model_files)
-    for before, variable in zip(bilm, fresh.bilm.weights):
+    for before, variable in zip(bilm, fresh.network.weights):
         np.testing.assert_array_equal(before, variable.numpy())
 
 
@@ -308,11 +308,11 @@ def test_each_mix_is_weight_layers_on_the_lm_embeddings_and_trains_its_own_weigh
     model, layer = _tagger(model_files, mix=mix, mix_seed=seed, l2_coef=0.01)
     assert {v.path.split("/")[-1] for v in layer.trainable_weights} == trainable
     assert layer.get_config()["mix"] == mix and layer.get_config()["mix_seed"] == seed
-    before, bilm = _snapshot(layer.mix.weights), _snapshot(layer.bilm.weights)
+    before, bilm = _snapshot(layer.mix.weights), _snapshot(layer.network.weights)
     _fit_one_step(model)
     moved = [v.name for v, changed in zip(layer.mix.weights, _changed(before, layer.mix.weights)) if changed]
     assert set(moved) == trainable
-    assert not any(_changed(bilm, layer.bilm.weights))
+    assert not any(_changed(bilm, layer.network.weights))
     every = ELMoEmbedding.from_config({**layer.get_config(), "output": "all"})
     every(_tokens(SENTENCES))
     every.set_weights(layer.get_weights())
@@ -354,11 +354,11 @@ def test_from_files_builds_without_drawing_weights_the_file_then_sets(model_file
     loaded = ELMoEmbedding.from_files(*model_files, output="all")
     constructed = ELMoEmbedding(model_files[0], output="all")
     assert zero_builds == [True, False]
-    kernels = [w for w in constructed.bilm.weights if "kernel" in w.name]
+    kernels = [w for w in constructed.network.weights if "kernel" in w.name]
     assert kernels and all(np.any(w.numpy() != 0) for w in kernels)  # the constructor alone: random weights
     reference = BidirectionalLanguageModel(*model_files, stateful=False)
-    assert len(loaded.bilm.weights) == len(reference.model.weights)
-    for got, want in zip(loaded.bilm.weights, reference.model.weights):
+    assert len(loaded.network.weights) == len(reference.network.weights)
+    for got, want in zip(loaded.network.weights, reference.network.weights):
         np.testing.assert_array_equal(got.numpy(), want.numpy())
     with module.WEIGHTS_FOLLOW.on():
         unset = build_bilm(constructed.options)

@@ -50,7 +50,7 @@ def test_the_state_comes_from_the_argument_the_warm_up_or_the_weight_file(tmp_pa
     options = model.options
     given = _state(options, 0.25)
     assert resolve_start(options, boundary_state=given, weight_file=weight_file).vectors(options) == given
-    warmed = resolve_start(options, warm_up=[" ".join(s) for s in SENTENCES if s] * 3, network=model.model)
+    warmed = resolve_start(options, warm_up=[" ".join(s) for s in SENTENCES if s] * 3, network=model.network)
     assert warmed.start == "warm" and warmed.n_starts > 0
     # What the model's own warm_up computes is the same function's result.
     model.warm_up([" ".join(s) for s in SENTENCES if s] * 3)

@@ -19,7 +19,7 @@ def test_training_layout_matches_the_prediction_layout():
     options = tiny_options()
     lm = TrainingLM(*training_settings(options))
     prediction = build_bilm(lm.options, layout="prediction")
-    prediction.set_weights(lm.bilm.get_weights())
+    prediction.set_weights(lm.network.get_weights())
     ids = tf.constant(np.random.default_rng(0).integers(0, 261, size=(3, 6, MAX_CHARS)), tf.int32)
     zeros = lm.zero_states(3)
     reference = prediction({"token_characters": ids, **zeros})
@@ -58,7 +58,7 @@ def test_full_softmax_evaluation_matches_numpy_with_carried_states(tmp_path):
     options = tiny_options()
     lm = TrainingLM(*training_settings(options))
     weights = R.write_random_weights(str(tmp_path / "w.hdf5"), options, seed=3)
-    load_bilm_weights(lm.bilm, str(tmp_path / "w.hdf5"))
+    load_bilm_weights(lm.network, str(tmp_path / "w.hdf5"))
     rng = np.random.default_rng(1)
     n_vocab, p = options["n_tokens_vocab"], options["lstm"]["projection_dim"]
     softmax_w = rng.normal(size=(n_vocab, p)).astype(np.float32)
@@ -92,7 +92,7 @@ def test_full_softmax_evaluation_matches_numpy_with_carried_states(tmp_path):
 
 def test_training_model_takes_matmul_dtype_from_the_options_for_training_steps_only():
     lms = {dtype: TrainingLM(*training_settings(tiny_options(matmul_dtype=dtype))) for dtype in ("float32", "bfloat16")}
-    lms["bfloat16"].bilm.set_weights(lms["float32"].bilm.get_weights())
+    lms["bfloat16"].network.set_weights(lms["float32"].network.get_weights())
     for lm in lms.values():
         lm.softmax_weights.assign(lms["float32"].softmax_weights)
     rng = np.random.default_rng(5)
@@ -108,7 +108,7 @@ def test_training_model_takes_matmul_dtype_from_the_options_for_training_steps_o
     evaluated = {dtype: float(lm.losses(batch, zeros)[0]) for dtype, lm in lms.items()}
     assert trained["bfloat16"] != trained["float32"] and abs(trained["bfloat16"] - trained["float32"]) < 0.05
     # With float32 layers, the softmax alone still takes bfloat16 operands.
-    switched = [layer for layer in lms["bfloat16"].bilm.layers if hasattr(layer, "training_matmul_dtype")]
+    switched = [layer for layer in lms["bfloat16"].network.layers if hasattr(layer, "training_matmul_dtype")]
     assert switched  # the highway and the LSTMs
     for layer in switched:
         layer.training_matmul_dtype = "float32"

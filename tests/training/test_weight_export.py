@@ -43,7 +43,7 @@ def test_dumped_weights_load_in_bidirectional_language_model(tmp_path, training_
     assert shifted.min() > 0
     # Training ids are the prediction ids minus one (no padding row); the
     # backward stack reads the reversed window, its outputs in that order.
-    reference = lm.bilm({**inputs, **lm.zero_states(len(sentences))})
+    reference = lm.network({**inputs, **lm.zero_states(len(sentences))})
     out = model(shifted)
     p = prediction.projection_dim
     np.testing.assert_allclose(out["token_embeddings"].numpy(), reference["token_embeddings"].numpy(), atol=1e-5)

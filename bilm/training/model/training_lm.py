@@ -16,6 +16,7 @@ from bilm.layers.stateless_dropout import StatelessDropout, dropout_site
 from bilm.models.functional_bilm import DIRECTIONS, build_bilm, state_keys
 from bilm.ops import stateless_random
 from bilm.ops.sampled_softmax import full_softmax_loss, log_uniform_candidates, sampled_softmax_loss
+from bilm.utils.deprecation import deprecated_alias
 
 # Folded into the step's seed (plus the direction index) for the negative
 # samples; far from the dropout sites (`dropout_site`).
@@ -30,8 +31,9 @@ class TrainingLM:
         settings: `TrainingSettings`.
 
     Attributes:
-        bilm: the functional model of `build_bilm` (its variables are the
-            ones in the weight file); `layers` its layers by name.
+        network: the functional model of `build_bilm` (its variables are
+            the ones in the weight file; `bilm`: its deprecated old name);
+            `layers` its layers by name.
         boundary_state: `{state key: (size,) variable}`, the mean LSTM state
             at sentence starts, and `n_boundary_starts` how many starts it
             averages (0: not computed yet).
@@ -50,7 +52,7 @@ class TrainingLM:
         self.directions = DIRECTIONS[: 2 if settings.bidirectional else 1]
         # Dropout masks come from a (seed, step, replica) seed input, so they
         # are the same after a restart and differ between replicas.
-        self.bilm = build_bilm(
+        self.network = build_bilm(
             options, n_token_vocab=None if self.use_character_inputs else settings.n_tokens_vocab,
             bidirectional=settings.bidirectional, dropout=settings.dropout,
             layout="training", training_matmul_dtype=settings.matmul_dtype, name="bilm")
@@ -60,7 +62,7 @@ class TrainingLM:
             for d, direction in enumerate(self.directions)
         }
         self.state_keys = state_keys(options, settings.bidirectional)
-        self.layers = {layer.name: layer for layer in self.bilm.layers}
+        self.layers = {layer.name: layer for layer in self.network.layers}
         projection_dim = options.projection_dim
         if settings.share_embedding_softmax:
             self.softmax_weights = self.layers["token_embedding"].embeddings.value
@@ -76,11 +78,13 @@ class TrainingLM:
         self.n_boundary_starts = tf.Variable(0, dtype=tf.int64, trainable=False, name="n_boundary_starts")
         self.evaluation_step = tf.function(self._evaluation_losses, reduce_retracing=True, autograph=False)
 
+    bilm = deprecated_alias("bilm", "network")
+
     # === Variables, by stable name ===
 
     def bilm_variables(self):
         """`{path: tf.Variable}` of the biLM (`"char_cnn/char_embedding"`, ...)."""
-        return {v.path: v.value for v in self.bilm.weights}
+        return {v.path: v.value for v in self.network.weights}
 
     def softmax_variables(self):
         """`{"W": ..., "b": ...}`; no `"W"` when it is the token embedding."""
@@ -91,13 +95,13 @@ class TrainingLM:
 
     def trainable_variables(self):
         """`{name: tf.Variable}` of everything the optimizer updates."""
-        named = {v.path: v.value for v in self.bilm.trainable_weights}
+        named = {v.path: v.value for v in self.network.trainable_weights}
         named.update({f"softmax/{k}": v for k, v in self.softmax_variables().items()})
         return named
 
     def parameter_counts(self):
         """`(biLM parameters, softmax parameters)` (softmax without a shared table)."""
-        bilm = sum(math.prod(v.shape) for v in self.bilm.trainable_weights)
+        bilm = sum(math.prod(v.shape) for v in self.network.trainable_weights)
         softmax = sum(math.prod(v.shape) for v in self.softmax_variables().values())
         return int(bilm), int(softmax)
 
@@ -140,7 +144,7 @@ class TrainingLM:
             inputs["dropout_seed"] = dropout_seed
         # training=True also selects the LSTM recurrence with the hand-written
         # backward pass.
-        outputs = self.bilm(inputs, training=training)
+        outputs = self.network(inputs, training=training)
         top_layer = self.options.n_layers - 1
         tops = {}
         for direction in self.directions:
