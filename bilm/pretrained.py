@@ -27,42 +27,28 @@ def load(path, *, cache_dir=None, sha256=None, start=None, warm_up=None, kernel_
          matmul_dtype=None):
     """The ELMo model at `path`, ready to embed sentences.
 
-    `path` may be:
-    - a directory holding an options file and its HDF5 weights: bilm's
-      `options.json` + `weights.hdf5`, `dump_weights`' `weights.hdf5` +
-      `weights_options.json`, the NLPL repository's `options.json` +
-      `model.hdf5` (+ `vocab.txt`, `meta.json`), or AllenNLP's
-      `<name>_options.json` + `<name>_weights.hdf5`; the files may also be
-      inside the directory's only folder;
-    - a model of another family, converted once into the cache (see
-      `bilm.io.model_files`): an ELMoForManyLangs folder (`config.json`,
-      `char.dic`, `word.dic`, `token_embedder.pkl`, `encoder.pkl`; read
-      without PyTorch), or a TF1 Hub module of ELMo (`tfhub_module.pb`,
-      `saved_model.pb`, `variables/`);
-    - a `.zip` or tar archive of such a directory (the NLPL repository's
-      downloads, `.tar.gz`, `.tar.bz2`), extracted once into the cache;
-    - an `http(s)://` URL of such an archive, downloaded once into the cache;
+    `path` (str or path-like) may be:
+    - a directory holding an options file and its HDF5 weights (bilm's,
+      AllenNLP's, the NLPL repository's layouts), or a model of another
+      family, converted once into the cache: an ELMoForManyLangs folder or a
+      TF1 Hub module of ELMo (see `bilm.io.model_files`);
     - the options or weight file of one of several models in a directory;
-    - a published model's name, its files downloaded once into the cache
-      (a local file or directory of that name is opened instead):
-      `small`, `medium`, `original` (AllenNLP's English models, 1 Billion
-      Word Benchmark), `original-5.5b` (5.5B tokens), `pubmed`,
-      `portuguese-wikipedia`, `portuguese-brwac` (contributed to AllenNLP),
-      each an options file and its weights under
-      `https://s3-us-west-2.amazonaws.com/allennlp/models/elmo/`; `nlpl:<id>`
-      for 201, 202, 203, 209 (German, Swedish, Latin, English) and 210,
-      211, 217, 218 (Norwegian), the zip
-      `http://vectors.nlpl.eu/repository/20/<id>.zip`; ELMoForManyLangs'
-      models, `efml:<language code>` or `nlpl:136` ... `nlpl:179` (the zip
-      `http://vectors.nlpl.eu/repository/11/<id>.zip`), and `efml:zhs`.
-      `bilm.io.published_models` lists every file and where it was
-      published. None stores a boundary state: give them `warm_up=` text.
+    - a `.zip` or tar archive of such a directory, extracted once into the
+      cache, or its `http(s)://` URL, downloaded once;
+    - a published model's name, `<family>:<name>` (`allennlp:original-5.5b`,
+      `nlpl:209`, `efml:fi`, ...), its files downloaded once into the cache;
+      a local file or directory of that name is opened instead. The names
+      are `bilm.io.published_models.PUBLISHED_MODELS`, listed in
+      docs/models.md; an AllenNLP name without its prefix (`small`) still
+      works, with a `DeprecationWarning`. None stores a boundary state:
+      give them `warm_up=` text.
 
     Args:
-        path: see above (str or path-like).
-        cache_dir: where downloads and extracted zips are kept; default
-            `$BILM_CACHE`, else `~/.cache/bilm` (see `bilm.io.model_cache`).
-        sha256: the zip's expected SHA-256 (hex), checked on every load.
+        path: see above.
+        cache_dir: where downloads, extracted archives and converted models
+            are kept; default `$BILM_CACHE`, else `~/.cache/bilm` (see
+            `bilm.io.model_cache`).
+        sha256: the archive's expected SHA-256 (hex), checked on every load.
         start: where `embed` starts each sentence by default (see `ELMo`).
         warm_up: for weights without a boundary state (every published
             model): your own text, a list of sentences or a text file's
@@ -72,8 +58,7 @@ def load(path, *, cache_dir=None, sha256=None, start=None, warm_up=None, kernel_
             scales (see `ELMo`).
         mirror: for a published model's name, a URL or a local directory
             holding its files under the path of their official URLs
-            (`<mirror>/allennlp/models/elmo/...`, `<mirror>/repository/20/<id>.zip`, ...),
-            fetched from there instead; default `$BILM_MODEL_MIRROR`.
+            (see `bilm.io.published_models`); default `$BILM_MODEL_MIRROR`.
         matmul_dtype: deprecated, the old name of `kernel_dtype`.
 
     Returns:
@@ -82,18 +67,14 @@ def load(path, *, cache_dir=None, sha256=None, start=None, warm_up=None, kernel_
     Raises:
         FileNotFoundError: `path` does not exist.
         ValueError (`ModelFileError`, `OptionsError`, `WeightFileError`):
-            what is at `path` is not a model bilm reads (the message says
-            what was found: another SavedModel, a training checkpoint
-            directory, the files present and the names expected), a model
-            of another family is incomplete, contradicts itself or is a
-            variant bilm does not run (naming the file), `path` is neither
-            a path nor a published name (the names are listed), a download
-            failed (its URL and HTTP status), or an archive or HDF5 file is
-            corrupt (its path).
+            what is at `path` is not a model bilm reads, or is incomplete,
+            contradictory or a variant bilm does not run; `path` is neither
+            a path nor a published name; a download failed; an archive or
+            HDF5 file is corrupt. The message names the file, URL or name.
 
     Example:
     ```python
-    elmo = bilm.load("original-5.5b", warm_up="my_corpus.txt")   # or a directory, a zip, its URL
+    elmo = bilm.load("allennlp:original-5.5b", warm_up="my_corpus.txt")   # or a directory, a zip, its URL
     vectors = elmo.embed([["The", "cat", "sat"], ["Hi"]])  # [(3, 2P), (1, 2P)]
     ```
     """

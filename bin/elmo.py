@@ -8,7 +8,7 @@ by line number (or by the sentence with --use_sentence_keys), holding
 
 The model is --model (a directory, an ELMoForManyLangs model or a TF-Hub
 module of ELMo, a .zip or tar archive, its URL, or a published model's name
-such as original-5.5b, nlpl:209 or efml:fi, as bilm.load takes them; names
+such as allennlp:original-5.5b, nlpl:209 or efml:fi, as bilm.load takes them; names
 are fetched from $BILM_MODEL_MIRROR if set) or the pair --options_file and
 --weight_file.
 

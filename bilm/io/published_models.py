@@ -1,7 +1,8 @@
 """The published ELMo models `bilm.load` opens by name, and where their files are.
 
 `PUBLISHED_MODELS` maps each name to a `PublishedModel`: AllenNLP's models
-are two files in its S3 bucket (an options file and its HDF5 weights), the
+are two files in its S3 bucket (an options file and its HDF5 weights,
+`allennlp:<name>`: `allennlp:small`, `allennlp:original-5.5b`, ...), the
 NLPL repository's one zip each (`nlpl:<id>`, the repository's id), among
 them ELMoForManyLangs' models of 44 languages, also named by language
 (`efml:<language code>`, `ELMOFORMANYLANGS_LANGUAGES`), plus its simplified
@@ -11,12 +12,17 @@ gives SHA-256 sums for these files, so `sha256` is empty everywhere (pass
 `sha256=` to `bilm.load` to check an archive whose sum you know).
 
 A name never shadows a local path: `bilm.load("small")` opens `./small`
-when it exists. Published models store no boundary state, so every one of
-them starts sentences from zeros unless given `warm_up=` text.
+when it exists. Otherwise a bare AllenNLP name (`small`, `original-5.5b`,
+...: the names before the prefix) is its `allennlp:` model, with a
+`DeprecationWarning` (bare `small`, `medium`, `original` and `tiny` are
+`bilm.presets`' architectures). Downloads are cached by URL, so a model
+fetched under its old name is found under the new one. Published models
+store no boundary state, so every one of them starts sentences from zeros
+unless given `warm_up=` text.
 
 Sites without internet access set a mirror, `BILM_MODEL_MIRROR` (or the
 `mirror=` argument): a URL or a local directory holding each file under the
-path of its official URL, e.g. for `small` and `nlpl:209`:
+path of its official URL, e.g. for `allennlp:small` and `nlpl:209`:
 
     <mirror>/allennlp/models/elmo/2x1024_128_2048cnn_1xhighway/elmo_2x1024_128_2048cnn_1xhighway_options.json
     <mirror>/allennlp/models/elmo/2x1024_128_2048cnn_1xhighway/elmo_2x1024_128_2048cnn_1xhighway_weights.hdf5
@@ -35,8 +41,10 @@ import urllib.parse
 from typing import Mapping, Tuple
 
 from bilm.io.model_cache import ModelFileError, is_url
+from bilm.utils.deprecation import warn_deprecated
 
 MIRROR_ENVIRONMENT_VARIABLE = "BILM_MODEL_MIRROR"
+ALLENNLP_PREFIX = "allennlp:"
 NLPL_PREFIX = "nlpl:"
 ELMOFORMANYLANGS_PREFIX = "efml:"
 # A string ending so names a file, never a published model.
@@ -103,7 +111,8 @@ ELMOFORMANYLANGS_SIMPLIFIED_CHINESE = "http://39.96.43.154/zhs.model.tar.bz2"
 
 
 def _allennlp(name, description, options_url, weights_url):
-    return PublishedModel(name, f"AllenNLP: {description}", ALLENNLP_PAGE, (options_url, weights_url))
+    return PublishedModel(f"{ALLENNLP_PREFIX}{name}", f"AllenNLP: {description}", ALLENNLP_PAGE,
+                          (options_url, weights_url))
 
 
 def _nlpl(model_id, description, published_at, repository=20):
@@ -190,6 +199,10 @@ def find_published_model(name):
     """
     if name in PUBLISHED_MODELS:
         return PUBLISHED_MODELS[name]
+    if ALLENNLP_PREFIX + name in PUBLISHED_MODELS:  # AllenNLP's names before they had their family's prefix
+        warn_deprecated(f"The model name {name!r} is deprecated; use {ALLENNLP_PREFIX + name!r} (bare names are "
+                        "bilm.presets' architectures).")
+        return PUBLISHED_MODELS[ALLENNLP_PREFIX + name]
     if name.startswith(NLPL_PREFIX) and name[len(NLPL_PREFIX):].isdigit():
         model_id = name[len(NLPL_PREFIX):]
         listed = ", ".join(n for n in PUBLISHED_MODELS if n.startswith(NLPL_PREFIX))
@@ -197,8 +210,11 @@ def find_published_model(name):
             f"{name} is not one of the NLPL repository's ELMo models bilm lists ({listed}); the repository also "
             "holds word2vec, fastText and BERT models, which bilm does not read. If it is an ELMo model, pass "
             f"its URL: bilm.load('http://vectors.nlpl.eu/repository/20/{model_id}.zip').")
-    close = difflib.get_close_matches(name, PUBLISHED_MODELS, n=1)
-    suggestion = f" Did you mean {close[0]!r}?" if close else ""
+    # A name is also matched without its family's prefix ('smal' finds 'allennlp:small').
+    candidates = {**{published.split(":", 1)[-1]: published for published in PUBLISHED_MODELS},
+                  **{published: published for published in PUBLISHED_MODELS}}
+    close = difflib.get_close_matches(name, candidates, n=1)
+    suggestion = f" Did you mean {candidates[close[0]]!r}?" if close else ""
     raise ModelFileError(
         f"No model at {name!r}: no such file or directory, and no published model has that name.{suggestion} "
         f"Published names: {', '.join(PUBLISHED_MODELS)} (see bilm.io.published_models).")

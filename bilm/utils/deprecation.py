@@ -1,9 +1,9 @@
 """Old public names kept working: renamed arguments and attributes, each warning once per use.
 
 `renamed_argument` resolves a keyword argument that has a new name;
-`deprecated_alias` is a read-only property under an attribute's old name.
-Both warn with a `DeprecationWarning` that names the new name, pointing at
-the caller's line.
+`deprecated_alias` is a read-only property under an attribute's old name;
+`warn_deprecated` warns of any other old name. Each warns with a
+`DeprecationWarning` that names the new name, pointing at the caller's line.
 """
 import sys
 import warnings
@@ -55,3 +55,11 @@ def deprecated_alias(old_name, new_name):
         return getattr(self, new_name)
 
     return property(read, doc=f"Deprecated: the old name of `{new_name}`.")
+
+
+def warn_deprecated(message):
+    """A `DeprecationWarning` with `message`, pointing at the first caller outside bilm (a user's line)."""
+    frame, level = sys._getframe(1), 2
+    while frame is not None and frame.f_globals.get("__name__", "").split(".")[0] == "bilm":
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, DeprecationWarning, stacklevel=level)

@@ -14,7 +14,7 @@ from bilm.io.model_files import ModelFileError, locate_model
 from bilm.io.published_models import PUBLISHED_MODELS, find_published_model, may_be_model_name
 from helpers import SENTENCES, write_model
 
-SMALL = PUBLISHED_MODELS["small"]
+SMALL = PUBLISHED_MODELS["allennlp:small"]
 
 
 @pytest.fixture
@@ -40,6 +40,7 @@ def test_the_table():
     for name, model in PUBLISHED_MODELS.items():
         assert model.name == name and model.description and model.published_at.startswith("https://")
         assert may_be_model_name(name) and find_published_model(name) is model
+        assert name.startswith(("allennlp:", "nlpl:", "efml:")), name
         assert len(model.urls) == (1 if name.startswith(("nlpl:", "efml:")) else 2), name
         assert all(url.startswith(("http://", "https://")) for url in model.urls)
         assert len({os.path.basename(_path(url)) for url in model.urls}) == len(model.urls), name
@@ -60,13 +61,21 @@ def test_load_opens_a_two_file_model_through_the_mirror_once(server, cache, monk
         server.routes["/mirror" + _path(url)] = body
     monkeypatch.setenv("BILM_MODEL_MIRROR", server.url("/mirror/"))
     with pytest.warns(UserWarning, match="holds no boundary state"):  # as every published model
-        elmo = bilm.load("small")
+        elmo = bilm.load("allennlp:small")
     assert len(server.requests) == 2 and all(r.startswith("/mirror/allennlp/models/elmo/") for r in server.requests)
     assert os.path.basename(elmo.weight_file) == "elmo_2x1024_128_2048cnn_1xhighway_weights.hdf5"
     assert elmo.weight_file.startswith(str(cache / "downloads"))
     assert os.path.dirname(elmo.weight_file) == os.path.dirname(elmo.options_file)
     assert [v.shape for v in elmo.embed(SENTENCES[:2])] == [(len(s), elmo.dim) for s in SENTENCES[:2]]
-    assert locate_model("small").weight_file == elmo.weight_file
+    assert locate_model("allennlp:small").weight_file == elmo.weight_file
+    # The name before the prefix still works, with a warning naming the new one, and finds the same cached files.
+    old_name = r"^The model name 'small' is deprecated; use 'allennlp:small'"
+    with pytest.warns(DeprecationWarning, match=old_name) as caught:
+        assert locate_model("small").weight_file == elmo.weight_file
+    assert [w.filename for w in caught if issubclass(w.category, DeprecationWarning)] == [__file__]
+    with pytest.warns(DeprecationWarning, match=old_name) as caught:
+        assert bilm.load("small", start="zeros").weight_file == elmo.weight_file
+    assert [w.filename for w in caught if issubclass(w.category, DeprecationWarning)] == [__file__]
     assert len(server.requests) == 2
 
 
@@ -88,7 +97,7 @@ def test_a_mirror_may_be_a_local_directory(tmp_path, cache, model_bytes):
     for url, body in zip(SMALL.urls, model_bytes):
         (mirror / _path(url).lstrip("/")).parent.mkdir(parents=True, exist_ok=True)
         (mirror / _path(url).lstrip("/")).write_bytes(body)
-    files = locate_model("small", mirror=str(mirror))
+    files = locate_model("allennlp:small", mirror=str(mirror))
     with open(files.weight_file, "rb") as f:
         assert f.read() == model_bytes[1]
 
@@ -105,14 +114,15 @@ def test_a_local_path_of_that_name_wins(tmp_path, cache, monkeypatch, server):
 def test_unknown_names_and_bad_arguments(cache, tmp_path):
     with pytest.raises(ModelFileError, match=(
             r"^No model at 'smal': no such file or directory, and no published model has that name\. Did you mean "
-            r"'small'\? Published names: small, medium, original, original-5\.5b, pubmed, .*nlpl:209, .*\.$")):
+            r"'allennlp:small'\? Published names: allennlp:small, allennlp:medium, allennlp:original, "
+            r"allennlp:original-5\.5b, allennlp:pubmed, .*nlpl:209, .*\.$")):
         bilm.load("smal")
     with pytest.raises(ValueError, match=r"nlpl:12 is not one of the NLPL repository's ELMo models bilm lists "
                                          r"\(nlpl:201, .*pass its URL: bilm.load\('http://vectors.nlpl.eu/"
                                          r"repository/20/12.zip'\)"):
         locate_model("nlpl:12")
-    with pytest.raises(ValueError, match="sha256= checks a zip; small is two files"):
-        locate_model("small", sha256="0" * 64)
+    with pytest.raises(ValueError, match="sha256= checks a zip; allennlp:small is two files"):
+        locate_model("allennlp:small", sha256="0" * 64)
     with pytest.raises(ValueError, match="mirror= applies to published model names; '.*' is a path or URL"):
         locate_model(str(tmp_path), mirror="http://host/")
     with pytest.raises(FileNotFoundError, match="No model at .*missing.zip: no such file"):
@@ -125,7 +135,7 @@ def test_a_mirror_page_instead_of_a_file_is_not_kept(server, cache, model_bytes)
     server.routes[_path(weights_url)] = b"<html>Not here</html>"
     with pytest.raises(ValueError, match=r"/elmo_2x1024_128_2048cnn_1xhighway_weights.hdf5 gave a file that is "
                                          r"not HDF5 \(21 bytes starting b'<html>Not here</html>'\); it was not kept"):
-        locate_model("small", mirror=server.url())
+        locate_model("allennlp:small", mirror=server.url())
     kept = sorted(p.name for p in cache.rglob("*") if p.is_file())
     assert kept == ["elmo_2x1024_128_2048cnn_1xhighway_options.json"]
 
