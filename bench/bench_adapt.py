@@ -39,7 +39,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import numpy as np  # noqa: E402
 
 import bilm  # noqa: E402
-from bilm.training import build_vocab, dump_weights, test_from_files, train_from_files  # noqa: E402
+from bilm.training import build_vocab, dump_weights, evaluate_from_files, train_from_files  # noqa: E402
 from bilm.training.model import softmax_init  # noqa: E402
 from bilm.training.run import run_origin  # noqa: E402
 
@@ -230,7 +230,7 @@ def run(paths, directory, name, steps, settings, **kwargs):
                              max_steps=step - done, overrides=kwargs.get("overrides"), **common)
         seconds += time.perf_counter() - started
         done = step
-        perplexities.append(test_from_files(**evaluate))
+        perplexities.append(evaluate_from_files(**evaluate))
     return perplexities, seconds
 
 

@@ -36,7 +36,7 @@ import real_text  # noqa: E402
 
 import bilm  # noqa: E402
 from bilm.training import build_vocab, train_from_files  # noqa: E402
-from bilm.training import test_from_files as heldout_perplexity  # noqa: E402
+from bilm.training import evaluate_from_files as heldout_perplexity  # noqa: E402
 
 SPECIAL_CHARACTERS = ("<bos>", "<eos>", "<oov>", "<pad>", "<bow>", "<eow>")
 SPECIAL_WORDS = ("<oov>", "<bos>", "<eos>", "<pad>")

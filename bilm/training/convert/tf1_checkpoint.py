@@ -37,9 +37,9 @@ def tf1_table(lm):
     Covers every variable the optimizer trains: the weight-file datasets,
     `embedding` (token inputs), `softmax/W` (unless shared) and `softmax/b`.
     """
-    entries = list(weight_table(lm.bilm))
+    entries = list(weight_table(lm.network))
     if not lm.use_character_inputs:
-        entries.append(_variable_entry("embedding", lm.bilm.get_layer("token_embedding").embeddings.value))
+        entries.append(_variable_entry("embedding", lm.network.get_layer("token_embedding").embeddings.value))
     for name, variable in lm.softmax_variables().items():
         entries.append(_variable_entry(f"softmax/{name}", variable))
     return entries

@@ -49,13 +49,13 @@ def dump_weights(save_dir, outfile, options_outfile=None, overwrite=False):
     lm = load_training_model(options, ckpt_file)
     n_starts = int(lm.n_boundary_starts.numpy())
     boundary_state = ({key: v.numpy() for key, v in lm.boundary_state.items()}, n_starts) if n_starts else None
-    save_bilm_weights(lm.bilm, outfile, boundary_state)
+    save_bilm_weights(lm.network, outfile, boundary_state)
     if "backward" not in lm.directions:
         warnings.warn(f"{save_dir} holds a forward-only biLM: {outfile} has no backward LSTM weights "
                       "(RNN_1/...), so BidirectionalLanguageModel cannot load it.", stacklevel=2)
     written = {"weight_file": outfile}
     if not lm.use_character_inputs:
-        table = lm.bilm.get_layer("token_embedding").embeddings.numpy()
+        table = lm.network.get_layer("token_embedding").embeddings.numpy()
         save_token_embeddings(embedding_file, table)
         written["embedding_weight_file"] = embedding_file
     save_options(prediction_options, options_outfile)

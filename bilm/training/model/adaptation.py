@@ -203,7 +203,7 @@ def load_model_weights(lm, model):
         WeightFileError listing each dataset missing from the file or shaped
         otherwise than the model's options say.
     """
-    entries = weight_table(lm.bilm)
+    entries = weight_table(lm.network)
     arrays = read_entries(model.files.weight_file, entries)
     for entry in entries:
         entry.set(arrays[entry.name])

@@ -23,7 +23,7 @@ def prediction_network(lm):
                          bidirectional=len(lm.directions) == 2, kernel_initializer="zeros", name="prediction_bilm")
     # Frozen: inference's packed graph loop, with nothing for XLA to compile.
     network.trainable = False
-    trained = {entry.name: entry for entry in weight_table(lm.bilm)}
+    trained = {entry.name: entry for entry in weight_table(lm.network)}
     for entry in weight_table(network):
         entry.set(trained[entry.name].get())
     if token_input:

@@ -178,7 +178,7 @@ def log_frequencies(counts):
 
 def _encoder(lm, word_char_ids):
     """`encode(ids) -> (len(ids), P)` float32: the biLM's layer-0 encoding of those vocabulary words."""
-    encoder = build_token_encoder(lm.bilm, lm.options)
+    encoder = build_token_encoder(lm.network, lm.options)
 
     def encode(ids):
         rows = [encoder(word_char_ids[np.newaxis, ids[i:i + _ENCODING_CHUNK]])[0].numpy()
