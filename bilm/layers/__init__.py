@@ -9,6 +9,7 @@ from bilm.layers.layer_mix import WeightLayers, weight_layers
 from bilm.layers.projected_lstm import ProjectedLSTM
 from bilm.layers.sequence_mask import SequenceMask
 from bilm.layers.stateless_dropout import StatelessDropout
+from bilm.layers.token_projection import TokenProjection
 from bilm.layers.unique_tokens import GatherTokens, UniqueTokens
 
 __all__ = [
@@ -18,6 +19,7 @@ __all__ = [
     "ProjectedLSTM",
     "SequenceMask",
     "StatelessDropout",
+    "TokenProjection",
     "UniqueTokens",
     "WeightLayers",
     "weight_layers",

@@ -8,9 +8,10 @@ from bilm.ops.bias_add import add_bias
 from bilm.ops.char_convolutions import max_pooled_char_convolutions
 
 # At inference (`training=False`) a call encoding at most this many tokens
-# runs the convolutions directly rather than the compiled table loop: no
-# compilation, and faster at this size (bench/bench_latency.py).
-DIRECT_CONVOLUTION_TOKENS = 128
+# (a sentence's new words) runs the table loop's sums without compiling
+# the loop (`bilm.ops.char_convolutions`, `direct_up_to`): the same bytes,
+# without a compilation for each new column count (bench/bench_latency.py).
+DIRECT_CONVOLUTION_TOKENS = 32
 
 @keras.saving.register_keras_serializable(package="bilm")
 class CharCNNEncoder(keras.layers.Layer):

@@ -16,6 +16,7 @@ from bilm.layers.initializers import dense_initializer
 from bilm.layers.projected_lstm import ProjectedLSTM
 from bilm.layers.sequence_mask import SequenceMask
 from bilm.layers.stateless_dropout import StatelessDropout, dropout_site
+from bilm.layers.token_projection import TokenProjection
 from bilm.layers.unique_tokens import GatherTokens, UniqueTokens
 from bilm.utils.thread_flag import ThreadFlag
 
@@ -185,7 +186,7 @@ def _token_encoder(options, n_token_vocab, padded, kernels):
     word_embedding = _word_embedding(options, padded)
     projection = None
     if token_features(options) != options.projection_dim:
-        projection = keras.layers.Dense(
+        projection = TokenProjection(
             options.projection_dim, kernel_initializer=dense_initializer(token_features(options)),
             name="token_projection", dtype=FLOAT32)
     encode = functools.partial(_encode_characters, char_encoder=char_encoder, highway=highway,

@@ -99,24 +99,41 @@ def max_pooled_char_convolutions(char_ids, embedding, kernels, direct_up_to=0):
 
 
 def _direct_max_pooled(char_ids, embedding, kernels):
-    """`max_pooled_char_convolutions` as convolutions over the kept columns,
-    with the dropped windows' stand-in (the window of each row's last id,
-    `embedding[id] @ sum_k kernel[k]`) where columns were dropped."""
+    """`max_pooled_char_convolutions` by the table loop's arithmetic without
+    its compiled loop: each window a sum of table rows in the order of its
+    offsets, then the max over positions and the dropped windows' stand-in,
+    as `_compiled_maxima` computes them, so a token's encoding is the same
+    bytes by either path (`bilm.ops.batch_invariant`). It holds every
+    window of the kept columns at once: for few tokens."""
+    max_chars = tf.shape(char_ids)[1]
     columns = columns_to_keep(char_ids, max(kernel.shape[0] for kernel in kernels))
-    n = tf.shape(char_ids)[0]
-    # One padding row more, cut off at the end: TensorFlow's oneDNN
-    # convolution (on by default on AVX512 CPUs) returns an empty batch
-    # unchanged instead of convolving it, (0, columns, dim).
-    char_ids = tf.pad(char_ids, [[0, 1], [0, 0]])
-    embedded = tf.gather(embedding, char_ids[:, :columns])
-    fills = tf.gather(embedding, char_ids[:, -1])
-    dropped = columns < tf.shape(char_ids)[1]
+    kept = char_ids[:, :columns]
+    fills = char_ids[:, -1]
+    dropped = columns < max_chars
     maxima = []
-    for kernel in kernels:
-        maximum = tf.reduce_max(tf.nn.conv1d(embedded, kernel, stride=1, padding="VALID"), axis=1)
-        fill = tf.matmul(fills, tf.reduce_sum(kernel, axis=0))
+    for table in _tables(embedding, kernels, with_gradient=True):
+        width = table.shape[1]
+        positions = columns - width + 1
+        flat = tf.reshape(table, [-1, table.shape[2]])
+        window = tf.gather(flat, kept[:, :positions] * width)
+        for k in range(1, width):
+            window = window + tf.gather(flat, kept[:, k:k + positions] * width + k)
+        maximum = tf.reduce_max(window, axis=1)
+        fill = _fill_window(fills, table)
         maxima.append(tf.where(dropped, tf.maximum(maximum, fill), maximum))
-    return tf.concat(maxima, axis=1)[:n]
+    return tf.concat(maxima, axis=1)
+
+
+def _tables(embedding, kernels, with_gradient=False):
+    """Each kernel's `T_k` side by side, `(table_rows, width, num)`: one matmul a kernel (see the module's
+    docstring); rows past the embedding's are zeros that no id reaches. `with_gradient`: autodiff reaches
+    `embedding` and `kernels` through them (the direct path's gradient); else they are constants."""
+    n_characters = embedding.shape[0]
+    table_rows = -(-n_characters // TABLE_ROW_STEP) * TABLE_ROW_STEP
+    through = tf.identity if with_gradient else tf.stop_gradient
+    rows = tf.pad(through(embedding), [[0, table_rows - n_characters], [0, 0]])
+    return [tf.reshape(tf.matmul(rows, _flat_kernel(through(kernel))),
+                       [table_rows, kernel.shape[0], kernel.shape[2]]) for kernel in kernels]
 
 
 # Tokens go through XLA in blocks of this many rows, and columns are kept
@@ -169,10 +186,8 @@ def _max_pooled(char_ids, embedding, *kernels):
     dropped = columns < max_chars
     # All T_k of a kernel as one table (table_rows, width, num): one matmul.
     # Rows past the embedding's are zeros that no id reaches.
-    rows = tf.pad(tf.stop_gradient(embedding), [[0, table_rows - n_characters], [0, 0]])
     flat_kernels = [_flat_kernel(tf.stop_gradient(kernel)) for kernel in kernels]
-    tables = [tf.reshape(tf.matmul(rows, flat), [table_rows, kernel.shape[0], kernel.shape[2]])
-              for kernel, flat in zip(kernels, flat_kernels)]
+    tables = _tables(embedding, kernels)
     maxima, argmaxes = tf.map_fn(
         lambda block: _compiled_maxima(block[0], block[1], dropped, tables), (blocks, fills),
         fn_output_signature=(tf.TensorSpec([BLOCK_ROWS, sum(nums)], embedding.dtype),

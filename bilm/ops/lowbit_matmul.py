@@ -13,10 +13,16 @@ be built, `lowbit_matmul` computes the same product with stock
 TensorFlow ops (a float32 copy of the kernel, then a float32 matmul).
 
 The same kernel takes float32 kernels where it was built with AVX2 and
-FMA (`streams_float32`): TensorFlow's float32 products of 2 to 32 rows
-read their kernel far below memory speed on such CPUs (a batch's LSTM
-steps as its sentences end, a sentence's input half), and bilm's run them
-2-4x faster (bench/bench_lowbit_matmul.py).
+FMA (`streams_float32`). A row's sums are cut and added alike whatever
+the number of rows (one fused multiply-add per term, in order), so a
+row's product is the same bytes in any batch. Where it was built with
+AVX-512 (`tiles_float32`), groups of rows run from a tiled copy of the
+kernel at the FMA units' rate, as fast as a stock matmul on a batch, and
+inference takes every float32 product to it, at any number of rows
+(`streamed_rows_limit`, `recurrence_rows_limit`). Elsewhere float32
+products are stock ones whose rows do not depend on the batch either
+(`bilm.ops.batch_invariant`): never a mix of the two, whose sums are
+ordered differently.
 
 The gradient reaches `x`, and a float32 kernel; a bfloat16 or int8 kernel
 is for inference and gets none.
@@ -30,6 +36,7 @@ from bilm.ops.matmul_dtype import kernel_matmul
 from bilm.ops.native import BuildError, build_library, source_path
 from bilm.ops.placement import native_kernels_allowed, stock_kernels  # noqa: F401 (stock_kernels: re-exported)
 from bilm.ops.scaled_kernel import ScaledKernel
+from bilm.utils.cpu_features import cpu_flags
 
 LOWBIT_KERNEL_DTYPES = (tf.bfloat16, tf.int8)
 # Rows up to which `few_rows_kernel_matmul` takes bilm's kernel. It reads
@@ -39,10 +46,8 @@ LOWBIT_KERNEL_DTYPES = (tf.bfloat16, tf.int8)
 # sizes, stock matmuls' blocking (and bfloat16 hardware, where there is
 # some) win.
 MAX_STREAMED_ROWS = 64
-# The same for float32 kernels: measured on an AVX2 CPU at the original
-# size's per-step kernels, bilm's kernel is 2-4x faster than TensorFlow's
-# float32 matmul from 2 to 24 rows, on a par at 32, slower beyond.
-MAX_FLOAT32_STREAMED_ROWS = 32
+# The limits of a float32 kernel where `tiles_float32()`: any number of rows.
+UNLIMITED_ROWS = 2**31 - 1
 _OP_NAME = "BilmLowbitMatmul"
 _LOADED = {}
 _LOADING = threading.Lock()
@@ -60,6 +65,12 @@ def streams_float32():
         return _LOADED["float32"]
 
 
+def tiles_float32():
+    """Whether bilm's kernel takes float32 kernels here (`streams_float32`) and was built with AVX-512,
+    whose tiles run many rows as fast as a stock matmul: then inference's float32 products all run it."""
+    return streams_float32() and "avx512f" in cpu_flags().split()
+
+
 def _has_float32_kernel(ops):
     if ops is None:
         return False
@@ -73,17 +84,26 @@ def _has_float32_kernel(ops):
 
 def streamed_rows_limit(kernel):
     """The most rows for which bilm's kernel is the faster product with
-    `kernel` (a tensor, variable or `ScaledKernel`), or 0 where it does
-    not take that kernel here (see `streams_float32`; where
-    `bilm.ops.placement.native_kernels_allowed()` is false: in
-    `stock_kernels()`, under XLA, on a GPU; the library could not be built)."""
+    `kernel` (a tensor, variable or `ScaledKernel`), or 0 where inference
+    does not take that kernel to it: a float32 kernel (see the module's
+    docstring); where `bilm.ops.placement.native_kernels_allowed()` is
+    false (in `stock_kernels()`, under XLA, on a GPU); where the library
+    could not be built."""
     if not native_kernels_allowed():
         return 0
     if is_lowbit(kernel):
         return MAX_STREAMED_ROWS if load_lowbit_ops() is not None else 0
-    if tf.as_dtype(kernel.dtype) == tf.float32 and streams_float32():
-        return MAX_FLOAT32_STREAMED_ROWS
+    if tf.as_dtype(kernel.dtype) == tf.float32 and tiles_float32():
+        return UNLIMITED_ROWS
     return 0
+
+
+def recurrence_rows_limit(kernel):
+    """The most rows of an LSTM step for which the recurrence runs bilm's op
+    (`BilmLstmRecurrence`) with `kernel`: `streamed_rows_limit`, so a
+    float32 kernel every step (`UNLIMITED_ROWS`) where `tiles_float32()`:
+    no step of any batch takes the stock product instead."""
+    return streamed_rows_limit(kernel)
 
 
 def load_lowbit_ops():
@@ -186,6 +206,8 @@ def few_rows_kernel_matmul(x, kernel):
     limit = streamed_rows_limit(kernel)
     if not limit:
         return kernel_matmul(x, kernel)
+    if limit == UNLIMITED_ROWS:
+        return streamed_kernel_matmul(x, kernel)
     return tf.cond(tf.shape(x)[0] <= limit, lambda: streamed_kernel_matmul(x, kernel),
                    lambda: kernel_matmul(x, kernel))
 

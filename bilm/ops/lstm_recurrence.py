@@ -13,7 +13,13 @@ from typing import NamedTuple
 
 import tensorflow as tf
 
-from bilm.ops.lowbit_matmul import load_lowbit_ops, native_kernels_allowed, streamed_kernel_matmul, streamed_rows_limit
+from bilm.ops.lowbit_matmul import (
+    UNLIMITED_ROWS,
+    load_lowbit_ops,
+    native_kernels_allowed,
+    recurrence_rows_limit,
+    streamed_kernel_matmul,
+)
 from bilm.ops.lstm_bptt import recomputed_gradients
 from bilm.ops.lstm_cell import lstm_cell_step, projection_stand_in
 from bilm.ops.matmul_dtype import kernel_matmul, stock_form
@@ -160,10 +166,10 @@ def lstm_recurrence_packed(gates, gate_index, steps, time, c0, h0, recurrent_ker
             or a `bilm.ops.scaled_kernel.ScaledKernel` (int8).
         projection_kernel: `(units, output_dim)` (same kind) or None.
         cell_clip, proj_clip: Python floats or None.
-        native_kernels: whether steps of few rows (up to
-            `bilm.ops.lowbit_matmul.streamed_rows_limit` of the kernels)
-            may run bilm's own kernel, where it takes them
-            (`bilm.ops.lowbit_matmul`); None: unless inside
+        native_kernels: whether steps of up to
+            `bilm.ops.lowbit_matmul.recurrence_rows_limit` rows of the
+            kernels (every step, for float32 kernels) may run bilm's own
+            kernel, where it takes them (`bilm.ops.lowbit_matmul`); None: unless inside
             `bilm.ops.lowbit_matmul.stock_kernels()`. Without it the kernels
             take their `stock_form` once, before the loop.
 
@@ -174,14 +180,14 @@ def lstm_recurrence_packed(gates, gate_index, steps, time, c0, h0, recurrent_ker
     if native_kernels is None:
         native_kernels = native_kernels_allowed()
     # The kernels of a layer share one dtype, so the recurrent one decides.
-    limit = streamed_rows_limit(recurrent_kernel) if native_kernels else 0
+    limit = recurrence_rows_limit(recurrent_kernel) if native_kernels else 0
     kernels = (recurrent_kernel, projection_kernel)
     loop_inputs = (gates, gate_index, steps.active, steps.offsets, tf.gather(c0, steps.order),
                    tf.gather(h0, steps.order))
     clips = (cell_clip, proj_clip)
     if not limit:
         outputs, c, h = _packed_loop(*loop_inputs, _stock_forms(kernels), *clips, "stock")
-    elif c0.shape[0] is not None and c0.shape[0] <= limit:
+    elif limit == UNLIMITED_ROWS or (c0.shape[0] is not None and c0.shape[0] <= limit):
         # Rows known at trace time and within the limit: bilm's op alone, without the graph loop as the
         # other branch (tracing that loop costs about as much as the op's own trace).
         outputs, c, h = _native_recurrence(*loop_inputs, kernels, *clips)

@@ -33,6 +33,7 @@ Which dtype is fastest where is in docs/performance.md.
 import tensorflow as tf
 
 from bilm.errors import UserError
+from bilm.ops.batch_invariant import batch_invariant_matmul
 from bilm.ops.placement import bfloat16_products_fast
 from bilm.ops.scaled_kernel import ScaledKernel, dequantize
 
@@ -77,7 +78,8 @@ def matmul(a, b, matmul_dtype="float32", transpose_a=False, transpose_b=False):
 def kernel_matmul(x, kernel):
     """`x @ kernel` for float32 `x`, in the kernel's dtype.
 
-    A float32 kernel: a float32 matmul. A bfloat16 kernel (a layer built
+    A float32 kernel: a float32 matmul whose rows do not depend on the other rows
+    (`bilm.ops.batch_invariant`). A bfloat16 kernel (a layer built
     with `kernel_dtype="bfloat16"`): on a GPU, or a CPU with bfloat16 arithmetic, `x`
     is rounded to bfloat16, the product accumulates in float32 and is
     rounded to bfloat16 once; elsewhere, where that product is slower than
@@ -96,7 +98,7 @@ def kernel_matmul(x, kernel):
     """
     kernel = stock_form(kernel)
     if tf.as_dtype(kernel.dtype) == tf.float32:
-        return tf.matmul(x, kernel)
+        return batch_invariant_matmul(x, kernel)
     return tf.cast(tf.matmul(tf.cast(x, kernel.dtype), kernel), tf.float32)
 
 

@@ -45,7 +45,7 @@ def _read(path):
                 json.loads(f["sentence_to_index"][0]), dict(f.attrs))
 
 
-def _assert_same_file(path, expected_path):
+def _assert_same_file(path, expected_path, exact=False):
     (arrays, mapping, attrs), (expected, expected_mapping, expected_attrs) = _read(path), _read(expected_path)
     assert arrays.keys() == expected.keys() and mapping == expected_mapping
     assert attrs.keys() == expected_attrs.keys()
@@ -53,7 +53,20 @@ def _assert_same_file(path, expected_path):
         assert np.array_equal(attrs[key], value), key
     for key, array in expected.items():
         assert arrays[key].shape == array.shape
-        np.testing.assert_allclose(arrays[key], array, atol=1e-6)
+        if exact:
+            assert np.array_equal(arrays[key], array), key
+        else:
+            np.testing.assert_allclose(arrays[key], array, atol=1e-6)
+
+
+@pytest.fixture(scope="module")
+def whole_vectors_model(tmp_path_factory):
+    """A tiny model whose widths are multiples of 16, as every published model's: its vectors are the same
+    bytes however sentences are batched (elmo.py's --batch_size, Beam's workers and shards)."""
+    from helpers import write_model
+
+    return write_model(tmp_path_factory.mktemp("whole_vectors_model"), lstm_dim=16, projection_dim=16,
+                       filters=((1, 4), (2, 5), (3, 7)))
 
 
 def _identity(path):
@@ -67,6 +80,17 @@ def _bin_elmo(*argv):
 
 
 def test_two_worker_processes_write_bin_elmos_files_and_embed_each_sentence_once(tmp_path, model, corpus):
+    _two_workers_write_bin_elmos_files(tmp_path, model, corpus, exact=False)
+
+
+@pytest.mark.slow
+def test_two_workers_write_the_bytes_of_bin_elmo_one_sentence_a_batch(tmp_path, whole_vectors_model, corpus):
+    _two_workers_write_bin_elmos_files(tmp_path, whole_vectors_model, corpus, exact=True)
+
+
+def _two_workers_write_bin_elmos_files(tmp_path, model, corpus, exact):
+    """The pipeline's files, its vectors, and bin/elmo.py's files agree: to round-off, or with `exact`
+    byte for byte, bin/elmo.py then embedding one sentence at a time."""
     options_file, weight_file, _ = model
     shard_dir, warm_up = corpus
     handler = ELMoModelHandler(options_file=options_file, weight_file=weight_file, layers="all", warm_up=warm_up)
@@ -82,7 +106,10 @@ def test_two_worker_processes_write_bin_elmos_files_and_embed_each_sentence_once
         if sorted(counts) != list(range(len(sentences))) or set(counts.values()) != {1}:
             raise BeamAssertException(f"keys seen: {sorted(counts.items())}")
         for key, vectors in results:
-            np.testing.assert_allclose(vectors, expected[key], atol=1e-5)
+            if exact:
+                assert np.array_equal(vectors, expected[key]), key
+            else:
+                np.testing.assert_allclose(vectors, expected[key], atol=1e-5)
 
     options = PipelineOptions(direct_num_workers=2, direct_running_mode="multi_processing")
     pipeline = beam.Pipeline(runner="FnApiRunner", options=options)
@@ -100,11 +127,11 @@ def test_two_worker_processes_write_bin_elmos_files_and_embed_each_sentence_once
     assert sorted(os.listdir(tmp_path / "out")) == ["a.hdf5", "b.hdf5", "c.hdf5"]  # no temporary file left
     # bin/elmo.py for one shard; the others through the function it calls, on one loaded model.
     _bin_elmo(shards[1][0], tmp_path / "bin_elmo.hdf5", "--options_file", options_file, "--weight_file",
-              weight_file, "--warm_up", warm_up)
-    _assert_same_file(shards[1][1], tmp_path / "bin_elmo.hdf5")
+              weight_file, "--warm_up", warm_up, *(["--batch_size", 1] if exact else []))
+    _assert_same_file(shards[1][1], tmp_path / "bin_elmo.hdf5", exact)
     for input_file, output_file in shards[::2]:
-        reference.embed_file(input_file, tmp_path / "expected.hdf5", verbose=0)
-        _assert_same_file(output_file, tmp_path / "expected.hdf5")
+        reference.embed_file(input_file, tmp_path / "expected.hdf5", verbose=0, overwrite=True)
+        _assert_same_file(output_file, tmp_path / "expected.hdf5", exact)
 
 
 def test_a_rerun_skips_complete_shards_and_redoes_a_changed_one(tmp_path, model, capsys):

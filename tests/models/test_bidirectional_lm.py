@@ -4,7 +4,7 @@ import pytest
 
 import numpy_reference as R
 from bilm.models.bidirectional_lm import BidirectionalLanguageModel
-from bilm.ops.lowbit_matmul import streams_float32
+from bilm.ops.lowbit_matmul import tiles_float32
 from bilm.text.batching import Batcher
 from helpers import SENTENCES, graph_op_types, write_model
 
@@ -124,7 +124,7 @@ def test_model_has_no_trainable_variables(tmp_path):
 
 
 def test_one_sentence_a_call_matches_the_reference_on_a_trace_of_its_own(tmp_path):
-    # One row a call is traced apart: its LSTMs know their one row and hold no graph loop for larger batches.
+    # One row a call is traced apart (its LSTMs know their one row, which low-bit kernels use).
     options_file, weight_file, options = write_model(tmp_path)
     weights = R.read_weights(weight_file)
     model = BidirectionalLanguageModel(options_file, weight_file, stateful=False)
@@ -133,8 +133,10 @@ def test_one_sentence_a_call_matches_the_reference_on_a_trace_of_its_own(tmp_pat
         ref = R.bilm_forward(weights, options, ids)["lm_embeddings"]
         np.testing.assert_allclose(model(ids)["lm_embeddings"].numpy(), ref, rtol=0, atol=1e-5)
     one_row = model._one_row_cached_calls[False].get_concrete_function().graph
-    assert ("StatelessWhile" in graph_op_types(one_row)) != streams_float32()
-    assert "StatelessWhile" in graph_op_types(model._cached_calls[False].get_concrete_function().graph)
+    # Float32 kernels run bilm's recurrence at any row count where it has tiles (AVX-512), one row or many.
+    many_rows = model._cached_calls[False].get_concrete_function().graph
+    assert ("StatelessWhile" in graph_op_types(one_row)) != tiles_float32()
+    assert ("StatelessWhile" in graph_op_types(many_rows)) != tiles_float32()
 
 
 def test_padding_rows_do_not_change_other_rows(tmp_path):

@@ -17,7 +17,7 @@ import tensorflow as tf
 
 from bilm.ops import lowbit_matmul as lowbit_module
 from bilm.ops.lowbit_matmul import (
-    MAX_FLOAT32_STREAMED_ROWS,
+    UNLIMITED_ROWS,
     few_rows_kernel_matmul,
     load_lowbit_ops,
     load_op_library_or_warn,
@@ -26,9 +26,12 @@ from bilm.ops.lowbit_matmul import (
     streamed_kernel_matmul,
     streamed_rows_limit,
     streams_float32,
+    tiles_float32,
 )
 from bilm.ops.native import BuildError, build_library, source_path
 from bilm.ops.native import build as build_module
+from bilm.ops.scaled_kernel import ScaledKernel, quantize_columns
+from bilm.utils.cpu_features import cpu_flags
 from helpers import ROOT, graph_op_types
 
 ROWS = [0, 1, 3, 8, 33]
@@ -168,7 +171,9 @@ def cpu_has_avx2_and_fma():
 def test_float32_kernels_are_taken_where_the_build_has_avx2_and_fma(ops):
     # The library is built with -march=native: its float32 kernel exists exactly where the CPU has both.
     assert streams_float32() == cpu_has_avx2_and_fma()
-    assert streamed_rows_limit(tf.zeros([2, 2])) == (MAX_FLOAT32_STREAMED_ROWS if streams_float32() else 0)
+    # Inference takes every float32 product to it where it has AVX-512 tiles, else none (never a mix).
+    assert tiles_float32() == (streams_float32() and "avx512f" in cpu_flags().split())
+    assert streamed_rows_limit(tf.zeros([2, 2])) == (UNLIMITED_ROWS if tiles_float32() else 0)
     with stock_kernels():
         assert not streams_float32() and streamed_rows_limit(tf.zeros([2, 2])) == 0
         assert streamed_rows_limit(tf.zeros([2, 2], tf.bfloat16)) == 0
@@ -187,14 +192,15 @@ def test_float32_product_matches_float64_numpy(ops, rows, n, m):
     assert_product(streamed_kernel_matmul(x, tf.constant(kernel)).numpy(), x, kernel.astype(np.float64), None)
 
 
-def test_few_rows_float32_products_run_bilms_kernel_up_to_the_limit(ops):
+def test_float32_products_run_one_kernel_at_every_row_count(ops):
     rng = np.random.default_rng(6)
     kernel = tf.Variable(rng.normal(size=(24, 40)).astype(np.float32))
 
     product = tf.function(lambda x: few_rows_kernel_matmul(x, kernel))
-    graph = product.get_concrete_function(tf.TensorSpec([None, 24])).graph
-    assert ("BilmLowbitMatmul" in graph_op_types(graph)) == streams_float32()
-    for rows in (1, MAX_FLOAT32_STREAMED_ROWS, MAX_FLOAT32_STREAMED_ROWS + 1):
+    ops_traced = graph_op_types(product.get_concrete_function(tf.TensorSpec([None, 24])).graph)
+    assert ("BilmLowbitMatmul" in ops_traced) == tiles_float32()
+    assert ("MatMul" in ops_traced) != tiles_float32()  # never both: their sums are ordered differently
+    for rows in (1, 32, 33, 300):
         x = rng.normal(size=(rows, 24)).astype(np.float32)
         assert_product(product(x).numpy(), x, kernel.numpy().astype(np.float64), None)
 
@@ -349,3 +355,24 @@ def test_a_missing_compiler_is_named(tmp_path):
     source.write_text(ANSWER)
     with pytest.raises(BuildError, match="'no-such-g\\+\\+' is not on PATH"):
         build_library(str(source), str(tmp_path / "cache"), compiler="no-such-g++")
+
+
+@pytest.mark.parametrize("kind", ["float32", "bfloat16", "int8"])
+@pytest.mark.parametrize("n, m", [(64, 512), (300, 40), (512, 2048), (1024, 128)])
+def test_a_rows_product_is_the_same_bytes_whatever_the_rows_beside_it(ops, kind, n, m):
+    # An LSTM step's rows are a batch's sentences: a sentence's states must not depend on its batch.
+    if kind == "float32" and not streams_float32():
+        pytest.fail("this test needs bilm's float32 kernel (an AVX2 and FMA CPU)")
+    rng = np.random.default_rng(n + m)
+    array = (rng.normal(size=(n, m)) * 0.3).astype(np.float32)
+    if kind == "int8":
+        values, scale = quantize_columns(array)
+        kernel = ScaledKernel(tf.constant(values), tf.constant(scale))
+    else:
+        kernel = tf.constant(array, kind)
+    x = rng.normal(size=(70, n)).astype(np.float32)
+    full = streamed_kernel_matmul(x, kernel).numpy()
+    for rows in (1, 2, 7, 8, 9, 17, 64):
+        assert np.array_equal(streamed_kernel_matmul(x[:rows], kernel).numpy(), full[:rows]), rows
+    shuffled = rng.permutation(70)
+    assert np.array_equal(streamed_kernel_matmul(x[shuffled], kernel).numpy(), full[shuffled])

@@ -8,11 +8,10 @@ import numpy_reference as R
 from bilm.layers.projected_lstm import ProjectedLSTM
 from bilm.ops import placement
 from bilm.ops.lowbit_matmul import (
-    MAX_FLOAT32_STREAMED_ROWS,
     MAX_STREAMED_ROWS,
     load_lowbit_ops,
     stock_kernels,
-    streams_float32,
+    tiles_float32,
 )
 from bilm.ops.lstm_recurrence import lstm_recurrence_packed, packed_steps, padded_size
 from bilm.ops.scaled_kernel import ScaledKernel, dequantize, quantize_columns
@@ -204,45 +203,60 @@ def test_int8_kernels_equal_float32_over_their_dequantized_kernels(native_kernel
             np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-5, atol=2e-6)
 
 
-def test_float32_steps_of_few_rows_equal_stock_products():
-    # Steps of at most MAX_FLOAT32_STREAMED_ROWS rows run bilm's kernel
-    # where it takes float32 (an AVX2 CPU), the others TensorFlow's matmul:
-    # either way the float32 recurrence, to round-off.
+def test_a_float32_recurrence_gives_each_row_the_same_bytes_in_any_batch():
+    # Every step runs bilm's op where it takes float32 (whose rows do not depend on the others), else the
+    # stock products: either way a row's outputs and states are the same bytes alone or among others.
     units, projection = 64, 16
     rng = np.random.default_rng(6)
     kernels = [tf.constant(rng.normal(size=shape) * 0.3, tf.float32)
                for shape in ((projection, 4 * units), (units, projection))]
-    for lengths in ([9], [9, 3], [4] * (MAX_FLOAT32_STREAMED_ROWS + 5) + [9] * 3):
-        lengths = tf.constant(lengths)
-        batch, steps = lengths.shape[0], packed_steps(lengths)
-        gates = tf.random.stateless_normal([int(tf.reduce_sum(lengths)), 4 * units], seed=[batch, 4])
-        state = (tf.random.stateless_normal([batch, units], seed=[batch, 5]), tf.zeros([batch, projection]))
-        got = lstm_recurrence_packed(gates, None, steps, 9, *state, *kernels, 3.0, 3.0)
-        want = lstm_recurrence_packed(gates, None, steps, 9, *state, *kernels, 3.0, 3.0, native_kernels=False)
-        for g, w in zip(got, want):
-            np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-5, atol=2e-6)
+    lengths = [4] * 37 + [9] * 3 + [1, 7]
+    gates = rng.normal(size=(sum(lengths), 4 * units)).astype(np.float32)
+    state = (rng.normal(size=(len(lengths), units)).astype(np.float32),
+             np.zeros((len(lengths), projection), np.float32))
+    starts = np.cumsum([0] + lengths)
+
+    def run(rows, native_kernels=None):
+        # The rows' gates in packed order (time-major, longest first) for their own batch.
+        steps = packed_steps(tf.constant([lengths[r] for r in rows]))
+        by_row = [gates[starts[r]:starts[r + 1]] for r in rows]
+        packed = np.stack([by_row[r][t] for r, t in steps.positions.numpy()]) if rows else gates[:0]
+        return [x.numpy() for x in lstm_recurrence_packed(
+            tf.constant(packed), None, steps, 9, state[0][rows], state[1][rows], *kernels, 3.0, 3.0,
+            native_kernels=native_kernels)]
+
+    everything = run(list(range(len(lengths))))
+    for rows in ([40], [41, 0], list(range(5, 20)), [39, 38, 1]):
+        for got, want in zip(run(rows), everything):
+            assert np.array_equal(got, want[rows]), rows
+    for got, want in zip(everything, run(list(range(len(lengths))), native_kernels=False)):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=2e-6)
 
 
-def test_a_float32_layer_runs_bilms_kernel_where_it_takes_float32():
+def test_a_float32_layer_runs_bilms_kernels_at_every_row_count_where_it_has_tiles_else_none():
     layer = ProjectedLSTM(16, 4, 3.0, 3.0, jit_compile=False)
     layer.build((None, None, 12))
     graph = tf.function(lambda x, lengths: layer(x, lengths, training=False)[0]).get_concrete_function(
-        tf.TensorSpec([1, 9, 12]), tf.TensorSpec([1], tf.int32)).graph
-    assert ("BilmLowbitMatmul" in graph_op_types(graph)) == streams_float32()
+        tf.TensorSpec([None, 9, 12]), tf.TensorSpec([None], tf.int32)).graph
+    ops = graph_op_types(graph)
+    # The input half and the recurrence: bilm's kernels for any batch, or stock products (never a mix).
+    assert ("BilmLowbitMatmul" in ops) == ("BilmLstmRecurrence" in ops) == tiles_float32()
+    assert ("StatelessWhile" in ops) != tiles_float32()
+    assert ("MatMul" in ops) != tiles_float32()
 
 
 def test_a_batch_known_to_be_small_traces_only_bilms_recurrence():
     # Rows unknown at trace time need the graph loop as the other branch; a batch known to be small does not.
-    layer = ProjectedLSTM(16, 4, 3.0, 3.0, jit_compile=False)
+    layer = ProjectedLSTM(16, 4, 3.0, 3.0, jit_compile=False, kernel_dtype="bfloat16")
     layer.build((None, None, 12))
     loops = {}
-    for rows in (3, MAX_FLOAT32_STREAMED_ROWS, MAX_FLOAT32_STREAMED_ROWS + 1, None):
+    for rows in (3, MAX_STREAMED_ROWS, MAX_STREAMED_ROWS + 1, None):
         graph = tf.function(lambda x, lengths: layer(x, lengths, training=False)[0]).get_concrete_function(
             tf.TensorSpec([rows, 9, 12]), tf.TensorSpec([rows], tf.int32)).graph
         loops[rows] = {"BilmLstmRecurrence", "StatelessWhile"} & graph_op_types(graph)
-    if streams_float32():
-        assert loops == {3: {"BilmLstmRecurrence"}, MAX_FLOAT32_STREAMED_ROWS: {"BilmLstmRecurrence"},
-                         MAX_FLOAT32_STREAMED_ROWS + 1: {"BilmLstmRecurrence", "StatelessWhile"},
+    if load_lowbit_ops() is not None:
+        assert loops == {3: {"BilmLstmRecurrence"}, MAX_STREAMED_ROWS: {"BilmLstmRecurrence"},
+                         MAX_STREAMED_ROWS + 1: {"BilmLstmRecurrence", "StatelessWhile"},
                          None: {"BilmLstmRecurrence", "StatelessWhile"}}
     else:
         assert all(found == {"StatelessWhile"} for found in loops.values())

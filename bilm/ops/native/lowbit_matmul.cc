@@ -29,8 +29,10 @@
 // matmul, which then stays the only one (a float32 call finds no kernel).
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/op_kernel.h"
@@ -67,10 +69,8 @@ using tensorflow::shape_inference::ShapeHandle;
 constexpr int kMaxRows = 8;
 // Floats of accumulators per task (kMaxRows * chunk width at most): 16 KB, half of L1.
 constexpr int64 kAccumulatorFloats = 4096;
-// Splitting a narrow kernel's rows over threads: at least this many rows
-// each, and at most this many floats of partial sums in all.
+// Splitting a narrow kernel's rows over threads: at least this many rows each.
 constexpr int64 kMinSplitRows = 64;
-constexpr int64 kMaxPartialFloats = 1 << 20;
 
 inline float Widen(uint16_t bits) {
   const uint32_t wide = static_cast<uint32_t>(bits) << 16;
@@ -112,7 +112,10 @@ inline __m512 Widen16(const float* p) { return _mm512_loadu_ps(p); }
 #endif
 
 // acc[r * lda + j] += sum_i x[r * ldx + i] * widen(k[i * ldk + j]) for
-// r < R, j < width, i < n. Four kernel rows are read per pass over the
+// r < R, j < width, i < n, one fused multiply-add per term in the order of
+// i: every path below (vector widths, the scalar columns, `MultiplyTile`)
+// adds a row's terms in that one order, so a row's sums do not depend on
+// how many rows share the call. Four kernel rows are read per pass over the
 // accumulators, so each accumulator is loaded and stored once per four.
 template <typename W, int R>
 void AccumulateChunk(const float* x, int64 ldx, const W* k, int64 ldk, int64 n, int64 width,
@@ -145,11 +148,11 @@ void AccumulateChunk(const float* x, int64 ldx, const W* k, int64 ldk, int64 n, 
       for (int r = 0; r < R; ++r) {
         float* a = acc + r * lda + j;
         const float* xr = x + r * ldx + i;
-        __m512 s0 = _mm512_fmadd_ps(_mm512_set1_ps(xr[0]), w0, _mm512_loadu_ps(a));
-        __m512 s1 = _mm512_mul_ps(_mm512_set1_ps(xr[1]), w1);
-        s0 = _mm512_fmadd_ps(_mm512_set1_ps(xr[2]), w2, s0);
-        s1 = _mm512_fmadd_ps(_mm512_set1_ps(xr[3]), w3, s1);
-        _mm512_storeu_ps(a, _mm512_add_ps(s0, s1));
+        __m512 s = _mm512_fmadd_ps(_mm512_set1_ps(xr[0]), w0, _mm512_loadu_ps(a));
+        s = _mm512_fmadd_ps(_mm512_set1_ps(xr[1]), w1, s);
+        s = _mm512_fmadd_ps(_mm512_set1_ps(xr[2]), w2, s);
+        s = _mm512_fmadd_ps(_mm512_set1_ps(xr[3]), w3, s);
+        _mm512_storeu_ps(a, s);
       }
     }
 #endif
@@ -164,12 +167,11 @@ void AccumulateChunk(const float* x, int64 ldx, const W* k, int64 ldk, int64 n, 
       const __m256 w3 = Widen8(k3 + j);
       for (int r = 0; r < R; ++r) {
         float* a = acc + r * lda + j;
-        // Two partial sums, so the four products are not one chain of dependent FMAs.
-        __m256 s0 = _mm256_fmadd_ps(xs[r][0], w0, _mm256_loadu_ps(a));
-        __m256 s1 = _mm256_mul_ps(xs[r][1], w1);
-        s0 = _mm256_fmadd_ps(xs[r][2], w2, s0);
-        s1 = _mm256_fmadd_ps(xs[r][3], w3, s1);
-        _mm256_storeu_ps(a, _mm256_add_ps(s0, s1));
+        __m256 s = _mm256_fmadd_ps(xs[r][0], w0, _mm256_loadu_ps(a));
+        s = _mm256_fmadd_ps(xs[r][1], w1, s);
+        s = _mm256_fmadd_ps(xs[r][2], w2, s);
+        s = _mm256_fmadd_ps(xs[r][3], w3, s);
+        _mm256_storeu_ps(a, s);
       }
     }
 #endif
@@ -177,7 +179,11 @@ void AccumulateChunk(const float* x, int64 ldx, const W* k, int64 ldk, int64 n, 
       const float w0 = Widen(k0[j]), w1 = Widen(k1[j]), w2 = Widen(k2[j]), w3 = Widen(k3[j]);
       for (int r = 0; r < R; ++r) {
         const float* xr = x + r * ldx + i;
-        acc[r * lda + j] += xr[0] * w0 + xr[1] * w1 + xr[2] * w2 + xr[3] * w3;
+        float a = acc[r * lda + j];
+        a = std::fma(xr[0], w0, a);
+        a = std::fma(xr[1], w1, a);
+        a = std::fma(xr[2], w2, a);
+        acc[r * lda + j] = std::fma(xr[3], w3, a);
       }
     }
   }
@@ -206,10 +212,57 @@ void AccumulateChunk(const float* x, int64 ldx, const W* k, int64 ldk, int64 n, 
 #endif
     for (; j < width; ++j) {
       const float w = Widen(ki[j]);
-      for (int r = 0; r < R; ++r) acc[r * lda + j] += x[r * ldx + i] * w;
+      for (int r = 0; r < R; ++r) acc[r * lda + j] = std::fma(x[r * ldx + i], w, acc[r * lda + j]);
     }
   }
 }
+
+// Columns a `MultiplyTile` takes: two 512-bit vectors.
+constexpr int64 kTileWidth = 32;
+
+#ifdef BILM_LOWBIT_AVX512
+constexpr int64 kTileColumns = kTileWidth;
+
+// acc[r * lda + j] = sum_i x[r * ldx + i] * widen(k[i * ldk + j]) for r <
+// R, j < kTileColumns, i < n: AccumulateChunk's sums (from zero, one fused
+// multiply-add per term in the order of i), with the accumulators in
+// registers for the whole depth instead of in memory, so that a batch's
+// LSTM steps run at the FMA units' rate.
+template <typename W, int R>
+void MultiplyTile(const float* x, int64 ldx, const W* k, int64 ldk, int64 n, float* acc, int64 lda) {
+  __m512 a[R][2];
+  for (int r = 0; r < R; ++r) a[r][0] = a[r][1] = _mm512_setzero_ps();
+  for (int64 i = 0; i < n; ++i) {
+    const W* ki = k + i * ldk;
+    const __m512 w0 = Widen16(ki);
+    const __m512 w1 = Widen16(ki + 16);
+    for (int r = 0; r < R; ++r) {
+      const __m512 xr = _mm512_set1_ps(x[r * ldx + i]);
+      a[r][0] = _mm512_fmadd_ps(xr, w0, a[r][0]);
+      a[r][1] = _mm512_fmadd_ps(xr, w1, a[r][1]);
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    _mm512_storeu_ps(acc + r * lda, a[r][0]);
+    _mm512_storeu_ps(acc + r * lda + 16, a[r][1]);
+  }
+}
+
+template <typename W>
+void MultiplyTileRows(int rows, const float* x, int64 ldx, const W* k, int64 ldk, int64 n, float* acc,
+                      int64 lda) {
+  switch (rows) {
+    case 1: return MultiplyTile<W, 1>(x, ldx, k, ldk, n, acc, lda);
+    case 2: return MultiplyTile<W, 2>(x, ldx, k, ldk, n, acc, lda);
+    case 3: return MultiplyTile<W, 3>(x, ldx, k, ldk, n, acc, lda);
+    case 4: return MultiplyTile<W, 4>(x, ldx, k, ldk, n, acc, lda);
+    case 5: return MultiplyTile<W, 5>(x, ldx, k, ldk, n, acc, lda);
+    case 6: return MultiplyTile<W, 6>(x, ldx, k, ldk, n, acc, lda);
+    case 7: return MultiplyTile<W, 7>(x, ldx, k, ldk, n, acc, lda);
+    default: return MultiplyTile<W, kMaxRows>(x, ldx, k, ldk, n, acc, lda);
+  }
+}
+#endif
 
 template <typename W>
 void AccumulateRows(int rows, const float* x, int64 ldx, const W* k, int64 ldk, int64 n, int64 width,
@@ -226,26 +279,73 @@ void AccumulateRows(int rows, const float* x, int64 ldx, const W* k, int64 ldk, 
   }
 }
 
-// out[r, j] = (x[r, :depth] @ widen(k[:depth, j])) * scale[j] for r < rows, j < width, where
-// each pointer is at the chunk's first element and scale may be null (no scaling).
-template <typename W>
-void MultiplyChunk(const float* x, int64 ldx, int64 rows, const W* k, int64 ldk, int64 depth,
-                   const float* scale, int64 width, float* out, int64 ldo) {
-  alignas(64) float acc[kAccumulatorFloats];
-  for (int64 r0 = 0; r0 < rows; r0 += kMaxRows) {
-    const int group = static_cast<int>(std::min<int64>(kMaxRows, rows - r0));
-    std::fill(acc, acc + group * width, 0.0f);
-    AccumulateRows<W>(group, x + r0 * ldx, ldx, k, ldk, depth, width, acc, width);
-    for (int r = 0; r < group; ++r) {
-      float* o = out + (r0 + r) * ldo;
-      const float* a = acc + r * width;
-      if (scale == nullptr) {
-        std::copy(a, a + width, o);
-      } else {
-        for (int64 j = 0; j < width; ++j) o[j] = a[j] * scale[j];
-      }
+// out[r * ldo + j] = acc[r * lda + j] * scale[j] (scale null: no scaling) for r < rows, j < width.
+inline void WriteRows(const float* acc, int64 lda, int64 rows, int64 width, const float* scale, float* out,
+                      int64 ldo) {
+  for (int64 r = 0; r < rows; ++r) {
+    const float* a = acc + r * lda;
+    float* o = out + r * ldo;
+    if (scale == nullptr) {
+      std::copy(a, a + width, o);
+    } else {
+      for (int64 j = 0; j < width; ++j) o[j] = a[j] * scale[j];
     }
   }
+}
+
+// out[r, j] = (x[r, :depth] @ widen(k[:depth, j])) * scale[j] for r < rows, j < width, where
+// each pointer is at the chunk's first element and scale may be null (no scaling). With `tiles`
+// (a float32 kernel's copy in `PackTiles`' layout, at the chunk's first tile and row; rows of
+// `tile_depth` floats a column), groups of kMaxRows rows take the chunk's columns kTileColumns at
+// a time (`MultiplyTile`, reading a tile's columns as one contiguous run); the rest (the last
+// group's rows, the columns past the tiles, kernels without tiles) accumulate in memory
+// (`AccumulateChunk`). Both add a row's terms in one order.
+template <typename W>
+void MultiplyChunk(const float* x, int64 ldx, int64 rows, const W* k, int64 ldk, int64 depth,
+                   const float* scale, int64 width, float* out, int64 ldo, const float* tiles, int64 tile_depth) {
+  alignas(64) float acc[kAccumulatorFloats];
+  int64 full = 0, tiled = 0;
+#ifdef BILM_LOWBIT_AVX512
+  if (tiles != nullptr) {
+    full = rows;
+    tiled = width / kTileColumns * kTileColumns;
+  }
+  for (int64 j = 0; j < tiled; j += kTileColumns) {
+    for (int64 r0 = 0; r0 < full; r0 += kMaxRows) {
+      const int group = static_cast<int>(std::min<int64>(kMaxRows, rows - r0));
+      MultiplyTileRows<float>(group, x + r0 * ldx, ldx, tiles + (j / kTileColumns) * tile_depth * kTileColumns,
+                              kTileColumns, depth, acc, kTileColumns);
+      WriteRows(acc, kTileColumns, group, kTileColumns, scale == nullptr ? nullptr : scale + j,
+                out + r0 * ldo + j, ldo);
+    }
+  }
+#endif
+  for (int64 r0 = 0; r0 < rows; r0 += kMaxRows) {
+    const int group = static_cast<int>(std::min<int64>(kMaxRows, rows - r0));
+    const int64 from = r0 < full ? tiled : 0;
+    const int64 rest = width - from;
+    if (rest == 0) continue;
+    std::fill(acc, acc + group * rest, 0.0f);
+    AccumulateRows<W>(group, x + r0 * ldx, ldx, k + from, ldk, depth, rest, acc, rest);
+    WriteRows(acc, rest, group, rest, scale == nullptr ? nullptr : scale + from, out + r0 * ldo + from, ldo);
+  }
+}
+
+// `tiles[(j / kTileWidth) * n * kTileWidth + i * kTileWidth + j % kTileWidth] = k[i * m + j]` for i < n
+// and the columns j of whole tiles: each tile's columns for all rows as one contiguous run, which
+// `MultiplyTile` reads at the prefetchers' pace instead of one cache line a kernel row.
+void PackTiles(tsl::thread::ThreadPool* workers, const float* k, int64 n, int64 m, float* tiles) {
+  const int64 whole = m / kTileWidth;
+  workers->ParallelFor(n, tsl::thread::ThreadPool::SchedulingParams(
+                              tsl::thread::ThreadPool::SchedulingStrategy::kAdaptive, 2 * m, std::nullopt),
+                       [=](int64_t begin, int64_t end) {
+                         for (int64 i = begin; i < end; ++i) {
+                           for (int64 t = 0; t < whole; ++t) {
+                             std::copy_n(k + i * m + t * kTileWidth, kTileWidth,
+                                         tiles + (t * n + i) * kTileWidth);
+                           }
+                         }
+                       });
 }
 
 // How `Multiply` cuts a product of `rows` x `(n, m)` into tasks.
@@ -256,16 +356,23 @@ struct Plan {
   int64 split_rows;  // kernel rows a block takes
 
   Plan(int64 rows, int64 n, int64 m, int64 threads) {
+    // Chunks of columns as wide as the accumulators of the rows allow (a
+    // multiple of kTileWidth, so that chunks start at a tile): long
+    // contiguous runs of each kernel row. A chunk's width does not change
+    // a row's sums; the kernel rows' split does, so it depends on nothing
+    // but the kernel and the threads: each row's product is the same
+    // bytes whatever the number of rows beside it (an LSTM step's rows are
+    // a batch's sentences). When a kernel is narrow (fewer chunks of
+    // kMaxRows rows than threads), its rows are split too, each task
+    // reading a contiguous block of them into its own partial sums, added
+    // up after in block order.
     const int64 group = std::min<int64>(kMaxRows, std::max<int64>(rows, 1));
-    // Chunks of columns as wide as the accumulators allow: long contiguous
-    // runs of each kernel row. When there are fewer chunks than threads (a
-    // narrow kernel), the kernel's rows are split too, each task reading a
-    // contiguous block of them into its own partial sums, added up after.
-    chunk = std::max<int64>(8, (kAccumulatorFloats / group) / 8 * 8);
+    chunk = std::max<int64>(kTileWidth, (kAccumulatorFloats / group) / kTileWidth * kTileWidth);
     chunks = (m + chunk - 1) / chunk;
+    const int64 narrowest_chunks = (m + kAccumulatorFloats / kMaxRows - 1) / (kAccumulatorFloats / kMaxRows);
     splits = 1;
-    if (chunks < threads && rows * m * threads <= kMaxPartialFloats) {
-      splits = std::min((threads + chunks - 1) / chunks, std::max<int64>(1, n / kMinSplitRows));
+    if (narrowest_chunks < threads) {
+      splits = std::min((threads + narrowest_chunks - 1) / narrowest_chunks, std::max<int64>(1, n / kMinSplitRows));
     }
     // Row blocks of the kernel, multiples of 4 (AccumulateChunk's step) but the last.
     split_rows = ((n + splits - 1) / splits + 3) / 4 * 4;
@@ -279,7 +386,8 @@ struct Plan {
 // the worker threads; `partials` holds `plan.PartialFloats(rows, m)` floats.
 template <typename W>
 void Multiply(tsl::thread::ThreadPool* workers, const Plan& plan, const float* xs, int64 rows, int64 n,
-              const W* ks, int64 m, const float* scales, float* out, float* partials) {
+              const W* ks, int64 m, const float* scales, float* out, float* partials,
+              const float* tiles = nullptr) {
   if (rows == 0 || m == 0) return;
   float* sums = plan.splits > 1 ? partials : out;
   const int64 chunk = plan.chunk, chunks = plan.chunks, splits = plan.splits, split_rows = plan.split_rows;
@@ -291,7 +399,8 @@ void Multiply(tsl::thread::ThreadPool* workers, const Plan& plan, const float* x
                            const int64 depth = std::min(n, i0 + split_rows) - i0;
                            MultiplyChunk<W>(xs + i0, n, rows, ks + i0 * m + j0, m, depth,
                                             splits > 1 || scales == nullptr ? nullptr : scales + j0,
-                                            std::min(chunk, m - j0), sums + s * rows * m + j0, m);
+                                            std::min(chunk, m - j0), sums + s * rows * m + j0, m,
+                                            tiles == nullptr ? nullptr : tiles + j0 * n + i0 * kTileWidth, n);
                          }
                        });
   if (splits > 1) {
@@ -338,6 +447,19 @@ class LowbitMatmulOp : public OpKernel {
 
     auto* workers = Workers(context);
     const Plan plan(rows, n, m, std::max(1, workers->NumThreads()));
+    // A float32 kernel and a group of rows at least: copied into tiles (`PackTiles`) first, as the
+    // recurrence does; the sums are the same either way.
+    Tensor tile_buffer;
+    const float* tiles = nullptr;
+#ifdef BILM_LOWBIT_AVX512
+    if (std::is_same<W, float>::value && rows >= kMaxRows && m >= kTileWidth) {
+      OP_REQUIRES_OK(context, context->allocate_temp(tensorflow::DT_FLOAT,
+                                                     TensorShape({n * (m / kTileWidth * kTileWidth)}), &tile_buffer));
+      PackTiles(workers, reinterpret_cast<const float*>(kernel.flat<T>().data()), n, m,
+                tile_buffer.flat<float>().data());
+      tiles = tile_buffer.flat<float>().data();
+    }
+#endif
     Tensor partial;
     if (plan.PartialFloats(rows, m) > 0) {
       OP_REQUIRES_OK(context, context->allocate_temp(tensorflow::DT_FLOAT,
@@ -346,7 +468,7 @@ class LowbitMatmulOp : public OpKernel {
     Multiply<W>(workers, plan, x.flat<float>().data(), rows, n,
                 reinterpret_cast<const W*>(kernel.flat<T>().data()), m,
                 scale.dim_size(0) == 0 ? nullptr : scale.flat<float>().data(), product->flat<float>().data(),
-                partial.NumElements() ? partial.flat<float>().data() : nullptr);
+                partial.NumElements() ? partial.flat<float>().data() : nullptr, tiles);
   }
 };
 
@@ -487,6 +609,28 @@ class LstmRecurrenceOp : public OpKernel {
     const float* p_scale = projection_scale.NumElements() ? projection_scale.flat<float>().data() : nullptr;
     float* packed = outputs->flat<float>().data();
     const float cell_clip = cell_clip_, proj_clip = proj_clip_;
+    // Float32 kernels, read at every step by batches of many rows: copied once into tiles
+    // (`PackTiles`), read as contiguous runs. The sums are the same either way.
+    const float* recurrent_tiles = nullptr;
+    const float* projection_tiles = nullptr;
+    Tensor tile_buffer;
+#ifdef BILM_LOWBIT_AVX512
+    if (std::is_same<W, float>::value && most >= kMaxRows) {  // one sentence: the copy would cost more than it saves
+      const int64 recurrent_floats = output_dim * (4 * units / kTileWidth * kTileWidth);
+      const int64 projection_floats = projected ? units * (output_dim / kTileWidth * kTileWidth) : 0;
+      OP_REQUIRES_OK(context, context->allocate_temp(tensorflow::DT_FLOAT,
+                                                     TensorShape({recurrent_floats + projection_floats}),
+                                                     &tile_buffer));
+      float* tiles = tile_buffer.flat<float>().data();
+      PackTiles(workers, reinterpret_cast<const float*>(recurrent_values), output_dim, 4 * units, tiles);
+      recurrent_tiles = tiles;
+      if (projected) {
+        PackTiles(workers, reinterpret_cast<const float*>(projection_values), units, output_dim,
+                  tiles + recurrent_floats);
+        projection_tiles = tiles + recurrent_floats;
+      }
+    }
+#endif
     // Transcendentals of a row's gates, roughly, in cycles.
     const int64 cell_cost = 40 * units;
 
@@ -495,7 +639,7 @@ class LstmRecurrenceOp : public OpKernel {
       const int64 n = rows_at(t);
       if (n == 0) break;
       Multiply<W>(workers, Plan(n, output_dim, 4 * units, threads), h, n, output_dim, recurrent_values, 4 * units,
-                  r_scale, z, partials);
+                  r_scale, z, partials, recurrent_tiles);
       workers->ParallelFor(n, tsl::thread::ThreadPool::SchedulingParams(
                                   tsl::thread::ThreadPool::SchedulingStrategy::kAdaptive, cell_cost, std::nullopt),
                            [&](int64_t begin, int64_t end) {
@@ -507,7 +651,7 @@ class LstmRecurrenceOp : public OpKernel {
                            });
       if (projected) {
         Multiply<W>(workers, Plan(n, units, output_dim, threads), m, n, units, projection_values, output_dim,
-                    p_scale, h, partials);
+                    p_scale, h, partials, projection_tiles);
         if (proj_clip >= 0) {
           for (int64 e = 0; e < n * output_dim; ++e) h[e] = std::min(std::max(h[e], -proj_clip), proj_clip);
         }

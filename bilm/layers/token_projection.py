@@ -1,0 +1,36 @@
+"""The token encoder's projection to the LSTMs' width: a Dense layer whose inference rows do not depend on the batch."""
+import keras
+import tensorflow as tf
+
+from bilm.ops.bias_add import add_bias
+from bilm.ops.matmul_dtype import kernel_matmul
+
+
+@keras.saving.register_keras_serializable(package="bilm")
+class TokenProjection(keras.layers.Dense):
+    """`keras.layers.Dense` (no activation) from the token features to `units`.
+
+    At inference (`training` not true) the product is
+    `bilm.ops.matmul_dtype.kernel_matmul`, whose rows do not depend on how
+    many tokens share the call (`bilm.ops.batch_invariant`), so a token's
+    encoding is the same in any batch; in training it is Dense's own. The
+    weights and their names are Dense's (`kernel` `(features, units)`,
+    `bias` `(units,)`), so checkpoints and `.keras` files of a
+    `Dense` projection load into it.
+
+    Call arguments:
+        inputs: float32 `(..., features)`.
+        training: whether the model trains.
+
+    Returns:
+        float32 `(..., units)`.
+    """
+
+    def call(self, inputs, training=None):
+        if training or self.activation not in (None, keras.activations.linear) or self.quantization_mode:
+            return super().call(inputs, training=training)
+        rows = tf.reshape(inputs, [-1, tf.shape(inputs)[-1]])
+        product = kernel_matmul(rows, tf.convert_to_tensor(self.kernel))
+        if self.bias is not None:
+            product = add_bias(product, self.bias)
+        return tf.reshape(product, tf.concat([tf.shape(inputs)[:-1], [self.units]], axis=0))
