@@ -17,7 +17,7 @@ machine's --cache_dir once. Flags that bilm does not know are Beam's
 pipeline options: --runner (FnApiRunner with --direct_running_mode
 multi_processing --direct_num_workers N runs N local worker processes;
 DataflowRunner, FlinkRunner, SparkRunner), --project, --region,
---temp_location, ... (see the README).
+--temp_location, ... (see docs/beam.md).
 
 SIGINT (Ctrl-C) and SIGTERM stop a pipeline on this machine (FnApiRunner,
 in memory or multi_processing) within seconds, whatever it is doing: its
