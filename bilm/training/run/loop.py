@@ -15,6 +15,7 @@ a stop on signals, the periodic saves, the held-out evaluation), whose
 `Action`s the loop carries out. At the end of a call that trained, the
 boundary state is measured and a last checkpoint saved.
 """
+import contextlib
 import dataclasses
 import math
 import os
@@ -23,7 +24,7 @@ import time
 import keras
 
 from bilm.errors import UserError
-from bilm.io.output_files import check_output_directory
+from bilm.io.output_files import check_output_directory, writer_lock
 from bilm.options import save_options
 from bilm.training.config.training_config import resolve_training_config
 from bilm.training.data.tf_dataset import make_tf_dataset
@@ -31,7 +32,7 @@ from bilm.training.model.boundary_state_measure import measure_boundary_state
 from bilm.training.model.softmax_init import DEFAULT_SOFTMAX_INIT
 from bilm.training.run import checkpoints, policies
 from bilm.training.run.checkpoints import CheckpointError
-from bilm.training.run.distribution import make_strategy, n_workers
+from bilm.training.run.distribution import is_chief, make_strategy, n_workers
 from bilm.training.run.loop_settings import LoopSettings
 from bilm.training.run.policies.flag_agreement import FlagAgreement
 from bilm.training.run.policies.policy import LoopContext, StepResult
@@ -160,6 +161,16 @@ def run_training(config, data, n_gpus, save_dir, log_dir, loop_settings=LoopSett
     schedule = Schedule.of(settings, strategy.num_replicas_in_sync)
     save_dir = os.fspath(save_dir)
     check_output_directory(save_dir)
+    # One run writes a save_dir at a time: a second process's run is refused here, in one line naming the
+    # first one's PID, before it reads or writes anything of the directory (workers other than the chief
+    # write their own copies).
+    with writer_lock(save_dir) if is_chief(strategy) else contextlib.nullcontext():
+        return _run_in(config, data, save_dir, log_dir, loop, settings, schedule, save_timer, strategy,
+                       heldout_data)
+
+
+def _run_in(config, data, save_dir, log_dir, loop, settings, schedule, save_timer, strategy, heldout_data):
+    """`run_training`'s work, in a checked `save_dir` that this process holds."""
     if config.origin.checkpoint is None and checkpoints.listed_checkpoints(save_dir):
         raise CheckpointError(
             f"{save_dir} already holds checkpoints ({checkpoints.listed_checkpoints(save_dir)[-1]}). Continue them "
