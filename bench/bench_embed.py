@@ -83,7 +83,7 @@ def run_one(config, n_sentences, batch_size):
     )
 
     from bilm import Batcher, BidirectionalLanguageModel, load_options
-    from bilm.io.sentence_files import length_sorted_batches
+    from bilm.io.formats.sentence_files import length_sorted_batches
     from bilm.layers.projected_lstm import ProjectedLSTM
     from bilm.models.random_weights import write_random_model
     from bilm.presets import get_preset

@@ -37,7 +37,7 @@ def run_one(size, n_sentences, batch_size):
     from common import peak_rss_gib, zipf_sentences
 
     from bilm.export.sentence_embeddings import embed_file
-    from bilm.io.sentence_files import length_sorted_batches
+    from bilm.io.formats.sentence_files import length_sorted_batches
     from bilm.models.bidirectional_lm import BidirectionalLanguageModel
     from bilm.models.random_weights import write_random_model
     from bilm.options import load_options

@@ -5,11 +5,11 @@ import numpy as np
 
 from bilm.errors import UserError
 from bilm.export.sentence_embeddings import write_embeddings
-from bilm.io.embedding_files import OUTPUT_FORMATS
-from bilm.io.model_files import locate_model, options_file_beside
-from bilm.io.output_files import check_output_file
-from bilm.io.sentence_files import check_batch_size, length_sorted_batches
-from bilm.io.weight_file import WEIGHTS_KIND, copy_with_boundary_state
+from bilm.io.formats.embedding_files import OUTPUT_FORMATS
+from bilm.io.formats.output_files import check_output_file
+from bilm.io.formats.sentence_files import check_batch_size, length_sorted_batches
+from bilm.io.formats.weight_file import WEIGHTS_KIND, copy_with_boundary_state
+from bilm.io.sources.model_files import locate_model, options_file_beside
 from bilm.models.bidirectional_lm import BidirectionalLanguageModel
 from bilm.models.boundary_state import DEFAULT_N_SENTENCES
 from bilm.models.elmo_embedding import ELMoEmbedding
@@ -31,14 +31,14 @@ def load(path, *, cache_dir=None, sha256=None, start=None, warm_up=None, kernel_
     - a directory holding an options file and its HDF5 weights (bilm's,
       AllenNLP's, the NLPL repository's layouts), or a model of another
       family, converted once into the cache: an ELMoForManyLangs folder or a
-      TF1 Hub module of ELMo (see `bilm.io.model_files`);
+      TF1 Hub module of ELMo (see `bilm.io.sources.model_files`);
     - the options or weight file of one of several models in a directory;
     - a `.zip` or tar archive of such a directory, extracted once into the
       cache, or its `http(s)://` URL, downloaded once;
     - a published model's name, `<family>:<name>` (`allennlp:original-5.5b`,
       `nlpl:209`, `efml:fi`, ...), its files downloaded once into the cache;
       a local file or directory of that name is opened instead. The names
-      are `bilm.io.published_models.PUBLISHED_MODELS`, listed in
+      are `bilm.io.sources.published_models.PUBLISHED_MODELS`, listed in
       docs/models.md; an AllenNLP name without its prefix (`small`) still
       works, with a `DeprecationWarning`. None stores a boundary state:
       give them `warm_up=` text.
@@ -47,7 +47,7 @@ def load(path, *, cache_dir=None, sha256=None, start=None, warm_up=None, kernel_
         path: see above.
         cache_dir: where downloads, extracted archives and converted models
             are kept; default `$BILM_CACHE`, else `~/.cache/bilm` (see
-            `bilm.io.model_cache`).
+            `bilm.io.sources.model_cache`).
         sha256: the archive's expected SHA-256 (hex), checked on every load.
         start: where `embed` starts each sentence by default (see `ELMo`).
         warm_up: for weights without a boundary state (every published
@@ -58,7 +58,7 @@ def load(path, *, cache_dir=None, sha256=None, start=None, warm_up=None, kernel_
             scales (see `ELMo`).
         mirror: for a published model's name, a URL or a local directory
             holding its files under the path of their official URLs
-            (see `bilm.io.published_models`); default `$BILM_MODEL_MIRROR`.
+            (see `bilm.io.sources.published_models`); default `$BILM_MODEL_MIRROR`.
         matmul_dtype: deprecated, the old name of `kernel_dtype`.
 
     Returns:

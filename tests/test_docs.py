@@ -1,7 +1,7 @@
 """The documentation matches the code: the published models' table, the links, the examples' imports.
 
 `python tests/test_docs.py` rewrites the table of published models in docs/models.md from
-`bilm.io.published_models.PUBLISHED_MODELS`.
+`bilm.io.sources.published_models.PUBLISHED_MODELS`.
 """
 import ast
 import glob
@@ -12,7 +12,7 @@ import sys
 from helpers import ROOT
 
 MODELS_PAGE = os.path.join(ROOT, "docs", "models.md")
-TABLE_START = ("<!-- The table below is generated from bilm.io.published_models.PUBLISHED_MODELS: "
+TABLE_START = ("<!-- The table below is generated from bilm.io.sources.published_models.PUBLISHED_MODELS: "
                "`python tests/test_docs.py` rewrites it. -->\n")
 TABLE_END = "<!-- End of the generated table. -->\n"
 
@@ -31,7 +31,7 @@ def _pages():
 def published_models_table():
     """The Markdown table of every published name, one row per download (names that share one download
     share a row: ELMoForManyLangs' `efml:<code>` and `nlpl:<id>`, and any alias)."""
-    from bilm.io.published_models import PUBLISHED_MODELS
+    from bilm.io.sources.published_models import PUBLISHED_MODELS
 
     rows = {}
     for name, model in PUBLISHED_MODELS.items():
@@ -56,7 +56,7 @@ def _split_models_page():
 def test_the_models_table_lists_exactly_the_published_names():
     _, table, _ = _split_models_page()
     assert table == published_models_table(), (
-        "docs/models.md's table differs from bilm.io.published_models.PUBLISHED_MODELS: "
+        "docs/models.md's table differs from bilm.io.sources.published_models.PUBLISHED_MODELS: "
         "run `python tests/test_docs.py` to rewrite it")
 
 

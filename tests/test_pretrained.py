@@ -16,8 +16,8 @@ import tensorflow as tf
 import numpy_reference as R
 from bilm.export.saved_model import export_layer
 from bilm.export.sentence_embeddings import embed_file, write_embeddings
-from bilm.io.output_files import OutputFileError
-from bilm.io.weight_file import save_bilm_weights
+from bilm.io.formats.output_files import OutputFileError
+from bilm.io.formats.weight_file import save_bilm_weights
 from bilm.models.bidirectional_lm import BidirectionalLanguageModel
 from bilm.models.elmo_embedding import ELMoEmbedding
 from bilm.models.random_weights import write_random_model

@@ -65,6 +65,16 @@ def test_each_part_imports_only_the_parts_below_it():
     assert wrong == []
 
 
+def test_file_formats_never_import_model_sources():
+    # bilm.io holds two kinds of module: file formats, and where models come from (built on the formats).
+    formats = os.path.join(ROOT, "bilm", "io", "formats")
+    wrong = [f"{name} imports {module}" for name in sorted(os.listdir(formats)) if name.endswith(".py")
+             for module in _imported_modules(os.path.join(formats, name)) if module.startswith("bilm.io.sources")]
+    assert wrong == []
+    assert sorted(name for name in os.listdir(os.path.join(ROOT, "bilm", "io")) if name.endswith(".py")) == [
+        "__init__.py"]
+
+
 @pytest.mark.parametrize("module", sorted(PUBLIC_MODULES))
 def test_every_exported_name_exists(module):
     imported = importlib.import_module(module)

@@ -46,8 +46,8 @@ from bilm.commands.embedding_arguments import (  # noqa: E402
     check_model_arguments,
 )
 from bilm.commands.user_errors import exit_on_user_error  # noqa: E402
-from bilm.io.model_cache import is_url  # noqa: E402
-from bilm.io.model_files import locate_model  # noqa: E402
+from bilm.io.sources.model_cache import is_url  # noqa: E402
+from bilm.io.sources.model_files import locate_model  # noqa: E402
 
 
 def make_parser():

@@ -27,8 +27,8 @@ from bilm.beam.file_systems import fetch, is_bucket_path, join, match_files, pub
 from bilm.beam.stopping import scratch_directory
 from bilm.errors import UserError
 from bilm.export.sentence_embeddings import embeddings_stamp
-from bilm.io.embedding_files import KIND, OUTPUT_FORMATS, changed_attributes
-from bilm.io.output_files import KIND_ATTRIBUTE, OutputFileError, check_output_file, temporary_path
+from bilm.io.formats.embedding_files import KIND, OUTPUT_FORMATS, changed_attributes
+from bilm.io.formats.output_files import KIND_ATTRIBUTE, OutputFileError, check_output_file, temporary_path
 
 OUTPUT_SUFFIX = ".hdf5"
 METRICS_NAMESPACE = "bilm"

@@ -15,9 +15,9 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from bilm.errors import UserError
-from bilm.io.embedding_files import read_root_attributes
-from bilm.io.model_cache import download_path, is_url
-from bilm.io.output_files import atomic_output, check_output_directory
+from bilm.io.formats.embedding_files import read_root_attributes
+from bilm.io.formats.output_files import atomic_output, check_output_directory
+from bilm.io.sources.model_cache import download_path, is_url
 
 _BLOCK_BYTES = 1 << 20
 
@@ -63,7 +63,7 @@ def fetch(path, directory):
 
 def fetch_model(path, cache_dir=None):
     """The local copy of the model zip at bucket path `path`, copied into bilm's model cache once per machine
-    (where `bilm.io.model_cache.download` keeps a URL's zip; `bilm.load` then extracts it once)."""
+    (where `bilm.io.sources.model_cache.download` keeps a URL's zip; `bilm.load` then extracts it once)."""
     target = download_path(path, cache_dir)
     if not os.path.isfile(target):
         check_output_directory(os.path.dirname(target))

@@ -8,7 +8,7 @@ from apache_beam.ml.inference.base import ModelHandler, PredictionResult
 
 from bilm.beam.file_systems import fetch_model, is_bucket_path
 from bilm.errors import UserError
-from bilm.io.sentence_files import BULK_MAX_TOKENS
+from bilm.io.formats.sentence_files import BULK_MAX_TOKENS
 from bilm.models.start_state import STARTS
 from bilm.ops.matmul_dtype import check_kernel_dtype
 from bilm.pretrained import ELMo, load

@@ -1,7 +1,7 @@
 """The flags that the embedding scripts share (`bin/elmo.py`, `bin/dump_bilm_embeddings.py`, `python -m bilm.beam`)."""
 from bilm.commands.argument_parser import add_renamed_flag, positive_int
 from bilm.commands.devices import add_tf32_argument
-from bilm.io.model_files import locate_model
+from bilm.io.sources.model_files import locate_model
 from bilm.models.start_state import STARTS
 from bilm.ops.matmul_dtype import KERNEL_DTYPES
 

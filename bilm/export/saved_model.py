@@ -19,7 +19,7 @@ import os
 import tensorflow as tf
 
 from bilm.errors import UserError
-from bilm.io.output_files import OutputFileError, atomic_output, check_output_directory, writer_lock
+from bilm.io.formats.output_files import OutputFileError, atomic_output, check_output_directory, writer_lock
 from bilm.models.elmo_embedding import ELMoEmbedding
 from bilm.models.text_inputs import tokens_to_ids
 from bilm.ops.lowbit_matmul import stock_kernels

@@ -40,7 +40,7 @@ import h5py
 import numpy as np
 
 from bilm.errors import UserError
-from bilm.io.embedding_files import (
+from bilm.io.formats.embedding_files import (
     OUTPUT_FORMATS,
     SENTENCE_TO_INDEX,
     SentenceEmbeddingFile,
@@ -48,10 +48,10 @@ from bilm.io.embedding_files import (
     embedding_file_stamp,
     line_number_key,
 )
-from bilm.io.hashing import file_sha256, json_sha256
-from bilm.io.output_files import writer_lock
-from bilm.io.sentence_files import check_batch_size, read_sentences
-from bilm.io.weight_file import WeightFileError
+from bilm.io.formats.hashing import file_sha256, json_sha256
+from bilm.io.formats.output_files import writer_lock
+from bilm.io.formats.sentence_files import check_batch_size, read_sentences
+from bilm.io.formats.weight_file import WeightFileError
 from bilm.models.bidirectional_lm import BidirectionalLanguageModel
 from bilm.models.text_inputs import batcher_for
 from bilm.ops.matmul_dtype import check_kernel_dtype
@@ -211,7 +211,7 @@ def embeddings_stamp(model, input_file, output_format="all", *, use_sentence_key
     """The root attributes of the file `write_embeddings(model, input_file, ...)` writes with these arguments.
 
     A finished file whose attributes hold all of these (see
-    `bilm.io.embedding_files.changed_attributes`) was made from the same
+    `bilm.io.formats.embedding_files.changed_attributes`) was made from the same
     input, weights, options, format, naming, start state and kernel dtype,
     so it holds the vectors this call would write.
 

@@ -2,8 +2,8 @@
 import numpy as np
 
 from bilm.errors import UserError
-from bilm.io.output_files import check_output_file
-from bilm.io.weight_file import TOKEN_EMBEDDINGS_KIND, load_bilm_weights, token_embeddings_writer
+from bilm.io.formats.output_files import check_output_file
+from bilm.io.formats.weight_file import TOKEN_EMBEDDINGS_KIND, load_bilm_weights, token_embeddings_writer
 from bilm.models.functional_bilm import build_bilm, build_token_encoder
 from bilm.models.text_inputs import batcher_for
 from bilm.options import load_options

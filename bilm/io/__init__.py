@@ -1,17 +1,16 @@
-"""Files: the HDF5 weight layout, published model files and their cache, other families' models
-(ELMoForManyLangs, PyTorch weight files, TF1 Hub modules), sentence and embedding files, safe output
-writing.
+"""Files, in two kinds: file formats (`bilm.io.formats`: the HDF5 weight layout, sentence and
+embedding files, PyTorch weight files, safe output writing) and model sources (`bilm.io.sources`:
+published model files and their cache, other families' models converted: ELMoForManyLangs, TF1 Hub
+modules).
 
 The names below are the public surface of `bilm.io`; its modules are
 internal and may change.
 """
-from bilm.io.embedding_files import SentenceEmbeddingFile
-from bilm.io.model_cache import ModelFileError, default_cache_dir
-from bilm.io.model_files import ModelFiles, locate_model
-from bilm.io.output_files import OutputFileError, atomic_output, check_output_file
-from bilm.io.sentence_files import read_sentences
-from bilm.io.torch_pickle import TorchFileError, read_torch_state_dict
-from bilm.io.weight_file import (
+from bilm.io.formats.embedding_files import SentenceEmbeddingFile
+from bilm.io.formats.output_files import OutputFileError, atomic_output, check_output_file
+from bilm.io.formats.sentence_files import read_sentences
+from bilm.io.formats.torch_pickle import TorchFileError, read_torch_state_dict
+from bilm.io.formats.weight_file import (
     WeightFileError,
     load_bilm_weights,
     read_boundary_state,
@@ -19,6 +18,8 @@ from bilm.io.weight_file import (
     save_bilm_weights,
     save_token_embeddings,
 )
+from bilm.io.sources.model_cache import ModelFileError, default_cache_dir
+from bilm.io.sources.model_files import ModelFiles, locate_model
 
 __all__ = [
     "ModelFileError",

@@ -7,7 +7,7 @@ import numpy as np
 import tensorflow as tf
 
 from bilm.errors import UserError
-from bilm.io.weight_file import load_bilm_weights, load_token_embeddings, read_token_embeddings
+from bilm.io.formats.weight_file import load_bilm_weights, load_token_embeddings, read_token_embeddings
 from bilm.layers.char_cnn import DIRECT_CONVOLUTION_TOKENS
 from bilm.models.boundary_state import DEFAULT_N_SENTENCES
 from bilm.models.functional_bilm import build_bilm, build_contextual_bilm, build_token_encoder, state_keys

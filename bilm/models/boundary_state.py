@@ -13,7 +13,7 @@ was, and its vectors still depend on that sentence only.
 sentences as training does (each row a stream, states carried from one
 sentence to the next) and averages the states at the sentence starts. The
 state is stored in weight files as extra datasets, which readers of the
-original layout ignore (`bilm.io.weight_file.read_boundary_state`); where a
+original layout ignore (`bilm.io.formats.weight_file.read_boundary_state`); where a
 model starts each sentence is decided by `bilm.models.start_state`.
 """
 import itertools

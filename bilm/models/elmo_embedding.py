@@ -5,7 +5,7 @@ import numpy as np
 import tensorflow as tf
 
 from bilm.errors import UserError
-from bilm.io.weight_file import (
+from bilm.io.formats.weight_file import (
     WeightFileError,
     load_bilm_weights,
     load_token_embeddings,

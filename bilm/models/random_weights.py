@@ -6,7 +6,7 @@ import os
 
 import keras
 
-from bilm.io.weight_file import save_bilm_weights
+from bilm.io.formats.weight_file import save_bilm_weights
 from bilm.models.functional_bilm import build_bilm
 from bilm.options import load_options, save_options
 

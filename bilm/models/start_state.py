@@ -19,8 +19,8 @@ from typing import Optional
 import numpy as np
 
 from bilm.errors import UserError
-from bilm.io.sentence_files import token_lists
-from bilm.io.weight_file import read_boundary_state
+from bilm.io.formats.sentence_files import token_lists
+from bilm.io.formats.weight_file import read_boundary_state
 from bilm.models.boundary_state import DEFAULT_N_SENTENCES, check_boundary_state, compute_boundary_state
 from bilm.models.functional_bilm import state_keys
 from bilm.models.text_inputs import batcher_for

@@ -17,7 +17,7 @@ The public API names the two apart:
   the large kernels (the LSTMs' input, recurrent and projection kernels, the
   highway's) are *stored* in, one of `KERNEL_DTYPES`: `"float32"`,
   `"bfloat16"` (rounded once when assigned, e.g. by
-  `bilm.io.weight_file.load_bilm_weights`; vectors within
+  `bilm.io.formats.weight_file.load_bilm_weights`; vectors within
   `BFLOAT16_INFERENCE_TOLERANCE` of float32's) or `"int8"` (one float32
   scale per output column, `bilm.ops.scaled_kernel`; within
   `INT8_INFERENCE_TOLERANCE`). The layers multiply float32 activations by

@@ -10,7 +10,7 @@ import json
 import os
 from typing import Optional, Tuple
 
-from bilm.io.output_files import atomic_output
+from bilm.io.formats.output_files import atomic_output
 from bilm.options.keys import OptionsError, absent_means, boolean
 from bilm.text.dictionary_ids import CharacterDictionary, WordDictionary
 

@@ -12,8 +12,8 @@ import json
 import os
 
 from bilm.errors import UserError
-from bilm.io.hashing import file_sha256
-from bilm.io.output_files import atomic_output, check_output_directory, writer_lock
+from bilm.io.formats.hashing import file_sha256
+from bilm.io.formats.output_files import atomic_output, check_output_directory, writer_lock
 from bilm.models.bidirectional_lm import BidirectionalLanguageModel
 from bilm.options import save_options
 from bilm.options.model_options import options_json

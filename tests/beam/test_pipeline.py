@@ -19,7 +19,7 @@ from apache_beam.testing.util import BeamAssertException, assert_that, equal_to
 
 from bilm.beam import ELMoModelHandler, EmbedFiles, EmbedSentences, shard_outputs
 from bilm.beam.__main__ import main, parse_arguments, run
-from bilm.io.model_cache import download_path
+from bilm.io.sources.model_cache import download_path
 from bilm.pretrained import ELMo
 from helpers import ROOT, SENTENCES
 

@@ -188,7 +188,7 @@ def test_the_shell_sees_the_status_and_one_line(files, argv, status):
 
 EMBED_RUNNER = """
 import runpy, sys, time
-import bilm.io.embedding_files as files
+import bilm.io.formats.embedding_files as files
 
 batches = files.length_sorted_batches
 

@@ -8,7 +8,7 @@ import tensorflow as tf
 
 import numpy_reference as R
 from bilm.export.saved_model import export_layer, export_saved_model
-from bilm.io.output_files import OutputFileError
+from bilm.io.formats.output_files import OutputFileError
 from bilm.models.elmo_embedding import ELMoEmbedding
 from helpers import SENTENCES, write_model, write_vocab
 

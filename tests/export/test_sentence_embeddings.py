@@ -12,8 +12,8 @@ import pytest
 import numpy_reference as R
 from bilm.export import sentence_embeddings as embed_file_module
 from bilm.export.sentence_embeddings import dump_bilm_embeddings, embed_file, embeddings_stamp, sentence_key
-from bilm.io.embedding_files import changed_attributes, read_root_attributes
-from bilm.io.output_files import OutputFileError, OutputLockedError
+from bilm.io.formats.embedding_files import changed_attributes, read_root_attributes
+from bilm.io.formats.output_files import OutputFileError, OutputLockedError
 from bilm.models.bidirectional_lm import BidirectionalLanguageModel
 from bilm.pretrained import ELMo
 from helpers import ROOT, SENTENCES, write_model, write_vocab
@@ -274,7 +274,7 @@ PAUSED_RUN = """
 import runpy
 import sys
 
-import bilm.io.embedding_files as embedding_files
+import bilm.io.formats.embedding_files as embedding_files
 
 batches = embedding_files.length_sorted_batches
 

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from bilm.export.token_embeddings import dump_token_embeddings
-from bilm.io.output_files import OutputFileError
-from bilm.io.weight_file import write_datasets
+from bilm.io.formats.output_files import OutputFileError
+from bilm.io.formats.weight_file import write_datasets
 from bilm.models.bidirectional_lm import BidirectionalLanguageModel
 from bilm.text.batching import Batcher, TokenBatcher
 from helpers import SENTENCES, write_model, write_vocab

@@ -8,9 +8,9 @@ import pytest
 import bilm
 import efml_models as M
 import efml_reference
-from bilm.io.elmoformanylangs import ELMoForManyLangsError, read_elmoformanylangs
-from bilm.io.model_files import locate_model
-from bilm.io.torch_pickle import TorchFileError
+from bilm.io.formats.torch_pickle import TorchFileError
+from bilm.io.sources.elmoformanylangs import ELMoForManyLangsError, read_elmoformanylangs
+from bilm.io.sources.model_files import locate_model
 from torch_pickles import pickle_bytes, save_state_dict, state_dict
 
 CONTAINERS = ("folder", "zip", "tar.bz2")

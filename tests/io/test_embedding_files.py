@@ -6,8 +6,8 @@ import h5py
 import numpy as np
 import pytest
 
-from bilm.io.embedding_files import SentenceEmbeddingFile
-from bilm.io.output_files import OutputFileError, OutputLockedError
+from bilm.io.formats.embedding_files import SentenceEmbeddingFile
+from bilm.io.formats.output_files import OutputFileError, OutputLockedError
 from helpers import SENTENCES, ready_process
 
 MADE_FROM = {"output_format": "all", "weight_sha256": "ab" * 32}
@@ -106,7 +106,7 @@ def test_a_partial_bilm_did_not_write_is_kept_unless_overwrite(tmp_path):
 PAUSED_WRITER = """
 import sys
 import numpy as np
-from bilm.io.embedding_files import SentenceEmbeddingFile
+from bilm.io.formats.embedding_files import SentenceEmbeddingFile
 calls = []
 def embed(sentences):
     if calls:

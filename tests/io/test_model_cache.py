@@ -14,9 +14,9 @@ import zipfile
 
 import pytest
 
-from bilm.io import model_cache
-from bilm.io.model_cache import ModelFileError, check_sha256, default_cache_dir, download, is_url
-from bilm.io.model_files import locate_model
+from bilm.io.sources import model_cache
+from bilm.io.sources.model_cache import ModelFileError, check_sha256, default_cache_dir, download, is_url
+from bilm.io.sources.model_files import locate_model
 from helpers import NLPL_ZIP, zip_bytes
 from local_server import Response
 

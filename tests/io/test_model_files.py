@@ -10,8 +10,8 @@ import tarfile
 
 import pytest
 
-from bilm.io import model_cache
-from bilm.io.model_files import ModelFileError, find_model_files, locate_model
+from bilm.io.sources import model_cache
+from bilm.io.sources.model_files import ModelFileError, find_model_files, locate_model
 from helpers import NLPL_ZIP, zip_bytes
 
 ALLENNLP = "elmo_2x4096_512_2048cnn_2xhighway"

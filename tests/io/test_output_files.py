@@ -7,7 +7,7 @@ import threading
 import h5py
 import pytest
 
-from bilm.io.output_files import (
+from bilm.io.formats.output_files import (
     KIND_ATTRIBUTE,
     OutputFileError,
     OutputLockedError,
@@ -151,7 +151,7 @@ def release(child):
 
 
 HOLD_THE_LOCK = """
-from bilm.io.output_files import writer_lock
+from bilm.io.formats.output_files import writer_lock
 lock = writer_lock(sys.argv[1])
 lock.__enter__()
 """

@@ -10,8 +10,8 @@ import pytest
 import bilm
 import efml_models
 import efml_reference
-from bilm.io.model_files import ModelFileError, locate_model
-from bilm.io.published_models import PUBLISHED_MODELS, find_published_model, may_be_model_name
+from bilm.io.sources.model_files import ModelFileError, locate_model
+from bilm.io.sources.published_models import PUBLISHED_MODELS, find_published_model, may_be_model_name
 from helpers import SENTENCES, write_model
 
 SMALL = PUBLISHED_MODELS["allennlp:small"]

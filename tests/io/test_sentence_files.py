@@ -1,7 +1,7 @@
 """Sentence files: line counts, decoding, and batches by length under a size or a token budget."""
 import pytest
 
-from bilm.io.sentence_files import BULK_MAX_TOKENS, count_lines, length_sorted_batches, read_sentences
+from bilm.io.formats.sentence_files import BULK_MAX_TOKENS, count_lines, length_sorted_batches, read_sentences
 
 
 def test_lines_are_counted_and_read_with_their_tokens(tmp_path):

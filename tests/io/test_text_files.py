@@ -4,8 +4,8 @@ import warnings
 import pytest
 
 from bilm.errors import UserError
-from bilm.io.sentence_files import read_sentences
-from bilm.io.text_files import read_text_lines
+from bilm.io.formats.sentence_files import read_sentences
+from bilm.io.formats.text_files import read_text_lines
 from bilm.training.data.shards import read_lines
 
 

@@ -9,8 +9,8 @@ import pytest
 import tensorflow as tf
 
 import bilm
-from bilm.io.model_files import ModelFileError, locate_model
-from bilm.io.tf_hub_modules import TFHubModuleError
+from bilm.io.sources.model_files import ModelFileError, locate_model
+from bilm.io.sources.tf_hub_modules import TFHubModuleError
 from helpers import SENTENCES, write_model
 
 TF_HUB_MIX = ("aggregation/weights", "aggregation/scaling")

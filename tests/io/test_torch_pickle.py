@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from bilm.errors import UserError
-from bilm.io.torch_pickle import TorchFileError, read_torch_state_dict
+from bilm.io.formats.torch_pickle import TorchFileError, read_torch_state_dict
 from torch_pickles import Storage, Tensor, pickle_bytes, save_state_dict, state_dict
 
 LAYOUTS = ("legacy", "zip")

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 import bilm
-from bilm.io.weight_file import WeightFileError, read_boundary_state
+from bilm.io.formats.weight_file import WeightFileError, read_boundary_state
 from helpers import ROOT, write_model
 
 UNREADABLE = r" is not a readable HDF5 weight file \(.*\); it may be truncated or corrupt"

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import numpy_reference as R
-from bilm.io.weight_file import (
+from bilm.io.formats.weight_file import (
     WeightFileError,
     load_bilm_weights,
     read_boundary_state,

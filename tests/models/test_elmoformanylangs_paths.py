@@ -14,7 +14,7 @@ import tensorflow as tf
 import bilm
 import efml_models as M
 from bilm.export.token_embeddings import dump_token_embeddings
-from bilm.io.model_files import locate_model
+from bilm.io.sources.model_files import locate_model
 from bilm.ops.matmul_dtype import BFLOAT16_INFERENCE_TOLERANCE
 from helpers import ROOT, write_lines
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import numpy_reference as R
-from bilm.io.weight_file import load_bilm_weights
+from bilm.io.formats.weight_file import load_bilm_weights
 from bilm.models.functional_bilm import build_bilm, build_contextual_bilm, build_token_encoder, state_keys
 from bilm.options import load_options
 from bilm.text.batching import Batcher

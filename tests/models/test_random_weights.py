@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import numpy_reference as R
-from bilm.io.weight_file import load_bilm_weights
+from bilm.io.formats.weight_file import load_bilm_weights
 from bilm.models.functional_bilm import build_bilm
 from bilm.models.random_weights import write_random_model
 from bilm.options import load_options, save_options

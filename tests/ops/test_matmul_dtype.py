@@ -5,7 +5,7 @@ import pytest
 import tensorflow as tf
 
 import numpy_reference as R
-from bilm.io.weight_file import load_bilm_weights, save_bilm_weights
+from bilm.io.formats.weight_file import load_bilm_weights, save_bilm_weights
 from bilm.layers.highway import Highway
 from bilm.models.functional_bilm import build_bilm, state_keys
 from bilm.models.random_weights import write_random_model

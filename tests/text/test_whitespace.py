@@ -2,7 +2,7 @@
 import numpy as np
 import tensorflow as tf
 
-from bilm.io.sentence_files import read_sentences
+from bilm.io.formats.sentence_files import read_sentences
 from bilm.models.elmo_embedding import ELMoEmbedding
 from bilm.text.graph_batching import sentences_to_tokens
 from bilm.text.whitespace import WHITESPACE, split_tokens, split_tokens_in_graph

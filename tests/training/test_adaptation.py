@@ -20,7 +20,7 @@ import tensorflow as tf
 import bilm
 import numpy_reference as R
 from bilm.errors import UserError
-from bilm.io.weight_file import read_boundary_state
+from bilm.io.formats.weight_file import read_boundary_state
 from bilm.options import load_options
 from bilm.training import dump_weights, train, train_from_files
 from bilm.training.config.settings import training_settings

@@ -10,7 +10,7 @@ import pytest
 
 import bilm
 import efml_models as M
-from bilm.io.model_files import locate_model
+from bilm.io.sources.model_files import locate_model
 from bilm.options import load_options
 from bilm.training import dump_weights, train_from_files
 from bilm.training import evaluate_from_files as heldout_perplexity

@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from bilm.io.output_files import OutputLockedError, writer_lock
+from bilm.io.formats.output_files import OutputLockedError, writer_lock
 from bilm.presets import PRESETS
 from bilm.training import quickstart
 from bilm.training.config.settings import training_settings

@@ -5,14 +5,14 @@ import sys
 
 import pytest
 
-from bilm.io.output_files import OutputLockedError
+from bilm.io.formats.output_files import OutputLockedError
 from bilm.training.run.loop import train
 from helpers import ROOT, ready_process
 from training_helpers import open_data, tiny_options, write_corpus
 
 HOLD_LOCK = """
 import sys
-from bilm.io.output_files import writer_lock
+from bilm.io.formats.output_files import writer_lock
 with writer_lock(sys.argv[1]):
     print("ready", flush=True)
     sys.stdin.read()

@@ -6,7 +6,7 @@ import numpy as np
 import tensorflow as tf
 
 import numpy_reference as R
-from bilm.io.weight_file import load_bilm_weights
+from bilm.io.formats.weight_file import load_bilm_weights
 from bilm.models.functional_bilm import build_bilm
 from bilm.training.config.settings import training_settings
 from bilm.training.model.training_lm import TrainingLM

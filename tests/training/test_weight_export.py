@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bilm.io.weight_file import read_boundary_state
+from bilm.io.formats.weight_file import read_boundary_state
 from bilm.models.bidirectional_lm import BidirectionalLanguageModel
 from bilm.models.functional_bilm import state_keys
 from bilm.options import load_options

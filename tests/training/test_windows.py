@@ -5,7 +5,7 @@ import warnings
 import numpy as np
 import pytest
 
-import bilm.io.text_files as text_files_module
+import bilm.io.formats.text_files as text_files_module
 from bilm.text.vocabulary import (
     BOS_CHAR,
     EOS_CHAR,

@@ -13,7 +13,7 @@ import os
 
 import tensorflow as tf
 
-from bilm.io.weight_file import WeightEntry, weight_table
+from bilm.io.formats.weight_file import WeightEntry, weight_table
 from bilm.optimizers.adagrad import SparseAdagrad
 from bilm.options import load_options, save_options
 from bilm.presets import TRAINING_DEFAULTS

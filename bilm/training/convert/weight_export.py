@@ -3,9 +3,9 @@ import glob
 import os
 import warnings
 
-from bilm.io.model_files import options_file_beside
-from bilm.io.output_files import check_output_file
-from bilm.io.weight_file import WEIGHTS_KIND, save_bilm_weights, save_token_embeddings
+from bilm.io.formats.output_files import check_output_file
+from bilm.io.formats.weight_file import WEIGHTS_KIND, save_bilm_weights, save_token_embeddings
+from bilm.io.sources.model_files import options_file_beside
 from bilm.options import holds_options, save_options
 from bilm.training.run import checkpoints
 from bilm.training.run.checkpoints import OPTIONS_FILE, load_training_model

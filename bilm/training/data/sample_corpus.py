@@ -14,7 +14,7 @@ import os
 import random
 
 from bilm.errors import UserError
-from bilm.io.output_files import atomic_output
+from bilm.io.formats.output_files import atomic_output
 from bilm.text.vocabulary import Vocabulary
 from bilm.training.data.shards import list_shards, read_lines
 from bilm.training.data.vocab_builder import build_vocab

@@ -3,7 +3,7 @@ import glob
 import os
 
 from bilm.errors import UserError
-from bilm.io.text_files import read_text_lines
+from bilm.io.formats.text_files import read_text_lines
 from bilm.text.whitespace import split_tokens
 
 
@@ -26,7 +26,7 @@ def list_shards(filepattern):
 def read_lines(path, warn_invalid_utf8=True):
     """Yields the non-blank lines of one shard, as `str`, in file order.
 
-    Lines as `bilm.io.text_files.read_text_lines` reads them (UTF-8, invalid
+    Lines as `bilm.io.formats.text_files.read_text_lines` reads them (UTF-8, invalid
     bytes kept as raw byte character ids with one warning, unless
     `warn_invalid_utf8` is False).
     """

@@ -2,7 +2,7 @@
 import collections
 
 from bilm.errors import UserError
-from bilm.io.output_files import atomic_output, check_output_file
+from bilm.io.formats.output_files import atomic_output, check_output_file
 from bilm.text.vocabulary import TRAINING_TOKENS
 from bilm.text.vocabulary_file import MAXTERMID_LINE, write_vocabulary_file
 from bilm.text.whitespace import split_tokens

@@ -25,8 +25,8 @@ import json
 import os
 
 from bilm.errors import UserError
-from bilm.io.model_files import ModelFiles, locate_model
-from bilm.io.weight_file import open_for_reading, read_entries, weight_table
+from bilm.io.formats.weight_file import open_for_reading, read_entries, weight_table
+from bilm.io.sources.model_files import ModelFiles, locate_model
 from bilm.options import BiLMOptions, OptionsError, load_options, read_options_json
 from bilm.options.keys import absent_means
 from bilm.training.config.settings import MODEL_KEYS

@@ -3,7 +3,7 @@ import itertools
 
 import numpy as np
 
-from bilm.io.weight_file import padded_embedding_entry, weight_table
+from bilm.io.formats.weight_file import padded_embedding_entry, weight_table
 from bilm.models.boundary_state import DEFAULT_N_SENTENCES, compute_boundary_state
 from bilm.models.functional_bilm import build_bilm
 from bilm.models.text_inputs import batcher_for

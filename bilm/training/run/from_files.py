@@ -3,7 +3,7 @@ import os
 import warnings
 
 from bilm.errors import UserError
-from bilm.io.output_files import check_output_directory
+from bilm.io.formats.output_files import check_output_directory
 from bilm.options import BiLMOptions, load_options
 from bilm.options.keys import option_key
 from bilm.presets import training_options

@@ -24,7 +24,7 @@ import time
 import keras
 
 from bilm.errors import UserError
-from bilm.io.output_files import check_output_directory, writer_lock
+from bilm.io.formats.output_files import check_output_directory, writer_lock
 from bilm.options import save_options
 from bilm.training.config.training_config import resolve_training_config
 from bilm.training.data.tf_dataset import make_tf_dataset

@@ -21,7 +21,7 @@ import h5py
 import numpy as np
 
 from bilm.errors import UserError
-from bilm.io.output_files import KIND_ATTRIBUTE, atomic_output, check_output_file
+from bilm.io.formats.output_files import KIND_ATTRIBUTE, atomic_output, check_output_file
 
 # The scope of each LSTM stack in the file: `RNN_0` is the forward one.
 RNN_SCOPES = (("forward", "RNN_0"), ("backward", "RNN_1"))
@@ -190,7 +190,7 @@ def write_datasets(path, arrays, kind, boundary_state=None):
 
     The file is written under a temporary name and renamed at the end, so a
     crash never leaves a complete-looking file behind. The root attribute
-    `bilm_file` (see `bilm.io.output_files`) is the only addition to the
+    `bilm_file` (see `bilm.io.formats.output_files`) is the only addition to the
     original layout; readers of that layout ignore it, as they ignore a
     `boundary_state` `({state key: (size,)}, n_starts)` written beside the
     weights (see `read_boundary_state`).

@@ -23,8 +23,8 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from bilm.io.model_cache import ModelFileError
-from bilm.io.weight_file import SCALAR_MIX_GROUP
+from bilm.io.formats.weight_file import SCALAR_MIX_GROUP
+from bilm.io.sources.model_cache import ModelFileError
 
 SCOPE = "bilm/"
 CHECKPOINT_PREFIX = os.path.join("variables", "variables")

@@ -6,7 +6,7 @@ authors' machine: as the original code does, bilm looks for it in the
 folder, then under its base name in the folder, then among the two
 standard architectures it knows), the dictionaries `char.dic` and
 `word.dic`, and two PyTorch state dicts, `token_embedder.pkl` and
-`encoder.pkl` (read by `bilm.io.torch_pickle`, without PyTorch).
+`encoder.pkl` (read by `bilm.io.formats.torch_pickle`, without PyTorch).
 
 `read_elmoformanylangs(directory)` checks all of it against the
 architecture before converting anything, then returns bilm's options (a
@@ -24,8 +24,8 @@ import os
 
 import numpy as np
 
-from bilm.io.model_cache import ModelFileError, read_json_object
-from bilm.io.torch_pickle import read_torch_state_dict
+from bilm.io.formats.torch_pickle import read_torch_state_dict
+from bilm.io.sources.model_cache import ModelFileError, read_json_object
 
 CONFIG_FILE = "config.json"
 CHAR_DICTIONARY = "char.dic"
@@ -63,7 +63,7 @@ def read_elmoformanylangs(directory):
 
     Returns:
         `(options, arrays)`: the options dict (see the module docstring)
-        and `{HDF5 dataset name: float32 array}` (`bilm.io.weight_file`'s
+        and `{HDF5 dataset name: float32 array}` (`bilm.io.formats.weight_file`'s
         names, plus `word_embed` for the word embedding).
 
     Raises:

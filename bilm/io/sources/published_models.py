@@ -40,7 +40,7 @@ import pathlib
 import urllib.parse
 from typing import Mapping, Tuple
 
-from bilm.io.model_cache import ModelFileError, is_url
+from bilm.io.sources.model_cache import ModelFileError, is_url
 from bilm.utils.deprecation import warn_deprecated
 
 MIRROR_ENVIRONMENT_VARIABLE = "BILM_MODEL_MIRROR"
@@ -217,7 +217,7 @@ def find_published_model(name):
     suggestion = f" Did you mean {candidates[close[0]]!r}?" if close else ""
     raise ModelFileError(
         f"No model at {name!r}: no such file or directory, and no published model has that name.{suggestion} "
-        f"Published names: {', '.join(PUBLISHED_MODELS)} (see bilm.io.published_models).")
+        f"Published names: {', '.join(PUBLISHED_MODELS)} (see bilm.io.sources.published_models).")
 
 
 def model_mirror(mirror=None):

@@ -5,7 +5,7 @@ import os
 import numpy as np
 
 from bilm.errors import UserError
-from bilm.io.text_files import read_text_lines
+from bilm.io.formats.text_files import read_text_lines
 from bilm.text.whitespace import split_tokens
 
 
@@ -22,7 +22,7 @@ def count_lines(path):
 def read_sentences(path):
     """Yields `(line_number, line, tokens)`; tokens are the whitespace-split line.
 
-    Lines as `bilm.io.text_files.read_text_lines` reads them (UTF-8, invalid
+    Lines as `bilm.io.formats.text_files.read_text_lines` reads them (UTF-8, invalid
     bytes kept as raw byte character ids with one warning).
     """
     for number, line in read_text_lines(path):

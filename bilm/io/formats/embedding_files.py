@@ -6,7 +6,7 @@ SHA-256, and the caller's `made_from` (the weight file's and the options'
 hashes, the output format...). A rerun continues a `.partial` only if all of
 that is unchanged, so one file never mixes two inputs, models or formats;
 otherwise it says what changed. One process at a time writes an output
-(`bilm.io.output_files.writer_lock`, the file `output + ".lock"`): another
+(`bilm.io.formats.output_files.writer_lock`, the file `output + ".lock"`): another
 one is refused before it reads or changes anything, naming the writer's PID.
 See docs/formats.md, "Embedding files".
 """
@@ -16,8 +16,8 @@ import h5py
 import numpy as np
 
 from bilm.errors import UserError
-from bilm.io.hashing import file_sha256
-from bilm.io.output_files import (
+from bilm.io.formats.hashing import file_sha256
+from bilm.io.formats.output_files import (
     KIND_ATTRIBUTE,
     OutputFileError,
     atomic_output,
@@ -25,7 +25,7 @@ from bilm.io.output_files import (
     hdf5_lock_error,
     writer_lock,
 )
-from bilm.io.sentence_files import count_lines, length_sorted_batches, read_sentences
+from bilm.io.formats.sentence_files import count_lines, length_sorted_batches, read_sentences
 from bilm.utils.progress import Progress
 
 KIND = "sentence_embeddings"

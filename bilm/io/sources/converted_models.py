@@ -1,7 +1,7 @@
 """Models of other families, converted once into bilm's own files in the cache.
 
-ELMoForManyLangs' folders (`bilm.io.elmoformanylangs`) and TF1 Hub modules
-(`bilm.io.tf_hub_modules`) are read, checked and converted by their
+ELMoForManyLangs' folders (`bilm.io.sources.elmoformanylangs`) and TF1 Hub modules
+(`bilm.io.sources.tf_hub_modules`) are read, checked and converted by their
 family's reader into bilm's options and HDF5 weights, written to
 
     <cache>/converted/<folder name>-<key>/options.json
@@ -19,8 +19,8 @@ import json
 import os
 from typing import Callable, Optional, Tuple
 
-from bilm.io.model_cache import cache_key, cache_path, folder_written_once
-from bilm.io.weight_file import WEIGHTS_KIND, write_datasets
+from bilm.io.formats.weight_file import WEIGHTS_KIND, write_datasets
+from bilm.io.sources.model_cache import cache_key, cache_path, folder_written_once
 
 # Raised when a conversion changes, so that older converted copies are not reused.
 CONVERSION_VERSION = 1

@@ -10,11 +10,11 @@ under any of the names the publishers use (`MODEL_FILE_PAIRS`):
 - AllenNLP's `<name>_options.json` + `<name>_weights.hdf5`.
 The pair may also sit inside the one folder of the directory (an archive
 whose files are in one top folder). Archives (zip, tar), URLs and published
-models' names (`bilm.io.published_models`) are turned into such files in
-the cache by `bilm.io.model_cache`. Models of the other families bilm reads
+models' names (`bilm.io.sources.published_models`) are turned into such files in
+the cache by `bilm.io.sources.model_cache`. Models of the other families bilm reads
 (`CONVERTED_FAMILIES`: ELMoForManyLangs' folders, TF1 Hub modules of ELMo)
 are converted once into such a pair in the cache
-(`bilm.io.converted_models`). Other layouts get an error saying what they
+(`bilm.io.sources.converted_models`). Other layouts get an error saying what they
 are (another SavedModel; a training checkpoint directory, with how to write
 its weights with `dump_weights` first), and models in several folders one
 naming them.
@@ -24,10 +24,11 @@ import os
 from typing import Optional
 
 from bilm.errors import UserError
-from bilm.io import elmoformanylangs, tf_hub_modules
-from bilm.io.converted_models import ModelFamily, convert_once
-from bilm.io.hashing import file_sha256
-from bilm.io.model_cache import (
+from bilm.io.formats.hashing import file_sha256
+from bilm.io.formats.output_files import same_file
+from bilm.io.sources import elmoformanylangs, tf_hub_modules
+from bilm.io.sources.converted_models import ModelFamily, convert_once
+from bilm.io.sources.model_cache import (
     ModelFileError,
     check_sha256,
     download,
@@ -37,8 +38,7 @@ from bilm.io.model_cache import (
     is_url,
     read_json_object,
 )
-from bilm.io.output_files import same_file
-from bilm.io.published_models import find_published_model, may_be_model_name, model_mirror
+from bilm.io.sources.published_models import find_published_model, may_be_model_name, model_mirror
 
 # (options file, weight file) names recognised in one directory; `*` is any
 # name, the same in both.
@@ -114,7 +114,7 @@ def locate_model(path, cache_dir=None, sha256=None, mirror=None):
             zip or tar archive of one, an `http(s)://` / `ftp://` / `file://`
             URL of an archive, the model's options or weight file (to pick
             one of several models in a directory), or a published model's
-            name (`bilm.io.published_models`; a local path of that name
+            name (`bilm.io.sources.published_models`; a local path of that name
             wins).
         cache_dir: where downloads, extracted archives and converted models
             are kept (default `$BILM_CACHE`, else `~/.cache/bilm`). Each URL
@@ -125,7 +125,7 @@ def locate_model(path, cache_dir=None, sha256=None, mirror=None):
             downloaded again).
         mirror: for a published model's name, where to fetch its files
             instead of the publisher (a URL or a directory, see
-            `bilm.io.published_models`); default `$BILM_MODEL_MIRROR`.
+            `bilm.io.sources.published_models`); default `$BILM_MODEL_MIRROR`.
 
     Returns:
         `ModelFiles`.

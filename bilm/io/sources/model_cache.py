@@ -7,7 +7,7 @@ Layout of the cache directory (`$BILM_CACHE`, else `~/.cache/bilm`):
                                                          two files (options, weights)
     extracted/<archive name>-<key of the archive>/       an archive's members
     converted/<folder name>-<key of its files>/          another family's model in
-                                                         bilm's files (`bilm.io.converted_models`)
+                                                         bilm's files (`bilm.io.sources.converted_models`)
 
 Archives are zips or tars (`.tar`, `.tar.gz`, `.tgz`, `.tar.bz2`,
 `.tar.xz`). A URL's key is its SHA-256 (several URLs': that of the URLs,
@@ -44,8 +44,8 @@ import zipfile
 import h5py
 
 from bilm.errors import UserError
-from bilm.io.hashing import file_sha256
-from bilm.io.output_files import atomic_output, check_output_directory, temporary_path
+from bilm.io.formats.hashing import file_sha256
+from bilm.io.formats.output_files import atomic_output, check_output_directory, temporary_path
 from bilm.utils.progress import Progress
 
 CACHE_ENVIRONMENT_VARIABLE = "BILM_CACHE"
