@@ -29,11 +29,12 @@ needs (rounded up to `COLUMN_STEP`, so that XLA compiles a few shapes),
 and that one window stands in for all the dropped ones. The result is the
 same as over every position.
 
-A few tokens (a sentence's new words, at inference) are faster as plain
-convolutions over the kept columns (`tf.nn.conv1d`, then the max), which
-need no compilation: the compiled loop's first call for each column count
-costs about a second, the convolutions' a few milliseconds
-(`max_pooled_char_convolutions`' `direct_up_to`).
+A few tokens (a sentence's new words, at inference) take the same sums
+without the compiled loop (`max_pooled_char_convolutions`' `direct_up_to`):
+all their windows at once, each a sum of table rows in the order of its
+offsets. No compilation for each new column count, and the same bytes as
+the loop, so a token's encoding does not depend on how many tokens share
+the call.
 """
 import tensorflow as tf
 
@@ -60,13 +61,13 @@ def max_pooled_char_convolutions(char_ids, embedding, kernels, direct_up_to=0):
         char_ids: int `(n_tokens, max_chars)`.
         embedding: float `(n_characters, dim)` tensor (read a variable first).
         kernels: float tensors `(width_i, dim, num_i)`, valid convolutions.
-        direct_up_to: a call with at most this many tokens runs the
-            convolutions directly (TF's `conv1d` and max: no compilation;
-            their gradient is TF's autodiff, not bit for bit the same on
-            every run); 0 (the default): always the compiled table loop,
-            whose gradient is reproducible (for training). The two agree
-            to float32 round-off. Inside `direct_convolutions()`: the
-            direct convolutions for any number of tokens. While a function
+        direct_up_to: a call with at most this many tokens takes the
+            direct path (the table loop's sums without the loop: no
+            compilation, the same outputs bit for bit; its gradient is
+            TF's autodiff, not bit for bit the same on every run); 0 (the
+            default): always the compiled table loop, whose gradient is
+            reproducible (for training). Inside `direct_convolutions()`:
+            the direct path for any number of tokens. While a function
             compiled with XLA is traced: the table loop.
 
     Returns:
