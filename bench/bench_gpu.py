@@ -312,23 +312,30 @@ def gpu_peak(on_gpu):
 
 @contextlib.contextmanager
 def step_seconds():
-    """The seconds of every training step `train` takes inside the block, in a list: the loop's
-    `ProgressReport` sees each step's start and end (bilm.training.run.loop, internal)."""
-    from bilm.training.run import loop
+    """The seconds of every training step `train` takes inside the block, in a list: a policy registered
+    first in the loop's `POLICIES` (bilm.training.run.policies) reads the clock after each step."""
+    from bilm.training.run import policies
 
     seconds = []
-    original = loop.ProgressReport
 
-    class TimedProgress(original):
-        def step_ended(self, run, loss, norm):
-            seconds.append(time.perf_counter() - self.tick)
-            super().step_ended(run, loss, norm)
+    class StepClock(policies.Policy):
+        name = "bench_step_clock"
 
-    loop.ProgressReport = TimedProgress
+        def on_run_start(self, run):
+            self.tick = time.perf_counter()
+
+        def after_step(self, run, step):
+            now = time.perf_counter()
+            seconds.append(now - self.tick)
+            self.tick = now
+            return policies.CONTINUE
+
+    original = policies.POLICIES
+    policies.POLICIES = (StepClock, *original)
     try:
         yield seconds
     finally:
-        loop.ProgressReport = original
+        policies.POLICIES = original
 
 
 def jit_compile_modes(quick):

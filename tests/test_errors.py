@@ -27,7 +27,7 @@ ERROR_TYPES = {
 }
 # Not errors: training stopped by a signal, after saving (a BaseException, as KeyboardInterrupt is).
 STOPS = {"bilm.training.run.stop_signals.TrainingInterrupted", "bilm.training.run.stop_signals.PhaseInterrupted",
-         "bilm.commands.user_errors.Terminated"}
+         "bilm.commands.user_errors.Terminated", "bilm.utils.start_up.StoppedWhileStarting"}
 
 
 def _defined_exception_types():

@@ -11,6 +11,7 @@ five-token vocabulary instead, small enough to spell out their batches.
 import collections
 import functools
 import math
+import os
 
 import numpy as np
 import tensorflow as tf
@@ -89,6 +90,12 @@ def open_data(options, corpus, test=False, seed=0):
     data, _ = load_training_data(options, corpus["heldout" if test else "train"], corpus["vocab"],
                                  test=test, seed=seed)
     return data
+
+
+def checkpoint_numbers(save_dir):
+    """The steps of the checkpoints in `save_dir`, sorted."""
+    return sorted(int(name.split("-")[1].split(".")[0]) for name in os.listdir(save_dir)
+                  if name.startswith("model.ckpt-") and name.endswith(".index"))
 
 
 def checkpoint_arrays(path, prefixes=("model", "softmax", "optimizer", "lstm_states", "step", "data")):

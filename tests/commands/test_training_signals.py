@@ -20,7 +20,7 @@ import pytest
 from bilm.commands.training_arguments import script_command
 from bilm.training.data.shards import count_tokens
 from helpers import ROOT
-from training_helpers import checkpoint_arrays, tiny_options, write_corpus
+from training_helpers import checkpoint_arrays, checkpoint_numbers, tiny_options, write_corpus
 
 RUNNER = """
 import runpy, sys, time
@@ -90,10 +90,6 @@ def _train_and_signal(tmp_path, argv, after_step, signals):
     return process.returncode, err
 
 
-def _checkpoint_numbers(save_dir):
-    return sorted(int(name.split("-")[1].split(".")[0]) for name in os.listdir(save_dir)
-                  if name.startswith("model.ckpt-") and name.endswith(".index"))
-
 
 @pytest.mark.slow
 def test_sigterm_exits_143_and_the_restart_it_names_ends_like_a_straight_run(tmp_path, run_files):
@@ -108,7 +104,7 @@ def test_sigterm_exits_143_and_the_restart_it_names_ends_like_a_straight_run(tmp
     step = int(saved.group(1))
     # Step 20 ended before the signal was sent; the step after it carries it to the loop.
     assert 20 < step < run_files["steps_per_epoch"] - 10
-    assert saved.group(2) == str(save_dir / f"model.ckpt-{step}") and _checkpoint_numbers(save_dir) == [step]
+    assert saved.group(2) == str(save_dir / f"model.ckpt-{step}") and checkpoint_numbers(save_dir) == [step]
     command = shlex.split(saved.group(3))
     script = script_command("restart.py")  # runs from any directory
     assert command[:len(script)] == script and (script == ["restart.py"] or os.path.isabs(script[-1]))
@@ -135,7 +131,7 @@ def test_ctrl_c_twice_exits_130_with_the_step_saved(tmp_path, run_files):
     assert status == 130, err[-3000:]
     saved = re.fullmatch(r"Stopped by SIGINT after step (\d+): saved (\S+)\. Continue with: .*restart.py --.*",
                          err.strip().splitlines()[-1])
-    assert saved and int(saved.group(1)) > 5 and _checkpoint_numbers(save_dir) == [int(saved.group(1))]
+    assert saved and int(saved.group(1)) > 5 and checkpoint_numbers(save_dir) == [int(saved.group(1))]
     arrays = checkpoint_arrays(saved.group(2))
     assert int(arrays["data/batches/.ATTRIBUTES/VARIABLE_VALUE"]) == int(saved.group(1))
 

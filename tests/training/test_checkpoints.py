@@ -16,17 +16,13 @@ from bilm.training.run.checkpoints import (
     saved_optimizer,
 )
 from bilm.training.run.loop import train
-from training_helpers import checkpoint_arrays, open_data, tiny_options, write_corpus
+from training_helpers import checkpoint_arrays, checkpoint_numbers, open_data, tiny_options, write_corpus
 
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):
     return write_corpus(tmp_path_factory.mktemp("corpus"), n_train=400, n_heldout=20)
 
-
-def _checkpoint_numbers(save_dir):
-    return sorted(int(name.split("-")[1].split(".")[0]) for name in os.listdir(save_dir)
-                  if name.startswith("model.ckpt-") and name.endswith(".index"))
 
 
 @pytest.mark.parametrize("sample_softmax", [True, False])
@@ -40,7 +36,7 @@ def test_restart_continues_exactly_like_a_straight_run(tmp_path, corpus, sample_
     first = train(options, open_data(options, corpus), 1, resumed_dir, None, max_steps=3, checkpoint_every=2,
                   verbose=0)
     # Killed after step 3, at most the steps since the last checkpoint are lost.
-    assert _checkpoint_numbers(resumed_dir) == [2, 3]
+    assert checkpoint_numbers(resumed_dir) == [2, 3]
     second = train(options, open_data(options, corpus), 1, resumed_dir, None, restart_ckpt_file=first["checkpoint"],
                    max_steps=3, verbose=0)
     assert straight["step"] == second["step"] == 6
@@ -97,7 +93,7 @@ def four_steps(tmp_path_factory, corpus):
     save_dir = tmp_path_factory.mktemp("four_steps")
     options = tiny_options()
     first = train(options, open_data(options, corpus), 1, save_dir, None, max_steps=4, checkpoint_every=2, verbose=0)
-    assert first["checkpoint"] == str(save_dir / "model.ckpt-4") and _checkpoint_numbers(save_dir) == [2, 4]
+    assert first["checkpoint"] == str(save_dir / "model.ckpt-4") and checkpoint_numbers(save_dir) == [2, 4]
     return save_dir
 
 
@@ -108,7 +104,7 @@ def test_a_damaged_checkpoint_names_its_files_and_the_newest_readable_one(tmp_pa
     tmp_path = tmp_path / "run"
     shutil.copytree(four_steps, tmp_path)
     newest = str(tmp_path / "model.ckpt-4")
-    assert latest_checkpoint(tmp_path) == newest and _checkpoint_numbers(tmp_path) == [2, 4]
+    assert latest_checkpoint(tmp_path) == newest and checkpoint_numbers(tmp_path) == [2, 4]
     data_file = newest + ".data-00000-of-00001"
     if damage == "cut short":
         with open(data_file, "r+b") as f:

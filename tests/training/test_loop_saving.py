@@ -23,7 +23,7 @@ from bilm.training.run.loop import TrainingInterrupted, train
 from bilm.training.run.run_schedule import SaveTimer
 from bilm.training.run.train_step import TrainStep
 from helpers import ROOT, TESTS
-from training_helpers import checkpoint_arrays, open_data, tiny_options, write_corpus
+from training_helpers import checkpoint_arrays, checkpoint_numbers, open_data, tiny_options, write_corpus
 
 
 @pytest.fixture(scope="module")
@@ -63,10 +63,6 @@ def _signal_after_steps(monkeypatch, plan, seen_handlers=None):
     monkeypatch.setattr(loop_module, "TrainStep", SignallingStep)
 
 
-def _checkpoint_numbers(save_dir):
-    return sorted(int(name.split("-")[1].split(".")[0]) for name in os.listdir(save_dir)
-                  if name.startswith("model.ckpt-") and name.endswith(".index"))
-
 
 def test_sigterm_saves_the_step_reached_and_the_restart_continues_exactly(
         tmp_path, corpus, monkeypatch, previous_handlers):
@@ -84,7 +80,7 @@ def test_sigterm_saves_the_step_reached_and_the_restart_continues_exactly(
     interrupted = stopped.value
     assert (interrupted.signal, interrupted.step, interrupted.exit_status) == (signal.SIGTERM, 4, 143)
     assert interrupted.checkpoint == str(save_dir / "model.ckpt-4") == tf.train.latest_checkpoint(str(save_dir))
-    assert _checkpoint_numbers(save_dir) == [4]
+    assert checkpoint_numbers(save_dir) == [4]
     assert str(interrupted) == (f"Stopped by SIGTERM after step 4: saved {save_dir / 'model.ckpt-4'}. Continue "
                                 f"with: train(..., restart_ckpt_file='{save_dir / 'model.ckpt-4'}') on the same data")
     assert signal.getsignal(signal.SIGTERM) is previous_handlers.handler
@@ -128,7 +124,7 @@ def test_a_signal_during_the_last_step_keeps_the_runs_end(tmp_path, corpus, monk
     options = tiny_options()
     with pytest.raises(TrainingInterrupted) as stopped:
         train(options, open_data(options, corpus), 1, tmp_path, None, max_steps=3, save_on_signals=True, verbose=1)
-    assert stopped.value.step == 3 and _checkpoint_numbers(tmp_path) == [3]
+    assert stopped.value.step == 3 and checkpoint_numbers(tmp_path) == [3]
     # The end of a call's work, the boundary state, was measured and saved.
     assert "Boundary state: the mean LSTM state at" in capsys.readouterr().out
     reader = tf.train.load_checkpoint(stopped.value.checkpoint)
@@ -198,7 +194,7 @@ def test_checkpoints_on_time_with_a_clock_that_steps_advance(tmp_path, corpus, m
     options = tiny_options()
     train(options, open_data(options, corpus), 1, tmp_path, None, max_steps=9, checkpoint_every=1000,
           checkpoint_every_minutes=10, max_to_keep=None, verbose=0)
-    assert _checkpoint_numbers(tmp_path) == [4, 8, 9]
+    assert checkpoint_numbers(tmp_path) == [4, 8, 9]
 
 
 WORKER = """
@@ -275,7 +271,7 @@ def test_a_signal_to_one_worker_stops_every_worker_at_the_same_step_and_the_job_
     outcomes = _run_workers(tmp_path, corpus, options, save_dir, signal_after=[0, 2])
     checkpoint = os.path.join(save_dir, "model.ckpt-3")
     assert outcomes == [["SIGTERM", 3, True, checkpoint], ["SIGTERM", 3, False, checkpoint]]
-    assert _checkpoint_numbers(save_dir) == [3] and not any(name.startswith(".worker") for name in os.listdir(save_dir))
+    assert checkpoint_numbers(save_dir) == [3] and not any(name.startswith(".worker") for name in os.listdir(save_dir))
 
     # The job is started again, every worker from the saved step (what restart.py does), to the same 8 steps.
     outcomes = _run_workers(tmp_path, corpus, options, save_dir, signal_after=[0, 0], restart=checkpoint,

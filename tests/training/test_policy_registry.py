@@ -1,7 +1,6 @@
 """The loop's policies: one registry, one interface. A policy added from a module of its own is built, asked
 at each hook, reads back its own agreed flags by name, and the loop carries out its actions."""
 import importlib
-import os
 import signal
 
 import pytest
@@ -10,7 +9,7 @@ import tensorflow as tf
 from bilm.training.config.settings import training_settings
 from bilm.training.run import loop, policies
 from bilm.training.run.policies import CONTINUE, SAVE, STOP, Policy, StepResult, interrupt
-from training_helpers import open_data, tiny_options, write_corpus
+from training_helpers import checkpoint_numbers, open_data, tiny_options, write_corpus
 
 # A policy as a user would add one: its module, and one entry in POLICIES. It raises its flag before
 # steps 2 and 3, asks for a save after step 2 and ends the call after step 4.
@@ -58,10 +57,6 @@ def corpus(tmp_path_factory):
     return write_corpus(tmp_path_factory.mktemp("corpus"), n_train=400, n_heldout=20)
 
 
-def _checkpoint_numbers(save_dir):
-    return sorted(int(name.split("-")[1].split(".")[0]) for name in os.listdir(save_dir)
-                  if name.startswith("model.ckpt-") and name.endswith(".index"))
-
 
 def test_a_policy_from_a_module_of_its_own_is_registered_by_one_line_and_the_loop_honours_it(
         tmp_path, corpus, monkeypatch):
@@ -85,7 +80,7 @@ def test_a_policy_from_a_module_of_its_own_is_registered_by_one_line_and_the_loo
     assert calls[6:] == [("end", 4)]
     # Its save after step 2, and the call ended after step 4 as at its end: boundary state, last checkpoint.
     assert result["step"] == result["steps_taken"] == 4 and not result["finished"]
-    assert _checkpoint_numbers(save_dir) == [2, 4] and result["checkpoint"] == str(save_dir / "model.ckpt-4")
+    assert checkpoint_numbers(save_dir) == [2, 4] and result["checkpoint"] == str(save_dir / "model.ckpt-4")
     reader = tf.train.load_checkpoint(result["checkpoint"])
     assert int(reader.get_tensor("boundary_state/n_starts/.ATTRIBUTES/VARIABLE_VALUE")) > 0
     assert result["every_other_step"] == 7 and result["loss"] is not None
