@@ -23,15 +23,17 @@ def shards(tmp_path_factory):
     """Two shards, one for each worker process, the second one longer (it is still embedded when the first one's
     file is written).
 
-    One shard a worker: a shard's vectors depend, at float32 round-off, on
-    what its process embedded before (the model's token cache encodes a
-    word once, in whichever call first has it), so that files compare byte
-    for byte only when each is its worker's only shard, as here.
+    One shard a worker: with this tiny model (widths that are not multiples
+    of 16, docs/embedding.md#the-same-bytes) a shard's vectors depend, at
+    float32 round-off, on what its process embedded before, so that files
+    compare byte for byte only when each is its worker's only shard, as
+    here. The second shard is long enough to be still embedding when the
+    first one's file is written, however fast a batch runs.
     """
     root = tmp_path_factory.mktemp("shards")
     rng = random.Random(0)
     words = ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(1, 8))) for _ in range(300)]
-    for shard, n_lines in (("a", 250), ("b", 750)):
+    for shard, n_lines in (("a", 250), ("b", 3000)):
         lines = [" ".join(rng.choice(words) for _ in range(rng.randint(1, 20))) for _ in range(n_lines)]
         (root / f"{shard}.txt").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     return root
