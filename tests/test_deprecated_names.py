@@ -157,6 +157,7 @@ def test_network_is_the_keras_network_and_the_old_names_warn(model):
             setattr(holder, old, None)  # read-only
 
 
+@pytest.mark.slow
 def test_keras_files_keep_the_network_under_bilm_and_saving_warns_of_nothing(model, tmp_path):
     # Files saved before the rename hold the biLM's weights at `<layer>/bilm/...`: they still do, so those files
     # load as they did (the ELMoEmbedding tests load such files).

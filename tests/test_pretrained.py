@@ -226,6 +226,7 @@ def test_load_an_nlpl_zip(tmp_path, model, elmo):
         _close(got, expected)
 
 
+@pytest.mark.slow
 def test_cli_model_argument(tmp_path, model, elmo):
     zip_file = _nlpl_zip(tmp_path / "model.zip", model)
     input_file = tmp_path / "in.txt"
@@ -262,6 +263,7 @@ def test_cli_model_errors_are_one_line(tmp_path, capsys):
         main(["in.txt", str(tmp_path / "out.hdf5"), "--model", str(tmp_path)])
 
 
+@pytest.mark.slow
 def test_usage_example_runs():
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
     result = subprocess.run([sys.executable, "usage/usage_nlpl_zip.py"], cwd=ROOT, env=env, capture_output=True,
@@ -331,6 +333,7 @@ def test_load_takes_the_start(tmp_path, warm):
         _close(a, b)
 
 
+@pytest.mark.slow
 def test_the_keras_layer_and_the_savedmodel_carry_the_state(tmp_path, warm):
     layer = warm.keras_layer(output="all")
     assert layer.start == "warm"
@@ -406,6 +409,7 @@ def test_bfloat16_stays_within_its_tolerance_of_float32_on_every_path(tmp_path, 
         ELMo(options_file, weight_file, kernel_dtype="float16")
 
 
+@pytest.mark.slow
 def test_int8_is_float32_over_the_quantized_weights_on_every_path(tmp_path, initialised_model):
     # bilm.load quantizes each kernel once, per column; after that every
     # product keeps float32 activations, so the vectors are a float32
@@ -459,6 +463,7 @@ def test_int8_is_float32_over_the_quantized_weights_on_every_path(tmp_path, init
             np.testing.assert_allclose(f[str(i)][...], w, rtol=1e-5, atol=2e-6)
 
 
+@pytest.mark.slow
 def test_files_record_bfloat16_and_a_resume_never_mixes_it_with_float32(tmp_path, initialised_model):
     options_file, weight_file = initialised_model
     input_file = tmp_path / "in.txt"

@@ -45,6 +45,7 @@ def _python_block(page, section):
     return _block(page, section, "python")
 
 
+@pytest.mark.slow
 def test_the_keras_example_runs_as_written(tmp_path, monkeypatch):
     write_model(tmp_path)  # options.json and weights.hdf5, the names the example uses
     monkeypatch.chdir(tmp_path)

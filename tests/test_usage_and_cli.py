@@ -23,12 +23,14 @@ def _run(args, env=None, **kwargs):
     ("usage/usage_token.py", "ELMo context (batch, time, 2P): (2, 11, 32)"),
     ("usage/usage_cached.py", "sentence 2: cached (3, 6, 32) -> ELMo (1, 6, 32)"),
 ])
+@pytest.mark.slow
 def test_usage_examples_run(script, expected, tmp_path):
     # The example's temporary files are gone when it ends.
     assert expected in _run([script], env={"TMPDIR": str(tmp_path)})
     assert os.listdir(tmp_path) == []
 
 
+@pytest.mark.slow
 def test_dump_commands(tmp_path):
     options_file, weight_file, _ = write_model(tmp_path)
     vocab_file = write_vocab(tmp_path, ["The", "cat"])

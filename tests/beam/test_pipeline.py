@@ -79,6 +79,7 @@ def _bin_elmo(*argv):
     runpy.run_path(os.path.join(ROOT, "bin", "elmo.py"))["main"]([str(arg) for arg in argv])
 
 
+@pytest.mark.slow
 def test_two_worker_processes_write_bin_elmos_files_and_embed_each_sentence_once(tmp_path, model, corpus):
     _two_workers_write_bin_elmos_files(tmp_path, model, corpus, exact=False)
 

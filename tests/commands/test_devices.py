@@ -214,6 +214,7 @@ def test_beam_takes_tf32():
     assert parse_arguments(["--input", "x", "--output_dir", "o", "--model", "m", "--tf32"])[0].tf32 is True
 
 
+@pytest.mark.slow
 def test_a_script_prints_the_device_line_first_on_stderr(tmp_path, model):
     options_file, weight_file, _ = model
     (tmp_path / "in.txt").write_text("The cat sat .\n")

@@ -80,6 +80,7 @@ def test_a_user_error_is_one_line_and_a_bug_keeps_its_traceback():
     assert not isinstance(raised.value, UserError)
 
 
+@pytest.mark.slow
 def test_a_bug_inside_a_script_prints_its_traceback(tmp_path):
     """A script run as the user runs it: an internal error shows the traceback, a user error one line."""
     import subprocess

@@ -43,6 +43,7 @@ def exported(tmp_path_factory):
     return export_dir, expected, layer
 
 
+@pytest.mark.slow
 def test_saved_model_reproduces_the_layer(exported):
     export_dir, expected, _ = exported
     assert np.abs(expected["elmo"]).max() > 0.1
@@ -71,6 +72,7 @@ def test_tfsm_layer_reproduces_the_layer_and_keeps_the_biLM_frozen(exported):
     assert sorted(tuple(w.shape) for w in layer.trainable_weights) == [(1,), (3,)]
 
 
+@pytest.mark.slow
 def test_tfsm_layer_of_a_trainable_biLM_trains_everything(tmp_path):
     options_file, weight_file, _ = write_model(tmp_path)
     source = ELMoEmbedding.from_files(options_file, weight_file, output="all", trainable_bilm=True)
@@ -82,6 +84,7 @@ def test_tfsm_layer_of_a_trainable_biLM_trains_everything(tmp_path):
         source.start_state)
 
 
+@pytest.mark.slow
 def test_export_layer_keeps_trained_mix_and_writes_atomically(tmp_path):
     options_file, weight_file, _ = write_model(tmp_path)
     layer = ELMoEmbedding.from_files(options_file, weight_file, output="all", do_layer_norm=True)
@@ -126,6 +129,7 @@ def test_token_input_model_exports_with_its_vocabulary(tmp_path):
     assert not (tmp_path / "other").exists()
 
 
+@pytest.mark.slow
 def test_overwrite_replaces_a_saved_model_never_a_directory_holding_other_files(tmp_path):
     options_file, weight_file, _ = write_model(tmp_path)
     export_dir = tmp_path / "elmo"

@@ -246,6 +246,7 @@ def test_cli_refuses_to_overwrite_its_input_with_one_error_line(tmp_path, model)
     assert open(input_file, "rb").read() == original
 
 
+@pytest.mark.slow
 def test_cli_average_with_sentence_keys_starts_over_with_no_resume(tmp_path, model, stateless_layers):
     options_file, weight_file, _ = model
     lines = [line for line in LINES if line.strip()]
@@ -293,6 +294,7 @@ runpy.run_path(sys.argv[0], run_name="__main__")
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("first_flags", [[], ["--overwrite", "--no_resume"]])
 def test_a_second_run_on_the_same_output_is_refused_whatever_the_flags_and_the_first_finishes(
         tmp_path, model, stateless_layers, first_flags):
@@ -461,6 +463,7 @@ def test_dump_creates_a_missing_output_directory_and_names_a_missing_input(tmp_p
                                     verbose=0) == 0
 
 
+@pytest.mark.slow
 def test_warm_up_gives_the_warm_vectors_and_is_part_of_what_a_resume_checks(tmp_path, model, monkeypatch):
     options_file, weight_file, _ = model
     warm_up_file = _input_file(tmp_path, [line for line in LINES if line.strip()] * 4, name="warm_up.txt")

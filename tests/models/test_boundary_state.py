@@ -66,6 +66,7 @@ def test_the_boundary_state_is_the_mean_state_at_sentence_starts_of_the_training
     assert max(np.abs(v).max() for v in state.values()) > 0.01
 
 
+@pytest.mark.slow
 def test_parallel_rows_read_contiguous_parts_and_blank_sentences_are_skipped(tmp_path):
     options_file, weight_file, _ = write_model(tmp_path)
     model = BidirectionalLanguageModel(options_file, weight_file, stateful=False, start="zeros")

@@ -186,6 +186,7 @@ def test_training_step_changes_the_mix_not_the_frozen_bilm(model_files, kernel_d
     assert len(layer.trainable_weights) == 2
 
 
+@pytest.mark.slow
 def test_trainable_bilm_fine_tunes_the_bilm(model_files):
     model, layer = _tagger(model_files, trainable_bilm=True)
     bilm = _snapshot(layer.network.weights)

@@ -46,6 +46,7 @@ def test_sentence_vectors_and_an_embedding_file(efml, tmp_path):
                 np.testing.assert_allclose(f[str(i)][...], sentence_layers, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_bin_elmo_with_the_model_folder(efml, tmp_path):
     folder, _, _, layers = efml
     text = write_lines(tmp_path, ["the cat sat", "a dog Zebra 中文 ü"], "in.txt")
@@ -77,6 +78,7 @@ def test_a_keras_layer_on_text_and_its_keras_file(efml, tmp_path):
     np.testing.assert_array_equal(keras.models.load_model(tmp_path / "tagger.keras")(TOKENS).numpy(), expected)
 
 
+@pytest.mark.slow
 def test_the_saved_model_takes_text(efml, tmp_path):
     _, files, elmo, layers = efml
     export = bilm.export_saved_model(files.options_file, files.weight_file, str(tmp_path / "sm"), start="zeros")

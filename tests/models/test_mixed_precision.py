@@ -23,6 +23,7 @@ def global_policy():
     keras.mixed_precision.set_global_policy("float32")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("policy", ["mixed_bfloat16", pytest.param("mixed_float16", marks=pytest.mark.slow)])
 def test_a_mixed_policy_keeps_elmo_float32_and_the_model_trains(tiny_model, global_policy, policy, tmp_path):
     ids = Batcher(None, 50).batch_sentences(SENTENCES)

@@ -71,6 +71,7 @@ def _assert_same_run(compiled, plain):
 @pytest.mark.parametrize("kind, jit_compile", [
     ("ids", True), *(pytest.param(kind, jit_compile, marks=pytest.mark.slow)
                      for kind, jit_compile in (("strings", "auto"), ("ids", "auto"), ("strings", True)))])
+@pytest.mark.slow
 def test_readme_tagger_under_xla_equals_the_uncompiled_tagger(tiny_model, kind, jit_compile, gpu_visible_to_keras,
                                                               tmp_path):
     tagger, x = _readme_tagger(tiny_model, kind, jit_compile)
@@ -130,6 +131,7 @@ def test_usage_downstream_tagger_under_xla(tiny_model, gpu_visible_to_keras):
 
 @pytest.mark.parametrize("mix", ["scalar", *(pytest.param(mix, marks=pytest.mark.slow)
                                              for mix in ("frozen", "average", "top", "dense", "attention"))])
+@pytest.mark.slow
 def test_bench_classifier_under_xla_equals_the_uncompiled_classifier(mix, gpu_visible_to_keras):
     sys.path.insert(0, os.path.join(ROOT, "bench"))
     try:
@@ -156,6 +158,7 @@ def test_bench_classifier_under_xla_equals_the_uncompiled_classifier(mix, gpu_vi
     np.testing.assert_allclose(compiled.predict(inputs, verbose=0), plain.predict(inputs, verbose=0), atol=1e-5)
 
 
+@pytest.mark.slow
 def test_text_turned_into_ids_in_the_input_pipeline_compiles(tiny_model):
     # Keras's convention: preprocessing in tf.data, the network compiled.
     layer = ELMoEmbedding.from_files(*tiny_model, input_type="char_ids", start="zeros")

@@ -250,6 +250,7 @@ def answer(library):
     return ctypes.CDLL(library).bilm_answer()
 
 
+@pytest.mark.slow
 def test_a_cached_library_is_reused_and_a_damaged_one_rebuilt(tmp_path, counting_compiler):
     source, compiler, builds = counting_compiler
     cache = str(tmp_path / "cache")
@@ -283,6 +284,7 @@ print(build.compile_cached(source, build.BUILD_FLAGS, [], cache, compiler))
 """
 
 
+@pytest.mark.slow
 def test_concurrent_builds_build_once_and_both_get_the_library(tmp_path, counting_compiler):
     source, compiler, builds = counting_compiler
     build_py = os.path.join(ROOT, "bilm", "ops", "native", "build.py")

@@ -55,6 +55,7 @@ def test_the_registry_lists_each_optimizer_with_what_it_owns():
         optimizer_class("sgd")
 
 
+@pytest.mark.slow
 def test_one_new_module_is_an_optimizer_training_uses(tmp_path, training_corpus, monkeypatch):
     package = tmp_path / "more_optimizers"
     package.mkdir()

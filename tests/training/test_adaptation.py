@@ -110,6 +110,7 @@ def _script(name):
     return module
 
 
+@pytest.mark.slow
 def test_a_model_served_as_a_zip_adapts_dumps_and_loads(tmp_path, published, new_text, server, cache):
     server.routes["/repository/999.zip"] = published["zip"]
     url = server.url("/repository/999.zip")
@@ -147,6 +148,7 @@ def test_a_model_served_as_a_zip_adapts_dumps_and_loads(tmp_path, published, new
     assert vectors[0].shape == (3, 16) and np.all(np.isfinite(vectors[0]))
 
 
+@pytest.mark.slow
 def test_initialised_softmaxes(tmp_path, published, new_text):
     model = open_model_to_adapt(published["directory"])
     options = adaptation_options(model, SETTINGS).updated(n_tokens_vocab=new_text["n_vocab"], n_train_tokens=1000)
@@ -212,6 +214,7 @@ def test_log_frequencies_share_the_unseen_mass_by_rank():
     np.testing.assert_allclose(np.exp(log_frequencies([2, 2])), [0.5, 0.5])
 
 
+@pytest.mark.slow
 def test_softmax_warmup_trains_the_softmax_alone_then_everything(tmp_path, published, new_text):
     options = dict(SETTINGS, softmax_warmup_steps=3)
     data = open_data(tiny_options(), new_text)
@@ -234,6 +237,7 @@ def test_softmax_warmup_trains_the_softmax_alone_then_everything(tmp_path, publi
                for name, value in checkpoint_arrays(resumed["checkpoint"]).items() if name in biLM)
 
 
+@pytest.mark.slow
 def test_restart_of_an_adapted_run_is_exact(tmp_path, published, new_text):
     # Dropout masks, negative samples and the warm-up's end must all continue exactly.
     options = dict(SETTINGS, softmax_warmup_steps=6)
@@ -373,6 +377,7 @@ def _count_calls(monkeypatch, module, name, calls):
     monkeypatch.setattr(module, name, counted)
 
 
+@pytest.mark.slow
 def test_from_the_script_to_the_step_each_check_runs_once(tmp_path, published, new_text, monkeypatch):
     import bilm.training.config.settings as settings_module
     import bilm.training.config.training_config as config_module

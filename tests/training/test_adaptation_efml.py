@@ -81,6 +81,7 @@ def test_the_training_text_is_read_through_the_models_dictionaries(efml):
     assert the[1] == characters.ids["t"]
 
 
+@pytest.mark.slow
 def test_the_softmax_alone_first_leaves_the_models_weights_as_they_were(efml, tmp_path):
     _train(efml, tmp_path / "ckpt", softmax_init="random", overrides={"softmax_warmup_steps": 4}, max_steps=3)
     written = dump_weights(tmp_path / "ckpt", tmp_path / "adapted.hdf5")
@@ -94,6 +95,7 @@ def test_the_softmax_alone_first_leaves_the_models_weights_as_they_were(efml, tm
                 np.testing.assert_array_equal(adapted[name][()], model[name][()], err_msg=name)
 
 
+@pytest.mark.slow
 def test_an_adapted_run_learns_restarts_exactly_dumps_and_loads(efml, tmp_path):
     before = _train(efml, tmp_path / "stopped", softmax_init="fit", max_steps=1)
     start = heldout_perplexity(efml["heldout"], efml["vocab"], tmp_path / "stopped", verbose=0)

@@ -25,6 +25,7 @@ def corpus(tmp_path_factory):
 
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sample_softmax", [True, False])
 def test_restart_continues_exactly_like_a_straight_run(tmp_path, corpus, sample_softmax):
     # Dropout on: its masks, like the negative samples, are drawn from a
@@ -51,6 +52,7 @@ def test_restart_continues_exactly_like_a_straight_run(tmp_path, corpus, sample_
     assert any(np.abs(got[k] - at_three[k]).max() > 1e-4 for k in got if k.startswith("model/"))
 
 
+@pytest.mark.slow
 def test_restart_on_new_data_with_another_batch_size(tmp_path, corpus, capsys):
     options = tiny_options()
     first = train(options, open_data(options, corpus), 1, tmp_path, None, max_steps=3, verbose=0)
@@ -133,6 +135,7 @@ def test_a_damaged_checkpoint_names_its_files_and_the_newest_readable_one(tmp_pa
 OPTIMIZER_NAME = "metadata/optimizer/.ATTRIBUTES/VARIABLE_VALUE"
 
 
+@pytest.mark.slow
 def test_a_checkpoint_records_its_optimizer_and_a_restart_reads_it_not_a_guess(tmp_path, corpus, monkeypatch):
     options = tiny_options(optimizer="adam", learning_rate=0.01)
     data = open_data(options, corpus)
@@ -147,6 +150,7 @@ def test_a_checkpoint_records_its_optimizer_and_a_restart_reads_it_not_a_guess(t
               verbose=0)
 
 
+@pytest.mark.slow
 def test_a_checkpoint_of_the_old_layout_without_the_optimizers_name_restarts_exactly(tmp_path, corpus, monkeypatch):
     """Checkpoints written before the optimizer's name was recorded hold none: a restart tells the optimizer
     from its state's names, as it did then, and continues exactly."""

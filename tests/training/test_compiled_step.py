@@ -79,6 +79,7 @@ def _assert_the_same_steps(results):
 
 @pytest.mark.parametrize("optimizer, learning_rate, dropout", [
     ("adagrad", 0.2, 0.3), pytest.param("adam", 0.002, 0.0, marks=pytest.mark.slow)])
+@pytest.mark.slow
 def test_the_step_compiled_with_xla_equals_the_step_uncompiled(optimizer, learning_rate, dropout):
     # Sampled softmax (the negatives drawn under XLA as without it), dropout (the same masks), deduplicated
     # sparse rows, clipping, the update and the carried LSTM states: two steps, the second from the states

@@ -154,6 +154,7 @@ def test_run_test_evaluates_the_latest_checkpoint_on_the_test_files_in_order(tmp
     assert calls[-1][1]["batch_size"] == tiny_options()["batch_size"] == 16
 
 
+@pytest.mark.slow
 def test_a_checkpoint_refuses_a_vocabulary_it_was_not_trained_with(tmp_path, corpus):
     save_dir = str(tmp_path / "ckpt")
     options_file = _options_file(tmp_path)

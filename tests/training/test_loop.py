@@ -52,6 +52,7 @@ def test_training_goes_far_below_unigram_perplexity(tmp_path, training_corpus, c
                      {"softmax/b/.ATTRIBUTES/VARIABLE_VALUE", "softmax/W/.ATTRIBUTES/VARIABLE_VALUE"})
 
 
+@pytest.mark.slow
 def test_progress_parameter_count_and_tensorboard_scalars(tmp_path, training_corpus, capsys):
     options = tiny_options()
     train(options, open_data(options, training_corpus), 1, tmp_path / "ckpt", str(tmp_path / "logs"), max_steps=10,
@@ -77,6 +78,7 @@ def test_progress_parameter_count_and_tensorboard_scalars(tmp_path, training_cor
     assert {"train_perplexity", "gradient_norm", "learning_rate", "heldout_perplexity"} <= tags
 
 
+@pytest.mark.slow
 def test_nan_loss_stops_training_and_keeps_the_last_good_checkpoint(tmp_path, training_corpus, capsys):
     options = tiny_options(learning_rate=1e36, sample_softmax=False)
     with pytest.raises(FloatingPointError, match="no checkpoint was saved before it; train again with a lower"):
@@ -106,6 +108,7 @@ def test_malloc_is_tuned_only_when_the_caller_asks(tmp_path, training_corpus, mo
     assert len(calls) == int(tune_malloc)
 
 
+@pytest.mark.slow
 def test_an_adam_run_restarts_exactly_and_keeps_its_optimizer(tmp_path, training_corpus):
     options = tiny_options(optimizer="adam", n_train_tokens=16 * 5 * 6)
     data = open_data(options, training_corpus)

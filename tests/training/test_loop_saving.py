@@ -64,6 +64,7 @@ def _signal_after_steps(monkeypatch, plan, seen_handlers=None):
 
 
 
+@pytest.mark.slow
 def test_sigterm_saves_the_step_reached_and_the_restart_continues_exactly(
         tmp_path, corpus, monkeypatch, previous_handlers):
     options = tiny_options(dropout=0.1)  # dropout masks and negative samples: both must continue exactly
@@ -328,6 +329,7 @@ def test_a_signal_during_held_out_evaluation_stops_it_and_saves_the_steps(tmp_pa
     assert previous_handlers.reached == []
 
 
+@pytest.mark.slow
 def test_max_steps_ends_the_run_and_a_restart_continues_to_it(tmp_path, corpus, capsys):
     options = tiny_options(max_steps=5, n_epochs=3)
     first = train(options, open_data(options, corpus), 1, tmp_path, None, max_steps=2, verbose=1)

@@ -24,6 +24,7 @@ def corpus(tmp_path_factory):
     return write_corpus(tmp_path_factory.mktemp("corpus"), n_train=200, n_heldout=20)
 
 
+@pytest.mark.slow
 def test_a_second_run_on_a_save_dir_in_use_is_refused_before_it_writes_anything(tmp_path, corpus):
     options = tiny_options()
     save_dir = tmp_path / "run"

@@ -14,6 +14,7 @@ from bilm.training.run.loop import train
 from training_helpers import MAX_CHARS, WORDS, open_data, tiny_options
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("char", [True, False])
 def test_dumped_weights_load_in_bidirectional_language_model(tmp_path, training_corpus, char):
     options = tiny_options(char=char)

@@ -27,6 +27,7 @@ print("read a batch", flush=True)
 """
 
 
+@pytest.mark.slow
 def test_process_with_a_half_read_dataset_exits(tmp_path):
     """Without `ends_at_exit` the process hangs after its last line (the
     iterator's destructor waits for a generator call that can no longer

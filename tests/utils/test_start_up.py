@@ -32,6 +32,7 @@ def _clean_environment(**extra):
             if k not in (COMMAND_VARIABLE, "TF_CPP_MIN_LOG_LEVEL") and not k.startswith("TF2_")} | extra
 
 
+@pytest.mark.slow
 def test_importing_bilm_first_leaves_environment_descriptors_signals_and_logging_as_they_were():
     result = subprocess.run([sys.executable, "-c", UNTOUCHED], cwd=ROOT, capture_output=True, text=True,
                             timeout=120, env=_clean_environment(TF_CPP_MIN_LOG_LEVEL="3"))

@@ -35,6 +35,7 @@ def _run(args, **env):
                           env={k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"} | env)
 
 
+@pytest.mark.slow
 def test_a_script_prints_only_its_usage_and_a_command_honours_the_level():
     result = _run(["bin/elmo.py", "--help"])
     assert result.returncode == 0 and result.stderr == ""
