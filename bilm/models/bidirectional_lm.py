@@ -10,6 +10,7 @@ from bilm.errors import UserError
 from bilm.io.formats.weight_file import load_bilm_weights, load_token_embeddings, read_token_embeddings
 from bilm.layers.char_cnn import DIRECT_CONVOLUTION_TOKENS
 from bilm.models.boundary_state import DEFAULT_N_SENTENCES
+from bilm.models.elmo_outputs import elmo_outputs
 from bilm.models.functional_bilm import build_bilm, build_contextual_bilm, build_token_encoder, state_keys
 from bilm.models.start_state import resolve_start
 from bilm.models.token_cache import TokenEncodingCache
@@ -50,49 +51,6 @@ def load_prediction_bilm(options, weight_file, embedding_weight_file=None, kerne
     if n_token_vocab is not None:
         load_token_embeddings(model, embedding_weight_file)
     return model
-
-
-def remove_sentence_boundaries(x, lengths):
-    """Drops `<S>` and `</S>` from each row.
-
-    Args:
-        x: `(batch, ..., time, dim)` with time on axis -2, zeros past lengths.
-        lengths: `(batch,)` valid steps per row, boundaries included.
-
-    Returns:
-        `(batch, ..., time - 2, dim)`: position k holds input position k + 1
-        for k < length - 2, zeros beyond.
-    """
-    inner = x[..., 1:-1, :]
-    positions = tf.range(tf.shape(inner)[-2])
-    keep = positions[tf.newaxis, :] < (lengths - 2)[:, tf.newaxis]
-    keep = tf.reshape(keep, tf.concat([[tf.shape(x)[0]], tf.ones([x.shape.rank - 3], tf.int32),
-                                       tf.shape(keep)[1:], [1]], axis=0))
-    return inner * tf.cast(keep, x.dtype)
-
-
-def elmo_outputs(model_outputs, n_layers):
-    """The biLM's outputs in ELMo form, from a `build_bilm` model's output dict.
-
-    Returns a dict:
-        `lm_embeddings` `(batch, n_layers + 1, time - 2, 2 * projection_dim)`:
-            layer 0 is the token encoding duplicated `[x, x]`, layer l is
-            `[forward_l, backward_l]`; boundaries removed, zeros past lengths.
-        `lengths` `(batch,)` tokens per row without boundaries.
-        `mask` `(batch, time - 2)` bool.
-        `token_embeddings` `(batch, time, projection_dim)`, with boundaries.
-    """
-    x = model_outputs["token_embeddings"]
-    layers = [tf.concat([x, x], axis=-1)]
-    for layer in range(n_layers):
-        layers.append(tf.concat(
-            [model_outputs[f"forward_{layer}"], model_outputs[f"backward_{layer}"]], axis=-1))
-    lengths = tf.cast(model_outputs["lengths"], tf.int32)
-    lm_embeddings = remove_sentence_boundaries(tf.stack(layers, axis=1), lengths)
-    inner_lengths = tf.maximum(lengths - 2, 0)
-    mask = tf.sequence_mask(inner_lengths, tf.shape(lm_embeddings)[2])
-    return {"lm_embeddings": lm_embeddings, "lengths": inner_lengths, "mask": mask,
-            "token_embeddings": x}
 
 
 class BidirectionalLanguageModel(tf.Module):

@@ -7,16 +7,18 @@ import tensorflow as tf
 from bilm.errors import UserError
 from bilm.io.formats.weight_file import (
     WeightFileError,
-    load_bilm_weights,
-    load_token_embeddings,
-    read_scalar_mix,
-    read_token_embeddings,
 )
 from bilm.layers.layer_mix import WeightLayers
-from bilm.models.bidirectional_lm import elmo_outputs
-from bilm.models.elmo_outputs import check_output, lstm_output_names, output_specs, sequence_output_names
-from bilm.models.functional_bilm import FLOAT32, WEIGHTS_FOLLOW, build_bilm, float32_policy, state_keys
-from bilm.models.start_state import STARTS, resolve_start
+from bilm.models.elmo_embedding_files import elmo_embedding_from_files
+from bilm.models.elmo_outputs import (
+    check_output,
+    elmo_outputs,
+    lstm_output_names,
+    output_specs,
+    sequence_output_names,
+)
+from bilm.models.functional_bilm import FLOAT32, build_bilm, float32_policy, state_keys
+from bilm.models.start_state import STARTS
 from bilm.models.text_inputs import (
     INPUT_TYPES,
     TEXT_INPUT_TYPES,
@@ -29,7 +31,7 @@ from bilm.models.text_inputs import (
 from bilm.ops.matmul_dtype import check_kernel_dtype
 from bilm.ops.placement import compiling_with_xla
 from bilm.options import load_options
-from bilm.text.graph_batching import token_vocab_table, vocabulary_tokens
+from bilm.text.graph_batching import token_vocab_table
 from bilm.utils.deprecation import deprecated_alias, renamed_argument
 
 
@@ -206,51 +208,13 @@ class ELMoEmbedding(keras.layers.Layer):
     @classmethod
     def from_files(cls, options_file, weight_file, *, embedding_weight_file=None, vocab_file=None, start=None,
                    warm_up=None, boundary_state=None, **kwargs):
-        """An `ELMoEmbedding` with the weights of `weight_file`.
-
-        Args:
-            options_file: the biLM's `options.json` (or its dict).
-            weight_file: HDF5 weights in the original layout.
-            embedding_weight_file: HDF5 token embeddings (`embedding`,
-                e.g. from `dump_token_embeddings`) for a token-input biLM;
-                the layer then reads token ids.
-            vocab_file: the vocabulary of a token-input biLM given text.
-            start: `"warm"`, `"zeros"`, or None for `"warm"` when there is
-                a boundary state, else `"zeros"` (see `bilm.models.start_state`).
-            warm_up: for weights without a boundary state: your own text
-                (sentences, or a text file's path) to compute one from.
-            boundary_state: `{state key: (size,)}` to use instead of the one
-                stored in `weight_file` (e.g. `ELMo.boundary_state`).
-            **kwargs: the constructor's other arguments (`output`,
-                `kernel_dtype`, ...).
-
-        Returns:
-            `ELMoEmbedding`.
-        """
+        """An `ELMoEmbedding` with the weights of `weight_file` (the arguments:
+        `bilm.models.elmo_embedding_files.elmo_embedding_from_files`)."""
         kwargs["kernel_dtype"] = renamed_argument("kernel_dtype", kwargs.pop("kernel_dtype", None), "matmul_dtype",
                                                   kwargs.pop("matmul_dtype", None), None)
-        options = load_options(options_file)
-        use_character_inputs = embedding_weight_file is None
-        if use_character_inputs and options.char_cnn is None:
-            raise UserError(
-                f"{options.source}: the options have no 'char_cnn' section, so this is a token-input "
-                "biLM: pass embedding_weight_file= (HDF5 with 'embedding') and, for text input, vocab_file=.")
-        options = options.for_prediction(use_character_inputs)
-        if not use_character_inputs:
-            kwargs["n_token_vocab"] = read_token_embeddings(embedding_weight_file).shape[0] + 1
-        if vocab_file is not None:
-            kwargs["vocabulary"] = vocabulary_tokens(vocab_file)
-        with WEIGHTS_FOLLOW.on():  # no random draws: the file sets every weight
-            layer = cls(options, **kwargs)
-        load_bilm_weights(layer.network, weight_file)
-        if not use_character_inputs:
-            load_token_embeddings(layer.network, embedding_weight_file)
-        scalar_mix = read_scalar_mix(weight_file)
-        if scalar_mix is not None:
-            layer.set_scalar_mix(*scalar_mix, source=weight_file)
-        layer.set_start_state(resolve_start(options, start, boundary_state=boundary_state, weight_file=weight_file,
-                                            warm_up=warm_up, network=layer.network))
-        return layer
+        return elmo_embedding_from_files(cls, options_file, weight_file, embedding_weight_file=embedding_weight_file,
+                                         vocab_file=vocab_file, start=start, warm_up=warm_up,
+                                         boundary_state=boundary_state, **kwargs)
 
     def set_scalar_mix(self, W, gamma, source="scalar_mix"):
         """Sets the mix's weights (a published module's learned mix): `W` `(n_layers + 1,)`, `gamma` `(1,)`."""

@@ -1,7 +1,9 @@
-"""What `ELMoEmbedding` can return: its outputs' names (TF-Hub's), which are sequences, and their shapes."""
+"""The biLM's outputs in ELMo form (`elmo_outputs`), and what `ELMoEmbedding` can return: its outputs'
+names (TF-Hub's), which are sequences, and their shapes."""
 import os
 
 import keras
+import tensorflow as tf
 
 from bilm.errors import UserError
 
@@ -44,3 +46,46 @@ def output_specs(batch, time, projection_dim, n_layers):
     specs["mask"] = keras.KerasTensor((batch, time), dtype="bool")
     specs["sequence_len"] = keras.KerasTensor((batch,), dtype="int32")
     return specs
+
+
+def remove_sentence_boundaries(x, lengths):
+    """Drops `<S>` and `</S>` from each row.
+
+    Args:
+        x: `(batch, ..., time, dim)` with time on axis -2, zeros past lengths.
+        lengths: `(batch,)` valid steps per row, boundaries included.
+
+    Returns:
+        `(batch, ..., time - 2, dim)`: position k holds input position k + 1
+        for k < length - 2, zeros beyond.
+    """
+    inner = x[..., 1:-1, :]
+    positions = tf.range(tf.shape(inner)[-2])
+    keep = positions[tf.newaxis, :] < (lengths - 2)[:, tf.newaxis]
+    keep = tf.reshape(keep, tf.concat([[tf.shape(x)[0]], tf.ones([x.shape.rank - 3], tf.int32),
+                                       tf.shape(keep)[1:], [1]], axis=0))
+    return inner * tf.cast(keep, x.dtype)
+
+
+def elmo_outputs(model_outputs, n_layers):
+    """The biLM's outputs in ELMo form, from a `build_bilm` model's output dict.
+
+    Returns a dict:
+        `lm_embeddings` `(batch, n_layers + 1, time - 2, 2 * projection_dim)`:
+            layer 0 is the token encoding duplicated `[x, x]`, layer l is
+            `[forward_l, backward_l]`; boundaries removed, zeros past lengths.
+        `lengths` `(batch,)` tokens per row without boundaries.
+        `mask` `(batch, time - 2)` bool.
+        `token_embeddings` `(batch, time, projection_dim)`, with boundaries.
+    """
+    x = model_outputs["token_embeddings"]
+    layers = [tf.concat([x, x], axis=-1)]
+    for layer in range(n_layers):
+        layers.append(tf.concat(
+            [model_outputs[f"forward_{layer}"], model_outputs[f"backward_{layer}"]], axis=-1))
+    lengths = tf.cast(model_outputs["lengths"], tf.int32)
+    lm_embeddings = remove_sentence_boundaries(tf.stack(layers, axis=1), lengths)
+    inner_lengths = tf.maximum(lengths - 2, 0)
+    mask = tf.sequence_mask(inner_lengths, tf.shape(lm_embeddings)[2])
+    return {"lm_embeddings": lm_embeddings, "lengths": inner_lengths, "mask": mask,
+            "token_embeddings": x}

@@ -13,7 +13,7 @@ from bilm.errors import UserError
 # Libraries that read every attribute in `dir(obj)` (Keras' saving walks
 # them to lay out .keras files; TensorFlow's SavedModel export looks for
 # functions): an old name they reach is not a use of it, so it does not warn.
-_ATTRIBUTE_WALKERS = ("keras", "tensorflow", "tf_keras")
+_ATTRIBUTE_WALKERS = ("keras", "tensorflow")
 
 
 def renamed_argument(new_name, new_value, old_name, old_value, default):

@@ -343,11 +343,12 @@ def test_each_mix_is_weight_layers_on_the_lm_embeddings_and_trains_its_own_weigh
 def test_from_files_builds_without_drawing_weights_the_file_then_sets(model_files, monkeypatch):
     # Random draws are most of an original-size build; from_files overwrites them all anyway.
     import bilm.models.elmo_embedding as module
+    from bilm.models.functional_bilm import WEIGHTS_FOLLOW
 
     zero_builds = []
 
     def recording_build_bilm(*args, **kwargs):
-        zero_builds.append(module.WEIGHTS_FOLLOW.is_on())
+        zero_builds.append(WEIGHTS_FOLLOW.is_on())
         return build_bilm(*args, **kwargs)
 
     build_bilm = module.build_bilm
@@ -361,7 +362,7 @@ def test_from_files_builds_without_drawing_weights_the_file_then_sets(model_file
     assert len(loaded.network.weights) == len(reference.network.weights)
     for got, want in zip(loaded.network.weights, reference.network.weights):
         np.testing.assert_array_equal(got.numpy(), want.numpy())
-    with module.WEIGHTS_FOLLOW.on():
+    with WEIGHTS_FOLLOW.on():
         unset = build_bilm(constructed.options)
     # build_bilm's kernel_initializer: the highway's and the LSTMs' kernels (the large ones).
     large = [w for w in unset.weights if "kernel" in w.name and ("lstm" in w.path or "highway" in w.path)]
