@@ -5,8 +5,8 @@ For the presets' per-step kernels (the recurrent one, `(projection_dim,
 counts, prints the time of one `x @ kernel` by
 - `float32`: `tf.matmul` with a float32 kernel;
 - `bilm f32`: bilm's own kernel with a float32 kernel (where its build
-  has AVX2 and FMA; what `few_rows_kernel_matmul` runs up to
-  `MAX_FLOAT32_STREAMED_ROWS` rows);
+  has AVX2 and FMA; what inference's float32 products run at every row
+  count where it is built with AVX-512, `tiles_float32`);
 - `TF bf16`: `kernel_matmul` with a bfloat16 kernel (TensorFlow's
   bfloat16 matmul, x rounded to bfloat16: bilm's current bfloat16 path);
 - `bilm bf16`, `bilm int8`: `lowbit_matmul` (bilm's own kernel) with a

@@ -3,7 +3,6 @@
 `python tests/test_docs.py` rewrites the table of published models in docs/models.md from
 `bilm.io.sources.published_models.PUBLISHED_MODELS`.
 """
-import ast
 import glob
 import os
 import re
@@ -106,23 +105,21 @@ def test_contributing_and_install_show_the_readmes_commands():
     assert re.search(rf"^{re.escape(install)}$", _read(os.path.join(ROOT, "docs", "install.md")), re.M)
     assert re.search(rf"^{re.escape(test)}$", _read(os.path.join(ROOT, "CONTRIBUTING.md")), re.M)
 
-def test_the_docs_examples_use_only_the_public_surface():
-    from test_public_surface import PUBLIC_MODULES  # the README's blocks are checked there
 
-    private = []
-    for page in _pages()[1:]:
-        for i, code in enumerate(re.findall(r"```python\n(.*?)```", _read(page), flags=re.S)):
-            for node in ast.walk(ast.parse(code)):
-                names = ([node.module] if isinstance(node, ast.ImportFrom) and node.module
-                         else [alias.name for alias in node.names] if isinstance(node, ast.Import) else [])
-                private += [f"{os.path.relpath(page, ROOT)} block {i}: {name}" for name in names
-                            if name.split(".")[0] == "bilm" and name not in PUBLIC_MODULES]
+
+def test_the_docs_examples_use_only_the_public_surface():
+    from test_public_surface import private_imports  # the README's blocks are checked there
+
+    private = [line for page in _pages()[1:]
+               for i, code in enumerate(re.findall(r"```python\n(.*?)```", _read(page), flags=re.S))
+               for line in private_imports(f"{os.path.relpath(page, ROOT)} block {i}", code)]
     assert private == []
 
 
 if __name__ == "__main__":
     sys.path.insert(0, ROOT)
     before, _, after = _split_models_page()
-    with open(MODELS_PAGE, "w", encoding="utf-8") as f:
+    with open(MODELS_PAGE + ".tmp", "w", encoding="utf-8") as f:  # whole or not at all
         f.write(before + published_models_table() + after)
+    os.replace(MODELS_PAGE + ".tmp", MODELS_PAGE)
     print(f"rewrote the table of {MODELS_PAGE}")

@@ -87,16 +87,19 @@ def _readme_code():
     return re.findall(r"```python\n(.*?)```", text, flags=re.S)
 
 
+def private_imports(where, code):
+    """`"<where>: <module>"` for each module of bilm that Python `code` imports and that is not public."""
+    found = []
+    for node in ast.walk(ast.parse(code)):
+        names = ([node.module] if isinstance(node, ast.ImportFrom) and node.module
+                 else [alias.name for alias in node.names] if isinstance(node, ast.Import) else [])
+        found += [f"{where}: {name}" for name in names if name.split(".")[0] == "bilm" and name not in PUBLIC_MODULES]
+    return found
+
+
 def test_examples_the_scripts_and_the_readme_use_only_the_public_surface():
     sources = {os.path.join(folder, name): open(os.path.join(ROOT, folder, name), encoding="utf-8").read()
                for folder in ("usage", "bin") for name in os.listdir(os.path.join(ROOT, folder))
                if name.endswith(".py")}
     sources.update({f"README.md block {i}": code for i, code in enumerate(_readme_code())})
-    private = []
-    for where, code in sources.items():
-        for node in ast.walk(ast.parse(code)):
-            names = ([node.module] if isinstance(node, ast.ImportFrom) and node.module
-                     else [alias.name for alias in node.names] if isinstance(node, ast.Import) else [])
-            private += [f"{where}: {name}" for name in names
-                        if name.split(".")[0] == "bilm" and name not in PUBLIC_MODULES]
-    assert private == []
+    assert [line for where, code in sources.items() for line in private_imports(where, code)] == []

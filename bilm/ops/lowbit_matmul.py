@@ -19,7 +19,7 @@ row's product is the same bytes in any batch. Where it was built with
 AVX-512 (`tiles_float32`), groups of rows run from a tiled copy of the
 kernel at the FMA units' rate, as fast as a stock matmul on a batch, and
 inference takes every float32 product to it, at any number of rows
-(`streamed_rows_limit`, `recurrence_rows_limit`). Elsewhere float32
+(`streamed_rows_limit`, which the LSTM recurrence asks too). Elsewhere float32
 products are stock ones whose rows do not depend on the batch either
 (`bilm.ops.batch_invariant`): never a mix of the two, whose sums are
 ordered differently.
@@ -96,14 +96,6 @@ def streamed_rows_limit(kernel):
     if tf.as_dtype(kernel.dtype) == tf.float32 and tiles_float32():
         return UNLIMITED_ROWS
     return 0
-
-
-def recurrence_rows_limit(kernel):
-    """The most rows of an LSTM step for which the recurrence runs bilm's op
-    (`BilmLstmRecurrence`) with `kernel`: `streamed_rows_limit`, so a
-    float32 kernel every step (`UNLIMITED_ROWS`) where `tiles_float32()`:
-    no step of any batch takes the stock product instead."""
-    return streamed_rows_limit(kernel)
 
 
 def load_lowbit_ops():

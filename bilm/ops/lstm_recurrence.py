@@ -17,8 +17,8 @@ from bilm.ops.lowbit_matmul import (
     UNLIMITED_ROWS,
     load_lowbit_ops,
     native_kernels_allowed,
-    recurrence_rows_limit,
     streamed_kernel_matmul,
+    streamed_rows_limit,
 )
 from bilm.ops.lstm_bptt import recomputed_gradients
 from bilm.ops.lstm_cell import lstm_cell_step, projection_stand_in
@@ -167,7 +167,7 @@ def lstm_recurrence_packed(gates, gate_index, steps, time, c0, h0, recurrent_ker
         projection_kernel: `(units, output_dim)` (same kind) or None.
         cell_clip, proj_clip: Python floats or None.
         native_kernels: whether steps of up to
-            `bilm.ops.lowbit_matmul.recurrence_rows_limit` rows of the
+            `bilm.ops.lowbit_matmul.streamed_rows_limit` rows of the
             kernels (every step, for float32 kernels) may run bilm's own
             kernel, where it takes them (`bilm.ops.lowbit_matmul`); None: unless inside
             `bilm.ops.lowbit_matmul.stock_kernels()`. Without it the kernels
@@ -180,7 +180,7 @@ def lstm_recurrence_packed(gates, gate_index, steps, time, c0, h0, recurrent_ker
     if native_kernels is None:
         native_kernels = native_kernels_allowed()
     # The kernels of a layer share one dtype, so the recurrent one decides.
-    limit = recurrence_rows_limit(recurrent_kernel) if native_kernels else 0
+    limit = streamed_rows_limit(recurrent_kernel) if native_kernels else 0
     kernels = (recurrent_kernel, projection_kernel)
     loop_inputs = (gates, gate_index, steps.active, steps.offsets, tf.gather(c0, steps.order),
                    tf.gather(h0, steps.order))

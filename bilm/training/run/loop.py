@@ -165,12 +165,12 @@ def run_training(config, data, n_gpus, save_dir, log_dir, loop_settings=LoopSett
     # first one's PID, before it reads or writes anything of the directory (workers other than the chief
     # write their own copies).
     with writer_lock(save_dir) if is_chief(strategy) else contextlib.nullcontext():
-        return _run_in(config, data, save_dir, log_dir, loop, settings, schedule, save_timer, strategy,
-                       heldout_data)
+        return _run_in(config, data, save_dir, log_dir, loop, schedule, save_timer, strategy, heldout_data)
 
 
-def _run_in(config, data, save_dir, log_dir, loop, settings, schedule, save_timer, strategy, heldout_data):
+def _run_in(config, data, save_dir, log_dir, loop, schedule, save_timer, strategy, heldout_data):
     """`run_training`'s work, in a checked `save_dir` that this process holds."""
+    settings = config.settings
     if config.origin.checkpoint is None and checkpoints.listed_checkpoints(save_dir):
         raise CheckpointError(
             f"{save_dir} already holds checkpoints ({checkpoints.listed_checkpoints(save_dir)[-1]}). Continue them "
