@@ -222,12 +222,12 @@ def packed_recurrent_matmul_seconds(rows_per_step, units, output_dim, kernel_dty
     """Seconds of one LSTM's step-by-step matmuls alone, `rows_per_step[t]`
     rows at step t (`(rows, P) @ (P, 4U)`, then `(rows, U) @ (U, P)`), in a
     graph loop, with kernels of `kernel_dtype` multiplied as bilm's
-    inference multiplies them (`few_rows_kernel_matmul`: bilm's own kernel
+    inference multiplies them (`inference_kernel_matmul`: bilm's own kernel
     for bfloat16): a floor under the recurrence, since each step needs the
     previous step's output."""
     import tensorflow as tf
 
-    from bilm.ops.lowbit_matmul import few_rows_kernel_matmul
+    from bilm.ops.lowbit_matmul import inference_kernel_matmul
 
     w_h = tf.cast(tf.random.normal([output_dim, 4 * units], stddev=0.01), kernel_dtype)
     w_p = tf.cast(tf.random.normal([units, output_dim], stddev=0.01), kernel_dtype)
@@ -236,8 +236,8 @@ def packed_recurrent_matmul_seconds(rows_per_step, units, output_dim, kernel_dty
     @tf.function(autograph=False)
     def loop(h):
         def step(t, h):
-            m = few_rows_kernel_matmul(h[:rows[t]], w_h)[:, :units]
-            return t + 1, tf.concat([few_rows_kernel_matmul(m, w_p), h[rows[t]:]], axis=0)
+            m = inference_kernel_matmul(h[:rows[t]], w_h)[:, :units]
+            return t + 1, tf.concat([inference_kernel_matmul(m, w_p), h[rows[t]:]], axis=0)
         return tf.while_loop(lambda t, h: t < tf.size(rows), step, (tf.constant(0), h),
                              shape_invariants=(tf.TensorShape([]), tf.TensorShape([None, output_dim])))[1]
 
@@ -263,11 +263,11 @@ def input_half_seconds(groups, options, kernel_dtype, repeats=3):
     positions (boundaries included) at once, as bilm's inference computes it."""
     import tensorflow as tf
 
-    from bilm.ops.lowbit_matmul import few_rows_kernel_matmul
+    from bilm.ops.lowbit_matmul import inference_kernel_matmul
 
     lstm = options["lstm"]
     w_x = tf.cast(tf.random.normal([lstm["projection_dim"], 4 * lstm["dim"]], stddev=0.01), kernel_dtype)
-    product = tf.function(lambda x: few_rows_kernel_matmul(x, w_x), autograph=False)
+    product = tf.function(lambda x: inference_kernel_matmul(x, w_x), autograph=False)
     total = 0.0
     for group in groups:
         x = tf.random.normal([sum(len(s) + 2 for s in group), lstm["projection_dim"]])

@@ -6,7 +6,7 @@ from bilm.errors import UserError
 from bilm.layers.initializers import dense_initializer
 from bilm.layers.int8_kernel import add_kernel, kernel_operand
 from bilm.ops.bias_add import add_bias
-from bilm.ops.lowbit_matmul import few_rows_kernel_matmul
+from bilm.ops.lowbit_matmul import inference_kernel_matmul
 from bilm.ops.matmul_dtype import check_kernel_dtype, check_matmul_dtype, matmul
 
 
@@ -27,7 +27,7 @@ class Highway(keras.layers.Layer):
             kernels in bfloat16 (rounded once, when assigned) for inference:
             the matmuls accumulate in float32 (activations rounded to
             bfloat16, except in products of few rows: see
-            `bilm.ops.lowbit_matmul.few_rows_kernel_matmul`), the rest is
+            `bilm.ops.lowbit_matmul.inference_kernel_matmul`), the rest is
             float32. `"int8"`: int8 kernels with a float32 scale per
             output column (`bilm.layers.int8_kernel.Int8Kernel`) and
             float32 activations. Such layers refuse `training=True`.
@@ -77,7 +77,7 @@ class Highway(keras.layers.Layer):
         def product(x, kernel):
             if training:
                 return matmul(x, kernel, self.training_matmul_dtype)
-            return few_rows_kernel_matmul(x, kernel_operand(kernel))
+            return inference_kernel_matmul(x, kernel_operand(kernel))
 
         # One 2-D matmul over all leading axes is faster than a batched one.
         x = tf.reshape(inputs, [-1, tf.shape(inputs)[-1]])

@@ -12,7 +12,7 @@ import tensorflow as tf
 from bilm.errors import UserError
 from bilm.layers.int8_kernel import add_kernel, kernel_operand
 from bilm.ops.bias_add import add_bias
-from bilm.ops.lowbit_matmul import few_rows_kernel_matmul
+from bilm.ops.lowbit_matmul import inference_kernel_matmul
 from bilm.ops.lstm_bptt import lstm_layer_bptt, lstm_recurrence_bptt
 from bilm.ops.lstm_recurrence import lstm_recurrence_packed, lstm_recurrence_xla, packed_steps
 from bilm.ops.matmul_dtype import check_kernel_dtype, check_matmul_dtype, matmul, stock_form
@@ -61,7 +61,7 @@ class ProjectedLSTM(keras.layers.Layer):
             once, when assigned) for inference: every product with them
             accumulates in float32, with bfloat16 activations, or with
             float32 ones where it has at most `bilm.ops.lowbit_matmul.MAX_STREAMED_ROWS` rows
-            (`bilm.ops.lowbit_matmul.few_rows_kernel_matmul`); the bias,
+            (`bilm.ops.lowbit_matmul.inference_kernel_matmul`); the bias,
             the states and all elementwise work stay float32. `"int8"`
             keeps them in int8 with a float32 scale per output column
             (`bilm.layers.int8_kernel.Int8Kernel`, quantized when
@@ -206,7 +206,7 @@ class ProjectedLSTM(keras.layers.Layer):
         if training:
             product = matmul(rows, self.input_kernel, self.training_matmul_dtype)
         else:
-            product = few_rows_kernel_matmul(rows, kernel_operand(self.input_kernel))
+            product = inference_kernel_matmul(rows, kernel_operand(self.input_kernel))
         return add_bias(product, self.bias)
 
     @property

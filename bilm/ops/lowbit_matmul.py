@@ -17,7 +17,8 @@ FMA (`streams_float32`). A row's sums are cut and added alike whatever
 the number of rows (one fused multiply-add per term, in order), so a
 row's product is the same bytes in any batch. Where it was built with
 AVX-512 (`tiles_float32`), groups of rows run from a tiled copy of the
-kernel at the FMA units' rate, as fast as a stock matmul on a batch, and
+kernel with the accumulators in registers (as fast as stock matmuls on the
+batches of bench/bench_embed.py, docs/performance.md), and
 inference takes every float32 product to it, at any number of rows
 (`streamed_rows_limit`, which the LSTM recurrence asks too). Elsewhere float32
 products are stock ones whose rows do not depend on the batch either
@@ -39,7 +40,7 @@ from bilm.ops.scaled_kernel import ScaledKernel
 from bilm.utils.cpu_features import cpu_flags
 
 LOWBIT_KERNEL_DTYPES = (tf.bfloat16, tf.int8)
-# Rows up to which `few_rows_kernel_matmul` takes bilm's kernel. It reads
+# Rows up to which `inference_kernel_matmul` takes bilm's kernel. It reads
 # the kernel once per 8 rows, so it is bound by memory at a few rows and
 # still ahead of float32 and of TensorFlow's bfloat16 at 32 rows on CPUs
 # without bfloat16 instructions (bench/bench_lowbit_matmul.py); at bulk
@@ -181,12 +182,13 @@ def streamed_kernel_matmul(x, kernel):
     return lowbit_matmul(x, kernel)
 
 
-def few_rows_kernel_matmul(x, kernel):
-    """`bilm.ops.matmul_dtype.kernel_matmul(x, kernel)`, except that up to
-    `streamed_rows_limit(kernel)` rows run bilm's kernel (at memory speed;
-    `x` not rounded). For inference's products with few rows (one
-    sentence at a time): the LSTM's input half, the highway. Not inside
-    an XLA-compiled function (the op has no XLA kernel).
+def inference_kernel_matmul(x, kernel):
+    """An inference product (the LSTM's input half, the highway):
+    `bilm.ops.matmul_dtype.kernel_matmul(x, kernel)`, except that up to
+    `streamed_rows_limit(kernel)` rows run bilm's kernel (`x` not
+    rounded): a few rows of a low-bit kernel (one sentence at a time, at
+    memory speed), any number of a float32 kernel where `tiles_float32()`.
+    Not inside an XLA-compiled function (the op has no XLA kernel).
 
     Args:
         x: float32 `(rows, n)`.

@@ -35,7 +35,7 @@ def lstm_cell_step(gates_t, c, h, recurrent_kernel, projection_kernel, cell_clip
         cell_clip, proj_clip: Python floats or None.
         matmul: the products with the kernels, `(x, kernel) -> x @ kernel`
             in float32 (`kernel_matmul`, or
-            `bilm.ops.lowbit_matmul.few_rows_kernel_matmul` at inference).
+            `bilm.ops.lowbit_matmul.inference_kernel_matmul` at inference).
 
     The kernels are float32, or bfloat16 for inference (each product then
     takes bfloat16 operands, see `bilm.ops.matmul_dtype.kernel_matmul`);

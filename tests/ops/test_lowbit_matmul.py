@@ -18,7 +18,7 @@ import tensorflow as tf
 from bilm.ops import lowbit_matmul as lowbit_module
 from bilm.ops.lowbit_matmul import (
     UNLIMITED_ROWS,
-    few_rows_kernel_matmul,
+    inference_kernel_matmul,
     load_lowbit_ops,
     load_op_library_or_warn,
     lowbit_matmul,
@@ -196,7 +196,7 @@ def test_float32_products_run_one_kernel_at_every_row_count(ops):
     rng = np.random.default_rng(6)
     kernel = tf.Variable(rng.normal(size=(24, 40)).astype(np.float32))
 
-    product = tf.function(lambda x: few_rows_kernel_matmul(x, kernel))
+    product = tf.function(lambda x: inference_kernel_matmul(x, kernel))
     ops_traced = graph_op_types(product.get_concrete_function(tf.TensorSpec([None, 24])).graph)
     assert ("BilmLowbitMatmul" in ops_traced) == tiles_float32()
     assert ("MatMul" in ops_traced) != tiles_float32()  # never both: their sums are ordered differently

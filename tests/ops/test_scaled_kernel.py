@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bilm.ops.lowbit_matmul import few_rows_kernel_matmul, stock_kernels
+from bilm.ops.lowbit_matmul import inference_kernel_matmul, stock_kernels
 from bilm.ops.matmul_dtype import kernel_matmul
 from bilm.ops.scaled_kernel import INT8_LEVELS, ScaledKernel, dequantize, quantize_columns
 
@@ -34,7 +34,7 @@ def test_products_with_int8_kernels_equal_float64_over_the_dequantized_kernel(ro
     kernel = ScaledKernel(tf.constant(values), tf.constant(scale))
     x = rng.normal(size=(rows, 70)).astype(np.float32)
     want = x.astype(np.float64) @ (values * scale.astype(np.float64))
-    for product in (kernel_matmul(x, kernel), few_rows_kernel_matmul(x, kernel)):
+    for product in (kernel_matmul(x, kernel), inference_kernel_matmul(x, kernel)):
         np.testing.assert_allclose(product.numpy(), want, rtol=1e-4, atol=1e-4)
     with stock_kernels():
-        np.testing.assert_allclose(few_rows_kernel_matmul(x, kernel).numpy(), want, rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(inference_kernel_matmul(x, kernel).numpy(), want, rtol=1e-4, atol=1e-4)

@@ -227,7 +227,7 @@ constexpr int64 kTileColumns = kTileWidth;
 // R, j < kTileColumns, i < n: AccumulateChunk's sums (from zero, one fused
 // multiply-add per term in the order of i), with the accumulators in
 // registers for the whole depth instead of in memory, so that a batch's
-// LSTM steps run at the FMA units' rate.
+// LSTM steps are bound by the FMA units rather than by loads and stores.
 template <typename W, int R>
 void MultiplyTile(const float* x, int64 ldx, const W* k, int64 ldk, int64 n, float* acc, int64 lda) {
   __m512 a[R][2];
