@@ -64,7 +64,7 @@ from common import zipf_sentences  # noqa: E402
 import bilm  # noqa: E402
 from bilm.commands.devices import describe_devices, set_numerics  # noqa: E402
 from bilm.models.random_weights import write_random_model  # noqa: E402
-from bilm.ops.matmul_dtype import BFLOAT16_INFERENCE_TOLERANCE, INT8_INFERENCE_TOLERANCE  # noqa: E402
+from bilm.ops.kernel_dtypes import BFLOAT16_INFERENCE_TOLERANCE, INT8_INFERENCE_TOLERANCE  # noqa: E402
 from bilm.options.keys import training_keys  # noqa: E402
 from bilm.presets import get_preset, training_options  # noqa: E402
 from bilm.training import BidirectionalLMDataset, load_vocab, train, write_sample_corpus  # noqa: E402

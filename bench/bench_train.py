@@ -48,7 +48,7 @@ from common import (  # noqa: E402
     recurrent_matmul_seconds,
 )
 
-from bilm.ops.matmul_dtype import MATMUL_DTYPES  # noqa: E402
+from bilm.ops.kernel_dtypes import MATMUL_DTYPES  # noqa: E402
 from bilm.optimizers.adagrad import SparseAdagrad  # noqa: E402
 from bilm.presets import TRAINING_DEFAULTS, get_preset  # noqa: E402
 from bilm.training.config.settings import training_settings  # noqa: E402

@@ -1,4 +1,4 @@
-"""bilm: ELMo bidirectional language models for TensorFlow 2 and Keras 3.
+"""bilm: ELMo bidirectional language models for Keras 3: TensorFlow, JAX and PyTorch.
 
 The public surface is what this package and its subpackages (`bilm.text`,
 `bilm.ops`, `bilm.layers`, `bilm.models`, `bilm.io`, `bilm.export`,
@@ -11,12 +11,16 @@ start_up()  # TensorFlow, before any module of bilm imports it: as a command or 
 
 # isort: split
 from bilm.errors import UserError
-from bilm.export import dump_bilm_embeddings, dump_token_embeddings, embed_file, export_saved_model
+from bilm.export import dump_bilm_embeddings, dump_token_embeddings, embed_file
 from bilm.layers import WeightLayers, weight_layers
 from bilm.models import BidirectionalLanguageModel, ELMoEmbedding, build_bilm
 from bilm.options import BiLMOptions, load_options
 from bilm.pretrained import ELMo, load
 from bilm.text import Batcher, TokenBatcher, UnicodeCharsVocabulary, Vocabulary
+from bilm.utils.lazy_names import lazy_names
+
+# TensorFlow's alone, imported when first used: `import bilm` runs on every Keras backend.
+__getattr__, _ = lazy_names("bilm.export", {"export_saved_model": "saved_model"})
 
 __all__ = [
     "Batcher",

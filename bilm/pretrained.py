@@ -13,6 +13,7 @@ from bilm.io.sources.model_files import locate_model, options_file_beside
 from bilm.models.bidirectional_lm import BidirectionalLanguageModel
 from bilm.models.boundary_state import DEFAULT_N_SENTENCES
 from bilm.models.elmo_embedding import ELMoEmbedding
+from bilm.models.network_calls import to_numpy
 from bilm.models.text_inputs import batcher_for
 from bilm.options import holds_options, load_options, save_options
 from bilm.text.whitespace import split_tokens
@@ -357,7 +358,7 @@ class ELMo:
                         yield index, empty
                 if filled:
                     ids = self._batcher.batch_sentences([tokens for _, tokens in filled])
-                    layers = self.language_model(ids, start=start)["lm_embeddings"].numpy()
+                    layers = to_numpy(self.language_model(ids, start=start)["lm_embeddings"])
                     for row, (index, tokens) in enumerate(filled):
                         yield index, layers[row, :, :len(tokens)]
                 done += len(batch)

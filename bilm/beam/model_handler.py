@@ -10,7 +10,7 @@ from bilm.beam.file_systems import fetch_model, is_bucket_path
 from bilm.errors import UserError
 from bilm.io.formats.sentence_files import BULK_MAX_TOKENS
 from bilm.models.start_state import STARTS
-from bilm.ops.matmul_dtype import check_kernel_dtype
+from bilm.ops.kernel_dtypes import check_kernel_dtype
 from bilm.pretrained import ELMo, load
 from bilm.text.whitespace import split_tokens
 from bilm.utils.deprecation import deprecated_alias, renamed_argument

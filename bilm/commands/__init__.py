@@ -6,7 +6,7 @@ signals), and the device line and float32 switches every script sets first (`ann
 
 Each name is imported when first used, so that a script loads only what it needs.
 """
-import importlib
+from bilm.utils.lazy_names import lazy_names
 
 _MODULES = {
     "ScriptArgumentParser": "argument_parser",
@@ -34,12 +34,4 @@ _MODULES = {
 
 __all__ = sorted(_MODULES)
 
-
-def __getattr__(name):
-    if name not in _MODULES:
-        raise AttributeError(f"module 'bilm.commands' has no attribute {name!r}")
-    return getattr(importlib.import_module(f"bilm.commands.{_MODULES[name]}"), name)
-
-
-def __dir__():
-    return __all__
+__getattr__, __dir__ = lazy_names(__name__, _MODULES)

@@ -3,7 +3,7 @@ from bilm.commands.argument_parser import add_renamed_flag, positive_int
 from bilm.commands.devices import add_tf32_argument
 from bilm.io.sources.model_files import locate_model
 from bilm.models.start_state import STARTS
-from bilm.ops.matmul_dtype import KERNEL_DTYPES
+from bilm.ops.kernel_dtypes import KERNEL_DTYPES
 
 
 def add_embedding_run_arguments(parser, output_name="OUTPUT"):

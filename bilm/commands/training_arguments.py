@@ -7,7 +7,7 @@ import sys
 import sysconfig
 
 from bilm.commands.argument_parser import non_negative_int, positive_float, positive_int, rate
-from bilm.ops.matmul_dtype import MATMUL_DTYPES
+from bilm.ops.kernel_dtypes import MATMUL_DTYPES
 from bilm.optimizers import OPTIMIZERS, default_learning_rates
 from bilm.options.keys import default_text, option_key, training_keys
 from bilm.training.run.from_files import train_from_files

@@ -1,18 +1,20 @@
 """Files made from a pretrained biLM for other programs: sentence embedding files,
-token embedding files, and a text-in SavedModel.
+token embedding files, and a text-in SavedModel (TensorFlow's).
 
 The names below are the public surface of `bilm.export`; its modules are
-internal and may change.
+internal and may change. Each is imported when first used.
 """
-from bilm.export.saved_model import export_layer, export_saved_model
-from bilm.export.sentence_embeddings import dump_bilm_embeddings, embed_file, write_embeddings
-from bilm.export.token_embeddings import dump_token_embeddings
+from bilm.utils.lazy_names import lazy_names
 
-__all__ = [
-    "dump_bilm_embeddings",
-    "dump_token_embeddings",
-    "embed_file",
-    "export_layer",
-    "export_saved_model",
-    "write_embeddings",
-]
+_MODULES = {
+    "dump_bilm_embeddings": "sentence_embeddings",
+    "dump_token_embeddings": "token_embeddings",
+    "embed_file": "sentence_embeddings",
+    "export_layer": "saved_model",
+    "export_saved_model": "saved_model",
+    "write_embeddings": "sentence_embeddings",
+}
+
+__all__ = sorted(_MODULES)
+
+__getattr__, __dir__ = lazy_names(__name__, _MODULES)

@@ -53,8 +53,9 @@ from bilm.io.formats.output_files import writer_lock
 from bilm.io.formats.sentence_files import check_batch_size, read_sentences
 from bilm.io.formats.weight_file import WeightFileError
 from bilm.models.bidirectional_lm import BidirectionalLanguageModel
+from bilm.models.network_calls import to_numpy
 from bilm.models.text_inputs import batcher_for
-from bilm.ops.matmul_dtype import check_kernel_dtype
+from bilm.ops.kernel_dtypes import check_kernel_dtype
 from bilm.options import load_options
 from bilm.utils.deprecation import renamed_argument
 
@@ -325,7 +326,7 @@ def _write_sentence_datasets(model, input_file, output_file, select, key_of, set
         batcher = batcher_for(options, vocab_file)
 
         def embed(sentences):
-            layers = model(batcher.batch_sentences(sentences), start=start_state.start)["lm_embeddings"].numpy()
+            layers = to_numpy(model(batcher.batch_sentences(sentences), start=start_state.start)["lm_embeddings"])
             return [select(layers[i, :, :len(tokens)]) for i, tokens in enumerate(sentences)]
 
         written = target.write(embed, batch_size=batch_size, key_of=key_of, extra_datasets=extra_datasets)

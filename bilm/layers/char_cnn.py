@@ -1,11 +1,11 @@
 """The character CNN token encoder: char embedding, convolutions, max-pool."""
 import keras
-import tensorflow as tf
+from keras import ops
 
 from bilm.errors import UserError
 from bilm.layers.initializers import char_cnn_kernel_initializer
-from bilm.ops.bias_add import add_bias
-from bilm.ops.char_convolutions import max_pooled_char_convolutions
+from bilm.ops.char_convolutions_portable import portable_char_convolutions
+from bilm.utils.backend import fast_paths
 
 # At inference (`training=False`) a call encoding at most this many tokens
 # (a sentence's new words) runs the table loop's sums without compiling
@@ -67,14 +67,27 @@ class CharCNNEncoder(keras.layers.Layer):
             self.biases.append(self.add_weight(name=f"bias_{i}", shape=(num,), initializer="zeros"))
 
     def call(self, char_ids, training=None):
-        char_ids = tf.cast(char_ids, tf.int32)
-        shape = tf.shape(char_ids)
-        features = self._encode_flat(tf.reshape(char_ids, [-1, shape[2]]),
-                                     DIRECT_CONVOLUTION_TOKENS if training is False else 0)
-        return tf.reshape(features, [shape[0], shape[1], self.n_filters])
+        char_ids = ops.cast(char_ids, "int32")
+        shape = ops.shape(char_ids)
+        flat_ids = ops.reshape(char_ids, (-1, shape[2]))
+        if fast_paths():
+            features = self._encode_flat(flat_ids, DIRECT_CONVOLUTION_TOKENS if training is False else 0)
+        else:
+            pooled = portable_char_convolutions(flat_ids, self.char_embedding, list(self.kernels))
+            features = self._activation(pooled + ops.concatenate(list(self.biases), axis=0))
+        return ops.reshape(features, (shape[0], shape[1], self.n_filters))
+
+    def _activation(self, x):
+        return ops.relu(x) if self.activation == "relu" else ops.tanh(x)
 
     def _encode_flat(self, flat_ids, direct_up_to=0):
-        """(n_tokens, max_chars) int -> (n_tokens, n_filters) float."""
+        """TensorFlow's table loop (`bilm.ops.char_convolutions`): (n_tokens, max_chars) int -> (n_tokens,
+        n_filters) float."""
+        import tensorflow as tf
+
+        from bilm.ops.bias_add import add_bias
+        from bilm.ops.char_convolutions import max_pooled_char_convolutions
+
         # Tensors, not the variables: the custom gradient returns their gradients.
         pooled = max_pooled_char_convolutions(
             flat_ids, tf.convert_to_tensor(self.char_embedding), [tf.convert_to_tensor(k) for k in self.kernels],

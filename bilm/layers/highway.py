@@ -1,13 +1,12 @@
 """Highway layers (Srivastava et al., 2015) as the original biLM uses them."""
 import keras
-import tensorflow as tf
+from keras import ops
 
 from bilm.errors import UserError
 from bilm.layers.initializers import dense_initializer
-from bilm.layers.int8_kernel import add_kernel, kernel_operand
-from bilm.ops.bias_add import add_bias
-from bilm.ops.lowbit_matmul import inference_kernel_matmul
-from bilm.ops.matmul_dtype import check_kernel_dtype, check_matmul_dtype, matmul
+from bilm.layers.kernel_weights import add_kernel, kernel_operand
+from bilm.ops.kernel_dtypes import check_kernel_dtype, check_matmul_dtype
+from bilm.utils.backend import fast_paths
 
 
 @keras.saving.register_keras_serializable(package="bilm")
@@ -74,12 +73,39 @@ class Highway(keras.layers.Layer):
                 f"cannot be called with training=True. Received: kernel_dtype="
                 f"{self.kernel_dtype!r}; build it with kernel_dtype='float32' to train.")
 
+        if fast_paths():
+            return self._fast_call(inputs, training)
+        product = self._portable_product(training)
+        x = inputs
+        for k in range(self.n_layers):
+            gate = ops.sigmoid(product(x, self.carry_kernels[k]) + self.carry_biases[k])
+            transform = ops.relu(product(x, self.transform_kernels[k]) + self.transform_biases[k])
+            x = gate * transform + (1.0 - gate) * x
+        return x
+
+    def _portable_product(self, training):
+        """`(x, kernel) -> x @ kernel` in float32, in `keras.ops`: with bfloat16 operands in training
+        where `training_matmul_dtype` asks; a bfloat16 kernel widened (exactly) to float32."""
+        def product(x, kernel):
+            if training and self.training_matmul_dtype == "bfloat16":
+                return ops.cast(ops.matmul(ops.cast(x, "bfloat16"), ops.cast(kernel, "bfloat16")), "float32")
+            return ops.matmul(x, ops.cast(kernel, "float32"))
+        return product
+
+    def _fast_call(self, inputs, training):
+        """TensorFlow's: one 2-D matmul over all leading axes, bilm's inference kernel, the bias gradient as
+        a matmul."""
+        import tensorflow as tf
+
+        from bilm.ops.bias_add import add_bias
+        from bilm.ops.lowbit_matmul import inference_kernel_matmul
+        from bilm.ops.matmul_dtype import matmul
+
         def product(x, kernel):
             if training:
                 return matmul(x, kernel, self.training_matmul_dtype)
             return inference_kernel_matmul(x, kernel_operand(kernel))
 
-        # One 2-D matmul over all leading axes is faster than a batched one.
         x = tf.reshape(inputs, [-1, tf.shape(inputs)[-1]])
         for k in range(self.n_layers):
             gate = tf.sigmoid(add_bias(product(x, self.carry_kernels[k]), self.carry_biases[k]))

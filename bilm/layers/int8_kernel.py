@@ -41,18 +41,3 @@ class Int8Kernel(tf.Module):
     def operand(self):
         """The `ScaledKernel` of this kernel's current values, for the ops' products."""
         return ScaledKernel(tf.convert_to_tensor(self.values), tf.convert_to_tensor(self.scale))
-
-
-def add_kernel(layer, name, shape, initializer, kernel_dtype):
-    """A kernel weight of `layer` in `kernel_dtype` (`"float32"`, `"bfloat16"`
-    or `"int8"`): a Keras variable, or an `Int8Kernel`."""
-    if kernel_dtype == "int8":
-        return Int8Kernel(layer, name, shape, initializer)
-    return layer.add_weight(name=name, shape=shape, initializer=initializer, dtype=kernel_dtype)
-
-
-def kernel_operand(kernel):
-    """What the ops take for a kernel of `add_kernel`: a tensor, or a `ScaledKernel`."""
-    if isinstance(kernel, Int8Kernel):
-        return kernel.operand()
-    return tf.convert_to_tensor(kernel)

@@ -4,19 +4,14 @@ Gate layout is kept as in the original weight files (`i, j, f, o`, forget
 bias 1.0 added at run time, state `(c, h)`), so the file edge only splits
 `W_0` into its input and recurrent halves.
 """
-import functools
-
 import keras
-import tensorflow as tf
+from keras import ops
 
 from bilm.errors import UserError
-from bilm.layers.int8_kernel import add_kernel, kernel_operand
-from bilm.ops.bias_add import add_bias
-from bilm.ops.lowbit_matmul import inference_kernel_matmul
-from bilm.ops.lstm_bptt import lstm_layer_bptt, lstm_recurrence_bptt
-from bilm.ops.lstm_recurrence import lstm_recurrence_packed, lstm_recurrence_xla, packed_steps
-from bilm.ops.matmul_dtype import check_kernel_dtype, check_matmul_dtype, matmul, stock_form
-from bilm.ops.placement import compiling_with_xla
+from bilm.layers.kernel_weights import add_kernel, kernel_operand
+from bilm.ops.kernel_dtypes import check_kernel_dtype, check_matmul_dtype
+from bilm.ops.lstm_scan import lstm_scan
+from bilm.utils.backend import fast_paths
 
 
 @keras.saving.register_keras_serializable(package="bilm")
@@ -29,9 +24,11 @@ class ProjectedLSTM(keras.layers.Layer):
     `h_t = m_t` without projection).
 
     The input half `x W_x + b` is one matmul over all time steps; only the
-    recurrence runs step by step, inside a `tf.while_loop`. Steps at or
+    recurrence runs step by step, inside a loop. Steps at or
     beyond a row's length leave the state unchanged and output zeros.
-    Inference runs a packed batch (`bilm.ops.lstm_recurrence`): rows
+    The portable code is `bilm.ops.lstm_scan` (`keras.ops`, every backend);
+    on TensorFlow the fast paths below run instead (`bilm.utils.backend`).
+    There, inference runs a packed batch (`bilm.ops.lstm_recurrence`): rows
     longest first, each step computing only the rows still inside their
     length, so padding costs neither input-half rows nor step rows.
     With `go_backwards=True` each row is read reversed *within its own
@@ -127,12 +124,31 @@ class ProjectedLSTM(keras.layers.Layer):
             self.projection_kernel = None
 
     def call(self, inputs, lengths, initial_state=None, training=None, token_index=None):
-        lengths = tf.cast(lengths, tf.int32)
         if training and self.kernel_dtype != "float32":
             raise UserError(
                 f"ProjectedLSTM '{self.name}' keeps its kernels in {self.kernel_dtype} for inference "
                 f"and cannot be called with training=True. Received: kernel_dtype="
                 f"{self.kernel_dtype!r}; build it with kernel_dtype='float32' to train.")
+        if fast_paths():
+            return self._fast_call(inputs, lengths, initial_state, training, token_index)
+        batch = ops.shape(inputs if token_index is None else token_index)[0]
+        if initial_state is None:
+            initial_state = (ops.zeros((batch, self.units), "float32"), ops.zeros((batch, self.output_dim), "float32"))
+        return lstm_scan(inputs, lengths, *initial_state, self.input_kernel, self.recurrent_kernel, self.bias,
+                         self.projection_kernel, self.cell_clip, self.proj_clip, self.go_backwards, token_index)
+
+    def _fast_call(self, inputs, lengths, initial_state, training, token_index):
+        """TensorFlow's recurrences: the packed graph loop for inference, the XLA loop, the hand-written
+        backward pass for training (see the class's docstring)."""
+        import functools
+
+        import tensorflow as tf
+
+        from bilm.ops.lstm_bptt import lstm_layer_bptt, lstm_recurrence_bptt
+        from bilm.ops.lstm_recurrence import lstm_recurrence_xla
+        from bilm.ops.matmul_dtype import stock_form
+
+        lengths = tf.cast(lengths, tf.int32)
         if token_index is not None:
             token_index = tf.cast(token_index, tf.int32)
         batch = tf.shape(inputs if token_index is None else token_index)[0]
@@ -191,6 +207,10 @@ class ProjectedLSTM(keras.layers.Layer):
         """Inference in the graph loop over the packed batch (see
         `lstm_recurrence_packed`): only the `sum(lengths)` valid positions
         get an input half and a step."""
+        import tensorflow as tf
+
+        from bilm.ops.lstm_recurrence import lstm_recurrence_packed, packed_steps
+
         steps = packed_steps(lengths, self.go_backwards)
         if token_index is None:
             time = tf.shape(inputs)[1]
@@ -202,7 +222,11 @@ class ProjectedLSTM(keras.layers.Layer):
 
     def _input_half(self, rows, training):
         """`rows @ W_x + b`, `(n, input_dim)` -> `(n, 4 * units)`: with
-        `training_matmul_dtype` operands in training, else in the kernel's dtype."""
+        `training_matmul_dtype` operands in training, else in the kernel's dtype (TensorFlow's)."""
+        from bilm.ops.bias_add import add_bias
+        from bilm.ops.lowbit_matmul import inference_kernel_matmul
+        from bilm.ops.matmul_dtype import matmul
+
         if training:
             product = matmul(rows, self.input_kernel, self.training_matmul_dtype)
         else:
@@ -228,6 +252,8 @@ class ProjectedLSTM(keras.layers.Layer):
         `uses_xla` (gradients may flow through it, and the XLA loop's
         hand-written backward pass beats autodiff of the packed loop); and
         always while a function compiled with XLA is traced."""
+        from bilm.ops.placement import compiling_with_xla
+
         if compiling_with_xla():  # the packed loop's shapes depend on the lengths
             return True
         return bool(self.jit_compile) or (self.jit_compile is None and self.trainable and self.uses_xla)

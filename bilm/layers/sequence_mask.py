@@ -1,6 +1,6 @@
 """`SequenceMask`: which positions of a batch of ids hold real tokens."""
 import keras
-import tensorflow as tf
+from keras import ops
 
 
 @keras.saving.register_keras_serializable(package="bilm")
@@ -18,10 +18,10 @@ class SequenceMask(keras.layers.Layer):
 
     def call(self, ids):
         if not self.padded:
-            return tf.ones(tf.shape(ids)[:2], tf.bool)
-        if ids.shape.rank == 3:
-            return tf.reduce_any(tf.not_equal(ids, 0), axis=-1)
-        return tf.not_equal(ids, 0)
+            return ops.ones(ops.shape(ids)[:2], "bool")
+        if len(ids.shape) == 3:
+            return ops.any(ops.not_equal(ids, 0), axis=-1)
+        return ops.not_equal(ids, 0)
 
     def compute_output_spec(self, ids):
         return keras.KerasTensor(tuple(ids.shape[:2]), dtype="bool")

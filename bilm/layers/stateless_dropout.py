@@ -1,8 +1,7 @@
 """Dropout whose mask is a pure function of a seed input."""
 import keras
-import tensorflow as tf
 
-from bilm.ops import stateless_random
+from bilm.utils.backend import require_tensorflow
 
 
 @keras.saving.register_keras_serializable(package="bilm")
@@ -33,6 +32,11 @@ class StatelessDropout(keras.layers.Layer):
     def call(self, inputs, seed, training=None):
         if not training or self.rate == 0.0:
             return inputs
+        require_tensorflow("dropout in training (bilm's stateless masks)")
+        import tensorflow as tf
+
+        from bilm.ops import stateless_random
+
         # bilm's stateless draws: the same masks in a step compiled with XLA as in one that is not.
         seed = stateless_random.fold_in(tf.cast(seed, tf.int64), self.site)
         return stateless_random.dropout(inputs, self.rate, seed)

@@ -1,16 +1,14 @@
 """The token encoder's projection to the LSTMs' width: a Dense layer whose inference rows do not depend on the batch."""
 import keras
-import tensorflow as tf
 
-from bilm.ops.bias_add import add_bias
-from bilm.ops.matmul_dtype import kernel_matmul
+from bilm.utils.backend import fast_paths
 
 
 @keras.saving.register_keras_serializable(package="bilm")
 class TokenProjection(keras.layers.Dense):
     """`keras.layers.Dense` (no activation) from the token features to `units`.
 
-    At inference (`training` not true) the product is
+    At inference (`training` not true) on TensorFlow the product is
     `bilm.ops.matmul_dtype.kernel_matmul`, whose rows do not depend on how
     many tokens share the call (`bilm.ops.batch_invariant`), so a token's
     encoding is the same in any batch; in training it is Dense's own. The
@@ -27,8 +25,14 @@ class TokenProjection(keras.layers.Dense):
     """
 
     def call(self, inputs, training=None):
-        if training or self.activation not in (None, keras.activations.linear) or self.quantization_mode:
+        if (training or self.activation not in (None, keras.activations.linear) or self.quantization_mode
+                or not fast_paths()):
             return super().call(inputs, training=training)
+        import tensorflow as tf  # TensorFlow's fast path
+
+        from bilm.ops.bias_add import add_bias
+        from bilm.ops.matmul_dtype import kernel_matmul
+
         rows = tf.reshape(inputs, [-1, tf.shape(inputs)[-1]])
         product = kernel_matmul(rows, tf.convert_to_tensor(self.kernel))
         if self.bias is not None:

@@ -1,8 +1,8 @@
 """Encode each distinct token of a batch once, then gather the results back."""
 import keras
-import tensorflow as tf
+from keras import ops
 
-from bilm.ops.placement import compiling_with_xla
+from bilm.utils.backend import on_tensorflow
 
 
 @keras.saving.register_keras_serializable(package="bilm")
@@ -22,11 +22,23 @@ class UniqueTokens(keras.layers.Layer):
         `(batch_i, time_i)` index tensor per input, with
         `char_ids[i][b, t] == unique_ids[0, indices[i][b, t]]`.
         While a function compiled with XLA is traced, whose shapes cannot
-        depend on the ids, every row stands for itself (the same values,
-        without the saving).
+        depend on the ids, and on backends other than TensorFlow, every row
+        stands for itself (the same values, without the saving).
     """
 
     def call(self, char_ids):
+        if not on_tensorflow():  # distinct rows have a shape that JAX cannot compile: every row stands for itself
+            indices, start = [], 0
+            for ids in char_ids:
+                count = ops.shape(ids)[0] * ops.shape(ids)[1]
+                indices.append(ops.reshape(ops.arange(start, start + count, dtype="int32"), ops.shape(ids)[:2]))
+                start = start + count
+            rows = ops.concatenate([ops.reshape(ids, (-1, ops.shape(ids)[2])) for ids in char_ids], axis=0)
+            return ops.expand_dims(rows, 0), indices
+        import tensorflow as tf
+
+        from bilm.ops.placement import compiling_with_xla
+
         max_chars = tf.shape(char_ids[0])[2]
         flat = [tf.reshape(ids, [-1, max_chars]) for ids in char_ids]
         rows = tf.concat(flat, axis=0)
@@ -50,7 +62,7 @@ class GatherTokens(keras.layers.Layer):
     `(batch, time)` index -> `(batch, time, dim)`."""
 
     def call(self, unique_features, index):
-        return tf.gather(unique_features[0], index)
+        return ops.take(unique_features[0], ops.cast(index, "int32"), axis=0)
 
     def compute_output_shape(self, unique_features_shape, index_shape):
         return (*index_shape, unique_features_shape[-1])

@@ -1,10 +1,12 @@
 """`BidirectionalLanguageModel`: the pretrained biLM for prediction, with state buffers."""
 import contextlib
+import functools
 import os
 import types
 
+import keras
 import numpy as np
-import tensorflow as tf
+from keras import ops
 
 from bilm.errors import UserError
 from bilm.io.formats.weight_file import load_bilm_weights, load_token_embeddings, read_token_embeddings
@@ -12,12 +14,13 @@ from bilm.layers.char_cnn import DIRECT_CONVOLUTION_TOKENS
 from bilm.models.boundary_state import DEFAULT_N_SENTENCES
 from bilm.models.elmo_outputs import elmo_outputs
 from bilm.models.functional_bilm import build_bilm, build_contextual_bilm, build_token_encoder, state_keys
+from bilm.models.network_calls import inference_call
 from bilm.models.start_state import resolve_start
 from bilm.models.token_cache import TokenEncodingCache
-from bilm.ops.char_convolutions import direct_convolutions
-from bilm.ops.matmul_dtype import check_kernel_dtype
+from bilm.ops.kernel_dtypes import check_kernel_dtype
 from bilm.options import load_options
 from bilm.text.batching import check_id_shape
+from bilm.utils.backend import fast_paths, on_tensorflow
 from bilm.utils.deprecation import deprecated_alias, renamed_argument
 
 
@@ -53,7 +56,16 @@ def load_prediction_bilm(options, weight_file, embedding_weight_file=None, kerne
     return model
 
 
-class BidirectionalLanguageModel(tf.Module):
+def _tracked_base():
+    """`tf.Module` on TensorFlow (a SavedModel of the model tracks its variables), else a plain object."""
+    if on_tensorflow():
+        import tensorflow as tf
+
+        return tf.Module
+    return object
+
+
+class BidirectionalLanguageModel(_tracked_base()):
     """A pretrained biLM for prediction: ids in, ELMo layers out.
 
     Stateful as the original: the LSTM states of every direction and layer
@@ -79,7 +91,8 @@ class BidirectionalLanguageModel(tf.Module):
             kept for later calls, up to this many tokens
             (`projection_dim` floats each; see `TokenEncodingCache`).
             0 encodes every batch from scratch. Inside a `tf.function` the
-            cache is not used.
+            cache is not used; on JAX and PyTorch there is none (each call
+            encodes its batch, compiled).
         start: where a stateless model's LSTMs start each sentence:
             `"warm"` (the boundary state), `"zeros"`, or None for `"warm"`
             when a boundary state is available, else `"zeros"` (see
@@ -129,7 +142,8 @@ class BidirectionalLanguageModel(tf.Module):
                  embedding_weight_file=None, max_batch_size=128, stateful=True,
                  token_cache_size=50_000, start=None, boundary_state=None, warm_up=None,
                  kernel_dtype=None, matmul_dtype=None):
-        super().__init__(name="bidirectional_language_model")
+        if on_tensorflow():
+            super().__init__(name="bidirectional_language_model")
         kernel_dtype = renamed_argument("kernel_dtype", kernel_dtype, "matmul_dtype", matmul_dtype, "float32")
         options = load_options(options_file).for_prediction(use_character_inputs)
         if not use_character_inputs and embedding_weight_file is None:
@@ -160,11 +174,27 @@ class BidirectionalLanguageModel(tf.Module):
                                           weight_file=self.weight_file, warm_up=warm_up, network=self.network)
         # A plain object: tf.Module would track a dict or tuple of tensors as part of the model.
         self._kept_start_tensors = types.SimpleNamespace(state=None, tensors=None)
+        self.token_cache = None
+        if fast_paths():
+            self._set_up_tensorflow_calls(token_cache_size)
+        else:
+            self.state_buffers = {key: keras.Variable(np.zeros([max_batch_size, size], np.float32), trainable=False,
+                                                      name=f"state_{key}")
+                                  for key, _, size in self._state_keys}
+            run = inference_call(self.network)
+            self._calls = {stateful: functools.partial(self._portable_forward, run, stateful)
+                           for stateful in (True, False)}
+
+    def _set_up_tensorflow_calls(self, token_cache_size):
+        """TensorFlow's calls: `tf.function`s over any batch shape, and the token cache's path."""
+        import tensorflow as tf
+
+        options = self.options
         self.state_buffers = {
-            key: tf.Variable(tf.zeros([max_batch_size, size]), trainable=False, name=f"state_{key}")
+            key: tf.Variable(tf.zeros([self.max_batch_size, size]), trainable=False, name=f"state_{key}")
             for key, _, size in self._state_keys
         }
-        if use_character_inputs:
+        if self.use_character_inputs:
             spec = tf.TensorSpec([None, None, options.token_id_width], tf.int32)
         else:
             spec = tf.TensorSpec([None, None], tf.int32)
@@ -178,13 +208,16 @@ class BidirectionalLanguageModel(tf.Module):
                 input_signature=[spec, start_spec], autograph=False)
             for stateful in (True, False)
         }
-        self.token_cache = None
-        if use_character_inputs and token_cache_size > 0:
+        if self.use_character_inputs and token_cache_size > 0:
             self._set_up_token_cache(token_cache_size)
 
     def _set_up_token_cache(self, max_size):
         """The cached path: a token encoder and the LSTM stacks as two models
         on `self.network`'s layers, with the encodings kept in between."""
+        import tensorflow as tf
+
+        from bilm.ops.char_convolutions import direct_convolutions
+
         options = self.options
         token_encoder = build_token_encoder(self.network, options)
         self._contextual_model = build_contextual_bilm(self.network, options)
@@ -226,6 +259,10 @@ class BidirectionalLanguageModel(tf.Module):
         """See the class docstring; `start` overrides the model's `start`
         for this call (stateless models only)."""
         ids = self._check_ids(ids)
+        if not fast_paths():
+            return self._calls[self.stateful](ids, self.start_states(start))
+        import tensorflow as tf
+
         if self.token_cache is not None and tf.executing_eagerly():
             ids = ids.numpy()
             distinct, index = self.token_cache.distinct_encodings(ids)
@@ -265,7 +302,8 @@ class BidirectionalLanguageModel(tf.Module):
         state, kept = self.start_state(start), self._kept_start_tensors
         if kept.state is not state:
             kept.state = state
-            kept.tensors = {key: tf.constant(vector, tf.float32) for key, vector in state.vectors(self.options).items()}
+            kept.tensors = {key: ops.convert_to_tensor(vector, "float32")
+                            for key, vector in state.vectors(self.options).items()}
         return kept.tensors
 
     def set_start(self, start=None, boundary_state=None):
@@ -304,9 +342,28 @@ class BidirectionalLanguageModel(tf.Module):
     def reset_states(self):
         """Sets every state buffer back to zeros (the next batch starts fresh)."""
         for buffer in self.state_buffers.values():
-            buffer.assign(tf.zeros_like(buffer))
+            buffer.assign(np.zeros(buffer.shape, np.float32))
+
+    def _portable_forward(self, run, stateful, ids, starts):
+        """A call on the portable path: `run` (the network compiled by its backend) over NumPy `ids`, the
+        state buffers read and written in between (eagerly)."""
+        batch = ids.shape[0]
+        inputs = {self._input_key: ids}
+        for key, _, size in self._state_keys:
+            if stateful:
+                inputs[key] = self.state_buffers[key].value[:batch]
+            else:
+                inputs[key] = np.broadcast_to(starts[key], (batch, size))
+        outputs = run(inputs)
+        if stateful:
+            for key, output_key, _ in self._state_keys:
+                buffer = self.state_buffers[key]
+                buffer.assign(ops.slice_update(buffer.value, (0, 0), outputs[output_key]))
+        return elmo_outputs(outputs, self.options.n_layers)
 
     def _forward(self, model, inputs, stateful, starts):
+        import tensorflow as tf
+
         batch = tf.shape(inputs["mask" if "mask" in inputs else self._input_key])[0]
         for key, _, size in self._state_keys:
             if stateful:
@@ -327,25 +384,43 @@ class BidirectionalLanguageModel(tf.Module):
         if dtype is not None and not (np.issubdtype(np.dtype(getattr(dtype, "as_numpy_dtype", dtype)),
                                                     np.integer)):
             raise TypeError(f"ids must be integers (from Batcher/TokenBatcher). Received dtype {dtype}.")
+        if not fast_paths():
+            ids = np.asarray(keras.ops.convert_to_numpy(ids), np.int32)
+            self._check_id_values(ids)
+            return ids
+        import tensorflow as tf
+
         ids = tf.convert_to_tensor(ids)
         if ids.dtype != tf.int32:
             ids = tf.cast(ids, tf.int32)
+        if tf.executing_eagerly():
+            self._check_id_values(ids.numpy())  # NumPy: a few eager ops would cost more than the check
+        else:  # a trace: what its static shape tells
+            check_id_shape(ids.shape, self.options.token_id_width if self.use_character_inputs else None)
+            if self.stateful and ids.shape[0] is not None and ids.shape[0] > self.max_batch_size:
+                self._refuse_batch(ids.shape[0])
+        return ids
+
+    def _refuse_batch(self, rows):
+        raise UserError(f"A batch of {rows} sentences exceeds max_batch_size={self.max_batch_size}; "
+                        "split the batch or build the model with a larger max_batch_size.")
+
+    def _check_id_values(self, values):
+        """Checks a NumPy batch of ids: its shape, its size against the state buffers, each id's range."""
         if self.use_character_inputs:
             width, n_ids = self.options.token_id_width, self.options.char_cnn.n_characters
         else:
             width, n_ids = None, self.n_token_vocab
-        check_id_shape(ids.shape, width)
-        if self.stateful and ids.shape[0] is not None and ids.shape[0] > self.max_batch_size:
-            raise UserError(
-                f"A batch of {ids.shape[0]} sentences exceeds max_batch_size={self.max_batch_size}; "
-                "split the batch or build the model with a larger max_batch_size.")
-        if tf.executing_eagerly() and ids.shape.num_elements():
-            checked = values = ids.numpy()  # NumPy: a few eager ops would cost more than the check
-            if self.use_character_inputs and self.options.word_embedding is not None:
-                checked = values[..., :-1]
-                _check_id_range(values[..., -1], self.options.word_embedding.dictionary.n_ids + 1, "word ")
-            _check_id_range(checked, n_ids, "")
-        return ids
+        check_id_shape(values.shape, width)
+        if self.stateful and values.shape[0] > self.max_batch_size:
+            self._refuse_batch(values.shape[0])
+        if not values.size:
+            return
+        checked = values
+        if self.use_character_inputs and self.options.word_embedding is not None:
+            checked = values[..., :-1]
+            _check_id_range(values[..., -1], self.options.word_embedding.dictionary.n_ids + 1, "word ")
+        _check_id_range(checked, n_ids, "")
 
 
 def _check_id_range(ids, n_ids, what):

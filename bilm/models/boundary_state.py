@@ -19,10 +19,10 @@ model starts each sentence is decided by `bilm.models.start_state`.
 import itertools
 
 import numpy as np
-import tensorflow as tf
 
 from bilm.errors import UserError
 from bilm.models.functional_bilm import state_keys
+from bilm.models.network_calls import inference_call, to_numpy
 
 # Sentences averaged by default (warm_up from text, the end of training).
 DEFAULT_N_SENTENCES = 1000
@@ -71,9 +71,13 @@ def compute_boundary_state(network, options, sentences, to_ids, n_sentences=DEFA
     count = 0
     # One trace for every batch: each has its own number of time steps. The
     # rows are known, which spares the LSTMs a branch for larger batches.
-    signature = {input_key: tf.TensorSpec([rows, None] + ([] if input_key == "token_ids" else [None]), tf.int32),
-                 **{key: tf.TensorSpec([rows, size], tf.float32) for key, _, size in keys}}
-    run = tf.function(lambda inputs: network(inputs, training=False), input_signature=[signature], autograph=False)
+    def signature():
+        import tensorflow as tf
+
+        return {input_key: tf.TensorSpec([rows, None] + ([] if input_key == "token_ids" else [None]), tf.int32),
+                **{key: tf.TensorSpec([rows, size], tf.float32) for key, _, size in keys}}
+
+    run = inference_call(network, signature)
     for step in range(per_row):
         if step >= burn_in:
             # The rows are read in turn until n_sentences starts are summed.
@@ -94,7 +98,7 @@ def compute_boundary_state(network, options, sentences, to_ids, n_sentences=DEFA
             outputs = run({input_key: direction_ids, **states})
             for key, output_key, _ in keys:
                 if key.startswith(direction):
-                    states[key] = np.asarray(outputs[output_key])
+                    states[key] = to_numpy(outputs[output_key])
     return {key: (total / count).astype(np.float32) for key, total in sums.items()}, count
 
 

@@ -2,7 +2,7 @@
 
 import keras
 import numpy as np
-import tensorflow as tf
+from keras import ops
 
 from bilm.errors import UserError
 from bilm.io.formats.weight_file import (
@@ -28,10 +28,9 @@ from bilm.models.text_inputs import (
     output_time_shape,
     resolve_input_type,
 )
-from bilm.ops.matmul_dtype import check_kernel_dtype
-from bilm.ops.placement import compiling_with_xla
+from bilm.ops.kernel_dtypes import check_kernel_dtype
 from bilm.options import load_options
-from bilm.text.graph_batching import token_vocab_table
+from bilm.utils.backend import on_tensorflow, require_tensorflow
 from bilm.utils.deprecation import deprecated_alias, renamed_argument
 
 
@@ -198,8 +197,9 @@ class ELMoEmbedding(keras.layers.Layer):
                                 do_layer_norm=do_layer_norm, seed=mix_seed, name="elmo_mix", dtype=FLOAT32)
         self.mix.trainable = self._mix_trains()
         self.dropout_layer = keras.layers.Dropout(dropout, name="elmo_dropout", dtype=FLOAT32) if dropout else None
-        self.vocab_table = token_vocab_table(self.vocabulary) if self.vocabulary is not None else None
-        self.dictionary_tables = dictionary_tables_for(options)
+        self.vocab_table = _token_vocab_table(self.vocabulary)
+        # Text's lookup tables are TensorFlow's; other backends take ids.
+        self.dictionary_tables = dictionary_tables_for(options) if on_tensorflow() else None
         self.token_mask = TokenMask(input_type, use_character_inputs, name=f"{self.name}_token_mask", dtype=FLOAT32)
         self.start_state = {key: self.add_weight(name=f"start_{key}", shape=(size,), initializer="zeros",
                                                  trainable=False)
@@ -258,7 +258,7 @@ class ELMoEmbedding(keras.layers.Layer):
         self.built = True
 
     def call(self, inputs, training=None):
-        if self._note_input_type(inputs) in TEXT_INPUT_TYPES and compiling_with_xla():
+        if self._note_input_type(inputs) in TEXT_INPUT_TYPES and _compiling_with_xla():
             raise UserError(
                 f"{self.name}: text inputs cannot be compiled with XLA (string ops). Build the layer with "
                 "input_type='tokens' or 'sentences' (Keras then compiles the model without XLA), compile the "
@@ -278,32 +278,41 @@ class ELMoEmbedding(keras.layers.Layer):
             dict: `word_emb`, `lstm_outputs{l}`, `elmo`, `default`, `mask`,
             `sequence_len` (see the class docstring).
         """
-        batch = tf.shape(ids)[0]
+        batch = ops.shape(ids)[0]
         if self.max_batch_size is not None:
-            tf.debugging.assert_less_equal(
-                batch, self.max_batch_size,
-                message=f"{self.name}: the batch has more rows than max_batch_size={self.max_batch_size}; "
-                        "split the batch or raise max_batch_size")
+            self._check_batch(batch)
         inputs = {"token_characters" if self.use_character_inputs else "token_ids": ids}
         for key, _, size in state_keys(self.options):
-            inputs[key] = tf.broadcast_to(tf.convert_to_tensor(self.start_state[key]), [batch, size])
+            inputs[key] = ops.broadcast_to(self.start_state[key], (batch, size))
         # The biLM has no dropout; training only matters for the mix's dropout.
         layers = elmo_outputs(self.network(inputs, training=False), self.options.n_layers)
         lm_embeddings, mask, lengths = (layers[key] for key in ("lm_embeddings", "mask", "lengths"))
         elmo = self.mix(lm_embeddings, mask=mask)
         # Layer norm moves padded positions away from zero; padding stays zero here.
-        elmo = tf.where(mask[..., tf.newaxis], elmo, tf.zeros_like(elmo))
+        elmo = ops.where(ops.expand_dims(mask, -1), elmo, ops.zeros_like(elmo))
         if self.dropout_layer is not None:
             elmo = self.dropout_layer(elmo, training=training)
-        count = tf.cast(tf.maximum(lengths, 1), elmo.dtype)[:, tf.newaxis]
+        count = ops.expand_dims(ops.cast(ops.maximum(lengths, 1), elmo.dtype), -1)
         outputs = {"word_emb": lm_embeddings[:, 0, :, : self.options.projection_dim]}
         for layer, name in enumerate(lstm_output_names(self.options.n_layers), start=1):
             outputs[name] = lm_embeddings[:, layer]
         outputs["elmo"] = elmo
-        outputs["default"] = tf.reduce_sum(elmo, axis=1) / count  # elmo is zero at padding
+        outputs["default"] = ops.sum(elmo, axis=1) / count  # elmo is zero at padding
         outputs["mask"] = mask
         outputs["sequence_len"] = lengths
         return outputs
+
+    def _check_batch(self, batch):
+        """No more rows than `max_batch_size`: at once where the batch is known, else as the graph runs."""
+        message = (f"{self.name}: the batch has more rows than max_batch_size={self.max_batch_size}; "
+                   "split the batch or raise max_batch_size")
+        if isinstance(batch, int):
+            if batch > self.max_batch_size:
+                raise UserError(message)
+        elif on_tensorflow():
+            import tensorflow as tf
+
+            tf.debugging.assert_less_equal(batch, self.max_batch_size, message=message)
 
     def _resolve_input_type(self, inputs):
         return resolve_input_type(self.input_type, inputs, self.use_character_inputs)
@@ -385,3 +394,21 @@ class ELMoEmbedding(keras.layers.Layer):
 _CONFIG_ATTRIBUTES = ("mix_seed", "trainable_mix", "trainable_bilm", "do_layer_norm", "l2_coef", "use_top_only",
                       "dropout", "input_type", "max_batch_size", "n_token_vocab", "vocabulary", "start",
                       "kernel_dtype")
+
+
+def _token_vocab_table(vocabulary):
+    """A token-input layer's in-graph vocabulary (TensorFlow's, for text inputs), or None."""
+    if vocabulary is None:
+        return None
+    require_tensorflow("ELMoEmbedding(vocabulary=...) (text inputs to a token-input biLM)")
+    from bilm.text.graph_batching import token_vocab_table
+
+    return token_vocab_table(vocabulary)
+
+
+def _compiling_with_xla():
+    if not on_tensorflow():
+        return False
+    from bilm.ops.placement import compiling_with_xla
+
+    return compiling_with_xla()

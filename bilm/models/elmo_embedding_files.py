@@ -4,7 +4,6 @@ from bilm.io.formats.weight_file import load_bilm_weights, load_token_embeddings
 from bilm.models.functional_bilm import WEIGHTS_FOLLOW
 from bilm.models.start_state import resolve_start
 from bilm.options import load_options
-from bilm.text.graph_batching import vocabulary_tokens
 
 
 def elmo_embedding_from_files(layer_class, options_file, weight_file, *, embedding_weight_file=None, vocab_file=None,
@@ -40,6 +39,8 @@ def elmo_embedding_from_files(layer_class, options_file, weight_file, *, embeddi
     if not use_character_inputs:
         kwargs["n_token_vocab"] = read_token_embeddings(embedding_weight_file).shape[0] + 1
     if vocab_file is not None:
+        from bilm.text.graph_batching import vocabulary_tokens  # text inputs: TensorFlow's
+
         kwargs["vocabulary"] = vocabulary_tokens(vocab_file)
     with WEIGHTS_FOLLOW.on():  # no random draws: the file sets every weight
         layer = layer_class(options, **kwargs)

@@ -3,7 +3,7 @@ names (TF-Hub's), which are sequences, and their shapes."""
 import os
 
 import keras
-import tensorflow as tf
+from keras import ops
 
 from bilm.errors import UserError
 
@@ -60,11 +60,11 @@ def remove_sentence_boundaries(x, lengths):
         for k < length - 2, zeros beyond.
     """
     inner = x[..., 1:-1, :]
-    positions = tf.range(tf.shape(inner)[-2])
-    keep = positions[tf.newaxis, :] < (lengths - 2)[:, tf.newaxis]
-    keep = tf.reshape(keep, tf.concat([[tf.shape(x)[0]], tf.ones([x.shape.rank - 3], tf.int32),
-                                       tf.shape(keep)[1:], [1]], axis=0))
-    return inner * tf.cast(keep, x.dtype)
+    positions = ops.arange(ops.shape(inner)[-2], dtype="int32")
+    keep = ops.expand_dims(positions, 0) < ops.expand_dims(ops.cast(lengths, "int32") - 2, 1)  # (batch, time - 2)
+    for _ in range(len(x.shape) - 3):  # the axes between batch and time
+        keep = ops.expand_dims(keep, 1)
+    return inner * ops.cast(ops.expand_dims(keep, -1), x.dtype)
 
 
 def elmo_outputs(model_outputs, n_layers):
@@ -79,13 +79,14 @@ def elmo_outputs(model_outputs, n_layers):
         `token_embeddings` `(batch, time, projection_dim)`, with boundaries.
     """
     x = model_outputs["token_embeddings"]
-    layers = [tf.concat([x, x], axis=-1)]
+    layers = [ops.concatenate([x, x], axis=-1)]
     for layer in range(n_layers):
-        layers.append(tf.concat(
+        layers.append(ops.concatenate(
             [model_outputs[f"forward_{layer}"], model_outputs[f"backward_{layer}"]], axis=-1))
-    lengths = tf.cast(model_outputs["lengths"], tf.int32)
-    lm_embeddings = remove_sentence_boundaries(tf.stack(layers, axis=1), lengths)
-    inner_lengths = tf.maximum(lengths - 2, 0)
-    mask = tf.sequence_mask(inner_lengths, tf.shape(lm_embeddings)[2])
+    lengths = ops.cast(model_outputs["lengths"], "int32")
+    lm_embeddings = remove_sentence_boundaries(ops.stack(layers, axis=1), lengths)
+    inner_lengths = ops.maximum(lengths - 2, 0)
+    mask = (ops.expand_dims(ops.arange(ops.shape(lm_embeddings)[2], dtype="int32"), 0)
+            < ops.expand_dims(inner_lengths, 1))
     return {"lm_embeddings": lm_embeddings, "lengths": inner_lengths, "mask": mask,
             "token_embeddings": x}

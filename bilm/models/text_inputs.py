@@ -7,12 +7,12 @@ options have them (`bilm.text.dictionary_ids`); a token-input model's
 become ids of its vocabulary (`TokenBatcher`, `batch_token_ids`).
 """
 import keras
-import tensorflow as tf
+from keras import ops
 
 from bilm.errors import UserError
 from bilm.text.batching import Batcher, check_id_shape
-from bilm.text.dictionary_ids import DictionaryBatcher, batch_dictionary_ids, dictionary_tables
-from bilm.text.graph_batching import batch_char_ids, batch_token_ids, sentences_to_tokens, token_lengths
+from bilm.text.dictionary_ids import DictionaryBatcher
+from bilm.utils.backend import on_tensorflow, require_tensorflow
 
 INPUT_TYPES = ("auto", "tokens", "sentences", "char_ids", "token_ids")
 # The input types that are text (strings), turned into ids inside the graph.
@@ -30,10 +30,12 @@ def batcher_for(options, vocab_file=None):
 
 
 def dictionary_tables_for(options):
-    """The in-graph `DictionaryTables` of a model with its own dictionaries, else None."""
+    """The in-graph `DictionaryTables` of a model with its own dictionaries, else None (TensorFlow's)."""
     cnn = options.char_cnn
     if cnn is None or cnn.characters is None:
         return None
+    from bilm.text.graph_dictionary_ids import dictionary_tables
+
     words = options.word_embedding.dictionary if options.word_embedding is not None else None
     return dictionary_tables(cnn.characters, words, cnn.max_characters_per_token)
 
@@ -51,6 +53,9 @@ def tokens_to_ids(tokens, options, use_character_inputs, tables=None, sequence_l
     Returns:
         int32 `(batch, time + 2, token_id_width)` or `(batch, time + 2)`.
     """
+    from bilm.text.graph_batching import batch_char_ids, batch_token_ids
+    from bilm.text.graph_dictionary_ids import batch_dictionary_ids
+
     if not use_character_inputs:
         return batch_token_ids(tokens, tables, sequence_len)
     if options.char_cnn.characters is not None:
@@ -100,15 +105,18 @@ def inputs_to_ids(inputs, requested_type, options, use_character_inputs, tables=
         int32 `(batch, time + 2, token_id_width)` char ids or `(batch, time
         + 2)` token ids, as the batchers give them.
     """
-    if not isinstance(inputs, tf.Tensor):
-        inputs = tf.convert_to_tensor(inputs)
+    inputs = _as_tensor(inputs)
     input_type = resolve_input_type(requested_type, inputs, use_character_inputs)
-    is_string = inputs.dtype == tf.string
+    dtype = keras.backend.standardize_dtype(inputs.dtype)
+    is_string = dtype == "string"
     if input_type in ("tokens", "sentences"):
+        require_tensorflow(f"{who} given text (strings, split and looked up in the graph)")
+        from bilm.text.graph_batching import sentences_to_tokens
+
         if not is_string:
             raise TypeError(
                 f"{who}: input_type={input_type!r} needs a string tensor (padding ''). "
-                f"Received dtype {inputs.dtype.name}, shape {tuple(inputs.shape)}; integer ids need "
+                f"Received dtype {dtype}, shape {tuple(inputs.shape)}; integer ids need "
                 "input_type='char_ids' (from Batcher) or 'token_ids' (from TokenBatcher).")
         if not use_character_inputs and tables is None:
             raise UserError(
@@ -122,21 +130,32 @@ def inputs_to_ids(inputs, requested_type, options, use_character_inputs, tables=
         return tokens_to_ids(tokens, options, use_character_inputs, tables, sequence_len)
     if sequence_len is not None:
         raise UserError(f"{who}: sequence_len is only for string tokens; ids carry their lengths.")
-    if is_string or not inputs.dtype.is_integer:
+    if is_string or "int" not in dtype:
         raise TypeError(
             f"{who} takes string tokens (batch, time), string sentences (batch,) or integer "
             f"{input_type} from {'Batcher' if input_type == 'char_ids' else 'TokenBatcher'} "
-            f"(input_type={requested_type!r}). Received dtype {inputs.dtype.name}, "
+            f"(input_type={requested_type!r}). Received dtype {dtype}, "
             f"shape {tuple(inputs.shape)}.")
     if (input_type == "char_ids") != use_character_inputs:
         reads, other = ("char_ids", "token_ids") if use_character_inputs else ("token_ids", "char_ids")
         kind = "character" if use_character_inputs else "token-input"
         raise UserError(f"{who}: this is a {kind} biLM; it reads '{reads}', not '{other}'.")
-    if inputs.shape.rank is None:
+    if inputs.shape is None or getattr(inputs.shape, "rank", 0) is None:
         raise UserError(f"{who}: ids of unknown rank; they must be {input_type} as the batchers give them.")
     width = options.token_id_width if use_character_inputs else None
-    check_id_shape(inputs.shape, width, who=f"{who}: {input_type.replace('_', ' ')}")
-    return tf.cast(inputs, tf.int32)
+    check_id_shape(tuple(inputs.shape), width, who=f"{who}: {input_type.replace('_', ' ')}")
+    return ops.cast(inputs, "int32")
+
+
+def _as_tensor(inputs):
+    """`inputs` as a tensor of the backend (strings: TensorFlow's, the only backend with string tensors)."""
+    if on_tensorflow():
+        import tensorflow as tf
+
+        return inputs if isinstance(inputs, tf.Tensor) else tf.convert_to_tensor(inputs)
+    if keras.backend.is_keras_tensor(inputs) or keras.ops.is_tensor(inputs):
+        return inputs
+    return ops.convert_to_tensor(inputs)
 
 
 @keras.saving.register_keras_serializable(package="bilm")
@@ -164,13 +183,18 @@ class TokenMask(keras.layers.Layer):
     def call(self, inputs):
         input_type = resolve_input_type(self.input_type, inputs, self.use_character_inputs)
         if input_type in ("tokens", "sentences"):
+            import tensorflow as tf  # strings are TensorFlow's
+
+            from bilm.text.graph_batching import sentences_to_tokens, token_lengths
+
             tokens = sentences_to_tokens(inputs) if input_type == "sentences" else inputs
             return tf.sequence_mask(token_lengths(tokens), tf.shape(tokens)[1])
-        real = tf.not_equal(inputs, 0)
+        real = ops.not_equal(inputs, 0)
         if input_type == "char_ids":
-            real = tf.reduce_any(real, axis=-1)
-        lengths = tf.maximum(tf.reduce_sum(tf.cast(real, tf.int32), axis=1) - 2, 0)
-        return tf.sequence_mask(lengths, tf.shape(inputs)[1] - 2)
+            real = ops.any(real, axis=-1)
+        lengths = ops.maximum(ops.sum(ops.cast(real, "int32"), axis=1) - 2, 0)
+        positions = ops.arange(ops.shape(inputs)[1] - 2, dtype="int32")
+        return ops.expand_dims(positions, 0) < ops.expand_dims(lengths, 1)
 
     def compute_output_spec(self, inputs):
         input_type = resolve_input_type(self.input_type, inputs, self.use_character_inputs)

@@ -1,39 +1,38 @@
-"""The fast kernels behind the layers, each a plain function of tensors.
+"""The kernels behind the layers, each a plain function of tensors.
+
+The portable ones (`lstm_scan`, `char_convolutions_portable`,
+`kernel_dtypes`) are `keras.ops` and run on every backend; the others are
+TensorFlow's fast paths and training ops, imported only when a name of
+theirs is used (so that `bilm.ops` imports without TensorFlow).
 
 The names below are the public surface of `bilm.ops`; its modules are
 internal and may change.
 """
-from bilm.ops.char_convolutions import max_pooled_char_convolutions
-from bilm.ops.lstm_bptt import lstm_layer_bptt, lstm_recurrence_bptt
-from bilm.ops.lstm_recurrence import lstm_recurrence_packed, lstm_recurrence_xla, packed_steps
-from bilm.ops.matmul_dtype import (
-    BFLOAT16_INFERENCE_TOLERANCE,
-    INT8_INFERENCE_TOLERANCE,
-    KERNEL_DTYPES,
-    MATMUL_DTYPES,
-    kernel_matmul,
-    matmul,
-)
-from bilm.ops.sampled_softmax import full_softmax_loss, log_uniform_candidates, sampled_softmax_loss
-from bilm.ops.scaled_kernel import ScaledKernel, dequantize, quantize_columns
+from bilm.utils.lazy_names import lazy_names
 
-__all__ = [
-    "BFLOAT16_INFERENCE_TOLERANCE",
-    "INT8_INFERENCE_TOLERANCE",
-    "KERNEL_DTYPES",
-    "MATMUL_DTYPES",
-    "ScaledKernel",
-    "dequantize",
-    "full_softmax_loss",
-    "kernel_matmul",
-    "log_uniform_candidates",
-    "lstm_layer_bptt",
-    "lstm_recurrence_bptt",
-    "lstm_recurrence_packed",
-    "lstm_recurrence_xla",
-    "matmul",
-    "max_pooled_char_convolutions",
-    "packed_steps",
-    "quantize_columns",
-    "sampled_softmax_loss",
-]
+_MODULES = {
+    "max_pooled_char_convolutions": "char_convolutions",
+    "portable_char_convolutions": "char_convolutions_portable",
+    "lstm_layer_bptt": "lstm_bptt",
+    "lstm_recurrence_bptt": "lstm_bptt",
+    "lstm_recurrence_packed": "lstm_recurrence",
+    "lstm_recurrence_xla": "lstm_recurrence",
+    "packed_steps": "lstm_recurrence",
+    "lstm_scan": "lstm_scan",
+    "BFLOAT16_INFERENCE_TOLERANCE": "kernel_dtypes",
+    "INT8_INFERENCE_TOLERANCE": "kernel_dtypes",
+    "KERNEL_DTYPES": "kernel_dtypes",
+    "MATMUL_DTYPES": "kernel_dtypes",
+    "kernel_matmul": "matmul_dtype",
+    "matmul": "matmul_dtype",
+    "full_softmax_loss": "sampled_softmax",
+    "log_uniform_candidates": "sampled_softmax",
+    "sampled_softmax_loss": "sampled_softmax",
+    "ScaledKernel": "scaled_kernel",
+    "dequantize": "scaled_kernel",
+    "quantize_columns": "scaled_kernel",
+}
+
+__all__ = sorted(_MODULES)
+
+__getattr__, __dir__ = lazy_names(__name__, _MODULES)

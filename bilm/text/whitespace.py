@@ -12,8 +12,6 @@ SavedModel given raw sentences.
 """
 import sys
 
-import tensorflow as tf
-
 # str.split() without an argument; an alias, so the hot loops pay no extra call.
 split_tokens = str.split
 
@@ -33,6 +31,8 @@ def split_tokens_in_graph(sentences):
         `split_tokens` gives for each sentence decoded from UTF-8 (invalid
         bytes kept as they are).
     """
+    import tensorflow as tf  # the graph's split is TensorFlow's
+
     # Every separator becomes an ASCII space, which tf.strings.split's
     # default (runs of ASCII whitespace, ends dropped) then splits on.
     return tf.strings.split(tf.strings.regex_replace(sentences, _WHITESPACE_RUN, " "))

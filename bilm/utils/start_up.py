@@ -1,6 +1,8 @@
-"""What `import bilm` does before anything else: import TensorFlow, changing nothing process-wide.
+"""What `import bilm` does before anything else: import Keras (and TensorFlow under it), changing nothing process-wide.
 
-In a user's program, `import bilm` imports TensorFlow and Keras and then
+Where Keras runs on another backend (`KERAS_BACKEND=jax` or `torch`,
+`bilm.utils.backend`), TensorFlow is not imported at all: it need not be
+installed. Otherwise, in a user's program, `import bilm` imports TensorFlow and Keras and then
 puts back the environment variables TensorFlow sets while it loads
 (`TF2_BEHAVIOR`, `TPU_ML_PLATFORM`, ...), so that the process's
 environment, file descriptors, signal handlers and logging are as the
@@ -25,6 +27,7 @@ import signal
 import sys
 import threading
 
+from bilm.utils.backend import on_tensorflow
 from bilm.utils.tensorflow_logs import import_tensorflow
 
 COMMAND_VARIABLE = "BILM_COMMAND"
@@ -41,7 +44,8 @@ def is_bilm_command():
 
 
 def start_up():
-    """Imports TensorFlow and Keras for `bilm/__init__.py`: as a command starts, or as a library."""
+    """Imports Keras (on TensorFlow: TensorFlow first) for `bilm/__init__.py`: as a command starts, or as a
+    library."""
     if is_bilm_command():
         _start_command()
     else:
@@ -57,7 +61,8 @@ def _start_command():
             signal.signal(signum, _stop_while_starting)
     _state["importing"] = True
     try:
-        import_tensorflow(filter_load_logs=True)
+        if on_tensorflow():
+            import_tensorflow(filter_load_logs=True)
         import keras  # noqa: F401
     except StoppedWhileStarting as stopped:
         # Said here, once standard error is the process's own again (import_tensorflow's redirect).
@@ -87,11 +92,13 @@ def _say_stopped(signum):
 
 
 def _import_leaving_environment():
-    if "tensorflow" in sys.modules and "keras" in sys.modules:
+    tensorflow = on_tensorflow()
+    if "keras" in sys.modules and ("tensorflow" in sys.modules or not tensorflow):
         return
     before = dict(os.environ)
     try:
-        import_tensorflow()
+        if tensorflow:
+            import_tensorflow()
         import keras  # noqa: F401
     finally:
         for name in set(os.environ) - set(before):

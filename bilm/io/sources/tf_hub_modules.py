@@ -21,10 +21,10 @@ connections, relu, 50 characters per token.
 import os
 
 import numpy as np
-import tensorflow as tf
 
 from bilm.io.formats.weight_file import SCALAR_MIX_GROUP
 from bilm.io.sources.model_cache import ModelFileError
+from bilm.utils.backend import require_tensorflow
 
 SCOPE = "bilm/"
 CHECKPOINT_PREFIX = os.path.join("variables", "variables")
@@ -49,6 +49,9 @@ def is_elmo_module(directory):
     prefix = os.path.join(os.fspath(directory), CHECKPOINT_PREFIX)
     if not os.path.isfile(prefix + ".index"):
         return False
+    require_tensorflow(f"Reading the TF-Hub module {os.fspath(directory)} (a TensorFlow checkpoint)")
+    import tensorflow as tf
+
     try:
         return SCOPE + "CNN/W_cnn_0" in tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
     except (tf.errors.OpError, ValueError):
@@ -67,6 +70,9 @@ def read_tf_hub_module(directory):
             are not those of one biLM (naming what is missing or wrong).
     """
     prefix = os.path.join(os.fspath(directory), CHECKPOINT_PREFIX)
+    require_tensorflow(f"Reading the TF-Hub module {os.fspath(directory)} (a TensorFlow checkpoint)")
+    import tensorflow as tf
+
     try:
         reader = tf.train.load_checkpoint(prefix)
     except (tf.errors.OpError, ValueError) as error:

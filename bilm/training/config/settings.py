@@ -10,7 +10,7 @@ import json
 import warnings
 from typing import Optional, Union
 
-from bilm.ops.matmul_dtype import check_matmul_dtype
+from bilm.ops.kernel_dtypes import check_matmul_dtype
 from bilm.optimizers import optimizer_class
 from bilm.options import OptionsError, load_options
 from bilm.options.keys import BOTH, REQUIRED, TRAINING, keys_in, option_key, sections

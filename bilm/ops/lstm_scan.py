@@ -1,0 +1,111 @@
+"""The projected LSTM over a sequence in `keras.ops`: the portable recurrence, on every backend.
+
+The same arithmetic as TensorFlow's fast paths (`bilm.ops.lstm_recurrence`,
+`bilm.ops.lstm_bptt`) and the original's TF1 `LSTMCell`: gates `i, j, f, o`
+with the forget bias 1.0 added at run time, the cell and the projection
+clipped. The loop is `keras.ops.scan` over fixed shapes, so JAX compiles
+and differentiates it whole; steps at or beyond a row's length leave its
+state unchanged and output zeros.
+"""
+import keras
+from keras import ops
+
+
+def lstm_scan(inputs, lengths, initial_c, initial_h, input_kernel, recurrent_kernel, bias,
+              projection_kernel=None, cell_clip=None, proj_clip=None, go_backwards=False, token_index=None):
+    """Runs one LSTM layer over whole sequences.
+
+    Args:
+        inputs: float32 `(batch, time, input_dim)`; with `token_index`,
+            `(1, n_distinct, input_dim)`, the distinct rows that row b reads
+            at step t as `inputs[0, token_index[b, t]]`.
+        lengths: int `(batch,)`, each row's number of valid steps.
+        initial_c, initial_h: float32 `(batch, units)`, `(batch, output_dim)`.
+        input_kernel: `(input_dim, 4 * units)`; recurrent_kernel:
+            `(output_dim, 4 * units)`; bias: `(4 * units,)`;
+            projection_kernel: `(units, output_dim)` or None (then
+            `output_dim == units`). Kernels of another float dtype
+            (bfloat16) are widened to float32: the products are float32.
+        cell_clip, proj_clip: Python floats or None.
+        go_backwards: read each row right to left within its own length;
+            the outputs come back in input order.
+        token_index: optional int `(batch, time)`, see `inputs`.
+
+    Returns:
+        `(outputs, final_c, final_h)`: float32 `(batch, time, output_dim)`
+        (zeros beyond each row's length), `(batch, units)`,
+        `(batch, output_dim)`, the state after each row's last valid step.
+    """
+    input_kernel, recurrent_kernel, bias = (_float32(k) for k in (input_kernel, recurrent_kernel, bias))
+    projection_kernel = None if projection_kernel is None else _float32(projection_kernel)
+    lengths = ops.cast(lengths, "int32")
+    positions = token_index if token_index is not None else inputs
+    time = ops.shape(positions)[1]
+    steps = ops.arange(time, dtype="int32")
+    valid = ops.expand_dims(steps, 0) < ops.expand_dims(lengths, 1)  # (batch, time)
+    # Within its length a backward row reads position length - 1 - t at step t; an involution.
+    order = ops.where(valid, ops.expand_dims(lengths, 1) - 1 - ops.expand_dims(steps, 0),
+                      ops.expand_dims(steps, 0)) if go_backwards else None
+    if token_index is not None:
+        index = ops.cast(token_index, "int32")
+        if order is not None:
+            index = ops.take_along_axis(index, order, axis=1)
+        distinct_gates = ops.matmul(inputs[0], input_kernel) + bias  # (n_distinct, 4 * units)
+        gates_tm = ops.take(distinct_gates, ops.transpose(index), axis=0)  # (time, batch, 4 * units)
+    else:
+        if order is not None:
+            inputs = _take_rows(inputs, order)
+        gates_tm = ops.matmul(ops.transpose(inputs, (1, 0, 2)), input_kernel) + bias
+    valid_tm = ops.expand_dims(ops.transpose(valid), -1)  # (time, batch, 1)
+
+    units = ops.shape(initial_c)[-1]
+
+    # One carry tensor, [c, h]: TensorFlow's `keras.ops.scan` takes no carry of several shapes.
+    def step(state, step_inputs):
+        c, h = state[:, :units], state[:, units:]
+        gates, step_valid = step_inputs
+        zi, zj, zf, zo = ops.split(gates + ops.matmul(h, recurrent_kernel), 4, axis=-1)
+        new_c = ops.sigmoid(zf + 1.0) * c + ops.sigmoid(zi) * ops.tanh(zj)
+        if cell_clip is not None:
+            new_c = ops.clip(new_c, -cell_clip, cell_clip)
+        new_h = ops.sigmoid(zo) * ops.tanh(new_c)
+        if projection_kernel is not None:
+            new_h = ops.matmul(new_h, projection_kernel)
+            if proj_clip is not None:
+                new_h = ops.clip(new_h, -proj_clip, proj_clip)
+        state = ops.where(step_valid, ops.concatenate([new_c, new_h], axis=-1), state)
+        return state, ops.where(step_valid, new_h, ops.zeros_like(new_h))
+
+    initial = ops.concatenate([ops.cast(initial_c, "float32"), ops.cast(initial_h, "float32")], axis=-1)
+    final, outputs_tm = _scan(step, initial, (gates_tm, valid_tm), ops.shape(initial_h)[-1])
+    final_c, final_h = final[:, :units], final[:, units:]
+    outputs = ops.transpose(outputs_tm, (1, 0, 2))
+    if order is not None:
+        outputs = _take_rows(outputs, order)
+    return outputs, final_c, final_h
+
+
+def _scan(step, initial, xs, output_width):
+    """`keras.ops.scan(step, initial, xs)` for a carry `(batch, n)` and outputs `(batch, output_width)`.
+
+    Keras's TensorFlow scan wants every output shaped as the carry: there
+    each output rides at the end of a carry-shaped row."""
+    if keras.backend.backend() != "tensorflow":
+        return ops.scan(step, initial, xs)
+
+    def padded_step(state, step_inputs):
+        state, output = step(state, step_inputs)
+        return state, ops.concatenate([ops.zeros_like(state[:, :-output_width]), output], axis=-1)
+
+    final, padded = ops.scan(padded_step, initial, xs)
+    return final, padded[..., -output_width:]
+
+
+def _float32(kernel):
+    return kernel if keras.backend.standardize_dtype(kernel.dtype) == "float32" else ops.cast(kernel, "float32")
+
+
+def _take_rows(x, order):
+    """`x[b, order[b, t]]` for `x` `(batch, time, n)` and int `order` `(batch, time)`."""
+    index = ops.broadcast_to(ops.expand_dims(order, -1), ops.shape(x))
+    return ops.take_along_axis(x, index, axis=1)

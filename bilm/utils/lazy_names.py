@@ -1,0 +1,18 @@
+"""A package's public names, each imported from its module when first used (PEP 562)."""
+import importlib
+
+
+def lazy_names(package, modules):
+    """`(__getattr__, __dir__)` for the package named `package` whose public names are the keys of `modules`
+    (`{name: module under the package}`): a name's module is imported when the name is first read, so that
+    importing the package imports none of them (TensorFlow's fast paths stay unloaded on other backends)."""
+
+    def __getattr__(name):
+        if name not in modules:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        return getattr(importlib.import_module(f"{package}.{modules[name]}"), name)
+
+    def __dir__():
+        return sorted(modules)
+
+    return __getattr__, __dir__
