@@ -7,6 +7,10 @@ import os
 
 os.environ.setdefault("BILM_COMMAND", "1")  # before bilm loads: a command's quiet start (bilm.utils.start_up)
 
+from bilm.commands import exit_unless_tensorflow  # noqa: E402
+
+exit_unless_tensorflow("Evaluating a checkpoint (bin/run_test.py)")  # training is TensorFlow's for now
+
 from bilm.commands import (  # noqa: E402
     ScriptArgumentParser,
     add_tf32_argument,
@@ -15,10 +19,7 @@ from bilm.commands import (  # noqa: E402
     positive_int,
     set_numerics,
 )
-from bilm.training import (
-    EVALUATION_STARTS,  # noqa: E402
-    evaluate_from_files,  # noqa: E402
-)
+from bilm.training import EVALUATION_STARTS, evaluate_from_files  # noqa: E402
 
 
 def main(argv=None):

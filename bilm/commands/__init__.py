@@ -30,6 +30,7 @@ _MODULES = {
     "restart_command": "training_arguments",
     "train_from_args": "training_arguments",
     "exit_on_user_error": "user_errors",
+    "exit_unless_tensorflow": "user_errors",
 }
 
 __all__ = sorted(_MODULES)

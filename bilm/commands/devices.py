@@ -1,4 +1,4 @@
-"""Where a `bin/` script runs, and the float32 arithmetic it asks of TensorFlow there.
+"""Where a `bin/` script runs, and the float32 arithmetic it asks of its Keras backend there.
 
 A script is the user's process, so it, not the library, sets TensorFlow's
 process-wide switches (`set_numerics`):
@@ -18,10 +18,15 @@ Each script then prints one line on standard error (`announce_devices`):
 or `bilm: running on CPU (no GPU visible to TensorFlow)`, and a `Warning:`
 line where --n_gpus asked for a GPU that TensorFlow does not see (the
 scripts set TF_CPP_MIN_LOG_LEVEL=3, which hides TensorFlow's own reason).
+
+On JAX and PyTorch (`KERAS_BACKEND`) the same switches are theirs: JAX's
+default float32 matmul precision ("highest" unless --tf32), PyTorch's
+`allow_tf32` flags; the line names the backend's devices
+(`bilm: running on jax cuda:0 (NVIDIA H100 80GB HBM3)`).
 """
 import sys
 
-import tensorflow as tf
+from bilm.utils.backend import configured_backend
 
 TF32_HELP = ("Let float32 matmuls and convolutions run in TensorFloat-32 on an NVIDIA GPU of the Ampere "
              "generation or later: faster, with their inputs rounded to a 10-bit mantissa. Without it bilm "
@@ -36,6 +41,22 @@ def add_tf32_argument(parser):
 def set_numerics(tf32=False, deterministic=False):
     """Turns TensorFloat-32 on or off (`tf32`), and with `deterministic` TensorFlow's op determinism where a GPU is
     visible; returns whether op determinism was turned on. Process-wide: for scripts, not for a library."""
+    backend = configured_backend()
+    if backend == "jax":
+        import jax
+
+        jax.config.update("jax_default_matmul_precision", "tensorfloat32" if tf32 else "highest")
+        return False
+    if backend == "torch":
+        import torch
+
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = tf32
+        if deterministic and torch.cuda.is_available():
+            torch.use_deterministic_algorithms(True, warn_only=True)
+            return True
+        return False
+    import tensorflow as tf
+
     tf.config.experimental.enable_tensor_float_32_execution(tf32)
     if deterministic and tf.config.list_physical_devices("GPU"):
         tf.config.experimental.enable_op_determinism()
@@ -46,6 +67,22 @@ def set_numerics(tf32=False, deterministic=False):
 def describe_devices():
     """The line that says where TensorFlow runs: each GPU it sees, with its name and compute capability, then
     the CPU."""
+    backend = configured_backend()
+    if backend == "jax":
+        import jax
+
+        devices = [f"{d.platform}:{d.id}" + (f" ({d.device_kind})" if d.platform != "cpu" else "")
+                   for d in jax.devices()]
+        return f"bilm: running on jax {', '.join(devices)}"
+    if backend == "torch":
+        import torch
+
+        if not torch.cuda.is_available():
+            return "bilm: running on torch CPU (no GPU visible to PyTorch)"
+        gpus = [f"cuda:{i} ({torch.cuda.get_device_name(i)})" for i in range(torch.cuda.device_count())]
+        return f"bilm: running on torch {', '.join(gpus)}, CPU"
+    import tensorflow as tf
+
     gpus = tf.config.list_logical_devices("GPU")
     if not gpus:
         return "bilm: running on CPU (no GPU visible to TensorFlow)"
@@ -58,6 +95,8 @@ def describe_devices():
 
 def _details(physical_device):
     """` (name, compute capability X.Y)` of a physical GPU, as much of it as TensorFlow reports."""
+    import tensorflow as tf
+
     try:
         details = tf.config.experimental.get_device_details(physical_device)
     except (ValueError, tf.errors.OpError):
@@ -72,8 +111,12 @@ def _details(physical_device):
 
 def missing_gpus_warning(n_gpus):
     """The `Warning:` line for `--n_gpus n_gpus` when TensorFlow sees no GPU, else None. (Fewer GPUs than asked,
-    but some, is `make_strategy`'s error.)"""
-    if not n_gpus or tf.config.list_logical_devices("GPU"):
+    but some, is `make_strategy`'s error.) None on other backends (training is TensorFlow's)."""
+    if not n_gpus or configured_backend() != "tensorflow":
+        return None
+    import tensorflow as tf
+
+    if tf.config.list_logical_devices("GPU"):
         return None
     asked = "a GPU" if n_gpus == 1 else f"{n_gpus} GPUs"
     if tf.test.is_built_with_cuda():

@@ -7,11 +7,21 @@ import warnings
 
 from bilm.errors import UserError
 from bilm.training.run.stop_signals import TrainingInterrupted
+from bilm.utils.backend import require_tensorflow
 
 # bilm's own errors for input the user can fix (bad options, vocabularies,
 # weight files, checkpoints, data, output paths, a loss that turned NaN),
 # and files that do not exist. Anything else is a bug and keeps its traceback.
 USER_ERRORS = (UserError, FileNotFoundError)
+
+
+def exit_unless_tensorflow(what):
+    """Ends a script that needs TensorFlow (`what` it does) with one `Error:` line and exit status 1 when Keras
+    runs on another backend; call it before importing what needs TensorFlow."""
+    try:
+        require_tensorflow(what)
+    except UserError as error:
+        sys.exit(f"Error: {error}")
 
 
 @contextlib.contextmanager

@@ -8,41 +8,44 @@ The names below are the public surface of `bilm.training`; its modules are
 internal and may change. `test` and `test_from_files` are deprecated
 aliases of `evaluate` and `evaluate_from_files` (pytest collects a test
 module's names that start with "test").
-"""
-from bilm.training.convert.tf1_checkpoint import convert_tf1_checkpoint
-from bilm.training.convert.weight_export import dump_weights
-from bilm.training.data.lm_dataset import BidirectionalLMDataset, LMDataset, load_vocab
-from bilm.training.data.sample_corpus import write_sample_corpus
-from bilm.training.data.vocab_builder import build_vocab
-from bilm.training.model.adaptation import AdaptationError
-from bilm.training.model.softmax_init import DEFAULT_SOFTMAX_INIT, SOFTMAX_INITS
-from bilm.training.quickstart import run_quickstart
-from bilm.training.run.checkpoints import CheckpointError, load_options_latest_checkpoint
-from bilm.training.run.evaluation import EVALUATION_STARTS, evaluate, test
-from bilm.training.run.from_files import evaluate_from_files, test_from_files, train_from_files
-from bilm.training.run.loop import NonFiniteLossError, TrainingInterrupted, train
 
-__all__ = [
-    "DEFAULT_SOFTMAX_INIT",
-    "EVALUATION_STARTS",
-    "SOFTMAX_INITS",
-    "AdaptationError",
-    "BidirectionalLMDataset",
-    "CheckpointError",
-    "LMDataset",
+Each name is imported when first used. Training runs on TensorFlow (for
+now): on another Keras backend the names that need it say so in one line;
+the vocabulary builder and the sample corpus run anywhere.
+"""
+from bilm.utils.lazy_names import lazy_names
+
+_MODULES = {
+    "AdaptationError": "model.adaptation",
+    "BidirectionalLMDataset": "data.lm_dataset",
+    "CheckpointError": "run.checkpoints",
+    "DEFAULT_SOFTMAX_INIT": "model.softmax_init",
+    "EVALUATION_STARTS": "run.evaluation",
+    "LMDataset": "data.lm_dataset",
+    "NonFiniteLossError": "run.loop",
+    "SOFTMAX_INITS": "model.softmax_init",
+    "TrainingInterrupted": "run.loop",
+    "build_vocab": "data.vocab_builder",
+    "convert_tf1_checkpoint": "convert.tf1_checkpoint",
+    "dump_weights": "convert.weight_export",
+    "evaluate": "run.evaluation",
+    "evaluate_from_files": "run.from_files",
+    "load_options_latest_checkpoint": "run.checkpoints",
+    "load_vocab": "data.lm_dataset",
+    "run_quickstart": "quickstart",
+    "test": "run.evaluation",
+    "test_from_files": "run.from_files",
+    "train": "run.loop",
+    "train_from_files": "run.from_files",
+    "write_sample_corpus": "data.sample_corpus",
+}
+
+__all__ = sorted(_MODULES)
+
+__getattr__, __dir__ = lazy_names(__name__, _MODULES, tensorflow_only=set(_MODULES) - {
     "NonFiniteLossError",
     "TrainingInterrupted",
     "build_vocab",
-    "convert_tf1_checkpoint",
-    "dump_weights",
-    "evaluate",
-    "evaluate_from_files",
-    "load_options_latest_checkpoint",
     "load_vocab",
-    "run_quickstart",
-    "test",
-    "test_from_files",
-    "train",
-    "train_from_files",
     "write_sample_corpus",
-]
+})

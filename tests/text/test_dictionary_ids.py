@@ -3,13 +3,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bilm.text.dictionary_ids import (
-    CharacterDictionary,
-    DictionaryBatcher,
-    WordDictionary,
-    batch_dictionary_ids,
-    dictionary_tables,
-)
+from bilm.text.dictionary_ids import CharacterDictionary, DictionaryBatcher, WordDictionary
+from bilm.text.graph_dictionary_ids import batch_dictionary_ids, dictionary_tables
 
 CHARACTERS = CharacterDictionary(ids={"a": 0, "b": 1, "中": 2, "<x>": 3, "\u3000": 10}, begin_of_word=4,
                                  end_of_word=5, padding=6, unknown=7, sentence_start=8, sentence_end=9,
