@@ -45,6 +45,8 @@ def inference_call(network, tensorflow_signature=None):
         import torch
 
         def run_eagerly(inputs):
+            # Keras on PyTorch takes no mix of NumPy arrays and tensors in one call.
+            inputs = {key: keras.ops.convert_to_tensor(value) for key, value in inputs.items()}
             with torch.no_grad():
                 return network(inputs, training=False)
 
