@@ -20,7 +20,8 @@ from bilm.text import Batcher, TokenBatcher, UnicodeCharsVocabulary, Vocabulary
 from bilm.utils.lazy_names import lazy_names
 
 # TensorFlow's alone, imported when first used: `import bilm` runs on every Keras backend.
-__getattr__, _ = lazy_names("bilm.export", {"export_saved_model": "saved_model"})
+__getattr__, _ = lazy_names("bilm.export", {"export_saved_model": "saved_model"},
+                            tensorflow_only={"export_saved_model"})
 
 __all__ = [
     "Batcher",

@@ -17,4 +17,4 @@ _MODULES = {
 
 __all__ = sorted(_MODULES)
 
-__getattr__, __dir__ = lazy_names(__name__, _MODULES)
+__getattr__, __dir__ = lazy_names(__name__, _MODULES, tensorflow_only={"export_layer", "export_saved_model"})

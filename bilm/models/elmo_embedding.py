@@ -257,6 +257,11 @@ class ELMoEmbedding(keras.layers.Layer):
             self.mix.build((None, self.options.n_layers + 1, None, 2 * self.options.projection_dim))
         self.built = True
 
+    def __call__(self, inputs, *args, **kwargs):
+        if not on_tensorflow() and _is_text(inputs):  # before Keras converts them to a backend's tensor
+            require_tensorflow(f"{self.name} given text (strings; give ids from bilm.Batcher instead)")
+        return super().__call__(inputs, *args, **kwargs)
+
     def call(self, inputs, training=None):
         if self._note_input_type(inputs) in TEXT_INPUT_TYPES and _compiling_with_xla():
             raise UserError(
@@ -412,3 +417,10 @@ def _compiling_with_xla():
     from bilm.ops.placement import compiling_with_xla
 
     return compiling_with_xla()
+
+
+def _is_text(inputs):
+    """Whether `inputs` (NumPy, a list, a tensor) hold strings."""
+    if isinstance(inputs, (list, tuple, np.ndarray, str, bytes)):
+        return np.asarray(inputs).dtype.kind in "USO"
+    return keras.backend.standardize_dtype(getattr(inputs, "dtype", "float32")) == "string"

@@ -1,0 +1,99 @@
+"""`ELMoEmbedding` inside a Keras model on every backend: a small tagger (ids in) trains to the same loss curve on
+TensorFlow, JAX and PyTorch (the last two without TensorFlow), and its `.keras` file loads back to the same
+predictions; what only TensorFlow does says so in one line elsewhere."""
+import json
+
+import numpy as np
+import pytest
+
+import numpy_reference as R
+from backend_processes import BACKENDS, json_result, run_on_backend
+
+SENTENCES = [["The", "cat", "sat", "."], ["Hi"], ["a", "b", "a", "b", "a"], ["naïve", "中文"]]
+
+TAGGER = '''
+import json, sys
+import numpy as np
+import keras
+import bilm
+
+folder = sys.argv[1]
+backend = keras.backend.backend()
+data = np.load(folder + "/data.npz")
+layer = bilm.ELMoEmbedding.from_files(folder + "/options.json", folder + "/weights.hdf5", start="zeros")
+ids = keras.Input(shape=(None, 7), dtype="int32")
+tagger = keras.layers.Dense(3, activation="softmax", name="tags")
+model = keras.Model(ids, tagger(layer(ids)))
+tagger.set_weights([data["kernel"], data["bias"]])  # the same start on every backend
+model.compile(optimizer=keras.optimizers.SGD(0.5), loss="sparse_categorical_crossentropy")
+history = model.fit(data["ids"], data["tags"], epochs=6, batch_size=len(data["ids"]), shuffle=False, verbose=0)
+path = folder + f"/tagger-{backend}.keras"
+model.save(path)
+loaded = keras.models.load_model(path)
+before, after = (keras.ops.convert_to_numpy(m.predict(data["ids"], verbose=0)) for m in (model, loaded))
+print(json.dumps({"losses": [float(x) for x in history.history["loss"]],
+                  "reloaded_deviation": float(np.abs(before - after).max()),
+                  "mix_weights": [float(x) for x in keras.ops.convert_to_numpy(layer.mix.W)],
+                  "tensorflow_imported": "tensorflow" in sys.modules}))
+'''
+
+
+@pytest.fixture(scope="module")
+def tagger_data(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("tagger")
+    options = R.make_options()
+    (folder / "options.json").write_text(json.dumps(options))
+    R.write_random_weights(str(folder / "weights.hdf5"), options, seed=4)
+    ids = R.char_ids(SENTENCES, 7)
+    rng = np.random.default_rng(5)
+    tags = rng.integers(0, 3, size=(len(SENTENCES), ids.shape[1] - 2))
+    np.savez(folder / "data.npz", ids=ids, tags=tags, kernel=rng.normal(0, 0.3, (12, 3)).astype(np.float32),
+             bias=np.zeros(3, np.float32))
+    return folder
+
+
+@pytest.mark.slow
+def test_a_tagger_trains_alike_and_reloads_on_every_backend(tagger_data):
+    reports = {backend: json_result(run_on_backend(backend, TAGGER, tagger_data)) for backend in BACKENDS}
+    reference = reports["tensorflow"]["losses"]
+    assert reference[-1] < reference[0] * 0.9  # it learns
+    for backend, report in reports.items():
+        np.testing.assert_allclose(report["losses"], reference, rtol=1e-4, err_msg=backend)
+        np.testing.assert_allclose(report["mix_weights"], reports["tensorflow"]["mix_weights"], atol=1e-4)
+        assert report["reloaded_deviation"] < 1e-6, backend
+        assert report["tensorflow_imported"] == (backend == "tensorflow")
+
+
+NEEDS_TENSORFLOW = '''
+import json, sys
+import bilm
+from bilm.errors import UserError
+
+folder = sys.argv[1]
+messages = {}
+layer = bilm.ELMoEmbedding.from_files(folder + "/options.json", folder + "/weights.hdf5", start="zeros")
+attempts = {
+    "export_saved_model": lambda: bilm.export_saved_model(folder + "/options.json", folder + "/weights.hdf5",
+                                                          folder + "/saved"),
+    "text inputs": lambda: layer(__import__("numpy").array([["a", "b"]])),
+    "training": lambda: bilm.training.train,
+    "int8 kernels": lambda: bilm.BidirectionalLanguageModel(folder + "/options.json", folder + "/weights.hdf5",
+                                                            kernel_dtype="int8"),
+}
+import bilm.training
+for name, attempt in attempts.items():
+    try:
+        attempt()
+        messages[name] = None
+    except UserError as error:
+        messages[name] = str(error)
+print(json.dumps(messages))
+'''
+
+
+@pytest.mark.parametrize("backend", ["jax", "torch"])
+def test_what_needs_tensorflow_says_so_in_one_line(tagger_data, backend):
+    messages = json_result(run_on_backend(backend, NEEDS_TENSORFLOW, tagger_data))
+    for name, message in messages.items():
+        assert message is not None, f"{name} ran on {backend}"
+        assert "needs TensorFlow" in message and f"KERAS_BACKEND={backend}" in message and "\n" not in message
