@@ -1,7 +1,7 @@
 """Dropout whose mask is a pure function of a seed input."""
 import keras
 
-from bilm.utils.backend import require_tensorflow
+from bilm.utils.backend import configured_backend, require_tensorflow
 
 
 @keras.saving.register_keras_serializable(package="bilm")
@@ -11,7 +11,8 @@ class StatelessDropout(keras.layers.Layer):
     Training passes a fresh seed per step (and per replica), so the masks
     are reproducible after a restart and differ between replicas, with no
     random state to checkpoint or synchronise. The masks are TensorFlow's
-    stateless dropout's, compiled with XLA or not (`bilm.ops.stateless_random`).
+    stateless dropout's, compiled with XLA or not (`bilm.ops.stateless_random`);
+    on JAX, JAX's from the same seed (`bilm.ops.jax_random`).
 
     Args:
         rate: fraction of units dropped.
@@ -32,7 +33,11 @@ class StatelessDropout(keras.layers.Layer):
     def call(self, inputs, seed, training=None):
         if not training or self.rate == 0.0:
             return inputs
-        require_tensorflow("dropout in training (bilm's stateless masks)")
+        if configured_backend() == "jax":
+            from bilm.ops import jax_random
+
+            return jax_random.dropout(inputs, self.rate, jax_random.fold_in(seed, self.site))
+        require_tensorflow("dropout in training (bilm's stateless masks; on TensorFlow or JAX)")
         import tensorflow as tf
 
         from bilm.ops import stateless_random

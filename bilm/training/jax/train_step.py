@@ -1,0 +1,196 @@
+"""The biLM's training step on JAX: forward and backward pass, sampled softmax, clipping, the optimizer's
+update and the new LSTM states, compiled as one XLA program (`jax.jit`).
+
+It computes what `bilm.training.run.train_step.TrainStep` computes with
+TensorFlow (one replica): the network of `build_bilm(layout="training")`
+(Keras 3 on JAX, `stateless_call`), dropout on each LSTM layer's input and
+on each direction's top output, bilm-tf's sampled softmax with its
+log-uniform sampler (`bilm.training.jax.sampled_softmax`), the gradient of
+`loss * unroll_steps` clipped to the global norm `all_clip_norm_val`, and
+Adagrad or Adam (`bilm.training.jax.optimizers`) with row-sparse updates of
+the softmax table and biases. A step whose loss or norm is not finite
+changes nothing. The random numbers are JAX's from the step's seed, so a
+step is a pure function of its inputs: a restart repeats it exactly (but
+its dropout masks and negatives are not TensorFlow's).
+
+Needs Keras on JAX (`KERAS_BACKEND=jax`).
+"""
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from bilm.errors import UserError
+from bilm.layers.stateless_dropout import dropout_site
+from bilm.models.functional_bilm import DIRECTIONS, build_bilm, state_keys
+from bilm.ops import jax_random
+from bilm.training.jax import optimizers
+from bilm.training.jax.sampled_softmax import full_softmax_loss, log_uniform_candidates, sampled_softmax_loss
+from bilm.utils.backend import configured_backend
+
+# Folded into the step's seed (plus the direction index) for the negative samples, as on TensorFlow.
+SAMPLER_SITE = 1 << 20
+SUFFIXES = {"forward": "", "backward": "_reverse"}
+
+
+class JaxTrainStep:
+    """The training step of one biLM, and the state it steps.
+
+    Args:
+        options: `BiLMOptions` of a training model (char inputs: 261 rows).
+        settings: `TrainingSettings`.
+        seed: int, the run's seed: step `s` draws from `(seed, s)`.
+
+    The state (`initial_state`) is a dict of arrays, what a checkpoint
+    holds: `"bilm"` (the network's trainable weights, in its order),
+    `"non_trainable"`, `"softmax"` (`{"W", "b"}`), `"optimizer"` and
+    `"lstm"` (`{state key: (batch_size, size)}`, carried between steps).
+    """
+
+    def __init__(self, options, settings, seed=0):
+        if configured_backend() != "jax":
+            raise UserError("JaxTrainStep needs Keras on JAX (KERAS_BACKEND=jax).")
+        if settings.share_embedding_softmax:
+            raise UserError("share_embedding_softmax is not trained on JAX yet; set it to false.")
+        self.options = options
+        self.settings = settings
+        self.seed = int(seed)
+        self.use_character_inputs = options.char_cnn is not None
+        self.directions = DIRECTIONS[: 2 if settings.bidirectional else 1]
+        self.input_key = "token_characters" if self.use_character_inputs else "token_ids"
+        self.network = build_bilm(
+            options, n_token_vocab=None if self.use_character_inputs else settings.n_tokens_vocab,
+            bidirectional=settings.bidirectional, dropout=settings.dropout, layout="training",
+            training_matmul_dtype=settings.matmul_dtype, name="bilm")
+        self.state_keys = state_keys(options, settings.bidirectional)
+        self.names = [v.path for v in self.network.trainable_variables]
+        self._steps = {warmup: jax.jit(lambda state, batch, step, warmup=warmup: self._step(state, batch, step,
+                                                                                               warmup),
+                                       donate_argnums=0)
+                       for warmup in (False, True)}
+
+    def initial_state(self, softmax_seed=0):
+        """The state before the first step: the network's current weights, a softmax drawn from
+        N(0, 1/sqrt(projection_dim)) (`softmax_seed`), the optimizer's start and zero LSTM states."""
+        settings, dim = self.settings, self.options.projection_dim
+        rng = np.random.default_rng(softmax_seed)
+        softmax = {"W": jnp.asarray(rng.normal(0.0, 1.0 / math.sqrt(dim), (settings.n_tokens_vocab, dim)),
+                                    jnp.float32),
+                   "b": jnp.zeros((settings.n_tokens_vocab,), jnp.float32)}
+        bilm = [jnp.asarray(v.value) for v in self.network.trainable_variables]
+        return {"bilm": bilm, "non_trainable": [jnp.asarray(v.value) for v in self.network.non_trainable_variables],
+                "softmax": softmax,
+                "optimizer": optimizers.initial_state(settings.optimizer, self._parameters(bilm, softmax)),
+                "lstm": {key: jnp.zeros((settings.batch_size, size), jnp.float32) for key, _, size in
+                         self.state_keys}}
+
+    def __call__(self, state, batch, step):
+        """`(new state, {"loss", "norm", "forward"[, "backward"]})` of step number `step` (an int) over
+        `batch` (the data pipeline's dict of int32 arrays); `state` is consumed (its buffers are reused)."""
+        warmup = step < self.settings.softmax_warmup_steps
+        batch = {key: jnp.asarray(batch[key]) for key in self.batch_keys()}
+        return self._steps[warmup](state, batch, jnp.asarray(step, jnp.int32))
+
+    def batch_keys(self):
+        """The keys of a data batch that a step reads."""
+        keys = [self.input_key, "next_token_id"]
+        if "backward" in self.directions:
+            keys += [key + "_reverse" for key in keys]
+        return keys
+
+    def write_weights(self, state):
+        """Sets the Keras network's variables to the state's weights (before saving them to a file)."""
+        for variable, value in zip(self.network.trainable_variables, state["bilm"]):
+            variable.assign(value)
+        for variable, value in zip(self.network.non_trainable_variables, state["non_trainable"]):
+            variable.assign(value)
+
+    # === The step ===
+
+    def _parameters(self, bilm, softmax):
+        return {**dict(zip(self.names, bilm)), "softmax/W": softmax["W"], "softmax/b": softmax["b"]}
+
+    def _step(self, state, batch, step, warmup):
+        settings = self.settings
+        seed = jax_random.fold_in(jnp.stack([jnp.uint32(self.seed), step.astype(jnp.uint32)]), 0)
+        tops_of = self._tops_function(state["non_trainable"], batch, state["lstm"], seed)
+        labels = {d: batch["next_token_id" + SUFFIXES[d]].reshape(-1) for d in self.directions}
+        softmax = state["softmax"]
+        if settings.sample_softmax:
+            candidates = {d: log_uniform_candidates(labels[d], settings.n_negative_samples_batch,
+                                                    settings.n_tokens_vocab,
+                                                    jax_random.key(jax_random.fold_in(seed, SAMPLER_SITE + i)))
+                          for i, d in enumerate(self.directions)}
+            ids = {d: jnp.concatenate([labels[d], candidates[d][0]]) for d in self.directions}
+            differentiated = {"W": {d: softmax["W"][ids[d]] for d in self.directions},
+                              "b": {d: softmax["b"][ids[d]] for d in self.directions}}
+        else:
+            candidates, ids, differentiated = None, None, {"W": softmax["W"], "b": softmax["b"]}
+
+        def loss_of(bilm, softmax_parts):
+            tops, finals = tops_of(bilm)
+            per_direction = {}
+            for d in self.directions:
+                outputs = tops[d].reshape(-1, self.options.projection_dim)
+                if candidates is None:
+                    rows = full_softmax_loss(softmax_parts["W"], softmax_parts["b"], outputs, labels[d])
+                else:
+                    rows = sampled_softmax_loss(softmax_parts["W"][d], softmax_parts["b"][d], outputs, labels[d],
+                                                candidates[d], settings.matmul_dtype, rows_given=True)
+                per_direction[d] = jnp.mean(rows)
+            loss = sum(per_direction.values()) / len(per_direction)
+            return loss * float(settings.unroll_steps), (loss, per_direction, finals)
+
+        if warmup:  # the softmax alone; the biLM's backward pass is not computed
+            grad_softmax, (loss, per_direction, finals) = jax.grad(
+                lambda parts: loss_of(state["bilm"], parts), has_aux=True)(differentiated)
+            grad_bilm = None
+        else:
+            (grad_bilm, grad_softmax), (loss, per_direction, finals) = jax.grad(
+                loss_of, argnums=(0, 1), has_aux=True)(state["bilm"], differentiated)
+        dense, sparse = {}, {}
+        if grad_bilm is not None:
+            dense.update(zip(self.names, grad_bilm))
+        if candidates is None:
+            dense.update({"softmax/W": grad_softmax["W"], "softmax/b": grad_softmax["b"]})
+        else:
+            all_ids = jnp.concatenate([ids[d] for d in self.directions])
+            for part in ("W", "b"):
+                values = jnp.concatenate([grad_softmax[part][d] for d in self.directions])
+                sparse[f"softmax/{part}"] = optimizers.distinct_rows(all_ids, values, settings.n_tokens_vocab)
+        squares = [jnp.sum(g * g) for g in dense.values()] + [jnp.sum(v * v) for _, v in sparse.values()]
+        norm = jnp.sqrt(sum(squares))
+        clip = settings.all_clip_norm_val
+        scale = clip * jnp.minimum(1.0 / norm, 1.0 / clip)
+        scale = jnp.where(jnp.isfinite(loss) & jnp.isfinite(norm), scale, 0.0)
+        parameters = self._parameters(state["bilm"], softmax)
+        parameters, optimizer_state = optimizers.apply(settings.optimizer, settings.learning_rate, parameters,
+                                                       state["optimizer"], dense, sparse, scale)
+        new_state = {"bilm": [parameters[name] for name in self.names], "non_trainable": state["non_trainable"],
+                     "softmax": {"W": parameters["softmax/W"], "b": parameters["softmax/b"]},
+                     "optimizer": optimizer_state, "lstm": {key: finals[key] for key in state["lstm"]}}
+        return new_state, {"loss": loss, "norm": norm, **per_direction}
+
+    def _tops_function(self, non_trainable, batch, lstm_states, seed):
+        """`tops(bilm weights) -> ({direction: top layer (batch, time, P)}, {state key: final state})`, with
+        dropout on the tops as on TensorFlow (`TrainingLM.run`)."""
+        settings, n_layers = self.settings, self.options.n_layers
+        inputs = {self.input_key: batch[self.input_key], **lstm_states}
+        if "backward" in self.directions:
+            inputs[self.input_key + "_reverse"] = batch[self.input_key + "_reverse"]
+        if settings.dropout > 0:
+            inputs["dropout_seed"] = seed
+
+        def tops(bilm):
+            outputs, _ = self.network.stateless_call(bilm, non_trainable, inputs, training=True)
+            result = {}
+            for d, direction in enumerate(self.directions):
+                top = outputs[f"{direction}_{n_layers - 1}"]
+                if settings.dropout > 0:
+                    site = dropout_site(d, n_layers, n_layers)
+                    top = jax_random.dropout(top, settings.dropout, jax_random.fold_in(seed, site))
+                result[direction] = top
+            return result, {key: outputs[output_key] for key, output_key, _ in self.state_keys}
+
+        return tops

@@ -1,0 +1,100 @@
+"""The training step on JAX (`bilm.training.jax.train_step`) computes TensorFlow's step: from the same weights
+and batches, two steps give the same losses, gradient norms, weights, optimizer state and LSTM states (full
+softmax, no dropout: the random numbers of the two backends differ); with the sampled softmax and dropout it
+lowers the loss, repeats itself exactly from its seed, and runs without TensorFlow."""
+import json
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from backend_processes import json_result, run_on_backend
+from bilm.optimizers import make_optimizer
+from bilm.options import load_options
+from bilm.training.config.settings import training_settings
+from bilm.training.model.training_lm import TrainingLM
+from bilm.training.run.train_step import TrainStep
+from training_helpers import MAX_CHARS, tiny_options
+
+ROWS, STEPS, N_VOCAB = 16, 5, 50
+
+JAX_STEPS = '''
+import json, sys
+import numpy as np
+from bilm.options import load_options
+from bilm.training.config.settings import training_settings
+from bilm.training.jax.train_step import JaxTrainStep
+
+folder = sys.argv[1]
+options = json.load(open(folder + "/options.json"))
+start = np.load(folder + "/start.npz")
+batches = np.load(folder + "/batches.npz")
+_, settings = training_settings(options)
+step = JaxTrainStep(load_options(options), settings, seed=3)
+state = step.initial_state()
+assert step.names == json.load(open(folder + "/names.json")), (step.names, "differ from TensorFlow's")
+state["bilm"] = [start["model/" + name] for name in step.names]
+state["softmax"] = {"W": start["model/softmax/W"], "b": start["model/softmax/b"]}
+outputs = []
+for i in range(int(sys.argv[2])):
+    batch = {key[len(f"{i}/"):]: value for key, value in batches.items() if key.startswith(f"{i}/")}
+    state, metrics = step(state, batch, i)
+    outputs.append({k: float(v) for k, v in metrics.items()})
+arrays = {**{"model/" + name: np.asarray(v) for name, v in zip(step.names, state["bilm"])},
+          "model/softmax/W": np.asarray(state["softmax"]["W"]), "model/softmax/b": np.asarray(state["softmax"]["b"]),
+          **{"state/" + key: np.asarray(v) for key, v in state["lstm"].items()}}
+np.savez(folder + "/jax.npz", **arrays)
+print(json.dumps({"outputs": outputs, "tensorflow_imported": "tensorflow" in sys.modules}))
+'''
+
+
+def _batches(n, seed=0):
+    rng = np.random.default_rng(seed)
+    batches = []
+    for _ in range(n):
+        batch = {key: rng.integers(0, 261, size=(ROWS, STEPS, MAX_CHARS)).astype(np.int32)
+                 for key in ("token_characters", "token_characters_reverse")}
+        batch.update({key: rng.integers(0, N_VOCAB, size=(ROWS, STEPS)).astype(np.int32)
+                      for key in ("next_token_id", "next_token_id_reverse")})
+        batches.append(batch)
+    return batches
+
+
+def _tensorflow_steps(folder, options, n_steps):
+    """Runs `n_steps` TensorFlow steps; writes the start weights and the batches for the JAX process; returns
+    `(outputs of each step, {name: array} after them)`."""
+    _, settings = training_settings(options)
+    lm = TrainingLM(load_options(options), settings)
+    optimizer = make_optimizer(settings, lm.trainable_variables())
+    states = {key: tf.Variable(tf.zeros([ROWS, size]), name=key) for key, _, size in lm.state_keys}
+    variables = {**{f"model/{k}": v for k, v in lm.trainable_variables().items()},
+                 **{f"state/{k}": v for k, v in states.items()}}
+    np.savez(folder / "start.npz", **{name: v.numpy() for name, v in variables.items()})
+    (folder / "names.json").write_text(json.dumps([v.path for v in lm.network.trainable_variables]))
+    batches = _batches(n_steps)
+    np.savez(folder / "batches.npz", **{f"{i}/{key}": value for i, batch in enumerate(batches)
+                                        for key, value in batch.items()})
+    step = TrainStep(lm, optimizer, states, tf.distribute.get_strategy(), settings, seed=3)
+    outputs = [{k: float(v) for k, v in step({k: tf.constant(v) for k, v in batch.items()}, i).items()}
+               for i, batch in enumerate(batches)]
+    return outputs, {name: v.numpy() for name, v in variables.items()}
+
+
+# Adam at its own rate: each step moves a weight by about the rate whatever its gradient's size, so a rate as
+# large as Adagrad's (0.3) turns the backends' round-off in small gradients into differences of 1e-3.
+@pytest.mark.parametrize("optimizer, learning_rate", [("adagrad", 0.3), ("adam", 0.002)])
+def test_two_steps_equal_tensorflows(tmp_path, optimizer, learning_rate):
+    options = tiny_options(n_tokens_vocab=N_VOCAB, sample_softmax=False, optimizer=optimizer, jit_compile=False,
+                           learning_rate=learning_rate)
+    (tmp_path / "options.json").write_text(json.dumps(options))
+    want_outputs, want = _tensorflow_steps(tmp_path, options, 2)
+    report = json_result(run_on_backend("jax", JAX_STEPS, tmp_path, 2))
+    assert not report["tensorflow_imported"]
+    for got, expected in zip(report["outputs"], want_outputs, strict=True):
+        for key in ("loss", "norm", "forward", "backward"):
+            np.testing.assert_allclose(got[key], expected[key], rtol=2e-5, err_msg=key)
+    with np.load(tmp_path / "jax.npz") as got:
+        assert set(got) == set(want)
+        for name, expected in want.items():
+            np.testing.assert_allclose(got[name], expected, rtol=1e-4, atol=2e-6, err_msg=name)
+    assert np.abs(want["state/forward_1_h"]).max() > 0.01
