@@ -20,6 +20,8 @@ import warnings
 import numpy as np
 
 from bilm.errors import UserError
+from bilm.options import load_options
+from bilm.options.keys import option_key
 from bilm.text.dictionary_vocabulary import DictionaryCharsVocabulary
 from bilm.text.vocabulary import TRAINING_TOKENS, UNK_TOKEN, UnicodeCharsVocabulary, Vocabulary
 from bilm.text.whitespace import split_tokens
@@ -334,3 +336,18 @@ class BidirectionalLMDataset:
             for key, value in backward.items():
                 forward[key + REVERSE_SUFFIX] = value
             yield forward
+
+
+def load_training_data(options, filepattern, vocab_file, test=False, seed=0):
+    """`(data stream, vocabulary)` for `options` from shard files.
+
+    Character ids when the options have `char_cnn` (UTF-8 bytes, or the
+    model's own dictionaries: `vocabulary_for`); both directions
+    (`BidirectionalLMDataset`) when `bidirectional` (the default). Training
+    streams shuffle with `seed`, so that a restart can skip what was read.
+    """
+    parsed = load_options(options)
+    vocab = vocabulary_for(parsed, vocab_file)
+    bidirectional = parsed.get("bidirectional", option_key("bidirectional").default)
+    dataset = BidirectionalLMDataset if bidirectional else LMDataset
+    return dataset(filepattern, vocab, test=test, shuffle_on_load=not test, seed=seed), vocab

@@ -4,11 +4,11 @@ import warnings
 
 from bilm.errors import UserError
 from bilm.io.formats.output_files import check_output_directory
-from bilm.options import BiLMOptions, load_options
+from bilm.options import BiLMOptions
 from bilm.options.keys import option_key
 from bilm.presets import training_options
 from bilm.training.config.training_config import resolve_training_config
-from bilm.training.data.lm_dataset import BidirectionalLMDataset, LMDataset, vocabulary_for
+from bilm.training.data.lm_dataset import load_training_data
 from bilm.training.data.vocabulary_order import warn_unless_frequency_order
 from bilm.training.model.softmax_init import DEFAULT_SOFTMAX_INIT
 from bilm.training.run import checkpoints
@@ -16,21 +16,6 @@ from bilm.training.run.evaluation import evaluate
 from bilm.training.run.loop import run_training
 from bilm.training.run.loop_settings import LoopSettings
 from bilm.training.run.run_origin import run_origin
-
-
-def load_training_data(options, filepattern, vocab_file, test=False, seed=0):
-    """`(data stream, vocabulary)` for `options` from shard files.
-
-    Character ids when the options have `char_cnn` (UTF-8 bytes, or the
-    model's own dictionaries: `vocabulary_for`); both directions
-    (`BidirectionalLMDataset`) when `bidirectional` (the default). Training
-    streams shuffle with `seed`, so that a restart can skip what was read.
-    """
-    parsed = load_options(options)
-    vocab = vocabulary_for(parsed, vocab_file)
-    bidirectional = parsed.get("bidirectional", option_key("bidirectional").default)
-    dataset = BidirectionalLMDataset if bidirectional else LMDataset
-    return dataset(filepattern, vocab, test=test, shuffle_on_load=not test, seed=seed), vocab
 
 
 def train_from_files(train_prefix, vocab_file, save_dir, options_file=None, *, size=None, restart=False,

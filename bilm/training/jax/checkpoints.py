@@ -1,0 +1,84 @@
+"""A JAX training run's checkpoint: the whole state of `JaxTrainStep` (weights, softmax, optimizer, LSTM states),
+the steps taken and the run's options, in one `.npz` file of the save directory.
+
+The file is written under a temporary name and renamed, so a `kill -9`
+loses at most the save in progress, never the last checkpoint. Arrays are
+stored under their path in the state (`bilm/3`, `optimizer/accumulators/
+softmax/W`, ...), read back into the structure of a fresh
+`JaxTrainStep.initial_state()`, so a checkpoint of another model is an
+error naming what differs.
+"""
+import json
+import os
+
+import jax
+import numpy as np
+
+from bilm.errors import UserError
+
+CHECKPOINT_FILE = "jax_checkpoint.npz"
+FORMAT = "bilm-jax-checkpoint-1"
+
+
+class JaxCheckpointError(UserError):
+    """A JAX checkpoint that is missing, unreadable, or of another model."""
+
+
+def checkpoint_path(save_dir):
+    """Where the checkpoint of the run in `save_dir` lives."""
+    return os.path.join(os.fspath(save_dir), CHECKPOINT_FILE)
+
+
+def _key(path):
+    return "/".join(str(getattr(part, "key", getattr(part, "idx", part))) for part in path)
+
+
+def save_checkpoint(save_dir, state, step, options, seed):
+    """Writes `state` after `step` steps, with the run's training `options` (a dict) and `seed`; returns the
+    path."""
+    path = checkpoint_path(save_dir)
+    arrays = {_key(p): np.asarray(leaf) for p, leaf in jax.tree_util.tree_flatten_with_path(state)[0]}
+    meta = {"format": FORMAT, "step": int(step), "seed": int(seed), "options": options}
+    temporary = path + ".partial"
+    with open(temporary, "wb") as f:
+        np.savez(f, __meta__=np.frombuffer(json.dumps(meta).encode(), np.uint8), **arrays)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(temporary, path)
+    return path
+
+
+def read_meta(save_dir):
+    """`{"step", "seed", "options"}` of the checkpoint in `save_dir`, or None when there is none."""
+    path = checkpoint_path(save_dir)
+    if not os.path.exists(path):
+        return None
+    try:
+        with np.load(path) as f:
+            meta = json.loads(f["__meta__"].tobytes().decode())
+    except (OSError, ValueError, KeyError) as error:
+        raise JaxCheckpointError(f"{path} is not a readable JAX checkpoint of bilm ({error}).") from None
+    if meta.get("format") != FORMAT:
+        raise JaxCheckpointError(f"{path} is not a JAX checkpoint of bilm (format {meta.get('format')!r}).")
+    return meta
+
+
+def load_checkpoint(save_dir, template):
+    """The state stored in `save_dir`'s checkpoint, in the structure of `template` (a fresh initial state)."""
+    path = checkpoint_path(save_dir)
+    leaves, structure = jax.tree_util.tree_flatten_with_path(template)
+    with np.load(path) as f:
+        stored = set(f.files) - {"__meta__"}
+        wanted = {_key(p) for p, _ in leaves}
+        if stored != wanted:
+            raise JaxCheckpointError(
+                f"{path} holds another model's state: it lacks {sorted(wanted - stored)[:5]} and has "
+                f"{sorted(stored - wanted)[:5]} besides. Train into another --save_dir.")
+        values = []
+        for p, leaf in leaves:
+            value = f[_key(p)]
+            if value.shape != np.shape(leaf):
+                raise JaxCheckpointError(f"{path}: {_key(p)} has shape {value.shape}, this model's "
+                                         f"{np.shape(leaf)}.")
+            values.append(jax.numpy.asarray(value))
+    return jax.tree_util.tree_unflatten(structure, values)

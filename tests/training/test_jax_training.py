@@ -1,0 +1,113 @@
+"""Training on JAX (`bilm.training.jax.loop.train_on_jax`), in processes without TensorFlow: it learns (held-out
+perplexity far below the unigram's, as TensorFlow's training in test_loop.py), restarts exactly after a stop
+or a signal, and dumps weights that TensorFlow's bilm and the NumPy reference embed alike."""
+import json
+import signal
+
+import numpy as np
+import pytest
+
+import numpy_reference as R
+from backend_processes import json_result, run_on_backend
+from bilm import BidirectionalLanguageModel
+from helpers import SENTENCES
+from training_helpers import tiny_options, unigram_perplexity, write_corpus
+
+TRAIN = '''
+import json, os, signal, sys
+import numpy as np
+from bilm.training.jax.loop import dump_jax_weights, train_on_jax
+from bilm.training.data.lm_dataset import load_training_data
+from bilm.training.run.stop_signals import TrainingInterrupted
+
+folder, save_dir, max_steps = sys.argv[1], sys.argv[2], int(sys.argv[3])
+signal_at = int(sys.argv[4]) if len(sys.argv) > 4 else None
+corpus = json.load(open(folder + "/corpus.json"))
+options = json.load(open(folder + "/options.json"))
+data, _ = load_training_data(options, corpus["train"], corpus["vocab"], seed=5)
+heldout, _ = load_training_data(options, corpus["heldout"], corpus["vocab"], test=True)
+
+
+class Signalling:
+    """The stream, sending this process SIGTERM as it gives batch `signal_at` (counted from the run's start)."""
+    def iter_batches(self, *args, skip=0):
+        for n, batch in enumerate(data.iter_batches(*args, skip=skip), start=skip):
+            if n == signal_at:
+                os.kill(os.getpid(), signal.SIGTERM)
+            yield batch
+
+
+report = {"tensorflow_imported": "tensorflow" in sys.modules}
+try:
+    result = train_on_jax(options, Signalling() if signal_at is not None else data, save_dir, seed=5,
+                          max_steps=max_steps, checkpoint_every=4, heldout_data=heldout, verbose=0)
+    report.update(result)
+    report["weight_file"] = dump_jax_weights(save_dir, save_dir + "/weights.hdf5")
+except TrainingInterrupted as stopped:
+    report.update(interrupted=True, step=stopped.step, exit_status=stopped.exit_status)
+report["tensorflow_imported"] = report["tensorflow_imported"] or "tensorflow" in sys.modules
+print(json.dumps(report))
+'''
+
+
+@pytest.fixture(scope="module")
+def run_files(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("jax_training")
+    corpus = write_corpus(folder)
+    (folder / "corpus.json").write_text(json.dumps(corpus))
+    return folder, corpus
+
+
+def _train(folder, save_dir, max_steps, options, signal_at=None):
+    (folder / "options.json").write_text(json.dumps(options))
+    args = [folder, save_dir, max_steps] + ([signal_at] if signal_at is not None else [])
+    report = json_result(run_on_backend("jax", TRAIN, *args))
+    assert not report["tensorflow_imported"]
+    return report
+
+
+def _checkpoint_arrays(save_dir):
+    with np.load(save_dir / "jax_checkpoint.npz") as f:
+        return {key: f[key] for key in f.files if key != "__meta__"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("extra", [{}, {"optimizer": "adam", "learning_rate": 0.01}])
+def test_training_goes_far_below_unigram_perplexity(tmp_path, run_files, extra):
+    folder, corpus = run_files
+    steps = 250
+    options = tiny_options(n_tokens_vocab=corpus["n_vocab"], n_train_tokens=16 * 5 * steps, **extra)
+    report = _train(folder, tmp_path / "run", steps, options)
+    unigram = unigram_perplexity(corpus)
+    assert report["steps"] == steps
+    assert report["heldout_perplexity"] < 0.4 * unigram, (report, unigram)
+
+
+@pytest.mark.slow
+def test_a_stopped_run_and_a_signalled_one_continue_exactly(tmp_path, run_files):
+    folder, corpus = run_files
+    options = tiny_options(n_tokens_vocab=corpus["n_vocab"], n_train_tokens=16 * 5 * 100, dropout=0.1,
+                           n_negative_samples_batch=8)
+    whole = _train(folder, tmp_path / "whole", 7, options)
+    assert whole["steps"] == 7
+    stopped = _train(folder, tmp_path / "parts", 3, options)  # a run stopped at step 3, then continued
+    assert stopped["steps"] == 3
+    assert _train(folder, tmp_path / "parts", 7, options)["steps"] == 7
+    signalled = _train(folder, tmp_path / "signalled", 7, options, signal_at=4)
+    assert signalled["interrupted"] and signalled["step"] == 5 and signalled["exit_status"] == 128 + signal.SIGTERM
+    assert _train(folder, tmp_path / "signalled", 7, options)["steps"] == 7
+    want = _checkpoint_arrays(tmp_path / "whole")
+    for run in ("parts", "signalled"):
+        got = _checkpoint_arrays(tmp_path / run)
+        assert got.keys() == want.keys()
+        for key in want:
+            np.testing.assert_array_equal(got[key], want[key], err_msg=f"{run}: {key}")
+    # The dumped weights: TensorFlow's bilm gives the NumPy reference's activations from them.
+    options_file = str(tmp_path / "whole" / "weights_options.json")
+    weight_file = whole["weight_file"]
+    ids = R.char_ids([s for s in SENTENCES if s], json.load(open(options_file))["char_cnn"][
+        "max_characters_per_token"])
+    model = BidirectionalLanguageModel(options_file, weight_file, stateful=False, start="zeros")
+    reference = R.bilm_forward(R.read_weights(weight_file), json.load(open(options_file)), ids)["lm_embeddings"]
+    np.testing.assert_allclose(model(ids)["lm_embeddings"].numpy(), reference, atol=1e-5)
+    assert np.abs(reference).max() > 0.1
