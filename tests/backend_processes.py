@@ -30,14 +30,15 @@ sys.meta_path.insert(0, _NoTensorFlow())
 '''
 
 
-def run_on_backend(backend, code, *args, timeout=600):
+def run_on_backend(backend, code, *args, timeout=600, environment=None):
     """Runs `code` (Python source; `sys.argv[1:]` are `args`) with `KERAS_BACKEND=backend` from the repository
-    root, the tests folder on its path; returns the `CompletedProcess` (text). Fails the calling test with the
-    process's error output if it exits with a nonzero status."""
+    root, the tests folder on its path, and the variables of `environment` set; returns the `CompletedProcess`
+    (text). Fails the calling test with the process's error output if it exits with a nonzero status."""
     prelude = "" if backend == "tensorflow" else WITHOUT_TENSORFLOW
     prelude += f"import sys\nsys.path.insert(0, {TESTS!r})\n"
     environment = {k: v for k, v in os.environ.items() if k != "BILM_COMMAND"} | {
-        "KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "3", "JAX_PLATFORMS": "cpu", "CUDA_VISIBLE_DEVICES": ""}
+        "KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "3", "JAX_PLATFORMS": "cpu", "CUDA_VISIBLE_DEVICES": ""
+    } | (environment or {})
     result = subprocess.run([sys.executable, "-c", prelude + code, *map(str, args)], cwd=ROOT, capture_output=True,
                             text=True, timeout=timeout, env=environment)
     assert result.returncode == 0, f"on {backend}:\n{result.stderr[-4000:]}"

@@ -98,3 +98,47 @@ def test_two_steps_equal_tensorflows(tmp_path, optimizer, learning_rate):
         for name, expected in want.items():
             np.testing.assert_allclose(got[name], expected, rtol=1e-4, atol=2e-6, err_msg=name)
     assert np.abs(want["state/forward_1_h"]).max() > 0.01
+
+
+TWO_DEVICES = '''
+import json, sys
+import jax
+import keras
+import numpy as np
+from bilm.options import load_options
+from bilm.training.config.settings import training_settings
+from bilm.training.jax.train_step import JaxTrainStep
+
+folder = sys.argv[1]
+options = json.load(open(folder + "/options.json"))
+batches = np.load(folder + "/batches.npz")
+assert len(jax.devices()) == 2, jax.devices()
+runs = {}
+for name, devices, rows in (("one", jax.devices()[:1], 16), ("two", jax.devices(), 8)):
+    _, settings = training_settings({**options, "batch_size": rows})
+    keras.utils.set_random_seed(7)  # the same initial weights in both
+    step = JaxTrainStep(load_options(options), settings, seed=3, devices=devices)
+    assert step.global_batch_size == 16
+    state = step.initial_state()
+    losses = []
+    for i in range(3):
+        batch = {key[len(f"{i}/"):]: value for key, value in batches.items() if key.startswith(f"{i}/")}
+        state, metrics = step(state, batch, i)
+        losses.append(float(metrics["loss"]))
+    runs[name] = losses, jax.tree_util.tree_leaves(jax.device_get(state))
+    if name == "two":
+        assert len(state["lstm"]["forward_0_c"].sharding.device_set) == 2
+deviation = max(float(np.abs(np.asarray(a) - np.asarray(b)).max()) for a, b in zip(runs["one"][1], runs["two"][1]))
+print(json.dumps({"losses": {k: v[0] for k, v in runs.items()}, "deviation": deviation}))
+'''
+
+
+def test_two_devices_compute_what_one_computes_on_the_stacked_batch(tmp_path):
+    options = tiny_options(n_tokens_vocab=N_VOCAB, n_negative_samples_batch=16, dropout=0.1, jit_compile=False)
+    (tmp_path / "options.json").write_text(json.dumps(options))
+    np.savez(tmp_path / "batches.npz", **{f"{i}/{key}": value for i, batch in enumerate(_batches(3))
+                                          for key, value in batch.items()})
+    report = json_result(run_on_backend("jax", TWO_DEVICES, tmp_path,
+                                        environment={"XLA_FLAGS": "--xla_force_host_platform_device_count=2"}))
+    np.testing.assert_allclose(report["losses"]["two"], report["losses"]["one"], rtol=1e-5)
+    assert report["deviation"] < 1e-5

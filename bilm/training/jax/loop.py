@@ -26,7 +26,7 @@ OPTIONS_FILE = "options.json"
 
 
 def train_on_jax(options, data, save_dir, *, seed=0, max_steps=None, checkpoint_every=1000, heldout_data=None,
-                 save_on_signals=True, verbose=1):
+                 save_on_signals=True, devices=None, verbose=1):
     """Trains the biLM of `options` on `data`, continuing the checkpoint in `save_dir` if there is one.
 
     Args:
@@ -49,6 +49,8 @@ def train_on_jax(options, data, save_dir, *, seed=0, max_steps=None, checkpoint_
             end (full softmax, no dropout, states carried).
         save_on_signals: SIGINT and SIGTERM save the step reached and raise
             `TrainingInterrupted`.
+        devices: the JAX devices to train on, `batch_size` rows each (None:
+            the first device); see `JaxTrainStep`.
         verbose: 0 silent, 1 a line every 100 steps and at the end.
 
     Returns:
@@ -61,26 +63,26 @@ def train_on_jax(options, data, save_dir, *, seed=0, max_steps=None, checkpoint_
     check_output_directory(save_dir)
     with writer_lock(save_dir):  # one writer at a time
         return _train(options, options_dict, settings, data, save_dir, seed, max_steps, checkpoint_every,
-                      heldout_data, save_on_signals, verbose)
+                      heldout_data, save_on_signals, devices, verbose)
 
 
 def _train(options, options_dict, settings, data, save_dir, seed, max_steps, checkpoint_every, heldout_data,
-           save_on_signals, verbose):
+           save_on_signals, devices, verbose):
     meta = checkpoints.read_meta(save_dir)
     if meta is not None and (meta["options"] != options_dict or meta["seed"] != seed):
         raise UserError(f"{checkpoints.checkpoint_path(save_dir)} continues another run (other options or seed); "
                         "give another save_dir, or the same options and seed to continue it.")
     keras.utils.set_random_seed(seed)
-    step = JaxTrainStep(options, settings, seed)
+    step = JaxTrainStep(options, settings, seed, devices)
     state = step.initial_state(softmax_seed=seed)
     taken = 0
     if meta is not None:
-        state, taken = checkpoints.load_checkpoint(save_dir, state), meta["step"]
+        state, taken = step.place(checkpoints.load_checkpoint(save_dir, state)), meta["step"]
     else:
         save_options(options, os.path.join(os.fspath(save_dir), OPTIONS_FILE))
-    window = settings.batch_size * settings.unroll_steps
+    window = step.global_batch_size * settings.unroll_steps
     total = max_steps or settings.n_epochs * max(1, settings.n_train_tokens // window)
-    batches = data.iter_batches(settings.batch_size, settings.unroll_steps, skip=taken)
+    batches = data.iter_batches(step.global_batch_size, settings.unroll_steps, skip=taken)
     metrics, started, first_taken, path = None, time.perf_counter(), taken, None
     with StopSignals(save_on_signals) as signals:
         for batch in batches:
@@ -135,6 +137,7 @@ def heldout_perplexity(step, state, data, batch_size=None):
         return sum(per_direction) / len(per_direction), finals
 
     lstm = {key: jnp.zeros((batch_size, size), jnp.float32) for key, _, size in step.state_keys}
+    state = jax.device_put({key: state[key] for key in ("bilm", "non_trainable", "softmax")}, step.devices[0])
     total, count = 0.0, 0
     for batch in data.iter_batches(batch_size, settings.unroll_steps):
         batch = {key: jnp.asarray(batch[key]) for key in step.batch_keys()}

@@ -39,8 +39,14 @@ class JaxTrainStep:
 
     Args:
         options: `BiLMOptions` of a training model (char inputs: 261 rows).
-        settings: `TrainingSettings`.
+        settings: `TrainingSettings`; `batch_size` rows per device.
         seed: int, the run's seed: step `s` draws from `(seed, s)`.
+        devices: the JAX devices to train on (None: the first one). With
+            several, the step is one program over the global batch
+            (`batch_size` rows per device, stacked), split along the batch
+            by JAX's sharding: the weights are replicated, the batch and the
+            LSTM states are sharded. It computes what one device computes on
+            the stacked batch (one set of negatives for the global batch).
 
     The state (`initial_state`) is a dict of arrays, what a checkpoint
     holds: `"bilm"` (the network's trainable weights, in its order),
@@ -48,7 +54,7 @@ class JaxTrainStep:
     `"lstm"` (`{state key: (batch_size, size)}`, carried between steps).
     """
 
-    def __init__(self, options, settings, seed=0):
+    def __init__(self, options, settings, seed=0, devices=None):
         if configured_backend() != "jax":
             raise UserError("JaxTrainStep needs Keras on JAX (KERAS_BACKEND=jax).")
         if settings.share_embedding_softmax:
@@ -65,6 +71,11 @@ class JaxTrainStep:
             training_matmul_dtype=settings.matmul_dtype, name="bilm")
         self.state_keys = state_keys(options, settings.bidirectional)
         self.names = [v.path for v in self.network.trainable_variables]
+        self.devices = list(devices) if devices else jax.devices()[:1]
+        self.global_batch_size = settings.batch_size * len(self.devices)
+        mesh = jax.sharding.Mesh(np.array(self.devices), ("data",))
+        self._rows = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("data"))
+        self._replicated = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
         self._steps = {warmup: jax.jit(lambda state, batch, step, warmup=warmup: self._step(state, batch, step,
                                                                                                warmup),
                                        donate_argnums=0)
@@ -79,17 +90,25 @@ class JaxTrainStep:
                                     jnp.float32),
                    "b": jnp.zeros((settings.n_tokens_vocab,), jnp.float32)}
         bilm = [jnp.asarray(v.value) for v in self.network.trainable_variables]
-        return {"bilm": bilm, "non_trainable": [jnp.asarray(v.value) for v in self.network.non_trainable_variables],
-                "softmax": softmax,
-                "optimizer": optimizers.initial_state(settings.optimizer, self._parameters(bilm, softmax)),
-                "lstm": {key: jnp.zeros((settings.batch_size, size), jnp.float32) for key, _, size in
-                         self.state_keys}}
+        state = {"bilm": bilm, "non_trainable": [jnp.asarray(v.value) for v in self.network.non_trainable_variables],
+                 "softmax": softmax,
+                 "optimizer": optimizers.initial_state(settings.optimizer, self._parameters(bilm, softmax)),
+                 "lstm": {key: jnp.zeros((self.global_batch_size, size), jnp.float32) for key, _, size in
+                          self.state_keys}}
+        return self.place(state)
+
+    def place(self, state):
+        """`state` on the step's devices: the LSTM states split along the batch, the rest replicated."""
+        lstm = {key: jax.device_put(value, self._rows) for key, value in state["lstm"].items()}
+        rest = jax.device_put({key: value for key, value in state.items() if key != "lstm"}, self._replicated)
+        return {**rest, "lstm": lstm}
 
     def __call__(self, state, batch, step):
         """`(new state, {"loss", "norm", "forward"[, "backward"]})` of step number `step` (an int) over
-        `batch` (the data pipeline's dict of int32 arrays); `state` is consumed (its buffers are reused)."""
+        `batch` (the data pipeline's dict of int32 arrays, `global_batch_size` rows); `state` is consumed (its
+        buffers are reused)."""
         warmup = step < self.settings.softmax_warmup_steps
-        batch = {key: jnp.asarray(batch[key]) for key in self.batch_keys()}
+        batch = {key: jax.device_put(np.asarray(batch[key]), self._rows) for key in self.batch_keys()}
         return self._steps[warmup](state, batch, jnp.asarray(step, jnp.int32))
 
     def batch_keys(self):
