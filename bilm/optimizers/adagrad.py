@@ -1,9 +1,8 @@
 """Adagrad as TF1's `AdagradOptimizer` (the original recipe's optimizer), with sparse row updates."""
-import tensorflow as tf
-
 from bilm.optimizers.base import Optimizer
 from bilm.optimizers.dense_update import dense_update
 from bilm.optimizers.gradients import scaled
+from bilm.utils.lazy_tensorflow import tf
 
 INITIAL_ACCUMULATOR_VALUE = 1.0
 

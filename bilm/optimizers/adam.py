@@ -1,9 +1,8 @@
 """Adam (Kingma and Ba), lazy on sparse rows: bilm's opt-in optimizer."""
-import tensorflow as tf
-
 from bilm.optimizers.base import Optimizer
 from bilm.optimizers.dense_update import dense_update
 from bilm.optimizers.gradients import scaled
+from bilm.utils.lazy_tensorflow import tf
 
 
 class SparseAdam(Optimizer):

@@ -1,5 +1,5 @@
 """The contract every optimizer of `bilm.optimizers` keeps."""
-import tensorflow as tf
+from bilm.utils.lazy_tensorflow import tf
 
 
 class Optimizer:

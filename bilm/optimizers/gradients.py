@@ -1,7 +1,5 @@
 """What every optimizer does to gradients first: deduplicated sparse rows, global-norm clipping, scaling."""
-import tensorflow as tf
-
-from bilm.ops.placement import compiling_with_xla
+from bilm.utils.lazy_tensorflow import tf
 
 
 def deduplicate(gradient):
@@ -16,6 +14,8 @@ def deduplicate(gradient):
     """
     if not isinstance(gradient, tf.IndexedSlices):
         return gradient
+    from bilm.ops.placement import compiling_with_xla
+
     if compiling_with_xla():
         return _deduplicate_in_place(gradient)
     unique, positions = tf.unique(gradient.indices)

@@ -11,9 +11,9 @@ import warnings
 from typing import Optional, Union
 
 from bilm.ops.kernel_dtypes import check_matmul_dtype
+from bilm.optimizers import optimizer_class
 from bilm.options import OptionsError, load_options
 from bilm.options.keys import BOTH, REQUIRED, TRAINING, keys_in, option_key, sections
-from bilm.utils.backend import on_tensorflow
 
 # The model keys training reads, by section.
 MODEL_KEYS = {section: keys_in(section, (BOTH,)) for section in sections((BOTH,)) if section}
@@ -136,7 +136,7 @@ def training_settings(options, need_schedule=True):
             stacklevel=2)
         sample_softmax = False
     optimizer = options.get("optimizer", option_key("optimizer").default)
-    default_learning_rate = _default_learning_rate(optimizer, source)
+    default_learning_rate = optimizer_class(optimizer, source).default_learning_rate
     learning_rate = value("learning_rate") if "learning_rate" in options.raw else default_learning_rate
     settings = TrainingSettings(
         n_tokens_vocab=n_tokens_vocab,
@@ -159,17 +159,3 @@ def training_settings(options, need_schedule=True):
     )
     return options, settings
 
-
-def _default_learning_rate(optimizer, source):
-    """The learning rate of `optimizer` when the options give none: the registry's (`bilm.optimizers`, whose
-    modules are TensorFlow's), or on JAX the JAX step's (`bilm.training.jax.optimizers`, the same rates)."""
-    if on_tensorflow():
-        from bilm.optimizers import optimizer_class
-
-        return optimizer_class(optimizer, source).default_learning_rate
-    from bilm.training.jax.optimizers import DEFAULT_LEARNING_RATES
-
-    if optimizer not in DEFAULT_LEARNING_RATES:
-        raise OptionsError(f"{source}: training key 'optimizer' must be one of {sorted(DEFAULT_LEARNING_RATES)}, "
-                           f"got {optimizer!r} (\"adagrad\" is the original recipe's).")
-    return DEFAULT_LEARNING_RATES[optimizer]

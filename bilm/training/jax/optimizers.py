@@ -13,8 +13,7 @@ import jax.numpy as jnp
 INITIAL_ACCUMULATOR_VALUE = 1.0  # Adagrad's, as TF1's AdagradOptimizer
 ADAM_BETAS = (0.9, 0.999)
 ADAM_EPSILON = 1e-7
-# The optimizers, with the learning rate each takes when the options give none (as `bilm.optimizers`).
-DEFAULT_LEARNING_RATES = {"adagrad": 0.2, "adam": 0.002}
+OPTIMIZERS = ("adagrad", "adam")  # those of `bilm.optimizers`' registry, which names them and their default rates
 
 
 def initial_state(name, parameters):
@@ -26,7 +25,7 @@ def initial_state(name, parameters):
         return {"m": {k: jnp.zeros_like(p) for k, p in parameters.items()},
                 "v": {k: jnp.zeros_like(p) for k, p in parameters.items()},
                 "iterations": jnp.zeros((), jnp.int32)}
-    raise ValueError(f"optimizer must be one of {sorted(DEFAULT_LEARNING_RATES)}. Received: {name!r}")
+    raise ValueError(f"optimizer must be one of {OPTIMIZERS}. Received: {name!r}")
 
 
 def _scaled(gradient, scale):
