@@ -13,9 +13,6 @@ import os
 
 os.environ.setdefault("BILM_COMMAND", "1")  # before bilm loads: a command's quiet start (bilm.utils.start_up)
 
-from bilm.commands import exit_unless_tensorflow  # noqa: E402
-
-exit_unless_tensorflow("Training (bin/restart.py)")  # training is TensorFlow's for now
 
 from bilm.commands import (  # noqa: E402
     ScriptArgumentParser,  # noqa: E402
@@ -26,7 +23,6 @@ from bilm.commands import (  # noqa: E402
     set_numerics,
     train_from_args,
 )
-from bilm.training import convert_tf1_checkpoint  # noqa: E402
 
 
 def main(argv=None):
@@ -42,6 +38,8 @@ def main(argv=None):
     announce_devices(n_gpus=args.n_gpus)
     with exit_on_user_error():
         if args.tf1_checkpoint:
+            from bilm.training import convert_tf1_checkpoint  # TensorFlow's: it says so on another backend
+
             path = convert_tf1_checkpoint(args.tf1_checkpoint, args.tf1_options_file, args.save_dir)
             print(f"Converted {args.tf1_checkpoint} to {path}")
         result = train_from_args(args, restart=True)

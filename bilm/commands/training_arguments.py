@@ -10,8 +10,8 @@ from bilm.commands.argument_parser import non_negative_int, positive_float, posi
 from bilm.ops.kernel_dtypes import MATMUL_DTYPES
 from bilm.optimizers import OPTIMIZERS, default_learning_rates
 from bilm.options.keys import default_text, option_key, training_keys
-from bilm.training.run.from_files import train_from_files
-from bilm.training.run.loop import TrainingInterrupted
+from bilm.training.run.stop_signals import TrainingInterrupted
+from bilm.utils.backend import configured_backend
 
 # The training keys with a flag of the same name (`bilm.options.keys`). Unset, they come from the options
 # file (or the checkpoint), else their defaults. --n_train_tokens and --matmul_dtype say their own defaults.
@@ -137,7 +137,12 @@ def train_from_args(args, restart=False):
     --options_file / --size), in a process of its own: malloc tuned for
     training, SIGINT and SIGTERM saving the step reached
     (`TrainingInterrupted`, its message naming the `restart_command` that
-    continues)."""
+    continues). With Keras on JAX, the run is JAX's
+    (`bilm.training.jax.from_files.train_from_files_on_jax`)."""
+    if configured_backend() == "jax":
+        from bilm.training.jax.from_files import train_from_files_on_jax as train_from_files
+    else:
+        from bilm.training.run.from_files import train_from_files
     try:
         return train_from_files(
             args.train_prefix, args.vocab_file, args.save_dir, getattr(args, "options_file", None),

@@ -43,9 +43,12 @@ _MODULES = {
 __all__ = sorted(_MODULES)
 
 __getattr__, __dir__ = lazy_names(__name__, _MODULES, tensorflow_only=set(_MODULES) - {
+    "DEFAULT_SOFTMAX_INIT",
     "NonFiniteLossError",
+    "SOFTMAX_INITS",
     "TrainingInterrupted",
     "build_vocab",
+    "dump_weights",
     "load_vocab",
     "write_sample_corpus",
 })

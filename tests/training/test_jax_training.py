@@ -7,6 +7,7 @@ import signal
 import numpy as np
 import pytest
 
+import bilm
 import numpy_reference as R
 from backend_processes import json_result, run_on_backend
 from bilm import BidirectionalLanguageModel
@@ -111,3 +112,33 @@ def test_a_stopped_run_and_a_signalled_one_continue_exactly(tmp_path, run_files)
     reference = R.bilm_forward(R.read_weights(weight_file), json.load(open(options_file)), ids)["lm_embeddings"]
     np.testing.assert_allclose(model(ids)["lm_embeddings"].numpy(), reference, atol=1e-5)
     assert np.abs(reference).max() > 0.1
+
+
+SCRIPT = '''
+import runpy, sys
+sys.argv = sys.argv[1:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+'''
+
+
+@pytest.mark.slow
+def test_the_training_scripts_run_on_jax(tmp_path, run_files):
+    folder, corpus = run_files
+    options = tiny_options(n_tokens_vocab=corpus["n_vocab"])
+    for key in ("n_tokens_vocab", "n_train_tokens"):  # the vocabulary's size and the shards' tokens
+        del options[key]
+    (tmp_path / "options.json").write_text(json.dumps(options))
+    common = ["--train_prefix", corpus["train"], "--vocab_file", corpus["vocab"], "--save_dir", tmp_path / "run",
+              "--heldout_prefix", corpus["heldout"]]
+    environment = {"BILM_COMMAND": "1"}
+    first = run_on_backend("jax", SCRIPT, "bin/train_elmo.py", *common, "--options_file", tmp_path / "options.json",
+                           "--max_steps", 20, environment=environment)
+    assert "bilm: running on jax cpu:0" in first.stderr and "Finished at step 20" in first.stdout
+    again = run_on_backend("jax", SCRIPT, "bin/restart.py", *common, "--max_steps", 40, environment=environment)
+    assert "Finished at step 40" in again.stdout and "held-out perplexity" in again.stdout
+    run_on_backend("jax", SCRIPT, "bin/dump_weights.py", "--save_dir", tmp_path / "run", "--outfile",
+                   tmp_path / "model" / "weights.hdf5", environment=environment)
+    # TensorFlow's bilm opens what JAX trained.
+    elmo = bilm.load(tmp_path / "model", start="zeros")
+    vectors = elmo.embed([["alpha", "bravo", "charlie"], ["kilo"]])
+    assert [v.shape for v in vectors] == [(3, 16), (1, 16)] and np.abs(vectors[0]).max() > 0

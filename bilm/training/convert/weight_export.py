@@ -1,14 +1,20 @@
-"""The latest checkpoint of a training directory as a weight file for prediction."""
+"""The latest checkpoint of a training directory as a weight file for prediction: TensorFlow's checkpoints,
+and a JAX run's (`bilm.training.jax.checkpoints`, on any backend)."""
 import glob
 import os
 import warnings
 
+import numpy as np
+
+from bilm.errors import UserError
 from bilm.io.formats.output_files import check_output_file
 from bilm.io.formats.weight_file import WEIGHTS_KIND, save_bilm_weights, save_token_embeddings
 from bilm.io.sources.model_files import options_file_beside
-from bilm.options import holds_options, save_options
-from bilm.training.run import checkpoints
-from bilm.training.run.checkpoints import OPTIONS_FILE, load_training_model
+from bilm.models.functional_bilm import build_bilm
+from bilm.options import holds_options, load_options, save_options
+from bilm.training.config.settings import training_settings
+from bilm.training.jax import checkpoints as jax_checkpoints
+from bilm.utils.backend import require_tensorflow
 
 
 def dump_weights(save_dir, outfile, options_outfile=None, overwrite=False):
@@ -30,14 +36,23 @@ def dump_weights(save_dir, outfile, options_outfile=None, overwrite=False):
     only if it holds these options already (or with `overwrite=True`); all
     of this is checked before the checkpoint is read.
 
+    A directory of a run on JAX (its `jax_checkpoint.npz`) is read on any
+    backend: the same files come out.
+
     Returns:
         dict with `weight_file`, `options_file` and, for token inputs,
         `embedding_weight_file`.
     """
+    if jax_checkpoints.read_meta(save_dir) is not None:
+        return _dump_jax_checkpoint(save_dir, outfile, options_outfile, overwrite)
+    require_tensorflow(f"Reading the TensorFlow checkpoints of {os.fspath(save_dir)}")
+    from bilm.training.run import checkpoints
+    from bilm.training.run.checkpoints import load_training_model
+
     ckpt_file = checkpoints.latest_checkpoint(save_dir)
     options = checkpoints.load_training_options(save_dir)
     outfile = os.fspath(outfile)
-    inputs = [os.path.join(os.fspath(save_dir), OPTIONS_FILE), *glob.glob(glob.escape(ckpt_file) + ".*")]
+    inputs = [os.path.join(os.fspath(save_dir), checkpoints.OPTIONS_FILE), *glob.glob(glob.escape(ckpt_file) + ".*")]
     check_output_file(outfile, inputs, kind=WEIGHTS_KIND, overwrite=overwrite)
     options_outfile = options_outfile or options_file_beside(outfile)
     prediction_options = options.for_prediction(options.char_cnn is not None)
@@ -61,3 +76,34 @@ def dump_weights(save_dir, outfile, options_outfile=None, overwrite=False):
     save_options(prediction_options, options_outfile)
     written["options_file"] = options_outfile
     return written
+
+
+def _dump_jax_checkpoint(save_dir, outfile, options_outfile, overwrite):
+    """`dump_weights` of a run on JAX: its checkpoint's biLM weights, set in the training network of its
+    options (built on whichever backend runs), written as the original layout."""
+    meta = jax_checkpoints.read_meta(save_dir)
+    path = jax_checkpoints.checkpoint_path(save_dir)
+    options = load_options(meta["options"])
+    if options.char_cnn is None:
+        raise UserError(f"{path}: writing a token-input biLM trained on JAX is not supported yet.")
+    outfile = os.fspath(outfile)
+    inputs = [os.path.join(os.fspath(save_dir), jax_checkpoints.OPTIONS_FILE), path]
+    check_output_file(outfile, inputs, kind=WEIGHTS_KIND, overwrite=overwrite)
+    options_outfile = options_outfile or options_file_beside(outfile)
+    prediction_options = options.for_prediction(True)
+    check_output_file(options_outfile, inputs + [outfile], overwrite=overwrite,
+                      content=holds_options(prediction_options))
+    _, settings = training_settings(meta["options"])
+    network = build_bilm(options, bidirectional=settings.bidirectional, dropout=settings.dropout,
+                         layout="training", kernel_initializer="zeros", name="bilm")
+    with np.load(path) as stored:
+        for part, variables in (("bilm", network.trainable_variables), ("non_trainable",
+                                                                         network.non_trainable_variables)):
+            for i, variable in enumerate(variables):
+                variable.assign(stored[f"{part}/{i}"])
+    save_bilm_weights(network, outfile)
+    if not settings.bidirectional:
+        warnings.warn(f"{save_dir} holds a forward-only biLM: {outfile} has no backward LSTM weights "
+                      "(RNN_1/...), so BidirectionalLanguageModel cannot load it.", stacklevel=3)
+    save_options(prediction_options, options_outfile)
+    return {"weight_file": outfile, "options_file": options_outfile}

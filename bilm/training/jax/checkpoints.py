@@ -6,17 +6,17 @@ loses at most the save in progress, never the last checkpoint. Arrays are
 stored under their path in the state (`bilm/3`, `optimizer/accumulators/
 softmax/W`, ...), read back into the structure of a fresh
 `JaxTrainStep.initial_state()`, so a checkpoint of another model is an
-error naming what differs.
+error naming what differs. Reading one's options (`read_meta`) needs no JAX.
 """
 import json
 import os
 
-import jax
 import numpy as np
 
 from bilm.errors import UserError
 
 CHECKPOINT_FILE = "jax_checkpoint.npz"
+OPTIONS_FILE = "options.json"  # the run's training options, beside its checkpoint
 FORMAT = "bilm-jax-checkpoint-1"
 
 
@@ -36,6 +36,8 @@ def _key(path):
 def save_checkpoint(save_dir, state, step, options, seed):
     """Writes `state` after `step` steps, with the run's training `options` (a dict) and `seed`; returns the
     path."""
+    import jax
+
     path = checkpoint_path(save_dir)
     arrays = {_key(p): np.asarray(leaf) for p, leaf in jax.tree_util.tree_flatten_with_path(state)[0]}
     meta = {"format": FORMAT, "step": int(step), "seed": int(seed), "options": options}
@@ -65,6 +67,8 @@ def read_meta(save_dir):
 
 def load_checkpoint(save_dir, template):
     """The state stored in `save_dir`'s checkpoint, in the structure of `template` (a fresh initial state)."""
+    import jax
+
     path = checkpoint_path(save_dir)
     leaves, structure = jax.tree_util.tree_flatten_with_path(template)
     with np.load(path) as f:

@@ -13,8 +13,6 @@ import keras
 
 from bilm.errors import UserError
 from bilm.io.formats.output_files import check_output_directory, writer_lock
-from bilm.io.formats.weight_file import save_bilm_weights
-from bilm.io.sources.model_files import options_file_beside
 from bilm.options import load_options, save_options
 from bilm.training.config.settings import training_settings
 from bilm.training.jax import checkpoints
@@ -22,7 +20,12 @@ from bilm.training.jax.sampled_softmax import full_softmax_loss
 from bilm.training.jax.train_step import SUFFIXES, JaxTrainStep
 from bilm.training.run.stop_signals import StopSignals, TrainingInterrupted
 
-OPTIONS_FILE = "options.json"
+# The training keys a continued run may change: how long it trains.
+LENGTH_KEYS = ("max_steps", "n_epochs", "n_train_tokens")
+
+
+def _fixed(options):
+    return {key: value for key, value in options.items() if key not in LENGTH_KEYS}
 
 
 def train_on_jax(options, data, save_dir, *, seed=0, max_steps=None, checkpoint_every=1000, heldout_data=None,
@@ -69,9 +72,12 @@ def train_on_jax(options, data, save_dir, *, seed=0, max_steps=None, checkpoint_
 def _train(options, options_dict, settings, data, save_dir, seed, max_steps, checkpoint_every, heldout_data,
            save_on_signals, devices, verbose):
     meta = checkpoints.read_meta(save_dir)
-    if meta is not None and (meta["options"] != options_dict or meta["seed"] != seed):
-        raise UserError(f"{checkpoints.checkpoint_path(save_dir)} continues another run (other options or seed); "
-                        "give another save_dir, or the same options and seed to continue it.")
+    if meta is not None and (_fixed(meta["options"]) != _fixed(options_dict) or meta["seed"] != seed):
+        changed = sorted(key for key in set(meta["options"]) | set(options_dict)
+                         if key not in LENGTH_KEYS and meta["options"].get(key) != options_dict.get(key))
+        raise UserError(f"{checkpoints.checkpoint_path(save_dir)} continues another run (it differs in "
+                        f"{', '.join(changed) or 'seed'}); give another save_dir, or the run's options and seed to "
+                        f"continue it (only {', '.join(LENGTH_KEYS)} may change).")
     keras.utils.set_random_seed(seed)
     step = JaxTrainStep(options, settings, seed, devices)
     state = step.initial_state(softmax_seed=seed)
@@ -79,9 +85,9 @@ def _train(options, options_dict, settings, data, save_dir, seed, max_steps, che
     if meta is not None:
         state, taken = step.place(checkpoints.load_checkpoint(save_dir, state)), meta["step"]
     else:
-        save_options(options, os.path.join(os.fspath(save_dir), OPTIONS_FILE))
+        save_options(options, os.path.join(os.fspath(save_dir), checkpoints.OPTIONS_FILE))
     window = step.global_batch_size * settings.unroll_steps
-    total = max_steps or settings.n_epochs * max(1, settings.n_train_tokens // window)
+    total = max_steps or settings.max_steps or settings.n_epochs * max(1, settings.n_train_tokens // window)
     batches = data.iter_batches(step.global_batch_size, settings.unroll_steps, skip=taken)
     metrics, started, first_taken, path = None, time.perf_counter(), taken, None
     with StopSignals(save_on_signals) as signals:
@@ -109,7 +115,10 @@ def _train(options, options_dict, settings, data, save_dir, seed, max_steps, che
             with signals.interruptible():
                 result["heldout_perplexity"] = heldout_perplexity(step, state, heldout_data)
     if verbose:
-        print(f"Trained {taken} steps on JAX; checkpoint {path}.", flush=True)
+        heldout = (f"; held-out perplexity {result['heldout_perplexity']:.2f}" if "heldout_perplexity" in result
+                   else "")
+        print(f"Trained {taken} steps on JAX ({result['tokens_per_second']:,.0f} tokens/sec){heldout}; checkpoint "
+              f"{path}.", flush=True)
     return result
 
 
@@ -147,21 +156,3 @@ def heldout_perplexity(step, state, data, batch_size=None):
         raise UserError(f"The held-out data holds less than one batch of {batch_size} x {settings.unroll_steps} "
                         "tokens; give more text or a smaller batch.")
     return math.exp(total / count)
-
-
-def dump_jax_weights(save_dir, outfile):
-    """Writes the biLM of `save_dir`'s JAX checkpoint as an original-layout HDF5 weight file (the format every
-    backend, bilm-tf and AllenNLP read), its prediction options beside it; returns the weight file's path."""
-    meta = checkpoints.read_meta(save_dir)
-    if meta is None:
-        raise checkpoints.JaxCheckpointError(f"{save_dir} holds no JAX checkpoint ({checkpoints.CHECKPOINT_FILE}).")
-    options = load_options(meta["options"])
-    _, settings = training_settings(meta["options"])
-    step = JaxTrainStep(options, settings, meta["seed"])
-    state = checkpoints.load_checkpoint(save_dir, step.initial_state())
-    if options.char_cnn is None:
-        raise UserError("Dumping a token-input biLM trained on JAX is not supported yet (its token embeddings).")
-    step.write_weights(state)
-    save_bilm_weights(step.network, outfile)
-    save_options(options.for_prediction(True), options_file_beside(outfile))
-    return os.fspath(outfile)

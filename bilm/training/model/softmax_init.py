@@ -38,12 +38,12 @@ sorted by frequency).
 import math
 
 import numpy as np
-import tensorflow as tf
 
 from bilm.errors import UserError
 from bilm.models.functional_bilm import build_token_encoder
 from bilm.training.data.shards import count_positions
 from bilm.training.data.tf_dataset import make_tf_dataset
+from bilm.utils.lazy_tensorflow import tf
 
 SOFTMAX_INITS = ("fit", "encoding", "random")
 DEFAULT_SOFTMAX_INIT = "fit"

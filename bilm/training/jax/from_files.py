@@ -1,0 +1,92 @@
+"""What `bin/train_elmo.py` and `bin/restart.py` run on JAX: training from files, with the TensorFlow
+path's options, sizes, vocabulary, shards and flags (`bilm.training.run.from_files.train_from_files`).
+
+Needs Keras on JAX (`KERAS_BACKEND=jax`).
+"""
+import os
+
+import jax
+
+from bilm.errors import UserError
+from bilm.options import BiLMOptions, load_options
+from bilm.presets import training_options
+from bilm.training.data.lm_dataset import load_training_data
+from bilm.training.data.shards import count_tokens
+from bilm.training.jax import checkpoints
+from bilm.training.jax.loop import train_on_jax
+
+# The TensorFlow path's loop settings that a run on JAX does not have (it saves every `checkpoint_every`
+# steps, on signals and at its end, and evaluates the held-out data at its end).
+UNUSED_ON_JAX = ("checkpoint_every_minutes", "heldout_every", "log_dir", "tune_malloc", "summary_every",
+                 "heldout_batch_size")
+
+
+def train_from_files_on_jax(train_prefix, vocab_file, save_dir, options_file=None, *, size=None, restart=False,
+                            n_train_tokens=None, n_epochs=None, batch_size=None, matmul_dtype=None,
+                            overrides=None, n_gpus=1, heldout_prefix=None, seed=0, init_from=None,
+                            softmax_init=None, max_steps=None, checkpoint_every=1250, save_on_signals=True,
+                            verbose=1, **unused):
+    """`train_from_files` on JAX: the same arguments (those of `UNUSED_ON_JAX` are accepted and unused).
+
+    Options come from `options_file`, or the released size `size`, or on
+    restart from `save_dir` (whose checkpoint the run continues exactly).
+    `n_tokens_vocab` is the vocabulary's size; `n_epochs`, `batch_size`,
+    `n_train_tokens`, `matmul_dtype` and the training keys in `overrides`
+    override the options'. `n_gpus` devices of JAX's first kind train, with
+    `batch_size` rows each (`JaxTrainStep`).
+
+    Returns:
+        `train_on_jax`'s result, with the keys `train`'s result has that the
+        scripts read (`step`, `steps_taken`, `finished`, `n_epochs`).
+    """
+    unknown = set(unused) - set(UNUSED_ON_JAX)
+    if unknown:
+        raise TypeError(f"train_from_files_on_jax() got unexpected arguments {sorted(unknown)}")
+    if init_from is not None:
+        raise UserError("Adapting a published model (--init_from) runs on TensorFlow for now "
+                        "(KERAS_BACKEND=tensorflow).")
+    if not restart and options_file is None and size is None:
+        raise UserError("Give the model to train: an options file (--options_file) or a released size (--size "
+                        "small, medium or original; small suits a CPU, the others want GPUs).")
+    if not restart and options_file is not None and size is not None:
+        raise UserError("Give either an options file (--options_file) or a size (--size), not both.")
+    meta = checkpoints.read_meta(save_dir) if restart else None
+    if restart and meta is None:
+        raise UserError(f"{save_dir} holds no checkpoint of a run on JAX to continue "
+                        f"({checkpoints.CHECKPOINT_FILE}); start one with bin/train_elmo.py.")
+    if meta is not None:
+        options = load_options(meta["options"])
+    elif size is not None:
+        options = BiLMOptions.from_dict(training_options(size), source=f"the {size} size's training options")
+    else:
+        options = load_options(options_file)
+    keys = {key: value for key, value in (overrides or {}).items() if value is not None}
+    keys.update({key: value for key, value in (("n_epochs", n_epochs), ("batch_size", batch_size),
+                                                ("matmul_dtype", matmul_dtype)) if value is not None})
+    options = options.updated(**keys)
+    data, vocab = load_training_data(options, train_prefix, vocab_file, seed=seed)
+    if meta is None:
+        options = options.updated(n_tokens_vocab=vocab.size)
+    if n_train_tokens is not None:
+        options = options.updated(n_train_tokens=n_train_tokens)
+    elif options.get("n_train_tokens") is None:
+        options = options.updated(n_train_tokens=count_tokens(train_prefix))
+    devices = _devices(n_gpus)
+    heldout = load_training_data(options, heldout_prefix, vocab_file, test=True)[0] if heldout_prefix else None
+    if verbose:
+        print(f"Training on JAX ({', '.join(str(d) for d in devices)}) into {os.fspath(save_dir)}", flush=True)
+    result = train_on_jax(options, data, save_dir, seed=seed, max_steps=max_steps, checkpoint_every=checkpoint_every,
+                          heldout_data=heldout, save_on_signals=save_on_signals, devices=devices, verbose=verbose)
+    taken_before = meta["step"] if meta is not None else 0
+    return {**result, "step": result["steps"], "steps_taken": result["steps"] - taken_before,
+            "finished": True, "n_epochs": options.get("n_epochs")}
+
+
+def _devices(n_gpus):
+    """The first `n_gpus` devices of JAX's default kind (the CPU where it has no accelerator)."""
+    devices = jax.devices()
+    n = n_gpus or 1
+    if n > len(devices):
+        raise UserError(f"--n_gpus {n} asks for more devices than JAX sees ({len(devices)}: "
+                        f"{', '.join(str(d) for d in devices)}).")
+    return devices[:n]
