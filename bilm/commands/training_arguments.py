@@ -132,17 +132,24 @@ def _adaptation_arguments(args):
     return {"init_from": args.init_from, "softmax_init": args.softmax_init}
 
 
+def train_from_files(*args, **kwargs):
+    """The training of Keras's backend: `bilm.training.run.from_files.train_from_files` (TensorFlow's), or on
+    JAX `bilm.training.jax.from_files.train_from_files_on_jax`, with the same arguments."""
+    if configured_backend() == "jax":
+        from bilm.training.jax.from_files import train_from_files_on_jax
+
+        return train_from_files_on_jax(*args, **kwargs)
+    from bilm.training.run.from_files import train_from_files as train_on_tensorflow
+
+    return train_on_tensorflow(*args, **kwargs)
+
+
 def train_from_args(args, restart=False):
     """`train_from_files` with the flags of `add_training_arguments` (and
     --options_file / --size), in a process of its own: malloc tuned for
     training, SIGINT and SIGTERM saving the step reached
     (`TrainingInterrupted`, its message naming the `restart_command` that
-    continues). With Keras on JAX, the run is JAX's
-    (`bilm.training.jax.from_files.train_from_files_on_jax`)."""
-    if configured_backend() == "jax":
-        from bilm.training.jax.from_files import train_from_files_on_jax as train_from_files
-    else:
-        from bilm.training.run.from_files import train_from_files
+    continues). With Keras on JAX, the run is JAX's (`train_from_files`)."""
     try:
         return train_from_files(
             args.train_prefix, args.vocab_file, args.save_dir, getattr(args, "options_file", None),
