@@ -18,6 +18,7 @@ from bilm.layers.sequence_mask import SequenceMask
 from bilm.layers.stateless_dropout import StatelessDropout, dropout_site
 from bilm.layers.token_projection import TokenProjection
 from bilm.layers.unique_tokens import GatherTokens, UniqueTokens
+from bilm.utils.backend import on_tensorflow
 from bilm.utils.thread_flag import ThreadFlag
 
 DIRECTIONS = ("forward", "backward")
@@ -160,7 +161,9 @@ def _recurrent_layers(options, directions, separate, dropout, kernels):
     } if dropout > 0 else {}
     state_inputs = {key: keras.Input(shape=(size,), name=key)
                     for key, _, size in state_keys(options, bidirectional=len(directions) == 2)}
-    seed_input = keras.Input(batch_shape=(2,), dtype="int64", name="dropout_seed") if dropouts else None
+    # int64 as TensorFlow's stateless ops take seeds; JAX (without x64) has int32 and its own keys.
+    seed_dtype = "int64" if on_tensorflow() else "int32"
+    seed_input = keras.Input(batch_shape=(2,), dtype=seed_dtype, name="dropout_seed") if dropouts else None
     return lstms, dropouts, state_inputs, seed_input
 
 

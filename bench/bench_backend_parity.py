@@ -1,0 +1,112 @@
+#!/usr/bin/env python
+"""Learning parity of the backends (issue 47): the same training run on TensorFlow and on JAX, on real text.
+
+Writes GCIDE shards (Debian's dict-gcide, fetched once by bench/real_text.py)
+and their vocabulary, then runs `bin/train_elmo.py` with the same options,
+shards, seed and `--max_steps` once per backend (each in its own process,
+`KERAS_BACKEND` set) with `--heldout_prefix`, and prints each run's held-out
+perplexity (full softmax, no dropout, LSTM states carried from batch to
+batch: the same measure on both), its training speed, and the relative
+difference. The two runs draw other dropout masks and negatives (each
+backend's random numbers), so they are two runs of one recipe, not the same
+run: a difference within a few percent is what one recipe gives.
+
+    python bench/bench_backend_parity.py --size small --steps 300 --output parity.json
+"""
+import argparse
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from real_text import write_gcide_shards  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PERPLEXITY = re.compile(r"held-out perplexity ([0-9.]+)")
+SPEED = re.compile(r"([0-9,]+) tokens/sec")
+
+
+def _environment(backend):
+    return {**os.environ, "KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "3"}
+
+
+def _run(command, backend, log_path):
+    """Runs `command` with `backend`, its output into `log_path`; returns the output. Ctrl-C stops it."""
+    with open(log_path, "w") as log:
+        process = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, text=True,
+                                   env=_environment(backend))
+        try:
+            status = process.wait()
+        except BaseException:
+            process.send_signal(signal.SIGINT)
+            process.wait()
+            raise
+    output = open(log_path).read()
+    if status != 0:
+        raise SystemExit(f"{' '.join(map(str, command))} on {backend} failed ({status}):\n{output[-3000:]}")
+    return output
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--size", default="small", choices=("small", "medium", "original"))
+    parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--batch_size", type=int, help="rows per step (default: the size's)")
+    parser.add_argument("--backends", default="tensorflow,jax")
+    parser.add_argument("--train_tokens", type=int, default=2_000_000)
+    parser.add_argument("--heldout_tokens", type=int, default=50_000)
+    parser.add_argument("--max_vocab", type=int, default=50_000, help="most lines of the vocabulary")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--work_dir", default=os.path.join(tempfile.gettempdir(), "bilm_backend_parity"),
+                        help="where the text, the vocabulary and each run go (default: %(default)s)")
+    parser.add_argument("--output", help="JSON report to write (refused if it exists, unless --overwrite)")
+    parser.add_argument("--overwrite", action="store_true")
+    args = parser.parse_args()
+    if args.output and os.path.exists(args.output) and not args.overwrite:
+        raise SystemExit(f"Error: {args.output} exists; pass --overwrite to replace it.")
+    backends = args.backends.split(",")
+    text = write_gcide_shards(os.path.join(args.work_dir, "gcide"), args.train_tokens, args.heldout_tokens)
+    vocab = os.path.join(args.work_dir, f"vocab_{args.max_vocab}.txt")
+    if not os.path.exists(vocab):
+        _run([sys.executable, "bin/build_vocab.py", "--train_prefix", text["train"], "--vocab_file", vocab,
+              "--max_size", str(args.max_vocab)], backends[0], vocab + ".log")
+    runs = {}
+    for backend in backends:
+        save_dir = os.path.join(args.work_dir, f"{args.size}-{args.steps}-{args.seed}-{backend}-{time.time():.0f}")
+        command = [sys.executable, "bin/train_elmo.py", "--size", args.size, "--train_prefix", text["train"],
+                   "--vocab_file", vocab, "--save_dir", save_dir, "--heldout_prefix", text["heldout"],
+                   "--max_steps", str(args.steps), "--n_train_tokens", str(text["n_train_tokens"]),
+                   "--seed", str(args.seed), "--checkpoint_every", str(args.steps), "--heldout_every", str(args.steps)]
+        if args.batch_size:
+            command += ["--batch_size", str(args.batch_size)]
+        started = time.perf_counter()
+        output = _run(command, backend, save_dir + ".log")
+        perplexities = PERPLEXITY.findall(output)
+        speeds = SPEED.findall(output)
+        runs[backend] = {"heldout_perplexity": float(perplexities[-1]) if perplexities else None,
+                         "tokens_per_second": float(speeds[-1].replace(",", "")) if speeds else None,
+                         "seconds": round(time.perf_counter() - started, 1), "log": save_dir + ".log"}
+        print(f"{backend}: held-out perplexity {runs[backend]['heldout_perplexity']}, "
+              f"{runs[backend]['seconds']} s", flush=True)
+    report = {"size": args.size, "steps": args.steps, "seed": args.seed, "train_tokens": text["n_train_tokens"],
+              "runs": runs}
+    if len(backends) == 2 and all(runs[b]["heldout_perplexity"] for b in backends):
+        a, b = (runs[name]["heldout_perplexity"] for name in backends)
+        report["relative_difference"] = abs(a - b) / a
+        print(f"relative difference {report['relative_difference']:.2%} ({backends[1]} vs {backends[0]})")
+    print(json.dumps(report, indent=1))
+    if args.output:
+        temporary = args.output + ".partial"
+        with open(temporary, "w") as f:
+            json.dump(report, f, indent=1)
+        os.replace(temporary, args.output)
+
+
+if __name__ == "__main__":
+    main()
