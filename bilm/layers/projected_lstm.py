@@ -135,7 +135,8 @@ class ProjectedLSTM(keras.layers.Layer):
         if initial_state is None:
             initial_state = (ops.zeros((batch, self.units), "float32"), ops.zeros((batch, self.output_dim), "float32"))
         return lstm_scan(inputs, lengths, *initial_state, self.input_kernel, self.recurrent_kernel, self.bias,
-                         self.projection_kernel, self.cell_clip, self.proj_clip, self.go_backwards, token_index)
+                         self.projection_kernel, self.cell_clip, self.proj_clip, self.go_backwards, token_index,
+                         input_matmul_dtype=self.training_matmul_dtype if training else "float32")
 
     def _fast_call(self, inputs, lengths, initial_state, training, token_index):
         """TensorFlow's recurrences: the packed graph loop for inference, the XLA loop, the hand-written

@@ -12,7 +12,8 @@ from keras import ops
 
 
 def lstm_scan(inputs, lengths, initial_c, initial_h, input_kernel, recurrent_kernel, bias,
-              projection_kernel=None, cell_clip=None, proj_clip=None, go_backwards=False, token_index=None):
+              projection_kernel=None, cell_clip=None, proj_clip=None, go_backwards=False, token_index=None,
+              input_matmul_dtype="float32"):
     """Runs one LSTM layer over whole sequences.
 
     Args:
@@ -30,6 +31,10 @@ def lstm_scan(inputs, lengths, initial_c, initial_h, input_kernel, recurrent_ker
         go_backwards: read each row right to left within its own length;
             the outputs come back in input order.
         token_index: optional int `(batch, time)`, see `inputs`.
+        input_matmul_dtype: `"float32"`, or `"bfloat16"` for bfloat16
+            operands (and result, widened back) in the input half's matmul,
+            as training's `matmul_dtype` asks (`bilm.ops.matmul_dtype`); the
+            recurrence is float32 either way.
 
     Returns:
         `(outputs, final_c, final_h)`: float32 `(batch, time, output_dim)`
@@ -50,12 +55,12 @@ def lstm_scan(inputs, lengths, initial_c, initial_h, input_kernel, recurrent_ker
         index = ops.cast(token_index, "int32")
         if order is not None:
             index = ops.take_along_axis(index, order, axis=1)
-        distinct_gates = ops.matmul(inputs[0], input_kernel) + bias  # (n_distinct, 4 * units)
+        distinct_gates = _product(inputs[0], input_kernel, input_matmul_dtype) + bias  # (n_distinct, 4 * units)
         gates_tm = ops.take(distinct_gates, ops.transpose(index), axis=0)  # (time, batch, 4 * units)
     else:
         if order is not None:
             inputs = _take_rows(inputs, order)
-        gates_tm = ops.matmul(ops.transpose(inputs, (1, 0, 2)), input_kernel) + bias
+        gates_tm = _product(ops.transpose(inputs, (1, 0, 2)), input_kernel, input_matmul_dtype) + bias
     valid_tm = ops.expand_dims(ops.transpose(valid), -1)  # (time, batch, 1)
 
     units = ops.shape(initial_c)[-1]
@@ -99,6 +104,12 @@ def _scan(step, initial, xs, output_width):
 
     final, padded = ops.scan(padded_step, initial, xs)
     return final, padded[..., -output_width:]
+
+
+def _product(x, kernel, matmul_dtype):
+    if matmul_dtype == "bfloat16":
+        return ops.cast(ops.matmul(ops.cast(x, "bfloat16"), ops.cast(kernel, "bfloat16")), "float32")
+    return ops.matmul(x, kernel)
 
 
 def _float32(kernel):
