@@ -9,12 +9,12 @@ import numpy as np
 from keras import ops
 
 from bilm.errors import UserError
-from bilm.io.formats.weight_file import load_bilm_weights, load_token_embeddings, read_token_embeddings
 from bilm.layers.char_cnn import DIRECT_CONVOLUTION_TOKENS
 from bilm.models.boundary_state import DEFAULT_N_SENTENCES
 from bilm.models.elmo_outputs import elmo_outputs
-from bilm.models.functional_bilm import build_bilm, build_contextual_bilm, build_token_encoder, state_keys
+from bilm.models.functional_bilm import build_contextual_bilm, build_token_encoder, state_keys
 from bilm.models.network_calls import inference_call
+from bilm.models.prediction_network import load_prediction_bilm
 from bilm.models.start_state import resolve_start
 from bilm.models.token_cache import TokenEncodingCache
 from bilm.ops.kernel_dtypes import check_kernel_dtype
@@ -22,38 +22,6 @@ from bilm.options import load_options
 from bilm.text.batching import check_id_shape
 from bilm.utils.backend import fast_paths, on_tensorflow
 from bilm.utils.deprecation import deprecated_alias, renamed_argument
-
-
-def load_prediction_bilm(options, weight_file, embedding_weight_file=None, kernel_dtype="float32", name="bilm"):
-    """`build_bilm` for prediction (padded ids), with the weights loaded.
-
-    Args:
-        options: prediction options (see `BiLMOptions.for_prediction`); without
-            `char_cnn` the model reads token ids.
-        weight_file: original-layout HDF5, or None to keep the random
-            initial weights (for restoring saved variables).
-        embedding_weight_file: the token embedding file (token inputs).
-        kernel_dtype: `"float32"`, `"bfloat16"` or `"int8"`: the dtype the
-            kernels are kept in (see `build_bilm`).
-
-    Returns:
-        the functional model.
-    """
-    n_token_vocab = None
-    if options.char_cnn is None:
-        if embedding_weight_file is None:
-            raise UserError(
-                "A token-input biLM needs embedding_weight_file= (an HDF5 file with an "
-                "'embedding' dataset, e.g. written by dump_token_embeddings).")
-        n_token_vocab = read_token_embeddings(embedding_weight_file).shape[0] + 1
-    # Without a weight file the model keeps random weights; with one, drawing them first would be wasted.
-    model = build_bilm(options, n_token_vocab=n_token_vocab, kernel_dtype=kernel_dtype,
-                       kernel_initializer=None if weight_file is None else "zeros", name=name)
-    if weight_file is not None:
-        load_bilm_weights(model, weight_file)
-    if n_token_vocab is not None:
-        load_token_embeddings(model, embedding_weight_file)
-    return model
 
 
 def _tracked_base():

@@ -1,7 +1,8 @@
 """Building an `ELMoEmbedding` from a biLM's files: options, weights, token embeddings, the boundary state."""
 from bilm.errors import UserError
-from bilm.io.formats.weight_file import load_bilm_weights, load_token_embeddings, read_scalar_mix, read_token_embeddings
+from bilm.io.formats.weight_file import read_scalar_mix
 from bilm.models.functional_bilm import WEIGHTS_FOLLOW
+from bilm.models.prediction_network import load_prediction_weights, token_vocabulary_rows
 from bilm.models.start_state import resolve_start
 from bilm.options import load_options
 
@@ -37,16 +38,14 @@ def elmo_embedding_from_files(layer_class, options_file, weight_file, *, embeddi
             "biLM: pass embedding_weight_file= (HDF5 with 'embedding') and, for text input, vocab_file=.")
     options = options.for_prediction(use_character_inputs)
     if not use_character_inputs:
-        kwargs["n_token_vocab"] = read_token_embeddings(embedding_weight_file).shape[0] + 1
+        kwargs["n_token_vocab"] = token_vocabulary_rows(options, embedding_weight_file)
     if vocab_file is not None:
         from bilm.text.graph_batching import vocabulary_tokens  # text inputs: TensorFlow's
 
         kwargs["vocabulary"] = vocabulary_tokens(vocab_file)
     with WEIGHTS_FOLLOW.on():  # no random draws: the file sets every weight
         layer = layer_class(options, **kwargs)
-    load_bilm_weights(layer.network, weight_file)
-    if not use_character_inputs:
-        load_token_embeddings(layer.network, embedding_weight_file)
+    load_prediction_weights(layer.network, options, weight_file, embedding_weight_file)
     scalar_mix = read_scalar_mix(weight_file)
     if scalar_mix is not None:
         layer.set_scalar_mix(*scalar_mix, source=weight_file)
