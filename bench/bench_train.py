@@ -26,36 +26,77 @@ warm-up steps include the compilation.
 
 Quick run: python bench/bench_train.py --steps 5 --warmup 2 --batch_size 8 \\
     --lstm_dim 64 --projection_dim 16 --filter_scale 16 --n_negative 512
+
+On JAX (`--backend jax`): the training step of `bilm.training.jax`
+(`JaxTrainStep`, forward and backward pass, sampled softmax and optimizer
+compiled as one XLA program) on whatever device JAX has, at one size
+(`--size small|original|tiny`, the size's batch 128 x 20 unless
+`--batch_size`/`--unroll_steps` say otherwise) and one vocabulary
+(`--n_tokens_vocab`), on the same synthetic corpus and batches as the
+TensorFlow bench. Prints tokens/sec, the first step's seconds (the
+compilation), the peak memory (host RSS; on a GPU also JAX's
+`peak_bytes_in_use`) and the TFLOP/s achieved against the step's analytic
+FLOPs (`step_flops`). This path sets KERAS_BACKEND=jax before Keras is
+imported and never imports TensorFlow, so it runs where only JAX, NumPy,
+h5py and Keras are installed:
+
+    python bench/bench_train.py --backend jax --size small --steps 20
+    python bench/bench_train.py --backend jax --size original --n_tokens_vocab 793471 --steps 20
 """
 import argparse
 import gc
+import itertools
+import math
 import os
+import resource
 import sys
 import tempfile
 import time
 
-import keras
 import numpy as np
-import tensorflow as tf
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import (  # noqa: E402
-    char_convolution_flops_per_token,
-    encoder_flops_per_token,
-    forward_flops_per_token,
-    matmul_rate,
-    peak_rss_gib,
-    recurrent_matmul_seconds,
-)
+BACKENDS = ("tensorflow", "jax")
+
+
+def requested_backend(argv=None):
+    """The command line's `--backend` (default tensorflow), read before anything imports Keras, which fixes
+    its backend at its first import."""
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    parser.add_argument("--backend", choices=BACKENDS, default="tensorflow")
+    return parser.parse_known_args(sys.argv[1:] if argv is None else argv)[0].backend
+
+
+BACKEND = requested_backend()
+if BACKEND == "jax":
+    os.environ["KERAS_BACKEND"] = "jax"
+    import jax
+
+    from bilm.training.data.lm_dataset import load_training_data
+    from bilm.training.jax.train_step import JaxTrainStep
+else:
+    import keras
+    import tensorflow as tf
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from common import (
+        char_convolution_flops_per_token,
+        encoder_flops_per_token,
+        forward_flops_per_token,
+        matmul_rate,
+        peak_rss_gib,
+        recurrent_matmul_seconds,
+    )
+
+    from bilm.optimizers.adagrad import SparseAdagrad
+    from bilm.training.data.tf_dataset import make_tf_dataset
+    from bilm.training.model.training_lm import TrainingLM
+    from bilm.training.run.from_files import load_training_data
+    from bilm.training.run.train_step import TrainStep
 
 from bilm.ops.kernel_dtypes import MATMUL_DTYPES  # noqa: E402
-from bilm.optimizers.adagrad import SparseAdagrad  # noqa: E402
+from bilm.optimizers import default_learning_rates  # noqa: E402
 from bilm.presets import TRAINING_DEFAULTS, get_preset  # noqa: E402
 from bilm.training.config.settings import training_settings  # noqa: E402
-from bilm.training.data.tf_dataset import make_tf_dataset  # noqa: E402
-from bilm.training.model.training_lm import TrainingLM  # noqa: E402
-from bilm.training.run.from_files import load_training_data  # noqa: E402
-from bilm.training.run.train_step import TrainStep  # noqa: E402
 from bilm.utils.malloc_tuning import keep_freed_memory  # noqa: E402
 
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
@@ -194,11 +235,160 @@ def step_floor_seconds(options, settings, batches, rate):
     return flops / rate + recurrence
 
 
+def step_flops(options, settings):
+    """The analytic FLOPs of one training step: 2 per multiply-add of its
+    matmuls, the forward pass's count times 3 (the backward pass has two
+    matmuls of the same size for each one of the forward pass).
+
+    For each direction and each of its `batch_size * unroll_steps` tokens
+    (the char CNN and the highway on every token, the convolutions as dense
+    ones: a nominal count, since bilm computes them as table lookups, and
+    TensorFlow's uncompiled step encodes a batch's distinct tokens only):
+
+    - char CNN: `2 (max_characters - w + 1) w E n` for each filter of
+      width `w` and `n` channels (`E`: the character embedding's size);
+    - highway: `2 * 2 F^2` per layer (transform and gate; `F`: the CNN's
+      filters), and the projection to the LSTM's input, `2 F P` when
+      `F != P`;
+    - each LSTM layer: `2 P 4U` (input half of the gates) + `2 P 4U`
+      (recurrent half) + `2 U P` (the cell's projection, when `P != U`);
+    - the softmax: sampled, `2 P (1 + n_negative)` (the row's true logit
+      and the batch's shared negatives); full, `2 P n_tokens_vocab`.
+
+    Elementwise work (activations, cell updates, clipping, exponentials),
+    gathers and the optimizer's update are not counted. Args: `BiLMOptions`
+    and `TrainingSettings`.
+    """
+    u, p = options.lstm_dim, options.projection_dim
+    per_token = 0
+    cnn = options.char_cnn
+    if cnn is not None:
+        chars, dim, f = cnn.max_characters_per_token, cnn.embedding_dim, cnn.n_filters
+        per_token += sum(2 * (chars - w + 1) * w * dim * n for w, n in cnn.filters)
+        per_token += cnn.n_highway * 2 * 2 * f * f + (2 * f * p if f != p else 0)
+    per_token += options.n_layers * (2 * 2 * p * 4 * u + (2 * u * p if u != p else 0))
+    if settings.sample_softmax:
+        per_token += 2 * p * (1 + settings.n_negative_samples_batch)
+    else:
+        per_token += 2 * p * settings.n_tokens_vocab
+    directions = 2 if settings.bidirectional else 1
+    return 3 * directions * per_token * settings.batch_size * settings.unroll_steps
+
+
+def host_peak_rss_gib():
+    """Peak resident memory of this process so far (Linux reports KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20
+
+
+def device_peak_gib(device):
+    """JAX's `peak_bytes_in_use` of `device` in GiB, None where it keeps no such count (the CPU)."""
+    try:
+        stats = device.memory_stats()
+    except Exception:  # a platform without memory statistics
+        return None
+    return stats["peak_bytes_in_use"] / 2 ** 30 if stats and "peak_bytes_in_use" in stats else None
+
+
+def default_n_tokens_vocab(device):
+    """The 1B Word Benchmark's 793,471 ids (the original model's) on a GPU or TPU; on the CPU 10,003 (10,000
+    words and <S>, </S>, <UNK>, the TensorFlow bench's first vocabulary), which sets up faster. The sampled
+    softmax reads a step's sampled rows alone, so the vocabulary changes the memory more than the speed."""
+    return 10_003 if device.platform == "cpu" else 793_471
+
+
+# JAX's monitoring event of one XLA compilation (jax._src.dispatch.BACKEND_COMPILE_EVENT).
+BACKEND_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
+
+
+def run_jax(args):
+    """Trains `args.warmup + args.steps` steps of `JaxTrainStep` on the first JAX device and prints its speed,
+    first step (compilation), peak memory and TFLOP/s against `step_flops`. Returns tokens/sec."""
+    device = jax.devices()[0]
+    n_tokens_vocab = args.n_tokens_vocab or default_n_tokens_vocab(device)
+    if args.batch_size is None:
+        args.batch_size = TRAINING_DEFAULTS["batch_size"]
+    options = bench_options(args, n_tokens_vocab, jit_compile=False)
+    options.update(optimizer=args.optimizer, learning_rate=default_learning_rates()[args.optimizer])
+    parsed, settings = training_settings(options)
+    tokens_per_step = settings.batch_size * settings.unroll_steps
+    n_batches = args.warmup + args.steps
+    with tempfile.TemporaryDirectory() as directory:
+        # The TensorFlow bench's corpus and data pipeline (NumPy), read once before any timing.
+        train_file, vocab_file = write_corpus(directory, n_tokens_vocab - 3, tokens_per_step * (n_batches + 2) * 2)
+        data, _ = load_training_data(options, train_file, vocab_file, seed=0)
+        batches = list(itertools.islice(data.iter_batches(settings.batch_size, settings.unroll_steps), n_batches))
+    # Not keras.utils.set_random_seed: it imports TensorFlow where it is installed, to seed it too. Without
+    # it the biLM's initial weights differ from run to run (the softmax's and the step's draws do not).
+    step = JaxTrainStep(parsed, settings, seed=0)
+    batches = [jax.device_put({key: np.asarray(batch[key], np.int32) for key in step.batch_keys()}, device)
+               for batch in batches]
+    state = jax.block_until_ready(step.initial_state())
+    n_bilm = sum(math.prod(weight.shape) for weight in state["bilm"])
+    n_softmax = sum(math.prod(weight.shape) for weight in state["softmax"].values())
+    flops = step_flops(parsed, settings)
+    print(f"jax on {device.platform} ({device.device_kind}, {jax.device_count()} device(s)): size {args.preset}, "
+          f"batch {settings.batch_size} x {settings.unroll_steps}, n_tokens_vocab {n_tokens_vocab:,}, "
+          f"{settings.n_negative_samples_batch if settings.sample_softmax else 'no'} negatives, "
+          f"{settings.matmul_dtype} matmuls, {settings.optimizer}", flush=True)
+
+    compiles = []  # (seconds of an XLA compilation), from JAX's monitoring events
+    jax.monitoring.register_event_duration_secs_listener(
+        lambda event, seconds, **_: compiles.append(seconds) if event == BACKEND_COMPILE_EVENT else None)
+    start = time.perf_counter()
+    state, metrics = step(state, batches[0], 0)
+    jax.block_until_ready((state, metrics))
+    first_seconds = time.perf_counter() - start
+    first_compiles = list(compiles)
+    for i in range(1, args.warmup):
+        state, metrics = step(state, batches[i], i)
+    jax.block_until_ready((state, metrics))
+    del compiles[:]
+    start = time.perf_counter()
+    for i in range(args.warmup, n_batches):
+        state, metrics = step(state, batches[i], i)
+    jax.block_until_ready((state, metrics))
+    total = time.perf_counter() - start
+    if compiles:
+        print(f"WARNING: {len(compiles)} XLA compilation(s) ({sum(compiles):.1f} s) during the timed steps: "
+              "the step was compiled again", flush=True)
+    seconds = total / args.steps
+    loss = float(metrics["loss"])
+    rss, device_peak = host_peak_rss_gib(), device_peak_gib(device)
+    tflops = flops * args.steps / total / 1e12
+    dtype_note = "" if args.matmul_dtype == "float32" else f"[{args.matmul_dtype} matmuls] "
+    print(f"{dtype_note}jax        vocab {n_tokens_vocab - 3:>7,}: {tokens_per_step / seconds:10,.0f} tokens/sec  "
+          f"{seconds * 1000:8.1f} ms/step  ~{tflops:8.4f} TFLOP/s (analytic step FLOPs)  loss {loss:.3f}  "
+          f"params {n_bilm:,} + softmax {n_softmax:,}  first step {first_seconds:.1f} s  "
+          f"peak RSS so far {rss:.2f} GiB" + ("" if device_peak is None else
+                                              f"  device peak {device_peak:.2f} GiB"), flush=True)
+    print(f"tokens/sec: {tokens_per_step / seconds:,.0f} ({seconds * 1000:,.1f} ms/step, mean of {args.steps} steps "
+          f"after {args.warmup} untimed)")
+    print(f"compile time (first step): {first_seconds:.2f} s (the first step's seconds: tracing, "
+          f"{sum(first_compiles):.2f} s in {len(first_compiles)} XLA compilation(s), and the step's run)")
+    print(f"peak memory: host RSS {rss:.2f} GiB" + ("" if device_peak is None else
+                                                     f", {device.platform} peak_bytes_in_use {device_peak:.2f} GiB"))
+    print(f"TFLOP/s: {tflops:.4f} (analytic {flops / 1e9:,.3f} GFLOP per step, forward + backward, x {args.steps} "
+          f"steps / {total:.2f} s)")
+    print(f"TensorFlow imported: {'yes' if 'tensorflow' in sys.modules else 'no'}", flush=True)
+    return tokens_per_step / seconds
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--vocab_sizes", default="10000,800000", help="comma-separated vocabulary sizes")
-    parser.add_argument("--preset", default="small", help="released configuration (small = 2x1024_128_2048cnn)")
-    parser.add_argument("--batch_size", type=int, default=64)
+    parser.add_argument("--backend", choices=BACKENDS, default="tensorflow",
+                        help="tensorflow: the TrainStep bench below; jax: JaxTrainStep at one size and vocabulary, "
+                             "without TensorFlow (default: %(default)s)")
+    parser.add_argument("--vocab_sizes", help="comma-separated vocabulary sizes (TensorFlow; default 10000,800000)")
+    parser.add_argument("--preset", "--size", dest="preset", default="small",
+                        help="released configuration (small = 2x1024_128_2048cnn, original = 2x4096_512_2048cnn, "
+                             "tiny)")
+    parser.add_argument("--batch_size", type=int,
+                        help="rows per batch (default: 64 on TensorFlow, the size's 128 on JAX)")
+    parser.add_argument("--n_tokens_vocab", type=int,
+                        help="JAX: the vocabulary's ids (default: 793471, the 1B Word Benchmark's, on a GPU; "
+                             "10003 on the CPU)")
+    parser.add_argument("--optimizer", choices=sorted(default_learning_rates()),
+                        help="JAX: adagrad (the default) or adam, with its default learning rate")
     parser.add_argument("--unroll_steps", type=int, default=20)
     parser.add_argument("--n_negative", type=int, default=8192)
     parser.add_argument("--steps", type=int, default=20, help="timed steps")
@@ -208,17 +398,32 @@ def main(argv=None):
     parser.add_argument("--filter_scale", type=int, default=1, help="shrink: divide every CNN filter count")
     parser.add_argument("--matmul_dtype", default="float32", choices=MATMUL_DTYPES,
                         help="bfloat16: the opt-in bfloat16 operands for the large matmuls (bilm.ops.matmul_dtype)")
-    parser.add_argument("--jit_compile", choices=("both", "false", "true"), default="both",
-                        help="train with the step uncompiled, compiled whole with XLA, or both side by side "
-                             "(default: %(default)s)")
+    parser.add_argument("--jit_compile", choices=("both", "false", "true"),
+                        help="TensorFlow: train with the step uncompiled, compiled whole with XLA, or both side by "
+                             "side (default: both)")
     parser.add_argument("--default_malloc", action="store_true",
                         help="leave glibc's malloc settings alone (bin/train_elmo.py applies keep_freed_memory); "
                              "the first vocabulary size shows the difference")
     args = parser.parse_args(argv)
+    if args.backend != BACKEND:
+        parser.error(f"this process imported the {BACKEND} side; --backend is read from the command line when "
+                     "the script starts")
+    only = ("vocab_sizes", "jit_compile") if args.backend == "jax" else ("n_tokens_vocab", "optimizer")
+    for name in only:
+        if getattr(args, name) is not None:
+            parser.error(f"--{name} is not for --backend {args.backend}")
 
     # As bin/train_elmo.py does; --default_malloc shows what it saves.
     tuned = not args.default_malloc and keep_freed_memory()
     print(f"malloc: {'freed memory kept for reuse (keep_freed_memory)' if tuned else 'glibc defaults'}")
+    if args.backend == "jax":
+        if args.warmup < 1:
+            parser.error("--warmup must be at least 1 on JAX (the first step compiles)")
+        args.optimizer = args.optimizer or "adagrad"
+        return run_jax(args)
+    args.vocab_sizes = args.vocab_sizes or "10000,800000"
+    args.jit_compile = args.jit_compile or "both"
+    args.batch_size = args.batch_size or 64
     args.rate = None
     modes = {"both": (False, True), "false": (False,), "true": (True,)}[args.jit_compile]
     speeds = {}

@@ -1,0 +1,59 @@
+"""bench/bench_train.py --backend jax: trains a few steps of the JAX step at the tiny size in a process where
+TensorFlow cannot be imported, and prints its tokens/sec, compile time, peak memory and TFLOP/s."""
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from backend_processes import WITHOUT_TENSORFLOW
+from helpers import ROOT
+
+ARGS = ("--backend", "jax", "--size", "tiny", "--batch_size", "4", "--unroll_steps", "5", "--n_tokens_vocab", "1003",
+        "--n_negative", "64", "--warmup", "1", "--steps", "2")
+
+
+# Counts every attempt to import TensorFlow (the hook of WITHOUT_TENSORFLOW then fails it), and prints the count
+# at exit: a library that imports TensorFlow when it can (Keras' `set_random_seed` does) would load it where it is
+# installed.
+COUNT_ATTEMPTS = """
+import atexit
+class _Attempts(importlib.abc.MetaPathFinder):
+    names = []
+    def find_spec(self, name, path, target=None):
+        if name == "tensorflow" or name.startswith("tensorflow."):
+            self.names.append(name)
+        return None
+sys.meta_path.insert(0, _Attempts())
+atexit.register(lambda: print(f"TensorFlow import attempts: {len(_Attempts.names)}"))
+"""
+
+
+def number(pattern, text):
+    found = re.search(pattern, text, re.MULTILINE)
+    assert found, (pattern, text)
+    return float(found.group(1).replace(",", ""))
+
+
+@pytest.mark.slow
+def test_jax_bench_runs_without_tensorflow_and_prints_its_figures():
+    code = WITHOUT_TENSORFLOW + COUNT_ATTEMPTS + ("import runpy\n"
+                                 "sys.argv = ['bench/bench_train.py', *sys.argv[1:]]\n"
+                                 "runpy.run_path('bench/bench_train.py', run_name='__main__')\n")
+    # KERAS_BACKEND says tensorflow: the script itself must switch Keras to JAX before importing it.
+    env = dict(os.environ, KERAS_BACKEND="tensorflow", JAX_PLATFORMS="cpu", CUDA_VISIBLE_DEVICES="")
+    done = subprocess.run([sys.executable, "-c", code, *ARGS], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=600)
+    output = done.stdout + done.stderr[-4000:]
+    assert done.returncode == 0, output
+    assert "No module named 'tensorflow'" not in output, output
+    assert "jax on cpu" in done.stdout and "size tiny, batch 4 x 5, n_tokens_vocab 1,003, 64 negatives" in done.stdout
+    assert number(r"^tokens/sec: ([\d,]+) ", done.stdout) > 0
+    assert number(r"^compile time \(first step\): ([\d.]+) s", done.stdout) > 0
+    assert number(r"^peak memory: host RSS ([\d.]+) GiB", done.stdout) > 0
+    assert number(r"^TFLOP/s: ([\d.]+) \(analytic ([\d.,]+) GFLOP per step", done.stdout) > 0
+    assert number(r"GFLOP per step, forward \+ backward, x (\d+) steps", done.stdout) == 2
+    assert re.search(r"^jax +vocab +1,000: +[\d,]+ tokens/sec", done.stdout, re.MULTILINE), done.stdout
+    assert "TensorFlow imported: no" in done.stdout
+    assert "TensorFlow import attempts: 0" in done.stdout
