@@ -101,7 +101,7 @@ def test_two_steps_equal_tensorflows(tmp_path, optimizer, learning_rate, matmul_
         for name, expected in want.items():
             np.testing.assert_allclose(got[name], expected, rtol=1e-4 * tolerance, atol=2e-6 * tolerance,
                                        err_msg=name)
-    assert np.abs(want["state/forward_1_h"]).max() > 0.01
+    assert np.abs(want["state/forward_1_h"]).max() > 1e-3  # states carried, not zeros
 
 
 TWO_DEVICES = '''

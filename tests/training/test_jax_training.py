@@ -17,7 +17,8 @@ from training_helpers import tiny_options, unigram_perplexity, write_corpus
 TRAIN = '''
 import json, os, signal, sys
 import numpy as np
-from bilm.training.jax.loop import dump_jax_weights, train_on_jax
+from bilm.training import dump_weights
+from bilm.training.jax.loop import train_on_jax
 from bilm.training.data.lm_dataset import load_training_data
 from bilm.training.run.stop_signals import TrainingInterrupted
 
@@ -43,7 +44,7 @@ try:
     result = train_on_jax(options, Signalling() if signal_at is not None else data, save_dir, seed=5,
                           max_steps=max_steps, checkpoint_every=4, heldout_data=heldout, verbose=0)
     report.update(result)
-    report["weight_file"] = dump_jax_weights(save_dir, save_dir + "/weights.hdf5")
+    report["weight_file"] = dump_weights(save_dir, save_dir + "/weights.hdf5")["weight_file"]
 except TrainingInterrupted as stopped:
     report.update(interrupted=True, step=stopped.step, exit_status=stopped.exit_status)
 report["tensorflow_imported"] = report["tensorflow_imported"] or "tensorflow" in sys.modules
