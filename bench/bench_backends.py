@@ -1,0 +1,735 @@
+#!/usr/bin/env python
+"""The same biLM, sentences and batch sizes on every Keras backend: TensorFlow, JAX and PyTorch.
+
+    python bench/bench_backends.py [--size small] [--backends tensorflow,jax,torch] [--batch_sizes 1,32,512]
+        [--sentences 256] [--length 20] [--output report.json [--overwrite]] [--no_token_cache] [--tf32]
+
+A random-weight model of `--size` (`write_random_model(..., seed=0)`;
+`tiny` is a toy size for tests) is written once (under the first of the
+backends that imports), and every backend loads
+the same files as `BidirectionalLanguageModel(..., stateful=False,
+start="zeros")`. Each backend runs each batch size in a process of its own
+(the Keras backend is fixed per process, and the peak memory is then that
+batch size's), with `KERAS_BACKEND` set before `import bilm`; this process
+imports neither Keras nor TensorFlow, so the bench runs where only JAX (or
+only PyTorch) is installed. A backend that is not installed is reported as
+skipped, with the reason.
+
+The sentences are synthetic: `--length` made-up words each (Zipfian
+frequencies, as `common.zipf_sentences`), all of one length, so that every
+call of a batch size has one shape: JAX compiles once per input shape, and
+a steady state is then steady. For each backend and batch size B:
+- first call: seconds of the first call at B in a new process, after the
+  model is loaded (`load_seconds` in the JSON): tracing and compiling
+  included (TensorFlow traces its `tf.function`s and encodes the call's
+  words into its token cache, JAX compiles with XLA, PyTorch runs
+  eagerly), on B sentences of their own;
+- tokens/sec: the steady state after that call, over ceil(sentences / B)
+  full batches (at least one), ids made beforehand (the `Batcher`'s work is
+  the same on every backend), each call's `lm_embeddings` brought to NumPy;
+  beside it, the fraction of this machine's float32 matmul rate (NumPy's
+  BLAS, measured before the children run) that it reaches, counting every
+  token's whole forward pass (char CNN included: TensorFlow's token cache
+  spares some of that work, so its fraction may overstate);
+- peak memory: the process's peak resident memory (`getrusage`; the
+  backend's import included) and, on a GPU, the backend's own peak
+  (`torch.cuda.max_memory_allocated`, JAX's `memory_stats()
+  ["peak_bytes_in_use"]`, TensorFlow's `get_memory_info(...)["peak"]`);
+- the device each backend ran on (on a machine with a GPU, each uses it
+  when its build can); float32 matmuls without TF32 there unless `--tf32`
+  (as `bin/elmo.py`);
+- max |deviation| of `lm_embeddings` on the first min(sentences, 32) timed
+  sentences from the reference: TensorFlow float32 at the first batch size
+  it ran when TensorFlow is installed, else a float64 NumPy forward pass
+  (this file's `numpy_float64_lm_embeddings`), else the first backend that
+  ran; and, for every row, from the float64 NumPy pass.
+
+TensorFlow runs with its token cache (each distinct word encoded once and
+kept, as every user's model does; JAX and PyTorch have none):
+`--no_token_cache` turns it off. The report (a table, then JSON) names the
+machine, the backends' versions and the reference; `--output` also writes
+the JSON (atomically; an existing file only with `--overwrite`). Exit
+status 0 when every backend ran or was skipped, 1 when a run failed
+(reported with its error), 130 / 143 on Ctrl-C / SIGTERM.
+"""
+import argparse
+import importlib.util
+import json
+import math
+import os
+import platform
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+BACKEND_MODULES = {"tensorflow": "tensorflow", "jax": "jax", "torch": "torch"}
+SIZES = ("tiny", "small", "medium", "original")
+CHECK_SENTENCES = 32
+_FILTERS = [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]]
+# bilm.presets' sizes, for where it does not import: it imports TensorFlow (through bilm.optimizers).
+# tests/test_bench_backends.py checks that they are the same.
+PRESETS_WITHOUT_TENSORFLOW = {
+    name: {"lstm": {"dim": dim, "projection_dim": projection, "n_layers": 2, "cell_clip": 3, "proj_clip": 3,
+                    "use_skip_connections": True},
+           "char_cnn": {"activation": "relu", "embedding": {"dim": 16}, "filters": _FILTERS,
+                        "max_characters_per_token": 50, "n_characters": 262, "n_highway": highway}}
+    for name, dim, projection, highway in [("small", 1024, 128, 1), ("medium", 2048, 256, 1),
+                                           ("original", 4096, 512, 2)]
+}
+PRESETS_WITHOUT_TENSORFLOW["tiny"] = {
+    "lstm": {"dim": 64, "projection_dim": 16, "n_layers": 2, "cell_clip": 3, "proj_clip": 3,
+             "use_skip_connections": True},
+    "char_cnn": {"activation": "relu", "embedding": {"dim": 8}, "filters": [[1, 8], [2, 8], [3, 16], [4, 16]],
+                 "max_characters_per_token": 50, "n_characters": 262, "n_highway": 1},
+}
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+# === Arguments ===
+
+def positive_ints(text):
+    try:
+        values = [int(value) for value in text.split(",") if value.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"expected integers >= 1, got {text!r}")
+    return sorted(set(values))
+
+
+def backend_names(text):
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = [name for name in names if name not in BACKEND_MODULES]
+    if not names or unknown:
+        raise argparse.ArgumentTypeError(f"backends are some of {', '.join(BACKEND_MODULES)}; got {text!r}")
+    return list(dict.fromkeys(names))
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--size", choices=SIZES, default="small", help="the model's size (tiny: a toy, for tests)")
+    parser.add_argument("--backends", type=backend_names, default=list(BACKEND_MODULES),
+                        help="comma-separated, in order (default: tensorflow,jax,torch)")
+    parser.add_argument("--batch_sizes", type=positive_ints, default=[1, 32, 512], help="default: 1,32,512")
+    parser.add_argument("--sentences", type=int, default=256,
+                        help="timed sentences a batch size (rounded up to full batches, at least one)")
+    parser.add_argument("--length", type=int, default=20, help="tokens a sentence")
+    parser.add_argument("--output", help="also write the JSON report here")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing --output")
+    parser.add_argument("--no_token_cache", action="store_true", help="TensorFlow without its token cache")
+    parser.add_argument("--tf32", action="store_true", help="let GPUs run float32 matmuls in TF32")
+    parser.add_argument("--child", choices=list(BACKEND_MODULES), help=argparse.SUPPRESS)
+    parser.add_argument("--write_model", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--batch_size", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--work", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.sentences < 1 or args.length < 1:
+        parser.error("--sentences and --length must be >= 1")
+    return args
+
+
+# === Sentences ===
+
+def synthetic_sentences(n_sentences, length, vocab_size=20000, seed=0):
+    """`n_sentences` lists of `length` made-up words with Zipfian frequencies (as `common.zipf_sentences`,
+    which imports TensorFlow; here every sentence has the same length)."""
+    rng = np.random.default_rng(seed)
+    letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))
+    words = ["".join(rng.choice(letters, size=rng.integers(2, 11))) for _ in range(vocab_size)]
+    ranks = rng.zipf(1.2, size=(n_sentences, length)) % vocab_size
+    return [[words[rank] for rank in row] for row in ranks]
+
+
+def timed_batches(n_sentences, batch_size):
+    """Full batches timed at `batch_size`: enough for `n_sentences`, at least one."""
+    return max(1, math.ceil(n_sentences / batch_size))
+
+
+# === The float64 NumPy reference ===
+
+def _sigmoid(x):
+    return 1 / (1 + np.exp(-x))
+
+
+def _token_encoder(options, weights, ids):
+    """The char CNN, highway and projection of the original layout (docs/formats.md), in float64."""
+    cnn = options["char_cnn"]
+    table = np.concatenate([np.zeros((1, cnn["embedding"]["dim"])), weights["char_embed"]])  # id 0: padding
+    chars = table[ids]  # (B, T, C, e)
+    activation = {"relu": lambda v: np.maximum(v, 0), "tanh": np.tanh}[cnn["activation"]]
+    features = []
+    for i, (width, _) in enumerate(cnn["filters"]):
+        kernel = weights[f"CNN/W_cnn_{i}"][0]  # (width, e, num)
+        positions = ids.shape[2] - width + 1
+        conv = sum(chars[:, :, k:k + positions] @ kernel[k] for k in range(width)) + weights[f"CNN/b_cnn_{i}"]
+        features.append(activation(conv.max(axis=2)))
+    x = np.concatenate(features, axis=-1)
+    for k in range(cnn["n_highway"]):
+        prefix = f"CNN_high_{k}/"
+        carry = _sigmoid(x @ weights[prefix + "W_carry"] + weights[prefix + "b_carry"])
+        transform = np.maximum(x @ weights[prefix + "W_transform"] + weights[prefix + "b_transform"], 0)
+        x = carry * transform + (1 - carry) * x
+    if "CNN_proj/W_proj" in weights:
+        x = x @ weights["CNN_proj/W_proj"] + weights["CNN_proj/b_proj"]
+    return x
+
+
+def _lstm(x, valid, kernel, bias, projection, cell_clip, proj_clip):
+    """One TF1 `LSTMCell` layer (forget bias 1) over `x` (B, T, in), all rows at once; a row's state
+    moves only where `valid` (B, T) holds, its outputs are 0 elsewhere."""
+    units = bias.shape[0] // 4
+    c = np.zeros((x.shape[0], units))
+    h = np.zeros((x.shape[0], units if projection is None else projection.shape[1]))
+    outputs = np.zeros(x.shape[:2] + h.shape[1:])
+    for t in range(x.shape[1]):
+        i, j, f, o = np.split(np.concatenate([x[:, t], h], axis=-1) @ kernel + bias, 4, axis=-1)
+        new_c = _sigmoid(f + 1) * c + _sigmoid(i) * np.tanh(j)
+        if cell_clip is not None:
+            new_c = np.clip(new_c, -cell_clip, cell_clip)
+        new_h = _sigmoid(o) * np.tanh(new_c)
+        if projection is not None:
+            new_h = new_h @ projection
+            if proj_clip is not None:
+                new_h = np.clip(new_h, -proj_clip, proj_clip)
+        step = valid[:, t, None]
+        c, h = np.where(step, new_c, c), np.where(step, new_h, h)
+        outputs[:, t] = new_h * step
+    return outputs
+
+
+def numpy_float64_lm_embeddings(options, weights, ids):
+    """`lm_embeddings` (B, n_layers + 1, T - 2, 2P) of a stateless biLM started from zeros, in float64:
+    `options` the options dict, `weights` {HDF5 name: array} in the original layout, `ids` the `Batcher`'s
+    char ids (B, T, C), boundaries included."""
+    weights = {name: np.asarray(value, np.float64) for name, value in weights.items()}
+    ids = np.asarray(ids)
+    lengths = (ids > 0).any(axis=2).sum(axis=1)
+    steps = ids.shape[1]
+    valid = np.arange(steps)[None] < lengths[:, None]
+    # Each row's first `length` steps reversed (the backward LSTM reads them so); applying it twice undoes it.
+    reverse = np.where(valid, lengths[:, None] - 1 - np.arange(steps)[None], np.arange(steps)[None])
+    flip = lambda a: np.take_along_axis(a, reverse[:, :, None], axis=1)  # noqa: E731
+    lstm = options["lstm"]
+    x = _token_encoder(options, weights, ids) * valid[:, :, None]
+    directions = []
+    for direction in range(2):
+        layer_input, outputs = x, []
+        for layer in range(lstm["n_layers"]):
+            prefix = f"RNN_{direction}/RNN/MultiRNNCell/Cell{layer}/LSTMCell/"
+            run = lambda a: _lstm(a, valid, weights[prefix + "W_0"], weights[prefix + "B"],  # noqa: E731
+                                  weights.get(prefix + "W_P_0"), lstm.get("cell_clip"), lstm.get("proj_clip"))
+            h = flip(run(flip(layer_input))) if direction else run(layer_input)
+            if lstm.get("use_skip_connections") and layer > 0:
+                h = (h + layer_input) * valid[:, :, None]
+            outputs.append(h)
+            layer_input = h
+        directions.append(outputs)
+    layers = [np.concatenate([x, x], -1)] + [np.concatenate(pair, -1) for pair in zip(*directions)]
+    stacked = np.stack(layers, axis=1)  # (B, L + 1, T, 2P)
+    out = np.zeros(stacked.shape[:2] + (steps - 2,) + stacked.shape[3:])
+    for row, n in enumerate(lengths):
+        out[row, :, :max(n - 2, 0)] = stacked[row, :, 1:max(n - 1, 1)]
+    return out
+
+
+def read_weights(weight_file):
+    import h5py
+
+    weights = {}
+    with h5py.File(weight_file, "r") as f:
+        f.visititems(lambda name, item: weights.__setitem__(name, item[()]) if isinstance(item, h5py.Dataset)
+                     else None)
+    return weights
+
+
+def numpy_reference(work, chunk=8):
+    """The float64 NumPy pass over the check sentences' ids, a chunk of sentences at a time."""
+    with open(os.path.join(work, "model", "options.json")) as f:
+        options = json.load(f)
+    weights = {name: value.astype(np.float64)
+               for name, value in read_weights(os.path.join(work, "model", "weights.hdf5")).items()}
+    ids = np.load(os.path.join(work, "check_ids.npy"))
+    return np.concatenate([numpy_float64_lm_embeddings(options, weights, ids[i:i + chunk])
+                           for i in range(0, len(ids), chunk)])
+
+
+def max_abs_deviation(got, want):
+    if got.shape != want.shape:
+        raise ValueError(f"shapes differ: {got.shape} against {want.shape}")
+    return float(np.max(np.abs(got.astype(np.float64) - want.astype(np.float64)), initial=0.0))
+
+
+# === A child process: one backend, one batch size ===
+
+def child(args):
+    """Writes the model (`--write_model`) or measures `args.child` at `args.batch_size`; the result goes to
+    `<work>/<name>.json`."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    name = "model" if args.write_model else f"{args.child}_{args.batch_size}"
+    try:
+        result = write_model(args) if args.write_model else measure(args)
+    except KeyboardInterrupt:
+        sys.exit(130)
+    with open(os.path.join(args.work, name + ".json"), "w") as f:
+        json.dump(result, f)
+
+
+def _import_bilm():
+    if importlib.util.find_spec("bilm") is None:
+        sys.path.append(ROOT)
+    import bilm
+
+    return bilm
+
+
+def write_model(args):
+    try:
+        __import__(BACKEND_MODULES[args.child])
+    except ImportError as error:
+        return {"skipped": f"{BACKEND_MODULES[args.child]} does not import: {error}"}
+    bilm = _import_bilm()
+    from bilm.models.random_weights import write_random_model
+
+    try:
+        from bilm.presets import get_preset
+
+        options = get_preset(args.size)
+    except ImportError:
+        options = PRESETS_WITHOUT_TENSORFLOW[args.size]
+    write_random_model(os.path.join(args.work, "model"), options, seed=0)
+    with open(os.path.join(args.work, "sentences.json")) as f:
+        check = json.load(f)["timed"][:min(args.sentences, CHECK_SENTENCES)]
+    ids = bilm.Batcher(None, options["char_cnn"]["max_characters_per_token"]).batch_sentences(check)
+    np.save(os.path.join(args.work, "check_ids.npy"), ids)
+    return {"written": True}
+
+
+def measure(args):
+    backend, batch_size = args.child, args.batch_size
+    try:
+        library = __import__(BACKEND_MODULES[backend])
+    except ImportError as error:
+        return {"skipped": f"{BACKEND_MODULES[backend]} does not import: {error}"}
+    bilm = _import_bilm()
+    import keras
+
+    if keras.backend.backend() != backend:
+        raise RuntimeError(f"Keras runs on {keras.backend.backend()}, not {backend} (KERAS_BACKEND={backend})")
+    if not args.tf32:
+        float32_matmuls(backend)
+    model_dir = os.path.join(args.work, "model")
+    with open(os.path.join(model_dir, "options.json")) as f:
+        max_characters = json.load(f)["char_cnn"]["max_characters_per_token"]
+    with open(os.path.join(args.work, "sentences.json")) as f:
+        sentences = json.load(f)
+    start = time.perf_counter()
+    model = bilm.BidirectionalLanguageModel(os.path.join(model_dir, "options.json"),
+                                            os.path.join(model_dir, "weights.hdf5"), stateful=False,
+                                            start="zeros", token_cache_size=0 if args.no_token_cache else 50_000)
+    load_seconds = time.perf_counter() - start
+    rss_after_load = peak_rss_gib()
+    batcher = bilm.Batcher(None, max_characters)
+
+    warm_up = batcher.batch_sentences(sentences["warm_up"][:batch_size])
+    start = time.perf_counter()
+    first = model(warm_up)["lm_embeddings"]
+    keras.ops.convert_to_numpy(first)
+    first_call_seconds = time.perf_counter() - start
+
+    n_batches = timed_batches(args.sentences, batch_size)
+    timed = sentences["timed"][:n_batches * batch_size]
+    batches = [batcher.batch_sentences(timed[i:i + batch_size]) for i in range(0, len(timed), batch_size)]
+    n_check = min(args.sentences, CHECK_SENTENCES)
+    kept = []
+    start = time.perf_counter()
+    for ids in batches:
+        layers = keras.ops.convert_to_numpy(model(ids)["lm_embeddings"])
+        if sum(len(array) for array in kept) < n_check:
+            kept.append(layers[:n_check].copy())
+    seconds = time.perf_counter() - start
+    np.save(os.path.join(args.work, f"{backend}_{batch_size}.npy"), np.concatenate(kept)[:n_check])
+
+    device, device_peak = device_and_peak(backend, library, first)
+    tokens = sum(len(sentence) for sentence in timed)
+    return {
+        "backend": backend,
+        "batch_size": batch_size,
+        "versions": {"keras": keras.__version__, backend: library.__version__},
+        "device": device,
+        "load_seconds": load_seconds,
+        "first_call_seconds": first_call_seconds,
+        "timed_batches": len(batches),
+        "timed_sentences": len(timed),
+        "timed_tokens": tokens,
+        "seconds": seconds,
+        "tokens_per_sec": tokens / seconds,
+        "rss_after_load_gib": rss_after_load,
+        "peak_rss_gib": peak_rss_gib(),
+        "peak_device_memory_gib": device_peak,
+    }
+
+
+def float32_matmuls(backend):
+    """float32 products on a GPU, without TF32 (as `bin/elmo.py` runs TensorFlow unless `--tf32`)."""
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        tf.config.experimental.enable_tensor_float_32_execution(False)
+    elif backend == "jax":
+        import jax
+
+        if jax.default_backend() != "cpu":
+            jax.config.update("jax_default_matmul_precision", "highest")
+    elif backend == "torch":
+        import torch
+
+        if torch.cuda.is_available():
+            torch.backends.cuda.matmul.allow_tf32 = False
+            torch.backends.cudnn.allow_tf32 = False
+
+
+def device_and_peak(backend, library, tensor):
+    """`(the device `tensor` lives on, in words; the backend's peak device memory in GiB, or None on a CPU)`."""
+    if backend == "tensorflow":
+        device = tensor.device.split("device:")[-1]  # "CPU:0", "GPU:0"
+        if not device.startswith("GPU"):
+            return f"cpu ({device})", None
+        details = library.config.experimental.get_device_details(library.config.list_physical_devices("GPU")[0])
+        peak = library.config.experimental.get_memory_info(device)["peak"]
+        return f"gpu ({device}, {details.get('device_name', '?')})", peak / 2 ** 30
+    if backend == "jax":
+        device = next(iter(tensor.devices()))
+        if device.platform == "cpu":
+            return f"cpu ({device})", None
+        stats = device.memory_stats() or {}
+        peak = stats.get("peak_bytes_in_use")
+        return f"{device.platform} ({device}, {device.device_kind})", None if peak is None else peak / 2 ** 30
+    device = tensor.device
+    if device.type != "cuda":
+        return f"{device.type} ({device})", None
+    return (f"gpu ({device}, {library.cuda.get_device_name(device)})",
+            library.cuda.max_memory_allocated(device) / 2 ** 30)
+
+
+def peak_rss_gib():
+    """Peak resident memory of this process so far (Linux reports KiB, macOS bytes)."""
+    import resource
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / 2 ** (30 if sys.platform == "darwin" else 20)
+
+
+# === The parent ===
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised as Ctrl-C's `KeyboardInterrupt` is (exit status 143)."""
+
+
+def _raise_terminated(signum, frame):
+    raise Terminated()
+
+
+class Children:
+    """The child processes, one at a time; `stop` ends the running one (SIGTERM, then SIGKILL)."""
+
+    def __init__(self, work, args):
+        self.work, self.args, self.running = work, args, None
+
+    def run(self, name, backend, *flags):
+        env = dict(os.environ, KERAS_BACKEND=backend)
+        env.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+        command = [sys.executable, os.path.abspath(__file__), "--work", self.work, "--size", self.args.size,
+                   "--sentences", str(self.args.sentences), *flags]
+        if self.args.no_token_cache:
+            command.append("--no_token_cache")
+        if self.args.tf32:
+            command.append("--tf32")
+        with open(os.path.join(self.work, name + ".err"), "w") as stderr:
+            self.running = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, stdout=stderr,
+                                            stderr=stderr)
+            code = self.running.wait()
+            self.running = None
+        result_file = os.path.join(self.work, name + ".json")
+        if code == 0 and os.path.exists(result_file):
+            with open(result_file) as f:
+                return json.load(f)
+        with open(os.path.join(self.work, name + ".err"), errors="replace") as f:
+            tail = f.read()[-3000:]
+        lines = [line for line in tail.splitlines() if line.strip()]
+        why = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit status {code}"
+        return {"failed": f"{why}: {lines[-1] if lines else 'no output'}", "stderr_tail": tail}
+
+    def stop(self):
+        process = self.running
+        if process is None or process.poll() is not None:
+            return
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def matmul_rate(n=2048, repeats=3, trials=3):
+    """This machine's float32 matmul rate in FLOP/s, by NumPy's BLAS (`common.matmul_rate` measures it with
+    TensorFlow): the best of `trials` timings of `repeats` (n, n) products."""
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((n, n), dtype=np.float32), rng.standard_normal((n, n), dtype=np.float32)
+    a @ b
+    best = float("inf")
+    for _ in range(trials):
+        start = time.perf_counter()
+        for _ in range(repeats):
+            a @ b
+        best = min(best, time.perf_counter() - start)
+    return 2 * n ** 3 * repeats / best
+
+
+def forward_flops_per_token(options):
+    """Multiply-adds x 2 of one token through the biLM, char CNN included (as `common.forward_flops_per_token`,
+    from the options dict)."""
+    cnn, lstm = options["char_cnn"], options["lstm"]
+    filters = sum(num for _, num in cnn["filters"])
+    p, units = lstm["projection_dim"], lstm["dim"]
+    flops = sum(2 * (cnn["max_characters_per_token"] - w + 1) * w * cnn["embedding"]["dim"] * num
+                for w, num in cnn["filters"])
+    flops += cnn["n_highway"] * 2 * 2 * filters * filters + (2 * filters * p if filters != p else 0)
+    per_layer = 2 * (p + p) * 4 * units + (2 * units * p if p != units else 0)
+    return flops + 2 * lstm["n_layers"] * per_layer
+
+
+def installed(backend):
+    """None when `backend`'s module can be imported (as far as finding it tells), else why not."""
+    module = BACKEND_MODULES[backend]
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError) as error:
+        return f"not installed: {error}"
+    return None if found else f"not installed: no module named {module!r}"
+
+
+def machine():
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return {"cpu": cpu, "cores": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
+            "numpy": np.__version__}
+
+
+def check_output(args):
+    if args.output is None:
+        return
+    if os.path.exists(args.output) and not args.overwrite:
+        sys.exit(f"Error: {args.output} exists; pass --overwrite to replace it.")
+    directory = os.path.dirname(os.path.abspath(args.output))
+    if not os.path.isdir(directory):
+        sys.exit(f"Error: cannot write {args.output}: {directory} is not a directory.")
+
+
+def write_report(report, path, overwrite):
+    """JSON to a temporary file beside `path`, then renamed over it."""
+    if os.path.exists(path) and not overwrite:
+        sys.exit(f"Error: {path} appeared while the bench ran; pass --overwrite to replace it.")
+    directory, name = os.path.split(os.path.abspath(path))
+    descriptor, temporary = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(descriptor, "w") as f:
+            json.dump(report, f, indent=2)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        os.unlink(temporary)
+        raise
+
+
+def run(args):
+    check_output(args)
+    work = tempfile.mkdtemp(prefix="bench_backends_")
+    children = Children(work, args)
+    try:
+        return measure_all(args, work, children)
+    finally:
+        previous = {signum: signal.signal(signum, signal.SIG_IGN) for signum in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            children.stop()
+            import shutil
+
+            shutil.rmtree(work, ignore_errors=True)
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+
+
+def measure_all(args, work, children):
+    batch_sizes = args.batch_sizes
+    warm_up_count = max(batch_sizes)
+    timed_count = max(timed_batches(args.sentences, b) * b for b in batch_sizes)
+    pool = synthetic_sentences(warm_up_count + timed_count, args.length)
+    with open(os.path.join(work, "sentences.json"), "w") as f:
+        json.dump({"warm_up": pool[:warm_up_count], "timed": pool[warm_up_count:]}, f)
+
+    report = {
+        "bench": "bench_backends",
+        "command": " ".join([os.path.relpath(os.path.abspath(__file__), ROOT)] + sys.argv[1:]),
+        "size": args.size, "length": args.length, "sentences": args.sentences, "batch_sizes": batch_sizes,
+        "check_sentences": min(args.sentences, CHECK_SENTENCES), "token_cache": not args.no_token_cache,
+        "tf32": args.tf32, "machine": machine(), "backends": {}, "reference": None,
+    }
+    rate = matmul_rate()  # before any child runs: nothing else of the bench's on the cores
+    report["machine"]["float32_matmul_gflops"] = rate / 1e9
+    reasons = {backend: installed(backend) for backend in args.backends}
+    available = [backend for backend in args.backends if reasons[backend] is None]
+    print(f"bench_backends: {args.size} model, {args.length}-token sentences, batch sizes "
+          f"{', '.join(map(str, batch_sizes))}, backends {', '.join(args.backends)}", flush=True)
+    model_written = False
+    report["model_failures"] = {}
+    for backend in available:  # the model, written once under the first backend that can
+        result = children.run("model", backend, "--child", backend, "--write_model")
+        if "written" in result:
+            model_written = True
+            break
+        if "skipped" in result:
+            reasons[backend] = result["skipped"]
+        else:
+            report["model_failures"][backend] = result["failed"]
+            print(f"{backend:>10}: writing the model FAILED ({result['failed']}):\n{result['stderr_tail']}",
+                  file=sys.stderr, flush=True)
+    for backend in args.backends:
+        entry = report["backends"][backend] = {"status": "skipped", "reason": reasons[backend], "results": []}
+        if reasons[backend] is not None or not model_written:
+            entry["reason"] = entry["reason"] or "no model: no backend wrote it"
+            print(f"{backend:>10}: skipped ({entry['reason']})", flush=True)
+            continue
+        entry.update(status="ran", reason=None)
+        for batch_size in batch_sizes:
+            result = children.run(f"{backend}_{batch_size}", backend, "--child", backend,
+                                  "--batch_size", str(batch_size))
+            if "skipped" in result:
+                entry.update(status="skipped", reason=result["skipped"], results=[])
+                print(f"{backend:>10}: skipped ({result['skipped']})", flush=True)
+                break
+            if "failed" in result:
+                entry["status"] = "failed"
+                entry["results"].append({"batch_size": batch_size, **result})
+                print(f"{backend:>10} batch {batch_size:>4}: FAILED ({result['failed']})", flush=True)
+                continue
+            entry.setdefault("versions", result["versions"])
+            entry.setdefault("device", result["device"])
+            entry["results"].append(result)
+            print(f"{backend:>10} batch {batch_size:>4}: {result['tokens_per_sec']:9,.0f} tokens/sec, first call "
+                  f"{result['first_call_seconds']:.2f} s, peak RSS {result['peak_rss_gib']:.2f} GiB "
+                  f"on {result['device']}", flush=True)
+    if model_written:
+        add_deviations(report, work)
+        with open(os.path.join(work, "model", "options.json")) as f:
+            flops = forward_flops_per_token(json.load(f))
+        report["forward_gflops_per_token"] = flops / 1e9
+        for entry in report["backends"].values():
+            for result in entry["results"]:
+                if "tokens_per_sec" in result:
+                    result["fraction_of_matmul_rate"] = result["tokens_per_sec"] * flops / rate
+    print_table(report)
+    print(json.dumps(report, indent=2))
+    if args.output:
+        write_report(report, args.output, args.overwrite)
+        print(f"wrote {args.output}", flush=True)
+    if not model_written:
+        return 1
+    return int(any(entry["status"] == "failed" for entry in report["backends"].values()))
+
+
+def add_deviations(report, work):
+    """Each run's max |deviation| from the reference (`max_abs_deviation`) and from float64 NumPy."""
+    runs = [(backend, result) for backend, entry in report["backends"].items() for result in entry["results"]
+            if "tokens_per_sec" in result]
+    if not runs:
+        return
+    outputs = {(backend, result["batch_size"]): np.load(os.path.join(work, f"{backend}_{result['batch_size']}.npy"))
+               for backend, result in runs}
+    try:
+        float64 = numpy_reference(work)
+        float64_error = None
+    except Exception as error:  # the table still has the other figures
+        float64, float64_error = None, f"{type(error).__name__}: {error}"
+    tensorflow = [key for key in outputs if key[0] == "tensorflow"]
+    if tensorflow:
+        key = tensorflow[0]
+        reference, description = outputs[key], f"tensorflow float32 at batch size {key[1]}"
+    elif float64 is not None:
+        key, reference, description = None, float64, "float64 NumPy forward pass (bench_backends.py)"
+    else:
+        key = next(iter(outputs))
+        reference, description = outputs[key], f"{key[0]} at batch size {key[1]} (the first backend that ran)"
+    report["reference"] = {"description": description, "sentences": len(reference),
+                           "max_abs_value": float(np.max(np.abs(reference), initial=0.0)),
+                           "float64_error": float64_error}
+    for backend, result in runs:
+        got = outputs[(backend, result["batch_size"])]
+        result["is_reference"] = key == (backend, result["batch_size"])
+        result["max_abs_deviation"] = max_abs_deviation(got, reference)
+        result["max_abs_deviation_float64"] = None if float64 is None else max_abs_deviation(got, float64)
+
+
+def print_table(report):
+    reference = report["reference"] or {}
+    print(f"\nmachine: {report['machine']['cpu']}, {report['machine']['cores']} cores, "
+          f"float32 matmul {report['machine']['float32_matmul_gflops']:.0f} GFLOP/s (NumPy); model {report['size']}, "
+          f"{report['length']}-token sentences; TensorFlow's token cache {'on' if report['token_cache'] else 'off'}")
+    print(f"max |deviation| of lm_embeddings on {reference.get('sentences', 0)} sentences, from the reference: "
+          f"{reference.get('description', 'none')} (its largest |value| {reference.get('max_abs_value', 0):.3g}); "
+          "and from float64 NumPy")
+    header = ("backend", "version", "device", "batch", "tokens/sec", "% matmul", "first call s", "peak RSS GiB",
+              "peak dev GiB", "max|dev| ref", "max|dev| f64")
+    rows = []
+    for backend, entry in report["backends"].items():
+        version = entry.get("versions", {}).get(backend, "")
+        if entry["status"] == "skipped":
+            rows.append((backend, "", "skipped: " + (entry["reason"] or ""), "", "", "", "", "", "", "", ""))
+        for r in entry["results"]:
+            if "failed" in r:
+                rows.append((backend, version, "FAILED: " + r["failed"][:80], str(r["batch_size"]), "", "", "", "",
+                             "", "", ""))
+                continue
+            device_peak = r["peak_device_memory_gib"]
+            deviation = r.get("max_abs_deviation")
+            float64 = r.get("max_abs_deviation_float64")
+            rows.append((backend, version, r["device"], str(r["batch_size"]), f"{r['tokens_per_sec']:,.0f}",
+                         f"{100 * r['fraction_of_matmul_rate']:.1f}", f"{r['first_call_seconds']:.2f}",
+                         f"{r['peak_rss_gib']:.2f}",
+                         "-" if device_peak is None else f"{device_peak:.2f}",
+                         "reference" if r.get("is_reference") else ("-" if deviation is None else f"{deviation:.1e}"),
+                         "-" if float64 is None else f"{float64:.1e}"))
+    widths = [max(len(row[i]) for row in rows + [header]) for i in range(len(header))]
+    for row in [header] + rows:
+        print("  ".join(cell.rjust(width) if 3 <= i else cell.ljust(width)
+                        for i, (cell, width) in enumerate(zip(row, widths))).rstrip())
+    print(flush=True)
+
+
+def main():
+    args = parse_args()
+    if args.child or args.write_model:
+        return child(args)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        status = run(args)
+    except KeyboardInterrupt as stopped:
+        signum = signal.SIGTERM if isinstance(stopped, Terminated) else signal.SIGINT
+        print(f"\nStopped by {signum.name}.", file=sys.stderr)
+        sys.exit(128 + signum)
+    sys.exit(status)
+
+
+if __name__ == "__main__":
+    main()
