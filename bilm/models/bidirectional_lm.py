@@ -13,6 +13,7 @@ from bilm.layers.char_cnn import DIRECT_CONVOLUTION_TOKENS
 from bilm.models.boundary_state import DEFAULT_N_SENTENCES
 from bilm.models.elmo_outputs import elmo_outputs
 from bilm.models.functional_bilm import build_contextual_bilm, build_token_encoder, state_keys
+from bilm.models.id_checks import check_id_values, refuse_batch
 from bilm.models.network_calls import inference_call
 from bilm.models.prediction_network import load_prediction_bilm
 from bilm.models.start_state import resolve_start
@@ -354,47 +355,26 @@ class BidirectionalLanguageModel(_tracked_base()):
             raise TypeError(f"ids must be integers (from Batcher/TokenBatcher). Received dtype {dtype}.")
         if not fast_paths():
             ids = np.asarray(keras.ops.convert_to_numpy(ids), np.int32)
-            self._check_id_values(ids)
+            check_id_values(ids, self.options, *self._limits())
             return ids
         import tensorflow as tf
 
         ids = tf.convert_to_tensor(ids)
         if ids.dtype != tf.int32:
             ids = tf.cast(ids, tf.int32)
-        if tf.executing_eagerly():
-            self._check_id_values(ids.numpy())  # NumPy: a few eager ops would cost more than the check
+        if tf.executing_eagerly():  # NumPy: a few eager ops would cost more than the check
+            check_id_values(ids.numpy(), self.options, *self._limits())
         else:  # a trace: what its static shape tells
-            check_id_shape(ids.shape, self.options.token_id_width if self.use_character_inputs else None)
-            if self.stateful and ids.shape[0] is not None and ids.shape[0] > self.max_batch_size:
-                self._refuse_batch(ids.shape[0])
+            width, _, max_rows = self._limits()
+            check_id_shape(ids.shape, width)
+            if max_rows is not None and ids.shape[0] is not None and ids.shape[0] > max_rows:
+                refuse_batch(ids.shape[0], max_rows)
         return ids
 
-    def _refuse_batch(self, rows):
-        raise UserError(f"A batch of {rows} sentences exceeds max_batch_size={self.max_batch_size}; "
-                        "split the batch or build the model with a larger max_batch_size.")
-
-    def _check_id_values(self, values):
-        """Checks a NumPy batch of ids: its shape, its size against the state buffers, each id's range."""
-        if self.use_character_inputs:
-            width, n_ids = self.options.token_id_width, self.options.char_cnn.n_characters
-        else:
-            width, n_ids = None, self.n_token_vocab
-        check_id_shape(values.shape, width)
-        if self.stateful and values.shape[0] > self.max_batch_size:
-            self._refuse_batch(values.shape[0])
-        if not values.size:
-            return
-        checked = values
-        if self.use_character_inputs and self.options.word_embedding is not None:
-            checked = values[..., :-1]
-            _check_id_range(values[..., -1], self.options.word_embedding.dictionary.n_ids + 1, "word ")
-        _check_id_range(checked, n_ids, "")
-
-
-def _check_id_range(ids, n_ids, what):
-    low, high = int(np.min(ids)), int(np.max(ids))
-    if low < 0 or high >= n_ids:
-        raise UserError(f"{what}ids must lie in [0, {n_ids}). Received values in [{low}, {high}].")
+    def _limits(self):
+        """`(token_id_width or None, n_token_vocab, most rows a batch may have or None)` for `bilm.models.id_checks`."""
+        width = self.options.token_id_width if self.use_character_inputs else None
+        return width, self.n_token_vocab, self.max_batch_size if self.stateful else None
 
 
 def _refuse_start_of_stateful(start):

@@ -18,15 +18,19 @@ from bilm.models.elmo_outputs import (
     sequence_output_names,
 )
 from bilm.models.functional_bilm import FLOAT32, build_bilm, float32_policy, state_keys
+from bilm.models.id_checks import check_rows
 from bilm.models.start_state import STARTS
 from bilm.models.text_inputs import (
     INPUT_TYPES,
     TEXT_INPUT_TYPES,
     TokenMask,
+    compiling_text_with_xla,
     dictionary_tables_for,
     inputs_to_ids,
+    is_text,
     output_time_shape,
     resolve_input_type,
+    token_vocab_table_for,
 )
 from bilm.ops.kernel_dtypes import check_kernel_dtype
 from bilm.options import load_options
@@ -197,7 +201,7 @@ class ELMoEmbedding(keras.layers.Layer):
                                 do_layer_norm=do_layer_norm, seed=mix_seed, name="elmo_mix", dtype=FLOAT32)
         self.mix.trainable = self._mix_trains()
         self.dropout_layer = keras.layers.Dropout(dropout, name="elmo_dropout", dtype=FLOAT32) if dropout else None
-        self.vocab_table = _token_vocab_table(self.vocabulary)
+        self.vocab_table = token_vocab_table_for(self.vocabulary)
         # Text's lookup tables are TensorFlow's; other backends take ids.
         self.dictionary_tables = dictionary_tables_for(options) if on_tensorflow() else None
         self.token_mask = TokenMask(input_type, use_character_inputs, name=f"{self.name}_token_mask", dtype=FLOAT32)
@@ -258,12 +262,12 @@ class ELMoEmbedding(keras.layers.Layer):
         self.built = True
 
     def __call__(self, inputs, *args, **kwargs):
-        if not on_tensorflow() and _is_text(inputs):  # before Keras converts them to a backend's tensor
+        if not on_tensorflow() and is_text(inputs):  # before Keras converts them to a backend's tensor
             require_tensorflow(f"{self.name} given text (strings; give ids from bilm.Batcher instead)")
         return super().__call__(inputs, *args, **kwargs)
 
     def call(self, inputs, training=None):
-        if self._note_input_type(inputs) in TEXT_INPUT_TYPES and _compiling_with_xla():
+        if self._note_input_type(inputs) in TEXT_INPUT_TYPES and compiling_text_with_xla():
             raise UserError(
                 f"{self.name}: text inputs cannot be compiled with XLA (string ops). Build the layer with "
                 "input_type='tokens' or 'sentences' (Keras then compiles the model without XLA), compile the "
@@ -285,7 +289,7 @@ class ELMoEmbedding(keras.layers.Layer):
         """
         batch = ops.shape(ids)[0]
         if self.max_batch_size is not None:
-            self._check_batch(batch)
+            check_rows(batch, self.max_batch_size, self.name)
         inputs = {"token_characters" if self.use_character_inputs else "token_ids": ids}
         for key, _, size in state_keys(self.options):
             inputs[key] = ops.broadcast_to(self.start_state[key], (batch, size))
@@ -306,18 +310,6 @@ class ELMoEmbedding(keras.layers.Layer):
         outputs["mask"] = mask
         outputs["sequence_len"] = lengths
         return outputs
-
-    def _check_batch(self, batch):
-        """No more rows than `max_batch_size`: at once where the batch is known, else as the graph runs."""
-        message = (f"{self.name}: the batch has more rows than max_batch_size={self.max_batch_size}; "
-                   "split the batch or raise max_batch_size")
-        if isinstance(batch, int):
-            if batch > self.max_batch_size:
-                raise UserError(message)
-        elif on_tensorflow():
-            import tensorflow as tf
-
-            tf.debugging.assert_less_equal(batch, self.max_batch_size, message=message)
 
     def _resolve_input_type(self, inputs):
         return resolve_input_type(self.input_type, inputs, self.use_character_inputs)
@@ -400,27 +392,3 @@ _CONFIG_ATTRIBUTES = ("mix_seed", "trainable_mix", "trainable_bilm", "do_layer_n
                       "dropout", "input_type", "max_batch_size", "n_token_vocab", "vocabulary", "start",
                       "kernel_dtype")
 
-
-def _token_vocab_table(vocabulary):
-    """A token-input layer's in-graph vocabulary (TensorFlow's, for text inputs), or None."""
-    if vocabulary is None:
-        return None
-    require_tensorflow("ELMoEmbedding(vocabulary=...) (text inputs to a token-input biLM)")
-    from bilm.text.graph_batching import token_vocab_table
-
-    return token_vocab_table(vocabulary)
-
-
-def _compiling_with_xla():
-    if not on_tensorflow():
-        return False
-    from bilm.ops.placement import compiling_with_xla
-
-    return compiling_with_xla()
-
-
-def _is_text(inputs):
-    """Whether `inputs` (NumPy, a list, a tensor) hold strings."""
-    if isinstance(inputs, (list, tuple, np.ndarray, str, bytes)):
-        return np.asarray(inputs).dtype.kind in "USO"
-    return keras.backend.standardize_dtype(getattr(inputs, "dtype", "float32")) == "string"

@@ -7,6 +7,7 @@ options have them (`bilm.text.dictionary_ids`); a token-input model's
 become ids of its vocabulary (`TokenBatcher`, `batch_token_ids`).
 """
 import keras
+import numpy as np
 from keras import ops
 
 from bilm.errors import UserError
@@ -204,3 +205,29 @@ class TokenMask(keras.layers.Layer):
         config = super().get_config()
         config.update({"input_type": self.input_type, "use_character_inputs": self.use_character_inputs})
         return config
+
+
+def token_vocab_table_for(vocabulary):
+    """A token-input layer's in-graph vocabulary (TensorFlow's, for text inputs), or None."""
+    if vocabulary is None:
+        return None
+    require_tensorflow("ELMoEmbedding(vocabulary=...) (text inputs to a token-input biLM)")
+    from bilm.text.graph_batching import token_vocab_table
+
+    return token_vocab_table(vocabulary)
+
+
+def compiling_text_with_xla():
+    """Whether a function compiled with XLA is being traced (text inputs cannot be: string ops)."""
+    if not on_tensorflow():
+        return False
+    from bilm.ops.placement import compiling_with_xla
+
+    return compiling_with_xla()
+
+
+def is_text(inputs):
+    """Whether `inputs` (NumPy, a list, a tensor) hold strings."""
+    if isinstance(inputs, (list, tuple, np.ndarray, str, bytes)):
+        return np.asarray(inputs).dtype.kind in "USO"
+    return keras.backend.standardize_dtype(getattr(inputs, "dtype", "float32")) == "string"
