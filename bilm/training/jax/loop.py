@@ -12,8 +12,8 @@ import jax.numpy as jnp
 import keras
 
 from bilm.errors import UserError
-from bilm.io.formats.output_files import check_output_directory, writer_lock
-from bilm.options import load_options, save_options
+from bilm.io.formats.output_files import check_output_directory, check_output_file, writer_lock
+from bilm.options import holds_options, load_options, save_options
 from bilm.training.config.settings import training_settings
 from bilm.training.jax import checkpoints
 from bilm.training.jax.sampled_softmax import full_softmax_loss
@@ -85,7 +85,10 @@ def _train(options, options_dict, settings, data, save_dir, seed, max_steps, che
     if meta is not None:
         state, taken = step.place(checkpoints.load_checkpoint(save_dir, state)), meta["step"]
     else:
-        save_options(options, os.path.join(os.fspath(save_dir), checkpoints.OPTIONS_FILE))
+        options_file = os.path.join(os.fspath(save_dir), checkpoints.OPTIONS_FILE)
+        # A file of that name that holds other options is the user's: never replaced.
+        check_output_file(options_file, content=holds_options(options))
+        save_options(options, options_file)
     window = step.global_batch_size * settings.unroll_steps
     total = max_steps or settings.max_steps or settings.n_epochs * max(1, settings.n_train_tokens // window)
     batches = data.iter_batches(step.global_batch_size, settings.unroll_steps, skip=taken)
