@@ -29,7 +29,7 @@ def _fixed(options):
 
 
 def train_on_jax(options, data, save_dir, *, seed=0, max_steps=None, checkpoint_every=1000, heldout_data=None,
-                 save_on_signals=True, devices=None, verbose=1):
+                 save_on_signals=True, devices=None, start_state=None, verbose=1):
     """Trains the biLM of `options` on `data`, continuing the checkpoint in `save_dir` if there is one.
 
     Args:
@@ -54,6 +54,11 @@ def train_on_jax(options, data, save_dir, *, seed=0, max_steps=None, checkpoint_
             `TrainingInterrupted`.
         devices: the JAX devices to train on, `batch_size` rows each (None:
             the first device); see `JaxTrainStep`.
+        start_state: for a new run (no checkpoint in `save_dir`), a callable
+            `(JaxTrainStep, state) -> state` that changes the initial state
+            (`JaxTrainStep.initial_state`) before the first step, e.g. to
+            start from a published model's weights; a restart ignores it
+            (the checkpoint holds what it set).
         verbose: 0 silent, 1 a line every 100 steps and at the end.
 
     Returns:
@@ -66,11 +71,11 @@ def train_on_jax(options, data, save_dir, *, seed=0, max_steps=None, checkpoint_
     check_output_directory(save_dir)
     with writer_lock(save_dir):  # one writer at a time
         return _train(options, options_dict, settings, data, save_dir, seed, max_steps, checkpoint_every,
-                      heldout_data, save_on_signals, devices, verbose)
+                      heldout_data, save_on_signals, devices, start_state, verbose)
 
 
 def _train(options, options_dict, settings, data, save_dir, seed, max_steps, checkpoint_every, heldout_data,
-           save_on_signals, devices, verbose):
+           save_on_signals, devices, start_state, verbose):
     meta = checkpoints.read_meta(save_dir)
     if meta is not None and (_fixed(meta["options"]) != _fixed(options_dict) or meta["seed"] != seed):
         changed = sorted(key for key in set(meta["options"]) | set(options_dict)
@@ -88,6 +93,8 @@ def _train(options, options_dict, settings, data, save_dir, seed, max_steps, che
         options_file = os.path.join(os.fspath(save_dir), checkpoints.OPTIONS_FILE)
         # A file of that name that holds other options is the user's: never replaced.
         check_output_file(options_file, content=holds_options(options))
+        if start_state is not None:
+            state = step.place(start_state(step, state))
         save_options(options, options_file)
     window = step.global_batch_size * settings.unroll_steps
     total = max_steps or settings.max_steps or settings.n_epochs * max(1, settings.n_train_tokens // window)
