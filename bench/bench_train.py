@@ -195,7 +195,9 @@ def run(args, n_vocab, corpus, jit_compile):
         print(f"float32 matmul: {args.rate / 1e9:,.1f} GFLOP/s on {tf.config.list_logical_devices()[-1].name}")
     ceiling = tokens_per_step / step_floor_seconds(parsed, settings, batches[args.warmup:], args.rate)
     n_bilm, n_softmax = lm.parameter_counts()
-    flops = 3 * 2 * forward_flops_per_token(parsed) * tokens_per_step  # both directions, forward + backward
+    # Each direction encodes its own input stream; forward_flops_per_token already holds both directions'
+    # LSTMs (and one encoder). Forward + backward pass: 3x.
+    flops = 3 * (forward_flops_per_token(parsed) + encoder_flops_per_token(parsed)) * tokens_per_step
     dtype_note = "" if args.matmul_dtype == "float32" else f"[{args.matmul_dtype} matmuls; the ceiling is float32's] "
     mode = "compiled  " if step.jit_compile else "uncompiled"
     print(f"{dtype_note}{mode} vocab {n_vocab:>7,}: {tokens_per_step / seconds:10,.0f} tokens/sec  "
