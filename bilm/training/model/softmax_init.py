@@ -34,8 +34,14 @@ frequency_bias=True)` adds `log p(w)`: the sample's target counts, the
 words it does not hold sharing the Good-Turing estimate of unseen mass (the
 share of targets seen once) in proportion to `1 / rank` (the vocabulary is
 sorted by frequency).
+
+The fit itself (`fit_softmax`) is NumPy over what a `TrainedBiLM` reads
+(the top layer's outputs on the start of the text, the words' encodings):
+TensorFlow's `TrainingLM` here (`initialize_softmax`), JAX's training step
+in `bilm.training.jax.softmax_init`.
 """
 import math
+from typing import Protocol
 
 import numpy as np
 
@@ -71,6 +77,26 @@ def check_softmax_init(method):
     return method
 
 
+class TrainedBiLM(Protocol):
+    """What the fit reads of a biLM, on whichever backend it runs (`fit_softmax`'s contract).
+
+    Attributes:
+        settings: its `TrainingSettings` (`n_tokens_vocab`, `dropout`,
+            `batch_size`, `unroll_steps`).
+    """
+
+    settings: object
+
+    def top_outputs(self, data, n_positions):
+        """The top layer's outputs `(n, P)` float32 and their targets `(n,)` int64 over the start of the
+        stream `data` (both directions, LSTM states carried from zeros, no dropout), in stream order, at least
+        `n_positions` of them where the stream holds them."""
+
+    def encode_words(self, char_ids):
+        """The layer-0 encodings `(n, P)` float32 of `n` words given as their character ids `(n, max_chars)`
+        (training form)."""
+
+
 def initialize_softmax(lm, data, method, n_positions=DEFAULT_SAMPLE_POSITIONS, frequency_bias=False):
     """Sets `lm`'s softmax (`W` `(n_tokens_vocab, P)`, `b`) as `method` says (see the module docstring).
 
@@ -87,31 +113,56 @@ def initialize_softmax(lm, data, method, n_positions=DEFAULT_SAMPLE_POSITIONS, f
             in the sample (see the module docstring), for any method.
 
     Returns:
-        dict: `method`, and for the fitted ones `scale` (s), `positions` read,
-        `sample_perplexity` (the full-softmax perplexity of the new softmax
-        on the positions kept apart, without perturbations),
-        `frequency_perplexity` (the same with the words' log frequencies
-        added to its bias: what the fit knows beyond them) and, for
-        comparison, `unigram_perplexity` (the words' frequencies alone) there.
+        `fit_softmax`'s report.
+    """
+    softmax, report = fit_softmax(_TensorFlowBiLM(lm), data, method, n_positions, frequency_bias)
+    if "W" in softmax:
+        lm.softmax_weights.assign(softmax["W"])
+    if "b" in softmax:
+        lm.softmax_bias.assign(softmax["b"])
+    return report
+
+
+def fit_softmax(bilm, data, method, n_positions=DEFAULT_SAMPLE_POSITIONS, frequency_bias=False):
+    """The new softmax `method` gives (see the module docstring), computed in NumPy from what `bilm` reads.
+
+    Args:
+        bilm: a `TrainedBiLM` (TensorFlow's `TrainingLM` behind
+            `initialize_softmax`, or JAX's `bilm.training.jax.softmax_init`).
+        data, method, n_positions, frequency_bias: as in `initialize_softmax`.
+
+    Returns:
+        `(softmax, report)`. `softmax`: the arrays to set, `"W"` float32
+        `(n_tokens_vocab, P)` and `"b"` float32 `(n_tokens_vocab,)`; only
+        `"b"` for `"random"` with `frequency_bias`, nothing for `"random"`
+        without (the random start stays). `report`: `method`, and for the
+        fitted ones `scale` (s), `positions` read, `sample_perplexity` (the
+        full-softmax perplexity of the new softmax on the positions kept
+        apart, without perturbations), `frequency_perplexity` (the same with
+        the words' log frequencies added to its bias: what the fit knows
+        beyond them) and, for comparison, `unigram_perplexity` (the words'
+        frequencies alone) there.
+
+    Raises:
+        UserError: an unknown `method`, or a vocabulary of another size than the softmax's.
     """
     check_softmax_init(method)
     if method == "random" and not frequency_bias:
-        return {"method": method}
+        return {}, {"method": method}
     vocab = data.vocab
-    if vocab.size != lm.settings.n_tokens_vocab:
+    if vocab.size != bilm.settings.n_tokens_vocab:
         raise UserError(f"The data's vocabulary has {vocab.size} words but the softmax has "
-                        f"{lm.settings.n_tokens_vocab} rows (n_tokens_vocab).")
-    outputs, targets = sample_top_outputs(lm, data, min(n_positions, positions_in_one_pass(data, n_positions)))
+                        f"{bilm.settings.n_tokens_vocab} rows (n_tokens_vocab).")
+    outputs, targets = bilm.top_outputs(data, min(n_positions, positions_in_one_pass(data, n_positions)))
     n_scale = max(1, int(len(targets) * SCALE_SHARE))
     (fit_outputs, fit_targets), (scale_outputs, scale_targets) = (
         (outputs[:-n_scale], targets[:-n_scale]), (outputs[-n_scale:], targets[-n_scale:]))
     frequencies = log_frequencies(np.bincount(fit_targets, minlength=vocab.size))
     bias = frequencies if frequency_bias else np.zeros(vocab.size, np.float32)
     if method == "random":
-        lm.softmax_bias.assign(bias)
-        return {"method": method, "positions": len(targets)}
-    encode = _encoder(lm, vocab.word_char_ids)
-    dropout = lm.settings.dropout
+        return {"b": bias}, {"method": method, "positions": len(targets)}
+    encode = _encoder(bilm, vocab.word_char_ids, outputs.shape[1])
+    dropout = bilm.settings.dropout
     if method == "encoding":
         weights, offsets = encode(np.arange(vocab.size)), np.zeros(vocab.size, np.float32)
     else:
@@ -119,11 +170,10 @@ def initialize_softmax(lm, data, method, n_positions=DEFAULT_SAMPLE_POSITIONS, f
     scale, _ = fit_scale(_perturbed(scale_outputs, dropout), scale_targets, weights, offsets, bias)
     _, perplexity = fit_scale(scale_outputs, scale_targets, weights, offsets, bias, scale=scale)
     _, with_frequencies = fit_scale(scale_outputs, scale_targets, weights, offsets, frequencies, scale=scale)
-    lm.softmax_weights.assign((scale * weights).astype(np.float32))
-    lm.softmax_bias.assign((scale * offsets + bias).astype(np.float32))
-    return {"method": method, "scale": scale, "positions": len(targets), "sample_perplexity": perplexity,
-            "frequency_perplexity": with_frequencies,
-            "unigram_perplexity": float(np.exp(-np.mean(frequencies[scale_targets])))}
+    softmax = {"W": (scale * weights).astype(np.float32), "b": (scale * offsets + bias).astype(np.float32)}
+    return softmax, {"method": method, "scale": scale, "positions": len(targets), "sample_perplexity": perplexity,
+                     "frequency_perplexity": with_frequencies,
+                     "unigram_perplexity": float(np.exp(-np.mean(frequencies[scale_targets])))}
 
 
 def _perturbed(outputs, dropout, seed=0):
@@ -142,25 +192,6 @@ def positions_in_one_pass(data, limit):
     return directions * count_positions(getattr(data, "forward", data).shards, -(-limit // directions))
 
 
-def sample_top_outputs(lm, data, n_positions):
-    """The top layer's outputs `(n, P)` float32 and their targets `(n,)` int64 over the start of the
-    training stream (both directions, LSTM states carried from zeros, no dropout), at least `n_positions`."""
-    settings = lm.settings
-    run = tf.function(lambda batch, states: lm.run(batch, states), reduce_retracing=True, autograph=False)
-    states = lm.zero_states(settings.batch_size)
-    outputs, targets, n = [], [], 0
-    for batch in make_tf_dataset(data, settings.batch_size, settings.unroll_steps, keys=lm.batch_keys()):
-        tops, states = run(batch, states)
-        for direction, top in tops.items():
-            outputs.append(tf.reshape(top, [-1, lm.options.projection_dim]).numpy())
-            targets.append(batch["next_token_id" + _SUFFIXES[direction]].numpy().reshape(-1))
-            n += len(targets[-1])
-        if n >= n_positions:
-            break
-    # In stream order, so that the last positions (the scale's) are batches of their own.
-    return np.concatenate(outputs).astype(np.float32), np.concatenate(targets).astype(np.int64)
-
-
 def log_frequencies(counts):
     """`log p(w)` `(V,)` from target counts `(V,)`: relative counts, and for the words with none the
     Good-Turing unseen mass (words seen once / all targets) shared in proportion to 1 / (id + 1)."""
@@ -176,14 +207,13 @@ def log_frequencies(counts):
     return np.log(probabilities).astype(np.float32)
 
 
-def _encoder(lm, word_char_ids):
-    """`encode(ids) -> (len(ids), P)` float32: the biLM's layer-0 encoding of those vocabulary words."""
-    encoder = build_token_encoder(lm.network, lm.options)
+def _encoder(bilm, word_char_ids, dim):
+    """`encode(ids) -> (len(ids), P)` float32: `bilm`'s layer-0 encoding of those vocabulary words, in chunks."""
 
     def encode(ids):
-        rows = [encoder(word_char_ids[np.newaxis, ids[i:i + _ENCODING_CHUNK]])[0].numpy()
+        rows = [bilm.encode_words(word_char_ids[ids[i:i + _ENCODING_CHUNK]])
                 for i in range(0, len(ids), _ENCODING_CHUNK)]
-        return np.concatenate(rows) if rows else np.zeros([0, lm.options.projection_dim], np.float32)
+        return np.concatenate(rows) if rows else np.zeros([0, dim], np.float32)
 
     return encode
 
@@ -289,3 +319,33 @@ def fit_scale(outputs, targets, weights, offsets, bias, scale=None):
         if high - low < 1e-6 * high:
             break
     return float(s), math.exp(loss_and_derivatives(s)[0])
+
+
+class _TensorFlowBiLM:
+    """A `TrainingLM` as the `TrainedBiLM` the fit reads (TensorFlow)."""
+
+    def __init__(self, lm):
+        self.lm = lm
+        self.settings = lm.settings
+        self._encoder = None
+
+    def top_outputs(self, data, n_positions):
+        lm, settings = self.lm, self.settings
+        run = tf.function(lambda batch, states: lm.run(batch, states), reduce_retracing=True, autograph=False)
+        states = lm.zero_states(settings.batch_size)
+        outputs, targets, n = [], [], 0
+        for batch in make_tf_dataset(data, settings.batch_size, settings.unroll_steps, keys=lm.batch_keys()):
+            tops, states = run(batch, states)
+            for direction, top in tops.items():
+                outputs.append(tf.reshape(top, [-1, lm.options.projection_dim]).numpy())
+                targets.append(batch["next_token_id" + _SUFFIXES[direction]].numpy().reshape(-1))
+                n += len(targets[-1])
+            if n >= n_positions:
+                break
+        # In stream order, so that the last positions (the scale's) are batches of their own.
+        return np.concatenate(outputs).astype(np.float32), np.concatenate(targets).astype(np.int64)
+
+    def encode_words(self, char_ids):
+        if self._encoder is None:
+            self._encoder = build_token_encoder(self.lm.network, self.lm.options)
+        return self._encoder(char_ids[np.newaxis])[0].numpy()
