@@ -13,7 +13,10 @@ from bilm.presets import training_options
 from bilm.training.data.lm_dataset import load_training_data
 from bilm.training.data.shards import count_tokens
 from bilm.training.jax import checkpoints
+from bilm.training.jax.adaptation import adapted_start
 from bilm.training.jax.loop import train_on_jax
+from bilm.training.model.adaptation import adaptation_options, open_model_to_adapt
+from bilm.training.model.softmax_init import DEFAULT_SOFTMAX_INIT, check_softmax_init
 
 # The TensorFlow path's loop settings that a run on JAX does not have (it saves every `checkpoint_every`
 # steps, on signals and at its end, and evaluates the held-out data at its end).
@@ -30,6 +33,11 @@ def train_from_files_on_jax(train_prefix, vocab_file, save_dir, options_file=Non
 
     Options come from `options_file`, or the released size `size`, or on
     restart from `save_dir` (whose checkpoint the run continues exactly).
+    With `init_from`, a published model to adapt (opened and checked before
+    any work), the architecture is the model's and the training keys come
+    from `options_file` (which may repeat the architecture, not contradict
+    it) or their defaults; the run starts from its weights with a new
+    softmax (`softmax_init`, default `"fit"`; `bilm.training.jax.adaptation`).
     `n_tokens_vocab` is the vocabulary's size; `n_epochs`, `batch_size`,
     `n_train_tokens`, `matmul_dtype` and the training keys in `overrides`
     override the options'. `n_gpus` devices of JAX's first kind train, with
@@ -42,10 +50,12 @@ def train_from_files_on_jax(train_prefix, vocab_file, save_dir, options_file=Non
     unknown = set(unused) - set(UNUSED_ON_JAX)
     if unknown:
         raise TypeError(f"train_from_files_on_jax() got unexpected arguments {sorted(unknown)}")
-    if init_from is not None:
-        raise UserError("Adapting a published model (--init_from) runs on TensorFlow for now "
-                        "(KERAS_BACKEND=tensorflow).")
-    if not restart and options_file is None and size is None:
+    if init_from is not None and restart:
+        raise UserError("--init_from starts a new run from a model; a restart continues its checkpoint.")
+    if init_from is not None and size is not None:
+        raise UserError("Give either a model to adapt (--init_from), whose architecture it keeps, or a size "
+                        "(--size), not both.")
+    if not restart and options_file is None and size is None and init_from is None:
         raise UserError("Give the model to train: an options file (--options_file) or a released size (--size "
                         "small, medium or original; small suits a CPU, the others want GPUs).")
     if not restart and options_file is not None and size is not None:
@@ -54,8 +64,14 @@ def train_from_files_on_jax(train_prefix, vocab_file, save_dir, options_file=Non
     if restart and meta is None:
         raise UserError(f"{save_dir} holds no checkpoint of a run on JAX to continue "
                         f"({checkpoints.CHECKPOINT_FILE}); start one with bin/train_elmo.py.")
+    model = None
+    if init_from is not None:
+        softmax_init = check_softmax_init(DEFAULT_SOFTMAX_INIT if softmax_init is None else softmax_init)
+        model = open_model_to_adapt(init_from)
     if meta is not None:
         options = load_options(meta["options"])
+    elif model is not None:
+        options = adaptation_options(model, options_file)  # contradictions: an error before any work
     elif size is not None:
         options = BiLMOptions.from_dict(training_options(size), source=f"the {size} size's training options")
     else:
@@ -75,8 +91,10 @@ def train_from_files_on_jax(train_prefix, vocab_file, save_dir, options_file=Non
     heldout = load_training_data(options, heldout_prefix, vocab_file, test=True)[0] if heldout_prefix else None
     if verbose:
         print(f"Training on JAX ({', '.join(str(d) for d in devices)}) into {os.fspath(save_dir)}", flush=True)
+    start_state = adapted_start(model, data, softmax_init, verbose=verbose) if model is not None else None
     result = train_on_jax(options, data, save_dir, seed=seed, max_steps=max_steps, checkpoint_every=checkpoint_every,
-                          heldout_data=heldout, save_on_signals=save_on_signals, devices=devices, verbose=verbose)
+                          heldout_data=heldout, save_on_signals=save_on_signals, devices=devices,
+                          start_state=start_state, verbose=verbose)
     taken_before = meta["step"] if meta is not None else 0
     return {**result, "step": result["steps"], "steps_taken": result["steps"] - taken_before,
             "finished": True, "n_epochs": options.get("n_epochs")}
