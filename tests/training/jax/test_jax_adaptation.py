@@ -1,7 +1,7 @@
 """Adapting a published model on JAX (`train_from_files_on_jax(init_from=...)`, `bin/train_elmo.py --init_from`
 with `KERAS_BACKEND=jax`), in processes without TensorFlow: the run starts from the weight file's biLM with the
 softmax TensorFlow's `initialize_softmax` fits, refuses what TensorFlow's path refuses, learns, and restarts
-exactly.
+from its checkpoint alone.
 
 The "published" model is a tiny random biLM (the architecture of `tiny_options`, its training keys in its
 options as the NLPL repository's models have them); the new text is the cycle corpus of `training_helpers`.
