@@ -49,8 +49,8 @@ def main(argv=None):
                              "to your text: its architecture and weights, a new softmax over --vocab_file")
     parser.add_argument("--softmax_init", choices=SOFTMAX_INITS, default=DEFAULT_SOFTMAX_INIT,
                         help="with --init_from, where the new softmax starts: fit (to the model's outputs on the "
-                             "start of your text), encoding (each word's encoding by the model, its frequency as "
-                             "bias) or random (as from scratch) (default: %(default)s)")
+                             "start of your text), encoding (each word's encoding by the model, scaled; zero bias) or "
+                             "random (as from scratch) (default: %(default)s)")
     args = parser.parse_args(argv)
     # float32 stays float32 on a GPU unless --tf32, and --seed repeats a run there too (op determinism).
     set_numerics(tf32=args.tf32, deterministic=True)
