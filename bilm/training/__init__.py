@@ -20,7 +20,7 @@ _MODULES = {
     "BidirectionalLMDataset": "data.lm_dataset",
     "CheckpointError": "run.checkpoints",
     "DEFAULT_SOFTMAX_INIT": "model.softmax_init",
-    "EVALUATION_STARTS": "run.evaluation",
+    "EVALUATION_STARTS": "run.evaluation_starts",
     "LMDataset": "data.lm_dataset",
     "NonFiniteLossError": "run.loop",
     "SOFTMAX_INITS": "model.softmax_init",
@@ -44,6 +44,7 @@ __all__ = sorted(_MODULES)
 
 __getattr__, __dir__ = lazy_names(__name__, _MODULES, tensorflow_only=set(_MODULES) - {
     "DEFAULT_SOFTMAX_INIT",
+    "EVALUATION_STARTS",
     "NonFiniteLossError",
     "SOFTMAX_INITS",
     "TrainingInterrupted",

@@ -1,4 +1,10 @@
-"""The biLM being trained as a prediction network, and its boundary state measured on its training text."""
+"""The biLM being trained as a prediction network, and its boundary state measured on its training text.
+
+The parts that need no TensorFlow (`prediction_network_of`,
+`boundary_state_of_text`) are shared by TensorFlow's training (`TrainingLM`)
+and JAX's (`bilm.training.jax`): both hold a training-layout `build_bilm`
+network.
+"""
 import itertools
 
 import numpy as np
@@ -10,39 +16,64 @@ from bilm.models.text_inputs import batcher_for
 from bilm.text.whitespace import split_tokens
 
 
-def prediction_network(lm):
-    """`build_bilm`'s prediction layout with the weights of a `TrainingLM`.
+def prediction_network_of(network, options, bidirectional, n_tokens_vocab=None):
+    """`build_bilm`'s prediction layout with the weights of a training-layout `network`.
+
+    Args:
+        network: a `build_bilm(layout="training")` model with its weights.
+        options: its `BiLMOptions`.
+        bidirectional: the network has a backward stack.
+        n_tokens_vocab: for a token-input network, the rows of its token
+            table (None: character inputs).
 
     Weights go across by their names in the weight file (`weight_table`),
     which handles the prediction layout's padding rows; a token-input
     model's table gets its zero padding row in front.
     """
-    token_input = not lm.use_character_inputs
-    network = build_bilm(lm.options.for_prediction(lm.use_character_inputs),
-                         n_token_vocab=lm.settings.n_tokens_vocab + 1 if token_input else None,
-                         bidirectional=len(lm.directions) == 2, kernel_initializer="zeros", name="prediction_bilm")
+    token_input = n_tokens_vocab is not None
+    prediction = build_bilm(options.for_prediction(not token_input),
+                            n_token_vocab=n_tokens_vocab + 1 if token_input else None,
+                            bidirectional=bidirectional, kernel_initializer="zeros", name="prediction_bilm")
     # Frozen: inference's packed graph loop, with nothing for XLA to compile.
-    network.trainable = False
-    trained = {entry.name: entry for entry in weight_table(lm.network)}
-    for entry in weight_table(network):
+    prediction.trainable = False
+    trained = {entry.name: entry for entry in weight_table(network)}
+    for entry in weight_table(prediction):
         entry.set(trained[entry.name].get())
     if token_input:
-        trained_table = lm.layers["token_embedding"].embeddings
-        padded_embedding_entry("token_embedding", network.get_layer("token_embedding").embeddings,
+        trained_table = network.get_layer("token_embedding").embeddings
+        padded_embedding_entry("token_embedding", prediction.get_layer("token_embedding").embeddings,
                                trained_table.shape[0]).set(trained_table.numpy())
-    return network
+    return prediction
 
 
-def measure_boundary_state(lm, data, n_sentences=DEFAULT_N_SENTENCES):
-    """Sets `lm.boundary_state` to the mean LSTM state at sentence starts of
-    `data`'s text (`LMDataset` or `BidirectionalLMDataset`), read from its
-    beginning as training reads it (one pass at most: each sentence counts
-    once), and returns the number of starts."""
+def prediction_network(lm):
+    """`prediction_network_of` a `TrainingLM`."""
+    return prediction_network_of(lm.network, lm.options, len(lm.directions) == 2,
+                                 None if lm.use_character_inputs else lm.settings.n_tokens_vocab)
+
+
+def boundary_state_of_text(network, options, data, bidirectional, n_sentences=DEFAULT_N_SENTENCES):
+    """The mean LSTM state at sentence starts of `data`'s text, for a prediction-layout `network`.
+
+    Args:
+        network: a prediction-layout `build_bilm` model with its weights
+            (`prediction_network_of`).
+        options: the training `BiLMOptions` (character inputs when they
+            have a `char_cnn`).
+        data: an `LMDataset` or `BidirectionalLMDataset`, read from its
+            beginning as training reads it (one pass at most: each sentence
+            counts once).
+        bidirectional: the network has a backward stack.
+        n_sentences: sentence starts averaged (at most).
+
+    Returns:
+        `({state key: float32 (size,)}, number of starts averaged)`.
+    """
     stream = getattr(data, "forward", data)
     lines = itertools.islice(stream.iter_lines(one_pass=True), 2 * n_sentences)
     sentences = (split_tokens(line) for line in lines)
-    if lm.use_character_inputs:
-        to_ids = batcher_for(lm.options).batch_sentences
+    if options.char_cnn is not None:
+        to_ids = batcher_for(options).batch_sentences
     else:
         def to_ids(token_lists):
             rows = [stream.vocab.encode(tokens, split=False) + 1 for tokens in token_lists]
@@ -50,9 +81,16 @@ def measure_boundary_state(lm, data, n_sentences=DEFAULT_N_SENTENCES):
             for i, row in enumerate(rows):
                 ids[i, :len(row)] = row
             return ids
-    state, n_starts = compute_boundary_state(
-        prediction_network(lm), lm.options, sentences, to_ids, n_sentences,
-        bidirectional=len(lm.directions) == 2)
+    return compute_boundary_state(network, options, sentences, to_ids, n_sentences, bidirectional=bidirectional)
+
+
+def measure_boundary_state(lm, data, n_sentences=DEFAULT_N_SENTENCES):
+    """Sets `lm.boundary_state` to the mean LSTM state at sentence starts of
+    `data`'s text (`LMDataset` or `BidirectionalLMDataset`), read from its
+    beginning as training reads it (one pass at most: each sentence counts
+    once), and returns the number of starts."""
+    state, n_starts = boundary_state_of_text(prediction_network(lm), lm.options, data, len(lm.directions) == 2,
+                                             n_sentences)
     for key, variable in lm.boundary_state.items():
         variable.assign(state[key])
     lm.n_boundary_starts.assign(n_starts)

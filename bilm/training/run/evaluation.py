@@ -13,13 +13,8 @@ from bilm.errors import UserError
 from bilm.training.data.tf_dataset import make_tf_dataset
 from bilm.training.model.boundary_state_measure import measure_boundary_state
 from bilm.training.run import checkpoints
+from bilm.training.run.evaluation_starts import EVALUATION_STARTS, OPENING_TOKEN, check_evaluation_start  # noqa: F401
 from bilm.utils.progress import Progress
-
-# Where the LSTMs of each row start a sentence when evaluating: carried from
-# the previous sentence (bilm-tf), or reset to zeros or the boundary state.
-EVALUATION_STARTS = ("carry", "zeros", "warm")
-# The token that opens a sentence in each direction's stream.
-_OPENING_TOKEN = {"forward": "bos", "backward": "eos"}
 
 
 def _count_sentences(data):
@@ -38,7 +33,8 @@ def evaluate_lm(lm, data, batch_size, unroll_steps=1, verbose=0, start="carry"):
     `exp` of the mean over batches (as bilm-tf's `test`).
 
     Args:
-        start: where each sentence starts (`EVALUATION_STARTS`): `"carry"`
+        start: where each sentence starts (`EVALUATION_STARTS`, see
+            `bilm.training.run.evaluation_starts`): `"carry"`
             from the state the previous sentence of its row left, as in
             training; `"zeros"` or `"warm"` (`lm.boundary_state`) from a
             fixed state, as embedding does (these need `unroll_steps=1`).
@@ -49,11 +45,7 @@ def evaluate_lm(lm, data, batch_size, unroll_steps=1, verbose=0, start="carry"):
     Returns:
         `{"perplexity", "<direction>_perplexity", "batches"}`.
     """
-    if start not in EVALUATION_STARTS:
-        raise UserError(f"start must be one of {EVALUATION_STARTS}. Received: start={start!r}")
-    if start != "carry" and unroll_steps != 1:
-        raise UserError(f"start={start!r} resets the states at each sentence start, which needs unroll_steps=1. "
-                         f"Received: unroll_steps={unroll_steps}")
+    check_evaluation_start(start, unroll_steps)
     if start == "warm" and int(lm.n_boundary_starts.numpy()) == 0:
         raise UserError("start='warm' needs the model's boundary state, and it has none yet; measure it with "
                          "bilm.training.model.boundary_state_measure.measure_boundary_state.")
@@ -65,7 +57,7 @@ def evaluate_lm(lm, data, batch_size, unroll_steps=1, verbose=0, start="carry"):
         keys += [key for key in opening_ids if key not in keys]
         start_states = {key: (lm.boundary_state[key] if start == "warm" else tf.zeros([size]))
                         for key, _, size in lm.state_keys}
-        opening = {direction: getattr(data.vocab, _OPENING_TOKEN[direction]) for direction in lm.directions}
+        opening = {direction: getattr(data.vocab, OPENING_TOKEN[direction]) for direction in lm.directions}
     totals = collections.defaultdict(float)
     n_batches = 0
     progress = Progress(None, unit="batch", verbose=verbose)
