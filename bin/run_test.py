@@ -1,6 +1,9 @@
 #!/usr/bin/env python
 """Held-out perplexity of the latest checkpoint in --save_dir (full softmax).
 
+With Keras on JAX (KERAS_BACKEND=jax), --save_dir is a run trained on JAX
+(its jax_checkpoint.npz); otherwise TensorFlow's checkpoints.
+
 Ends with one line: AVERAGE PERPLEXITY = <number>.
 """
 import os
@@ -9,7 +12,17 @@ os.environ.setdefault("BILM_COMMAND", "1")  # before bilm loads: a command's qui
 
 from bilm.commands import exit_unless_tensorflow  # noqa: E402
 
-exit_unless_tensorflow("Evaluating a checkpoint (bin/run_test.py)")  # training is TensorFlow's for now
+
+def _on_jax():
+    """Whether Keras (which bilm has imported, quietly) runs on JAX: --save_dir is then a JAX run's."""
+    import keras
+
+    return keras.backend.backend() == "jax"
+
+
+ON_JAX = _on_jax()
+if not ON_JAX:
+    exit_unless_tensorflow("Evaluating a checkpoint (bin/run_test.py)")  # JAX's runs or TensorFlow's
 
 from bilm.commands import (  # noqa: E402
     ScriptArgumentParser,
@@ -19,7 +32,12 @@ from bilm.commands import (  # noqa: E402
     positive_int,
     set_numerics,
 )
-from bilm.training import EVALUATION_STARTS, evaluate_from_files  # noqa: E402
+from bilm.training import EVALUATION_STARTS  # noqa: E402
+
+if ON_JAX:
+    from bilm.training import evaluate_from_files_on_jax as evaluate_from_files
+else:
+    from bilm.training import evaluate_from_files
 
 
 def main(argv=None):
@@ -41,7 +59,7 @@ def main(argv=None):
     announce_devices()
     with exit_on_user_error():
         perplexity = evaluate_from_files(args.test_prefix, args.vocab_file, args.save_dir, args.batch_size,
-                                     start=args.start)
+                                         start=args.start)
     print(f"AVERAGE PERPLEXITY = {perplexity:.4f}")
     return perplexity
 

@@ -30,6 +30,7 @@ _MODULES = {
     "dump_weights": "convert.weight_export",
     "evaluate": "run.evaluation",
     "evaluate_from_files": "run.from_files",
+    "evaluate_from_files_on_jax": "jax.evaluation",
     "load_options_latest_checkpoint": "run.checkpoints",
     "load_vocab": "data.lm_dataset",
     "run_quickstart": "quickstart",
@@ -50,6 +51,7 @@ __getattr__, __dir__ = lazy_names(__name__, _MODULES, tensorflow_only=set(_MODUL
     "TrainingInterrupted",
     "build_vocab",
     "dump_weights",
+    "evaluate_from_files_on_jax",
     "load_vocab",
     "write_sample_corpus",
 })

@@ -15,9 +15,10 @@ from helpers import SENTENCES
 from training_helpers import tiny_options, unigram_perplexity, write_corpus
 
 TRAIN = '''
-import json, os, signal, sys
+import functools, json, os, signal, sys
 import numpy as np
 from bilm.training import dump_weights
+from bilm.training.jax import loop
 from bilm.training.jax.loop import train_on_jax
 from bilm.training.data.lm_dataset import load_training_data
 from bilm.training.run.stop_signals import TrainingInterrupted
@@ -25,6 +26,9 @@ from bilm.training.run.stop_signals import TrainingInterrupted
 folder, save_dir, max_steps = sys.argv[1], sys.argv[2], int(sys.argv[3])
 signal_at = int(sys.argv[4]) if len(sys.argv) > 4 else None
 corpus = json.load(open(folder + "/corpus.json"))
+# The boundary state at each run's end on 200 sentences, as TensorFlow's training tests measure it
+# (tests/training/conftest.py); tests/training/jax/test_jax_evaluation.py tests the measure.
+loop.measure_boundary_state = functools.partial(loop.measure_boundary_state, n_sentences=200)
 options = json.load(open(folder + "/options.json"))
 data, _ = load_training_data(options, corpus["train"], corpus["vocab"], seed=5)
 heldout, _ = load_training_data(options, corpus["heldout"], corpus["vocab"], test=True)

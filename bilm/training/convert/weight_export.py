@@ -80,7 +80,8 @@ def dump_weights(save_dir, outfile, options_outfile=None, overwrite=False):
 
 def _dump_jax_checkpoint(save_dir, outfile, options_outfile, overwrite):
     """`dump_weights` of a run on JAX: its checkpoint's biLM weights, set in the training network of its
-    options (built on whichever backend runs), written as the original layout."""
+    options (built on whichever backend runs), written as the original layout with the checkpoint's boundary
+    state, if it has one."""
     meta = jax_checkpoints.read_meta(save_dir)
     path = jax_checkpoints.checkpoint_path(save_dir)
     options = load_options(meta["options"])
@@ -101,7 +102,8 @@ def _dump_jax_checkpoint(save_dir, outfile, options_outfile, overwrite):
                                                                          network.non_trainable_variables)):
             for i, variable in enumerate(variables):
                 variable.assign(stored[f"{part}/{i}"])
-    save_bilm_weights(network, outfile)
+    # The boundary state the run measured at its end (None: not yet, or a checkpoint of the first format).
+    save_bilm_weights(network, outfile, jax_checkpoints.read_boundary_state(save_dir))
     if not settings.bidirectional:
         warnings.warn(f"{save_dir} holds a forward-only biLM: {outfile} has no backward LSTM weights "
                       "(RNN_1/...), so BidirectionalLanguageModel cannot load it.", stacklevel=3)

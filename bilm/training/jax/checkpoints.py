@@ -1,12 +1,16 @@
 """A JAX training run's checkpoint: the whole state of `JaxTrainStep` (weights, softmax, optimizer, LSTM states),
-the steps taken and the run's options, in one `.npz` file of the save directory.
+the steps taken and the run's options, in one `.npz` file of the save directory, with the boundary state
+measured at a run's end (`bilm.models.boundary_state`) once there is one.
 
 The file is written under a temporary name and renamed, so a `kill -9`
 loses at most the save in progress, never the last checkpoint. Arrays are
 stored under their path in the state (`bilm/3`, `optimizer/accumulators/
 softmax/W`, ...), read back into the structure of a fresh
 `JaxTrainStep.initial_state()`, so a checkpoint of another model is an
-error naming what differs. Reading one's options (`read_meta`) needs no JAX.
+error naming what differs. The boundary state is stored beside the state, under
+`boundary_state/<state key>` (`(size,)` float32) with its number of starts in the meta; a checkpoint of the
+first format has none and loads as it did. Reading one's options (`read_meta`) and boundary state
+(`read_boundary_state`) needs no JAX.
 """
 import json
 import os
@@ -17,7 +21,10 @@ from bilm.errors import UserError
 
 CHECKPOINT_FILE = "jax_checkpoint.npz"
 OPTIONS_FILE = "options.json"  # the run's training options, beside its checkpoint
-FORMAT = "bilm-jax-checkpoint-1"
+FORMAT = "bilm-jax-checkpoint-2"
+# The formats this code reads: the first has no boundary state.
+READABLE_FORMATS = ("bilm-jax-checkpoint-1", FORMAT)
+BOUNDARY_STATE_PREFIX = "boundary_state/"
 
 
 class JaxCheckpointError(UserError):
@@ -33,14 +40,18 @@ def _key(path):
     return "/".join(str(getattr(part, "key", getattr(part, "idx", part))) for part in path)
 
 
-def save_checkpoint(save_dir, state, step, options, seed):
-    """Writes `state` after `step` steps, with the run's training `options` (a dict) and `seed`; returns the
-    path."""
+def save_checkpoint(save_dir, state, step, options, seed, boundary_state=None):
+    """Writes `state` after `step` steps, with the run's training `options` (a dict), `seed` and
+    `boundary_state` (`({state key: (size,)}, n_starts)` or None: not measured yet); returns the path."""
     import jax
 
     path = checkpoint_path(save_dir)
     arrays = {_key(p): np.asarray(leaf) for p, leaf in jax.tree_util.tree_flatten_with_path(state)[0]}
-    meta = {"format": FORMAT, "step": int(step), "seed": int(seed), "options": options}
+    meta = {"format": FORMAT, "step": int(step), "seed": int(seed), "options": options, "n_boundary_starts": 0}
+    if boundary_state is not None:
+        vectors, n_starts = boundary_state
+        arrays.update({BOUNDARY_STATE_PREFIX + key: np.asarray(value, np.float32) for key, value in vectors.items()})
+        meta["n_boundary_starts"] = int(n_starts)
     temporary = path + ".partial"
     with open(temporary, "wb") as f:
         np.savez(f, __meta__=np.frombuffer(json.dumps(meta).encode(), np.uint8), **arrays)
@@ -60,9 +71,20 @@ def read_meta(save_dir):
             meta = json.loads(f["__meta__"].tobytes().decode())
     except (OSError, ValueError, KeyError) as error:
         raise JaxCheckpointError(f"{path} is not a readable JAX checkpoint of bilm ({error}).") from None
-    if meta.get("format") != FORMAT:
+    if meta.get("format") not in READABLE_FORMATS:
         raise JaxCheckpointError(f"{path} is not a JAX checkpoint of bilm (format {meta.get('format')!r}).")
     return meta
+
+
+def read_boundary_state(save_dir):
+    """The boundary state stored in `save_dir`'s checkpoint: `({state key: float32 (size,)}, n_starts)`, or
+    None when it has none (not measured yet, or a checkpoint of the first format)."""
+    meta = read_meta(save_dir)
+    if meta is None or not meta.get("n_boundary_starts"):
+        return None
+    with np.load(checkpoint_path(save_dir)) as f:
+        vectors = {key[len(BOUNDARY_STATE_PREFIX):]: f[key] for key in f.files if key.startswith(BOUNDARY_STATE_PREFIX)}
+    return vectors, int(meta["n_boundary_starts"])
 
 
 def load_checkpoint(save_dir, template):
@@ -72,7 +94,7 @@ def load_checkpoint(save_dir, template):
     path = checkpoint_path(save_dir)
     leaves, structure = jax.tree_util.tree_flatten_with_path(template)
     with np.load(path) as f:
-        stored = set(f.files) - {"__meta__"}
+        stored = {key for key in f.files if key != "__meta__" and not key.startswith(BOUNDARY_STATE_PREFIX)}
         wanted = {_key(p) for p, _ in leaves}
         if stored != wanted:
             raise JaxCheckpointError(

@@ -1,14 +1,13 @@
 """Training a biLM on JAX: the steps of `JaxTrainStep` over a data stream, checkpoints that restart exactly,
-SIGINT and SIGTERM saving the step reached, the held-out perplexity, and the weight file.
+SIGINT and SIGTERM saving the step reached, the boundary state measured at the end, and the held-out
+perplexity.
 
 Needs Keras on JAX (`KERAS_BACKEND=jax`).
 """
-import math
 import os
 import time
 
 import jax
-import jax.numpy as jnp
 import keras
 
 from bilm.errors import UserError
@@ -16,9 +15,10 @@ from bilm.io.formats.output_files import check_output_directory, check_output_fi
 from bilm.options import holds_options, load_options, save_options
 from bilm.training.config.settings import training_settings
 from bilm.training.jax import checkpoints
-from bilm.training.jax.sampled_softmax import full_softmax_loss
-from bilm.training.jax.train_step import SUFFIXES, JaxTrainStep
-from bilm.training.run.stop_signals import StopSignals, TrainingInterrupted
+from bilm.training.jax.boundary_state_measure import measure_boundary_state
+from bilm.training.jax.evaluation import heldout_perplexity
+from bilm.training.jax.train_step import JaxTrainStep
+from bilm.training.run.stop_signals import PhaseInterrupted, StopSignals, TrainingInterrupted
 
 # The training keys a continued run may change: how long it trains.
 LENGTH_KEYS = ("max_steps", "n_epochs", "n_train_tokens")
@@ -48,10 +48,16 @@ def train_on_jax(options, data, save_dir, *, seed=0, max_steps=None, checkpoint_
         max_steps: stop after this many steps in all (None: `n_epochs` over
             `n_train_tokens`).
         checkpoint_every: steps between checkpoints (and one at the end).
+            A call that trained (or whose checkpoint has no boundary state
+            yet) ends with the boundary state measured on `data`'s text
+            (`bilm.training.jax.boundary_state_measure`), which the last
+            checkpoint holds and `dump_weights` writes into the weight file.
         heldout_data: a test-mode stream whose perplexity is measured at the
-            end (full softmax, no dropout, states carried).
+            end (`bilm.training.jax.evaluation.heldout_perplexity`: full
+            softmax, no dropout, states carried, windows of one step).
         save_on_signals: SIGINT and SIGTERM save the step reached and raise
-            `TrainingInterrupted`.
+            `TrainingInterrupted`; one during the boundary state's measure
+            stops it (the checkpoint keeps the boundary state it had).
         devices: the JAX devices to train on, `batch_size` rows each (None:
             the first device); see `JaxTrainStep`.
         start_state: for a new run (no checkpoint in `save_dir`), a callable
@@ -86,9 +92,10 @@ def _train(options, options_dict, settings, data, save_dir, seed, max_steps, che
     keras.utils.set_random_seed(seed)
     step = JaxTrainStep(options, settings, seed, devices)
     state = step.initial_state(softmax_seed=seed)
-    taken = 0
+    taken, boundary_state = 0, None
     if meta is not None:
         state, taken = step.place(checkpoints.load_checkpoint(save_dir, state)), meta["step"]
+        boundary_state = checkpoints.read_boundary_state(save_dir)
     else:
         options_file = os.path.join(os.fspath(save_dir), checkpoints.OPTIONS_FILE)
         # A file of that name that holds other options is the user's: never replaced.
@@ -100,6 +107,11 @@ def _train(options, options_dict, settings, data, save_dir, seed, max_steps, che
     total = max_steps or settings.max_steps or settings.n_epochs * max(1, settings.n_train_tokens // window)
     batches = data.iter_batches(step.global_batch_size, settings.unroll_steps, skip=taken)
     metrics, started, first_taken, path = None, time.perf_counter(), taken, None
+    continue_with = f"the same train_on_jax call (save_dir={save_dir!r})"
+
+    def save(boundary_state):
+        return checkpoints.save_checkpoint(save_dir, state, taken, options_dict, seed, boundary_state)
+
     with StopSignals(save_on_signals) as signals:
         for batch in batches:
             if taken >= total:
@@ -109,21 +121,27 @@ def _train(options, options_dict, settings, data, save_dir, seed, max_steps, che
             if verbose and taken % 100 == 0:
                 print(f"step {taken}/{total}: loss {float(metrics['loss']):.4f}", flush=True)
             if signals.received is not None:
-                path = checkpoints.save_checkpoint(save_dir, state, taken, options_dict, seed)
-                raise TrainingInterrupted(signals.received, taken, path,
-                                          continue_with=f"the same train_on_jax call (save_dir={save_dir!r})")
+                path = save(boundary_state)
+                raise TrainingInterrupted(signals.received, taken, path, continue_with=continue_with)
             if taken % checkpoint_every == 0:
-                path = checkpoints.save_checkpoint(save_dir, state, taken, options_dict, seed)
+                path = save(boundary_state)
         if metrics is not None:
             jax.block_until_ready(metrics["loss"])
         seconds = time.perf_counter() - started
-        path = checkpoints.save_checkpoint(save_dir, state, taken, options_dict, seed)
+        if taken > first_taken or boundary_state is None:
+            boundary_state = _measured_boundary_state(step, state, data, signals, verbose, taken, boundary_state,
+                                                      save, continue_with)
+        path = save(boundary_state)
         result = {"steps": taken, "loss": None if metrics is None else float(metrics["loss"]), "checkpoint": path,
                   "tokens_per_second": (taken - first_taken) * window * (2 if settings.bidirectional else 1)
                   / max(seconds, 1e-9)}
         if heldout_data is not None:
-            with signals.interruptible():
-                result["heldout_perplexity"] = heldout_perplexity(step, state, heldout_data)
+            try:
+                with signals.interruptible():
+                    result["heldout_perplexity"] = heldout_perplexity(step, state, heldout_data)
+            except PhaseInterrupted as interrupted:
+                raise TrainingInterrupted(interrupted.signal, taken, path, continue_with=continue_with,
+                                          phase="measuring the held-out perplexity") from None
     if verbose:
         heldout = (f"; held-out perplexity {result['heldout_perplexity']:.2f}" if "heldout_perplexity" in result
                    else "")
@@ -132,37 +150,23 @@ def _train(options, options_dict, settings, data, save_dir, seed, max_steps, che
     return result
 
 
-def heldout_perplexity(step, state, data, batch_size=None):
-    """`exp` of the mean per-token loss of the biLM in `state` over a test-mode stream: the full softmax, no
-    dropout, the LSTM states carried from batch to batch (as `bilm.training.evaluate`'s `"carry"`)."""
-    settings, options = step.settings, step.options
-    batch_size = batch_size or settings.batch_size
-    network, names = step.network, step.input_key
-
-    @jax.jit
-    def losses(bilm, non_trainable, softmax, lstm, batch):
-        inputs = {names: batch[names], **lstm}
-        if "backward" in step.directions:
-            inputs[names + "_reverse"] = batch[names + "_reverse"]
-        if settings.dropout > 0:
-            inputs["dropout_seed"] = jnp.zeros((2,), jnp.int32)
-        outputs, _ = network.stateless_call(bilm, non_trainable, inputs, training=False)
-        per_direction = []
-        for direction in step.directions:
-            top = outputs[f"{direction}_{options.n_layers - 1}"].reshape(-1, options.projection_dim)
-            labels = batch["next_token_id" + SUFFIXES[direction]].reshape(-1)
-            per_direction.append(jnp.mean(full_softmax_loss(softmax["W"], softmax["b"], top, labels)))
-        finals = {key: outputs[output_key] for key, output_key, _ in step.state_keys}
-        return sum(per_direction) / len(per_direction), finals
-
-    lstm = {key: jnp.zeros((batch_size, size), jnp.float32) for key, _, size in step.state_keys}
-    state = jax.device_put({key: state[key] for key in ("bilm", "non_trainable", "softmax")}, step.devices[0])
-    total, count = 0.0, 0
-    for batch in data.iter_batches(batch_size, settings.unroll_steps):
-        batch = {key: jnp.asarray(batch[key]) for key in step.batch_keys()}
-        loss, lstm = losses(state["bilm"], state["non_trainable"], state["softmax"], lstm, batch)
-        total, count = total + float(loss), count + 1
-    if count == 0:
-        raise UserError(f"The held-out data holds less than one batch of {batch_size} x {settings.unroll_steps} "
-                        "tokens; give more text or a smaller batch.")
-    return math.exp(total / count)
+def _measured_boundary_state(step, state, data, signals, verbose, taken, previous, save, continue_with):
+    """The boundary state of `state` (after `taken` steps) on `data`'s text; a signal during the measure saves
+    the checkpoint with the `previous` one (None: none, `save(previous)`) and raises `TrainingInterrupted`."""
+    if verbose:
+        print("Measuring the boundary state on the training text (a forward pass over its first sentences)...",
+              flush=True)
+    try:
+        with signals.interruptible():
+            measured = measure_boundary_state(step, state, data)
+    except PhaseInterrupted as interrupted:
+        if verbose:
+            print(f"{interrupted.signal.name}: the boundary state was not measured (the checkpoint keeps the one "
+                  "it had, if any; a restart that trains measures it).", flush=True)
+        path = save(previous)
+        raise TrainingInterrupted(interrupted.signal, taken, path, continue_with=continue_with,
+                                  phase="measuring the boundary state") from None
+    if verbose:
+        print(f"Boundary state: the mean LSTM state at {measured[1]:,} sentence starts of the training text "
+              "(where embedding starts each sentence; see bilm.models.boundary_state).", flush=True)
+    return measured

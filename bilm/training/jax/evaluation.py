@@ -1,0 +1,173 @@
+"""Held-out perplexity on JAX with the full softmax, as `bilm.training.run.evaluation` computes it on
+TensorFlow: of a training state (`evaluate_state`, and `heldout_perplexity` at a run's end) and of a JAX run's
+checkpoint (`evaluate_from_files_on_jax`, what bin/run_test.py runs on JAX).
+
+Needs Keras on JAX (`KERAS_BACKEND=jax`).
+"""
+import collections
+import math
+import warnings
+
+import jax
+import jax.numpy as jnp
+
+from bilm.errors import UserError
+from bilm.options import load_options
+from bilm.training.config.settings import training_settings
+from bilm.training.data.lm_dataset import load_training_data
+from bilm.training.jax import checkpoints
+from bilm.training.jax.boundary_state_measure import measure_boundary_state
+from bilm.training.jax.sampled_softmax import full_softmax_loss
+from bilm.training.jax.train_step import SUFFIXES, JaxTrainStep
+from bilm.training.run.evaluation_starts import OPENING_TOKEN, check_evaluation_start
+from bilm.utils.progress import Progress
+
+
+def evaluate_state(step, state, data, batch_size=None, unroll_steps=1, start="carry", boundary_state=None,
+                   verbose=0):
+    """Full-softmax perplexity of the biLM in `state` on a stream that ends (test mode), as TensorFlow's
+    `evaluate_lm`.
+
+    LSTM states start at zero and carry between batches; no dropout. The
+    loss of a batch is the mean of its directions' mean losses; the
+    perplexity is `exp` of the mean over batches (as bilm-tf's `test`). A
+    text with fewer sentences than `batch_size` is evaluated with one row
+    per sentence (and a warning).
+
+    Args:
+        step: the model's `JaxTrainStep`.
+        state: a state of it (its `bilm`, `non_trainable` and `softmax`
+            weights are read).
+        data: an `LMDataset` or `BidirectionalLMDataset` in test mode.
+        batch_size: rows per batch (None: the run's `batch_size`).
+        unroll_steps: the windows' length.
+        start: where each sentence starts (`EVALUATION_STARTS` of
+            `bilm.training.run.evaluation_starts`); `"zeros"` and `"warm"`
+            need `unroll_steps=1`.
+        boundary_state: for `"warm"`, `({state key: (size,)}, n_starts)`
+            (`checkpoints.read_boundary_state`, `measure_boundary_state`).
+        verbose: 1 for a progress line.
+
+    Returns:
+        `{"perplexity", "<direction>_perplexity", "batches"}`.
+    """
+    check_evaluation_start(start, unroll_steps)
+    if start == "warm" and boundary_state is None:
+        raise UserError("start='warm' needs the model's boundary state, and it has none yet; measure it with "
+                        "bilm.training.jax.boundary_state_measure.measure_boundary_state.")
+    batch_size = batch_size or step.settings.batch_size
+    keys = step.batch_keys()
+    start_states, opening = None, None
+    if start != "carry":
+        keys += [key for key in ["token_ids" + SUFFIXES[d] for d in step.directions] if key not in keys]
+        start_states = {key: (jnp.asarray(boundary_state[0][key]) if start == "warm" else jnp.zeros((size,)))
+                        for key, _, size in step.state_keys}
+        opening = {direction: getattr(data.vocab, OPENING_TOKEN[direction]) for direction in step.directions}
+    losses = _losses_function(step, opening)
+    weights = jax.device_put({key: state[key] for key in ("bilm", "non_trainable", "softmax")}, step.devices[0])
+    lstm = {key: jnp.zeros((batch_size, size), jnp.float32) for key, _, size in step.state_keys}
+    totals = collections.defaultdict(float)
+    n_batches = 0
+    progress = Progress(None, unit="batch", verbose=verbose)
+    for batch in data.iter_batches(batch_size, unroll_steps):
+        batch = {key: jnp.asarray(batch[key]) for key in keys}
+        loss, per_direction, lstm = losses(weights, lstm, batch, start_states)
+        n_batches += 1
+        totals["loss"] += float(loss)
+        for direction, value in per_direction.items():
+            totals[direction] += float(value)
+        progress.update(n_batches, [("perplexity", math.exp(totals["loss"] / n_batches))])
+    progress.close()
+    if n_batches == 0:
+        stream = getattr(data, "forward", data)
+        n_sentences = sum(1 for _ in stream.iter_lines()) if hasattr(stream, "iter_lines") else 0
+        if 1 <= n_sentences < batch_size:
+            # Each row reads its own sentences: a short text fills fewer rows.
+            warnings.warn(f"The evaluation text has {n_sentences} sentences, fewer than the {batch_size} rows of a "
+                          f"batch; it is evaluated with {n_sentences} rows.", stacklevel=2)
+            return evaluate_state(step, state, data, n_sentences, unroll_steps, start, boundary_state, verbose)
+        raise UserError(f"The evaluation data gave no complete batch of {batch_size} rows x {unroll_steps} steps; "
+                        "use a smaller batch_size or more data.")
+    metrics = {"perplexity": math.exp(totals["loss"] / n_batches), "batches": n_batches}
+    for direction in step.directions:
+        metrics[f"{direction}_perplexity"] = math.exp(totals[direction] / n_batches)
+    return metrics
+
+
+def heldout_perplexity(step, state, data, batch_size=None):
+    """The perplexity `evaluate_state` gives with the states carried, in windows of one step: what a run
+    prints at its end, as TensorFlow's training does, and what bin/run_test.py gives its checkpoint."""
+    return evaluate_state(step, state, data, batch_size)["perplexity"]
+
+
+def evaluate_from_files_on_jax(test_prefix, vocab_file, save_dir, batch_size=None, verbose=1, start="carry"):
+    """What bin/run_test.py runs on JAX: the average perplexity of the checkpoint of the JAX run in `save_dir`
+    on the shards `test_prefix`, as `bilm.training.evaluate_from_files` for TensorFlow's runs.
+
+    Args:
+        test_prefix: a glob of the held-out shards.
+        vocab_file: the run's vocabulary.
+        save_dir: the run's directory (`jax_checkpoint.npz`).
+        batch_size: rows per batch (default: the run's own `batch_size`,
+            so that the figure equals the held-out perplexity the run
+            printed).
+        verbose: 1 for a progress line and a message when a boundary state
+            is measured.
+        start: see `evaluate_state`; `"warm"` uses the checkpoint's boundary
+            state, measured on the evaluation text if it has none.
+
+    Returns:
+        float, the average perplexity.
+    """
+    check_evaluation_start(start, 1)
+    meta = checkpoints.read_meta(save_dir)
+    if meta is None:
+        raise UserError(f"{save_dir} holds no checkpoint of a run on JAX ({checkpoints.CHECKPOINT_FILE}); give "
+                        "the --save_dir of a run trained with KERAS_BACKEND=jax.")
+    options = load_options(meta["options"])
+    _, settings = training_settings(meta["options"])
+    data, vocab = load_training_data(options, test_prefix, vocab_file, test=True)
+    if vocab.size != settings.n_tokens_vocab:
+        raise UserError(f"{vocab_file} has {vocab.size:,} tokens but {checkpoints.checkpoint_path(save_dir)} was "
+                        f"trained with a vocabulary of {settings.n_tokens_vocab:,}; give the training vocabulary "
+                        "(--vocab_file).")
+    step = JaxTrainStep(options, settings, meta["seed"])
+    state = checkpoints.load_checkpoint(save_dir, step.initial_state())
+    boundary_state = checkpoints.read_boundary_state(save_dir)
+    if start == "warm" and boundary_state is None:
+        boundary_state = measure_boundary_state(step, state, data)
+        if verbose:
+            print(f"{checkpoints.checkpoint_path(save_dir)} holds no boundary state; measured one at "
+                  f"{boundary_state[1]:,} sentence starts of the evaluation text.")
+    return evaluate_state(step, state, data, batch_size, start=start, boundary_state=boundary_state,
+                          verbose=verbose)["perplexity"]
+
+
+def _losses_function(step, opening):
+    """`losses(weights, lstm, batch, start_states) -> (loss, {direction: mean loss}, new lstm)`, compiled: the
+    full softmax over each direction's top layer; with `opening` (`{direction: token id}`), the rows whose input
+    is their direction's opening token start from `start_states` (`{state key: (size,)}`)."""
+    options, settings, network, key = step.options, step.settings, step.network, step.input_key
+
+    @jax.jit
+    def losses(weights, lstm, batch, start_states):
+        if opening is not None:
+            starts = {d: batch["token_ids" + SUFFIXES[d]][:, :1] == token for d, token in opening.items()}
+            lstm = {name: jnp.where(starts[name.split("_")[0]], start_states[name], value)
+                    for name, value in lstm.items()}
+        inputs = {key: batch[key], **lstm}
+        if "backward" in step.directions:
+            inputs[key + "_reverse"] = batch[key + "_reverse"]
+        if settings.dropout > 0:
+            inputs["dropout_seed"] = jnp.zeros((2,), jnp.int32)
+        outputs, _ = network.stateless_call(weights["bilm"], weights["non_trainable"], inputs, training=False)
+        per_direction = {}
+        for direction in step.directions:
+            top = outputs[f"{direction}_{options.n_layers - 1}"].reshape(-1, options.projection_dim)
+            labels = batch["next_token_id" + SUFFIXES[direction]].reshape(-1)
+            per_direction[direction] = jnp.mean(full_softmax_loss(weights["softmax"]["W"], weights["softmax"]["b"],
+                                                                  top, labels))
+        loss = sum(per_direction.values()) / len(per_direction)
+        return loss, per_direction, {name: outputs[output_key] for name, output_key, _ in step.state_keys}
+
+    return losses
