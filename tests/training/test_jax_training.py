@@ -23,7 +23,8 @@ from bilm.training.jax.loop import train_on_jax
 from bilm.training.data.lm_dataset import load_training_data
 from bilm.training.run.stop_signals import TrainingInterrupted
 
-folder, save_dir, max_steps = sys.argv[1], sys.argv[2], int(sys.argv[3])
+# max_steps of one call, or of several calls in turn ("0,3"), each continuing the last.
+folder, save_dir, calls = sys.argv[1], sys.argv[2], [int(n) for n in sys.argv[3].split(",")]
 signal_at = int(sys.argv[4]) if len(sys.argv) > 4 else None
 corpus = json.load(open(folder + "/corpus.json"))
 # The boundary state at each run's end on 200 sentences, as TensorFlow's training tests measure it
@@ -43,10 +44,12 @@ class Signalling:
             yield batch
 
 
-report = {"tensorflow_imported": "tensorflow" in sys.modules}
+report = {"tensorflow_imported": "tensorflow" in sys.modules, "steps_of_each_call": []}
 try:
-    result = train_on_jax(options, Signalling() if signal_at is not None else data, save_dir, seed=5,
-                          max_steps=max_steps, checkpoint_every=4, heldout_data=heldout, verbose=0)
+    for max_steps in calls:
+        result = train_on_jax(options, Signalling() if signal_at is not None else data, save_dir, seed=5,
+                              max_steps=max_steps, checkpoint_every=4, heldout_data=heldout, verbose=0)
+        report["steps_of_each_call"].append(result["steps"])
     report.update(result)
     report["weight_file"] = dump_weights(save_dir, save_dir + "/weights.hdf5")["weight_file"]
 except TrainingInterrupted as stopped:
@@ -92,16 +95,18 @@ def test_training_goes_far_below_unigram_perplexity(tmp_path, run_files, extra):
 @pytest.mark.slow
 def test_a_stopped_run_and_a_signalled_one_continue_exactly(tmp_path, run_files):
     folder, corpus = run_files
+    # The run ends at the training key max_steps (7), before its epoch's 100 steps: whichever comes first.
     options = tiny_options(n_tokens_vocab=corpus["n_vocab"], n_train_tokens=16 * 5 * 100, dropout=0.1,
-                           n_negative_samples_batch=8)
-    whole = _train(folder, tmp_path / "whole", 7, options)
-    assert whole["steps"] == 7
-    stopped = _train(folder, tmp_path / "parts", 3, options)  # a run stopped at step 3, then continued
-    assert stopped["steps"] == 3
-    assert _train(folder, tmp_path / "parts", 7, options)["steps"] == 7
-    signalled = _train(folder, tmp_path / "signalled", 7, options, signal_at=4)
+                           n_negative_samples_batch=8, max_steps=7)
+    whole = _train(folder, tmp_path / "whole", 100, options)
+    assert whole["steps"] == 7 and whole["finished"]
+    # A run stopped at step 3 (after a call of no steps), then continued to its end.
+    stopped = _train(folder, tmp_path / "parts", "0,3", options)
+    assert stopped["steps_of_each_call"] == [0, 3] and not stopped["finished"]
+    assert _train(folder, tmp_path / "parts", 100, options)["steps"] == 7
+    signalled = _train(folder, tmp_path / "signalled", 100, options, signal_at=4)
     assert signalled["interrupted"] and signalled["step"] == 5 and signalled["exit_status"] == 128 + signal.SIGTERM
-    assert _train(folder, tmp_path / "signalled", 7, options)["steps"] == 7
+    assert _train(folder, tmp_path / "signalled", 100, options)["steps"] == 7
     want = _checkpoint_arrays(tmp_path / "whole")
     for run in ("parts", "signalled"):
         got = _checkpoint_arrays(tmp_path / run)

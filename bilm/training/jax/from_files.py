@@ -43,6 +43,9 @@ def train_from_files_on_jax(train_prefix, vocab_file, save_dir, options_file=Non
     override the options'. `n_gpus` devices of JAX's first kind train, with
     `batch_size` rows each (`JaxTrainStep`).
 
+    `max_steps` is this call's steps (as `train_from_files`'): a restart
+    takes at most that many more.
+
     Returns:
         `train_on_jax`'s result, with the keys `train`'s result has that the
         scripts read (`step`, `steps_taken`, `finished`, `n_epochs`).
@@ -92,12 +95,15 @@ def train_from_files_on_jax(train_prefix, vocab_file, save_dir, options_file=Non
     if verbose:
         print(f"Training on JAX ({', '.join(str(d) for d in devices)}) into {os.fspath(save_dir)}", flush=True)
     start_state = adapted_start(model, data, softmax_init, verbose=verbose) if model is not None else None
-    result = train_on_jax(options, data, save_dir, seed=seed, max_steps=max_steps, checkpoint_every=checkpoint_every,
-                          heldout_data=heldout, save_on_signals=save_on_signals, devices=devices,
-                          start_state=start_state, verbose=verbose)
-    taken_before = meta["step"] if meta is not None else 0
+    existing = checkpoints.read_meta(save_dir)
+    taken_before = existing["step"] if existing is not None else 0
+    # max_steps is this call's, as train_from_files' (train_on_jax counts from the run's start).
+    result = train_on_jax(options, data, save_dir, seed=seed,
+                          max_steps=None if max_steps is None else taken_before + max_steps,
+                          checkpoint_every=checkpoint_every, heldout_data=heldout, save_on_signals=save_on_signals,
+                          devices=devices, start_state=start_state, verbose=verbose)
     return {**result, "step": result["steps"], "steps_taken": result["steps"] - taken_before,
-            "finished": True, "n_epochs": options.get("n_epochs")}
+            "n_epochs": options.get("n_epochs")}
 
 
 def _devices(n_gpus):

@@ -45,8 +45,10 @@ def train_on_jax(options, data, save_dir, *, seed=0, max_steps=None, checkpoint_
             softmax's start, and the global generators the network's
             initial weights come from (`keras.utils.set_random_seed`, as
             `bilm.training.train` seeds them).
-        max_steps: stop after this many steps in all (None: `n_epochs` over
-            `n_train_tokens`).
+        max_steps: stop after this many steps in all, counted from the run's
+            start (0: none; None: at the run's end). The run ends after
+            `n_epochs` over `n_train_tokens`, or at the training key
+            `max_steps`, whichever comes first; no call goes past it.
         checkpoint_every: steps between checkpoints (and one at the end).
             A call that trained (or whose checkpoint has no boundary state
             yet) ends with the boundary state measured on `data`'s text
@@ -68,7 +70,8 @@ def train_on_jax(options, data, save_dir, *, seed=0, max_steps=None, checkpoint_
         verbose: 0 silent, 1 a line every 100 steps and at the end.
 
     Returns:
-        dict: `steps` (taken in all), `loss` (the last step's), `tokens_per_second`,
+        dict: `steps` (taken in all), `finished` (the run reached its end),
+        `loss` (the last step's), `tokens_per_second`,
         `checkpoint` (its path) and with `heldout_data` `heldout_perplexity`.
     """
     options = load_options(options)
@@ -101,10 +104,13 @@ def _train(options, options_dict, settings, data, save_dir, seed, max_steps, che
         # A file of that name that holds other options is the user's: never replaced.
         check_output_file(options_file, content=holds_options(options))
         if start_state is not None:
-            state = step.place(start_state(step, state))
-        save_options(options, options_file)
+            state = _started(step, state, start_state, save_on_signals)
+        save_options(options, options_file)  # after the start: a run stopped before it leaves no options.json
     window = step.global_batch_size * settings.unroll_steps
-    total = max_steps or settings.max_steps or settings.n_epochs * max(1, settings.n_train_tokens // window)
+    run_end = settings.n_epochs * max(1, settings.n_train_tokens // window)
+    if settings.max_steps is not None:
+        run_end = min(run_end, settings.max_steps)
+    total = run_end if max_steps is None else min(run_end, max_steps)
     batches = data.iter_batches(step.global_batch_size, settings.unroll_steps, skip=taken)
     metrics, started, first_taken, path = None, time.perf_counter(), taken, None
     continue_with = f"the same train_on_jax call (save_dir={save_dir!r})"
@@ -132,7 +138,8 @@ def _train(options, options_dict, settings, data, save_dir, seed, max_steps, che
             boundary_state = _measured_boundary_state(step, state, data, signals, verbose, taken, boundary_state,
                                                       save, continue_with)
         path = save(boundary_state)
-        result = {"steps": taken, "loss": None if metrics is None else float(metrics["loss"]), "checkpoint": path,
+        result = {"steps": taken, "finished": taken >= run_end,
+                  "loss": None if metrics is None else float(metrics["loss"]), "checkpoint": path,
                   "tokens_per_second": (taken - first_taken) * window * (2 if settings.bidirectional else 1)
                   / max(seconds, 1e-9)}
         if heldout_data is not None:
@@ -148,6 +155,17 @@ def _train(options, options_dict, settings, data, save_dir, seed, max_steps, che
         print(f"Trained {taken} steps on JAX ({result['tokens_per_second']:,.0f} tokens/sec){heldout}; checkpoint "
               f"{path}.", flush=True)
     return result
+
+
+def _started(step, state, start_state, save_on_signals):
+    """`start_state(step, state)` placed on the step's devices; a signal meanwhile ends the call with
+    `TrainingInterrupted` (nothing trained, nothing kept: the same call starts over)."""
+    with StopSignals(save_on_signals) as signals:
+        try:
+            with signals.interruptible():
+                return step.place(start_state(step, state))
+        except PhaseInterrupted as interrupted:
+            raise TrainingInterrupted(interrupted.signal, 0, None, phase="preparing the run's start") from None
 
 
 def _measured_boundary_state(step, state, data, signals, verbose, taken, previous, save, continue_with):

@@ -150,6 +150,19 @@ except TrainingInterrupted as stopped:
 loop.measure_boundary_state = measure
 report["interrupted_boundary_state"] = checkpoints.read_boundary_state(folder + "/old")
 report["old_restarted"] = train(folder + "/old", 4)["steps"]
+
+
+def interrupted_start(step, state):
+    """A run's start (as an adapted run's softmax fit) during which SIGINT arrives."""
+    os.kill(os.getpid(), signal.SIGINT)
+    return state
+
+
+try:
+    train(folder + "/started", 1, start_state=interrupted_start)
+except TrainingInterrupted as stopped:
+    report["start_interrupted"] = [stopped.step, stopped.exit_status, stopped.phase, stopped.checkpoint,
+                                   sorted(os.listdir(folder + "/started"))]
 report["tensorflow_imported"] = "tensorflow" in sys.modules
 print(json.dumps(report))
 '''
@@ -191,6 +204,9 @@ def test_a_jax_run_stores_its_boundary_state_and_run_test_evaluates_it(tmp_path,
     assert report["old_boundary_state"] is None and report["old_restarted"] == 4
     assert report["interrupted"] == [4, 128 + signal.SIGTERM, "measuring the boundary state"]
     assert report["interrupted_boundary_state"] is None
+    # SIGINT while a new run's start is prepared: nothing kept, not even options.json (the same call starts over).
+    assert report["start_interrupted"][:4] == [0, 128 + signal.SIGINT, "preparing the run's start", None]
+    assert "options.json" not in report["start_interrupted"][4]
     want, got = _arrays(tmp_path / "whole"), _arrays(tmp_path / "old")
     assert got.keys() == want.keys()
     for key in want:
