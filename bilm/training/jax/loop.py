@@ -8,7 +8,6 @@ import os
 import time
 
 import jax
-import keras
 
 from bilm.errors import UserError
 from bilm.io.formats.output_files import check_output_directory, check_output_file, writer_lock
@@ -19,6 +18,7 @@ from bilm.training.jax.boundary_state_measure import measure_boundary_state
 from bilm.training.jax.evaluation import heldout_perplexity
 from bilm.training.jax.train_step import JaxTrainStep
 from bilm.training.run.stop_signals import PhaseInterrupted, StopSignals, TrainingInterrupted
+from bilm.utils.python_random import seeded_python_random
 
 # The training keys a continued run may change: how long it trains.
 LENGTH_KEYS = ("max_steps", "n_epochs", "n_train_tokens")
@@ -42,9 +42,10 @@ def train_on_jax(options, data, save_dir, *, seed=0, max_steps=None, checkpoint_
             (`bilm.training.jax.checkpoints`). A checkpoint there continues
             exactly, if its options are these.
         seed: the run's seed: the step's dropout masks and negatives, the
-            softmax's start, and the global generators the network's
-            initial weights come from (`keras.utils.set_random_seed`, as
-            `bilm.training.train` seeds them).
+            softmax's start, and the network's initial weights (the ones
+            `keras.utils.set_random_seed(seed)` gives, as
+            `bilm.training.train` seeds them, but without reseeding the
+            process's generators: `bilm.utils.python_random`).
         max_steps: stop after this many steps in all, counted from the run's
             start (0: none; None: at the run's end). The run ends after
             `n_epochs` over `n_train_tokens`, or at the training key
@@ -92,8 +93,8 @@ def _train(options, options_dict, settings, data, save_dir, seed, max_steps, che
         raise UserError(f"{checkpoints.checkpoint_path(save_dir)} continues another run (it differs in "
                         f"{', '.join(changed) or 'seed'}); give another save_dir, or the run's options and seed to "
                         f"continue it (only {', '.join(LENGTH_KEYS)} may change).")
-    keras.utils.set_random_seed(seed)
-    step = JaxTrainStep(options, settings, seed, devices)
+    with seeded_python_random(seed):  # the network's initial weights, a function of the seed
+        step = JaxTrainStep(options, settings, seed, devices)
     state = step.initial_state(softmax_seed=seed)
     taken, boundary_state = 0, None
     if meta is not None:
