@@ -9,9 +9,12 @@ internal and may change. `test` and `test_from_files` are deprecated
 aliases of `evaluate` and `evaluate_from_files` (pytest collects a test
 module's names that start with "test").
 
-Each name is imported when first used. Training runs on TensorFlow (for
-now): on another Keras backend the names that need it say so in one line;
-the vocabulary builder and the sample corpus run anywhere.
+Each name is imported when first used. `train` and its kin run on
+TensorFlow; on JAX (`KERAS_BACKEND=jax`) `train_on_jax`,
+`train_from_files_on_jax` and `evaluate_from_files_on_jax` train and
+evaluate the same models (docs/training.md, "Training on JAX"). On another
+backend the names that need TensorFlow say so in one line; the vocabulary
+builder, the sample corpus and `dump_weights` run anywhere.
 """
 from bilm.utils.lazy_names import lazy_names
 
@@ -38,6 +41,8 @@ _MODULES = {
     "test_from_files": "run.from_files",
     "train": "run.loop",
     "train_from_files": "run.from_files",
+    "train_from_files_on_jax": "jax.from_files",
+    "train_on_jax": "jax.loop",
     "write_sample_corpus": "data.sample_corpus",
 }
 
@@ -53,5 +58,7 @@ __getattr__, __dir__ = lazy_names(__name__, _MODULES, tensorflow_only=set(_MODUL
     "dump_weights",
     "evaluate_from_files_on_jax",
     "load_vocab",
+    "train_from_files_on_jax",
+    "train_on_jax",
     "write_sample_corpus",
 })
