@@ -9,12 +9,13 @@ internal and may change. `test` and `test_from_files` are deprecated
 aliases of `evaluate` and `evaluate_from_files` (pytest collects a test
 module's names that start with "test").
 
-Each name is imported when first used. `train` and its kin run on
-TensorFlow; on JAX (`KERAS_BACKEND=jax`) `train_on_jax`,
-`train_from_files_on_jax` and `evaluate_from_files_on_jax` train and
-evaluate the same models (docs/training.md, "Training on JAX"). On another
-backend the names that need TensorFlow say so in one line; the vocabulary
-builder, the sample corpus and `dump_weights` run anywhere.
+Each name is imported when first used. On JAX (`KERAS_BACKEND=jax`)
+`train` and `train_from_files` are JAX's (`bilm.training.jax`: the same
+arguments and meaning, what JAX does not have refused in one line), beside
+`train_on_jax`, `train_from_files_on_jax` and `evaluate_from_files_on_jax`
+(docs/training.md, "Training on JAX"). On another backend the names that
+need TensorFlow say so in one line; the vocabulary builder, the sample
+corpus and `dump_weights` run anywhere.
 """
 from bilm.utils.lazy_names import lazy_names
 
@@ -61,4 +62,4 @@ __getattr__, __dir__ = lazy_names(__name__, _MODULES, tensorflow_only=set(_MODUL
     "train_from_files_on_jax",
     "train_on_jax",
     "write_sample_corpus",
-})
+}, on_jax={"train": "jax.train_call:train", "train_from_files": "jax.from_files:train_from_files_on_jax"})

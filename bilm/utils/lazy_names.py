@@ -1,18 +1,23 @@
 """A package's public names, each imported from its module when first used (PEP 562)."""
 import importlib
 
-from bilm.utils.backend import require_tensorflow
+from bilm.utils.backend import configured_backend, require_tensorflow
 
 
-def lazy_names(package, modules, tensorflow_only=()):
+def lazy_names(package, modules, tensorflow_only=(), on_jax=None):
     """`(__getattr__, __dir__)` for the package named `package` whose public names are the keys of `modules`
     (`{name: module under the package}`): a name's module is imported when the name is first read, so that
     importing the package imports none of them (TensorFlow's fast paths stay unloaded on other backends).
-    Reading a name of `tensorflow_only` while Keras runs on another backend is one `UserError` that says so."""
+    Reading a name of `tensorflow_only` while Keras runs on another backend is one `UserError` that says so,
+    except that while Keras runs on JAX a name of `on_jax` (`{name: "module:attribute"}`) is that module's
+    attribute: the same contract, computed on JAX."""
 
     def __getattr__(name):
         if name not in modules:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        if on_jax and name in on_jax and configured_backend() == "jax":
+            module, attribute = on_jax[name].split(":")
+            return getattr(importlib.import_module(f"{package}.{module}"), attribute)
         if name in tensorflow_only:
             require_tensorflow(f"{package}.{name}")
         return getattr(importlib.import_module(f"{package}.{modules[name]}"), name)

@@ -152,3 +152,54 @@ def test_the_training_scripts_run_on_jax(tmp_path, run_files):
     elmo = bilm.load(tmp_path / "model", start="zeros")
     vectors = elmo.embed([["alpha", "bravo", "charlie"], ["kilo"]])
     assert [v.shape for v in vectors] == [(3, 16), (1, 16)] and np.abs(vectors[0]).max() > 0
+
+
+TRAIN_CALLS = '''
+import json, sys
+import numpy as np
+import bilm.training
+from bilm.errors import UserError
+from bilm.training.data.lm_dataset import load_training_data
+from bilm.training.jax.loop import train_on_jax
+
+folder = sys.argv[1]
+corpus, options = json.load(open(folder + "/corpus.json")), json.load(open(folder + "/options.json"))
+data, _ = load_training_data(options, corpus["train"], corpus["vocab"], seed=5)
+train = bilm.training.train
+report = {"train": f"{train.__module__}.{train.__name__}", "refused": {}}
+first = train(options, data, 1, folder + "/calls", None, max_steps=3, seed=5, verbose=0)
+again = train(options, data, 1, folder + "/calls", None, restart_ckpt_file=folder + "/calls", max_steps=2, seed=5,
+              verbose=0)
+report["steps"] = [first["step"], again["step"]]
+train_on_jax(options, data, folder + "/straight", seed=5, max_steps=5, verbose=0)
+for name, call in {"new run over a checkpoint": lambda: train(options, data, 1, folder + "/calls", None, seed=5),
+                   "log_dir": lambda: train(options, data, 1, folder + "/logged", folder + "/logs", seed=5),
+                   "checkpoint elsewhere": lambda: train(options, data, 1, folder + "/calls", None,
+                                                         restart_ckpt_file=folder + "/straight", seed=5)}.items():
+    try:
+        call()
+    except UserError as error:
+        report["refused"][name] = str(error)
+arrays = [dict(np.load(folder + f"/{run}/jax_checkpoint.npz")) for run in ("calls", "straight")]
+report["same_checkpoint"] = all(np.array_equal(arrays[0][key], arrays[1][key]) for key in arrays[1]
+                                if key != "__meta__")
+report["tensorflow_imported"] = "tensorflow" in sys.modules
+print(json.dumps(report))
+'''
+
+
+@pytest.mark.slow
+def test_bilm_training_train_runs_on_jax_with_its_arguments(tmp_path, run_files):
+    folder, corpus = run_files
+    options = tiny_options(n_tokens_vocab=corpus["n_vocab"], n_train_tokens=16 * 5 * 100)
+    (tmp_path / "corpus.json").write_text((folder / "corpus.json").read_text())
+    (tmp_path / "options.json").write_text(json.dumps(options))
+    report = json_result(run_on_backend("jax", TRAIN_CALLS, tmp_path))
+    assert not report["tensorflow_imported"]
+    assert report["train"] == "bilm.training.jax.train_call.train"
+    # max_steps is the call's (3, then 2 more), and the two calls are one straight run of 5 steps.
+    assert report["steps"] == [3, 5] and report["same_checkpoint"]
+    refused = report["refused"]
+    assert set(refused) == {"new run over a checkpoint", "log_dir", "checkpoint elsewhere"}, refused
+    assert "restart_ckpt_file" in refused["new run over a checkpoint"] and "log_dir" in refused["log_dir"]
+    assert all("\n" not in message for message in refused.values())

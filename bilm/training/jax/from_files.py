@@ -90,7 +90,7 @@ def train_from_files_on_jax(train_prefix, vocab_file, save_dir, options_file=Non
         options = options.updated(n_train_tokens=n_train_tokens)
     elif options.get("n_train_tokens") is None:
         options = options.updated(n_train_tokens=count_tokens(train_prefix))
-    devices = _devices(n_gpus)
+    devices = jax_devices(n_gpus)
     heldout = load_training_data(options, heldout_prefix, vocab_file, test=True)[0] if heldout_prefix else None
     if verbose:
         print(f"Training on JAX ({', '.join(str(d) for d in devices)}) into {os.fspath(save_dir)}", flush=True)
@@ -106,7 +106,7 @@ def train_from_files_on_jax(train_prefix, vocab_file, save_dir, options_file=Non
             "n_epochs": options.get("n_epochs")}
 
 
-def _devices(n_gpus):
+def jax_devices(n_gpus):
     """The first `n_gpus` devices of JAX's default kind (the CPU where it has no accelerator)."""
     devices = jax.devices()
     n = n_gpus or 1

@@ -1,0 +1,104 @@
+"""`bilm.training.train` on JAX: bilm-tf's signature (`train(options, data, n_gpus, save_dir, log_dir,
+restart_ckpt_file=None, ...)`) served by `train_on_jax`.
+
+Needs Keras on JAX (`KERAS_BACKEND=jax`).
+"""
+import os
+
+from bilm.errors import UserError
+from bilm.options import load_options
+from bilm.training.data.shards import count_tokens
+from bilm.training.jax import checkpoints
+from bilm.training.jax.adaptation import adapted_start
+from bilm.training.jax.from_files import jax_devices
+from bilm.training.jax.loop import train_on_jax
+from bilm.training.model.adaptation import adaptation_options, open_model_to_adapt
+from bilm.training.model.softmax_init import DEFAULT_SOFTMAX_INIT, check_softmax_init
+
+# `train`'s keyword arguments that shape how TensorFlow's loop runs and that a run on JAX does without: it
+# saves every `checkpoint_every` steps, on signals and at its end (one checkpoint file), evaluates the held-out
+# data at its end, and its data stream needs no source name to restart (the checkpoint holds the step).
+UNUSED_ON_JAX = ("strategy", "checkpoint_every_minutes", "heldout_every", "heldout_batch_size", "summary_every",
+                 "data_source", "max_to_keep", "tune_malloc")
+
+
+def train(options, data, n_gpus, save_dir, log_dir, restart_ckpt_file=None, *, heldout_data=None, max_steps=None,
+          checkpoint_every=1250, seed=0, save_on_signals=False, init_from=None, softmax_init=DEFAULT_SOFTMAX_INIT,
+          verbose=1, **unused):
+    """Trains (or continues) a biLM on JAX with `bilm.training.train`'s arguments and meaning.
+
+    Args:
+        options, data, heldout_data, seed, init_from, softmax_init,
+            save_on_signals, verbose: as `train`'s (`init_from`: the run's
+            options are the model's architecture with the training keys of
+            `options`).
+        n_gpus: JAX devices of its default kind to train on, `batch_size`
+            rows each.
+        save_dir: the run's directory (`options.json`, `jax_checkpoint.npz`).
+        log_dir: must be None (no TensorBoard logs on JAX yet).
+        restart_ckpt_file: to continue a run: its checkpoint, which on JAX
+            is the one in `save_dir` (`jax_checkpoint.npz` or `save_dir`
+            itself). None starts a new run, refused where `save_dir` holds
+            a run's checkpoint.
+        max_steps: stop after this many steps of this call (then save).
+        checkpoint_every: save every this many steps (and at the end).
+        The other keyword arguments of `train` (`UNUSED_ON_JAX`) are
+        accepted and have nothing to do on JAX.
+
+    Returns:
+        `train_on_jax`'s result dict, with `step` (the steps taken in all,
+        as `train` returns it).
+    """
+    unknown = set(unused) - set(UNUSED_ON_JAX)
+    if unknown:
+        raise TypeError(f"train() got unexpected keyword arguments {sorted(unknown)}")
+    if log_dir is not None:
+        raise UserError(f"TensorBoard logs (log_dir={log_dir!r}) are not written on JAX yet; pass log_dir=None, or "
+                        "train on TensorFlow (KERAS_BACKEND=tensorflow).")
+    meta = checkpoints.read_meta(save_dir)
+    checkpoint = checkpoints.checkpoint_path(save_dir)
+    if restart_ckpt_file is not None:
+        if init_from is not None:
+            raise UserError("init_from starts a new run from a model; a restart continues its checkpoint.")
+        if os.path.abspath(os.fspath(restart_ckpt_file)) not in (os.path.abspath(os.fspath(save_dir)),
+                                                                os.path.abspath(checkpoint)):
+            raise UserError(f"On JAX a run continues the checkpoint in its save_dir ({checkpoint}); "
+                            f"restart_ckpt_file={os.fspath(restart_ckpt_file)!r} is elsewhere. Give save_dir the "
+                            "run's directory.")
+        if meta is None:
+            raise UserError(f"{save_dir} holds no checkpoint of a run on JAX to continue ({checkpoint}).")
+    elif meta is not None:
+        raise UserError(f"{save_dir} holds a run's checkpoint ({checkpoint}, step {meta['step']}); continue it "
+                        "with restart_ckpt_file=save_dir, or give a new save_dir.")
+    start_state = None
+    if init_from is not None:
+        check_softmax_init(softmax_init)
+        model = open_model_to_adapt(init_from)
+        options = adaptation_options(model, options)
+        start_state = adapted_start(model, data, softmax_init, verbose=verbose)
+    options = _with_data_sizes(load_options(options), data, meta, verbose)
+    taken_before = meta["step"] if meta is not None else 0
+    result = train_on_jax(options, data, save_dir, seed=seed,
+                          max_steps=None if max_steps is None else taken_before + max_steps,
+                          checkpoint_every=checkpoint_every, heldout_data=heldout_data,
+                          save_on_signals=save_on_signals, devices=jax_devices(n_gpus), start_state=start_state,
+                          verbose=verbose)
+    return {**result, "step": result["steps"]}
+
+
+def _with_data_sizes(options, data, meta, verbose):
+    """`options` with `n_tokens_vocab` (the data's vocabulary) and `n_train_tokens` (its shards' tokens, or a
+    restart's) where they are left out, as `train` fills them."""
+    keys = {}
+    vocab = getattr(data, "vocab", None)
+    if options.get("n_tokens_vocab") is None and vocab is not None:
+        keys["n_tokens_vocab"] = vocab.size
+    if options.get("n_train_tokens") is None:
+        pattern = getattr(getattr(data, "forward", data), "filepattern", None)
+        if meta is not None and meta["options"].get("n_train_tokens") is not None:
+            keys["n_train_tokens"] = meta["options"]["n_train_tokens"]
+        elif pattern is not None:
+            keys["n_train_tokens"] = count_tokens(pattern)
+            if verbose:
+                print(f"Counted {keys['n_train_tokens']:,} tokens in {pattern}.", flush=True)
+    return options.updated(**keys) if keys else options
