@@ -2,7 +2,11 @@
 perplexity far below the unigram's, as TensorFlow's training in test_loop.py), restarts exactly after a stop
 or a signal, and dumps weights that TensorFlow's bilm and the NumPy reference embed alike."""
 import json
+import os
 import signal
+import subprocess
+import sys
+import time
 
 import numpy as np
 import pytest
@@ -11,7 +15,7 @@ import bilm
 import numpy_reference as R
 from backend_processes import json_result, run_on_backend
 from bilm import BidirectionalLanguageModel
-from helpers import SENTENCES
+from helpers import ROOT, SENTENCES
 from training_helpers import tiny_options, unigram_perplexity, write_corpus
 
 TRAIN = '''
@@ -203,3 +207,29 @@ def test_bilm_training_train_runs_on_jax_with_its_arguments(tmp_path, run_files)
     assert set(refused) == {"new run over a checkpoint", "log_dir", "checkpoint elsewhere"}, refused
     assert "restart_ckpt_file" in refused["new run over a checkpoint"] and "log_dir" in refused["log_dir"]
     assert all("\n" not in message for message in refused.values())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("delay", [0.0, 0.7, 1.4])
+def test_ctrl_c_while_a_run_on_jax_compiles_its_start_ends_in_one_line(tmp_path, run_files, delay):
+    """SIGINT while the network is built and compiled (the first seconds after "Training on JAX"): the run
+    stops between JAX's calls, never inside one (an exception there could crash the interpreter at its exit,
+    status 139), with status 130 and one line."""
+    folder, corpus = run_files
+    (tmp_path / "options.json").write_text(json.dumps(tiny_options(n_tokens_vocab=corpus["n_vocab"])))
+    environment = {k: v for k, v in os.environ.items() if k != "BILM_COMMAND"} | {
+        "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu", "CUDA_VISIBLE_DEVICES": ""}
+    process = subprocess.Popen(
+        [sys.executable, "bin/train_elmo.py", "--train_prefix", corpus["train"], "--vocab_file", corpus["vocab"],
+         "--save_dir", str(tmp_path / "run"), "--options_file", str(tmp_path / "options.json"),
+         "--max_steps", "1000"], cwd=ROOT, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True)
+    for line in process.stdout:
+        if line.startswith("Training on JAX"):
+            break
+    time.sleep(delay)
+    process.send_signal(signal.SIGINT)
+    stdout, stderr = process.communicate(timeout=120)
+    assert process.returncode == 128 + signal.SIGINT, (process.returncode, stderr[-2000:])
+    lines = [line for line in stderr.splitlines() if line.strip() and not line.startswith("bilm: running on")]
+    assert len(lines) == 1 and lines[0].startswith("Stopped by SIGINT"), stderr[-2000:]

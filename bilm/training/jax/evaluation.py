@@ -24,7 +24,7 @@ from bilm.utils.progress import Progress
 
 
 def evaluate_state(step, state, data, batch_size=None, unroll_steps=1, start="carry", boundary_state=None,
-                   verbose=0):
+                   verbose=0, between_batches=None):
     """Full-softmax perplexity of the biLM in `state` on a stream that ends (test mode), as TensorFlow's
     `evaluate_lm`.
 
@@ -47,6 +47,9 @@ def evaluate_state(step, state, data, batch_size=None, unroll_steps=1, start="ca
         boundary_state: for `"warm"`, `({state key: (size,)}, n_starts)`
             (`checkpoints.read_boundary_state`, `measure_boundary_state`).
         verbose: 1 for a progress line.
+        between_batches: called with no argument after each batch (e.g. to
+            stop on a signal by raising, between JAX's calls rather than
+            inside one).
 
     Returns:
         `{"perplexity", "<direction>_perplexity", "batches"}`.
@@ -77,6 +80,8 @@ def evaluate_state(step, state, data, batch_size=None, unroll_steps=1, start="ca
         for direction, value in per_direction.items():
             totals[direction] += float(value)
         progress.update(n_batches, [("perplexity", math.exp(totals["loss"] / n_batches))])
+        if between_batches is not None:
+            between_batches()
     progress.close()
     if n_batches == 0:
         stream = getattr(data, "forward", data)
@@ -85,7 +90,8 @@ def evaluate_state(step, state, data, batch_size=None, unroll_steps=1, start="ca
             # Each row reads its own sentences: a short text fills fewer rows.
             warnings.warn(f"The evaluation text has {n_sentences} sentences, fewer than the {batch_size} rows of a "
                           f"batch; it is evaluated with {n_sentences} rows.", stacklevel=2)
-            return evaluate_state(step, state, data, n_sentences, unroll_steps, start, boundary_state, verbose)
+            return evaluate_state(step, state, data, n_sentences, unroll_steps, start, boundary_state, verbose,
+                                  between_batches)
         raise UserError(f"The evaluation data gave no complete batch of {batch_size} rows x {unroll_steps} steps; "
                         "use a smaller batch_size or more data.")
     metrics = {"perplexity": math.exp(totals["loss"] / n_batches), "batches": n_batches}
@@ -94,10 +100,10 @@ def evaluate_state(step, state, data, batch_size=None, unroll_steps=1, start="ca
     return metrics
 
 
-def heldout_perplexity(step, state, data, batch_size=None):
+def heldout_perplexity(step, state, data, batch_size=None, between_batches=None):
     """The perplexity `evaluate_state` gives with the states carried, in windows of one step: what a run
     prints at its end, as TensorFlow's training does, and what bin/run_test.py gives its checkpoint."""
-    return evaluate_state(step, state, data, batch_size)["perplexity"]
+    return evaluate_state(step, state, data, batch_size, between_batches=between_batches)["perplexity"]
 
 
 def evaluate_from_files_on_jax(test_prefix, vocab_file, save_dir, batch_size=None, verbose=1, start="carry"):

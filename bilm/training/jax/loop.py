@@ -17,7 +17,7 @@ from bilm.training.jax import checkpoints
 from bilm.training.jax.boundary_state_measure import measure_boundary_state
 from bilm.training.jax.evaluation import heldout_perplexity
 from bilm.training.jax.train_step import JaxTrainStep
-from bilm.training.run.stop_signals import PhaseInterrupted, StopSignals, TrainingInterrupted
+from bilm.training.run.stop_signals import StopSignals, TrainingInterrupted
 from bilm.utils.python_random import seeded_python_random
 
 # The training keys a continued run may change: how long it trains.
@@ -93,6 +93,22 @@ def _train(options, options_dict, settings, data, save_dir, seed, max_steps, che
         raise UserError(f"{checkpoints.checkpoint_path(save_dir)} continues another run (it differs in "
                         f"{', '.join(changed) or 'seed'}); give another save_dir, or the run's options and seed to "
                         f"continue it (only {', '.join(LENGTH_KEYS)} may change).")
+    with StopSignals(save_on_signals, interruptible_phases=False) as signals:
+        return _run(options, options_dict, settings, data, save_dir, seed, max_steps, checkpoint_every,
+                    heldout_data, devices, start_state, verbose, meta, signals)
+
+
+def _run(options, options_dict, settings, data, save_dir, seed, max_steps, checkpoint_every, heldout_data, devices,
+         start_state, verbose, meta, signals):
+    """`_train` within its signal handlers: a signal is acted on between JAX's calls, never inside one (an
+    exception raised in the middle of an XLA compilation can crash the interpreter at its exit)."""
+    checkpoint = checkpoints.checkpoint_path(save_dir)
+    continue_with = f"the same train_on_jax call (save_dir={save_dir!r})"
+
+    def stop_if_signalled(step, phase, kept=None):
+        if signals.received is not None:
+            raise TrainingInterrupted(signals.received, step, kept, continue_with=continue_with, phase=phase)
+
     with seeded_python_random(seed):  # the network's initial weights, a function of the seed
         step = JaxTrainStep(options, settings, seed, devices)
     state = step.initial_state(softmax_seed=seed)
@@ -100,12 +116,15 @@ def _train(options, options_dict, settings, data, save_dir, seed, max_steps, che
     if meta is not None:
         state, taken = step.place(checkpoints.load_checkpoint(save_dir, state)), meta["step"]
         boundary_state = checkpoints.read_boundary_state(save_dir)
+        stop_if_signalled(taken, "starting", checkpoint)
     else:
         options_file = os.path.join(os.fspath(save_dir), checkpoints.OPTIONS_FILE)
         # A file of that name that holds other options is the user's: never replaced.
         check_output_file(options_file, content=holds_options(options))
+        stop_if_signalled(0, "starting")
         if start_state is not None:
-            state = _started(step, state, start_state, save_on_signals)
+            state = step.place(start_state(step, state))
+            stop_if_signalled(0, "preparing the run's start")
         save_options(options, options_file)  # after the start: a run stopped before it leaves no options.json
     window = step.global_batch_size * settings.unroll_steps
     run_end = settings.n_epochs * max(1, settings.n_train_tokens // window)
@@ -114,42 +133,36 @@ def _train(options, options_dict, settings, data, save_dir, seed, max_steps, che
     total = run_end if max_steps is None else min(run_end, max_steps)
     batches = data.iter_batches(step.global_batch_size, settings.unroll_steps, skip=taken)
     metrics, started, first_taken, path = None, time.perf_counter(), taken, None
-    continue_with = f"the same train_on_jax call (save_dir={save_dir!r})"
 
     def save(boundary_state):
         return checkpoints.save_checkpoint(save_dir, state, taken, options_dict, seed, boundary_state)
 
-    with StopSignals(save_on_signals) as signals:
-        for batch in batches:
-            if taken >= total:
-                break
-            state, metrics = step(state, batch, taken)
-            taken += 1
-            if verbose and taken % 100 == 0:
-                print(f"step {taken}/{total}: loss {float(metrics['loss']):.4f}", flush=True)
-            if signals.received is not None:
-                path = save(boundary_state)
-                raise TrainingInterrupted(signals.received, taken, path, continue_with=continue_with)
-            if taken % checkpoint_every == 0:
-                path = save(boundary_state)
-        if metrics is not None:
-            jax.block_until_ready(metrics["loss"])
-        seconds = time.perf_counter() - started
-        if taken > first_taken or boundary_state is None:
-            boundary_state = _measured_boundary_state(step, state, data, signals, verbose, taken, boundary_state,
-                                                      save, continue_with)
-        path = save(boundary_state)
-        result = {"steps": taken, "finished": taken >= run_end,
-                  "loss": None if metrics is None else float(metrics["loss"]), "checkpoint": path,
-                  "tokens_per_second": (taken - first_taken) * window * (2 if settings.bidirectional else 1)
-                  / max(seconds, 1e-9)}
-        if heldout_data is not None:
-            try:
-                with signals.interruptible():
-                    result["heldout_perplexity"] = heldout_perplexity(step, state, heldout_data)
-            except PhaseInterrupted as interrupted:
-                raise TrainingInterrupted(interrupted.signal, taken, path, continue_with=continue_with,
-                                          phase="measuring the held-out perplexity") from None
+    for batch in batches:
+        if taken >= total:
+            break
+        state, metrics = step(state, batch, taken)
+        taken += 1
+        if verbose and taken % 100 == 0:
+            print(f"step {taken}/{total}: loss {float(metrics['loss']):.4f}", flush=True)
+        if signals.received is not None:
+            stop_if_signalled(taken, None, save(boundary_state))
+        if taken % checkpoint_every == 0:
+            path = save(boundary_state)
+    if metrics is not None:
+        jax.block_until_ready(metrics["loss"])
+    seconds = time.perf_counter() - started
+    if taken > first_taken or boundary_state is None:
+        boundary_state = _measured_boundary_state(step, state, data, verbose)
+    path = save(boundary_state)
+    stop_if_signalled(taken, "measuring the boundary state", path)
+    result = {"steps": taken, "finished": taken >= run_end,
+              "loss": None if metrics is None else float(metrics["loss"]), "checkpoint": path,
+              "tokens_per_second": (taken - first_taken) * window * (2 if settings.bidirectional else 1)
+              / max(seconds, 1e-9)}
+    if heldout_data is not None:
+        result["heldout_perplexity"] = heldout_perplexity(
+            step, state, heldout_data,
+            between_batches=lambda: stop_if_signalled(taken, "measuring the held-out perplexity", path))
     if verbose:
         heldout = (f"; held-out perplexity {result['heldout_perplexity']:.2f}" if "heldout_perplexity" in result
                    else "")
@@ -158,33 +171,13 @@ def _train(options, options_dict, settings, data, save_dir, seed, max_steps, che
     return result
 
 
-def _started(step, state, start_state, save_on_signals):
-    """`start_state(step, state)` placed on the step's devices; a signal meanwhile ends the call with
-    `TrainingInterrupted` (nothing trained, nothing kept: the same call starts over)."""
-    with StopSignals(save_on_signals) as signals:
-        try:
-            with signals.interruptible():
-                return step.place(start_state(step, state))
-        except PhaseInterrupted as interrupted:
-            raise TrainingInterrupted(interrupted.signal, 0, None, phase="preparing the run's start") from None
-
-
-def _measured_boundary_state(step, state, data, signals, verbose, taken, previous, save, continue_with):
-    """The boundary state of `state` (after `taken` steps) on `data`'s text; a signal during the measure saves
-    the checkpoint with the `previous` one (None: none, `save(previous)`) and raises `TrainingInterrupted`."""
+def _measured_boundary_state(step, state, data, verbose):
+    """The boundary state of `state` on `data`'s text (`measure_boundary_state`); a signal meanwhile waits for
+    the measure (bounded: its first sentences), whose result the checkpoint then keeps."""
     if verbose:
         print("Measuring the boundary state on the training text (a forward pass over its first sentences)...",
               flush=True)
-    try:
-        with signals.interruptible():
-            measured = measure_boundary_state(step, state, data)
-    except PhaseInterrupted as interrupted:
-        if verbose:
-            print(f"{interrupted.signal.name}: the boundary state was not measured (the checkpoint keeps the one "
-                  "it had, if any; a restart that trains measures it).", flush=True)
-        path = save(previous)
-        raise TrainingInterrupted(interrupted.signal, taken, path, continue_with=continue_with,
-                                  phase="measuring the boundary state") from None
+    measured = measure_boundary_state(step, state, data)
     if verbose:
         print(f"Boundary state: the mean LSTM state at {measured[1]:,} sentence starts of the training text "
               "(where embedding starts each sentence; see bilm.models.boundary_state).", flush=True)
