@@ -10,6 +10,7 @@ import jax
 from bilm.errors import UserError
 from bilm.options import BiLMOptions, load_options
 from bilm.presets import training_options
+from bilm.training.config.model_choice import check_model_choice
 from bilm.training.data.lm_dataset import load_training_data
 from bilm.training.data.shards import count_tokens
 from bilm.training.jax import checkpoints
@@ -53,16 +54,7 @@ def train_from_files_on_jax(train_prefix, vocab_file, save_dir, options_file=Non
     unknown = set(unused) - set(UNUSED_ON_JAX)
     if unknown:
         raise TypeError(f"train_from_files_on_jax() got unexpected arguments {sorted(unknown)}")
-    if init_from is not None and restart:
-        raise UserError("--init_from starts a new run from a model; a restart continues its checkpoint.")
-    if init_from is not None and size is not None:
-        raise UserError("Give either a model to adapt (--init_from), whose architecture it keeps, or a size "
-                        "(--size), not both.")
-    if not restart and options_file is None and size is None and init_from is None:
-        raise UserError("Give the model to train: an options file (--options_file) or a released size (--size "
-                        "small, medium or original; small suits a CPU, the others want GPUs).")
-    if not restart and options_file is not None and size is not None:
-        raise UserError("Give either an options file (--options_file) or a size (--size), not both.")
+    check_model_choice(restart, options_file, size, init_from)
     meta = checkpoints.read_meta(save_dir) if restart else None
     if restart and meta is None:
         raise UserError(f"{save_dir} holds no checkpoint of a run on JAX to continue "

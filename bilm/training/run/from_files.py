@@ -2,11 +2,11 @@
 import os
 import warnings
 
-from bilm.errors import UserError
 from bilm.io.formats.output_files import check_output_directory
 from bilm.options import BiLMOptions
 from bilm.options.keys import option_key
 from bilm.presets import training_options
+from bilm.training.config.model_choice import check_model_choice
 from bilm.training.config.training_config import resolve_training_config
 from bilm.training.data.lm_dataset import load_training_data
 from bilm.training.data.vocabulary_order import warn_unless_frequency_order
@@ -44,16 +44,7 @@ def train_from_files(train_prefix, vocab_file, save_dir, options_file=None, *, s
     Returns:
         `train`'s result dict.
     """
-    if init_from is not None and restart:
-        raise UserError("--init_from starts a new run from a model; a restart continues its checkpoint.")
-    if init_from is not None and size is not None:
-        raise UserError("Give either a model to adapt (--init_from), whose architecture it keeps, or a size "
-                        "(--size), not both.")
-    if not restart and options_file is None and size is None and init_from is None:
-        raise UserError("Give the model to train: an options file (--options_file) or a released size (--size "
-                        "small, medium or original; small suits a CPU, the others want GPUs).")
-    if not restart and options_file is not None and size is not None:
-        raise UserError("Give either an options file (--options_file) or a size (--size), not both.")
+    check_model_choice(restart, options_file, size, init_from)
     strategy = train_kwargs.pop("strategy", None)
     loop_settings = LoopSettings(seed=seed, **train_kwargs)
     checkpoint = checkpoints.latest_checkpoint(save_dir) if restart else None  # a restart creates nothing
