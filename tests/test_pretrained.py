@@ -300,6 +300,7 @@ def test_warm_up_makes_warm_the_default_and_keeps_every_sentence_on_its_own(warm
     assert min(moved) > 1e-4  # the start changes every sentence's vectors
 
 
+@pytest.mark.slow
 def test_load_warms_up_from_a_file_and_a_saved_copy_starts_warm(tmp_path, model, warm):
     options_file, weight_file, _ = model
     text_file = tmp_path / "text.txt"

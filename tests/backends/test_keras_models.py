@@ -91,6 +91,7 @@ print(json.dumps(messages))
 '''
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["jax", "torch"])
 def test_what_needs_tensorflow_says_so_in_one_line(tagger_data, backend):
     messages = json_result(run_on_backend(backend, NEEDS_TENSORFLOW, tagger_data))

@@ -11,6 +11,9 @@ import numpy_reference as R
 from backend_processes import json_result, run_on_backend
 from bilm.ops.kernel_dtypes import BFLOAT16_INFERENCE_TOLERANCE
 
+# Each test runs JAX (or PyTorch) in processes of their own: over the fast tier's 3 s.
+pytestmark = pytest.mark.slow
+
 SENTENCES = [["The", "cat", "sat", "."], ["Hi"], ["naïve", "中文", "tokenlongerthanthelimit", "🙂"], []]
 MAX_CHARS = 7
 

@@ -203,6 +203,7 @@ with stop_on_signals(lambda: open(sys.argv[1], "w").close()):
 """
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="watches processes through /proc")
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=lambda signum: signum.name)
 def test_stop_on_signals_kills_every_descendant_cleans_up_and_exits_with_one_line(tmp_path, signum):

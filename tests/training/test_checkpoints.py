@@ -99,6 +99,7 @@ def four_steps(tmp_path_factory, corpus):
     return save_dir
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", ["cut short", "index cut short", "data missing"])
 def test_a_damaged_checkpoint_names_its_files_and_the_newest_readable_one(tmp_path, corpus, four_steps, damage):
     options = tiny_options()

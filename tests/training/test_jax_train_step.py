@@ -16,6 +16,9 @@ from bilm.training.model.training_lm import TrainingLM
 from bilm.training.run.train_step import TrainStep
 from training_helpers import MAX_CHARS, tiny_options
 
+# Each test runs JAX (or PyTorch) in processes of their own: over the fast tier's 3 s.
+pytestmark = pytest.mark.slow
+
 ROWS, STEPS, N_VOCAB = 16, 5, 50
 
 JAX_STEPS = '''

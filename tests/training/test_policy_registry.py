@@ -58,6 +58,7 @@ def corpus(tmp_path_factory):
 
 
 
+@pytest.mark.slow
 def test_a_policy_from_a_module_of_its_own_is_registered_by_one_line_and_the_loop_honours_it(
         tmp_path, corpus, monkeypatch):
     (tmp_path / "more_policies").mkdir()
