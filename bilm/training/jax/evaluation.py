@@ -6,7 +6,6 @@ Needs Keras on JAX (`KERAS_BACKEND=jax`).
 """
 import collections
 import math
-import warnings
 
 import jax
 import jax.numpy as jnp
@@ -19,7 +18,7 @@ from bilm.training.jax import checkpoints
 from bilm.training.jax.boundary_state_measure import measure_boundary_state
 from bilm.training.jax.sampled_softmax import full_softmax_loss
 from bilm.training.jax.train_step import SUFFIXES, JaxTrainStep
-from bilm.training.run.evaluation_starts import OPENING_TOKEN, check_evaluation_start
+from bilm.training.run.evaluation_starts import OPENING_TOKEN, check_evaluation_start, rows_for_a_short_text
 from bilm.utils.progress import Progress
 
 
@@ -84,16 +83,8 @@ def evaluate_state(step, state, data, batch_size=None, unroll_steps=1, start="ca
             between_batches()
     progress.close()
     if n_batches == 0:
-        stream = getattr(data, "forward", data)
-        n_sentences = sum(1 for _ in stream.iter_lines()) if hasattr(stream, "iter_lines") else 0
-        if 1 <= n_sentences < batch_size:
-            # Each row reads its own sentences: a short text fills fewer rows.
-            warnings.warn(f"The evaluation text has {n_sentences} sentences, fewer than the {batch_size} rows of a "
-                          f"batch; it is evaluated with {n_sentences} rows.", stacklevel=2)
-            return evaluate_state(step, state, data, n_sentences, unroll_steps, start, boundary_state, verbose,
-                                  between_batches)
-        raise UserError(f"The evaluation data gave no complete batch of {batch_size} rows x {unroll_steps} steps; "
-                        "use a smaller batch_size or more data.")
+        return evaluate_state(step, state, data, rows_for_a_short_text(data, batch_size, unroll_steps),
+                              unroll_steps, start, boundary_state, verbose, between_batches)
     metrics = {"perplexity": math.exp(totals["loss"] / n_batches), "batches": n_batches}
     for direction in step.directions:
         metrics[f"{direction}_perplexity"] = math.exp(totals[direction] / n_batches)

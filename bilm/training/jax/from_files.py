@@ -55,7 +55,8 @@ def train_from_files_on_jax(train_prefix, vocab_file, save_dir, options_file=Non
     if unknown:
         raise TypeError(f"train_from_files_on_jax() got unexpected arguments {sorted(unknown)}")
     check_model_choice(restart, options_file, size, init_from)
-    meta = checkpoints.read_meta(save_dir) if restart else None
+    existing = checkpoints.read_meta(save_dir)  # a checkpoint there, restart or not, is continued
+    meta = existing if restart else None
     if restart and meta is None:
         raise UserError(f"{save_dir} holds no checkpoint of a run on JAX to continue "
                         f"({checkpoints.CHECKPOINT_FILE}); start one with bin/train_elmo.py.")
@@ -87,7 +88,6 @@ def train_from_files_on_jax(train_prefix, vocab_file, save_dir, options_file=Non
     if verbose:
         print(f"Training on JAX ({', '.join(str(d) for d in devices)}) into {os.fspath(save_dir)}", flush=True)
     start_state = adapted_start(model, data, softmax_init, verbose=verbose) if model is not None else None
-    existing = checkpoints.read_meta(save_dir)
     taken_before = existing["step"] if existing is not None else 0
     # max_steps is this call's, as train_from_files' (train_on_jax counts from the run's start).
     result = train_on_jax(options, data, save_dir, seed=seed,

@@ -13,16 +13,13 @@ from bilm.errors import UserError
 from bilm.training.data.tf_dataset import make_tf_dataset
 from bilm.training.model.boundary_state_measure import measure_boundary_state
 from bilm.training.run import checkpoints
-from bilm.training.run.evaluation_starts import EVALUATION_STARTS, OPENING_TOKEN, check_evaluation_start  # noqa: F401
+from bilm.training.run.evaluation_starts import (  # noqa: F401
+    EVALUATION_STARTS,
+    OPENING_TOKEN,
+    check_evaluation_start,
+    rows_for_a_short_text,
+)
 from bilm.utils.progress import Progress
-
-
-def _count_sentences(data):
-    """Sentences of a test-mode stream (`LMDataset` or `BidirectionalLMDataset`), or 0 if it cannot tell."""
-    stream = getattr(data, "forward", data)
-    if not hasattr(stream, "iter_lines"):
-        return 0
-    return sum(1 for _ in stream.iter_lines())
 
 
 def evaluate_lm(lm, data, batch_size, unroll_steps=1, verbose=0, start="carry"):
@@ -72,15 +69,8 @@ def evaluate_lm(lm, data, batch_size, unroll_steps=1, verbose=0, start="carry"):
         progress.update(n_batches, [("perplexity", math.exp(totals["loss"] / n_batches))])
     progress.close()
     if n_batches == 0:
-        n_sentences = _count_sentences(data)
-        if 1 <= n_sentences < batch_size:
-            # Each row reads its own sentences: a short text fills fewer rows.
-            warnings.warn(f"The evaluation text has {n_sentences} sentences, fewer than the {batch_size} rows of a "
-                          f"batch; it is evaluated with {n_sentences} rows.", stacklevel=2)
-            return evaluate_lm(lm, data, n_sentences, unroll_steps, verbose, start)
-        raise UserError(
-            f"The evaluation data gave no complete batch of {batch_size} rows x {unroll_steps} steps; "
-            "use a smaller batch_size or more data.")
+        return evaluate_lm(lm, data, rows_for_a_short_text(data, batch_size, unroll_steps), unroll_steps, verbose,
+                           start)
     metrics = {"perplexity": math.exp(totals["loss"] / n_batches), "batches": n_batches}
     for direction in lm.directions:
         metrics[f"{direction}_perplexity"] = math.exp(totals[direction] / n_batches)
