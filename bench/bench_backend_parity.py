@@ -53,6 +53,24 @@ def _run(command, backend, log_path):
     return output
 
 
+def _shared_start(work_dir, size, seed, backend):
+    """`(model directory, options file)`: one random model of `size` drawn with `seed`, and an options file
+    of the size's training keys (its architecture too, which `--init_from` checks); written once, by
+    `backend`."""
+    directory = os.path.join(work_dir, f"start-{size}-{seed}")
+    options_file = os.path.join(directory, "training_options.json")
+    if not os.path.exists(options_file):
+        temporary = directory + ".partial"
+        code = ("import json, os, sys; from bilm.models.random_weights import write_random_model; "
+                "from bilm.presets import training_options; "
+                "directory, size, seed = sys.argv[1], sys.argv[2], int(sys.argv[3]); "
+                "write_random_model(directory, training_options(size), seed=seed); "
+                "json.dump(training_options(size), open(os.path.join(directory, 'training_options.json'), 'w'))")
+        _run([sys.executable, "-c", code, temporary, size, str(seed)], backend, directory + ".log")
+        os.replace(temporary, directory)
+    return directory, options_file
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size", default="small", choices=("small", "medium", "original"))
@@ -63,6 +81,9 @@ def main():
     parser.add_argument("--heldout_tokens", type=int, default=50_000)
     parser.add_argument("--max_vocab", type=int, default=50_000, help="most lines of the vocabulary")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--shared_start", action="store_true",
+                        help="start both runs from one random model of the size (drawn with --seed) instead of "
+                             "each backend's own initial weights")
     parser.add_argument("--work_dir", default=os.path.join(tempfile.gettempdir(), "bilm_backend_parity"),
                         help="where the text, the vocabulary and each run go (default: %(default)s)")
     parser.add_argument("--output", help="JSON report to write (refused if it exists, unless --overwrite)")
@@ -76,10 +97,17 @@ def main():
     if not os.path.exists(vocab):
         _run([sys.executable, "bin/build_vocab.py", "--train_prefix", text["train"], "--vocab_file", vocab,
               "--max_size", str(args.max_vocab)], backends[0], vocab + ".log")
+    if args.shared_start:
+        start_dir, options_file = _shared_start(args.work_dir, args.size, args.seed, backends[0])
+        model = ["--init_from", start_dir, "--options_file", options_file, "--softmax_init", "encoding"]
+    else:
+        model = ["--size", args.size]
+    start = "shared" if args.shared_start else "own"
     runs = {}
     for backend in backends:
-        save_dir = os.path.join(args.work_dir, f"{args.size}-{args.steps}-{args.seed}-{backend}-{time.time():.0f}")
-        command = [sys.executable, "bin/train_elmo.py", "--size", args.size, "--train_prefix", text["train"],
+        save_dir = os.path.join(args.work_dir,
+                                f"{args.size}-{args.steps}-{args.seed}-{start}-{backend}-{time.time():.0f}")
+        command = [sys.executable, "bin/train_elmo.py", *model, "--train_prefix", text["train"],
                    "--vocab_file", vocab, "--save_dir", save_dir, "--heldout_prefix", text["heldout"],
                    "--max_steps", str(args.steps), "--n_train_tokens", str(text["n_train_tokens"]),
                    "--seed", str(args.seed), "--checkpoint_every", str(args.steps), "--heldout_every", str(args.steps)]
