@@ -46,10 +46,12 @@ def train_on_jax(options, data, save_dir, *, seed=0, max_steps=None, checkpoint_
             `keras.utils.set_random_seed(seed)` gives, as
             `bilm.training.train` seeds them, but without reseeding the
             process's generators: `bilm.utils.python_random`).
-        max_steps: stop after this many steps in all, counted from the run's
-            start (0: none; None: at the run's end). The run ends after
-            `n_epochs` over `n_train_tokens`, or at the training key
-            `max_steps`, whichever comes first; no call goes past it.
+        max_steps: stop after this many steps of this call (0: none; None:
+            at the run's end), as `bilm.training.train`'s: a call that
+            continues a checkpoint at step 40 with `max_steps=10` stops at
+            step 50. The run ends after `n_epochs` over `n_train_tokens`, or
+            at the training key `max_steps`, whichever comes first; no call
+            goes past it.
         checkpoint_every: steps between checkpoints (and one at the end).
             A call that trained (or whose checkpoint has no boundary state
             yet) ends with the boundary state measured on `data`'s text
@@ -71,8 +73,12 @@ def train_on_jax(options, data, save_dir, *, seed=0, max_steps=None, checkpoint_
         verbose: 0 silent, 1 a line every 100 steps and at the end.
 
     Returns:
-        dict: `steps` (taken in all), `finished` (the run reached its end),
-        `loss` (the last step's), `tokens_per_second`,
+        dict: `steps` (taken in all, since the run's start), `steps_taken`
+        (by this call), `finished` (the run reached its end), `loss` (the
+        last step's), `tokens_per_second` (this call's text tokens a
+        second, compilation included: a step reads `batch_size x
+        unroll_steps` tokens per device, whatever the directions, as
+        TensorFlow's progress line counts them),
         `checkpoint` (its path) and with `heldout_data` `heldout_perplexity`.
     """
     options = load_options(options)
@@ -130,7 +136,7 @@ def _run(options, options_dict, settings, data, save_dir, seed, max_steps, check
     run_end = settings.n_epochs * max(1, settings.n_train_tokens // window)
     if settings.max_steps is not None:
         run_end = min(run_end, settings.max_steps)
-    total = run_end if max_steps is None else min(run_end, max_steps)
+    total = run_end if max_steps is None else min(run_end, taken + max_steps)
     batches = data.iter_batches(step.global_batch_size, settings.unroll_steps, skip=taken)
     metrics, started, first_taken, path = None, time.perf_counter(), taken, None
 
@@ -155,10 +161,9 @@ def _run(options, options_dict, settings, data, save_dir, seed, max_steps, check
         boundary_state = _measured_boundary_state(step, state, data, verbose)
     path = save(boundary_state)
     stop_if_signalled(taken, "measuring the boundary state", path)
-    result = {"steps": taken, "finished": taken >= run_end,
+    result = {"steps": taken, "steps_taken": taken - first_taken, "finished": taken >= run_end,
               "loss": None if metrics is None else float(metrics["loss"]), "checkpoint": path,
-              "tokens_per_second": (taken - first_taken) * window * (2 if settings.bidirectional else 1)
-              / max(seconds, 1e-9)}
+              "tokens_per_second": (taken - first_taken) * window / max(seconds, 1e-9)}
     if heldout_data is not None:
         result["heldout_perplexity"] = heldout_perplexity(
             step, state, heldout_data,

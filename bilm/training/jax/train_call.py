@@ -77,9 +77,7 @@ def train(options, data, n_gpus, save_dir, log_dir, restart_ckpt_file=None, *, h
         options = adaptation_options(model, options)
         start_state = adapted_start(model, data, softmax_init, verbose=verbose)
     options = _with_data_sizes(load_options(options), data, meta, verbose)
-    taken_before = meta["step"] if meta is not None else 0
-    result = train_on_jax(options, data, save_dir, seed=seed,
-                          max_steps=None if max_steps is None else taken_before + max_steps,
+    result = train_on_jax(options, data, save_dir, seed=seed, max_steps=max_steps,
                           checkpoint_every=checkpoint_every, heldout_data=heldout_data,
                           save_on_signals=save_on_signals, devices=jax_devices(n_gpus), start_state=start_state,
                           verbose=verbose)

@@ -144,12 +144,12 @@ def signalled(*args, **kwargs):
 
 loop.measure_boundary_state = signalled
 try:
-    train(folder + "/old", 4)
+    train(folder + "/old", 0)  # max_steps is the call's: no step, the boundary state measured
 except TrainingInterrupted as stopped:
     report["interrupted"] = [stopped.step, stopped.exit_status, stopped.phase]
 loop.measure_boundary_state = measure
 report["interrupted_kept_a_boundary_state"] = checkpoints.read_boundary_state(folder + "/old") is not None
-report["old_restarted"] = train(folder + "/old", 4)["steps"]
+report["old_restarted"] = train(folder + "/old", 0)["steps"]
 
 
 def interrupted_start(step, state):
