@@ -150,6 +150,15 @@ def test_the_training_scripts_run_on_jax(tmp_path, run_files):
     assert "bilm: running on jax cpu:0" in first.stderr and "Finished at step 20" in first.stdout
     again = run_on_backend("jax", SCRIPT, "bin/restart.py", *common, "--max_steps", 40, environment=environment)
     assert "Finished at step 40" in again.stdout and "held-out perplexity" in again.stdout
+    # A new run into the run's directory is refused before any work, as on TensorFlow, naming the restart.
+    refused = subprocess.run(
+        [sys.executable, "-c", SCRIPT, "bin/train_elmo.py", *map(str, common), "--options_file",
+         str(tmp_path / "options.json")],
+        cwd=ROOT, env={k: v for k, v in os.environ.items() if k != "BILM_COMMAND"} | {
+            "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu", "CUDA_VISIBLE_DEVICES": ""},
+        capture_output=True, text=True, timeout=300)
+    assert refused.returncode == 1 and "already holds a run's checkpoint" in refused.stderr, refused.stderr[-2000:]
+    assert f"bin/restart.py --save_dir {tmp_path / 'run'}" in refused.stderr
     run_on_backend("jax", SCRIPT, "bin/dump_weights.py", "--save_dir", tmp_path / "run", "--outfile",
                    tmp_path / "model" / "weights.hdf5", environment=environment)
     # TensorFlow's bilm opens what JAX trained.
@@ -217,7 +226,8 @@ def test_ctrl_c_while_a_run_on_jax_compiles_its_start_ends_in_one_line(tmp_path,
     status 139), with status 130 and one line."""
     folder, corpus = run_files
     (tmp_path / "options.json").write_text(json.dumps(tiny_options(n_tokens_vocab=corpus["n_vocab"])))
-    environment = {k: v for k, v in os.environ.items() if k != "BILM_COMMAND"} | {
+    # Without the tests' compilation cache (conftest.py): the signal must find the start compiling.
+    environment = {k: v for k, v in os.environ.items() if k not in ("BILM_COMMAND", "JAX_COMPILATION_CACHE_DIR")} | {
         "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu", "CUDA_VISIBLE_DEVICES": ""}
     process = subprocess.Popen(
         [sys.executable, "bin/train_elmo.py", "--train_prefix", corpus["train"], "--vocab_file", corpus["vocab"],

@@ -44,7 +44,8 @@ def train_from_files_on_jax(train_prefix, vocab_file, save_dir, options_file=Non
     override the options'. `n_gpus` devices of JAX's first kind train, with
     `batch_size` rows each (`JaxTrainStep`).
 
-    `max_steps` is this call's steps (as `train_from_files`'): a restart
+    A new run (`restart=False`) refuses a `save_dir` that holds a checkpoint, as
+    TensorFlow's does. `max_steps` is this call's steps (as `train_from_files`'): a restart
     takes at most that many more.
 
     Returns:
@@ -55,11 +56,14 @@ def train_from_files_on_jax(train_prefix, vocab_file, save_dir, options_file=Non
     if unknown:
         raise TypeError(f"train_from_files_on_jax() got unexpected arguments {sorted(unknown)}")
     check_model_choice(restart, options_file, size, init_from)
-    existing = checkpoints.read_meta(save_dir)  # a checkpoint there, restart or not, is continued
-    meta = existing if restart else None
+    meta = checkpoints.read_meta(save_dir)
     if restart and meta is None:
         raise UserError(f"{save_dir} holds no checkpoint of a run on JAX to continue "
                         f"({checkpoints.CHECKPOINT_FILE}); start one with bin/train_elmo.py.")
+    if not restart and meta is not None:  # as on TensorFlow: a new run never continues another one by chance
+        raise UserError(f"{save_dir} already holds a run's checkpoint ({checkpoints.checkpoint_path(save_dir)}, "
+                        f"step {meta['step']}). Continue it with bin/restart.py --save_dir {save_dir}, or choose a "
+                        "new save_dir.")
     model = None
     if init_from is not None:
         softmax_init = check_softmax_init(DEFAULT_SOFTMAX_INIT if softmax_init is None else softmax_init)
@@ -88,14 +92,10 @@ def train_from_files_on_jax(train_prefix, vocab_file, save_dir, options_file=Non
     if verbose:
         print(f"Training on JAX ({', '.join(str(d) for d in devices)}) into {os.fspath(save_dir)}", flush=True)
     start_state = adapted_start(model, data, softmax_init, verbose=verbose) if model is not None else None
-    taken_before = existing["step"] if existing is not None else 0
-    # max_steps is this call's, as train_from_files' (train_on_jax counts from the run's start).
-    result = train_on_jax(options, data, save_dir, seed=seed,
-                          max_steps=None if max_steps is None else taken_before + max_steps,
+    result = train_on_jax(options, data, save_dir, seed=seed, max_steps=max_steps,
                           checkpoint_every=checkpoint_every, heldout_data=heldout, save_on_signals=save_on_signals,
                           devices=devices, start_state=start_state, verbose=verbose)
-    return {**result, "step": result["steps"], "steps_taken": result["steps"] - taken_before,
-            "n_epochs": options.get("n_epochs")}
+    return {**result, "step": result["steps"], "n_epochs": options.get("n_epochs")}
 
 
 def jax_devices(n_gpus):
