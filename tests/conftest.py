@@ -1,11 +1,34 @@
-"""Test configuration: quiet TensorFlow logs, shared fixtures (a tiny model, the training corpus, a local server)."""
+"""Test configuration: quiet TensorFlow logs, one JAX compilation cache for the session's processes, shared
+fixtures (a tiny model, the training corpus, a local server)."""
 import os
+import shutil
+import tempfile
 
 import pytest
 
 from local_server import Server
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+# JAX's persistent compilation cache, for the processes the tests start on JAX: many compile the same tiny
+# programs (a training step, an evaluation), and a process after the first reads them from the cache. Set by
+# the session's first process before pytest-xdist starts its workers, which inherit it; removed at the end.
+JAX_CACHE = {"JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0", "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0"}
+
+
+def pytest_configure(config):
+    if hasattr(config, "workerinput") or "JAX_COMPILATION_CACHE_DIR" in os.environ:
+        return
+    config.bilm_jax_cache = tempfile.mkdtemp(prefix="bilm-tests-jax-cache-")
+    os.environ.update(JAX_CACHE, JAX_COMPILATION_CACHE_DIR=config.bilm_jax_cache)
+
+
+def pytest_unconfigure(config):
+    directory = getattr(config, "bilm_jax_cache", None)
+    if directory is not None:
+        shutil.rmtree(directory, ignore_errors=True)
+        for name in [*JAX_CACHE, "JAX_COMPILATION_CACHE_DIR"]:
+            os.environ.pop(name, None)
 
 
 @pytest.fixture(scope="module")
