@@ -27,9 +27,9 @@ from bilm.training.jax.loop import train_on_jax
 from bilm.training.data.lm_dataset import load_training_data
 from bilm.training.run.stop_signals import TrainingInterrupted
 
-# max_steps of one call, or of several calls in turn ("0,3"), each continuing the last.
-folder, save_dir, calls = sys.argv[1], sys.argv[2], [int(n) for n in sys.argv[3].split(",")]
-signal_at = int(sys.argv[4]) if len(sys.argv) > 4 else None
+# Runs in turn, in this one process: [save_dir, the max_steps of each call (each continuing the last), the
+# batch (counted from the run's start) at which the stream sends this process SIGTERM, or None].
+folder, runs = sys.argv[1], json.loads(sys.argv[2])
 corpus = json.load(open(folder + "/corpus.json"))
 # The boundary state at each run's end on 200 sentences, as TensorFlow's training tests measure it
 # (tests/training/conftest.py); tests/training/jax/test_jax_evaluation.py tests the measure.
@@ -40,26 +40,31 @@ heldout, _ = load_training_data(options, corpus["heldout"], corpus["vocab"], tes
 
 
 class Signalling:
-    """The stream, sending this process SIGTERM as it gives batch `signal_at` (counted from the run's start)."""
+    """The stream, sending this process SIGTERM as it gives batch `signal_at`."""
+    def __init__(self, signal_at):
+        self.signal_at = signal_at
+
     def iter_batches(self, *args, skip=0):
         for n, batch in enumerate(data.iter_batches(*args, skip=skip), start=skip):
-            if n == signal_at:
+            if n == self.signal_at:
                 os.kill(os.getpid(), signal.SIGTERM)
             yield batch
 
 
-report = {"tensorflow_imported": "tensorflow" in sys.modules, "steps_of_each_call": []}
-try:
-    for max_steps in calls:
-        result = train_on_jax(options, Signalling() if signal_at is not None else data, save_dir, seed=5,
-                              max_steps=max_steps, checkpoint_every=4, heldout_data=heldout, verbose=0)
-        report["steps_of_each_call"].append(result["steps"])
-    report.update(result)
-    report["weight_file"] = dump_weights(save_dir, save_dir + "/weights.hdf5")["weight_file"]
-except TrainingInterrupted as stopped:
-    report.update(interrupted=True, step=stopped.step, exit_status=stopped.exit_status)
-report["tensorflow_imported"] = report["tensorflow_imported"] or "tensorflow" in sys.modules
-print(json.dumps(report))
+reports = []
+for save_dir, calls, signal_at in runs:
+    report = {"steps_of_each_call": []}
+    try:
+        for max_steps in calls:
+            result = train_on_jax(options, Signalling(signal_at) if signal_at is not None else data, save_dir,
+                                  seed=5, max_steps=max_steps, checkpoint_every=4, heldout_data=heldout, verbose=0)
+            report["steps_of_each_call"].append(result["steps"])
+        report.update(result)
+        report["weight_file"] = dump_weights(save_dir, save_dir + "/weights.hdf5")["weight_file"]
+    except TrainingInterrupted as stopped:
+        report.update(interrupted=True, step=stopped.step, exit_status=stopped.exit_status)
+    reports.append(report)
+print(json.dumps({"runs": reports, "tensorflow_imported": "tensorflow" in sys.modules}))
 '''
 
 
@@ -71,12 +76,13 @@ def run_files(tmp_path_factory):
     return folder, corpus
 
 
-def _train(folder, save_dir, max_steps, options, signal_at=None):
+def _train(folder, options, *runs):
+    """The reports of `runs` (`(save_dir, [max_steps of each call], signal_at or None)`), trained in turn in
+    one process on JAX without TensorFlow."""
     (folder / "options.json").write_text(json.dumps(options))
-    args = [folder, save_dir, max_steps] + ([signal_at] if signal_at is not None else [])
-    report = json_result(run_on_backend("jax", TRAIN, *args))
+    report = json_result(run_on_backend("jax", TRAIN, folder, json.dumps([[str(d), c, s] for d, c, s in runs])))
     assert not report["tensorflow_imported"]
-    return report
+    return report["runs"]
 
 
 def _checkpoint_arrays(save_dir):
@@ -90,7 +96,7 @@ def test_training_goes_far_below_unigram_perplexity(tmp_path, run_files, extra):
     folder, corpus = run_files
     steps = 250
     options = tiny_options(n_tokens_vocab=corpus["n_vocab"], n_train_tokens=16 * 5 * steps, **extra)
-    report = _train(folder, tmp_path / "run", steps, options)
+    report, = _train(folder, options, (tmp_path / "run", [steps], None))
     unigram = unigram_perplexity(corpus)
     assert report["steps"] == steps
     assert report["heldout_perplexity"] < 0.4 * unigram, (report, unigram)
@@ -102,15 +108,17 @@ def test_a_stopped_run_and_a_signalled_one_continue_exactly(tmp_path, run_files)
     # The run ends at the training key max_steps (7), before its epoch's 100 steps: whichever comes first.
     options = tiny_options(n_tokens_vocab=corpus["n_vocab"], n_train_tokens=16 * 5 * 100, dropout=0.1,
                            n_negative_samples_batch=8, max_steps=7)
-    whole = _train(folder, tmp_path / "whole", 100, options)
+    # A run straight to its end; one stopped at step 3 (after a call of no steps), then continued to its end;
+    # one sent SIGTERM at batch 4 (it saves step 5), continued by another process.
+    whole, stopped, continued, signalled = _train(
+        folder, options, (tmp_path / "whole", [100], None), (tmp_path / "parts", [0, 3], None),
+        (tmp_path / "parts", [100], None), (tmp_path / "signalled", [100], 4))
+    signalled_continued, = _train(folder, options, (tmp_path / "signalled", [100], None))
     assert whole["steps"] == 7 and whole["finished"]
-    # A run stopped at step 3 (after a call of no steps), then continued to its end.
-    stopped = _train(folder, tmp_path / "parts", "0,3", options)
     assert stopped["steps_of_each_call"] == [0, 3] and not stopped["finished"]
-    assert _train(folder, tmp_path / "parts", 100, options)["steps"] == 7
-    signalled = _train(folder, tmp_path / "signalled", 100, options, signal_at=4)
+    assert continued["steps"] == 7
     assert signalled["interrupted"] and signalled["step"] == 5 and signalled["exit_status"] == 128 + signal.SIGTERM
-    assert _train(folder, tmp_path / "signalled", 100, options)["steps"] == 7
+    assert signalled_continued["steps"] == 7
     want = _checkpoint_arrays(tmp_path / "whole")
     for run in ("parts", "signalled"):
         got = _checkpoint_arrays(tmp_path / run)
