@@ -2,7 +2,6 @@
 perplexity far below the unigram's, as TensorFlow's training in test_loop.py), restarts exactly after a stop
 or a signal, and dumps weights that TensorFlow's bilm and the NumPy reference embed alike."""
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -13,7 +12,7 @@ import pytest
 
 import bilm
 import numpy_reference as R
-from backend_processes import json_result, run_on_backend
+from backend_processes import backend_environment, json_result, run_on_backend
 from bilm import BidirectionalLanguageModel
 from helpers import ROOT, SENTENCES
 from training_helpers import tiny_options, unigram_perplexity, write_corpus
@@ -159,12 +158,8 @@ def test_the_training_scripts_run_on_jax(tmp_path, run_files):
     again = run_on_backend("jax", SCRIPT, "bin/restart.py", *common, "--max_steps", 40, environment=environment)
     assert "Finished at step 40" in again.stdout and "held-out perplexity" in again.stdout
     # A new run into the run's directory is refused before any work, as on TensorFlow, naming the restart.
-    refused = subprocess.run(
-        [sys.executable, "-c", SCRIPT, "bin/train_elmo.py", *map(str, common), "--options_file",
-         str(tmp_path / "options.json")],
-        cwd=ROOT, env={k: v for k, v in os.environ.items() if k != "BILM_COMMAND"} | {
-            "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu", "CUDA_VISIBLE_DEVICES": ""},
-        capture_output=True, text=True, timeout=300)
+    refused = run_on_backend("jax", SCRIPT, "bin/train_elmo.py", *common, "--options_file",
+                             tmp_path / "options.json", environment=environment, check=False)
     assert refused.returncode == 1 and "already holds a run's checkpoint" in refused.stderr, refused.stderr[-2000:]
     assert f"bin/restart.py --save_dir {tmp_path / 'run'}" in refused.stderr
     run_on_backend("jax", SCRIPT, "bin/dump_weights.py", "--save_dir", tmp_path / "run", "--outfile",
@@ -235,8 +230,7 @@ def test_ctrl_c_while_a_run_on_jax_compiles_its_start_ends_in_one_line(tmp_path,
     folder, corpus = run_files
     (tmp_path / "options.json").write_text(json.dumps(tiny_options(n_tokens_vocab=corpus["n_vocab"])))
     # Without the tests' compilation cache (conftest.py): the signal must find the start compiling.
-    environment = {k: v for k, v in os.environ.items() if k not in ("BILM_COMMAND", "JAX_COMPILATION_CACHE_DIR")} | {
-        "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu", "CUDA_VISIBLE_DEVICES": ""}
+    environment = backend_environment("jax", without=["JAX_COMPILATION_CACHE_DIR"])
     process = subprocess.Popen(
         [sys.executable, "bin/train_elmo.py", "--train_prefix", corpus["train"], "--vocab_file", corpus["vocab"],
          "--save_dir", str(tmp_path / "run"), "--options_file", str(tmp_path / "options.json"),
