@@ -32,7 +32,7 @@ from bilm.utils.tensorflow_logs import import_tensorflow
 
 COMMAND_VARIABLE = "BILM_COMMAND"
 STARTING_MESSAGE = "Stopped by {} while starting."
-_state = {"importing": False}
+_state = {"importing": False, "stopped_by": None}
 
 
 def is_bilm_command():
@@ -64,10 +64,15 @@ def _start_command():
         if on_tensorflow():
             import_tensorflow(filter_load_logs=True)
         import keras  # noqa: F401
-    except StoppedWhileStarting as stopped:
-        # Said here, once standard error is the process's own again (import_tensorflow's redirect).
-        _say_stopped(stopped.signum)
-        raise
+    except BaseException:
+        signum = _state["stopped_by"]
+        if signum is None:
+            raise
+        # Said here, once standard error is the process's own again (import_tensorflow's redirect). The
+        # signal's exception may reach here as another: an extension module that was initialising when it
+        # came raises `ImportError: initialization failed` in its place.
+        _say_stopped(signum)
+        raise StoppedWhileStarting(signum) from None
     finally:
         _state["importing"] = False
 
@@ -81,6 +86,8 @@ class StoppedWhileStarting(SystemExit):
 
 
 def _stop_while_starting(signum, frame):
+    if _state["stopped_by"] is None:
+        _state["stopped_by"] = signum
     if not _state["importing"]:
         _say_stopped(signum)
     raise StoppedWhileStarting(signum)

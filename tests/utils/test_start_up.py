@@ -8,6 +8,7 @@ import time
 import pytest
 
 from bilm.commands import exit_on_user_error
+from bilm.utils import start_up
 from bilm.utils.start_up import COMMAND_VARIABLE, STARTING_MESSAGE, is_bilm_command
 from helpers import ROOT
 
@@ -64,6 +65,38 @@ def test_a_signal_that_library_code_turned_into_its_own_error_still_stops_the_co
     assert capsys.readouterr().err.strip() == "Stopped by SIGINT."
     with pytest.raises(TypeError), exit_on_user_error():
         raise TypeError("a bug keeps its traceback")
+
+
+def test_a_signal_that_an_extension_module_turned_into_an_import_error_still_stops_the_start(monkeypatch, capsys):
+    # A signal that lands while a compiled module initialises reaches the start as
+    # `ImportError: initialization failed`, not as the handler's own exception.
+    def import_interrupted(**_):
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(5)  # the handler raises here
+        except BaseException:
+            raise ImportError("initialization failed") from None
+
+    monkeypatch.setattr(start_up, "on_tensorflow", lambda: True)
+    monkeypatch.setattr(start_up, "import_tensorflow", import_interrupted)
+    handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        with pytest.raises(SystemExit) as exited:
+            start_up._start_command()
+    finally:
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+        start_up._state["stopped_by"] = None
+    assert exited.value.code == 130
+    assert capsys.readouterr().err.strip() == STARTING_MESSAGE.format("SIGINT")
+
+    monkeypatch.setattr(start_up, "import_tensorflow", lambda **_: (_ for _ in ()).throw(ImportError("no module")))
+    try:
+        with pytest.raises(ImportError, match="no module"):  # without a signal, the error is the error
+            start_up._start_command()
+    finally:
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
 
 
 _RUN_SECONDS = {}
