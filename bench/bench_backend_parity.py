@@ -7,9 +7,12 @@ shards, seed and `--max_steps` once per backend (each in its own process,
 `KERAS_BACKEND` set) with `--heldout_prefix`, and prints each run's held-out
 perplexity (full softmax, no dropout, LSTM states carried from batch to
 batch: the same measure on both), its training speed, and the relative
-difference. The two runs draw other dropout masks and negatives (each
-backend's random numbers), so they are two runs of one recipe, not the same
-run: a difference within a few percent is what one recipe gives.
+difference. Both draw the same dropout masks and negatives from the seed
+(TensorFlow's stateless random numbers, computed on JAX by
+`bilm.ops.jax_random`). From their own initial weights the two runs are two
+runs of one recipe; with `--shared_start` (one random model as the start of
+both) they are one run on two backends, apart only by float round-off and
+what 300 steps make of it.
 
     python bench/bench_backend_parity.py --size small --steps 300 --output parity.json
 """

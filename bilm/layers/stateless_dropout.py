@@ -11,8 +11,8 @@ class StatelessDropout(keras.layers.Layer):
     Training passes a fresh seed per step (and per replica), so the masks
     are reproducible after a restart and differ between replicas, with no
     random state to checkpoint or synchronise. The masks are TensorFlow's
-    stateless dropout's, compiled with XLA or not (`bilm.ops.stateless_random`);
-    on JAX, JAX's from the same seed (`bilm.ops.jax_random`).
+    stateless dropout's, compiled with XLA or not (`bilm.ops.stateless_random`),
+    and on JAX the same masks from the same seed (`bilm.ops.jax_random`).
 
     Args:
         rate: fraction of units dropped.
@@ -21,7 +21,8 @@ class StatelessDropout(keras.layers.Layer):
 
     Call arguments:
         inputs: float tensor of any shape.
-        seed: int `(2,)` stateless seed.
+        seed: int `(2,)` stateless seed (on JAX, its uint32 `(4,)` words:
+            `bilm.ops.jax_random`).
         training: apply dropout only when True.
     """
 
@@ -36,7 +37,7 @@ class StatelessDropout(keras.layers.Layer):
         if configured_backend() == "jax":
             from bilm.ops import jax_random
 
-            return jax_random.dropout(inputs, self.rate, jax_random.fold_in(seed, self.site))
+            return jax_random.dropout(inputs, self.rate, jax_random.fold_in_int32(seed, self.site))
         require_tensorflow("dropout in training (bilm's stateless masks; on TensorFlow or JAX)")
         import tensorflow as tf
 

@@ -18,7 +18,7 @@ from bilm.layers.sequence_mask import SequenceMask
 from bilm.layers.stateless_dropout import StatelessDropout, dropout_site
 from bilm.layers.token_projection import TokenProjection
 from bilm.layers.unique_tokens import GatherTokens, UniqueTokens
-from bilm.utils.backend import on_tensorflow
+from bilm.utils.backend import configured_backend
 from bilm.utils.thread_flag import ThreadFlag
 
 DIRECTIONS = ("forward", "backward")
@@ -77,7 +77,8 @@ def build_bilm(options, n_token_vocab=None, bidirectional=True, dropout=0.0, lay
         bidirectional: build the backward stack too.
         dropout: rate applied to each LSTM layer's input when the model is
             called with `training=True`; the model then takes a
-            `"dropout_seed"` input, int `(2,)`, that fixes the masks.
+            `"dropout_seed"` input, int64 `(2,)` (on JAX, its uint32 `(4,)`
+            words: `bilm.ops.jax_random`), that fixes the masks.
         layout: how the ids come (`LAYOUTS`). `"prediction"`: batches
             of sentences, ids shifted so that 0 is padding and each row has
             its own length; both stacks read the same input, the backward
@@ -161,9 +162,11 @@ def _recurrent_layers(options, directions, separate, dropout, kernels):
     } if dropout > 0 else {}
     state_inputs = {key: keras.Input(shape=(size,), name=key)
                     for key, _, size in state_keys(options, bidirectional=len(directions) == 2)}
-    # int64 as TensorFlow's stateless ops take seeds; JAX (without x64) has int32 and its own keys.
-    seed_dtype = "int64" if on_tensorflow() else "int32"
-    seed_input = keras.Input(batch_shape=(2,), dtype=seed_dtype, name="dropout_seed") if dropouts else None
+    # int64 (2,) as TensorFlow's stateless ops take seeds; on JAX (without x64) their four uint32 words
+    # (`bilm.ops.jax_random`).
+    backend = configured_backend()
+    seed_shape, seed_dtype = {"tensorflow": ((2,), "int64"), "jax": ((4,), "uint32")}.get(backend, ((2,), "int32"))
+    seed_input = keras.Input(batch_shape=seed_shape, dtype=seed_dtype, name="dropout_seed") if dropouts else None
     return lstms, dropouts, state_inputs, seed_input
 
 

@@ -1,7 +1,7 @@
-"""The training step on JAX (`bilm.training.jax.train_step`) computes TensorFlow's step: from the same weights
-and batches, two steps give the same losses, gradient norms, weights, optimizer state and LSTM states (full
-softmax, no dropout: the random numbers of the two backends differ); with the sampled softmax and dropout it
-lowers the loss, repeats itself exactly from its seed, and runs without TensorFlow."""
+"""The training step on JAX (`bilm.training.jax.train_step`) computes TensorFlow's step: from the same weights,
+batches and seed, two steps give the same losses, gradient norms, weights, optimizer state and LSTM states,
+with the full softmax and without dropout, and with the sampled softmax and dropout (the same random numbers on
+both backends); it lowers the loss, repeats itself exactly from its seed, and runs without TensorFlow."""
 import json
 
 import numpy as np
@@ -87,11 +87,15 @@ def _tensorflow_steps(folder, options, n_steps):
 # large as Adagrad's (0.3) turns the backends' round-off in small gradients into differences of 1e-3.
 # bfloat16 operands (the highway's and the LSTMs' input-half products): the same roundings on both backends,
 # summed in other orders, so to bfloat16's precision.
-@pytest.mark.parametrize("optimizer, learning_rate, matmul_dtype, tolerance", [
-    ("adagrad", 0.3, "float32", 1.0), ("adam", 0.002, "float32", 1.0), ("adagrad", 0.3, "bfloat16", 300.0)])
-def test_two_steps_equal_tensorflows(tmp_path, optimizer, learning_rate, matmul_dtype, tolerance):
-    options = tiny_options(n_tokens_vocab=N_VOCAB, sample_softmax=False, optimizer=optimizer, jit_compile=False,
-                           learning_rate=learning_rate, matmul_dtype=matmul_dtype)
+# Sampled softmax and dropout: the same masks and negatives from the seed on both backends.
+@pytest.mark.parametrize("optimizer, learning_rate, matmul_dtype, tolerance, random", [
+    ("adagrad", 0.3, "float32", 1.0, False), ("adam", 0.002, "float32", 1.0, False),
+    ("adagrad", 0.3, "bfloat16", 300.0, False), ("adagrad", 0.3, "float32", 1.0, True)])
+def test_two_steps_equal_tensorflows(tmp_path, optimizer, learning_rate, matmul_dtype, tolerance, random):
+    random_options = {"sample_softmax": True, "n_negative_samples_batch": 20, "dropout": 0.3} if random else {}
+    options = tiny_options(n_tokens_vocab=N_VOCAB, optimizer=optimizer, jit_compile=False,
+                           learning_rate=learning_rate, matmul_dtype=matmul_dtype,
+                           **{"sample_softmax": False, **random_options})
     (tmp_path / "options.json").write_text(json.dumps(options))
     want_outputs, want = _tensorflow_steps(tmp_path, options, 2)
     report = json_result(run_on_backend("jax", JAX_STEPS, tmp_path, 2))

@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 
 from bilm.errors import UserError
+from bilm.ops import jax_random
 from bilm.options import load_options
 from bilm.training.config.settings import training_settings
 from bilm.training.data.lm_dataset import load_training_data
@@ -156,7 +157,7 @@ def _losses_function(step, opening):
         if "backward" in step.directions:
             inputs[key + "_reverse"] = batch[key + "_reverse"]
         if settings.dropout > 0:
-            inputs["dropout_seed"] = jnp.zeros((2,), jnp.int32)
+            inputs["dropout_seed"] = jax_random.seed_words(0, 0)
         outputs, _ = network.stateless_call(weights["bilm"], weights["non_trainable"], inputs, training=False)
         per_direction = {}
         for direction in step.directions:

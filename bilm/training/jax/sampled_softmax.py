@@ -12,23 +12,12 @@ differentiates the gathered rows themselves
 `sampled_softmax_loss_from_rows`) gets those rows' gradients alone, and
 updates an 800k-row table row by row.
 
-What differs from the TensorFlow module:
+The negatives are TensorFlow's: from the same seed (`bilm.ops.jax_random`,
+TensorFlow's Philox stream in 32-bit integers) the sampler draws the same
+ids in the same order, by TensorFlow's float64 inversion of the
+distribution function done as a search in a table of its thresholds
+(`log_uniform_draws`). What differs from the TensorFlow module:
 
-- The random stream: the negatives come from JAX keys
-  (`jax.random.fold_in(key, block)`), not from TensorFlow's Philox stream,
-  so a seed samples other ids on the two backends (each repeats itself
-  exactly).
-- How a log-uniform id is drawn. TensorFlow inverts the distribution
-  function in float64, `floor(exp(u log(n_vocab + 1))) - 1`. In float32
-  (JAX's default) that inversion is wrong for rare ids: a float32 `u` has
-  2^23 values and a float32 `exp` near 800k is good to about 0.05, so with
-  an 800k vocabulary about 45k ids above 500k could never come up and ids
-  near 100k would come up to 20% too often or too rarely.
-  `log_uniform_draws` draws the same law in 32-bit arithmetic, by
-  rejection, with every id's probability right to about 5e-7 relative; an
-  accepted proposal is one draw of the law, and the "tries" of the unique
-  sampler count accepted draws as TensorFlow's count its draws. The ids do
-  not depend on whether JAX's x64 mode is on.
 - The expected counts are computed in float64 when JAX's x64 mode is on
   (`jax.config.jax_enable_x64`; this module never turns it on), else in
   float32, within 5e-7 relative of the float64 formula
@@ -41,17 +30,20 @@ What differs from the TensorFlow module:
   bfloat16 column).
 - Ids are int32 (JAX's default integers): vocabularies below 2^31 - 1 ids.
 """
+import functools
 import math
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
 from bilm.errors import UserError
+from bilm.ops import jax_random
 from bilm.ops.kernel_dtypes import check_matmul_dtype
 
-# Proposals made per iteration of the unique sampler, and the block size of
-# its numbered stream of proposals.
+# Draws made per iteration of the unique sampler, and the block size of its
+# numbered stream of draws, as on TensorFlow.
 DRAW_BLOCK = 16384
 
 # The largest vocabulary: ids and the sampler's sentinel `n_vocab` are int32.
@@ -74,65 +66,91 @@ def log_uniform_probabilities(ids, n_vocab):
     return jnp.log1p(1.0 / (ids + 1.0)) * (1.0 / math.log1p(n_vocab))
 
 
-def log_uniform_draws(key, size, n_vocab):
-    """`size` log-uniform proposals in `[0, n_vocab)`, a pure function of `key`; some are rejected.
+def log_uniform_draws(seed, size, n_vocab):
+    """`size` independent log-uniform ids in `[0, n_vocab)`: TensorFlow's draws from `seed`
+    (`bilm.ops.sampled_softmax.log_uniform_draws`), the same ids.
 
-    With `m = id + 1` the law is P(m) = `log1p(1 / m) / log(n_vocab + 1)`
-    for `m` in `[1, n_vocab]`. A proposal takes an octave `e` uniform in
-    `[0, K)` (`K = n_vocab.bit_length()`, so that `[1, 2^K)` covers every
-    `m`) and `m` uniform in `[2^e, 2^(e + 1)))` (the top `e` bits of a
-    uint32), and is accepted with probability `2^e log1p(1 / m)` (at most
-    1) if `m <= n_vocab`: an accepted `m` follows the law exactly, up to
-    float32's rounding of that probability and the 2^-23 steps of the
-    uniform it is compared with (below about 5e-7 of each id's probability,
-    against 2^-32 for the choice of the octave and of `m`). About
-    `ln(n_vocab + 1) / K` of the proposals are accepted (53% to 69%).
+    TensorFlow inverts the distribution function in float64:
+    `id = floor(exp(u log(n_vocab + 1))) - 1` for a float64 uniform
+    `u = M / 2^52` (`M` a 52-bit integer of its Philox stream), clipped to
+    `[0, n_vocab)`. Here `M` is the same integer (`bilm.ops.jax_random`,
+    as two 32-bit words) and `id` is how many of the thresholds
+    `inverse_thresholds(n_vocab)` it reaches: a binary search in 32-bit
+    integers, with no float64 arithmetic.
 
     Args:
-        key: a JAX key (`jax.random.key` or `jax.random.PRNGKey`).
-        size: how many proposals (a Python int).
+        seed: uint32 `(4,)` seed (`bilm.ops.jax_random`).
+        size: how many ids (a Python int).
         n_vocab: a Python int in `[1, MAX_VOCAB]`.
 
     Returns:
-        `(ids int32 (size,), accepted bool (size,))`: `ids` holds `n_vocab`
-        where a proposal was rejected.
+        int32 `(size,)`.
     """
-    octaves = max(int(n_vocab).bit_length(), 1)
-    key_octave, key_offset, key_accept = jax.random.split(key, 3)
-    e = jax.random.randint(key_octave, (size,), 0, octaves, dtype=jnp.int32)
-    bits = jax.random.bits(key_offset, (size,), jnp.uint32)
-    # The top e bits; a shift by 32 is undefined, and e = 0 takes none.
-    shift = jnp.minimum(32 - e, 31).astype(jnp.uint32)
-    offset = jnp.where(e > 0, lax.shift_right_logical(bits, shift), jnp.uint32(0)).astype(jnp.int32)
-    m = lax.shift_left(jnp.int32(1), e) + offset
-    scale = lax.shift_left(jnp.int32(1), e).astype(jnp.float32)
-    accept_probability = scale * jnp.log1p(1.0 / m.astype(jnp.float32))
-    uniform = jax.random.uniform(key_accept, (size,), jnp.float32)
-    accepted = (uniform < accept_probability) & (m <= n_vocab)
-    return jnp.where(accepted, m - 1, jnp.int32(n_vocab)), accepted
+    high, low = jax_random.uniform_float64_mantissas(seed, size)
+    thresholds_high, thresholds_low = (jnp.asarray(t) for t in inverse_thresholds(n_vocab))
+    n = thresholds_high.shape[0]
+    if n == 0:
+        return jnp.zeros([size], jnp.int32)
+    first, past = jnp.zeros([size], jnp.int32), jnp.full([size], n, jnp.int32)
+    for _ in range(n.bit_length()):  # the count of thresholds at most M, in [first, past]
+        searching = first < past
+        middle = jnp.minimum((first + past) // 2, n - 1)
+        t_high, t_low = thresholds_high[middle], thresholds_low[middle]
+        reached = (t_high < high) | ((t_high == high) & (t_low <= low))
+        first = jnp.where(searching & reached, middle + 1, first)
+        past = jnp.where(searching & ~reached, middle, past)
+    return first
 
 
-def log_uniform_candidates(labels, num_sampled, n_vocab, key, return_tries=False):
+@functools.lru_cache(maxsize=8)
+def inverse_thresholds(n_vocab):
+    """The 52-bit integers where TensorFlow's float64 inversion (`log_uniform_draws`) moves to the next id:
+    entry `k` is the least `M` with `floor(exp(M 2^-52 log1p(n_vocab))) >= k + 2`, so that `id` is the number
+    of entries at most `M`. `(high 20 bits int32 (n_vocab - 1,), low 32 bits uint32 (n_vocab - 1,))`,
+    NumPy, computed with TensorFlow's float64 formula (a boundary could only move where NumPy's `exp`
+    and TensorFlow's round one `M` of the 2^52 apart, about 1e-10 of the draws over all ids)."""
+    scale = np.log1p(np.float64(n_vocab))
+    m = np.arange(2, n_vocab + 1, dtype=np.float64)
+
+    def reaches(mantissas):
+        return np.floor(np.exp((mantissas.astype(np.float64) * 2.0 ** -52) * scale)) >= m
+
+    mantissas = np.minimum(np.ceil(np.log(m) / scale * 2.0 ** 52), 2.0 ** 52 - 1).astype(np.int64)
+    for _ in range(64):  # the estimate is within a few units of the threshold
+        below = ~reaches(mantissas)
+        if not below.any():
+            break
+        mantissas[below] += 1
+    for _ in range(64):
+        above = reaches(mantissas - 1) & (mantissas > 0)
+        if not above.any():
+            break
+        mantissas[above] -= 1
+    return (mantissas >> 32).astype(np.int32), (mantissas & 0xFFFFFFFF).astype(np.uint32)
+
+
+def log_uniform_candidates(labels, num_sampled, n_vocab, seed, return_tries=False):
     """Draws `num_sampled` distinct negative ids shared by the whole batch.
 
     The sampler of `tf.random.log_uniform_candidate_sampler(unique=True)`
-    and of `bilm.ops.sampled_softmax.log_uniform_candidates`: log-uniform
-    draws until `num_sampled` distinct ids have come up, the expected counts
-    estimated from the number of draws it took. It keeps no random state:
-    the ids are a pure function of `key`. The log-uniform (Zipfian) sampler
-    assumes ids sorted by descending frequency, as the vocabulary file is.
-    Every shape is fixed (`jax.lax.while_loop` over blocks of proposals):
-    it runs under `jax.jit` with `num_sampled` and `n_vocab` static.
+    and of `bilm.ops.sampled_softmax.log_uniform_candidates`, whose ids it
+    draws from the same seed: log-uniform draws until `num_sampled` distinct
+    ids have come up, the expected counts estimated from the number of
+    draws it took. It keeps no random state: the ids are a pure function of
+    `seed`. The log-uniform (Zipfian) sampler assumes ids sorted by
+    descending frequency, as the vocabulary file is. Every shape is fixed
+    (`jax.lax.while_loop` over blocks of draws): it runs under `jax.jit`
+    with `num_sampled` and `n_vocab` static.
 
     Args:
         labels: int `(n_rows,)`, the true next-token ids.
         num_sampled: how many distinct ids to draw, a Python int at most
             `n_vocab`.
         n_vocab: ids are drawn from `[0, n_vocab)`, a Python int.
-        key: a JAX key. Proposal `i` of the stream is proposal
-            `i % DRAW_BLOCK` of `log_uniform_draws(jax.random.fold_in(key,
-            i // DRAW_BLOCK), DRAW_BLOCK, n_vocab)` (the block number an
-            int32); the accepted ones are the draws.
+        seed: uint32 `(4,)` seed (`bilm.ops.jax_random`). Draw `i` of the
+            stream is draw `i % DRAW_BLOCK` of `log_uniform_draws(
+            jax_random.fold_in_int32(seed, i // DRAW_BLOCK), DRAW_BLOCK,
+            n_vocab)`, as on TensorFlow.
         return_tries: also return the number of draws it took.
 
     Returns:
@@ -153,11 +171,10 @@ def log_uniform_candidates(labels, num_sampled, n_vocab, key, return_tries=False
 
     def body(carry):
         block, found, tries, sampled = carry
-        draws, accepted = log_uniform_draws(jax.random.fold_in(key, block), DRAW_BLOCK, n_vocab)
+        draws = log_uniform_draws(jax_random.fold_in_int32(seed, block), DRAW_BLOCK, n_vocab)
         sampled, taken, last = _static_new_draws(draws, sampled, found, num_sampled, n_vocab)
-        counted = jnp.cumsum(accepted, dtype=jnp.int32)
         # The draw that brought the last id needed ends the sampling.
-        tries = tries + jnp.where(found + taken >= num_sampled, counted[last], counted[-1])
+        tries = jnp.where(found + taken >= num_sampled, block * DRAW_BLOCK + last + 1, (block + 1) * DRAW_BLOCK)
         return block + 1, found + taken, tries, sampled
 
     zero = jnp.int32(0)
@@ -175,12 +192,11 @@ def _static_new_draws(draws, sampled, found, num_sampled, n_vocab):
     and the position in `draws` of the last one written (`DRAW_BLOCK - 1`
     if none). Every shape is fixed: one stable sort of the ids found so far
     followed by the draws tells each draw whether it is the first of its id
-    (the ids found sort first among equals). Draws of `n_vocab` (rejected
-    proposals) are never new: an unfilled slot holds `n_vocab` and sorts
-    before them."""
+    (the ids found sort first among equals). An unfilled slot holds
+    `n_vocab`, which no draw is."""
     n_draws = draws.shape[0]
     slots = jnp.arange(num_sampled, dtype=jnp.int32)
-    # Slots not yet filled hold n_vocab, which no accepted draw is.
+    # Slots not yet filled hold n_vocab, which no draw is.
     ids = jnp.concatenate([jnp.where(slots < found, sampled, jnp.int32(n_vocab)), draws])
     order = jnp.argsort(ids, stable=True)
     sorted_ids = ids[order]

@@ -9,6 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bilm.models.functional_bilm import build_token_encoder
+from bilm.ops import jax_random
 from bilm.training.jax.train_step import SUFFIXES
 from bilm.training.model.softmax_init import DEFAULT_SAMPLE_POSITIONS, fit_softmax
 
@@ -91,7 +92,7 @@ class JaxBiLM:
             if "backward" in step.directions:
                 inputs[key + "_reverse"] = batch[key + "_reverse"]
             if step.settings.dropout > 0:
-                inputs["dropout_seed"] = jnp.zeros((2,), jnp.int32)
+                inputs["dropout_seed"] = jax_random.seed_words(0, 0)
             outputs, _ = network.stateless_call(bilm, non_trainable, inputs, training=False)
             return ({d: outputs[f"{d}_{n_layers - 1}"] for d in step.directions},
                     {state_key: outputs[output_key] for state_key, output_key, _ in step.state_keys})

@@ -9,9 +9,10 @@ log-uniform sampler (`bilm.training.jax.sampled_softmax`), the gradient of
 `loss * unroll_steps` clipped to the global norm `all_clip_norm_val`, and
 Adagrad or Adam (`bilm.training.jax.optimizers`) with row-sparse updates of
 the softmax table and biases. A step whose loss or norm is not finite
-changes nothing. The random numbers are JAX's from the step's seed, so a
-step is a pure function of its inputs: a restart repeats it exactly (but
-its dropout masks and negatives are not TensorFlow's).
+changes nothing. The random numbers are TensorFlow's from the step's seed
+(`bilm.ops.jax_random`), so a step is a pure function of its inputs (a
+restart repeats it exactly) and drops the units and samples the negatives
+that TensorFlow's step does from the same run seed and step.
 
 Needs Keras on JAX (`KERAS_BACKEND=jax`).
 """
@@ -132,14 +133,14 @@ class JaxTrainStep:
 
     def _step(self, state, batch, step, warmup):
         settings = self.settings
-        seed = jax_random.fold_in(jnp.stack([jnp.uint32(self.seed), step.astype(jnp.uint32)]), 0)
+        seed = jax_random.fold_in(jax_random.seed_words(self.seed, step), 0)
         tops_of = self._tops_function(state["non_trainable"], batch, state["lstm"], seed)
         labels = {d: batch["next_token_id" + SUFFIXES[d]].reshape(-1) for d in self.directions}
         softmax = state["softmax"]
         if settings.sample_softmax:
             candidates = {d: log_uniform_candidates(labels[d], settings.n_negative_samples_batch,
                                                     settings.n_tokens_vocab,
-                                                    jax_random.key(jax_random.fold_in(seed, SAMPLER_SITE + i)))
+                                                    jax_random.fold_in_int32(seed, SAMPLER_SITE + i))
                           for i, d in enumerate(self.directions)}
             ids = {d: jnp.concatenate([labels[d], candidates[d][0]]) for d in self.directions}
             differentiated = {"W": {d: softmax["W"][ids[d]] for d in self.directions},
@@ -208,7 +209,7 @@ class JaxTrainStep:
                 top = outputs[f"{direction}_{n_layers - 1}"]
                 if settings.dropout > 0:
                     site = dropout_site(d, n_layers, n_layers)
-                    top = jax_random.dropout(top, settings.dropout, jax_random.fold_in(seed, site))
+                    top = jax_random.dropout(top, settings.dropout, jax_random.fold_in_int32(seed, site))
                 result[direction] = top
             return result, {key: outputs[output_key] for key, output_key, _ in self.state_keys}
 
