@@ -191,7 +191,12 @@ train_on_jax(options, data, folder + "/straight", seed=5, max_steps=5, verbose=0
 for name, call in {"new run over a checkpoint": lambda: train(options, data, 1, folder + "/calls", None, seed=5),
                    "log_dir": lambda: train(options, data, 1, folder + "/logged", folder + "/logs", seed=5),
                    "checkpoint elsewhere": lambda: train(options, data, 1, folder + "/calls", None,
-                                                         restart_ckpt_file=folder + "/straight", seed=5)}.items():
+                                                         restart_ckpt_file=folder + "/straight", seed=5),
+                   # Checked again under the run's writer lock, where no other process comes in between.
+                   "new run under the lock": lambda: train_on_jax(options, data, folder + "/straight", seed=5,
+                                                                  restart=False, verbose=0),
+                   "restart under the lock": lambda: train_on_jax(options, data, folder + "/empty", seed=5,
+                                                                  restart=True, verbose=0)}.items():
     try:
         call()
     except UserError as error:
@@ -216,8 +221,12 @@ def test_bilm_training_train_runs_on_jax_with_its_arguments(tmp_path, run_files)
     # max_steps is the call's (3, then 2 more), and the two calls are one straight run of 5 steps.
     assert report["steps"] == [3, 5] and report["same_checkpoint"]
     refused = report["refused"]
-    assert set(refused) == {"new run over a checkpoint", "log_dir", "checkpoint elsewhere"}, refused
+    assert set(refused) == {"new run over a checkpoint", "log_dir", "checkpoint elsewhere", "new run under the lock",
+                            "restart under the lock"}, refused
     assert "restart_ckpt_file" in refused["new run over a checkpoint"] and "log_dir" in refused["log_dir"]
+    assert "already holds a run's checkpoint" in refused["new run under the lock"]
+    assert "holds no checkpoint" in refused["restart under the lock"]
+    assert not (tmp_path / "empty" / "jax_checkpoint.npz").exists()
     assert all("\n" not in message for message in refused.values())
 
 

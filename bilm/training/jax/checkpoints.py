@@ -36,6 +36,19 @@ def checkpoint_path(save_dir):
     return os.path.join(os.fspath(save_dir), CHECKPOINT_FILE)
 
 
+def check_run_kind(save_dir, meta, restart):
+    """Refuses a new run (`restart` False) into a `save_dir` that holds a run's checkpoint, and a restart
+    (`restart` True) of one that holds none, with one line on how to go on; `meta` is `read_meta(save_dir)`.
+    `restart` None takes either: continue a checkpoint if there is one, else start."""
+    if restart and meta is None:
+        raise UserError(f"{save_dir} holds no checkpoint of a run on JAX to continue ({checkpoint_path(save_dir)}); "
+                        "start one with bin/train_elmo.py (train(...) without restart_ckpt_file).")
+    if restart is False and meta is not None:  # a new run never continues another one by chance
+        raise UserError(f"{save_dir} already holds a run's checkpoint ({checkpoint_path(save_dir)}, step "
+                        f"{meta['step']}). Continue it with bin/restart.py --save_dir {save_dir} (train(..., "
+                        "restart_ckpt_file=save_dir)), or choose a new save_dir.")
+
+
 def _key(path):
     return "/".join(str(getattr(part, "key", getattr(part, "idx", part))) for part in path)
 

@@ -57,13 +57,7 @@ def train_from_files_on_jax(train_prefix, vocab_file, save_dir, options_file=Non
         raise TypeError(f"train_from_files_on_jax() got unexpected arguments {sorted(unknown)}")
     check_model_choice(restart, options_file, size, init_from)
     meta = checkpoints.read_meta(save_dir)
-    if restart and meta is None:
-        raise UserError(f"{save_dir} holds no checkpoint of a run on JAX to continue "
-                        f"({checkpoints.CHECKPOINT_FILE}); start one with bin/train_elmo.py.")
-    if not restart and meta is not None:  # as on TensorFlow: a new run never continues another one by chance
-        raise UserError(f"{save_dir} already holds a run's checkpoint ({checkpoints.checkpoint_path(save_dir)}, "
-                        f"step {meta['step']}). Continue it with bin/restart.py --save_dir {save_dir}, or choose a "
-                        "new save_dir.")
+    checkpoints.check_run_kind(save_dir, meta, bool(restart))  # before any work; again under the run's lock
     model = None
     if init_from is not None:
         softmax_init = check_softmax_init(DEFAULT_SOFTMAX_INIT if softmax_init is None else softmax_init)
@@ -94,7 +88,7 @@ def train_from_files_on_jax(train_prefix, vocab_file, save_dir, options_file=Non
     start_state = adapted_start(model, data, softmax_init, verbose=verbose) if model is not None else None
     result = train_on_jax(options, data, save_dir, seed=seed, max_steps=max_steps,
                           checkpoint_every=checkpoint_every, heldout_data=heldout, save_on_signals=save_on_signals,
-                          devices=devices, start_state=start_state, verbose=verbose)
+                          devices=devices, start_state=start_state, restart=bool(restart), verbose=verbose)
     return {**result, "step": result["steps"], "n_epochs": options.get("n_epochs")}
 
 

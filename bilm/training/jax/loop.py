@@ -29,7 +29,7 @@ def _fixed(options):
 
 
 def train_on_jax(options, data, save_dir, *, seed=0, max_steps=None, checkpoint_every=1000, heldout_data=None,
-                 save_on_signals=True, devices=None, start_state=None, verbose=1):
+                 save_on_signals=True, devices=None, start_state=None, restart=None, verbose=1):
     """Trains the biLM of `options` on `data`, continuing the checkpoint in `save_dir` if there is one.
 
     Args:
@@ -70,6 +70,12 @@ def train_on_jax(options, data, save_dir, *, seed=0, max_steps=None, checkpoint_
             (`JaxTrainStep.initial_state`) before the first step, e.g. to
             start from a published model's weights; a restart ignores it
             (the checkpoint holds what it set).
+        restart: True continues the checkpoint in `save_dir` and refuses a
+            `save_dir` without one; False starts a new run and refuses a
+            `save_dir` with one; None (the default) continues a checkpoint
+            if there is one, else starts. Checked while this call holds
+            `save_dir`'s writer lock, so no other process's run comes in
+            between (`checkpoints.check_run_kind`).
         verbose: 0 silent, 1 a line every 100 steps and at the end.
 
     Returns:
@@ -87,12 +93,13 @@ def train_on_jax(options, data, save_dir, *, seed=0, max_steps=None, checkpoint_
     check_output_directory(save_dir)
     with writer_lock(save_dir):  # one writer at a time
         return _train(options, options_dict, settings, data, save_dir, seed, max_steps, checkpoint_every,
-                      heldout_data, save_on_signals, devices, start_state, verbose)
+                      heldout_data, save_on_signals, devices, start_state, restart, verbose)
 
 
 def _train(options, options_dict, settings, data, save_dir, seed, max_steps, checkpoint_every, heldout_data,
-           save_on_signals, devices, start_state, verbose):
+           save_on_signals, devices, start_state, restart, verbose):
     meta = checkpoints.read_meta(save_dir)
+    checkpoints.check_run_kind(save_dir, meta, restart)
     if meta is not None and (_fixed(meta["options"]) != _fixed(options_dict) or meta["seed"] != seed):
         changed = sorted(key for key in set(meta["options"]) | set(options_dict)
                          if key not in LENGTH_KEYS and meta["options"].get(key) != options_dict.get(key))

@@ -65,11 +65,8 @@ def train(options, data, n_gpus, save_dir, log_dir, restart_ckpt_file=None, *, h
             raise UserError(f"On JAX a run continues the checkpoint in its save_dir ({checkpoint}); "
                             f"restart_ckpt_file={os.fspath(restart_ckpt_file)!r} is elsewhere. Give save_dir the "
                             "run's directory.")
-        if meta is None:
-            raise UserError(f"{save_dir} holds no checkpoint of a run on JAX to continue ({checkpoint}).")
-    elif meta is not None:
-        raise UserError(f"{save_dir} holds a run's checkpoint ({checkpoint}, step {meta['step']}); continue it "
-                        "with restart_ckpt_file=save_dir, or give a new save_dir.")
+    restart = restart_ckpt_file is not None
+    checkpoints.check_run_kind(save_dir, meta, restart)  # before any work; again under the run's lock
     start_state = None
     if init_from is not None:
         check_softmax_init(softmax_init)
@@ -80,7 +77,7 @@ def train(options, data, n_gpus, save_dir, log_dir, restart_ckpt_file=None, *, h
     result = train_on_jax(options, data, save_dir, seed=seed, max_steps=max_steps,
                           checkpoint_every=checkpoint_every, heldout_data=heldout_data,
                           save_on_signals=save_on_signals, devices=jax_devices(n_gpus), start_state=start_state,
-                          verbose=verbose)
+                          restart=restart, verbose=verbose)
     return {**result, "step": result["steps"]}
 
 
