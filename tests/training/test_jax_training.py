@@ -9,6 +9,7 @@ import time
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 import bilm
 import numpy_reference as R
@@ -157,6 +158,8 @@ def test_the_training_scripts_run_on_jax(tmp_path, run_files):
     assert "bilm: running on jax cpu:0" in first.stderr and "Finished at step 20" in first.stdout
     again = run_on_backend("jax", SCRIPT, "bin/restart.py", *common, "--max_steps", 40, environment=environment)
     assert "Finished at step 40" in again.stdout and "held-out perplexity" in again.stdout
+    # TensorBoard's folder as on TensorFlow (save_dir/logs): an event file of each call.
+    assert len(list((tmp_path / "run" / "logs").glob("events.out.tfevents.*"))) == 2
     # A new run into the run's directory is refused before any work, as on TensorFlow, naming the restart.
     refused = run_on_backend("jax", SCRIPT, "bin/train_elmo.py", *common, "--options_file",
                              tmp_path / "options.json", environment=environment, check=False)
@@ -183,13 +186,13 @@ corpus, options = json.load(open(folder + "/corpus.json")), json.load(open(folde
 data, _ = load_training_data(options, corpus["train"], corpus["vocab"], seed=5)
 train = bilm.training.train
 report = {"train": f"{train.__module__}.{train.__name__}", "refused": {}}
-first = train(options, data, 1, folder + "/calls", None, max_steps=3, seed=5, verbose=0)
+first = train(options, data, 1, folder + "/calls", folder + "/logs", max_steps=3, seed=5, summary_every=2, verbose=0)
 again = train(options, data, 1, folder + "/calls", None, restart_ckpt_file=folder + "/calls", max_steps=2, seed=5,
               verbose=0)
 report["steps"] = [first["step"], again["step"]]
 train_on_jax(options, data, folder + "/straight", seed=5, max_steps=5, verbose=0)
 for name, call in {"new run over a checkpoint": lambda: train(options, data, 1, folder + "/calls", None, seed=5),
-                   "log_dir": lambda: train(options, data, 1, folder + "/logged", folder + "/logs", seed=5),
+                   "unknown argument": lambda: train(options, data, 1, folder + "/other", None, seed=5, log_every=3),
                    "checkpoint elsewhere": lambda: train(options, data, 1, folder + "/calls", None,
                                                          restart_ckpt_file=folder + "/straight", seed=5),
                    # Checked again under the run's writer lock, where no other process comes in between.
@@ -199,7 +202,7 @@ for name, call in {"new run over a checkpoint": lambda: train(options, data, 1, 
                                                                   restart=True, verbose=0)}.items():
     try:
         call()
-    except UserError as error:
+    except (UserError, TypeError) as error:
         report["refused"][name] = str(error)
 arrays = [dict(np.load(folder + f"/{run}/jax_checkpoint.npz")) for run in ("calls", "straight")]
 report["same_checkpoint"] = all(np.array_equal(arrays[0][key], arrays[1][key]) for key in arrays[1]
@@ -221,13 +224,26 @@ def test_bilm_training_train_runs_on_jax_with_its_arguments(tmp_path, run_files)
     # max_steps is the call's (3, then 2 more), and the two calls are one straight run of 5 steps.
     assert report["steps"] == [3, 5] and report["same_checkpoint"]
     refused = report["refused"]
-    assert set(refused) == {"new run over a checkpoint", "log_dir", "checkpoint elsewhere", "new run under the lock",
-                            "restart under the lock"}, refused
-    assert "restart_ckpt_file" in refused["new run over a checkpoint"] and "log_dir" in refused["log_dir"]
+    assert set(refused) == {"new run over a checkpoint", "unknown argument", "checkpoint elsewhere",
+                            "new run under the lock", "restart under the lock"}, refused
+    assert "restart_ckpt_file" in refused["new run over a checkpoint"] and "log_every" in refused["unknown argument"]
     assert "already holds a run's checkpoint" in refused["new run under the lock"]
     assert "holds no checkpoint" in refused["restart under the lock"]
     assert not (tmp_path / "empty" / "jax_checkpoint.npz").exists()
     assert all("\n" not in message for message in refused.values())
+    # TensorBoard's scalars of the first call (steps 2 and 3: every 2 steps, and the last pending one is not
+    # due), written without TensorFlow, read by TensorFlow's reader (checksums included).
+    from tensorflow.core.util import event_pb2
+    scalars = {}
+    event_files = list((tmp_path / "logs").glob("events.out.tfevents.*"))
+    assert len(event_files) == 1
+    for record in tf.data.TFRecordDataset(str(event_files[0])):
+        event = event_pb2.Event.FromString(record.numpy())
+        for value in event.summary.value:
+            scalars.setdefault(value.tag, {})[event.step] = value.simple_value
+    assert set(scalars) == {"train_perplexity", "gradient_norm", "learning_rate"}, scalars
+    assert list(scalars["train_perplexity"]) == [2] and scalars["learning_rate"][2] == pytest.approx(0.3)
+    assert 1 < scalars["train_perplexity"][2] < 10 * corpus["n_vocab"] and scalars["gradient_norm"][2] > 0
 
 
 @pytest.mark.slow

@@ -21,15 +21,14 @@ from bilm.training.model.softmax_init import DEFAULT_SOFTMAX_INIT, check_softmax
 
 # The TensorFlow path's loop settings that a run on JAX does not have (it saves every `checkpoint_every`
 # steps, on signals and at its end, and evaluates the held-out data at its end).
-UNUSED_ON_JAX = ("checkpoint_every_minutes", "heldout_every", "log_dir", "tune_malloc", "summary_every",
-                 "heldout_batch_size")
+UNUSED_ON_JAX = ("checkpoint_every_minutes", "heldout_every", "tune_malloc", "heldout_batch_size")
 
 
 def train_from_files_on_jax(train_prefix, vocab_file, save_dir, options_file=None, *, size=None, restart=False,
                             n_train_tokens=None, n_epochs=None, batch_size=None, matmul_dtype=None,
                             overrides=None, n_gpus=1, heldout_prefix=None, seed=0, init_from=None,
                             softmax_init=None, max_steps=None, checkpoint_every=1250, save_on_signals=True,
-                            verbose=1, **unused):
+                            log_dir=None, summary_every=10, verbose=1, **unused):
     """`train_from_files` on JAX: the same arguments (those of `UNUSED_ON_JAX` are accepted and unused).
 
     Options come from `options_file`, or the released size `size`, or on
@@ -42,7 +41,8 @@ def train_from_files_on_jax(train_prefix, vocab_file, save_dir, options_file=Non
     `n_tokens_vocab` is the vocabulary's size; `n_epochs`, `batch_size`,
     `n_train_tokens`, `matmul_dtype` and the training keys in `overrides`
     override the options'. `n_gpus` devices of JAX's first kind train, with
-    `batch_size` rows each (`JaxTrainStep`).
+    `batch_size` rows each (`JaxTrainStep`). TensorBoard's scalars go to
+    `log_dir` (default `save_dir/logs`, as on TensorFlow).
 
     A new run (`restart=False`) refuses a `save_dir` that holds a checkpoint, as
     TensorFlow's does. `max_steps` is this call's steps (as `train_from_files`'): a restart
@@ -88,7 +88,9 @@ def train_from_files_on_jax(train_prefix, vocab_file, save_dir, options_file=Non
     start_state = adapted_start(model, data, softmax_init, verbose=verbose) if model is not None else None
     result = train_on_jax(options, data, save_dir, seed=seed, max_steps=max_steps,
                           checkpoint_every=checkpoint_every, heldout_data=heldout, save_on_signals=save_on_signals,
-                          devices=devices, start_state=start_state, restart=bool(restart), verbose=verbose)
+                          devices=devices, start_state=start_state, restart=bool(restart),
+                          log_dir=log_dir or os.path.join(os.fspath(save_dir), "logs"), summary_every=summary_every,
+                          verbose=verbose)
     return {**result, "step": result["steps"], "n_epochs": options.get("n_epochs")}
 
 

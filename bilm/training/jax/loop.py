@@ -16,6 +16,7 @@ from bilm.training.config.settings import training_settings
 from bilm.training.jax import checkpoints
 from bilm.training.jax.boundary_state_measure import measure_boundary_state
 from bilm.training.jax.evaluation import heldout_perplexity
+from bilm.training.jax.scalar_log import ScalarLog
 from bilm.training.jax.train_step import JaxTrainStep
 from bilm.training.run.stop_signals import StopSignals, TrainingInterrupted
 from bilm.utils.python_random import seeded_python_random
@@ -29,7 +30,8 @@ def _fixed(options):
 
 
 def train_on_jax(options, data, save_dir, *, seed=0, max_steps=None, checkpoint_every=1000, heldout_data=None,
-                 save_on_signals=True, devices=None, start_state=None, restart=None, verbose=1):
+                 save_on_signals=True, devices=None, start_state=None, restart=None, log_dir=None,
+                 summary_every=10, verbose=1):
     """Trains the biLM of `options` on `data`, continuing the checkpoint in `save_dir` if there is one.
 
     Args:
@@ -76,6 +78,12 @@ def train_on_jax(options, data, save_dir, *, seed=0, max_steps=None, checkpoint_
             if there is one, else starts. Checked while this call holds
             `save_dir`'s writer lock, so no other process's run comes in
             between (`checkpoints.check_run_kind`).
+        log_dir: a folder for TensorBoard's scalars, the tags TensorFlow's
+            loop writes (`train_perplexity`, `gradient_norm`,
+            `learning_rate` every `summary_every` steps, and
+            `heldout_perplexity`), in a new event file of this call
+            (`bilm.training.jax.scalar_log`); None writes none.
+        summary_every: steps between the scalars.
         verbose: 0 silent, 1 a line every 100 steps and at the end.
 
     Returns:
@@ -93,11 +101,12 @@ def train_on_jax(options, data, save_dir, *, seed=0, max_steps=None, checkpoint_
     check_output_directory(save_dir)
     with writer_lock(save_dir):  # one writer at a time
         return _train(options, options_dict, settings, data, save_dir, seed, max_steps, checkpoint_every,
-                      heldout_data, save_on_signals, devices, start_state, restart, verbose)
+                      heldout_data, save_on_signals, devices, start_state, restart, (log_dir, summary_every),
+                      verbose)
 
 
 def _train(options, options_dict, settings, data, save_dir, seed, max_steps, checkpoint_every, heldout_data,
-           save_on_signals, devices, start_state, restart, verbose):
+           save_on_signals, devices, start_state, restart, logging, verbose):
     meta = checkpoints.read_meta(save_dir)
     checkpoints.check_run_kind(save_dir, meta, restart)
     if meta is not None and (_fixed(meta["options"]) != _fixed(options_dict) or meta["seed"] != seed):
@@ -107,12 +116,16 @@ def _train(options, options_dict, settings, data, save_dir, seed, max_steps, che
                         f"{', '.join(changed) or 'seed'}); give another save_dir, or the run's options and seed to "
                         f"continue it (only {', '.join(LENGTH_KEYS)} may change).")
     with StopSignals(save_on_signals, interruptible_phases=False) as signals:
-        return _run(options, options_dict, settings, data, save_dir, seed, max_steps, checkpoint_every,
-                    heldout_data, devices, start_state, verbose, meta, signals)
+        scalar_log = ScalarLog(logging[0], logging[1], settings.learning_rate)
+        try:
+            return _run(options, options_dict, settings, data, save_dir, seed, max_steps, checkpoint_every,
+                        heldout_data, devices, start_state, verbose, meta, signals, scalar_log)
+        finally:
+            scalar_log.close()
 
 
 def _run(options, options_dict, settings, data, save_dir, seed, max_steps, checkpoint_every, heldout_data, devices,
-         start_state, verbose, meta, signals):
+         start_state, verbose, meta, signals, scalar_log):
     """`_train` within its signal handlers: a signal is acted on between JAX's calls, never inside one (an
     exception raised in the middle of an XLA compilation can crash the interpreter at its exit)."""
     checkpoint = checkpoints.checkpoint_path(save_dir)
@@ -155,6 +168,7 @@ def _run(options, options_dict, settings, data, save_dir, seed, max_steps, check
             break
         state, metrics = step(state, batch, taken)
         taken += 1
+        scalar_log.after_step(taken, metrics)
         if verbose and taken % 100 == 0:
             print(f"step {taken}/{total}: loss {float(metrics['loss']):.4f}", flush=True)
         if signals.received is not None:
@@ -175,6 +189,7 @@ def _run(options, options_dict, settings, data, save_dir, seed, max_steps, check
         result["heldout_perplexity"] = heldout_perplexity(
             step, state, heldout_data,
             between_batches=lambda: stop_if_signalled(taken, "measuring the held-out perplexity", path))
+        scalar_log.heldout(taken, result["heldout_perplexity"])
     if verbose:
         heldout = (f"; held-out perplexity {result['heldout_perplexity']:.2f}" if "heldout_perplexity" in result
                    else "")

@@ -18,13 +18,13 @@ from bilm.training.model.softmax_init import DEFAULT_SOFTMAX_INIT, check_softmax
 # `train`'s keyword arguments that shape how TensorFlow's loop runs and that a run on JAX does without: it
 # saves every `checkpoint_every` steps, on signals and at its end (one checkpoint file), evaluates the held-out
 # data at its end, and its data stream needs no source name to restart (the checkpoint holds the step).
-UNUSED_ON_JAX = ("strategy", "checkpoint_every_minutes", "heldout_every", "heldout_batch_size", "summary_every",
-                 "data_source", "max_to_keep", "tune_malloc")
+UNUSED_ON_JAX = ("strategy", "checkpoint_every_minutes", "heldout_every", "heldout_batch_size", "data_source",
+                 "max_to_keep", "tune_malloc")
 
 
 def train(options, data, n_gpus, save_dir, log_dir, restart_ckpt_file=None, *, heldout_data=None, max_steps=None,
           checkpoint_every=1250, seed=0, save_on_signals=False, init_from=None, softmax_init=DEFAULT_SOFTMAX_INIT,
-          verbose=1, **unused):
+          summary_every=10, verbose=1, **unused):
     """Trains (or continues) a biLM on JAX with `bilm.training.train`'s arguments and meaning.
 
     Args:
@@ -35,7 +35,8 @@ def train(options, data, n_gpus, save_dir, log_dir, restart_ckpt_file=None, *, h
         n_gpus: JAX devices of its default kind to train on, `batch_size`
             rows each.
         save_dir: the run's directory (`options.json`, `jax_checkpoint.npz`).
-        log_dir: must be None (no TensorBoard logs on JAX yet).
+        log_dir, summary_every: TensorBoard's scalars, as `train`'s (None:
+            none), in an event file written without TensorFlow.
         restart_ckpt_file: to continue a run: its checkpoint, which on JAX
             is the one in `save_dir` (`jax_checkpoint.npz` or `save_dir`
             itself). None starts a new run, refused where `save_dir` holds
@@ -52,9 +53,6 @@ def train(options, data, n_gpus, save_dir, log_dir, restart_ckpt_file=None, *, h
     unknown = set(unused) - set(UNUSED_ON_JAX)
     if unknown:
         raise TypeError(f"train() got unexpected keyword arguments {sorted(unknown)}")
-    if log_dir is not None:
-        raise UserError(f"TensorBoard logs (log_dir={log_dir!r}) are not written on JAX yet; pass log_dir=None, or "
-                        "train on TensorFlow (KERAS_BACKEND=tensorflow).")
     meta = checkpoints.read_meta(save_dir)
     checkpoint = checkpoints.checkpoint_path(save_dir)
     if restart_ckpt_file is not None:
@@ -77,7 +75,7 @@ def train(options, data, n_gpus, save_dir, log_dir, restart_ckpt_file=None, *, h
     result = train_on_jax(options, data, save_dir, seed=seed, max_steps=max_steps,
                           checkpoint_every=checkpoint_every, heldout_data=heldout_data,
                           save_on_signals=save_on_signals, devices=jax_devices(n_gpus), start_state=start_state,
-                          restart=restart, verbose=verbose)
+                          restart=restart, log_dir=log_dir, summary_every=summary_every, verbose=verbose)
     return {**result, "step": result["steps"]}
 
 
