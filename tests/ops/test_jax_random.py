@@ -32,8 +32,8 @@ def _jaxs(seed, x):
             jax_random.dropout(x, 0.3, folded))
 
 
-@pytest.mark.parametrize("seed", SEEDS)
-@pytest.mark.parametrize("compiled", [False, True])
+# Compiled with jax.jit as in a training step, and once op by op (a layer called outside a compiled function).
+@pytest.mark.parametrize("seed, compiled", [*((seed, True) for seed in SEEDS), (SEEDS[1], False)])
 def test_draws_are_tensorflows_bit_for_bit(seed, compiled):
     x = np.random.default_rng(0).normal(size=(7, 33)).astype(np.float32)
     want = [t.numpy() for t in _tensorflows(tf.constant(seed, tf.int64), tf.constant(x))]
