@@ -60,7 +60,7 @@ for save_dir, calls, signal_at in runs:
                                   seed=5, max_steps=max_steps, checkpoint_every=4, heldout_data=heldout, verbose=0)
             report["steps_of_each_call"].append(result["steps"])
         report.update(result)
-        report["weight_file"] = dump_weights(save_dir, save_dir + "/weights.hdf5")["weight_file"]
+        report.update(dump_weights(save_dir, save_dir + "/weights.hdf5"))
     except TrainingInterrupted as stopped:
         report.update(interrupted=True, step=stopped.step, exit_status=stopped.exit_status)
     reports.append(report)
@@ -91,7 +91,7 @@ def _checkpoint_arrays(save_dir):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("extra", [{}, {"optimizer": "adam", "learning_rate": 0.01}])
+@pytest.mark.parametrize("extra", [{}, {"optimizer": "adam", "learning_rate": 0.01}, {"char": False}])
 def test_training_goes_far_below_unigram_perplexity(tmp_path, run_files, extra):
     folder, corpus = run_files
     steps = 250
@@ -100,6 +100,19 @@ def test_training_goes_far_below_unigram_perplexity(tmp_path, run_files, extra):
     unigram = unigram_perplexity(corpus)
     assert report["steps"] == steps
     assert report["heldout_perplexity"] < 0.4 * unigram, (report, unigram)
+    if extra.get("char", True):
+        return
+    # Token inputs: the trained table goes to the embedding file, which TensorFlow's bilm reads (prediction ids
+    # are the training ids plus one, 0 the padding row).
+    with np.load(tmp_path / "run" / "jax_checkpoint.npz") as checkpoint:
+        tables = [checkpoint[key] for key in checkpoint.files
+                  if key.startswith("bilm/") and checkpoint[key].shape == (corpus["n_vocab"], 8)]
+    assert len(tables) == 1
+    model = BidirectionalLanguageModel(report["options_file"], report["weight_file"], use_character_inputs=False,
+                                       embedding_weight_file=report["embedding_weight_file"], stateful=False,
+                                       start="zeros")
+    ids = np.array([[1, 5, 9, 2]])
+    np.testing.assert_allclose(model(ids)["token_embeddings"].numpy()[0], tables[0][ids[0] - 1], atol=1e-6)
 
 
 @pytest.mark.slow

@@ -6,7 +6,6 @@ import warnings
 
 import numpy as np
 
-from bilm.errors import UserError
 from bilm.io.formats.output_files import check_output_file
 from bilm.io.formats.weight_file import WEIGHTS_KIND, save_bilm_weights, save_token_embeddings
 from bilm.io.sources.model_files import options_file_beside
@@ -58,7 +57,7 @@ def dump_weights(save_dir, outfile, options_outfile=None, overwrite=False):
     prediction_options = options.for_prediction(options.char_cnn is not None)
     check_output_file(options_outfile, inputs + [outfile], overwrite=overwrite,
                       content=holds_options(prediction_options))
-    embedding_file = f"{outfile[:-5] if outfile.endswith('.hdf5') else outfile}_token_embeddings.hdf5"
+    embedding_file = _embedding_file(outfile)
     if options.char_cnn is None:
         check_output_file(embedding_file, inputs, kind="token_embeddings", overwrite=overwrite)
     lm = load_training_model(options, ckpt_file)
@@ -85,17 +84,20 @@ def _dump_jax_checkpoint(save_dir, outfile, options_outfile, overwrite):
     meta = jax_checkpoints.read_meta(save_dir)
     path = jax_checkpoints.checkpoint_path(save_dir)
     options = load_options(meta["options"])
-    if options.char_cnn is None:
-        raise UserError(f"{path}: writing a token-input biLM trained on JAX is not supported yet.")
+    char = options.char_cnn is not None
     outfile = os.fspath(outfile)
     inputs = [os.path.join(os.fspath(save_dir), jax_checkpoints.OPTIONS_FILE), path]
     check_output_file(outfile, inputs, kind=WEIGHTS_KIND, overwrite=overwrite)
     options_outfile = options_outfile or options_file_beside(outfile)
-    prediction_options = options.for_prediction(True)
+    prediction_options = options.for_prediction(char)
     check_output_file(options_outfile, inputs + [outfile], overwrite=overwrite,
                       content=holds_options(prediction_options))
+    embedding_file = _embedding_file(outfile)
+    if not char:
+        check_output_file(embedding_file, inputs, kind="token_embeddings", overwrite=overwrite)
     _, settings = training_settings(meta["options"])
-    network = build_bilm(options, bidirectional=settings.bidirectional, dropout=settings.dropout,
+    network = build_bilm(options, n_token_vocab=None if char else settings.n_tokens_vocab,
+                         bidirectional=settings.bidirectional, dropout=settings.dropout,
                          layout="training", kernel_initializer="zeros", name="bilm")
     with np.load(path) as stored:
         for part, variables in (("bilm", network.trainable_variables), ("non_trainable",
@@ -107,5 +109,14 @@ def _dump_jax_checkpoint(save_dir, outfile, options_outfile, overwrite):
     if not settings.bidirectional:
         warnings.warn(f"{save_dir} holds a forward-only biLM: {outfile} has no backward LSTM weights "
                       "(RNN_1/...), so BidirectionalLanguageModel cannot load it.", stacklevel=3)
+    written = {"weight_file": outfile}
+    if not char:
+        save_token_embeddings(embedding_file, network.get_layer("token_embedding").embeddings.numpy())
+        written["embedding_weight_file"] = embedding_file
     save_options(prediction_options, options_outfile)
-    return {"weight_file": outfile, "options_file": options_outfile}
+    return {**written, "options_file": options_outfile}
+
+
+def _embedding_file(outfile):
+    """Where a token-input model's embedding table goes, beside its weight file."""
+    return f"{outfile[:-5] if outfile.endswith('.hdf5') else outfile}_token_embeddings.hdf5"

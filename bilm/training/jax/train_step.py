@@ -8,7 +8,8 @@ on each direction's top output, bilm-tf's sampled softmax with its
 log-uniform sampler (`bilm.training.jax.sampled_softmax`), the gradient of
 `loss * unroll_steps` clipped to the global norm `all_clip_norm_val`, and
 Adagrad or Adam (`bilm.training.jax.optimizers`) with row-sparse updates of
-the softmax table and biases. A step whose loss or norm is not finite
+the softmax table and biases (and of a token-input model's embedding table:
+the rows its batch reads). A step whose loss or norm is not finite
 changes nothing. The random numbers are TensorFlow's from the step's seed
 (`bilm.ops.jax_random`), so a step is a pure function of its inputs (a
 restart repeats it exactly) and drops the units and samples the negatives
@@ -72,6 +73,10 @@ class JaxTrainStep:
             training_matmul_dtype=settings.matmul_dtype, name="bilm")
         self.state_keys = state_keys(options, settings.bidirectional)
         self.names = [v.path for v in self.network.trainable_variables]
+        # Token inputs: the embedding table is updated by the rows the batch reads, as on TensorFlow (whose
+        # gradient of a lookup is row-sparse; lazy for Adam).
+        self.embedding_name = None if self.use_character_inputs else next(
+            name for name in self.names if name.startswith("token_embedding/"))
         self.devices = list(devices) if devices else jax.devices()[:1]
         self.global_batch_size = settings.batch_size * len(self.devices)
         mesh = jax.sharding.Mesh(np.array(self.devices), ("data",))
@@ -172,6 +177,11 @@ class JaxTrainStep:
         dense, sparse = {}, {}
         if grad_bilm is not None:
             dense.update(zip(self.names, grad_bilm))
+            if self.embedding_name is not None:
+                read = jnp.concatenate([batch[self.input_key + SUFFIXES[d]].reshape(-1) for d in self.directions])
+                table = dense.pop(self.embedding_name)
+                rows = jnp.unique(read, size=read.shape[0], fill_value=table.shape[0])
+                sparse[self.embedding_name] = rows, table.at[rows].get(mode="fill", fill_value=0.0)
         if candidates is None:
             dense.update({"softmax/W": grad_softmax["W"], "softmax/b": grad_softmax["b"]})
         else:
