@@ -37,14 +37,14 @@ step = JaxTrainStep(load_options(options), settings, seed=3)
 state = step.initial_state()
 assert step.names == json.load(open(folder + "/names.json")), (step.names, "differ from TensorFlow's")
 state["bilm"] = [start["model/" + name] for name in step.names]
-state["softmax"] = {"W": start["model/softmax/W"], "b": start["model/softmax/b"]}
+state["softmax"] = {part: start["model/softmax/" + part] for part in state["softmax"]}
 outputs = []
 for i in range(int(sys.argv[2])):
     batch = {key[len(f"{i}/"):]: value for key, value in batches.items() if key.startswith(f"{i}/")}
     state, metrics = step(state, batch, i)
     outputs.append({k: float(v) for k, v in metrics.items()})
 arrays = {**{"model/" + name: np.asarray(v) for name, v in zip(step.names, state["bilm"])},
-          "model/softmax/W": np.asarray(state["softmax"]["W"]), "model/softmax/b": np.asarray(state["softmax"]["b"]),
+          **{"model/softmax/" + part: np.asarray(value) for part, value in state["softmax"].items()},
           **{"state/" + key: np.asarray(v) for key, v in state["lstm"].items()}}
 np.savez(folder + "/jax.npz", **arrays)
 print(json.dumps({"outputs": outputs, "tensorflow_imported": "tensorflow" in sys.modules}))
@@ -92,16 +92,24 @@ def _tensorflow_steps(folder, options, n_steps):
 # bfloat16 operands (the highway's and the LSTMs' input-half products): the same roundings on both backends,
 # summed in other orders, so to bfloat16's precision.
 # Sampled softmax and dropout: the same masks and negatives from the seed on both backends. Token inputs with
-# Adam: the embedding's rows the batches do not read keep their values and moments (lazy, as on TensorFlow).
-@pytest.mark.parametrize("optimizer, learning_rate, matmul_dtype, tolerance, random, char", [
-    ("adagrad", 0.3, "float32", 1.0, False, True), ("adam", 0.002, "float32", 1.0, False, True),
-    ("adagrad", 0.3, "bfloat16", 300.0, False, True), ("adagrad", 0.3, "float32", 1.0, True, True),
-    ("adam", 0.002, "float32", 1.0, True, False)])
-def test_two_steps_equal_tensorflows(tmp_path, optimizer, learning_rate, matmul_dtype, tolerance, random, char):
-    random_options = {"sample_softmax": True, "n_negative_samples_batch": 20, "dropout": 0.3} if random else {}
-    options = tiny_options(char=char, n_tokens_vocab=N_VOCAB, optimizer=optimizer, jit_compile=False,
+# Adam: the embedding's rows the batches do not read keep their values and moments (lazy, as on TensorFlow);
+# with share_embedding_softmax the table is the softmax's too (sampled rows, or whole with the full softmax).
+RANDOM = {"sample_softmax": True, "n_negative_samples_batch": 20, "dropout": 0.3}
+TOKENS = {"char": False}
+SHARED = {"char": False, "share_embedding_softmax": True}
+
+
+@pytest.mark.parametrize("optimizer, learning_rate, matmul_dtype, tolerance, extra", [
+    ("adagrad", 0.3, "float32", 1.0, {}), ("adam", 0.002, "float32", 1.0, {}),
+    ("adagrad", 0.3, "bfloat16", 300.0, {}), ("adagrad", 0.3, "float32", 1.0, RANDOM),
+    ("adam", 0.002, "float32", 1.0, {**RANDOM, **TOKENS}), ("adam", 0.002, "float32", 1.0, {**RANDOM, **SHARED}),
+    ("adagrad", 0.3, "float32", 1.0, SHARED)], ids=["adagrad", "adam", "bfloat16", "random", "tokens-adam",
+                                                    "shared-sampled-adam", "shared-full"])
+def test_two_steps_equal_tensorflows(tmp_path, optimizer, learning_rate, matmul_dtype, tolerance, extra):
+    char = extra.get("char", True)
+    options = tiny_options(n_tokens_vocab=N_VOCAB, optimizer=optimizer, jit_compile=False,
                            learning_rate=learning_rate, matmul_dtype=matmul_dtype,
-                           **{"sample_softmax": False, **random_options})
+                           **{"sample_softmax": False, **extra})
     (tmp_path / "options.json").write_text(json.dumps(options))
     want_outputs, want = _tensorflow_steps(tmp_path, options, 2)
     report = json_result(run_on_backend("jax", JAX_STEPS, tmp_path, 2))
@@ -115,7 +123,7 @@ def test_two_steps_equal_tensorflows(tmp_path, optimizer, learning_rate, matmul_
             np.testing.assert_allclose(got[name], expected, rtol=1e-4 * tolerance, atol=2e-6 * tolerance,
                                        err_msg=name)
     assert np.abs(want["state/forward_1_h"]).max() > 1e-3  # states carried, not zeros
-    if not char:  # rows no batch read: unchanged on both
+    if not char and not extra.get("share_embedding_softmax"):  # rows no batch read: unchanged on both
         with np.load(tmp_path / "start.npz") as start:
             table = "model/token_embedding/embeddings"
             np.testing.assert_array_equal(want[table][N_VOCAB // 2:], start[table][N_VOCAB // 2:])

@@ -163,8 +163,8 @@ def _losses_function(step, opening):
         for direction in step.directions:
             top = outputs[f"{direction}_{options.n_layers - 1}"].reshape(-1, options.projection_dim)
             labels = batch["next_token_id" + SUFFIXES[direction]].reshape(-1)
-            per_direction[direction] = jnp.mean(full_softmax_loss(weights["softmax"]["W"], weights["softmax"]["b"],
-                                                                  top, labels))
+            per_direction[direction] = jnp.mean(full_softmax_loss(step.softmax_table(weights),
+                                                                  weights["softmax"]["b"], top, labels))
         loss = sum(per_direction.values()) / len(per_direction)
         return loss, per_direction, {name: outputs[output_key] for name, output_key, _ in step.state_keys}
 

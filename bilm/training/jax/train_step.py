@@ -59,8 +59,6 @@ class JaxTrainStep:
     def __init__(self, options, settings, seed=0, devices=None):
         if configured_backend() != "jax":
             raise UserError("JaxTrainStep needs Keras on JAX (KERAS_BACKEND=jax).")
-        if settings.share_embedding_softmax:
-            raise UserError("share_embedding_softmax is not trained on JAX yet; set it to false.")
         self.options = options
         self.settings = settings
         self.seed = int(seed)
@@ -74,9 +72,11 @@ class JaxTrainStep:
         self.state_keys = state_keys(options, settings.bidirectional)
         self.names = [v.path for v in self.network.trainable_variables]
         # Token inputs: the embedding table is updated by the rows the batch reads, as on TensorFlow (whose
-        # gradient of a lookup is row-sparse; lazy for Adam).
+        # gradient of a lookup is row-sparse; lazy for Adam). With `share_embedding_softmax` it is the softmax's
+        # table too, and the state's softmax holds the biases alone.
         self.embedding_name = None if self.use_character_inputs else next(
             name for name in self.names if name.startswith("token_embedding/"))
+        self.shares_embedding = bool(settings.share_embedding_softmax)
         self.devices = list(devices) if devices else jax.devices()[:1]
         self.global_batch_size = settings.batch_size * len(self.devices)
         mesh = jax.sharding.Mesh(np.array(self.devices), ("data",))
@@ -92,9 +92,10 @@ class JaxTrainStep:
         N(0, 1/sqrt(projection_dim)) (`softmax_seed`), the optimizer's start and zero LSTM states."""
         settings, dim = self.settings, self.options.projection_dim
         rng = np.random.default_rng(softmax_seed)
-        softmax = {"W": jnp.asarray(rng.normal(0.0, 1.0 / math.sqrt(dim), (settings.n_tokens_vocab, dim)),
-                                    jnp.float32),
-                   "b": jnp.zeros((settings.n_tokens_vocab,), jnp.float32)}
+        softmax = {"b": jnp.zeros((settings.n_tokens_vocab,), jnp.float32)}
+        if not self.shares_embedding:
+            softmax["W"] = jnp.asarray(rng.normal(0.0, 1.0 / math.sqrt(dim), (settings.n_tokens_vocab, dim)),
+                                       jnp.float32)
         bilm = [jnp.asarray(v.value) for v in self.network.trainable_variables]
         state = {"bilm": bilm, "non_trainable": [jnp.asarray(v.value) for v in self.network.non_trainable_variables],
                  "softmax": softmax,
@@ -133,25 +134,32 @@ class JaxTrainStep:
 
     # === The step ===
 
+    def softmax_table(self, state):
+        """The softmax's `(n_tokens_vocab, projection_dim)` table of `state` (a state or a checkpoint's
+        weights): its own, or the token embedding it shares."""
+        if self.shares_embedding:
+            return state["bilm"][self.names.index(self.embedding_name)]
+        return state["softmax"]["W"]
+
     def _parameters(self, bilm, softmax):
-        return {**dict(zip(self.names, bilm)), "softmax/W": softmax["W"], "softmax/b": softmax["b"]}
+        return {**dict(zip(self.names, bilm)), **{f"softmax/{part}": value for part, value in softmax.items()}}
 
     def _step(self, state, batch, step, warmup):
         settings = self.settings
         seed = jax_random.fold_in(jax_random.seed_words(self.seed, step), 0)
         tops_of = self._tops_function(state["non_trainable"], batch, state["lstm"], seed)
         labels = {d: batch["next_token_id" + SUFFIXES[d]].reshape(-1) for d in self.directions}
-        softmax = state["softmax"]
+        softmax, table = state["softmax"], self.softmax_table(state)
         if settings.sample_softmax:
             candidates = {d: log_uniform_candidates(labels[d], settings.n_negative_samples_batch,
                                                     settings.n_tokens_vocab,
                                                     jax_random.fold_in_int32(seed, SAMPLER_SITE + i))
                           for i, d in enumerate(self.directions)}
             ids = {d: jnp.concatenate([labels[d], candidates[d][0]]) for d in self.directions}
-            differentiated = {"W": {d: softmax["W"][ids[d]] for d in self.directions},
+            differentiated = {"W": {d: table[ids[d]] for d in self.directions},
                               "b": {d: softmax["b"][ids[d]] for d in self.directions}}
         else:
-            candidates, ids, differentiated = None, None, {"W": softmax["W"], "b": softmax["b"]}
+            candidates, ids, differentiated = None, None, {"W": table, "b": softmax["b"]}
 
         def loss_of(bilm, softmax_parts):
             tops, finals = tops_of(bilm)
@@ -174,21 +182,7 @@ class JaxTrainStep:
         else:
             (grad_bilm, grad_softmax), (loss, per_direction, finals) = jax.grad(
                 loss_of, argnums=(0, 1), has_aux=True)(state["bilm"], differentiated)
-        dense, sparse = {}, {}
-        if grad_bilm is not None:
-            dense.update(zip(self.names, grad_bilm))
-            if self.embedding_name is not None:
-                read = jnp.concatenate([batch[self.input_key + SUFFIXES[d]].reshape(-1) for d in self.directions])
-                table = dense.pop(self.embedding_name)
-                rows = jnp.unique(read, size=read.shape[0], fill_value=table.shape[0])
-                sparse[self.embedding_name] = rows, table.at[rows].get(mode="fill", fill_value=0.0)
-        if candidates is None:
-            dense.update({"softmax/W": grad_softmax["W"], "softmax/b": grad_softmax["b"]})
-        else:
-            all_ids = jnp.concatenate([ids[d] for d in self.directions])
-            for part in ("W", "b"):
-                values = jnp.concatenate([grad_softmax[part][d] for d in self.directions])
-                sparse[f"softmax/{part}"] = optimizers.distinct_rows(all_ids, values, settings.n_tokens_vocab)
+        dense, sparse = self._gradients(batch, grad_bilm, grad_softmax, ids)
         squares = [jnp.sum(g * g) for g in dense.values()] + [jnp.sum(v * v) for _, v in sparse.values()]
         norm = jnp.sqrt(sum(squares))
         clip = settings.all_clip_norm_val
@@ -198,9 +192,42 @@ class JaxTrainStep:
         parameters, optimizer_state = optimizers.apply(settings.optimizer, settings.learning_rate, parameters,
                                                        state["optimizer"], dense, sparse, scale)
         new_state = {"bilm": [parameters[name] for name in self.names], "non_trainable": state["non_trainable"],
-                     "softmax": {"W": parameters["softmax/W"], "b": parameters["softmax/b"]},
+                     "softmax": {part: parameters[f"softmax/{part}"] for part in softmax},
                      "optimizer": optimizer_state, "lstm": {key: finals[key] for key in state["lstm"]}}
         return new_state, {"loss": loss, "norm": norm, **per_direction}
+
+    def _gradients(self, batch, grad_bilm, grad_softmax, ids):
+        """`(dense, sparse)` gradients by parameter name (`optimizers.apply`'s): the biLM's (None in the softmax's
+        warm-up), and the softmax's, whole (`ids` None: the full softmax) or the rows of `ids`
+        (`{direction: (n,)}`, the labels and negatives). The token embedding's are the rows the batch reads,
+        with the softmax's rows added where it is the softmax's table too; a warm-up leaves a shared table
+        alone, as on TensorFlow (the softmax's biases alone)."""
+        n_vocab = self.settings.n_tokens_vocab
+        dense, sparse = {}, {}
+        if grad_bilm is not None:
+            dense.update(zip(self.names, grad_bilm))
+        if ids is None:
+            dense["softmax/b"] = grad_softmax["b"]
+            if not self.shares_embedding:
+                dense["softmax/W"] = grad_softmax["W"]
+            elif grad_bilm is not None:  # every row of the shared table has a gradient: updated whole
+                dense[self.embedding_name] = dense[self.embedding_name] + grad_softmax["W"]
+                return dense, sparse
+        else:
+            all_ids = jnp.concatenate([ids[d] for d in self.directions])
+            rows_of = {part: jnp.concatenate([grad_softmax[part][d] for d in self.directions]) for part in ("W", "b")}
+            sparse["softmax/b"] = optimizers.distinct_rows(all_ids, rows_of["b"], n_vocab)
+            if not self.shares_embedding:
+                sparse["softmax/W"] = optimizers.distinct_rows(all_ids, rows_of["W"], n_vocab)
+        if grad_bilm is not None and self.embedding_name is not None:
+            read = jnp.concatenate([batch[self.input_key + SUFFIXES[d]].reshape(-1) for d in self.directions])
+            table = dense.pop(self.embedding_name)
+            rows = jnp.unique(read, size=read.shape[0], fill_value=n_vocab)
+            values = table.at[rows].get(mode="fill", fill_value=0.0)
+            if self.shares_embedding:  # the sampled softmax's rows of the same table
+                rows, values = jnp.concatenate([rows, all_ids]), jnp.concatenate([values, rows_of["W"]])
+            sparse[self.embedding_name] = optimizers.distinct_rows(rows, values, n_vocab)
+        return dense, sparse
 
     def _tops_function(self, non_trainable, batch, lstm_states, seed):
         """`tops(bilm weights) -> ({direction: top layer (batch, time, P)}, {state key: final state})`, with
