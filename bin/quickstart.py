@@ -4,10 +4,6 @@ import os
 
 os.environ.setdefault("BILM_COMMAND", "1")  # before bilm loads: a command's quiet start (bilm.utils.start_up)
 
-from bilm.commands import exit_unless_tensorflow  # noqa: E402
-
-exit_unless_tensorflow("The quick start's training (bin/quickstart.py)")  # training is TensorFlow's for now
-
 from bilm.commands import (  # noqa: E402
     ScriptArgumentParser,
     announce_devices,

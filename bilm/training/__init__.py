@@ -15,7 +15,8 @@ arguments and meaning, what JAX does not have refused in one line), beside
 `train_on_jax`, `train_from_files_on_jax` and `evaluate_from_files_on_jax`
 (docs/training.md, "Training on JAX"). On another backend the names that
 need TensorFlow say so in one line; the vocabulary builder, the sample
-corpus and `dump_weights` run anywhere.
+corpus and `dump_weights` run anywhere, and `run_quickstart` trains on
+TensorFlow or JAX.
 """
 from bilm.utils.lazy_names import lazy_names
 
@@ -59,6 +60,7 @@ __getattr__, __dir__ = lazy_names(__name__, _MODULES, tensorflow_only=set(_MODUL
     "dump_weights",
     "evaluate_from_files_on_jax",
     "load_vocab",
+    "run_quickstart",
     "train_from_files_on_jax",
     "train_on_jax",
     "write_sample_corpus",
