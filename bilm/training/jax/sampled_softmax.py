@@ -91,15 +91,17 @@ def log_uniform_draws(seed, size, n_vocab):
     n = thresholds_high.shape[0]
     if n == 0:
         return jnp.zeros([size], jnp.int32)
-    first, past = jnp.zeros([size], jnp.int32), jnp.full([size], n, jnp.int32)
-    for _ in range(n.bit_length()):  # the count of thresholds at most M, in [first, past]
+
+    def halve(_, bounds):  # the count of thresholds at most M is in [first, past]
+        first, past = bounds
         searching = first < past
         middle = jnp.minimum((first + past) // 2, n - 1)
         t_high, t_low = thresholds_high[middle], thresholds_low[middle]
         reached = (t_high < high) | ((t_high == high) & (t_low <= low))
-        first = jnp.where(searching & reached, middle + 1, first)
-        past = jnp.where(searching & ~reached, middle, past)
-    return first
+        return jnp.where(searching & reached, middle + 1, first), jnp.where(searching & ~reached, middle, past)
+
+    bounds = jnp.zeros([size], jnp.int32), jnp.full([size], n, jnp.int32)
+    return lax.fori_loop(0, n.bit_length(), halve, bounds)[0]
 
 
 @functools.lru_cache(maxsize=8)
