@@ -32,12 +32,7 @@ from bilm.commands import (  # noqa: E402
     positive_int,
     set_numerics,
 )
-from bilm.training import EVALUATION_STARTS  # noqa: E402
-
-if ON_JAX:
-    from bilm.training import evaluate_from_files_on_jax as evaluate_from_files
-else:
-    from bilm.training import evaluate_from_files
+from bilm.training import EVALUATION_STARTS, evaluate_from_files  # noqa: E402  (JAX's on JAX)
 
 
 def main(argv=None):

@@ -11,7 +11,6 @@ from bilm.ops.kernel_dtypes import MATMUL_DTYPES
 from bilm.optimizers import OPTIMIZERS, default_learning_rates
 from bilm.options.keys import default_text, option_key, training_keys
 from bilm.training.run.stop_signals import TrainingInterrupted
-from bilm.utils.backend import configured_backend
 
 # The training keys with a flag of the same name (`bilm.options.keys`). Unset, they come from the options
 # file (or the checkpoint), else their defaults. --n_train_tokens and --matmul_dtype say their own defaults.
@@ -133,15 +132,11 @@ def _adaptation_arguments(args):
 
 
 def train_from_files(*args, **kwargs):
-    """The training of Keras's backend: `bilm.training.run.from_files.train_from_files` (TensorFlow's), or on
-    JAX `bilm.training.jax.from_files.train_from_files_on_jax`, with the same arguments."""
-    if configured_backend() == "jax":
-        from bilm.training.jax.from_files import train_from_files_on_jax
+    """`bilm.training.train_from_files`: the training of Keras's backend (JAX's on JAX), imported when a script
+    trains."""
+    from bilm import training
 
-        return train_from_files_on_jax(*args, **kwargs)
-    from bilm.training.run.from_files import train_from_files as train_on_tensorflow
-
-    return train_on_tensorflow(*args, **kwargs)
+    return training.train_from_files(*args, **kwargs)
 
 
 def train_from_args(args, restart=False):

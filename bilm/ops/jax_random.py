@@ -110,9 +110,9 @@ def philox_words(key, counter, shape):
         high1, low1 = _multiply_high_low(_M1, c2)
         return high1 ^ c1 ^ k0, low1, high0 ^ c3 ^ k1, low0
 
-    # Two passes of five rounds: ten copies tripled the training step's XLA compile time on a CPU (5.3 s to
-    # 15.8 s, bench_train.py --backend jax --size small), a pass a round cost 10% of its step time; this is
-    # 7.9 s and the step's time (6.9 s).
+    # Two passes of five rounds (bench_train.py --backend jax --size small, this CPU, one run each): ten
+    # copies took the step's XLA compile from 5.3 s to 15.8 s; one round a pass took 7.6 s a step against
+    # 6.9 s; two passes of five compile in 7.9 s and step in 6.9 s.
     c0, c1, c2, c3 = lax.fori_loop(0, _ROUNDS, one_round, (c0, c1, c2, c3), unroll=5)
     return jnp.stack([c0, c1, c2, c3], axis=1).reshape(-1)[:size].reshape(shape)
 

@@ -10,7 +10,7 @@ aliases of `evaluate` and `evaluate_from_files` (pytest collects a test
 module's names that start with "test").
 
 Each name is imported when first used. On JAX (`KERAS_BACKEND=jax`)
-`train` and `train_from_files` are JAX's (`bilm.training.jax`: the same
+`train`, `train_from_files` and `evaluate_from_files` are JAX's (`bilm.training.jax`: the same
 arguments and meaning, what JAX does not have refused in one line), beside
 `train_on_jax`, `train_from_files_on_jax` and `evaluate_from_files_on_jax`
 (docs/training.md, "Training on JAX"). On another backend the names that
@@ -64,4 +64,6 @@ __getattr__, __dir__ = lazy_names(__name__, _MODULES, tensorflow_only=set(_MODUL
     "train_from_files_on_jax",
     "train_on_jax",
     "write_sample_corpus",
-}, on_jax={"train": "jax.train_call:train", "train_from_files": "jax.from_files:train_from_files_on_jax"})
+}, on_jax={"train": "jax.train_call:train", "train_from_files": "jax.from_files:train_from_files_on_jax",
+           "evaluate_from_files": "jax.evaluation:evaluate_from_files_on_jax",
+           "test_from_files": "jax.evaluation:evaluate_from_files_on_jax"})

@@ -19,9 +19,9 @@ from bilm.options import save_options
 from bilm.options.model_options import options_json
 from bilm.presets import training_options
 from bilm.text.batching import Batcher
+from bilm.training import evaluate_from_files, train_from_files  # the backend's: JAX's on JAX
 from bilm.training.convert.weight_export import dump_weights
 from bilm.training.data.sample_corpus import unigram_perplexity, write_sample_corpus
-from bilm.utils.backend import configured_backend
 
 EXAMPLE_SENTENCES = [
     ["the", "old", "dog", "sees", "a", "small", "cat", "."],
@@ -124,24 +124,6 @@ def _read_marker(marker):
     except (OSError, ValueError, AttributeError):
         return {}
     return {name: sha for name, sha in files.items() if isinstance(name, str) and isinstance(sha, str)}
-
-
-def train_from_files(*args, **kwargs):
-    """The training of the backend Keras runs on: JAX's on JAX (`train_from_files_on_jax`), else TensorFlow's."""
-    if configured_backend() == "jax":
-        from bilm.training.jax.from_files import train_from_files_on_jax as train
-    else:
-        from bilm.training.run.from_files import train_from_files as train
-    return train(*args, **kwargs)
-
-
-def evaluate_from_files(*args, **kwargs):
-    """The evaluation of a run of the backend Keras runs on (`evaluate_from_files_on_jax` on JAX)."""
-    if configured_backend() == "jax":
-        from bilm.training.jax.evaluation import evaluate_from_files_on_jax as evaluate
-    else:
-        from bilm.training.run.from_files import evaluate_from_files as evaluate
-    return evaluate(*args, **kwargs)
 
 
 def prepare_directory(directory):

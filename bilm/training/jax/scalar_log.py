@@ -15,7 +15,8 @@ class ScalarLog:
     `gradient_norm` (the step's, before clipping) and `learning_rate`; `heldout_perplexity` when measured.
 
     A step's values are read from the device one step late (once the next step is queued), so the device never
-    waits for them. With `log_dir` None nothing is written or read.
+    waits for them. The event file is created with the first scalars, so a call refused or stopped before any
+    leaves none. With `log_dir` None nothing is written or read.
 
     Args:
         log_dir: the run's TensorBoard folder (a new event file there), or None.
@@ -24,7 +25,8 @@ class ScalarLog:
     """
 
     def __init__(self, log_dir, summary_every, learning_rate):
-        self.writer = EventFileWriter(log_dir) if log_dir is not None else None
+        self.log_dir = log_dir
+        self.writer = None
         self.summary_every = max(1, int(summary_every))
         self.learning_rate = float(learning_rate)
         self.losses = collections.deque(maxlen=LOSS_WINDOW)
@@ -33,7 +35,7 @@ class ScalarLog:
     def after_step(self, step, metrics):
         """After step number `step` (counted from the run's start, 1 the first) was queued, with its metrics
         (`{"loss", "norm", ...}`, arrays on the device)."""
-        if self.writer is None:
+        if self.log_dir is None:
             return
         self._write_pending()
         self.losses.append(metrics["loss"])
@@ -41,15 +43,21 @@ class ScalarLog:
             self.pending = step, list(self.losses), metrics["norm"]
 
     def heldout(self, step, perplexity):
-        if self.writer is not None:
+        if self.log_dir is not None:
             self._write_pending()
-            self.writer.scalars(step, {"heldout_perplexity": perplexity})
+            self._scalars(step, {"heldout_perplexity": perplexity})
 
     def close(self):
         """Writes what is pending and closes the file."""
+        self._write_pending()
         if self.writer is not None:
-            self._write_pending()
             self.writer.close()
+
+    def _scalars(self, step, values):
+        if self.writer is None:
+            self.writer = EventFileWriter(self.log_dir)
+        self.writer.scalars(step, values)
+        self.writer.flush()
 
     def _write_pending(self):
         if self.pending is None:
@@ -57,6 +65,5 @@ class ScalarLog:
         step, losses, norm = self.pending
         self.pending = None
         mean_loss = sum(float(loss) for loss in losses) / len(losses)
-        self.writer.scalars(step, {"train_perplexity": math.exp(min(mean_loss, 700.0)), "gradient_norm": float(norm),
-                                   "learning_rate": self.learning_rate})
-        self.writer.flush()
+        self._scalars(step, {"train_perplexity": math.exp(min(mean_loss, 700.0)), "gradient_norm": float(norm),
+                             "learning_rate": self.learning_rate})

@@ -224,9 +224,10 @@ class JaxTrainStep:
             table = dense.pop(self.embedding_name)
             rows = jnp.unique(read, size=read.shape[0], fill_value=n_vocab)
             values = table.at[rows].get(mode="fill", fill_value=0.0)
-            if self.shares_embedding:  # the sampled softmax's rows of the same table
-                rows, values = jnp.concatenate([rows, all_ids]), jnp.concatenate([values, rows_of["W"]])
-            sparse[self.embedding_name] = optimizers.distinct_rows(rows, values, n_vocab)
+            if self.shares_embedding:  # the sampled softmax's rows of the same table, summed with the batch's
+                rows, values = optimizers.distinct_rows(jnp.concatenate([rows, all_ids]),
+                                                        jnp.concatenate([values, rows_of["W"]]), n_vocab)
+            sparse[self.embedding_name] = rows, values
         return dense, sparse
 
     def _tops_function(self, non_trainable, batch, lstm_states, seed):
