@@ -4,11 +4,9 @@ import os
 
 os.environ.setdefault("BILM_COMMAND", "1")  # before bilm loads: a command's quiet start (bilm.utils.start_up)
 
-from bilm.commands import exit_unless_tensorflow  # noqa: E402
-from bilm.utils.backend import configured_backend  # noqa: E402
+from bilm.commands import exit_unless_training_backend  # noqa: E402
 
-if configured_backend() != "jax":  # the quick start trains on TensorFlow or JAX
-    exit_unless_tensorflow("The quick start's training (bin/quickstart.py; on TensorFlow or JAX)")
+exit_unless_training_backend("The quick start (bin/quickstart.py)")
 
 from bilm.commands import (  # noqa: E402
     ScriptArgumentParser,

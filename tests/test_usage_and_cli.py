@@ -102,6 +102,18 @@ def test_bad_input_ends_with_one_error_line(tmp_path, script, args):
     assert result.stderr.strip().splitlines()[-1].startswith("Error: "), result.stderr[-2000:]
 
 
+def test_the_quick_start_on_pytorch_says_in_one_line_where_it_trains(tmp_path):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", KERAS_BACKEND="torch")
+    result = subprocess.run([sys.executable, "bin/quickstart.py", "--directory", str(tmp_path / "qs")], cwd=ROOT,
+                            env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines() == [
+        "Error: The quick start (bin/quickstart.py) trains on TensorFlow or JAX, and Keras runs on torch "
+        "(KERAS_BACKEND=torch). Set KERAS_BACKEND=jax or KERAS_BACKEND=tensorflow for it; embedding and Keras "
+        "models run on every backend."], result.stderr[-2000:]
+    assert not (tmp_path / "qs").exists()
+
+
 @pytest.mark.parametrize("script", sorted(name[:-3] for name in os.listdir(os.path.join(ROOT, "bin"))
                                           if name.endswith(".py")))
 def test_every_flag_of_every_script_says_what_it_is(script, monkeypatch):

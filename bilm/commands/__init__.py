@@ -31,6 +31,7 @@ _MODULES = {
     "train_from_args": "training_arguments",
     "exit_on_user_error": "user_errors",
     "exit_unless_tensorflow": "user_errors",
+    "exit_unless_training_backend": "user_errors",
 }
 
 __all__ = sorted(_MODULES)

@@ -7,7 +7,7 @@ import warnings
 
 from bilm.errors import UserError
 from bilm.training.run.stop_signals import TrainingInterrupted
-from bilm.utils.backend import require_tensorflow
+from bilm.utils.backend import require_tensorflow, require_training_backend
 
 # bilm's own errors for input the user can fix (bad options, vocabularies,
 # weight files, checkpoints, data, output paths, a loss that turned NaN),
@@ -20,6 +20,15 @@ def exit_unless_tensorflow(what):
     runs on another backend; call it before importing what needs TensorFlow."""
     try:
         require_tensorflow(what)
+    except UserError as error:
+        sys.exit(f"Error: {error}")
+
+
+def exit_unless_training_backend(what):
+    """Ends a script that trains (`what` it does) with one `Error:` line and exit status 1 unless Keras runs on
+    TensorFlow or JAX; call it before importing what trains."""
+    try:
+        require_training_backend(what)
     except UserError as error:
         sys.exit(f"Error: {error}")
 

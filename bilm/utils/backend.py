@@ -56,3 +56,13 @@ def require_tensorflow(what):
         raise UserError(f"{what} needs TensorFlow, and Keras runs on {backend} (KERAS_BACKEND={backend}). "
                         "Install TensorFlow and set KERAS_BACKEND=tensorflow for it; embedding and Keras models "
                         "run on every backend.")
+
+
+def require_training_backend(what):
+    """Raises `UserError` unless Keras runs on TensorFlow or JAX, the backends bilm trains on: `what` (e.g. "the
+    quick start") trains."""
+    backend = configured_backend()
+    if backend not in ("tensorflow", "jax"):
+        raise UserError(f"{what} trains on TensorFlow or JAX, and Keras runs on {backend} "
+                        f"(KERAS_BACKEND={backend}). Set KERAS_BACKEND=jax or KERAS_BACKEND=tensorflow for it; "
+                        "embedding and Keras models run on every backend.")
