@@ -118,10 +118,13 @@ def _train(options, options_dict, settings, data, save_dir, seed, max_steps, che
     with StopSignals(save_on_signals, interruptible_phases=False) as signals:
         scalar_log = ScalarLog(logging[0], logging[1], settings.learning_rate)
         try:
-            return _run(options, options_dict, settings, data, save_dir, seed, max_steps, checkpoint_every,
-                        heldout_data, devices, start_state, verbose, meta, signals, scalar_log)
-        finally:
-            scalar_log.close()
+            result = _run(options, options_dict, settings, data, save_dir, seed, max_steps, checkpoint_every,
+                          heldout_data, devices, start_state, verbose, meta, signals, scalar_log)
+        except BaseException:
+            scalar_log.close(after_error=True)
+            raise
+        scalar_log.close()
+        return result
 
 
 def _run(options, options_dict, settings, data, save_dir, seed, max_steps, checkpoint_every, heldout_data, devices,

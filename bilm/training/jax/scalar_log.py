@@ -47,11 +47,18 @@ class ScalarLog:
             self._write_pending()
             self._scalars(step, {"heldout_perplexity": perplexity})
 
-    def close(self):
-        """Writes what is pending and closes the file."""
-        self._write_pending()
-        if self.writer is not None:
-            self.writer.close()
+    def close(self, after_error=False):
+        """Writes what is pending and closes the file. `after_error`: the run is ending with an exception, which
+        this must not hide: pending figures that cannot be read (the device that computed them failed) are
+        dropped instead of raising."""
+        try:
+            self._write_pending()
+        except Exception:
+            if not after_error:
+                raise
+        finally:
+            if self.writer is not None:
+                self.writer.close()
 
     def _scalars(self, step, values):
         if self.writer is None:
