@@ -42,6 +42,9 @@ h5py and Keras are installed:
 
     python bench/bench_train.py --backend jax --size small --steps 20
     python bench/bench_train.py --backend jax --size original --n_tokens_vocab 793471 --steps 20
+
+As `bin/train_elmo.py`, it keeps float32 matmuls in float32 on a GPU unless
+`--tf32` (on both backends); `--matmul_dtype bfloat16` is the faster option.
 """
 import argparse
 import gc
@@ -93,6 +96,7 @@ else:
     from bilm.training.run.from_files import load_training_data
     from bilm.training.run.train_step import TrainStep
 
+from bilm.commands import set_numerics  # noqa: E402
 from bilm.ops.kernel_dtypes import MATMUL_DTYPES  # noqa: E402
 from bilm.optimizers import default_learning_rates  # noqa: E402
 from bilm.presets import TRAINING_DEFAULTS, get_preset  # noqa: E402
@@ -403,6 +407,9 @@ def main(argv=None):
     parser.add_argument("--jit_compile", choices=("both", "false", "true"),
                         help="TensorFlow: train with the step uncompiled, compiled whole with XLA, or both side by "
                              "side (default: both)")
+    parser.add_argument("--tf32", action="store_true",
+                        help="let float32 matmuls run in TensorFloat-32 on an NVIDIA GPU (bin/train_elmo.py --tf32); "
+                             "without it they keep float32's round-off there, as the training scripts do")
     parser.add_argument("--default_malloc", action="store_true",
                         help="leave glibc's malloc settings alone (bin/train_elmo.py applies keep_freed_memory); "
                              "the first vocabulary size shows the difference")
@@ -415,6 +422,8 @@ def main(argv=None):
         if getattr(args, name) is not None:
             parser.error(f"--{name} is not for --backend {args.backend}")
 
+    set_numerics(tf32=args.tf32)  # as bin/train_elmo.py: float32 stays float32 on a GPU unless --tf32
+    print(f"float32 matmuls: {'TensorFloat-32 allowed (--tf32)' if args.tf32 else 'float32 (TF32 off)'}")
     # As bin/train_elmo.py does; --default_malloc shows what it saves.
     tuned = not args.default_malloc and keep_freed_memory()
     print(f"malloc: {'freed memory kept for reuse (keep_freed_memory)' if tuned else 'glibc defaults'}")
