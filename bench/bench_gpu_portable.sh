@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # bilm's portable side on a GPU without TensorFlow (JAX and PyTorch only), in one prepared run of under
 # 10 minutes on one H100 or H200: the JAX training step's speed at the original and small sizes (bfloat16,
-# TF32, float32; batch 128 x 20 and 512 x 20, the 1B Word Benchmark's 793,471 ids, 8192 negatives), then
-# ELMo's embedding on JAX and PyTorch against a float64 NumPy pass.
+# TF32, float32, deterministic or not; batch 128 x 20 and 512 x 20; the 1B Word Benchmark's 793,471 ids,
+# 8192 negatives), then ELMo's embedding on JAX and PyTorch against a float64 NumPy pass.
 #
 #   bash bench/bench_gpu_portable.sh --fetch_wheels    # here, with pip's registry: keras, optree, namex -> .whl/
 #   bash bench/bench_gpu_portable.sh OUT_DIR           # there: installs .whl/ where Keras is missing, runs, logs
@@ -86,9 +86,11 @@ if [[ $quick == --quick ]]; then
 else
     # In order of what matters most, so that a run cut short by its time limit has measured the goal first
     # (bfloat16 matmuls at the original size, batch 128 x 20). bin/train_elmo.py keeps float32 matmuls in
-    # float32 unless --tf32: both are measured.
+    # float32 unless --tf32, and asks for deterministic GPU programs (--seed repeats a run): each is measured.
     original=(--size original --n_tokens_vocab 793471 --warmup 3 --steps 20)
     run train_original_bf16_tf32 "${train[@]}" "${original[@]}" --matmul_dtype bfloat16 --tf32
+    run train_original_bf16_tf32_deterministic "${train[@]}" "${original[@]}" --matmul_dtype bfloat16 --tf32 \
+        --deterministic
     run train_original_bf16 "${train[@]}" "${original[@]}" --matmul_dtype bfloat16
     run train_original_tf32 "${train[@]}" "${original[@]}" --tf32
     run train_original_bf16_tf32_b512 "${train[@]}" "${original[@]}" --matmul_dtype bfloat16 --tf32 --batch_size 512

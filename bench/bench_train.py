@@ -410,6 +410,9 @@ def main(argv=None):
     parser.add_argument("--tf32", action="store_true",
                         help="let float32 matmuls run in TensorFloat-32 on an NVIDIA GPU (bin/train_elmo.py --tf32); "
                              "without it they keep float32's round-off there, as the training scripts do")
+    parser.add_argument("--deterministic", action="store_true",
+                        help="deterministic GPU programs, as bin/train_elmo.py asks for (set_numerics(deterministic="
+                             "True): TensorFlow's op determinism, XLA's deterministic ops on JAX); no effect on a CPU")
     parser.add_argument("--default_malloc", action="store_true",
                         help="leave glibc's malloc settings alone (bin/train_elmo.py applies keep_freed_memory); "
                              "the first vocabulary size shows the difference")
@@ -422,8 +425,10 @@ def main(argv=None):
         if getattr(args, name) is not None:
             parser.error(f"--{name} is not for --backend {args.backend}")
 
-    set_numerics(tf32=args.tf32)  # as bin/train_elmo.py: float32 stays float32 on a GPU unless --tf32
-    print(f"float32 matmuls: {'TensorFloat-32 allowed (--tf32)' if args.tf32 else 'float32 (TF32 off)'}")
+    # As bin/train_elmo.py: float32 stays float32 on a GPU unless --tf32; deterministic programs where asked.
+    deterministic = set_numerics(tf32=args.tf32, deterministic=args.deterministic)
+    print(f"float32 matmuls: {'TensorFloat-32 allowed (--tf32)' if args.tf32 else 'float32 (TF32 off)'}; "
+          f"deterministic GPU programs: {'on' if deterministic else 'off'}")
     # As bin/train_elmo.py does; --default_malloc shows what it saves.
     tuned = not args.default_malloc and keep_freed_memory()
     print(f"malloc: {'freed memory kept for reuse (keep_freed_memory)' if tuned else 'glibc defaults'}")

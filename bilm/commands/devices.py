@@ -20,11 +20,16 @@ line where --n_gpus asked for a GPU that TensorFlow does not see (the
 scripts set TF_CPP_MIN_LOG_LEVEL=3, which hides TensorFlow's own reason).
 
 On JAX and PyTorch (`KERAS_BACKEND`) the same switches are theirs: JAX's
-default float32 matmul precision ("highest" unless --tf32), PyTorch's
-`allow_tf32` flags; the line names the backend's devices
+default float32 matmul precision ("highest" unless --tf32) and, for
+training, XLA's deterministic GPU programs (`--xla_gpu_deterministic_ops`
+added to XLA_FLAGS before JAX starts its backends, unless XLA_FLAGS already
+says either way); PyTorch's `allow_tf32` flags and deterministic
+algorithms; the line names the backend's devices
 (`bilm: running on jax cuda:0 (NVIDIA H100 80GB HBM3)`).
 """
+import os
 import sys
+import warnings
 
 from bilm.utils.backend import configured_backend
 
@@ -39,14 +44,15 @@ def add_tf32_argument(parser):
 
 
 def set_numerics(tf32=False, deterministic=False):
-    """Turns TensorFloat-32 on or off (`tf32`), and with `deterministic` TensorFlow's op determinism where a GPU is
-    visible; returns whether op determinism was turned on. Process-wide: for scripts, not for a library."""
+    """Turns TensorFloat-32 on or off (`tf32`), and with `deterministic` the backend's deterministic GPU programs
+    (TensorFlow's op determinism, XLA's deterministic ops on JAX, PyTorch's deterministic algorithms) where a GPU is
+    visible; returns whether they were turned on. Process-wide: for scripts, not for a library."""
     backend = configured_backend()
     if backend == "jax":
         import jax
 
         jax.config.update("jax_default_matmul_precision", "tensorfloat32" if tf32 else "highest")
-        return False
+        return deterministic and _deterministic_xla_gpu()
     if backend == "torch":
         import torch
 
@@ -62,6 +68,40 @@ def set_numerics(tf32=False, deterministic=False):
         tf.config.experimental.enable_op_determinism()
         return True
     return False
+
+
+# XLA's switch for deterministic GPU programs (scatter-adds and reductions in a fixed order, no autotuning that
+# could pick kernels of other round-off); read from XLA_FLAGS when JAX's backends start.
+DETERMINISTIC_XLA_FLAG = "--xla_gpu_deterministic_ops"
+
+
+def deterministic_xla_flags(flags):
+    """`flags` (XLA_FLAGS, or None) with XLA's deterministic GPU ops on, unless they already say either way."""
+    flags = (flags or "").strip()
+    if DETERMINISTIC_XLA_FLAG in flags:
+        return flags
+    return f"{flags} {DETERMINISTIC_XLA_FLAG}=true".strip()
+
+
+def _deterministic_xla_gpu():
+    """Asks XLA for deterministic GPU programs (before JAX's backends start, which read XLA_FLAGS); returns
+    whether a GPU is visible to JAX, with a warning where its backends had started without the flag."""
+    import jax
+
+    had_flag = DETERMINISTIC_XLA_FLAG in os.environ.get("XLA_FLAGS", "")
+    try:
+        from jax._src import xla_bridge
+
+        started = xla_bridge.backends_are_initialized()
+    except (ImportError, AttributeError):  # another JAX: assume not started, as scripts call this first
+        started = False
+    os.environ["XLA_FLAGS"] = deterministic_xla_flags(os.environ.get("XLA_FLAGS"))
+    gpu = any(device.platform == "gpu" for device in jax.devices())
+    if gpu and started and not had_flag:
+        warnings.warn(f"JAX started its GPU before set_numerics, so its programs are not deterministic and --seed "
+                      f"may not repeat a run bit for bit; call set_numerics first, or set "
+                      f"XLA_FLAGS={DETERMINISTIC_XLA_FLAG}=true.", stacklevel=3)
+    return gpu
 
 
 def describe_devices():

@@ -264,3 +264,36 @@ def test_training_under_op_determinism_runs_and_repeats_bit_for_bit(tmp_path):
     first, second = (tf.train.load_checkpoint(tf.train.latest_checkpoint(run)) for run in runs)
     names = first.get_variable_to_shape_map()
     assert names and all(np.array_equal(first.get_tensor(name), second.get_tensor(name)) for name in names)
+
+
+@pytest.mark.parametrize("flags, expected", [
+    (None, "--xla_gpu_deterministic_ops=true"),
+    ("", "--xla_gpu_deterministic_ops=true"),
+    (" --xla_dump_to=/tmp/d ", "--xla_dump_to=/tmp/d --xla_gpu_deterministic_ops=true"),
+    ("--xla_gpu_deterministic_ops=false", "--xla_gpu_deterministic_ops=false"),  # the user's word stands
+])
+def test_deterministic_xla_flags_add_xlas_switch_unless_the_flags_say_either_way(flags, expected):
+    assert devices.deterministic_xla_flags(flags) == expected
+
+
+JAX_NUMERICS = """
+import os, sys
+import jax
+from bilm.commands import set_numerics
+print(set_numerics(tf32=True), jax.config.jax_default_matmul_precision, os.environ.get("XLA_FLAGS"))
+print(set_numerics(deterministic=True), jax.config.jax_default_matmul_precision, os.environ.get("XLA_FLAGS"))
+print(float(jax.numpy.ones(3).sum()), "tensorflow" in sys.modules)
+"""
+
+
+@pytest.mark.slow
+def test_on_jax_set_numerics_sets_the_matmul_precision_and_asks_xla_for_deterministic_programs():
+    env = {key: value for key, value in os.environ.items() if key != "XLA_FLAGS"}
+    done = subprocess.run([sys.executable, "-c", JAX_NUMERICS], env={**env, "KERAS_BACKEND": "jax"},
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    # Determinism only where asked; on the CPU it reports no GPU programs turned deterministic, and XLA accepts
+    # the flag (an unknown one would end the process when JAX starts).
+    assert done.stdout.splitlines() == ["False tensorfloat32 None",
+                                        "False highest --xla_gpu_deterministic_ops=true",
+                                        "3.0 False"], done.stdout + done.stderr[-2000:]
