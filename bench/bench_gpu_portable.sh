@@ -8,7 +8,8 @@
 #   bash bench/bench_gpu_portable.sh OUT_DIR           # there: installs .whl/ where Keras is missing, runs, logs
 #   bash bench/bench_gpu_portable.sh OUT_DIR --quick   # the same sequence at the tiny size (a CPU, a minute)
 #
-# Each bench's output goes to the terminal and to OUT_DIR/<name>.log; OUT_DIR/summary.txt gathers the lines
+# First, the JAX training step on the GPU against the same step on the CPU and against itself
+# (bench/bench_jax_step_on_device.py: float32 agrees, a seed repeats bit for bit). Each bench's output goes to the terminal and to OUT_DIR/<name>.log; OUT_DIR/summary.txt gathers the lines
 # that carry the figures. A bench that fails is reported and the others still run; the exit status is the
 # number of failed benches (0: all ran). Ctrl-C or SIGTERM stops the bench in progress and the sequence
 # (exit status 130 or 143).
@@ -64,7 +65,7 @@ run() {  # run NAME ARGS...: one bench, logged to $out/NAME.log, then shown
     fi
     child=
     cat "$out/$name.log"
-    grep -E '^(jax|torch|backend|max \|dev|float32 matmuls|tokens/sec|compile time|peak memory|TFLOP/s|WARNING)' "$out/$name.log" \
+    grep -E '^(jax|torch|backend|max \|dev|float32 matmuls|tokens/sec|compile time|peak memory|TFLOP/s|WARNING|PASS|FAIL)' "$out/$name.log" \
         >> "$out/summary.txt"
     echo "=== $name: exit status $status after $((SECONDS - started)) s" | tee -a "$out/summary.txt"
     [[ $status != 0 ]] && failed=$((failed + 1))
@@ -78,6 +79,7 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>
 
 train=(bench/bench_train.py --backend jax)
 if [[ $quick == --quick ]]; then
+    run step_check_tiny bench/bench_jax_step_on_device.py --quick
     tiny=(--size tiny --batch_size 4 --unroll_steps 5 --n_tokens_vocab 1003 --n_negative 64 --warmup 1 --steps 2)
     run train_tiny_bf16 "${train[@]}" "${tiny[@]}" --matmul_dtype bfloat16
     run train_tiny_tf32 "${train[@]}" "${tiny[@]}" --tf32
@@ -88,6 +90,7 @@ else
     # (bfloat16 matmuls at the original size, batch 128 x 20). bin/train_elmo.py keeps float32 matmuls in
     # float32 unless --tf32, and asks for deterministic GPU programs (--seed repeats a run): each is measured.
     original=(--size original --n_tokens_vocab 793471 --warmup 3 --steps 20)
+    run step_check_small bench/bench_jax_step_on_device.py --size small  # first: a wrong step's speed is moot
     run train_original_bf16_tf32 "${train[@]}" "${original[@]}" --matmul_dtype bfloat16 --tf32
     run train_original_bf16_tf32_deterministic "${train[@]}" "${original[@]}" --matmul_dtype bfloat16 --tf32 \
         --deterministic

@@ -57,3 +57,24 @@ def test_jax_bench_runs_without_tensorflow_and_prints_its_figures():
     assert re.search(r"^jax +vocab +1,000: +[\d,]+ tokens/sec", done.stdout, re.MULTILINE), done.stdout
     assert "TensorFlow imported: no" in done.stdout
     assert "TensorFlow import attempts: 0" in done.stdout
+
+
+@pytest.mark.slow
+def test_the_device_check_of_the_jax_step_runs_without_tensorflow_and_passes_on_the_cpu():
+    # On a machine without a GPU the device is the CPU: the checks hold exactly, and the mechanics (two steps
+    # from one start, the state compared array by array, the verdict and exit status) are what is tested.
+    code = WITHOUT_TENSORFLOW + COUNT_ATTEMPTS + ("import runpy\n"
+                                 "sys.argv = ['bench/bench_jax_step_on_device.py', *sys.argv[1:]]\n"
+                                 "runpy.run_path('bench/bench_jax_step_on_device.py', run_name='__main__')\n")
+    env = dict(os.environ, JAX_PLATFORMS="cpu", CUDA_VISIBLE_DEVICES="")
+    done = subprocess.run([sys.executable, "-c", code, "--quick", "--steps", "2"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=600)
+    output = done.stdout + done.stderr[-4000:]
+    assert done.returncode == 0, output
+    assert "on cpu (cpu) against cpu: size tiny" in done.stdout and "; 2 steps" in done.stdout, output
+    verdicts = [line.split(":")[0] for line in done.stdout.splitlines() if line.startswith(("PASS", "FAIL"))]
+    assert verdicts == ["PASS  device against the CPU", "PASS  device against the CPU",
+                        "PASS  device twice from one start"], output
+    assert re.search(r"the state after the last step: 0\.00e\+00 at .* \(tolerance 0\.0001; \d+ arrays\)",
+                     done.stdout), output
+    assert "all checks passed" in done.stdout and "TensorFlow import attempts: 0" in done.stdout, output

@@ -1,0 +1,159 @@
+#!/usr/bin/env python
+"""The JAX training step on JAX's first device (a GPU where there is one) checked against the same step on
+the CPU, and against itself, without TensorFlow: what `bin/train_elmo.py` promises on a GPU (float32 stays
+float32, `--seed` repeats a run), where no test can run.
+
+    python bench/bench_jax_step_on_device.py                  # small size, 3 steps, 50,003 ids
+    python bench/bench_jax_step_on_device.py --quick          # the tiny size: seconds, on a CPU too
+
+From one start (the network's initial weights for the seed, JAX's) and the same random batches (char ids,
+next-token ids), with the size's recipe (dropout, sampled softmax, Adagrad):
+
+1. The device's steps against the CPU's (`jax.devices("cpu")`): each step's loss and gradient norm, and every
+   array of the state after the last step (weights, softmax, optimizer, LSTM states), as the largest deviation
+   relative to the array's largest magnitude. Float32 at JAX's "highest" precision (TF32 off, as the training
+   scripts keep it) must agree to `--tolerance` (default 1e-4: round-off of other summation orders, carried
+   through a few steps); with `--tf32` or `--matmul_dtype bfloat16` the figures are reported against 3e-2.
+2. The device twice from the same start: bit for bit, with the deterministic GPU programs the training
+   scripts ask for (`set_numerics(deterministic=True)`; `--no_deterministic` leaves them off, to see whether
+   the device repeats itself without them).
+
+It prints one line a check and the seconds of each phase; exit status 0 when every check passes. On a
+machine without a GPU the device is the CPU, and both checks hold trivially (the mechanics are what runs).
+"""
+import argparse
+import os
+import sys
+import time
+
+os.environ["KERAS_BACKEND"] = "jax"  # before Keras is imported; TensorFlow is never imported
+
+import jax  # noqa: E402
+import numpy as np  # noqa: E402
+
+from bilm.commands import set_numerics  # noqa: E402
+from bilm.options import load_options  # noqa: E402
+from bilm.presets import TRAINING_DEFAULTS, get_preset  # noqa: E402
+from bilm.training.config.settings import training_settings  # noqa: E402
+from bilm.training.jax.train_step import JaxTrainStep  # noqa: E402
+
+MAX_CHARACTERS = 50
+
+
+def step_options(args):
+    """The size's options with the training recipe, `args`' vocabulary, batch and matmul operands."""
+    options = get_preset(args.size)
+    options["char_cnn"]["n_characters"] = 261
+    options.update(TRAINING_DEFAULTS)
+    options.update(batch_size=args.batch_size, unroll_steps=args.unroll_steps, n_tokens_vocab=args.n_tokens_vocab,
+                   n_negative_samples_batch=min(args.n_negative, args.n_tokens_vocab - 1), n_train_tokens=10 ** 9,
+                   matmul_dtype=args.matmul_dtype)
+    return options
+
+
+def random_batches(n, rows, steps, n_vocab, seed=0):
+    """`n` batches of random char ids and next-token ids, both directions."""
+    rng = np.random.default_rng(seed)
+    return [{"token_characters": rng.integers(0, 261, (rows, steps, MAX_CHARACTERS), dtype=np.int32),
+             "token_characters_reverse": rng.integers(0, 261, (rows, steps, MAX_CHARACTERS), dtype=np.int32),
+             "next_token_id": rng.integers(0, n_vocab, (rows, steps), dtype=np.int32),
+             "next_token_id_reverse": rng.integers(0, n_vocab, (rows, steps), dtype=np.int32)}
+            for _ in range(n)]
+
+
+def run_steps(step, start, batches):
+    """`(each step's {"loss", "norm"}, the state after the last step as NumPy arrays)` from `start` (NumPy)."""
+    state = step.place(jax.tree_util.tree_map(np.array, start))
+    figures = []
+    for i, batch in enumerate(batches):
+        state, metrics = step(state, batch, i)
+        figures.append({key: float(metrics[key]) for key in ("loss", "norm")})
+    return figures, jax.tree_util.tree_map(np.asarray, jax.device_get(state))
+
+
+def relative_deviation(got, want):
+    """The largest |got - want| over the largest |want| (0 where both are all zeros)."""
+    scale = float(np.max(np.abs(want))) if want.size else 0.0
+    difference = float(np.max(np.abs(got.astype(np.float64) - want))) if want.size else 0.0
+    return difference / scale if scale else difference
+
+
+def state_deviations(got, want):
+    """`{path: relative_deviation}` for every array of two states."""
+    flat_got, _ = jax.tree_util.tree_flatten_with_path(got)
+    flat_want, _ = jax.tree_util.tree_flatten_with_path(want)
+    return {jax.tree_util.keystr(path): relative_deviation(a, b)
+            for (path, a), (_, b) in zip(flat_got, flat_want, strict=True)}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--size", default="small", help="released configuration (small, original; tiny)")
+    parser.add_argument("--n_tokens_vocab", type=int, default=50_003, help="the softmax's ids")
+    parser.add_argument("--batch_size", type=int, default=32, help="rows per batch")
+    parser.add_argument("--unroll_steps", type=int, default=20, help="tokens per row")
+    parser.add_argument("--n_negative", type=int, default=8192, help="sampled negatives per step")
+    parser.add_argument("--steps", type=int, default=3, help="steps on each device")
+    parser.add_argument("--matmul_dtype", default="float32", choices=("float32", "bfloat16"),
+                        help="bfloat16: the opt-in bfloat16 operands of the large matmuls")
+    parser.add_argument("--tf32", action="store_true", help="let the device's float32 matmuls run in TF32")
+    parser.add_argument("--no_deterministic", action="store_true",
+                        help="leave XLA's deterministic GPU programs off (the training scripts turn them on)")
+    parser.add_argument("--tolerance", type=float,
+                        help="device against CPU, relative (default 1e-4 in float32, 3e-2 with --tf32 or bfloat16)")
+    parser.add_argument("--quick", action="store_true", help="the tiny size, a small batch and vocabulary")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.size, args.n_tokens_vocab, args.batch_size, args.unroll_steps, args.n_negative = "tiny", 203, 4, 5, 64
+    exact = args.matmul_dtype == "float32" and not args.tf32
+    tolerance = args.tolerance or (1e-4 if exact else 3e-2)
+
+    deterministic = set_numerics(tf32=args.tf32, deterministic=not args.no_deterministic)
+    device, cpu = jax.devices()[0], jax.devices("cpu")[0]
+    options = step_options(args)
+    parsed, settings = training_settings(options)
+    print(f"jax {jax.__version__} on {device.platform} ({device.device_kind}) against {cpu.platform}: size "
+          f"{args.size}, batch {args.batch_size} x {args.unroll_steps}, {args.n_tokens_vocab:,} ids, "
+          f"{settings.n_negative_samples_batch} negatives, dropout {settings.dropout}, {settings.optimizer}, "
+          f"{args.matmul_dtype} matmuls, TF32 {'on' if args.tf32 else 'off'}, deterministic GPU programs "
+          f"{'on' if deterministic else 'off'}; {args.steps} steps", flush=True)
+
+    started = time.perf_counter()
+    on_device = JaxTrainStep(parsed, settings, seed=0, devices=[device])
+    on_cpu = JaxTrainStep(parsed, settings, seed=0, devices=[cpu])
+    start = jax.tree_util.tree_map(np.asarray, jax.device_get(on_device.initial_state()))
+    batches = random_batches(args.steps, args.batch_size, args.unroll_steps, args.n_tokens_vocab)
+    print(f"built in {time.perf_counter() - started:.1f} s", flush=True)
+    results = {}
+    for name, step in (("device", on_device), ("device again", on_device), ("cpu", on_cpu)):
+        started = time.perf_counter()
+        results[name] = run_steps(step, start, batches)
+        losses = ", ".join(f"{figures['loss']:.6f}" for figures in results[name][0])
+        compiles = "compiled before" if name == "device again" else "the first step compiles"
+        print(f"{name}: {args.steps} steps in {time.perf_counter() - started:.1f} s ({compiles}); losses {losses}",
+              flush=True)
+
+    checks = []
+    (device_figures, device_state), (cpu_figures, cpu_state) = results["device"], results["cpu"]
+    figure_deviation = max(abs(d[key] - c[key]) / abs(c[key]) for d, c in zip(device_figures, cpu_figures)
+                           for key in ("loss", "norm"))
+    deviations = state_deviations(device_state, cpu_state)
+    worst = max(deviations, key=deviations.get)
+    checks.append(("device against the CPU: losses and gradient norms", figure_deviation <= tolerance,
+                   f"{figure_deviation:.2e} (tolerance {tolerance:g})"))
+    checks.append(("device against the CPU: the state after the last step", deviations[worst] <= tolerance,
+                   f"{deviations[worst]:.2e} at {worst} (tolerance {tolerance:g}; {len(deviations)} arrays)"))
+    again_figures, again_state = results["device again"]
+    differing = [path for path, value in state_deviations(again_state, device_state).items() if value != 0.0]
+    repeated = again_figures == device_figures and not differing
+    checks.append(("device twice from one start: bit for bit", repeated,
+                   "identical" if repeated else f"{len(differing)} array(s) differ, e.g. {differing[:3]}"))
+    for name, passed, figure in checks:
+        print(f"{'PASS' if passed else 'FAIL'}  {name}: {figure}")
+    failed = sum(not passed for _, passed, _ in checks)
+    print("all checks passed" if not failed else f"{failed} check(s) failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
