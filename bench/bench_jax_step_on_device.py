@@ -32,7 +32,6 @@ import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
 from bilm.commands import set_numerics  # noqa: E402
-from bilm.options import load_options  # noqa: E402
 from bilm.presets import TRAINING_DEFAULTS, get_preset  # noqa: E402
 from bilm.training.config.settings import training_settings  # noqa: E402
 from bilm.training.jax.train_step import JaxTrainStep  # noqa: E402
