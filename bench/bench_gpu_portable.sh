@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # bilm's portable side on a GPU without TensorFlow (JAX and PyTorch only), in one prepared run of under
-# 10 minutes on one H100 or H200: the JAX training step's speed at the original and small sizes (bfloat16,
-# TF32, float32, deterministic or not; batch 128 x 20 and 512 x 20; the 1B Word Benchmark's 793,471 ids,
-# 8192 negatives), then ELMo's embedding on JAX and PyTorch against a float64 NumPy pass.
+# 10 minutes on one H100 or H200: first the JAX training step on the GPU against the same step on the CPU and
+# against itself (bench/bench_jax_step_on_device.py: float32 agrees, a seed repeats bit for bit), then its
+# speed at the original and small sizes (bfloat16, TF32, float32, deterministic or not; batch 128 x 20 and
+# 512 x 20; the 1B Word Benchmark's 793,471 ids, 8192 negatives), then ELMo's embedding on JAX and PyTorch
+# against a float64 NumPy pass.
 #
 #   bash bench/bench_gpu_portable.sh --fetch_wheels    # here, with pip's registry: keras, optree, namex -> .whl/
 #   bash bench/bench_gpu_portable.sh OUT_DIR           # there: installs .whl/ where Keras is missing, runs, logs
 #   bash bench/bench_gpu_portable.sh OUT_DIR --quick   # the same sequence at the tiny size (a CPU, a minute)
 #
-# First, the JAX training step on the GPU against the same step on the CPU and against itself
-# (bench/bench_jax_step_on_device.py: float32 agrees, a seed repeats bit for bit). Each bench's output goes to the terminal and to OUT_DIR/<name>.log; OUT_DIR/summary.txt gathers the lines
-# that carry the figures. A bench that fails is reported and the others still run; the exit status is the
+# OUT_DIR gets three files (a device machine returns few): benches.log (every bench's output, each under a
+# "=== name: command" line), summary.txt (the lines that carry the figures and each bench's exit status) and
+# the embedding bench's JSON. A bench that fails is reported and the others still run; the exit status is the
 # number of failed benches (0: all ran). Ctrl-C or SIGTERM stops the bench in progress and the sequence
 # (exit status 130 or 143).
 set -uo pipefail
@@ -50,12 +52,13 @@ stopped=0 failed=0 child=
 # benches run in the background, where a script's children ignore SIGINT, so SIGINT is passed on as SIGTERM.
 trap 'stopped=130; [[ -n $child ]] && kill -TERM "$child" 2>/dev/null' INT
 trap 'stopped=143; [[ -n $child ]] && kill -TERM "$child" 2>/dev/null' TERM
-run() {  # run NAME ARGS...: one bench, logged to $out/NAME.log, then shown
-    local name=$1 started=$SECONDS status
+run() {  # run NAME ARGS...: one bench, its output shown and appended to $out/benches.log
+    local name=$1 started=$SECONDS status from
     shift
     [[ $stopped != 0 ]] && return
-    echo "=== $name: $*" | tee -a "$out/summary.txt"
-    "$PYTHON" "$@" > "$out/$name.log" 2>&1 &
+    echo "=== $name: $*" | tee -a "$out/summary.txt" >> "$out/benches.log"
+    from=$(($(stat -c %s "$out/benches.log") + 1))
+    "$PYTHON" "$@" >> "$out/benches.log" 2>&1 &
     child=$!
     wait "$child"
     status=$?
@@ -64,10 +67,13 @@ run() {  # run NAME ARGS...: one bench, logged to $out/NAME.log, then shown
         status=$?
     fi
     child=
-    cat "$out/$name.log"
-    grep -E '^(jax|torch|backend|max \|dev|float32 matmuls|tokens/sec|compile time|peak memory|TFLOP/s|WARNING|PASS|FAIL)' "$out/$name.log" \
-        >> "$out/summary.txt"
-    echo "=== $name: exit status $status after $((SECONDS - started)) s" | tee -a "$out/summary.txt"
+    tail -c "+$from" "$out/benches.log" > "$out/.current"
+    cat "$out/.current"
+    grep -E '^(jax|torch|backend|max \|dev|float32 matmuls|tokens/sec|compile time|peak memory|TFLOP/s|WARNING|PASS|FAIL)' \
+        "$out/.current" >> "$out/summary.txt"
+    rm -f "$out/.current"
+    echo "=== $name: exit status $status after $((SECONDS - started)) s" | tee -a "$out/summary.txt" >> "$out/benches.log"
+    tail -n 1 "$out/summary.txt"
     [[ $status != 0 ]] && failed=$((failed + 1))
     [[ $status == 130 || $status == 143 ]] && [[ $stopped == 0 ]] && stopped=$status
     return 0
