@@ -23,11 +23,13 @@ On JAX and PyTorch (`KERAS_BACKEND`) the same switches are theirs: JAX's
 default float32 matmul precision ("highest" unless --tf32) and, for
 training, XLA's deterministic GPU programs (`--xla_gpu_deterministic_ops`
 added to XLA_FLAGS before JAX starts its backends, unless XLA_FLAGS already
-says either way); PyTorch's `allow_tf32` flags and deterministic
+says either way; from JAX 0.9, whose XLA has the known fixes of its
+deterministic scatter); PyTorch's `allow_tf32` flags and deterministic
 algorithms; the line names the backend's devices
 (`bilm: running on jax cuda:0 (NVIDIA H100 80GB HBM3)`).
 """
 import os
+import re
 import sys
 import warnings
 
@@ -73,6 +75,10 @@ def set_numerics(tf32=False, deterministic=False):
 # XLA's switch for deterministic GPU programs (scatter-adds and reductions in a fixed order, no autotuning that
 # could pick kernels of other round-off); read from XLA_FLAGS when JAX's backends start.
 DETERMINISTIC_XLA_FLAG = "--xla_gpu_deterministic_ops"
+# The first JAX whose XLA has the known fixes of its deterministic scatter, which before them could write wrong
+# values without an error (an index 0 in a scatter, fixed in XLA in September 2025; batched scatters, December
+# 2025). With an older JAX the flag is left off: a run that does not repeat bit for bit beats a wrong one.
+DETERMINISTIC_SCATTER_JAX = (0, 9)
 
 
 def deterministic_xla_flags(flags):
@@ -83,9 +89,16 @@ def deterministic_xla_flags(flags):
     return f"{flags} {DETERMINISTIC_XLA_FLAG}=true".strip()
 
 
+def jax_version_tuple(version):
+    """`(major, minor)` of a JAX version string such as "0.9.2" or "0.10.0.dev20260101"."""
+    major, minor = (version.split(".") + ["0"])[:2]
+    return int(re.match(r"\d*", major).group() or 0), int(re.match(r"\d*", minor).group() or 0)
+
+
 def _deterministic_xla_gpu():
-    """Asks XLA for deterministic GPU programs (before JAX's backends start, which read XLA_FLAGS); returns
-    whether a GPU is visible to JAX, with a warning where its backends had started without the flag."""
+    """Asks XLA for deterministic GPU programs (before JAX's backends start, which read XLA_FLAGS) where this
+    JAX's deterministic scatter is known to be right; returns whether they run on a GPU, with a warning where a
+    GPU runs without them."""
     import jax
 
     had_flag = DETERMINISTIC_XLA_FLAG in os.environ.get("XLA_FLAGS", "")
@@ -95,13 +108,21 @@ def _deterministic_xla_gpu():
         started = xla_bridge.backends_are_initialized()
     except (ImportError, AttributeError):  # another JAX: assume not started, as scripts call this first
         started = False
-    os.environ["XLA_FLAGS"] = deterministic_xla_flags(os.environ.get("XLA_FLAGS"))
+    recent = jax_version_tuple(jax.__version__) >= DETERMINISTIC_SCATTER_JAX
+    if recent:
+        os.environ["XLA_FLAGS"] = deterministic_xla_flags(os.environ.get("XLA_FLAGS"))
     gpu = any(device.platform == "gpu" for device in jax.devices())
+    if gpu and not recent and not had_flag:
+        warnings.warn(f"JAX {jax.__version__} on a GPU: its XLA's deterministic scatter could write wrong values, "
+                      f"so bilm leaves {DETERMINISTIC_XLA_FLAG} off and --seed may not repeat a run bit for bit; "
+                      f"JAX {'.'.join(map(str, DETERMINISTIC_SCATTER_JAX))} or later has it right.", stacklevel=3)
+        return False
     if gpu and started and not had_flag:
         warnings.warn(f"JAX started its GPU before set_numerics, so its programs are not deterministic and --seed "
                       f"may not repeat a run bit for bit; call set_numerics first, or set "
                       f"XLA_FLAGS={DETERMINISTIC_XLA_FLAG}=true.", stacklevel=3)
-    return gpu
+        return False
+    return gpu and DETERMINISTIC_XLA_FLAG + "=false" not in os.environ.get("XLA_FLAGS", "")
 
 
 def describe_devices():

@@ -276,6 +276,12 @@ def test_deterministic_xla_flags_add_xlas_switch_unless_the_flags_say_either_way
     assert devices.deterministic_xla_flags(flags) == expected
 
 
+@pytest.mark.parametrize("version, expected", [
+    ("0.9.2", (0, 9)), ("0.10.0.dev20260101", (0, 10)), ("0.8", (0, 8)), ("1.0rc1", (1, 0)), ("0", (0, 0))])
+def test_a_jax_version_reads_as_its_major_and_minor(version, expected):
+    assert devices.jax_version_tuple(version) == expected
+
+
 JAX_NUMERICS = """
 import os, sys
 import jax
