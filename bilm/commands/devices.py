@@ -75,9 +75,10 @@ def set_numerics(tf32=False, deterministic=False):
 # XLA's switch for deterministic GPU programs (scatter-adds and reductions in a fixed order, no autotuning that
 # could pick kernels of other round-off); read from XLA_FLAGS when JAX's backends start.
 DETERMINISTIC_XLA_FLAG = "--xla_gpu_deterministic_ops"
-# The first JAX whose XLA has the known fixes of its deterministic scatter, which before them could write wrong
-# values without an error (an index 0 in a scatter, fixed in XLA in September 2025; batched scatters, December
-# 2025). With an older JAX the flag is left off: a run that does not repeat bit for bit beats a wrong one.
+# The first JAX released after XLA's fixes of its deterministic scatter, which wrote wrong values without an
+# error in some cases (jax-ml/jax#27796, an index 0; batched scatters; fixes proposed in XLA in September and
+# December 2025). With an older JAX the flag is left off: a run that does not repeat bit for bit beats a wrong
+# one. Not yet verified on a GPU here (bench/bench_jax_step_on_device.py is the check).
 DETERMINISTIC_SCATTER_JAX = (0, 9)
 
 
