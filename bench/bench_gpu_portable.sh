@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# bilm's portable side on a GPU without TensorFlow (JAX and PyTorch only), in one prepared run of under
-# 10 minutes on one H100 or H200: first the JAX training step on the GPU against the same step on the CPU and
+# bilm's portable side on a GPU without TensorFlow (JAX and PyTorch only), in one prepared run sized by
+# estimate (not yet run on a GPU) to fit one 10-minute device call on an H100 or H200: first the JAX training step on the GPU against the same step on the CPU and
 # against itself (bench/bench_jax_step_on_device.py: float32 agrees, a seed repeats bit for bit), then its
 # speed at the original and small sizes (bfloat16, TF32, float32, deterministic or not; batch 128 x 20 and
 # 512 x 20; the 1B Word Benchmark's 793,471 ids, 8192 negatives), then ELMo's embedding on JAX and PyTorch
@@ -8,7 +8,7 @@
 #
 #   bash bench/bench_gpu_portable.sh --fetch_wheels    # here, with pip's registry: keras, optree, namex -> .whl/
 #   bash bench/bench_gpu_portable.sh OUT_DIR           # there: installs .whl/ where Keras is missing, runs, logs
-#   bash bench/bench_gpu_portable.sh OUT_DIR --quick   # the same sequence at the tiny size (a CPU, a minute)
+#   bash bench/bench_gpu_portable.sh OUT_DIR --quick   # the same sequence at the tiny size (2.6 min, 2-core CPU)
 #
 # OUT_DIR gets three files (a device machine returns few): benches.log (every bench's output, each under a
 # "=== name: command" line), summary.txt (the lines that carry the figures and each bench's exit status) and
@@ -48,6 +48,8 @@ fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 
 stopped=0 failed=0 child=
+current=$(mktemp)  # the bench in progress's part of benches.log, outside OUT_DIR (it holds what comes back)
+trap 'rm -f "$current"' EXIT
 # A signal stops the bench in progress (its own SIGTERM handling: exit 143) and the benches after it. The
 # benches run in the background, where a script's children ignore SIGINT, so SIGINT is passed on as SIGTERM.
 trap 'stopped=130; [[ -n $child ]] && kill -TERM "$child" 2>/dev/null' INT
@@ -67,11 +69,10 @@ run() {  # run NAME ARGS...: one bench, its output shown and appended to $out/be
         status=$?
     fi
     child=
-    tail -c "+$from" "$out/benches.log" > "$out/.current"
-    cat "$out/.current"
+    tail -c "+$from" "$out/benches.log" > "$current"
+    cat "$current"
     grep -E '^(jax|torch|backend|max \|dev|float32 matmuls|tokens/sec|compile time|peak memory|TFLOP/s|WARNING|PASS|FAIL)' \
-        "$out/.current" >> "$out/summary.txt"
-    rm -f "$out/.current"
+        "$current" >> "$out/summary.txt"
     echo "=== $name: exit status $status after $((SECONDS - started)) s" | tee -a "$out/summary.txt" >> "$out/benches.log"
     tail -n 1 "$out/summary.txt"
     [[ $status != 0 ]] && failed=$((failed + 1))

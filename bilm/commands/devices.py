@@ -82,10 +82,17 @@ DETERMINISTIC_XLA_FLAG = "--xla_gpu_deterministic_ops"
 DETERMINISTIC_SCATTER_JAX = (0, 9)
 
 
+def xla_flag_setting(flags, flag=DETERMINISTIC_XLA_FLAG):
+    """What XLA_FLAGS `flags` (or None) say of boolean `flag`: True, False, or None where they do not name it
+    (the last mention counts, as for XLA; a bare `--flag` is true)."""
+    found = re.findall(rf"(?:^|\s){re.escape(flag)}(?:=(\S*))?(?=\s|$)", flags or "")
+    return None if not found else found[-1].lower() not in ("false", "0")
+
+
 def deterministic_xla_flags(flags):
     """`flags` (XLA_FLAGS, or None) with XLA's deterministic GPU ops on, unless they already say either way."""
     flags = (flags or "").strip()
-    if DETERMINISTIC_XLA_FLAG in flags:
+    if xla_flag_setting(flags) is not None:
         return flags
     return f"{flags} {DETERMINISTIC_XLA_FLAG}=true".strip()
 
@@ -102,7 +109,7 @@ def _deterministic_xla_gpu():
     GPU runs without them."""
     import jax
 
-    had_flag = DETERMINISTIC_XLA_FLAG in os.environ.get("XLA_FLAGS", "")
+    users = xla_flag_setting(os.environ.get("XLA_FLAGS"))  # the user's own word on the flag, if any
     try:
         from jax._src import xla_bridge
 
@@ -112,18 +119,21 @@ def _deterministic_xla_gpu():
     recent = jax_version_tuple(jax.__version__) >= DETERMINISTIC_SCATTER_JAX
     if recent:
         os.environ["XLA_FLAGS"] = deterministic_xla_flags(os.environ.get("XLA_FLAGS"))
-    gpu = any(device.platform == "gpu" for device in jax.devices())
-    if gpu and not recent and not had_flag:
+    if not any(device.platform == "gpu" for device in jax.devices()):
+        return False
+    if users is not None:
+        return users
+    if not recent:
         warnings.warn(f"JAX {jax.__version__} on a GPU: its XLA's deterministic scatter could write wrong values, "
                       f"so bilm leaves {DETERMINISTIC_XLA_FLAG} off and --seed may not repeat a run bit for bit; "
                       f"JAX {'.'.join(map(str, DETERMINISTIC_SCATTER_JAX))} or later has it right.", stacklevel=3)
         return False
-    if gpu and started and not had_flag:
+    if started:
         warnings.warn(f"JAX started its GPU before set_numerics, so its programs are not deterministic and --seed "
                       f"may not repeat a run bit for bit; call set_numerics first, or set "
                       f"XLA_FLAGS={DETERMINISTIC_XLA_FLAG}=true.", stacklevel=3)
         return False
-    return gpu and DETERMINISTIC_XLA_FLAG + "=false" not in os.environ.get("XLA_FLAGS", "")
+    return True
 
 
 def describe_devices():

@@ -18,17 +18,18 @@ USER_ERRORS = (UserError, FileNotFoundError)
 def exit_unless_tensorflow(what):
     """Ends a script that needs TensorFlow (`what` it does) with one `Error:` line and exit status 1 when Keras
     runs on another backend; call it before importing what needs TensorFlow."""
-    try:
-        require_tensorflow(what)
-    except UserError as error:
-        sys.exit(f"Error: {error}")
+    _exit_on_user_error_of(require_tensorflow, what)
 
 
 def exit_unless_training_backend(what):
     """Ends a script that trains (`what` it does) with one `Error:` line and exit status 1 unless Keras runs on
     TensorFlow or JAX; call it before importing what trains."""
+    _exit_on_user_error_of(require_training_backend, what)
+
+
+def _exit_on_user_error_of(check, what):
     try:
-        require_training_backend(what)
+        check(what)
     except UserError as error:
         sys.exit(f"Error: {error}")
 

@@ -271,9 +271,21 @@ def test_training_under_op_determinism_runs_and_repeats_bit_for_bit(tmp_path):
     ("", "--xla_gpu_deterministic_ops=true"),
     (" --xla_dump_to=/tmp/d ", "--xla_dump_to=/tmp/d --xla_gpu_deterministic_ops=true"),
     ("--xla_gpu_deterministic_ops=false", "--xla_gpu_deterministic_ops=false"),  # the user's word stands
+    ("--xla_gpu_deterministic_ops", "--xla_gpu_deterministic_ops"),
+    ("--xla_gpu_deterministic_ops_x=1", "--xla_gpu_deterministic_ops_x=1 --xla_gpu_deterministic_ops=true"),
 ])
 def test_deterministic_xla_flags_add_xlas_switch_unless_the_flags_say_either_way(flags, expected):
     assert devices.deterministic_xla_flags(flags) == expected
+
+
+@pytest.mark.parametrize("flags, expected", [
+    (None, None), ("--xla_dump_to=/tmp/d", None), ("--xla_gpu_deterministic_ops_x=true", None),
+    ("--xla_gpu_deterministic_ops", True), ("--xla_gpu_deterministic_ops=True", True),
+    ("--xla_gpu_deterministic_ops=0", False), ("--xla_gpu_deterministic_ops=FALSE --xla_dump_to=/d", False),
+    ("--xla_gpu_deterministic_ops=false --xla_gpu_deterministic_ops=true", True),  # the last mention counts
+])
+def test_the_users_word_on_the_flag_is_read_from_xla_flags(flags, expected):
+    assert devices.xla_flag_setting(flags) is expected
 
 
 @pytest.mark.parametrize("version, expected", [
