@@ -1,19 +1,20 @@
-"""TensorBoard's event files, written without TensorFlow: scalars of a training run that TensorBoard (and
-`tf.data.TFRecordDataset` with `tensorflow.core.util.event_pb2.Event`) reads.
+"""TensorBoard's event files for a training run's scalars, on every backend: the `tensorboard` package's record
+framing (`RecordWriter`, with its masked CRC-32C) and protocol buffers, without TensorFlow.
 
-An event file is a sequence of TFRecords (a little-endian uint64 length,
-its masked CRC-32C, the bytes, their masked CRC-32C), each an `Event`
-protocol buffer: the first holds `file_version` `"brain.Event:2"`, the
-others a `Summary` of `simple_value` scalars at a step. The few fields
-needed are encoded here by hand (protobuf's wire format), so a run on JAX or
-PyTorch writes the logs a run on TensorFlow writes, with nothing installed
-for it.
+An event file is a sequence of TFRecords, each an `Event`: the first holds
+`file_version` `"brain.Event:2"`, the others a `Summary` of `simple_value`
+scalars at a step, which TensorBoard and TensorFlow's readers read. The
+`tensorboard` package's own `EventFileWriter` is not used: it opens its file
+through `tensorboard.compat.tf`, which imports TensorFlow wherever it is
+installed, and names its file with a time that two writers can share.
 """
 import itertools
 import os
 import socket
-import struct
 import time
+
+from tensorboard.compat.proto import event_pb2, summary_pb2
+from tensorboard.summary.writer.record_writer import RecordWriter
 
 FILE_VERSION = "brain.Event:2"
 
@@ -38,25 +39,30 @@ class EventFileWriter:
         for n in itertools.count():
             self.path = os.path.join(log_dir, f"{stem}.{n}.bilm")
             try:
-                self._file = open(self.path, "xb")  # noqa: SIM115 (closed by close())
+                file = open(self.path, "xb")  # noqa: SIM115 (closed by close())
                 break
             except FileExistsError:
                 continue
-        self._write(_event(time.time(), 0, file_version=FILE_VERSION))
+        self._records = RecordWriter(file)
+        self._write(event_pb2.Event(wall_time=time.time(), file_version=FILE_VERSION))
         self.flush()
 
     def scalars(self, step, values):
         """Writes `{tag: number}` as one event at `step` (an int)."""
-        summary = b"".join(_field(1, _field(1, tag.encode()) + _float_field(2, value)) for tag, value in
-                           values.items())
-        self._write(_event(time.time(), int(step), summary=summary))
+        summary = summary_pb2.Summary(value=[summary_pb2.Summary.Value(tag=tag, simple_value=float(value))
+                                             for tag, value in values.items()])
+        self._write(event_pb2.Event(wall_time=time.time(), step=int(step), summary=summary))
 
     def flush(self):
-        self._file.flush()
+        self._records.flush()
+
+    @property
+    def closed(self):
+        return self._records.closed
 
     def close(self):
-        if not self._file.closed:
-            self._file.close()
+        if not self._records.closed:
+            self._records.close()
 
     def __enter__(self):
         return self
@@ -64,63 +70,5 @@ class EventFileWriter:
     def __exit__(self, *exc):
         self.close()
 
-    def _write(self, data):
-        length = struct.pack("<Q", len(data))
-        self._file.write(length + struct.pack("<I", masked_crc32c(length)) + data +
-                         struct.pack("<I", masked_crc32c(data)))
-
-
-def _event(wall_time, step, file_version=None, summary=None):
-    """An `Event`: wall_time (1, double), step (2, int64), file_version (3) or summary (5)."""
-    data = b"\x09" + struct.pack("<d", wall_time) + b"\x10" + _varint(step)
-    if file_version is not None:
-        data += _field(3, file_version.encode())
-    if summary is not None:
-        data += _field(5, summary)
-    return data
-
-
-def _field(number, payload):
-    """A length-delimited field (string, bytes or message)."""
-    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
-
-
-def _float_field(number, value):
-    return _varint(number << 3 | 5) + struct.pack("<f", float(value))
-
-
-def _varint(value):
-    value &= (1 << 64) - 1  # a negative int64 as protobuf encodes it
-    out = bytearray()
-    while True:
-        low, value = value & 0x7F, value >> 7
-        out.append(low | (0x80 if value else 0))
-        if not value:
-            return bytes(out)
-
-
-def _crc32c_table():
-    table = []
-    for byte in range(256):
-        crc = byte
-        for _ in range(8):
-            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
-        table.append(crc)
-    return table
-
-
-_TABLE = _crc32c_table()
-
-
-def crc32c(data):
-    """CRC-32C (Castagnoli) of `data` bytes."""
-    crc = 0xFFFFFFFF
-    for byte in data:
-        crc = _TABLE[(crc ^ byte) & 0xFF] ^ (crc >> 8)
-    return crc ^ 0xFFFFFFFF
-
-
-def masked_crc32c(data):
-    """The TFRecord's masked CRC-32C of `data`."""
-    crc = crc32c(data)
-    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+    def _write(self, event):
+        self._records.write(event.SerializeToString())
