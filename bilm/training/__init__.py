@@ -27,7 +27,7 @@ _MODULES = {
     "DEFAULT_SOFTMAX_INIT": "model.softmax_init",
     "EVALUATION_STARTS": "run.evaluation_starts",
     "LMDataset": "data.lm_dataset",
-    "NonFiniteLossError": "run.loop",
+    "NonFiniteLossError": "run.driver",
     "SOFTMAX_INITS": "model.softmax_init",
     "TrainingInterrupted": "run.loop",
     "build_vocab": "data.vocab_builder",

@@ -2,6 +2,7 @@
 perplexity far below the unigram's, as TensorFlow's training in test_loop.py), restarts exactly after a stop
 or a signal, and dumps weights that TensorFlow's bilm and the NumPy reference embed alike."""
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -22,7 +23,7 @@ TRAIN = '''
 import functools, json, os, signal, sys
 import numpy as np
 from bilm.training import dump_weights
-from bilm.training.jax import loop
+from bilm.training.jax import training_run
 from bilm.training.jax.loop import train_on_jax
 from bilm.training.data.lm_dataset import load_training_data
 from bilm.training.run.stop_signals import TrainingInterrupted
@@ -33,7 +34,7 @@ folder, runs = sys.argv[1], json.loads(sys.argv[2])
 corpus = json.load(open(folder + "/corpus.json"))
 # The boundary state at each run's end on 200 sentences, as TensorFlow's training tests measure it
 # (tests/training/conftest.py); tests/training/jax/test_jax_evaluation.py tests the measure.
-loop.measure_boundary_state = functools.partial(loop.measure_boundary_state, n_sentences=200)
+training_run.measure_boundary_state = functools.partial(training_run.measure_boundary_state, n_sentences=200)
 options = json.load(open(folder + "/options.json"))
 data, _ = load_training_data(options, corpus["train"], corpus["vocab"], seed=5)
 heldout, _ = load_training_data(options, corpus["heldout"], corpus["vocab"], test=True)
@@ -43,6 +44,7 @@ class Signalling:
     """The stream, sending this process SIGTERM as it gives batch `signal_at`."""
     def __init__(self, signal_at):
         self.signal_at = signal_at
+        self.forward = data.forward  # the same data as `data`'s (its file pattern), for a restart
 
     def iter_batches(self, *args, skip=0):
         for n, batch in enumerate(data.iter_batches(*args, skip=skip), start=skip):
@@ -283,3 +285,88 @@ def test_ctrl_c_while_a_run_on_jax_compiles_its_start_ends_in_one_line(tmp_path,
     assert process.returncode == 128 + signal.SIGINT, (process.returncode, stderr[-2000:])
     lines = [line for line in stderr.splitlines() if line.strip() and not line.startswith("bilm: running on")]
     assert len(lines) == 1 and lines[0].startswith("Stopped by SIGINT"), stderr[-2000:]
+
+
+LOOP_SETTINGS = '''
+import functools, json, os, sys
+from bilm.training.data.lm_dataset import load_training_data
+from bilm.training.jax import checkpoints, loop
+from bilm.training.jax.evaluation import evaluate_from_files_on_jax
+from bilm.training.run.run_schedule import SaveTimer
+
+folder = sys.argv[1]
+corpus, options = json.load(open(folder + "/corpus.json")), json.load(open(folder + "/options.json"))
+data, _ = load_training_data(options, corpus["train"], corpus["vocab"], seed=5)
+heldout, _ = load_training_data(options, corpus["heldout"], corpus["vocab"], test=True)
+minutes = [0.0]
+loop.SaveTimer = functools.partial(SaveTimer, clock=lambda: 60 * minutes[0])
+
+
+class SlowStream:
+    """The stream, whose batch `late_at` comes 11 minutes after the one before it."""
+    def __init__(self, late_at):
+        self.late_at, self.forward = late_at, data.forward
+
+    def iter_batches(self, *args, skip=0):
+        for n, batch in enumerate(data.iter_batches(*args, skip=skip), start=skip):
+            if n == self.late_at:
+                minutes[0] += 11
+            yield batch
+
+
+def saved_steps(save_dir):
+    return [step for step, _ in checkpoints.kept_checkpoints(save_dir)] + [checkpoints.read_meta(save_dir)["step"]]
+
+
+report = {}
+# On the clock: every 10 minutes, the steps far apart (checkpoint_every 1000); batch 2 is late, so step 3 saves.
+loop.train_on_jax(options, SlowStream(2), folder + "/clock", seed=5, max_steps=6, checkpoint_every=1000,
+                  checkpoint_every_minutes=10, verbose=0)
+report["clock"] = saved_steps(folder + "/clock")
+# max_to_keep: a save every step, the last two kept.
+loop.train_on_jax(options, data, folder + "/kept", seed=5, max_steps=6, checkpoint_every=1, max_to_keep=2,
+                  verbose=0)
+report["kept"] = saved_steps(folder + "/kept")
+# heldout_every: the held-out figure every 2 steps and at the call's end, with heldout_batch_size rows.
+result = loop.train_on_jax(options, data, folder + "/heldout", seed=5, max_steps=5, heldout_data=heldout,
+                           heldout_every=2, heldout_batch_size=4, log_dir=folder + "/logs", verbose=1)
+report["heldout_perplexity"] = result["heldout_perplexity"]
+report["evaluated"] = [evaluate_from_files_on_jax(corpus["heldout"], corpus["vocab"], folder + "/heldout",
+                                                  batch_size=rows, verbose=0) for rows in (4, 16)]
+# A restart on other data (data_source) starts the stream anew; on the same data it skips what was trained on.
+again = loop.train_on_jax(options, data, folder + "/kept", seed=5, max_steps=1, data_source="other text",
+                          verbose=1)
+report["restarted_step"] = again["step"]
+report["tensorflow_imported"] = "tensorflow" in sys.modules
+print(json.dumps(report))
+'''
+
+
+@pytest.mark.slow
+def test_the_loop_settings_act_on_jax(tmp_path, run_files):
+    """checkpoint_every_minutes, max_to_keep, heldout_every, heldout_batch_size and data_source mean on JAX
+    what they mean on TensorFlow (the one loop, bilm.training.run.driver)."""
+    folder, corpus = run_files
+    options = tiny_options(n_tokens_vocab=corpus["n_vocab"], n_train_tokens=16 * 5 * 100)
+    (tmp_path / "corpus.json").write_text((folder / "corpus.json").read_text())
+    (tmp_path / "options.json").write_text(json.dumps(options))
+    result = run_on_backend("jax", LOOP_SETTINGS, tmp_path)
+    report = json_result(result)
+    assert not report["tensorflow_imported"]
+    assert report["clock"] == [3, 6]  # the late step's save, and the call's last
+    assert report["kept"] == [5, 6]
+    out = result.stdout
+    assert re.findall(r"^(\w+ \d+): held-out perplexity", out, re.M) == ["Step 2", "Step 4", "Step 5"]
+    # The figure at the call's end, with heldout_batch_size's rows, as bin/run_test.py gives it with those rows.
+    perplexity = float(re.search(r"Step 5: held-out perplexity ([0-9.]+)", out).group(1))
+    assert report["heldout_perplexity"] == pytest.approx(perplexity, abs=1e-3)
+    assert report["heldout_perplexity"] == pytest.approx(report["evaluated"][0], rel=1e-6)
+    assert report["heldout_perplexity"] != pytest.approx(report["evaluated"][1], rel=1e-4)
+    scalars = {}
+    for record in tf.data.TFRecordDataset([str(f) for f in (tmp_path / "logs").glob("events.out.tfevents.*")]):
+        from tensorflow.core.util import event_pb2
+        event = event_pb2.Event.FromString(record.numpy())
+        for value in event.summary.value:
+            scalars.setdefault(value.tag, []).append(event.step)
+    assert scalars["heldout_perplexity"] == [2, 4, 5]
+    assert "New training data: starting at its beginning." in out and report["restarted_step"] == 7

@@ -19,6 +19,7 @@ import pytest
 import tensorflow as tf
 
 import bilm.training.run.loop as loop_module
+import bilm.training.run.training_run as training_run_module
 from bilm.training.run.loop import TrainingInterrupted, train
 from bilm.training.run.run_schedule import SaveTimer
 from bilm.training.run.train_step import TrainStep
@@ -303,7 +304,7 @@ def _phase_that_waits_for_a_signal(signum):
 
 def test_a_signal_during_the_boundary_state_measure_stops_it_and_saves_the_steps(
         tmp_path, corpus, monkeypatch, previous_handlers):
-    monkeypatch.setattr(loop_module, "measure_boundary_state", _phase_that_waits_for_a_signal(signal.SIGTERM))
+    monkeypatch.setattr(training_run_module, "measure_boundary_state", _phase_that_waits_for_a_signal(signal.SIGTERM))
     options = tiny_options()
     started = time.monotonic()
     with pytest.raises(TrainingInterrupted) as stopped:

@@ -7,6 +7,7 @@ takes that object and reads no dict, file or default again.
 """
 import dataclasses
 import os
+import zlib
 
 from bilm.options import BiLMOptions
 from bilm.training.config.settings import TrainingSettings, training_settings
@@ -40,6 +41,12 @@ def describe_data(data):
         if isinstance(pattern, (str, os.PathLike)):
             return os.fspath(pattern)
     return type(data).__name__
+
+
+def data_fingerprint(description):
+    """An int64 fingerprint of a data stream's description (e.g. its file pattern): a checkpoint records it, so
+    that a restart knows whether its data is the same."""
+    return zlib.crc32(str(description).encode("utf-8"))
 
 
 def resolve_training_config(options, data, origin, *, vocabulary=None, data_source=None, n_train_tokens=None,

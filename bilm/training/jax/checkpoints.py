@@ -14,6 +14,8 @@ first format has none and loads as it did. Reading one's options (`read_meta`) a
 """
 import json
 import os
+import re
+import shutil
 
 import numpy as np
 
@@ -53,14 +55,24 @@ def _key(path):
     return "/".join(str(getattr(part, "key", getattr(part, "idx", part))) for part in path)
 
 
-def save_checkpoint(save_dir, state, step, options, seed, boundary_state=None):
+def save_checkpoint(save_dir, state, step, options, seed, boundary_state=None, *, data_batches=None,
+                    data_source=None, max_to_keep=1):
     """Writes `state` after `step` steps, with the run's training `options` (a dict), `seed` and
-    `boundary_state` (`({state key: (size,)}, n_starts)` or None: not measured yet); returns the path."""
+    `boundary_state` (`({state key: (size,)}, n_starts)` or None: not measured yet); returns the path.
+
+    `data_batches` (default `step`) and `data_source` (the stream's
+    fingerprint, or None) say how far into which stream the run is, so that
+    a restart on other data starts it anew. With `max_to_keep` above 1 (None:
+    all), the checkpoint this one replaces stays as
+    `jax_checkpoint-<step>.npz` (`kept_checkpoints`), the newest
+    `max_to_keep - 1` of them.
+    """
     import jax
 
     path = checkpoint_path(save_dir)
     arrays = {_key(p): np.asarray(leaf) for p, leaf in jax.tree_util.tree_flatten_with_path(state)[0]}
-    meta = {"format": FORMAT, "step": int(step), "seed": int(seed), "options": options, "n_boundary_starts": 0}
+    meta = {"format": FORMAT, "step": int(step), "seed": int(seed), "options": options, "n_boundary_starts": 0,
+            "data_batches": int(step if data_batches is None else data_batches), "data_source": data_source}
     if boundary_state is not None:
         vectors, n_starts = boundary_state
         arrays.update({BOUNDARY_STATE_PREFIX + key: np.asarray(value, np.float32) for key, value in vectors.items()})
@@ -70,12 +82,45 @@ def save_checkpoint(save_dir, state, step, options, seed, boundary_state=None):
         np.savez(f, __meta__=np.frombuffer(json.dumps(meta).encode(), np.uint8), **arrays)
         f.flush()
         os.fsync(f.fileno())
+    keeps_older = max_to_keep is None or max_to_keep > 1
+    previous = read_meta(save_dir) if keeps_older else None
+    if previous is not None and previous["step"] != int(step):
+        _keep_a_copy(path, _numbered_path(save_dir, previous["step"]))
     os.replace(temporary, path)
+    if keeps_older and max_to_keep is not None:
+        for _, old in kept_checkpoints(save_dir)[:-(max_to_keep - 1)]:
+            os.remove(old)
     return path
 
 
+def _numbered_path(save_dir, step):
+    stem, extension = os.path.splitext(CHECKPOINT_FILE)
+    return os.path.join(os.fspath(save_dir), f"{stem}-{int(step)}{extension}")
+
+
+def kept_checkpoints(save_dir):
+    """`[(step, path)]` of the earlier checkpoints kept beside the run's latest (`max_to_keep`), oldest first."""
+    stem, extension = os.path.splitext(CHECKPOINT_FILE)
+    pattern = re.compile(re.escape(stem) + r"-(\d+)" + re.escape(extension))
+    found = [(int(match.group(1)), os.path.join(os.fspath(save_dir), name))
+             for name in os.listdir(save_dir) for match in [pattern.fullmatch(name)] if match]
+    return sorted(found)
+
+
+def _keep_a_copy(path, kept):
+    """`path`'s file also under the name `kept` (a hard link; a copy where the file system has none)."""
+    if os.path.exists(kept):
+        os.remove(kept)
+    try:
+        os.link(path, kept)
+    except OSError:
+        shutil.copyfile(path, kept)
+
+
 def read_meta(save_dir):
-    """`{"step", "seed", "options"}` of the checkpoint in `save_dir`, or None when there is none."""
+    """`{"step", "seed", "options", "data_batches", "data_source", ...}` of the checkpoint in `save_dir`, or None
+    when there is none (`data_batches` is `step` and `data_source` None in a checkpoint written before they
+    were recorded)."""
     path = checkpoint_path(save_dir)
     if not os.path.exists(path):
         return None
@@ -86,6 +131,8 @@ def read_meta(save_dir):
         raise JaxCheckpointError(f"{path} is not a readable JAX checkpoint of bilm ({error}).") from None
     if meta.get("format") not in READABLE_FORMATS:
         raise JaxCheckpointError(f"{path} is not a JAX checkpoint of bilm (format {meta.get('format')!r}).")
+    meta.setdefault("data_batches", meta["step"])
+    meta.setdefault("data_source", None)
     return meta
 
 

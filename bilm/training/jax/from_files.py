@@ -19,17 +19,15 @@ from bilm.training.jax.loop import train_on_jax
 from bilm.training.model.adaptation import adaptation_options, open_model_to_adapt
 from bilm.training.model.softmax_init import DEFAULT_SOFTMAX_INIT, check_softmax_init
 
-# The TensorFlow path's loop settings that a run on JAX does not have (it saves every `checkpoint_every`
-# steps, on signals and at its end, and evaluates the held-out data at its end).
-UNUSED_ON_JAX = ("checkpoint_every_minutes", "heldout_every", "tune_malloc", "heldout_batch_size")
-
 
 def train_from_files_on_jax(train_prefix, vocab_file, save_dir, options_file=None, *, size=None, restart=False,
                             n_train_tokens=None, n_epochs=None, batch_size=None, matmul_dtype=None,
                             overrides=None, n_gpus=1, heldout_prefix=None, seed=0, init_from=None,
-                            softmax_init=None, max_steps=None, checkpoint_every=1250, save_on_signals=True,
-                            log_dir=None, summary_every=10, verbose=1, **unused):
-    """`train_from_files` on JAX: the same arguments (those of `UNUSED_ON_JAX` are accepted and unused).
+                            softmax_init=None, max_steps=None, checkpoint_every=1250, checkpoint_every_minutes=30,
+                            heldout_every=None, heldout_batch_size=None, max_to_keep=5, tune_malloc=False,
+                            save_on_signals=True, log_dir=None, summary_every=10, verbose=1, strategy=None):
+    """`train_from_files` on JAX: the same arguments, with the same meaning (`strategy`, TensorFlow's, is
+    refused).
 
     Options come from `options_file`, or the released size `size`, or on
     restart from `save_dir` (whose checkpoint the run continues exactly).
@@ -52,9 +50,9 @@ def train_from_files_on_jax(train_prefix, vocab_file, save_dir, options_file=Non
         `train_on_jax`'s result, with the keys `train`'s result has that the
         scripts read (`step`, `steps_taken`, `finished`, `n_epochs`).
     """
-    unknown = set(unused) - set(UNUSED_ON_JAX)
-    if unknown:
-        raise TypeError(f"train_from_files_on_jax() got unexpected arguments {sorted(unknown)}")
+    if strategy is not None:
+        raise UserError("strategy is a tf.distribute.Strategy, for TensorFlow; on JAX, n_gpus devices share each "
+                        "batch (leave strategy out).")
     check_model_choice(restart, options_file, size, init_from)
     meta = checkpoints.read_meta(save_dir)
     checkpoints.check_run_kind(save_dir, meta, bool(restart))  # before any work; again under the run's lock
@@ -87,11 +85,14 @@ def train_from_files_on_jax(train_prefix, vocab_file, save_dir, options_file=Non
         print(f"Training on JAX ({', '.join(str(d) for d in devices)}) into {os.fspath(save_dir)}", flush=True)
     start_state = adapted_start(model, data, softmax_init, verbose=verbose) if model is not None else None
     result = train_on_jax(options, data, save_dir, seed=seed, max_steps=max_steps,
-                          checkpoint_every=checkpoint_every, heldout_data=heldout, save_on_signals=save_on_signals,
+                          checkpoint_every=checkpoint_every, checkpoint_every_minutes=checkpoint_every_minutes,
+                          heldout_data=heldout, heldout_every=heldout_every, heldout_batch_size=heldout_batch_size,
+                          max_to_keep=max_to_keep, data_source=os.path.abspath(train_prefix),
+                          tune_malloc=tune_malloc, save_on_signals=save_on_signals,
                           devices=devices, start_state=start_state, restart=bool(restart),
                           log_dir=log_dir or os.path.join(os.fspath(save_dir), "logs"), summary_every=summary_every,
                           verbose=verbose)
-    return {**result, "step": result["steps"], "n_epochs": options.get("n_epochs")}
+    return result
 
 
 def jax_devices(n_gpus):

@@ -1,24 +1,29 @@
-"""Training a biLM on JAX: the steps of `JaxTrainStep` over a data stream, checkpoints that restart exactly,
-SIGINT and SIGTERM saving the step reached, the boundary state measured at the end, and the held-out
-perplexity.
+"""Training a biLM on JAX: the steps of `JaxTrainStep` driven by the one training loop
+(`bilm.training.run.loop.run_steps`) and its policies, as on TensorFlow: checkpoints every N steps, on the clock
+and at epoch ends (the last `max_to_keep` kept), held-out evaluation at epoch ends and every N steps, the
+progress line and TensorBoard's scalars, SIGINT and SIGTERM saving the step reached, the boundary state
+measured at the end.
 
 Needs Keras on JAX (`KERAS_BACKEND=jax`).
 """
 import os
-import time
-
-import jax
 
 from bilm.errors import UserError
 from bilm.io.formats.output_files import check_output_directory, check_output_file, writer_lock
 from bilm.options import holds_options, load_options, save_options
 from bilm.training.config.settings import training_settings
+from bilm.training.config.training_config import data_fingerprint, describe_data
 from bilm.training.jax import checkpoints
-from bilm.training.jax.boundary_state_measure import measure_boundary_state
-from bilm.training.jax.evaluation import heldout_perplexity
-from bilm.training.jax.scalar_log import ScalarLog
 from bilm.training.jax.train_step import JaxTrainStep
+from bilm.training.jax.training_run import JaxTrainingRun
+from bilm.training.run import policies
+from bilm.training.run.driver import check_dtype_policy, run_steps
+from bilm.training.run.loop_settings import LoopSettings
+from bilm.training.run.policies.policy import LoopContext
+from bilm.training.run.run_schedule import SaveTimer, Schedule
+from bilm.training.run.run_summary import describe_progress_line, describe_run, describe_warmup
 from bilm.training.run.stop_signals import StopSignals, TrainingInterrupted
+from bilm.utils.malloc_tuning import keep_freed_memory
 from bilm.utils.python_random import seeded_python_random
 
 # The training keys a continued run may change: how long it trains.
@@ -29,9 +34,10 @@ def _fixed(options):
     return {key: value for key, value in options.items() if key not in LENGTH_KEYS}
 
 
-def train_on_jax(options, data, save_dir, *, seed=0, max_steps=None, checkpoint_every=1000, heldout_data=None,
-                 save_on_signals=True, devices=None, start_state=None, restart=None, log_dir=None,
-                 summary_every=10, verbose=1):
+def train_on_jax(options, data, save_dir, *, seed=0, max_steps=None, checkpoint_every=1000,
+                 checkpoint_every_minutes=30, heldout_data=None, heldout_every=None, heldout_batch_size=None,
+                 max_to_keep=5, data_source=None, tune_malloc=False, save_on_signals=True, devices=None,
+                 start_state=None, restart=None, log_dir=None, summary_every=10, verbose=1):
     """Trains the biLM of `options` on `data`, continuing the checkpoint in `save_dir` if there is one.
 
     Args:
@@ -54,14 +60,27 @@ def train_on_jax(options, data, save_dir, *, seed=0, max_steps=None, checkpoint_
             step 50. The run ends after `n_epochs` over `n_train_tokens`, or
             at the training key `max_steps`, whichever comes first; no call
             goes past it.
-        checkpoint_every: steps between checkpoints (and one at the end).
-            A call that trained (or whose checkpoint has no boundary state
+        checkpoint_every: steps between checkpoints (and one at each epoch's
+            end, and at the call's end). A call that trained (or whose checkpoint has no boundary state
             yet) ends with the boundary state measured on `data`'s text
             (`bilm.training.jax.boundary_state_measure`), which the last
             checkpoint holds and `dump_weights` writes into the weight file.
-        heldout_data: a test-mode stream whose perplexity is measured at the
-            end (`bilm.training.jax.evaluation.heldout_perplexity`: full
-            softmax, no dropout, states carried, windows of one step).
+        checkpoint_every_minutes: also save after the first step that starts
+            this many minutes or more after the last save (None: only by
+            steps), as `bilm.training.train`'s.
+        heldout_data: a test-mode stream whose perplexity is measured at
+            each epoch's end and every `heldout_every` steps
+            (`bilm.training.jax.evaluation.heldout_perplexity`: full
+            softmax, no dropout, states carried, windows of one step), with
+            `heldout_batch_size` rows (default `batch_size`).
+        max_to_keep: checkpoints kept in `save_dir`: the latest and the
+            `max_to_keep - 1` before it (`checkpoints.kept_checkpoints`);
+            None keeps all.
+        data_source: what identifies the stream (default: its file
+            pattern): a restart on another source starts the stream (and the
+            LSTM states) anew, on the same one it skips the batches trained on.
+        tune_malloc: first call `bilm.utils.malloc_tuning.keep_freed_memory`
+            (process-wide, for callers that own the process).
         save_on_signals: SIGINT and SIGTERM save the step reached and raise
             `TrainingInterrupted`; one during the boundary state's measure
             stops it (the checkpoint keeps the boundary state it had).
@@ -78,61 +97,66 @@ def train_on_jax(options, data, save_dir, *, seed=0, max_steps=None, checkpoint_
             if there is one, else starts. Checked while this call holds
             `save_dir`'s writer lock, so no other process's run comes in
             between (`checkpoints.check_run_kind`).
-        log_dir: a folder for TensorBoard's scalars, the tags TensorFlow's
-            loop writes (`train_perplexity`, `gradient_norm`,
-            `learning_rate` every `summary_every` steps, and
-            `heldout_perplexity`), in a new event file of this call
-            (`bilm.training.jax.scalar_log`); None writes none.
+        log_dir: a folder for TensorBoard's scalars (`train_perplexity`,
+            `gradient_norm`, `learning_rate` every `summary_every` steps, and
+            `heldout_perplexity`), in a new event file of this call; None
+            writes none.
         summary_every: steps between the scalars.
-        verbose: 0 silent, 1 a line every 100 steps and at the end.
+        verbose: 0 silent, 1 the progress line and messages, as on TensorFlow.
 
     Returns:
-        dict: `steps` (taken in all, since the run's start), `steps_taken`
-        (by this call), `finished` (the run reached its end), `loss` (the
-        last step's), `tokens_per_second` (this call's text tokens a
-        second, compilation included: a step reads `batch_size x
-        unroll_steps` tokens per device, whatever the directions, as
-        TensorFlow's progress line counts them),
-        `checkpoint` (its path) and with `heldout_data` `heldout_perplexity`.
+        `bilm.training.train`'s result dict (`step`, `steps_taken`,
+        `finished`, `loss`: the mean of the last steps, `checkpoint`,
+        `seconds`, `heldout_perplexity` once measured), with `steps` (=
+        `step`) and `tokens_per_second` (this call's text tokens a second,
+        compilation included: a step reads `batch_size x unroll_steps`
+        tokens per device, whatever the directions, as the progress line
+        counts them).
     """
+    check_dtype_policy()
     options = load_options(options)
     options_dict = options.raw
     _, settings = training_settings(options_dict)
+    loop = LoopSettings(max_steps=max_steps, checkpoint_every=checkpoint_every,
+                        checkpoint_every_minutes=checkpoint_every_minutes, heldout_every=heldout_every,
+                        heldout_batch_size=heldout_batch_size, summary_every=summary_every, seed=seed,
+                        max_to_keep=max_to_keep, tune_malloc=tune_malloc, save_on_signals=save_on_signals,
+                        verbose=verbose)
+    save_timer = SaveTimer(checkpoint_every_minutes)  # the value checked before any work
+    if save_on_signals:
+        StopSignals.check_main_thread()
+    if tune_malloc:
+        keep_freed_memory()
     check_output_directory(save_dir)
+    source = data_fingerprint(os.fspath(data_source) if data_source is not None else describe_data(data))
     with writer_lock(save_dir):  # one writer at a time
-        return _train(options, options_dict, settings, data, save_dir, seed, max_steps, checkpoint_every,
-                      heldout_data, save_on_signals, devices, start_state, restart, (log_dir, summary_every),
-                      verbose)
+        return _train(options, options_dict, settings, data, save_dir, loop, save_timer, source, heldout_data,
+                      devices, start_state, restart, log_dir)
 
 
-def _train(options, options_dict, settings, data, save_dir, seed, max_steps, checkpoint_every, heldout_data,
-           save_on_signals, devices, start_state, restart, logging, verbose):
+def _train(options, options_dict, settings, data, save_dir, loop, save_timer, source, heldout_data, devices,
+           start_state, restart, log_dir):
     meta = checkpoints.read_meta(save_dir)
     checkpoints.check_run_kind(save_dir, meta, restart)
+    seed = loop.seed
     if meta is not None and (_fixed(meta["options"]) != _fixed(options_dict) or meta["seed"] != seed):
         changed = sorted(key for key in set(meta["options"]) | set(options_dict)
                          if key not in LENGTH_KEYS and meta["options"].get(key) != options_dict.get(key))
         raise UserError(f"{checkpoints.checkpoint_path(save_dir)} continues another run (it differs in "
                         f"{', '.join(changed) or 'seed'}); give another save_dir, or the run's options and seed to "
                         f"continue it (only {', '.join(LENGTH_KEYS)} may change).")
-    with StopSignals(save_on_signals, interruptible_phases=False) as signals:
-        scalar_log = ScalarLog(logging[0], logging[1], settings.learning_rate)
-        try:
-            result = _run(options, options_dict, settings, data, save_dir, seed, max_steps, checkpoint_every,
-                          heldout_data, devices, start_state, verbose, meta, signals, scalar_log)
-        except BaseException:
-            scalar_log.close(after_error=True)
-            raise
-        scalar_log.close()
-        return result
+    with StopSignals(loop.save_on_signals, interruptible_phases=False) as signals:
+        return _run(options, options_dict, settings, data, save_dir, loop, save_timer, source, heldout_data,
+                    devices, start_state, meta, signals, log_dir)
 
 
-def _run(options, options_dict, settings, data, save_dir, seed, max_steps, checkpoint_every, heldout_data, devices,
-         start_state, verbose, meta, signals, scalar_log):
+def _run(options, options_dict, settings, data, save_dir, loop, save_timer, source, heldout_data, devices,
+         start_state, meta, signals, log_dir):
     """`_train` within its signal handlers: a signal is acted on between JAX's calls, never inside one (an
     exception raised in the middle of an XLA compilation can crash the interpreter at its exit)."""
     checkpoint = checkpoints.checkpoint_path(save_dir)
     continue_with = f"the same train_on_jax call (save_dir={save_dir!r})"
+    seed = loop.seed
 
     def stop_if_signalled(step, phase, kept=None):
         if signals.received is not None:
@@ -141,11 +165,18 @@ def _run(options, options_dict, settings, data, save_dir, seed, max_steps, check
     with seeded_python_random(seed):  # the network's initial weights, a function of the seed
         step = JaxTrainStep(options, settings, seed, devices)
     state = step.initial_state(softmax_seed=seed)
-    taken, boundary_state = 0, None
+    taken, consumed, boundary_state, messages = 0, 0, None, []
     if meta is not None:
         state, taken = step.place(checkpoints.load_checkpoint(save_dir, state)), meta["step"]
         boundary_state = checkpoints.read_boundary_state(save_dir)
         stop_if_signalled(taken, "starting", checkpoint)
+        messages.append(f"Restored {checkpoint} (step {taken}).")
+        if meta["data_source"] is not None and meta["data_source"] != source:
+            messages.append("New training data: starting at its beginning.")
+            state = step.place({**state, "lstm": {key: 0 * value for key, value in state["lstm"].items()}})
+        else:
+            consumed = meta["data_batches"]
+            messages.append(f"Same training data: skipping the {consumed} batches already consumed.")
     else:
         options_file = os.path.join(os.fspath(save_dir), checkpoints.OPTIONS_FILE)
         # A file of that name that holds other options is the user's: never replaced.
@@ -155,60 +186,25 @@ def _run(options, options_dict, settings, data, save_dir, seed, max_steps, check
             state = step.place(start_state(step, state))
             stop_if_signalled(0, "preparing the run's start")
         save_options(options, options_file)  # after the start: a run stopped before it leaves no options.json
-    window = step.global_batch_size * settings.unroll_steps
-    run_end = settings.n_epochs * max(1, settings.n_train_tokens // window)
-    if settings.max_steps is not None:
-        run_end = min(run_end, settings.max_steps)
-    total = run_end if max_steps is None else min(run_end, taken + max_steps)
-    batches = data.iter_batches(step.global_batch_size, settings.unroll_steps, skip=taken)
-    metrics, started, first_taken, path = None, time.perf_counter(), taken, None
+    schedule = Schedule.of(settings, len(step.devices))
+    run = JaxTrainingRun(step, state, save_dir=save_dir, options=options_dict, seed=seed, taken=taken,
+                         consumed=consumed, boundary_state=boundary_state, data_source=source,
+                         max_to_keep=loop.max_to_keep, stop_signals=signals,
+                         restored_from=checkpoint if meta is not None else None, log_dir=log_dir,
+                         verbose=loop.verbose, save_timer=save_timer, continue_with=continue_with)
+    for message in messages:
+        run.report(message)
+    describe_run(run.report, step, options, settings, len(step.devices), schedule)
+    describe_warmup(run.report, settings, run.current_step)
+    describe_progress_line(run.report, settings)
+    call_policies = policies.make_policies(LoopContext(loop, settings, schedule, save_timer, signals, heldout_data))
 
-    def save(boundary_state):
-        return checkpoints.save_checkpoint(save_dir, state, taken, options_dict, seed, boundary_state)
+    def batches(skip):
+        return data.iter_batches(step.global_batch_size, settings.unroll_steps, skip=skip)
 
-    for batch in batches:
-        if taken >= total:
-            break
-        state, metrics = step(state, batch, taken)
-        taken += 1
-        scalar_log.after_step(taken, metrics)
-        if verbose and taken % 100 == 0:
-            print(f"step {taken}/{total}: loss {float(metrics['loss']):.4f}", flush=True)
-        if signals.received is not None:
-            stop_if_signalled(taken, None, save(boundary_state))
-        if taken % checkpoint_every == 0:
-            path = save(boundary_state)
-    if metrics is not None:
-        jax.block_until_ready(metrics["loss"])
-    seconds = time.perf_counter() - started
-    if taken > first_taken or boundary_state is None:
-        boundary_state = _measured_boundary_state(step, state, data, verbose)
-    path = save(boundary_state)
-    stop_if_signalled(taken, "measuring the boundary state", path)
-    result = {"steps": taken, "steps_taken": taken - first_taken, "finished": taken >= run_end,
-              "loss": None if metrics is None else float(metrics["loss"]), "checkpoint": path,
-              "tokens_per_second": (taken - first_taken) * window / max(seconds, 1e-9)}
-    if heldout_data is not None:
-        result["heldout_perplexity"] = heldout_perplexity(
-            step, state, heldout_data,
-            between_batches=lambda: stop_if_signalled(taken, "measuring the held-out perplexity", path))
-        scalar_log.heldout(taken, result["heldout_perplexity"])
-    if verbose:
-        heldout = (f"; held-out perplexity {result['heldout_perplexity']:.2f}" if "heldout_perplexity" in result
-                   else "")
-        print(f"Trained {taken} steps on JAX ({result['tokens_per_second']:,.0f} tokens/sec){heldout}; checkpoint "
-              f"{path}.", flush=True)
-    return result
-
-
-def _measured_boundary_state(step, state, data, verbose):
-    """The boundary state of `state` on `data`'s text (`measure_boundary_state`); a signal meanwhile waits for
-    the measure (bounded: its first sentences), whose result the checkpoint then keeps."""
-    if verbose:
-        print("Measuring the boundary state on the training text (a forward pass over its first sentences)...",
-              flush=True)
-    measured = measure_boundary_state(step, state, data)
-    if verbose:
-        print(f"Boundary state: the mean LSTM state at {measured[1]:,} sentence starts of the training text "
-              "(where embedding starts each sentence; see bilm.models.boundary_state).", flush=True)
-    return measured
+    try:
+        result = run_steps(run, run.take_step, batches, data, schedule, loop.max_steps, call_policies, signals)
+    finally:
+        run.close()
+    tokens = result["steps_taken"] * schedule.tokens_per_batch
+    return {**result, "steps": result["step"], "tokens_per_second": tokens / max(result["seconds"], 1e-9)}

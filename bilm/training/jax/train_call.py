@@ -15,16 +15,11 @@ from bilm.training.jax.loop import train_on_jax
 from bilm.training.model.adaptation import adaptation_options, open_model_to_adapt
 from bilm.training.model.softmax_init import DEFAULT_SOFTMAX_INIT, check_softmax_init
 
-# `train`'s keyword arguments that shape how TensorFlow's loop runs and that a run on JAX does without: it
-# saves every `checkpoint_every` steps, on signals and at its end (one checkpoint file), evaluates the held-out
-# data at its end, and its data stream needs no source name to restart (the checkpoint holds the step).
-UNUSED_ON_JAX = ("strategy", "checkpoint_every_minutes", "heldout_every", "heldout_batch_size", "data_source",
-                 "max_to_keep", "tune_malloc")
 
-
-def train(options, data, n_gpus, save_dir, log_dir, restart_ckpt_file=None, *, heldout_data=None, max_steps=None,
-          checkpoint_every=1250, seed=0, save_on_signals=False, init_from=None, softmax_init=DEFAULT_SOFTMAX_INIT,
-          summary_every=10, verbose=1, **unused):
+def train(options, data, n_gpus, save_dir, log_dir, restart_ckpt_file=None, *, heldout_data=None, strategy=None,
+          max_steps=None, checkpoint_every=1250, checkpoint_every_minutes=30, heldout_every=None,
+          heldout_batch_size=None, summary_every=10, seed=0, data_source=None, max_to_keep=5, tune_malloc=False,
+          save_on_signals=False, init_from=None, softmax_init=DEFAULT_SOFTMAX_INIT, verbose=1):
     """Trains (or continues) a biLM on JAX with `bilm.training.train`'s arguments and meaning.
 
     Args:
@@ -41,18 +36,19 @@ def train(options, data, n_gpus, save_dir, log_dir, restart_ckpt_file=None, *, h
             is the one in `save_dir` (`jax_checkpoint.npz` or `save_dir`
             itself). None starts a new run, refused where `save_dir` holds
             a run's checkpoint.
-        max_steps: stop after this many steps of this call (then save).
-        checkpoint_every: save every this many steps (and at the end).
-        The other keyword arguments of `train` (`UNUSED_ON_JAX`) are
-        accepted and have nothing to do on JAX.
+        strategy: TensorFlow's; on JAX `n_gpus` devices share the batch
+            (given: an error before any work).
+        max_steps, checkpoint_every, checkpoint_every_minutes,
+            heldout_every, heldout_batch_size, data_source, max_to_keep,
+            tune_malloc: as `train`'s (`train_on_jax`).
 
     Returns:
         `train_on_jax`'s result dict, with `step` (the steps taken in all,
         as `train` returns it).
     """
-    unknown = set(unused) - set(UNUSED_ON_JAX)
-    if unknown:
-        raise TypeError(f"train() got unexpected keyword arguments {sorted(unknown)}")
+    if strategy is not None:
+        raise UserError("strategy is a tf.distribute.Strategy, for TensorFlow; on JAX, n_gpus devices share each "
+                        "batch (leave strategy out).")
     meta = checkpoints.read_meta(save_dir)
     checkpoint = checkpoints.checkpoint_path(save_dir)
     if restart_ckpt_file is not None:
@@ -73,10 +69,13 @@ def train(options, data, n_gpus, save_dir, log_dir, restart_ckpt_file=None, *, h
         start_state = adapted_start(model, data, softmax_init, verbose=verbose)
     options = _with_data_sizes(load_options(options), data, meta, verbose)
     result = train_on_jax(options, data, save_dir, seed=seed, max_steps=max_steps,
-                          checkpoint_every=checkpoint_every, heldout_data=heldout_data,
+                          checkpoint_every=checkpoint_every, checkpoint_every_minutes=checkpoint_every_minutes,
+                          heldout_data=heldout_data, heldout_every=heldout_every,
+                          heldout_batch_size=heldout_batch_size, max_to_keep=max_to_keep, data_source=data_source,
+                          tune_malloc=tune_malloc,
                           save_on_signals=save_on_signals, devices=jax_devices(n_gpus), start_state=start_state,
                           restart=restart, log_dir=log_dir, summary_every=summary_every, verbose=verbose)
-    return {**result, "step": result["steps"]}
+    return result
 
 
 def _with_data_sizes(options, data, meta, verbose):

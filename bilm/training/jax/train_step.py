@@ -118,6 +118,12 @@ class JaxTrainStep:
         batch = {key: jax.device_put(np.asarray(batch[key]), self._rows) for key in self.batch_keys()}
         return self._steps[warmup](state, batch, jnp.asarray(step, jnp.int32))
 
+    def parameter_counts(self):
+        """`(biLM parameters, softmax parameters)` (softmax without a shared table), as `TrainingLM`'s."""
+        bilm = sum(math.prod(v.shape) for v in self.network.trainable_weights)
+        n_vocab, dim = self.settings.n_tokens_vocab, self.options.projection_dim
+        return int(bilm), int(n_vocab + (0 if self.shares_embedding else n_vocab * dim))
+
     def batch_keys(self):
         """The keys of a data batch that a step reads."""
         keys = [self.input_key, "next_token_id"]

@@ -25,7 +25,6 @@ A checkpoint (`tf.train.Checkpoint`, files `model.ckpt-<step>.*` managed by
 `options.json` sits beside the checkpoints in `save_dir`.
 """
 import os
-import zlib
 
 import tensorflow as tf
 
@@ -33,6 +32,7 @@ from bilm.errors import UserError
 from bilm.optimizers import checkpoint_optimizer
 from bilm.options import load_options
 from bilm.training.config.settings import training_settings
+from bilm.training.config.training_config import data_fingerprint  # noqa: F401 (this module's name too)
 from bilm.training.model.training_lm import TrainingLM
 
 CHECKPOINT_NAME = "model.ckpt"
@@ -41,11 +41,6 @@ OPTIONS_FILE = "options.json"
 
 class CheckpointError(UserError):
     """A save_dir has no checkpoint, or a checkpoint does not match the options."""
-
-
-def data_fingerprint(description):
-    """An int64 fingerprint of a data stream's description (e.g. its file pattern)."""
-    return zlib.crc32(str(description).encode("utf-8"))
 
 
 def build_checkpoint(lm, optimizer=None, step=None, lstm_states=None, data_position=None, vocabulary=None, *,

@@ -6,8 +6,9 @@ dicts of int32 arrays: `token_ids` `(batch, time)`, `token_characters`
 vocabularies), `next_token_id` `(batch, time)`, and the same keys with
 `_reverse` for the backward stream (`bilm.training.BidirectionalLMDataset`).
 
-`train` resolves what it is given into a `TrainingConfig` (every check,
-once) and a `LoopSettings`, and `run_training` runs them: the run's origin
+TensorFlow's side of the one loop (`bilm.training.run.driver`). `train`
+resolves what it is given into a `TrainingConfig` (every check, once) and
+a `LoopSettings`, and `run_training` runs them: the run's origin
 (`run_origin`), then the call's steps, from the batches already consumed
 to its end (the run's end, or `max_steps` batches on), each followed by
 the registered policies (`bilm.training.run.policies`: the progress line,
@@ -16,40 +17,30 @@ a stop on signals, the periodic saves, the held-out evaluation), whose
 boundary state is measured and a last checkpoint saved.
 """
 import contextlib
-import dataclasses
-import math
 import os
-import time
 
 import keras
 
-from bilm.errors import UserError
 from bilm.io.formats.output_files import check_output_directory, writer_lock
 from bilm.options import save_options
 from bilm.training.config.training_config import resolve_training_config
 from bilm.training.data.tf_dataset import make_tf_dataset
-from bilm.training.model.boundary_state_measure import measure_boundary_state
 from bilm.training.model.softmax_init import DEFAULT_SOFTMAX_INIT
 from bilm.training.run import checkpoints, policies
 from bilm.training.run.checkpoints import CheckpointError
 from bilm.training.run.distribution import is_chief, make_strategy, n_workers
+from bilm.training.run.driver import NonFiniteLossError, check_dtype_policy, run_steps
 from bilm.training.run.loop_settings import LoopSettings
-from bilm.training.run.policies.flag_agreement import FlagAgreement
-from bilm.training.run.policies.policy import LoopContext, StepResult
+from bilm.training.run.policies.policy import LoopContext
 from bilm.training.run.run_origin import run_origin
 from bilm.training.run.run_schedule import SaveTimer, Schedule
 from bilm.training.run.run_summary import describe_progress_line, describe_run, describe_warmup
-from bilm.training.run.stop_signals import PhaseInterrupted, StopSignals, TrainingInterrupted
+from bilm.training.run.stop_signals import StopSignals, TrainingInterrupted
 from bilm.training.run.train_step import TrainStep
 from bilm.training.run.training_run import TrainingRun
 from bilm.utils.malloc_tuning import keep_freed_memory
 
-__all__ = ["LoopSettings", "NonFiniteLossError", "TrainingInterrupted", "run_training", "train"]
-
-
-class NonFiniteLossError(UserError, FloatingPointError):
-    """The training loss or gradient norm became NaN or infinite (the message
-    says at which step and what to change)."""
+__all__ = ["LoopSettings", "NonFiniteLossError", "TrainingInterrupted", "run_steps", "run_training", "train"]
 
 
 def train(options, data, n_gpus, save_dir, log_dir, restart_ckpt_file=None, *,
@@ -134,18 +125,6 @@ def train(options, data, n_gpus, save_dir, log_dir, restart_ckpt_file=None, *,
                         strategy=strategy)
 
 
-def check_dtype_policy():
-    """Refuses a global Keras dtype policy other than float32 before any work: the training network
-    computes in float32, bfloat16 products are the training key `matmul_dtype`."""
-    policy = keras.mixed_precision.dtype_policy()
-    if policy.compute_dtype != "float32" or policy.variable_dtype != "float32":
-        raise UserError(
-            f"bilm's training computes in float32, and the global Keras dtype policy is {policy.name!r}. Set "
-            "keras.mixed_precision.set_global_policy('float32') before training; for bfloat16 products with "
-            "float32 weights and accumulation, use the training key matmul_dtype 'bfloat16' "
-            "(bin/train_elmo.py --matmul_dtype bfloat16).")
-
-
 def run_training(config, data, n_gpus, save_dir, log_dir, loop_settings=LoopSettings(), *, heldout_data=None,
                  strategy=None):
     """Trains the run `config` (a `TrainingConfig`) describes, as `loop_settings` (a `LoopSettings`) says; the
@@ -192,106 +171,9 @@ def _run_in(config, data, save_dir, log_dir, loop, schedule, save_timer, strateg
         call_policies = policies.make_policies(
             LoopContext(loop, settings, schedule, save_timer, stop_signals, heldout_data))
         step_fn = TrainStep(run.lm, run.optimizer, run.lstm_states, strategy, settings, loop.seed or 0)
-        stop_at = schedule.stop_at(run.consumed, run.current_step, loop.max_steps)
-        started = time.perf_counter()
-        try:
-            steps_taken, interruption, ended = _take_steps(run, step_fn, data, schedule, stop_at, call_policies)
-        finally:
-            run.close_progress()
-        if interruption is not None and not ended:
-            raise run.stop(*interruption)  # saves without the call's end
-        _end_call(run, data, stop_signals, steps_taken)
-        at_end = [policy.on_run_end(run).interrupted_by for policy in call_policies]
-        interruption = interruption or next((signal for signal in at_end if signal is not None), None)
-        if interruption is not None:
-            raise run.stop(*interruption)
-        run.close()
-    result = {}
-    for policy in call_policies:
-        result.update(policy.result())
-    result.update(step=run.current_step, checkpoint=run.checkpoint_path(), seconds=time.perf_counter() - started,
-                  steps_taken=steps_taken, finished=schedule.finished(run.consumed, run.current_step),
-                  n_epochs=settings.n_epochs)
-    return result
 
+        def batches(skip):
+            return make_tf_dataset(data, schedule.global_batch, settings.unroll_steps, keys=run.lm.batch_keys(),
+                                   skip=skip)
 
-def _take_steps(run, step_fn, data, schedule, stop_at, call_policies):
-    """The call's steps, from the batches consumed to `stop_at`, each followed by the policies.
-
-    Returns:
-        `(steps taken, interruption, ended)`: `interruption` is the
-        `(signal, by_peer)` a policy stopped the call with (None: none);
-        `ended`: the steps reached the call's end (its last batch, or a
-        policy's `STOP`), which then ends as usual.
-    """
-    if run.consumed >= stop_at:
-        return 0, None, True
-    batches = make_tf_dataset(data, schedule.global_batch, run.settings.unroll_steps, keys=run.lm.batch_keys(),
-                              skip=run.consumed)
-    agreement = FlagAgreement(call_policies)
-    for policy in call_policies:
-        policy.on_run_start(run)
-    steps = 0
-    for batch in batches:
-        started = time.perf_counter()
-        requests = agreement.requests()
-        outputs = step_fn(batch, run.current_step, requests or None)
-        loss, norm = float(outputs["loss"]), float(outputs["norm"])
-        if not (math.isfinite(loss) and math.isfinite(norm)):
-            raise NonFiniteLossError(_non_finite_message(run, loss, norm))
-        run.advance()
-        steps += 1
-        agreed = agreement.agreed(outputs["requests"].numpy() if "requests" in outputs else None)
-        step = StepResult(run.current_step, loss, norm, time.perf_counter() - started,
-                          end_of_epoch=run.consumed % schedule.batches_per_epoch == 0,
-                          epoch=run.consumed // schedule.batches_per_epoch, last=run.consumed >= stop_at)
-        ended, interruption = _after_step(run, step, call_policies, agreed)
-        if ended or interruption is not None:
-            return steps, interruption, ended
-    return steps, None, True
-
-
-def _after_step(run, step, call_policies, agreed):
-    """Asks the policies about `step` and carries out their actions (see `Action`); returns `(ended,
-    interruption)`."""
-    ended, interruption = step.last, None
-    for policy in call_policies:
-        action = policy.after_step(run, dataclasses.replace(step, last=ended, agreed=agreed[policy.name]))
-        if action.save and run.last_saved != run.current_step:
-            run.save()
-        ended = ended or action.stop
-        if action.interrupted_by is not None:
-            interruption = action.interrupted_by
-            if not ended:
-                break  # stops at once: nothing else happens after the step
-    return ended, interruption
-
-
-def _end_call(run, data, stop_signals, steps_taken):
-    """At a call's end: the boundary state and the last save. A signal during the last step waits for them; one
-    during the measure stops it (the checkpoint then keeps the boundary state it had)."""
-    if steps_taken or int(run.lm.n_boundary_starts.numpy()) == 0:
-        run.report("Measuring the boundary state on the training text (a forward pass over its first sentences)...")
-        try:
-            with stop_signals.interruptible():
-                n_starts = measure_boundary_state(run.lm, data)
-            run.report(f"Boundary state: the mean LSTM state at {n_starts:,} sentence starts of the training "
-                       "text (where embedding starts each sentence; see bilm.models.boundary_state).")
-        except PhaseInterrupted as interrupted:
-            run.report(f"{interrupted.signal.name}: the boundary state was not measured (the checkpoint keeps the "
-                       "one it had, if any; a restart that trains measures it).")
-            raise run.stop(interrupted.signal, False) from None
-        run.save()
-    elif run.manager.latest_checkpoint is None:
-        run.save()
-
-
-def _non_finite_message(run, loss, norm):
-    last_good = run.manager.latest_checkpoint or run.restored_from
-    if last_good:
-        advice = f"the last good checkpoint is {last_good}; restart from it"
-    else:
-        advice = "no checkpoint was saved before it; train again"
-    return (f"Training stopped at step {run.current_step + 1}: the loss is {loss} and the gradient norm {norm}. "
-            f"No weight was changed by that step and nothing was saved after it; {advice} with a lower "
-            "learning_rate or all_clip_norm_val.")
+        return run_steps(run, step_fn, batches, data, schedule, loop.max_steps, call_policies, stop_signals)

@@ -5,17 +5,18 @@ import shutil
 import tensorflow as tf
 
 from bilm.optimizers import make_optimizer
+from bilm.training.model.boundary_state_measure import measure_boundary_state
 from bilm.training.model.training_lm import TrainingLM
 from bilm.training.run import checkpoints
+from bilm.training.run.base_run import BaseRun
 from bilm.training.run.checkpoints import CHECKPOINT_NAME, OPTIONS_FILE
 from bilm.training.run.distribution import is_chief
 from bilm.training.run.evaluation import evaluate_lm
-from bilm.training.run.stop_signals import TrainingInterrupted
-from bilm.utils.progress import Progress
 
 
-class TrainingRun:
-    """What one call of `train` holds: the model, its optimizer state, checkpoints, feedback.
+class TrainingRun(BaseRun):
+    """What one call of `train` holds on TensorFlow: the model, its optimizer state, checkpoints (the loop's
+    interface: `BaseRun`).
 
     `config` is the run's `TrainingConfig`; `save_timer` the `SaveTimer` a save resets.
 
@@ -25,8 +26,8 @@ class TrainingRun:
 
     def __init__(self, config, strategy, global_batch, save_dir, log_dir, max_to_keep, verbose, save_timer,
                  vocabulary=None):
-        settings = self.settings = config.settings
-        self.chief = is_chief(strategy)
+        settings = config.settings
+        super().__init__(settings, log_dir, verbose, save_timer, chief=is_chief(strategy))
         self.save_dir = save_dir
         self.options_file = os.path.join(save_dir, OPTIONS_FILE)
         self.data_fingerprint = checkpoints.data_fingerprint(config.data_source)
@@ -51,11 +52,6 @@ class TrainingRun:
             checkpoints.build_checkpoint(self.lm, self.optimizer, self.step, self.lstm_states, self.data_position,
                                          self.vocabulary),
             self.checkpoint_dir, max_to_keep=max_to_keep, checkpoint_name=CHECKPOINT_NAME)
-        self.writer = tf.summary.create_file_writer(log_dir) if (self.chief and log_dir) else None
-        self.verbose = verbose and self.chief
-        self.progress = None  # while the loop runs, messages go through its progress line
-        self.save_timer = save_timer
-        self.last_saved = None
 
     @property
     def current_step(self):
@@ -65,23 +61,6 @@ class TrainingRun:
     def consumed(self):
         """Batches of the current data stream already trained on."""
         return int(self.data_position["batches"].numpy())
-
-    def open_progress(self, total):
-        """Opens the progress line (`bilm.utils.progress.Progress`) of batches up to `total`; messages go
-        through it until `close_progress`."""
-        self.progress = Progress(total, unit="batch", verbose=self.verbose)
-
-    def close_progress(self):
-        """Ends the progress line, if one is open (before any message or error that follows the steps)."""
-        if self.progress is not None:
-            self.progress.close()
-            self.progress = None
-
-    def report(self, message):
-        if self.progress is not None:
-            self.progress.write(message)
-        elif self.verbose:
-            print(message)
 
     def restore(self, ckpt_file, source):
         """Restores a checkpoint; a new data source restarts the stream and the LSTM states."""
@@ -103,29 +82,12 @@ class TrainingRun:
         self.step.assign_add(1)
         self.data_position["batches"].assign_add(1)
 
-    def save(self):
+    def write_checkpoint(self):
         self.manager.save(checkpoint_number=self.current_step)
-        self.last_saved = self.current_step
-        self.save_timer.reset()
-
-    def stop(self, received, by_peer):
-        """Saves the step reached (unless just saved) and closes; the `TrainingInterrupted` to raise."""
-        if self.last_saved != self.current_step:
-            self.report(f"{received.name}: saving step {self.current_step}, then stopping.")
-            self.save()
-        self.close()
-        return TrainingInterrupted(received, self.current_step, self.checkpoint_path(), by_peer=by_peer)
 
     def checkpoint_path(self):
         """The prefix of the current step's checkpoint in `save_dir` (the chief's copy)."""
         return os.path.join(self.save_dir, f"{CHECKPOINT_NAME}-{self.current_step}")
-
-    def scalars(self, values):
-        """TensorBoard scalars at the current step (chief only)."""
-        if self.writer is not None:
-            with self.writer.as_default():
-                for name, value in values.items():
-                    tf.summary.scalar(name, value, step=self.current_step)
 
     def heldout(self, data, batch_size, tag):
         """Held-out perplexity (chief only); None when there is no held-out data."""
@@ -136,8 +98,19 @@ class TrainingRun:
         self.scalars({"heldout_perplexity": perplexity})
         return perplexity
 
+    def has_boundary_state(self):
+        """Whether the model holds a measured boundary state (from this run or the checkpoint it continues)."""
+        return int(self.lm.n_boundary_starts.numpy()) > 0
+
+    def measure_boundary_state(self, data):
+        """Measures the boundary state on `data`'s text into the model; returns the sentence starts it read."""
+        return measure_boundary_state(self.lm, data)
+
+    def last_saved_checkpoint(self):
+        """The newest checkpoint this run's directory holds (None: none yet)."""
+        return self.manager.latest_checkpoint
+
     def close(self):
-        if self.writer is not None:
-            self.writer.flush()
+        super().close()
         if not self.chief:
             shutil.rmtree(self.checkpoint_dir, ignore_errors=True)

@@ -129,7 +129,7 @@ from bilm.options import load_options
 from bilm.training.config.settings import training_settings
 from bilm.training.data.lm_dataset import load_training_data
 from bilm.training.jax.adaptation import adapted_start
-from bilm.training.jax.loop import heldout_perplexity
+from bilm.training.jax.evaluation import heldout_perplexity
 from bilm.training.jax.train_step import JaxTrainStep
 from bilm.training.model.adaptation import open_model_to_adapt
 

@@ -98,13 +98,14 @@ import functools, json, os, shutil, signal, sys
 import numpy as np
 from bilm.training import dump_weights
 from bilm.training.data.lm_dataset import load_training_data
-from bilm.training.jax import checkpoints, loop
+from bilm.training.jax import checkpoints, loop, training_run
 from bilm.training.jax.evaluation import evaluate_from_files_on_jax
 from bilm.training.run.stop_signals import TrainingInterrupted
 
 folder, n_sentences = sys.argv[1], int(sys.argv[2])
 corpus, options = json.load(open(folder + "/corpus.json")), json.load(open(folder + "/options.json"))
-loop.measure_boundary_state = functools.partial(loop.measure_boundary_state, n_sentences=n_sentences)
+training_run.measure_boundary_state = functools.partial(training_run.measure_boundary_state,
+                                                       n_sentences=n_sentences)
 data, _ = load_training_data(options, corpus["train"], corpus["vocab"], seed=5)
 heldout, _ = load_training_data(options, corpus["heldout"], corpus["vocab"], test=True)
 
@@ -133,7 +134,7 @@ shutil.copy(checkpoints.checkpoint_path(folder + "/whole"), checkpoints.checkpoi
 shutil.copy(folder + "/whole/options.json", folder + "/old/options.json")
 as_first_format(folder + "/old")
 report["old_boundary_state"] = checkpoints.read_boundary_state(folder + "/old")
-measure = loop.measure_boundary_state
+measure = training_run.measure_boundary_state
 
 
 def signalled(*args, **kwargs):
@@ -142,12 +143,12 @@ def signalled(*args, **kwargs):
     return measure(*args, **kwargs)
 
 
-loop.measure_boundary_state = signalled
+training_run.measure_boundary_state = signalled
 try:
     train(folder + "/old", 0)  # max_steps is the call's: no step, the boundary state measured
 except TrainingInterrupted as stopped:
     report["interrupted"] = [stopped.step, stopped.exit_status, stopped.phase]
-loop.measure_boundary_state = measure
+training_run.measure_boundary_state = measure
 report["interrupted_kept_a_boundary_state"] = checkpoints.read_boundary_state(folder + "/old") is not None
 report["old_restarted"] = train(folder + "/old", 0)["steps"]
 

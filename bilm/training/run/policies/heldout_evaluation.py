@@ -1,11 +1,12 @@
-"""Held-out evaluation during a training run: every N steps and at each epoch's end."""
+"""Held-out evaluation during a training run: every N steps, at each epoch's end and at the call's last step."""
 from bilm.training.run.policies.policy import CONTINUE, Policy, interrupt
 from bilm.training.run.stop_signals import PhaseInterrupted
 
 
 class HeldoutEvaluation(Policy):
-    """Evaluates the held-out stream (the chief alone, `TrainingRun.heldout`) when due; a signal during the
-    evaluation stops it and interrupts the call.
+    """Evaluates the held-out stream (the chief alone, `TrainingRun.heldout`) when due: at each epoch's end,
+    every `every_steps` steps and after the call's last step (so that a call of `max_steps` ends with a figure);
+    a signal during the evaluation stops it and interrupts the call.
 
     Args:
         data: the held-out stream (test mode, so it ends), or None.
@@ -34,11 +35,11 @@ class HeldoutEvaluation(Policy):
         return cls(context.heldout_data, settings.heldout_every,
                    settings.heldout_batch_size or context.training.batch_size, context.stop_signals)
 
-    def due(self, step, end_of_epoch):
-        return end_of_epoch or bool(self.every_steps and step % self.every_steps == 0)
+    def due(self, step, end_of_epoch, last=False):
+        return end_of_epoch or last or bool(self.every_steps and step % self.every_steps == 0)
 
     def after_step(self, run, step):
-        if not self.due(step.step, step.end_of_epoch):
+        if not self.due(step.step, step.end_of_epoch, step.last):
             return CONTINUE
         tag = f"Epoch {step.epoch}" if step.end_of_epoch else f"Step {step.step}"
         try:

@@ -1,0 +1,97 @@
+"""What one call of training on JAX holds, as the one training loop (`bilm.training.run.loop.run_steps`) and
+its policies drive it: the state of `JaxTrainStep`, its checkpoints in `save_dir` (`bilm.training.jax.checkpoints`)
+and the held-out evaluation; messages, the progress line and TensorBoard's scalars are `BaseRun`'s.
+
+Needs Keras on JAX (`KERAS_BACKEND=jax`).
+"""
+from bilm.training.jax import checkpoints
+from bilm.training.jax.boundary_state_measure import measure_boundary_state
+from bilm.training.jax.evaluation import heldout_perplexity
+from bilm.training.run.base_run import BaseRun
+from bilm.training.run.stop_signals import PhaseInterrupted
+
+
+class JaxTrainingRun(BaseRun):
+    """A call's run on JAX: the state its steps replace, the steps taken and the batches of the stream consumed.
+
+    Args:
+        train_step: the run's `JaxTrainStep`; `state` its state (placed on its devices).
+        save_dir: the run's directory; `options`: its options dict, `seed`: its seed (both in each checkpoint).
+        taken: steps taken before this call; `consumed`: batches of this stream already trained on.
+        boundary_state: the boundary state the run's checkpoint holds (None: none yet).
+        data_source: the stream's fingerprint (`bilm.training.run.checkpoints.data_fingerprint`).
+        max_to_keep: checkpoints kept in `save_dir` (`checkpoints.save_checkpoint`).
+        stop_signals: the call's `StopSignals`: a signal stops the held-out evaluation between its batches.
+        restored_from: the checkpoint the call continues (None: a new run).
+        log_dir, verbose, save_timer, continue_with: `BaseRun`'s.
+    """
+
+    def __init__(self, train_step, state, *, save_dir, options, seed, taken, consumed, boundary_state, data_source,
+                 max_to_keep, stop_signals, restored_from, log_dir, verbose, save_timer, continue_with):
+        super().__init__(train_step.settings, log_dir, verbose, save_timer, continue_with=continue_with)
+        self.train_step = train_step
+        self.state = state
+        self.save_dir = save_dir
+        self.options = options
+        self.seed = seed
+        self.step_count = taken
+        self.batches_consumed = consumed
+        self.boundary_state = boundary_state
+        self.data_source = data_source
+        self.max_to_keep = max_to_keep
+        self.stop_signals = stop_signals
+        self.restored_from = restored_from
+
+    @property
+    def current_step(self):
+        return self.step_count
+
+    @property
+    def consumed(self):
+        """Batches of the current data stream already trained on."""
+        return self.batches_consumed
+
+    def take_step(self, batch, step, requests):
+        """One training step (the loop's `step_fn`): the state moves on; `{"loss", "norm", "requests"}` (one
+        process: its own flags are the agreed ones)."""
+        self.state, metrics = self.train_step(self.state, batch, step)
+        return {"loss": metrics["loss"], "norm": metrics["norm"], "requests": requests or []}
+
+    def advance(self):
+        self.step_count += 1
+        self.batches_consumed += 1
+
+    def write_checkpoint(self):
+        checkpoints.save_checkpoint(self.save_dir, self.state, self.step_count, self.options, self.seed,
+                                    self.boundary_state, data_batches=self.batches_consumed,
+                                    data_source=self.data_source, max_to_keep=self.max_to_keep)
+
+    def checkpoint_path(self):
+        return checkpoints.checkpoint_path(self.save_dir)
+
+    def last_saved_checkpoint(self):
+        """The run's checkpoint file, once there is one (None: none yet)."""
+        return self.checkpoint_path() if checkpoints.read_meta(self.save_dir) is not None else None
+
+    def has_boundary_state(self):
+        return self.boundary_state is not None
+
+    def measure_boundary_state(self, data):
+        """Measures the boundary state on `data`'s text (the next checkpoint holds it); returns the starts read."""
+        self.boundary_state = measure_boundary_state(self.train_step, self.state, data)
+        return self.boundary_state[1]
+
+    def heldout(self, data, batch_size, tag):
+        """Held-out perplexity with `batch_size` rows (None when there is no held-out data); a signal stops it
+        between its batches (`PhaseInterrupted`), never inside one of JAX's calls."""
+        if data is None:
+            return None
+
+        def between_batches():
+            if self.stop_signals.received is not None:
+                raise PhaseInterrupted(self.stop_signals.received)
+
+        perplexity = heldout_perplexity(self.train_step, self.state, data, batch_size, between_batches)
+        self.report(f"{tag}: held-out perplexity {perplexity:.3f}")
+        self.scalars({"heldout_perplexity": perplexity})
+        return perplexity
