@@ -1,4 +1,6 @@
 """Adagrad as TF1's `AdagradOptimizer` (the original recipe's optimizer), with sparse row updates."""
+from keras import ops
+
 from bilm.optimizers.base import Optimizer
 from bilm.optimizers.dense_update import dense_update
 from bilm.optimizers.gradients import scaled
@@ -30,6 +32,12 @@ class SparseAdagrad(Optimizer):
     description = "the original recipe's"
     slots_per_variable = 1
     checkpoint_signature = None  # checkpoints of other optimizers have a key of their own
+    slot_starts = {"accumulators": INITIAL_ACCUMULATOR_VALUE}
+
+    @classmethod
+    def values_update(cls, gradient, slots, learning_rate, taken=None, iterations=None):
+        step, accumulator = adagrad_rule(gradient, slots["accumulators"], learning_rate)
+        return step, {"accumulators": accumulator}
 
     def __init__(self, variables, learning_rate, initial_accumulator_value=INITIAL_ACCUMULATOR_VALUE):
         self.learning_rate = learning_rate
@@ -48,8 +56,8 @@ class SparseAdagrad(Optimizer):
         scale = tf.cast(gradient_scale, variable.dtype)
         if isinstance(gradient, tf.IndexedSlices):
             indices, values = gradient.indices, scaled(gradient.values, scale)
-            accumulator.scatter_add(tf.IndexedSlices(tf.square(values), indices))
-            step = lr * values * tf.math.rsqrt(tf.gather(accumulator, indices))
+            step, accumulated = adagrad_rule(values, tf.gather(accumulator, indices), lr)
+            accumulator.scatter_update(tf.IndexedSlices(accumulated, indices))
             return variable.scatter_sub(tf.IndexedSlices(step, indices))
         return _dense_adagrad_update(variable, accumulator, gradient, lr, scale)
 
@@ -68,6 +76,12 @@ def _dense_adagrad_update(variable, accumulator, gradient, learning_rate, gradie
 
 @dense_update
 def _dense_adagrad_values(accumulator, variable, gradient, learning_rate, gradient_scale):
-    gradient = scaled(gradient, gradient_scale)
+    step, accumulator = adagrad_rule(scaled(gradient, gradient_scale), accumulator, learning_rate)
+    return accumulator, variable - step
+
+
+def adagrad_rule(gradient, accumulator, learning_rate):
+    """Adagrad's step on values, in `keras.ops` (every backend): `(step, new accumulator)`, `accum += g * g`,
+    `step = learning_rate * g / sqrt(accum)`."""
     accumulator = accumulator + gradient * gradient
-    return accumulator, variable - learning_rate * gradient * tf.math.rsqrt(accumulator)
+    return learning_rate * gradient * ops.rsqrt(accumulator), accumulator

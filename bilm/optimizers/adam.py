@@ -1,4 +1,6 @@
 """Adam (Kingma and Ba), lazy on sparse rows: bilm's opt-in optimizer."""
+from keras import ops
+
 from bilm.optimizers.base import Optimizer
 from bilm.optimizers.dense_update import dense_update
 from bilm.optimizers.gradients import scaled
@@ -31,8 +33,18 @@ class SparseAdam(Optimizer):
     description = "bilm's opt-in, faster per step: docs/learning_parity.md"
     slots_per_variable = 2
     checkpoint_signature = "optimizer/iterations/.ATTRIBUTES/VARIABLE_VALUE"
+    slot_starts = {"m": 0.0, "v": 0.0}
+    counts_steps = True
+    BETA_1, BETA_2, EPSILON = 0.9, 0.999, 1e-7
 
-    def __init__(self, variables, learning_rate, beta_1=0.9, beta_2=0.999, epsilon=1e-7):
+    @classmethod
+    def values_update(cls, gradient, slots, learning_rate, taken, iterations):
+        step_size = adam_step_size(learning_rate, cls.BETA_1, cls.BETA_2, iterations)
+        step, first, second = adam_rule(gradient, slots["m"], slots["v"], taken, step_size, cls.BETA_1,
+                                        cls.BETA_2, cls.EPSILON)
+        return step, {"m": first, "v": second}
+
+    def __init__(self, variables, learning_rate, beta_1=BETA_1, beta_2=BETA_2, epsilon=EPSILON):
         self.learning_rate = learning_rate
         self.beta_1, self.beta_2, self.epsilon = beta_1, beta_2, epsilon
         self.iterations = tf.Variable(0, dtype=tf.int64, trainable=False, name="adam_iterations")
@@ -48,8 +60,8 @@ class SparseAdam(Optimizer):
 
     def _step_size(self, variable, taken):
         t = tf.cast(self.iterations + taken, variable.dtype)
-        return (self.learning_rate * tf.sqrt(1.0 - tf.pow(tf.constant(self.beta_2, variable.dtype), t))
-                / (1.0 - tf.pow(tf.constant(self.beta_1, variable.dtype), t)))
+        return adam_step_size(self.learning_rate, tf.constant(self.beta_1, variable.dtype),
+                              tf.constant(self.beta_2, variable.dtype), t)
 
     def update(self, variable, gradient, first, second, gradient_scale=1.0):
         scale = tf.cast(gradient_scale, variable.dtype)
@@ -58,13 +70,10 @@ class SparseAdam(Optimizer):
         b1, b2 = tf.constant(self.beta_1, variable.dtype), tf.constant(self.beta_2, variable.dtype)
         if isinstance(gradient, tf.IndexedSlices):
             indices, values = gradient.indices, scaled(gradient.values, scale)
-            m = tf.gather(first, indices)
-            v = tf.gather(second, indices)
-            m_new = tf.where(scale > 0, b1 * m + (1 - b1) * values, m)
-            v_new = tf.where(scale > 0, b2 * v + (1 - b2) * tf.square(values), v)
+            step, m_new, v_new = adam_rule(values, tf.gather(first, indices), tf.gather(second, indices), scale > 0,
+                                           step_size, b1, b2, tf.constant(self.epsilon, variable.dtype))
             first.scatter_update(tf.IndexedSlices(m_new, indices))
             second.scatter_update(tf.IndexedSlices(v_new, indices))
-            step = tf.where(scale > 0, step_size * m_new / (tf.sqrt(v_new) + self.epsilon), tf.zeros_like(m_new))
             return variable.scatter_sub(tf.IndexedSlices(step, indices))
         # Tensors in and out (as adagrad's dense update); one compiled pass for a large variable.
         m_new, v_new, variable_value = _dense_adam_values(
@@ -83,9 +92,20 @@ class SparseAdam(Optimizer):
 
 @dense_update
 def _dense_adam_values(first, second, variable, gradient, scale, step_size, beta_1, beta_2, epsilon):
-    taken = scale > 0
-    gradient = scaled(gradient, scale)
-    first_new = tf.where(taken, beta_1 * first + (1 - beta_1) * gradient, first)
-    second_new = tf.where(taken, beta_2 * second + (1 - beta_2) * tf.square(gradient), second)
-    step = tf.where(taken, step_size * first_new / (tf.sqrt(second_new) + epsilon), tf.zeros_like(first_new))
+    step, first_new, second_new = adam_rule(scaled(gradient, scale), first, second, scale > 0, step_size, beta_1,
+                                            beta_2, epsilon)
     return first_new, second_new, variable - step
+
+
+def adam_step_size(learning_rate, beta_1, beta_2, t):
+    """Adam's step size after `t` steps (this one included): `lr sqrt(1 - b2^t) / (1 - b1^t)`, in `keras.ops`."""
+    return learning_rate * ops.sqrt(1.0 - ops.power(beta_2, t)) / (1.0 - ops.power(beta_1, t))
+
+
+def adam_rule(gradient, first, second, taken, step_size, beta_1, beta_2, epsilon):
+    """Adam's step on values, in `keras.ops` (every backend): `(step, new m, new v)`; where `taken` is false
+    the moments stay and the step is zero."""
+    first_new = ops.where(taken, beta_1 * first + (1 - beta_1) * gradient, first)
+    second_new = ops.where(taken, beta_2 * second + (1 - beta_2) * ops.square(gradient), second)
+    step = ops.where(taken, step_size * first_new / (ops.sqrt(second_new) + epsilon), ops.zeros_like(first_new))
+    return step, first_new, second_new

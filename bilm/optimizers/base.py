@@ -16,8 +16,14 @@ class Optimizer:
     - `checkpoint_signature`: a checkpoint key only this optimizer's state
       writes, or None for the optimizer of checkpoints without any such key
       (by which a restart knows which optimizer wrote a checkpoint).
+    - `slot_starts`: `{slot: the value every element starts at}`, its state
+      per parameter, and `counts_steps`: its state also counts the steps
+      taken.
 
-    and implements `__init__(variables, learning_rate)` (creating its state
+    and implements `values_update` (its rule, once for every backend: in
+    `keras.ops`, on the values of a parameter or of some of its rows, as
+    TensorFlow's `update` here and JAX's step, `bilm.training.jax.optimizers`,
+    apply it), `__init__(variables, learning_rate)` (creating its state
     in the current distribution scope), `slots(name)` (the state variables
     of one variable) and `update(variable, gradient, *slots,
     gradient_scale)`.
@@ -32,6 +38,27 @@ class Optimizer:
     description = ""
     slots_per_variable = 1
     checkpoint_signature = None
+    slot_starts = {}
+    counts_steps = False
+
+    @classmethod
+    def values_update(cls, gradient, slots, learning_rate, taken, iterations):
+        """One step on values, in `keras.ops` (any backend's arrays, inside a compiled step too).
+
+        Args:
+            gradient: the gradient of these values, scaled (zeros where the
+                step is not taken).
+            slots: `{slot: values}` of the state, the shape of `gradient`.
+            learning_rate: float.
+            taken: bool scalar, whether the step is taken (a zero gradient
+                scale skips it).
+            iterations: float32 scalar, the steps taken with this one
+                (`counts_steps`; None otherwise).
+
+        Returns:
+            `(step, new slots)`: the values become `values - step`.
+        """
+        raise NotImplementedError
 
     def slots(self, name):
         """The state variables of variable `name`, in `update`'s order."""

@@ -1,31 +1,30 @@
-"""Adagrad and Adam on JAX arrays, as `bilm.optimizers` updates TensorFlow's variables: dense tensors, and
-row-sparse updates of a table whose gradient is a set of rows (the softmax's, lazy for Adam).
+"""The optimizers of `bilm.optimizers` on JAX arrays: each one's rule (`Optimizer.values_update`, written once
+for every backend) applied to dense tensors, and row-sparse updates of a table whose gradient is a set of
+rows (the softmax's, lazy for Adam), as TensorFlow's `Optimizer.update` applies it to variables.
 
 Every function is pure: it takes the parameters, the optimizer's state and
 the gradients and returns the new parameters and state, for a step
 compiled whole with `jax.jit`. `scale` (a float scalar >= 0) multiplies each
 gradient first (the global-norm clipping); where it is 0 the step changes
 nothing, even for non-finite gradients (a skipped step), as in
-`bilm.optimizers`.
+`bilm.optimizers`. No optimizer is named here: adding one to the registry
+adds it on JAX.
 """
 import jax.numpy as jnp
 
-INITIAL_ACCUMULATOR_VALUE = 1.0  # Adagrad's, as TF1's AdagradOptimizer
-ADAM_BETAS = (0.9, 0.999)
-ADAM_EPSILON = 1e-7
-OPTIMIZERS = ("adagrad", "adam")  # those of `bilm.optimizers`' registry, which names them and their default rates
+from bilm.optimizers import optimizer_class
 
 
 def initial_state(name, parameters):
-    """The state of optimizer `name` (`"adagrad"` or `"adam"`) for `parameters` (a dict of arrays):
-    Adagrad `{"accumulators": ...}` (ones), Adam `{"m": ..., "v": ..., "iterations": int32 0}`."""
-    if name == "adagrad":
-        return {"accumulators": {k: jnp.full_like(p, INITIAL_ACCUMULATOR_VALUE) for k, p in parameters.items()}}
-    if name == "adam":
-        return {"m": {k: jnp.zeros_like(p) for k, p in parameters.items()},
-                "v": {k: jnp.zeros_like(p) for k, p in parameters.items()},
-                "iterations": jnp.zeros((), jnp.int32)}
-    raise ValueError(f"optimizer must be one of {OPTIMIZERS}. Received: {name!r}")
+    """The state of optimizer `name` (of `bilm.optimizers.OPTIMIZERS`) for `parameters` (a dict of arrays):
+    `{slot: {parameter name: array}}` for each of its `slot_starts` (Adagrad's `"accumulators"`, Adam's `"m"`
+    and `"v"`), and `"iterations"` (int32 0) where it counts its steps."""
+    optimizer = optimizer_class(name)
+    state = {slot: {key: jnp.full_like(value, start) for key, value in parameters.items()}
+             for slot, start in optimizer.slot_starts.items()}
+    if optimizer.counts_steps:
+        state["iterations"] = jnp.zeros((), jnp.int32)
+    return state
 
 
 def _scaled(gradient, scale):
@@ -48,42 +47,28 @@ def apply(name, learning_rate, parameters, state, dense, sparse, scale):
     Returns:
         `(parameters, state)`, new.
     """
+    optimizer = optimizer_class(name)
     parameters, state = dict(parameters), {k: dict(v) if isinstance(v, dict) else v for k, v in state.items()}
     taken = scale > 0
-    if name == "adagrad":
-        accumulators = state["accumulators"]
-        for key, gradient in dense.items():
-            gradient = _scaled(gradient, scale)
-            accumulators[key] = accumulators[key] + gradient * gradient
-            parameters[key] = parameters[key] - learning_rate * gradient / jnp.sqrt(accumulators[key])
-        for key, (rows, values) in sparse.items():
-            values = _scaled(values, scale)
-            accumulated = accumulators[key].at[rows].get(mode="fill", fill_value=1.0) + values * values
-            accumulators[key] = accumulators[key].at[rows].set(accumulated, mode="drop")
-            step = learning_rate * values / jnp.sqrt(accumulated)
-            parameters[key] = parameters[key].at[rows].add(-step, mode="drop")
-        return parameters, state
-    beta_1, beta_2 = ADAM_BETAS
-    t = (state["iterations"] + taken.astype(jnp.int32)).astype(jnp.float32)
-    step_size = learning_rate * jnp.sqrt(1.0 - beta_2 ** t) / (1.0 - beta_1 ** t)
-    m, v = state["m"], state["v"]
-
-    def moments(first, second, gradient):
-        first = jnp.where(taken, beta_1 * first + (1 - beta_1) * gradient, first)
-        second = jnp.where(taken, beta_2 * second + (1 - beta_2) * gradient * gradient, second)
-        step = jnp.where(taken, step_size * first / (jnp.sqrt(second) + ADAM_EPSILON), jnp.zeros_like(first))
-        return first, second, step
-
+    iterations = None
+    if optimizer.counts_steps:
+        iterations = (state["iterations"] + taken.astype(jnp.int32)).astype(jnp.float32)
     for key, gradient in dense.items():
-        m[key], v[key], step = moments(m[key], v[key], _scaled(gradient, scale))
+        step, slots = optimizer.values_update(_scaled(gradient, scale), {slot: state[slot][key] for slot in
+                                                                          optimizer.slot_starts},
+                                              learning_rate, taken, iterations)
         parameters[key] = parameters[key] - step
+        for slot, value in slots.items():
+            state[slot][key] = value
     for key, (rows, values) in sparse.items():
-        first, second, step = moments(m[key].at[rows].get(mode="fill", fill_value=0.0),
-                                      v[key].at[rows].get(mode="fill", fill_value=0.0), _scaled(values, scale))
-        m[key] = m[key].at[rows].set(first, mode="drop")
-        v[key] = v[key].at[rows].set(second, mode="drop")
+        gathered = {slot: state[slot][key].at[rows].get(mode="fill", fill_value=start)
+                    for slot, start in optimizer.slot_starts.items()}
+        step, slots = optimizer.values_update(_scaled(values, scale), gathered, learning_rate, taken, iterations)
+        for slot, value in slots.items():
+            state[slot][key] = state[slot][key].at[rows].set(value, mode="drop")
         parameters[key] = parameters[key].at[rows].add(-step, mode="drop")
-    state["iterations"] = state["iterations"] + taken.astype(jnp.int32)
+    if optimizer.counts_steps:
+        state["iterations"] = state["iterations"] + taken.astype(jnp.int32)
     return parameters, state
 
 
