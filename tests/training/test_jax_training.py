@@ -288,7 +288,7 @@ def test_ctrl_c_while_a_run_on_jax_compiles_its_start_ends_in_one_line(tmp_path,
 
 
 LOOP_SETTINGS = '''
-import functools, json, os, sys
+import functools, json, os, sys, warnings
 from bilm.training.data.lm_dataset import load_training_data
 from bilm.training.jax import checkpoints, loop
 from bilm.training.jax.evaluation import evaluate_from_files_on_jax
@@ -337,6 +337,12 @@ report["evaluated"] = [evaluate_from_files_on_jax(corpus["heldout"], corpus["voc
 again = loop.train_on_jax(options, data, folder + "/kept", seed=5, max_steps=1, data_source="other text",
                           verbose=1)
 report["restarted_step"] = again["step"]
+# A training key that cannot apply on JAX is named in one line before any work.
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    loop.train_on_jax({**options, "jit_compile": False}, data, folder + "/uncompiled", seed=5, max_steps=0,
+                      verbose=0)
+report["warnings"] = [str(w.message) for w in caught]
 report["tensorflow_imported"] = "tensorflow" in sys.modules
 print(json.dumps(report))
 '''
@@ -370,3 +376,6 @@ def test_the_loop_settings_act_on_jax(tmp_path, run_files):
             scalars.setdefault(value.tag, []).append(event.step)
     assert scalars["heldout_perplexity"] == [2, 4, 5]
     assert "New training data: starting at its beginning." in out and report["restarted_step"] == 7
+    assert [w for w in report["warnings"] if "jit_compile" in w] == [
+        "The training key jit_compile is false, and JAX compiles every training step whole with XLA (only "
+        "TensorFlow's steps run uncompiled); on JAX it has no effect."]

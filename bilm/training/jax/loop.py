@@ -7,6 +7,7 @@ measured at the end.
 Needs Keras on JAX (`KERAS_BACKEND=jax`).
 """
 import os
+import warnings
 
 from bilm.errors import UserError
 from bilm.io.formats.output_files import check_output_directory, check_output_file, writer_lock
@@ -117,6 +118,9 @@ def train_on_jax(options, data, save_dir, *, seed=0, max_steps=None, checkpoint_
     options = load_options(options)
     options_dict = options.raw
     _, settings = training_settings(options_dict)
+    if settings.jit_compile is False:
+        warnings.warn("The training key jit_compile is false, and JAX compiles every training step whole with XLA "
+                      "(only TensorFlow's steps run uncompiled); on JAX it has no effect.", stacklevel=2)
     loop = LoopSettings(max_steps=max_steps, checkpoint_every=checkpoint_every,
                         checkpoint_every_minutes=checkpoint_every_minutes, heldout_every=heldout_every,
                         heldout_batch_size=heldout_batch_size, summary_every=summary_every, seed=seed,
