@@ -1,5 +1,6 @@
 """The usage examples and the dump commands run end to end as a user runs them."""
 import os
+import re
 import subprocess
 import sys
 
@@ -50,27 +51,38 @@ def test_dump_commands(tmp_path):
             (3, len(s), 12) for s in SENTENCES]
 
 
+def _figures_masked(out):
+    """`out`'s lines with every figure (and its unit) and every path of a backend's own run replaced."""
+    return [re.sub(r"[0-9][0-9,.]*(ms|us|s)?", "#", line.replace("qs_jax", "qs_tensorflow"))
+            for line in out.splitlines()]
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("backend", ["tensorflow", "jax"])
-def test_quickstart_trains_evaluates_dumps_and_embeds(tmp_path, backend):
-    out = _run(["bin/quickstart.py", "--directory", str(tmp_path / "qs"), "--n_epochs", "1"],
-               env={"KERAS_BACKEND": backend})
-    line = next(l for l in out.splitlines() if l.startswith("held-out perplexity"))
-    perplexity, unigram = float(line.split()[2]), float(line.split()[-1].rstrip(")"))
-    assert perplexity < 0.9 * unigram, line
-    # The closing evaluation is the one training did at its end.
-    assert f"Epoch 1: held-out perplexity {perplexity:.3f}" in out
-    # Each sentence on its own: from the boundary state it keeps what the
-    # carried state gives (within a few percent); from zeros it loses.
-    line = next(l for l in out.splitlines() if l.startswith("with every sentence on its own"))
-    zeros, warm = float(line.split()[-6].rstrip(",")), float(line.split()[-1])
-    assert warm < zeros and abs(warm / perplexity - 1) < 0.05, (perplexity, zeros, warm)
-    assert (tmp_path / "qs" / "weights.hdf5").exists() and (tmp_path / "qs" / "weights_options.json").exists()
-    assert "(2, 3, 8, 32)" in out and "Starting over in" not in out
+def test_quickstart_trains_evaluates_dumps_and_embeds_alike_on_tensorflow_and_jax(tmp_path):
+    outputs = {}
+    for backend in ("tensorflow", "jax"):
+        out = outputs[backend] = _run(["bin/quickstart.py", "--directory", str(tmp_path / f"qs_{backend}"),
+                                       "--n_epochs", "1"], env={"KERAS_BACKEND": backend})
+        line = next(l for l in out.splitlines() if l.startswith("held-out perplexity"))
+        perplexity, unigram = float(line.split()[2]), float(line.split()[-1].rstrip(")"))
+        assert perplexity < 0.9 * unigram, (backend, line)
+        # The closing evaluation is the one training did at its end.
+        assert f"Epoch 1: held-out perplexity {perplexity:.3f}" in out, backend
+        # Each sentence on its own: from the boundary state it keeps what the
+        # carried state gives (within a few percent); from zeros it loses.
+        line = next(l for l in out.splitlines() if l.startswith("with every sentence on its own"))
+        zeros, warm = float(line.split()[-6].rstrip(",")), float(line.split()[-1])
+        assert warm < zeros and abs(warm / perplexity - 1) < 0.05, (backend, perplexity, zeros, warm)
+        directory = tmp_path / f"qs_{backend}"
+        assert (directory / "weights.hdf5").exists() and (directory / "weights_options.json").exists()
+        assert "(2, 3, 8, 32)" in out and "Starting over in" not in out
+        assert ".tmp" not in out, out  # no path that is gone when the run ends
+    # One trainer: the same lines on both backends, apart from the figures.
+    assert _figures_masked(outputs["jax"]) == _figures_masked(outputs["tensorflow"])
     # The directory is the quick start's own: a second run may start over there (tests/training/test_quickstart.py),
     # and telling so deletes nothing.
-    assert prepare_directory(str(tmp_path / "qs")) is True
-    assert (tmp_path / "qs" / "checkpoint").is_dir() and (tmp_path / "qs" / "corpus").is_dir()
+    assert prepare_directory(str(tmp_path / "qs_jax")) is True
+    assert (tmp_path / "qs_jax" / "checkpoint").is_dir() and (tmp_path / "qs_jax" / "corpus").is_dir()
 
 
 @pytest.mark.slow

@@ -79,10 +79,10 @@ def train_from_files_on_jax(train_prefix, vocab_file, save_dir, options_file=Non
         options = options.updated(n_train_tokens=n_train_tokens)
     elif options.get("n_train_tokens") is None:
         options = options.updated(n_train_tokens=count_tokens(train_prefix))
+        if verbose:
+            print(f"Counted {options.get('n_train_tokens'):,} tokens in {train_prefix}.", flush=True)
     devices = jax_devices(n_gpus)
     heldout = load_training_data(options, heldout_prefix, vocab_file, test=True)[0] if heldout_prefix else None
-    if verbose:
-        print(f"Training on JAX ({', '.join(str(d) for d in devices)}) into {os.fspath(save_dir)}", flush=True)
     start_state = adapted_start(model, data, softmax_init, verbose=verbose) if model is not None else None
     result = train_on_jax(options, data, save_dir, seed=seed, max_steps=max_steps,
                           checkpoint_every=checkpoint_every, checkpoint_every_minutes=checkpoint_every_minutes,
