@@ -1,4 +1,5 @@
 """`dump_token_embeddings`: the char-CNN encoding of every vocabulary token, for token-input models."""
+import keras
 import numpy as np
 
 from bilm.errors import UserError
@@ -41,7 +42,8 @@ def dump_token_embeddings(vocab_file, options_file, weight_file, outfile, batch_
         for start in range(0, n_vocab, batch_size):
             # The tokens as one sentence of a batch of one, shifted +1 as at prediction time.
             char_ids = token_rows[np.newaxis, start:start + batch_size] + 1
-            embedding[start:start + char_ids.shape[1]] = encoder(char_ids, training=False).numpy()[0]
+            encoded = encoder(char_ids, training=False)  # any backend's tensor (on PyTorch, one that needs grad)
+            embedding[start:start + char_ids.shape[1]] = keras.ops.convert_to_numpy(encoded)[0]
             progress.update(min(start + batch_size, n_vocab))
         progress.close()
     return n_vocab, options.projection_dim

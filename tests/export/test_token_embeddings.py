@@ -1,8 +1,11 @@
 """dump_token_embeddings: the token path equals the char path; the output never replaces an input."""
+import shutil
+
 import h5py
 import numpy as np
 import pytest
 
+from backend_processes import json_result, run_on_backend
 from bilm.export.token_embeddings import dump_token_embeddings
 from bilm.io.formats.output_files import OutputFileError
 from bilm.io.formats.weight_file import write_datasets
@@ -49,3 +52,31 @@ def test_the_output_is_never_an_input_or_a_file_bilm_did_not_write(tmp_path):
     assert dump_token_embeddings(vocab_file, options_file, weight_file, outfile, verbose=0) == (5, 6)
     with h5py.File(outfile, "r") as f:
         assert f.attrs["bilm_file"] == "token_embeddings" and f["embedding"].shape == (5, 6)
+
+
+ON_BACKEND = '''
+import json, sys
+from bilm import dump_token_embeddings
+folder = sys.argv[1]
+print(json.dumps({"shape": dump_token_embeddings(folder + "/vocab.txt", folder + "/options.json",
+                                                 folder + "/weights.hdf5", folder + "/tokens.hdf5", batch_size=3,
+                                                 verbose=0), "tensorflow_imported": "tensorflow" in sys.modules}))
+'''
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["jax", "torch"])
+def test_token_embeddings_on_jax_and_pytorch_equal_tensorflows(tmp_path, backend):
+    options_file, weight_file, _ = write_model(tmp_path)
+    vocab_file = write_vocab(tmp_path, sorted({t for s in SENTENCES for t in s}))
+    dump_token_embeddings(vocab_file, options_file, weight_file, tmp_path / "want.hdf5", verbose=0)
+    folder = tmp_path / backend
+    folder.mkdir()
+    for source, name in ((vocab_file, "vocab.txt"), (options_file, "options.json"), (weight_file, "weights.hdf5")):
+        shutil.copy(source, folder / name)
+    report = json_result(run_on_backend(backend, ON_BACKEND, folder))
+    assert not report["tensorflow_imported"]
+    with h5py.File(tmp_path / "want.hdf5", "r") as want, h5py.File(folder / "tokens.hdf5", "r") as got:
+        assert list(got["embedding"].shape) == report["shape"] == list(want["embedding"].shape)
+        np.testing.assert_allclose(got["embedding"][...], want["embedding"][...], atol=1e-6)
+        assert np.abs(want["embedding"][...]).max() > 0.01
