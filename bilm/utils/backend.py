@@ -38,6 +38,28 @@ def configured_backend():
         return "tensorflow"
 
 
+def installed_backends():
+    """The Keras backends whose library is installed (`BACKENDS` order), found without importing them."""
+    import importlib.util
+
+    return [name for name in BACKENDS if importlib.util.find_spec(name) is not None]
+
+
+def missing_backend_message():
+    """One line naming the fix where Keras's backend (`configured_backend`) is not installed, else None."""
+    import importlib.util
+
+    backend = configured_backend()
+    if backend not in BACKENDS or importlib.util.find_spec(backend) is not None:
+        return None
+    chosen = (f"KERAS_BACKEND={backend}" if os.environ.get("KERAS_BACKEND")
+              else "TensorFlow, Keras's default where KERAS_BACKEND is not set")
+    installed = installed_backends()
+    fix = (f"set KERAS_BACKEND to an installed one ({', '.join(installed)}), e.g. export "
+           f"KERAS_BACKEND={installed[0]}" if installed else "install one (pip install jax, torch or tensorflow)")
+    return f"Keras's backend is {chosen}, and {backend} is not installed: {fix} (bilm runs on each)."
+
+
 def on_tensorflow():
     """Whether Keras runs on TensorFlow in this process."""
     return configured_backend() == "tensorflow"

@@ -27,7 +27,8 @@ import signal
 import sys
 import threading
 
-from bilm.utils.backend import on_tensorflow
+from bilm.errors import UserError
+from bilm.utils.backend import missing_backend_message, on_tensorflow
 from bilm.utils.tensorflow_logs import import_tensorflow
 
 COMMAND_VARIABLE = "BILM_COMMAND"
@@ -43,9 +44,21 @@ def is_bilm_command():
     return any(flag == "-m" and module.startswith("bilm.") for flag, module in zip(argv, argv[1:]))
 
 
+class MissingBackendError(UserError, ImportError):
+    """Keras's backend (`KERAS_BACKEND`, TensorFlow where it is not set) is not installed; the message names
+    the backends that are."""
+
+
 def start_up():
     """Imports Keras (on TensorFlow: TensorFlow first) for `bilm/__init__.py`: as a command starts, or as a
-    library."""
+    library. Where Keras's backend is not installed, a command ends with one line naming the fix (status 1),
+    and an import raises `MissingBackendError` with that line."""
+    missing = missing_backend_message() if "keras" not in sys.modules else None
+    if missing is not None:
+        if is_bilm_command():
+            sys.stderr.write(f"Error: {missing}\n")
+            raise SystemExit(1)
+        raise MissingBackendError(missing)
     if is_bilm_command():
         _start_command()
     else:

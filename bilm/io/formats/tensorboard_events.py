@@ -13,10 +13,25 @@ import os
 import socket
 import time
 
-from tensorboard.compat.proto import event_pb2, summary_pb2
-from tensorboard.summary.writer.record_writer import RecordWriter
+from bilm.errors import UserError
 
 FILE_VERSION = "brain.Event:2"
+
+
+def check_available():
+    """Raises `UserError` naming the fix where the `tensorboard` package is not installed (before a run that
+    writes scalars starts its work)."""
+    _tensorboard()
+
+
+def _tensorboard():
+    try:
+        from tensorboard.compat.proto import event_pb2, summary_pb2
+        from tensorboard.summary.writer.record_writer import RecordWriter
+    except ImportError:
+        raise UserError("TensorBoard's scalars (log_dir, --log_dir) are written with the tensorboard package, "
+                        "which is not installed: pip install tensorboard, or train with log_dir=None.") from None
+    return event_pb2, summary_pb2, RecordWriter
 
 
 class EventFileWriter:
@@ -33,6 +48,8 @@ class EventFileWriter:
     """
 
     def __init__(self, log_dir):
+        event_pb2, summary_pb2, RecordWriter = _tensorboard()
+        self._protos = event_pb2, summary_pb2
         log_dir = os.fspath(log_dir)
         os.makedirs(log_dir, exist_ok=True)
         stem = f"events.out.tfevents.{int(time.time())}.{socket.gethostname()}.{os.getpid()}"
@@ -44,11 +61,12 @@ class EventFileWriter:
             except FileExistsError:
                 continue
         self._records = RecordWriter(file)
-        self._write(event_pb2.Event(wall_time=time.time(), file_version=FILE_VERSION))
+        self._write(self._protos[0].Event(wall_time=time.time(), file_version=FILE_VERSION))
         self.flush()
 
     def scalars(self, step, values):
         """Writes `{tag: number}` as one event at `step` (an int)."""
+        event_pb2, summary_pb2 = self._protos
         summary = summary_pb2.Summary(value=[summary_pb2.Summary.Value(tag=tag, simple_value=float(value))
                                              for tag, value in values.items()])
         self._write(event_pb2.Event(wall_time=time.time(), step=int(step), summary=summary))

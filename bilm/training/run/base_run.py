@@ -1,7 +1,7 @@
 """What a training call's run is to the loop, on every backend: the interface `bilm.training.run.loop.run_steps`
 and the policies drive, and the parts of it written once (messages, the progress line, TensorBoard's scalars,
 the bookkeeping of saves, the stop on a signal)."""
-from bilm.io.formats.tensorboard_events import EventFileWriter
+from bilm.io.formats.tensorboard_events import EventFileWriter, check_available
 from bilm.training.run.stop_signals import TrainingInterrupted
 from bilm.utils.progress import Progress
 
@@ -31,6 +31,8 @@ class BaseRun:
         self.settings = settings
         self.chief = chief
         self.log_dir = log_dir if chief else None
+        if self.log_dir is not None:
+            check_available()  # before any step
         self.writer = None
         self.verbose = verbose and chief
         self.progress = None  # while the loop runs, messages go through its progress line
