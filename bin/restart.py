@@ -13,6 +13,10 @@ import os
 
 os.environ.setdefault("BILM_COMMAND", "1")  # before bilm loads: a command's quiet start (bilm.utils.start_up)
 
+from bilm.commands import exit_unless_training_backend  # noqa: E402
+
+exit_unless_training_backend("Continuing a run (bin/restart.py)")
+
 
 from bilm.commands import (  # noqa: E402
     ScriptArgumentParser,  # noqa: E402

@@ -10,19 +10,9 @@ import os
 
 os.environ.setdefault("BILM_COMMAND", "1")  # before bilm loads: a command's quiet start (bilm.utils.start_up)
 
-from bilm.commands import exit_unless_tensorflow  # noqa: E402
+from bilm.commands import exit_unless_training_backend  # noqa: E402
 
-
-def _on_jax():
-    """Whether Keras (which bilm has imported, quietly) runs on JAX: --save_dir is then a JAX run's."""
-    import keras
-
-    return keras.backend.backend() == "jax"
-
-
-ON_JAX = _on_jax()
-if not ON_JAX:
-    exit_unless_tensorflow("Evaluating a checkpoint (bin/run_test.py)")  # JAX's runs or TensorFlow's
+exit_unless_training_backend("Evaluating a checkpoint (bin/run_test.py)")  # JAX's runs or TensorFlow's
 
 from bilm.commands import (  # noqa: E402
     ScriptArgumentParser,

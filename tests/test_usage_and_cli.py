@@ -113,13 +113,22 @@ def test_bad_input_ends_with_one_error_line(tmp_path, script, args):
     assert result.stderr.strip().splitlines()[-1].startswith("Error: "), result.stderr[-2000:]
 
 
-def test_the_quick_start_on_pytorch_says_in_one_line_where_it_trains(tmp_path):
+@pytest.mark.parametrize("script, what", [
+    ("quickstart", "The quick start (bin/quickstart.py)"),
+    pytest.param("train_elmo", "Training (bin/train_elmo.py)", marks=pytest.mark.slow),
+    pytest.param("restart", "Continuing a run (bin/restart.py)", marks=pytest.mark.slow),
+    pytest.param("run_test", "Evaluating a checkpoint (bin/run_test.py)", marks=pytest.mark.slow),
+])
+def test_the_training_scripts_on_pytorch_say_in_one_line_where_they_run(tmp_path, script, what):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", KERAS_BACKEND="torch")
-    result = subprocess.run([sys.executable, "bin/quickstart.py", "--directory", str(tmp_path / "qs")], cwd=ROOT,
-                            env=env, capture_output=True, text=True, timeout=300)
+    flags = ["--train_prefix", "x", "--vocab_file", "v", "--save_dir", str(tmp_path / "qs")]
+    flags = {"quickstart": ["--directory", str(tmp_path / "qs")], "run_test": ["--test_prefix", "x", "--vocab_file",
+             "v", "--save_dir", str(tmp_path / "qs")]}.get(script, flags)
+    result = subprocess.run([sys.executable, f"bin/{script}.py", *flags], cwd=ROOT, env=env, capture_output=True,
+                            text=True, timeout=300)
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert result.stderr.strip().splitlines() == [
-        "Error: The quick start (bin/quickstart.py) trains on TensorFlow or JAX, and Keras runs on torch "
+        f"Error: {what} runs on TensorFlow or JAX, where bilm trains, and Keras runs on torch "
         "(KERAS_BACKEND=torch). Set KERAS_BACKEND=jax or KERAS_BACKEND=tensorflow for it; embedding and Keras "
         "models run on every backend."], result.stderr[-2000:]
     assert not (tmp_path / "qs").exists()

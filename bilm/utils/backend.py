@@ -82,9 +82,9 @@ def require_tensorflow(what):
 
 def require_training_backend(what):
     """Raises `UserError` unless Keras runs on TensorFlow or JAX, the backends bilm trains on: `what` (e.g. "the
-    quick start") trains."""
+    quick start") trains, or evaluates a training run."""
     backend = configured_backend()
     if backend not in ("tensorflow", "jax"):
-        raise UserError(f"{what} trains on TensorFlow or JAX, and Keras runs on {backend} "
+        raise UserError(f"{what} runs on TensorFlow or JAX, where bilm trains, and Keras runs on {backend} "
                         f"(KERAS_BACKEND={backend}). Set KERAS_BACKEND=jax or KERAS_BACKEND=tensorflow for it; "
                         "embedding and Keras models run on every backend.")
