@@ -24,7 +24,8 @@ ERROR_TYPES = {
     "bilm.training.jax.checkpoints.JaxCheckpointError": ValueError,
     "bilm.training.model.adaptation.AdaptationError": ValueError,
     "bilm.training.run.checkpoints.CheckpointError": ValueError,
-    "bilm.training.run.loop.NonFiniteLossError": FloatingPointError,
+    "bilm.training.run.driver.NonFiniteLossError": FloatingPointError,
+    "bilm.utils.start_up.MissingBackendError": ImportError,
 }
 # Not errors: training stopped by a signal, after saving (a BaseException, as KeyboardInterrupt is).
 STOPS = {"bilm.training.run.stop_signals.TrainingInterrupted", "bilm.training.run.stop_signals.PhaseInterrupted",

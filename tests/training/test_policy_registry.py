@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 from bilm.training.config.settings import training_settings
-from bilm.training.run import loop, policies
+from bilm.training.run import driver, loop, policies
 from bilm.training.run.policies import CONTINUE, SAVE, STOP, Policy, StepResult, interrupt
 from training_helpers import checkpoint_numbers, open_data, tiny_options, write_corpus
 
@@ -111,7 +111,7 @@ def _after_step(actions, last=False):
     asked, run = [], _Run(5)
     call_policies = [_Says(f"p{i}", action, asked) for i, action in enumerate(actions)]
     step = StepResult(5, 1.0, 0.5, 0.1, False, 0, last)
-    ended, interruption = loop._after_step(run, step, call_policies, {p.name: {} for p in call_policies})
+    ended, interruption = driver._after_step(run, step, call_policies, {p.name: {} for p in call_policies})
     return ended, interruption, asked, run.saves
 
 
