@@ -1,0 +1,107 @@
+"""Every flag of bin/train_elmo.py means the same on TensorFlow and JAX: nothing is accepted and ignored.
+
+Each flag is given alone, with a value other than its default, to the script's `main` on each backend, in a
+process of its own. What reaches the backend's run (its training settings, the loop's settings, the log
+folder, the held-out stream and the data's identity) is recorded there, in place of the run's work, and is
+compared: against the run without the flag (the flag changed something) and across the backends (it changed
+the same thing).
+"""
+import json
+
+import pytest
+
+from backend_processes import json_result, run_on_backend
+from training_helpers import tiny_options, write_corpus
+
+pytestmark = pytest.mark.slow  # a process per backend: over the fast tier's 3 s
+
+RECORD = '''
+import dataclasses, json, runpy, sys
+import keras
+from bilm.training.config.training_config import data_fingerprint
+
+folder = sys.argv[1]
+variants = json.load(open(folder + "/variants.json"))
+seen = {}
+
+
+def record(settings, loop, log_dir, heldout_data, source, save_timer):
+    seen.update(settings=dataclasses.asdict(settings), loop=dataclasses.asdict(loop), log_dir=log_dir,
+                heldout=heldout_data is not None, source=source, save_every_seconds=save_timer.every_seconds)
+    return {"step": 0, "steps_taken": 0, "finished": False, "checkpoint": "-", "n_epochs": settings.n_epochs}
+
+
+if keras.backend.backend() == "jax":
+    from bilm.training.jax import loop as jax_loop
+
+    jax_loop._train = (lambda options, options_dict, settings, data, save_dir, loop, save_timer, source,
+                       heldout_data, devices, start_state, restart, log_dir:
+                       record(settings, loop, log_dir, heldout_data, source, save_timer))
+else:
+    from bilm.training.run import loop as tf_loop
+
+    tf_loop._run_in = (lambda config, data, save_dir, log_dir, loop, schedule, save_timer, strategy, heldout_data:
+                       record(config.settings, loop, log_dir, heldout_data, data_fingerprint(config.data_source),
+                              save_timer))
+main = runpy.run_path("bin/train_elmo.py")["main"]
+report = {}
+for name, argv in variants.items():
+    seen.clear()
+    main(argv)
+    report[name] = dict(seen)
+print(json.dumps(report))
+'''
+
+# Each flag with a value other than its default (--n_gpus, --tf32 and --init_from are tested with the
+# devices and the adaptation).
+FLAGS = {
+    "n_train_tokens": ["--n_train_tokens", "4321"],
+    "batch_size": ["--batch_size", "7"],
+    "unroll_steps": ["--unroll_steps", "3"],
+    "n_epochs": ["--n_epochs", "2"],
+    "n_negative_samples_batch": ["--n_negative_samples_batch", "5"],
+    "dropout": ["--dropout", "0.2"],
+    "learning_rate": ["--learning_rate", "0.05"],
+    "softmax_warmup_steps": ["--softmax_warmup_steps", "2"],
+    "optimizer": ["--optimizer", "adam"],
+    "jit_compile": ["--jit_compile", "true"],
+    "max_steps": ["--max_steps", "9"],
+    "matmul_dtype": ["--matmul_dtype", "bfloat16"],
+    "heldout_prefix": ["--heldout_prefix", "{heldout}"],
+    "heldout_every": ["--heldout_every", "3"],
+    "checkpoint_every": ["--checkpoint_every", "4"],
+    "checkpoint_every_minutes": ["--checkpoint_every_minutes", "2"],
+    "log_dir": ["--log_dir", "{folder}/logs"],
+    "seed": ["--seed", "3"],
+    "size": ["--size", "small"],
+}
+
+
+def test_every_flag_of_train_elmo_means_the_same_on_tensorflow_and_jax(tmp_path):
+    corpus = write_corpus(tmp_path)
+    options = tiny_options(n_tokens_vocab=corpus["n_vocab"])
+    del options["n_train_tokens"]  # counted from the shards unless --n_train_tokens
+    (tmp_path / "options.json").write_text(json.dumps(options))
+    reports = {}
+    for backend in ("tensorflow", "jax"):
+        folder = tmp_path / backend
+        folder.mkdir()
+        variants = {}
+        for name, flag in {"baseline": [], **FLAGS}.items():
+            model = [] if name == "size" else ["--options_file", str(tmp_path / "options.json")]
+            flag = [word.format(heldout=corpus["heldout"], folder=folder) for word in flag]
+            variants[name] = ["--train_prefix", corpus["train"], "--vocab_file", corpus["vocab"], "--save_dir",
+                              str(folder / f"run_{name}"), *model, *flag]
+        (folder / "variants.json").write_text(json.dumps(variants))
+        reports[backend] = json_result(run_on_backend(backend, RECORD, folder, environment={"BILM_COMMAND": "1"}))
+    for backend, report in reports.items():
+        for name in report:  # each run's own directory and log folder, as the flags name them
+            if report[name]["log_dir"]:
+                report[name]["log_dir"] = report[name]["log_dir"].replace(str(tmp_path / backend), "<folder>")
+                report[name]["log_dir"] = report[name]["log_dir"].replace(f"run_{name}", "run")
+    tensorflow, jax = reports["tensorflow"], reports["jax"]
+    assert set(tensorflow) == set(jax) == {"baseline", *FLAGS}
+    for name in FLAGS:
+        assert tensorflow[name] != tensorflow["baseline"], f"--{name} changed nothing on TensorFlow"
+        assert jax[name] == tensorflow[name], f"--{name}: JAX's run got {jax[name]}, TensorFlow's {tensorflow[name]}"
+    assert jax["baseline"] == tensorflow["baseline"]
