@@ -1,7 +1,12 @@
 """Dropout whose mask is a pure function of a seed input."""
+import importlib
+
 import keras
 
 from bilm.utils.backend import configured_backend, require_tensorflow
+
+# TensorFlow's stateless numbers computed on the other backends, by the module of each (the same names).
+_RANDOM_NUMBERS = {"jax": "bilm.ops.jax_random", "torch": "bilm.ops.torch_random"}
 
 
 @keras.saving.register_keras_serializable(package="bilm")
@@ -12,7 +17,8 @@ class StatelessDropout(keras.layers.Layer):
     are reproducible after a restart and differ between replicas, with no
     random state to checkpoint or synchronise. The masks are TensorFlow's
     stateless dropout's, compiled with XLA or not (`bilm.ops.stateless_random`),
-    and on JAX the same masks from the same seed (`bilm.ops.jax_random`).
+    and on JAX and PyTorch the same masks from the same seed
+    (`bilm.ops.jax_random`, `bilm.ops.torch_random`).
 
     Args:
         rate: fraction of units dropped.
@@ -21,8 +27,8 @@ class StatelessDropout(keras.layers.Layer):
 
     Call arguments:
         inputs: float tensor of any shape.
-        seed: int `(2,)` stateless seed (on JAX, its uint32 `(4,)` words:
-            `bilm.ops.jax_random`).
+        seed: int `(2,)` stateless seed (on JAX and PyTorch, its `(4,)` 32-bit
+            words: `seed_words` of `bilm.ops.jax_random`, `bilm.ops.torch_random`).
         training: apply dropout only when True.
     """
 
@@ -34,11 +40,11 @@ class StatelessDropout(keras.layers.Layer):
     def call(self, inputs, seed, training=None):
         if not training or self.rate == 0.0:
             return inputs
-        if configured_backend() == "jax":
-            from bilm.ops import jax_random
-
-            return jax_random.dropout(inputs, self.rate, jax_random.fold_in_int32(seed, self.site))
-        require_tensorflow("dropout in training (bilm's stateless masks; on TensorFlow or JAX)")
+        numbers = _RANDOM_NUMBERS.get(configured_backend())
+        if numbers is not None:
+            random = importlib.import_module(numbers)
+            return random.dropout(inputs, self.rate, random.fold_in_int32(seed, self.site))
+        require_tensorflow("dropout in training (bilm's stateless masks; on TensorFlow, JAX or PyTorch)")
         import tensorflow as tf
 
         from bilm.ops import stateless_random

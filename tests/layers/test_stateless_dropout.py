@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from backend_processes import run_on_backend
 from bilm.layers.stateless_dropout import StatelessDropout, dropout_site
 from layer_testing import run_layer_test
 
@@ -57,3 +58,27 @@ def test_masks_of_other_steps_and_sites_are_uncorrelated():
     correlations = np.corrcoef(np.stack(masks))[np.triu_indices(len(masks), 1)]
     # Independent masks of n units: each correlation about N(0, 1/n).
     assert np.abs(correlations).max() * np.sqrt(masks[0].size) < 5.0
+
+
+ON_BACKEND = """
+import json, sys
+import numpy as np
+import keras
+from bilm.layers.stateless_dropout import StatelessDropout
+from bilm.ops import jax_random, torch_random
+
+seed_words = {"jax": jax_random, "torch": torch_random}[keras.backend.backend()].seed_words
+x = np.load(sys.argv[1])
+out = StatelessDropout(0.3, site=4)(x, seed_words(7, 11), training=True)
+np.save(sys.argv[2], keras.ops.convert_to_numpy(out))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["jax", "torch"])
+def test_jax_and_pytorch_drop_tensorflows_units(tmp_path, backend):
+    np.save(tmp_path / "x.npy", X)
+    run_on_backend(backend, ON_BACKEND, tmp_path / "x.npy", tmp_path / "out.npy")
+    want = StatelessDropout(0.3, site=4)(X, SEED, training=True).numpy()
+    np.testing.assert_array_equal(np.load(tmp_path / "out.npy"), want)
+    assert 0.2 < np.mean(want == 0) < 0.4
