@@ -13,7 +13,7 @@ import pytest
 import bilm
 from bilm.models import write_random_model
 from bilm.presets import get_preset, training_options
-from helpers import ROOT, write_model
+from helpers import ROOT, TESTS, write_model
 from training_helpers import cycle_sentences
 
 
@@ -52,6 +52,31 @@ def test_the_keras_example_runs_as_written(tmp_path, monkeypatch):
     namespace = {}
     exec(compile(_python_block("README.md", "ELMo inside a Keras model"), "README.md", "exec"), namespace)
     assert namespace["tags"].shape == (2, 3, 3)
+
+
+KERAS_EXAMPLE = """
+import sys
+sys.path.insert(0, sys.argv[2])
+from helpers import write_model
+write_model(__import__("pathlib").Path("."))
+exec(compile(open(sys.argv[1]).read(), "README.md", "exec"))
+print(tags.shape)
+"""
+
+
+@pytest.mark.slow
+def test_the_keras_example_raises_no_tensorflow_warning_about_bilms_graphs(tmp_path):
+    """TensorFlow's own log, at every level: none of its warnings names a node of bilm's (the char CNN's
+    `tf.cond` made its type inference warn, 'an invalid graph', when the frozen biLM's tables kept their
+    custom gradient's tensors)."""
+    (tmp_path / "example.py").write_text(_python_block("README.md", "ELMo inside a Keras model"))
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="0")
+    result = subprocess.run([sys.executable, "-c", KERAS_EXAMPLE, str(tmp_path / "example.py"), str(TESTS)],
+                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0 and result.stdout.strip().endswith("(2, 3, 3)"), result.stderr[-3000:]
+    assert "Type inference failed" not in result.stderr
+    warnings = [line for line in result.stderr.splitlines() if re.match(r"[WE]\d{4} ", line)]
+    assert not [line for line in warnings if re.search(r"bilm|el_mo_embedding|char_cnn", line)], warnings
 
 
 def _bash_commands(page, section):

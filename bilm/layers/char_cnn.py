@@ -91,7 +91,7 @@ class CharCNNEncoder(keras.layers.Layer):
         # Tensors, not the variables: the custom gradient returns their gradients.
         pooled = max_pooled_char_convolutions(
             flat_ids, tf.convert_to_tensor(self.char_embedding), [tf.convert_to_tensor(k) for k in self.kernels],
-            direct_up_to=direct_up_to)
+            direct_up_to=direct_up_to, differentiable=self.trainable)
         activation = tf.nn.relu if self.activation == "relu" else tf.nn.tanh
         return activation(add_bias(pooled, tf.concat(self.biases, axis=0)))
 

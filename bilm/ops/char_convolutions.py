@@ -54,7 +54,7 @@ def direct_convolutions():
     return _DIRECT_ONLY.on()
 
 
-def max_pooled_char_convolutions(char_ids, embedding, kernels, direct_up_to=0):
+def max_pooled_char_convolutions(char_ids, embedding, kernels, direct_up_to=0, differentiable=True):
     """`concat_i(max_t conv1d(gather(embedding, char_ids), kernels[i])[:, t])`.
 
     Args:
@@ -69,6 +69,11 @@ def max_pooled_char_convolutions(char_ids, embedding, kernels, direct_up_to=0):
             reproducible (for training). Inside `direct_convolutions()`:
             the direct path for any number of tokens. While a function
             compiled with XLA is traced: the table loop.
+        differentiable: False where no gradient will be asked of the
+            result (frozen weights): the table loop then keeps nothing for
+            a backward pass (inside `tf.cond` the kept tensors of its
+            custom gradient made TensorFlow's type inference warn about the
+            graph), and the result stops gradients.
 
     Returns:
         float `(n_tokens, sum(num_i))`, no bias or activation. The gradient
@@ -92,11 +97,14 @@ def max_pooled_char_convolutions(char_ids, embedding, kernels, direct_up_to=0):
         return _direct_max_pooled(char_ids, embedding, kernels)
     # Under XLA the branch below would compile both sides, and a custom
     # gradient inside a branch does not compile: the table loop alone.
+    table_loop = _max_pooled if differentiable else _max_pooled_values
     if not direct_up_to or compiling_with_xla():
-        return _max_pooled(char_ids, embedding, *kernels)
-    return tf.cond(tf.shape(char_ids)[0] <= direct_up_to,
-                   lambda: _direct_max_pooled(char_ids, embedding, kernels),
-                   lambda: _max_pooled(char_ids, embedding, *kernels))
+        pooled = table_loop(char_ids, embedding, *kernels)
+    else:
+        pooled = tf.cond(tf.shape(char_ids)[0] <= direct_up_to,
+                         lambda: _direct_max_pooled(char_ids, embedding, kernels),
+                         lambda: table_loop(char_ids, embedding, *kernels))
+    return pooled if differentiable else tf.stop_gradient(pooled)
 
 
 def _direct_max_pooled(char_ids, embedding, kernels):
@@ -167,8 +175,19 @@ def columns_to_keep(char_ids, max_width):
     return tf.minimum((needed + COLUMN_STEP - 1) // COLUMN_STEP * COLUMN_STEP, max_chars)
 
 
+def _max_pooled_values(char_ids, embedding, *kernels):
+    """`_max_pooled`'s values alone (no gradient kept)."""
+    return _max_pooled_with_gradient(char_ids, embedding, *kernels)[0]
+
+
 @tf.custom_gradient
 def _max_pooled(char_ids, embedding, *kernels):
+    return _max_pooled_with_gradient(char_ids, embedding, *kernels)
+
+
+def _max_pooled_with_gradient(char_ids, embedding, *kernels):
+    """The table loop's maxima `(n_tokens, sum num)` and their gradient function (`tf.custom_gradient`'s
+    pair)."""
     n, max_chars = tf.shape(char_ids)[0], tf.shape(char_ids)[1]
     widths = [kernel.shape[0] for kernel in kernels]
     nums = [kernel.shape[2] for kernel in kernels]
