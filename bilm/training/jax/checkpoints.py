@@ -1,13 +1,15 @@
-"""A JAX training run's checkpoint: the whole state of `JaxTrainStep` (weights, softmax, optimizer, LSTM states),
-the steps taken and the run's options, in one `.npz` file of the save directory, with the boundary state
-measured at a run's end (`bilm.models.boundary_state`) once there is one.
+"""A training run's checkpoint as arrays (JAX's runs write it): the whole state of `JaxTrainStep` (weights,
+softmax, optimizer, LSTM states), the steps taken and the run's options, in one `.npz` file of the save
+directory, with the boundary state measured at a run's end (`bilm.models.boundary_state`) once there is one.
 
 The file is written under a temporary name and renamed, so a `kill -9`
 loses at most the save in progress, never the last checkpoint. Arrays are
 stored under their path in the state (`bilm/3`, `optimizer/accumulators/
 softmax/W`, ...), read back into the structure of a fresh
 `JaxTrainStep.initial_state()`, so a checkpoint of another model is an
-error naming what differs. The boundary state is stored beside the state, under
+error naming what differs. Nothing here is JAX's own: a state is any nest
+of dicts and lists of arrays (`keras.tree`), read back as the backend's
+tensors. The boundary state is stored beside the state, under
 `boundary_state/<state key>` (`(size,)` float32) with its number of starts in the meta; a checkpoint of the
 first format has none and loads as it did. Reading one's options (`read_meta`) and boundary state
 (`read_boundary_state`) needs no JAX.
@@ -17,6 +19,7 @@ import os
 import re
 import shutil
 
+import keras
 import numpy as np
 
 from bilm.errors import UserError
@@ -51,8 +54,10 @@ def check_run_kind(save_dir, meta, restart):
                         "restart_ckpt_file=save_dir)), or choose a new save_dir.")
 
 
-def _key(path):
-    return "/".join(str(getattr(part, "key", getattr(part, "idx", part))) for part in path)
+def _flattened(state):
+    """`[(key, leaf)]` of a nest of dicts and lists of arrays, keyed by their path (`bilm/3`,
+    `optimizer/accumulators/softmax/W`, ...)."""
+    return [("/".join(str(part) for part in path), leaf) for path, leaf in keras.tree.flatten_with_path(state)]
 
 
 def save_checkpoint(save_dir, state, step, options, seed, boundary_state=None, *, data_batches=None,
@@ -67,10 +72,8 @@ def save_checkpoint(save_dir, state, step, options, seed, boundary_state=None, *
     `jax_checkpoint-<step>.npz` (`kept_checkpoints`), the newest
     `max_to_keep - 1` of them.
     """
-    import jax
-
     path = checkpoint_path(save_dir)
-    arrays = {_key(p): np.asarray(leaf) for p, leaf in jax.tree_util.tree_flatten_with_path(state)[0]}
+    arrays = {key: keras.ops.convert_to_numpy(leaf) for key, leaf in _flattened(state)}
     meta = {"format": FORMAT, "step": int(step), "seed": int(seed), "options": options, "n_boundary_starts": 0,
             "data_batches": int(step if data_batches is None else data_batches), "data_source": data_source}
     if boundary_state is not None:
@@ -148,23 +151,21 @@ def read_boundary_state(save_dir):
 
 
 def load_checkpoint(save_dir, template):
-    """The state stored in `save_dir`'s checkpoint, in the structure of `template` (a fresh initial state)."""
-    import jax
-
+    """The state stored in `save_dir`'s checkpoint, in the structure of `template` (a fresh initial state), as
+    the backend's tensors."""
     path = checkpoint_path(save_dir)
-    leaves, structure = jax.tree_util.tree_flatten_with_path(template)
+    leaves = _flattened(template)
     with np.load(path) as f:
         stored = {key for key in f.files if key != "__meta__" and not key.startswith(BOUNDARY_STATE_PREFIX)}
-        wanted = {_key(p) for p, _ in leaves}
+        wanted = {key for key, _ in leaves}
         if stored != wanted:
             raise JaxCheckpointError(
                 f"{path} holds another model's state: it lacks {sorted(wanted - stored)[:5]} and has "
                 f"{sorted(stored - wanted)[:5]} besides. Train into another --save_dir.")
         values = []
-        for p, leaf in leaves:
-            value = f[_key(p)]
-            if value.shape != np.shape(leaf):
-                raise JaxCheckpointError(f"{path}: {_key(p)} has shape {value.shape}, this model's "
-                                         f"{np.shape(leaf)}.")
-            values.append(jax.numpy.asarray(value))
-    return jax.tree_util.tree_unflatten(structure, values)
+        for key, leaf in leaves:
+            value = f[key]
+            if value.shape != tuple(leaf.shape):
+                raise JaxCheckpointError(f"{path}: {key} has shape {value.shape}, this model's {tuple(leaf.shape)}.")
+            values.append(keras.ops.convert_to_tensor(value))
+    return keras.tree.pack_sequence_as(template, values)
