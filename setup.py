@@ -40,5 +40,8 @@ setup(
         # 2.13.0 wheel this project's machines keep at hand (a newer release is a CUDA build of several GB).
         "test": ["pytest", "pytest-xdist", "ruff", *BEAM, "jax[cpu]>=0.4.36", "torch==2.13.0"],
     },
+    # One command with a subcommand per script (bilm train, bilm embed, ...; python -m bilm too), and the
+    # scripts of bin/ under bilm-tf's names.
+    entry_points={"console_scripts": ["bilm = bilm.commands.cli:main"]},
     scripts=sorted(glob.glob("bin/*.py")),
 )

@@ -1,53 +1,15 @@
 #!/usr/bin/env python
 """Held-out perplexity of the latest checkpoint in --save_dir (full softmax).
 
-With Keras on JAX (KERAS_BACKEND=jax), --save_dir is a run trained on JAX
-(its jax_checkpoint.npz); otherwise TensorFlow's checkpoints.
-
-Ends with one line: AVERAGE PERPLEXITY = <number>.
+The same as `bilm evaluate`; --help lists the flags.
 """
 import os
 
 os.environ.setdefault("BILM_COMMAND", "1")  # before bilm loads: a command's quiet start (bilm.utils.start_up)
 
-from bilm.commands import exit_unless_training_backend  # noqa: E402
+from bilm.commands import subcommand_main  # noqa: E402
 
-exit_unless_training_backend("Evaluating a checkpoint (bin/run_test.py)")  # JAX's runs or TensorFlow's
-
-from bilm.commands import (  # noqa: E402
-    ScriptArgumentParser,
-    add_tf32_argument,
-    announce_devices,
-    exit_on_user_error,  # noqa: E402
-    positive_int,
-    set_numerics,
-)
-from bilm.training import EVALUATION_STARTS, evaluate_from_files  # noqa: E402  (JAX's on JAX)
-
-
-def main(argv=None):
-    parser = ScriptArgumentParser(description=__doc__)
-    parser.add_argument("--test_prefix", required=True, help="glob of the held-out shards")
-    parser.add_argument("--vocab_file", required=True, help="the training vocabulary")
-    parser.add_argument("--save_dir", required=True, help="the training directory")
-    parser.add_argument("--batch_size", type=positive_int,
-                        help="rows per batch (default: the run's own batch_size, so that the figure equals the "
-                             "held-out perplexity training printed; each row carries its state from sentence to "
-                             "sentence, so the figure depends a little on the rows)")
-    parser.add_argument("--start", choices=EVALUATION_STARTS, default="carry",
-                        help="where each sentence's LSTMs start: carry (the state the previous sentence left, as "
-                             "in training and bilm-tf), zeros, or warm (the boundary state, as embedding starts "
-                             "each sentence); comparing them shows what each start costs on your text")
-    add_tf32_argument(parser)
-    args = parser.parse_args(argv)
-    set_numerics(tf32=args.tf32)  # float32, as training computed its held-out perplexity, unless --tf32
-    announce_devices()
-    with exit_on_user_error():
-        perplexity = evaluate_from_files(args.test_prefix, args.vocab_file, args.save_dir, args.batch_size,
-                                         start=args.start)
-    print(f"AVERAGE PERPLEXITY = {perplexity:.4f}")
-    return perplexity
-
+main = subcommand_main("evaluate")
 
 if __name__ == "__main__":
     main()

@@ -29,6 +29,7 @@ ALLOWED = {
     "commands": {"export", "training", "models", "io", "ops", "optimizers", "options", "presets", "text"},
     "beam": {"pretrained", "commands", "export", "models", "io", "ops", "text", "options"},
     "__init__": {"export", "layers", "models", "options", "pretrained", "text"},
+    "__main__": {"commands"},
 }
 
 

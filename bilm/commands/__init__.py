@@ -2,7 +2,7 @@
 parser whose mistakes are one line (`ScriptArgumentParser`), the flags of the embedding and training scripts,
 `exit_on_user_error` (one `Error:` line and exit status 1 for a mistake a user can fix; 130/143 on
 signals), and the device line and float32 switches every script sets first (`announce_devices`,
-`set_numerics`).
+`set_numerics`); `subcommand_main`, a command of the `bilm` command as a function (what each script runs).
 
 Each name is imported when first used, so that a script loads only what it needs.
 """
@@ -29,6 +29,7 @@ _MODULES = {
     "describe_result": "training_arguments",
     "restart_command": "training_arguments",
     "train_from_args": "training_arguments",
+    "subcommand_main": "cli",
     "exit_on_user_error": "user_errors",
     "exit_unless_tensorflow": "user_errors",
     "exit_unless_training_backend": "user_errors",

@@ -105,8 +105,13 @@ def restart_command(args):
 
 
 def script_command(name):
-    """The words that run the bin/ script `name` from any directory: its name where pip installed it on
-    the PATH, else `python` and its path beside the running script (a checkout's bin/)."""
+    """The words that run the bin/ script `name` from any directory: `bilm` and its subcommand where the
+    running process is the `bilm` command; its name where pip installed it on the PATH, else `python` and
+    its path beside the running script (a checkout's bin/)."""
+    from bilm.commands import cli
+
+    if cli.running_as_bilm():
+        return ["bilm", cli.subcommand_of(name)]
     installed = os.path.join(sysconfig.get_path("scripts"), name)
     if os.path.isfile(installed):
         return [name] if shutil.which(name) else [installed]

@@ -19,8 +19,8 @@ In one of bilm's own commands, and only there, the start is a command's:
   work begins.
 
 A process is one of bilm's commands when it sets `COMMAND_VARIABLE` to 1
-before importing bilm (every `bin/` script does), or runs
-`python -m bilm.<subpackage>` (the Beam pipeline).
+before importing bilm (every `bin/` script does), runs the `bilm` command,
+`python -m bilm` or `python -m bilm.<subpackage>` (the Beam pipeline).
 """
 import os
 import signal
@@ -41,7 +41,10 @@ def is_bilm_command():
     if os.environ.get(COMMAND_VARIABLE) == "1":
         return True
     argv = getattr(sys, "orig_argv", [])
-    return any(flag == "-m" and module.startswith("bilm.") for flag, module in zip(argv, argv[1:]))
+    if any(flag == "-m" and (module == "bilm" or module.startswith("bilm.")) for flag, module in zip(argv, argv[1:])):
+        return True
+    # The `bilm` command installed by pip (its entry point script).
+    return bool(sys.argv) and os.path.basename(sys.argv[0]) == "bilm"
 
 
 class MissingBackendError(UserError, ImportError):

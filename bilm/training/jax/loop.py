@@ -50,59 +50,33 @@ def train_on_jax(options, data, save_dir, *, seed=0, max_steps=None, checkpoint_
         save_dir: the run's directory: `options.json` and the checkpoint
             (`bilm.training.jax.checkpoints`). A checkpoint there continues
             exactly, if its options are these.
-        seed: the run's seed: the step's dropout masks and negatives, the
-            softmax's start, and the network's initial weights (the ones
-            `keras.utils.set_random_seed(seed)` gives, as
-            `bilm.training.train` seeds them, but without reseeding the
-            process's generators: `bilm.utils.python_random`).
-        max_steps: stop after this many steps of this call (0: none; None:
-            at the run's end), as `bilm.training.train`'s: a call that
-            continues a checkpoint at step 40 with `max_steps=10` stops at
-            step 50. The run ends after `n_epochs` over `n_train_tokens`, or
-            at the training key `max_steps`, whichever comes first; no call
-            goes past it.
-        checkpoint_every: steps between checkpoints (and one at each epoch's
-            end, and at the call's end). A call that trained (or whose checkpoint has no boundary state
-            yet) ends with the boundary state measured on `data`'s text
-            (`bilm.training.jax.boundary_state_measure`), which the last
-            checkpoint holds and `dump_weights` writes into the weight file.
-        checkpoint_every_minutes: also save after the first step that starts
-            this many minutes or more after the last save (None: only by
-            steps), as `bilm.training.train`'s.
-        heldout_data: a test-mode stream whose perplexity is measured at
-            each epoch's end and every `heldout_every` steps
-            (`bilm.training.jax.evaluation.heldout_perplexity`: full
-            softmax, no dropout, states carried, windows of one step), with
-            `heldout_batch_size` rows (default `batch_size`).
-        max_to_keep: checkpoints kept in `save_dir`: the latest and the
-            `max_to_keep - 1` before it (`checkpoints.kept_checkpoints`);
-            None keeps all.
-        data_source: what identifies the stream (default: its file
-            pattern): a restart on another source starts the stream (and the
-            LSTM states) anew, on the same one it skips the batches trained on.
-        tune_malloc: first call `bilm.utils.malloc_tuning.keep_freed_memory`
-            (process-wide, for callers that own the process).
+        seed: the run's seed: dropout masks, negatives, the softmax's start
+            and the network's initial weights (`keras.utils.set_random_seed`'s,
+            without reseeding the process: `bilm.utils.python_random`).
+        max_steps, checkpoint_every, checkpoint_every_minutes, heldout_every,
+            heldout_batch_size, max_to_keep, data_source, tune_malloc,
+            summary_every: the loop's settings, as `bilm.training.train`'s
+            (`LoopSettings`); the checkpoints kept are `jax_checkpoint.npz`
+            and the `max_to_keep - 1` before it (`checkpoints.kept_checkpoints`).
+            A call that trained (or whose checkpoint has no boundary state
+            yet) ends with the boundary state measured on `data`'s text,
+            which the last checkpoint holds and `dump_weights` writes.
+        heldout_data: a test-mode stream, evaluated at each epoch's end,
+            every `heldout_every` steps and at the call's end
+            (`bilm.training.jax.evaluation.heldout_perplexity`).
         save_on_signals: SIGINT and SIGTERM save the step reached and raise
-            `TrainingInterrupted`; one during the boundary state's measure
-            stops it (the checkpoint keeps the boundary state it had).
+            `TrainingInterrupted` (during the boundary state's measure, once
+            it is saved).
         devices: the JAX devices to train on, `batch_size` rows each (None:
             the first device); see `JaxTrainStep`.
-        start_state: for a new run (no checkpoint in `save_dir`), a callable
-            `(JaxTrainStep, state) -> state` that changes the initial state
-            (`JaxTrainStep.initial_state`) before the first step, e.g. to
-            start from a published model's weights; a restart ignores it
-            (the checkpoint holds what it set).
-        restart: True continues the checkpoint in `save_dir` and refuses a
-            `save_dir` without one; False starts a new run and refuses a
-            `save_dir` with one; None (the default) continues a checkpoint
-            if there is one, else starts. Checked while this call holds
-            `save_dir`'s writer lock, so no other process's run comes in
-            between (`checkpoints.check_run_kind`).
-        log_dir: a folder for TensorBoard's scalars (`train_perplexity`,
-            `gradient_norm`, `learning_rate` every `summary_every` steps, and
-            `heldout_perplexity`), in a new event file of this call; None
-            writes none.
-        summary_every: steps between the scalars.
+        start_state: for a new run, a callable `(JaxTrainStep, state) ->
+            state` that changes the initial state before the first step (a
+            published model's weights); a restart ignores it.
+        restart: True continues the checkpoint in `save_dir` (refused
+            without one), False starts a new run (refused with one), None
+            either; checked under `save_dir`'s writer lock.
+        log_dir: TensorBoard's scalars, in a new event file of this call
+            (None: none).
         verbose: 0 silent, 1 the progress line and messages, as on TensorFlow.
 
     Returns:
