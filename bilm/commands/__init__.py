@@ -28,6 +28,7 @@ _MODULES = {
     "add_training_arguments": "training_arguments",
     "describe_result": "training_arguments",
     "restart_command": "training_arguments",
+    "run_training_script": "training_arguments",
     "train_from_args": "training_arguments",
     "subcommand_main": "cli",
     "exit_on_user_error": "user_errors",

@@ -144,6 +144,25 @@ def train_from_files(*args, **kwargs):
     return training.train_from_files(*args, **kwargs)
 
 
+def run_training_script(args, restart=False, before=None):
+    """What bin/train_elmo.py and bin/restart.py do once their flags are parsed (`add_training_arguments`):
+    float32 (unless --tf32) and repeatable numerics, the device line, `before()` if given (e.g. a conversion)
+    and the run (`train_from_args`), a mistake ending in one line; prints the closing line and returns the
+    result."""
+    from bilm.commands.devices import announce_devices, set_numerics
+    from bilm.commands.user_errors import exit_on_user_error
+
+    # float32 stays float32 on a GPU unless --tf32, and --seed repeats a run there too (op determinism).
+    set_numerics(tf32=args.tf32, deterministic=True)
+    announce_devices(n_gpus=args.n_gpus)
+    with exit_on_user_error():
+        if before is not None:
+            before()
+        result = train_from_args(args, restart=restart)
+    print(describe_result(result, args.save_dir))
+    return result
+
+
 def train_from_args(args, restart=False):
     """`train_from_files` with the flags of `add_training_arguments` (and
     --options_file / --size), in a process of its own: malloc tuned for

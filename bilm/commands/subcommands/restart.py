@@ -12,12 +12,8 @@ a second signal waits for the save.
 from bilm.commands import (
     ScriptArgumentParser,
     add_training_arguments,
-    announce_devices,
-    describe_result,
-    exit_on_user_error,
     exit_unless_training_backend,
-    set_numerics,
-    train_from_args,
+    run_training_script,
 )
 
 
@@ -30,16 +26,13 @@ def main(argv=None, prog=None):
     args = parser.parse_args(argv)
     if args.tf1_checkpoint and not args.tf1_options_file:
         parser.error("--tf1_checkpoint needs --tf1_options_file (the model's options.json).")
-    # float32 stays float32 on a GPU unless --tf32, and --seed repeats a run there too (op determinism).
-    set_numerics(tf32=args.tf32, deterministic=True)
-    announce_devices(n_gpus=args.n_gpus)
-    with exit_on_user_error():
+
+    def convert():
         if args.tf1_checkpoint:
             from bilm.training import convert_tf1_checkpoint  # TensorFlow's: it says so on another backend
 
             path = convert_tf1_checkpoint(args.tf1_checkpoint, args.tf1_options_file, args.save_dir)
             print(f"Converted {args.tf1_checkpoint} to {path}")
-        result = train_from_args(args, restart=True)
-    print(describe_result(result, args.save_dir))
-    return result
+
+    return run_training_script(args, restart=True, before=convert)
 

@@ -23,12 +23,8 @@ a second signal waits for the save.
 from bilm.commands import (
     ScriptArgumentParser,
     add_training_arguments,
-    announce_devices,
-    describe_result,
-    exit_on_user_error,
     exit_unless_training_backend,
-    set_numerics,
-    train_from_args,
+    run_training_script,
 )
 from bilm.training import DEFAULT_SOFTMAX_INIT, SOFTMAX_INITS
 
@@ -48,12 +44,5 @@ def main(argv=None, prog=None):
                         help="with --init_from, where the new softmax starts: fit (to the model's outputs on the "
                              "start of your text), encoding (each word's encoding by the model, scaled; zero bias) or "
                              "random (as from scratch) (default: %(default)s)")
-    args = parser.parse_args(argv)
-    # float32 stays float32 on a GPU unless --tf32, and --seed repeats a run there too (op determinism).
-    set_numerics(tf32=args.tf32, deterministic=True)
-    announce_devices(n_gpus=args.n_gpus)
-    with exit_on_user_error():
-        result = train_from_args(args)
-    print(describe_result(result, args.save_dir))
-    return result
+    return run_training_script(parser.parse_args(argv))
 
