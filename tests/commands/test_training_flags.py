@@ -105,3 +105,35 @@ def test_every_flag_of_train_elmo_means_the_same_on_tensorflow_and_jax(tmp_path)
         assert tensorflow[name] != tensorflow["baseline"], f"--{name} changed nothing on TensorFlow"
         assert jax[name] == tensorflow[name], f"--{name}: JAX's run got {jax[name]}, TensorFlow's {tensorflow[name]}"
     assert jax["baseline"] == tensorflow["baseline"]
+
+
+RESTART = '''
+import dataclasses, json, os, runpy, sys
+import numpy as np
+from bilm.training.config.training_config import data_fingerprint
+from bilm.training.jax import checkpoints, loop as jax_loop
+
+folder, train_prefix, vocab = sys.argv[1:4]
+options = json.load(open(folder + "/options.json"))
+seen = []
+jax_loop._train = lambda *args: seen.append(args[2].n_train_tokens) or {
+    "step": 3, "steps_taken": 0, "finished": False, "checkpoint": "-", "n_epochs": 1}
+main = runpy.run_path("bin/restart.py")["main"]
+for name, source in (("same", os.path.abspath(train_prefix)), ("other", "another corpus")):
+    save_dir = f"{folder}/{name}"
+    os.makedirs(save_dir)
+    checkpoints.save_checkpoint(save_dir, {"x": np.zeros(1)}, 3, {**options, "n_train_tokens": 999}, 0,
+                                data_source=data_fingerprint(source))
+    main(["--train_prefix", train_prefix, "--vocab_file", vocab, "--save_dir", save_dir])
+print(json.dumps(seen))
+'''
+
+
+def test_a_restart_on_jax_on_other_data_counts_its_tokens_as_tensorflows_does(tmp_path):
+    corpus = write_corpus(tmp_path)
+    (tmp_path / "options.json").write_text(json.dumps(tiny_options(n_tokens_vocab=corpus["n_vocab"])))
+    result = run_on_backend("jax", RESTART, tmp_path, corpus["train"], corpus["vocab"],
+                            environment={"BILM_COMMAND": "1"})
+    same, other = json.loads(result.stdout.strip().splitlines()[-1])
+    assert same == 999  # the checkpoint's count, on the data it was reading
+    assert other != 999 and f"Counted {other:,} tokens in {corpus['train']}." in result.stdout

@@ -11,7 +11,7 @@ import zlib
 
 from bilm.options import BiLMOptions
 from bilm.training.config.settings import TrainingSettings, training_settings
-from bilm.training.data.shards import count_tokens
+from bilm.training.data.shards import count_tokens, report_token_count
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,9 +84,7 @@ def resolve_training_config(options, data, origin, *, vocabulary=None, data_sour
     elif options.get("n_train_tokens") is None or not origin.same_data(data_source):
         pattern = describe_data(data)
         if pattern != type(data).__name__:
-            keys["n_train_tokens"] = count_tokens(pattern)
-            if verbose:
-                print(f"Counted {keys['n_train_tokens']:,} tokens in {pattern}.")
+            keys["n_train_tokens"] = report_token_count(count_tokens(pattern), pattern, verbose)
     options = options.updated(**keys) if keys else options
     options, settings = training_settings(options, need_schedule=True)
     return TrainingConfig(options, settings, origin, data_source)

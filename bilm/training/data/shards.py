@@ -44,6 +44,14 @@ def count_tokens(filepattern):
     return sum(_sentence_lengths(list_shards(filepattern)))
 
 
+def report_token_count(n_tokens, filepattern, verbose=1):
+    """Says `Counted N tokens in PATTERN.` when `verbose` (a run that counted its `n_train_tokens`, on every
+    backend); returns `n_tokens`."""
+    if verbose:
+        print(f"Counted {n_tokens:,} tokens in {filepattern}.", flush=True)
+    return n_tokens
+
+
 def count_positions(paths, limit):
     """Target positions of one pass over the files `paths` in one direction
     (each sentence's tokens and its end), counted until `limit` is reached.

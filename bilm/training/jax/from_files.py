@@ -11,8 +11,9 @@ from bilm.errors import UserError
 from bilm.options import BiLMOptions, load_options
 from bilm.presets import training_options
 from bilm.training.config.model_choice import check_model_choice
+from bilm.training.config.training_config import data_fingerprint
 from bilm.training.data.lm_dataset import load_training_data
-from bilm.training.data.shards import count_tokens
+from bilm.training.data.shards import count_tokens, report_token_count
 from bilm.training.jax import checkpoints
 from bilm.training.jax.adaptation import adapted_start
 from bilm.training.jax.loop import train_on_jax
@@ -75,19 +76,20 @@ def train_from_files_on_jax(train_prefix, vocab_file, save_dir, options_file=Non
     data, vocab = load_training_data(options, train_prefix, vocab_file, seed=seed)
     if meta is None:
         options = options.updated(n_tokens_vocab=vocab.size)
+    # As TensorFlow's: counted where not given, and anew where a restart reads other data than its checkpoint.
+    data_source = os.path.abspath(train_prefix)
+    other_data = meta is not None and meta["data_source"] not in (None, data_fingerprint(data_source))
     if n_train_tokens is not None:
         options = options.updated(n_train_tokens=n_train_tokens)
-    elif options.get("n_train_tokens") is None:
-        options = options.updated(n_train_tokens=count_tokens(train_prefix))
-        if verbose:
-            print(f"Counted {options.get('n_train_tokens'):,} tokens in {train_prefix}.", flush=True)
+    elif options.get("n_train_tokens") is None or other_data:
+        options = options.updated(n_train_tokens=report_token_count(count_tokens(train_prefix), train_prefix, verbose))
     devices = jax_devices(n_gpus)
     heldout = load_training_data(options, heldout_prefix, vocab_file, test=True)[0] if heldout_prefix else None
     start_state = adapted_start(model, data, softmax_init, verbose=verbose) if model is not None else None
     result = train_on_jax(options, data, save_dir, seed=seed, max_steps=max_steps,
                           checkpoint_every=checkpoint_every, checkpoint_every_minutes=checkpoint_every_minutes,
                           heldout_data=heldout, heldout_every=heldout_every, heldout_batch_size=heldout_batch_size,
-                          max_to_keep=max_to_keep, data_source=os.path.abspath(train_prefix),
+                          max_to_keep=max_to_keep, data_source=data_source,
                           tune_malloc=tune_malloc, save_on_signals=save_on_signals,
                           devices=devices, start_state=start_state, restart=bool(restart),
                           log_dir=log_dir or os.path.join(os.fspath(save_dir), "logs"), summary_every=summary_every,

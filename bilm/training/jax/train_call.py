@@ -7,7 +7,7 @@ import os
 
 from bilm.errors import UserError
 from bilm.options import load_options
-from bilm.training.data.shards import count_tokens
+from bilm.training.data.shards import count_tokens, report_token_count
 from bilm.training.jax import checkpoints
 from bilm.training.jax.adaptation import adapted_start
 from bilm.training.jax.from_files import jax_devices
@@ -90,7 +90,5 @@ def _with_data_sizes(options, data, meta, verbose):
         if meta is not None and meta["options"].get("n_train_tokens") is not None:
             keys["n_train_tokens"] = meta["options"]["n_train_tokens"]
         elif pattern is not None:
-            keys["n_train_tokens"] = count_tokens(pattern)
-            if verbose:
-                print(f"Counted {keys['n_train_tokens']:,} tokens in {pattern}.", flush=True)
+            keys["n_train_tokens"] = report_token_count(count_tokens(pattern), pattern, verbose)
     return options.updated(**keys) if keys else options
