@@ -141,6 +141,8 @@ def _end_call(run, data, stop_signals, steps_taken):
         try:
             with stop_signals.interruptible():
                 n_starts = run.measure_boundary_state(data)
+            # Where phases are not interruptible (JAX), a signal during the measure stops the call once it is saved.
+            during_measure = received_before is None and stop_signals.received is not None
             run.report(f"Boundary state: the mean LSTM state at {n_starts:,} sentence starts of the training "
                        "text (where embedding starts each sentence; see bilm.models.boundary_state).")
         except PhaseInterrupted as interrupted:
@@ -148,7 +150,7 @@ def _end_call(run, data, stop_signals, steps_taken):
                        "one it had, if any; a restart that trains measures it).")
             raise run.stop(interrupted.signal, False) from None
         run.save()
-        if received_before is None and stop_signals.received is not None:
+        if during_measure:
             raise run.stop(stop_signals.received, False, phase="measuring the boundary state")
     elif run.last_saved_checkpoint() is None:
         run.save()
