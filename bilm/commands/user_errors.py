@@ -23,7 +23,7 @@ def exit_unless_tensorflow(what):
 
 def exit_unless_training_backend(what):
     """Ends a script that trains (`what` it does) with one `Error:` line and exit status 1 unless Keras runs on
-    TensorFlow or JAX; call it before importing what trains."""
+    a backend bilm trains on (TensorFlow, JAX, PyTorch); call it before importing what trains."""
     _exit_on_user_error_of(require_training_backend, what)
 
 

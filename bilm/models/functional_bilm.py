@@ -162,10 +162,11 @@ def _recurrent_layers(options, directions, separate, dropout, kernels):
     } if dropout > 0 else {}
     state_inputs = {key: keras.Input(shape=(size,), name=key)
                     for key, _, size in state_keys(options, bidirectional=len(directions) == 2)}
-    # int64 (2,) as TensorFlow's stateless ops take seeds; on JAX (without x64) their four uint32 words
-    # (`bilm.ops.jax_random`).
+    # int64 (2,) as TensorFlow's stateless ops take seeds; on JAX (without x64) and PyTorch their four 32-bit
+    # words (`bilm.ops.jax_random`, `bilm.ops.torch_random`).
     backend = configured_backend()
-    seed_shape, seed_dtype = {"tensorflow": ((2,), "int64"), "jax": ((4,), "uint32")}.get(backend, ((2,), "int32"))
+    seed_shape, seed_dtype = {"tensorflow": ((2,), "int64"), "jax": ((4,), "uint32"),
+                              "torch": ((4,), "int64")}.get(backend, ((2,), "int32"))
     seed_input = keras.Input(batch_shape=seed_shape, dtype=seed_dtype, name="dropout_seed") if dropouts else None
     return lstms, dropouts, state_inputs, seed_input
 

@@ -7,7 +7,7 @@ TensorFlow's own numbers on JAX: the Philox-4x32-10 stream of
 with the key and counter TensorFlow derives from a seed, in 32-bit integer
 operations (JAX's integers are 32-bit unless its x64 mode is on, which this
 module never needs). So the same seed drops the same units and samples the
-same negatives (`bilm.training.jax.sampled_softmax`) on JAX as on TensorFlow.
+same negatives (`bilm.backend.jax.sampler`) on JAX as on TensorFlow.
 
 A seed is TensorFlow's int64 `(2,)` stateless seed, held on JAX as uint32
 `(4,)`: `(word 0 low, word 0 high, word 1 low, word 1 high)`. `seed_words`

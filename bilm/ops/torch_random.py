@@ -58,6 +58,13 @@ def uniform(seed, shape):
     return (random_bits(seed, shape) & 0x7FFFFF).to(torch.float32) * 2.0 ** -23
 
 
+def uniform_float64_mantissas(seed, size):
+    """The 52-bit integers `M` of `tf.random.stateless_uniform([size], seed, tf.float64)` `= M / 2^52`, as
+    `(high 20 bits, low 32 bits)`, each int64 `(size,)` (`bilm.ops.jax_random`'s pair)."""
+    words = random_bits(seed, (2 * size,))
+    return words[0::2] & 0xFFFFF, words[1::2]
+
+
 def dropout(x, rate, seed):
     """`tf.nn.experimental.stateless_dropout(x, rate, seed)` for a Python float `rate` in `[0, 1)`:
     `x / (1 - rate)` where a uniform draw of the shape of `x` is at least `rate`, else 0 (float32 `x`)."""

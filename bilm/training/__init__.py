@@ -9,14 +9,14 @@ internal and may change. `test` and `test_from_files` are deprecated
 aliases of `evaluate` and `evaluate_from_files` (pytest collects a test
 module's names that start with "test").
 
-Each name is imported when first used. On JAX (`KERAS_BACKEND=jax`)
-`train`, `train_from_files` and `evaluate_from_files` are JAX's (`bilm.training.jax`: the same
-arguments and meaning, what JAX does not have refused in one line), beside
-`train_on_jax`, `train_from_files_on_jax` and `evaluate_from_files_on_jax`
-(docs/training.md, "Training on JAX"). On another backend the names that
-need TensorFlow say so in one line; the vocabulary builder, the sample
-corpus and `dump_weights` run anywhere, and `run_quickstart` trains on
-TensorFlow or JAX.
+Each name is imported when first used. On JAX and PyTorch (`KERAS_BACKEND=jax` or `torch`)
+`train`, `train_from_files` and `evaluate_from_files` are the array trainer's (`bilm.training.jax`,
+one step written in `keras.ops` for both: the same arguments and meaning, what they do not have
+refused in one line), beside `train_on_jax`, `train_from_files_on_jax` and
+`evaluate_from_files_on_jax`, which are the same functions on either backend
+(docs/training.md, "Training on JAX and PyTorch"). There the names that need
+TensorFlow say so in one line; the vocabulary builder, the sample corpus and
+`dump_weights` run anywhere, and `run_quickstart` trains on every backend.
 """
 from bilm.utils.lazy_names import lazy_names
 
@@ -64,6 +64,6 @@ __getattr__, __dir__ = lazy_names(__name__, _MODULES, tensorflow_only=set(_MODUL
     "train_from_files_on_jax",
     "train_on_jax",
     "write_sample_corpus",
-}, on_jax={"train": "jax.train_call:train", "train_from_files": "jax.from_files:train_from_files_on_jax",
+}, off_tensorflow={"train": "jax.train_call:train", "train_from_files": "jax.from_files:train_from_files_on_jax",
            "evaluate_from_files": "jax.evaluation:evaluate_from_files_on_jax",
            "test_from_files": "jax.evaluation:evaluate_from_files_on_jax"})

@@ -81,10 +81,9 @@ def require_tensorflow(what):
 
 
 def require_training_backend(what):
-    """Raises `UserError` unless Keras runs on TensorFlow or JAX, the backends bilm trains on: `what` (e.g. "the
-    quick start") trains, or evaluates a training run."""
+    """Raises `UserError` unless Keras runs on a backend bilm trains on (`BACKENDS`: TensorFlow, JAX, PyTorch):
+    `what` (e.g. "the quick start") trains, or evaluates a training run."""
     backend = configured_backend()
-    if backend not in ("tensorflow", "jax"):
-        raise UserError(f"{what} runs on TensorFlow or JAX, where bilm trains, and Keras runs on {backend} "
-                        f"(KERAS_BACKEND={backend}). Set KERAS_BACKEND=jax or KERAS_BACKEND=tensorflow for it; "
-                        "embedding and Keras models run on every backend.")
+    if backend not in BACKENDS:
+        raise UserError(f"{what} runs on TensorFlow, JAX or PyTorch, where bilm trains, and Keras runs on {backend} "
+                        f"(KERAS_BACKEND={backend}). Set KERAS_BACKEND to tensorflow, jax or torch for it.")

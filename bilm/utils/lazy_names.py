@@ -4,19 +4,19 @@ import importlib
 from bilm.utils.backend import configured_backend, require_tensorflow
 
 
-def lazy_names(package, modules, tensorflow_only=(), on_jax=None):
+def lazy_names(package, modules, tensorflow_only=(), off_tensorflow=None):
     """`(__getattr__, __dir__)` for the package named `package` whose public names are the keys of `modules`
     (`{name: module under the package}`): a name's module is imported when the name is first read, so that
     importing the package imports none of them (TensorFlow's fast paths stay unloaded on other backends).
     Reading a name of `tensorflow_only` while Keras runs on another backend is one `UserError` that says so,
-    except that while Keras runs on JAX a name of `on_jax` (`{name: "module:attribute"}`) is that module's
-    attribute: the same contract, computed on JAX."""
+    except that while Keras runs on JAX or PyTorch a name of `off_tensorflow` (`{name: "module:attribute"}`) is
+    that module's attribute: the same contract, computed on that backend."""
 
     def __getattr__(name):
         if name not in modules:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        if on_jax and name in on_jax and configured_backend() == "jax":
-            module, attribute = on_jax[name].split(":")
+        if off_tensorflow and name in off_tensorflow and configured_backend() in ("jax", "torch"):
+            module, attribute = off_tensorflow[name].split(":")
             return getattr(importlib.import_module(f"{package}.{module}"), attribute)
         if name in tensorflow_only:
             require_tensorflow(f"{package}.{name}")

@@ -36,16 +36,18 @@ _, settings = training_settings(options)
 step = JaxTrainStep(load_options(options), settings, seed=3)
 state = step.initial_state()
 assert step.names == json.load(open(folder + "/names.json")), (step.names, "differ from TensorFlow's")
-state["bilm"] = [start["model/" + name] for name in step.names]
-state["softmax"] = {part: start["model/softmax/" + part] for part in state["softmax"]}
+from keras import ops
+state["bilm"] = [ops.convert_to_tensor(start["model/" + name]) for name in step.names]
+state["softmax"] = {part: ops.convert_to_tensor(start["model/softmax/" + part]) for part in state["softmax"]}
 outputs = []
 for i in range(int(sys.argv[2])):
     batch = {key[len(f"{i}/"):]: value for key, value in batches.items() if key.startswith(f"{i}/")}
     state, metrics = step(state, batch, i)
     outputs.append({k: float(v) for k, v in metrics.items()})
-arrays = {**{"model/" + name: np.asarray(v) for name, v in zip(step.names, state["bilm"])},
-          **{"model/softmax/" + part: np.asarray(value) for part, value in state["softmax"].items()},
-          **{"state/" + key: np.asarray(v) for key, v in state["lstm"].items()}}
+from keras import ops
+arrays = {**{"model/" + name: ops.convert_to_numpy(v) for name, v in zip(step.names, state["bilm"])},
+          **{"model/softmax/" + part: ops.convert_to_numpy(value) for part, value in state["softmax"].items()},
+          **{"state/" + key: ops.convert_to_numpy(v) for key, v in state["lstm"].items()}}
 np.savez(folder + "/jax.npz", **arrays)
 print(json.dumps({"outputs": outputs, "tensorflow_imported": "tensorflow" in sys.modules}))
 '''
@@ -106,13 +108,27 @@ SHARED = {"char": False, "share_embedding_softmax": True}
     ("adagrad", 0.3, "float32", 1.0, SHARED)], ids=["adagrad", "adam", "bfloat16", "random", "tokens-adam",
                                                     "shared-sampled-adam", "shared-full"])
 def test_two_steps_equal_tensorflows(tmp_path, optimizer, learning_rate, matmul_dtype, tolerance, extra):
+    _check_steps_equal_tensorflows(tmp_path, "jax", optimizer, learning_rate, matmul_dtype, tolerance, extra)
+
+
+# PyTorch runs the same step (written once in keras.ops) with its own gradient, rows and sampler: the cases
+# that reach each of them (dense Adagrad, the sampler and dropout, row-sparse Adam on a token table, a shared
+# table).
+@pytest.mark.parametrize("optimizer, learning_rate, extra", [
+    ("adagrad", 0.3, RANDOM), ("adam", 0.002, {**RANDOM, **TOKENS}), ("adam", 0.002, {**RANDOM, **SHARED}),
+    ("adagrad", 0.3, SHARED)], ids=["random", "tokens-adam", "shared-sampled-adam", "shared-full"])
+def test_two_steps_on_pytorch_equal_tensorflows(tmp_path, optimizer, learning_rate, extra):
+    _check_steps_equal_tensorflows(tmp_path, "torch", optimizer, learning_rate, "float32", 1.0, extra)
+
+
+def _check_steps_equal_tensorflows(tmp_path, backend, optimizer, learning_rate, matmul_dtype, tolerance, extra):
     char = extra.get("char", True)
     options = tiny_options(n_tokens_vocab=N_VOCAB, optimizer=optimizer, jit_compile=False,
                            learning_rate=learning_rate, matmul_dtype=matmul_dtype,
                            **{"sample_softmax": False, **extra})
     (tmp_path / "options.json").write_text(json.dumps(options))
     want_outputs, want = _tensorflow_steps(tmp_path, options, 2)
-    report = json_result(run_on_backend("jax", JAX_STEPS, tmp_path, 2))
+    report = json_result(run_on_backend(backend, JAX_STEPS, tmp_path, 2))
     assert not report["tensorflow_imported"]
     for got, expected in zip(report["outputs"], want_outputs, strict=True):
         for key in ("loss", "norm", "forward", "backward"):

@@ -1,4 +1,5 @@
-"""A run on JAX that starts from a published model (`bin/train_elmo.py --init_from` with `KERAS_BACKEND=jax`):
+"""A run on JAX or PyTorch that starts from a published model (`bin/train_elmo.py --init_from` with
+`KERAS_BACKEND=jax` or `torch`):
 what `bilm.training.model.adaptation` describes, as a `start_state` of `train_on_jax`.
 
 The run's options are `adaptation_options` (the model's architecture, the
@@ -8,10 +9,8 @@ over the run's vocabulary (`bilm.training.jax.softmax_init`), with the
 optimizer's start and LSTM states from zeros. The checkpoint holds all of
 it, so a restart continues without the model.
 
-Needs Keras on JAX (`KERAS_BACKEND=jax`).
+Needs Keras on JAX or PyTorch (`KERAS_BACKEND=jax` or `torch`).
 """
-import jax.numpy as jnp
-
 from bilm.io.formats.weight_file import read_entries, weight_table
 from bilm.training.jax.softmax_init import initialize_softmax_on_jax
 from bilm.training.model.softmax_init import DEFAULT_SAMPLE_POSITIONS, DEFAULT_SOFTMAX_INIT, check_softmax_init
@@ -42,8 +41,8 @@ def adapted_start(model, data, softmax_init=DEFAULT_SOFTMAX_INIT, n_positions=DE
     def start(step, state):
         n_loaded = load_model_weights_on_jax(step, model)
         network = step.network
-        state = {**state, "bilm": [jnp.asarray(v.value) for v in network.trainable_variables],
-                 "non_trainable": [jnp.asarray(v.value) for v in network.non_trainable_variables]}
+        state = {**state, "bilm": [step.backend.copy(v.value) for v in network.trainable_variables],
+                 "non_trainable": [step.backend.copy(v.value) for v in network.non_trainable_variables]}
         if verbose:
             print(f"Adapting {model.source} ({model.files.weight_file}): char CNN, highway, projection and LSTM "
                   f"weights loaded ({n_loaded} datasets); a new softmax over the training vocabulary.", flush=True)

@@ -1,24 +1,22 @@
-"""Held-out perplexity on JAX with the full softmax, as `bilm.training.run.evaluation` computes it on
+"""Held-out perplexity on JAX and PyTorch with the full softmax, as `bilm.training.run.evaluation` computes it on
 TensorFlow: of a training state (`evaluate_state`, and `heldout_perplexity` at a run's end) and of a JAX run's
 checkpoint (`evaluate_from_files_on_jax`, what bin/run_test.py runs on JAX).
 
-Needs Keras on JAX (`KERAS_BACKEND=jax`).
+Needs Keras on JAX or PyTorch (`KERAS_BACKEND=jax` or `torch`).
 """
 import collections
 import math
 
-import jax
-import jax.numpy as jnp
+from keras import ops
 
 from bilm.errors import UserError
-from bilm.ops import jax_random
 from bilm.options import load_options
 from bilm.training.config.settings import training_settings
 from bilm.training.data.lm_dataset import load_training_data
 from bilm.training.jax import checkpoints
 from bilm.training.jax.boundary_state_measure import measure_boundary_state
-from bilm.training.jax.sampled_softmax import full_softmax_loss
 from bilm.training.jax.train_step import SUFFIXES, JaxTrainStep
+from bilm.training.model.softmax_losses import full_softmax_loss
 from bilm.training.run.evaluation_starts import OPENING_TOKEN, check_evaluation_start, rows_for_a_short_text
 from bilm.utils.progress import Progress
 
@@ -48,8 +46,8 @@ def evaluate_state(step, state, data, batch_size=None, unroll_steps=1, start="ca
             (`checkpoints.read_boundary_state`, `measure_boundary_state`).
         verbose: 1 for a progress line.
         between_batches: called with no argument after each batch (e.g. to
-            stop on a signal by raising, between JAX's calls rather than
-            inside one).
+            stop on a signal by raising, between the backend's calls rather
+            than inside one).
 
     Returns:
         `{"perplexity", "<direction>_perplexity", "batches"}`.
@@ -63,17 +61,17 @@ def evaluate_state(step, state, data, batch_size=None, unroll_steps=1, start="ca
     start_states, opening = None, None
     if start != "carry":
         keys += [key for key in ["token_ids" + SUFFIXES[d] for d in step.directions] if key not in keys]
-        start_states = {key: (jnp.asarray(boundary_state[0][key]) if start == "warm" else jnp.zeros((size,)))
-                        for key, _, size in step.state_keys}
+        start_states = {key: (ops.convert_to_tensor(boundary_state[0][key]) if start == "warm"
+                              else ops.zeros((size,))) for key, _, size in step.state_keys}
         opening = {direction: getattr(data.vocab, OPENING_TOKEN[direction]) for direction in step.directions}
     losses = _losses_function(step, opening)
-    weights = jax.device_put({key: state[key] for key in ("bilm", "non_trainable", "softmax")}, step.devices[0])
-    lstm = {key: jnp.zeros((batch_size, size), jnp.float32) for key, _, size in step.state_keys}
+    weights = step.placement.first({key: state[key] for key in ("bilm", "non_trainable", "softmax")})
+    lstm = {key: ops.zeros((batch_size, size), "float32") for key, _, size in step.state_keys}
     totals = collections.defaultdict(float)
     n_batches = 0
     progress = Progress(None, unit="batch", verbose=verbose)
     for batch in data.iter_batches(batch_size, unroll_steps):
-        batch = {key: jnp.asarray(batch[key]) for key in keys}
+        batch = step.placement.first({key: batch[key] for key in keys})
         loss, per_direction, lstm = losses(weights, lstm, batch, start_states)
         n_batches += 1
         totals["loss"] += float(loss)
@@ -99,7 +97,7 @@ def heldout_perplexity(step, state, data, batch_size=None, between_batches=None)
 
 
 def evaluate_from_files_on_jax(test_prefix, vocab_file, save_dir, batch_size=None, verbose=1, start="carry"):
-    """What bin/run_test.py runs on JAX: the average perplexity of the checkpoint of the JAX run in `save_dir`
+    """What bin/run_test.py runs on JAX and PyTorch: the average perplexity of the checkpoint in `save_dir`
     on the shards `test_prefix`, as `bilm.training.evaluate_from_files` for TensorFlow's runs.
 
     Args:
@@ -120,8 +118,8 @@ def evaluate_from_files_on_jax(test_prefix, vocab_file, save_dir, batch_size=Non
     check_evaluation_start(start, 1)
     meta = checkpoints.read_meta(save_dir)
     if meta is None:
-        raise UserError(f"{save_dir} holds no checkpoint of a run on JAX ({checkpoints.CHECKPOINT_FILE}); give "
-                        "the --save_dir of a run trained with KERAS_BACKEND=jax.")
+        raise UserError(f"{save_dir} holds no checkpoint of a run on JAX or PyTorch ({checkpoints.CHECKPOINT_FILE}); "
+                        "give the --save_dir of a run trained with KERAS_BACKEND=jax or torch.")
     options = load_options(meta["options"])
     _, settings = training_settings(meta["options"])
     data, vocab = load_training_data(options, test_prefix, vocab_file, test=True)
@@ -147,25 +145,24 @@ def _losses_function(step, opening):
     is their direction's opening token start from `start_states` (`{state key: (size,)}`)."""
     options, settings, network, key = step.options, step.settings, step.network, step.input_key
 
-    @jax.jit
     def losses(weights, lstm, batch, start_states):
         if opening is not None:
-            starts = {d: batch["token_ids" + SUFFIXES[d]][:, :1] == token for d, token in opening.items()}
-            lstm = {name: jnp.where(starts[name.split("_")[0]], start_states[name], value)
+            starts = {d: ops.equal(batch["token_ids" + SUFFIXES[d]][:, :1], token) for d, token in opening.items()}
+            lstm = {name: ops.where(starts[name.split("_")[0]], start_states[name], value)
                     for name, value in lstm.items()}
         inputs = {key: batch[key], **lstm}
         if "backward" in step.directions:
             inputs[key + "_reverse"] = batch[key + "_reverse"]
         if settings.dropout > 0:
-            inputs["dropout_seed"] = jax_random.seed_words(0, 0)
+            inputs["dropout_seed"] = step.backend.random.seed_words(0, 0)
         outputs, _ = network.stateless_call(weights["bilm"], weights["non_trainable"], inputs, training=False)
         per_direction = {}
         for direction in step.directions:
-            top = outputs[f"{direction}_{options.n_layers - 1}"].reshape(-1, options.projection_dim)
-            labels = batch["next_token_id" + SUFFIXES[direction]].reshape(-1)
-            per_direction[direction] = jnp.mean(full_softmax_loss(step.softmax_table(weights),
+            top = ops.reshape(outputs[f"{direction}_{options.n_layers - 1}"], (-1, options.projection_dim))
+            labels = ops.reshape(batch["next_token_id" + SUFFIXES[direction]], (-1,))
+            per_direction[direction] = ops.mean(full_softmax_loss(step.softmax_table(weights),
                                                                   weights["softmax"]["b"], top, labels))
         loss = sum(per_direction.values()) / len(per_direction)
         return loss, per_direction, {name: outputs[output_key] for name, output_key, _ in step.state_keys}
 
-    return losses
+    return step.backend.compile_inference(losses)

@@ -1,12 +1,11 @@
-"""What `bin/train_elmo.py` and `bin/restart.py` run on JAX: training from files, with the TensorFlow
+"""What `bin/train_elmo.py` and `bin/restart.py` run on JAX and PyTorch: training from files, with the TensorFlow
 path's options, sizes, vocabulary, shards and flags (`bilm.training.run.from_files.train_from_files`).
 
-Needs Keras on JAX (`KERAS_BACKEND=jax`).
+Needs Keras on JAX or PyTorch (`KERAS_BACKEND=jax` or `torch`).
 """
 import os
 
-import jax
-
+from bilm.backend import training_ops
 from bilm.errors import UserError
 from bilm.options import BiLMOptions, load_options
 from bilm.presets import training_options
@@ -83,7 +82,7 @@ def train_from_files_on_jax(train_prefix, vocab_file, save_dir, options_file=Non
         options = options.updated(n_train_tokens=n_train_tokens)
     elif options.get("n_train_tokens") is None or other_data:
         options = options.updated(n_train_tokens=report_token_count(count_tokens(train_prefix), train_prefix, verbose))
-    devices = jax_devices(n_gpus)
+    devices = training_ops().training_devices(n_gpus)
     heldout = load_training_data(options, heldout_prefix, vocab_file, test=True)[0] if heldout_prefix else None
     start_state = adapted_start(model, data, softmax_init, verbose=verbose) if model is not None else None
     result = train_on_jax(options, data, save_dir, seed=seed, max_steps=max_steps,
@@ -96,12 +95,3 @@ def train_from_files_on_jax(train_prefix, vocab_file, save_dir, options_file=Non
                           verbose=verbose)
     return result
 
-
-def jax_devices(n_gpus):
-    """The first `n_gpus` devices of JAX's default kind (the CPU where it has no accelerator)."""
-    devices = jax.devices()
-    n = n_gpus or 1
-    if n > len(devices):
-        raise UserError(f"--n_gpus {n} asks for more devices than JAX sees ({len(devices)}: "
-                        f"{', '.join(str(d) for d in devices)}).")
-    return devices[:n]

@@ -1,15 +1,13 @@
-"""Where a new softmax starts on JAX: what the fit reads of the biLM (its top outputs on the start of the text,
+"""Where a new softmax starts on JAX and PyTorch: what the fit reads of the biLM (its top outputs on the start of the text,
 the words' encodings), computed by the training step's network from a state's weights; the fit itself is the
 NumPy one TensorFlow's runs use (`bilm.training.model.softmax_init.fit_softmax`).
 
-Needs Keras on JAX (`KERAS_BACKEND=jax`).
+Needs Keras on JAX or PyTorch (`KERAS_BACKEND=jax` or `torch`).
 """
-import jax
-import jax.numpy as jnp
 import numpy as np
+from keras import ops
 
 from bilm.models.functional_bilm import build_token_encoder
-from bilm.ops import jax_random
 from bilm.training.jax.train_step import SUFFIXES
 from bilm.training.model.softmax_init import DEFAULT_SAMPLE_POSITIONS, fit_softmax
 
@@ -33,7 +31,7 @@ def initialize_softmax_on_jax(step, state, data, method, n_positions=DEFAULT_SAM
         `(new state, report)`; the other entries of `state` are its own.
     """
     softmax, report = fit_softmax(JaxBiLM(step, state), data, method, n_positions, frequency_bias)
-    new_softmax = {**state["softmax"], **{key: jnp.asarray(value) for key, value in softmax.items()}}
+    new_softmax = {**state["softmax"], **{key: ops.convert_to_tensor(value) for key, value in softmax.items()}}
     return {**state, "softmax": new_softmax}, report
 
 
@@ -48,23 +46,22 @@ class JaxBiLM:
     def __init__(self, step, state):
         self.step = step
         self.settings = step.settings
-        device = step.devices[0]
-        self._weights = jax.device_put((state["bilm"], state["non_trainable"]), device)
+        self._weights = step.placement.first((state["bilm"], state["non_trainable"]))
         self._tops = None
         self._encode = None
 
     def top_outputs(self, data, n_positions):
         step, settings = self.step, self.settings
         if self._tops is None:
-            self._tops = jax.jit(self._tops_function())
+            self._tops = step.backend.compile_inference(self._tops_function())
         bilm, non_trainable = self._weights
-        lstm = {key: jnp.zeros((settings.batch_size, size), jnp.float32) for key, _, size in step.state_keys}
+        lstm = {key: ops.zeros((settings.batch_size, size), "float32") for key, _, size in step.state_keys}
         outputs, targets, n = [], [], 0
         for batch in data.iter_batches(settings.batch_size, settings.unroll_steps):
-            tops, lstm = self._tops(bilm, non_trainable, lstm, {key: jnp.asarray(batch[key])
-                                                                 for key in step.batch_keys()})
+            tops, lstm = self._tops(bilm, non_trainable, lstm,
+                                    step.placement.first({key: batch[key] for key in step.batch_keys()}))
             for direction in step.directions:
-                outputs.append(np.asarray(tops[direction]).reshape(-1, step.options.projection_dim))
+                outputs.append(ops.convert_to_numpy(tops[direction]).reshape(-1, step.options.projection_dim))
                 targets.append(np.asarray(batch["next_token_id" + SUFFIXES[direction]]).reshape(-1))
                 n += len(targets[-1])
             if n >= n_positions:
@@ -79,7 +76,7 @@ class JaxBiLM:
         rows = max(_MIN_ENCODED_ROWS, 1 << max(0, n - 1).bit_length())
         padded = np.zeros((rows, *char_ids.shape[1:]), np.int32)
         padded[:n] = char_ids
-        return np.asarray(self._encode(padded[np.newaxis]))[0, :n].astype(np.float32)
+        return ops.convert_to_numpy(self._encode(padded[np.newaxis]))[0, :n].astype(np.float32)
 
     def _tops_function(self):
         """`tops(bilm, non_trainable, lstm, batch) -> ({direction: (batch, time, P)}, {state key: final})`:
@@ -92,7 +89,7 @@ class JaxBiLM:
             if "backward" in step.directions:
                 inputs[key + "_reverse"] = batch[key + "_reverse"]
             if step.settings.dropout > 0:
-                inputs["dropout_seed"] = jax_random.seed_words(0, 0)
+                inputs["dropout_seed"] = step.backend.random.seed_words(0, 0)
             outputs, _ = network.stateless_call(bilm, non_trainable, inputs, training=False)
             return ({d: outputs[f"{d}_{n_layers - 1}"] for d in step.directions},
                     {state_key: outputs[output_key] for state_key, output_key, _ in step.state_keys})
@@ -109,5 +106,6 @@ class JaxBiLM:
         non_trainable = dict(zip([v.path for v in step.network.non_trainable_variables], non_trainable))
         weights = ([trainable[v.path] for v in encoder.trainable_variables],
                    [non_trainable[v.path] for v in encoder.non_trainable_variables])
-        run = jax.jit(lambda weights, char_ids: encoder.stateless_call(*weights, char_ids, training=False)[0])
-        return lambda char_ids: run(weights, jnp.asarray(char_ids))
+        run = step.backend.compile_inference(
+            lambda weights, char_ids: encoder.stateless_call(*weights, char_ids, training=False)[0])
+        return lambda char_ids: run(weights, step.placement.first(char_ids))

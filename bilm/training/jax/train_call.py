@@ -1,16 +1,16 @@
-"""`bilm.training.train` on JAX: bilm-tf's signature (`train(options, data, n_gpus, save_dir, log_dir,
+"""`bilm.training.train` on JAX and PyTorch: bilm-tf's signature (`train(options, data, n_gpus, save_dir, log_dir,
 restart_ckpt_file=None, ...)`) served by `train_on_jax`.
 
-Needs Keras on JAX (`KERAS_BACKEND=jax`).
+Needs Keras on JAX or PyTorch (`KERAS_BACKEND=jax` or `torch`).
 """
 import os
 
+from bilm.backend import training_ops
 from bilm.errors import UserError
 from bilm.options import load_options
 from bilm.training.data.shards import count_tokens, report_token_count
 from bilm.training.jax import checkpoints
 from bilm.training.jax.adaptation import adapted_start
-from bilm.training.jax.from_files import jax_devices
 from bilm.training.jax.loop import train_on_jax
 from bilm.training.model.adaptation import adaptation_options, open_model_to_adapt
 from bilm.training.model.softmax_init import DEFAULT_SOFTMAX_INIT, check_softmax_init
@@ -73,7 +73,7 @@ def train(options, data, n_gpus, save_dir, log_dir, restart_ckpt_file=None, *, h
                           heldout_data=heldout_data, heldout_every=heldout_every,
                           heldout_batch_size=heldout_batch_size, max_to_keep=max_to_keep, data_source=data_source,
                           tune_malloc=tune_malloc,
-                          save_on_signals=save_on_signals, devices=jax_devices(n_gpus), start_state=start_state,
+                          save_on_signals=save_on_signals, devices=training_ops().training_devices(n_gpus), start_state=start_state,
                           restart=restart, log_dir=log_dir, summary_every=summary_every, verbose=verbose)
     return result
 

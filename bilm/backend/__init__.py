@@ -1,0 +1,28 @@
+"""What each Keras backend does its own way, behind one set of names (as Keras's `keras/src/backend/<name>/`).
+
+`bilm.backend.<name>.training_ops` (JAX, PyTorch) each export the same
+names: `compile_step`, `compile_inference`, `gradients`, `unique_rows`,
+`distinct_rows`, `gather_rows`, `set_rows`, `add_rows`,
+`copy`, `Placement`, `training_devices`, `log_uniform_candidates`, `random`
+(TensorFlow's stateless random numbers) and `INDEX_DTYPE`. The training step
+written once in `keras.ops` (`bilm.training.jax.train_step`) calls them
+through `training_ops()`, which picks the module of Keras's backend: the one
+place that branches on the backend's name for training.
+"""
+import importlib
+
+from bilm.errors import UserError
+
+# The backends whose training step is the array step (TensorFlow's is `bilm.training.run.train_step`).
+ARRAY_TRAINING_BACKENDS = ("jax", "torch")
+
+
+def training_ops():
+    """The `training_ops` module of Keras's backend (JAX or PyTorch); a `UserError` on another."""
+    import keras
+
+    backend = keras.backend.backend()
+    if backend not in ARRAY_TRAINING_BACKENDS:
+        raise UserError(f"The array training step runs on JAX or PyTorch, and Keras's backend is {backend}; set "
+                        "KERAS_BACKEND=jax or torch (TensorFlow trains with bilm.training.train).")
+    return importlib.import_module(f"bilm.backend.{backend}.training_ops")

@@ -1,0 +1,110 @@
+"""What a training step does its own way on PyTorch, behind the names every backend's `training_ops` exports
+(`bilm.backend.training_ops`): the gradient (torch autograd), steps run eagerly (inference under
+`torch.no_grad`), rows of a table read and written in place, the sampler, TensorFlow's random numbers, and the
+device a step runs on (Keras's: the GPU where PyTorch sees one).
+"""
+import functools
+
+import keras
+import torch
+
+from bilm.backend.torch.sampler import log_uniform_candidates  # noqa: F401 (one of the shared names)
+from bilm.errors import UserError
+from bilm.ops import torch_random as random  # noqa: F401 (one of the shared names)
+
+# Row indices: the step's ids and rows.
+INDEX_DTYPE = "int64"
+
+
+def compile_step(step):
+    """`step(state, batch, step_number) -> (state, metrics)`, run eagerly: `state` is consumed (its tables
+    are updated in place)."""
+    return step
+
+
+def compile_inference(function):
+    """`function` run without recording a graph for gradients."""
+
+    @functools.wraps(function)
+    def run(*args, **kwargs):
+        with torch.no_grad():
+            return function(*args, **kwargs)
+
+    return run
+
+
+def gradients(loss, arguments):
+    """`(gradients, aux)` of `loss(*arguments) -> (scalar, aux)`: `gradients` a tuple, one tree of the
+    shapes of each argument (zeros where the loss does not depend on it); `aux` holds no graph."""
+    leaves = [leaf.detach().requires_grad_(True) for leaf in keras.tree.flatten(arguments)]
+    value, aux = loss(*keras.tree.pack_sequence_as(arguments, leaves))
+    found = torch.autograd.grad(value, leaves, allow_unused=True)
+    grads = [torch.zeros_like(leaf) if g is None else g for leaf, g in zip(leaves, found)]
+    aux = keras.tree.map_structure(lambda x: x.detach() if isinstance(x, torch.Tensor) else x, aux)
+    return tuple(keras.tree.pack_sequence_as(arguments, grads)), aux
+
+
+def unique_rows(rows, n_rows):
+    """The distinct ids of int `rows` `(n,)` ascending, then `n_rows` (no row) up to `n` entries."""
+    distinct = torch.unique(rows)
+    return torch.cat([distinct, distinct.new_full((rows.shape[0] - len(distinct),), n_rows)])
+
+
+def distinct_rows(rows, values, n_rows):
+    """`(distinct rows, their summed values)` of a row-sparse gradient, each with `rows`' length: the distinct
+    rows ascending, then `n_rows` (no row), whose values are zeros."""
+    distinct, index = torch.unique(rows, return_inverse=True)
+    summed = values.new_zeros((rows.shape[0],) + tuple(values.shape[1:])).index_add_(0, index.reshape(-1), values)
+    return torch.cat([distinct, distinct.new_full((rows.shape[0] - len(distinct),), n_rows)]), summed
+
+
+def gather_rows(table, rows, fill):
+    """`table[rows]`, `fill` where a row is past the table's end."""
+    inside = rows < table.shape[0]
+    values = table[torch.where(inside, rows, torch.zeros_like(rows))]
+    mask = inside.reshape((-1,) + (1,) * (values.dim() - 1))
+    return torch.where(mask, values, torch.full_like(values, fill))
+
+
+def set_rows(table, rows, values):
+    """`table` with `table[rows] = values`, set in place; rows past the end are dropped."""
+    inside = rows < table.shape[0]
+    table[rows[inside]] = values[inside].to(table.dtype)
+    return table
+
+
+def add_rows(table, rows, values):
+    """`table` with `values` added at `rows`, in place; rows past the end are dropped."""
+    inside = rows < table.shape[0]
+    return table.index_add_(0, rows[inside], values[inside].to(table.dtype))
+
+
+
+def copy(value):
+    """A new tensor of `value` (a Keras variable's value or a tensor)."""
+    return torch.clone(keras.ops.convert_to_tensor(value)).detach()
+
+
+class Placement:
+    """Where a step's tensors live: Keras's device (PyTorch trains on one device).
+
+    Args:
+        devices: None, or a list of one device (`training_devices`).
+    """
+
+    def __init__(self, devices=None):
+        self.devices = list(devices) if devices else training_devices(0)
+
+    def _to(self, tree):
+        device = self.devices[0]
+        return keras.tree.map_structure(lambda x: torch.as_tensor(x).to(device), tree)
+
+    rows = replicated = first = _to
+
+
+def training_devices(n_gpus):
+    """The device a run trains on (PyTorch trains on one: `n_gpus` above 1 is refused in one line)."""
+    if (n_gpus or 0) > 1:
+        raise UserError(f"n_gpus is {n_gpus}, and training on PyTorch uses one device; set n_gpus to 1, or train on "
+                        "several GPUs with KERAS_BACKEND=jax or tensorflow.")
+    return [torch.device("cuda" if torch.cuda.is_available() else "cpu")]  # Keras's own choice on PyTorch
