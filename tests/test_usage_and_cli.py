@@ -53,14 +53,14 @@ def test_dump_commands(tmp_path):
 
 def _figures_masked(out):
     """`out`'s lines with every figure (and its unit) and every path of a backend's own run replaced."""
-    return [re.sub(r"[0-9][0-9,.]*(ms|us|s)?", "#", line.replace("qs_jax", "qs_tensorflow"))
+    return [re.sub(r"[0-9][0-9,.]*(ms|us|s)?", "#", re.sub("qs_(jax|torch)", "qs_tensorflow", line))
             for line in out.splitlines()]
 
 
 @pytest.mark.slow
-def test_quickstart_trains_evaluates_dumps_and_embeds_alike_on_tensorflow_and_jax(tmp_path):
+def test_quickstart_trains_evaluates_dumps_and_embeds_alike_on_every_backend(tmp_path):
     outputs = {}
-    for backend in ("tensorflow", "jax"):
+    for backend in ("tensorflow", "jax", "torch"):
         out = outputs[backend] = _run(["bin/quickstart.py", "--directory", str(tmp_path / f"qs_{backend}"),
                                        "--n_epochs", "1"], env={"KERAS_BACKEND": backend})
         line = next(l for l in out.splitlines() if l.startswith("held-out perplexity"))
@@ -77,8 +77,9 @@ def test_quickstart_trains_evaluates_dumps_and_embeds_alike_on_tensorflow_and_ja
         assert (directory / "weights.hdf5").exists() and (directory / "weights_options.json").exists()
         assert "(2, 3, 8, 32)" in out and "Starting over in" not in out
         assert ".tmp" not in out, out  # no path that is gone when the run ends
-    # One trainer: the same lines on both backends, apart from the figures.
+    # One trainer: the same lines on every backend, apart from the figures.
     assert _figures_masked(outputs["jax"]) == _figures_masked(outputs["tensorflow"])
+    assert _figures_masked(outputs["torch"]) == _figures_masked(outputs["tensorflow"])
     # The directory is the quick start's own: a second run may start over there (tests/training/test_quickstart.py),
     # and telling so deletes nothing.
     assert prepare_directory(str(tmp_path / "qs_jax")) is True

@@ -78,11 +78,11 @@ def run_files(tmp_path_factory):
     return folder, corpus
 
 
-def _train(folder, options, *runs):
+def _train(folder, options, *runs, backend="jax"):
     """The reports of `runs` (`(save_dir, [max_steps of each call], signal_at or None)`), trained in turn in
-    one process on JAX without TensorFlow."""
+    one process on `backend` (JAX or PyTorch) without TensorFlow."""
     (folder / "options.json").write_text(json.dumps(options))
-    report = json_result(run_on_backend("jax", TRAIN, folder, json.dumps([[str(d), c, s] for d, c, s in runs])))
+    report = json_result(run_on_backend(backend, TRAIN, folder, json.dumps([[str(d), c, s] for d, c, s in runs])))
     assert not report["tensorflow_imported"]
     return report["runs"]
 
@@ -149,6 +149,35 @@ def test_a_stopped_run_and_a_signalled_one_continue_exactly(tmp_path, run_files)
     reference = R.bilm_forward(R.read_weights(weight_file), json.load(open(options_file)), ids)["lm_embeddings"]
     np.testing.assert_allclose(model(ids)["lm_embeddings"].numpy(), reference, atol=1e-5)
     assert np.abs(reference).max() > 0.1
+
+
+@pytest.mark.slow
+def test_a_run_moves_from_jax_to_pytorch_and_a_signalled_run_on_pytorch_continues_bit_for_bit(tmp_path, run_files):
+    folder, corpus = run_files
+    options = tiny_options(n_tokens_vocab=corpus["n_vocab"], n_train_tokens=16 * 5 * 100, dropout=0.1,
+                           n_negative_samples_batch=8, max_steps=7)
+    # On JAX: a run straight to its end, and one sent SIGTERM at batch 4 (it saves step 5).
+    jax_whole, jax_signalled = _train(folder, options, (tmp_path / "jax_whole", [100], None),
+                                      (tmp_path / "moved", [100], 4))
+    assert jax_signalled["interrupted"] and jax_signalled["step"] == 5
+    # On PyTorch: the JAX run continued to its end; a run of its own straight to its end, and one signalled.
+    moved, torch_whole, torch_signalled = _train(
+        folder, options, (tmp_path / "moved", [100], None), (tmp_path / "torch_whole", [100], None),
+        (tmp_path / "torch_signalled", [100], 4), backend="torch")
+    torch_continued, = _train(folder, options, (tmp_path / "torch_signalled", [100], None), backend="torch")
+    assert moved["steps"] == torch_whole["steps"] == torch_continued["steps"] == 7 and torch_signalled["step"] == 5
+    # PyTorch restarts its own run exactly.
+    want = _checkpoint_arrays(tmp_path / "torch_whole")
+    got = _checkpoint_arrays(tmp_path / "torch_signalled")
+    assert got.keys() == want.keys()
+    for key in want:
+        np.testing.assert_array_equal(got[key], want[key], err_msg=key)
+    # The run moved from JAX ends where staying on JAX ends, to round-off (the same random numbers on both).
+    want, got = _checkpoint_arrays(tmp_path / "jax_whole"), _checkpoint_arrays(tmp_path / "moved")
+    assert got.keys() == want.keys()
+    for key in want:
+        np.testing.assert_allclose(got[key], want[key], rtol=1e-4, atol=1e-5, err_msg=key)
+    assert abs(moved["heldout_perplexity"] / jax_whole["heldout_perplexity"] - 1) < 1e-4
 
 
 SCRIPT = '''
