@@ -188,7 +188,9 @@ runpy.run_path(sys.argv[0], run_name="__main__")
 
 
 @pytest.mark.slow
-def test_the_training_scripts_run_on_jax(tmp_path, run_files):
+@pytest.mark.parametrize("backend, device_line", [("jax", "bilm: running on jax cpu:0"),
+                                                  ("torch", "bilm: running on torch CPU")])
+def test_the_training_scripts_run_on_jax_and_pytorch(tmp_path, run_files, backend, device_line):
     folder, corpus = run_files
     options = tiny_options(n_tokens_vocab=corpus["n_vocab"])
     for key in ("n_tokens_vocab", "n_train_tokens"):  # the vocabulary's size and the shards' tokens
@@ -197,21 +199,21 @@ def test_the_training_scripts_run_on_jax(tmp_path, run_files):
     common = ["--train_prefix", corpus["train"], "--vocab_file", corpus["vocab"], "--save_dir", tmp_path / "run",
               "--heldout_prefix", corpus["heldout"]]
     environment = {"BILM_COMMAND": "1"}
-    first = run_on_backend("jax", SCRIPT, "bin/train_elmo.py", *common, "--options_file", tmp_path / "options.json",
+    first = run_on_backend(backend, SCRIPT, "bin/train_elmo.py", *common, "--options_file", tmp_path / "options.json",
                            "--max_steps", 20, environment=environment)
-    assert "bilm: running on jax cpu:0" in first.stderr and "Finished at step 20" in first.stdout
-    again = run_on_backend("jax", SCRIPT, "bin/restart.py", *common, "--max_steps", 40, environment=environment)
+    assert device_line in first.stderr and "Finished at step 20" in first.stdout
+    again = run_on_backend(backend, SCRIPT, "bin/restart.py", *common, "--max_steps", 40, environment=environment)
     assert "Finished at step 40" in again.stdout and "held-out perplexity" in again.stdout
     # TensorBoard's folder as on TensorFlow (save_dir/logs): an event file of each call.
     assert len(list((tmp_path / "run" / "logs").glob("events.out.tfevents.*"))) == 2
     # A new run into the run's directory is refused before any work, as on TensorFlow, naming the restart.
-    refused = run_on_backend("jax", SCRIPT, "bin/train_elmo.py", *common, "--options_file",
+    refused = run_on_backend(backend, SCRIPT, "bin/train_elmo.py", *common, "--options_file",
                              tmp_path / "options.json", environment=environment, check=False)
     assert refused.returncode == 1 and "already holds a run's checkpoint" in refused.stderr, refused.stderr[-2000:]
     assert f"bin/restart.py --save_dir {tmp_path / 'run'}" in refused.stderr
-    run_on_backend("jax", SCRIPT, "bin/dump_weights.py", "--save_dir", tmp_path / "run", "--outfile",
+    run_on_backend(backend, SCRIPT, "bin/dump_weights.py", "--save_dir", tmp_path / "run", "--outfile",
                    tmp_path / "model" / "weights.hdf5", environment=environment)
-    # TensorFlow's bilm opens what JAX trained.
+    # TensorFlow's bilm opens what JAX or PyTorch trained.
     elmo = bilm.load(tmp_path / "model", start="zeros")
     vectors = elmo.embed([["alpha", "bravo", "charlie"], ["kilo"]])
     assert [v.shape for v in vectors] == [(3, 16), (1, 16)] and np.abs(vectors[0]).max() > 0

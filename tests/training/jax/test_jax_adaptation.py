@@ -26,6 +26,7 @@ SETTINGS = {"batch_size": 8, "unroll_steps": 5, "n_negative_samples_batch": 8, "
 
 START = '''
 import json, sys
+import keras
 import numpy as np
 from bilm.errors import UserError
 from bilm.io.formats.weight_file import weight_table
@@ -55,10 +56,11 @@ step = JaxTrainStep(options, training_settings(options.raw)[1])
 arrays = {}
 for method in ("fit", "encoding"):
     state = adapted_start(model, data, method, verbose=0)(step, step.initial_state())
-    arrays.update({f"{method}/softmax/{key}": np.asarray(value) for key, value in state["softmax"].items()})
+    arrays.update({f"{method}/softmax/{key}": keras.ops.convert_to_numpy(value)
+                   for key, value in state["softmax"].items()})
     step.write_weights(state)
     arrays.update({f"{method}/file/{entry.name}": entry.get() for entry in weight_table(step.network)})
-np.savez(folder + "/started.npz", **arrays)
+np.savez(folder + f"/started_{keras.backend.backend()}.npz", **arrays)
 report["tensorflow_imported"] = "tensorflow" in sys.modules
 print(json.dumps(report))
 '''
@@ -94,9 +96,10 @@ def _tensorflow_softmax(model_dir, corpus, method):
 
 
 @pytest.mark.slow
-def test_an_adapted_run_starts_from_the_files_weights_and_tensorflows_softmax(files):
+@pytest.mark.parametrize("backend", ["jax", "torch"])
+def test_an_adapted_run_starts_from_the_files_weights_and_tensorflows_softmax(files, backend):
     folder, model_dir, corpus = files
-    report = json_result(run_on_backend("jax", START, folder, model_dir))
+    report = json_result(run_on_backend(backend, START, folder, model_dir))
     assert not report["tensorflow_imported"]
     errors = report["errors"]
     assert errors["restart"].startswith("--init_from starts a new run from a model; a restart continues")
@@ -105,7 +108,7 @@ def test_an_adapted_run_starts_from_the_files_weights_and_tensorflows_softmax(fi
     assert not (folder / "refused").exists()
 
     weights = R.read_weights(model_dir / "weights.hdf5")
-    with np.load(folder / "started.npz") as started:
+    with np.load(folder / f"started_{backend}.npz") as started:
         started = dict(started)
     for method in ("fit", "encoding"):
         loaded = {name[len(f"{method}/file/"):]: value for name, value in started.items()
