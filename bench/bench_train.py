@@ -27,7 +27,7 @@ warm-up steps include the compilation.
 Quick run: python bench/bench_train.py --steps 5 --warmup 2 --batch_size 8 \\
     --lstm_dim 64 --projection_dim 16 --filter_scale 16 --n_negative 512
 
-On JAX (`--backend jax`): the training step of `bilm.training.jax`
+On JAX and PyTorch (`--backend jax`, `--backend torch`): the array step of `bilm.training.jax`
 (`JaxTrainStep`, forward and backward pass, sampled softmax and optimizer
 compiled as one XLA program) on whatever device JAX has, at one size
 (`--size small|original|tiny`, the size's batch 128 x 20 unless
@@ -42,6 +42,7 @@ h5py and Keras are installed:
 
     python bench/bench_train.py --backend jax --size small --steps 20
     python bench/bench_train.py --backend jax --size original --n_tokens_vocab 793471 --steps 20
+    python bench/bench_train.py --backend torch --size small --steps 20
 
 As `bin/train_elmo.py`, it keeps float32 matmuls in float32 on a GPU unless
 `--tf32` (on both backends); `--matmul_dtype bfloat16` is the faster option.
@@ -58,7 +59,7 @@ import time
 
 import numpy as np
 
-BACKENDS = ("tensorflow", "jax")
+BACKENDS = ("tensorflow", "jax", "torch")
 
 
 def requested_backend(argv=None):
@@ -70,10 +71,11 @@ def requested_backend(argv=None):
 
 
 BACKEND = requested_backend()
-if BACKEND == "jax":
-    os.environ["KERAS_BACKEND"] = "jax"
-    import jax
+if BACKEND in ("jax", "torch"):
+    os.environ["KERAS_BACKEND"] = BACKEND
+    import keras
 
+    from bilm.backend import training_ops
     from bilm.training.data.lm_dataset import load_training_data
     from bilm.training.jax.train_step import JaxTrainStep
 else:
@@ -287,7 +289,12 @@ def host_peak_rss_gib():
 
 
 def device_peak_gib(device):
-    """JAX's `peak_bytes_in_use` of `device` in GiB, None where it keeps no such count (the CPU)."""
+    """The backend's peak bytes in use on `device` in GiB (JAX's `peak_bytes_in_use`, PyTorch's
+    `max_memory_allocated`), None where it keeps no such count (the CPU)."""
+    if BACKEND == "torch":
+        import torch
+
+        return torch.cuda.max_memory_allocated(device) / 2 ** 30 if device.type == "cuda" else None
     try:
         stats = device.memory_stats()
     except Exception:  # a platform without memory statistics
@@ -299,17 +306,46 @@ def default_n_tokens_vocab(device):
     """The 1B Word Benchmark's 793,471 ids (the original model's) on a GPU or TPU; on the CPU 10,003 (10,000
     words and <S>, </S>, <UNK>, the TensorFlow bench's first vocabulary), which sets up faster. The sampled
     softmax reads a step's sampled rows alone, so the vocabulary changes the memory more than the speed."""
-    return 10_003 if device.platform == "cpu" else 793_471
+    return 10_003 if _platform(device) == "cpu" else 793_471
+
+
+def _platform(device):
+    """`"cpu"`, `"gpu"`, `"cuda"`, ...: a JAX device's platform or a PyTorch device's type."""
+    return getattr(device, "platform", None) or device.type
+
+
+def _ready(tree):
+    """Waits for the backend's work on `tree` (JAX dispatches asynchronously; PyTorch on a GPU too)."""
+    if BACKEND == "jax":
+        import jax
+
+        return jax.block_until_ready(tree)
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+    return tree
+
+
+def _listen_to_compilations(compiles):
+    """Appends the seconds of each XLA compilation to `compiles` (JAX's monitoring events; PyTorch runs the
+    step eagerly, with nothing to compile)."""
+    if BACKEND == "jax":
+        import jax
+
+        jax.monitoring.register_event_duration_secs_listener(
+            lambda event, seconds, **_: compiles.append(seconds) if event == BACKEND_COMPILE_EVENT else None)
 
 
 # JAX's monitoring event of one XLA compilation (jax._src.dispatch.BACKEND_COMPILE_EVENT).
 BACKEND_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
 
 
-def run_jax(args):
-    """Trains `args.warmup + args.steps` steps of `JaxTrainStep` on the first JAX device and prints its speed,
-    first step (compilation), peak memory and TFLOP/s against `step_flops`. Returns tokens/sec."""
-    device = jax.devices()[0]
+def run_array_step(args):
+    """Trains `args.warmup + args.steps` steps of the array step (`JaxTrainStep`, on JAX or PyTorch) on the
+    backend's first device and prints its speed, first step (compilation on JAX), peak memory and TFLOP/s
+    against `step_flops`. Returns tokens/sec."""
+    device = training_ops().training_devices(0)[0]
     n_tokens_vocab = args.n_tokens_vocab or default_n_tokens_vocab(device)
     if args.batch_size is None:
         args.batch_size = TRAINING_DEFAULTS["batch_size"]
@@ -326,33 +362,33 @@ def run_jax(args):
     # Not keras.utils.set_random_seed: it imports TensorFlow where it is installed, to seed it too. Without
     # it the biLM's initial weights differ from run to run (the softmax's and the step's draws do not).
     step = JaxTrainStep(parsed, settings, seed=0)
-    batches = [jax.device_put({key: np.asarray(batch[key], np.int32) for key in step.batch_keys()}, device)
+    batches = [step.placement.first({key: np.asarray(batch[key], np.int32) for key in step.batch_keys()})
                for batch in batches]
-    state = jax.block_until_ready(step.initial_state())
+    state = _ready(step.initial_state())
     n_bilm = sum(math.prod(weight.shape) for weight in state["bilm"])
     n_softmax = sum(math.prod(weight.shape) for weight in state["softmax"].values())
     flops = step_flops(parsed, settings)
-    print(f"jax on {device.platform} ({device.device_kind}, {jax.device_count()} device(s)): size {args.preset}, "
+    kind = getattr(device, "device_kind", None) or str(device)
+    print(f"{BACKEND} on {_platform(device)} ({kind}): size {args.preset}, "
           f"batch {settings.batch_size} x {settings.unroll_steps}, n_tokens_vocab {n_tokens_vocab:,}, "
           f"{settings.n_negative_samples_batch if settings.sample_softmax else 'no'} negatives, "
           f"{settings.matmul_dtype} matmuls, {settings.optimizer}", flush=True)
 
     compiles = []  # (seconds of an XLA compilation), from JAX's monitoring events
-    jax.monitoring.register_event_duration_secs_listener(
-        lambda event, seconds, **_: compiles.append(seconds) if event == BACKEND_COMPILE_EVENT else None)
+    _listen_to_compilations(compiles)
     start = time.perf_counter()
     state, metrics = step(state, batches[0], 0)
-    jax.block_until_ready((state, metrics))
+    _ready((state, metrics))
     first_seconds = time.perf_counter() - start
     first_compiles = list(compiles)
     for i in range(1, args.warmup):
         state, metrics = step(state, batches[i], i)
-    jax.block_until_ready((state, metrics))
+    _ready((state, metrics))
     del compiles[:]
     start = time.perf_counter()
     for i in range(args.warmup, n_batches):
         state, metrics = step(state, batches[i], i)
-    jax.block_until_ready((state, metrics))
+    _ready((state, metrics))
     total = time.perf_counter() - start
     if compiles:
         print(f"WARNING: {len(compiles)} XLA compilation(s) ({sum(compiles):.1f} s) during the timed steps: "
@@ -362,7 +398,7 @@ def run_jax(args):
     rss, device_peak = host_peak_rss_gib(), device_peak_gib(device)
     tflops = flops * args.steps / total / 1e12
     dtype_note = "" if args.matmul_dtype == "float32" else f"[{args.matmul_dtype} matmuls] "
-    print(f"{dtype_note}jax        vocab {n_tokens_vocab - 3:>7,}: {tokens_per_step / seconds:10,.0f} tokens/sec  "
+    print(f"{dtype_note}{BACKEND:<10} vocab {n_tokens_vocab - 3:>7,}: {tokens_per_step / seconds:10,.0f} tokens/sec  "
           f"{seconds * 1000:8.1f} ms/step  ~{tflops:8.4f} TFLOP/s (analytic step FLOPs)  loss {loss:.3f}  "
           f"params {n_bilm:,} + softmax {n_softmax:,}  first step {first_seconds:.1f} s  "
           f"peak RSS so far {rss:.2f} GiB" + ("" if device_peak is None else
@@ -372,7 +408,7 @@ def run_jax(args):
     print(f"compile time (first step): {first_seconds:.2f} s (the first step's seconds: tracing, "
           f"{sum(first_compiles):.2f} s in {len(first_compiles)} XLA compilation(s), and the step's run)")
     print(f"peak memory: host RSS {rss:.2f} GiB" + ("" if device_peak is None else
-                                                     f", {device.platform} peak_bytes_in_use {device_peak:.2f} GiB"))
+                                                     f", {_platform(device)} peak in use {device_peak:.2f} GiB"))
     print(f"TFLOP/s: {tflops:.4f} (analytic {flops / 1e9:,.3f} GFLOP per step, forward + backward, x {args.steps} "
           f"steps / {total:.2f} s)")
     print(f"TensorFlow imported: {'yes' if 'tensorflow' in sys.modules else 'no'}", flush=True)
@@ -382,8 +418,8 @@ def run_jax(args):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--backend", choices=BACKENDS, default="tensorflow",
-                        help="tensorflow: the TrainStep bench below; jax: JaxTrainStep at one size and vocabulary, "
-                             "without TensorFlow (default: %(default)s)")
+                        help="tensorflow: the TrainStep bench below; jax, torch: the array step (JaxTrainStep) at "
+                             "one size and vocabulary, without TensorFlow (default: %(default)s)")
     parser.add_argument("--vocab_sizes", help="comma-separated vocabulary sizes (TensorFlow; default 10000,800000)")
     parser.add_argument("--preset", "--size", dest="preset", default="small",
                         help="released configuration (small = 2x1024_128_2048cnn, original = 2x4096_512_2048cnn, "
@@ -420,7 +456,8 @@ def main(argv=None):
     if args.backend != BACKEND:
         parser.error(f"this process imported the {BACKEND} side; --backend is read from the command line when "
                      "the script starts")
-    only = ("vocab_sizes", "jit_compile") if args.backend == "jax" else ("n_tokens_vocab", "optimizer")
+    arrays = args.backend in ("jax", "torch")
+    only = ("vocab_sizes", "jit_compile") if arrays else ("n_tokens_vocab", "optimizer")
     for name in only:
         if getattr(args, name) is not None:
             parser.error(f"--{name} is not for --backend {args.backend}")
@@ -432,11 +469,11 @@ def main(argv=None):
     # As bin/train_elmo.py does; --default_malloc shows what it saves.
     tuned = not args.default_malloc and keep_freed_memory()
     print(f"malloc: {'freed memory kept for reuse (keep_freed_memory)' if tuned else 'glibc defaults'}")
-    if args.backend == "jax":
+    if arrays:
         if args.warmup < 1:
-            parser.error("--warmup must be at least 1 on JAX (the first step compiles)")
+            parser.error(f"--warmup must be at least 1 on {args.backend} (the first step compiles or warms up)")
         args.optimizer = args.optimizer or "adagrad"
-        return run_jax(args)
+        return run_array_step(args)
     args.vocab_sizes = args.vocab_sizes or "10000,800000"
     args.jit_compile = args.jit_compile or "both"
     args.batch_size = args.batch_size or 64

@@ -4,7 +4,7 @@
 names: `compile_step`, `compile_inference`, `gradients`, `unique_rows`,
 `distinct_rows`, `gather_rows`, `set_rows`, `add_rows`,
 `copy`, `Placement`, `training_devices`, `log_uniform_candidates`, `random`
-(TensorFlow's stateless random numbers) and `INDEX_DTYPE`. The training step
+(TensorFlow's stateless random numbers), `INDEX_DTYPE` and `JIT_COMPILE_NOTES`. The training step
 written once in `keras.ops` (`bilm.training.jax.train_step`) calls them
 through `training_ops()`, which picks the module of Keras's backend: the one
 place that branches on the backend's name for training.

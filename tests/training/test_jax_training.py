@@ -192,7 +192,8 @@ runpy.run_path(sys.argv[0], run_name="__main__")
                                                   ("torch", "bilm: running on torch CPU")])
 def test_the_training_scripts_run_on_jax_and_pytorch(tmp_path, run_files, backend, device_line):
     folder, corpus = run_files
-    options = tiny_options(n_tokens_vocab=corpus["n_vocab"])
+    # PyTorch runs its steps eagerly: a jit_compile it cannot honour is named, not ignored.
+    options = tiny_options(n_tokens_vocab=corpus["n_vocab"], **({"jit_compile": True} if backend == "torch" else {}))
     for key in ("n_tokens_vocab", "n_train_tokens"):  # the vocabulary's size and the shards' tokens
         del options[key]
     (tmp_path / "options.json").write_text(json.dumps(options))
@@ -202,6 +203,8 @@ def test_the_training_scripts_run_on_jax_and_pytorch(tmp_path, run_files, backen
     first = run_on_backend(backend, SCRIPT, "bin/train_elmo.py", *common, "--options_file", tmp_path / "options.json",
                            "--max_steps", 20, environment=environment)
     assert device_line in first.stderr and "Finished at step 20" in first.stdout
+    assert ("The training key jit_compile is true, and PyTorch runs every training step eagerly"
+            in first.stderr) == (backend == "torch")
     again = run_on_backend(backend, SCRIPT, "bin/restart.py", *common, "--max_steps", 40, environment=environment)
     assert "Finished at step 40" in again.stdout and "held-out perplexity" in again.stdout
     # TensorBoard's folder as on TensorFlow (save_dir/logs): an event file of each call.

@@ -14,6 +14,10 @@ from bilm.ops import jax_random as random  # noqa: F401 (one of the shared names
 # Row indices: the step's ids and rows.
 INDEX_DTYPE = "int32"
 
+# What the training key jit_compile asks for that this backend does not do: {value: the warning}.
+JIT_COMPILE_NOTES = {False: "The training key jit_compile is false, and JAX compiles every training step whole with "
+                            "XLA (only TensorFlow's steps run uncompiled); on JAX it has no effect."}
+
 
 def compile_step(step):
     """`step(state, batch, step_number) -> (state, metrics)` compiled whole; `state`'s buffers are reused."""

@@ -15,6 +15,10 @@ from bilm.ops import torch_random as random  # noqa: F401 (one of the shared nam
 # Row indices: the step's ids and rows.
 INDEX_DTYPE = "int64"
 
+# What the training key jit_compile asks for that this backend does not do: {value: the warning}.
+JIT_COMPILE_NOTES = {True: "The training key jit_compile is true, and PyTorch runs every training step eagerly "
+                           "(TensorFlow's and JAX's steps are compiled with XLA); on PyTorch it has no effect."}
+
 
 def compile_step(step):
     """`step(state, batch, step_number) -> (state, metrics)`, run eagerly: `state` is consumed (its tables

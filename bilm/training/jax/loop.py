@@ -4,11 +4,12 @@ and at epoch ends (the last `max_to_keep` kept), held-out evaluation at epoch en
 progress line and TensorBoard's scalars, SIGINT and SIGTERM saving the step reached, the boundary state
 measured at the end.
 
-Needs Keras on JAX (`KERAS_BACKEND=jax`).
+Needs Keras on JAX or PyTorch (`KERAS_BACKEND=jax` or `torch`).
 """
 import os
 import warnings
 
+from bilm.backend import training_ops
 from bilm.errors import UserError
 from bilm.io.formats.output_files import check_output_directory, check_output_file, writer_lock
 from bilm.options import holds_options, load_options, save_options
@@ -92,9 +93,9 @@ def train_on_jax(options, data, save_dir, *, seed=0, max_steps=None, checkpoint_
     options = load_options(options)
     options_dict = options.raw
     _, settings = training_settings(options_dict)
-    if settings.jit_compile is False:
-        warnings.warn("The training key jit_compile is false, and JAX compiles every training step whole with XLA "
-                      "(only TensorFlow's steps run uncompiled); on JAX it has no effect.", stacklevel=2)
+    note = training_ops().JIT_COMPILE_NOTES.get(settings.jit_compile)
+    if note is not None:
+        warnings.warn(note, stacklevel=2)
     loop = LoopSettings(max_steps=max_steps, checkpoint_every=checkpoint_every,
                         checkpoint_every_minutes=checkpoint_every_minutes, heldout_every=heldout_every,
                         heldout_batch_size=heldout_batch_size, summary_every=summary_every, seed=seed,

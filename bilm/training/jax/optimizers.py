@@ -1,6 +1,7 @@
-"""The optimizers of `bilm.optimizers` on a state of arrays (JAX's, PyTorch's): each one's rule (`Optimizer.values_update`, written once
-for every backend) applied to dense tensors, and row-sparse updates of a table whose gradient is a set of
-rows (the softmax's, lazy for Adam), as TensorFlow's `Optimizer.update` applies it to variables.
+"""The optimizers of `bilm.optimizers` on a state of arrays (JAX's, PyTorch's): each one's rule
+(`Optimizer.values_update`, written once for every backend) applied to dense tensors, and row-sparse updates
+of a table whose gradient is a set of rows (the softmax's, lazy for Adam), as TensorFlow's `Optimizer.update`
+applies it to variables.
 
 Each function takes the parameters, the optimizer's state and the
 gradients and returns the new parameters and state (pure on JAX, for a step

@@ -73,7 +73,8 @@ def train(options, data, n_gpus, save_dir, log_dir, restart_ckpt_file=None, *, h
                           heldout_data=heldout_data, heldout_every=heldout_every,
                           heldout_batch_size=heldout_batch_size, max_to_keep=max_to_keep, data_source=data_source,
                           tune_malloc=tune_malloc,
-                          save_on_signals=save_on_signals, devices=training_ops().training_devices(n_gpus), start_state=start_state,
+                          save_on_signals=save_on_signals, devices=training_ops().training_devices(n_gpus),
+                          start_state=start_state,
                           restart=restart, log_dir=log_dir, summary_every=summary_every, verbose=verbose)
     return result
 

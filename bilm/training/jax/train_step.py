@@ -161,8 +161,9 @@ class JaxTrainStep:
                                                             random.fold_in_int32(seed, SAMPLER_SITE + i))
                           for i, d in enumerate(self.directions)}
             ids = {d: ops.concatenate([labels[d], candidates[d][0]]) for d in self.directions}
-            differentiated = {"W": {d: ops.take(table, ids[d], axis=0) for d in self.directions},
-                              "b": {d: ops.take(softmax["b"], ids[d], axis=0) for d in self.directions}}
+            # Indexing, the gather both backends differentiate into row gradients (no fill mode's masks).
+            differentiated = {"W": {d: table[ids[d]] for d in self.directions},
+                              "b": {d: softmax["b"][ids[d]] for d in self.directions}}
         else:
             candidates, ids, differentiated = None, None, {"W": table, "b": softmax["b"]}
 

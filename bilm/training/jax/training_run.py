@@ -2,7 +2,7 @@
 its policies drive it: the state of `JaxTrainStep`, its checkpoints in `save_dir` (`bilm.training.jax.checkpoints`)
 and the held-out evaluation; messages, the progress line and TensorBoard's scalars are `BaseRun`'s.
 
-Needs Keras on JAX (`KERAS_BACKEND=jax`).
+Needs Keras on JAX or PyTorch (`KERAS_BACKEND=jax` or `torch`).
 """
 from bilm.training.jax import checkpoints
 from bilm.training.jax.boundary_state_measure import measure_boundary_state
