@@ -101,12 +101,13 @@ TOKENS = {"char": False}
 SHARED = {"char": False, "share_embedding_softmax": True}
 
 
+# The step is written once for JAX and PyTorch: these cases reach each of JAX's own primitives (the jit sampler,
+# fixed-shape rows, Adagrad and Adam's row updates) and bfloat16's roundings; the full softmax's dense updates,
+# shared code, are PyTorch's cases below.
 @pytest.mark.parametrize("optimizer, learning_rate, matmul_dtype, tolerance, extra", [
-    ("adagrad", 0.3, "float32", 1.0, {}), ("adam", 0.002, "float32", 1.0, {}),
     ("adagrad", 0.3, "bfloat16", 300.0, {}), ("adagrad", 0.3, "float32", 1.0, RANDOM),
-    ("adam", 0.002, "float32", 1.0, {**RANDOM, **TOKENS}), ("adam", 0.002, "float32", 1.0, {**RANDOM, **SHARED}),
-    ("adagrad", 0.3, "float32", 1.0, SHARED)], ids=["adagrad", "adam", "bfloat16", "random", "tokens-adam",
-                                                    "shared-sampled-adam", "shared-full"])
+    ("adam", 0.002, "float32", 1.0, {**RANDOM, **TOKENS}), ("adam", 0.002, "float32", 1.0, {**RANDOM, **SHARED})],
+    ids=["bfloat16", "random", "tokens-adam", "shared-sampled-adam"])
 def test_two_steps_equal_tensorflows(tmp_path, optimizer, learning_rate, matmul_dtype, tolerance, extra):
     _check_steps_equal_tensorflows(tmp_path, "jax", optimizer, learning_rate, matmul_dtype, tolerance, extra)
 
