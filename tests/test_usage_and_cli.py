@@ -106,6 +106,7 @@ def test_downstream_example_elmo_beats_context_free_embeddings(tmp_path):
                      "--weight_file", "{tmp}/w.hdf5"]),
     ("bin/dump_weights.py", ["--save_dir", "{tmp}/no_checkpoint", "--outfile", "{tmp}/w.hdf5"]),
 ])
+@pytest.mark.slow
 def test_bad_input_ends_with_one_error_line(tmp_path, script, args):
     (tmp_path / "data.txt").write_text("a b\n")
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")

@@ -37,6 +37,7 @@ def test_each_subcommand_takes_its_scripts_flags_under_its_own_name(name, capsys
     assert "-h, --help" in out and len(out.splitlines()) > 3
 
 
+@pytest.mark.slow
 def test_a_run_from_any_folder_help_version_and_a_wrong_subcommand(tmp_path):
     (tmp_path / "text.txt").write_text("the cat sat\nthe dog\n")
     done = _bilm("vocab", "--train_prefix", str(tmp_path / "text.txt"), "--vocab_file", str(tmp_path / "vocab.txt"),
@@ -60,6 +61,7 @@ def test_the_command_that_continues_a_run_is_the_one_in_use(monkeypatch):
     assert script_command("restart.py")[-1].endswith("restart.py")
 
 
+@pytest.mark.slow
 def test_the_doctor_says_what_runs_here(tmp_path):
     done = _bilm("doctor", cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]

@@ -111,6 +111,7 @@ def test_export_layer_keeps_trained_mix_and_writes_atomically(tmp_path):
     assert os.listdir(tmp_path / "out") == ["elmo"]
 
 
+@pytest.mark.slow
 def test_token_input_model_exports_with_its_vocabulary(tmp_path):
     options_file, weight_file, _ = write_model(tmp_path, char_cnn=False)
     vocab = write_vocab(tmp_path, ["The", "cat", "sat", ".", "a", "b"])

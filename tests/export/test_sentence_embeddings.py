@@ -229,6 +229,7 @@ def test_an_output_that_is_the_input_or_not_bilms_is_never_written(tmp_path, mod
     assert not os.path.exists(output + ".partial")
 
 
+@pytest.mark.slow
 def test_cli_refuses_to_overwrite_its_input_with_one_error_line(tmp_path, model):
     options_file, weight_file, _ = model
     input_file = _input_file(tmp_path, LINES)

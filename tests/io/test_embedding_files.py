@@ -120,6 +120,7 @@ target.write(embed, batch_size=2)
 """
 
 
+@pytest.mark.slow
 def test_a_second_writer_is_refused_whatever_its_flags_and_the_first_finishes(tmp_path):
     dataset_file = _dataset_file(tmp_path, SENTENCES * 2)
     outfile = str(tmp_path / "out.hdf5")

@@ -36,6 +36,7 @@ def test_load_names_the_file(unreadable_model):
         bilm.load(directory)
 
 
+@pytest.mark.slow
 def test_bin_elmo_names_the_file(unreadable_model):
     directory, _, weight_file = unreadable_model
     (directory / "in.txt").write_text("a b\n")

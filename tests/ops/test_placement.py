@@ -104,6 +104,7 @@ def _sentence_graph_ops(layer, device=None):
     return graph_op_types(function.get_concrete_function(tf.TensorSpec([1, None, 50], tf.int32)).graph)
 
 
+@pytest.mark.slow
 def test_one_sentence_holds_bilms_ops_on_a_cpu_and_none_where_a_gpu_runs_it(bfloat16_layer, monkeypatch):
     # Where bilm's kernel cannot be built (no C++ compiler) no graph holds its ops.
     built = load_lowbit_ops() is not None

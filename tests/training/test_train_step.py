@@ -1,5 +1,6 @@
 """TrainStep: a compiled step updates only the softmax rows it samples, never the whole table."""
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from bilm.optimizers.adagrad import SparseAdagrad
@@ -10,6 +11,7 @@ from bilm.training.run.train_step import TrainStep
 from training_helpers import MAX_CHARS, tiny_options
 
 
+@pytest.mark.slow
 def test_a_step_never_touches_the_whole_softmax_table():
     # A vocabulary of 10007 rows (a number no other tensor of the step has):
     # no op of the compiled step may produce a tensor with that many rows.
