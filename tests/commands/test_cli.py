@@ -15,9 +15,9 @@ from helpers import ROOT
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
 
 
-def _bilm(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "bilm", *args], cwd=cwd, env=ENV, capture_output=True, text=True,
-                          timeout=300)
+def _bilm(*args, cwd, env=None):
+    return subprocess.run([sys.executable, "-m", "bilm", *args], cwd=cwd, env={**ENV, **(env or {})},
+                          capture_output=True, text=True, timeout=300)
 
 
 def test_the_entry_point_is_installed_and_names_every_bin_script():
@@ -71,3 +71,8 @@ def test_the_doctor_says_what_runs_here(tmp_path):
     assert lines[2].startswith("Backends installed: tensorflow ") and "KERAS_BACKEND=" in lines[2]
     assert lines[3].startswith("Devices: ") and "CPU" in lines[3]
     assert lines[4].startswith("Native kernels") and lines[5].startswith("Model cache: ")
+    # On another backend it says what runs there: training too.
+    done = _bilm("doctor", cwd=tmp_path, env={"KERAS_BACKEND": "torch"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert ("On torch: embedding, Keras models, training and the scripts run; SavedModel export, TF-Hub "
+            "conversion and Apache Beam need TensorFlow.") in done.stdout.splitlines(), done.stdout

@@ -27,8 +27,8 @@ def report():
     lines.append("Backends installed: " + (", ".join(f"{name} {version}" for name, version in installed.items())
                                            or "none") + ". Choose one with KERAS_BACKEND=tensorflow|jax|torch.")
     if backend != "tensorflow":
-        lines.append(f"On {backend}: embedding, Keras models and the scripts that embed run; training runs on "
-                     "TensorFlow and JAX; SavedModel export, TF-Hub conversion and Apache Beam need TensorFlow.")
+        lines.append(f"On {backend}: embedding, Keras models, training and the scripts run; SavedModel export, "
+                     "TF-Hub conversion and Apache Beam need TensorFlow.")
     lines.append(describe_devices().replace("bilm: running on", "Devices:"))
     directory = native_dir()
     built = sorted(glob.glob(os.path.join(directory, "**", "*.so"), recursive=True))
