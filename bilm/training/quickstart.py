@@ -19,7 +19,7 @@ from bilm.options import save_options
 from bilm.options.model_options import options_json
 from bilm.presets import training_options
 from bilm.text.batching import Batcher
-from bilm.training import evaluate_from_files, train_from_files  # the backend's: JAX's on JAX
+from bilm.training import evaluate_from_files, train_from_files  # the backend's: the array trainer's on JAX and PyTorch
 from bilm.training.convert.weight_export import dump_weights
 from bilm.training.data.sample_corpus import unigram_perplexity, write_sample_corpus
 

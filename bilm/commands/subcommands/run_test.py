@@ -35,7 +35,8 @@ def main(argv=None, prog=None):
     args = parser.parse_args(argv)
     set_numerics(tf32=args.tf32)  # float32, as training computed its held-out perplexity, unless --tf32
     announce_devices()
-    from bilm.training import evaluate_from_files  # JAX's on JAX; imported once the backend is checked
+    # The array trainer's on JAX and PyTorch; imported once the backend is checked.
+    from bilm.training import evaluate_from_files
 
     with exit_on_user_error():
         perplexity = evaluate_from_files(args.test_prefix, args.vocab_file, args.save_dir, args.batch_size,
