@@ -111,4 +111,4 @@ def training_devices(n_gpus):
     if (n_gpus or 0) > 1:
         raise UserError(f"n_gpus is {n_gpus}, and training on PyTorch uses one device; set n_gpus to 1, or train on "
                         "several GPUs with KERAS_BACKEND=jax or tensorflow.")
-    return [torch.device("cuda" if torch.cuda.is_available() else "cpu")]  # Keras's own choice on PyTorch
+    return [keras.ops.zeros(()).device]  # Keras's own choice (CUDA, Apple's MPS or the CPU), not guessed again
