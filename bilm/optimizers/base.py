@@ -60,6 +60,12 @@ class Optimizer:
         """
         raise NotImplementedError
 
+    @classmethod
+    def accumulator_key(cls, name, slot):
+        """The key of variable `name`'s `slot` (of `slot_starts`) in `accumulators`, which a TensorFlow
+        checkpoint holds as `optimizer/<key>`: `name` where the optimizer has one slot, else `name/slot`."""
+        return name if len(cls.slot_starts) == 1 else f"{name}/{slot}"
+
     def slots(self, name):
         """The state variables of variable `name`, in `update`'s order."""
         raise NotImplementedError

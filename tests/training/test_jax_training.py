@@ -3,11 +3,13 @@ perplexity far below the unigram's, as TensorFlow's training in test_loop.py), r
 or a signal, and dumps weights that TensorFlow's bilm and the NumPy reference embed alike."""
 import json
 import re
+import shutil
 import signal
 import subprocess
 import sys
 import time
 
+import h5py
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -404,3 +406,108 @@ def test_the_loop_settings_act_on_jax(tmp_path, run_files):
     assert [w for w in report["warnings"] if "jit_compile" in w] == [
         "The training key jit_compile is false, and JAX compiles every training step whole with XLA (only "
         "TensorFlow's steps run uncompiled); on JAX it has no effect."]
+
+
+MOVE = '''
+import json, os, signal, sys
+import keras
+import numpy as np
+from bilm.training import dump_weights, train
+from bilm.training.data.lm_dataset import load_training_data
+from bilm.training.run.stop_signals import TrainingInterrupted
+
+# Runs in turn in this process: [save_dir, this call's max_steps, the batch at which the stream sends SIGTERM or
+# None, a weight file to dump the result to or None]. Each continues its save_dir's checkpoint if it has one.
+folder, runs = sys.argv[1], json.loads(sys.argv[2])
+corpus = json.load(open(folder + "/corpus.json"))
+options = json.load(open(folder + "/options.json"))
+data, _ = load_training_data(options, corpus["train"], corpus["vocab"], seed=5)
+heldout, _ = load_training_data(options, corpus["heldout"], corpus["vocab"], test=True)
+
+
+def signalling(signal_at):
+    """`data`, sending this process SIGTERM as it gives batch `signal_at` (None: never)."""
+    def iter_batches(*args, skip=0):
+        for n, batch in enumerate(type(data).iter_batches(data, *args, skip=skip), start=skip):
+            if n == signal_at:
+                os.kill(os.getpid(), signal.SIGTERM)
+            yield batch
+
+    data.iter_batches = iter_batches
+    return data
+
+
+def restart_from(save_dir):
+    if not os.path.isdir(save_dir):
+        return None
+    if keras.backend.backend() != "tensorflow":
+        return save_dir
+    from bilm.training.run.checkpoints import held_checkpoints, latest_checkpoint
+    return latest_checkpoint(save_dir) if held_checkpoints(save_dir) else None
+
+
+reports = []
+for save_dir, max_steps, signal_at, weight_file in runs:
+    report = {}
+    try:
+        report.update(train(options, signalling(signal_at), 1, save_dir, None,
+                            restart_from(save_dir), heldout_data=heldout, seed=5, max_steps=max_steps,
+                            checkpoint_every=100, save_on_signals=True, verbose=0))
+    except TrainingInterrupted as stopped:
+        report.update(interrupted=True, step=stopped.step)
+    if weight_file:
+        dump_weights(save_dir, weight_file)
+    reports.append({key: report.get(key) for key in ("step", "heldout_perplexity", "interrupted")})
+print(json.dumps({"runs": reports, "tensorflow_imported": "tensorflow" in sys.modules}))
+'''
+
+
+def _weights(path):
+    with h5py.File(path, "r") as f:
+        return {name: f[name][()] for name in _datasets(f)}
+
+
+def _datasets(group, prefix=""):
+    for name, item in group.items():
+        if isinstance(item, h5py.Dataset):
+            yield prefix + name
+        else:
+            yield from _datasets(item, prefix + name + "/")
+
+
+@pytest.mark.slow
+def test_a_run_stopped_on_tensorflow_continues_on_jax_and_pytorch_and_back(tmp_path, run_files):
+    """TensorFlow -> JAX, TensorFlow -> PyTorch, and TensorFlow -> JAX -> PyTorch -> TensorFlow each end where the
+    uninterrupted TensorFlow run ends, to round-off: every backend reads the others' checkpoints (the same random
+    numbers from the same seed and step), without TensorFlow on JAX and PyTorch."""
+    folder, corpus = run_files
+    options = tiny_options(n_tokens_vocab=corpus["n_vocab"], n_train_tokens=16 * 5 * 100, dropout=0.1,
+                           n_negative_samples_batch=8, max_steps=7)
+    (folder / "options.json").write_text(json.dumps(options))
+
+    def on(backend, *runs):
+        report = json_result(run_on_backend(backend, MOVE, folder, json.dumps(
+            [[str(tmp_path / d), n, s, w and str(tmp_path / w)] for d, n, s, w in runs])))
+        assert backend == "tensorflow" or not report["tensorflow_imported"]
+        return report["runs"]
+
+    whole, signalled = on("tensorflow", ("whole", 100, None, "whole.hdf5"), ("signalled", 100, 3, None))
+    assert whole["step"] == 7 and signalled["interrupted"] and 0 < signalled["step"] < 6, signalled
+    for copy in ("to_jax", "to_torch", "round_trip"):
+        shutil.copytree(tmp_path / "signalled", tmp_path / copy)
+    to_jax, round_trip_jax, whole_read_on_jax = on(
+        "jax", ("to_jax", 100, None, None), ("round_trip", 1, None, None), ("whole", 0, None, "whole_on_jax.hdf5"))
+    to_torch, round_trip_torch = on("torch", ("to_torch", 100, None, None), ("round_trip", 1, None, None))
+    round_trip, = on("tensorflow", ("round_trip", 100, None, "round_trip.hdf5"))
+    assert to_jax["step"] == to_torch["step"] == round_trip["step"] == 7
+    assert round_trip_torch["step"] == round_trip_jax["step"] + 1 == signalled["step"] + 2
+    for run in (to_jax, to_torch, round_trip):
+        assert abs(run["heldout_perplexity"] / whole["heldout_perplexity"] - 1) < 1e-4, (run, whole)
+    # The TensorFlow run's checkpoint, read on JAX without TensorFlow, gives its weight file; the round trip's
+    # weights are the uninterrupted run's, to round-off.
+    want = _weights(tmp_path / "whole.hdf5")
+    for path, tolerance in (("whole_on_jax.hdf5", 0), ("round_trip.hdf5", 1e-4)):
+        got = _weights(tmp_path / path)
+        assert got.keys() == want.keys()
+        for key in want:
+            np.testing.assert_allclose(got[key], want[key], rtol=tolerance, atol=tolerance / 10, err_msg=key)

@@ -1,11 +1,11 @@
-"""The latest checkpoint of a training directory as a weight file for prediction: TensorFlow's checkpoints,
-and a JAX run's (`bilm.training.jax.checkpoints`, on any backend)."""
+"""The latest checkpoint of a training directory as a weight file for prediction, on any backend: the run's
+array checkpoint (`bilm.training.jax.checkpoints`) or TensorFlow's, whichever is newer (read with NumPy:
+`bilm.training.convert.tensorflow_state`)."""
 import glob
 import os
 import warnings
 
-import numpy as np
-
+from bilm.errors import UserError
 from bilm.io.formats.output_files import check_output_file
 from bilm.io.formats.weight_file import WEIGHTS_KIND, save_bilm_weights, save_token_embeddings
 from bilm.io.sources.model_files import options_file_beside
@@ -13,7 +13,8 @@ from bilm.models.functional_bilm import build_bilm
 from bilm.options import holds_options, load_options, save_options
 from bilm.training.config.settings import training_settings
 from bilm.training.jax import checkpoints as jax_checkpoints
-from bilm.utils.backend import require_tensorflow
+
+TENSORFLOW_CHECKPOINT = "model.ckpt-<step>.index"
 
 
 def dump_weights(save_dir, outfile, options_outfile=None, overwrite=False):
@@ -35,58 +36,21 @@ def dump_weights(save_dir, outfile, options_outfile=None, overwrite=False):
     only if it holds these options already (or with `overwrite=True`); all
     of this is checked before the checkpoint is read.
 
-    A directory of a run on JAX (its `jax_checkpoint.npz`) is read on any
-    backend: the same files come out.
+    Either kind of checkpoint (TensorFlow's `model.ckpt-<step>`, JAX's and
+    PyTorch's `jax_checkpoint.npz`) is read on any backend, without
+    TensorFlow: the same files come out.
 
     Returns:
         dict with `weight_file`, `options_file` and, for token inputs,
         `embedding_weight_file`.
     """
-    if jax_checkpoints.read_meta(save_dir) is not None:
-        return _dump_jax_checkpoint(save_dir, outfile, options_outfile, overwrite)
-    require_tensorflow(f"Reading the TensorFlow checkpoints of {os.fspath(save_dir)}")
-    from bilm.training.run import checkpoints
-    from bilm.training.run.checkpoints import load_training_model
-
-    ckpt_file = checkpoints.latest_checkpoint(save_dir)
-    options = checkpoints.load_training_options(save_dir)
-    outfile = os.fspath(outfile)
-    inputs = [os.path.join(os.fspath(save_dir), checkpoints.OPTIONS_FILE), *glob.glob(glob.escape(ckpt_file) + ".*")]
-    check_output_file(outfile, inputs, kind=WEIGHTS_KIND, overwrite=overwrite)
-    options_outfile = options_outfile or options_file_beside(outfile)
-    prediction_options = options.for_prediction(options.char_cnn is not None)
-    check_output_file(options_outfile, inputs + [outfile], overwrite=overwrite,
-                      content=holds_options(prediction_options))
-    embedding_file = _embedding_file(outfile)
-    if options.char_cnn is None:
-        check_output_file(embedding_file, inputs, kind="token_embeddings", overwrite=overwrite)
-    lm = load_training_model(options, ckpt_file)
-    n_starts = int(lm.n_boundary_starts.numpy())
-    boundary_state = ({key: v.numpy() for key, v in lm.boundary_state.items()}, n_starts) if n_starts else None
-    save_bilm_weights(lm.network, outfile, boundary_state)
-    if "backward" not in lm.directions:
-        warnings.warn(f"{save_dir} holds a forward-only biLM: {outfile} has no backward LSTM weights "
-                      "(RNN_1/...), so BidirectionalLanguageModel cannot load it.", stacklevel=2)
-    written = {"weight_file": outfile}
-    if not lm.use_character_inputs:
-        table = lm.network.get_layer("token_embedding").embeddings.numpy()
-        save_token_embeddings(embedding_file, table)
-        written["embedding_weight_file"] = embedding_file
-    save_options(prediction_options, options_outfile)
-    written["options_file"] = options_outfile
-    return written
-
-
-def _dump_jax_checkpoint(save_dir, outfile, options_outfile, overwrite):
-    """`dump_weights` of a run on JAX: its checkpoint's biLM weights, set in the training network of its
-    options (built on whichever backend runs), written as the original layout with the checkpoint's boundary
-    state, if it has one."""
-    meta = jax_checkpoints.read_meta(save_dir)
-    path = jax_checkpoints.checkpoint_path(save_dir)
+    meta = _newest_meta(save_dir)
+    path = jax_checkpoints.stored_path(save_dir, meta)
     options = load_options(meta["options"])
     char = options.char_cnn is not None
     outfile = os.fspath(outfile)
-    inputs = [os.path.join(os.fspath(save_dir), jax_checkpoints.OPTIONS_FILE), path]
+    inputs = [os.path.join(os.fspath(save_dir), jax_checkpoints.OPTIONS_FILE), path,
+              *glob.glob(glob.escape(path) + ".*")]
     check_output_file(outfile, inputs, kind=WEIGHTS_KIND, overwrite=overwrite)
     options_outfile = options_outfile or options_file_beside(outfile)
     prediction_options = options.for_prediction(char)
@@ -99,22 +63,30 @@ def _dump_jax_checkpoint(save_dir, outfile, options_outfile, overwrite):
     network = build_bilm(options, n_token_vocab=None if char else settings.n_tokens_vocab,
                          bidirectional=settings.bidirectional, dropout=settings.dropout,
                          layout="training", kernel_initializer="zeros", name="bilm")
-    with np.load(path) as stored:
-        for part, variables in (("bilm", network.trainable_variables), ("non_trainable",
-                                                                         network.non_trainable_variables)):
-            for i, variable in enumerate(variables):
-                variable.assign(stored[f"{part}/{i}"])
+    jax_checkpoints.read_network_weights(save_dir, meta, network, settings.optimizer)
     # The boundary state the run measured at its end (None: not yet, or a checkpoint of the first format).
-    save_bilm_weights(network, outfile, jax_checkpoints.read_boundary_state(save_dir))
+    save_bilm_weights(network, outfile, jax_checkpoints.read_boundary_state(save_dir, meta))
     if not settings.bidirectional:
         warnings.warn(f"{save_dir} holds a forward-only biLM: {outfile} has no backward LSTM weights "
-                      "(RNN_1/...), so BidirectionalLanguageModel cannot load it.", stacklevel=3)
+                      "(RNN_1/...), so BidirectionalLanguageModel cannot load it.", stacklevel=2)
     written = {"weight_file": outfile}
     if not char:
         save_token_embeddings(embedding_file, network.get_layer("token_embedding").embeddings.numpy())
         written["embedding_weight_file"] = embedding_file
     save_options(prediction_options, options_outfile)
     return {**written, "options_file": options_outfile}
+
+
+def _newest_meta(save_dir):
+    """`newest_meta(save_dir)`, or an error saying how to get a checkpoint there."""
+    meta = jax_checkpoints.newest_meta(save_dir) if os.path.isdir(save_dir) else None
+    if meta is not None:
+        return meta
+    if not os.path.isdir(save_dir):
+        raise UserError(f"save_dir {os.fspath(save_dir)} does not exist; train first with bin/train_elmo.py.")
+    raise UserError(f"No checkpoint found in {os.fspath(save_dir)} (expected TensorFlow's {TENSORFLOW_CHECKPOINT} "
+                    f"and a 'checkpoint' file, or {jax_checkpoints.CHECKPOINT_FILE}); train first with "
+                    "bin/train_elmo.py, or convert a TF1 checkpoint.")
 
 
 def _embedding_file(outfile):

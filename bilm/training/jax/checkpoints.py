@@ -23,6 +23,7 @@ import keras
 import numpy as np
 
 from bilm.errors import UserError
+from bilm.training.convert import tensorflow_state
 
 CHECKPOINT_FILE = "jax_checkpoint.npz"
 OPTIONS_FILE = "options.json"  # the run's training options, beside its checkpoint
@@ -46,10 +47,11 @@ def check_run_kind(save_dir, meta, restart):
     (`restart` True) of one that holds none, with one line on how to go on; `meta` is `read_meta(save_dir)`.
     `restart` None takes either: continue a checkpoint if there is one, else start."""
     if restart and meta is None:
-        raise UserError(f"{save_dir} holds no checkpoint of a run on JAX to continue ({checkpoint_path(save_dir)}); "
-                        "start one with bin/train_elmo.py (train(...) without restart_ckpt_file).")
+        raise UserError(f"{save_dir} holds no checkpoint of a run to continue ({checkpoint_path(save_dir)} or "
+                        "TensorFlow's model.ckpt-<step>); start one with bin/train_elmo.py (train(...) without "
+                        "restart_ckpt_file).")
     if restart is False and meta is not None:  # a new run never continues another one by chance
-        raise UserError(f"{save_dir} already holds a run's checkpoint ({checkpoint_path(save_dir)}, step "
+        raise UserError(f"{save_dir} already holds a run's checkpoint ({stored_path(save_dir, meta)}, step "
                         f"{meta['step']}). Continue it with bin/restart.py --save_dir {save_dir} (train(..., "
                         "restart_ckpt_file=save_dir)), or choose a new save_dir.")
 
@@ -139,12 +141,66 @@ def read_meta(save_dir):
     return meta
 
 
-def read_boundary_state(save_dir):
-    """The boundary state stored in `save_dir`'s checkpoint: `({state key: float32 (size,)}, n_starts)`, or
-    None when it has none (not measured yet, or a checkpoint of the first format)."""
-    meta = read_meta(save_dir)
+def newest_meta(save_dir):
+    """The meta of the newest checkpoint in `save_dir` of either format: the array checkpoint's (`read_meta`), or a
+    run's on TensorFlow (`tensorflow_state.tensorflow_meta`: `"format": "tensorflow"`, its `"path"`), whichever
+    has taken more steps (the array checkpoint at a tie); None when there is none. A run moved from one backend
+    to another leaves both in its directory."""
+    arrays, tensorflow = read_meta(save_dir), tensorflow_state.tensorflow_meta(save_dir)
+    if tensorflow is None or (arrays is not None and arrays["step"] >= tensorflow["step"]):
+        return arrays
+    return tensorflow
+
+
+def stored_path(save_dir, meta):
+    """The file (or TensorFlow prefix) of the checkpoint `meta` describes (`newest_meta`)."""
+    return meta.get("path") or checkpoint_path(save_dir)
+
+
+def load_state(save_dir, meta, template, network, optimizer):
+    """`(state, lstm_restored)`: the state of the checkpoint `meta` describes (`newest_meta`) in the structure of
+    `template` (a fresh initial state of a step over `network`, trained with the optimizer named `optimizer`), as
+    the backend's tensors. A TensorFlow checkpoint's LSTM states of another number of rows start from zeros
+    (`lstm_restored` False)."""
+    if meta.get("format") != tensorflow_state.FORMAT:
+        return load_checkpoint(save_dir, template), True
+    names = tensorflow_state.object_paths(template, [v.path for v in network.trainable_variables],
+                                          [v.path for v in network.non_trainable_variables], optimizer)
+    state, lstm_restored = tensorflow_state.read_tensorflow_state(meta["path"], template, names)
+    return keras.tree.map_structure(keras.ops.convert_to_tensor, state), lstm_restored
+
+
+def read_network_weights(save_dir, meta, network, optimizer):
+    """Sets `network`'s variables (a training network of the run's options) to the weights of the checkpoint
+    `meta` describes (`newest_meta`; `optimizer`: the run's optimizer's name)."""
+    parts = {"bilm": network.trainable_variables, "non_trainable": network.non_trainable_variables}
+    template = {part: [0] * len(variables) for part, variables in parts.items()}
+    if meta.get("format") == tensorflow_state.FORMAT:
+        names = tensorflow_state.object_paths(template, [v.path for v in parts["bilm"]],
+                                              [v.path for v in parts["non_trainable"]], optimizer)
+        stored = tensorflow_state.read_tensorflow_checkpoint(meta["path"])
+        value_of = {key: stored.get(tensorflow_state.checkpoint_key(name)) for key, name in names.items()}
+    else:
+        with np.load(checkpoint_path(save_dir)) as stored:
+            value_of = {key: stored[key] if key in stored.files else None for key, _ in _flattened(template)}
+    for part, variables in parts.items():
+        for i, variable in enumerate(variables):
+            value = value_of[f"{part}/{i}"]
+            if value is None or tuple(value.shape) != tuple(variable.shape):
+                raise JaxCheckpointError(f"{stored_path(save_dir, meta)} holds another model's weights ({variable.path}"
+                                         "); is options.json the one it was trained with?")
+            variable.assign(value)
+
+
+def read_boundary_state(save_dir, meta=None):
+    """The boundary state stored in the checkpoint `meta` describes (default: `save_dir`'s array checkpoint):
+    `({state key: float32 (size,)}, n_starts)`, or None when it has none (not measured yet, or a checkpoint of
+    the first format)."""
+    meta = read_meta(save_dir) if meta is None else meta
     if meta is None or not meta.get("n_boundary_starts"):
         return None
+    if meta.get("format") == tensorflow_state.FORMAT:
+        return tensorflow_state.read_tensorflow_boundary_state(meta["path"], meta["n_boundary_starts"])
     with np.load(checkpoint_path(save_dir)) as f:
         vectors = {key[len(BOUNDARY_STATE_PREFIX):]: f[key] for key in f.files if key.startswith(BOUNDARY_STATE_PREFIX)}
     return vectors, int(meta["n_boundary_starts"])

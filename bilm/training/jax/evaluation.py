@@ -116,24 +116,25 @@ def evaluate_from_files_on_jax(test_prefix, vocab_file, save_dir, batch_size=Non
         float, the average perplexity.
     """
     check_evaluation_start(start, 1)
-    meta = checkpoints.read_meta(save_dir)
+    meta = checkpoints.newest_meta(save_dir)
     if meta is None:
-        raise UserError(f"{save_dir} holds no checkpoint of a run on JAX or PyTorch ({checkpoints.CHECKPOINT_FILE}); "
-                        "give the --save_dir of a run trained with KERAS_BACKEND=jax or torch.")
+        raise UserError(f"{save_dir} holds no checkpoint ({checkpoints.CHECKPOINT_FILE} or TensorFlow's "
+                        "model.ckpt-<step>); give the --save_dir of a training run.")
+    path = checkpoints.stored_path(save_dir, meta)
     options = load_options(meta["options"])
     _, settings = training_settings(meta["options"])
     data, vocab = load_training_data(options, test_prefix, vocab_file, test=True)
     if vocab.size != settings.n_tokens_vocab:
-        raise UserError(f"{vocab_file} has {vocab.size:,} tokens but {checkpoints.checkpoint_path(save_dir)} was "
+        raise UserError(f"{vocab_file} has {vocab.size:,} tokens but {path} was "
                         f"trained with a vocabulary of {settings.n_tokens_vocab:,}; give the training vocabulary "
                         "(--vocab_file).")
-    step = JaxTrainStep(options, settings, meta["seed"])
-    state = checkpoints.load_checkpoint(save_dir, step.initial_state())
-    boundary_state = checkpoints.read_boundary_state(save_dir)
+    step = JaxTrainStep(options, settings, meta["seed"] or 0)
+    state, _ = checkpoints.load_state(save_dir, meta, step.initial_state(), step.network, settings.optimizer)
+    boundary_state = checkpoints.read_boundary_state(save_dir, meta)
     if start == "warm" and boundary_state is None:
         boundary_state = measure_boundary_state(step, state, data)
         if verbose:
-            print(f"{checkpoints.checkpoint_path(save_dir)} holds no boundary state; measured one at "
+            print(f"{path} holds no boundary state; measured one at "
                   f"{boundary_state[1]:,} sentence starts of the evaluation text.")
     return evaluate_state(step, state, data, batch_size, start=start, boundary_state=boundary_state,
                           verbose=verbose)["perplexity"]

@@ -54,7 +54,7 @@ def train_from_files_on_jax(train_prefix, vocab_file, save_dir, options_file=Non
         raise UserError("strategy is a tf.distribute.Strategy, for TensorFlow; on JAX, n_gpus devices share each "
                         "batch (leave strategy out).")
     check_model_choice(restart, options_file, size, init_from)
-    meta = checkpoints.read_meta(save_dir)
+    meta = checkpoints.newest_meta(save_dir)
     checkpoints.check_run_kind(save_dir, meta, bool(restart))  # before any work; again under the run's lock
     model = None
     if init_from is not None:

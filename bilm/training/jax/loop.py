@@ -115,13 +115,14 @@ def train_on_jax(options, data, save_dir, *, seed=0, max_steps=None, checkpoint_
 
 def _train(options, options_dict, settings, data, save_dir, loop, save_timer, source, heldout_data, devices,
            start_state, restart, log_dir):
-    meta = checkpoints.read_meta(save_dir)
+    meta = checkpoints.newest_meta(save_dir)
     checkpoints.check_run_kind(save_dir, meta, restart)
     seed = loop.seed
-    if meta is not None and (_fixed(meta["options"]) != _fixed(options_dict) or meta["seed"] != seed):
+    # A run continued from TensorFlow's checkpoint takes this call's seed (TensorFlow's do not record it).
+    if meta is not None and (_fixed(meta["options"]) != _fixed(options_dict) or meta["seed"] not in (None, seed)):
         changed = sorted(key for key in set(meta["options"]) | set(options_dict)
                          if key not in LENGTH_KEYS and meta["options"].get(key) != options_dict.get(key))
-        raise UserError(f"{checkpoints.checkpoint_path(save_dir)} continues another run (it differs in "
+        raise UserError(f"{checkpoints.stored_path(save_dir, meta)} continues another run (it differs in "
                         f"{', '.join(changed) or 'seed'}); give another save_dir, or the run's options and seed to "
                         f"continue it (only {', '.join(LENGTH_KEYS)} may change).")
     with StopSignals(loop.save_on_signals, interruptible_phases=False) as signals:
@@ -133,7 +134,7 @@ def _run(options, options_dict, settings, data, save_dir, loop, save_timer, sour
          start_state, meta, signals, log_dir):
     """`_train` within its signal handlers: a signal is acted on between JAX's calls, never inside one (an
     exception raised in the middle of an XLA compilation can crash the interpreter at its exit)."""
-    checkpoint = checkpoints.checkpoint_path(save_dir)
+    checkpoint = checkpoints.checkpoint_path(save_dir) if meta is None else checkpoints.stored_path(save_dir, meta)
     continue_with = f"the same train_on_jax call (save_dir={save_dir!r})"
     seed = loop.seed
 
@@ -146,10 +147,14 @@ def _run(options, options_dict, settings, data, save_dir, loop, save_timer, sour
     state = step.initial_state(softmax_seed=seed)
     taken, consumed, boundary_state, messages = 0, 0, None, []
     if meta is not None:
-        state, taken = step.place(checkpoints.load_checkpoint(save_dir, state)), meta["step"]
-        boundary_state = checkpoints.read_boundary_state(save_dir)
+        state, lstm_restored = checkpoints.load_state(save_dir, meta, state, step.network, settings.optimizer)
+        state, taken = step.place(state), meta["step"]
+        boundary_state = checkpoints.read_boundary_state(save_dir, meta)
         stop_if_signalled(taken, "starting", checkpoint)
         messages.append(f"Restored {checkpoint} (step {taken}).")
+        if not lstm_restored:
+            messages.append("The saved LSTM states have another number of rows (batch size or devices changed); "
+                            "they start from zeros.")
         if meta["data_source"] is not None and meta["data_source"] != source:
             messages.append("New training data: starting at its beginning.")
             state = step.place({**state, "lstm": {key: 0 * value for key, value in state["lstm"].items()}})

@@ -49,13 +49,14 @@ def train(options, data, n_gpus, save_dir, log_dir, restart_ckpt_file=None, *, h
     if strategy is not None:
         raise UserError("strategy is a tf.distribute.Strategy, for TensorFlow; on JAX, n_gpus devices share each "
                         "batch (leave strategy out).")
-    meta = checkpoints.read_meta(save_dir)
-    checkpoint = checkpoints.checkpoint_path(save_dir)
+    meta = checkpoints.newest_meta(save_dir)
+    checkpoint = checkpoints.checkpoint_path(save_dir) if meta is None else checkpoints.stored_path(save_dir, meta)
     if restart_ckpt_file is not None:
         if init_from is not None:
             raise UserError("init_from starts a new run from a model; a restart continues its checkpoint.")
         if os.path.abspath(os.fspath(restart_ckpt_file)) not in (os.path.abspath(os.fspath(save_dir)),
-                                                                os.path.abspath(checkpoint)):
+                                                                os.path.abspath(checkpoint),
+                                                                os.path.abspath(checkpoints.checkpoint_path(save_dir))):
             raise UserError(f"On JAX a run continues the checkpoint in its save_dir ({checkpoint}); "
                             f"restart_ckpt_file={os.fspath(restart_ckpt_file)!r} is elsewhere. Give save_dir the "
                             "run's directory.")

@@ -23,16 +23,24 @@ A checkpoint (`tf.train.Checkpoint`, files `model.ckpt-<step>.*` managed by
   (checkpoints written before it was added have none: `saved_optimizer`
   tells the optimizer from the names of its state, as they were told).
 `options.json` sits beside the checkpoints in `save_dir`.
+
+A run continued here from JAX or PyTorch leaves its array checkpoint
+(`bilm.training.jax.checkpoints`) beside these; the newest of either kind is
+the one a restart continues (`latest_checkpoint`), read into the same
+variables (`bilm.training.convert.tensorflow_state` names them).
 """
 import os
 
+import numpy as np
 import tensorflow as tf
 
 from bilm.errors import UserError
-from bilm.optimizers import checkpoint_optimizer
+from bilm.optimizers import checkpoint_optimizer, optimizer_class
 from bilm.options import load_options
 from bilm.training.config.settings import training_settings
 from bilm.training.config.training_config import data_fingerprint  # noqa: F401 (this module's name too)
+from bilm.training.convert.tensorflow_state import object_paths
+from bilm.training.jax import checkpoints as array_checkpoints
 from bilm.training.model.training_lm import TrainingLM
 
 CHECKPOINT_NAME = "model.ckpt"
@@ -90,14 +98,26 @@ def listed_checkpoints(save_dir):
     return [path for path in paths if os.path.exists(path + ".index")]
 
 
+def held_checkpoints(save_dir):
+    """`listed_checkpoints`, and the array checkpoint of a run continued on JAX or PyTorch where there is one."""
+    held = listed_checkpoints(save_dir)
+    if array_checkpoints.read_meta(save_dir) is not None:
+        held.append(array_checkpoints.checkpoint_path(save_dir))
+    return held
+
+
 def latest_checkpoint(save_dir):
     """The newest checkpoint prefix in `save_dir` whose files are there (after a damaged newest one's
-    files were moved away, the one before it); a clear error when there is none."""
+    files were moved away, the one before it), or the run's array checkpoint (a `.npz` file, written on JAX or
+    PyTorch) where it has taken more steps; a clear error when there is none."""
     save_dir = os.fspath(save_dir)
     if not os.path.isdir(save_dir):
         raise CheckpointError(f"save_dir {save_dir} does not exist; train first with bin/train_elmo.py.")
     listed = listed_checkpoints(save_dir)
     path = listed[-1] if listed else None
+    arrays = array_checkpoints.read_meta(save_dir)
+    if arrays is not None and (path is None or arrays["step"] > read_state_summary(path)["step"]):
+        return array_checkpoints.checkpoint_path(save_dir)
     if path is None:
         raise CheckpointError(
             f"No checkpoint found in {save_dir} (expected {CHECKPOINT_NAME}-<step>.index and a "
@@ -132,6 +152,9 @@ def load_training_model(options, ckpt_file):
 def restore_model(lm, checkpoint_file):
     """Assigns the biLM, softmax and boundary state variables of a checkpoint
     to `lm` (for evaluation, dumping)."""
+    if _is_array_checkpoint(checkpoint_file):
+        _restore_arrays(checkpoint_file, lm)
+        return
     _restore(build_checkpoint(lm), checkpoint_file)
 
 
@@ -141,13 +164,15 @@ def restore_training(checkpoint_file, lm, optimizer, step, lstm_states, data_pos
     LSTM states saved with another number of rows (a different batch size or
     number of replicas) are left at zero instead of failing.
     """
-    saved_shapes = _reader(checkpoint_file).get_variable_to_shape_map()
     saved = saved_optimizer(checkpoint_file)
     if saved != lm.settings.optimizer:
         raise CheckpointError(
             f"Checkpoint {checkpoint_file} holds the state of the {saved} optimizer, but the options say "
             f"'optimizer': {lm.settings.optimizer!r}; a run keeps its optimizer (set it back to {saved!r}, "
             "or start a new run in another save_dir).")
+    if _is_array_checkpoint(checkpoint_file):
+        return _restore_arrays(checkpoint_file, lm, optimizer, step, lstm_states, data_position)
+    saved_shapes = _reader(checkpoint_file).get_variable_to_shape_map()
     states_match = all(
         saved_shapes.get(f"lstm_states/{key}/.ATTRIBUTES/VARIABLE_VALUE") == list(variable.shape)
         for key, variable in lstm_states.items())
@@ -217,7 +242,11 @@ def _reader(checkpoint_file):
 
 def read_state_summary(checkpoint_file):
     """`{"step", "data_batches", "data_source", "vocabulary"}` ints of a checkpoint, without building a
-    model; `vocabulary` (the fingerprint) is None in a checkpoint that has none."""
+    model; `vocabulary` (the fingerprint) is None in a checkpoint that has none (an array checkpoint's too)."""
+    if _is_array_checkpoint(checkpoint_file):
+        meta = array_checkpoints.read_meta(os.path.dirname(checkpoint_file))
+        return {"step": meta["step"], "data_batches": meta["data_batches"], "data_source": meta["data_source"],
+                "vocabulary": None}
     reader = _reader(checkpoint_file)
     names = reader.get_variable_to_shape_map()
     summary = {}
@@ -238,6 +267,8 @@ _OPTIMIZER_NAME = "metadata/optimizer/.ATTRIBUTES/VARIABLE_VALUE"
 def saved_optimizer(checkpoint_file):
     """The name of the optimizer whose state `checkpoint_file` holds: the one it records, or in a checkpoint
     written before the name was recorded, the one its state's names tell (`bilm.optimizers.checkpoint_optimizer`)."""
+    if _is_array_checkpoint(checkpoint_file):
+        return training_settings(_array_meta(checkpoint_file)["options"], need_schedule=False)[1].optimizer
     reader = _reader(checkpoint_file)
     names = reader.get_variable_to_shape_map()
     if _OPTIMIZER_NAME in names:
@@ -252,8 +283,10 @@ def check_vocabulary(checkpoint_file, vocab):
     checkpoint records one.
     """
     saved = read_state_summary(checkpoint_file)["vocabulary"]
-    rows = _reader(checkpoint_file).get_variable_to_shape_map().get(
-        "softmax/b/.ATTRIBUTES/VARIABLE_VALUE")
+    if _is_array_checkpoint(checkpoint_file):
+        rows = [_array_meta(checkpoint_file)["options"].get("n_tokens_vocab")]
+    else:
+        rows = _reader(checkpoint_file).get_variable_to_shape_map().get("softmax/b/.ATTRIBUTES/VARIABLE_VALUE")
     if rows is not None and rows[0] != vocab.size:
         raise CheckpointError(
             f"{vocab.filename} has {vocab.size:,} tokens but {checkpoint_file} was trained with a vocabulary of "
@@ -262,3 +295,65 @@ def check_vocabulary(checkpoint_file, vocab):
         raise CheckpointError(
             f"{vocab.filename} is not the vocabulary {checkpoint_file} was trained with (same size, other tokens "
             "or another order): every id would mean another word. Give the training vocabulary (--vocab_file).")
+
+
+# === A run's array checkpoint (JAX's and PyTorch's), read into the variables ===
+
+def _is_array_checkpoint(checkpoint_file):
+    return os.fspath(checkpoint_file).endswith(".npz")
+
+
+def _array_meta(checkpoint_file):
+    return array_checkpoints.read_meta(os.path.dirname(os.fspath(checkpoint_file)))
+
+
+def _restore_arrays(checkpoint_file, lm, optimizer=None, step=None, lstm_states=None, data_position=None):
+    """Assigns the values of the array checkpoint `checkpoint_file` to `lm`'s variables (biLM, softmax, boundary
+    state) and to those given; returns whether the LSTM states were restored (another number of rows: left as
+    they are)."""
+    meta = _array_meta(checkpoint_file)
+    network = lm.network
+    template = {"bilm": [0] * len(network.trainable_variables),
+                "non_trainable": [0] * len(network.non_trainable_variables),
+                "softmax": dict.fromkeys(lm.softmax_variables(), 0)}
+    objects = {**{f"model/{name}": v for name, v in lm.bilm_variables().items()},
+               **{f"softmax/{name}": v for name, v in lm.softmax_variables().items()}}
+    if optimizer is not None:
+        rule = optimizer_class(lm.settings.optimizer)
+        template["optimizer"] = {slot: dict.fromkeys(lm.trainable_variables(), 0) for slot in rule.slot_starts}
+        if rule.counts_steps:
+            template["optimizer"]["iterations"] = 0
+        objects.update({f"optimizer/{name}": v for name, v in optimizer.accumulators.items()})
+    if lstm_states:
+        template["lstm"] = dict.fromkeys(lstm_states, 0)
+        objects.update({f"lstm_states/{key}": v for key, v in lstm_states.items()})
+    names = object_paths(template, [v.path for v in network.trainable_variables],
+                         [v.path for v in network.non_trainable_variables], lm.settings.optimizer)
+    states_match = True
+    with np.load(checkpoint_file) as stored:
+        missing = sorted(key for key in names if key not in stored.files)
+        if missing:
+            raise CheckpointError(f"Checkpoint {checkpoint_file} does not match the model built from the options "
+                                  f"(is options.json the one it was trained with?): it lacks {missing[:5]}.")
+        for key, path in names.items():
+            variable, value = objects[path], stored[key]
+            if tuple(value.shape) != tuple(variable.shape):
+                if key.startswith("lstm/"):
+                    states_match = False
+                    continue
+                raise CheckpointError(f"Checkpoint {checkpoint_file}: {key} has shape {value.shape}, the model's "
+                                      f"{tuple(variable.shape)} (is options.json the one it was trained with?).")
+            variable.assign(value.astype(variable.dtype.as_numpy_dtype if hasattr(variable.dtype, "as_numpy_dtype")
+                                         else variable.dtype))
+    if step is not None:
+        step.assign(meta["step"])
+    if data_position is not None:
+        data_position["batches"].assign(meta["data_batches"])
+        if meta["data_source"] is not None:
+            data_position["source"].assign(meta["data_source"])
+    boundary_state = array_checkpoints.read_boundary_state(os.path.dirname(os.fspath(checkpoint_file)))
+    vectors, n_starts = boundary_state if boundary_state is not None else ({}, 0)
+    for key, value in vectors.items():
+        lm.boundary_state[key].assign(value)
+    lm.n_boundary_starts.assign(n_starts)
+    return states_match

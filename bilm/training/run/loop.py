@@ -150,9 +150,10 @@ def run_training(config, data, n_gpus, save_dir, log_dir, loop_settings=LoopSett
 def _run_in(config, data, save_dir, log_dir, loop, schedule, save_timer, strategy, heldout_data):
     """`run_training`'s work, in a checked `save_dir` that this process holds."""
     settings = config.settings
-    if config.origin.checkpoint is None and checkpoints.listed_checkpoints(save_dir):
+    held = checkpoints.held_checkpoints(save_dir)
+    if config.origin.checkpoint is None and held:
         raise CheckpointError(
-            f"{save_dir} already holds checkpoints ({checkpoints.listed_checkpoints(save_dir)[-1]}). Continue them "
+            f"{save_dir} already holds checkpoints ({held[-1]}). Continue them "
             f"with bin/restart.py --save_dir {save_dir} (train(..., restart_ckpt_file=...)), or choose a new "
             "save_dir.")
     if loop.seed is not None:
