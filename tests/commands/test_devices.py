@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import bilm.backend.jax.devices as jax_devices
 import bilm.commands.devices as devices
 from helpers import ROOT
 from training_helpers import tiny_options, write_corpus
@@ -275,7 +276,7 @@ def test_training_under_op_determinism_runs_and_repeats_bit_for_bit(tmp_path):
     ("--xla_gpu_deterministic_ops_x=1", "--xla_gpu_deterministic_ops_x=1 --xla_gpu_deterministic_ops=true"),
 ])
 def test_deterministic_xla_flags_add_xlas_switch_unless_the_flags_say_either_way(flags, expected):
-    assert devices.deterministic_xla_flags(flags) == expected
+    assert jax_devices.deterministic_xla_flags(flags) == expected
 
 
 @pytest.mark.parametrize("flags, expected", [
@@ -285,13 +286,13 @@ def test_deterministic_xla_flags_add_xlas_switch_unless_the_flags_say_either_way
     ("--xla_gpu_deterministic_ops=false --xla_gpu_deterministic_ops=true", True),  # the last mention counts
 ])
 def test_the_users_word_on_the_flag_is_read_from_xla_flags(flags, expected):
-    assert devices.xla_flag_setting(flags) is expected
+    assert jax_devices.xla_flag_setting(flags) is expected
 
 
 @pytest.mark.parametrize("version, expected", [
     ("0.9.2", (0, 9)), ("0.10.0.dev20260101", (0, 10)), ("0.8", (0, 8)), ("1.0rc1", (1, 0)), ("0", (0, 0))])
 def test_a_jax_version_reads_as_its_major_and_minor(version, expected):
-    assert devices.jax_version_tuple(version) == expected
+    assert jax_devices.jax_version_tuple(version) == expected
 
 
 JAX_NUMERICS = """

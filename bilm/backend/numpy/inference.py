@@ -1,0 +1,6 @@
+"""A network's inference call on Keras's NumPy backend: the network's own call."""
+
+
+def inference_call(network, tensorflow_signature=None):
+    """`run(inputs) -> outputs` for `network(inputs, training=False)` (`bilm.models.network_calls`)."""
+    return lambda inputs: network(inputs, training=False)

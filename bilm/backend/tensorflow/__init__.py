@@ -1,0 +1,1 @@
+"""What bilm does its own way on TensorFlow (`bilm.backend`): devices, numerics and the inference call."""

@@ -1,0 +1,16 @@
+"""A network's inference call on PyTorch: its eager call under `torch.no_grad()`."""
+import keras
+import torch
+
+
+def inference_call(network, tensorflow_signature=None):
+    """`run(inputs) -> outputs` for `network(inputs, training=False)` (`bilm.models.network_calls`); the
+    signature is TensorFlow's alone."""
+
+    def run_eagerly(inputs):
+        # Keras on PyTorch takes no mix of NumPy arrays and tensors in one call.
+        inputs = {key: keras.ops.convert_to_tensor(value) for key, value in inputs.items()}
+        with torch.no_grad():
+            return network(inputs, training=False)
+
+    return run_eagerly
