@@ -22,7 +22,7 @@ ALLOWED = {
     "options": {"io", "text"},
     "optimizers": {"options", "ops"},
     "presets": {"options", "optimizers"},
-    "layers": {"ops"},
+    "layers": {"backend", "ops"},
     "models": {"backend", "layers", "ops", "io", "text", "options"},
     "export": {"models", "io", "text", "ops", "options"},
     "pretrained": {"export", "models", "io", "text", "options"},

@@ -1,4 +1,5 @@
 """The usage examples and the dump commands run end to end as a user runs them."""
+import json
 import os
 import re
 import subprocess
@@ -7,8 +8,10 @@ import sys
 import h5py
 import pytest
 
+from backend_processes import run_on_backend
 from bilm.training.quickstart import prepare_directory
 from helpers import ROOT, SENTENCES, write_model, write_vocab
+from training_helpers import tiny_options
 
 
 def _run(args, env=None, **kwargs):
@@ -136,6 +139,17 @@ def test_the_training_scripts_on_a_backend_without_training_say_so_in_one_line(t
         f"Error: {what} runs on TensorFlow, JAX or PyTorch, where bilm trains, and Keras runs on numpy "
         "(KERAS_BACKEND=numpy). Set KERAS_BACKEND to tensorflow, jax or torch for it."], result.stderr[-2000:]
     assert not (tmp_path / "qs").exists()
+
+
+def test_training_from_python_on_a_backend_without_training_says_so_in_one_error(tmp_path):
+    code = ("import json, sys\nimport bilm.training\n"
+            "bilm.training.train(json.loads(sys.argv[1]), None, 1, sys.argv[2], None)")
+    options = tiny_options(n_tokens_vocab=23, n_train_tokens=100)
+    result = run_on_backend("numpy", code, json.dumps(options), tmp_path / "run", check=False)
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1] == (
+        "bilm.errors.UserError: Training runs on TensorFlow, JAX or PyTorch, where bilm trains, and Keras runs on "
+        "numpy (KERAS_BACKEND=numpy). Set KERAS_BACKEND to tensorflow, jax or torch for it."), result.stderr[-2000:]
 
 
 @pytest.mark.parametrize("script", sorted(name[:-3] for name in os.listdir(os.path.join(ROOT, "bin"))

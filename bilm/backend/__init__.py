@@ -3,7 +3,9 @@
 `bilm.backend.<name>` (tensorflow, jax, torch, numpy) each export, in a
 module of the same name: `inference.inference_call` (a network's compiled
 inference call) and `devices` (`set_numerics`, `describe_devices`,
-`missing_gpus_warning`); `backend_module` picks Keras's backend's module.
+`missing_gpus_warning`) and `layer_calls.FAST_CALLS` (the layers' calls of
+its own: TensorFlow's fast paths; `fast_layer_call`); `backend_module` picks
+Keras's backend's module.
 
 `bilm.backend.<name>.training_ops` (JAX, PyTorch) each export the same
 names: `compile_step`, `compile_inference`, `gradients`, `unique_rows`,
@@ -17,7 +19,7 @@ place that branches on the backend's name for training.
 import importlib
 
 from bilm.errors import UserError
-from bilm.utils.backend import configured_backend
+from bilm.utils.backend import PORTABLE, configured_backend, require_training_backend
 
 # The backends whose training step is the array step (TensorFlow's is `bilm.training.run.train_step`).
 ARRAY_TRAINING_BACKENDS = ("jax", "torch")
@@ -29,10 +31,20 @@ def backend_module(name):
     return importlib.import_module(f"bilm.backend.{configured_backend()}.{name}")
 
 
+def fast_layer_call(name):
+    """The backend's own call of layer `name` (its `layer_calls.FAST_CALLS`: TensorFlow's fast paths), or None
+    where the layer runs its portable `keras.ops` code: on a backend without one, and in a thread that asked for
+    the portable code (`bilm.utils.backend.PORTABLE`)."""
+    if PORTABLE.is_on():
+        return None
+    return backend_module("layer_calls").FAST_CALLS.get(name)
+
+
 def training_ops():
     """The `training_ops` module of Keras's backend (JAX or PyTorch); a `UserError` on another."""
     backend = configured_backend()
     if backend not in ARRAY_TRAINING_BACKENDS:
+        require_training_backend("Training")  # a backend bilm does not train on: the line that says so
         raise UserError(f"The array training step runs on JAX or PyTorch, and Keras's backend is {backend}; set "
                         "KERAS_BACKEND=jax or torch (TensorFlow trains with bilm.training.train).")
     return backend_module("training_ops")

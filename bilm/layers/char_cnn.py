@@ -2,10 +2,10 @@
 import keras
 from keras import ops
 
+from bilm.backend import fast_layer_call
 from bilm.errors import UserError
 from bilm.layers.initializers import char_cnn_kernel_initializer
 from bilm.ops.char_convolutions_portable import portable_char_convolutions
-from bilm.utils.backend import fast_paths
 
 # At inference (`training=False`) a call encoding at most this many tokens
 # (a sentence's new words) runs the table loop's sums without compiling
@@ -70,8 +70,9 @@ class CharCNNEncoder(keras.layers.Layer):
         char_ids = ops.cast(char_ids, "int32")
         shape = ops.shape(char_ids)
         flat_ids = ops.reshape(char_ids, (-1, shape[2]))
-        if fast_paths():
-            features = self._encode_flat(flat_ids, DIRECT_CONVOLUTION_TOKENS if training is False else 0)
+        fast_call = fast_layer_call("char_cnn")
+        if fast_call is not None:
+            features = fast_call(self, flat_ids, DIRECT_CONVOLUTION_TOKENS if training is False else 0)
         else:
             pooled = portable_char_convolutions(flat_ids, self.char_embedding, list(self.kernels))
             features = self._activation(pooled + ops.concatenate(list(self.biases), axis=0))
@@ -79,21 +80,6 @@ class CharCNNEncoder(keras.layers.Layer):
 
     def _activation(self, x):
         return ops.relu(x) if self.activation == "relu" else ops.tanh(x)
-
-    def _encode_flat(self, flat_ids, direct_up_to=0):
-        """TensorFlow's table loop (`bilm.ops.char_convolutions`): (n_tokens, max_chars) int -> (n_tokens,
-        n_filters) float."""
-        import tensorflow as tf
-
-        from bilm.ops.bias_add import add_bias
-        from bilm.ops.char_convolutions import max_pooled_char_convolutions
-
-        # Tensors, not the variables: the custom gradient returns their gradients.
-        pooled = max_pooled_char_convolutions(
-            flat_ids, tf.convert_to_tensor(self.char_embedding), [tf.convert_to_tensor(k) for k in self.kernels],
-            direct_up_to=direct_up_to, differentiable=self.trainable)
-        activation = tf.nn.relu if self.activation == "relu" else tf.nn.tanh
-        return activation(add_bias(pooled, tf.concat(self.biases, axis=0)))
 
     def compute_output_shape(self, input_shape):
         return (input_shape[0], input_shape[1], self.n_filters)

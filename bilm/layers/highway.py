@@ -2,11 +2,11 @@
 import keras
 from keras import ops
 
+from bilm.backend import fast_layer_call
 from bilm.errors import UserError
 from bilm.layers.initializers import dense_initializer
-from bilm.layers.kernel_weights import add_kernel, kernel_operand
+from bilm.layers.kernel_weights import add_kernel
 from bilm.ops.kernel_dtypes import check_kernel_dtype, check_matmul_dtype
-from bilm.utils.backend import fast_paths
 
 
 @keras.saving.register_keras_serializable(package="bilm")
@@ -73,8 +73,9 @@ class Highway(keras.layers.Layer):
                 f"cannot be called with training=True. Received: kernel_dtype="
                 f"{self.kernel_dtype!r}; build it with kernel_dtype='float32' to train.")
 
-        if fast_paths():
-            return self._fast_call(inputs, training)
+        fast_call = fast_layer_call("highway")
+        if fast_call is not None:
+            return fast_call(self, inputs, training)
         product = self._portable_product(training)
         x = inputs
         for k in range(self.n_layers):
@@ -91,27 +92,6 @@ class Highway(keras.layers.Layer):
                 return ops.cast(ops.matmul(ops.cast(x, "bfloat16"), ops.cast(kernel, "bfloat16")), "float32")
             return ops.matmul(x, ops.cast(kernel, "float32"))
         return product
-
-    def _fast_call(self, inputs, training):
-        """TensorFlow's: one 2-D matmul over all leading axes, bilm's inference kernel, the bias gradient as
-        a matmul."""
-        import tensorflow as tf
-
-        from bilm.ops.bias_add import add_bias
-        from bilm.ops.lowbit_matmul import inference_kernel_matmul
-        from bilm.ops.matmul_dtype import matmul
-
-        def product(x, kernel):
-            if training:
-                return matmul(x, kernel, self.training_matmul_dtype)
-            return inference_kernel_matmul(x, kernel_operand(kernel))
-
-        x = tf.reshape(inputs, [-1, tf.shape(inputs)[-1]])
-        for k in range(self.n_layers):
-            gate = tf.sigmoid(add_bias(product(x, self.carry_kernels[k]), self.carry_biases[k]))
-            transform = tf.nn.relu(add_bias(product(x, self.transform_kernels[k]), self.transform_biases[k]))
-            x = gate * transform + (1.0 - gate) * x
-        return tf.reshape(x, tf.shape(inputs))
 
     def compute_output_shape(self, input_shape):
         return input_shape

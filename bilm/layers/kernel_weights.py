@@ -1,5 +1,6 @@
 """A layer's large kernel in its `kernel_dtype`: a Keras variable (float32, bfloat16) or, on TensorFlow, an
-`Int8Kernel` (`bilm.layers.int8_kernel`); and the operand each code path multiplies by."""
+`Int8Kernel` (`bilm.layers.int8_kernel`). TensorFlow's fast paths take it as `bilm.backend.tensorflow.layer_calls.
+kernel_operand`."""
 from bilm.utils.backend import require_tensorflow
 
 
@@ -11,13 +12,4 @@ def add_kernel(layer, name, shape, initializer, kernel_dtype):
         from bilm.layers.int8_kernel import Int8Kernel  # TensorFlow's
         return Int8Kernel(layer, name, shape, initializer)
     return layer.add_weight(name=name, shape=shape, initializer=initializer, dtype=kernel_dtype)
-
-
-def kernel_operand(kernel):
-    """What TensorFlow's ops take for a kernel of `add_kernel`: a tensor, or a `ScaledKernel` (int8)."""
-    import tensorflow as tf
-
-    if hasattr(kernel, "operand"):  # an Int8Kernel
-        return kernel.operand()
-    return tf.convert_to_tensor(kernel)
 

@@ -7,11 +7,11 @@ bias 1.0 added at run time, state `(c, h)`), so the file edge only splits
 import keras
 from keras import ops
 
+from bilm.backend import fast_layer_call
 from bilm.errors import UserError
-from bilm.layers.kernel_weights import add_kernel, kernel_operand
+from bilm.layers.kernel_weights import add_kernel
 from bilm.ops.kernel_dtypes import check_kernel_dtype, check_matmul_dtype
 from bilm.ops.lstm_scan import lstm_scan
-from bilm.utils.backend import fast_paths
 
 
 @keras.saving.register_keras_serializable(package="bilm")
@@ -129,110 +129,15 @@ class ProjectedLSTM(keras.layers.Layer):
                 f"ProjectedLSTM '{self.name}' keeps its kernels in {self.kernel_dtype} for inference "
                 f"and cannot be called with training=True. Received: kernel_dtype="
                 f"{self.kernel_dtype!r}; build it with kernel_dtype='float32' to train.")
-        if fast_paths():
-            return self._fast_call(inputs, lengths, initial_state, training, token_index)
+        fast_call = fast_layer_call("projected_lstm")
+        if fast_call is not None:
+            return fast_call(self, inputs, lengths, initial_state, training, token_index)
         batch = ops.shape(inputs if token_index is None else token_index)[0]
         if initial_state is None:
             initial_state = (ops.zeros((batch, self.units), "float32"), ops.zeros((batch, self.output_dim), "float32"))
         return lstm_scan(inputs, lengths, *initial_state, self.input_kernel, self.recurrent_kernel, self.bias,
                          self.projection_kernel, self.cell_clip, self.proj_clip, self.go_backwards, token_index,
                          input_matmul_dtype=self.training_matmul_dtype if training else "float32")
-
-    def _fast_call(self, inputs, lengths, initial_state, training, token_index):
-        """TensorFlow's recurrences: the packed graph loop for inference, the XLA loop, the hand-written
-        backward pass for training (see the class's docstring)."""
-        import functools
-
-        import tensorflow as tf
-
-        from bilm.ops.lstm_bptt import lstm_layer_bptt, lstm_recurrence_bptt
-        from bilm.ops.lstm_recurrence import lstm_recurrence_xla
-        from bilm.ops.matmul_dtype import stock_form
-
-        lengths = tf.cast(lengths, tf.int32)
-        if token_index is not None:
-            token_index = tf.cast(token_index, tf.int32)
-        batch = tf.shape(inputs if token_index is None else token_index)[0]
-        if initial_state is None:
-            c0 = tf.zeros([batch, self.units], tf.float32)
-            h0 = tf.zeros([batch, self.output_dim], tf.float32)
-        else:
-            c0, h0 = initial_state
-        time_steps = (inputs if token_index is None else token_index).shape[1]
-        if time_steps == 0:
-            # No step to run (the compiled loops cannot even slice a step
-            # out of an empty time axis): the states pass through unchanged.
-            return tf.zeros([batch, 0, self.output_dim], inputs.dtype), c0, h0
-        projection_kernel = None
-        if self.projection_kernel is not None:
-            projection_kernel = kernel_operand(self.projection_kernel)
-        kernels_and_clips = (kernel_operand(self.recurrent_kernel), projection_kernel,
-                             self.cell_clip, self.proj_clip)
-        if not training and not self.inference_uses_xla:
-            return self._packed_inference(inputs, lengths, c0, h0, token_index, kernels_and_clips)
-        # XLA has no int8 product of bilm's: its loop takes the widened kernels.
-        kernels_and_clips = (*map(stock_form, kernels_and_clips[:2]), *kernels_and_clips[2:])
-        # The padded loops: training's, or XLA's for inference.
-        if training:
-            recurrence = functools.partial(lstm_recurrence_bptt, jit_compile=self.uses_xla)
-        else:
-            recurrence = lstm_recurrence_xla
-        state_and_kernels = (lengths, c0, h0, *kernels_and_clips)
-        if token_index is not None:
-            # inputs holds distinct rows: the input half once per row, then gathered.
-            if self.go_backwards:
-                token_index = tf.reverse_sequence(token_index, lengths, seq_axis=1, batch_axis=0)
-            gates_tm = tf.gather(self._input_half(inputs[0], training), tf.transpose(token_index))
-            outputs, c, h = recurrence(gates_tm, *state_and_kernels)
-        else:
-            if self.go_backwards:
-                inputs = tf.reverse_sequence(inputs, lengths, seq_axis=1, batch_axis=0)
-            # Time-major; the narrow inputs are transposed rather than the wide gates.
-            inputs_tm = tf.transpose(inputs, [1, 0, 2])
-            if training:
-                # The input half inside the training recurrence, whose
-                # gradient makes all three kernels' gradients together.
-                outputs, c, h = lstm_layer_bptt(
-                    inputs_tm, tf.convert_to_tensor(self.input_kernel), tf.convert_to_tensor(self.bias),
-                    *state_and_kernels, matmul_dtype=self.training_matmul_dtype, jit_compile=self.uses_xla)
-            else:
-                # (time, batch, 4 * units) input half of the gates, one matmul.
-                rows = tf.reshape(inputs_tm, [-1, tf.shape(inputs)[-1]])
-                gates_tm = tf.reshape(self._input_half(rows, training), [tf.shape(inputs)[1], batch, 4 * self.units])
-                outputs, c, h = recurrence(gates_tm, *state_and_kernels)
-        if self.go_backwards:
-            outputs = tf.reverse_sequence(outputs, lengths, seq_axis=1, batch_axis=0)
-        return outputs, c, h
-
-    def _packed_inference(self, inputs, lengths, c0, h0, token_index, kernels_and_clips):
-        """Inference in the graph loop over the packed batch (see
-        `lstm_recurrence_packed`): only the `sum(lengths)` valid positions
-        get an input half and a step."""
-        import tensorflow as tf
-
-        from bilm.ops.lstm_recurrence import lstm_recurrence_packed, packed_steps
-
-        steps = packed_steps(lengths, self.go_backwards)
-        if token_index is None:
-            time = tf.shape(inputs)[1]
-            gates, gate_index = self._input_half(tf.gather_nd(inputs, steps.positions), False), None
-        else:
-            time = tf.shape(token_index)[1]
-            gates, gate_index = self._input_half(inputs[0], False), tf.gather_nd(token_index, steps.positions)
-        return lstm_recurrence_packed(gates, gate_index, steps, time, c0, h0, *kernels_and_clips)
-
-    def _input_half(self, rows, training):
-        """`rows @ W_x + b`, `(n, input_dim)` -> `(n, 4 * units)`: with
-        `training_matmul_dtype` operands in training, else in the kernel's dtype (TensorFlow's)."""
-        from bilm.ops.bias_add import add_bias
-        from bilm.ops.lowbit_matmul import inference_kernel_matmul
-        from bilm.ops.matmul_dtype import matmul
-
-        if training:
-            product = matmul(rows, self.input_kernel, self.training_matmul_dtype)
-        else:
-            product = inference_kernel_matmul(rows, kernel_operand(self.input_kernel))
-        return add_bias(product, self.bias)
 
     @property
     def uses_xla(self):

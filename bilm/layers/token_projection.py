@@ -1,7 +1,7 @@
 """The token encoder's projection to the LSTMs' width: a Dense layer whose inference rows do not depend on the batch."""
 import keras
 
-from bilm.utils.backend import fast_paths
+from bilm.backend import fast_layer_call
 
 
 @keras.saving.register_keras_serializable(package="bilm")
@@ -25,16 +25,8 @@ class TokenProjection(keras.layers.Dense):
     """
 
     def call(self, inputs, training=None):
+        fast_call = fast_layer_call("token_projection")
         if (training or self.activation not in (None, keras.activations.linear) or self.quantization_mode
-                or not fast_paths()):
+                or fast_call is None):
             return super().call(inputs, training=training)
-        import tensorflow as tf  # TensorFlow's fast path
-
-        from bilm.ops.bias_add import add_bias
-        from bilm.ops.matmul_dtype import kernel_matmul
-
-        rows = tf.reshape(inputs, [-1, tf.shape(inputs)[-1]])
-        product = kernel_matmul(rows, tf.convert_to_tensor(self.kernel))
-        if self.bias is not None:
-            product = add_bias(product, self.bias)
-        return tf.reshape(product, tf.concat([tf.shape(inputs)[:-1], [self.units]], axis=0))
+        return fast_call(self, inputs)
