@@ -15,6 +15,7 @@ ERROR_TYPES = {
     "bilm.io.sources.model_cache.ModelFileError": ValueError,
     "bilm.io.sources.elmoformanylangs.ELMoForManyLangsError": ValueError,
     "bilm.io.sources.tf_hub_modules.TFHubModuleError": ValueError,
+    "bilm.io.formats.tensorflow_checkpoint.TensorflowCheckpointError": ValueError,
     "bilm.io.formats.torch_pickle.TorchFileError": ValueError,
     "bilm.io.formats.output_files.OutputFileError": ValueError,
     "bilm.io.formats.output_files.OutputLockedError": ValueError,

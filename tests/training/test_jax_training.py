@@ -412,7 +412,7 @@ MOVE = '''
 import json, os, signal, sys
 import keras
 import numpy as np
-from bilm.training import dump_weights, train
+from bilm.training import dump_weights, evaluate_from_files, train
 from bilm.training.data.lm_dataset import load_training_data
 from bilm.training.run.stop_signals import TrainingInterrupted
 
@@ -458,7 +458,9 @@ for save_dir, max_steps, signal_at, weight_file in runs:
     if weight_file:
         dump_weights(save_dir, weight_file)
     reports.append({key: report.get(key) for key in ("step", "heldout_perplexity", "interrupted")})
-print(json.dumps({"runs": reports, "tensorflow_imported": "tensorflow" in sys.modules}))
+# The held-out perplexity of each directory of sys.argv[3] (run_test's), read on this backend.
+evaluated = [evaluate_from_files(corpus["heldout"], corpus["vocab"], d, verbose=0) for d in json.loads(sys.argv[3])]
+print(json.dumps({"runs": reports, "evaluated": evaluated, "tensorflow_imported": "tensorflow" in sys.modules}))
 '''
 
 
@@ -485,10 +487,14 @@ def test_a_run_stopped_on_tensorflow_continues_on_jax_and_pytorch_and_back(tmp_p
                            n_negative_samples_batch=8, max_steps=7)
     (folder / "options.json").write_text(json.dumps(options))
 
-    def on(backend, *runs):
+    evaluated = {}
+
+    def on(backend, *runs, evaluate=()):
         report = json_result(run_on_backend(backend, MOVE, folder, json.dumps(
-            [[str(tmp_path / d), n, s, w and str(tmp_path / w)] for d, n, s, w in runs])))
+            [[str(tmp_path / d), n, s, w and str(tmp_path / w)] for d, n, s, w in runs]),
+            json.dumps([str(tmp_path / d) for d in evaluate])))
         assert backend == "tensorflow" or not report["tensorflow_imported"]
+        evaluated.update({(backend, d): value for d, value in zip(evaluate, report["evaluated"])})
         return report["runs"]
 
     whole, signalled = on("tensorflow", ("whole", 100, None, "whole.hdf5"), ("signalled", 100, 3, None))
@@ -496,13 +502,18 @@ def test_a_run_stopped_on_tensorflow_continues_on_jax_and_pytorch_and_back(tmp_p
     for copy in ("to_jax", "to_torch", "round_trip"):
         shutil.copytree(tmp_path / "signalled", tmp_path / copy)
     to_jax, round_trip_jax, whole_read_on_jax = on(
-        "jax", ("to_jax", 100, None, None), ("round_trip", 1, None, None), ("whole", 0, None, "whole_on_jax.hdf5"))
-    to_torch, round_trip_torch = on("torch", ("to_torch", 100, None, None), ("round_trip", 1, None, None))
+        "jax", ("to_jax", 100, None, None), ("round_trip", 1, None, None), ("whole", 0, None, "whole_on_jax.hdf5"),
+        evaluate=["whole"])
+    to_torch, round_trip_torch = on("torch", ("to_torch", 100, None, None), ("round_trip", 1, None, None),
+                                    evaluate=["whole"])
     round_trip, = on("tensorflow", ("round_trip", 100, None, "round_trip.hdf5"))
     assert to_jax["step"] == to_torch["step"] == round_trip["step"] == 7
     assert round_trip_torch["step"] == round_trip_jax["step"] + 1 == signalled["step"] + 2
     for run in (to_jax, to_torch, round_trip):
         assert abs(run["heldout_perplexity"] / whole["heldout_perplexity"] - 1) < 1e-4, (run, whole)
+    # run_test on JAX and PyTorch gives the TensorFlow run's held-out perplexity from its checkpoint.
+    for backend in ("jax", "torch"):
+        assert abs(evaluated[backend, "whole"] / whole["heldout_perplexity"] - 1) < 1e-5, (evaluated, whole)
     # The TensorFlow run's checkpoint, read on JAX without TensorFlow, gives its weight file; the round trip's
     # weights are the uninterrupted run's, to round-off.
     want = _weights(tmp_path / "whole.hdf5")
