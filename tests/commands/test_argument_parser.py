@@ -61,3 +61,19 @@ def test_help_shows_no_default_for_switches(capsys):
     out = capsys.readouterr().out
     assert "(default: all)" not in out and "(default: True)" not in out
     assert "the size (default: small)" in out
+
+
+def test_train_elmos_help_shows_the_model_to_choose(capsys):
+    """One of --options_file, --size and --init_from is required (they are not exclusive: --init_from takes an
+    options file of training keys), so the usage line and a group of their own say so."""
+    from bilm.commands.subcommands import train_elmo
+
+    with pytest.raises(SystemExit) as exited:
+        train_elmo.main(["--help"], prog="train_elmo.py")
+    assert exited.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: train_elmo.py --train_prefix PATTERN --vocab_file FILE --save_dir DIR\n"
+                          "       (--options_file FILE | --size {small,medium,original} | --init_from MODEL "
+                          "[--options_file FILE])\n")
+    group = out[out.index("the model (one of --options_file, --size or --init_from is required):"):]
+    assert group.index("--options_file") < group.index("--size") < group.index("--init_from")

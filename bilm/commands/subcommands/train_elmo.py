@@ -28,21 +28,28 @@ from bilm.commands import (
 )
 from bilm.training import DEFAULT_SOFTMAX_INIT, SOFTMAX_INITS
 
+# The required choice of a model stands in the usage line, which argparse cannot say of flags that combine.
+USAGE = ("%(prog)s --train_prefix PATTERN --vocab_file FILE --save_dir DIR\n"
+         "       (--options_file FILE | --size {small,medium,original} | --init_from MODEL [--options_file FILE])\n"
+         "       [training flags below]")
+
 
 def main(argv=None, prog=None):
     exit_unless_training_backend("Training (bin/train_elmo.py)")
-    parser = ScriptArgumentParser(prog=prog, description=__doc__)
+    parser = ScriptArgumentParser(prog=prog, description=__doc__, usage=USAGE)
     add_training_arguments(parser)
-    parser.add_argument("--options_file", help="options.json with the model and training keys")
-    parser.add_argument("--size", choices=("small", "medium", "original"),
-                        help="a released size instead of --options_file: small suits a CPU, medium and original "
-                             "want GPUs")
-    parser.add_argument("--init_from", metavar="MODEL",
-                        help="adapt this published model (directory, options or weight file, .zip, URL or name) "
-                             "to your text: its architecture and weights, a new softmax over --vocab_file")
-    parser.add_argument("--softmax_init", choices=SOFTMAX_INITS, default=DEFAULT_SOFTMAX_INIT,
-                        help="with --init_from, where the new softmax starts: fit (to the model's outputs on the "
-                             "start of your text), encoding (each word's encoding by the model, scaled; zero bias) or "
-                             "random (as from scratch) (default: %(default)s)")
+    model = parser.add_argument_group("the model (one of --options_file, --size or --init_from is required)")
+    model.add_argument("--options_file", help="options.json with the model and training keys (with --init_from: "
+                                              "training keys alone)")
+    model.add_argument("--size", choices=("small", "medium", "original"),
+                       help="a released size instead of --options_file: small suits a CPU, medium and original "
+                            "want GPUs")
+    model.add_argument("--init_from", metavar="MODEL",
+                       help="adapt this published model (directory, options or weight file, .zip, URL or name) "
+                            "to your text: its architecture and weights, a new softmax over --vocab_file")
+    model.add_argument("--softmax_init", choices=SOFTMAX_INITS, default=DEFAULT_SOFTMAX_INIT,
+                       help="with --init_from, where the new softmax starts: fit (to the model's outputs on the "
+                            "start of your text), encoding (each word's encoding by the model, scaled; zero bias) or "
+                            "random (as from scratch) (default: %(default)s)")
     return run_training_script(parser.parse_args(argv))
 
