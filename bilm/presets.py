@@ -6,27 +6,15 @@ into the training form with the original recipe's hyperparameters.
 import copy
 
 from bilm.errors import UserError
+from bilm.io.sources.published_models import PUBLISHED_MODELS
 from bilm.optimizers import default_learning_rates, optimizer_class
 from bilm.options import TRAINING_N_CHARACTERS
 from bilm.options.keys import OPTIMIZER_DEFAULT, REQUIRED, option_key, training_keys
 
-_FILTERS = [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]]
-
-
-def _preset(dim, projection_dim, n_highway):
-    return {
-        "lstm": {"dim": dim, "projection_dim": projection_dim, "n_layers": 2,
-                 "cell_clip": 3, "proj_clip": 3, "use_skip_connections": True},
-        "char_cnn": {"activation": "relu", "embedding": {"dim": 16}, "filters": _FILTERS,
-                     "max_characters_per_token": 50, "n_characters": 262,
-                     "n_highway": n_highway},
-    }
-
-
+# The released sizes are the records of AllenNLP's published models (`bilm.io.sources.published_models`): `--size
+# original` and `bilm.load("allennlp:original")` read the same architecture.
 PRESETS = {
-    "small": _preset(1024, 128, 1),      # 2x1024_128_2048cnn_1xhighway
-    "medium": _preset(2048, 256, 1),     # 2x2048_256_2048cnn_1xhighway
-    "original": _preset(4096, 512, 2),   # 2x4096_512_2048cnn_2xhighway
+    **{size: PUBLISHED_MODELS[f"allennlp:{size}"].architecture for size in ("small", "medium", "original")},
     # A toy size for examples and quick checks (not a released model).
     "tiny": {
         "lstm": {"dim": 64, "projection_dim": 16, "n_layers": 2,

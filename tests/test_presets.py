@@ -3,6 +3,7 @@ import re
 
 import pytest
 
+from bilm.io.sources.published_models import find_published_model
 from bilm.optimizers import default_learning_rates
 from bilm.options import OptionsError, load_options
 from bilm.presets import PRESETS, TRAINING_DEFAULTS, get_preset, training_options
@@ -25,6 +26,18 @@ def test_released_presets_have_the_sizes_their_names_spell(name):
     assert (cnn.embedding_dim, cnn.max_characters_per_token, cnn.activation) == (16, 50, "relu")
     assert [width for width, _ in cnn.filters] == list(range(1, 8))
     assert (options.cell_clip, options.proj_clip, options.use_skip_connections) == (3, 3, True)
+
+
+@pytest.mark.parametrize("name", sorted(RELEASED))
+def test_a_size_is_the_record_of_its_published_model(name):
+    """`--size original` and `bilm.load("allennlp:original")` read one record: the published model's, whose
+    weight file's name spells the size."""
+    record = find_published_model(f"allennlp:{name}")
+    assert get_preset(name) == record.architecture
+    assert RELEASED[name] in record.urls[1]
+    preset = get_preset(name)
+    preset["lstm"]["dim"] = 1  # a copy: the record is left as it was
+    assert record.architecture["lstm"]["dim"] != 1
 
 
 @pytest.mark.parametrize("name", sorted(PRESETS))

@@ -21,7 +21,7 @@ ALLOWED = {
     "io": {"text"},
     "options": {"io", "text"},
     "optimizers": {"options", "ops"},
-    "presets": {"options", "optimizers"},
+    "presets": {"io", "options", "optimizers"},
     "layers": {"backend", "ops"},
     "models": {"backend", "layers", "ops", "io", "text", "options"},
     "export": {"models", "io", "text", "ops", "options"},

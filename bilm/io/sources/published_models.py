@@ -38,7 +38,7 @@ import difflib
 import os
 import pathlib
 import urllib.parse
-from typing import Mapping, Tuple
+from typing import Mapping, Optional, Tuple
 
 from bilm.io.sources.model_cache import ModelFileError, is_url
 from bilm.utils.deprecation import warn_deprecated
@@ -62,6 +62,10 @@ class PublishedModel:
         urls: `(zip URL,)`, or `(options URL, weights URL)`.
         sha256: `{url: SHA-256 (hex)}` for the files whose sum the publisher
             gives (none so far).
+        architecture: the model sections of its options file (`lstm`,
+            `char_cnn`; prediction form, 262 characters) where they are a
+            released size that training offers (`bilm.presets`: `--size`
+            reads them here), else None.
     """
 
     name: str
@@ -69,6 +73,7 @@ class PublishedModel:
     published_at: str
     urls: Tuple[str, ...]
     sha256: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    architecture: Optional[Mapping] = None
 
     @property
     def is_zip(self):
@@ -110,9 +115,24 @@ ELMOFORMANYLANGS_LANGUAGES = (
 ELMOFORMANYLANGS_SIMPLIFIED_CHINESE = "http://39.96.43.154/zhs.model.tar.bz2"
 
 
-def _allennlp(name, description, options_url, weights_url):
+# The char CNN's filters of AllenNLP's released sizes: (width, number).
+_RELEASED_FILTERS = ((1, 32), (2, 32), (3, 64), (4, 128), (5, 256), (6, 512), (7, 1024))
+
+
+def released_architecture(dim, projection_dim, n_highway):
+    """The model sections of an AllenNLP released size's options file (`<layers>x<dim>_<projection>_2048cnn_
+    <n>xhighway`), a new dict."""
+    return {
+        "lstm": {"dim": dim, "projection_dim": projection_dim, "n_layers": 2,
+                 "cell_clip": 3, "proj_clip": 3, "use_skip_connections": True},
+        "char_cnn": {"activation": "relu", "embedding": {"dim": 16}, "filters": [list(f) for f in _RELEASED_FILTERS],
+                     "max_characters_per_token": 50, "n_characters": 262, "n_highway": n_highway},
+    }
+
+
+def _allennlp(name, description, options_url, weights_url, architecture=None):
     return PublishedModel(f"{ALLENNLP_PREFIX}{name}", f"AllenNLP: {description}", ALLENNLP_PAGE,
-                          (options_url, weights_url))
+                          (options_url, weights_url), architecture=architecture)
 
 
 def _nlpl(model_id, description, published_at, repository=20):
@@ -136,17 +156,20 @@ PUBLISHED_MODELS = {model.name: model for model in (
               "https://s3-us-west-2.amazonaws.com/allennlp/models/elmo/2x1024_128_2048cnn_1xhighway/"
               "elmo_2x1024_128_2048cnn_1xhighway_options.json",
               "https://s3-us-west-2.amazonaws.com/allennlp/models/elmo/2x1024_128_2048cnn_1xhighway/"
-              "elmo_2x1024_128_2048cnn_1xhighway_weights.hdf5"),
+              "elmo_2x1024_128_2048cnn_1xhighway_weights.hdf5",
+              released_architecture(1024, 128, 1)),
     _allennlp("medium", "English, 2x2048_256_2048cnn_1xhighway (28.0M parameters), 1 Billion Word Benchmark",
               "https://s3-us-west-2.amazonaws.com/allennlp/models/elmo/2x2048_256_2048cnn_1xhighway/"
               "elmo_2x2048_256_2048cnn_1xhighway_options.json",
               "https://s3-us-west-2.amazonaws.com/allennlp/models/elmo/2x2048_256_2048cnn_1xhighway/"
-              "elmo_2x2048_256_2048cnn_1xhighway_weights.hdf5"),
+              "elmo_2x2048_256_2048cnn_1xhighway_weights.hdf5",
+              released_architecture(2048, 256, 1)),
     _allennlp("original", "English, 2x4096_512_2048cnn_2xhighway (93.6M parameters), 1 Billion Word Benchmark",
               "https://s3-us-west-2.amazonaws.com/allennlp/models/elmo/2x4096_512_2048cnn_2xhighway/"
               "elmo_2x4096_512_2048cnn_2xhighway_options.json",
               "https://s3-us-west-2.amazonaws.com/allennlp/models/elmo/2x4096_512_2048cnn_2xhighway/"
-              "elmo_2x4096_512_2048cnn_2xhighway_weights.hdf5"),
+              "elmo_2x4096_512_2048cnn_2xhighway_weights.hdf5",
+              released_architecture(4096, 512, 2)),
     _allennlp("original-5.5b", "English, 2x4096_512_2048cnn_2xhighway (93.6M parameters), 5.5B tokens of "
                                "Wikipedia and WMT 2008-2012 news crawl; AllenNLP's recommended default",
               "https://s3-us-west-2.amazonaws.com/allennlp/models/elmo/2x4096_512_2048cnn_2xhighway_5.5B/"
