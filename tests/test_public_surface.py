@@ -9,7 +9,8 @@ import pytest
 from helpers import ROOT
 
 PUBLIC_MODULES = {"bilm", "bilm.text", "bilm.ops", "bilm.layers", "bilm.models", "bilm.io", "bilm.export",
-                  "bilm.training", "bilm.beam", "bilm.options", "bilm.presets", "bilm.errors", "bilm.commands"}
+                  "bilm.training", "bilm.beam", "bilm.compat", "bilm.compat.simple_elmo",
+                  "bilm.options", "bilm.presets", "bilm.errors", "bilm.commands"}
 # What each part of the package may import from the others (beyond bilm.errors, which
 # every part may raise, and bilm.utils).
 ALLOWED = {
@@ -28,6 +29,7 @@ ALLOWED = {
     "pretrained": {"export", "models", "io", "text", "options"},
     "training": {"backend", "models", "layers", "ops", "io", "text", "options", "optimizers", "presets"},
     "commands": {"backend", "export", "training", "models", "io", "ops", "optimizers", "options", "presets", "text"},
+    "compat": {"pretrained", "models", "io", "text", "options", "layers"},
     "beam": {"pretrained", "commands", "export", "models", "io", "ops", "text", "options"},
     "__init__": {"export", "layers", "models", "options", "pretrained", "text"},
     "__main__": {"commands"},

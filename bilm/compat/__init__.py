@@ -1,0 +1,6 @@
+"""Drop-in replacements for other ELMo libraries' APIs, on bilm: code written for them runs after one changed
+import, on every Keras backend (docs/migrating.md).
+
+- `bilm.compat.simple_elmo`: simple_elmo's `ElmoModel` (`load`, `get_elmo_vectors`,
+  `get_elmo_vector_average`).
+"""
