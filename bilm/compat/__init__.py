@@ -3,4 +3,5 @@ import, on every Keras backend (docs/migrating.md).
 
 - `bilm.compat.simple_elmo`: simple_elmo's `ElmoModel` (`load`, `get_elmo_vectors`,
   `get_elmo_vector_average`).
+- `bilm.compat.elmoformanylangs`: ELMoForManyLangs' `Embedder` (`sents2elmo`).
 """
