@@ -1,4 +1,4 @@
-"""Every flag of bin/train_elmo.py means the same on TensorFlow and JAX: nothing is accepted and ignored.
+"""Every flag of bin/train_elmo.py means the same on TensorFlow, JAX and PyTorch: nothing is accepted and ignored.
 
 Each flag is given alone, with a value other than its default, to the script's `main` on each backend, in a
 process of its own. What reaches the backend's run (its training settings, the loop's settings, the log
@@ -31,7 +31,7 @@ def record(settings, loop, log_dir, heldout_data, source, save_timer):
     return {"step": 0, "steps_taken": 0, "finished": False, "checkpoint": "-", "n_epochs": settings.n_epochs}
 
 
-if keras.backend.backend() == "jax":
+if keras.backend.backend() != "tensorflow":  # JAX's and PyTorch's loop
     from bilm.training.jax import loop as jax_loop
 
     jax_loop._train = (lambda options, options_dict, settings, data, save_dir, loop, save_timer, source,
@@ -77,13 +77,13 @@ FLAGS = {
 }
 
 
-def test_every_flag_of_train_elmo_means_the_same_on_tensorflow_and_jax(tmp_path):
+def test_every_flag_of_train_elmo_means_the_same_on_tensorflow_jax_and_pytorch(tmp_path):
     corpus = write_corpus(tmp_path)
     options = tiny_options(n_tokens_vocab=corpus["n_vocab"])
     del options["n_train_tokens"]  # counted from the shards unless --n_train_tokens
     (tmp_path / "options.json").write_text(json.dumps(options))
     reports = {}
-    for backend in ("tensorflow", "jax"):
+    for backend in ("tensorflow", "jax", "torch"):
         folder = tmp_path / backend
         folder.mkdir()
         variants = {}
@@ -99,12 +99,15 @@ def test_every_flag_of_train_elmo_means_the_same_on_tensorflow_and_jax(tmp_path)
             if report[name]["log_dir"]:
                 report[name]["log_dir"] = report[name]["log_dir"].replace(str(tmp_path / backend), "<folder>")
                 report[name]["log_dir"] = report[name]["log_dir"].replace(f"run_{name}", "run")
-    tensorflow, jax = reports["tensorflow"], reports["jax"]
-    assert set(tensorflow) == set(jax) == {"baseline", *FLAGS}
+    tensorflow = reports["tensorflow"]
     for name in FLAGS:
         assert tensorflow[name] != tensorflow["baseline"], f"--{name} changed nothing on TensorFlow"
-        assert jax[name] == tensorflow[name], f"--{name}: JAX's run got {jax[name]}, TensorFlow's {tensorflow[name]}"
-    assert jax["baseline"] == tensorflow["baseline"]
+    for backend in ("jax", "torch"):
+        report = reports[backend]
+        assert set(report) == set(tensorflow) == {"baseline", *FLAGS}
+        for name in ("baseline", *FLAGS):
+            assert report[name] == tensorflow[name], f"--{name}: {backend}'s run got {report[name]}, " \
+                                                     f"TensorFlow's {tensorflow[name]}"
 
 
 RESTART = '''
