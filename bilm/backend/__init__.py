@@ -25,10 +25,19 @@ from bilm.utils.backend import PORTABLE, configured_backend, require_training_ba
 ARRAY_TRAINING_BACKENDS = ("jax", "torch")
 
 
+# The Keras backends with a folder here (Keras's OpenVINO backend, for one, has none).
+FOLDERS = ("tensorflow", "jax", "torch", "numpy")
+
+
 def backend_module(name):
-    """The module `name` (`inference`, `devices`, `training_ops`) of Keras's backend's folder,
-    `bilm.backend.<backend>.<name>`: the one place that picks what a backend does its own way."""
-    return importlib.import_module(f"bilm.backend.{configured_backend()}.{name}")
+    """The module `name` (`inference`, `devices`, `layer_calls`, `training_ops`) of Keras's backend's folder,
+    `bilm.backend.<backend>.<name>`: the one place that picks what a backend does its own way. A backend bilm
+    has no folder for is one `UserError`."""
+    backend = configured_backend()
+    if backend not in FOLDERS:
+        raise UserError(f"Keras runs on {backend} (KERAS_BACKEND={backend}), which bilm does not run on; set "
+                        "KERAS_BACKEND to tensorflow, jax or torch (or numpy, to embed without training).")
+    return importlib.import_module(f"bilm.backend.{backend}.{name}")
 
 
 def fast_layer_call(name):

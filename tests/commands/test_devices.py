@@ -17,6 +17,7 @@ import tensorflow as tf
 
 import bilm.backend.jax.devices as jax_devices
 import bilm.commands.devices as devices
+from bilm.errors import UserError
 from helpers import ROOT
 from training_helpers import tiny_options, write_corpus
 
@@ -316,3 +317,12 @@ def test_on_jax_set_numerics_sets_the_matmul_precision_and_asks_xla_for_determin
     assert done.stdout.splitlines() == ["False tensorfloat32 None",
                                         "False highest --xla_gpu_deterministic_ops=true",
                                         "3.0 False"], done.stdout + done.stderr[-2000:]
+
+
+def test_a_keras_backend_without_a_folder_in_bilm_is_one_clear_error(monkeypatch):
+    import bilm.backend
+
+    monkeypatch.setattr(bilm.backend, "configured_backend", lambda: "openvino")
+    with pytest.raises(UserError, match=r"^Keras runs on openvino \(KERAS_BACKEND=openvino\), which bilm does not run "
+                                        r"on; set KERAS_BACKEND to tensorflow, jax or torch"):
+        devices.describe_devices()

@@ -6,6 +6,10 @@ import os
 import re
 import warnings
 
+# What runs on this backend, for `bilm doctor`.
+WHAT_RUNS = ("On jax: embedding, Keras models, training and the scripts run; SavedModel export, TF-Hub "
+             "conversion and Apache Beam need TensorFlow.")
+
 
 def set_numerics(tf32=False, deterministic=False):
     """JAX's default matmul precision ("highest" unless `tf32`) and, with `deterministic`, XLA's deterministic

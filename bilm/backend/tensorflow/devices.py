@@ -2,6 +2,9 @@
 TensorFloat-32 and op determinism, the GPUs TensorFlow sees, and why it sees none."""
 import tensorflow as tf
 
+# What runs on this backend, for `bilm doctor` (None: everything bilm does).
+WHAT_RUNS = None
+
 
 def set_numerics(tf32=False, deterministic=False):
     """TensorFloat-32 on or off (`tf32`) and, with `deterministic` where a GPU is visible, op determinism;

@@ -2,6 +2,10 @@
 `allow_tf32` flags and deterministic algorithms."""
 import torch
 
+# What runs on this backend, for `bilm doctor`.
+WHAT_RUNS = ("On torch: embedding, Keras models, training and the scripts run; SavedModel export, TF-Hub "
+             "conversion and Apache Beam need TensorFlow.")
+
 
 def set_numerics(tf32=False, deterministic=False):
     """TF32 on or off (`tf32`) and, with `deterministic` where a GPU is visible, PyTorch's deterministic

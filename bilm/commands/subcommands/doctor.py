@@ -6,6 +6,7 @@ import json
 import os
 from importlib import metadata
 
+from bilm.backend import backend_module
 from bilm.commands import ScriptArgumentParser, describe_devices
 from bilm.io.sources.model_cache import CACHE_ENVIRONMENT_VARIABLE, cache_path
 from bilm.ops.native import native_dir
@@ -26,9 +27,9 @@ def report():
     installed = {name: _version(name) for name in BACKENDS if importlib.util.find_spec(name) is not None}
     lines.append("Backends installed: " + (", ".join(f"{name} {version}" for name, version in installed.items())
                                            or "none") + ". Choose one with KERAS_BACKEND=tensorflow|jax|torch.")
-    if backend != "tensorflow":
-        lines.append(f"On {backend}: embedding, Keras models, training and the scripts run; SavedModel export, "
-                     "TF-Hub conversion and Apache Beam need TensorFlow.")
+    what_runs = backend_module("devices").WHAT_RUNS
+    if what_runs:
+        lines.append(what_runs)
     lines.append(describe_devices().replace("bilm: running on", "Devices:"))
     directory = native_dir()
     built = sorted(glob.glob(os.path.join(directory, "**", "*.so"), recursive=True))
