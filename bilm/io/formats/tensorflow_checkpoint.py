@@ -63,11 +63,6 @@ def read_tensorflow_checkpoint(prefix, wanted=None):
     return arrays
 
 
-def tensor_names(prefix):
-    """The names of the tensors in checkpoint `prefix` (read from its index alone)."""
-    return sorted(key.decode("utf-8") for key in _index_entries(os.fspath(prefix)) if key)
-
-
 def listed_checkpoints(save_dir):
     """The checkpoint prefixes `save_dir`'s `checkpoint` file lists whose index exists, oldest first (the
     newest, `model_checkpoint_path`, last); `[]` when there is no such file."""

@@ -343,8 +343,7 @@ def _restore_arrays(checkpoint_file, lm, optimizer=None, step=None, lstm_states=
                     continue
                 raise CheckpointError(f"Checkpoint {checkpoint_file}: {key} has shape {value.shape}, the model's "
                                       f"{tuple(variable.shape)} (is options.json the one it was trained with?).")
-            variable.assign(value.astype(variable.dtype.as_numpy_dtype if hasattr(variable.dtype, "as_numpy_dtype")
-                                         else variable.dtype))
+            variable.assign(value.astype(variable.dtype.as_numpy_dtype))  # every object here is a tf.Variable
     if step is not None:
         step.assign(meta["step"])
     if data_position is not None:
