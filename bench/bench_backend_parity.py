@@ -9,7 +9,7 @@ perplexity (full softmax, no dropout, LSTM states carried from batch to
 batch: the same measure on both), its training speed, and the relative
 difference. Both draw the same dropout masks and negatives from the seed
 (TensorFlow's stateless random numbers, computed on JAX by
-`bilm.ops.jax_random`). From their own initial weights the two runs are two
+`bilm.backend.jax.random`). From their own initial weights the two runs are two
 runs of one recipe; with `--shared_start` (one random model as the start of
 both) they are one run on two backends, apart only by float round-off and
 what 300 steps make of it.

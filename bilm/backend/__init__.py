@@ -2,10 +2,12 @@
 
 `bilm.backend.<name>` (tensorflow, jax, torch, numpy) each export, in a
 module of the same name: `inference.inference_call` (a network's compiled
-inference call) and `devices` (`set_numerics`, `describe_devices`,
-`missing_gpus_warning`) and `layer_calls.FAST_CALLS` (the layers' calls of
-its own: TensorFlow's fast paths; `fast_layer_call`); `backend_module` picks
-Keras's backend's module.
+inference call), `devices` (`set_numerics`, `describe_devices`,
+`missing_gpus_warning`), `layer_calls.FAST_CALLS` (the layers' calls of
+its own: TensorFlow's fast paths; `fast_layer_call`) and `random`
+(TensorFlow's stateless random numbers: `seed_words`, `fold_in`,
+`fold_in_int32`, `uniform`, `dropout`; NumPy's say in one line that it
+draws none); `backend_module` picks Keras's backend's module.
 
 `bilm.backend.<name>.training_ops` (JAX, PyTorch) each export the same
 names: `compile_step`, `compile_inference`, `gradients`, `unique_rows`,
@@ -30,7 +32,7 @@ FOLDERS = ("tensorflow", "jax", "torch", "numpy")
 
 
 def backend_module(name):
-    """The module `name` (`inference`, `devices`, `layer_calls`, `training_ops`) of Keras's backend's folder,
+    """The module `name` (`inference`, `devices`, `layer_calls`, `random`, `training_ops`) of Keras's backend's folder,
     `bilm.backend.<backend>.<name>`: the one place that picks what a backend does its own way. A backend bilm
     has no folder for is one `UserError`."""
     backend = configured_backend()

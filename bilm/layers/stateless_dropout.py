@@ -1,12 +1,7 @@
 """Dropout whose mask is a pure function of a seed input."""
-import importlib
-
 import keras
 
-from bilm.utils.backend import configured_backend, require_tensorflow
-
-# TensorFlow's stateless numbers computed on the other backends, by the module of each (the same names).
-_RANDOM_NUMBERS = {"jax": "bilm.ops.jax_random", "torch": "bilm.ops.torch_random"}
+from bilm.backend import backend_module
 
 
 @keras.saving.register_keras_serializable(package="bilm")
@@ -16,9 +11,8 @@ class StatelessDropout(keras.layers.Layer):
     Training passes a fresh seed per step (and per replica), so the masks
     are reproducible after a restart and differ between replicas, with no
     random state to checkpoint or synchronise. The masks are TensorFlow's
-    stateless dropout's, compiled with XLA or not (`bilm.ops.stateless_random`),
-    and on JAX and PyTorch the same masks from the same seed
-    (`bilm.ops.jax_random`, `bilm.ops.torch_random`).
+    stateless dropout's, compiled with XLA or not, and on JAX and PyTorch the
+    same masks from the same seed (`bilm.backend.<name>.random`).
 
     Args:
         rate: fraction of units dropped.
@@ -28,7 +22,7 @@ class StatelessDropout(keras.layers.Layer):
     Call arguments:
         inputs: float tensor of any shape.
         seed: int `(2,)` stateless seed (on JAX and PyTorch, its `(4,)` 32-bit
-            words: `seed_words` of `bilm.ops.jax_random`, `bilm.ops.torch_random`).
+            words: `seed_words` of `bilm.backend.jax.random`, `bilm.backend.torch.random`).
         training: apply dropout only when True.
     """
 
@@ -40,18 +34,8 @@ class StatelessDropout(keras.layers.Layer):
     def call(self, inputs, seed, training=None):
         if not training or self.rate == 0.0:
             return inputs
-        numbers = _RANDOM_NUMBERS.get(configured_backend())
-        if numbers is not None:
-            random = importlib.import_module(numbers)
-            return random.dropout(inputs, self.rate, random.fold_in_int32(seed, self.site))
-        require_tensorflow("dropout in training (bilm's stateless masks; on TensorFlow, JAX or PyTorch)")
-        import tensorflow as tf
-
-        from bilm.ops import stateless_random
-
-        # bilm's stateless draws: the same masks in a step compiled with XLA as in one that is not.
-        seed = stateless_random.fold_in(tf.cast(seed, tf.int64), self.site)
-        return stateless_random.dropout(inputs, self.rate, seed)
+        random = backend_module("random")  # TensorFlow's numbers on every backend (`bilm.backend.<name>.random`)
+        return random.dropout(inputs, self.rate, random.fold_in_int32(seed, self.site))
 
     def compute_output_shape(self, inputs_shape, seed_shape):
         return inputs_shape

@@ -78,7 +78,7 @@ def build_bilm(options, n_token_vocab=None, bidirectional=True, dropout=0.0, lay
         dropout: rate applied to each LSTM layer's input when the model is
             called with `training=True`; the model then takes a
             `"dropout_seed"` input, int64 `(2,)` (on JAX, its uint32 `(4,)`
-            words: `bilm.ops.jax_random`), that fixes the masks.
+            words: `bilm.backend.jax.random`), that fixes the masks.
         layout: how the ids come (`LAYOUTS`). `"prediction"`: batches
             of sentences, ids shifted so that 0 is padding and each row has
             its own length; both stacks read the same input, the backward
@@ -163,7 +163,7 @@ def _recurrent_layers(options, directions, separate, dropout, kernels):
     state_inputs = {key: keras.Input(shape=(size,), name=key)
                     for key, _, size in state_keys(options, bidirectional=len(directions) == 2)}
     # int64 (2,) as TensorFlow's stateless ops take seeds; on JAX (without x64) and PyTorch their four 32-bit
-    # words (`bilm.ops.jax_random`, `bilm.ops.torch_random`).
+    # words (`bilm.backend.jax.random`, `bilm.backend.torch.random`).
     backend = configured_backend()
     seed_shape, seed_dtype = {"tensorflow": ((2,), "int64"), "jax": ((4,), "uint32"),
                               "torch": ((4,), "int64")}.get(backend, ((2,), "int32"))

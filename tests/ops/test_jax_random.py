@@ -1,11 +1,11 @@
-"""bilm.ops.jax_random: on JAX, the numbers of TensorFlow's stateless ops from the same seed, bit for bit."""
+"""bilm.backend.jax.random: on JAX, the numbers of TensorFlow's stateless ops from the same seed, bit for bit."""
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from bilm.ops import jax_random
+from bilm.backend.jax import random as jax_random
 
 # Seeds as training makes them: small, negative (fold_in's), past 32 bits.
 SEEDS = [[1, 7], [-143040582, 3], [2 ** 40, -(2 ** 50)]]

@@ -1,10 +1,10 @@
-"""bilm.ops.torch_random: on PyTorch, the numbers of TensorFlow's stateless ops from the same seed, bit for bit."""
+"""bilm.backend.torch.random: on PyTorch, the numbers of TensorFlow's stateless ops from the same seed, bit for bit."""
 import numpy as np
 import pytest
 import tensorflow as tf
 import torch
 
-from bilm.ops import torch_random
+from bilm.backend.torch import random as torch_random
 
 # Seeds as training makes them: small, negative (fold_in's), past 32 bits.
 SEEDS = [[1, 7], [-143040582, 3], [2 ** 40, -(2 ** 50)]]

@@ -1,6 +1,6 @@
 """bilm-tf's log-uniform sampler on JAX: TensorFlow's negatives from the same seed, under `jax.jit`.
 
-From the same seed (`bilm.ops.jax_random`, TensorFlow's Philox stream in
+From the same seed (`bilm.backend.jax.random`, TensorFlow's Philox stream in
 32-bit integers) the sampler draws the same ids in the same order as
 `bilm.ops.sampled_softmax` does on TensorFlow, by TensorFlow's float64
 inversion of the distribution function done as a search in a table of its
@@ -18,8 +18,8 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from bilm.backend.jax import random as jax_random
 from bilm.backend.log_uniform import DRAW_BLOCK, check_request, inverse_thresholds
-from bilm.ops import jax_random
 
 
 def _count_dtype():
@@ -45,13 +45,13 @@ def log_uniform_draws(seed, size, n_vocab):
     TensorFlow inverts the distribution function in float64:
     `id = floor(exp(u log(n_vocab + 1))) - 1` for a float64 uniform
     `u = M / 2^52` (`M` a 52-bit integer of its Philox stream), clipped to
-    `[0, n_vocab)`. Here `M` is the same integer (`bilm.ops.jax_random`,
+    `[0, n_vocab)`. Here `M` is the same integer (`bilm.backend.jax.random`,
     as two 32-bit words) and `id` is how many of the thresholds
     `inverse_thresholds(n_vocab)` it reaches: a binary search in 32-bit
     integers, with no float64 arithmetic.
 
     Args:
-        seed: uint32 `(4,)` seed (`bilm.ops.jax_random`).
+        seed: uint32 `(4,)` seed (`bilm.backend.jax.random`).
         size: how many ids (a Python int).
         n_vocab: a Python int in `[1, MAX_VOCAB]`.
 
@@ -94,7 +94,7 @@ def log_uniform_candidates(labels, num_sampled, n_vocab, seed, return_tries=Fals
         num_sampled: how many distinct ids to draw, a Python int at most
             `n_vocab`.
         n_vocab: ids are drawn from `[0, n_vocab)`, a Python int.
-        seed: uint32 `(4,)` seed (`bilm.ops.jax_random`). Draw `i` of the
+        seed: uint32 `(4,)` seed (`bilm.backend.jax.random`). Draw `i` of the
             stream is draw `i % DRAW_BLOCK` of `log_uniform_draws(
             jax_random.fold_in_int32(seed, i // DRAW_BLOCK), DRAW_BLOCK,
             n_vocab)`, as on TensorFlow.

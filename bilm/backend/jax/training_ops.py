@@ -7,9 +7,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from bilm.backend.jax import random  # noqa: F401 (one of the shared names)
 from bilm.backend.jax.sampler import log_uniform_candidates  # noqa: F401 (one of the shared names)
 from bilm.errors import UserError
-from bilm.ops import jax_random as random  # noqa: F401 (one of the shared names)
 
 # Row indices: the step's ids and rows.
 INDEX_DTYPE = "int32"

@@ -2,7 +2,7 @@
 
 The same ids, in the same order, as `bilm.ops.sampled_softmax` (TensorFlow)
 and `bilm.backend.jax.sampler` draw from one seed: each 52-bit uniform draw
-of TensorFlow's Philox stream (`bilm.ops.torch_random`) becomes the number
+of TensorFlow's Philox stream (`bilm.backend.torch.random`) becomes the number
 of thresholds (`bilm.backend.log_uniform.inverse_thresholds`) it reaches, a
 `torch.searchsorted` in int64. Shapes may vary (PyTorch runs eagerly), so
 the unique sampling takes a block of draws at a time until enough distinct
@@ -15,7 +15,7 @@ import math
 import torch
 
 from bilm.backend.log_uniform import DRAW_BLOCK, check_request, inverse_thresholds
-from bilm.ops import torch_random
+from bilm.backend.torch import random as torch_random
 
 
 @functools.lru_cache(maxsize=8)
@@ -33,7 +33,7 @@ def log_uniform_probabilities(ids, n_vocab):
 
 def log_uniform_draws(seed, size, n_vocab):
     """`size` independent log-uniform ids in `[0, n_vocab)`, TensorFlow's from `seed` (int64 `(4,)` words of
-    `bilm.ops.torch_random`): int64 `(size,)`."""
+    `bilm.backend.torch.random`): int64 `(size,)`."""
     high, low = torch_random.uniform_float64_mantissas(seed, size)
     return torch.searchsorted(_thresholds(n_vocab, seed.device), (high << 32) | low, right=True)
 
@@ -45,7 +45,7 @@ def log_uniform_candidates(labels, num_sampled, n_vocab, seed):
     Args:
         labels: int `(n_rows,)`, the true next-token ids.
         num_sampled, n_vocab: Python ints, `num_sampled <= n_vocab`.
-        seed: int64 `(4,)` words (`bilm.ops.torch_random`). Draw `i` of the
+        seed: int64 `(4,)` words (`bilm.backend.torch.random`). Draw `i` of the
             stream is draw `i % DRAW_BLOCK` of `log_uniform_draws(
             fold_in_int32(seed, i // DRAW_BLOCK), DRAW_BLOCK, n_vocab)`.
 

@@ -8,9 +8,9 @@ import functools
 import keras
 import torch
 
+from bilm.backend.torch import random  # noqa: F401 (one of the shared names)
 from bilm.backend.torch.sampler import log_uniform_candidates  # noqa: F401 (one of the shared names)
 from bilm.errors import UserError
-from bilm.ops import torch_random as random  # noqa: F401 (one of the shared names)
 
 # Row indices: the step's ids and rows.
 INDEX_DTYPE = "int64"

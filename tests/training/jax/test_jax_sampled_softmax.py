@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from bilm.backend.jax.random import seed_words
 from bilm.backend.jax.sampler import DRAW_BLOCK, log_uniform_candidates, log_uniform_draws
 from bilm.errors import UserError
 from bilm.ops import sampled_softmax as tf_softmax
-from bilm.ops.jax_random import seed_words
 from bilm.training.model.softmax_losses import full_softmax_loss, sampled_softmax_loss, sampled_softmax_loss_from_rows
 
 V, DIM, N, S = 1000, 16, 24, 50

@@ -1,6 +1,6 @@
 """TensorFlow's stateless random numbers on PyTorch: one seed draws the same numbers on every backend.
 
-As `bilm.ops.jax_random` does on JAX, these functions compute TensorFlow's
+As `bilm.backend.jax.random` does on JAX, these functions compute TensorFlow's
 own numbers with PyTorch's tensors: the Philox-4x32-10 stream of
 `tf.random.stateless_uniform` and `tf.nn.experimental.stateless_dropout`,
 with the key and counter TensorFlow derives from a seed. PyTorch's uint32
@@ -60,7 +60,7 @@ def uniform(seed, shape):
 
 def uniform_float64_mantissas(seed, size):
     """The 52-bit integers `M` of `tf.random.stateless_uniform([size], seed, tf.float64)` `= M / 2^52`, as
-    `(high 20 bits, low 32 bits)`, each int64 `(size,)` (`bilm.ops.jax_random`'s pair)."""
+    `(high 20 bits, low 32 bits)`, each int64 `(size,)` (`bilm.backend.jax.random`'s pair)."""
     words = random_bits(seed, (2 * size,))
     return words[0::2] & 0xFFFFF, words[1::2]
 
@@ -77,7 +77,7 @@ def dropout(x, rate, seed):
 
 def key_and_counter(seed):
     """`(key (2,), counter (4,))` 32-bit words: the Philox key and counter TensorFlow derives from `seed`, low
-    words first (see `bilm.ops.jax_random.key_and_counter`)."""
+    words first (see `bilm.backend.jax.random.key_and_counter`)."""
     words = philox_words(torch.tensor(_SCRAMBLE_KEY, dtype=torch.int64, device=seed.device), seed, (4,))
     return words[:2], torch.cat([torch.zeros(2, dtype=torch.int64, device=seed.device), words[2:]])
 
