@@ -14,7 +14,7 @@ from bilm.models.boundary_state import DEFAULT_N_SENTENCES
 from bilm.models.elmo_outputs import elmo_outputs
 from bilm.models.functional_bilm import build_contextual_bilm, build_token_encoder, state_keys
 from bilm.models.id_checks import check_id_values, refuse_batch
-from bilm.models.network_calls import inference_call
+from bilm.models.network_calls import inference_call, padded_ids
 from bilm.models.prediction_network import load_prediction_bilm
 from bilm.models.start_state import resolve_start
 from bilm.models.token_cache import TokenEncodingCache
@@ -316,14 +316,16 @@ class BidirectionalLanguageModel(_tracked_base()):
     def _portable_forward(self, run, stateful, ids, starts):
         """A call on the portable path: `run` (the network compiled by its backend) over NumPy `ids`, the
         state buffers read and written in between (eagerly)."""
-        batch = ids.shape[0]
-        inputs = {self._input_key: ids}
+        batch, time = ids.shape[:2]
+        inputs = {self._input_key: padded_ids(ids)}
         for key, _, size in self._state_keys:
             if stateful:
                 inputs[key] = self.state_buffers[key].value[:batch]
             else:
                 inputs[key] = np.broadcast_to(starts[key], (batch, size))
         outputs = run(inputs)
+        per_row = {output_key for _, output_key, _ in self._state_keys} | {"lengths"}
+        outputs = {key: value if key in per_row else value[:, :time] for key, value in outputs.items()}
         if stateful:
             for key, output_key, _ in self._state_keys:
                 buffer = self.state_buffers[key]

@@ -22,7 +22,7 @@ import numpy as np
 
 from bilm.errors import UserError
 from bilm.models.functional_bilm import state_keys
-from bilm.models.network_calls import inference_call, to_numpy
+from bilm.models.network_calls import inference_call, padded_ids, to_numpy
 
 # Sentences averaged by default (warm_up from text, the end of training).
 DEFAULT_N_SENTENCES = 1000
@@ -95,7 +95,7 @@ def compute_boundary_state(network, options, sentences, to_ids, n_sentences=DEFA
         forward_ids[np.arange(rows), lengths - 1] = 0
         backward_ids = ids[:, 1:]
         for direction, direction_ids in (("forward", forward_ids), ("backward", backward_ids))[:1 + bidirectional]:
-            outputs = run({input_key: direction_ids, **states})
+            outputs = run({input_key: padded_ids(direction_ids), **states})
             for key, output_key, _ in keys:
                 if key.startswith(direction):
                     states[key] = to_numpy(outputs[output_key])

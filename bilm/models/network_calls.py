@@ -7,6 +7,7 @@ place the front ends (`BidirectionalLanguageModel`, the boundary state) turn a n
 - PyTorch: the network's eager call under `torch.no_grad()`.
 """
 import keras
+import numpy as np
 
 from bilm.backend import backend_module
 
@@ -25,6 +26,17 @@ def inference_call(network, tensorflow_signature=None):
         network's outputs (tensors of the backend).
     """
     return backend_module("inference").inference_call(network, tensorflow_signature)
+
+
+def padded_ids(ids):
+    """`ids` (int `(batch, time, ...)`) with zero ids (padding, which the network masks) appended along time
+    up to the length its backend compiles for (`padded_length`: JAX's few shapes; the same `ids` elsewhere).
+    The real positions' outputs and each row's final LSTM states are those of `ids`."""
+    time = ids.shape[1]
+    padded = backend_module("inference").padded_length(time)
+    if padded == time:
+        return ids
+    return np.pad(ids, [(0, 0), (0, padded - time)] + [(0, 0)] * (ids.ndim - 2))
 
 
 def to_numpy(tensor):

@@ -14,3 +14,13 @@ def inference_call(network, tensorflow_signature=None):
 
     return lambda inputs: run([v.value for v in network.trainable_variables],
                               [v.value for v in network.non_trainable_variables], inputs)
+
+
+def padded_length(n):
+    """The time steps a call of `n` steps is padded to (zero ids, which the network masks): JAX compiles one
+    program per input shape, so lengths share a few shapes, two a doubling (8 and below, 12, 16, 24, 32,
+    48, ...), at most half again the steps."""
+    if n <= 8:
+        return 8
+    octave = 1 << (n - 1).bit_length() - 1  # the power of two below n
+    return octave * 3 // 2 if n <= octave * 3 // 2 else 2 * octave

@@ -14,3 +14,8 @@ def inference_call(network, tensorflow_signature=None):
             return network(inputs, training=False)
 
     return run_eagerly
+
+
+def padded_length(n):
+    """The time steps a call of `n` steps is padded to: `n` (PyTorch runs eagerly, compiling nothing per shape)."""
+    return n

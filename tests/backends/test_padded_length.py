@@ -1,0 +1,50 @@
+"""Time padded to a few lengths where a backend compiles one program per shape (JAX), with the outputs of the
+unpadded ids byte for byte: the boundary state and the embeddings."""
+from backend_processes import json_result, run_on_backend
+from bilm.backend.jax.inference import padded_length
+from helpers import write_model
+
+
+def test_jax_pads_to_few_lengths_at_most_half_again_and_the_others_not_at_all():
+    lengths = range(1, 400)
+    padded = [padded_length(n) for n in lengths]
+    assert all(n <= p <= max(8, 1.5 * n) for n, p in zip(lengths, padded))
+    assert sorted({padded_length(n) for n in range(1, 65)}) == [8, 12, 16, 24, 32, 48, 64]
+    for backend in ("tensorflow", "torch", "numpy"):
+        module = __import__(f"bilm.backend.{backend}.inference", fromlist=["padded_length"])
+        assert [module.padded_length(n) for n in (1, 9, 37)] == [1, 9, 37], backend
+
+
+ON_JAX = """
+import json, sys
+import numpy as np
+from bilm.backend.jax import inference
+from bilm.models.bidirectional_lm import BidirectionalLanguageModel
+from bilm.models.boundary_state import compute_boundary_state
+from bilm.text.batching import Batcher
+from helpers import SENTENCES
+
+options_file, weight_file = sys.argv[1:3]
+batcher = Batcher(None, 7)
+stream = [s for s in SENTENCES if s] * 6  # sentences of 1 to 7 tokens, one a call: calls of 2 to 8 steps
+model = BidirectionalLanguageModel(options_file, weight_file, stateful=False, start="zeros")
+sentences = [["The", "cat", "sat", "on", "a", "mat", "today", "x", "y", "."], ["a", "b"], ["Hi"]]
+asked, unpadded, results = [], inference.padded_length, []
+for rule in (lambda n: asked.append(n) or unpadded(n), lambda n: n):
+    inference.padded_length = rule
+    state, _ = compute_boundary_state(model.network, model.options, stream, batcher.batch_sentences, rows=1)
+    results.append((state, np.asarray(model(batcher.batch_sentences(sentences))["lm_embeddings"])))
+(state, padded), (exact_state, exact) = results
+print(json.dumps({"asked": asked, "same_embeddings": bool(np.array_equal(padded, exact)),
+                  "same_state": all(np.array_equal(state[k], exact_state[k]) for k in state),
+                  "state_size": float(max(np.abs(v).max() for v in state.values()))}))
+"""
+
+
+def test_on_jax_padding_keeps_the_boundary_state_and_the_embeddings_bytes(tmp_path):
+    options_file, weight_file, _ = write_model(tmp_path)
+    result = json_result(run_on_backend("jax", ON_JAX, options_file, weight_file))
+    assert result["same_embeddings"] and result["same_state"] and result["state_size"] > 0.01
+    # Calls of several lengths, run padded: 12 steps for the 10 tokens and boundaries of the embedded batch.
+    assert len(set(result["asked"])) > 3 and 12 in result["asked"] and padded_length(12) == 12
+    assert any(padded_length(n) != n for n in result["asked"])
