@@ -13,6 +13,7 @@ from bilm.training.convert.tensorflow_state import object_paths, read_tensorflow
 from bilm.training.jax import checkpoints as array_checkpoints
 from bilm.training.model.training_lm import TrainingLM
 from bilm.training.run import checkpoints
+from bilm.training.run.run_origin import Restart
 from training_helpers import tiny_options
 
 
@@ -102,3 +103,28 @@ def _objects_of(lm, optimizer, lstm):
             **{f"softmax/{k}": v for k, v in lm.softmax_variables().items()},
             **{f"optimizer/{k}": v for k, v in optimizer.accumulators.items()},
             **{f"lstm_states/{k}": v for k, v in lstm.items()}}
+
+
+def test_an_array_checkpoint_that_recorded_no_data_source_continues_its_stream_on_tensorflow(tmp_path):
+    # Array checkpoints of the first format recorded no data source; JAX and PyTorch continue their stream, and so
+    # does TensorFlow: the run's own data is taken as the checkpoint's, and the batches consumed are skipped.
+    options = tiny_options()
+    lm, optimizer, lstm, step, data = _run_objects(options, seed=1)
+    prefix = tf.train.CheckpointManager(checkpoints.build_checkpoint(lm, optimizer, step, lstm, data),
+                                        str(tmp_path / "tf"), max_to_keep=1, checkpoint_name="model.ckpt").save()
+    template = _template(lm, "adagrad", lstm)
+    names = object_paths(template, [v.path for v in lm.network.trainable_variables],
+                         [v.path for v in lm.network.non_trainable_variables], "adagrad")
+    state, _ = read_tensorflow_state(prefix, template, names)
+    array_dir = tmp_path / "arrays"
+    array_dir.mkdir()
+    array_checkpoints.save_checkpoint(array_dir, state, int(step.numpy()), options, 0, data_batches=17,
+                                      data_source=None)
+    (array_dir / "options.json").write_text(json.dumps(options))
+    path = checkpoints.latest_checkpoint(array_dir)
+    assert checkpoints.read_state_summary(path)["data_source"] is None
+    assert Restart(path).same_data(str(tmp_path / "any_shards*"))
+    other_lm, other_optimizer, other_lstm, other_step, other_data = _run_objects(options, seed=2)
+    checkpoints.restore_training(path, other_lm, other_optimizer, other_step, other_lstm, other_data,
+                                 data_source=424242)
+    assert int(other_data["source"].numpy()) == 424242 and int(other_data["batches"].numpy()) == 17

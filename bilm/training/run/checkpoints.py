@@ -158,11 +158,14 @@ def restore_model(lm, checkpoint_file):
     _restore(build_checkpoint(lm), checkpoint_file)
 
 
-def restore_training(checkpoint_file, lm, optimizer, step, lstm_states, data_position):
+def restore_training(checkpoint_file, lm, optimizer, step, lstm_states, data_position, data_source=None):
     """Restores a full training state; returns whether the LSTM states were restored.
 
     LSTM states saved with another number of rows (a different batch size or
-    number of replicas) are left at zero instead of failing.
+    number of replicas) are left at zero instead of failing. `data_source`
+    (the fingerprint of the run's data) is taken as the data an array
+    checkpoint read where it recorded none (its first format), so the run
+    continues its stream, as it does on JAX and PyTorch.
     """
     saved = saved_optimizer(checkpoint_file)
     if saved != lm.settings.optimizer:
@@ -171,7 +174,7 @@ def restore_training(checkpoint_file, lm, optimizer, step, lstm_states, data_pos
             f"'optimizer': {lm.settings.optimizer!r}; a run keeps its optimizer (set it back to {saved!r}, "
             "or start a new run in another save_dir).")
     if _is_array_checkpoint(checkpoint_file):
-        return _restore_arrays(checkpoint_file, lm, optimizer, step, lstm_states, data_position)
+        return _restore_arrays(checkpoint_file, lm, optimizer, step, lstm_states, data_position, data_source)
     saved_shapes = _reader(checkpoint_file).get_variable_to_shape_map()
     states_match = all(
         saved_shapes.get(f"lstm_states/{key}/.ATTRIBUTES/VARIABLE_VALUE") == list(variable.shape)
@@ -307,7 +310,8 @@ def _array_meta(checkpoint_file):
     return array_checkpoints.read_meta(os.path.dirname(os.fspath(checkpoint_file)))
 
 
-def _restore_arrays(checkpoint_file, lm, optimizer=None, step=None, lstm_states=None, data_position=None):
+def _restore_arrays(checkpoint_file, lm, optimizer=None, step=None, lstm_states=None, data_position=None,
+                    data_source=None):
     """Assigns the values of the array checkpoint `checkpoint_file` to `lm`'s variables (biLM, softmax, boundary
     state) and to those given; returns whether the LSTM states were restored (another number of rows: left as
     they are)."""
@@ -348,8 +352,9 @@ def _restore_arrays(checkpoint_file, lm, optimizer=None, step=None, lstm_states=
         step.assign(meta["step"])
     if data_position is not None:
         data_position["batches"].assign(meta["data_batches"])
-        if meta["data_source"] is not None:
-            data_position["source"].assign(meta["data_source"])
+        source = meta["data_source"] if meta["data_source"] is not None else data_source
+        if source is not None:
+            data_position["source"].assign(source)
     boundary_state = array_checkpoints.read_boundary_state(os.path.dirname(os.fspath(checkpoint_file)))
     vectors, n_starts = boundary_state if boundary_state is not None else ({}, 0)
     for key, value in vectors.items():

@@ -82,9 +82,10 @@ class Restart:
         return NewRun().options(options)
 
     def same_data(self, data_source):
-        """Whether `data_source` is the data the checkpoint was reading."""
+        """Whether `data_source` is the data the checkpoint was reading (an array checkpoint of the first
+        format recorded none: its run's data, as on JAX and PyTorch)."""
         saved = checkpoints.read_state_summary(self.checkpoint)["data_source"]
-        return saved == checkpoints.data_fingerprint(data_source)
+        return saved is None or saved == checkpoints.data_fingerprint(data_source)
 
     def check_vocabulary(self, options, vocabulary):
         """Raises `CheckpointError` unless `vocabulary` is the one the checkpoint was trained with."""

@@ -65,7 +65,7 @@ class TrainingRun(BaseRun):
     def restore(self, ckpt_file, source):
         """Restores a checkpoint; a new data source restarts the stream and the LSTM states."""
         states_restored = checkpoints.restore_training(
-            ckpt_file, self.lm, self.optimizer, self.step, self.lstm_states, self.data_position)
+            ckpt_file, self.lm, self.optimizer, self.step, self.lstm_states, self.data_position, source)
         self.report(f"Restored {ckpt_file} (step {self.current_step}).")
         if not states_restored:
             self.report("The saved LSTM states have another number of rows (batch size or replicas changed); "
