@@ -106,13 +106,11 @@ def philox_words(key, counter, shape):
 
 
 def _multiply_high_low(constant, x):
-    """The high and low 32 bits of the 64-bit product of a 32-bit `constant` and the words `x`."""
-    a_high, a_low = constant >> 16, constant & 0xFFFF
-    x_high, x_low = x >> 16, x & 0xFFFF
-    low_low, low_high, high_low = a_low * x_low, a_low * x_high, a_high * x_low
-    middle = (low_low >> 16) + (low_high & 0xFFFF) + (high_low & 0xFFFF)
-    high = (a_high * x_high + (low_high >> 16) + (high_low >> 16) + (middle >> 16)) & _MASK
-    return high, (constant * x) & _MASK
+    """The high and low 32 bits of the 64-bit product of a 32-bit `constant` and the words `x`: int64 holds the
+    product's 64 bits (two's complement wraps an unsigned product past 2^63 to the same bits), and an
+    arithmetic shift then the mask reads its high word."""
+    product = constant * x
+    return (product >> 32) & _MASK, product & _MASK
 
 
 def _word(value, device):
