@@ -23,6 +23,8 @@ _M0, _M1 = 0xD2511F53, 0xCD9E8D57
 _W0, _W1 = 0x9E3779B9, 0xBB67AE85
 _SCRAMBLE_KEY = (0x3EC8F720, 0x02461E29)
 _ROUNDS = 10
+# At most this many words (a seed's) are drawn with the rounds not unrolled.
+_FEW_WORDS = 16
 
 
 def seed_words(first, second):
@@ -113,7 +115,10 @@ def philox_words(key, counter, shape):
     # Two passes of five rounds (bench_train.py --backend jax --size small, this CPU, one run each): ten
     # copies took the step's XLA compile from 5.3 s to 15.8 s; one round a pass took 7.6 s a step against
     # 6.9 s; two passes of five compile in 7.9 s and step in 6.9 s.
-    c0, c1, c2, c3 = lax.fori_loop(0, _ROUNDS, one_round, (c0, c1, c2, c3), unroll=5)
+    # A seed's few words (fold_in, the key and counter) take one round a pass: their time is the loop's, and
+    # a step derives dozens of seeds, whose copies of the rounds would each be compiled.
+    unroll = 5 if size > _FEW_WORDS else 1
+    c0, c1, c2, c3 = lax.fori_loop(0, _ROUNDS, one_round, (c0, c1, c2, c3), unroll=unroll)
     return jnp.stack([c0, c1, c2, c3], axis=1).reshape(-1)[:size].reshape(shape)
 
 
