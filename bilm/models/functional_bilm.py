@@ -9,6 +9,7 @@ import functools
 
 import keras
 
+from bilm.backend import backend_module
 from bilm.errors import UserError
 from bilm.layers.char_cnn import CharCNNEncoder
 from bilm.layers.highway import Highway
@@ -18,7 +19,6 @@ from bilm.layers.sequence_mask import SequenceMask
 from bilm.layers.stateless_dropout import StatelessDropout, dropout_site
 from bilm.layers.token_projection import TokenProjection
 from bilm.layers.unique_tokens import GatherTokens, UniqueTokens
-from bilm.utils.backend import configured_backend
 from bilm.utils.thread_flag import ThreadFlag
 
 DIRECTIONS = ("forward", "backward")
@@ -162,12 +162,10 @@ def _recurrent_layers(options, directions, separate, dropout, kernels):
     } if dropout > 0 else {}
     state_inputs = {key: keras.Input(shape=(size,), name=key)
                     for key, _, size in state_keys(options, bidirectional=len(directions) == 2)}
-    # int64 (2,) as TensorFlow's stateless ops take seeds; on JAX (without x64) and PyTorch their four 32-bit
-    # words (`bilm.backend.jax.random`, `bilm.backend.torch.random`).
-    backend = configured_backend()
-    seed_shape, seed_dtype = {"tensorflow": ((2,), "int64"), "jax": ((4,), "uint32"),
-                              "torch": ((4,), "int64")}.get(backend, ((2,), "int32"))
-    seed_input = keras.Input(batch_shape=seed_shape, dtype=seed_dtype, name="dropout_seed") if dropouts else None
+    # The seed as the backend's random numbers take it (`bilm.backend.<name>.random`).
+    random = backend_module("random")
+    seed_input = keras.Input(batch_shape=random.SEED_SHAPE, dtype=random.SEED_DTYPE, name="dropout_seed") \
+        if dropouts else None
     return lstms, dropouts, state_inputs, seed_input
 
 

@@ -20,10 +20,13 @@ def _int64(words):
     return (words[0::2] | (words[1::2] << np.uint64(32))).view(np.int64)
 
 
-def test_every_folder_exports_the_shared_names():
+def test_every_folder_exports_the_shared_names_and_its_seeds_are_of_its_seed_shape():
     for folder in FOLDERS:
         module = importlib.import_module(f"bilm.backend.{folder}.random")
         assert all(callable(getattr(module, name, None)) for name in SHARED), folder
+        if folder != "numpy":
+            seed = np.asarray(module.seed_words(7, -3))
+            assert (seed.shape, str(seed.dtype)) == (module.SEED_SHAPE, module.SEED_DTYPE), folder
 
 
 @pytest.mark.parametrize("first, second", [(7, 11), (-143040582, 3), (2 ** 40, -(2 ** 50))])

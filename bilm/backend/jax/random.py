@@ -17,6 +17,10 @@ makes one; `fold_in` and `fold_in_int32` derive one from another as
 import jax.numpy as jnp
 from jax import lax
 
+# A seed's shape and dtype as a network input (`build_bilm`'s `dropout_seed`): its four 32-bit words (JAX
+# has no 64-bit integers without x64).
+SEED_SHAPE, SEED_DTYPE = (4,), "uint32"
+
 # Philox-4x32's multipliers and key increments, and the key TensorFlow
 # scrambles a seed with (`bilm.ops.stateless_random`).
 _M0, _M1 = 0xD2511F53, 0xCD9E8D57

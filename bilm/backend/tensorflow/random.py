@@ -9,6 +9,9 @@ import tensorflow as tf
 
 from bilm.ops import stateless_random
 
+# A seed's shape and dtype as a network input (`build_bilm`'s `dropout_seed`): TensorFlow's int64 `(2,)` stateless seed.
+SEED_SHAPE, SEED_DTYPE = (2,), "int64"
+
 
 def seed_words(first, second):
     """The seed `(first, second)`: int64 `(2,)`, each an int or an int scalar tensor (sign-extended)."""

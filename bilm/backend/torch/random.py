@@ -17,6 +17,9 @@ int32 data. Tensors are made on the seed's device.
 """
 import torch
 
+# A seed's shape and dtype as a network input (`build_bilm`'s `dropout_seed`): its four 32-bit words, each in an int64.
+SEED_SHAPE, SEED_DTYPE = (4,), "int64"
+
 # Philox-4x32's multipliers and key increments, and the key TensorFlow scrambles a seed with.
 _M0, _M1 = 0xD2511F53, 0xCD9E8D57
 _W0, _W1 = 0x9E3779B9, 0xBB67AE85
