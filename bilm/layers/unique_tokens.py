@@ -2,7 +2,7 @@
 import keras
 from keras import ops
 
-from bilm.utils.backend import on_tensorflow
+from bilm.backend import fast_layer_call
 
 
 @keras.saving.register_keras_serializable(package="bilm")
@@ -21,35 +21,24 @@ class UniqueTokens(keras.layers.Layer):
         `(unique_ids, indices)`: int `(1, n_unique, max_chars)` and one int
         `(batch_i, time_i)` index tensor per input, with
         `char_ids[i][b, t] == unique_ids[0, indices[i][b, t]]`.
-        While a function compiled with XLA is traced, whose shapes cannot
-        depend on the ids, and on backends other than TensorFlow, every row
+        The distinct rows are the backend's own call (TensorFlow's in order
+        of first appearance, PyTorch's ascending). While a function compiled
+        with XLA is traced, whose shapes cannot depend on the ids, on JAX
+        (which compiles every call) and in the portable code, every row
         stands for itself (the same values, without the saving).
     """
 
     def call(self, char_ids):
-        if not on_tensorflow():  # distinct rows have a shape that JAX cannot compile: every row stands for itself
-            indices, start = [], 0
-            for ids in char_ids:
-                count = ops.shape(ids)[0] * ops.shape(ids)[1]
-                indices.append(ops.reshape(ops.arange(start, start + count, dtype="int32"), ops.shape(ids)[:2]))
-                start = start + count
-            rows = ops.concatenate([ops.reshape(ids, (-1, ops.shape(ids)[2])) for ids in char_ids], axis=0)
-            return ops.expand_dims(rows, 0), indices
-        import tensorflow as tf
-
-        from bilm.ops.placement import compiling_with_xla
-
-        max_chars = tf.shape(char_ids[0])[2]
-        flat = [tf.reshape(ids, [-1, max_chars]) for ids in char_ids]
-        rows = tf.concat(flat, axis=0)
-        if compiling_with_xla():
-            unique, index = rows, tf.range(tf.shape(rows)[0])
-        else:
-            unique, index = tf.raw_ops.UniqueV2(x=rows, axis=[0])
-        sizes = [tf.shape(f)[0] for f in flat]
-        indices = [tf.reshape(part, tf.shape(ids)[:2])
-                   for part, ids in zip(tf.split(index, sizes), char_ids)]
-        return unique[tf.newaxis], indices
+        fast_call = fast_layer_call("unique_tokens")  # TensorFlow's, PyTorch's (`bilm/backend/<name>/layer_calls.py`)
+        if fast_call is not None:
+            return fast_call(self, char_ids)
+        indices, start = [], 0
+        for ids in char_ids:
+            count = ops.shape(ids)[0] * ops.shape(ids)[1]
+            indices.append(ops.reshape(ops.arange(start, start + count, dtype="int32"), ops.shape(ids)[:2]))
+            start = start + count
+        rows = ops.concatenate([ops.reshape(ids, (-1, ops.shape(ids)[2])) for ids in char_ids], axis=0)
+        return ops.expand_dims(rows, 0), indices
 
     def compute_output_spec(self, char_ids):
         return (keras.KerasTensor((1, None, char_ids[0].shape[2]), dtype=char_ids[0].dtype),

@@ -1,6 +1,9 @@
 """UniqueTokens and GatherTokens: each distinct char-id row once, and its features gathered back."""
+import json
+
 import numpy as np
 
+from backend_processes import json_result, run_on_backend
 from bilm.layers.unique_tokens import GatherTokens, UniqueTokens
 from layer_testing import run_layer_test
 
@@ -39,3 +42,24 @@ def test_gathering_encoded_unique_rows_equals_encoding_every_row():
     features = encode(unique.numpy())
     for ids, index in zip((A, B), indices):
         np.testing.assert_array_equal(GatherTokens()(features, index).numpy(), encode(ids))
+
+
+
+ON_TORCH = """
+import json, sys
+import numpy as np
+import torch
+from bilm.layers.unique_tokens import UniqueTokens
+
+a, b = (np.asarray(x, np.int32) for x in json.loads(sys.argv[1]))
+unique, (index_a, index_b) = UniqueTokens()([torch.as_tensor(a), torch.as_tensor(b)])
+unique = unique.numpy()
+print(json.dumps({"rows": unique.shape[1], "a": bool(np.array_equal(unique[0][index_a.numpy()], a)),
+                  "b": bool(np.array_equal(unique[0][index_b.numpy()], b)), "dtype": str(index_a.dtype)}))
+"""
+
+
+def test_pytorch_encodes_each_distinct_row_once():
+    result = json_result(run_on_backend("torch", ON_TORCH, json.dumps([A.tolist(), B.tolist()])))
+    rows = {tuple(row) for row in np.concatenate([A.reshape(-1, 3), B.reshape(-1, 3)])}
+    assert result == {"rows": len(rows), "a": True, "b": True, "dtype": "torch.int32"}

@@ -3,7 +3,7 @@ packed and XLA recurrences), run instead of the layers' portable `keras.ops` cod
 against (`bilm.backend.fast_layer_call` picks them; `PORTABLE` asks for the portable code).
 
 Each takes the layer and its call's arguments. `FAST_CALLS` names them for
-`fast_layer_call`; the other backends' `layer_calls` have none.
+`fast_layer_call`.
 """
 import functools
 
@@ -143,5 +143,23 @@ def kernel_operand(kernel):
     return tf.convert_to_tensor(kernel)
 
 
-FAST_CALLS = {"char_cnn": char_cnn, "highway": highway, "token_projection": token_projection,
+def unique_tokens(layer, char_ids):
+    """`UniqueTokens`'s distinct rows, in order of first appearance (`tf.unique` along rows); while a function
+    compiled with XLA is traced, whose shapes cannot depend on the ids, every row stands for itself."""
+    from bilm.ops.placement import compiling_with_xla
+
+    max_chars = tf.shape(char_ids[0])[2]
+    flat = [tf.reshape(ids, [-1, max_chars]) for ids in char_ids]
+    rows = tf.concat(flat, axis=0)
+    if compiling_with_xla():
+        unique, index = rows, tf.range(tf.shape(rows)[0])
+    else:
+        unique, index = tf.raw_ops.UniqueV2(x=rows, axis=[0])
+    sizes = [tf.shape(f)[0] for f in flat]
+    indices = [tf.reshape(part, tf.shape(ids)[:2]) for part, ids in zip(tf.split(index, sizes), char_ids)]
+    return unique[tf.newaxis], indices
+
+
+FAST_CALLS = {"char_cnn": char_cnn, "unique_tokens": unique_tokens, "highway": highway,
+              "token_projection": token_projection,
               "projected_lstm": projected_lstm}
