@@ -4,7 +4,7 @@
 module of the same name: `inference.inference_call` (a network's compiled
 inference call), `devices` (`set_numerics`, `describe_devices`,
 `missing_gpus_warning`), `layer_calls.FAST_CALLS` (the layers' calls of
-its own: TensorFlow's fast paths; `fast_layer_call`) and `random`
+its own: TensorFlow's fast paths, PyTorch's distinct tokens; `fast_layer_call`) and `random`
 (TensorFlow's stateless random numbers: `seed_words`, `fold_in`,
 `fold_in_int32`, `uniform`, `dropout`; NumPy's say in one line that it
 draws none); `backend_module` picks Keras's backend's module.
