@@ -17,16 +17,12 @@ makes one; `fold_in` and `fold_in_int32` derive one from another as
 import jax.numpy as jnp
 from jax import lax
 
+from bilm.backend.philox import M0, M1, ROUNDS, SCRAMBLE_KEY, W0, W1
+
 # A seed's shape and dtype as a network input (`build_bilm`'s `dropout_seed`): its four 32-bit words (JAX
 # has no 64-bit integers without x64).
 SEED_SHAPE, SEED_DTYPE = (4,), "uint32"
 
-# Philox-4x32's multipliers and key increments, and the key TensorFlow
-# scrambles a seed with (`bilm.ops.stateless_random`).
-_M0, _M1 = 0xD2511F53, 0xCD9E8D57
-_W0, _W1 = 0x9E3779B9, 0xBB67AE85
-_SCRAMBLE_KEY = (0x3EC8F720, 0x02461E29)
-_ROUNDS = 10
 # At most this many words (a seed's) are drawn with the rounds not unrolled.
 _FEW_WORDS = 16
 
@@ -86,7 +82,7 @@ def key_and_counter(seed):
     """`(key uint32 (2,), counter uint32 (4,))`: the Philox key and counter TensorFlow derives from `seed`,
     low words first. The seed's two 64-bit words are the counter of one Philox block under a fixed key; of
     its four words, the first two are the key and the last two the counter's high half."""
-    words = philox_words(jnp.asarray(_SCRAMBLE_KEY, jnp.uint32), jnp.asarray(seed, jnp.uint32), (4,))
+    words = philox_words(jnp.asarray(SCRAMBLE_KEY, jnp.uint32), jnp.asarray(seed, jnp.uint32), (4,))
     zero = jnp.zeros([2], jnp.uint32)
     return words[:2], jnp.concatenate([zero, words[2:]])
 
@@ -110,10 +106,10 @@ def philox_words(key, counter, shape):
     def one_round(round_, words):
         c0, c1, c2, c3 = words
         # The key of round r: the key plus r times its increments.
-        k0 = key[0] + jnp.uint32(_W0) * round_.astype(jnp.uint32)
-        k1 = key[1] + jnp.uint32(_W1) * round_.astype(jnp.uint32)
-        high0, low0 = _multiply_high_low(_M0, c0)
-        high1, low1 = _multiply_high_low(_M1, c2)
+        k0 = key[0] + jnp.uint32(W0) * round_.astype(jnp.uint32)
+        k1 = key[1] + jnp.uint32(W1) * round_.astype(jnp.uint32)
+        high0, low0 = _multiply_high_low(M0, c0)
+        high1, low1 = _multiply_high_low(M1, c2)
         return high1 ^ c1 ^ k0, low1, high0 ^ c3 ^ k1, low0
 
     # Two passes of five rounds (bench_train.py --backend jax --size small, this CPU, one run each): ten
@@ -122,7 +118,7 @@ def philox_words(key, counter, shape):
     # A seed's few words (fold_in, the key and counter) take one round a pass: their time is the loop's, and
     # a step derives dozens of seeds, whose copies of the rounds would each be compiled.
     unroll = 5 if size > _FEW_WORDS else 1
-    c0, c1, c2, c3 = lax.fori_loop(0, _ROUNDS, one_round, (c0, c1, c2, c3), unroll=unroll)
+    c0, c1, c2, c3 = lax.fori_loop(0, ROUNDS, one_round, (c0, c1, c2, c3), unroll=unroll)
     return jnp.stack([c0, c1, c2, c3], axis=1).reshape(-1)[:size].reshape(shape)
 
 

@@ -15,6 +15,7 @@ from bilm.ops.lowbit_matmul import inference_kernel_matmul
 from bilm.ops.lstm_bptt import lstm_layer_bptt, lstm_recurrence_bptt
 from bilm.ops.lstm_recurrence import lstm_recurrence_packed, lstm_recurrence_xla, packed_steps
 from bilm.ops.matmul_dtype import kernel_matmul, matmul, stock_form
+from bilm.ops.placement import compiling_with_xla
 
 
 def char_cnn(layer, flat_ids, direct_up_to=0):
@@ -146,8 +147,6 @@ def kernel_operand(kernel):
 def unique_tokens(layer, char_ids):
     """`UniqueTokens`'s distinct rows, in order of first appearance (`tf.unique` along rows); while a function
     compiled with XLA is traced, whose shapes cannot depend on the ids, every row stands for itself."""
-    from bilm.ops.placement import compiling_with_xla
-
     max_chars = tf.shape(char_ids[0])[2]
     flat = [tf.reshape(ids, [-1, max_chars]) for ids in char_ids]
     rows = tf.concat(flat, axis=0)

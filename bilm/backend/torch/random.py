@@ -17,14 +17,11 @@ int32 data. Tensors are made on the seed's device.
 """
 import torch
 
+from bilm.backend.philox import M0, M1, ROUNDS, SCRAMBLE_KEY, W0, W1
+
 # A seed's shape and dtype as a network input (`build_bilm`'s `dropout_seed`): its four 32-bit words, each in an int64.
 SEED_SHAPE, SEED_DTYPE = (4,), "int64"
 
-# Philox-4x32's multipliers and key increments, and the key TensorFlow scrambles a seed with.
-_M0, _M1 = 0xD2511F53, 0xCD9E8D57
-_W0, _W1 = 0x9E3779B9, 0xBB67AE85
-_SCRAMBLE_KEY = (0x3EC8F720, 0x02461E29)
-_ROUNDS = 10
 _MASK = 0xFFFFFFFF
 
 
@@ -81,7 +78,7 @@ def dropout(x, rate, seed):
 def key_and_counter(seed):
     """`(key (2,), counter (4,))` 32-bit words: the Philox key and counter TensorFlow derives from `seed`, low
     words first (see `bilm.backend.jax.random.key_and_counter`)."""
-    words = philox_words(torch.tensor(_SCRAMBLE_KEY, dtype=torch.int64, device=seed.device), seed, (4,))
+    words = philox_words(torch.tensor(SCRAMBLE_KEY, dtype=torch.int64, device=seed.device), seed, (4,))
     return words[:2], torch.cat([torch.zeros(2, dtype=torch.int64, device=seed.device), words[2:]])
 
 
@@ -100,10 +97,10 @@ def philox_words(key, counter, shape):
         words.append(total & _MASK)
         carry = total >> 32
     c0, c1, c2, c3 = words
-    for round_ in range(_ROUNDS):
-        k0, k1 = (key[0] + _W0 * round_) & _MASK, (key[1] + _W1 * round_) & _MASK
-        high0, low0 = _multiply_high_low(_M0, c0)
-        high1, low1 = _multiply_high_low(_M1, c2)
+    for round_ in range(ROUNDS):
+        k0, k1 = (key[0] + W0 * round_) & _MASK, (key[1] + W1 * round_) & _MASK
+        high0, low0 = _multiply_high_low(M0, c0)
+        high1, low1 = _multiply_high_low(M1, c2)
         c0, c1, c2, c3 = high1 ^ c1 ^ k0, low1, high0 ^ c3 ^ k1, low0
     return torch.stack([c0, c1, c2, c3], dim=1).reshape(-1)[:size].reshape(shape)
 
