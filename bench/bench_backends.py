@@ -2,7 +2,8 @@
 """The same biLM, sentences and batch sizes on every Keras backend: TensorFlow, JAX and PyTorch.
 
     python bench/bench_backends.py [--size small] [--backends tensorflow,jax,torch] [--batch_sizes 1,32,512]
-        [--sentences 256] [--length 20] [--output report.json [--overwrite]] [--no_token_cache] [--tf32]
+        [--sentences 256] [--length 20 [--max_length N]] [--output report.json [--overwrite]]
+        [--no_token_cache] [--tf32]
 
 A random-weight model of `--size` (`write_random_model(..., seed=0)`;
 `tiny` is a toy size for tests) is written once (under the first of the
@@ -18,7 +19,9 @@ skipped, with the reason.
 The sentences are synthetic: `--length` made-up words each (Zipfian
 frequencies, as `common.zipf_sentences`), all of one length, so that every
 call of a batch size has one shape: JAX compiles once per input shape, and
-a steady state is then steady. For each backend and batch size B:
+a steady state is then steady. With `--max_length`, each sentence's length
+is drawn from `--length` to `--max_length` instead, as in real text: the
+calls have many shapes, and what JAX's compilations cost is in the figures. For each backend and batch size B:
 - first call: seconds of the first call at B in a new process, after the
   model is loaded (`load_seconds` in the JSON): tracing and compiling
   included (TensorFlow traces its `tf.function`s and encodes the call's
@@ -118,6 +121,8 @@ def parse_args(argv=None):
     parser.add_argument("--sentences", type=int, default=256,
                         help="timed sentences a batch size (rounded up to full batches, at least one)")
     parser.add_argument("--length", type=int, default=20, help="tokens a sentence")
+    parser.add_argument("--max_length", type=int,
+                        help="draw each sentence's length from --length to this (default: all of --length)")
     parser.add_argument("--output", help="also write the JSON report here")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --output")
     parser.add_argument("--no_token_cache", action="store_true", help="TensorFlow without its token cache")
@@ -129,19 +134,24 @@ def parse_args(argv=None):
     args = parser.parse_args(argv)
     if args.sentences < 1 or args.length < 1:
         parser.error("--sentences and --length must be >= 1")
+    if args.max_length is not None and args.max_length < args.length:
+        parser.error(f"--max_length must be >= --length ({args.length}); received {args.max_length}")
     return args
 
 
 # === Sentences ===
 
-def synthetic_sentences(n_sentences, length, vocab_size=20000, seed=0):
+def synthetic_sentences(n_sentences, length, vocab_size=20000, seed=0, max_length=None):
     """`n_sentences` lists of `length` made-up words with Zipfian frequencies (as `common.zipf_sentences`,
-    which imports TensorFlow; here every sentence has the same length)."""
+    which imports TensorFlow; here every sentence has the same length, or with `max_length` a length drawn
+    from `length` to `max_length`)."""
     rng = np.random.default_rng(seed)
     letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))
     words = ["".join(rng.choice(letters, size=rng.integers(2, 11))) for _ in range(vocab_size)]
-    ranks = rng.zipf(1.2, size=(n_sentences, length)) % vocab_size
-    return [[words[rank] for rank in row] for row in ranks]
+    longest = length if max_length is None else max_length
+    ranks = rng.zipf(1.2, size=(n_sentences, longest)) % vocab_size
+    lengths = rng.integers(length, longest + 1, size=n_sentences)
+    return [[words[rank] for rank in row[:n]] for row, n in zip(ranks, lengths)]
 
 
 def timed_batches(n_sentences, batch_size):
@@ -351,6 +361,11 @@ def measure(args):
         if sum(len(array) for array in kept) < n_check:
             kept.append(layers[:n_check].copy())
     seconds = time.perf_counter() - start
+    # The checked sentences' vectors on the time axis of the reference's one batch of them (its longest
+    # sentence): a batch's own is its longest sentence's, and every vector past a sentence's end is zero.
+    steps = max(len(sentence) for sentence in timed[:n_check])
+    kept = [np.pad(array, [(0, 0), (0, 0), (0, max(steps - array.shape[2], 0)), (0, 0)])[:, :, :steps]
+            for array in kept]
     np.save(os.path.join(args.work, f"{backend}_{batch_size}.npy"), np.concatenate(kept)[:n_check])
 
     device, device_peak = device_and_peak(backend, library, first)
@@ -574,14 +589,16 @@ def measure_all(args, work, children):
     batch_sizes = args.batch_sizes
     warm_up_count = max(batch_sizes)
     timed_count = max(timed_batches(args.sentences, b) * b for b in batch_sizes)
-    pool = synthetic_sentences(warm_up_count + timed_count, args.length)
+    pool = synthetic_sentences(warm_up_count + timed_count, args.length,
+                               max_length=args.max_length)
     with open(os.path.join(work, "sentences.json"), "w") as f:
         json.dump({"warm_up": pool[:warm_up_count], "timed": pool[warm_up_count:]}, f)
 
     report = {
         "bench": "bench_backends",
         "command": " ".join([os.path.relpath(os.path.abspath(__file__), ROOT)] + sys.argv[1:]),
-        "size": args.size, "length": args.length, "sentences": args.sentences, "batch_sizes": batch_sizes,
+        "size": args.size, "length": args.length, "max_length": args.max_length, "sentences": args.sentences,
+        "batch_sizes": batch_sizes,
         "check_sentences": min(args.sentences, CHECK_SENTENCES), "token_cache": not args.no_token_cache,
         "tf32": args.tf32, "machine": machine(), "backends": {}, "reference": None,
     }
@@ -589,7 +606,8 @@ def measure_all(args, work, children):
     report["machine"]["float32_matmul_gflops"] = rate / 1e9
     reasons = {backend: installed(backend) for backend in args.backends}
     available = [backend for backend in args.backends if reasons[backend] is None]
-    print(f"bench_backends: {args.size} model, {args.length}-token sentences, batch sizes "
+    lengths = args.length if args.max_length is None else f"{args.length}-{args.max_length}"
+    print(f"bench_backends: {args.size} model, {lengths}-token sentences, batch sizes "
           f"{', '.join(map(str, batch_sizes))}, backends {', '.join(args.backends)}", flush=True)
     model_written = False
     report["model_failures"] = {}
@@ -684,7 +702,8 @@ def print_table(report):
     reference = report["reference"] or {}
     print(f"\nmachine: {report['machine']['cpu']}, {report['machine']['cores']} cores, "
           f"float32 matmul {report['machine']['float32_matmul_gflops']:.0f} GFLOP/s (NumPy); model {report['size']}, "
-          f"{report['length']}-token sentences; TensorFlow's token cache {'on' if report['token_cache'] else 'off'}")
+          f"{report['length']}{'' if report.get('max_length') is None else '-' + str(report['max_length'])}"
+          f"-token sentences; TensorFlow's token cache {'on' if report['token_cache'] else 'off'}")
     print(f"max |deviation| of lm_embeddings on {reference.get('sentences', 0)} sentences, from the reference: "
           f"{reference.get('description', 'none')} (its largest |value| {reference.get('max_abs_value', 0):.3g}); "
           "and from float64 NumPy")

@@ -62,6 +62,23 @@ def test_every_installed_backend_runs_and_an_existing_report_is_kept(tmp_path):
     assert os.listdir(tmp_path) == ["report.json"]  # no temporary file left
 
 
+@pytest.mark.slow
+def test_sentences_of_many_lengths_run_and_agree_with_the_reference(tmp_path):
+    # --max_length: each call its own shape (JAX pads time to a few lengths); every backend's vectors of the
+    # checked sentences still line up with the float64 pass's one batch of them.
+    backends = [backend for backend in ("jax", "torch") if backend in INSTALLED]
+    report_file = tmp_path / "report.json"
+    done = run_bench("--backends", ",".join(backends), "--batch_sizes", "1,4", "--sentences", "8", "--length", "2",
+                     "--max_length", "11", "--output", str(report_file))
+    assert done.returncode == 0, done.stdout + done.stderr[-4000:]
+    report = json.loads(report_file.read_text())
+    assert (report["length"], report["max_length"]) == (2, 11) and "2-11-token sentences" in done.stdout
+    for backend in backends:
+        check_ran(report["backends"][backend], [1, 4])
+    refused = run_bench("--length", "5", "--max_length", "4")
+    assert refused.returncode == 2 and "--max_length must be >= --length (5); received 4" in refused.stderr
+
+
 # Python's finders, each wrapped to find no `tensorflow` (children inherit PYTHONPATH): as on a machine without
 # it, `import tensorflow` fails and `importlib.util.find_spec("tensorflow")` is None.
 NO_TENSORFLOW = """
