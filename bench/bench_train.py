@@ -283,6 +283,14 @@ def step_flops(options, settings):
     return 3 * directions * per_token * settings.batch_size * settings.unroll_steps
 
 
+def significant(value, digits=3):
+    """`value` in fixed notation with `digits` significant digits ("0.0000073", "41.2"), so a slow run's
+    rate never prints as zero."""
+    if value == 0 or not math.isfinite(value):
+        return f"{value:.1f}"
+    return f"{value:.{max(1, digits - 1 - math.floor(math.log10(abs(value))))}f}"
+
+
 def host_peak_rss_gib():
     """Peak resident memory of this process so far (Linux reports KiB)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20
@@ -399,7 +407,7 @@ def run_array_step(args):
     tflops = flops * args.steps / total / 1e12
     dtype_note = "" if args.matmul_dtype == "float32" else f"[{args.matmul_dtype} matmuls] "
     print(f"{dtype_note}{BACKEND:<10} vocab {n_tokens_vocab - 3:>7,}: {tokens_per_step / seconds:10,.0f} tokens/sec  "
-          f"{seconds * 1000:8.1f} ms/step  ~{tflops:8.4f} TFLOP/s (analytic step FLOPs)  loss {loss:.3f}  "
+          f"{seconds * 1000:8.1f} ms/step  ~{significant(tflops):>8} TFLOP/s (analytic step FLOPs)  loss {loss:.3f}  "
           f"params {n_bilm:,} + softmax {n_softmax:,}  first step {first_seconds:.1f} s  "
           f"peak RSS so far {rss:.2f} GiB" + ("" if device_peak is None else
                                               f"  device peak {device_peak:.2f} GiB"), flush=True)
@@ -409,8 +417,8 @@ def run_array_step(args):
           f"{sum(first_compiles):.2f} s in {len(first_compiles)} XLA compilation(s), and the step's run)")
     print(f"peak memory: host RSS {rss:.2f} GiB" + ("" if device_peak is None else
                                                      f", {_platform(device)} peak in use {device_peak:.2f} GiB"))
-    print(f"TFLOP/s: {tflops:.4f} (analytic {flops / 1e9:,.3f} GFLOP per step, forward + backward, x {args.steps} "
-          f"steps / {total:.2f} s)")
+    print(f"TFLOP/s: {significant(tflops)} (analytic {flops / 1e9:,.3f} GFLOP per step, forward + backward, "
+          f"x {args.steps} steps / {total:.2f} s)")
     print(f"TensorFlow imported: {'yes' if 'tensorflow' in sys.modules else 'no'}", flush=True)
     return tokens_per_step / seconds
 
