@@ -60,7 +60,7 @@ def _shared_start(work_dir, size, seed, backend):
     """`(model directory, options file)`: one random model of `size` drawn with `seed`, and an options file
     of the size's training keys (its architecture too, which `--init_from` checks); written once, by
     `backend`."""
-    directory = os.path.join(work_dir, f"start-{size}-{seed}")
+    directory = os.path.join(work_dir, f"start-{size}-{seed}-{backend}")
     options_file = os.path.join(directory, "training_options.json")
     if not os.path.exists(options_file):
         temporary = directory + ".partial"
@@ -87,6 +87,10 @@ def main():
     parser.add_argument("--shared_start", action="store_true",
                         help="start both runs from one random model of the size (drawn with --seed) instead of "
                              "each backend's own initial weights")
+    parser.add_argument("--start_backend",
+                        help="the backend that draws the shared start (default: the first of --backends); Keras's "
+                             "initialisers draw other numbers on each backend, so runs compared across invocations "
+                             "need the same one (the published tables': tensorflow)")
     parser.add_argument("--work_dir", default=os.path.join(tempfile.gettempdir(), "bilm_backend_parity"),
                         help="where the text, the vocabulary and each run go (default: %(default)s)")
     parser.add_argument("--output", help="JSON report to write (refused if it exists, unless --overwrite)")
@@ -101,7 +105,8 @@ def main():
         _run([sys.executable, "bin/build_vocab.py", "--train_prefix", text["train"], "--vocab_file", vocab,
               "--max_size", str(args.max_vocab)], backends[0], vocab + ".log")
     if args.shared_start:
-        start_dir, options_file = _shared_start(args.work_dir, args.size, args.seed, backends[0])
+        start_dir, options_file = _shared_start(args.work_dir, args.size, args.seed,
+                                                args.start_backend or backends[0])
         model = ["--init_from", start_dir, "--options_file", options_file, "--softmax_init", "encoding"]
     else:
         model = ["--size", args.size]
@@ -126,6 +131,7 @@ def main():
         print(f"{backend}: held-out perplexity {runs[backend]['heldout_perplexity']}, "
               f"{runs[backend]['seconds']} s", flush=True)
     report = {"size": args.size, "steps": args.steps, "seed": args.seed, "train_tokens": text["n_train_tokens"],
+              "start": start, "start_backend": (args.start_backend or backends[0]) if args.shared_start else None,
               "runs": runs}
     if len(backends) == 2 and all(runs[b]["heldout_perplexity"] for b in backends):
         a, b = (runs[name]["heldout_perplexity"] for name in backends)
