@@ -214,7 +214,7 @@ def instrument(model):
     cache = model.token_cache
     cache._encode = timer.wrap("token_encoder", cache._encode)
     cache.distinct_encodings = timer.wrap("token_cache", cache.distinct_encodings)
-    model._cached_calls[False] = timer.wrap("contextual", model._cached_calls[False])
+    model.calls._cached_calls[False] = timer.wrap("contextual", model.calls._cached_calls[False])
     return timer
 
 

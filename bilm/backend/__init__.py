@@ -2,10 +2,11 @@
 
 `bilm.backend.<name>` (tensorflow, jax, torch, numpy) each export, in a
 module of the same name: `inference.inference_call` (a network's compiled
-inference call), `devices` (`set_numerics`, `describe_devices`,
-`missing_gpus_warning`), `layer_calls.FAST_CALLS` (the layers' calls of
-its own: TensorFlow's fast paths, PyTorch's distinct tokens; `fast_layer_call`) and `random`
-(TensorFlow's stateless random numbers: `seed_words`, `fold_in`,
+inference call), `core.scan` (`keras.ops.scan` as the backend shapes it),
+`devices` (`set_numerics`, `describe_devices`, `missing_gpus_warning`),
+`layer_calls.FAST_CALLS` (the calls of its own: TensorFlow's fast paths and
+its language model calls, PyTorch's distinct tokens; `fast_layer_call`) and
+`random` (TensorFlow's stateless random numbers: `seed_words`, `fold_in`,
 `fold_in_int32`, `uniform`, `dropout`; NumPy's say in one line that it
 draws none); `backend_module` picks Keras's backend's module.
 
@@ -32,9 +33,9 @@ FOLDERS = ("tensorflow", "jax", "torch", "numpy")
 
 
 def backend_module(name):
-    """The module `name` (`inference`, `devices`, `layer_calls`, `random`, `training_ops`) of Keras's backend's folder,
-    `bilm.backend.<backend>.<name>`: the one place that picks what a backend does its own way. A backend bilm
-    has no folder for is one `UserError`."""
+    """The module `name` (`inference`, `core`, `devices`, `layer_calls`, `random`, `training_ops`) of Keras's
+    backend's folder, `bilm.backend.<backend>.<name>`: the one place that picks what a backend does its own way.
+    A backend bilm has no folder for is one `UserError`."""
     backend = configured_backend()
     if backend not in FOLDERS:
         raise UserError(f"Keras runs on {backend} (KERAS_BACKEND={backend}), which bilm does not run on; set "

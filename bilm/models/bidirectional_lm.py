@@ -1,27 +1,20 @@
 """`BidirectionalLanguageModel`: the pretrained biLM for prediction, with state buffers."""
-import contextlib
-import functools
 import os
 import types
 
-import keras
 import numpy as np
 from keras import ops
 
+from bilm.backend import fast_layer_call
 from bilm.errors import UserError
-from bilm.layers.char_cnn import DIRECT_CONVOLUTION_TOKENS
 from bilm.models.boundary_state import DEFAULT_N_SENTENCES
-from bilm.models.elmo_outputs import elmo_outputs
-from bilm.models.functional_bilm import build_contextual_bilm, build_token_encoder, state_keys
-from bilm.models.id_checks import check_id_values, refuse_batch
-from bilm.models.network_calls import inference_call, padded_ids
+from bilm.models.functional_bilm import state_keys
+from bilm.models.portable_calls import PortableCalls
 from bilm.models.prediction_network import load_prediction_bilm
 from bilm.models.start_state import resolve_start
-from bilm.models.token_cache import TokenEncodingCache
 from bilm.ops.kernel_dtypes import check_kernel_dtype
 from bilm.options import load_options
-from bilm.text.batching import check_id_shape
-from bilm.utils.backend import fast_paths, on_tensorflow
+from bilm.utils.backend import on_tensorflow
 from bilm.utils.deprecation import deprecated_alias, renamed_argument
 
 
@@ -132,8 +125,8 @@ class BidirectionalLanguageModel(_tracked_base()):
         self.network = load_prediction_bilm(options, weight_file, embedding_weight_file, kernel_dtype)
         self.n_token_vocab = None if use_character_inputs else self.network.get_layer("token_embedding").input_dim
         self.network.trainable = False
-        self._input_key = "token_characters" if use_character_inputs else "token_ids"
-        self._state_keys = state_keys(options)
+        self.input_key = "token_characters" if use_character_inputs else "token_ids"
+        self.state_keys = state_keys(options)
         self.weight_file = None if weight_file is None else os.fspath(weight_file)
         if stateful and start is not None:
             _refuse_start_of_stateful(start)
@@ -143,104 +136,26 @@ class BidirectionalLanguageModel(_tracked_base()):
                                           weight_file=self.weight_file, warm_up=warm_up, network=self.network)
         # A plain object: tf.Module would track a dict or tuple of tensors as part of the model.
         self._kept_start_tensors = types.SimpleNamespace(state=None, tensors=None)
-        self.token_cache = None
-        if fast_paths():
-            self._set_up_tensorflow_calls(token_cache_size)
-        else:
-            self.state_buffers = {key: keras.Variable(np.zeros([max_batch_size, size], np.float32), trainable=False,
-                                                      name=f"state_{key}")
-                                  for key, _, size in self._state_keys}
-            run = inference_call(self.network)
-            self._calls = {stateful: functools.partial(self._portable_forward, run, stateful)
-                           for stateful in (True, False)}
-
-    def _set_up_tensorflow_calls(self, token_cache_size):
-        """TensorFlow's calls: `tf.function`s over any batch shape, and the token cache's path."""
-        import tensorflow as tf
-
-        options = self.options
-        self.state_buffers = {
-            key: tf.Variable(tf.zeros([self.max_batch_size, size]), trainable=False, name=f"state_{key}")
-            for key, _, size in self._state_keys
-        }
-        if self.use_character_inputs:
-            spec = tf.TensorSpec([None, None, options.token_id_width], tf.int32)
-        else:
-            spec = tf.TensorSpec([None, None], tf.int32)
-        # Each call takes the start states as an argument, so a call may ask
-        # for another start than the model's without retracing.
-        start_spec = {key: tf.TensorSpec([size], tf.float32) for key, _, size in self._state_keys}
-        self._calls = {
-            stateful: tf.function(
-                lambda ids, starts, stateful=stateful: self._forward(
-                    self.network, {self._input_key: ids}, stateful, starts),
-                input_signature=[spec, start_spec], autograph=False)
-            for stateful in (True, False)
-        }
-        if self.use_character_inputs and token_cache_size > 0:
-            self._set_up_token_cache(token_cache_size)
-
-    def _set_up_token_cache(self, max_size):
-        """The cached path: a token encoder and the LSTM stacks as two models
-        on `self.network`'s layers, with the encodings kept in between."""
-        import tensorflow as tf
-
-        from bilm.ops.char_convolutions import direct_convolutions
-
-        options = self.options
-        token_encoder = build_token_encoder(self.network, options)
-        self._contextual_model = build_contextual_bilm(self.network, options)
-        token_encoder.trainable = self._contextual_model.trainable = False
-        def encoder(direct):
-            def encode(ids):
-                with direct_convolutions() if direct else contextlib.nullcontext():
-                    return token_encoder(ids[tf.newaxis], training=False)[0]
-            return tf.function(encode, input_signature=[tf.TensorSpec([None, options.token_id_width], tf.int32)],
-                               autograph=False)
-
-        # A call's new words are usually few: their encoder never traces the
-        # char CNN's compiled loop, which only many tokens at once need.
-        encode_few, encode_many = encoder(direct=True), encoder(direct=False)
-        self.token_cache = TokenEncodingCache(
-            lambda ids: (encode_few if len(ids) <= DIRECT_CONVOLUTION_TOKENS else encode_many)(ids).numpy(),
-            options.projection_dim, max_size)
-
-        def encodings_spec(rows):
-            return [tf.TensorSpec([None, options.projection_dim], tf.float32),
-                    tf.TensorSpec([rows, None], tf.int32), tf.TensorSpec([rows, None], tf.bool),
-                    {key: tf.TensorSpec([size], tf.float32) for key, _, size in self._state_keys}]
-
-        def cached_calls(rows):
-            return {stateful: tf.function(
-                lambda distinct, index, mask, starts, stateful=stateful: self._forward(
-                    self._contextual_model,
-                    {"token_index": index, "mask": mask, "distinct_encodings": distinct[tf.newaxis]},
-                    stateful, starts),
-                input_signature=encodings_spec(rows), autograph=False) for stateful in (True, False)}
-
-        self._cached_calls = cached_calls(None)
-        # One sentence a call (a service, a notebook) gets a trace of its
-        # own, whose LSTMs know their one row and trace only the recurrence
-        # that row runs.
-        self._one_row_cached_calls = cached_calls(1)
+        # The backend's own calls (TensorFlow's tf.functions and token cache), else the portable ones.
+        self.calls = (fast_layer_call("language_model") or PortableCalls)(self, token_cache_size)
 
     def __call__(self, ids, start=None):
         """See the class docstring; `start` overrides the model's `start`
         for this call (stateless models only)."""
-        ids = self._check_ids(ids)
-        if not fast_paths():
-            return self._calls[self.stateful](ids, self.start_states(start))
-        import tensorflow as tf
-
-        if self.token_cache is not None and tf.executing_eagerly():
-            ids = ids.numpy()
-            distinct, index = self.token_cache.distinct_encodings(ids)
-            calls = self._one_row_cached_calls if len(ids) == 1 else self._cached_calls
-            return calls[self.stateful](distinct, index, np.any(ids != 0, axis=-1), self._start_tensors(start))
-        return self._calls[self.stateful](ids, self.start_states(start))
+        return self.calls(self._check_ids(ids), self.stateful, start)
 
     matmul_dtype = deprecated_alias("matmul_dtype", "kernel_dtype")
     model = deprecated_alias("model", "network")
+
+    @property
+    def state_buffers(self):
+        """`{state key: variable (max_batch_size, size)}`: each row's LSTM states after its last call."""
+        return self.calls.state_buffers
+
+    @property
+    def token_cache(self):
+        """The `TokenEncodingCache` of TensorFlow's calls, or None."""
+        return self.calls.token_cache
 
     @property
     def start(self):
@@ -265,7 +180,7 @@ class BidirectionalLanguageModel(_tracked_base()):
         boundary state for `"warm"`, zeros for `"zeros"`; None: `self.start`."""
         return self.start_state(start).vectors(self.options)
 
-    def _start_tensors(self, start):
+    def start_tensors(self, start):
         """`start_states(start)` as tensors, kept while the start state is the
         same: each eager call would otherwise convert the arrays anew."""
         state, kept = self.start_state(start), self._kept_start_tensors
@@ -313,40 +228,6 @@ class BidirectionalLanguageModel(_tracked_base()):
         for buffer in self.state_buffers.values():
             buffer.assign(np.zeros(buffer.shape, np.float32))
 
-    def _portable_forward(self, run, stateful, ids, starts):
-        """A call on the portable path: `run` (the network compiled by its backend) over NumPy `ids`, the
-        state buffers read and written in between (eagerly)."""
-        batch, time = ids.shape[:2]
-        inputs = {self._input_key: padded_ids(ids)}
-        for key, _, size in self._state_keys:
-            if stateful:
-                inputs[key] = self.state_buffers[key].value[:batch]
-            else:
-                inputs[key] = np.broadcast_to(starts[key], (batch, size))
-        outputs = run(inputs)
-        per_row = {output_key for _, output_key, _ in self._state_keys} | {"lengths"}
-        outputs = {key: value if key in per_row else value[:, :time] for key, value in outputs.items()}
-        if stateful:
-            for key, output_key, _ in self._state_keys:
-                buffer = self.state_buffers[key]
-                buffer.assign(ops.slice_update(buffer.value, (0, 0), outputs[output_key]))
-        return elmo_outputs(outputs, self.options.n_layers)
-
-    def _forward(self, model, inputs, stateful, starts):
-        import tensorflow as tf
-
-        batch = tf.shape(inputs["mask" if "mask" in inputs else self._input_key])[0]
-        for key, _, size in self._state_keys:
-            if stateful:
-                inputs[key] = self.state_buffers[key][:batch]
-            else:
-                inputs[key] = tf.broadcast_to(starts[key], [batch, size])
-        outputs = model(inputs, training=False)
-        if stateful:
-            for key, output_key, _ in self._state_keys:
-                self.state_buffers[key][:batch].assign(outputs[output_key])
-        return elmo_outputs(outputs, self.options.n_layers)
-
     def _check_ids(self, ids):
         """Validates ids eagerly so bad input is a clear error, not a shape trace."""
         if isinstance(ids, (list, tuple)):
@@ -355,25 +236,9 @@ class BidirectionalLanguageModel(_tracked_base()):
         if dtype is not None and not (np.issubdtype(np.dtype(getattr(dtype, "as_numpy_dtype", dtype)),
                                                     np.integer)):
             raise TypeError(f"ids must be integers (from Batcher/TokenBatcher). Received dtype {dtype}.")
-        if not fast_paths():
-            ids = np.asarray(keras.ops.convert_to_numpy(ids), np.int32)
-            check_id_values(ids, self.options, *self._limits())
-            return ids
-        import tensorflow as tf
+        return self.calls.check_ids(ids)
 
-        ids = tf.convert_to_tensor(ids)
-        if ids.dtype != tf.int32:
-            ids = tf.cast(ids, tf.int32)
-        if tf.executing_eagerly():  # NumPy: a few eager ops would cost more than the check
-            check_id_values(ids.numpy(), self.options, *self._limits())
-        else:  # a trace: what its static shape tells
-            width, _, max_rows = self._limits()
-            check_id_shape(ids.shape, width)
-            if max_rows is not None and ids.shape[0] is not None and ids.shape[0] > max_rows:
-                refuse_batch(ids.shape[0], max_rows)
-        return ids
-
-    def _limits(self):
+    def id_limits(self):
         """`(token_id_width or None, n_token_vocab, most rows a batch may have or None)` for `bilm.models.id_checks`."""
         width = self.options.token_id_width if self.use_character_inputs else None
         return width, self.n_token_vocab, self.max_batch_size if self.stateful else None

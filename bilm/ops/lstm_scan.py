@@ -10,6 +10,8 @@ state unchanged and output zeros.
 import keras
 from keras import ops
 
+from bilm.backend import backend_module
+
 
 def lstm_scan(inputs, lengths, initial_c, initial_h, input_kernel, recurrent_kernel, bias,
               projection_kernel=None, cell_clip=None, proj_clip=None, go_backwards=False, token_index=None,
@@ -82,28 +84,13 @@ def lstm_scan(inputs, lengths, initial_c, initial_h, input_kernel, recurrent_ker
         return state, ops.where(step_valid, new_h, ops.zeros_like(new_h))
 
     initial = ops.concatenate([ops.cast(initial_c, "float32"), ops.cast(initial_h, "float32")], axis=-1)
-    final, outputs_tm = _scan(step, initial, (gates_tm, valid_tm), ops.shape(initial_h)[-1])
+    scan = backend_module("core").scan  # TensorFlow's wants outputs shaped as the carry
+    final, outputs_tm = scan(step, initial, (gates_tm, valid_tm), ops.shape(initial_h)[-1])
     final_c, final_h = final[:, :units], final[:, units:]
     outputs = ops.transpose(outputs_tm, (1, 0, 2))
     if order is not None:
         outputs = _take_rows(outputs, order)
     return outputs, final_c, final_h
-
-
-def _scan(step, initial, xs, output_width):
-    """`keras.ops.scan(step, initial, xs)` for a carry `(batch, n)` and outputs `(batch, output_width)`.
-
-    Keras's TensorFlow scan wants every output shaped as the carry: there
-    each output rides at the end of a carry-shaped row."""
-    if keras.backend.backend() != "tensorflow":
-        return ops.scan(step, initial, xs)
-
-    def padded_step(state, step_inputs):
-        state, output = step(state, step_inputs)
-        return state, ops.concatenate([ops.zeros_like(state[:, :-output_width]), output], axis=-1)
-
-    final, padded = ops.scan(padded_step, initial, xs)
-    return final, padded[..., -output_width:]
 
 
 def _product(x, kernel, matmul_dtype):

@@ -103,7 +103,7 @@ def test_each_call_starts_from_the_current_start_state(tmp_path):
     model = BidirectionalLanguageModel(options_file, weight_file, max_batch_size=8, stateful=False, start="zeros")
     zeros = model(ids)["lm_embeddings"].numpy()
     rng = np.random.default_rng(0)
-    boundary = {key: rng.normal(size=size).astype(np.float32) for key, _, size in model._state_keys}
+    boundary = {key: rng.normal(size=size).astype(np.float32) for key, _, size in model.state_keys}
     model.set_start("warm", boundary_state=boundary)
     warm = model(ids)["lm_embeddings"].numpy()
     assert np.abs(warm - zeros).max() > 1e-3
@@ -132,9 +132,9 @@ def test_one_sentence_a_call_matches_the_reference_on_a_trace_of_its_own(tmp_pat
         ids = _char_ids([sentence])
         ref = R.bilm_forward(weights, options, ids)["lm_embeddings"]
         np.testing.assert_allclose(model(ids)["lm_embeddings"].numpy(), ref, rtol=0, atol=1e-5)
-    one_row = model._one_row_cached_calls[False].get_concrete_function().graph
+    one_row = model.calls._one_row_cached_calls[False].get_concrete_function().graph
     # Float32 kernels run bilm's recurrence at any row count where it has tiles (AVX-512), one row or many.
-    many_rows = model._cached_calls[False].get_concrete_function().graph
+    many_rows = model.calls._cached_calls[False].get_concrete_function().graph
     assert ("StatelessWhile" in graph_op_types(one_row)) != tiles_float32()
     assert ("StatelessWhile" in graph_op_types(many_rows)) != tiles_float32()
 

@@ -159,6 +159,13 @@ def unique_tokens(layer, char_ids):
     return unique[tf.newaxis], indices
 
 
+def language_model(language_model, token_cache_size):
+    """`BidirectionalLanguageModel`'s calls on TensorFlow (`language_model_calls.TensorFlowCalls`)."""
+    from bilm.backend.tensorflow.language_model_calls import TensorFlowCalls  # it needs the models, built on this
+
+    return TensorFlowCalls(language_model, token_cache_size)
+
+
 FAST_CALLS = {"char_cnn": char_cnn, "unique_tokens": unique_tokens, "highway": highway,
               "token_projection": token_projection,
-              "projected_lstm": projected_lstm}
+              "projected_lstm": projected_lstm, "language_model": language_model}
