@@ -14,20 +14,10 @@ from bilm.models.prediction_network import load_prediction_bilm
 from bilm.models.start_state import resolve_start
 from bilm.ops.kernel_dtypes import check_kernel_dtype
 from bilm.options import load_options
-from bilm.utils.backend import on_tensorflow
 from bilm.utils.deprecation import deprecated_alias, renamed_argument
 
 
-def _tracked_base():
-    """`tf.Module` on TensorFlow (a SavedModel of the model tracks its variables), else a plain object."""
-    if on_tensorflow():
-        import tensorflow as tf
-
-        return tf.Module
-    return object
-
-
-class BidirectionalLanguageModel(_tracked_base()):
+class BidirectionalLanguageModel:
     """A pretrained biLM for prediction: ids in, ELMo layers out.
 
     Stateful as the original: the LSTM states of every direction and layer
@@ -84,6 +74,11 @@ class BidirectionalLanguageModel(_tracked_base()):
         kernel_dtype: as given (`matmul_dtype`: its deprecated old name).
         network: the Keras functional network of `build_bilm` holding the
             weights (`model`: its deprecated old name).
+        state_buffers: `{state key: variable (max_batch_size, size)}`;
+            `variables` lists them.
+        calls: the backend's calls (`bilm.models.portable_calls.PortableCalls`,
+            or TensorFlow's `language_model_calls.TensorFlowCalls` with its
+            `token_cache`), chosen once.
 
     Call arguments:
         ids: int `(batch, time, options.token_id_width)` char ids (see
@@ -104,8 +99,6 @@ class BidirectionalLanguageModel(_tracked_base()):
                  embedding_weight_file=None, max_batch_size=128, stateful=True,
                  token_cache_size=50_000, start=None, boundary_state=None, warm_up=None,
                  kernel_dtype=None, matmul_dtype=None):
-        if on_tensorflow():
-            super().__init__(name="bidirectional_language_model")
         kernel_dtype = renamed_argument("kernel_dtype", kernel_dtype, "matmul_dtype", matmul_dtype, "float32")
         options = load_options(options_file).for_prediction(use_character_inputs)
         if not use_character_inputs and embedding_weight_file is None:
@@ -134,7 +127,6 @@ class BidirectionalLanguageModel(_tracked_base()):
         self._requested_start = "zeros" if stateful else start
         self._start_state = resolve_start(options, self._requested_start, boundary_state=boundary_state,
                                           weight_file=self.weight_file, warm_up=warm_up, network=self.network)
-        # A plain object: tf.Module would track a dict or tuple of tensors as part of the model.
         self._kept_start_tensors = types.SimpleNamespace(state=None, tensors=None)
         # The backend's own calls (TensorFlow's tf.functions and token cache), else the portable ones.
         self.calls = (fast_layer_call("language_model") or PortableCalls)(self, token_cache_size)
@@ -151,6 +143,16 @@ class BidirectionalLanguageModel(_tracked_base()):
     def state_buffers(self):
         """`{state key: variable (max_batch_size, size)}`: each row's LSTM states after its last call."""
         return self.calls.state_buffers
+
+    @property
+    def variables(self):
+        """The state buffers, a tuple (the network's weights are `network`'s)."""
+        return tuple(self.state_buffers.values())
+
+    @property
+    def trainable_variables(self):
+        """`()`: the model predicts, nothing in it trains."""
+        return ()
 
     @property
     def token_cache(self):
