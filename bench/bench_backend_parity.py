@@ -39,8 +39,14 @@ def _environment(backend):
     return {**os.environ, "KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "3"}
 
 
+def _stop(signum, frame):
+    """SIGINT and SIGTERM, raised as `KeyboardInterrupt`: the running child is asked to save and stop (`_run`)."""
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
 def _run(command, backend, log_path):
-    """Runs `command` with `backend`, its output into `log_path`; returns the output. Ctrl-C stops it."""
+    """Runs `command` with `backend`, its output into `log_path`; returns the output. Ctrl-C or SIGTERM ask the
+    run to save and stop (its own SIGINT), then end this script."""
     with open(log_path, "w") as log:
         process = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, text=True,
                                    env=_environment(backend))
@@ -96,6 +102,9 @@ def main():
     parser.add_argument("--output", help="JSON report to write (refused if it exists, unless --overwrite)")
     parser.add_argument("--overwrite", action="store_true")
     args = parser.parse_args()
+    # Handled even where the shell started this script with SIGINT ignored (a background job).
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, _stop)
     if args.output and os.path.exists(args.output) and not args.overwrite:
         raise SystemExit(f"Error: {args.output} exists; pass --overwrite to replace it.")
     backends = args.backends.split(",")
