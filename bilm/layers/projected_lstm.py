@@ -7,7 +7,7 @@ bias 1.0 added at run time, state `(c, h)`), so the file edge only splits
 import keras
 from keras import ops
 
-from bilm.backend import fast_layer_call
+from bilm.backend import backend_module, fast_layer_call
 from bilm.errors import UserError
 from bilm.layers.kernel_weights import add_kernel
 from bilm.ops.kernel_dtypes import check_kernel_dtype, check_matmul_dtype
@@ -137,7 +137,8 @@ class ProjectedLSTM(keras.layers.Layer):
             initial_state = (ops.zeros((batch, self.units), "float32"), ops.zeros((batch, self.output_dim), "float32"))
         return lstm_scan(inputs, lengths, *initial_state, self.input_kernel, self.recurrent_kernel, self.bias,
                          self.projection_kernel, self.cell_clip, self.proj_clip, self.go_backwards, token_index,
-                         input_matmul_dtype=self.training_matmul_dtype if training else "float32")
+                         input_matmul_dtype=self.training_matmul_dtype if training else "float32",
+                         scan=backend_module("core").scan)
 
     @property
     def uses_xla(self):

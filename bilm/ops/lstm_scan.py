@@ -10,12 +10,10 @@ state unchanged and output zeros.
 import keras
 from keras import ops
 
-from bilm.backend import backend_module
-
 
 def lstm_scan(inputs, lengths, initial_c, initial_h, input_kernel, recurrent_kernel, bias,
               projection_kernel=None, cell_clip=None, proj_clip=None, go_backwards=False, token_index=None,
-              input_matmul_dtype="float32"):
+              input_matmul_dtype="float32", scan=None):
     """Runs one LSTM layer over whole sequences.
 
     Args:
@@ -37,6 +35,11 @@ def lstm_scan(inputs, lengths, initial_c, initial_h, input_kernel, recurrent_ker
             operands (and result, widened back) in the input half's matmul,
             as training's `matmul_dtype` asks (`bilm.ops.matmul_dtype`); the
             recurrence is float32 either way.
+        scan: `(step, initial, xs, output_width) -> (final carry, outputs
+            (time, batch, output_width))` over a carry `(batch, n)`, as the
+            backend runs it best (`bilm.backend.<name>.core.scan`, which
+            `ProjectedLSTM` passes); None: `carry_shaped_scan`, which every
+            backend's `keras.ops.scan` runs.
 
     Returns:
         `(outputs, final_c, final_h)`: float32 `(batch, time, output_dim)`
@@ -84,13 +87,24 @@ def lstm_scan(inputs, lengths, initial_c, initial_h, input_kernel, recurrent_ker
         return state, ops.where(step_valid, new_h, ops.zeros_like(new_h))
 
     initial = ops.concatenate([ops.cast(initial_c, "float32"), ops.cast(initial_h, "float32")], axis=-1)
-    scan = backend_module("core").scan  # TensorFlow's wants outputs shaped as the carry
-    final, outputs_tm = scan(step, initial, (gates_tm, valid_tm), ops.shape(initial_h)[-1])
+    final, outputs_tm = (scan or carry_shaped_scan)(step, initial, (gates_tm, valid_tm), ops.shape(initial_h)[-1])
     final_c, final_h = final[:, :units], final[:, units:]
     outputs = ops.transpose(outputs_tm, (1, 0, 2))
     if order is not None:
         outputs = _take_rows(outputs, order)
     return outputs, final_c, final_h
+
+
+def carry_shaped_scan(step, initial, xs, output_width):
+    """`keras.ops.scan(step, initial, xs)` for a carry `(batch, n)` and outputs `(batch, output_width)`, on any
+    backend: each output rides at the end of a carry-shaped row (TensorFlow's `keras.ops.scan` takes no other
+    shape), `(n - output_width)` more floats a step than the outputs need."""
+    def padded_step(state, step_inputs):
+        state, output = step(state, step_inputs)
+        return state, ops.concatenate([ops.zeros_like(state[:, :-output_width]), output], axis=-1)
+
+    final, padded = ops.scan(padded_step, initial, xs)
+    return final, padded[..., -output_width:]
 
 
 def _product(x, kernel, matmul_dtype):

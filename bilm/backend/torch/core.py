@@ -1,4 +1,5 @@
-"""The control flow that Keras's backends shape each their own way: here `keras.ops.scan` as it is."""
+"""The control flow that Keras's backends shape each their own way: here `keras.ops.scan` takes outputs of any
+shape, so a step's outputs are only what it outputs."""
 from keras import ops
 
 
