@@ -9,8 +9,7 @@ from apache_beam.ml.inference.base import ModelHandler, PredictionResult
 from bilm.beam.file_systems import fetch_model, is_bucket_path
 from bilm.errors import UserError
 from bilm.io.formats.sentence_files import BULK_MAX_TOKENS
-from bilm.models.start_state import STARTS
-from bilm.ops.kernel_dtypes import check_kernel_dtype
+from bilm.models.embedding_settings import EmbeddingSettings
 from bilm.pretrained import ELMo, load
 from bilm.text.whitespace import split_tokens
 from bilm.utils.deprecation import deprecated_alias, renamed_argument
@@ -70,8 +69,6 @@ class ELMoModelHandler(ModelHandler):
                             f"weight_file={weight_file!r}")
         if not (layers in LAYERS or isinstance(layers, int) and not isinstance(layers, bool) and layers >= 0):
             raise UserError(f"layers must be 'average', 'all', 'top' or a layer number. Received: layers={layers!r}")
-        if start is not None and start not in STARTS:
-            raise UserError(f"start must be one of {STARTS} or None. Received: start={start!r}")
         if not isinstance(max_batch_tokens, int) or max_batch_tokens < 1:
             raise UserError(f"max_batch_tokens must be a positive integer. Received: {max_batch_tokens!r}")
         self.model = None if model is None else os.fspath(model)
@@ -80,10 +77,10 @@ class ELMoModelHandler(ModelHandler):
         self.weight_file = None if weight_file is None else os.fspath(weight_file)
         self.cache_dir = cache_dir
         self.sha256 = sha256
-        self.start = start
-        self.warm_up = warm_up if warm_up is None or isinstance(warm_up, str) else [
-            sentence if isinstance(sentence, str) else list(sentence) for sentence in warm_up]
-        self.kernel_dtype = check_kernel_dtype(kernel_dtype)
+        # Sentences as lists of their own: the handler is pickled to every worker.
+        self.settings = EmbeddingSettings.of(start=start, kernel_dtype=kernel_dtype, warm_up=(
+            warm_up if warm_up is None or isinstance(warm_up, str) else
+            [sentence if isinstance(sentence, str) else list(sentence) for sentence in warm_up]))
         self.mirror = mirror
         self.max_batch_tokens = max_batch_tokens
         if tf32 not in (None, True, False):
@@ -110,6 +107,18 @@ class ELMoModelHandler(ModelHandler):
         model = fetch_model(self.model, self.cache_dir) if is_bucket_path(self.model) else self.model
         return load(model, cache_dir=self.cache_dir, sha256=self.sha256, start=self.start, warm_up=self.warm_up,
                     kernel_dtype=self.kernel_dtype, mirror=self.mirror)
+
+    @property
+    def start(self):
+        return self.settings.start
+
+    @property
+    def warm_up(self):
+        return self.settings.warm_up
+
+    @property
+    def kernel_dtype(self):
+        return self.settings.kernel_dtype
 
     matmul_dtype = deprecated_alias("matmul_dtype", "kernel_dtype")
 

@@ -53,9 +53,9 @@ from bilm.io.formats.output_files import writer_lock
 from bilm.io.formats.sentence_files import check_batch_size, read_sentences
 from bilm.io.formats.weight_file import WeightFileError
 from bilm.models.bidirectional_lm import BidirectionalLanguageModel
+from bilm.models.embedding_settings import EmbeddingSettings
 from bilm.models.network_calls import to_numpy
 from bilm.models.text_inputs import batcher_for
-from bilm.ops.kernel_dtypes import check_kernel_dtype
 from bilm.options import load_options
 from bilm.utils.deprecation import renamed_argument
 
@@ -130,14 +130,9 @@ def embed_file(input_file, output_file, options_file, weight_file, output_format
         weight_file: HDF5 weights in the original layout.
         output_format, batch_size, use_sentence_keys, resume, overwrite,
             verbose: see `write_embeddings`.
-        start: where each sentence's LSTMs start: `"warm"` (the boundary
-            state), `"zeros"`, or None for `"warm"` when the weights (or
-            `warm_up`) give a boundary state, else `"zeros"`.
-        warm_up: text (sentences, or a text file's path) to compute the
-            boundary state from, for weights that carry none (see
-            `bilm.models.start_state`).
-        kernel_dtype: `"float32"` (None: the same), or `"bfloat16"` or
-            `"int8"` kernels (see `BidirectionalLanguageModel`).
+        start, warm_up, kernel_dtype: where each sentence's LSTMs start,
+            the text to compute a boundary state from, the large kernels'
+            dtype (`bilm.models.embedding_settings`).
         matmul_dtype: deprecated, the old name of `kernel_dtype`.
 
     Returns:
@@ -146,10 +141,10 @@ def embed_file(input_file, output_file, options_file, weight_file, output_format
     kernel_dtype = renamed_argument("kernel_dtype", kernel_dtype, "matmul_dtype", matmul_dtype, "float32")
     _check_output_format(output_format)
     options = _character_options(options_file, "embed_file")
-    _check_arguments(input_file, weight_file, batch_size, kernel_dtype)
+    settings = EmbeddingSettings.of(start=start, warm_up=warm_up, kernel_dtype=kernel_dtype)
+    _check_arguments(input_file, weight_file, batch_size)
     with writer_lock(output_file):  # held until the file is renamed: a second run is refused before any check
-        model = _load_after_checks(input_file, output_file, options, weight_file, overwrite, start, warm_up,
-                                   kernel_dtype)
+        model = _load_after_checks(input_file, output_file, options, weight_file, overwrite, settings)
         return write_embeddings(model, input_file, output_file, output_format, batch_size=batch_size,
                                 use_sentence_keys=use_sentence_keys, start=start, resume=resume,
                                 overwrite=overwrite, verbose=verbose)
@@ -202,7 +197,7 @@ def write_embeddings(model, input_file, output_file, output_format="all", *, bat
     key_of = _key_function(use_sentence_keys)
     return _write_sentence_datasets(
         model, input_file, output_file, OUTPUT_FORMATS[output_format], key_of,
-        _embedding_settings(output_format, use_sentence_keys),
+        _file_settings(output_format, use_sentence_keys),
         batch_size=batch_size, resume=resume, overwrite=overwrite, verbose=verbose,
         check_lines=_check_no_blank_lines if use_sentence_keys else None,
         extra_datasets=lambda: {SENTENCE_TO_INDEX: _sentence_to_index(input_file, key_of)}, start=start)
@@ -221,7 +216,7 @@ def embeddings_stamp(model, input_file, output_format="all", *, use_sentence_key
     """
     _check_output_format(output_format)
     _check_model(model)
-    made_from = _made_from(model, _embedding_settings(output_format, use_sentence_keys), model.start_state(start))
+    made_from = _made_from(model, _file_settings(output_format, use_sentence_keys), model.start_state(start))
     return embedding_file_stamp(os.fspath(input_file), made_from)
 
 
@@ -245,17 +240,17 @@ def dump_bilm_embeddings(vocab_file, dataset_file, options_file, weight_file, ou
     """
     kernel_dtype = renamed_argument("kernel_dtype", kernel_dtype, "matmul_dtype", matmul_dtype, "float32")
     options = _character_options(options_file, "dump_bilm_embeddings")
-    _check_arguments(dataset_file, weight_file, batch_size, kernel_dtype)
+    settings = EmbeddingSettings.of(start=start, warm_up=warm_up, kernel_dtype=kernel_dtype)
+    _check_arguments(dataset_file, weight_file, batch_size)
     with writer_lock(outfile):
-        model = _load_after_checks(dataset_file, outfile, options, weight_file, overwrite, start, warm_up,
-                                   kernel_dtype, vocab_file)
+        model = _load_after_checks(dataset_file, outfile, options, weight_file, overwrite, settings, vocab_file)
         settings = {"output_format": "all", "use_sentence_keys": False, SENTENCE_TO_INDEX: False}
         return _write_sentence_datasets(
             model, dataset_file, outfile, OUTPUT_FORMATS["all"], line_number_key, settings, vocab_file=vocab_file,
             batch_size=batch_size, resume=resume, overwrite=overwrite, verbose=verbose, start=start)
 
 
-def _embedding_settings(output_format, use_sentence_keys):
+def _file_settings(output_format, use_sentence_keys):
     return {"output_format": output_format, "use_sentence_keys": bool(use_sentence_keys), SENTENCE_TO_INDEX: True}
 
 
@@ -291,21 +286,19 @@ def _character_options(options_file, who):
     return options
 
 
-def _check_arguments(input_file, weight_file, batch_size, kernel_dtype):
+def _check_arguments(input_file, weight_file, batch_size):
     """What can be checked before the output is locked (or its directory created)."""
     check_sentences_file(input_file)
     check_batch_size(batch_size)
-    check_kernel_dtype(kernel_dtype)
     if not os.path.isfile(weight_file):
         raise WeightFileError(f"Weight file not found: {weight_file}")
 
 
-def _load_after_checks(input_file, output_file, options, weight_file, overwrite, start, warm_up, kernel_dtype,
-                       vocab_file=None):
-    """The stateless model, loaded once everything that can be checked without it is."""
+def _load_after_checks(input_file, output_file, options, weight_file, overwrite, settings, vocab_file=None):
+    """The stateless model of `settings` (an `EmbeddingSettings`), loaded once everything that can be checked
+    without it is."""
     SentenceEmbeddingFile.check_paths(input_file, output_file, (options.source, weight_file, vocab_file), overwrite)
-    return BidirectionalLanguageModel(options, weight_file, stateful=False, start=start, warm_up=warm_up,
-                                      kernel_dtype=kernel_dtype)
+    return BidirectionalLanguageModel.from_settings(options, weight_file, settings)
 
 
 def _write_sentence_datasets(model, input_file, output_file, select, key_of, settings, *, vocab_file=None,

@@ -8,11 +8,11 @@ from keras import ops
 from bilm.backend import fast_layer_call
 from bilm.errors import UserError
 from bilm.models.boundary_state import DEFAULT_N_SENTENCES
+from bilm.models.embedding_settings import EmbeddingSettings
 from bilm.models.functional_bilm import state_keys
 from bilm.models.portable_calls import PortableCalls
 from bilm.models.prediction_network import load_prediction_bilm
 from bilm.models.start_state import resolve_start
-from bilm.ops.kernel_dtypes import check_kernel_dtype
 from bilm.options import load_options
 from bilm.utils.deprecation import deprecated_alias, renamed_argument
 
@@ -35,42 +35,28 @@ class BidirectionalLanguageModel:
             from `TokenBatcher` (False, needs `embedding_weight_file`).
         embedding_weight_file: HDF5 with `embedding` (n_vocab, P), e.g. from
             `dump_token_embeddings`.
+        stateful: carry states between calls.
         max_batch_size: rows of the state buffers; a larger batch is an
             error when `stateful` (a stateless model takes any batch).
-        stateful: carry states between calls.
-        token_cache_size: char inputs given as numpy arrays (or eager
+        token_cache_size: char inputs given as NumPy arrays (or eager
             tensors) are encoded once per distinct token and the encodings
-            kept for later calls, up to this many tokens
-            (`projection_dim` floats each; see `TokenEncodingCache`).
-            0 encodes every batch from scratch. Inside a `tf.function` the
-            cache is not used; on JAX and PyTorch there is none (each call
-            encodes its batch, compiled).
-        start: where a stateless model's LSTMs start each sentence:
-            `"warm"` (the boundary state), `"zeros"`, or None for `"warm"`
-            when a boundary state is available, else `"zeros"` (see
-            `bilm.models.start_state`). A stateful model carries its states
-            and takes no `start`.
-        boundary_state: `{state key: (size,)}` (from
-            `compute_boundary_state`); None reads the one stored in
-            `weight_file`, if any.
-        warm_up: your own text (sentences, or a text file's path) to compute
-            the boundary state from, for weights that carry none (see
-            `warm_up`).
-        kernel_dtype: `"float32"` (None: the same), or `"bfloat16"` to keep the highway's
-            and the LSTMs' kernels in bfloat16, rounded once at load: every
-            product with them takes bfloat16 operands and accumulates in
-            float32; states and elementwise work stay float32. Faster where
-            the hardware has bfloat16 matmuls; the vectors stray from
-            float32's by up to `BFLOAT16_INFERENCE_TOLERANCE` (see
-            `bilm.ops.matmul_dtype`). `"int8"`: those kernels in int8 with a
-            float32 scale per output column, quantized once at load, float32
-            activations; within `INT8_INFERENCE_TOLERANCE`.
+            kept for later calls, up to this many tokens (`projection_dim`
+            floats each); 0 encodes every batch from scratch. On TensorFlow
+            outside a `tf.function`; on JAX and PyTorch each call encodes its
+            batch, compiled.
+        start, boundary_state, warm_up, kernel_dtype: where a stateless
+            model starts each sentence, the boundary state behind `"warm"`
+            (None: the one `weight_file` stores, if any), the text to compute
+            one from, and the dtype of the large kernels; see
+            `bilm.models.embedding_settings`. A stateful model carries its
+            states and takes no `start`.
         matmul_dtype: deprecated, the old name of `kernel_dtype`.
 
     Attributes:
         boundary_state: `{state key: float32 (size,)}` or None.
         start: the start of a stateless model (None when stateful).
         weight_file: the weight file's path, or None.
+        settings: the `EmbeddingSettings` it was made with.
         kernel_dtype: as given (`matmul_dtype`: its deprecated old name).
         network: the Keras functional network of `build_bilm` holding the
             weights (`model`: its deprecated old name).
@@ -100,36 +86,48 @@ class BidirectionalLanguageModel:
                  token_cache_size=50_000, start=None, boundary_state=None, warm_up=None,
                  kernel_dtype=None, matmul_dtype=None):
         kernel_dtype = renamed_argument("kernel_dtype", kernel_dtype, "matmul_dtype", matmul_dtype, "float32")
+        settings = EmbeddingSettings.of(start=start, warm_up=warm_up, boundary_state=boundary_state,
+                                        kernel_dtype=kernel_dtype, max_batch_size=max_batch_size,
+                                        token_cache_size=token_cache_size)
+        self._set_up(options_file, weight_file, settings, stateful, use_character_inputs, embedding_weight_file)
+
+    @classmethod
+    def from_settings(cls, options_file, weight_file, settings, *, stateful=False, use_character_inputs=True,
+                      embedding_weight_file=None):
+        """The model of these files with `settings` (an `EmbeddingSettings`); the other arguments as the
+        constructor's (here stateless by default)."""
+        model = cls.__new__(cls)
+        model._set_up(options_file, weight_file, settings, stateful, use_character_inputs, embedding_weight_file)
+        return model
+
+    def _set_up(self, options_file, weight_file, settings, stateful, use_character_inputs, embedding_weight_file):
         options = load_options(options_file).for_prediction(use_character_inputs)
         if not use_character_inputs and embedding_weight_file is None:
             raise UserError(
                 "use_character_inputs=False needs embedding_weight_file= (an HDF5 file with an "
                 "'embedding' dataset, e.g. written by dump_token_embeddings).")
-        if max_batch_size < 1:
-            raise UserError(f"max_batch_size must be >= 1. Received: max_batch_size={max_batch_size}")
-        if not isinstance(token_cache_size, (int, np.integer)) or token_cache_size < 0:
-            raise UserError(f"token_cache_size must be an integer >= 0 (0: no cache). "
-                             f"Received: {token_cache_size!r}")
+        if stateful and settings.start is not None:
+            _refuse_start_of_stateful(settings.start)
+        self.settings = settings
         self.options = options
         self.use_character_inputs = use_character_inputs
-        self.max_batch_size = max_batch_size
+        self.max_batch_size = settings.max_batch_size
         self.stateful = stateful
-        self.kernel_dtype = check_kernel_dtype(kernel_dtype)
-        self.network = load_prediction_bilm(options, weight_file, embedding_weight_file, kernel_dtype)
+        self.kernel_dtype = settings.kernel_dtype
+        self.network = load_prediction_bilm(options, weight_file, embedding_weight_file, settings.kernel_dtype)
         self.n_token_vocab = None if use_character_inputs else self.network.get_layer("token_embedding").input_dim
         self.network.trainable = False
         self.input_key = "token_characters" if use_character_inputs else "token_ids"
         self.state_keys = state_keys(options)
         self.weight_file = None if weight_file is None else os.fspath(weight_file)
-        if stateful and start is not None:
-            _refuse_start_of_stateful(start)
         # A stateful model only keeps the boundary state; its start is unused.
-        self._requested_start = "zeros" if stateful else start
-        self._start_state = resolve_start(options, self._requested_start, boundary_state=boundary_state,
-                                          weight_file=self.weight_file, warm_up=warm_up, network=self.network)
+        self._requested_start = "zeros" if stateful else settings.start
+        self._start_state = resolve_start(options, self._requested_start, boundary_state=settings.boundary_state,
+                                          weight_file=self.weight_file, warm_up=settings.warm_up,
+                                          network=self.network)
         self._kept_start_tensors = types.SimpleNamespace(state=None, tensors=None)
         # The backend's own calls (TensorFlow's tf.functions and token cache), else the portable ones.
-        self.calls = (fast_layer_call("language_model") or PortableCalls)(self, token_cache_size)
+        self.calls = (fast_layer_call("language_model") or PortableCalls)(self, settings.token_cache_size)
 
     def __call__(self, ids, start=None):
         """See the class docstring; `start` overrides the model's `start`
