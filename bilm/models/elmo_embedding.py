@@ -5,41 +5,22 @@ import numpy as np
 from keras import ops
 
 from bilm.errors import UserError
-from bilm.io.formats.weight_file import (
-    WeightFileError,
-)
+from bilm.io.formats.weight_file import WeightFileError
 from bilm.layers.layer_mix import WeightLayers
 from bilm.models.elmo_embedding_files import elmo_embedding_from_files
-from bilm.models.elmo_outputs import (
-    check_output,
-    elmo_outputs,
-    lstm_output_names,
-    output_specs,
-    sequence_output_names,
-)
+from bilm.models.elmo_inputs import ELMoInputs
+from bilm.models.elmo_outputs import check_output, elmo_outputs, lstm_output_names
 from bilm.models.functional_bilm import FLOAT32, build_bilm, float32_policy, state_keys
 from bilm.models.id_checks import check_rows
 from bilm.models.start_state import STARTS
-from bilm.models.text_inputs import (
-    INPUT_TYPES,
-    TEXT_INPUT_TYPES,
-    TokenMask,
-    compiling_text_with_xla,
-    dictionary_tables_for,
-    inputs_to_ids,
-    is_text,
-    output_time_shape,
-    resolve_input_type,
-    token_vocab_table_for,
-)
+from bilm.models.text_inputs import INPUT_TYPES, TEXT_INPUT_TYPES, compiling_text_with_xla
 from bilm.ops.kernel_dtypes import check_kernel_dtype
 from bilm.options import load_options
-from bilm.utils.backend import on_tensorflow, require_tensorflow
 from bilm.utils.deprecation import deprecated_alias, renamed_argument
 
 
 @keras.saving.register_keras_serializable(package="bilm")
-class ELMoEmbedding(keras.layers.Layer):
+class ELMoEmbedding(ELMoInputs, keras.layers.Layer):
     """ELMo representations of text from a pretrained biLM, as one Keras layer.
 
     The biLM is `build_bilm`'s functional model, `network`, run *stateless*: every
@@ -114,10 +95,8 @@ class ELMoEmbedding(keras.layers.Layer):
             adapter rejects NumPy string arrays.
         training: Python bool; enables `dropout`.
 
-    XLA: ids compile, with the same outputs; text (string ops) sets
-    `supports_jit = False`, so Keras compiles the model without XLA. To
-    compile with text, give ids made in the input pipeline (`to_ids`):
-    docs/gpu.md.
+    XLA: ids compile; text (string ops) sets `supports_jit = False`, so Keras
+    compiles the model without XLA (ids from the input pipeline: docs/keras.md).
 
     Returns:
         The tensor (or dict) named by `output`, with `time` the input's
@@ -126,9 +105,8 @@ class ELMoEmbedding(keras.layers.Layer):
         carry the `(batch, time)` Keras mask, so masking layers downstream
         (LSTM, ...) skip the padding.
 
-    Methods `to_ids(inputs, sequence_len=None, input_type=None)` (text -> biLM ids, in graph)
-    and `embed_ids(ids, training=None)` (ids -> dict of every output) are
-    the two halves of `call`; `bilm.export.saved_model` uses them directly.
+    `to_ids` (text -> biLM ids, in graph; `bilm.models.elmo_inputs`) and
+    `embed_ids` (ids -> every output) are the two halves of `call`.
 
     Example:
     ```python
@@ -188,9 +166,6 @@ class ELMoEmbedding(keras.layers.Layer):
         self.kernel_dtype = kernel_dtype
         self.use_character_inputs = use_character_inputs
         self.supports_masking = True
-        # Text becomes ids with string ops, which XLA cannot compile: Keras then
-        # resolves compile(jit_compile="auto" or True) to no XLA for the model.
-        self.supports_jit = input_type not in TEXT_INPUT_TYPES
 
         # === Layers ===
         self.network = build_bilm(options, n_token_vocab=self.n_token_vocab, kernel_dtype=kernel_dtype, name="bilm")
@@ -201,10 +176,7 @@ class ELMoEmbedding(keras.layers.Layer):
                                 do_layer_norm=do_layer_norm, seed=mix_seed, name="elmo_mix", dtype=FLOAT32)
         self.mix.trainable = self._mix_trains()
         self.dropout_layer = keras.layers.Dropout(dropout, name="elmo_dropout", dtype=FLOAT32) if dropout else None
-        self.vocab_table = token_vocab_table_for(self.vocabulary)
-        # Text's lookup tables are TensorFlow's; other backends take ids.
-        self.dictionary_tables = dictionary_tables_for(options) if on_tensorflow() else None
-        self.token_mask = TokenMask(input_type, use_character_inputs, name=f"{self.name}_token_mask", dtype=FLOAT32)
+        self._set_up_text_inputs()
         self.start_state = {key: self.add_weight(name=f"start_{key}", shape=(size,), initializer="zeros",
                                                  trainable=False)
                             for key, _, size in state_keys(self.options)}
@@ -261,11 +233,6 @@ class ELMoEmbedding(keras.layers.Layer):
             self.mix.build((None, self.options.n_layers + 1, None, 2 * self.options.projection_dim))
         self.built = True
 
-    def __call__(self, inputs, *args, **kwargs):
-        if not on_tensorflow() and is_text(inputs):  # before Keras converts them to a backend's tensor
-            require_tensorflow(f"{self.name} given text (strings; give ids from bilm.Batcher instead)")
-        return super().__call__(inputs, *args, **kwargs)
-
     def call(self, inputs, training=None):
         if self._note_input_type(inputs) in TEXT_INPUT_TYPES and compiling_text_with_xla():
             raise UserError(
@@ -310,59 +277,6 @@ class ELMoEmbedding(keras.layers.Layer):
         outputs["mask"] = mask
         outputs["sequence_len"] = lengths
         return outputs
-
-    def _resolve_input_type(self, inputs):
-        return resolve_input_type(self.input_type, inputs, self.use_character_inputs)
-
-    def _note_input_type(self, inputs):
-        """The input type of `inputs`; a text one turns `supports_jit` off
-        (see the class docstring)."""
-        input_type = self._resolve_input_type(inputs)
-        if input_type in TEXT_INPUT_TYPES:
-            self.supports_jit = False
-        return input_type
-
-    def to_ids(self, inputs, sequence_len=None, input_type=None):
-        """The biLM's ids for any accepted input form, validated.
-
-        Args:
-            inputs: see `input_type`.
-            sequence_len: optional int `(batch,)` tokens per row, for string
-                tokens only: every token inside the length is real, even `''`.
-            input_type: the form of `inputs` (an `input_type` value), or None
-                for the layer's own. A layer that takes ids under XLA gets
-                them from text in the input pipeline with this:
-                `dataset.map(lambda x, y: (layer.to_ids(x, input_type="tokens"), y))`.
-
-        Returns:
-            int32 `(batch, time + 2, C)` char ids or `(batch, time + 2)` token
-            ids, as `Batcher` / `TokenBatcher` give them.
-        """
-        return inputs_to_ids(inputs, input_type or self.input_type, self.options, self.use_character_inputs,
-                             self.text_tables, sequence_len, who=self.name)
-
-    @property
-    def text_tables(self):
-        """The lookup tables that turn text into this layer's ids (see
-        `bilm.models.text_inputs.tokens_to_ids`), or None for UTF-8 byte ids."""
-        return self.dictionary_tables if self.use_character_inputs else self.vocab_table
-
-    def compute_mask(self, inputs, mask=None):
-        if self.output_key == "default":
-            return None
-        # A layer call, so that in the functional API the mask is a node of
-        # the graph (downstream layers such as LSTM depend on it).
-        token_mask = self.token_mask(inputs)
-        if self.output_key != "all":
-            return token_mask
-        sequence_names = sequence_output_names(self.options.n_layers)
-        return {name: token_mask if name in sequence_names else None
-                for name in self.compute_output_spec(inputs)}
-
-    def compute_output_spec(self, inputs, training=None):
-        batch, time = output_time_shape(self._note_input_type(inputs), inputs.shape)
-        specs = output_specs(batch, time, self.options.projection_dim, self.options.n_layers)
-        return specs if self.output_key == "all" else specs[self.output_key]
 
     matmul_dtype = deprecated_alias("matmul_dtype", "kernel_dtype")
     # The old name of `network`. Keras' saving walks attribute names in sorted order and stores a
