@@ -4,4 +4,6 @@ import, on every Keras backend (docs/migrating.md).
 - `bilm.compat.simple_elmo`: simple_elmo's `ElmoModel` (`load`, `get_elmo_vectors`,
   `get_elmo_vector_average`).
 - `bilm.compat.elmoformanylangs`: ELMoForManyLangs' `Embedder` (`sents2elmo`).
+- `bilm.compat.allennlp`: AllenNLP's `Elmo` and `batch_to_ids` (on PyTorch a
+  `torch.nn.Module` that trains in your own).
 """
