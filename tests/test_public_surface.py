@@ -10,7 +10,7 @@ from helpers import ROOT
 
 PUBLIC_MODULES = {"bilm", "bilm.text", "bilm.ops", "bilm.layers", "bilm.models", "bilm.io", "bilm.export",
                   "bilm.training", "bilm.beam", "bilm.compat", "bilm.compat.simple_elmo",
-                  "bilm.compat.elmoformanylangs", "bilm.compat.allennlp",
+                  "bilm.compat.elmoformanylangs", "bilm.compat.allennlp", "bilm.compat.tf_hub",
                   "bilm.options", "bilm.presets", "bilm.errors", "bilm.commands"}
 # What each part of the package may import from the others (beyond bilm.errors, which
 # every part may raise, and bilm.utils).

@@ -6,4 +6,6 @@ import, on every Keras backend (docs/migrating.md).
 - `bilm.compat.elmoformanylangs`: ELMoForManyLangs' `Embedder` (`sents2elmo`).
 - `bilm.compat.allennlp`: AllenNLP's `Elmo` and `batch_to_ids` (on PyTorch a
   `torch.nn.Module` that trains in your own).
+- `bilm.compat.tf_hub`: TF-Hub's ELMo module: `load(...).signatures`, TF1's
+  `Module` and `KerasLayer` (TensorFlow).
 """
