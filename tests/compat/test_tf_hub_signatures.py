@@ -43,7 +43,7 @@ def expected_outputs(elmo, lengths, time=None):
 
 def check(outputs, expected, lengths):
     for key, value in expected.items():
-        np.testing.assert_allclose(outputs[key].numpy(), value, atol=1e-5, err_msg=key)
+        np.testing.assert_allclose(outputs[key].numpy(), value, rtol=1e-6, atol=1e-6, err_msg=key)
     np.testing.assert_array_equal(outputs["sequence_len"].numpy(), lengths)
 
 
@@ -65,7 +65,7 @@ def test_tf1_modules_call_and_keras_layer(module):
     elmo = hub.Module(path, trainable=True)
     assert len(elmo.trainable_variables) == 2  # the mix's weights and scale (TF-Hub's 4 scalars)
     default = elmo(SENTENCES, signature="default")
-    np.testing.assert_allclose(default.numpy(), expected_outputs(bilm_elmo, [6, 5])["default"], atol=1e-5)
+    np.testing.assert_allclose(default.numpy(), expected_outputs(bilm_elmo, [6, 5])["default"], atol=1e-6)
     as_dict = elmo(inputs={"tokens": [["the", "cat"], ["dogs", ""]], "sequence_len": [2, 1]}, signature="tokens",
                    as_dict=True)
     check(as_dict, expected_outputs(bilm_elmo, [2, 1]), [2, 1])
