@@ -127,7 +127,7 @@ def main():
         os.replace(model_dir + ".partial", model_dir)
     files = os.path.join(model_dir, "options.json"), os.path.join(model_dir, "weights.hdf5")
     ensure_gcide()
-    sentences = [sentence for sentence, _ in zip(gcide_sentences(max_tokens=30), range(args.sentences))]
+    sentences = [sentence.split() for sentence, _ in zip(gcide_sentences(max_tokens=30), range(args.sentences))]
     batches = [sentences[i:i + args.batch_size] for i in range(0, len(sentences), args.batch_size)]
     same_ids = all(torch.equal(original.batch_to_ids(batch), compat.batch_to_ids(batch)) for batch in batches)
     print(f"{args.size} size, {len(sentences)} GCIDE sentences in batches of {args.batch_size}; batch_to_ids "

@@ -5,19 +5,19 @@
     embedder = Embedder("zhs.model")                       # batch_size=64
     vectors = embedder.sents2elmo([["今天", "天气", "好"]])   # [(3, 1024)]: the mean of the three layers
 
-As ELMoForManyLangs computes them: every sentence starts from zero LSTM
-states (its biLM carries nothing between sentences), and `sents2elmo`
-returns one float32 array per sentence, in input order: `output_layer=-1`
-the mean of the three layers `(n_tokens, 2P)`, `-2` all of them
-`(3, n_tokens, 2P)`, `0` the word encoder's `[x, x]`, `1` and `2` the LSTM
-layers. Tokens longer than the model's characters per token are cut as
-there.
+As ELMoForManyLangs computes them, `sents2elmo` returns one float32 array
+per sentence, in input order: `output_layer=-1` the mean of the three
+layers `(n_tokens, 2P)`, `-2` all of them `(3, n_tokens, 2P)`, `0` the word
+encoder's `[x, x]`, `1` and `2` the LSTM layers. Tokens longer than the
+model's characters per token are cut as there.
 
-Deliberate differences: a sentence given as one string is split on
-whitespace (ELMoForManyLangs would take each character as a word); an
-`output_layer` it does not know is one clear error (there: an `IndexError`
-or a silent layer), and no CUDA flag or `torch.cuda.set_device` is needed:
-the Keras backend runs where it runs.
+Deliberate differences: every sentence starts from zero LSTM states (there
+the biLM carries each batch row's states into the next batch, in a
+shuffled order, so only a sentence embedded on its own agrees); a sentence
+given as one string is split on whitespace (ELMoForManyLangs would take
+each character as a word); an `output_layer` it does not know is one clear
+error (there: an `IndexError` or a silent layer), and no CUDA flag or
+`torch.cuda.set_device` is needed: the Keras backend runs where it runs.
 """
 from bilm.errors import UserError
 from bilm.pretrained import load
