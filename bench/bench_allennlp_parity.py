@@ -21,16 +21,15 @@ import argparse
 import importlib.abc
 import importlib.machinery
 import os
-import subprocess
 import sys
 import tempfile
 import types
-import zipfile
 
 os.environ.setdefault("KERAS_BACKEND", "torch")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from real_text import ensure_gcide, gcide_sentences  # noqa: E402
+from wheels import wheel_folder  # noqa: E402
 
 VERSION = "2.10.1"
 # Imported by allennlp.modules.elmo's imports, never called by Elmo or batch_to_ids.
@@ -79,16 +78,7 @@ class _StandIns(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 def allennlp_elmo_module(cache_dir):
     """`allennlp.modules.elmo` of AllenNLP's wheel, fetched into `cache_dir` once."""
-    source = os.path.join(cache_dir, f"allennlp-{VERSION}")
-    if not os.path.isdir(source):
-        wheels = tempfile.mkdtemp(dir=cache_dir)
-        subprocess.run([sys.executable, "-m", "pip", "download", "-q", f"allennlp=={VERSION}", "--no-deps", "-d",
-                        wheels], check=True)
-        wheel = next(os.path.join(wheels, name) for name in os.listdir(wheels) if name.endswith(".whl"))
-        partial = source + ".partial"
-        with zipfile.ZipFile(wheel) as archive:
-            archive.extractall(partial)
-        os.replace(partial, source)
+    source = wheel_folder(cache_dir, f"allennlp=={VERSION}", f"allennlp-{VERSION}")
     sys.path.insert(0, source)
     finder = _StandIns()
     sys.meta_path.insert(0, finder)

@@ -21,15 +21,14 @@ largest difference of the vectors, for each `output_layer`:
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import types
-import zipfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from real_text import ensure_gcide, gcide_sentences  # noqa: E402
+from wheels import wheel_folder  # noqa: E402
 
 ARCHITECTURE = {
     "encoder": {"name": "elmo", "projection_dim": 64, "cell_clip": 3, "proj_clip": 3, "dim": 128, "n_layers": 2},
@@ -42,15 +41,7 @@ ARCHITECTURE = {
 
 def original_package(cache_dir):
     """ELMoForManyLangs' package from its wheel, fetched into `cache_dir` once."""
-    source = os.path.join(cache_dir, "elmoformanylangs")
-    if not os.path.isdir(source):
-        wheels = tempfile.mkdtemp(dir=cache_dir)
-        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "elmoformanylangs", "--no-deps", "-d",
-                        wheels], check=True)
-        wheel = next(os.path.join(wheels, name) for name in os.listdir(wheels) if name.endswith(".whl"))
-        with zipfile.ZipFile(wheel) as archive:
-            archive.extractall(source + ".partial")
-        os.replace(source + ".partial", source)
+    source = wheel_folder(cache_dir, "elmoformanylangs", "elmoformanylangs")
     sys.path.insert(0, source)
     sys.modules.setdefault("overrides", types.SimpleNamespace(overrides=lambda method: method))
     import elmoformanylangs

@@ -21,11 +21,11 @@ import os
 import subprocess
 import sys
 import tempfile
-import zipfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from real_text import ensure_gcide, gcide_sentences  # noqa: E402
+from wheels import wheel_folder  # noqa: E402
 
 PACKAGES = {"simple_elmo": "simple_elmo==0.9.2", "tf_keras": "tf_keras"}
 ORIGINAL = """
@@ -43,20 +43,6 @@ np.savez(out, **results)
 """
 
 
-def fetched(cache_dir, name):
-    """The folder of package `name`'s wheel, extracted into `cache_dir` once."""
-    folder = os.path.join(cache_dir, name)
-    if not os.path.isdir(folder):
-        wheels = tempfile.mkdtemp(dir=cache_dir)
-        subprocess.run([sys.executable, "-m", "pip", "download", "-q", PACKAGES[name], "--no-deps", "-d", wheels],
-                       check=True)
-        wheel = next(os.path.join(wheels, entry) for entry in os.listdir(wheels) if entry.endswith(".whl"))
-        with zipfile.ZipFile(wheel) as archive:
-            archive.extractall(folder + ".partial")
-        os.replace(folder + ".partial", folder)
-    return folder
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size", default="small", choices=("tiny", "small", "medium", "original"))
@@ -71,7 +57,7 @@ def main():
     from bilm.presets import get_preset
 
     os.makedirs(args.cache_dir, exist_ok=True)
-    paths = [fetched(args.cache_dir, name) for name in PACKAGES]
+    paths = [wheel_folder(args.cache_dir, requirement, name) for name, requirement in PACKAGES.items()]
     folder = os.path.join(args.cache_dir, f"model-{args.size}")
     if not os.path.isdir(folder):
         write_random_model(folder + ".partial", get_preset(args.size), seed=0)
