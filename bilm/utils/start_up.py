@@ -91,6 +91,9 @@ def _start_command():
         raise StoppedWhileStarting(signum) from None
     finally:
         _state["importing"] = False
+    if _state["stopped_by"] is not None:  # a signal during the imports, which were left to finish
+        _say_stopped(_state["stopped_by"])
+        raise StoppedWhileStarting(_state["stopped_by"])
 
 
 class StoppedWhileStarting(SystemExit):
@@ -102,8 +105,13 @@ class StoppedWhileStarting(SystemExit):
 
 
 def _stop_while_starting(signum, frame):
+    """A signal while the command starts. During the imports it is noted, and acted on once they end: an
+    exception raised inside TensorFlow's import can leave its C++ libraries half set up, and the process then
+    crashed as it exited (SIGSEGV or SIGABRT, without a word). A second signal stops the imports at once."""
     if _state["stopped_by"] is None:
         _state["stopped_by"] = signum
+        if _state["importing"]:
+            return
     if not _state["importing"]:
         _say_stopped(signum)
     raise StoppedWhileStarting(signum)

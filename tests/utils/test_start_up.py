@@ -192,3 +192,28 @@ def test_ctrl_c_while_each_script_starts_ends_it_in_one_line(script):
 def test_a_signal_at_many_moments_of_the_start_ends_in_one_line(command, signum, moment):
     status, err, seconds = _interrupt_before_it_finishes(command, moment, signum)
     _assert_stopped(status, err, seconds, signum)
+
+
+def test_a_signal_during_the_imports_lets_them_finish_then_stops_in_one_line(monkeypatch, capsys):
+    # An exception raised inside TensorFlow's import could leave its C++ libraries half set up, and the process
+    # then crashed at its exit (SIGSEGV or SIGABRT, without a word): the import finishes first.
+    finished = []
+
+    def importing(filter_load_logs):
+        start_up._stop_while_starting(signal.SIGINT, None)  # the signal arrives in the middle
+        finished.append(True)
+
+    monkeypatch.setattr(start_up, "import_tensorflow", importing)
+    monkeypatch.setattr(start_up, "on_tensorflow", lambda: True)
+    monkeypatch.setattr(start_up.signal, "signal", lambda signum, handler: None)
+    monkeypatch.setitem(start_up._state, "stopped_by", None)
+    with pytest.raises(start_up.StoppedWhileStarting) as stopped:
+        start_up._start_command()
+    assert finished == [True] and stopped.value.code == 130
+    assert capsys.readouterr().err.strip() == STARTING_MESSAGE.format("SIGINT")
+    # A second signal stops the imports at once.
+    monkeypatch.setitem(start_up._state, "stopped_by", None)
+    monkeypatch.setitem(start_up._state, "importing", True)
+    start_up._stop_while_starting(signal.SIGTERM, None)
+    with pytest.raises(start_up.StoppedWhileStarting):
+        start_up._stop_while_starting(signal.SIGINT, None)
