@@ -35,11 +35,9 @@ def lstm_scan(inputs, lengths, initial_c, initial_h, input_kernel, recurrent_ker
             operands (and result, widened back) in the input half's matmul,
             as training's `matmul_dtype` asks (`bilm.ops.matmul_dtype`); the
             recurrence is float32 either way.
-        scan: `(step, initial, xs, output_width) -> (final carry, outputs
-            (time, batch, output_width))` over a carry `(batch, n)`, as the
-            backend runs it best (`bilm.backend.<name>.core.scan`, which
-            `ProjectedLSTM` passes); None: `carry_shaped_scan`, which every
-            backend's `keras.ops.scan` runs.
+        scan: the backend's `scan(step, initial, xs, output_width)`
+            (`bilm.backend.<name>.core.scan`, `ProjectedLSTM` passes it);
+            None: `carry_shaped_scan`, which runs on every backend.
 
     Returns:
         `(outputs, final_c, final_h)`: float32 `(batch, time, output_dim)`
