@@ -197,7 +197,7 @@ def write_embeddings(model, input_file, output_file, output_format="all", *, bat
     key_of = _key_function(use_sentence_keys)
     return _write_sentence_datasets(
         model, input_file, output_file, OUTPUT_FORMATS[output_format], key_of,
-        _file_settings(output_format, use_sentence_keys),
+        _file_layout(output_format, use_sentence_keys),
         batch_size=batch_size, resume=resume, overwrite=overwrite, verbose=verbose,
         check_lines=_check_no_blank_lines if use_sentence_keys else None,
         extra_datasets=lambda: {SENTENCE_TO_INDEX: _sentence_to_index(input_file, key_of)}, start=start)
@@ -216,7 +216,7 @@ def embeddings_stamp(model, input_file, output_format="all", *, use_sentence_key
     """
     _check_output_format(output_format)
     _check_model(model)
-    made_from = _made_from(model, _file_settings(output_format, use_sentence_keys), model.start_state(start))
+    made_from = _made_from(model, _file_layout(output_format, use_sentence_keys), model.start_state(start))
     return embedding_file_stamp(os.fspath(input_file), made_from)
 
 
@@ -244,13 +244,13 @@ def dump_bilm_embeddings(vocab_file, dataset_file, options_file, weight_file, ou
     _check_arguments(dataset_file, weight_file, batch_size)
     with writer_lock(outfile):
         model = _load_after_checks(dataset_file, outfile, options, weight_file, overwrite, settings, vocab_file)
-        settings = {"output_format": "all", "use_sentence_keys": False, SENTENCE_TO_INDEX: False}
+        layout = {"output_format": "all", "use_sentence_keys": False, SENTENCE_TO_INDEX: False}
         return _write_sentence_datasets(
-            model, dataset_file, outfile, OUTPUT_FORMATS["all"], line_number_key, settings, vocab_file=vocab_file,
+            model, dataset_file, outfile, OUTPUT_FORMATS["all"], line_number_key, layout, vocab_file=vocab_file,
             batch_size=batch_size, resume=resume, overwrite=overwrite, verbose=verbose, start=start)
 
 
-def _file_settings(output_format, use_sentence_keys):
+def _file_layout(output_format, use_sentence_keys):
     return {"output_format": output_format, "use_sentence_keys": bool(use_sentence_keys), SENTENCE_TO_INDEX: True}
 
 
@@ -260,10 +260,10 @@ def _check_model(model):
                         "file (BidirectionalLanguageModel(options, weight_file, stateful=False)).")
 
 
-def _made_from(model, settings, start_state):
+def _made_from(model, layout, start_state):
     """What an embedding file records of how its vectors are made (compared on resume)."""
     options = model.options
-    return {**settings, "n_layers": options.n_layers, "projection_dim": options.projection_dim,
+    return {**layout, "n_layers": options.n_layers, "projection_dim": options.projection_dim,
             "weight_sha256": file_sha256(model.weight_file),
             "options_sha256": json_sha256(options.to_dict()),
             # The stamp keeps the key of the files written before `kernel_dtype`'s rename, which still resume.
@@ -301,7 +301,7 @@ def _load_after_checks(input_file, output_file, options, weight_file, overwrite,
     return BidirectionalLanguageModel.from_settings(options, weight_file, settings)
 
 
-def _write_sentence_datasets(model, input_file, output_file, select, key_of, settings, *, vocab_file=None,
+def _write_sentence_datasets(model, input_file, output_file, select, key_of, layout, *, vocab_file=None,
                              batch_size=None, resume=True, overwrite=False, verbose=1, check_lines=None,
                              extra_datasets=None, start=None):
     """The run behind `write_embeddings` and `dump_bilm_embeddings`: one
@@ -311,7 +311,7 @@ def _write_sentence_datasets(model, input_file, output_file, select, key_of, set
     options = model.options
     start_state = model.start_state(start)
     sources = (options.source, model.weight_file, vocab_file)
-    made_from = _made_from(model, settings, start_state)
+    made_from = _made_from(model, layout, start_state)
     with SentenceEmbeddingFile(input_file, output_file, made_from, inputs=sources, resume=resume,
                                overwrite=overwrite, verbose=verbose) as target:
         if check_lines is not None:

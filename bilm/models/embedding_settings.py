@@ -69,7 +69,3 @@ class EmbeddingSettings:
         return cls(start=start, warm_up=warm_up, boundary_state=boundary_state,
                    kernel_dtype=check_kernel_dtype("float32" if kernel_dtype is None else kernel_dtype),
                    max_batch_size=int(max_batch_size), token_cache_size=int(token_cache_size))
-
-    def replace(self, **changes):
-        """These settings with `changes`, checked."""
-        return self.of(**{**{field.name: getattr(self, field.name) for field in dataclasses.fields(self)}, **changes})
