@@ -34,6 +34,8 @@ Deliberate differences:
   padding) and encoded with the others, with the same vectors; `module=`
   (a biLM of your own) is one clear error.
 """
+import warnings
+
 import keras
 import numpy as np
 from keras import ops
@@ -191,7 +193,10 @@ class Elmo(keras.layers.Layer):
     def call(self, inputs, word_inputs=None, training=None):
         if training is None:  # a torch.nn.Module's train()/eval() mode, as AllenNLP's dropout follows it
             training = bool(getattr(self, "training", False))
-        if word_inputs is not None and self._vocabulary_ids is not None:
+        if word_inputs is not None and self._vocabulary_ids is None:
+            warnings.warn(f"{self.name}: word_inputs are read only with vocab_to_cache; the character ids are used "
+                          "(as AllenNLP does).", stacklevel=2)
+        elif word_inputs is not None:
             inputs = ops.take(ops.convert_to_tensor(self._vocabulary_ids), ops.cast(word_inputs, "int32"), axis=0)
         width = inputs.shape[-1]
         if width is not None and width != self.options.token_id_width:
