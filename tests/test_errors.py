@@ -22,9 +22,8 @@ ERROR_TYPES = {
     "bilm.io.formats.weight_file.WeightFileError": ValueError,
     "bilm.ops.native.build.BuildError": ValueError,
     "bilm.text.vocabulary.UnknownTokenError": KeyError,
-    "bilm.training.jax.checkpoints.JaxCheckpointError": ValueError,
     "bilm.training.model.adaptation.AdaptationError": ValueError,
-    "bilm.training.run.checkpoints.CheckpointError": ValueError,
+    "bilm.training.run.run_checkpoint.CheckpointError": ValueError,
     "bilm.training.run.driver.NonFiniteLossError": FloatingPointError,
     "bilm.utils.start_up.MissingBackendError": ImportError,
 }

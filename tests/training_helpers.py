@@ -17,9 +17,12 @@ import numpy as np
 import tensorflow as tf
 
 import numpy_reference as R
-from bilm.optimizers import global_norm_scale
+from bilm.optimizers import global_norm_scale, make_optimizer
+from bilm.training.config.settings import training_settings
+from bilm.training.convert import tensorflow_state
 from bilm.training.model import softmax_init
-from bilm.training.run import run_origin
+from bilm.training.model.training_lm import TrainingLM
+from bilm.training.run import checkpoints, run_checkpoint, run_origin
 from bilm.training.run.from_files import load_training_data
 
 WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet",
@@ -93,16 +96,78 @@ def open_data(options, corpus, test=False, seed=0):
 
 
 def checkpoint_numbers(save_dir):
-    """The steps of the checkpoints in `save_dir`, sorted."""
-    return sorted(int(name.split("-")[1].split(".")[0]) for name in os.listdir(save_dir)
-                  if name.startswith("model.ckpt-") and name.endswith(".index"))
+    """The steps of the run's checkpoints in `save_dir` (its `checkpoint.npz` and the earlier ones kept), sorted."""
+    meta = run_checkpoint.read_meta(save_dir)
+    kept = [step for step, _ in run_checkpoint.kept_checkpoints(save_dir)]
+    return sorted(kept + ([] if meta is None else [meta["step"]]))
 
 
 def checkpoint_arrays(path, prefixes=("model", "softmax", "optimizer", "lstm_states", "step", "data")):
-    """`{name: array}` of a checkpoint's variables under the given top-level names."""
-    reader = tf.train.load_checkpoint(path)
-    return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()
-            if name.startswith(prefixes)}
+    """`{name: array}` of a checkpoint's values under the given top-level names, named as a TensorFlow
+    checkpoint names them (`softmax/W/.ATTRIBUTES/VARIABLE_VALUE`, `step/...`): a run's `checkpoint.npz` (or a
+    copy kept beside it), its state keys mapped by `bilm.training.convert.tensorflow_state`, or an earlier
+    run's TensorFlow checkpoint prefix."""
+    path = os.fspath(path)
+    if not path.endswith(".npz"):
+        reader = tf.train.load_checkpoint(path)
+        return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()
+                if name.startswith(prefixes)}
+    meta = run_checkpoint.read_file_meta(path)
+    options, settings = training_settings(meta["options"], need_schedule=False)
+    network = TrainingLM(options, settings).network
+    with np.load(path) as stored:
+        state = {key: stored[key] for key in stored.files
+                 if key != "__meta__" and not key.startswith(run_checkpoint.BOUNDARY_STATE_PREFIX)}
+    template = {}
+    for key in state:
+        part, _, rest = key.partition("/")
+        if part in ("bilm", "non_trainable"):
+            template.setdefault(part, {})[int(rest)] = 0
+        elif part == "optimizer" and rest != "iterations":
+            slot, _, name = rest.partition("/")
+            template.setdefault(part, {}).setdefault(slot, {})[name] = 0
+        else:
+            template.setdefault(part, {})[rest] = 0
+    template = {part: [0] * len(value) if part in ("bilm", "non_trainable") else value
+                for part, value in template.items()}
+    names = tensorflow_state.object_paths(template, [v.path for v in network.trainable_variables],
+                                          [v.path for v in network.non_trainable_variables], settings.optimizer)
+    arrays = {tensorflow_state.checkpoint_key(names[key]): value for key, value in state.items()}
+    for name, key in (("step", "step"), ("data/batches", "data_batches"), ("data/source", "data_source")):
+        arrays[tensorflow_state.checkpoint_key(name)] = np.int64(meta[key] or 0)
+    return {name: value for name, value in arrays.items() if name.startswith(prefixes)}
+
+
+def as_tensorflow_checkpoints(save_dir, record_optimizer=True):
+    """Rewrites the run in `save_dir` as runs on TensorFlow wrote it before every backend wrote one format: each
+    of its checkpoints (`checkpoint.npz` and the earlier ones kept) as `model.ckpt-<step>` of a
+    `tf.train.CheckpointManager`, with the optimizer's name (unless `record_optimizer` is False, as before it was
+    recorded) and the vocabulary's fingerprint; the `.npz` files are removed. Returns the newest prefix."""
+    save_dir = os.fspath(save_dir)
+    kept = [path for _, path in run_checkpoint.kept_checkpoints(save_dir)]
+    prefix = None
+    for path in kept + [run_checkpoint.read_meta(save_dir)["path"]]:
+        meta = run_checkpoint.read_file_meta(path)
+        options, settings = training_settings(meta["options"], need_schedule=False)
+        lm = TrainingLM(options, settings)
+        optimizer = make_optimizer(settings, lm.trainable_variables())
+        with np.load(path) as stored:
+            lstm = {key[len("lstm/"):]: tf.Variable(stored[key]) for key in stored.files if key.startswith("lstm/")}
+        step = tf.Variable(0, dtype=tf.int64)
+        data = {"batches": tf.Variable(0, dtype=tf.int64), "source": tf.Variable(0, dtype=tf.int64)}
+        checkpoints.restore_training(path, lm, optimizer, step, lstm, data)
+        parts = {"model": lm.bilm_variables(), "softmax": lm.softmax_variables(), "optimizer": optimizer.accumulators,
+                 "boundary_state": {**lm.boundary_state, "n_starts": lm.n_boundary_starts}, "step": step,
+                 "lstm_states": lstm, "data": data}
+        if record_optimizer:
+            parts["metadata"] = {"optimizer": tf.Variable(settings.optimizer, dtype=tf.string, trainable=False)}
+        if meta["vocabulary"] is not None:
+            parts["vocabulary"] = tf.Variable(meta["vocabulary"], dtype=tf.int64, trainable=False)
+        manager = tf.train.CheckpointManager(tf.train.Checkpoint(**parts), save_dir, max_to_keep=None,
+                                             checkpoint_name="model.ckpt")
+        prefix = manager.save(checkpoint_number=meta["step"])
+        os.remove(path)
+    return prefix
 
 
 def scale_gradient(gradient, scale):

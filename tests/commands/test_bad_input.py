@@ -61,8 +61,8 @@ def files(tmp_path_factory):
     (bad / "a_directory").mkdir()
     damaged = root / "damaged_ckpt"
     shutil.copytree(save_dir, damaged)
-    data_file = next(damaged.glob("model.ckpt-2.data-*"))
-    data_file.write_bytes(data_file.read_bytes()[:100])
+    checkpoint = damaged / "checkpoint.npz"
+    checkpoint.write_bytes(checkpoint.read_bytes()[:100])
     return {"options": options_file, "weights": weight_file, "model": str(root / "model"), "text": corpus["heldout"],
             "train": corpus["train"], "vocab": corpus["vocab"], "training_options": str(training_options),
             "save_dir": str(save_dir), "damaged": str(damaged), "out": str(root / "out"),
@@ -110,7 +110,7 @@ CASES = [
                     "--options_file", "{training_options}"], "already holds checkpoints", 1),
     ("restart", ["--train_prefix", "{train}", "--vocab_file", "{vocab}", "--save_dir", "{out}/none"], "none", 1),
     ("restart", ["--train_prefix", "{train}", "--vocab_file", "{vocab}", "--save_dir", "{damaged}"],
-     "damaged_ckpt/model.ckpt-2 is damaged", 1),
+     "damaged_ckpt/checkpoint.npz is not a readable checkpoint", 1),
     ("restart", ["--train_prefix", "{train}", "--vocab_file", "{reordered}", "--save_dir", "{save_dir}"],
      "reordered.txt is not the vocabulary", 1),
     ("restart", ["--train_prefix", "{train}", "--vocab_file", "{larger}", "--save_dir", "{save_dir}"], "larger.txt",

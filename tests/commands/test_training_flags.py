@@ -114,7 +114,8 @@ RESTART = '''
 import dataclasses, json, os, runpy, sys
 import numpy as np
 from bilm.training.config.training_config import data_fingerprint
-from bilm.training.jax import checkpoints, loop as jax_loop
+from bilm.training.jax import loop as jax_loop
+from bilm.training.run import run_checkpoint as checkpoints
 
 folder, train_prefix, vocab = sys.argv[1:4]
 options = json.load(open(folder + "/options.json"))

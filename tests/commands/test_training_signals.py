@@ -104,7 +104,7 @@ def test_sigterm_exits_143_and_the_restart_it_names_ends_like_a_straight_run(tmp
     step = int(saved.group(1))
     # Step 20 ended before the signal was sent; the step after it carries it to the loop.
     assert 20 < step < run_files["steps_per_epoch"] - 10
-    assert saved.group(2) == str(save_dir / f"model.ckpt-{step}") and checkpoint_numbers(save_dir) == [step]
+    assert saved.group(2) == str(save_dir / "checkpoint.npz") and checkpoint_numbers(save_dir) == [step]
     command = shlex.split(saved.group(3))
     script = script_command("restart.py")  # runs from any directory
     assert command[:len(script)] == script and (script == ["restart.py"] or os.path.isabs(script[-1]))

@@ -84,12 +84,15 @@ def test_other_layouts_say_what_they_are(tmp_path, names, message):
 
 
 @pytest.mark.parametrize("top", ["", "run/"])
-def test_a_training_checkpoint_directory_says_to_dump_the_weights_first(tmp_path, top):
-    _files(tmp_path, [top + name for name in ("options.json", "checkpoint", "model.ckpt-120.index",
-                                              "model.ckpt-120.data-00000-of-00001")])
+@pytest.mark.parametrize("files, found", [(["checkpoint.npz", "checkpoint-100.npz"], "checkpoint.npz"),
+                                          (["jax_checkpoint.npz"], "jax_checkpoint.npz"),
+                                          (["checkpoint", "model.ckpt-120.index",
+                                            "model.ckpt-120.data-00000-of-00001"], "checkpoint")])
+def test_a_training_checkpoint_directory_says_to_dump_the_weights_first(tmp_path, top, files, found):
+    _files(tmp_path, [top + name for name in ["options.json", *files]])
     save_dir = tmp_path / top
     with pytest.raises(ModelFileError, match=(
-            rf"is a training checkpoint directory \(checkpoint, model.ckpt-\*\), without the HDF5 weights "
+            rf"is a training checkpoint directory \({found}\), without the HDF5 weights "
             rf"bilm.load reads\. Write them first: python bin/dump_weights.py --save_dir "
             rf"{re.escape(str(save_dir).rstrip(os.sep))} --outfile "
             rf"{re.escape(os.path.join(save_dir, 'weights.hdf5'))}, then load that directory\.")):

@@ -10,9 +10,9 @@ import tensorflow as tf
 from bilm.optimizers import make_optimizer, optimizer_class
 from bilm.training.config.settings import training_settings
 from bilm.training.convert.tensorflow_state import object_paths, read_tensorflow_state
-from bilm.training.jax import checkpoints as array_checkpoints
 from bilm.training.model.training_lm import TrainingLM
 from bilm.training.run import checkpoints
+from bilm.training.run import run_checkpoint as array_checkpoints
 from bilm.training.run.run_origin import Restart
 from training_helpers import tiny_options
 
@@ -75,6 +75,12 @@ def test_values_cross_between_the_two_kinds_of_checkpoint_both_ways(tmp_path, ex
         np.testing.assert_array_equal(flat[key], objects[path].numpy(), err_msg=f"{key} <- {path}")
     if extra["optimizer"] == "adam":
         assert state["optimizer"]["iterations"].dtype == np.int32
+    # What a run on TensorFlow writes now: the same arrays under the same keys, from its variables.
+    written = checkpoints.training_arrays(lm, optimizer, lstm)
+    assert sorted(written) == sorted(flat)
+    for key, value in written.items():
+        assert value.dtype == flat[key].dtype, key
+        np.testing.assert_array_equal(value, flat[key], err_msg=key)
     # And back: the state written as an array checkpoint, restored into another run's variables.
     array_dir = tmp_path / "arrays"
     array_dir.mkdir()

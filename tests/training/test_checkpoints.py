@@ -1,5 +1,4 @@
 """Checkpoints: restarts continue exactly, state and data position, clear errors."""
-import functools
 import os
 import shutil
 
@@ -16,7 +15,15 @@ from bilm.training.run.checkpoints import (
     saved_optimizer,
 )
 from bilm.training.run.loop import train
-from training_helpers import checkpoint_arrays, checkpoint_numbers, open_data, tiny_options, write_corpus
+from bilm.training.run.run_checkpoint import read_file_meta
+from training_helpers import (
+    as_tensorflow_checkpoints,
+    checkpoint_arrays,
+    checkpoint_numbers,
+    open_data,
+    tiny_options,
+    write_corpus,
+)
 
 
 @pytest.fixture(scope="module")
@@ -38,6 +45,7 @@ def test_restart_continues_exactly_like_a_straight_run(tmp_path, corpus, sample_
                   verbose=0)
     # Killed after step 3, at most the steps since the last checkpoint are lost.
     assert checkpoint_numbers(resumed_dir) == [2, 3]
+    at_three = checkpoint_arrays(first["checkpoint"])
     second = train(options, open_data(options, corpus), 1, resumed_dir, None, restart_ckpt_file=first["checkpoint"],
                    max_steps=3, verbose=0)
     assert straight["step"] == second["step"] == 6
@@ -47,7 +55,6 @@ def test_restart_continues_exactly_like_a_straight_run(tmp_path, corpus, sample_
     assert any(key.startswith("optimizer/") for key in got) and any(key.startswith("lstm_states/") for key in got)
     for key in expected:
         np.testing.assert_allclose(got[key], expected[key], rtol=1e-5, atol=1e-6, err_msg=key)
-    at_three = checkpoint_arrays(first["checkpoint"])
     assert int(got["data/batches/.ATTRIBUTES/VARIABLE_VALUE"]) == 6
     assert any(np.abs(got[k] - at_three[k]).max() > 1e-4 for k in got if k.startswith("model/"))
 
@@ -86,7 +93,7 @@ def test_latest_checkpoint_and_options(tmp_path, corpus):
     os.remove(tmp_path / "options.json")
     with pytest.raises(CheckpointError, match="options.json not found"):
         load_options_latest_checkpoint(tmp_path)
-    assert tf.train.latest_checkpoint(str(tmp_path)) == path
+    assert path == str(tmp_path / "checkpoint.npz")
 
 
 @pytest.fixture(scope="module")
@@ -95,19 +102,49 @@ def four_steps(tmp_path_factory, corpus):
     save_dir = tmp_path_factory.mktemp("four_steps")
     options = tiny_options()
     first = train(options, open_data(options, corpus), 1, save_dir, None, max_steps=4, checkpoint_every=2, verbose=0)
-    assert first["checkpoint"] == str(save_dir / "model.ckpt-4") and checkpoint_numbers(save_dir) == [2, 4]
+    assert first["checkpoint"] == str(save_dir / "checkpoint.npz") and checkpoint_numbers(save_dir) == [2, 4]
     return save_dir
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("damage", ["cut short", "index cut short", "data missing"])
-def test_a_damaged_checkpoint_names_its_files_and_the_newest_readable_one(tmp_path, corpus, four_steps, damage):
+@pytest.mark.parametrize("damage", ["cut short", "overwritten"])
+def test_a_damaged_checkpoint_names_the_earlier_one_kept_and_doing_as_it_says_continues(tmp_path, corpus,
+                                                                                        four_steps, damage):
     options = tiny_options()
     data = open_data(options, corpus)
     tmp_path = tmp_path / "run"
     shutil.copytree(four_steps, tmp_path)
+    newest = tmp_path / "checkpoint.npz"
+    if damage == "cut short":
+        with open(newest, "r+b") as f:
+            f.truncate(os.path.getsize(newest) // 2)
+    else:
+        newest.write_bytes(b"\0" * 1000)
+    message = (f"{newest} is not a readable checkpoint of bilm .* The newest earlier one is "
+               f"{tmp_path}/checkpoint-2.npz \\(step 2\\): move checkpoint.npz out of {tmp_path}, rename "
+               "checkpoint-2.npz to checkpoint.npz and run again.")
+    with pytest.raises(CheckpointError, match=message):
+        train(options, data, 1, tmp_path, None, restart_ckpt_file=newest, max_steps=1, verbose=0)
+    with pytest.raises(CheckpointError, match=message):
+        latest_checkpoint(tmp_path)
+    os.rename(newest, tmp_path / "damaged.npz")
+    os.rename(tmp_path / "checkpoint-2.npz", newest)
+    assert latest_checkpoint(tmp_path) == str(newest)
+    resumed = train(options, data, 1, tmp_path, None, restart_ckpt_file=newest, max_steps=1, verbose=0)
+    assert resumed["step"] == 3
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("damage", ["cut short", "index cut short", "data missing"])
+def test_a_damaged_checkpoint_of_an_earlier_run_on_tensorflow_names_its_files_and_the_newest_readable_one(
+        tmp_path, corpus, four_steps, damage):
+    options = tiny_options()
+    data = open_data(options, corpus)
+    tmp_path = tmp_path / "run"
+    shutil.copytree(four_steps, tmp_path)
+    as_tensorflow_checkpoints(tmp_path)
     newest = str(tmp_path / "model.ckpt-4")
-    assert latest_checkpoint(tmp_path) == newest and checkpoint_numbers(tmp_path) == [2, 4]
+    assert latest_checkpoint(tmp_path) == newest
     data_file = newest + ".data-00000-of-00001"
     if damage == "cut short":
         with open(data_file, "r+b") as f:
@@ -141,7 +178,7 @@ def test_a_checkpoint_records_its_optimizer_and_a_restart_reads_it_not_a_guess(t
     options = tiny_options(optimizer="adam", learning_rate=0.01)
     data = open_data(options, corpus)
     first = train(options, data, 1, tmp_path, None, max_steps=1, verbose=0)
-    assert tf.train.load_checkpoint(first["checkpoint"]).get_tensor(OPTIMIZER_NAME) == b"adam"
+    assert read_file_meta(first["checkpoint"])["options"]["optimizer"] == "adam"
     monkeypatch.setattr(checkpoints, "checkpoint_optimizer", lambda names: pytest.fail("guessed the optimizer"))
     assert saved_optimizer(first["checkpoint"]) == "adam"
     resumed = train(options, data, 1, tmp_path, None, restart_ckpt_file=first["checkpoint"], max_steps=1, verbose=0)
@@ -158,10 +195,8 @@ def test_a_checkpoint_of_the_old_layout_without_the_optimizers_name_restarts_exa
     options = tiny_options(optimizer="adam", learning_rate=0.01, dropout=0.1)
     straight = train(options, open_data(options, corpus), 1, tmp_path / "straight", None, max_steps=6, verbose=0)
     # Written as the code before the name wrote it: the same objects, without `metadata/optimizer`.
-    monkeypatch.setattr(checkpoints, "build_checkpoint", functools.partial(checkpoints.build_checkpoint,
-                                                                           for_restore=True))
-    old = train(options, open_data(options, corpus), 1, tmp_path / "old", None, max_steps=3, verbose=0)
-    monkeypatch.undo()
+    train(options, open_data(options, corpus), 1, tmp_path / "old", None, max_steps=3, verbose=0)
+    old = {"checkpoint": as_tensorflow_checkpoints(tmp_path / "old", record_optimizer=False)}
     names = tf.train.load_checkpoint(old["checkpoint"]).get_variable_to_shape_map()
     assert OPTIMIZER_NAME not in names and not any(name.startswith("metadata") for name in names)
     assert saved_optimizer(old["checkpoint"]) == "adam"
@@ -175,4 +210,4 @@ def test_a_checkpoint_of_the_old_layout_without_the_optimizers_name_restarts_exa
     assert sorted(expected) == sorted(got) and any("iterations" in name for name in got)
     for key in expected:
         np.testing.assert_allclose(got[key], expected[key], rtol=1e-5, atol=1e-6, err_msg=key)
-    assert tf.train.load_checkpoint(resumed["checkpoint"]).get_tensor(OPTIMIZER_NAME) == b"adam"
+    assert saved_optimizer(resumed["checkpoint"]) == "adam"

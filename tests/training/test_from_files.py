@@ -9,7 +9,6 @@ import json
 import os
 
 import pytest
-import tensorflow as tf
 
 import bilm.training.config.training_config as training_config
 import bilm.training.run.from_files as from_files
@@ -17,6 +16,7 @@ from bilm.errors import UserError
 from bilm.presets import training_options
 from bilm.training.data.lm_dataset import BidirectionalLMDataset, LMDataset
 from bilm.training.data.shards import count_tokens
+from bilm.training.run import run_checkpoint
 from bilm.training.run.checkpoints import CheckpointError, data_fingerprint
 from bilm.training.run.from_files import load_training_data, train_from_files
 from helpers import write_vocab
@@ -110,10 +110,8 @@ def _write_checkpoint(save_dir, options, data_source):
     os.makedirs(save_dir)
     with open(os.path.join(save_dir, "options.json"), "w") as f:
         json.dump(options, f)
-    position = {"batches": tf.Variable(5, dtype=tf.int64), "source": tf.Variable(data_fingerprint(data_source),
-                                                                                dtype=tf.int64)}
-    manager = tf.train.CheckpointManager(tf.train.Checkpoint(data=position), save_dir, 1, checkpoint_name="model.ckpt")
-    return manager.save(checkpoint_number=5)
+    return run_checkpoint.save_checkpoint(save_dir, {}, 5, options, 0, data_batches=5,
+                                          data_source=data_fingerprint(data_source))
 
 
 def test_a_restart_counts_the_tokens_again_only_on_other_data(tmp_path, corpus, train_calls, monkeypatch):

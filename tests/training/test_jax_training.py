@@ -18,8 +18,8 @@ import bilm
 import numpy_reference as R
 from backend_processes import backend_environment, json_result, run_on_backend
 from bilm import BidirectionalLanguageModel
-from helpers import ROOT, SENTENCES
-from training_helpers import tiny_options, unigram_perplexity, write_corpus
+from helpers import ROOT, SENTENCES, write_vocab
+from training_helpers import WORDS, as_tensorflow_checkpoints, tiny_options, unigram_perplexity, write_corpus
 
 TRAIN = '''
 import functools, json, os, signal, sys
@@ -90,7 +90,7 @@ def _train(folder, options, *runs, backend="jax"):
 
 
 def _checkpoint_arrays(save_dir):
-    with np.load(save_dir / "jax_checkpoint.npz") as f:
+    with np.load(save_dir / "checkpoint.npz") as f:
         return {key: f[key] for key in f.files if key != "__meta__"}
 
 
@@ -109,7 +109,7 @@ def test_training_goes_far_below_unigram_perplexity(tmp_path, run_files, extra):
         return
     # Token inputs: the trained table goes to the embedding file, which TensorFlow's bilm reads (prediction ids
     # are the training ids plus one, 0 the padding row).
-    with np.load(tmp_path / "run" / "jax_checkpoint.npz") as checkpoint:
+    with np.load(tmp_path / "run" / "checkpoint.npz") as checkpoint:
         tables = [checkpoint[key] for key in checkpoint.files
                   if key.startswith("bilm/") and checkpoint[key].shape == (corpus["n_vocab"], 8)]
     assert len(tables) == 1
@@ -205,6 +205,14 @@ def test_the_training_scripts_run_on_jax_and_pytorch(tmp_path, run_files, backen
                              tmp_path / "options.json", environment=environment, check=False)
     assert refused.returncode == 1 and "already holds a run's checkpoint" in refused.stderr, refused.stderr[-2000:]
     assert f"bin/restart.py --save_dir {tmp_path / 'run'}" in refused.stderr
+    # The checkpoint records its vocabulary: another one (the same words in another order) is refused, in one line.
+    reordered = write_vocab(tmp_path, WORDS[::-1], name="reordered.txt")
+    for script, flags in (("bin/restart.py", common[:2] + ["--vocab_file", reordered] + common[4:6]),
+                          ("bin/run_test.py", ["--test_prefix", corpus["heldout"], "--vocab_file", reordered,
+                                               "--save_dir", tmp_path / "run"])):
+        refused = run_on_backend(backend, SCRIPT, script, *flags, environment=environment, check=False)
+        assert refused.returncode == 1, refused.stderr[-2000:]
+        assert "reordered.txt is not the vocabulary" in refused.stderr.strip().splitlines()[-1], refused.stderr[-2000:]
     run_on_backend(backend, SCRIPT, "bin/dump_weights.py", "--save_dir", tmp_path / "run", "--outfile",
                    tmp_path / "model" / "weights.hdf5", environment=environment)
     # TensorFlow's bilm opens what JAX trained.
@@ -244,7 +252,7 @@ for name, call in {"new run over a checkpoint": lambda: train(options, data, 1, 
         call()
     except (UserError, TypeError) as error:
         report["refused"][name] = str(error)
-arrays = [dict(np.load(folder + f"/{run}/jax_checkpoint.npz")) for run in ("calls", "straight")]
+arrays = [dict(np.load(folder + f"/{run}/checkpoint.npz")) for run in ("calls", "straight")]
 report["same_checkpoint"] = all(np.array_equal(arrays[0][key], arrays[1][key]) for key in arrays[1]
                                 if key != "__meta__")
 report["tensorflow_imported"] = "tensorflow" in sys.modules
@@ -269,7 +277,7 @@ def test_bilm_training_train_runs_on_jax_with_its_arguments(tmp_path, run_files)
     assert "restart_ckpt_file" in refused["new run over a checkpoint"] and "log_every" in refused["unknown argument"]
     assert "already holds a run's checkpoint" in refused["new run under the lock"]
     assert "holds no checkpoint" in refused["restart under the lock"]
-    assert not (tmp_path / "empty" / "jax_checkpoint.npz").exists()
+    assert not (tmp_path / "empty" / "checkpoint.npz").exists()
     assert all("\n" not in message for message in refused.values())
     # TensorBoard's scalars of the first call (steps 2 and 3: every 2 steps, and the last pending one is not
     # due), written without TensorFlow, read by TensorFlow's reader (checksums included).
@@ -317,7 +325,8 @@ def test_ctrl_c_while_a_run_on_jax_compiles_its_start_ends_in_one_line(tmp_path,
 LOOP_SETTINGS = '''
 import functools, json, os, sys, warnings
 from bilm.training.data.lm_dataset import load_training_data
-from bilm.training.jax import checkpoints, loop
+from bilm.training.jax import loop
+from bilm.training.run import run_checkpoint as checkpoints
 from bilm.training.jax.evaluation import evaluate_from_files_on_jax
 from bilm.training.run.run_schedule import SaveTimer
 
@@ -480,8 +489,9 @@ def _datasets(group, prefix=""):
 @pytest.mark.slow
 def test_a_run_stopped_on_tensorflow_continues_on_jax_and_pytorch_and_back(tmp_path, run_files):
     """TensorFlow -> JAX, TensorFlow -> PyTorch, and TensorFlow -> JAX -> PyTorch -> TensorFlow each end where the
-    uninterrupted TensorFlow run ends, to round-off: every backend reads the others' checkpoints (the same random
-    numbers from the same seed and step), without TensorFlow on JAX and PyTorch."""
+    uninterrupted TensorFlow run ends, to round-off: every backend reads the checkpoint every backend writes (the
+    same random numbers from the same seed and step), and an earlier TensorFlow run's, without TensorFlow on JAX and
+    PyTorch."""
     folder, corpus = run_files
     options = tiny_options(n_tokens_vocab=corpus["n_vocab"], n_train_tokens=16 * 5 * 100, dropout=0.1,
                            n_negative_samples_batch=8, max_steps=7)
@@ -501,6 +511,8 @@ def test_a_run_stopped_on_tensorflow_continues_on_jax_and_pytorch_and_back(tmp_p
     assert whole["step"] == 7 and signalled["interrupted"] and 0 < signalled["step"] < 6, signalled
     for copy in ("to_jax", "to_torch", "round_trip"):
         shutil.copytree(tmp_path / "signalled", tmp_path / copy)
+    # A checkpoint of an earlier run on TensorFlow (tf.train's files) continues on JAX as the run's own does.
+    as_tensorflow_checkpoints(tmp_path / "to_jax")
     to_jax, round_trip_jax, whole_read_on_jax = on(
         "jax", ("to_jax", 100, None, None), ("round_trip", 1, None, None), ("whole", 0, None, "whole_on_jax.hdf5"),
         evaluate=["whole"])

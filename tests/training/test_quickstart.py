@@ -27,7 +27,7 @@ def trainings(monkeypatch):
 
     def train(train_prefix, vocab_file, save_dir, options_file, **kwargs):
         save_dirs.append(save_dir)
-        with open(os.path.join(save_dir, "model.ckpt-1.index"), "w") as f:
+        with open(os.path.join(save_dir, "checkpoint.npz"), "w") as f:
             f.write("new")
         raise Trained
 
@@ -41,7 +41,7 @@ def _first_run(directory):
     with pytest.raises(Trained):
         run_quickstart(str(directory), verbose=0)
     (directory / "checkpoint").mkdir()
-    (directory / "checkpoint" / "model.ckpt-5.index").write_text("first run")
+    (directory / "checkpoint" / "checkpoint.npz").write_text("first run")
     QuickstartDirectory(str(directory)).record("checkpoint")
 
 
@@ -64,7 +64,7 @@ def test_a_rerun_passes_its_checks_and_keeps_the_earlier_checkpoints_until_its_o
             run_quickstart(str(directory), n_epochs=n_epochs)
         assert "Starting over in" in capsys.readouterr().out
         # Training failed: the earlier run's checkpoints are still there, and nothing new is left behind.
-        assert (directory / "checkpoint" / "model.ckpt-5.index").read_text() == "first run"
+        assert (directory / "checkpoint" / "checkpoint.npz").read_text() == "first run"
         assert sorted(os.listdir(directory)) == sorted([MARKER, "checkpoint", "corpus", "train_options.json"])
         assert os.listdir(tmp_path) == ["qs"]  # the lock (qs.lock) is gone
     assert len(trainings) == 3 and (directory / "corpus" / "vocab.txt").read_bytes() == vocab
@@ -84,7 +84,7 @@ def test_a_rerun_refuses_before_any_work_to_replace_what_someone_changed(tmp_pat
                                          f"{directory}, or pass another --directory"):
         run_quickstart(str(directory), verbose=0)
     assert path.read_text() == "mine" and len(trainings) == 1
-    assert (directory / "checkpoint" / "model.ckpt-5.index").read_text() == "first run"
+    assert (directory / "checkpoint" / "checkpoint.npz").read_text() == "first run"
 
 
 def test_a_directory_an_earlier_bilm_marked_is_rerun_when_its_corpus_is_the_one_it_writes(tmp_path, trainings):
@@ -96,7 +96,7 @@ def test_a_directory_an_earlier_bilm_marked_is_rerun_when_its_corpus_is_the_one_
     with pytest.raises(Trained):
         run_quickstart(str(directory), verbose=0)
     (directory / "checkpoint").mkdir()
-    (directory / "checkpoint" / "model.ckpt-5.index").write_text("unrecorded")
+    (directory / "checkpoint" / "checkpoint.npz").write_text("unrecorded")
     (directory / MARKER).write_text("")
     with pytest.raises(ValueError, match="checkpoint is not as the quick start left it"):
         run_quickstart(str(directory), verbose=0)
@@ -140,7 +140,7 @@ def test_the_quick_start_runs_twice_in_its_directory(tmp_path, monkeypatch):
                                                     "weights.hdf5", "weights_options.json"])
     recorded = QuickstartDirectory(str(directory)).files
     assert "weights.hdf5" in recorded and "corpus/vocab.txt" in recorded
-    assert any(name.startswith("checkpoint/model.ckpt-") for name in recorded)
+    assert "checkpoint/checkpoint.npz" in recorded
 
 
 def test_the_options_are_the_tiny_preset_in_a_small_training_form():

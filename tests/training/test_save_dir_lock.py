@@ -8,7 +8,7 @@ import pytest
 from bilm.io.formats.output_files import OutputLockedError
 from bilm.training.run.loop import train
 from helpers import ROOT, ready_process
-from training_helpers import open_data, tiny_options, write_corpus
+from training_helpers import checkpoint_numbers, open_data, tiny_options, write_corpus
 
 HOLD_LOCK = """
 import sys
@@ -39,7 +39,7 @@ def test_a_second_run_on_a_save_dir_in_use_is_refused_before_it_writes_anything(
         holder.wait(30)
     # Once the other run is over (or killed: the kernel drops a dead process's lock), the save_dir is free.
     train(options, open_data(options, corpus), 1, save_dir, None, max_steps=2, verbose=0)
-    assert any(name.startswith("model.ckpt-2") for name in os.listdir(save_dir))
+    assert checkpoint_numbers(save_dir) == [2]
     assert not os.path.exists(f"{save_dir}.lock")
 
 

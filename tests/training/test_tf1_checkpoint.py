@@ -10,6 +10,7 @@ from bilm.training.convert.tf1_checkpoint import convert_tf1_checkpoint
 from bilm.training.convert.weight_export import dump_weights
 from bilm.training.run.checkpoints import CheckpointError
 from bilm.training.run.loop import train
+from bilm.training.run.run_checkpoint import read_file_meta
 from training_helpers import checkpoint_arrays, open_data, tiny_options, write_corpus
 
 N_VOCAB, P = 23, 8
@@ -57,7 +58,7 @@ def test_char_checkpoint_round_trip_and_fine_tuning(tmp_path):
     save_dir = tmp_path / "converted"
 
     path = convert_tf1_checkpoint(prefix, str(options_file), save_dir)
-    assert path.endswith("model.ckpt-1234")
+    assert path == str(save_dir / "checkpoint.npz") and read_file_meta(path)["step"] == 1234
     saved_options = json.loads((save_dir / "options.json").read_text())
     assert saved_options["char_cnn"]["n_characters"] == 261 and saved_options["n_tokens_vocab"] == N_VOCAB
 

@@ -1,7 +1,7 @@
 """Held-out perplexity of the latest checkpoint in --save_dir (full softmax).
 
-With Keras on JAX (KERAS_BACKEND=jax), --save_dir is a run trained on JAX
-(its jax_checkpoint.npz); otherwise TensorFlow's checkpoints.
+The checkpoint is the run's (checkpoint.npz), written on any backend, or an
+earlier run's; it is evaluated on Keras's backend (KERAS_BACKEND).
 
 Ends with one line: AVERAGE PERPLEXITY = <number>.
 """

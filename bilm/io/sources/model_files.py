@@ -67,8 +67,8 @@ FOREIGN_LAYOUTS = (
      ("{where} holds a TF-Hub module or SavedModel other than a TF1 Hub module of ELMo (whose variables bilm "
       "reads), not an options file with HDF5 weights. Load it with tf.saved_model.load({directory!r}) (or "
       "hub.load); found {found}.")),
-    (("checkpoint",),
-     ("{where} is a training checkpoint directory (checkpoint, model.ckpt-*), without the HDF5 weights "
+    (("checkpoint.npz", "jax_checkpoint.npz", "checkpoint"),
+     ("{where} is a training checkpoint directory ({found}), without the HDF5 weights "
       "bilm.load reads. Write them first: python bin/dump_weights.py --save_dir {directory} --outfile "
       "{weight_file}, then load that directory.")),
 )

@@ -1,6 +1,7 @@
-"""A run's checkpoint written on TensorFlow (`model.ckpt-<step>`, `bilm.training.run.checkpoints`) as the
-state of arrays that the array checkpoint holds (`bilm.training.jax.checkpoints`), and back: the bridge by
-which a run moves between TensorFlow and JAX or PyTorch, either way, read with NumPy alone.
+"""TensorFlow's names of a run's values: a state key of the run's checkpoint (`bilm.training.run.run_checkpoint`)
+to and from the object path of TensorFlow's variables, by which TensorFlow's run writes and reads that
+checkpoint, and an earlier run's TensorFlow checkpoint (`model.ckpt-<step>`) is read as the state of arrays on
+any backend, with NumPy alone.
 
 The two hold the same values under other names. A state key (a path in
 `JaxTrainStep.initial_state()`) names its TensorFlow checkpoint object
@@ -35,7 +36,7 @@ FORMAT = "tensorflow"
 OPTIONS_FILE = "options.json"
 _VALUE = "/.ATTRIBUTES/VARIABLE_VALUE"  # the suffix of a variable's value in a TensorFlow checkpoint
 _SCALARS = {"step": "step", "data_batches": "data/batches", "data_source": "data/source",
-            "n_boundary_starts": "boundary_state/n_starts"}
+            "n_boundary_starts": "boundary_state/n_starts", "vocabulary": "vocabulary"}
 
 
 def checkpoint_key(object_path):
@@ -66,7 +67,7 @@ def object_paths(template, trainable_names, non_trainable_names, optimizer):
 
 
 def tensorflow_meta(save_dir):
-    """The meta of the newest TensorFlow checkpoint in `save_dir`, as `bilm.training.jax.checkpoints.read_meta`
+    """The meta of the newest TensorFlow checkpoint in `save_dir`, as `bilm.training.run.run_checkpoint.read_meta`
     gives an array checkpoint's (`"format": "tensorflow"`, its `"path"` prefix, `"seed"` None), or None when
     there is none."""
     listed = listed_checkpoints(save_dir)
@@ -84,7 +85,7 @@ def tensorflow_meta(save_dir):
         raise TensorflowCheckpointError(f"{options_file} not found: a run's options are saved there beside its "
                                  "checkpoints; copy the options file it was trained with to that name.") from None
     return {"format": FORMAT, "path": prefix, "seed": None, "options": options, "n_boundary_starts": 0,
-            "data_batches": 0, "data_source": None, **meta}
+            "data_batches": 0, "data_source": None, "vocabulary": None, **meta}
 
 
 def read_tensorflow_state(prefix, template, names):

@@ -1,4 +1,5 @@
-"""Converting an original bilm-tf (TF1) training checkpoint into a TF2 one.
+"""Converting an original bilm-tf (TF1) training checkpoint into a run's checkpoint
+(`bilm.training.run.run_checkpoint`), which every backend continues.
 
 bilm-tf keeps the model under the variable scope `lm/` with the names of
 the HDF5 weight file (`lm/char_embed`, `lm/CNN/W_cnn_0`,
@@ -19,8 +20,8 @@ from bilm.options import load_options, save_options
 from bilm.presets import TRAINING_DEFAULTS
 from bilm.training.config.settings import training_settings
 from bilm.training.model.training_lm import TrainingLM
-from bilm.training.run import checkpoints
-from bilm.training.run.checkpoints import CHECKPOINT_NAME, OPTIONS_FILE, CheckpointError
+from bilm.training.run import checkpoints, run_checkpoint
+from bilm.training.run.checkpoints import OPTIONS_FILE, CheckpointError
 
 SCOPE = "lm/"
 SLOT_SUFFIX = "/Adagrad"
@@ -79,7 +80,8 @@ def training_options_for(options, reader):
 
 
 def convert_tf1_checkpoint(tf1_checkpoint, options, save_dir, max_to_keep=5):
-    """Writes a TF1 bilm-tf checkpoint as a checkpoint of `save_dir` that `train` can restart.
+    """Writes a TF1 bilm-tf checkpoint as the run's checkpoint of `save_dir`, which `train` continues on any
+    backend.
 
     Args:
         tf1_checkpoint: the TF1 checkpoint prefix (`.../model.ckpt-935588`)
@@ -89,7 +91,7 @@ def convert_tf1_checkpoint(tf1_checkpoint, options, save_dir, max_to_keep=5):
         save_dir: where the checkpoint and `options.json` are written.
 
     Returns:
-        The new checkpoint's prefix.
+        The new checkpoint's file (`save_dir/checkpoint.npz`).
 
     Raises:
         CheckpointError listing every missing or mis-shaped variable.
@@ -132,14 +134,12 @@ def convert_tf1_checkpoint(tf1_checkpoint, options, save_dir, max_to_keep=5):
 
     shapes = reader.get_variable_to_shape_map()
     step_value = int(reader.get_tensor(GLOBAL_STEP)) if GLOBAL_STEP in shapes else 0
-    step = tf.Variable(step_value, dtype=tf.int64)
-    data_position = {"batches": tf.Variable(0, dtype=tf.int64), "source": tf.Variable(0, dtype=tf.int64)}
     lstm_states = {key: tf.Variable(tf.zeros([settings.batch_size, size])) for key, _, size in lm.state_keys}
     save_dir = os.fspath(save_dir)
     os.makedirs(save_dir, exist_ok=True)
-    checkpoint = checkpoints.build_checkpoint(lm, optimizer, step, lstm_states, data_position)
-    manager = tf.train.CheckpointManager(
-        checkpoint, save_dir, max_to_keep=max_to_keep, checkpoint_name=CHECKPOINT_NAME)
-    path = manager.save(checkpoint_number=step_value)
+    # The stream it read is unknown (source 0): a restart starts its data at the beginning.
+    path = run_checkpoint.save_checkpoint(save_dir, checkpoints.training_arrays(lm, optimizer, lstm_states),
+                                          step_value, parsed.to_dict(), None, data_batches=0, data_source=0,
+                                          max_to_keep=max_to_keep)
     save_options(parsed, os.path.join(save_dir, OPTIONS_FILE))
     return path

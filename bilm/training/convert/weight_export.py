@@ -1,6 +1,6 @@
 """The latest checkpoint of a training directory as a weight file for prediction, on any backend: the run's
-array checkpoint (`bilm.training.jax.checkpoints`) or TensorFlow's, whichever is newer (read with NumPy:
-`bilm.training.convert.tensorflow_state`)."""
+checkpoint (`bilm.training.run.run_checkpoint`), or an earlier run's TensorFlow checkpoint where it is newer
+(read with NumPy: `bilm.training.convert.tensorflow_state`)."""
 import glob
 import os
 import warnings
@@ -12,7 +12,7 @@ from bilm.io.sources.model_files import options_file_beside
 from bilm.models.functional_bilm import build_bilm
 from bilm.options import holds_options, load_options, save_options
 from bilm.training.config.settings import training_settings
-from bilm.training.jax import checkpoints as jax_checkpoints
+from bilm.training.run import run_checkpoint
 
 TENSORFLOW_CHECKPOINT = "model.ckpt-<step>.index"
 
@@ -36,20 +36,20 @@ def dump_weights(save_dir, outfile, options_outfile=None, overwrite=False):
     only if it holds these options already (or with `overwrite=True`); all
     of this is checked before the checkpoint is read.
 
-    Either kind of checkpoint (TensorFlow's `model.ckpt-<step>`, JAX's and
-    PyTorch's `jax_checkpoint.npz`) is read on any backend, without
-    TensorFlow: the same files come out.
+    Every kind of checkpoint (the run's `checkpoint.npz`, and earlier runs'
+    `jax_checkpoint.npz` and TensorFlow's `model.ckpt-<step>`) is read on
+    any backend, without TensorFlow: the same files come out.
 
     Returns:
         dict with `weight_file`, `options_file` and, for token inputs,
         `embedding_weight_file`.
     """
     meta = _newest_meta(save_dir)
-    path = jax_checkpoints.stored_path(save_dir, meta)
+    path = meta["path"]
     options = load_options(meta["options"])
     char = options.char_cnn is not None
     outfile = os.fspath(outfile)
-    inputs = [os.path.join(os.fspath(save_dir), jax_checkpoints.OPTIONS_FILE), path,
+    inputs = [os.path.join(os.fspath(save_dir), run_checkpoint.OPTIONS_FILE), path,
               *glob.glob(glob.escape(path) + ".*")]
     check_output_file(outfile, inputs, kind=WEIGHTS_KIND, overwrite=overwrite)
     options_outfile = options_outfile or options_file_beside(outfile)
@@ -63,9 +63,9 @@ def dump_weights(save_dir, outfile, options_outfile=None, overwrite=False):
     network = build_bilm(options, n_token_vocab=None if char else settings.n_tokens_vocab,
                          bidirectional=settings.bidirectional, dropout=settings.dropout,
                          layout="training", kernel_initializer="zeros", name="bilm")
-    jax_checkpoints.read_network_weights(save_dir, meta, network, settings.optimizer)
+    run_checkpoint.read_network_weights(save_dir, meta, network, settings.optimizer)
     # The boundary state the run measured at its end (None: not yet, or a checkpoint of the first format).
-    save_bilm_weights(network, outfile, jax_checkpoints.read_boundary_state(save_dir, meta))
+    save_bilm_weights(network, outfile, run_checkpoint.read_boundary_state(save_dir, meta))
     if not settings.bidirectional:
         warnings.warn(f"{save_dir} holds a forward-only biLM: {outfile} has no backward LSTM weights "
                       "(RNN_1/...), so BidirectionalLanguageModel cannot load it.", stacklevel=2)
@@ -79,13 +79,13 @@ def dump_weights(save_dir, outfile, options_outfile=None, overwrite=False):
 
 def _newest_meta(save_dir):
     """`newest_meta(save_dir)`, or an error saying how to get a checkpoint there."""
-    meta = jax_checkpoints.newest_meta(save_dir) if os.path.isdir(save_dir) else None
+    meta = run_checkpoint.newest_meta(save_dir) if os.path.isdir(save_dir) else None
     if meta is not None:
         return meta
     if not os.path.isdir(save_dir):
         raise UserError(f"save_dir {os.fspath(save_dir)} does not exist; train first with bin/train_elmo.py.")
-    raise UserError(f"No checkpoint found in {os.fspath(save_dir)} (expected TensorFlow's {TENSORFLOW_CHECKPOINT} "
-                    f"and a 'checkpoint' file, or {jax_checkpoints.CHECKPOINT_FILE}); train first with "
+    raise UserError(f"No checkpoint found in {os.fspath(save_dir)} (expected {run_checkpoint.CHECKPOINT_FILE}, or "
+                    f"an earlier run's {TENSORFLOW_CHECKPOINT} and 'checkpoint' file); train first with "
                     "bin/train_elmo.py, or convert a TF1 checkpoint.")
 
 

@@ -13,10 +13,10 @@ from bilm.errors import UserError
 from bilm.options import load_options
 from bilm.training.config.settings import training_settings
 from bilm.training.data.lm_dataset import load_training_data
-from bilm.training.jax import checkpoints
 from bilm.training.jax.boundary_state_measure import measure_boundary_state
 from bilm.training.jax.train_step import SUFFIXES, JaxTrainStep
 from bilm.training.model.softmax_losses import full_softmax_loss
+from bilm.training.run import run_checkpoint
 from bilm.training.run.evaluation_starts import OPENING_TOKEN, check_evaluation_start, rows_for_a_short_text
 from bilm.utils.progress import Progress
 
@@ -43,7 +43,7 @@ def evaluate_state(step, state, data, batch_size=None, unroll_steps=1, start="ca
             `bilm.training.run.evaluation_starts`); `"zeros"` and `"warm"`
             need `unroll_steps=1`.
         boundary_state: for `"warm"`, `({state key: (size,)}, n_starts)`
-            (`checkpoints.read_boundary_state`, `measure_boundary_state`).
+            (`run_checkpoint.read_boundary_state`, `measure_boundary_state`).
         verbose: 1 for a progress line.
         between_batches: called with no argument after each batch (e.g. to
             stop on a signal by raising, between the backend's calls rather
@@ -103,7 +103,8 @@ def evaluate_from_files_on_jax(test_prefix, vocab_file, save_dir, batch_size=Non
     Args:
         test_prefix: a glob of the held-out shards.
         vocab_file: the run's vocabulary.
-        save_dir: the run's directory (`jax_checkpoint.npz`).
+        save_dir: the run's directory (its `checkpoint.npz`, or an earlier
+            run's checkpoint: `bilm.training.run.run_checkpoint`).
         batch_size: rows per batch (default: the run's own `batch_size`,
             so that the figure equals the held-out perplexity the run
             printed).
@@ -116,21 +117,18 @@ def evaluate_from_files_on_jax(test_prefix, vocab_file, save_dir, batch_size=Non
         float, the average perplexity.
     """
     check_evaluation_start(start, 1)
-    meta = checkpoints.newest_meta(save_dir)
+    meta = run_checkpoint.newest_meta(save_dir)
     if meta is None:
-        raise UserError(f"{save_dir} holds no checkpoint ({checkpoints.CHECKPOINT_FILE} or TensorFlow's "
-                        "model.ckpt-<step>); give the --save_dir of a training run.")
-    path = checkpoints.stored_path(save_dir, meta)
+        raise UserError(f"{save_dir} holds no checkpoint ({run_checkpoint.CHECKPOINT_FILE}, or an earlier run's "
+                        "jax_checkpoint.npz or model.ckpt-<step>); give the --save_dir of a training run.")
+    path = meta["path"]
     options = load_options(meta["options"])
     _, settings = training_settings(meta["options"])
     data, vocab = load_training_data(options, test_prefix, vocab_file, test=True)
-    if vocab.size != settings.n_tokens_vocab:
-        raise UserError(f"{vocab_file} has {vocab.size:,} tokens but {path} was "
-                        f"trained with a vocabulary of {settings.n_tokens_vocab:,}; give the training vocabulary "
-                        "(--vocab_file).")
+    run_checkpoint.check_vocabulary(meta, vocab)
     step = JaxTrainStep(options, settings, meta["seed"] or 0)
-    state, _ = checkpoints.load_state(save_dir, meta, step.initial_state(), step.network, settings.optimizer)
-    boundary_state = checkpoints.read_boundary_state(save_dir, meta)
+    state, _ = run_checkpoint.load_state(save_dir, meta, step.initial_state(), step.network, settings.optimizer)
+    boundary_state = run_checkpoint.read_boundary_state(save_dir, meta)
     if start == "warm" and boundary_state is None:
         boundary_state = measure_boundary_state(step, state, data)
         if verbose:

@@ -13,11 +13,11 @@ from bilm.training.config.model_choice import check_model_choice
 from bilm.training.config.training_config import data_fingerprint
 from bilm.training.data.lm_dataset import load_training_data
 from bilm.training.data.shards import count_tokens, report_token_count
-from bilm.training.jax import checkpoints
 from bilm.training.jax.adaptation import adapted_start
 from bilm.training.jax.loop import train_on_jax
 from bilm.training.model.adaptation import adaptation_options, open_model_to_adapt
 from bilm.training.model.softmax_init import DEFAULT_SOFTMAX_INIT, check_softmax_init
+from bilm.training.run import run_checkpoint
 
 
 def train_from_files_on_jax(train_prefix, vocab_file, save_dir, options_file=None, *, size=None, restart=False,
@@ -54,8 +54,8 @@ def train_from_files_on_jax(train_prefix, vocab_file, save_dir, options_file=Non
         raise UserError("strategy is a tf.distribute.Strategy, for TensorFlow; on JAX, n_gpus devices share each "
                         "batch (leave strategy out).")
     check_model_choice(restart, options_file, size, init_from)
-    meta = checkpoints.newest_meta(save_dir)
-    checkpoints.check_run_kind(save_dir, meta, bool(restart))  # before any work; again under the run's lock
+    meta = run_checkpoint.newest_meta(save_dir)
+    run_checkpoint.check_run_kind(save_dir, meta, bool(restart))  # before any work; again under the run's lock
     model = None
     if init_from is not None:
         softmax_init = check_softmax_init(DEFAULT_SOFTMAX_INIT if softmax_init is None else softmax_init)
@@ -75,6 +75,8 @@ def train_from_files_on_jax(train_prefix, vocab_file, save_dir, options_file=Non
     data, vocab = load_training_data(options, train_prefix, vocab_file, seed=seed)
     if meta is None:
         options = options.updated(n_tokens_vocab=vocab.size)
+    else:
+        run_checkpoint.check_vocabulary(meta, vocab)
     # As TensorFlow's: counted where not given, and anew where a restart reads other data than its checkpoint.
     data_source = os.path.abspath(train_prefix)
     other_data = meta is not None and meta["data_source"] not in (None, data_fingerprint(data_source))

@@ -15,10 +15,9 @@ from bilm.io.formats.output_files import check_output_directory, check_output_fi
 from bilm.options import holds_options, load_options, save_options
 from bilm.training.config.settings import training_settings
 from bilm.training.config.training_config import data_fingerprint, describe_data
-from bilm.training.jax import checkpoints
 from bilm.training.jax.train_step import JaxTrainStep
 from bilm.training.jax.training_run import JaxTrainingRun
-from bilm.training.run import policies
+from bilm.training.run import policies, run_checkpoint
 from bilm.training.run.driver import check_dtype_policy, run_steps
 from bilm.training.run.loop_settings import LoopSettings
 from bilm.training.run.policies.policy import LoopContext
@@ -49,7 +48,7 @@ def train_on_jax(options, data, save_dir, *, seed=0, max_steps=None, checkpoint_
             model) shuffled with `seed`: a restart skips the batches already
             trained on.
         save_dir: the run's directory: `options.json` and the checkpoint
-            (`bilm.training.jax.checkpoints`). A checkpoint there continues
+            (`bilm.training.run.run_checkpoint`). A checkpoint there continues
             exactly, if its options are these.
         seed: the run's seed: dropout masks, negatives, the softmax's start
             and the network's initial weights (`keras.utils.set_random_seed`'s,
@@ -57,8 +56,8 @@ def train_on_jax(options, data, save_dir, *, seed=0, max_steps=None, checkpoint_
         max_steps, checkpoint_every, checkpoint_every_minutes, heldout_every,
             heldout_batch_size, max_to_keep, data_source, tune_malloc,
             summary_every: the loop's settings, as `bilm.training.train`'s
-            (`LoopSettings`); the checkpoints kept are `jax_checkpoint.npz`
-            and the `max_to_keep - 1` before it (`checkpoints.kept_checkpoints`).
+            (`LoopSettings`); the checkpoints kept are `checkpoint.npz`
+            and the `max_to_keep - 1` before it (`run_checkpoint.kept_checkpoints`).
             A call that trained (or whose checkpoint has no boundary state
             yet) ends with the boundary state measured on `data`'s text,
             which the last checkpoint holds and `dump_weights` writes.
@@ -115,14 +114,14 @@ def train_on_jax(options, data, save_dir, *, seed=0, max_steps=None, checkpoint_
 
 def _train(options, options_dict, settings, data, save_dir, loop, save_timer, source, heldout_data, devices,
            start_state, restart, log_dir):
-    meta = checkpoints.newest_meta(save_dir)
-    checkpoints.check_run_kind(save_dir, meta, restart)
+    meta = run_checkpoint.newest_meta(save_dir)
+    run_checkpoint.check_run_kind(save_dir, meta, restart)
     seed = loop.seed
     # A run continued from TensorFlow's checkpoint takes this call's seed (TensorFlow's do not record it).
     if meta is not None and (_fixed(meta["options"]) != _fixed(options_dict) or meta["seed"] not in (None, seed)):
         changed = sorted(key for key in set(meta["options"]) | set(options_dict)
                          if key not in LENGTH_KEYS and meta["options"].get(key) != options_dict.get(key))
-        raise UserError(f"{checkpoints.stored_path(save_dir, meta)} continues another run (it differs in "
+        raise UserError(f"{meta['path']} continues another run (it differs in "
                         f"{', '.join(changed) or 'seed'}); give another save_dir, or the run's options and seed to "
                         f"continue it (only {', '.join(LENGTH_KEYS)} may change).")
     with StopSignals(loop.save_on_signals, interruptible_phases=False) as signals:
@@ -134,7 +133,7 @@ def _run(options, options_dict, settings, data, save_dir, loop, save_timer, sour
          start_state, meta, signals, log_dir):
     """`_train` within its signal handlers: a signal is acted on between JAX's calls, never inside one (an
     exception raised in the middle of an XLA compilation can crash the interpreter at its exit)."""
-    checkpoint = checkpoints.checkpoint_path(save_dir) if meta is None else checkpoints.stored_path(save_dir, meta)
+    checkpoint = run_checkpoint.checkpoint_path(save_dir) if meta is None else meta["path"]
     continue_with = f"the same train_on_jax call (save_dir={save_dir!r})"
     seed = loop.seed
 
@@ -147,9 +146,9 @@ def _run(options, options_dict, settings, data, save_dir, loop, save_timer, sour
     state = step.initial_state(softmax_seed=seed)
     taken, consumed, boundary_state, messages = 0, 0, None, []
     if meta is not None:
-        state, lstm_restored = checkpoints.load_state(save_dir, meta, state, step.network, settings.optimizer)
+        state, lstm_restored = run_checkpoint.load_state(save_dir, meta, state, step.network, settings.optimizer)
         state, taken = step.place(state), meta["step"]
-        boundary_state = checkpoints.read_boundary_state(save_dir, meta)
+        boundary_state = run_checkpoint.read_boundary_state(save_dir, meta)
         stop_if_signalled(taken, "starting", checkpoint)
         messages.append(f"Restored {checkpoint} (step {taken}).")
         if not lstm_restored:
@@ -162,7 +161,7 @@ def _run(options, options_dict, settings, data, save_dir, loop, save_timer, sour
             consumed = meta["data_batches"]
             messages.append(f"Same training data: skipping the {consumed} batches already consumed.")
     else:
-        options_file = os.path.join(os.fspath(save_dir), checkpoints.OPTIONS_FILE)
+        options_file = os.path.join(os.fspath(save_dir), run_checkpoint.OPTIONS_FILE)
         # A file of that name that holds other options is the user's: never replaced.
         check_output_file(options_file, content=holds_options(options))
         stop_if_signalled(0, "starting")
@@ -173,6 +172,7 @@ def _run(options, options_dict, settings, data, save_dir, loop, save_timer, sour
     schedule = Schedule.of(settings, len(step.devices))
     run = JaxTrainingRun(step, state, save_dir=save_dir, options=options_dict, seed=seed, taken=taken,
                          consumed=consumed, boundary_state=boundary_state, data_source=source,
+                         vocabulary=getattr(getattr(data, "vocab", None), "fingerprint", None),
                          max_to_keep=loop.max_to_keep, stop_signals=signals,
                          restored_from=checkpoint if meta is not None else None, log_dir=log_dir,
                          verbose=loop.verbose, save_timer=save_timer, continue_with=continue_with)

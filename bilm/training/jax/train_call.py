@@ -9,11 +9,11 @@ from bilm.backend import training_ops
 from bilm.errors import UserError
 from bilm.options import load_options
 from bilm.training.data.shards import count_tokens, report_token_count
-from bilm.training.jax import checkpoints
 from bilm.training.jax.adaptation import adapted_start
 from bilm.training.jax.loop import train_on_jax
 from bilm.training.model.adaptation import adaptation_options, open_model_to_adapt
 from bilm.training.model.softmax_init import DEFAULT_SOFTMAX_INIT, check_softmax_init
+from bilm.training.run import run_checkpoint
 
 
 def train(options, data, n_gpus, save_dir, log_dir, restart_ckpt_file=None, *, heldout_data=None, strategy=None,
@@ -29,11 +29,11 @@ def train(options, data, n_gpus, save_dir, log_dir, restart_ckpt_file=None, *, h
             `options`).
         n_gpus: JAX devices of its default kind to train on, `batch_size`
             rows each.
-        save_dir: the run's directory (`options.json`, `jax_checkpoint.npz`).
+        save_dir: the run's directory (`options.json`, `checkpoint.npz`).
         log_dir, summary_every: TensorBoard's scalars, as `train`'s (None:
             none), in an event file written without TensorFlow.
         restart_ckpt_file: to continue a run: its checkpoint, which on JAX
-            is the one in `save_dir` (`jax_checkpoint.npz` or `save_dir`
+            is the one in `save_dir` (`checkpoint.npz` or `save_dir`
             itself). None starts a new run, refused where `save_dir` holds
             a run's checkpoint.
         strategy: TensorFlow's; on JAX `n_gpus` devices share the batch
@@ -49,19 +49,19 @@ def train(options, data, n_gpus, save_dir, log_dir, restart_ckpt_file=None, *, h
     if strategy is not None:
         raise UserError("strategy is a tf.distribute.Strategy, for TensorFlow; on JAX, n_gpus devices share each "
                         "batch (leave strategy out).")
-    meta = checkpoints.newest_meta(save_dir)
-    checkpoint = checkpoints.checkpoint_path(save_dir) if meta is None else checkpoints.stored_path(save_dir, meta)
+    meta = run_checkpoint.newest_meta(save_dir)
+    checkpoint = run_checkpoint.checkpoint_path(save_dir) if meta is None else meta["path"]
     if restart_ckpt_file is not None:
         if init_from is not None:
             raise UserError("init_from starts a new run from a model; a restart continues its checkpoint.")
         if os.path.abspath(os.fspath(restart_ckpt_file)) not in (os.path.abspath(os.fspath(save_dir)),
                                                                 os.path.abspath(checkpoint),
-                                                                os.path.abspath(checkpoints.checkpoint_path(save_dir))):
+                                                                os.path.abspath(run_checkpoint.checkpoint_path(save_dir))):
             raise UserError(f"On JAX a run continues the checkpoint in its save_dir ({checkpoint}); "
                             f"restart_ckpt_file={os.fspath(restart_ckpt_file)!r} is elsewhere. Give save_dir the "
                             "run's directory.")
     restart = restart_ckpt_file is not None
-    checkpoints.check_run_kind(save_dir, meta, restart)  # before any work; again under the run's lock
+    run_checkpoint.check_run_kind(save_dir, meta, restart)  # before any work; again under the run's lock
     start_state = None
     if init_from is not None:
         check_softmax_init(softmax_init)

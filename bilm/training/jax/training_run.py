@@ -1,12 +1,12 @@
 """What one call of training on JAX holds, as the one training loop (`bilm.training.run.loop.run_steps`) and
-its policies drive it: the state of `JaxTrainStep`, its checkpoints in `save_dir` (`bilm.training.jax.checkpoints`)
+its policies drive it: the state of `JaxTrainStep`, its checkpoints in `save_dir` (`bilm.training.run.run_checkpoint`)
 and the held-out evaluation; messages, the progress line and TensorBoard's scalars are `BaseRun`'s.
 
 Needs Keras on JAX or PyTorch (`KERAS_BACKEND=jax` or `torch`).
 """
-from bilm.training.jax import checkpoints
 from bilm.training.jax.boundary_state_measure import measure_boundary_state
 from bilm.training.jax.evaluation import heldout_perplexity
+from bilm.training.run import run_checkpoint
 from bilm.training.run.base_run import BaseRun
 from bilm.training.run.stop_signals import PhaseInterrupted
 
@@ -19,15 +19,16 @@ class JaxTrainingRun(BaseRun):
         save_dir: the run's directory; `options`: its options dict, `seed`: its seed (both in each checkpoint).
         taken: steps taken before this call; `consumed`: batches of this stream already trained on.
         boundary_state: the boundary state the run's checkpoint holds (None: none yet).
-        data_source: the stream's fingerprint (`bilm.training.run.checkpoints.data_fingerprint`).
-        max_to_keep: checkpoints kept in `save_dir` (`checkpoints.save_checkpoint`).
+        data_source: the stream's fingerprint (`bilm.training.run.checkpoints.data_fingerprint`); `vocabulary`:
+            its vocabulary's (None: the data has no vocabulary file).
+        max_to_keep: checkpoints kept in `save_dir` (`run_checkpoint.save_checkpoint`).
         stop_signals: the call's `StopSignals`: a signal stops the held-out evaluation between its batches.
         restored_from: the checkpoint the call continues (None: a new run).
         log_dir, verbose, save_timer, continue_with: `BaseRun`'s.
     """
 
     def __init__(self, train_step, state, *, save_dir, options, seed, taken, consumed, boundary_state, data_source,
-                 max_to_keep, stop_signals, restored_from, log_dir, verbose, save_timer, continue_with):
+                 vocabulary, max_to_keep, stop_signals, restored_from, log_dir, verbose, save_timer, continue_with):
         super().__init__(train_step.settings, log_dir, verbose, save_timer, continue_with=continue_with)
         self.train_step = train_step
         self.state = state
@@ -38,6 +39,7 @@ class JaxTrainingRun(BaseRun):
         self.batches_consumed = consumed
         self.boundary_state = boundary_state
         self.data_source = data_source
+        self.vocabulary = vocabulary
         self.max_to_keep = max_to_keep
         self.stop_signals = stop_signals
         self.restored_from = restored_from
@@ -62,16 +64,10 @@ class JaxTrainingRun(BaseRun):
         self.batches_consumed += 1
 
     def write_checkpoint(self):
-        checkpoints.save_checkpoint(self.save_dir, self.state, self.step_count, self.options, self.seed,
-                                    self.boundary_state, data_batches=self.batches_consumed,
-                                    data_source=self.data_source, max_to_keep=self.max_to_keep)
-
-    def checkpoint_path(self):
-        return checkpoints.checkpoint_path(self.save_dir)
-
-    def last_saved_checkpoint(self):
-        """The run's checkpoint file, once there is one (None: none yet)."""
-        return self.checkpoint_path() if checkpoints.read_meta(self.save_dir) is not None else None
+        run_checkpoint.save_checkpoint(self.save_dir, self.state, self.step_count, self.options, self.seed,
+                                       self.boundary_state, data_batches=self.batches_consumed,
+                                       data_source=self.data_source, vocabulary=self.vocabulary,
+                                       max_to_keep=self.max_to_keep)
 
     def has_boundary_state(self):
         return self.boundary_state is not None

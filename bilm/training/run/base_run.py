@@ -2,6 +2,7 @@
 and the policies drive, and the parts of it written once (messages, the progress line, TensorBoard's scalars,
 the bookkeeping of saves, the stop on a signal)."""
 from bilm.io.formats.tensorboard_events import EventFileWriter, check_available
+from bilm.training.run import run_checkpoint
 from bilm.training.run.stop_signals import TrainingInterrupted
 from bilm.utils.progress import Progress
 
@@ -12,9 +13,9 @@ class BaseRun:
     A backend's run (`bilm.training.run.training_run.TrainingRun` on
     TensorFlow, `bilm.training.jax.training_run.JaxTrainingRun` on JAX)
     holds the model's state and supplies what touches it: `current_step`,
-    `consumed`, `advance`, `write_checkpoint`, `checkpoint_path`,
-    `last_saved_checkpoint`, `heldout`, `has_boundary_state` and
-    `measure_boundary_state`.
+    `consumed`, `advance`, `write_checkpoint` (into `save_dir`'s checkpoint,
+    `bilm.training.run.run_checkpoint`), `heldout`, `has_boundary_state` and
+    `measure_boundary_state`, and sets `save_dir`.
 
     Args:
         settings: the run's `TrainingSettings`.
@@ -65,6 +66,15 @@ class BaseRun:
             self.writer = EventFileWriter(self.log_dir)
         self.writer.scalars(self.current_step, values)
         self.writer.flush()
+
+    def checkpoint_path(self):
+        """The run's checkpoint file in `save_dir`."""
+        return run_checkpoint.checkpoint_path(self.save_dir)
+
+    def last_saved_checkpoint(self):
+        """The run's checkpoint file, once `save_dir` holds one (None: none yet)."""
+        meta = run_checkpoint.read_meta(self.save_dir)
+        return None if meta is None else meta["path"]
 
     def save(self):
         """Saves the current step (`write_checkpoint`) and resets the save timer."""

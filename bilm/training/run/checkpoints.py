@@ -1,64 +1,46 @@
-"""Training checkpoints: what they hold, where they live, how they are restored.
+"""A training run's checkpoints on TensorFlow: TensorFlow's variables to and from the run's checkpoint that
+every backend writes (`bilm.training.run.run_checkpoint`, `checkpoint.npz`), and the checkpoints of runs
+written before it, read as they were.
 
-A checkpoint (`tf.train.Checkpoint`, files `model.ckpt-<step>.*` managed by
-`tf.train.CheckpointManager`) holds, under stable names:
-- `model/<layer>/<variable>`: the biLM (`char_cnn/char_embedding`, ...),
-- `softmax/W`, `softmax/b`,
-- `optimizer/<variable name>`: the Adagrad accumulators (`optimizer: "adam"`:
-  `optimizer/<variable name>/m` and `/v`, and `optimizer/iterations`),
-- `step`: optimizer steps taken so far,
-- `lstm_states/<state key>`: the carried LSTM states, one row per batch row,
-- `data/batches`, `data/source`: how many batches of which data stream
-  (a fingerprint of its description) were consumed, so that a restart on
-  the same data continues where it stopped,
-- `boundary_state/<state key>`, `boundary_state/n_starts`: the mean LSTM
-  state at sentence starts (`bilm.models.boundary_state`), set at the end
-  of each `train` call,
-- `vocabulary`: the training vocabulary's fingerprint
-  (`bilm.text.Vocabulary.fingerprint`), so that a restart or an evaluation
-  with another vocabulary is refused (checkpoints written before it was
-  added have none; they are read without the check),
-- `metadata/optimizer`: the name of the optimizer whose state `optimizer/`
-  holds (`bilm.optimizers.OPTIMIZERS`), so that a restart keeps it
-  (checkpoints written before it was added have none: `saved_optimizer`
-  tells the optimizer from the names of its state, as they were told).
-`options.json` sits beside the checkpoints in `save_dir`.
+A run's variables are stored under the paths of the array step's state
+(`training_arrays`; `bilm.training.convert.tensorflow_state` names the
+correspondence), and its step, data position, seed, vocabulary fingerprint
+and optimizer in the checkpoint's meta.
 
-A run continued here from JAX or PyTorch leaves its array checkpoint
-(`bilm.training.jax.checkpoints`) beside these; the newest of either kind is
-the one a restart continues (`latest_checkpoint`), read into the same
-variables (`bilm.training.convert.tensorflow_state` names them).
+Earlier runs on TensorFlow wrote `tf.train.Checkpoint`s (files
+`model.ckpt-<step>.*`, listed in the `checkpoint` file) holding, under
+stable names: `model/<layer>/<variable>` (the biLM), `softmax/W` and
+`softmax/b`, `optimizer/<variable name>` (the Adagrad accumulators; Adam's
+`/m`, `/v` and `optimizer/iterations`), `step`, `lstm_states/<state key>`,
+`data/batches` and `data/source`, `boundary_state/<state key>` and
+`boundary_state/n_starts`, and in later ones `vocabulary` (the
+vocabulary's fingerprint) and `metadata/optimizer` (the optimizer's name;
+`saved_optimizer` tells it from the names of its state where it is
+missing). They restart, evaluate and dump as they did; the newest
+checkpoint of either kind is the one a restart continues
+(`latest_checkpoint`). `options.json` sits beside the checkpoints in
+`save_dir`.
 """
 import os
 
 import numpy as np
 import tensorflow as tf
 
-from bilm.errors import UserError
 from bilm.optimizers import checkpoint_optimizer, optimizer_class
 from bilm.options import load_options
 from bilm.training.config.settings import training_settings
 from bilm.training.config.training_config import data_fingerprint  # noqa: F401 (this module's name too)
 from bilm.training.convert.tensorflow_state import object_paths
-from bilm.training.jax import checkpoints as array_checkpoints
 from bilm.training.model.training_lm import TrainingLM
+from bilm.training.run import run_checkpoint as array_checkpoints
+from bilm.training.run.run_checkpoint import CheckpointError
 
 CHECKPOINT_NAME = "model.ckpt"
 OPTIONS_FILE = "options.json"
 
 
-class CheckpointError(UserError):
-    """A save_dir has no checkpoint, or a checkpoint does not match the options."""
-
-
-def build_checkpoint(lm, optimizer=None, step=None, lstm_states=None, data_position=None, vocabulary=None, *,
-                     for_restore=False):
-    """A `tf.train.Checkpoint` of the given training objects.
-
-    With an optimizer, a checkpoint to write also records its name
-    (`metadata/optimizer`); one to restore from (`for_restore`) leaves it
-    out, as the name is read, not restored (`saved_optimizer`), and a
-    checkpoint written before it was recorded has none.
+def build_checkpoint(lm, optimizer=None, step=None, lstm_states=None, data_position=None):
+    """A `tf.train.Checkpoint` of the given training objects, to read a run's TensorFlow checkpoint into them.
 
     Args:
         lm: `TrainingLM` (its biLM, softmax and boundary state).
@@ -66,24 +48,17 @@ def build_checkpoint(lm, optimizer=None, step=None, lstm_states=None, data_posit
         step: int64 scalar variable or None.
         lstm_states: `{state key: variable (rows, size)}` or None.
         data_position: `{"batches": int64 variable, "source": int64 variable}` or None.
-        vocabulary: int64 scalar variable (the vocabulary's fingerprint) or
-            None; only written, never restored (`read_state_summary` reads it).
     """
     parts = {"model": lm.bilm_variables(), "softmax": lm.softmax_variables(),
              "boundary_state": {**lm.boundary_state, "n_starts": lm.n_boundary_starts}}
     if optimizer is not None:
         parts["optimizer"] = optimizer.accumulators
-        if not for_restore:
-            parts["metadata"] = {"optimizer": tf.Variable(optimizer.name, dtype=tf.string, trainable=False,
-                                                          name="optimizer_name")}
     if step is not None:
         parts["step"] = step
     if lstm_states:
         parts["lstm_states"] = lstm_states
     if data_position is not None:
         parts["data"] = data_position
-    if vocabulary is not None:
-        parts["vocabulary"] = vocabulary
     return tf.train.Checkpoint(**parts)
 
 
@@ -101,8 +76,9 @@ def listed_checkpoints(save_dir):
 def held_checkpoints(save_dir):
     """`listed_checkpoints`, and the array checkpoint of a run continued on JAX or PyTorch where there is one."""
     held = listed_checkpoints(save_dir)
-    if array_checkpoints.read_meta(save_dir) is not None:
-        held.append(array_checkpoints.checkpoint_path(save_dir))
+    arrays = array_checkpoints.read_meta(save_dir)
+    if arrays is not None:
+        held.append(arrays["path"])
     return held
 
 
@@ -117,11 +93,12 @@ def latest_checkpoint(save_dir):
     path = listed[-1] if listed else None
     arrays = array_checkpoints.read_meta(save_dir)
     if arrays is not None and (path is None or arrays["step"] > read_state_summary(path)["step"]):
-        return array_checkpoints.checkpoint_path(save_dir)
+        return arrays["path"]
     if path is None:
         raise CheckpointError(
-            f"No checkpoint found in {save_dir} (expected {CHECKPOINT_NAME}-<step>.index and a "
-            "'checkpoint' file); train first with bin/train_elmo.py, or convert a TF1 checkpoint.")
+            f"No checkpoint found in {save_dir} (expected {array_checkpoints.CHECKPOINT_FILE}, or an earlier run's "
+            f"{CHECKPOINT_NAME}-<step>.index and 'checkpoint' file); train first with bin/train_elmo.py, or convert "
+            "a TF1 checkpoint.")
     return path
 
 
@@ -179,8 +156,7 @@ def restore_training(checkpoint_file, lm, optimizer, step, lstm_states, data_pos
     states_match = all(
         saved_shapes.get(f"lstm_states/{key}/.ATTRIBUTES/VARIABLE_VALUE") == list(variable.shape)
         for key, variable in lstm_states.items())
-    checkpoint = build_checkpoint(lm, optimizer, step, lstm_states if states_match else None, data_position,
-                                  for_restore=True)
+    checkpoint = build_checkpoint(lm, optimizer, step, lstm_states if states_match else None, data_position)
     _restore(checkpoint, checkpoint_file)
     return states_match
 
@@ -247,9 +223,8 @@ def read_state_summary(checkpoint_file):
     """`{"step", "data_batches", "data_source", "vocabulary"}` ints of a checkpoint, without building a
     model; `vocabulary` (the fingerprint) is None in a checkpoint that has none (an array checkpoint's too)."""
     if _is_array_checkpoint(checkpoint_file):
-        meta = array_checkpoints.read_meta(os.path.dirname(checkpoint_file))
-        return {"step": meta["step"], "data_batches": meta["data_batches"], "data_source": meta["data_source"],
-                "vocabulary": None}
+        meta = _array_meta(checkpoint_file)
+        return {key: meta[key] for key in ("step", "data_batches", "data_source", "vocabulary")}
     reader = _reader(checkpoint_file)
     names = reader.get_variable_to_shape_map()
     summary = {}
@@ -285,19 +260,12 @@ def check_vocabulary(checkpoint_file, vocab):
     Checks the size against the softmax's rows, and the fingerprint where the
     checkpoint records one.
     """
-    saved = read_state_summary(checkpoint_file)["vocabulary"]
     if _is_array_checkpoint(checkpoint_file):
-        rows = [_array_meta(checkpoint_file)["options"].get("n_tokens_vocab")]
-    else:
-        rows = _reader(checkpoint_file).get_variable_to_shape_map().get("softmax/b/.ATTRIBUTES/VARIABLE_VALUE")
-    if rows is not None and rows[0] != vocab.size:
-        raise CheckpointError(
-            f"{vocab.filename} has {vocab.size:,} tokens but {checkpoint_file} was trained with a vocabulary of "
-            f"{rows[0]:,}; give the training vocabulary (--vocab_file).")
-    if saved is not None and saved != vocab.fingerprint:
-        raise CheckpointError(
-            f"{vocab.filename} is not the vocabulary {checkpoint_file} was trained with (same size, other tokens "
-            "or another order): every id would mean another word. Give the training vocabulary (--vocab_file).")
+        array_checkpoints.check_vocabulary(_array_meta(checkpoint_file), vocab)
+        return
+    rows = _reader(checkpoint_file).get_variable_to_shape_map().get("softmax/b/.ATTRIBUTES/VARIABLE_VALUE")
+    array_checkpoints.check_vocabulary({"path": checkpoint_file, "options": {"n_tokens_vocab": rows and rows[0]},
+                                        "vocabulary": read_state_summary(checkpoint_file)["vocabulary"]}, vocab)
 
 
 # === A run's array checkpoint (JAX's and PyTorch's), read into the variables ===
@@ -307,15 +275,16 @@ def _is_array_checkpoint(checkpoint_file):
 
 
 def _array_meta(checkpoint_file):
-    return array_checkpoints.read_meta(os.path.dirname(os.fspath(checkpoint_file)))
+    meta = array_checkpoints.read_file_meta(os.fspath(checkpoint_file))
+    if meta is None:
+        raise CheckpointError(f"Checkpoint {checkpoint_file} does not exist.")
+    return meta
 
 
-def _restore_arrays(checkpoint_file, lm, optimizer=None, step=None, lstm_states=None, data_position=None,
-                    data_source=None):
-    """Assigns the values of the array checkpoint `checkpoint_file` to `lm`'s variables (biLM, softmax, boundary
-    state) and to those given; returns whether the LSTM states were restored (another number of rows: left as
-    they are)."""
-    meta = _array_meta(checkpoint_file)
+def _state_variables(lm, optimizer=None, lstm_states=None):
+    """`{state key: variable}`: `lm`'s biLM and softmax variables, and the optimizer's state and LSTM states where
+    given, under their keys in the run's checkpoint (`bilm.training.run.run_checkpoint`), which are the paths of
+    the array step's state (`bilm.training.convert.tensorflow_state` names the correspondence)."""
     network = lm.network
     template = {"bilm": [0] * len(network.trainable_variables),
                 "non_trainable": [0] * len(network.non_trainable_variables),
@@ -333,20 +302,49 @@ def _restore_arrays(checkpoint_file, lm, optimizer=None, step=None, lstm_states=
         objects.update({f"lstm_states/{key}": v for key, v in lstm_states.items()})
     names = object_paths(template, [v.path for v in network.trainable_variables],
                          [v.path for v in network.non_trainable_variables], lm.settings.optimizer)
+    return {key: objects[path] for key, path in names.items()}
+
+
+def training_arrays(lm, optimizer, lstm_states):
+    """`{state key: NumPy array}`: the training state of a run on TensorFlow as the run's checkpoint holds it
+    (`_state_variables`), each in the dtype of the array step's state (the optimizer's step count int32)."""
+    arrays = {}
+    for key, variable in _state_variables(lm, optimizer, lstm_states).items():
+        value = variable.numpy()
+        arrays[key] = value.astype(np.int32) if key == "optimizer/iterations" else value
+    return arrays
+
+
+def boundary_state_arrays(lm):
+    """`({state key: (size,)}, n_starts)` of `lm`'s measured boundary state, or None when it has none."""
+    n_starts = int(lm.n_boundary_starts.numpy())
+    if not n_starts:
+        return None
+    return {key: variable.numpy() for key, variable in lm.boundary_state.items()}, n_starts
+
+
+def _restore_arrays(checkpoint_file, lm, optimizer=None, step=None, lstm_states=None, data_position=None,
+                    data_source=None):
+    """Assigns the values of the array checkpoint `checkpoint_file` to `lm`'s variables (biLM, softmax, boundary
+    state) and to those given; returns whether the LSTM states were restored (another number of rows: left as
+    they are)."""
+    meta = _array_meta(checkpoint_file)
+    variables = _state_variables(lm, optimizer, lstm_states)
     states_match = True
     with np.load(checkpoint_file) as stored:
-        missing = sorted(key for key in names if key not in stored.files)
+        missing = sorted(key for key in variables if key not in stored.files)
         if missing:
             raise CheckpointError(f"Checkpoint {checkpoint_file} does not match the model built from the options "
                                   f"(is options.json the one it was trained with?): it lacks {missing[:5]}.")
-        for key, path in names.items():
-            variable, value = objects[path], stored[key]
+        for key, variable in variables.items():
+            value = stored[key]
             if tuple(value.shape) != tuple(variable.shape):
                 if key.startswith("lstm/"):
                     states_match = False
                     continue
-                raise CheckpointError(f"Checkpoint {checkpoint_file}: {key} has shape {value.shape}, the model's "
-                                      f"{tuple(variable.shape)} (is options.json the one it was trained with?).")
+                raise CheckpointError(f"Checkpoint {checkpoint_file} does not match the model built from the options "
+                                      f"(is options.json the one it was trained with?): {key} has shape "
+                                      f"{value.shape}, the model's {tuple(variable.shape)}.")
             variable.assign(value.astype(variable.dtype.as_numpy_dtype))  # every object here is a tf.Variable
     if step is not None:
         step.assign(meta["step"])
@@ -355,7 +353,7 @@ def _restore_arrays(checkpoint_file, lm, optimizer=None, step=None, lstm_states=
         source = meta["data_source"] if meta["data_source"] is not None else data_source
         if source is not None:
             data_position["source"].assign(source)
-    boundary_state = array_checkpoints.read_boundary_state(os.path.dirname(os.fspath(checkpoint_file)))
+    boundary_state = array_checkpoints.read_boundary_state(os.path.dirname(os.fspath(checkpoint_file)), meta)
     vectors, n_starts = boundary_state if boundary_state is not None else ({}, 0)
     for key, value in vectors.items():
         lm.boundary_state[key].assign(value)

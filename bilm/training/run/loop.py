@@ -159,7 +159,7 @@ def _run_in(config, data, save_dir, log_dir, loop, schedule, save_timer, strateg
     if loop.seed is not None:
         keras.utils.set_random_seed(loop.seed)
     run = TrainingRun(config, strategy, schedule.global_batch, save_dir, log_dir, loop.max_to_keep, loop.verbose,
-                      save_timer, getattr(data, "vocab", None))
+                      save_timer, getattr(data, "vocab", None), loop.seed)
     # Several workers must agree on the step they stop at: a signal then waits for the next step.
     with StopSignals(loop.save_on_signals, interruptible_phases=n_workers(strategy) == 1) as stop_signals:
         if run.chief:

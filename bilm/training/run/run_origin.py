@@ -126,7 +126,7 @@ class Adaptation:
                 self._load(run, data)
         except PhaseInterrupted as interrupted:
             # Nothing trained yet: leave save_dir as it was, so that the same command starts over.
-            if run.chief and run.manager.latest_checkpoint is None and os.path.exists(run.options_file):
+            if run.chief and run.last_saved_checkpoint() is None and os.path.exists(run.options_file):
                 os.remove(run.options_file)
             run.close()
             raise TrainingInterrupted(interrupted.signal, 0, None, phase="fitting the new softmax") from None

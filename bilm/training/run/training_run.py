@@ -1,15 +1,14 @@
 """What one call of `train` holds: the model, its optimizer state, checkpoints, summaries and messages."""
 import os
-import shutil
 
 import tensorflow as tf
 
 from bilm.optimizers import make_optimizer
 from bilm.training.model.boundary_state_measure import measure_boundary_state
 from bilm.training.model.training_lm import TrainingLM
-from bilm.training.run import checkpoints
+from bilm.training.run import checkpoints, run_checkpoint
 from bilm.training.run.base_run import BaseRun
-from bilm.training.run.checkpoints import CHECKPOINT_NAME, OPTIONS_FILE
+from bilm.training.run.checkpoints import OPTIONS_FILE
 from bilm.training.run.distribution import is_chief
 from bilm.training.run.evaluation import evaluate_lm
 
@@ -18,14 +17,17 @@ class TrainingRun(BaseRun):
     """What one call of `train` holds on TensorFlow: the model, its optimizer state, checkpoints (the loop's
     interface: `BaseRun`).
 
-    `config` is the run's `TrainingConfig`; `save_timer` the `SaveTimer` a save resets.
+    `config` is the run's `TrainingConfig`; `save_timer` the `SaveTimer` a save resets; `seed` the run's seed
+    (None: none), recorded in its checkpoints as on every backend.
 
     Variables are created in the strategy's scope; the step counter and the
-    data position are plain variables updated from Python.
+    data position are plain variables updated from Python. Checkpoints are
+    the run's checkpoint of every backend (`bilm.training.run.run_checkpoint`),
+    written by the chief alone.
     """
 
     def __init__(self, config, strategy, global_batch, save_dir, log_dir, max_to_keep, verbose, save_timer,
-                 vocabulary=None):
+                 vocabulary=None, seed=None):
         settings = config.settings
         super().__init__(settings, log_dir, verbose, save_timer, chief=is_chief(strategy))
         self.save_dir = save_dir
@@ -42,16 +44,11 @@ class TrainingRun(BaseRun):
         self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
         self.data_position = {"batches": tf.Variable(0, dtype=tf.int64, trainable=False, name="data_batches"),
                               "source": tf.Variable(0, dtype=tf.int64, trainable=False, name="data_source")}
-        # Every worker saves (collective variables); only the chief into save_dir.
-        self.checkpoint_dir = save_dir if self.chief else os.path.join(
-            save_dir, f".worker_{strategy.cluster_resolver.task_id}")
+        self.options = config.options.to_dict()
+        self.seed = seed
+        self.max_to_keep = max_to_keep
         # The fingerprint of the training vocabulary (None: the data has no vocabulary file).
-        self.vocabulary = None if vocabulary is None else tf.Variable(
-            vocabulary.fingerprint, dtype=tf.int64, trainable=False, name="vocabulary")
-        self.manager = tf.train.CheckpointManager(
-            checkpoints.build_checkpoint(self.lm, self.optimizer, self.step, self.lstm_states, self.data_position,
-                                         self.vocabulary),
-            self.checkpoint_dir, max_to_keep=max_to_keep, checkpoint_name=CHECKPOINT_NAME)
+        self.vocabulary = None if vocabulary is None else vocabulary.fingerprint
 
     @property
     def current_step(self):
@@ -83,11 +80,14 @@ class TrainingRun(BaseRun):
         self.data_position["batches"].assign_add(1)
 
     def write_checkpoint(self):
-        self.manager.save(checkpoint_number=self.current_step)
-
-    def checkpoint_path(self):
-        """The prefix of the current step's checkpoint in `save_dir` (the chief's copy)."""
-        return os.path.join(self.save_dir, f"{CHECKPOINT_NAME}-{self.current_step}")
+        """Saves the run's checkpoint (chief only; every worker reads the values, in the same order)."""
+        arrays = checkpoints.training_arrays(self.lm, self.optimizer, self.lstm_states)
+        boundary_state = checkpoints.boundary_state_arrays(self.lm)
+        if self.chief:
+            run_checkpoint.save_checkpoint(
+                self.save_dir, arrays, self.current_step, self.options, self.seed, boundary_state,
+                data_batches=self.consumed, data_source=int(self.data_position["source"].numpy()),
+                vocabulary=self.vocabulary, max_to_keep=self.max_to_keep)
 
     def heldout(self, data, batch_size, tag):
         """Held-out perplexity (chief only); None when there is no held-out data."""
@@ -105,12 +105,3 @@ class TrainingRun(BaseRun):
     def measure_boundary_state(self, data):
         """Measures the boundary state on `data`'s text into the model; returns the sentence starts it read."""
         return measure_boundary_state(self.lm, data)
-
-    def last_saved_checkpoint(self):
-        """The newest checkpoint this run's directory holds (None: none yet)."""
-        return self.manager.latest_checkpoint
-
-    def close(self):
-        super().close()
-        if not self.chief:
-            shutil.rmtree(self.checkpoint_dir, ignore_errors=True)

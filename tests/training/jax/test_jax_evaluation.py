@@ -13,9 +13,9 @@ from backend_processes import json_result, run_on_backend
 from bilm.io.formats.weight_file import read_boundary_state
 from bilm.options import load_options
 from bilm.training.config.settings import training_settings
-from bilm.training.jax import checkpoints
 from bilm.training.model.boundary_state_measure import measure_boundary_state
 from bilm.training.model.training_lm import TrainingLM
+from bilm.training.run import run_checkpoint as checkpoints
 from bilm.training.run.evaluation import evaluate_lm
 from training_helpers import open_data, tiny_options, write_corpus
 
@@ -98,7 +98,8 @@ import functools, json, os, shutil, signal, sys
 import numpy as np
 from bilm.training import dump_weights
 from bilm.training.data.lm_dataset import load_training_data
-from bilm.training.jax import checkpoints, loop, training_run
+from bilm.training.jax import loop, training_run
+from bilm.training.run import run_checkpoint as checkpoints
 from bilm.training.jax.evaluation import evaluate_from_files_on_jax
 from bilm.training.run.stop_signals import TrainingInterrupted
 
@@ -116,13 +117,16 @@ def train(save_dir, max_steps, **kwargs):
 
 
 def as_first_format(save_dir):
-    """Rewrites the checkpoint in `save_dir` as the first format wrote it: no boundary state."""
+    """Rewrites the checkpoint in `save_dir` as JAX's first format wrote it: no boundary state, under the name
+    JAX's runs gave it."""
     path = checkpoints.checkpoint_path(save_dir)
     with np.load(path) as f:
         arrays = {key: f[key] for key in f.files if not key.startswith("boundary_state/")}
     meta = json.loads(arrays.pop("__meta__").tobytes().decode())
     meta = {"format": "bilm-jax-checkpoint-1", **{key: meta[key] for key in ("step", "seed", "options")}}
-    np.savez(path, __meta__=np.frombuffer(json.dumps(meta).encode(), np.uint8), **arrays)
+    np.savez(os.path.join(save_dir, "jax_checkpoint.npz"), __meta__=np.frombuffer(json.dumps(meta).encode(), np.uint8),
+             **arrays)
+    os.remove(path)
 
 
 report = {"heldout_perplexity": train(folder + "/whole", 4, heldout_data=heldout)["heldout_perplexity"]}

@@ -1,23 +1,31 @@
-"""A training run's checkpoint as arrays (JAX's runs write it): the whole state of `JaxTrainStep` (weights,
-softmax, optimizer, LSTM states), the steps taken and the run's options, in one `.npz` file of the save
-directory, with the boundary state measured at a run's end (`bilm.models.boundary_state`) once there is one.
+"""A training run's checkpoint, one format that every backend writes and reads: the run's whole state as arrays
+(weights, softmax, optimizer, LSTM states), the steps taken and the run's options, in one `.npz` file of the save
+directory (`checkpoint.npz`), with the boundary state measured at a run's end (`bilm.models.boundary_state`)
+once there is one.
 
 The file is written under a temporary name and renamed, so a `kill -9`
 loses at most the save in progress, never the last checkpoint. Arrays are
 stored under their path in the state (`bilm/3`, `optimizer/accumulators/
-softmax/W`, ...), read back into the structure of a fresh
-`JaxTrainStep.initial_state()`, so a checkpoint of another model is an
-error naming what differs. Nothing here is JAX's own: a state is any nest
-of dicts and lists of arrays (`keras.tree`), read back as the backend's
-tensors. The boundary state is stored beside the state, under
-`boundary_state/<state key>` (`(size,)` float32) with its number of starts in the meta; a checkpoint of the
-first format has none and loads as it did. Reading one's options (`read_meta`) and boundary state
-(`read_boundary_state`) needs no JAX.
+softmax/W`, ...): the state of the array step (`JaxTrainStep.initial_state()`
+on JAX and PyTorch), and TensorFlow's variables under the same paths
+(`bilm.training.run.checkpoints.training_arrays`). They are read back into
+the structure of a fresh state, so a checkpoint of another model is an
+error naming what differs. A state is any nest of dicts and lists of
+arrays (`keras.tree`), read back as the backend's tensors. The boundary
+state is stored beside the state, under `boundary_state/<state key>`
+(`(size,)` float32) with its number of starts in the meta.
+
+Files written before this format was shared are read as they were: JAX's and
+PyTorch's `jax_checkpoint.npz` (formats 1, without a boundary state, and 2),
+and TensorFlow's `model.ckpt-<step>` (`bilm.training.convert.tensorflow_state`).
+Reading a checkpoint's options (`read_meta`) and boundary state
+(`read_boundary_state`) needs no deep learning framework.
 """
 import json
 import os
 import re
 import shutil
+import zipfile
 
 import keras
 import numpy as np
@@ -25,16 +33,18 @@ import numpy as np
 from bilm.errors import UserError
 from bilm.training.convert import tensorflow_state
 
-CHECKPOINT_FILE = "jax_checkpoint.npz"
+CHECKPOINT_FILE = "checkpoint.npz"
+# Where JAX's and PyTorch's runs wrote it before every backend did (read, never written).
+EARLIER_CHECKPOINT_FILE = "jax_checkpoint.npz"
 OPTIONS_FILE = "options.json"  # the run's training options, beside its checkpoint
-FORMAT = "bilm-jax-checkpoint-2"
-# The formats this code reads: the first has no boundary state.
-READABLE_FORMATS = ("bilm-jax-checkpoint-1", FORMAT)
+FORMAT = "bilm-checkpoint-3"
+# The formats this code reads: the first has no boundary state, the first two no vocabulary fingerprint.
+READABLE_FORMATS = ("bilm-jax-checkpoint-1", "bilm-jax-checkpoint-2", FORMAT)
 BOUNDARY_STATE_PREFIX = "boundary_state/"
 
 
-class JaxCheckpointError(UserError):
-    """A JAX checkpoint that is missing, unreadable, or of another model."""
+class CheckpointError(UserError):
+    """A save_dir has no checkpoint, or a checkpoint is unreadable or does not match the options."""
 
 
 def checkpoint_path(save_dir):
@@ -47,11 +57,11 @@ def check_run_kind(save_dir, meta, restart):
     (`restart` True) of one that holds none, with one line on how to go on; `meta` is `read_meta(save_dir)`.
     `restart` None takes either: continue a checkpoint if there is one, else start."""
     if restart and meta is None:
-        raise UserError(f"{save_dir} holds no checkpoint of a run to continue ({checkpoint_path(save_dir)} or "
-                        "TensorFlow's model.ckpt-<step>); start one with bin/train_elmo.py (train(...) without "
-                        "restart_ckpt_file).")
+        raise UserError(f"{save_dir} holds no checkpoint of a run to continue ({checkpoint_path(save_dir)}, or an "
+                        "earlier run's jax_checkpoint.npz or model.ckpt-<step>); start one with bin/train_elmo.py "
+                        "(train(...) without restart_ckpt_file).")
     if restart is False and meta is not None:  # a new run never continues another one by chance
-        raise UserError(f"{save_dir} already holds a run's checkpoint ({stored_path(save_dir, meta)}, step "
+        raise UserError(f"{save_dir} already holds a run's checkpoint ({meta['path']}, step "
                         f"{meta['step']}). Continue it with bin/restart.py --save_dir {save_dir} (train(..., "
                         "restart_ckpt_file=save_dir)), or choose a new save_dir.")
 
@@ -63,21 +73,25 @@ def _flattened(state):
 
 
 def save_checkpoint(save_dir, state, step, options, seed, boundary_state=None, *, data_batches=None,
-                    data_source=None, max_to_keep=1):
-    """Writes `state` after `step` steps, with the run's training `options` (a dict), `seed` and
-    `boundary_state` (`({state key: (size,)}, n_starts)` or None: not measured yet); returns the path.
+                    data_source=None, vocabulary=None, max_to_keep=1):
+    """Writes `state` after `step` steps, with the run's training `options` (a dict), `seed` (an int, or None
+    where the run has none) and `boundary_state` (`({state key: (size,)}, n_starts)` or None: not measured
+    yet); returns the path.
 
     `data_batches` (default `step`) and `data_source` (the stream's
     fingerprint, or None) say how far into which stream the run is, so that
-    a restart on other data starts it anew. With `max_to_keep` above 1 (None:
-    all), the checkpoint this one replaces stays as
-    `jax_checkpoint-<step>.npz` (`kept_checkpoints`), the newest
-    `max_to_keep - 1` of them.
+    a restart on other data starts it anew; `vocabulary` is the training
+    vocabulary's fingerprint (`bilm.text.Vocabulary.fingerprint`; None: the
+    data has no vocabulary file), so that a restart or an evaluation with
+    another vocabulary is refused. With `max_to_keep` above 1 (None: all),
+    the checkpoint this one replaces stays as `checkpoint-<step>.npz`
+    (`kept_checkpoints`), the newest `max_to_keep - 1` of them.
     """
     path = checkpoint_path(save_dir)
     arrays = {key: keras.ops.convert_to_numpy(leaf) for key, leaf in _flattened(state)}
-    meta = {"format": FORMAT, "step": int(step), "seed": int(seed), "options": options, "n_boundary_starts": 0,
-            "data_batches": int(step if data_batches is None else data_batches), "data_source": data_source}
+    meta = {"format": FORMAT, "step": int(step), "seed": None if seed is None else int(seed), "options": options,
+            "n_boundary_starts": 0, "data_batches": int(step if data_batches is None else data_batches),
+            "data_source": data_source, "vocabulary": vocabulary}
     if boundary_state is not None:
         vectors, n_starts = boundary_state
         arrays.update({BOUNDARY_STATE_PREFIX + key: np.asarray(value, np.float32) for key, value in vectors.items()})
@@ -88,7 +102,7 @@ def save_checkpoint(save_dir, state, step, options, seed, boundary_state=None, *
         f.flush()
         os.fsync(f.fileno())
     keeps_older = max_to_keep is None or max_to_keep > 1
-    previous = read_meta(save_dir) if keeps_older else None
+    previous = read_file_meta(path) if keeps_older else None
     if previous is not None and previous["step"] != int(step):
         _keep_a_copy(path, _numbered_path(save_dir, previous["step"]))
     os.replace(temporary, path)
@@ -123,22 +137,45 @@ def _keep_a_copy(path, kept):
 
 
 def read_meta(save_dir):
-    """`{"step", "seed", "options", "data_batches", "data_source", ...}` of the checkpoint in `save_dir`, or None
-    when there is none (`data_batches` is `step` and `data_source` None in a checkpoint written before they
-    were recorded)."""
-    path = checkpoint_path(save_dir)
+    """`{"step", "seed", "options", "data_batches", "data_source", "vocabulary", "path", ...}` of the run's
+    checkpoint in `save_dir` (`path`: its file, `checkpoint.npz`, or where a run wrote it before,
+    `jax_checkpoint.npz`), or None when there is none. In a checkpoint written before they were recorded,
+    `data_batches` is `step`, and `data_source` and `vocabulary` are None. A damaged file is a
+    `CheckpointError` naming the newest earlier one kept beside it."""
+    for name in (CHECKPOINT_FILE, EARLIER_CHECKPOINT_FILE):
+        meta = read_file_meta(os.path.join(os.fspath(save_dir), name))
+        if meta is not None:
+            return meta
+    return None
+
+
+def read_file_meta(path):
+    """`read_meta` of the checkpoint file `path` (a run's latest or a copy kept beside it); None if there is none."""
     if not os.path.exists(path):
         return None
     try:
         with np.load(path) as f:
             meta = json.loads(f["__meta__"].tobytes().decode())
-    except (OSError, ValueError, KeyError) as error:
-        raise JaxCheckpointError(f"{path} is not a readable JAX checkpoint of bilm ({error}).") from None
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as error:
+        raise CheckpointError(f"{path} is not a readable checkpoint of bilm (its file is cut short or damaged: "
+                              f"{error}). {_advice(path)}") from None
     if meta.get("format") not in READABLE_FORMATS:
-        raise JaxCheckpointError(f"{path} is not a JAX checkpoint of bilm (format {meta.get('format')!r}).")
+        raise CheckpointError(f"{path} is not a checkpoint of bilm (format {meta.get('format')!r}).")
     meta.setdefault("data_batches", meta["step"])
     meta.setdefault("data_source", None)
+    meta.setdefault("vocabulary", None)
+    meta["path"] = path
     return meta
+
+
+def _advice(path):
+    """What to do about the damaged checkpoint `path`: the newest earlier one kept beside it, if any."""
+    directory = os.path.dirname(path)
+    kept = kept_checkpoints(directory)
+    if not kept:
+        return f"No earlier checkpoint is kept in {directory}; train again."
+    return (f"The newest earlier one is {kept[-1][1]} (step {kept[-1][0]}): move {os.path.basename(path)} out of "
+            f"{directory}, rename {os.path.basename(kept[-1][1])} to {CHECKPOINT_FILE} and run again.")
 
 
 def newest_meta(save_dir):
@@ -152,9 +189,19 @@ def newest_meta(save_dir):
     return tensorflow
 
 
-def stored_path(save_dir, meta):
-    """The file (or TensorFlow prefix) of the checkpoint `meta` describes (`newest_meta`)."""
-    return meta.get("path") or checkpoint_path(save_dir)
+def check_vocabulary(meta, vocab):
+    """Raises `CheckpointError` when `vocab` (a `Vocabulary`) is not the one the checkpoint `meta` describes
+    (`read_meta`, `newest_meta`) was trained with: its size against the options' `n_tokens_vocab`, and its
+    fingerprint where the checkpoint records one."""
+    rows = meta["options"].get("n_tokens_vocab")
+    if rows is not None and rows != vocab.size:
+        raise CheckpointError(
+            f"{vocab.filename} has {vocab.size:,} tokens but {meta['path']} was trained with a vocabulary of "
+            f"{rows:,}; give the training vocabulary (--vocab_file).")
+    if meta.get("vocabulary") is not None and meta["vocabulary"] != vocab.fingerprint:
+        raise CheckpointError(
+            f"{vocab.filename} is not the vocabulary {meta['path']} was trained with (same size, other tokens "
+            "or another order): every id would mean another word. Give the training vocabulary (--vocab_file).")
 
 
 def load_state(save_dir, meta, template, network, optimizer):
@@ -163,7 +210,7 @@ def load_state(save_dir, meta, template, network, optimizer):
     the backend's tensors. A TensorFlow checkpoint's LSTM states of another number of rows start from zeros
     (`lstm_restored` False)."""
     if meta.get("format") != tensorflow_state.FORMAT:
-        return load_checkpoint(save_dir, template), True
+        return load_checkpoint(meta["path"], template), True
     names = tensorflow_state.object_paths(template, [v.path for v in network.trainable_variables],
                                           [v.path for v in network.non_trainable_variables], optimizer)
     state, lstm_restored = tensorflow_state.read_tensorflow_state(meta["path"], template, names)
@@ -181,13 +228,13 @@ def read_network_weights(save_dir, meta, network, optimizer):
         stored = tensorflow_state.read_tensorflow_checkpoint(meta["path"])
         value_of = {key: stored.get(tensorflow_state.checkpoint_key(name)) for key, name in names.items()}
     else:
-        with np.load(checkpoint_path(save_dir)) as stored:
+        with np.load(meta["path"]) as stored:
             value_of = {key: stored[key] if key in stored.files else None for key, _ in _flattened(template)}
     for part, variables in parts.items():
         for i, variable in enumerate(variables):
             value = value_of[f"{part}/{i}"]
             if value is None or tuple(value.shape) != tuple(variable.shape):
-                raise JaxCheckpointError(f"{stored_path(save_dir, meta)} holds another model's weights ({variable.path}"
+                raise CheckpointError(f"{meta['path']} holds another model's weights ({variable.path}"
                                          "); is options.json the one it was trained with?")
             variable.assign(value)
 
@@ -201,27 +248,26 @@ def read_boundary_state(save_dir, meta=None):
         return None
     if meta.get("format") == tensorflow_state.FORMAT:
         return tensorflow_state.read_tensorflow_boundary_state(meta["path"], meta["n_boundary_starts"])
-    with np.load(checkpoint_path(save_dir)) as f:
+    with np.load(meta["path"]) as f:
         vectors = {key[len(BOUNDARY_STATE_PREFIX):]: f[key] for key in f.files if key.startswith(BOUNDARY_STATE_PREFIX)}
     return vectors, int(meta["n_boundary_starts"])
 
 
-def load_checkpoint(save_dir, template):
-    """The state stored in `save_dir`'s checkpoint, in the structure of `template` (a fresh initial state), as
+def load_checkpoint(path, template):
+    """The state stored in the checkpoint file `path`, in the structure of `template` (a fresh initial state), as
     the backend's tensors."""
-    path = checkpoint_path(save_dir)
     leaves = _flattened(template)
     with np.load(path) as f:
         stored = {key for key in f.files if key != "__meta__" and not key.startswith(BOUNDARY_STATE_PREFIX)}
         wanted = {key for key, _ in leaves}
         if stored != wanted:
-            raise JaxCheckpointError(
+            raise CheckpointError(
                 f"{path} holds another model's state: it lacks {sorted(wanted - stored)[:5]} and has "
                 f"{sorted(stored - wanted)[:5]} besides. Train into another --save_dir.")
         values = []
         for key, leaf in leaves:
             value = f[key]
             if value.shape != tuple(leaf.shape):
-                raise JaxCheckpointError(f"{path}: {key} has shape {value.shape}, this model's {tuple(leaf.shape)}.")
+                raise CheckpointError(f"{path}: {key} has shape {value.shape}, this model's {tuple(leaf.shape)}.")
             values.append(keras.ops.convert_to_tensor(value))
     return keras.tree.pack_sequence_as(template, values)
