@@ -6,52 +6,29 @@ Needs Keras on JAX or PyTorch (`KERAS_BACKEND=jax` or `torch`).
 """
 from bilm.training.jax.boundary_state_measure import measure_boundary_state
 from bilm.training.jax.evaluation import heldout_perplexity
-from bilm.training.run import run_checkpoint
 from bilm.training.run.base_run import BaseRun
 from bilm.training.run.stop_signals import PhaseInterrupted
 
 
 class JaxTrainingRun(BaseRun):
-    """A call's run on JAX: the state its steps replace, the steps taken and the batches of the stream consumed.
+    """A call's run on JAX and PyTorch: the state its steps replace.
 
     Args:
         train_step: the run's `JaxTrainStep`; `state` its state (placed on its devices).
-        save_dir: the run's directory; `options`: its options dict, `seed`: its seed (both in each checkpoint).
-        taken: steps taken before this call; `consumed`: batches of this stream already trained on.
         boundary_state: the boundary state the run's checkpoint holds (None: none yet).
-        data_source: the stream's fingerprint (`bilm.training.run.checkpoints.data_fingerprint`); `vocabulary`:
-            its vocabulary's (None: the data has no vocabulary file).
-        max_to_keep: checkpoints kept in `save_dir` (`run_checkpoint.save_checkpoint`).
         stop_signals: the call's `StopSignals`: a signal stops the held-out evaluation between its batches.
         restored_from: the checkpoint the call continues (None: a new run).
-        log_dir, verbose, save_timer, continue_with: `BaseRun`'s.
+        run: `BaseRun`'s keyword arguments (`save_dir`, `options`, `seed`, `taken`, `consumed`, ...).
     """
 
-    def __init__(self, train_step, state, *, save_dir, options, seed, taken, consumed, boundary_state, data_source,
-                 vocabulary, max_to_keep, stop_signals, restored_from, log_dir, verbose, save_timer, continue_with):
-        super().__init__(train_step.settings, log_dir, verbose, save_timer, continue_with=continue_with)
+    def __init__(self, train_step, state, *, boundary_state, stop_signals, restored_from, log_dir, verbose, save_timer,
+                 **run):
+        super().__init__(train_step.settings, log_dir, verbose, save_timer, **run)
         self.train_step = train_step
         self.state = state
-        self.save_dir = save_dir
-        self.options = options
-        self.seed = seed
-        self.step_count = taken
-        self.batches_consumed = consumed
         self.boundary_state = boundary_state
-        self.data_source = data_source
-        self.vocabulary = vocabulary
-        self.max_to_keep = max_to_keep
         self.stop_signals = stop_signals
         self.restored_from = restored_from
-
-    @property
-    def current_step(self):
-        return self.step_count
-
-    @property
-    def consumed(self):
-        """Batches of the current data stream already trained on."""
-        return self.batches_consumed
 
     def take_step(self, batch, step, requests):
         """One training step (the loop's `step_fn`): the state moves on; `{"loss", "norm", "requests"}` (one
@@ -59,15 +36,11 @@ class JaxTrainingRun(BaseRun):
         self.state, metrics = self.train_step(self.state, batch, step)
         return {"loss": metrics["loss"], "norm": metrics["norm"], "requests": requests or []}
 
-    def advance(self):
-        self.step_count += 1
-        self.batches_consumed += 1
+    def state_arrays(self):
+        return self.state
 
-    def write_checkpoint(self):
-        run_checkpoint.save_checkpoint(self.save_dir, self.state, self.step_count, self.options, self.seed,
-                                       self.boundary_state, data_batches=self.batches_consumed,
-                                       data_source=self.data_source, vocabulary=self.vocabulary,
-                                       max_to_keep=self.max_to_keep)
+    def boundary_state_arrays(self):
+        return self.boundary_state
 
     def has_boundary_state(self):
         return self.boundary_state is not None

@@ -8,14 +8,13 @@ from bilm.utils.progress import Progress
 
 
 class BaseRun:
-    """A training call's run: its step count and data position, its saves, its messages and scalars.
+    """A training call's run: its step count and data position, its checkpoint, its messages and scalars.
 
     A backend's run (`bilm.training.run.training_run.TrainingRun` on
-    TensorFlow, `bilm.training.jax.training_run.JaxTrainingRun` on JAX)
-    holds the model's state and supplies what touches it: `current_step`,
-    `consumed`, `advance`, `write_checkpoint` (into `save_dir`'s checkpoint,
-    `bilm.training.run.run_checkpoint`), `heldout`, `has_boundary_state` and
-    `measure_boundary_state`, and sets `save_dir`.
+    TensorFlow, `bilm.training.jax.training_run.JaxTrainingRun` on JAX and
+    PyTorch) holds the model's state and supplies what touches it:
+    `state_arrays` and `boundary_state_arrays` (what the checkpoint holds),
+    `heldout`, `has_boundary_state` and `measure_boundary_state`.
 
     Args:
         settings: the run's `TrainingSettings`.
@@ -24,12 +23,31 @@ class BaseRun:
             leaves none.
         verbose: messages and the progress line (1) or silence (0).
         save_timer: the `SaveTimer` that every save resets.
+        save_dir: the run's directory, where the chief writes its checkpoint
+            (`bilm.training.run.run_checkpoint`); `max_to_keep`: the
+            checkpoints kept there.
+        options: the run's options dict; `seed`: its seed (None: none);
+            `data_source`: the stream's fingerprint
+            (`bilm.training.config.training_config.data_fingerprint`);
+            `vocabulary`: its vocabulary's (None: the data has no vocabulary
+            file). Each checkpoint records them.
+        taken: steps taken before this call; `consumed`: batches of this
+            stream already trained on (a restart sets both).
         chief: this worker writes the run's files and messages.
         continue_with: how to continue after a stop, for `TrainingInterrupted`'s message (None: its default).
     """
 
-    def __init__(self, settings, log_dir, verbose, save_timer, *, chief=True, continue_with=None):
+    def __init__(self, settings, log_dir, verbose, save_timer, *, save_dir, max_to_keep, options, seed, data_source,
+                 vocabulary, taken=0, consumed=0, chief=True, continue_with=None):
         self.settings = settings
+        self.save_dir = save_dir
+        self.max_to_keep = max_to_keep
+        self.options = options
+        self.seed = seed
+        self.data_source = data_source
+        self.vocabulary = vocabulary
+        self.step_count = taken
+        self.batches_consumed = consumed
         self.chief = chief
         self.log_dir = log_dir if chief else None
         if self.log_dir is not None:
@@ -40,6 +58,38 @@ class BaseRun:
         self.save_timer = save_timer
         self.last_saved = None
         self.continue_with = continue_with
+
+    @property
+    def current_step(self):
+        """Steps the run has taken, in all its calls."""
+        return self.step_count
+
+    @property
+    def consumed(self):
+        """Batches of the current data stream already trained on."""
+        return self.batches_consumed
+
+    def advance(self):
+        """Counts a step taken, on one more batch of the stream."""
+        self.step_count += 1
+        self.batches_consumed += 1
+
+    def state_arrays(self):
+        """`{state key: array}` or a nest of arrays: the run's training state, as its checkpoint holds it."""
+        raise NotImplementedError
+
+    def boundary_state_arrays(self):
+        """`({state key: (size,)}, n_starts)`, the measured boundary state, or None: none yet."""
+        raise NotImplementedError
+
+    def write_checkpoint(self):
+        """Saves the run's checkpoint (the chief's; every worker reads its state, in the same order)."""
+        state, boundary_state = self.state_arrays(), self.boundary_state_arrays()
+        if self.chief:
+            run_checkpoint.save_checkpoint(
+                self.save_dir, state, self.step_count, self.options, self.seed, boundary_state,
+                data_batches=self.batches_consumed, data_source=self.data_source, vocabulary=self.vocabulary,
+                max_to_keep=self.max_to_keep)
 
     def open_progress(self, total):
         """Opens the progress line (`bilm.utils.progress.Progress`) of batches up to `total`; messages go

@@ -165,7 +165,6 @@ def _run_in(config, data, save_dir, log_dir, loop, schedule, save_timer, strateg
         if run.chief:
             save_options(config.options, run.options_file)
         config.origin.begin(run, data, stop_signals)
-        run.data_position["source"].assign(run.data_fingerprint)
         describe_run(run.report, run.lm, config.options, settings, strategy.num_replicas_in_sync, schedule)
         describe_warmup(run.report, settings, run.current_step)
         describe_progress_line(run.report, settings)

@@ -97,7 +97,7 @@ class Restart:
         checkpoints.check_vocabulary(self.checkpoint, vocabulary)
 
     def begin(self, run, data, stop_signals):
-        run.restore(self.checkpoint, run.data_fingerprint)
+        run.restore(self.checkpoint)
 
 
 @dataclasses.dataclass(frozen=True)

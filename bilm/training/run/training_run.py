@@ -6,7 +6,7 @@ import tensorflow as tf
 from bilm.optimizers import make_optimizer
 from bilm.training.model.boundary_state_measure import measure_boundary_state
 from bilm.training.model.training_lm import TrainingLM
-from bilm.training.run import checkpoints, run_checkpoint
+from bilm.training.run import checkpoints
 from bilm.training.run.base_run import BaseRun
 from bilm.training.run.checkpoints import OPTIONS_FILE
 from bilm.training.run.distribution import is_chief
@@ -20,19 +20,19 @@ class TrainingRun(BaseRun):
     `config` is the run's `TrainingConfig`; `save_timer` the `SaveTimer` a save resets; `seed` the run's seed
     (None: none), recorded in its checkpoints as on every backend.
 
-    Variables are created in the strategy's scope; the step counter and the
-    data position are plain variables updated from Python. Checkpoints are
-    the run's checkpoint of every backend (`bilm.training.run.run_checkpoint`),
-    written by the chief alone.
+    Variables are created in the strategy's scope. Checkpoints are the run's
+    checkpoint of every backend (`bilm.training.run.run_checkpoint`), written
+    by the chief alone.
     """
 
     def __init__(self, config, strategy, global_batch, save_dir, log_dir, max_to_keep, verbose, save_timer,
                  vocabulary=None, seed=None):
         settings = config.settings
-        super().__init__(settings, log_dir, verbose, save_timer, chief=is_chief(strategy))
-        self.save_dir = save_dir
+        super().__init__(settings, log_dir, verbose, save_timer, save_dir=save_dir, max_to_keep=max_to_keep,
+                         options=config.options.to_dict(), seed=seed,
+                         data_source=checkpoints.data_fingerprint(config.data_source),
+                         vocabulary=None if vocabulary is None else vocabulary.fingerprint, chief=is_chief(strategy))
         self.options_file = os.path.join(save_dir, OPTIONS_FILE)
-        self.data_fingerprint = checkpoints.data_fingerprint(config.data_source)
         # The checkpoint the run continues, if any (the last good one before its first save).
         self.restored_from = config.origin.checkpoint
         with strategy.scope():
@@ -41,53 +41,32 @@ class TrainingRun(BaseRun):
             self.lstm_states = {
                 key: tf.Variable(tf.zeros([global_batch, size]), trainable=False, name=f"state_{key}")
                 for key, _, size in self.lm.state_keys}
-        self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
-        self.data_position = {"batches": tf.Variable(0, dtype=tf.int64, trainable=False, name="data_batches"),
-                              "source": tf.Variable(0, dtype=tf.int64, trainable=False, name="data_source")}
-        self.options = config.options.to_dict()
-        self.seed = seed
-        self.max_to_keep = max_to_keep
-        # The fingerprint of the training vocabulary (None: the data has no vocabulary file).
-        self.vocabulary = None if vocabulary is None else vocabulary.fingerprint
 
-    @property
-    def current_step(self):
-        return int(self.step.numpy())
-
-    @property
-    def consumed(self):
-        """Batches of the current data stream already trained on."""
-        return int(self.data_position["batches"].numpy())
-
-    def restore(self, ckpt_file, source):
+    def restore(self, ckpt_file):
         """Restores a checkpoint; a new data source restarts the stream and the LSTM states."""
+        step = tf.Variable(0, dtype=tf.int64, trainable=False)
+        position = {"batches": tf.Variable(0, dtype=tf.int64, trainable=False),
+                    "source": tf.Variable(0, dtype=tf.int64, trainable=False)}
         states_restored = checkpoints.restore_training(
-            ckpt_file, self.lm, self.optimizer, self.step, self.lstm_states, self.data_position, source)
+            ckpt_file, self.lm, self.optimizer, step, self.lstm_states, position, self.data_source)
+        self.step_count = int(step.numpy())
         self.report(f"Restored {ckpt_file} (step {self.current_step}).")
         if not states_restored:
             self.report("The saved LSTM states have another number of rows (batch size or replicas changed); "
-                     "they start from zeros.")
-        if int(self.data_position["source"].numpy()) != source:
+                        "they start from zeros.")
+        if int(position["source"].numpy()) != self.data_source:
             self.report("New training data: starting at its beginning.")
-            self.data_position["batches"].assign(0)
             for state in self.lstm_states.values():
                 state.assign(tf.zeros_like(state))
         else:
+            self.batches_consumed = int(position["batches"].numpy())
             self.report(f"Same training data: skipping the {self.consumed} batches already consumed.")
 
-    def advance(self):
-        self.step.assign_add(1)
-        self.data_position["batches"].assign_add(1)
+    def state_arrays(self):
+        return checkpoints.training_arrays(self.lm, self.optimizer, self.lstm_states)
 
-    def write_checkpoint(self):
-        """Saves the run's checkpoint (chief only; every worker reads the values, in the same order)."""
-        arrays = checkpoints.training_arrays(self.lm, self.optimizer, self.lstm_states)
-        boundary_state = checkpoints.boundary_state_arrays(self.lm)
-        if self.chief:
-            run_checkpoint.save_checkpoint(
-                self.save_dir, arrays, self.current_step, self.options, self.seed, boundary_state,
-                data_batches=self.consumed, data_source=int(self.data_position["source"].numpy()),
-                vocabulary=self.vocabulary, max_to_keep=self.max_to_keep)
+    def boundary_state_arrays(self):
+        return checkpoints.boundary_state_arrays(self.lm)
 
     def heldout(self, data, batch_size, tag):
         """Held-out perplexity (chief only); None when there is no held-out data."""
