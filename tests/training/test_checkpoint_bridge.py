@@ -76,7 +76,7 @@ def test_values_cross_between_the_two_kinds_of_checkpoint_both_ways(tmp_path, ex
     if extra["optimizer"] == "adam":
         assert state["optimizer"]["iterations"].dtype == np.int32
     # What a run on TensorFlow writes now: the same arrays under the same keys, from its variables.
-    written = checkpoints.training_arrays(lm, optimizer, lstm)
+    written = {key: np.asarray(value) for key, value in checkpoints.training_arrays(lm, optimizer, lstm).items()}
     assert sorted(written) == sorted(flat)
     for key, value in written.items():
         assert value.dtype == flat[key].dtype, key

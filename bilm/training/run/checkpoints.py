@@ -306,13 +306,11 @@ def _state_variables(lm, optimizer=None, lstm_states=None):
 
 
 def training_arrays(lm, optimizer, lstm_states):
-    """`{state key: NumPy array}`: the training state of a run on TensorFlow as the run's checkpoint holds it
-    (`_state_variables`), each in the dtype of the array step's state (the optimizer's step count int32)."""
-    arrays = {}
-    for key, variable in _state_variables(lm, optimizer, lstm_states).items():
-        value = variable.numpy()
-        arrays[key] = value.astype(np.int32) if key == "optimizer/iterations" else value
-    return arrays
+    """`{state key: variable or array}`: the training state of a run on TensorFlow as the run's checkpoint holds
+    it (`_state_variables`), the variables themselves (`run_checkpoint.save_checkpoint` reads them by slices),
+    the optimizer's step count as the array step's int32."""
+    return {key: variable.numpy().astype(np.int32) if key == "optimizer/iterations" else variable
+            for key, variable in _state_variables(lm, optimizer, lstm_states).items()}
 
 
 def boundary_state_arrays(lm):

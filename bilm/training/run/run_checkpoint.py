@@ -41,6 +41,7 @@ FORMAT = "bilm-checkpoint-3"
 # The formats this code reads: the first has no boundary state, the first two no vocabulary fingerprint.
 READABLE_FORMATS = ("bilm-jax-checkpoint-1", "bilm-jax-checkpoint-2", FORMAT)
 BOUNDARY_STATE_PREFIX = "boundary_state/"
+CHUNK_BYTES = 16 * 2 ** 20  # the most of an array a save copies at a time
 
 
 class CheckpointError(UserError):
@@ -78,6 +79,11 @@ def save_checkpoint(save_dir, state, step, options, seed, boundary_state=None, *
     where the run has none) and `boundary_state` (`({state key: (size,)}, n_starts)` or None: not measured
     yet); returns the path.
 
+    `state` is a nest of arrays (the backend's tensors or variables, or
+    NumPy arrays), each read as it is written, a slice of at most
+    `CHUNK_BYTES` at a time: the save holds a few megabytes of copies, not
+    the state's.
+
     `data_batches` (default `step`) and `data_source` (the stream's
     fingerprint, or None) say how far into which stream the run is, so that
     a restart on other data starts it anew; `vocabulary` is the training
@@ -88,7 +94,7 @@ def save_checkpoint(save_dir, state, step, options, seed, boundary_state=None, *
     (`kept_checkpoints`), the newest `max_to_keep - 1` of them.
     """
     path = checkpoint_path(save_dir)
-    arrays = {key: keras.ops.convert_to_numpy(leaf) for key, leaf in _flattened(state)}
+    arrays = dict(_flattened(state))
     meta = {"format": FORMAT, "step": int(step), "seed": None if seed is None else int(seed), "options": options,
             "n_boundary_starts": 0, "data_batches": int(step if data_batches is None else data_batches),
             "data_source": data_source, "vocabulary": vocabulary}
@@ -98,7 +104,7 @@ def save_checkpoint(save_dir, state, step, options, seed, boundary_state=None, *
         meta["n_boundary_starts"] = int(n_starts)
     temporary = path + ".partial"
     with open(temporary, "wb") as f:
-        np.savez(f, __meta__=np.frombuffer(json.dumps(meta).encode(), np.uint8), **arrays)
+        _write_arrays(f, {"__meta__": np.frombuffer(json.dumps(meta).encode(), np.uint8), **arrays})
         f.flush()
         os.fsync(f.fileno())
     keeps_older = max_to_keep is None or max_to_keep > 1
@@ -110,6 +116,26 @@ def save_checkpoint(save_dir, state, step, options, seed, boundary_state=None, *
         for _, old in kept_checkpoints(save_dir)[:-(max_to_keep - 1)]:
             os.remove(old)
     return path
+
+
+def _write_arrays(file, arrays):
+    """`np.savez`'s file (`<key>.npy` members of an uncompressed zip) of `arrays` `{key: array}` (the backend's
+    tensors or variables, or NumPy arrays), each read and written by slices along its first axis of at most
+    `CHUNK_BYTES`."""
+    with zipfile.ZipFile(file, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
+        for key, leaf in arrays.items():
+            dtype = np.dtype(keras.backend.standardize_dtype(leaf.dtype))
+            shape = tuple(int(n) for n in leaf.shape)
+            with archive.open(key + ".npy", "w", force_zip64=True) as member:
+                np.lib.format.write_array_header_2_0(member, {"descr": np.lib.format.dtype_to_descr(dtype),
+                                                             "fortran_order": False, "shape": shape})
+                if not shape:
+                    member.write(np.asarray(keras.ops.convert_to_numpy(leaf), dtype).tobytes())
+                    continue
+                rows = max(1, CHUNK_BYTES // max(1, dtype.itemsize * int(np.prod(shape[1:]))))
+                for start in range(0, shape[0], rows):
+                    part = keras.ops.convert_to_numpy(leaf[start:start + rows])
+                    member.write(np.ascontiguousarray(part, dtype).tobytes())
 
 
 def _numbered_path(save_dir, step):
