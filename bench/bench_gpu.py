@@ -400,11 +400,14 @@ def time_training(table, runs, size, n_steps, modes, on_gpu):
 # === 5. Training's reproducibility ===
 
 def checkpoint_arrays(path):
-    """`{name: array}` of a training checkpoint's state (model, softmax, optimizer, LSTM states, step, data)."""
-    reader = tf.train.load_checkpoint(path)
-    prefixes = ("model", "softmax", "optimizer", "lstm_states", "step", "data")
-    return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()
-            if name.startswith(prefixes)}
+    """`{name: array}` of a training checkpoint's state (model, softmax, optimizer, LSTM states), its step and
+    its data position."""
+    from bilm.training.run import run_checkpoint
+
+    meta = run_checkpoint.read_file_meta(path)
+    arrays = {name: value for name, value in run_checkpoint.read_arrays(path).items()
+              if not name.startswith(run_checkpoint.BOUNDARY_STATE_PREFIX)}
+    return {**arrays, **{name: np.int64(meta[name] or 0) for name in ("step", "data_batches", "data_source")}}
 
 
 def compare_checkpoints(got, want):

@@ -50,10 +50,9 @@ def _train(work_dir, text, name, batches, seed):
 
 
 def _arrays(save_dir):
-    import tensorflow as tf
+    from bilm.training.run import run_checkpoint
 
-    reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(save_dir))
-    return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()}
+    return run_checkpoint.read_arrays(run_checkpoint.read_meta(save_dir)["path"])
 
 
 def main():

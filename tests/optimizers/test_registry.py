@@ -8,6 +8,7 @@ import bilm.optimizers as optimizers_module
 from bilm.optimizers import OPTIMIZERS, checkpoint_optimizer, default_learning_rates, optimizer_class
 from bilm.options import OptionsError
 from bilm.training.config.settings import training_settings
+from bilm.training.run.checkpoints import CheckpointError, saved_optimizer
 from bilm.training.run.loop import train
 from training_helpers import checkpoint_arrays, open_data, tiny_options
 
@@ -22,12 +23,18 @@ MOMENTUM_MODULE = textwrap.dedent('''
         default_learning_rate = 0.05
         description = "heavy ball"
         slots_per_variable = 1
-        checkpoint_signature = "optimizer/momentum_steps/.ATTRIBUTES/VARIABLE_VALUE"
+        slot_starts = {"velocity": 0.0}
+        counts_steps = True
+
+        @classmethod
+        def values_update(cls, gradient, slots, learning_rate, taken, iterations):
+            velocity = 0.9 * slots["velocity"] + gradient
+            return learning_rate * velocity, {"velocity": velocity}
 
         def __init__(self, variables, learning_rate):
             self.learning_rate = learning_rate
             self.steps = tf.Variable(0, dtype=tf.int64, trainable=False)
-            self.accumulators = {"momentum_steps": self.steps}
+            self.accumulators = {"iterations": self.steps}
             for name, variable in variables.items():
                 self.accumulators[name] = tf.Variable(lambda v=variable: tf.zeros(v.shape, v.dtype),
                                                       trainable=False)
@@ -72,14 +79,32 @@ def test_one_new_module_is_an_optimizer_training_uses(tmp_path, training_corpus,
     data = open_data(options, training_corpus)
     first = train(options, data, 1, tmp_path / "ckpt", None, max_steps=2, verbose=0)
     arrays = checkpoint_arrays(first["checkpoint"])
-    assert arrays["optimizer/momentum_steps/.ATTRIBUTES/VARIABLE_VALUE"] == 2
-    assert checkpoint_optimizer(arrays) == "momentum"
+    assert arrays["optimizer/iterations/.ATTRIBUTES/VARIABLE_VALUE"] == 2
+    assert saved_optimizer(first["checkpoint"]) == "momentum"
     velocities = [value for name, value in arrays.items() if name.startswith("optimizer/") and value.ndim == 2]
     assert velocities and any(np.abs(v).max() > 0 for v in velocities)
     # A restart keeps the optimizer it finds in the checkpoint.
     resumed = train(options, data, 1, tmp_path / "ckpt", None, max_steps=1, restart_ckpt_file=first["checkpoint"],
                     verbose=0)
-    assert checkpoint_arrays(resumed["checkpoint"])["optimizer/momentum_steps/.ATTRIBUTES/VARIABLE_VALUE"] == 3
+    assert checkpoint_arrays(resumed["checkpoint"])["optimizer/iterations/.ATTRIBUTES/VARIABLE_VALUE"] == 3
+
+
+@pytest.mark.slow
+def test_an_optimizer_whose_state_a_checkpoint_would_not_hold_is_refused_before_it_is_lost(
+        tmp_path, training_corpus, monkeypatch):
+    package = tmp_path / "more_optimizers"
+    package.mkdir()
+    # Its step count under a key of its own, not declared as counts_steps: a checkpoint would drop it.
+    # (A module and name of its own: the package's modules are imported once.)
+    (package / "uncounted.py").write_text(MOMENTUM_MODULE.replace('{"iterations": self.steps}',
+                                                                  '{"momentum_steps": self.steps}')
+                                          .replace('name = "momentum"', 'name = "uncounted"'))
+    monkeypatch.setattr(optimizers_module, "__path__", [*optimizers_module.__path__, str(package)])
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setitem(OPTIMIZERS, "uncounted", optimizers_module._discover()["uncounted"])
+    options = tiny_options(optimizer="uncounted")
+    with pytest.raises(CheckpointError, match=r"The uncounted optimizer keeps state .*\(optimizer/momentum_steps\)"):
+        train(options, open_data(options, training_corpus), 1, tmp_path / "ckpt", None, max_steps=1, verbose=0)
 
 
 def test_two_optimizers_of_one_name_are_refused(tmp_path, monkeypatch):

@@ -9,7 +9,7 @@ from bilm.models.functional_bilm import state_keys
 from bilm.options import load_options
 from bilm.text.batching import Batcher, TokenBatcher
 from bilm.training.convert.weight_export import dump_weights
-from bilm.training.run.checkpoints import CheckpointError, load_training_model
+from bilm.training.run.checkpoints import CheckpointError, latest_checkpoint, load_training_model
 from bilm.training.run.loop import train
 from training_helpers import MAX_CHARS, WORDS, open_data, tiny_options
 
@@ -24,7 +24,7 @@ def test_dumped_weights_load_in_bidirectional_language_model(tmp_path, training_
         train(options, open_data(options, training_corpus), 1, save_dir, None, max_steps=1, verbose=0)
     written = dump_weights(str(save_dir), str(save_dir / "weights.hdf5"))
     prediction = load_options(written["options_file"])
-    lm = load_training_model(str(save_dir / "options.json"), tf.train.latest_checkpoint(str(save_dir)))
+    lm = load_training_model(str(save_dir / "options.json"), latest_checkpoint(save_dir))
 
     sentences = [WORDS[0:4], WORDS[5:9], WORDS[16:20]]  # same length: full rows for padded=False
     if char:

@@ -28,6 +28,7 @@ import tensorflow as tf
 
 from bilm.optimizers import checkpoint_optimizer, optimizer_class
 from bilm.options import load_options
+from bilm.options.keys import option_key
 from bilm.training.config.settings import training_settings
 from bilm.training.config.training_config import data_fingerprint  # noqa: F401 (this module's name too)
 from bilm.training.convert.tensorflow_state import object_paths
@@ -246,7 +247,7 @@ def saved_optimizer(checkpoint_file):
     """The name of the optimizer whose state `checkpoint_file` holds: the one it records, or in a checkpoint
     written before the name was recorded, the one its state's names tell (`bilm.optimizers.checkpoint_optimizer`)."""
     if _is_array_checkpoint(checkpoint_file):
-        return training_settings(_array_meta(checkpoint_file)["options"], need_schedule=False)[1].optimizer
+        return _array_meta(checkpoint_file)["options"].get("optimizer") or option_key("optimizer").default
     reader = _reader(checkpoint_file)
     names = reader.get_variable_to_shape_map()
     if _OPTIMIZER_NAME in names:
@@ -302,6 +303,12 @@ def _state_variables(lm, optimizer=None, lstm_states=None):
         objects.update({f"lstm_states/{key}": v for key, v in lstm_states.items()})
     names = object_paths(template, [v.path for v in network.trainable_variables],
                          [v.path for v in network.non_trainable_variables], lm.settings.optimizer)
+    unsaved = sorted(set(objects) - set(names.values()))
+    if unsaved:  # state a checkpoint would not hold: a restart would lose it
+        raise CheckpointError(
+            f"The {lm.settings.optimizer} optimizer keeps state that its slot_starts and counts_steps do not "
+            f"declare ({', '.join(unsaved[:3])}), which a checkpoint would not hold; declare every slot of its "
+            "state in slot_starts, and its step count as counts_steps (accumulators['iterations']).")
     return {key: objects[path] for key, path in names.items()}
 
 

@@ -215,6 +215,13 @@ def newest_meta(save_dir):
     return tensorflow
 
 
+def read_arrays(path):
+    """`{key: NumPy array}` of the checkpoint file `path`: its state (`bilm/<i>`, `softmax/W`, `optimizer/...`,
+    `lstm/...`) and its boundary state (`boundary_state/...`), without the meta (`read_file_meta`)."""
+    with np.load(path) as stored:
+        return {key: stored[key] for key in stored.files if key != "__meta__"}
+
+
 def check_vocabulary(meta, vocab):
     """Raises `CheckpointError` when `vocab` (a `Vocabulary`) is not the one the checkpoint `meta` describes
     (`read_meta`, `newest_meta`) was trained with: its size against the options' `n_tokens_vocab`, and its
