@@ -75,7 +75,8 @@ class BaseRun:
         self.batches_consumed += 1
 
     def state_arrays(self):
-        """`{state key: array}` or a nest of arrays: the run's training state, as its checkpoint holds it."""
+        """`{state key: array}` or a nest of arrays (the backend's tensors or variables, read as they are
+        written): the run's training state, as its checkpoint holds it."""
         raise NotImplementedError
 
     def boundary_state_arrays(self):
@@ -83,11 +84,11 @@ class BaseRun:
         raise NotImplementedError
 
     def write_checkpoint(self):
-        """Saves the run's checkpoint (the chief's; every worker reads its state, in the same order)."""
-        state, boundary_state = self.state_arrays(), self.boundary_state_arrays()
+        """Saves the run's checkpoint; only the chief writes it (the other workers' state is the same)."""
         if self.chief:
             run_checkpoint.save_checkpoint(
-                self.save_dir, state, self.step_count, self.options, self.seed, boundary_state,
+                self.save_dir, self.state_arrays(), self.step_count, self.options, self.seed,
+                self.boundary_state_arrays(),
                 data_batches=self.batches_consumed, data_source=self.data_source, vocabulary=self.vocabulary,
                 max_to_keep=self.max_to_keep)
 
