@@ -102,15 +102,21 @@ def save_checkpoint(save_dir, state, step, options, seed, boundary_state=None, *
         vectors, n_starts = boundary_state
         arrays.update({BOUNDARY_STATE_PREFIX + key: np.asarray(value, np.float32) for key, value in vectors.items()})
         meta["n_boundary_starts"] = int(n_starts)
+    keeps_older = max_to_keep is None or max_to_keep > 1
+    previous = read_file_meta(path) if keeps_older else None
+    kept = None
+    if previous is not None and previous["step"] != int(step):
+        kept = _numbered_path(save_dir, previous["step"])
+        if os.path.exists(kept) and not _written_by_bilm(kept):
+            raise CheckpointError(f"{kept} is where the checkpoint of step {previous['step']} is kept, and it holds "
+                                  f"a file bilm did not write; move it out of {save_dir} and run again.")
     temporary = path + ".partial"
     with open(temporary, "wb") as f:
         _write_arrays(f, {"__meta__": np.frombuffer(json.dumps(meta).encode(), np.uint8), **arrays})
         f.flush()
         os.fsync(f.fileno())
-    keeps_older = max_to_keep is None or max_to_keep > 1
-    previous = read_file_meta(path) if keeps_older else None
-    if previous is not None and previous["step"] != int(step):
-        _keep_a_copy(path, _numbered_path(save_dir, previous["step"]))
+    if kept is not None:
+        _keep_a_copy(path, kept)
     os.replace(temporary, path)
     if keeps_older and max_to_keep is not None:
         for _, old in kept_checkpoints(save_dir)[:-(max_to_keep - 1)]:
@@ -144,12 +150,20 @@ def _numbered_path(save_dir, step):
 
 
 def kept_checkpoints(save_dir):
-    """`[(step, path)]` of the earlier checkpoints kept beside the run's latest (`max_to_keep`), oldest first."""
+    """`[(step, path)]` of the earlier checkpoints kept beside the run's latest (`max_to_keep`), oldest first:
+    the readable checkpoints of bilm named `checkpoint-<step>.npz` (a file of that name bilm did not write, or a
+    damaged one, is not among them, and is never removed)."""
     stem, extension = os.path.splitext(CHECKPOINT_FILE)
     pattern = re.compile(re.escape(stem) + r"-(\d+)" + re.escape(extension))
     found = [(int(match.group(1)), os.path.join(os.fspath(save_dir), name))
              for name in os.listdir(save_dir) for match in [pattern.fullmatch(name)] if match]
-    return sorted(found)
+    return sorted((step, path) for step, path in found if _written_by_bilm(path))
+
+
+def _written_by_bilm(path):
+    """Whether `path` is a readable checkpoint of bilm."""
+    meta = _stored_meta(path)
+    return isinstance(meta, dict) and meta.get("format") in READABLE_FORMATS
 
 
 def _keep_a_copy(path, kept):
@@ -179,12 +193,10 @@ def read_file_meta(path):
     """`read_meta` of the checkpoint file `path` (a run's latest or a copy kept beside it); None if there is none."""
     if not os.path.exists(path):
         return None
-    try:
-        with np.load(path) as f:
-            meta = json.loads(f["__meta__"].tobytes().decode())
-    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as error:
+    meta = _stored_meta(path)
+    if isinstance(meta, Exception):
         raise CheckpointError(f"{path} is not a readable checkpoint of bilm (its file is cut short or damaged: "
-                              f"{error}). {_advice(path)}") from None
+                              f"{meta}). {_advice(path)}")
     if meta.get("format") not in READABLE_FORMATS:
         raise CheckpointError(f"{path} is not a checkpoint of bilm (format {meta.get('format')!r}).")
     meta.setdefault("data_batches", meta["step"])
@@ -192,6 +204,15 @@ def read_file_meta(path):
     meta.setdefault("vocabulary", None)
     meta["path"] = path
     return meta
+
+
+def _stored_meta(path):
+    """The meta dict stored in `path`, or the error that reading it raised."""
+    try:
+        with np.load(path) as f:
+            return json.loads(f["__meta__"].tobytes().decode())
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as error:
+        return error
 
 
 def _advice(path):

@@ -1,0 +1,56 @@
+"""The run's checkpoint file itself: its arrays written by slices, the copies it keeps, and the files beside it
+that bilm did not write."""
+import os
+
+import numpy as np
+import pytest
+
+from bilm.training.run import run_checkpoint
+from bilm.training.run.run_checkpoint import CheckpointError, kept_checkpoints, read_arrays, save_checkpoint
+
+STATE = {"bilm": [np.arange(12, dtype=np.float32).reshape(4, 3), np.float32(2.5)],
+         "optimizer": {"iterations": np.int32(7), "accumulators": {"softmax/W": np.ones((5, 2), np.float32)}}}
+
+
+def _save(save_dir, step, max_to_keep=3):
+    return save_checkpoint(save_dir, STATE, step, {"optimizer": "adagrad"}, 0, data_source=1, max_to_keep=max_to_keep)
+
+
+def test_arrays_written_by_slices_read_back_exactly(tmp_path, monkeypatch):
+    big = np.random.default_rng(0).standard_normal((1000, 7)).astype(np.float32)
+    monkeypatch.setattr(run_checkpoint, "CHUNK_BYTES", 100)  # 3 rows a slice: many slices, the last one short
+    path = save_checkpoint(tmp_path, {"big": big, "rows": np.arange(10, dtype=np.int32), "scalar": np.int32(3)},
+                           4, {}, None)
+    arrays = read_arrays(path)
+    np.testing.assert_array_equal(arrays["big"], big)
+    np.testing.assert_array_equal(arrays["rows"], np.arange(10))
+    assert arrays["scalar"].shape == () and arrays["scalar"] == 3 and arrays["scalar"].dtype == np.int32
+    with np.load(path) as stored:  # np.load's own reading of every member agrees
+        np.testing.assert_array_equal(stored["big"], big)
+
+
+def test_the_copies_kept_are_bilms_and_a_file_of_their_name_bilm_did_not_write_is_left_alone(tmp_path):
+    mine = tmp_path / "checkpoint-1.npz"
+    mine.write_bytes(b"my own notes")
+    for step in (2, 3, 4, 5):
+        _save(tmp_path, step)
+    # The latest and the max_to_keep - 1 = 2 before it; the user's file is neither counted nor removed.
+    assert [step for step, _ in kept_checkpoints(tmp_path)] == [3, 4]
+    assert run_checkpoint.read_meta(tmp_path)["step"] == 5 and mine.read_bytes() == b"my own notes"
+    # Where the next copy would be kept, a file bilm did not write stops the save before anything is written.
+    blocker = tmp_path / "checkpoint-5.npz"
+    blocker.write_bytes(b"mine too")
+    with pytest.raises(CheckpointError, match=f"{blocker} is where the checkpoint of step 5 is kept, and it holds "
+                                              "a file bilm did not write; move it out of"):
+        _save(tmp_path, 6)
+    assert blocker.read_bytes() == b"mine too" and run_checkpoint.read_meta(tmp_path)["step"] == 5
+    assert not any(name.endswith(".partial") for name in os.listdir(tmp_path))
+
+
+def test_a_damaged_checkpoint_names_the_newest_readable_copy_kept(tmp_path):
+    for step in (2, 3, 4):
+        _save(tmp_path, step)
+    (tmp_path / "checkpoint-3.npz").write_bytes(b"cut")  # the newest copy kept is damaged too
+    (tmp_path / "checkpoint.npz").write_bytes(b"cut")
+    with pytest.raises(CheckpointError, match=r"The newest earlier one is .*checkpoint-2.npz \(step 2\)"):
+        run_checkpoint.read_meta(tmp_path)
