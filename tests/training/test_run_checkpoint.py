@@ -54,3 +54,10 @@ def test_a_damaged_checkpoint_names_the_newest_readable_copy_kept(tmp_path):
     (tmp_path / "checkpoint.npz").write_bytes(b"cut")
     with pytest.raises(CheckpointError, match=r"The newest earlier one is .*checkpoint-2.npz \(step 2\)"):
         run_checkpoint.read_meta(tmp_path)
+
+
+def test_a_numpy_file_of_the_checkpoints_name_that_bilm_did_not_write_is_named_as_such(tmp_path):
+    np.savez(tmp_path / "checkpoint.npz", weights=np.ones(3))
+    with pytest.raises(CheckpointError, match=f"{tmp_path / 'checkpoint.npz'} is not a checkpoint bilm wrote .*move "
+                                              f"it out of {tmp_path}, or choose another save_dir"):
+        run_checkpoint.read_meta(tmp_path)

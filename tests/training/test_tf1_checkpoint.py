@@ -1,5 +1,6 @@
 """Converting a bilm-tf (TF1) training checkpoint, written here with the original names."""
 import json
+import os
 
 import numpy as np
 import pytest
@@ -118,3 +119,22 @@ def test_missing_and_misshaped_variables_are_listed(tmp_path):
         convert_tf1_checkpoint(tmp_path / "empty", options, tmp_path / "other")
     with pytest.raises(CheckpointError, match="Cannot read the TF1 checkpoint"):
         convert_tf1_checkpoint(tmp_path / "model.ckpt-8", options, tmp_path / "other")
+
+
+def test_converting_into_a_save_dir_that_holds_a_run_is_refused_and_changes_nothing(tmp_path):
+    options = _published_options()
+    prefix = _write_tf1_checkpoint(str(tmp_path / "model.ckpt-1234"), _tf1_arrays(options))
+    run = tmp_path / "run"
+    convert_tf1_checkpoint(prefix, options, run)
+    before = {name: (run / name).read_bytes() for name in os.listdir(run)}
+    with pytest.raises(CheckpointError, match=f"{run} already holds a run's checkpoint .*step 1234.*into a new "
+                                              "--save_dir"):
+        convert_tf1_checkpoint(prefix, options, run)
+    assert {name: (run / name).read_bytes() for name in os.listdir(run)} == before
+    # An options.json of another model there, without a checkpoint: refused too, before anything is written.
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "options.json").write_text('{"my": "options"}')
+    with pytest.raises(ValueError, match="options.json"):
+        convert_tf1_checkpoint(prefix, options, other)
+    assert os.listdir(other) == ["options.json"] and (other / "options.json").read_text() == '{"my": "options"}'

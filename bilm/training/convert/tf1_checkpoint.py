@@ -14,9 +14,10 @@ import os
 
 import tensorflow as tf
 
+from bilm.io.formats.output_files import check_output_file
 from bilm.io.formats.weight_file import WeightEntry, weight_table
 from bilm.optimizers.adagrad import SparseAdagrad
-from bilm.options import load_options, save_options
+from bilm.options import holds_options, load_options, save_options
 from bilm.presets import TRAINING_DEFAULTS
 from bilm.training.config.settings import training_settings
 from bilm.training.model.training_lm import TrainingLM
@@ -94,9 +95,16 @@ def convert_tf1_checkpoint(tf1_checkpoint, options, save_dir, max_to_keep=5):
         The new checkpoint's file (`save_dir/checkpoint.npz`).
 
     Raises:
-        CheckpointError listing every missing or mis-shaped variable.
+        CheckpointError listing every missing or mis-shaped variable, or
+        when `save_dir` already holds a run's checkpoint (never replaced nor
+        mixed with the converted one), checked before any work.
     """
     tf1_checkpoint = os.fspath(tf1_checkpoint)
+    save_dir = os.fspath(save_dir)
+    held = run_checkpoint.newest_meta(save_dir) if os.path.isdir(save_dir) else None
+    if held is not None:
+        raise CheckpointError(f"{save_dir} already holds a run's checkpoint ({held['path']}, step {held['step']}); "
+                              f"convert {tf1_checkpoint} into a new --save_dir.")
     if os.path.isdir(tf1_checkpoint):
         found = tf.train.latest_checkpoint(tf1_checkpoint)
         if found is None:
@@ -108,6 +116,8 @@ def convert_tf1_checkpoint(tf1_checkpoint, options, save_dir, max_to_keep=5):
         raise CheckpointError(f"Cannot read the TF1 checkpoint {tf1_checkpoint}: {e}") from None
     parsed, settings = training_settings(training_options_for(options, reader), need_schedule=False)
 
+    options_file = os.path.join(save_dir, OPTIONS_FILE)
+    check_output_file(options_file, [tf1_checkpoint], content=holds_options(parsed))  # another run's: refused
     lm = TrainingLM(parsed, settings)
     entries = tf1_table(lm)
     arrays, problems = _read(reader, entries, "", required=True)
@@ -135,11 +145,10 @@ def convert_tf1_checkpoint(tf1_checkpoint, options, save_dir, max_to_keep=5):
     shapes = reader.get_variable_to_shape_map()
     step_value = int(reader.get_tensor(GLOBAL_STEP)) if GLOBAL_STEP in shapes else 0
     lstm_states = {key: tf.Variable(tf.zeros([settings.batch_size, size])) for key, _, size in lm.state_keys}
-    save_dir = os.fspath(save_dir)
     os.makedirs(save_dir, exist_ok=True)
     # The stream it read is unknown (source 0): a restart starts its data at the beginning.
     path = run_checkpoint.save_checkpoint(save_dir, checkpoints.training_arrays(lm, optimizer, lstm_states),
                                           step_value, parsed.to_dict(), None, data_batches=0, data_source=0,
                                           max_to_keep=max_to_keep)
-    save_options(parsed, os.path.join(save_dir, OPTIONS_FILE))
+    save_options(parsed, options_file)
     return path

@@ -194,6 +194,9 @@ def read_file_meta(path):
     if not os.path.exists(path):
         return None
     meta = _stored_meta(path)
+    if isinstance(meta, KeyError):  # a readable .npz, without bilm's meta: someone else's file
+        raise CheckpointError(f"{path} is not a checkpoint bilm wrote (a NumPy file without its meta); move it out "
+                              f"of {os.path.dirname(path)}, or choose another save_dir.")
     if isinstance(meta, Exception):
         raise CheckpointError(f"{path} is not a readable checkpoint of bilm (its file is cut short or damaged: "
                               f"{meta}). {_advice(path)}")
