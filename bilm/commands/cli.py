@@ -30,8 +30,11 @@ def main(argv=None):
         print(f"Error: bilm has no subcommand {name!r}; it has {', '.join(SUBCOMMANDS)} (bilm --help).",
               file=sys.stderr)
         sys.exit(2)
-    _running["subcommand"] = name
-    return subcommand_main(name)(argv[1:], prog=f"bilm {name}")
+    running, _running["subcommand"] = _running["subcommand"], name
+    try:
+        return subcommand_main(name)(argv[1:], prog=f"bilm {name}")
+    finally:  # a caller that runs a subcommand in its own process runs as itself again afterwards
+        _running["subcommand"] = running
 
 
 def subcommand_main(name):
