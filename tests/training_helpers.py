@@ -22,7 +22,7 @@ from bilm.training.config.settings import training_settings
 from bilm.training.convert import tensorflow_state
 from bilm.training.model import softmax_init
 from bilm.training.model.training_lm import TrainingLM
-from bilm.training.run import checkpoints, run_checkpoint, run_origin
+from bilm.training.run import checkpoints, run_checkpoint, training_run
 from bilm.training.run.from_files import load_training_data
 
 WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet",
@@ -191,5 +191,5 @@ SOFTMAX_FIT_POSITIONS = 4000
 
 def small_softmax_fit(monkeypatch, n_positions=SOFTMAX_FIT_POSITIONS):
     """Adapted runs of this test fit their new softmax on `n_positions` positions of the training text."""
-    monkeypatch.setattr(run_origin, "initialize_softmax",
+    monkeypatch.setattr(training_run, "initialize_softmax",
                         functools.partial(softmax_init.initialize_softmax, n_positions=n_positions))

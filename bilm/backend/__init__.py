@@ -17,7 +17,8 @@ names: `compile_step`, `compile_inference`, `gradients`, `unique_rows`,
 (TensorFlow's stateless random numbers), `INDEX_DTYPE` and `JIT_COMPILE_NOTES`. The training step
 written once in `keras.ops` (`bilm.training.jax.train_step`) calls them
 through `training_ops()`, which picks the module of Keras's backend: the one
-place that branches on the backend's name for training.
+place that branches on the backend's name for training. `trainer_module` picks the module whose `Trainer`
+opens a run of the one training driver (`bilm.training.run.loop.run_training`).
 """
 import importlib
 
@@ -26,6 +27,9 @@ from bilm.utils.backend import PORTABLE, configured_backend, require_training_ba
 
 # The backends whose training step is the array step (TensorFlow's is `bilm.training.run.train_step`).
 ARRAY_TRAINING_BACKENDS = ("jax", "torch")
+# The module that trains on each backend (its `Trainer` and `evaluate_checkpoint`), named, not imported.
+TRAINERS = {"tensorflow": "bilm.training.run.training_run", "jax": "bilm.training.jax.training_run",
+            "torch": "bilm.training.jax.training_run"}
 
 
 # The Keras backends with a folder here (Keras's OpenVINO backend, for one, has none).
@@ -50,6 +54,13 @@ def fast_layer_call(name):
     if PORTABLE.is_on():
         return None
     return backend_module("layer_calls").FAST_CALLS.get(name)
+
+
+def trainer_module():
+    """The module that trains on Keras's backend (`TRAINERS`): TensorFlow's run, or the array step's on JAX and
+    PyTorch; a `UserError` on a backend bilm does not train on."""
+    require_training_backend("Training")
+    return importlib.import_module(TRAINERS[configured_backend()])
 
 
 def training_ops():

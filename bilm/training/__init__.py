@@ -9,21 +9,19 @@ internal and may change. `test` and `test_from_files` are deprecated
 aliases of `evaluate` and `evaluate_from_files` (pytest collects a test
 module's names that start with "test").
 
-Each name is imported when first used. On JAX and PyTorch (`KERAS_BACKEND=jax` or `torch`)
-`train`, `train_from_files` and `evaluate_from_files` are the array trainer's (`bilm.training.jax`,
-one step written in `keras.ops` for both: the same arguments and meaning, what they do not have
-refused in one line), beside `train_on_jax`, `train_from_files_on_jax` and
-`evaluate_from_files_on_jax`, which are the same functions on either backend
-(docs/training.md, "Training on JAX and PyTorch"). There the names that need
-TensorFlow say so in one line; the vocabulary builder, the sample corpus and
-`dump_weights` run anywhere, and `run_quickstart` trains on every backend.
+Each name is imported when first used. `train`, `train_from_files`, `evaluate_from_files` and the rest of the
+training run on TensorFlow, JAX and PyTorch alike (`KERAS_BACKEND`; the backend's trainer:
+`bilm.backend.trainer_module`), with the same arguments, checkpoints and printed lines; `train_on_jax`,
+`train_from_files_on_jax` and `evaluate_from_files_on_jax` are their deprecated earlier names. The names that
+need TensorFlow (`evaluate`, the datasets' `tf.data` pipelines) say so in one
+line on the other backends.
 """
 from bilm.utils.lazy_names import lazy_names
 
 _MODULES = {
     "AdaptationError": "model.adaptation",
     "BidirectionalLMDataset": "data.lm_dataset",
-    "CheckpointError": "run.checkpoints",
+    "CheckpointError": "run.run_checkpoint",
     "DEFAULT_SOFTMAX_INIT": "model.softmax_init",
     "EVALUATION_STARTS": "run.evaluation_starts",
     "LMDataset": "data.lm_dataset",
@@ -35,22 +33,24 @@ _MODULES = {
     "dump_weights": "convert.weight_export",
     "evaluate": "run.evaluation",
     "evaluate_from_files": "run.from_files",
-    "evaluate_from_files_on_jax": "jax.evaluation",
-    "load_options_latest_checkpoint": "run.checkpoints",
+    "evaluate_from_files_on_jax": "run.earlier_names",
+    "load_options_latest_checkpoint": "run.run_checkpoint",
     "load_vocab": "data.lm_dataset",
     "run_quickstart": "quickstart",
     "test": "run.evaluation",
     "test_from_files": "run.from_files",
     "train": "run.loop",
     "train_from_files": "run.from_files",
-    "train_from_files_on_jax": "jax.from_files",
-    "train_on_jax": "jax.loop",
+    "train_from_files_on_jax": "run.earlier_names",
+    "train_on_jax": "run.earlier_names",
     "write_sample_corpus": "data.sample_corpus",
 }
 
 __all__ = sorted(_MODULES)
 
 __getattr__, __dir__ = lazy_names(__name__, _MODULES, tensorflow_only=set(_MODULES) - {
+    "AdaptationError",
+    "CheckpointError",
     "DEFAULT_SOFTMAX_INIT",
     "EVALUATION_STARTS",
     "NonFiniteLossError",
@@ -58,12 +58,15 @@ __getattr__, __dir__ = lazy_names(__name__, _MODULES, tensorflow_only=set(_MODUL
     "TrainingInterrupted",
     "build_vocab",
     "dump_weights",
+    "evaluate_from_files",
     "evaluate_from_files_on_jax",
+    "load_options_latest_checkpoint",
     "load_vocab",
     "run_quickstart",
+    "test_from_files",
+    "train",
+    "train_from_files",
     "train_from_files_on_jax",
     "train_on_jax",
     "write_sample_corpus",
-}, off_tensorflow={"train": "jax.train_call:train", "train_from_files": "jax.from_files:train_from_files_on_jax",
-           "evaluate_from_files": "jax.evaluation:evaluate_from_files_on_jax",
-           "test_from_files": "jax.evaluation:evaluate_from_files_on_jax"})
+})

@@ -107,7 +107,7 @@ CASES = [
     ("train_elmo", TRAIN + ["--init_from", "{truncated}"], "truncated.hdf5", 1),
     ("train_elmo", TRAIN + ["--init_from", "{text}"], "heldout.txt", 1),
     ("train_elmo", ["--train_prefix", "{train}", "--vocab_file", "{vocab}", "--save_dir", "{save_dir}",
-                    "--options_file", "{training_options}"], "already holds checkpoints", 1),
+                    "--options_file", "{training_options}"], "already holds a run's checkpoint", 1),
     ("restart", ["--train_prefix", "{train}", "--vocab_file", "{vocab}", "--save_dir", "{out}/none"], "none", 1),
     ("restart", ["--train_prefix", "{train}", "--vocab_file", "{vocab}", "--save_dir", "{damaged}"],
      "damaged_ckpt/checkpoint.npz is not a readable checkpoint", 1),

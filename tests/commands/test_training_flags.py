@@ -17,8 +17,8 @@ pytestmark = pytest.mark.slow  # a process per backend: over the fast tier's 3 s
 
 RECORD = '''
 import dataclasses, json, runpy, sys
-import keras
 from bilm.training.config.training_config import data_fingerprint
+from bilm.training.run import loop
 
 folder = sys.argv[1]
 variants = json.load(open(folder + "/variants.json"))
@@ -31,18 +31,11 @@ def record(settings, loop, log_dir, heldout_data, source, save_timer):
     return {"step": 0, "steps_taken": 0, "finished": False, "checkpoint": "-", "n_epochs": settings.n_epochs}
 
 
-if keras.backend.backend() != "tensorflow":  # JAX's and PyTorch's loop
-    from bilm.training.jax import loop as jax_loop
-
-    jax_loop._train = (lambda options, options_dict, settings, data, save_dir, loop, save_timer, source,
-                       heldout_data, devices, start_state, restart, log_dir:
-                       record(settings, loop, log_dir, heldout_data, source, save_timer))
-else:
-    from bilm.training.run import loop as tf_loop
-
-    tf_loop._run_in = (lambda config, data, save_dir, log_dir, loop, schedule, save_timer, strategy, heldout_data:
-                       record(config.settings, loop, log_dir, heldout_data, data_fingerprint(config.data_source),
-                              save_timer))
+# What reaches the one loop's run on every backend, once the backend's trainer took the flags (a flag it cannot
+# honour is refused there).
+loop._run_in = (lambda trainer, config, data, save_dir, log_dir, settings, schedule, save_timer, heldout_data:
+                record(config.settings, settings, log_dir, heldout_data, data_fingerprint(config.data_source),
+                       save_timer))
 main = runpy.run_path("bin/train_elmo.py")["main"]
 report = {}
 for name, argv in variants.items():
@@ -114,13 +107,12 @@ RESTART = '''
 import dataclasses, json, os, runpy, sys
 import numpy as np
 from bilm.training.config.training_config import data_fingerprint
-from bilm.training.jax import loop as jax_loop
-from bilm.training.run import run_checkpoint as checkpoints
+from bilm.training.run import loop, run_checkpoint as checkpoints
 
 folder, train_prefix, vocab = sys.argv[1:4]
 options = json.load(open(folder + "/options.json"))
 seen = []
-jax_loop._train = lambda *args: seen.append(args[2].n_train_tokens) or {
+loop._run_in = lambda trainer, config, *args: seen.append(config.settings.n_train_tokens) or {
     "step": 3, "steps_taken": 0, "finished": False, "checkpoint": "-", "n_epochs": 1}
 main = runpy.run_path("bin/restart.py")["main"]
 for name, source in (("same", os.path.abspath(train_prefix)), ("other", "another corpus")):

@@ -24,7 +24,7 @@ from training_helpers import checkpoint_arrays, checkpoint_numbers, tiny_options
 
 RUNNER = """
 import runpy, sys, time
-import bilm.training.run.loop as loop
+import bilm.training.run.training_run as training_run
 import bilm.training.run.run_origin as run_origin
 from bilm.training.run.train_step import TrainStep
 
@@ -41,7 +41,7 @@ class ReportingStep(TrainStep):
         return outputs
 
 
-loop.TrainStep = ReportingStep
+training_run.TrainStep = ReportingStep
 sys.argv = sys.argv[2:]
 runpy.run_path(sys.argv[0], run_name="__main__")
 """
@@ -138,9 +138,9 @@ def test_ctrl_c_twice_exits_130_with_the_step_saved(tmp_path, run_files):
 
 FIT_RUNNER = """
 import runpy, sys, time
-import bilm.training.run.run_origin as run_origin
+import bilm.training.run.training_run as training_run
 
-fit = run_origin.initialize_softmax
+fit = training_run.initialize_softmax
 
 
 def slow_fit(*args, **kwargs):
@@ -150,7 +150,7 @@ def slow_fit(*args, **kwargs):
     return fit(*args, **kwargs)
 
 
-run_origin.initialize_softmax = slow_fit
+training_run.initialize_softmax = slow_fit
 sys.argv = sys.argv[1:]
 runpy.run_path(sys.argv[0], run_name="__main__")
 """

@@ -90,7 +90,7 @@ def test_values_cross_between_the_two_kinds_of_checkpoint_both_ways(tmp_path, ex
                                       data_source=int(data["source"].numpy()))
     (array_dir / "options.json").write_text(json.dumps(options))
     other = _run_objects(options, seed=2)
-    path = checkpoints.latest_checkpoint(array_dir)
+    path = array_checkpoints.latest_checkpoint(array_dir)
     assert path.endswith(".npz") and checkpoints.saved_optimizer(path) == extra["optimizer"]
     other_lm, other_optimizer, other_lstm, other_step, other_data = other
     assert checkpoints.restore_training(path, other_lm, other_optimizer, other_step, other_lstm, other_data)
@@ -127,9 +127,9 @@ def test_an_array_checkpoint_that_recorded_no_data_source_continues_its_stream_o
     array_checkpoints.save_checkpoint(array_dir, state, int(step.numpy()), options, 0, data_batches=17,
                                       data_source=None)
     (array_dir / "options.json").write_text(json.dumps(options))
-    path = checkpoints.latest_checkpoint(array_dir)
-    assert checkpoints.read_state_summary(path)["data_source"] is None
-    assert Restart(path).same_data(str(tmp_path / "any_shards*"))
+    path = array_checkpoints.latest_checkpoint(array_dir)
+    assert array_checkpoints.checkpoint_meta(path)["data_source"] is None
+    assert Restart(array_checkpoints.checkpoint_meta(path)).same_data(str(tmp_path / "any_shards*"))
     other_lm, other_optimizer, other_lstm, other_step, other_data = _run_objects(options, seed=2)
     checkpoints.restore_training(path, other_lm, other_optimizer, other_step, other_lstm, other_data,
                                  data_source=424242)

@@ -12,6 +12,7 @@ import pytest
 
 import bilm.training.config.training_config as training_config
 import bilm.training.run.from_files as from_files
+import bilm.training.run.training_run as training_run
 from bilm.errors import UserError
 from bilm.presets import training_options
 from bilm.training.data.lm_dataset import BidirectionalLMDataset, LMDataset
@@ -140,7 +141,7 @@ def test_run_test_evaluates_the_latest_checkpoint_on_the_test_files_in_order(tmp
     save_dir = str(tmp_path / "ckpt")
     checkpoint = _write_checkpoint(save_dir, tiny_options(), os.path.abspath(corpus["train"]))
     calls = []
-    monkeypatch.setattr(from_files, "evaluate", lambda *args, **kwargs: calls.append((args, kwargs)) or 12.5)
+    monkeypatch.setattr(training_run, "evaluate", lambda *args, **kwargs: calls.append((args, kwargs)) or 12.5)
     assert from_files.evaluate_from_files(corpus["heldout"], corpus["vocab"], save_dir, batch_size=3, verbose=0,
                                           start="warm") == 12.5
     ((options, got_checkpoint, data), kwargs), = calls

@@ -1,6 +1,7 @@
-"""Training on JAX (`bilm.training.jax.loop.train_on_jax`), in processes without TensorFlow: it learns (held-out
-perplexity far below the unigram's, as TensorFlow's training in test_loop.py), restarts exactly after a stop
-or a signal, and dumps weights that TensorFlow's bilm and the NumPy reference embed alike."""
+"""Training on JAX (`bilm.training.train`, the array trainer `bilm.training.jax.training_run`), in processes
+without TensorFlow: it learns (held-out perplexity far below the unigram's, as TensorFlow's training in
+test_loop.py), restarts exactly after a stop or a signal, and dumps weights that TensorFlow's bilm and the NumPy
+reference embed alike."""
 import json
 import re
 import shutil
@@ -24,9 +25,9 @@ from training_helpers import WORDS, as_tensorflow_checkpoints, tiny_options, uni
 TRAIN = '''
 import functools, json, os, signal, sys
 import numpy as np
-from bilm.training import dump_weights
+from bilm.training import dump_weights, train
 from bilm.training.jax import training_run
-from bilm.training.jax.loop import train_on_jax
+from bilm.training.run.run_checkpoint import newest_meta
 from bilm.training.data.lm_dataset import load_training_data
 from bilm.training.run.stop_signals import TrainingInterrupted
 
@@ -60,9 +61,11 @@ for save_dir, calls, signal_at in runs:
     report = {"steps_of_each_call": []}
     try:
         for max_steps in calls:
-            result = train_on_jax(options, Signalling(signal_at) if signal_at is not None else data, save_dir,
-                                  seed=5, max_steps=max_steps, checkpoint_every=4, heldout_data=heldout, verbose=0)
-            report["steps_of_each_call"].append(result["steps"])
+            result = train(options, Signalling(signal_at) if signal_at is not None else data, 1, save_dir, None,
+                           restart_ckpt_file=save_dir if newest_meta(save_dir) else None, seed=5,
+                           max_steps=max_steps, checkpoint_every=4, heldout_data=heldout, save_on_signals=True,
+                           verbose=0)
+            report["steps_of_each_call"].append(result["step"])
         report.update(result)
         report.update(dump_weights(save_dir, save_dir + "/weights.hdf5"))
     except TrainingInterrupted as stopped:
@@ -103,7 +106,7 @@ def test_training_goes_far_below_unigram_perplexity(tmp_path, run_files, extra):
     options = tiny_options(n_tokens_vocab=corpus["n_vocab"], n_train_tokens=16 * 5 * steps, **extra)
     report, = _train(folder, options, (tmp_path / "run", [steps], None))
     unigram = unigram_perplexity(corpus)
-    assert report["steps"] == steps
+    assert report["step"] == steps
     assert report["heldout_perplexity"] < 0.4 * unigram, (report, unigram)
     if extra.get("char", True):
         return
@@ -138,12 +141,12 @@ def test_stopped_and_signalled_runs_continue_exactly_and_a_run_moves_from_jax_to
         folder, options, (tmp_path / "moved", [100], None), (tmp_path / "torch_whole", [100], None),
         (tmp_path / "torch_signalled", [100], 4), backend="torch")
     torch_continued, = _train(folder, options, (tmp_path / "torch_signalled", [100], None), backend="torch")
-    assert whole["steps"] == 7 and whole["finished"]
+    assert whole["step"] == 7 and whole["finished"]
     assert stopped["steps_of_each_call"] == [0, 3] and not stopped["finished"]
-    assert continued["steps"] == 7
+    assert continued["step"] == 7
     for run in (signalled, to_move, torch_signalled):
         assert run["interrupted"] and run["step"] == 5 and run["exit_status"] == 128 + signal.SIGTERM
-    assert signalled_continued["steps"] == moved["steps"] == torch_whole["steps"] == torch_continued["steps"] == 7
+    assert signalled_continued["step"] == moved["step"] == torch_whole["step"] == torch_continued["step"] == 7
     # Each backend restarts its own runs exactly.
     for want_run, runs in (("whole", ("parts", "signalled")), ("torch_whole", ("torch_signalled",))):
         want = _checkpoint_arrays(tmp_path / want_run)
@@ -227,7 +230,6 @@ import numpy as np
 import bilm.training
 from bilm.errors import UserError
 from bilm.training.data.lm_dataset import load_training_data
-from bilm.training.jax.loop import train_on_jax
 
 folder = sys.argv[1]
 corpus, options = json.load(open(folder + "/corpus.json")), json.load(open(folder + "/options.json"))
@@ -238,16 +240,15 @@ first = train(options, data, 1, folder + "/calls", folder + "/logs", max_steps=3
 again = train(options, data, 1, folder + "/calls", None, restart_ckpt_file=folder + "/calls", max_steps=2, seed=5,
               verbose=0)
 report["steps"] = [first["step"], again["step"]]
-train_on_jax(options, data, folder + "/straight", seed=5, max_steps=5, verbose=0)
+train(options, data, 1, folder + "/straight", None, seed=5, max_steps=5, verbose=0)
 for name, call in {"new run over a checkpoint": lambda: train(options, data, 1, folder + "/calls", None, seed=5),
                    "unknown argument": lambda: train(options, data, 1, folder + "/other", None, seed=5, log_every=3),
                    "checkpoint elsewhere": lambda: train(options, data, 1, folder + "/calls", None,
                                                          restart_ckpt_file=folder + "/straight", seed=5),
                    # Checked again under the run's writer lock, where no other process comes in between.
-                   "new run under the lock": lambda: train_on_jax(options, data, folder + "/straight", seed=5,
-                                                                  restart=False, verbose=0),
-                   "restart under the lock": lambda: train_on_jax(options, data, folder + "/empty", seed=5,
-                                                                  restart=True, verbose=0)}.items():
+                   "new run": lambda: train(options, data, 1, folder + "/straight", None, seed=5, verbose=0),
+                   "restart of none": lambda: train(options, data, 1, folder + "/empty", None, seed=5,
+                                                    restart_ckpt_file=folder + "/empty", verbose=0)}.items():
     try:
         call()
     except (UserError, TypeError) as error:
@@ -268,15 +269,15 @@ def test_bilm_training_train_runs_on_jax_with_its_arguments(tmp_path, run_files)
     (tmp_path / "options.json").write_text(json.dumps(options))
     report = json_result(run_on_backend("jax", TRAIN_CALLS, tmp_path))
     assert not report["tensorflow_imported"]
-    assert report["train"] == "bilm.training.jax.train_call.train"
+    assert report["train"] == "bilm.training.run.loop.train"  # the one for every backend
     # max_steps is the call's (3, then 2 more), and the two calls are one straight run of 5 steps.
     assert report["steps"] == [3, 5] and report["same_checkpoint"]
     refused = report["refused"]
     assert set(refused) == {"new run over a checkpoint", "unknown argument", "checkpoint elsewhere",
-                            "new run under the lock", "restart under the lock"}, refused
+                            "new run", "restart of none"}, refused
     assert "restart_ckpt_file" in refused["new run over a checkpoint"] and "log_every" in refused["unknown argument"]
-    assert "already holds a run's checkpoint" in refused["new run under the lock"]
-    assert "holds no checkpoint" in refused["restart under the lock"]
+    assert "already holds a run's checkpoint" in refused["new run"]
+    assert "train first with bin/train_elmo.py" in refused["restart of none"]
     assert not (tmp_path / "empty" / "checkpoint.npz").exists()
     assert all("\n" not in message for message in refused.values())
     # TensorBoard's scalars of the first call (steps 2 and 3: every 2 steps, and the last pending one is not
@@ -325,9 +326,8 @@ def test_ctrl_c_while_a_run_on_jax_compiles_its_start_ends_in_one_line(tmp_path,
 LOOP_SETTINGS = '''
 import functools, json, os, sys, warnings
 from bilm.training.data.lm_dataset import load_training_data
-from bilm.training.jax import loop
-from bilm.training.run import run_checkpoint as checkpoints
-from bilm.training.jax.evaluation import evaluate_from_files_on_jax
+from bilm.training import evaluate_from_files, train
+from bilm.training.run import loop, run_checkpoint as checkpoints
 from bilm.training.run.run_schedule import SaveTimer
 
 folder = sys.argv[1]
@@ -356,28 +356,26 @@ def saved_steps(save_dir):
 
 report = {}
 # On the clock: every 10 minutes, the steps far apart (checkpoint_every 1000); batch 2 is late, so step 3 saves.
-loop.train_on_jax(options, SlowStream(2), folder + "/clock", seed=5, max_steps=6, checkpoint_every=1000,
-                  checkpoint_every_minutes=10, verbose=0)
+train(options, SlowStream(2), 1, folder + "/clock", None, seed=5, max_steps=6, checkpoint_every=1000,
+      checkpoint_every_minutes=10, verbose=0)
 report["clock"] = saved_steps(folder + "/clock")
 # max_to_keep: a save every step, the last two kept.
-loop.train_on_jax(options, data, folder + "/kept", seed=5, max_steps=6, checkpoint_every=1, max_to_keep=2,
-                  verbose=0)
+train(options, data, 1, folder + "/kept", None, seed=5, max_steps=6, checkpoint_every=1, max_to_keep=2, verbose=0)
 report["kept"] = saved_steps(folder + "/kept")
 # heldout_every: the held-out figure every 2 steps and at the call's end, with heldout_batch_size rows.
-result = loop.train_on_jax(options, data, folder + "/heldout", seed=5, max_steps=5, heldout_data=heldout,
-                           heldout_every=2, heldout_batch_size=4, log_dir=folder + "/logs", verbose=1)
+result = train(options, data, 1, folder + "/heldout", folder + "/logs", seed=5, max_steps=5, heldout_data=heldout,
+               heldout_every=2, heldout_batch_size=4, verbose=1)
 report["heldout_perplexity"] = result["heldout_perplexity"]
-report["evaluated"] = [evaluate_from_files_on_jax(corpus["heldout"], corpus["vocab"], folder + "/heldout",
-                                                  batch_size=rows, verbose=0) for rows in (4, 16)]
+report["evaluated"] = [evaluate_from_files(corpus["heldout"], corpus["vocab"], folder + "/heldout", batch_size=rows,
+                                           verbose=0) for rows in (4, 16)]
 # A restart on other data (data_source) starts the stream anew; on the same data it skips what was trained on.
-again = loop.train_on_jax(options, data, folder + "/kept", seed=5, max_steps=1, data_source="other text",
-                          verbose=1)
+again = train(options, data, 1, folder + "/kept", None, folder + "/kept", seed=5, max_steps=1,
+              data_source="other text", verbose=1)
 report["restarted_step"] = again["step"]
 # A training key that cannot apply on JAX is named in one line before any work.
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
-    loop.train_on_jax({**options, "jit_compile": False}, data, folder + "/uncompiled", seed=5, max_steps=0,
-                      verbose=0)
+    train({**options, "jit_compile": False}, data, 1, folder + "/uncompiled", None, seed=5, max_steps=0, verbose=0)
 report["warnings"] = [str(w.message) for w in caught]
 report["tensorflow_imported"] = "tensorflow" in sys.modules
 print(json.dumps(report))
@@ -419,10 +417,10 @@ def test_the_loop_settings_act_on_jax(tmp_path, run_files):
 
 MOVE = '''
 import json, os, signal, sys
-import keras
 import numpy as np
 from bilm.training import dump_weights, evaluate_from_files, train
 from bilm.training.data.lm_dataset import load_training_data
+from bilm.training.run.run_checkpoint import newest_meta
 from bilm.training.run.stop_signals import TrainingInterrupted
 
 # Runs in turn in this process: [save_dir, this call's max_steps, the batch at which the stream sends SIGTERM or
@@ -447,12 +445,8 @@ def signalling(signal_at):
 
 
 def restart_from(save_dir):
-    if not os.path.isdir(save_dir):
-        return None
-    if keras.backend.backend() != "tensorflow":
-        return save_dir
-    from bilm.training.run.checkpoints import held_checkpoints, latest_checkpoint
-    return latest_checkpoint(save_dir) if held_checkpoints(save_dir) else None
+    """The run's directory where it holds a checkpoint (of any backend), which the call continues; else None."""
+    return save_dir if os.path.isdir(save_dir) and newest_meta(save_dir) else None
 
 
 reports = []

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 import bilm.training.run.loop as loop_module
+import bilm.training.run.training_run as run_module
 import bilm.training.run.training_run as training_run_module
 from bilm.training.run import run_checkpoint
 from bilm.training.run.loop import TrainingInterrupted, train
@@ -61,7 +62,7 @@ def _signal_after_steps(monkeypatch, plan, seen_handlers=None):
                 os.kill(os.getpid(), plan[self.taken])
             return outputs
 
-    monkeypatch.setattr(loop_module, "TrainStep", SignallingStep)
+    monkeypatch.setattr(run_module, "TrainStep", SignallingStep)
 
 
 
@@ -88,7 +89,7 @@ def test_sigterm_saves_the_step_reached_and_the_restart_continues_exactly(
     assert signal.getsignal(signal.SIGTERM) is previous_handlers.handler
     assert previous_handlers.reached == []
 
-    monkeypatch.setattr(loop_module, "TrainStep", TrainStep)
+    monkeypatch.setattr(run_module, "TrainStep", TrainStep)
     resumed = train(options, open_data(options, corpus), 1, save_dir, None, restart_ckpt_file=interrupted.checkpoint,
                     max_steps=4, verbose=0)
     assert resumed["step"] == straight["step"] == 8
@@ -190,7 +191,7 @@ def test_checkpoints_on_time_with_a_clock_that_steps_advance(tmp_path, corpus, m
             minutes[0] += 4
             return super().__call__(*args, **kwargs)
 
-    monkeypatch.setattr(loop_module, "TrainStep", FourMinuteStep)
+    monkeypatch.setattr(run_module, "TrainStep", FourMinuteStep)
     monkeypatch.setattr(loop_module, "SaveTimer", functools.partial(SaveTimer, clock=lambda: 60 * minutes[0]))
     options = tiny_options()
     train(options, open_data(options, corpus), 1, tmp_path, None, max_steps=9, checkpoint_every=1000,
@@ -203,6 +204,7 @@ import json, os, signal, sys
 config = json.loads(sys.argv[1])
 sys.path.insert(0, config["tests"])
 import bilm.training.run.loop as loop
+import bilm.training.run.training_run as training_run
 from bilm.training.run.train_step import TrainStep
 from helpers import ROOT, TESTS
 from training_helpers import open_data
@@ -218,7 +220,7 @@ class SignallingStep(TrainStep):
 
 
 if config["signal_after"]:
-    loop.TrainStep = SignallingStep
+    training_run.TrainStep = SignallingStep
 try:
     result = loop.train(config["options"], open_data(config["options"], config["corpus"]), 1, config["save_dir"],
                         None, restart_ckpt_file=config["restart"], max_steps=config["max_steps"],
@@ -316,10 +318,10 @@ def test_a_signal_during_the_boundary_state_measure_stops_it_and_saves_the_steps
 
 def test_a_signal_during_held_out_evaluation_stops_it_and_saves_the_steps(tmp_path, corpus, monkeypatch,
                                                                           previous_handlers):
-    class Run(loop_module.TrainingRun):
+    class Run(run_module.TrainingRun):
         heldout = _phase_that_waits_for_a_signal(signal.SIGINT)
 
-    monkeypatch.setattr(loop_module, "TrainingRun", Run)
+    monkeypatch.setattr(run_module, "TrainingRun", Run)
     options = tiny_options()
     with pytest.raises(TrainingInterrupted) as stopped:
         train(options, open_data(options, corpus), 1, tmp_path, None, heldout_data=open_data(options, corpus),

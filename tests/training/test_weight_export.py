@@ -9,8 +9,9 @@ from bilm.models.functional_bilm import state_keys
 from bilm.options import load_options
 from bilm.text.batching import Batcher, TokenBatcher
 from bilm.training.convert.weight_export import dump_weights
-from bilm.training.run.checkpoints import CheckpointError, latest_checkpoint, load_training_model
+from bilm.training.run.checkpoints import load_training_model
 from bilm.training.run.loop import train
+from bilm.training.run.run_checkpoint import CheckpointError, latest_checkpoint
 from training_helpers import MAX_CHARS, WORDS, open_data, tiny_options
 
 
@@ -20,7 +21,7 @@ def test_dumped_weights_load_in_bidirectional_language_model(tmp_path, training_
     options = tiny_options(char=char)
     save_dir = tmp_path / "ckpt"
     train(options, open_data(options, training_corpus), 1, save_dir, None, max_steps=3, verbose=0)
-    with pytest.raises(CheckpointError, match="already holds checkpoints.*restart"):
+    with pytest.raises(CheckpointError, match="already holds a run's checkpoint.*restart"):
         train(options, open_data(options, training_corpus), 1, save_dir, None, max_steps=1, verbose=0)
     written = dump_weights(str(save_dir), str(save_dir / "weights.hdf5"))
     prediction = load_options(written["options_file"])

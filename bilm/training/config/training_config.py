@@ -26,12 +26,15 @@ class TrainingConfig:
             `NewRun`, `Restart` or `Adaptation`).
         data_source: what identifies the training stream (its file
             pattern), for a restart to know whether the data is the same.
+        vocabulary: the stream's `Vocabulary` (None: it has none), whose
+            fingerprint each checkpoint records.
     """
 
     options: BiLMOptions
     settings: TrainingSettings
     origin: object
     data_source: str
+    vocabulary: object = None
 
 
 def describe_data(data):
@@ -87,4 +90,4 @@ def resolve_training_config(options, data, origin, *, vocabulary=None, data_sour
             keys["n_train_tokens"] = report_token_count(count_tokens(pattern), pattern, verbose)
     options = options.updated(**keys) if keys else options
     options, settings = training_settings(options, need_schedule=True)
-    return TrainingConfig(options, settings, origin, data_source)
+    return TrainingConfig(options, settings, origin, data_source, vocabulary)

@@ -27,12 +27,17 @@ import numpy as np
 
 from bilm.io.formats.tensorflow_checkpoint import (
     TensorflowCheckpointError,
-    listed_checkpoints,
     read_tensorflow_checkpoint,
 )
 from bilm.optimizers import optimizer_class
 
 FORMAT = "tensorflow"
+
+
+class MissingOptionsError(TensorflowCheckpointError):
+    """A TensorFlow checkpoint without the run's `options.json` beside it (its files may be sound)."""
+
+
 OPTIONS_FILE = "options.json"
 _VALUE = "/.ATTRIBUTES/VARIABLE_VALUE"  # the suffix of a variable's value in a TensorFlow checkpoint
 _SCALARS = {"step": "step", "data_batches": "data/batches", "data_source": "data/source",
@@ -66,25 +71,21 @@ def object_paths(template, trainable_names, non_trainable_names, optimizer):
     return paths
 
 
-def tensorflow_meta(save_dir):
-    """The meta of the newest TensorFlow checkpoint in `save_dir`, as `bilm.training.run.run_checkpoint.read_meta`
-    gives an array checkpoint's (`"format": "tensorflow"`, its `"path"` prefix, `"seed"` None), or None when
-    there is none."""
-    listed = listed_checkpoints(save_dir)
-    if not listed:
-        return None
-    prefix = listed[-1]
+def prefix_meta(prefix):
+    """The meta of TensorFlow checkpoint `prefix`, as `bilm.training.run.run_checkpoint.read_meta` gives an array
+    checkpoint's (`"format": "tensorflow"`, its `"path"` prefix, `"seed"` None; the options are those of
+    `options.json` beside it)."""
     wanted = {checkpoint_key(name): key for key, name in _SCALARS.items()}
     values = read_tensorflow_checkpoint(prefix, wanted=wanted.__contains__)
     meta = {wanted[name]: int(value) for name, value in values.items()}
-    options_file = os.path.join(os.fspath(save_dir), OPTIONS_FILE)
+    options_file = os.path.join(os.path.dirname(os.fspath(prefix)), OPTIONS_FILE)
     try:
         with open(options_file, encoding="utf-8") as f:
             options = json.load(f)
     except FileNotFoundError:
-        raise TensorflowCheckpointError(f"{options_file} not found: a run's options are saved there beside its "
-                                 "checkpoints; copy the options file it was trained with to that name.") from None
-    return {"format": FORMAT, "path": prefix, "seed": None, "options": options, "n_boundary_starts": 0,
+        raise MissingOptionsError(f"{options_file} not found: a run's options are saved there beside its "
+                                  "checkpoints; copy the options file it was trained with to that name.") from None
+    return {"format": FORMAT, "path": os.fspath(prefix), "seed": None, "options": options, "n_boundary_starts": 0,
             "data_batches": 0, "data_source": None, "vocabulary": None, **meta}
 
 

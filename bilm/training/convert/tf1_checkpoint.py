@@ -22,7 +22,7 @@ from bilm.presets import TRAINING_DEFAULTS
 from bilm.training.config.settings import training_settings
 from bilm.training.model.training_lm import TrainingLM
 from bilm.training.run import checkpoints, run_checkpoint
-from bilm.training.run.checkpoints import OPTIONS_FILE, CheckpointError
+from bilm.training.run.run_checkpoint import OPTIONS_FILE, CheckpointError
 
 SCOPE = "lm/"
 SLOT_SUFFIX = "/Adagrad"

@@ -5,7 +5,6 @@ import glob
 import os
 import warnings
 
-from bilm.errors import UserError
 from bilm.io.formats.output_files import check_output_file
 from bilm.io.formats.weight_file import WEIGHTS_KIND, save_bilm_weights, save_token_embeddings
 from bilm.io.sources.model_files import options_file_beside
@@ -13,8 +12,6 @@ from bilm.models.functional_bilm import build_bilm
 from bilm.options import holds_options, load_options, save_options
 from bilm.training.config.settings import training_settings
 from bilm.training.run import run_checkpoint
-
-TENSORFLOW_CHECKPOINT = "model.ckpt-<step>.index"
 
 
 def dump_weights(save_dir, outfile, options_outfile=None, overwrite=False):
@@ -44,7 +41,7 @@ def dump_weights(save_dir, outfile, options_outfile=None, overwrite=False):
         dict with `weight_file`, `options_file` and, for token inputs,
         `embedding_weight_file`.
     """
-    meta = _newest_meta(save_dir)
+    meta = run_checkpoint.run_meta(save_dir)
     path = meta["path"]
     options = load_options(meta["options"])
     char = options.char_cnn is not None
@@ -75,18 +72,6 @@ def dump_weights(save_dir, outfile, options_outfile=None, overwrite=False):
         written["embedding_weight_file"] = embedding_file
     save_options(prediction_options, options_outfile)
     return {**written, "options_file": options_outfile}
-
-
-def _newest_meta(save_dir):
-    """`newest_meta(save_dir)`, or an error saying how to get a checkpoint there."""
-    meta = run_checkpoint.newest_meta(save_dir) if os.path.isdir(save_dir) else None
-    if meta is not None:
-        return meta
-    if not os.path.isdir(save_dir):
-        raise UserError(f"save_dir {os.fspath(save_dir)} does not exist; train first with bin/train_elmo.py.")
-    raise UserError(f"No checkpoint found in {os.fspath(save_dir)} (expected {run_checkpoint.CHECKPOINT_FILE}, or "
-                    f"an earlier run's {TENSORFLOW_CHECKPOINT} and 'checkpoint' file); train first with "
-                    "bin/train_elmo.py, or convert a TF1 checkpoint.")
 
 
 def _embedding_file(outfile):

@@ -1,6 +1,6 @@
 """Held-out perplexity on JAX and PyTorch with the full softmax, as `bilm.training.run.evaluation` computes it on
-TensorFlow: of a training state (`evaluate_state`, and `heldout_perplexity` at a run's end) and of a JAX run's
-checkpoint (`evaluate_from_files_on_jax`, what bin/run_test.py runs on JAX).
+TensorFlow: of a training state (`evaluate_state`; `heldout_perplexity` during a run, and of a checkpoint what
+bin/run_test.py gives, `bilm.training.jax.training_run.evaluate_checkpoint`).
 
 Needs Keras on JAX or PyTorch (`KERAS_BACKEND=jax` or `torch`).
 """
@@ -10,13 +10,8 @@ import math
 from keras import ops
 
 from bilm.errors import UserError
-from bilm.options import load_options
-from bilm.training.config.settings import training_settings
-from bilm.training.data.lm_dataset import load_training_data
-from bilm.training.jax.boundary_state_measure import measure_boundary_state
-from bilm.training.jax.train_step import SUFFIXES, JaxTrainStep
+from bilm.training.jax.train_step import SUFFIXES
 from bilm.training.model.softmax_losses import full_softmax_loss
-from bilm.training.run import run_checkpoint
 from bilm.training.run.evaluation_starts import OPENING_TOKEN, check_evaluation_start, rows_for_a_short_text
 from bilm.utils.progress import Progress
 
@@ -94,48 +89,6 @@ def heldout_perplexity(step, state, data, batch_size=None, between_batches=None)
     """The perplexity `evaluate_state` gives with the states carried, in windows of one step: what a run
     prints at its end, as TensorFlow's training does, and what bin/run_test.py gives its checkpoint."""
     return evaluate_state(step, state, data, batch_size, between_batches=between_batches)["perplexity"]
-
-
-def evaluate_from_files_on_jax(test_prefix, vocab_file, save_dir, batch_size=None, verbose=1, start="carry"):
-    """What bin/run_test.py runs on JAX and PyTorch: the average perplexity of the checkpoint in `save_dir`
-    on the shards `test_prefix`, as `bilm.training.evaluate_from_files` for TensorFlow's runs.
-
-    Args:
-        test_prefix: a glob of the held-out shards.
-        vocab_file: the run's vocabulary.
-        save_dir: the run's directory (its `checkpoint.npz`, or an earlier
-            run's checkpoint: `bilm.training.run.run_checkpoint`).
-        batch_size: rows per batch (default: the run's own `batch_size`,
-            so that the figure equals the held-out perplexity the run
-            printed).
-        verbose: 1 for a progress line and a message when a boundary state
-            is measured.
-        start: see `evaluate_state`; `"warm"` uses the checkpoint's boundary
-            state, measured on the evaluation text if it has none.
-
-    Returns:
-        float, the average perplexity.
-    """
-    check_evaluation_start(start, 1)
-    meta = run_checkpoint.newest_meta(save_dir)
-    if meta is None:
-        raise UserError(f"{save_dir} holds no checkpoint ({run_checkpoint.CHECKPOINT_FILE}, or an earlier run's "
-                        "jax_checkpoint.npz or model.ckpt-<step>); give the --save_dir of a training run.")
-    path = meta["path"]
-    options = load_options(meta["options"])
-    _, settings = training_settings(meta["options"])
-    data, vocab = load_training_data(options, test_prefix, vocab_file, test=True)
-    run_checkpoint.check_vocabulary(meta, vocab)
-    step = JaxTrainStep(options, settings, meta["seed"] or 0)
-    state, _ = run_checkpoint.load_state(save_dir, meta, step.initial_state(), step.network, settings.optimizer)
-    boundary_state = run_checkpoint.read_boundary_state(save_dir, meta)
-    if start == "warm" and boundary_state is None:
-        boundary_state = measure_boundary_state(step, state, data)
-        if verbose:
-            print(f"{path} holds no boundary state; measured one at "
-                  f"{boundary_state[1]:,} sentence starts of the evaluation text.")
-    return evaluate_state(step, state, data, batch_size, start=start, boundary_state=boundary_state,
-                          verbose=verbose)["perplexity"]
 
 
 def _losses_function(step, opening):

@@ -58,6 +58,7 @@ class BaseRun:
         self.save_timer = save_timer
         self.last_saved = None
         self.continue_with = continue_with
+        self.restored_from = None  # the checkpoint the call continues (`resume`), the last good one before a save
 
     @property
     def current_step(self):
@@ -73,6 +74,23 @@ class BaseRun:
         """Counts a step taken, on one more batch of the stream."""
         self.step_count += 1
         self.batches_consumed += 1
+
+    def resume(self, meta, lstm_restored):
+        """Takes the step and data position of the checkpoint `meta` restored (`run_checkpoint.checkpoint_meta`)
+        and says so; returns whether the stream continues (the same data) or starts anew, its LSTM states from
+        zeros (new data; the backend's run zeroes them)."""
+        self.restored_from = meta["path"]
+        self.step_count = meta["step"]
+        self.report(f"Restored {meta['path']} (step {self.current_step}).")
+        if not lstm_restored:
+            self.report("The saved LSTM states have another number of rows (batch size, replicas or devices "
+                        "changed); they start from zeros.")
+        if meta["data_source"] is not None and meta["data_source"] != self.data_source:
+            self.report("New training data: starting at its beginning.")
+            return False
+        self.batches_consumed = meta["data_batches"]
+        self.report(f"Same training data: skipping the {self.consumed} batches already consumed.")
+        return True
 
     def state_arrays(self):
         """`{state key: array}` or a nest of arrays (the backend's tensors or variables, read as they are

@@ -26,8 +26,8 @@ import os
 import numpy as np
 import tensorflow as tf
 
+from bilm.io.formats.tensorflow_checkpoint import listed_checkpoints
 from bilm.optimizers import checkpoint_optimizer, optimizer_class
-from bilm.options import load_options
 from bilm.options.keys import option_key
 from bilm.training.config.settings import training_settings
 from bilm.training.config.training_config import data_fingerprint  # noqa: F401 (this module's name too)
@@ -37,7 +37,6 @@ from bilm.training.run import run_checkpoint as array_checkpoints
 from bilm.training.run.run_checkpoint import CheckpointError
 
 CHECKPOINT_NAME = "model.ckpt"
-OPTIONS_FILE = "options.json"
 
 
 def build_checkpoint(lm, optimizer=None, step=None, lstm_states=None, data_position=None):
@@ -61,62 +60,6 @@ def build_checkpoint(lm, optimizer=None, step=None, lstm_states=None, data_posit
     if data_position is not None:
         parts["data"] = data_position
     return tf.train.Checkpoint(**parts)
-
-
-def listed_checkpoints(save_dir):
-    """The checkpoint prefixes that `save_dir`'s `checkpoint` file lists and whose index exists, oldest first."""
-    state = tf.train.get_checkpoint_state(os.fspath(save_dir))
-    if state is None:
-        return []
-    paths = list(state.all_model_checkpoint_paths) or [state.model_checkpoint_path]
-    if state.model_checkpoint_path not in paths:
-        paths.append(state.model_checkpoint_path)
-    return [path for path in paths if os.path.exists(path + ".index")]
-
-
-def held_checkpoints(save_dir):
-    """`listed_checkpoints`, and the array checkpoint of a run continued on JAX or PyTorch where there is one."""
-    held = listed_checkpoints(save_dir)
-    arrays = array_checkpoints.read_meta(save_dir)
-    if arrays is not None:
-        held.append(arrays["path"])
-    return held
-
-
-def latest_checkpoint(save_dir):
-    """The newest checkpoint prefix in `save_dir` whose files are there (after a damaged newest one's
-    files were moved away, the one before it), or the run's array checkpoint (a `.npz` file, written on JAX or
-    PyTorch) where it has taken more steps; a clear error when there is none."""
-    save_dir = os.fspath(save_dir)
-    if not os.path.isdir(save_dir):
-        raise CheckpointError(f"save_dir {save_dir} does not exist; train first with bin/train_elmo.py.")
-    listed = listed_checkpoints(save_dir)
-    path = listed[-1] if listed else None
-    arrays = array_checkpoints.read_meta(save_dir)
-    if arrays is not None and (path is None or arrays["step"] > read_state_summary(path)["step"]):
-        return arrays["path"]
-    if path is None:
-        raise CheckpointError(
-            f"No checkpoint found in {save_dir} (expected {array_checkpoints.CHECKPOINT_FILE}, or an earlier run's "
-            f"{CHECKPOINT_NAME}-<step>.index and 'checkpoint' file); train first with bin/train_elmo.py, or convert "
-            "a TF1 checkpoint.")
-    return path
-
-
-def load_training_options(save_dir):
-    """The `BiLMOptions` saved in a training directory by `train`."""
-    options_file = os.path.join(os.fspath(save_dir), OPTIONS_FILE)
-    if not os.path.exists(options_file):
-        raise CheckpointError(
-            f"{options_file} not found: the training options are saved there by train(); "
-            "copy the options file used for training to that name.")
-    return load_options(options_file)
-
-
-def load_options_latest_checkpoint(save_dir):
-    """`(options dict, checkpoint prefix)` of a training directory, as bilm-tf returns them."""
-    path = latest_checkpoint(save_dir)
-    return load_training_options(save_dir).to_dict(), path
 
 
 def load_training_model(options, ckpt_file):
@@ -220,26 +163,6 @@ def _reader(checkpoint_file):
         return check_readable(checkpoint_file)
 
 
-def read_state_summary(checkpoint_file):
-    """`{"step", "data_batches", "data_source", "vocabulary"}` ints of a checkpoint, without building a
-    model; `vocabulary` (the fingerprint) is None in a checkpoint that has none (an array checkpoint's too)."""
-    if _is_array_checkpoint(checkpoint_file):
-        meta = _array_meta(checkpoint_file)
-        return {key: meta[key] for key in ("step", "data_batches", "data_source", "vocabulary")}
-    reader = _reader(checkpoint_file)
-    names = reader.get_variable_to_shape_map()
-    summary = {}
-    try:
-        for key, name in (("step", "step"), ("data_batches", "data/batches"), ("data_source", "data/source"),
-                          ("vocabulary", "vocabulary")):
-            name += "/.ATTRIBUTES/VARIABLE_VALUE"
-            summary[key] = int(reader.get_tensor(name)) if name in names else (None if key == "vocabulary" else 0)
-    except _DAMAGE:
-        check_readable(checkpoint_file)
-        raise
-    return summary
-
-
 _OPTIMIZER_NAME = "metadata/optimizer/.ATTRIBUTES/VARIABLE_VALUE"
 
 
@@ -253,20 +176,6 @@ def saved_optimizer(checkpoint_file):
     if _OPTIMIZER_NAME in names:
         return reader.get_tensor(_OPTIMIZER_NAME).decode("utf-8")
     return checkpoint_optimizer(names)
-
-
-def check_vocabulary(checkpoint_file, vocab):
-    """Raises CheckpointError when `vocab` (a `Vocabulary`) is not the one `checkpoint_file` was trained with.
-
-    Checks the size against the softmax's rows, and the fingerprint where the
-    checkpoint records one.
-    """
-    if _is_array_checkpoint(checkpoint_file):
-        array_checkpoints.check_vocabulary(_array_meta(checkpoint_file), vocab)
-        return
-    rows = _reader(checkpoint_file).get_variable_to_shape_map().get("softmax/b/.ATTRIBUTES/VARIABLE_VALUE")
-    array_checkpoints.check_vocabulary({"path": checkpoint_file, "options": {"n_tokens_vocab": rows and rows[0]},
-                                        "vocabulary": read_state_summary(checkpoint_file)["vocabulary"]}, vocab)
 
 
 # === A run's array checkpoint (JAX's and PyTorch's), read into the variables ===

@@ -74,9 +74,10 @@ def run_steps(run, step_fn, batches, data, schedule, max_steps, call_policies, s
     result = {}
     for policy in call_policies:
         result.update(policy.result())
-    result.update(step=run.current_step, checkpoint=run.checkpoint_path(), seconds=time.perf_counter() - started,
-                  steps_taken=steps_taken, finished=schedule.finished(run.consumed, run.current_step),
-                  n_epochs=run.settings.n_epochs)
+    seconds = time.perf_counter() - started
+    result.update(step=run.current_step, checkpoint=run.checkpoint_path(), seconds=seconds, steps_taken=steps_taken,
+                  finished=schedule.finished(run.consumed, run.current_step), n_epochs=run.settings.n_epochs,
+                  tokens_per_second=steps_taken * schedule.tokens_per_batch / max(seconds, 1e-9))
     return result
 
 

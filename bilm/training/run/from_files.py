@@ -1,9 +1,10 @@
-"""What `bin/train_elmo.py`, `bin/restart.py` and `bin/run_test.py` call: training from files."""
+"""What `bin/train_elmo.py`, `bin/restart.py` and `bin/run_test.py` call, on every backend: training from files."""
 import os
 import warnings
 
+from bilm.backend import trainer_module
 from bilm.io.formats.output_files import check_output_directory
-from bilm.options import BiLMOptions
+from bilm.options import BiLMOptions, load_options
 from bilm.options.keys import option_key
 from bilm.presets import training_options
 from bilm.training.config.model_choice import check_model_choice
@@ -11,8 +12,8 @@ from bilm.training.config.training_config import resolve_training_config
 from bilm.training.data.lm_dataset import load_training_data
 from bilm.training.data.vocabulary_order import warn_unless_frequency_order
 from bilm.training.model.softmax_init import DEFAULT_SOFTMAX_INIT
-from bilm.training.run import checkpoints
-from bilm.training.run.evaluation import evaluate
+from bilm.training.run import run_checkpoint
+from bilm.training.run.evaluation_starts import check_evaluation_start
 from bilm.training.run.loop import run_training
 from bilm.training.run.loop_settings import LoopSettings
 from bilm.training.run.run_origin import run_origin
@@ -26,7 +27,8 @@ def train_from_files(train_prefix, vocab_file, save_dir, options_file=None, *, s
 
     Options come from `options_file`, or the released size `size`
     (`"small"`, `"medium"`, `"original"`: `bilm.presets.training_options`),
-    or on restart from `save_dir`. With `init_from`, a published model to
+    or on restart from `save_dir`'s newest checkpoint, which the run
+    continues exactly. With `init_from`, a published model to
     adapt (see `train`), the architecture is the model's and the training
     keys come from `options_file` (which may repeat the architecture, not
     contradict it) or their defaults; the model is opened and checked
@@ -47,14 +49,14 @@ def train_from_files(train_prefix, vocab_file, save_dir, options_file=None, *, s
     check_model_choice(restart, options_file, size, init_from)
     strategy = train_kwargs.pop("strategy", None)
     loop_settings = LoopSettings(seed=seed, **train_kwargs)
-    checkpoint = checkpoints.latest_checkpoint(save_dir) if restart else None  # a restart creates nothing
+    meta = run_checkpoint.run_meta(save_dir) if restart else None  # a restart creates nothing
     created = not os.path.exists(save_dir)
     check_output_directory(save_dir)  # before any work
     try:
-        origin = run_origin(checkpoint, init_from, softmax_init)
+        origin = run_origin(meta and meta["path"], init_from, softmax_init)
         keys = _merged_overrides(overrides, n_epochs=n_epochs, batch_size=batch_size, matmul_dtype=matmul_dtype)
         if restart:
-            options = origin.options(checkpoints.load_training_options(save_dir))
+            options = origin.options(meta["options"])
         elif size is not None:
             options = origin.options(BiLMOptions.from_dict(training_options(size),
                                                           source=f"the {size} size's training options"))
@@ -87,18 +89,19 @@ def _merged_overrides(overrides, **keys):
 
 
 def evaluate_from_files(test_prefix, vocab_file, save_dir, batch_size=None, verbose=1, start="carry"):
-    """`bin/run_test.py`: the average perplexity of `save_dir`'s latest
-    checkpoint (`evaluate`), each sentence starting as `start` says (see
-    `evaluate_lm`), with `batch_size` rows (default: the run's own
-    `batch_size`, as the held-out evaluation during training, which it then
-    equals)."""
-    ckpt_file = checkpoints.latest_checkpoint(save_dir)
-    options = checkpoints.load_training_options(save_dir)
+    """`bin/run_test.py`: the average perplexity of `save_dir`'s newest checkpoint (of any backend, or an
+    earlier run's: `run_checkpoint.newest_meta`), each sentence starting as `start` says (see `evaluate_lm`;
+    `"warm"` with a checkpoint that holds no boundary state measures one on the evaluation text), with
+    `batch_size` rows (default: the run's own `batch_size`, as the held-out evaluation during training, which
+    it then equals)."""
+    check_evaluation_start(start, 1)
+    meta = run_checkpoint.run_meta(save_dir)
+    options = load_options(meta["options"])
     if batch_size is None:
         batch_size = options.get("batch_size", option_key("batch_size").default)
     data, vocab = load_training_data(options, test_prefix, vocab_file, test=True)
-    checkpoints.check_vocabulary(ckpt_file, vocab)
-    return evaluate(options, ckpt_file, data, batch_size=batch_size, verbose=verbose, start=start)
+    run_checkpoint.check_vocabulary(meta, vocab)
+    return trainer_module().evaluate_checkpoint(meta, options, data, batch_size, verbose, start)
 
 
 def test_from_files(test_prefix, vocab_file, save_dir, batch_size=None, verbose=1, start="carry"):

@@ -1,4 +1,4 @@
-"""The training loop (bilm-tf's `train`): a short loop over a step, with the policies around it.
+"""The training loop (bilm-tf's `train`), on every backend: a short loop over a step, with the policies around it.
 
 `data` is any object with `iter_batches(batch_size, num_steps)` yielding
 dicts of int32 arrays: `token_ids` `(batch, time)`, `token_characters`
@@ -6,29 +6,27 @@ dicts of int32 arrays: `token_ids` `(batch, time)`, `token_characters`
 vocabularies), `next_token_id` `(batch, time)`, and the same keys with
 `_reverse` for the backward stream (`bilm.training.BidirectionalLMDataset`).
 
-TensorFlow's side of the one loop (`bilm.training.run.driver`). `train`
-resolves what it is given into a `TrainingConfig` (every check, once) and
-a `LoopSettings`, and `run_training` runs them: the run's origin
-(`run_origin`), then the call's steps, from the batches already consumed
-to its end (the run's end, or `max_steps` batches on), each followed by
-the registered policies (`bilm.training.run.policies`: the progress line,
-a stop on signals, the periodic saves, the held-out evaluation), whose
-`Action`s the loop carries out. At the end of a call that trained, the
-boundary state is measured and a last checkpoint saved.
+`train` resolves what it is given into a `TrainingConfig` (every check,
+once) and a `LoopSettings`, and `run_training` runs them: the backend's
+trainer (`bilm.backend.trainer_module`: TensorFlow's strategy, or JAX's and
+PyTorch's devices) opens the call's run, the run's origin (`run_origin`)
+sets its state up, then the call's steps run, from the batches already
+consumed to its end (the run's end, or `max_steps` batches on), each
+followed by the registered policies (`bilm.training.run.policies`: the
+progress line, a stop on signals, the periodic saves, the held-out
+evaluation), whose `Action`s the loop carries out
+(`bilm.training.run.driver.run_steps`). At the end of a call that trained,
+the boundary state is measured and a last checkpoint saved.
 """
 import contextlib
 import os
 
-import keras
-
-from bilm.io.formats.output_files import check_output_directory, writer_lock
-from bilm.options import save_options
+from bilm.backend import trainer_module
+from bilm.io.formats.output_files import check_output_directory, check_output_file, writer_lock
+from bilm.options import holds_options, save_options
 from bilm.training.config.training_config import resolve_training_config
-from bilm.training.data.tf_dataset import make_tf_dataset
 from bilm.training.model.softmax_init import DEFAULT_SOFTMAX_INIT
-from bilm.training.run import checkpoints, policies
-from bilm.training.run.checkpoints import CheckpointError
-from bilm.training.run.distribution import is_chief, make_strategy, n_workers
+from bilm.training.run import policies, run_checkpoint
 from bilm.training.run.driver import NonFiniteLossError, check_dtype_policy, run_steps
 from bilm.training.run.loop_settings import LoopSettings
 from bilm.training.run.policies.policy import LoopContext
@@ -36,8 +34,6 @@ from bilm.training.run.run_origin import run_origin
 from bilm.training.run.run_schedule import SaveTimer, Schedule
 from bilm.training.run.run_summary import describe_progress_line, describe_run, describe_warmup
 from bilm.training.run.stop_signals import StopSignals, TrainingInterrupted
-from bilm.training.run.train_step import TrainStep
-from bilm.training.run.training_run import TrainingRun
 from bilm.utils.malloc_tuning import keep_freed_memory
 
 __all__ = ["LoopSettings", "NonFiniteLossError", "TrainingInterrupted", "run_steps", "run_training", "train"]
@@ -60,17 +56,21 @@ def train(options, data, n_gpus, save_dir, log_dir, restart_ckpt_file=None, *,
             training keys alone (or None): the model keys are the model's.
         data: the training stream (see the module docstring); with
             several workers every worker must read the same stream.
-        n_gpus: replicas on this machine (ignored when `strategy` is given).
+        n_gpus: replicas on this machine, `batch_size` rows each: GPUs on
+            TensorFlow (ignored when `strategy` is given), devices of the
+            default kind on JAX and PyTorch.
         save_dir: checkpoints and `options.json`.
         log_dir: TensorBoard summaries (None: none).
-        restart_ckpt_file: continue from this checkpoint, optimizer state
-            included. On the same data (same `data_source`) the stream
+        restart_ckpt_file: continue from this checkpoint (a run's directory:
+            its newest; a checkpoint file or an earlier run's TensorFlow
+            prefix), optimizer state included. On the same data (same `data_source`) the stream
             skips the batches already consumed; on new data it starts at
             its beginning and runs `n_epochs` over it.
         heldout_data: optional held-out stream (test mode, so it ends),
             evaluated every `heldout_every` steps and at each epoch's end
             with `heldout_batch_size` rows (default `batch_size`).
-        strategy: a `tf.distribute.Strategy` (default: `make_strategy(n_gpus)`).
+        strategy: a `tf.distribute.Strategy` (default: `make_strategy(n_gpus)`),
+            TensorFlow's alone (given on JAX or PyTorch: an error before any work).
         max_steps: stop after this many steps of this call (then save).
         checkpoint_every: save every this many steps (and at each epoch's end;
             a call that trained ends with the boundary state measured on the
@@ -128,52 +128,51 @@ def train(options, data, n_gpus, save_dir, log_dir, restart_ckpt_file=None, *,
 def run_training(config, data, n_gpus, save_dir, log_dir, loop_settings=LoopSettings(), *, heldout_data=None,
                  strategy=None):
     """Trains the run `config` (a `TrainingConfig`) describes, as `loop_settings` (a `LoopSettings`) says; the
-    other arguments are `train`'s."""
+    other arguments are `train`'s (`strategy`: TensorFlow's alone)."""
     settings, loop = config.settings, loop_settings
     check_dtype_policy()
     save_timer = SaveTimer(loop.checkpoint_every_minutes)
     if loop.save_on_signals:
         StopSignals.check_main_thread()
+    checkpoint = config.origin.checkpoint
+    if checkpoint is not None and os.path.dirname(os.path.abspath(checkpoint)) != os.path.abspath(save_dir):
+        raise run_checkpoint.CheckpointError(
+            f"A run continues the checkpoint in its save_dir, and {checkpoint} is not in {os.fspath(save_dir)}; give "
+            "save_dir the run's directory (to branch a run off, copy its checkpoint and options.json to a new one).")
+    trainer = trainer_module().Trainer(config, n_gpus, strategy)  # what cannot apply is refused here
     if loop.tune_malloc:
         keep_freed_memory()
-    strategy = strategy or make_strategy(n_gpus)
-    schedule = Schedule.of(settings, strategy.num_replicas_in_sync)
     save_dir = os.fspath(save_dir)
     check_output_directory(save_dir)
     # One run writes a save_dir at a time: a second process's run is refused here, in one line naming the
-    # first one's PID, before it reads or writes anything of the directory (workers other than the chief
-    # write their own copies).
-    with writer_lock(save_dir) if is_chief(strategy) else contextlib.nullcontext():
-        return _run_in(config, data, save_dir, log_dir, loop, schedule, save_timer, strategy, heldout_data)
+    # first one's PID, before it reads or writes anything of the directory (only the chief writes).
+    with writer_lock(save_dir) if trainer.chief else contextlib.nullcontext():
+        return _run_in(trainer, config, data, save_dir, log_dir, loop, Schedule.of(settings, trainer.n_replicas),
+                       save_timer, heldout_data)
 
 
-def _run_in(config, data, save_dir, log_dir, loop, schedule, save_timer, strategy, heldout_data):
+def _run_in(trainer, config, data, save_dir, log_dir, loop, schedule, save_timer, heldout_data):
     """`run_training`'s work, in a checked `save_dir` that this process holds."""
-    settings = config.settings
-    held = checkpoints.held_checkpoints(save_dir)
-    if config.origin.checkpoint is None and held:
-        raise CheckpointError(
-            f"{save_dir} already holds checkpoints ({held[-1]}). Continue them "
-            f"with bin/restart.py --save_dir {save_dir} (train(..., restart_ckpt_file=...)), or choose a new "
-            "save_dir.")
-    if loop.seed is not None:
-        keras.utils.set_random_seed(loop.seed)
-    run = TrainingRun(config, strategy, schedule.global_batch, save_dir, log_dir, loop.max_to_keep, loop.verbose,
-                      save_timer, getattr(data, "vocab", None), loop.seed)
-    # Several workers must agree on the step they stop at: a signal then waits for the next step.
-    with StopSignals(loop.save_on_signals, interruptible_phases=n_workers(strategy) == 1) as stop_signals:
-        if run.chief:
-            save_options(config.options, run.options_file)
-        config.origin.begin(run, data, stop_signals)
-        describe_run(run.report, run.lm, config.options, settings, strategy.num_replicas_in_sync, schedule)
-        describe_warmup(run.report, settings, run.current_step)
-        describe_progress_line(run.report, settings)
-        call_policies = policies.make_policies(
-            LoopContext(loop, settings, schedule, save_timer, stop_signals, heldout_data))
-        step_fn = TrainStep(run.lm, run.optimizer, run.lstm_states, strategy, settings, loop.seed or 0)
-
-        def batches(skip):
-            return make_tf_dataset(data, schedule.global_batch, settings.unroll_steps, keys=run.lm.batch_keys(),
-                                   skip=skip)
-
-        return run_steps(run, step_fn, batches, data, schedule, loop.max_steps, call_policies, stop_signals)
+    origin, settings = config.origin, config.settings
+    options_file = os.path.join(save_dir, run_checkpoint.OPTIONS_FILE)
+    if origin.checkpoint is None:  # a new run never continues another one, nor replaces a file of the user's
+        run_checkpoint.check_new_run(save_dir)
+        check_output_file(options_file, content=holds_options(config.options))
+    with StopSignals(loop.save_on_signals, interruptible_phases=trainer.interruptible_phases) as stop_signals:
+        run = trainer.open_run(config, save_dir, log_dir, loop, save_timer, stop_signals)
+        try:
+            origin.begin(run, data, stop_signals)
+            if stop_signals.received is not None:  # during the start: nothing trained, the checkpoint as it was
+                raise TrainingInterrupted(stop_signals.received, run.current_step, origin.checkpoint,
+                                          phase="starting")
+            if run.chief:  # once the run has started: a run stopped before leaves no options.json
+                save_options(config.options, options_file)
+            describe_run(run.report, run.model, config.options, settings, trainer.n_replicas, schedule)
+            describe_warmup(run.report, settings, run.current_step)
+            describe_progress_line(run.report, settings)
+            call_policies = policies.make_policies(
+                LoopContext(loop, settings, schedule, save_timer, stop_signals, heldout_data))
+            return run_steps(run, run.step_function(loop.seed or 0), lambda skip: run.batches(data, skip), data,
+                             schedule, loop.max_steps, call_policies, stop_signals)
+        finally:
+            run.close()

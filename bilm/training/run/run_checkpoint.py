@@ -31,6 +31,11 @@ import keras
 import numpy as np
 
 from bilm.errors import UserError
+from bilm.io.formats.tensorflow_checkpoint import (
+    TensorflowCheckpointError,
+    listed_checkpoints,
+    read_tensorflow_checkpoint,
+)
 from bilm.training.convert import tensorflow_state
 
 CHECKPOINT_FILE = "checkpoint.npz"
@@ -53,18 +58,28 @@ def checkpoint_path(save_dir):
     return os.path.join(os.fspath(save_dir), CHECKPOINT_FILE)
 
 
-def check_run_kind(save_dir, meta, restart):
-    """Refuses a new run (`restart` False) into a `save_dir` that holds a run's checkpoint, and a restart
-    (`restart` True) of one that holds none, with one line on how to go on; `meta` is `read_meta(save_dir)`.
-    `restart` None takes either: continue a checkpoint if there is one, else start."""
-    if restart and meta is None:
-        raise UserError(f"{save_dir} holds no checkpoint of a run to continue ({checkpoint_path(save_dir)}, or an "
-                        "earlier run's jax_checkpoint.npz or model.ckpt-<step>); start one with bin/train_elmo.py "
-                        "(train(...) without restart_ckpt_file).")
-    if restart is False and meta is not None:  # a new run never continues another one by chance
-        raise UserError(f"{save_dir} already holds a run's checkpoint ({meta['path']}, step "
-                        f"{meta['step']}). Continue it with bin/restart.py --save_dir {save_dir} (train(..., "
-                        "restart_ckpt_file=save_dir)), or choose a new save_dir.")
+def check_new_run(save_dir):
+    """Refuses a new run into a `save_dir` that holds a run's checkpoint (of any backend: `newest_meta`), with one
+    line on how to continue it: a new run never continues another one by chance."""
+    meta = newest_meta(save_dir)
+    if meta is not None:
+        raise CheckpointError(f"{save_dir} already holds a run's checkpoint ({meta['path']}, step "
+                              f"{meta['step']}). Continue it with bin/restart.py --save_dir {save_dir} (train(..., "
+                              "restart_ckpt_file=save_dir)), or choose a new save_dir.")
+
+
+def run_meta(save_dir):
+    """`newest_meta(save_dir)` of a run's directory that must hold a checkpoint (to continue, evaluate or dump
+    it), or a `CheckpointError` saying how to get one there."""
+    save_dir = os.fspath(save_dir)
+    if not os.path.isdir(save_dir):
+        raise CheckpointError(f"save_dir {save_dir} does not exist; train first with bin/train_elmo.py.")
+    meta = newest_meta(save_dir)
+    if meta is None:
+        raise CheckpointError(f"No checkpoint found in {save_dir} (expected {CHECKPOINT_FILE}, or an earlier run's "
+                              "jax_checkpoint.npz or model.ckpt-<step>.index and 'checkpoint' file); train first "
+                              "with bin/train_elmo.py, or convert a TF1 checkpoint.")
+    return meta
 
 
 def _flattened(state):
@@ -230,13 +245,69 @@ def _advice(path):
 
 def newest_meta(save_dir):
     """The meta of the newest checkpoint in `save_dir` of either format: the array checkpoint's (`read_meta`), or a
-    run's on TensorFlow (`tensorflow_state.tensorflow_meta`: `"format": "tensorflow"`, its `"path"`), whichever
+    run's on TensorFlow (`tensorflow_state.prefix_meta`: `"format": "tensorflow"`, its `"path"`), whichever
     has taken more steps (the array checkpoint at a tie); None when there is none. A run moved from one backend
     to another leaves both in its directory."""
-    arrays, tensorflow = read_meta(save_dir), tensorflow_state.tensorflow_meta(save_dir)
+    listed = listed_checkpoints(save_dir)
+    arrays, tensorflow = read_meta(save_dir), _tensorflow_meta(listed[-1]) if listed else None
     if tensorflow is None or (arrays is not None and arrays["step"] >= tensorflow["step"]):
         return arrays
     return tensorflow
+
+
+def latest_checkpoint(save_dir):
+    """The path of the newest checkpoint of the run in `save_dir` (`run_meta`): `checkpoint.npz`, or an earlier
+    run's `jax_checkpoint.npz` or TensorFlow prefix `model.ckpt-<step>` where it has taken more steps."""
+    return run_meta(save_dir)["path"]
+
+
+def load_options_latest_checkpoint(save_dir):
+    """`(options dict, checkpoint path)` of a training directory, as bilm-tf returns them: the options of its
+    newest checkpoint (`run_meta`), which `options.json` beside it holds too."""
+    meta = run_meta(save_dir)
+    return dict(meta["options"]), meta["path"]
+
+
+def checkpoint_meta(path):
+    """The meta of the checkpoint a restart names (`read_meta`'s keys): a run's directory (its newest checkpoint,
+    `newest_meta`), a checkpoint file (`checkpoint.npz`, a kept copy, an earlier run's `jax_checkpoint.npz`) or an
+    earlier run's TensorFlow checkpoint prefix (`model.ckpt-<step>`); a `CheckpointError` where there is none."""
+    path = os.fspath(path)
+    if path.endswith(".npz"):
+        meta = read_file_meta(path)
+    elif os.path.exists(path + ".index"):
+        meta = _tensorflow_meta(path)
+    else:
+        return run_meta(path)
+    if meta is None:
+        raise CheckpointError(f"{path} is not a checkpoint ({CHECKPOINT_FILE}, a copy kept beside it, or an earlier "
+                              "run's jax_checkpoint.npz or model.ckpt-<step>); give the run's save_dir.")
+    return meta
+
+
+def _tensorflow_meta(prefix):
+    """`tensorflow_state.prefix_meta`, with damaged files one `CheckpointError` naming the newest readable
+    TensorFlow checkpoint beside it (whose values all read) and how to continue from it."""
+    try:
+        return tensorflow_state.prefix_meta(prefix)
+    except tensorflow_state.MissingOptionsError:
+        raise
+    except TensorflowCheckpointError as error:
+        reason = str(error)
+    directory = os.path.dirname(os.fspath(prefix))
+    usable = None
+    for path in reversed(listed_checkpoints(directory)):
+        try:
+            if path != prefix and read_tensorflow_checkpoint(path) is not None:
+                usable = path
+                break
+        except TensorflowCheckpointError:
+            continue
+    advice = (f"The newest readable checkpoint is {usable}: move the files of the damaged one ({prefix}.index and "
+              f"{prefix}.data-*) out of {directory} and run again, and it continues from {os.path.basename(usable)}."
+              if usable else f"No other checkpoint in {directory} is readable; train again.")
+    raise CheckpointError(f"Checkpoint {prefix} is damaged (its files are cut short or corrupted: {reason}). "
+                          f"{advice}")
 
 
 def read_arrays(path):

@@ -13,14 +13,10 @@ from typing import Optional, Protocol
 
 from bilm.errors import UserError
 from bilm.options import load_options
-from bilm.training.model.adaptation import (
-    ModelToAdapt,
-    adaptation_options,
-    load_model_weights,
-    open_model_to_adapt,
-)
-from bilm.training.model.softmax_init import DEFAULT_SOFTMAX_INIT, check_softmax_init, initialize_softmax
-from bilm.training.run import checkpoints
+from bilm.training.config.training_config import data_fingerprint
+from bilm.training.model.adaptation import ModelToAdapt, adaptation_options, open_model_to_adapt
+from bilm.training.model.softmax_init import DEFAULT_SOFTMAX_INIT, check_softmax_init
+from bilm.training.run import run_checkpoint
 from bilm.training.run.stop_signals import PhaseInterrupted, TrainingInterrupted
 
 
@@ -28,7 +24,7 @@ class RunOrigin(Protocol):
     """What every origin provides (the contract `resolve_training_config` and the loop rely on).
 
     Attributes:
-        checkpoint: the checkpoint prefix the run continues (`Restart`), else None.
+        checkpoint: the checkpoint the run continues (`Restart`), else None.
     """
 
     checkpoint: Optional[str]
@@ -43,8 +39,7 @@ class RunOrigin(Protocol):
         """Raises `CheckpointError` when `vocabulary` cannot be the one the origin was trained with."""
 
     def begin(self, run, data, stop_signals):
-        """Sets the new `TrainingRun`'s variables up (restores, loads, fits); a signal may raise
-        `TrainingInterrupted`."""
+        """Sets the new run's state up (its `restore` or `adapt`); a signal may raise `TrainingInterrupted`."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,34 +65,39 @@ class NewRun:
 
 @dataclasses.dataclass(frozen=True)
 class Restart:
-    """A run continued from `checkpoint` (optimizer state, step and data position included).
+    """A run continued from a checkpoint (optimizer state, step and data position included); `meta` is its
+    `run_checkpoint.checkpoint_meta`, `checkpoint` its path.
 
     On the same data (the same `data_source`) the stream skips the batches
     already consumed; on new data it starts at its beginning.
     """
 
-    checkpoint: str
+    meta: dict
+
+    @property
+    def checkpoint(self):
+        return self.meta["path"]
 
     def options(self, options):
         return NewRun().options(options)
 
     def same_data(self, data_source):
-        """Whether `data_source` is the data the checkpoint was reading (an array checkpoint of the first
-        format recorded none: its run's data, as on JAX and PyTorch)."""
-        saved = checkpoints.read_state_summary(self.checkpoint)["data_source"]
-        return saved is None or saved == checkpoints.data_fingerprint(data_source)
+        """Whether `data_source` is the data the checkpoint was reading (a checkpoint that recorded none: its
+        run's data)."""
+        saved = self.meta["data_source"]
+        return saved is None or saved == data_fingerprint(data_source)
 
     def check_vocabulary(self, options, vocabulary):
         """Raises `CheckpointError` unless `vocabulary` is the one the checkpoint was trained with."""
         if options.get("n_tokens_vocab") not in (None, vocabulary.size):
-            raise checkpoints.CheckpointError(
+            raise run_checkpoint.CheckpointError(
                 f"{vocabulary.filename} has {vocabulary.size} tokens but the checkpoint in "
                 f"{os.path.dirname(self.checkpoint)} was trained with n_tokens_vocab={options.get('n_tokens_vocab')}; "
                 "restart with the training vocabulary.")
-        checkpoints.check_vocabulary(self.checkpoint, vocabulary)
+        run_checkpoint.check_vocabulary(self.meta, vocabulary)
 
     def begin(self, run, data, stop_signals):
-        run.restore(self.checkpoint)
+        run.restore(self.meta)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,23 +120,19 @@ class Adaptation:
         pass
 
     def begin(self, run, data, stop_signals):
-        """Loads the weights and fits the softmax; a signal meanwhile leaves `save_dir` as it was."""
+        """Loads the weights and fits the softmax (the run's `adapt`); a signal meanwhile leaves `save_dir` as it
+        was (where the backend's phases are not interruptible, once the fit is done)."""
+        phase = "fitting the new softmax"
         try:
             with stop_signals.interruptible():
-                self._load(run, data)
+                started = run.adapt(self.model, data, self.softmax_init)
         except PhaseInterrupted as interrupted:
-            # Nothing trained yet: leave save_dir as it was, so that the same command starts over.
-            if run.chief and run.last_saved_checkpoint() is None and os.path.exists(run.options_file):
-                os.remove(run.options_file)
-            run.close()
-            raise TrainingInterrupted(interrupted.signal, 0, None, phase="fitting the new softmax") from None
-
-    def _load(self, run, data):
+            raise TrainingInterrupted(interrupted.signal, 0, None, phase=phase) from None
+        if stop_signals.received is not None:
+            raise TrainingInterrupted(stop_signals.received, 0, None, phase=phase)
         model, softmax_init = self.model, self.softmax_init
-        load_model_weights(run.lm, model)
         run.report(f"Adapting {model.source} ({model.files.weight_file}): char CNN, highway, projection and LSTM "
                    "weights loaded; a new softmax over the training vocabulary.")
-        started = initialize_softmax(run.lm, data, softmax_init)
         if softmax_init == "random":
             run.report("The softmax starts random (softmax_init='random'), as from scratch.")
             return
@@ -152,7 +148,8 @@ def run_origin(restart_ckpt_file=None, init_from=None, softmax_init=DEFAULT_SOFT
     """The origin `train`'s arguments ask for; the model to adapt is opened and checked here, before any work.
 
     Args:
-        restart_ckpt_file: a checkpoint to continue (`Restart`).
+        restart_ckpt_file: a checkpoint to continue (`Restart`): a run's
+            directory, or one of its checkpoints (`run_checkpoint.checkpoint_meta`).
         init_from: a model to adapt (anything `bilm.load` opens, or a
             `ModelToAdapt`) (`Adaptation`); not with `restart_ckpt_file`.
         softmax_init: with `init_from`, where the new softmax starts.
@@ -161,7 +158,7 @@ def run_origin(restart_ckpt_file=None, init_from=None, softmax_init=DEFAULT_SOFT
         `NewRun`, `Restart` or `Adaptation`.
     """
     if init_from is None:
-        return NewRun() if restart_ckpt_file is None else Restart(os.fspath(restart_ckpt_file))
+        return NewRun() if restart_ckpt_file is None else Restart(run_checkpoint.checkpoint_meta(restart_ckpt_file))
     if restart_ckpt_file is not None:
         raise UserError("init_from starts a new run from a model's weights and restart_ckpt_file continues a "
                         "run from its checkpoint; give one of them.")

@@ -1,16 +1,44 @@
-"""What one call of `train` holds: the model, its optimizer state, checkpoints, summaries and messages."""
-import os
-
+"""Training on TensorFlow: its side of the one training driver (`bilm.training.run.loop.run_training`), the
+trainer (a `tf.distribute` strategy, its replicas and chief) and the run it opens (the model, its optimizer
+state, the step and the `tf.data` stream)."""
+import keras
 import tensorflow as tf
 
 from bilm.optimizers import make_optimizer
+from bilm.training.data.tf_dataset import make_tf_dataset
+from bilm.training.model.adaptation import load_model_weights
 from bilm.training.model.boundary_state_measure import measure_boundary_state
+from bilm.training.model.softmax_init import initialize_softmax
 from bilm.training.model.training_lm import TrainingLM
 from bilm.training.run import checkpoints
 from bilm.training.run.base_run import BaseRun
-from bilm.training.run.checkpoints import OPTIONS_FILE
-from bilm.training.run.distribution import is_chief
-from bilm.training.run.evaluation import evaluate_lm
+from bilm.training.run.distribution import is_chief, make_strategy, n_workers
+from bilm.training.run.evaluation import evaluate, evaluate_lm
+from bilm.training.run.train_step import TrainStep
+
+
+class Trainer:
+    """What trains on TensorFlow: `strategy` (default `make_strategy(n_gpus)`) and its replicas; only the chief
+    writes the run's files. With several workers a signal waits for the next step, which they agree on, so a
+    phase (the adaptation's fit, the boundary state's measure) is not interruptible."""
+
+    def __init__(self, config, n_gpus, strategy=None):
+        self.strategy = strategy or make_strategy(n_gpus)
+        self.chief = is_chief(self.strategy)
+        self.n_replicas = self.strategy.num_replicas_in_sync
+        self.interruptible_phases = n_workers(self.strategy) == 1
+
+    def open_run(self, config, save_dir, log_dir, loop, save_timer, stop_signals):
+        """The call's `TrainingRun`, its variables created from the seed (`keras.utils.set_random_seed`)."""
+        if loop.seed is not None:
+            keras.utils.set_random_seed(loop.seed)
+        return TrainingRun(config, self.strategy, self.n_replicas * config.settings.batch_size, save_dir, log_dir,
+                           loop.max_to_keep, loop.verbose, save_timer, config.vocabulary, loop.seed)
+
+
+def evaluate_checkpoint(meta, options, data, batch_size, verbose, start):
+    """The average perplexity of the checkpoint `meta` describes (`bilm.training.run.evaluation.evaluate`)."""
+    return evaluate(options, meta["path"], data, batch_size=batch_size, verbose=verbose, start=start)
 
 
 class TrainingRun(BaseRun):
@@ -18,7 +46,7 @@ class TrainingRun(BaseRun):
     interface: `BaseRun`).
 
     `config` is the run's `TrainingConfig`; `save_timer` the `SaveTimer` a save resets; `seed` the run's seed
-    (None: none), recorded in its checkpoints as on every backend.
+    (None: none), recorded in its checkpoints as on every backend; `vocabulary` the stream's (None: none).
 
     Variables are created in the strategy's scope. Checkpoints are the run's
     checkpoint of every backend (`bilm.training.run.run_checkpoint`), written
@@ -32,9 +60,7 @@ class TrainingRun(BaseRun):
                          options=config.options.to_dict(), seed=seed,
                          data_source=checkpoints.data_fingerprint(config.data_source),
                          vocabulary=None if vocabulary is None else vocabulary.fingerprint, chief=is_chief(strategy))
-        self.options_file = os.path.join(save_dir, OPTIONS_FILE)
-        # The checkpoint the run continues, if any (the last good one before its first save).
-        self.restored_from = config.origin.checkpoint
+        self.strategy, self.global_batch = strategy, global_batch
         with strategy.scope():
             self.lm = TrainingLM(config.options, settings)
             self.optimizer = make_optimizer(settings, self.lm.trainable_variables())
@@ -42,25 +68,33 @@ class TrainingRun(BaseRun):
                 key: tf.Variable(tf.zeros([global_batch, size]), trainable=False, name=f"state_{key}")
                 for key, _, size in self.lm.state_keys}
 
-    def restore(self, ckpt_file):
-        """Restores a checkpoint; a new data source restarts the stream and the LSTM states."""
-        step = tf.Variable(0, dtype=tf.int64, trainable=False)
-        position = {"batches": tf.Variable(0, dtype=tf.int64, trainable=False),
-                    "source": tf.Variable(0, dtype=tf.int64, trainable=False)}
-        states_restored = checkpoints.restore_training(
-            ckpt_file, self.lm, self.optimizer, step, self.lstm_states, position, self.data_source)
-        self.step_count = int(step.numpy())
-        self.report(f"Restored {ckpt_file} (step {self.current_step}).")
-        if not states_restored:
-            self.report("The saved LSTM states have another number of rows (batch size or replicas changed); "
-                        "they start from zeros.")
-        if int(position["source"].numpy()) != self.data_source:
-            self.report("New training data: starting at its beginning.")
+    @property
+    def model(self):
+        """What the start-of-training summary counts (`parameter_counts`, `directions`)."""
+        return self.lm
+
+    def restore(self, meta):
+        """Restores the checkpoint `meta` describes; new data restarts the stream and the LSTM states."""
+        states_restored = checkpoints.restore_training(meta["path"], self.lm, self.optimizer, None, self.lstm_states,
+                                                       None, self.data_source)
+        if not self.resume(meta, states_restored):
             for state in self.lstm_states.values():
                 state.assign(tf.zeros_like(state))
-        else:
-            self.batches_consumed = int(position["batches"].numpy())
-            self.report(f"Same training data: skipping the {self.consumed} batches already consumed.")
+
+    def adapt(self, model, data, softmax_init):
+        """Loads `model`'s weights into the biLM and starts the softmax as `softmax_init` says; `fit_softmax`'s
+        report."""
+        load_model_weights(self.lm, model)
+        return initialize_softmax(self.lm, data, softmax_init)
+
+    def step_function(self, seed):
+        """The loop's step: `(batch, step, requests) -> {"loss", "norm", "requests"}` (`TrainStep`)."""
+        return TrainStep(self.lm, self.optimizer, self.lstm_states, self.strategy, self.settings, seed)
+
+    def batches(self, data, skip):
+        """The stream's global batches after the first `skip`, as a `tf.data` pipeline."""
+        return make_tf_dataset(data, self.global_batch, self.settings.unroll_steps, keys=self.lm.batch_keys(),
+                               skip=skip)
 
     def state_arrays(self):
         return checkpoints.training_arrays(self.lm, self.optimizer, self.lstm_states)

@@ -1,4 +1,4 @@
-"""Adapting a published model on JAX (`train_from_files_on_jax(init_from=...)`, `bin/train_elmo.py --init_from`
+"""Adapting a published model on JAX (`train_from_files(init_from=...)`, `bin/train_elmo.py --init_from`
 with `KERAS_BACKEND=jax`), in processes without TensorFlow: the run starts from the weight file's biLM with the
 softmax TensorFlow's `initialize_softmax` fits, refuses what TensorFlow's path refuses, learns, and restarts
 from its checkpoint alone.
@@ -32,9 +32,9 @@ from bilm.errors import UserError
 from bilm.io.formats.weight_file import weight_table
 from bilm.training.config.settings import training_settings
 from bilm.training.data.lm_dataset import load_training_data
-from bilm.training.jax.adaptation import adapted_start
-from bilm.training.jax.from_files import train_from_files_on_jax
+from bilm.training import train_from_files
 from bilm.training.jax.train_step import JaxTrainStep
+from bilm.training.jax.training_run import adapted_state
 from bilm.training.model.adaptation import adaptation_options, open_model_to_adapt
 
 folder, model_dir = sys.argv[1], sys.argv[2]
@@ -43,11 +43,11 @@ report = {"errors": {}}
 for case, extra in (("restart", {"restart": True}), ("size", {"size": "small"}),
                     ("softmax_init", {"softmax_init": "fitted", "options_file": folder + "/settings.json"})):
     try:
-        train_from_files_on_jax(corpus["train"], corpus["vocab"], folder + "/refused", init_from=model_dir,
-                                verbose=0, **extra)
+        train_from_files(corpus["train"], corpus["vocab"], folder + "/refused", init_from=model_dir, verbose=0,
+                         **extra)
     except UserError as error:
         report["errors"][case] = str(error)
-# What train_from_files_on_jax hands train_on_jax: the adapted options, the data, the start.
+# What train_from_files starts an adapted run on JAX from: the adapted options, the data, the start.
 model = open_model_to_adapt(model_dir)
 options = adaptation_options(model, folder + "/settings.json").updated(n_tokens_vocab=corpus["n_vocab"],
                                                                        n_train_tokens=1000)
@@ -55,7 +55,7 @@ data, _ = load_training_data(options, corpus["train"], corpus["vocab"], seed=0)
 step = JaxTrainStep(options, training_settings(options.raw)[1])
 arrays = {}
 for method in ("fit", "encoding"):
-    state = adapted_start(model, data, method, verbose=0)(step, step.initial_state())
+    state, _ = adapted_state(step, step.initial_state(), model, data, method)
     arrays.update({f"{method}/softmax/{key}": keras.ops.convert_to_numpy(value)
                    for key, value in state["softmax"].items()})
     step.write_weights(state)
@@ -131,9 +131,9 @@ import json, os, runpy, sys
 from bilm.options import load_options
 from bilm.training.config.settings import training_settings
 from bilm.training.data.lm_dataset import load_training_data
-from bilm.training.jax.adaptation import adapted_start
 from bilm.training.jax.evaluation import heldout_perplexity
 from bilm.training.jax.train_step import JaxTrainStep
+from bilm.training.jax.training_run import adapted_state
 from bilm.training.model.adaptation import open_model_to_adapt
 
 folder, model, steps = sys.argv[1], sys.argv[2], int(sys.argv[3])
@@ -146,7 +146,7 @@ stopped = train(common + ["--init_from", model, "--softmax_init", "encoding", "-
 options = load_options(folder + "/run/options.json")
 step = JaxTrainStep(options, training_settings(options.raw)[1])
 data, _ = load_training_data(options, corpus["train"], corpus["vocab"], seed=0)
-state = adapted_start(open_model_to_adapt(model), data, "encoding", verbose=0)(step, step.initial_state())
+state, _ = adapted_state(step, step.initial_state(), open_model_to_adapt(model), data, "encoding")
 heldout, _ = load_training_data(options, corpus["heldout"], corpus["vocab"], test=True)
 start = heldout_perplexity(step, state, heldout)
 os.rename(model, model + "_gone")  # the checkpoint holds the adapted start: the restart needs no model

@@ -96,11 +96,10 @@ def test_evaluation_and_boundary_state_equal_tensorflows(tmp_path, corpus):
 JAX_RUNS = '''
 import functools, json, os, shutil, signal, sys
 import numpy as np
-from bilm.training import dump_weights
+from bilm.training import dump_weights, evaluate_from_files, train as train_from
 from bilm.training.data.lm_dataset import load_training_data
-from bilm.training.jax import loop, training_run
+from bilm.training.jax import training_run
 from bilm.training.run import run_checkpoint as checkpoints
-from bilm.training.jax.evaluation import evaluate_from_files_on_jax
 from bilm.training.run.stop_signals import TrainingInterrupted
 
 folder, n_sentences = sys.argv[1], int(sys.argv[2])
@@ -112,8 +111,10 @@ heldout, _ = load_training_data(options, corpus["heldout"], corpus["vocab"], tes
 
 
 def train(save_dir, max_steps, **kwargs):
-    return loop.train_on_jax(options, data, save_dir, seed=5, max_steps=max_steps, checkpoint_every=100, verbose=0,
-                             **kwargs)
+    """Trains the run in `save_dir`, continuing its checkpoint if it has one."""
+    restart = save_dir if os.path.isdir(save_dir) and checkpoints.newest_meta(save_dir) else None
+    return train_from(options, data, 1, save_dir, None, restart, seed=5, max_steps=max_steps, checkpoint_every=100,
+                      save_on_signals=True, verbose=0, **kwargs)
 
 
 def as_first_format(save_dir):
@@ -131,8 +132,8 @@ def as_first_format(save_dir):
 
 report = {"heldout_perplexity": train(folder + "/whole", 4, heldout_data=heldout)["heldout_perplexity"]}
 dump_weights(folder + "/whole", folder + "/whole/weights.hdf5")
-report["evaluated"] = {start: evaluate_from_files_on_jax(corpus["heldout"], corpus["vocab"], folder + "/whole",
-                                                         verbose=0, start=start) for start in ("carry", "warm")}
+report["evaluated"] = {start: evaluate_from_files(corpus["heldout"], corpus["vocab"], folder + "/whole", verbose=0,
+                                                  start=start) for start in ("carry", "warm")}
 os.makedirs(folder + "/old")
 shutil.copy(checkpoints.checkpoint_path(folder + "/whole"), checkpoints.checkpoint_path(folder + "/old"))
 shutil.copy(folder + "/whole/options.json", folder + "/old/options.json")
@@ -154,20 +155,23 @@ except TrainingInterrupted as stopped:
     report["interrupted"] = [stopped.step, stopped.exit_status, stopped.phase]
 training_run.measure_boundary_state = measure
 report["interrupted_kept_a_boundary_state"] = checkpoints.read_boundary_state(folder + "/old") is not None
-report["old_restarted"] = train(folder + "/old", 0)["steps"]
+report["old_restarted"] = train(folder + "/old", 0)["step"]
+initial_state = training_run.JaxTrainStep.initial_state
 
 
-def interrupted_start(step, state):
-    """A run's start (as an adapted run's softmax fit) during which SIGINT arrives."""
+def interrupted_start(self, *args, **kwargs):
+    """A new run's first state, during whose making SIGINT arrives."""
     os.kill(os.getpid(), signal.SIGINT)
-    return state
+    return initial_state(self, *args, **kwargs)
 
 
+training_run.JaxTrainStep.initial_state = interrupted_start
 try:
-    train(folder + "/started", 1, start_state=interrupted_start)
+    train(folder + "/started", 1)
 except TrainingInterrupted as stopped:
     report["start_interrupted"] = [stopped.step, stopped.exit_status, stopped.phase, stopped.checkpoint,
                                    sorted(os.listdir(folder + "/started"))]
+training_run.JaxTrainStep.initial_state = initial_state
 report["tensorflow_imported"] = "tensorflow" in sys.modules
 print(json.dumps(report))
 '''
@@ -211,7 +215,7 @@ def test_a_jax_run_stores_its_boundary_state_and_run_test_evaluates_it(tmp_path,
     assert report["interrupted"] == [4, 128 + signal.SIGTERM, "measuring the boundary state"]
     assert report["interrupted_kept_a_boundary_state"]
     # SIGINT while a new run's start is prepared: nothing kept, not even options.json (the same call starts over).
-    assert report["start_interrupted"][:4] == [0, 128 + signal.SIGINT, "preparing the run's start", None]
+    assert report["start_interrupted"][:4] == [0, 128 + signal.SIGINT, "starting", None]
     assert "options.json" not in report["start_interrupted"][4]
     want, got = _arrays(tmp_path / "whole"), _arrays(tmp_path / "old")
     assert got.keys() == want.keys()
