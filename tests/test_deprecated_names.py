@@ -199,3 +199,23 @@ def test_training_checkpoints_name_variables_by_path_not_by_attribute(tmp_path):
     build_checkpoint(restored).read(path).assert_existing_objects_matched()
     for got, want in zip(restored.network.weights, lm.network.weights):
         np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+# === train_on_jax, train_from_files_on_jax, evaluate_from_files_on_jax: the one trainer's earlier names ===
+
+@pytest.mark.parametrize("name, call", [
+    ("train_on_jax", lambda f, missing: f({}, None, missing, restart=True)),
+    ("train_from_files_on_jax", lambda f, missing: f("train*", "vocab.txt", missing, restart=True)),
+    ("evaluate_from_files_on_jax", lambda f, missing: f("heldout*", "vocab.txt", missing)),
+])
+def test_the_array_trainers_earlier_names_are_the_one_trainers_with_a_warning(tmp_path, name, call):
+    from bilm.training.run.run_checkpoint import CheckpointError
+
+    missing = str(tmp_path / "missing")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(CheckpointError, match=f"save_dir {missing} does not exist"):
+            call(getattr(bilm.training, name), missing)
+    new_name = name.replace("_on_jax", "")
+    _one_deprecation(caught, f"bilm.training.{new_name}")
+    assert getattr(bilm.training, new_name).__module__.startswith("bilm.training.run.")
