@@ -153,9 +153,10 @@ def as_tensorflow_checkpoints(save_dir, record_optimizer=True):
         optimizer = make_optimizer(settings, lm.trainable_variables())
         with np.load(path) as stored:
             lstm = {key[len("lstm/"):]: tf.Variable(stored[key]) for key in stored.files if key.startswith("lstm/")}
-        step = tf.Variable(0, dtype=tf.int64)
-        data = {"batches": tf.Variable(0, dtype=tf.int64), "source": tf.Variable(0, dtype=tf.int64)}
-        checkpoints.restore_training(path, lm, optimizer, step, lstm, data)
+        step = tf.Variable(meta["step"], dtype=tf.int64)
+        data = {"batches": tf.Variable(meta["data_batches"], dtype=tf.int64),
+                "source": tf.Variable(meta["data_source"] or 0, dtype=tf.int64)}
+        checkpoints.restore_training(meta, lm, optimizer, lstm)
         parts = {"model": lm.bilm_variables(), "softmax": lm.softmax_variables(), "optimizer": optimizer.accumulators,
                  "boundary_state": {**lm.boundary_state, "n_starts": lm.n_boundary_starts}, "step": step,
                  "lstm_states": lstm, "data": data}

@@ -13,7 +13,9 @@ from bilm.training.convert.tensorflow_state import object_paths, read_tensorflow
 from bilm.training.model.training_lm import TrainingLM
 from bilm.training.run import checkpoints
 from bilm.training.run import run_checkpoint as array_checkpoints
+from bilm.training.run.base_run import BaseRun
 from bilm.training.run.run_origin import Restart
+from bilm.training.run.run_schedule import SaveTimer
 from training_helpers import tiny_options
 
 
@@ -91,14 +93,15 @@ def test_values_cross_between_the_two_kinds_of_checkpoint_both_ways(tmp_path, ex
     (array_dir / "options.json").write_text(json.dumps(options))
     other = _run_objects(options, seed=2)
     path = array_checkpoints.latest_checkpoint(array_dir)
-    assert path.endswith(".npz") and checkpoints.saved_optimizer(path) == extra["optimizer"]
+    assert path.endswith(".npz") and array_checkpoints.saved_optimizer(path) == extra["optimizer"]
     other_lm, other_optimizer, other_lstm, other_step, other_data = other
-    assert checkpoints.restore_training(path, other_lm, other_optimizer, other_step, other_lstm, other_data)
+    assert checkpoints.restore_training(path, other_lm, other_optimizer, other_lstm)
     for (name, want), got in zip(objects.items(), _objects_of(other_lm, other_optimizer, other_lstm).values()):
         np.testing.assert_array_equal(got.numpy(), want.numpy(), err_msg=name)
-    for want, got in ((step, other[3]), (data["batches"], other[4]["batches"]), (data["source"], other[4]["source"]),
-                      (lm.n_boundary_starts, other[0].n_boundary_starts)):
-        assert int(got.numpy()) == int(want.numpy())
+    meta = array_checkpoints.checkpoint_meta(path)
+    for want, got in ((step, meta["step"]), (data["batches"], meta["data_batches"]),
+                      (data["source"], meta["data_source"]), (lm.n_boundary_starts, other_lm.n_boundary_starts)):
+        assert int(got) == int(want.numpy())
     for key, value in lm.boundary_state.items():
         np.testing.assert_array_equal(other[0].boundary_state[key].numpy(), value.numpy())
 
@@ -130,7 +133,9 @@ def test_an_array_checkpoint_that_recorded_no_data_source_continues_its_stream_o
     path = array_checkpoints.latest_checkpoint(array_dir)
     assert array_checkpoints.checkpoint_meta(path)["data_source"] is None
     assert Restart(array_checkpoints.checkpoint_meta(path)).same_data(str(tmp_path / "any_shards*"))
-    other_lm, other_optimizer, other_lstm, other_step, other_data = _run_objects(options, seed=2)
-    checkpoints.restore_training(path, other_lm, other_optimizer, other_step, other_lstm, other_data,
-                                 data_source=424242)
-    assert int(other_data["source"].numpy()) == 424242 and int(other_data["batches"].numpy()) == 17
+    # The run continues the stream from the batches the checkpoint consumed, whatever its own data's fingerprint.
+    settings = training_settings(options)[1]
+    run = BaseRun(settings, None, 0, SaveTimer(None), save_dir=str(array_dir), max_to_keep=1, options=options, seed=0,
+                  data_source=424242, vocabulary=None)
+    assert run.resume(array_checkpoints.checkpoint_meta(path), True)
+    assert (run.current_step, run.consumed) == (int(step.numpy()), 17)

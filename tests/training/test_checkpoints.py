@@ -6,14 +6,15 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bilm.training.run import checkpoints
-from bilm.training.run.checkpoints import load_training_model, saved_optimizer
+from bilm.training.convert import tensorflow_state
+from bilm.training.run.checkpoints import load_training_model
 from bilm.training.run.loop import train
 from bilm.training.run.run_checkpoint import (
     CheckpointError,
     latest_checkpoint,
     load_options_latest_checkpoint,
     read_file_meta,
+    saved_optimizer,
 )
 from training_helpers import (
     as_tensorflow_checkpoints,
@@ -178,7 +179,7 @@ def test_a_checkpoint_records_its_optimizer_and_a_restart_reads_it_not_a_guess(t
     data = open_data(options, corpus)
     first = train(options, data, 1, tmp_path, None, max_steps=1, verbose=0)
     assert read_file_meta(first["checkpoint"])["options"]["optimizer"] == "adam"
-    monkeypatch.setattr(checkpoints, "checkpoint_optimizer", lambda names: pytest.fail("guessed the optimizer"))
+    monkeypatch.setattr(tensorflow_state, "checkpoint_optimizer", lambda names: pytest.fail("guessed the optimizer"))
     assert saved_optimizer(first["checkpoint"]) == "adam"
     resumed = train(options, data, 1, tmp_path, None, restart_ckpt_file=first["checkpoint"], max_steps=1, verbose=0)
     assert resumed["step"] == 2

@@ -29,7 +29,7 @@ from bilm.io.formats.tensorflow_checkpoint import (
     TensorflowCheckpointError,
     read_tensorflow_checkpoint,
 )
-from bilm.optimizers import optimizer_class
+from bilm.optimizers import checkpoint_optimizer, optimizer_class
 
 FORMAT = "tensorflow"
 
@@ -41,7 +41,11 @@ class MissingOptionsError(TensorflowCheckpointError):
 OPTIONS_FILE = "options.json"
 _VALUE = "/.ATTRIBUTES/VARIABLE_VALUE"  # the suffix of a variable's value in a TensorFlow checkpoint
 _SCALARS = {"step": "step", "data_batches": "data/batches", "data_source": "data/source",
-            "n_boundary_starts": "boundary_state/n_starts", "vocabulary": "vocabulary"}
+            "n_boundary_starts": "boundary_state/n_starts", "vocabulary": "vocabulary",
+            "optimizer": "metadata/optimizer"}
+
+
+_OPTIMIZER = "metadata/optimizer" + _VALUE
 
 
 def checkpoint_key(object_path):
@@ -76,8 +80,12 @@ def prefix_meta(prefix):
     checkpoint's (`"format": "tensorflow"`, its `"path"` prefix, `"seed"` None; the options are those of
     `options.json` beside it)."""
     wanted = {checkpoint_key(name): key for key, name in _SCALARS.items()}
-    values = read_tensorflow_checkpoint(prefix, wanted=wanted.__contains__)
-    meta = {wanted[name]: int(value) for name, value in values.items()}
+    names = []  # every name the checkpoint holds, read from its index
+    values = read_tensorflow_checkpoint(prefix, wanted=lambda name: names.append(name) or name in wanted)
+    meta = {wanted[name]: int(value) for name, value in values.items() if name != _OPTIMIZER}
+    # The optimizer whose state it holds: the name it records, or before it recorded one, what its state's names tell.
+    meta["optimizer"] = (values[_OPTIMIZER].item().decode("utf-8") if _OPTIMIZER in values
+                         else checkpoint_optimizer(names))
     options_file = os.path.join(os.path.dirname(os.fspath(prefix)), OPTIONS_FILE)
     try:
         with open(options_file, encoding="utf-8") as f:

@@ -36,6 +36,7 @@ from bilm.io.formats.tensorflow_checkpoint import (
     listed_checkpoints,
     read_tensorflow_checkpoint,
 )
+from bilm.options.keys import option_key
 from bilm.training.convert import tensorflow_state
 
 CHECKPOINT_FILE = "checkpoint.npz"
@@ -286,14 +287,18 @@ def checkpoint_meta(path):
 
 
 def _tensorflow_meta(prefix):
-    """`tensorflow_state.prefix_meta`, with damaged files one `CheckpointError` naming the newest readable
-    TensorFlow checkpoint beside it (whose values all read) and how to continue from it."""
+    """`tensorflow_state.prefix_meta`, with damaged files one `CheckpointError` (`_damaged`)."""
     try:
         return tensorflow_state.prefix_meta(prefix)
     except tensorflow_state.MissingOptionsError:
         raise
     except TensorflowCheckpointError as error:
-        reason = str(error)
+        raise _damaged(prefix, error) from None
+
+
+def _damaged(prefix, error):
+    """The `CheckpointError` of TensorFlow checkpoint `prefix` whose files are damaged (`error`), naming the newest
+    readable TensorFlow checkpoint beside it (whose values all read) and how to continue from it."""
     directory = os.path.dirname(os.fspath(prefix))
     usable = None
     for path in reversed(listed_checkpoints(directory)):
@@ -306,8 +311,41 @@ def _tensorflow_meta(prefix):
     advice = (f"The newest readable checkpoint is {usable}: move the files of the damaged one ({prefix}.index and "
               f"{prefix}.data-*) out of {directory} and run again, and it continues from {os.path.basename(usable)}."
               if usable else f"No other checkpoint in {directory} is readable; train again.")
-    raise CheckpointError(f"Checkpoint {prefix} is damaged (its files are cut short or corrupted: {reason}). "
-                          f"{advice}")
+    return CheckpointError(f"Checkpoint {prefix} is damaged (its files are cut short or corrupted: {error}). {advice}")
+
+
+def saved_optimizer(checkpoint):
+    """The name of the optimizer whose state a checkpoint (its path, or its meta: `checkpoint_meta`) holds: the
+    run's options' (a TensorFlow checkpoint's recorded name, or before it recorded one, what its state's names
+    tell: `tensorflow_state.prefix_meta`)."""
+    meta = checkpoint if isinstance(checkpoint, dict) else checkpoint_meta(checkpoint)
+    return meta.get("optimizer") or meta["options"].get("optimizer") or option_key("optimizer").default
+
+
+def check_optimizer(meta, optimizer):
+    """Refuses to continue the checkpoint `meta` describes with another optimizer than the one whose state it
+    holds (`saved_optimizer`): a run keeps its optimizer."""
+    saved = saved_optimizer(meta)
+    if saved != optimizer:
+        raise CheckpointError(
+            f"Checkpoint {meta['path']} holds the state of the {saved} optimizer, but the options say 'optimizer': "
+            f"{optimizer!r}; a run keeps its optimizer (set it back to {saved!r}, or start a new run in another "
+            "save_dir).")
+
+
+def stored_arrays(meta, names):
+    """`{state key: NumPy array, or None where it holds none}` of the checkpoint `meta` describes, for the keys
+    of `names` (`{state key: TensorFlow object path}`, `tensorflow_state.object_paths`: where an earlier run's
+    TensorFlow checkpoint stores each)."""
+    if meta.get("format") != tensorflow_state.FORMAT:
+        with np.load(meta["path"]) as stored:
+            return {key: stored[key] if key in stored.files else None for key in names}
+    keys = {tensorflow_state.checkpoint_key(name): key for key, name in names.items()}
+    try:
+        stored = read_tensorflow_checkpoint(meta["path"], wanted=keys.__contains__)
+    except TensorflowCheckpointError as error:
+        raise _damaged(meta["path"], error) from None
+    return {key: stored.get(tensorflow_state.checkpoint_key(name)) for key, name in names.items()}
 
 
 def read_arrays(path):
@@ -350,14 +388,9 @@ def read_network_weights(save_dir, meta, network, optimizer):
     `meta` describes (`newest_meta`; `optimizer`: the run's optimizer's name)."""
     parts = {"bilm": network.trainable_variables, "non_trainable": network.non_trainable_variables}
     template = {part: [0] * len(variables) for part, variables in parts.items()}
-    if meta.get("format") == tensorflow_state.FORMAT:
-        names = tensorflow_state.object_paths(template, [v.path for v in parts["bilm"]],
-                                              [v.path for v in parts["non_trainable"]], optimizer)
-        stored = tensorflow_state.read_tensorflow_checkpoint(meta["path"])
-        value_of = {key: stored.get(tensorflow_state.checkpoint_key(name)) for key, name in names.items()}
-    else:
-        with np.load(meta["path"]) as stored:
-            value_of = {key: stored[key] if key in stored.files else None for key, _ in _flattened(template)}
+    names = tensorflow_state.object_paths(template, [v.path for v in parts["bilm"]],
+                                          [v.path for v in parts["non_trainable"]], optimizer)
+    value_of = stored_arrays(meta, names)
     for part, variables in parts.items():
         for i, variable in enumerate(variables):
             value = value_of[f"{part}/{i}"]

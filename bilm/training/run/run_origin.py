@@ -97,6 +97,7 @@ class Restart:
         run_checkpoint.check_vocabulary(self.meta, vocabulary)
 
     def begin(self, run, data, stop_signals):
+        run_checkpoint.check_optimizer(self.meta, run.settings.optimizer)  # a run keeps its optimizer
         run.restore(self.meta)
 
 

@@ -75,8 +75,7 @@ class TrainingRun(BaseRun):
 
     def restore(self, meta):
         """Restores the checkpoint `meta` describes; new data restarts the stream and the LSTM states."""
-        states_restored = checkpoints.restore_training(meta["path"], self.lm, self.optimizer, None, self.lstm_states,
-                                                       None, self.data_source)
+        states_restored = checkpoints.restore_training(meta, self.lm, self.optimizer, self.lstm_states)
         if not self.resume(meta, states_restored):
             for state in self.lstm_states.values():
                 state.assign(tf.zeros_like(state))
