@@ -34,7 +34,7 @@ _MODULES = {
     "evaluate": "run.evaluation",
     "evaluate_from_files": "run.from_files",
     "evaluate_from_files_on_jax": "run.earlier_names",
-    "load_options_latest_checkpoint": "run.run_checkpoint",
+    "load_options_latest_checkpoint": "run.run_directory",
     "load_vocab": "data.lm_dataset",
     "run_quickstart": "quickstart",
     "test": "run.evaluation",

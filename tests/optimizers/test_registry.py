@@ -9,7 +9,8 @@ from bilm.optimizers import OPTIMIZERS, checkpoint_optimizer, default_learning_r
 from bilm.options import OptionsError
 from bilm.training.config.settings import training_settings
 from bilm.training.run.loop import train
-from bilm.training.run.run_checkpoint import CheckpointError, saved_optimizer
+from bilm.training.run.run_checkpoint import CheckpointError
+from bilm.training.run.run_directory import saved_optimizer
 from training_helpers import checkpoint_arrays, open_data, tiny_options
 
 MOMENTUM_MODULE = textwrap.dedent('''

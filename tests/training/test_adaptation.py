@@ -381,7 +381,7 @@ def _count_calls(monkeypatch, module, name, calls):
 def test_from_the_script_to_the_step_each_check_runs_once(tmp_path, published, new_text, monkeypatch):
     import bilm.training.config.settings as settings_module
     import bilm.training.config.training_config as config_module
-    import bilm.training.run.run_checkpoint as checkpoints_module
+    import bilm.training.run.run_directory as checkpoints_module
     import bilm.training.run.run_origin as origin_module
 
     calls = {}

@@ -11,7 +11,7 @@ from bilm.optimizers import make_optimizer, optimizer_class
 from bilm.training.config.settings import training_settings
 from bilm.training.convert.tensorflow_state import object_paths, read_tensorflow_state
 from bilm.training.model.training_lm import TrainingLM
-from bilm.training.run import checkpoints
+from bilm.training.run import checkpoints, run_directory
 from bilm.training.run import run_checkpoint as array_checkpoints
 from bilm.training.run.base_run import BaseRun
 from bilm.training.run.run_origin import Restart
@@ -92,13 +92,13 @@ def test_values_cross_between_the_two_kinds_of_checkpoint_both_ways(tmp_path, ex
                                       data_source=int(data["source"].numpy()))
     (array_dir / "options.json").write_text(json.dumps(options))
     other = _run_objects(options, seed=2)
-    path = array_checkpoints.latest_checkpoint(array_dir)
-    assert path.endswith(".npz") and array_checkpoints.saved_optimizer(path) == extra["optimizer"]
+    path = run_directory.latest_checkpoint(array_dir)
+    assert path.endswith(".npz") and run_directory.saved_optimizer(path) == extra["optimizer"]
     other_lm, other_optimizer, other_lstm, other_step, other_data = other
     assert checkpoints.restore_training(path, other_lm, other_optimizer, other_lstm)
     for (name, want), got in zip(objects.items(), _objects_of(other_lm, other_optimizer, other_lstm).values()):
         np.testing.assert_array_equal(got.numpy(), want.numpy(), err_msg=name)
-    meta = array_checkpoints.checkpoint_meta(path)
+    meta = run_directory.checkpoint_meta(path)
     for want, got in ((step, meta["step"]), (data["batches"], meta["data_batches"]),
                       (data["source"], meta["data_source"]), (lm.n_boundary_starts, other_lm.n_boundary_starts)):
         assert int(got) == int(want.numpy())
@@ -130,12 +130,12 @@ def test_an_array_checkpoint_that_recorded_no_data_source_continues_its_stream_o
     array_checkpoints.save_checkpoint(array_dir, state, int(step.numpy()), options, 0, data_batches=17,
                                       data_source=None)
     (array_dir / "options.json").write_text(json.dumps(options))
-    path = array_checkpoints.latest_checkpoint(array_dir)
-    assert array_checkpoints.checkpoint_meta(path)["data_source"] is None
-    assert Restart(array_checkpoints.checkpoint_meta(path)).same_data(str(tmp_path / "any_shards*"))
+    path = run_directory.latest_checkpoint(array_dir)
+    assert run_directory.checkpoint_meta(path)["data_source"] is None
+    assert Restart(run_directory.checkpoint_meta(path)).same_data(str(tmp_path / "any_shards*"))
     # The run continues the stream from the batches the checkpoint consumed, whatever its own data's fingerprint.
     settings = training_settings(options)[1]
     run = BaseRun(settings, None, 0, SaveTimer(None), save_dir=str(array_dir), max_to_keep=1, options=options, seed=0,
                   data_source=424242, vocabulary=None)
-    assert run.resume(array_checkpoints.checkpoint_meta(path), True)
+    assert run.resume(run_directory.checkpoint_meta(path), True)
     assert (run.current_step, run.consumed) == (int(step.numpy()), 17)

@@ -27,7 +27,7 @@ import functools, json, os, signal, sys
 import numpy as np
 from bilm.training import dump_weights, train
 from bilm.training.jax import training_run
-from bilm.training.run.run_checkpoint import newest_meta
+from bilm.training.run.run_directory import newest_meta
 from bilm.training.data.lm_dataset import load_training_data
 from bilm.training.run.stop_signals import TrainingInterrupted
 
@@ -420,7 +420,7 @@ import json, os, signal, sys
 import numpy as np
 from bilm.training import dump_weights, evaluate_from_files, train
 from bilm.training.data.lm_dataset import load_training_data
-from bilm.training.run.run_checkpoint import newest_meta
+from bilm.training.run.run_directory import newest_meta
 from bilm.training.run.stop_signals import TrainingInterrupted
 
 # Runs in turn in this process: [save_dir, this call's max_steps, the batch at which the stream sends SIGTERM or

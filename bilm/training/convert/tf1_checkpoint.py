@@ -21,7 +21,7 @@ from bilm.options import holds_options, load_options, save_options
 from bilm.presets import TRAINING_DEFAULTS
 from bilm.training.config.settings import training_settings
 from bilm.training.model.training_lm import TrainingLM
-from bilm.training.run import checkpoints, run_checkpoint
+from bilm.training.run import checkpoints, run_checkpoint, run_directory
 from bilm.training.run.run_checkpoint import OPTIONS_FILE, CheckpointError
 
 SCOPE = "lm/"
@@ -101,7 +101,7 @@ def convert_tf1_checkpoint(tf1_checkpoint, options, save_dir, max_to_keep=5):
     """
     tf1_checkpoint = os.fspath(tf1_checkpoint)
     save_dir = os.fspath(save_dir)
-    held = run_checkpoint.newest_meta(save_dir) if os.path.isdir(save_dir) else None
+    held = run_directory.newest_meta(save_dir) if os.path.isdir(save_dir) else None
     if held is not None:
         raise CheckpointError(f"{save_dir} already holds a run's checkpoint ({held['path']}, step {held['step']}); "
                               f"convert {tf1_checkpoint} into a new --save_dir.")

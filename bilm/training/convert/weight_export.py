@@ -11,7 +11,7 @@ from bilm.io.sources.model_files import options_file_beside
 from bilm.models.functional_bilm import build_bilm
 from bilm.options import holds_options, load_options, save_options
 from bilm.training.config.settings import training_settings
-from bilm.training.run import run_checkpoint
+from bilm.training.run import run_checkpoint, run_directory
 
 
 def dump_weights(save_dir, outfile, options_outfile=None, overwrite=False):
@@ -41,7 +41,7 @@ def dump_weights(save_dir, outfile, options_outfile=None, overwrite=False):
         dict with `weight_file`, `options_file` and, for token inputs,
         `embedding_weight_file`.
     """
-    meta = run_checkpoint.run_meta(save_dir)
+    meta = run_directory.run_meta(save_dir)
     path = meta["path"]
     options = load_options(meta["options"])
     char = options.char_cnn is not None
@@ -60,9 +60,9 @@ def dump_weights(save_dir, outfile, options_outfile=None, overwrite=False):
     network = build_bilm(options, n_token_vocab=None if char else settings.n_tokens_vocab,
                          bidirectional=settings.bidirectional, dropout=settings.dropout,
                          layout="training", kernel_initializer="zeros", name="bilm")
-    run_checkpoint.read_network_weights(save_dir, meta, network, settings.optimizer)
+    run_directory.read_network_weights(save_dir, meta, network, settings.optimizer)
     # The boundary state the run measured at its end (None: not yet, or a checkpoint of the first format).
-    save_bilm_weights(network, outfile, run_checkpoint.read_boundary_state(save_dir, meta))
+    save_bilm_weights(network, outfile, run_directory.read_boundary_state(save_dir, meta))
     if not settings.bidirectional:
         warnings.warn(f"{save_dir} holds a forward-only biLM: {outfile} has no backward LSTM weights "
                       "(RNN_1/...), so BidirectionalLanguageModel cannot load it.", stacklevel=2)

@@ -38,7 +38,7 @@ def evaluate_state(step, state, data, batch_size=None, unroll_steps=1, start="ca
             `bilm.training.run.evaluation_starts`); `"zeros"` and `"warm"`
             need `unroll_steps=1`.
         boundary_state: for `"warm"`, `({state key: (size,)}, n_starts)`
-            (`run_checkpoint.read_boundary_state`, `measure_boundary_state`).
+            (`run_directory.read_boundary_state`, `measure_boundary_state`).
         verbose: 1 for a progress line.
         between_batches: called with no argument after each batch (e.g. to
             stop on a signal by raising, between the backend's calls rather

@@ -17,7 +17,7 @@ from bilm.training.jax.boundary_state_measure import measure_boundary_state
 from bilm.training.jax.evaluation import evaluate_state, heldout_perplexity
 from bilm.training.jax.softmax_init import initialize_softmax_on_jax
 from bilm.training.jax.train_step import JaxTrainStep
-from bilm.training.run import run_checkpoint
+from bilm.training.run import run_directory
 from bilm.training.run.base_run import BaseRun
 from bilm.training.run.stop_signals import PhaseInterrupted
 from bilm.utils.python_random import seeded_python_random
@@ -59,8 +59,8 @@ def evaluate_checkpoint(meta, options, data, batch_size, verbose, start):
     _, settings = training_settings(meta["options"])
     step = JaxTrainStep(options, settings, meta["seed"] or 0)
     save_dir = os.path.dirname(meta["path"])
-    state, _ = run_checkpoint.load_state(save_dir, meta, step.initial_state(), step.network, settings.optimizer)
-    boundary_state = run_checkpoint.read_boundary_state(save_dir, meta)
+    state, _ = run_directory.load_state(save_dir, meta, step.initial_state(), step.network, settings.optimizer)
+    boundary_state = run_directory.read_boundary_state(save_dir, meta)
     if start == "warm" and boundary_state is None:
         boundary_state = measure_boundary_state(step, state, data)
         if verbose:
@@ -109,9 +109,9 @@ class JaxTrainingRun(BaseRun):
     def restore(self, meta):
         """Restores the checkpoint `meta` describes; new data restarts the stream and the LSTM states."""
         step = self.train_step
-        state, lstm_restored = run_checkpoint.load_state(self.save_dir, meta, self.state, step.network,
+        state, lstm_restored = run_directory.load_state(self.save_dir, meta, self.state, step.network,
                                                          self.settings.optimizer)
-        self.boundary_state = run_checkpoint.read_boundary_state(self.save_dir, meta)
+        self.boundary_state = run_directory.read_boundary_state(self.save_dir, meta)
         if not self.resume(meta, lstm_restored):
             state = {**state, "lstm": {key: 0 * value for key, value in state["lstm"].items()}}
         self.state = step.place(state)

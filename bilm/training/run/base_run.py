@@ -76,7 +76,7 @@ class BaseRun:
         self.batches_consumed += 1
 
     def resume(self, meta, lstm_restored):
-        """Takes the step and data position of the checkpoint `meta` restored (`run_checkpoint.checkpoint_meta`)
+        """Takes the step and data position of the checkpoint `meta` restored (`run_directory.checkpoint_meta`)
         and says so; returns whether the stream continues (the same data) or starts anew, its LSTM states from
         zeros (new data; the backend's run zeroes them)."""
         self.restored_from = meta["path"]

@@ -15,10 +15,10 @@ stable names: `model/<layer>/<variable>` (the biLM), `softmax/W` and
 `data/batches` and `data/source`, `boundary_state/<state key>` and
 `boundary_state/n_starts`, and in later ones `vocabulary` (the
 vocabulary's fingerprint) and `metadata/optimizer` (the optimizer's name;
-`run_checkpoint.saved_optimizer` tells it from the names of its state where
+`run_directory.saved_optimizer` tells it from the names of its state where
 it is missing). They restart, evaluate and dump as they did, read without
-TensorFlow (`run_checkpoint.stored_arrays`); the newest checkpoint of either
-kind is the one a restart continues (`run_checkpoint.latest_checkpoint`).
+TensorFlow (`run_directory.stored_arrays`); the newest checkpoint of either
+kind is the one a restart continues (`run_directory.latest_checkpoint`).
 `options.json` sits beside the checkpoints in `save_dir`.
 """
 import os
@@ -31,7 +31,7 @@ from bilm.training.config.settings import training_settings
 from bilm.training.config.training_config import data_fingerprint  # noqa: F401 (this module's name too)
 from bilm.training.convert.tensorflow_state import object_paths
 from bilm.training.model.training_lm import TrainingLM
-from bilm.training.run import run_checkpoint as array_checkpoints
+from bilm.training.run import run_directory
 from bilm.training.run.run_checkpoint import CheckpointError
 
 CHECKPOINT_NAME = "model.ckpt"
@@ -75,7 +75,7 @@ def restore_training(checkpoint, lm, optimizer=None, lstm_states=None):
     Args:
         checkpoint: its path (a run's `checkpoint.npz`, a copy kept beside
             it, or an earlier run's `jax_checkpoint.npz` or TensorFlow
-            prefix), or its meta (`run_checkpoint.checkpoint_meta`).
+            prefix), or its meta (`run_directory.checkpoint_meta`).
         lm: a `TrainingLM` of the run's options; `optimizer` its optimizer
             (None: the weights alone, to evaluate or dump);
             `lstm_states` `{state key: variable (rows, size)}`. LSTM states
@@ -86,9 +86,9 @@ def restore_training(checkpoint, lm, optimizer=None, lstm_states=None):
         CheckpointError: the checkpoint holds another model's state, or its
             files are damaged.
     """
-    meta = checkpoint if isinstance(checkpoint, dict) else array_checkpoints.checkpoint_meta(checkpoint)
+    meta = checkpoint if isinstance(checkpoint, dict) else run_directory.checkpoint_meta(checkpoint)
     names, variables = _state_objects(lm, optimizer, lstm_states)
-    stored = array_checkpoints.stored_arrays(meta, names)
+    stored = run_directory.stored_arrays(meta, names)
     states_match = True
     missing = sorted(key for key, value in stored.items() if value is None)
     if missing:
@@ -104,7 +104,7 @@ def restore_training(checkpoint, lm, optimizer=None, lstm_states=None):
                                   f"(is options.json the one it was trained with?): {key} has shape "
                                   f"{value.shape}, the model's {tuple(variable.shape)}.")
         variable.assign(value.astype(variable.dtype.as_numpy_dtype))  # every object here is a tf.Variable
-    boundary_state = array_checkpoints.read_boundary_state(os.path.dirname(meta["path"]), meta)
+    boundary_state = run_directory.read_boundary_state(os.path.dirname(meta["path"]), meta)
     vectors, n_starts = boundary_state if boundary_state is not None else ({}, 0)
     for key, value in vectors.items():
         lm.boundary_state[key].assign(value)

@@ -1,7 +1,7 @@
 """The array trainer's earlier names, kept working: `train_on_jax`, `train_from_files_on_jax` and
 `evaluate_from_files_on_jax` are `train`, `train_from_files` and `evaluate_from_files`, which now train and
 evaluate on every backend; each warns once per use, naming the new name."""
-from bilm.training.run import run_checkpoint
+from bilm.training.run import run_directory
 from bilm.training.run.from_files import evaluate_from_files, train_from_files
 from bilm.training.run.loop import train
 from bilm.utils.deprecation import warn_deprecated
@@ -14,9 +14,9 @@ def train_on_jax(options, data, save_dir, *, restart=None, devices=None, log_dir
     warn_deprecated("bilm.training.train_on_jax is deprecated; use bilm.training.train(options, data, n_gpus, "
                     "save_dir, log_dir, restart_ckpt_file=...), which trains on every backend.")
     if restart is None:
-        restart = run_checkpoint.newest_meta(save_dir) is not None
+        restart = run_directory.newest_meta(save_dir) is not None
     elif restart:
-        run_checkpoint.run_meta(save_dir)  # the run to continue
+        run_directory.run_meta(save_dir)  # the run to continue
     return train(options, data, len(devices) if devices else 1, save_dir, log_dir,
                  restart_ckpt_file=save_dir if restart else None, **loop)
 

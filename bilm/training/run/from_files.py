@@ -12,7 +12,7 @@ from bilm.training.config.training_config import resolve_training_config
 from bilm.training.data.lm_dataset import load_training_data
 from bilm.training.data.vocabulary_order import warn_unless_frequency_order
 from bilm.training.model.softmax_init import DEFAULT_SOFTMAX_INIT
-from bilm.training.run import run_checkpoint
+from bilm.training.run import run_directory
 from bilm.training.run.evaluation_starts import check_evaluation_start
 from bilm.training.run.loop import run_training
 from bilm.training.run.loop_settings import LoopSettings
@@ -49,7 +49,7 @@ def train_from_files(train_prefix, vocab_file, save_dir, options_file=None, *, s
     check_model_choice(restart, options_file, size, init_from)
     strategy = train_kwargs.pop("strategy", None)
     loop_settings = LoopSettings(seed=seed, **train_kwargs)
-    meta = run_checkpoint.run_meta(save_dir) if restart else None  # a restart creates nothing
+    meta = run_directory.run_meta(save_dir) if restart else None  # a restart creates nothing
     created = not os.path.exists(save_dir)
     check_output_directory(save_dir)  # before any work
     try:
@@ -90,17 +90,17 @@ def _merged_overrides(overrides, **keys):
 
 def evaluate_from_files(test_prefix, vocab_file, save_dir, batch_size=None, verbose=1, start="carry"):
     """`bin/run_test.py`: the average perplexity of `save_dir`'s newest checkpoint (of any backend, or an
-    earlier run's: `run_checkpoint.newest_meta`), each sentence starting as `start` says (see `evaluate_lm`;
+    earlier run's: `run_directory.newest_meta`), each sentence starting as `start` says (see `evaluate_lm`;
     `"warm"` with a checkpoint that holds no boundary state measures one on the evaluation text), with
     `batch_size` rows (default: the run's own `batch_size`, as the held-out evaluation during training, which
     it then equals)."""
     check_evaluation_start(start, 1)
-    meta = run_checkpoint.run_meta(save_dir)
+    meta = run_directory.run_meta(save_dir)
     options = load_options(meta["options"])
     if batch_size is None:
         batch_size = options.get("batch_size", option_key("batch_size").default)
     data, vocab = load_training_data(options, test_prefix, vocab_file, test=True)
-    run_checkpoint.check_vocabulary(meta, vocab)
+    run_directory.check_vocabulary(meta, vocab)
     return trainer_module().evaluate_checkpoint(meta, options, data, batch_size, verbose, start)
 
 

@@ -26,7 +26,7 @@ from bilm.io.formats.output_files import check_output_directory, check_output_fi
 from bilm.options import holds_options, save_options
 from bilm.training.config.training_config import resolve_training_config
 from bilm.training.model.softmax_init import DEFAULT_SOFTMAX_INIT
-from bilm.training.run import policies, run_checkpoint
+from bilm.training.run import policies, run_checkpoint, run_directory
 from bilm.training.run.driver import NonFiniteLossError, check_dtype_policy, run_steps
 from bilm.training.run.loop_settings import LoopSettings
 from bilm.training.run.policies.policy import LoopContext
@@ -156,7 +156,7 @@ def _run_in(trainer, config, data, save_dir, log_dir, loop, schedule, save_timer
     origin, settings = config.origin, config.settings
     options_file = os.path.join(save_dir, run_checkpoint.OPTIONS_FILE)
     if origin.checkpoint is None:  # a new run never continues another one, nor replaces a file of the user's
-        run_checkpoint.check_new_run(save_dir)
+        run_directory.check_new_run(save_dir)
         check_output_file(options_file, content=holds_options(config.options))
     with StopSignals(loop.save_on_signals, interruptible_phases=trainer.interruptible_phases) as stop_signals:
         run = trainer.open_run(config, save_dir, log_dir, loop, save_timer, stop_signals)

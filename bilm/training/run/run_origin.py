@@ -16,7 +16,7 @@ from bilm.options import load_options
 from bilm.training.config.training_config import data_fingerprint
 from bilm.training.model.adaptation import ModelToAdapt, adaptation_options, open_model_to_adapt
 from bilm.training.model.softmax_init import DEFAULT_SOFTMAX_INIT, check_softmax_init
-from bilm.training.run import run_checkpoint
+from bilm.training.run import run_checkpoint, run_directory
 from bilm.training.run.stop_signals import PhaseInterrupted, TrainingInterrupted
 
 
@@ -66,7 +66,7 @@ class NewRun:
 @dataclasses.dataclass(frozen=True)
 class Restart:
     """A run continued from a checkpoint (optimizer state, step and data position included); `meta` is its
-    `run_checkpoint.checkpoint_meta`, `checkpoint` its path.
+    `run_directory.checkpoint_meta`, `checkpoint` its path.
 
     On the same data (the same `data_source`) the stream skips the batches
     already consumed; on new data it starts at its beginning.
@@ -94,10 +94,10 @@ class Restart:
                 f"{vocabulary.filename} has {vocabulary.size} tokens but the checkpoint in "
                 f"{os.path.dirname(self.checkpoint)} was trained with n_tokens_vocab={options.get('n_tokens_vocab')}; "
                 "restart with the training vocabulary.")
-        run_checkpoint.check_vocabulary(self.meta, vocabulary)
+        run_directory.check_vocabulary(self.meta, vocabulary)
 
     def begin(self, run, data, stop_signals):
-        run_checkpoint.check_optimizer(self.meta, run.settings.optimizer)  # a run keeps its optimizer
+        run_directory.check_optimizer(self.meta, run.settings.optimizer)  # a run keeps its optimizer
         run.restore(self.meta)
 
 
@@ -150,7 +150,7 @@ def run_origin(restart_ckpt_file=None, init_from=None, softmax_init=DEFAULT_SOFT
 
     Args:
         restart_ckpt_file: a checkpoint to continue (`Restart`): a run's
-            directory, or one of its checkpoints (`run_checkpoint.checkpoint_meta`).
+            directory, or one of its checkpoints (`run_directory.checkpoint_meta`).
         init_from: a model to adapt (anything `bilm.load` opens, or a
             `ModelToAdapt`) (`Adaptation`); not with `restart_ckpt_file`.
         softmax_init: with `init_from`, where the new softmax starts.
@@ -159,7 +159,7 @@ def run_origin(restart_ckpt_file=None, init_from=None, softmax_init=DEFAULT_SOFT
         `NewRun`, `Restart` or `Adaptation`.
     """
     if init_from is None:
-        return NewRun() if restart_ckpt_file is None else Restart(run_checkpoint.checkpoint_meta(restart_ckpt_file))
+        return NewRun() if restart_ckpt_file is None else Restart(run_directory.checkpoint_meta(restart_ckpt_file))
     if restart_ckpt_file is not None:
         raise UserError("init_from starts a new run from a model's weights and restart_ckpt_file continues a "
                         "run from its checkpoint; give one of them.")

@@ -16,6 +16,7 @@ from bilm.training.config.settings import training_settings
 from bilm.training.model.boundary_state_measure import measure_boundary_state
 from bilm.training.model.training_lm import TrainingLM
 from bilm.training.run import run_checkpoint as checkpoints
+from bilm.training.run import run_directory
 from bilm.training.run.evaluation import evaluate_lm
 from training_helpers import open_data, tiny_options, write_corpus
 
@@ -99,7 +100,7 @@ import numpy as np
 from bilm.training import dump_weights, evaluate_from_files, train as train_from
 from bilm.training.data.lm_dataset import load_training_data
 from bilm.training.jax import training_run
-from bilm.training.run import run_checkpoint as checkpoints
+from bilm.training.run import run_checkpoint as checkpoints, run_directory
 from bilm.training.run.stop_signals import TrainingInterrupted
 
 folder, n_sentences = sys.argv[1], int(sys.argv[2])
@@ -112,7 +113,7 @@ heldout, _ = load_training_data(options, corpus["heldout"], corpus["vocab"], tes
 
 def train(save_dir, max_steps, **kwargs):
     """Trains the run in `save_dir`, continuing its checkpoint if it has one."""
-    restart = save_dir if os.path.isdir(save_dir) and checkpoints.newest_meta(save_dir) else None
+    restart = save_dir if os.path.isdir(save_dir) and run_directory.newest_meta(save_dir) else None
     return train_from(options, data, 1, save_dir, None, restart, seed=5, max_steps=max_steps, checkpoint_every=100,
                       save_on_signals=True, verbose=0, **kwargs)
 
@@ -138,7 +139,7 @@ os.makedirs(folder + "/old")
 shutil.copy(checkpoints.checkpoint_path(folder + "/whole"), checkpoints.checkpoint_path(folder + "/old"))
 shutil.copy(folder + "/whole/options.json", folder + "/old/options.json")
 as_first_format(folder + "/old")
-report["old_boundary_state"] = checkpoints.read_boundary_state(folder + "/old")
+report["old_boundary_state"] = run_directory.read_boundary_state(folder + "/old")
 measure = training_run.measure_boundary_state
 
 
@@ -154,7 +155,7 @@ try:
 except TrainingInterrupted as stopped:
     report["interrupted"] = [stopped.step, stopped.exit_status, stopped.phase]
 training_run.measure_boundary_state = measure
-report["interrupted_kept_a_boundary_state"] = checkpoints.read_boundary_state(folder + "/old") is not None
+report["interrupted_kept_a_boundary_state"] = run_directory.read_boundary_state(folder + "/old") is not None
 report["old_restarted"] = train(folder + "/old", 0)["step"]
 initial_state = training_run.JaxTrainStep.initial_state
 
@@ -197,7 +198,7 @@ def test_a_jax_run_stores_its_boundary_state_and_run_test_evaluates_it(tmp_path,
     assert not report["tensorflow_imported"]
 
     # The run's end measured the boundary state; the weight file holds the checkpoint's.
-    stored, n_starts = checkpoints.read_boundary_state(tmp_path / "whole")
+    stored, n_starts = run_directory.read_boundary_state(tmp_path / "whole")
     assert n_starts == checkpoints.read_meta(tmp_path / "whole")["n_boundary_starts"] > N_SENTENCES // 2
     assert set(stored) == {"forward_0_c", "forward_0_h", "forward_1_c", "forward_1_h", "backward_0_c",
                            "backward_0_h", "backward_1_c", "backward_1_h"}
