@@ -61,3 +61,20 @@ def test_a_numpy_file_of_the_checkpoints_name_that_bilm_did_not_write_is_named_a
     with pytest.raises(CheckpointError, match=f"{tmp_path / 'checkpoint.npz'} is not a checkpoint bilm wrote .*move "
                                               f"it out of {tmp_path}, or choose another save_dir"):
         run_checkpoint.read_meta(tmp_path)
+
+
+@pytest.mark.parametrize("max_to_keep", [1, 3])
+def test_a_save_never_replaces_a_file_bilm_did_not_write(tmp_path, max_to_keep):
+    # The checkpoint's own name, holding the user's file since the run's last save: the save stops, naming it.
+    _save(tmp_path, 2, max_to_keep)
+    (tmp_path / "checkpoint.npz").write_bytes(b"my own notes")
+    with pytest.raises(CheckpointError, match=f"{tmp_path / 'checkpoint.npz'} is not a readable checkpoint"):
+        _save(tmp_path, 3, max_to_keep)
+    assert (tmp_path / "checkpoint.npz").read_bytes() == b"my own notes"
+    # A file named as a temporary save might have been is left alone: the save writes under a name of its own.
+    (tmp_path / "checkpoint.npz").unlink()
+    (tmp_path / "checkpoint.npz.partial").write_bytes(b"mine too")
+    _save(tmp_path, 3, max_to_keep)
+    assert (tmp_path / "checkpoint.npz.partial").read_bytes() == b"mine too"
+    assert run_checkpoint.read_meta(tmp_path)["step"] == 3
+    assert sorted(os.listdir(tmp_path)) == ["checkpoint.npz", "checkpoint.npz.partial"]

@@ -25,6 +25,7 @@ import json
 import os
 import re
 import shutil
+import tempfile
 import zipfile
 
 import keras
@@ -88,21 +89,27 @@ def save_checkpoint(save_dir, state, step, options, seed, boundary_state=None, *
         arrays.update({BOUNDARY_STATE_PREFIX + key: np.asarray(value, np.float32) for key, value in vectors.items()})
         meta["n_boundary_starts"] = int(n_starts)
     keeps_older = max_to_keep is None or max_to_keep > 1
-    previous = read_file_meta(path) if keeps_older else None
+    previous = read_file_meta(path)  # the checkpoint this one replaces must be bilm's (else: an error naming it)
     kept = None
-    if previous is not None and previous["step"] != int(step):
+    if keeps_older and previous is not None and previous["step"] != int(step):
         kept = _numbered_path(save_dir, previous["step"])
         if os.path.exists(kept) and not _written_by_bilm(kept):
             raise CheckpointError(f"{kept} is where the checkpoint of step {previous['step']} is kept, and it holds "
                                   f"a file bilm did not write; move it out of {save_dir} and run again.")
-    temporary = path + ".partial"
-    with open(temporary, "wb") as f:
-        _write_arrays(f, {"__meta__": np.frombuffer(json.dumps(meta).encode(), np.uint8), **arrays})
-        f.flush()
-        os.fsync(f.fileno())
-    if kept is not None:
-        _keep_a_copy(path, kept)
-    os.replace(temporary, path)
+    # Written under a name of its own (no file of the user's is replaced), then renamed over the last checkpoint.
+    descriptor, temporary = tempfile.mkstemp(prefix=f".{CHECKPOINT_FILE}.", suffix=".partial", dir=save_dir)
+    try:
+        with os.fdopen(descriptor, "wb") as f:
+            _write_arrays(f, {"__meta__": np.frombuffer(json.dumps(meta).encode(), np.uint8), **arrays})
+            f.flush()
+            os.fsync(f.fileno())
+        if kept is not None:
+            _keep_a_copy(path, kept)
+        os.replace(temporary, path)
+    except BaseException:
+        if os.path.exists(temporary):
+            os.remove(temporary)
+        raise
     if keeps_older and max_to_keep is not None:
         for _, old in kept_checkpoints(save_dir)[:-(max_to_keep - 1)]:
             os.remove(old)
