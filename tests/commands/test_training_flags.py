@@ -1,12 +1,14 @@
-"""Every flag of bin/train_elmo.py means the same on TensorFlow, JAX and PyTorch: nothing is accepted and ignored.
+"""Every flag of bin/train_elmo.py and bin/restart.py means the same on TensorFlow, JAX and PyTorch: nothing is
+accepted and ignored.
 
-Each flag is given alone, with a value other than its default, to the script's `main` on each backend, in a
-process of its own. What reaches the backend's run (its training settings, the loop's settings, the log
-folder, the held-out stream and the data's identity) is recorded there, in place of the run's work, and is
-compared: against the run without the flag (the flag changed something) and across the backends (it changed
-the same thing).
+Each flag is given alone, with a value other than its default, to each script's `main` on each backend (a
+process a backend; a restart continues a checkpoint written for it). What reaches the backend's run (its
+training settings, the loop's settings, the log folder, the held-out stream and the data's identity) is recorded
+there, in place of the run's work, and is compared: against the run without the flag (the flag changed
+something) and across the backends (it changed the same thing).
 """
 import json
+import os
 
 import pytest
 
@@ -16,9 +18,10 @@ from training_helpers import tiny_options, write_corpus
 pytestmark = pytest.mark.slow  # a process per backend: over the fast tier's 3 s
 
 RECORD = '''
-import dataclasses, json, runpy, sys
+import dataclasses, json, os, runpy, sys
+import numpy as np
 from bilm.training.config.training_config import data_fingerprint
-from bilm.training.run import loop
+from bilm.training.run import loop, run_checkpoint
 
 folder = sys.argv[1]
 variants = json.load(open(folder + "/variants.json"))
@@ -36,11 +39,16 @@ def record(settings, loop, log_dir, heldout_data, source, save_timer):
 loop._run_in = (lambda trainer, config, data, save_dir, log_dir, settings, schedule, save_timer, heldout_data:
                 record(config.settings, settings, log_dir, heldout_data, data_fingerprint(config.data_source),
                        save_timer))
-main = runpy.run_path("bin/train_elmo.py")["main"]
+scripts = {name: runpy.run_path(f"bin/{name}.py")["main"] for name in ("train_elmo", "restart")}
 report = {}
-for name, argv in variants.items():
+for name, variant in variants.items():
     seen.clear()
-    main(argv)
+    if variant["checkpoint"]:  # a run to continue: its options (n_train_tokens 999) and the data it read
+        options, source = variant["checkpoint"]
+        os.makedirs(variant["save_dir"])
+        run_checkpoint.save_checkpoint(variant["save_dir"], {"x": np.zeros(1)}, 3, options, 0,
+                                       data_source=data_fingerprint(source))
+    scripts[variant["script"]](variant["argv"])
     report[name] = dict(seen)
 print(json.dumps(report))
 '''
@@ -68,13 +76,16 @@ FLAGS = {
     "seed": ["--seed", "3"],
     "size": ["--size", "small"],
 }
+# bin/restart.py takes the same flags but the model's (its checkpoint's options are the run's).
+RESTART_FLAGS = {name: flag for name, flag in FLAGS.items() if name != "size"}
 
 
-def test_every_flag_of_train_elmo_means_the_same_on_tensorflow_jax_and_pytorch(tmp_path):
+def test_every_flag_of_train_elmo_and_restart_means_the_same_on_tensorflow_jax_and_pytorch(tmp_path):
     corpus = write_corpus(tmp_path)
     options = tiny_options(n_tokens_vocab=corpus["n_vocab"])
     del options["n_train_tokens"]  # counted from the shards unless --n_train_tokens
     (tmp_path / "options.json").write_text(json.dumps(options))
+    data = ["--train_prefix", corpus["train"], "--vocab_file", corpus["vocab"]]
     reports = {}
     for backend in ("tensorflow", "jax", "torch"):
         folder = tmp_path / backend
@@ -82,9 +93,20 @@ def test_every_flag_of_train_elmo_means_the_same_on_tensorflow_jax_and_pytorch(t
         variants = {}
         for name, flag in {"baseline": [], **FLAGS}.items():
             model = [] if name == "size" else ["--options_file", str(tmp_path / "options.json")]
-            flag = [word.format(heldout=corpus["heldout"], folder=folder) for word in flag]
-            variants[name] = ["--train_prefix", corpus["train"], "--vocab_file", corpus["vocab"], "--save_dir",
-                              str(folder / f"run_{name}"), *model, *flag]
+            variants[name] = {"script": "train_elmo", "checkpoint": None, "save_dir": str(folder / f"run_{name}"),
+                              "argv": [*data, "--save_dir", str(folder / f"run_{name}"), *model,
+                                       *[word.format(heldout=corpus["heldout"], folder=folder) for word in flag]]}
+        # A restart on the data its checkpoint read keeps its token count (999); on other data it counts anew.
+        for source, name in ((os.path.abspath(corpus["train"]), "restart"), ("another corpus", "restart_other_data")):
+            for flag_name, flag in {"": [], **RESTART_FLAGS}.items():
+                key = f"{name}_{flag_name}" if flag_name else name
+                if flag_name and source != os.path.abspath(corpus["train"]):
+                    continue
+                save_dir = str(folder / f"run_{key}")
+                variants[key] = {"script": "restart", "save_dir": save_dir,
+                                 "checkpoint": [{**options, "n_train_tokens": 999}, source],
+                                 "argv": [*data, "--save_dir", save_dir,
+                                          *[word.format(heldout=corpus["heldout"], folder=folder) for word in flag]]}
         (folder / "variants.json").write_text(json.dumps(variants))
         reports[backend] = json_result(run_on_backend(backend, RECORD, folder, environment={"BILM_COMMAND": "1"}))
     for backend, report in reports.items():
@@ -95,41 +117,14 @@ def test_every_flag_of_train_elmo_means_the_same_on_tensorflow_jax_and_pytorch(t
     tensorflow = reports["tensorflow"]
     for name in FLAGS:
         assert tensorflow[name] != tensorflow["baseline"], f"--{name} changed nothing on TensorFlow"
+    for name in RESTART_FLAGS:
+        assert tensorflow[f"restart_{name}"] != tensorflow["restart"], f"restart --{name} changed nothing"
+    assert tensorflow["restart"]["settings"]["n_train_tokens"] == 999
+    counted = tensorflow["restart_other_data"]["settings"]["n_train_tokens"]
+    assert counted == tensorflow["baseline"]["settings"]["n_train_tokens"] != 999
     for backend in ("jax", "torch"):
         report = reports[backend]
-        assert set(report) == set(tensorflow) == {"baseline", *FLAGS}
-        for name in ("baseline", *FLAGS):
-            assert report[name] == tensorflow[name], f"--{name}: {backend}'s run got {report[name]}, " \
+        assert set(report) == set(tensorflow)
+        for name in tensorflow:
+            assert report[name] == tensorflow[name], f"{name}: {backend}'s run got {report[name]}, " \
                                                      f"TensorFlow's {tensorflow[name]}"
-
-
-RESTART = '''
-import dataclasses, json, os, runpy, sys
-import numpy as np
-from bilm.training.config.training_config import data_fingerprint
-from bilm.training.run import loop, run_checkpoint as checkpoints
-
-folder, train_prefix, vocab = sys.argv[1:4]
-options = json.load(open(folder + "/options.json"))
-seen = []
-loop._run_in = lambda trainer, config, *args: seen.append(config.settings.n_train_tokens) or {
-    "step": 3, "steps_taken": 0, "finished": False, "checkpoint": "-", "n_epochs": 1}
-main = runpy.run_path("bin/restart.py")["main"]
-for name, source in (("same", os.path.abspath(train_prefix)), ("other", "another corpus")):
-    save_dir = f"{folder}/{name}"
-    os.makedirs(save_dir)
-    checkpoints.save_checkpoint(save_dir, {"x": np.zeros(1)}, 3, {**options, "n_train_tokens": 999}, 0,
-                                data_source=data_fingerprint(source))
-    main(["--train_prefix", train_prefix, "--vocab_file", vocab, "--save_dir", save_dir])
-print(json.dumps(seen))
-'''
-
-
-def test_a_restart_on_jax_on_other_data_counts_its_tokens_as_tensorflows_does(tmp_path):
-    corpus = write_corpus(tmp_path)
-    (tmp_path / "options.json").write_text(json.dumps(tiny_options(n_tokens_vocab=corpus["n_vocab"])))
-    result = run_on_backend("jax", RESTART, tmp_path, corpus["train"], corpus["vocab"],
-                            environment={"BILM_COMMAND": "1"})
-    same, other = json.loads(result.stdout.strip().splitlines()[-1])
-    assert same == 999  # the checkpoint's count, on the data it was reading
-    assert other != 999 and f"Counted {other:,} tokens in {corpus['train']}." in result.stdout
