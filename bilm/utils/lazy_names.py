@@ -1,24 +1,18 @@
 """A package's public names, each imported from its module when first used (PEP 562)."""
 import importlib
 
-from bilm.utils.backend import on_tensorflow, require_tensorflow
+from bilm.utils.backend import require_tensorflow
 
 
-def lazy_names(package, modules, tensorflow_only=(), off_tensorflow=None):
+def lazy_names(package, modules, tensorflow_only=()):
     """`(__getattr__, __dir__)` for the package named `package` whose public names are the keys of `modules`
     (`{name: module under the package}`): a name's module is imported when the name is first read, so that
     importing the package imports none of them (TensorFlow's fast paths stay unloaded on other backends).
-    Reading a name of `tensorflow_only` while Keras runs on another backend is one `UserError` that says so,
-    except that while Keras runs on another backend a name of `off_tensorflow` (`{name: "module:attribute"}`) is
-    that module's attribute: the same contract, computed on that backend (which says in one line where it cannot
-    run, as training on Keras's NumPy backend)."""
+    Reading a name of `tensorflow_only` while Keras runs on another backend is one `UserError` that says so."""
 
     def __getattr__(name):
         if name not in modules:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        if off_tensorflow and name in off_tensorflow and not on_tensorflow():
-            module, attribute = off_tensorflow[name].split(":")
-            return getattr(importlib.import_module(f"{package}.{module}"), attribute)
         if name in tensorflow_only:
             require_tensorflow(f"{package}.{name}")
         return getattr(importlib.import_module(f"{package}.{modules[name]}"), name)
