@@ -51,7 +51,7 @@ def main(argv=None):
     optimizer = make_optimizer(settings, lm.trainable_variables())
     lstm = {key: tf.Variable(tf.zeros([args.batch_size, size])) for key, _, size in lm.state_keys}
     state_bytes = sum(variable.shape.num_elements() * variable.dtype.size
-                      for variable in checkpoints._state_variables(lm, optimizer, lstm).values())
+                      for variable in checkpoints._state_objects(lm, optimizer, lstm)[1].values())
     folder = tempfile.mkdtemp(prefix="bilm-bench-save-", dir=args.work_dir)
     try:
         before = _peak_gib()

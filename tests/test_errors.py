@@ -16,6 +16,7 @@ ERROR_TYPES = {
     "bilm.io.sources.elmoformanylangs.ELMoForManyLangsError": ValueError,
     "bilm.io.sources.tf_hub_modules.TFHubModuleError": ValueError,
     "bilm.io.formats.tensorflow_checkpoint.TensorflowCheckpointError": ValueError,
+    "bilm.training.convert.tensorflow_state.MissingOptionsError": ValueError,
     "bilm.io.formats.torch_pickle.TorchFileError": ValueError,
     "bilm.io.formats.output_files.OutputFileError": ValueError,
     "bilm.io.formats.output_files.OutputLockedError": ValueError,
