@@ -4,16 +4,18 @@ bin/run_test.py gives, `bilm.training.jax.training_run.evaluate_checkpoint`).
 
 Needs Keras on JAX or PyTorch (`KERAS_BACKEND=jax` or `torch`).
 """
-import collections
-import math
 
 from keras import ops
 
 from bilm.errors import UserError
 from bilm.training.jax.train_step import SUFFIXES
 from bilm.training.model.softmax_losses import full_softmax_loss
-from bilm.training.run.evaluation_starts import OPENING_TOKEN, check_evaluation_start, rows_for_a_short_text
-from bilm.utils.progress import Progress
+from bilm.training.run.evaluation_starts import (
+    OPENING_TOKEN,
+    check_evaluation_start,
+    evaluation_metrics,
+    rows_for_a_short_text,
+)
 
 
 def evaluate_state(step, state, data, batch_size=None, unroll_steps=1, start="carry", boundary_state=None,
@@ -59,29 +61,21 @@ def evaluate_state(step, state, data, batch_size=None, unroll_steps=1, start="ca
         start_states = {key: (ops.convert_to_tensor(boundary_state[0][key]) if start == "warm"
                               else ops.zeros((size,))) for key, _, size in step.state_keys}
         opening = {direction: getattr(data.vocab, OPENING_TOKEN[direction]) for direction in step.directions}
-    losses = _losses_function(step, opening)
+    function = _losses_function(step, opening)
     weights = step.placement.first({key: state[key] for key in ("bilm", "non_trainable", "softmax")})
     lstm = {key: ops.zeros((batch_size, size), "float32") for key, _, size in step.state_keys}
-    totals = collections.defaultdict(float)
-    n_batches = 0
-    progress = Progress(None, unit="batch", verbose=verbose)
-    for batch in data.iter_batches(batch_size, unroll_steps):
-        batch = step.placement.first({key: batch[key] for key in keys})
-        loss, per_direction, lstm = losses(weights, lstm, batch, start_states)
-        n_batches += 1
-        totals["loss"] += float(loss)
-        for direction, value in per_direction.items():
-            totals[direction] += float(value)
-        progress.update(n_batches, [("perplexity", math.exp(totals["loss"] / n_batches))])
-        if between_batches is not None:
-            between_batches()
-    progress.close()
-    if n_batches == 0:
+
+    def losses(batch):
+        nonlocal lstm
+        loss, per_direction, lstm = function(weights, lstm, step.placement.first({key: batch[key] for key in keys}),
+                                             start_states)
+        return loss, per_direction
+
+    metrics = evaluation_metrics(data.iter_batches(batch_size, unroll_steps), losses, step.directions, verbose,
+                                 between_batches)
+    if metrics is None:
         return evaluate_state(step, state, data, rows_for_a_short_text(data, batch_size, unroll_steps),
                               unroll_steps, start, boundary_state, verbose, between_batches)
-    metrics = {"perplexity": math.exp(totals["loss"] / n_batches), "batches": n_batches}
-    for direction in step.directions:
-        metrics[f"{direction}_perplexity"] = math.exp(totals[direction] / n_batches)
     return metrics
 
 

@@ -3,8 +3,6 @@
 `evaluate` is bilm-tf's `test` under a name pytest does not collect;
 `test` stays as its deprecated alias.
 """
-import collections
-import math
 import warnings
 
 import tensorflow as tf
@@ -17,9 +15,9 @@ from bilm.training.run.evaluation_starts import (  # noqa: F401
     EVALUATION_STARTS,
     OPENING_TOKEN,
     check_evaluation_start,
+    evaluation_metrics,
     rows_for_a_short_text,
 )
-from bilm.utils.progress import Progress
 
 
 def evaluate_lm(lm, data, batch_size, unroll_steps=1, verbose=0, start="carry"):
@@ -55,25 +53,19 @@ def evaluate_lm(lm, data, batch_size, unroll_steps=1, verbose=0, start="carry"):
         start_states = {key: (lm.boundary_state[key] if start == "warm" else tf.zeros([size]))
                         for key, _, size in lm.state_keys}
         opening = {direction: getattr(data.vocab, OPENING_TOKEN[direction]) for direction in lm.directions}
-    totals = collections.defaultdict(float)
-    n_batches = 0
-    progress = Progress(None, unit="batch", verbose=verbose)
-    for batch in make_tf_dataset(data, batch_size, unroll_steps, keys=keys):
+
+    def losses(batch):
+        nonlocal states
         if start != "carry":
             states = _reset_at_sentence_starts(states, batch, start_states, opening)
         loss, per_direction, states = step_fn(batch, states)
-        n_batches += 1
-        totals["loss"] += float(loss)
-        for direction, value in per_direction.items():
-            totals[direction] += float(value)
-        progress.update(n_batches, [("perplexity", math.exp(totals["loss"] / n_batches))])
-    progress.close()
-    if n_batches == 0:
+        return loss, per_direction
+
+    metrics = evaluation_metrics(make_tf_dataset(data, batch_size, unroll_steps, keys=keys), losses, lm.directions,
+                                 verbose)
+    if metrics is None:
         return evaluate_lm(lm, data, rows_for_a_short_text(data, batch_size, unroll_steps), unroll_steps, verbose,
                            start)
-    metrics = {"perplexity": math.exp(totals["loss"] / n_batches), "batches": n_batches}
-    for direction in lm.directions:
-        metrics[f"{direction}_perplexity"] = math.exp(totals[direction] / n_batches)
     return metrics
 
 
