@@ -82,7 +82,7 @@ def evaluate(options, ckpt_file, data, batch_size=256, *, unroll_steps=1, verbos
 
     Args:
         options: the training options (dict or file).
-        ckpt_file: checkpoint prefix (see `load_options_latest_checkpoint`).
+        ckpt_file: a checkpoint's path (as `load_options_latest_checkpoint` returns it).
         data: a stream in test mode (it must end).
         batch_size: rows per batch; `unroll_steps`: window length (1 as bilm-tf).
         start: where each sentence's LSTM states start, see `evaluate_lm`. A
