@@ -61,28 +61,24 @@ def train(options, data, n_gpus, save_dir, log_dir, restart_ckpt_file=None, *,
             default kind on JAX and PyTorch.
         save_dir: checkpoints and `options.json`.
         log_dir: TensorBoard summaries (None: none).
-        restart_ckpt_file: continue from this checkpoint (a run's directory:
-            its newest; a checkpoint file or an earlier run's TensorFlow
-            prefix), optimizer state included. On the same data (same `data_source`) the stream
-            skips the batches already consumed; on new data it starts at
-            its beginning and runs `n_epochs` over it.
+        restart_ckpt_file: continue from this checkpoint in `save_dir` (or
+            `save_dir` itself: its newest), optimizer state included. On the
+            same data (`data_source`) the stream skips the batches consumed;
+            on new data it starts at its beginning and runs `n_epochs` over it.
         heldout_data: optional held-out stream (test mode, so it ends),
             evaluated every `heldout_every` steps and at each epoch's end
             with `heldout_batch_size` rows (default `batch_size`).
-        strategy: a `tf.distribute.Strategy` (default: `make_strategy(n_gpus)`),
-            TensorFlow's alone (given on JAX or PyTorch: an error before any work).
+        strategy: TensorFlow's `tf.distribute.Strategy` (default: `make_strategy(n_gpus)`).
         max_steps: stop after this many steps of this call (then save).
-        checkpoint_every: save every this many steps (and at each epoch's end;
-            a call that trained ends with the boundary state measured on the
-            training text and a last checkpoint).
+        checkpoint_every: save every this many steps and at each epoch's end
+            (a call that trained ends with the boundary state measured).
         checkpoint_every_minutes: also save after the first step that starts
             this many minutes or more after the last save (None: only by
             steps). With several workers, when the first worker's time is up.
         summary_every: TensorBoard scalars every this many steps.
         seed: seeds the global generators (`keras.utils.set_random_seed`:
             initialisation, negative sampling) and the dropout masks.
-        data_source: what identifies the stream for restarts (default: the
-            data's file pattern).
+        data_source: what identifies the stream for restarts (its file pattern).
         max_to_keep: checkpoints kept in `save_dir`.
         tune_malloc: first call `bilm.utils.malloc_tuning.keep_freed_memory`
             (glibc keeps freed memory for reuse: faster steps, a higher peak);
@@ -106,8 +102,8 @@ def train(options, data, n_gpus, save_dir, log_dir, restart_ckpt_file=None, *,
         verbose: 1 for the progress bar and messages, 0 for silence.
 
     Returns:
-        dict: `step`, `loss` (mean of the last steps), `checkpoint`,
-        `seconds`, and `heldout_perplexity` when held-out data was given.
+        dict: `step`, `loss` (mean of the last steps), `checkpoint`, `seconds`, `tokens_per_second`,
+        and `heldout_perplexity` when held-out data was given.
 
     Raises:
         OptionsError, CheckpointError, AdaptationError; NonFiniteLossError (a FloatingPointError) when the loss
