@@ -137,8 +137,7 @@ def _adaptation_arguments(args):
 
 
 def train_from_files(*args, **kwargs):
-    """`bilm.training.train_from_files`: the training of Keras's backend (the array trainer's on JAX and
-    PyTorch), imported when a script trains."""
+    """`bilm.training.train_from_files` (one for every backend), imported when a script trains."""
     from bilm import training
 
     return training.train_from_files(*args, **kwargs)
@@ -168,7 +167,7 @@ def train_from_args(args, restart=False):
     --options_file / --size), in a process of its own: malloc tuned for
     training, SIGINT and SIGTERM saving the step reached
     (`TrainingInterrupted`, its message naming the `restart_command` that
-    continues). With Keras on JAX or PyTorch, the run is the array trainer's (`train_from_files`)."""
+    continues), on Keras's backend."""
     try:
         return train_from_files(
             args.train_prefix, args.vocab_file, args.save_dir, getattr(args, "options_file", None),
