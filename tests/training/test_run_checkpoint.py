@@ -78,3 +78,20 @@ def test_a_save_never_replaces_a_file_bilm_did_not_write(tmp_path, max_to_keep):
     assert (tmp_path / "checkpoint.npz.partial").read_bytes() == b"mine too"
     assert run_checkpoint.read_meta(tmp_path)["step"] == 3
     assert sorted(os.listdir(tmp_path)) == ["checkpoint.npz", "checkpoint.npz.partial"]
+
+
+def test_a_restart_restores_the_checkpoint_as_it_is_when_the_run_begins(tmp_path):
+    # The call resolves its origin before it takes the save_dir's lock; a run that saved a newer step into the
+    # same file meanwhile is what the restart continues, its step and data position with its arrays.
+    from types import SimpleNamespace
+
+    from bilm.training.run.run_directory import checkpoint_meta
+    from bilm.training.run.run_origin import Restart
+
+    _save(tmp_path, 3)
+    origin = Restart(checkpoint_meta(tmp_path))
+    _save(tmp_path, 5)
+    restored = []
+    run = SimpleNamespace(settings=SimpleNamespace(optimizer="adagrad"), restore=restored.append)
+    origin.begin(run, None, None)
+    assert [(meta["step"], meta["path"]) for meta in restored] == [(5, str(tmp_path / "checkpoint.npz"))]

@@ -10,13 +10,13 @@ import warnings
 
 from bilm.backend import training_ops
 from bilm.errors import UserError
-from bilm.io.formats.weight_file import read_entries, weight_table
 from bilm.training.config.settings import training_settings
 from bilm.training.config.training_config import data_fingerprint
 from bilm.training.jax.boundary_state_measure import measure_boundary_state
 from bilm.training.jax.evaluation import evaluate_state, heldout_perplexity
 from bilm.training.jax.softmax_init import initialize_softmax_on_jax
 from bilm.training.jax.train_step import JaxTrainStep
+from bilm.training.model.adaptation import load_model_weights
 from bilm.training.run import run_directory
 from bilm.training.run.base_run import BaseRun
 from bilm.training.run.stop_signals import PhaseInterrupted
@@ -75,10 +75,7 @@ def adapted_state(step, state, model, data, softmax_init):
     `model`'s weight file in its biLM (char CNN, highway, projection, LSTMs; `step.network`'s variables set to
     them) and a new softmax as `softmax_init` says (`initialize_softmax_on_jax`, on `data`'s start); a
     `WeightFileError` lists the datasets the file lacks or shapes otherwise."""
-    entries = weight_table(step.network)
-    arrays = read_entries(model.files.weight_file, entries)
-    for entry in entries:
-        entry.set(arrays[entry.name])
+    load_model_weights(step, model)
     network = step.network
     state = {**state, "bilm": [step.backend.copy(v.value) for v in network.trainable_variables],
              "non_trainable": [step.backend.copy(v.value) for v in network.non_trainable_variables]}

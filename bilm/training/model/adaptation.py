@@ -197,7 +197,8 @@ def _normalized(value):
 
 
 def load_model_weights(lm, model):
-    """Assigns the model's weight file to the biLM of `lm` (a `TrainingLM` of `adaptation_options`).
+    """Assigns the model's weight file to the biLM of `lm` (its `network`: a `TrainingLM`'s, or a `JaxTrainStep`'s,
+    of `adaptation_options`); returns the number of datasets read.
 
     Raises:
         WeightFileError listing each dataset missing from the file or shaped

@@ -84,18 +84,16 @@ def restore_training(checkpoint, lm, optimizer=None, lstm_states=None):
 
     Raises:
         CheckpointError: the checkpoint holds another model's state, or its
-            files are damaged.
+            files are damaged (the variables then hold no run's state).
     """
     meta = checkpoint if isinstance(checkpoint, dict) else run_directory.checkpoint_meta(checkpoint)
     names, variables = _state_objects(lm, optimizer, lstm_states)
-    stored = run_directory.stored_arrays(meta, names)
-    states_match = True
-    missing = sorted(key for key, value in stored.items() if value is None)
-    if missing:
-        raise CheckpointError(f"Checkpoint {meta['path']} does not match the model built from the options "
-                              f"(is options.json the one it was trained with?): it lacks {missing[:5]}.")
-    for key, variable in variables.items():
-        value = stored[key]
+    states_match, missing = True, []
+    for key, value in run_directory.stored_arrays(meta, names):  # one array at a time
+        variable = variables[key]
+        if value is None:
+            missing.append(key)
+            continue
         if tuple(value.shape) != tuple(variable.shape):
             if key.startswith("lstm/"):
                 states_match = False
@@ -104,6 +102,9 @@ def restore_training(checkpoint, lm, optimizer=None, lstm_states=None):
                                   f"(is options.json the one it was trained with?): {key} has shape "
                                   f"{value.shape}, the model's {tuple(variable.shape)}.")
         variable.assign(value.astype(variable.dtype.as_numpy_dtype))  # every object here is a tf.Variable
+    if missing:
+        raise CheckpointError(f"Checkpoint {meta['path']} does not match the model built from the options "
+                              f"(is options.json the one it was trained with?): it lacks {sorted(missing)[:5]}.")
     boundary_state = run_directory.read_boundary_state(os.path.dirname(meta["path"]), meta)
     vectors, n_starts = boundary_state if boundary_state is not None else ({}, 0)
     for key, value in vectors.items():

@@ -15,8 +15,6 @@ def train_on_jax(options, data, save_dir, *, restart=None, devices=None, log_dir
                     "save_dir, log_dir, restart_ckpt_file=...), which trains on every backend.")
     if restart is None:
         restart = run_directory.newest_meta(save_dir) is not None
-    elif restart:
-        run_directory.run_meta(save_dir)  # the run to continue
     return train(options, data, len(devices) if devices else 1, save_dir, log_dir,
                  restart_ckpt_file=save_dir if restart else None, **loop)
 

@@ -147,18 +147,22 @@ def check_optimizer(meta, optimizer):
 
 
 def stored_arrays(meta, names):
-    """`{state key: NumPy array, or None where it holds none}` of the checkpoint `meta` describes, for the keys
-    of `names` (`{state key: TensorFlow object path}`, `tensorflow_state.object_paths`: where an earlier run's
-    TensorFlow checkpoint stores each)."""
+    """Yields `(state key, NumPy array, or None where it holds none)` of the checkpoint `meta` describes, for the
+    keys of `names` (`{state key: TensorFlow object path}`, `tensorflow_state.object_paths`: where an earlier
+    run's TensorFlow checkpoint stores each). An array checkpoint's are read one at a time, as they are yielded
+    (a restore holds one array's copy, not the state's); an earlier TensorFlow checkpoint's all at once."""
     if meta.get("format") != tensorflow_state.FORMAT:
         with np.load(meta["path"]) as stored:
-            return {key: stored[key] if key in stored.files else None for key in names}
+            for key in names:
+                yield key, stored[key] if key in stored.files else None
+        return
     keys = {tensorflow_state.checkpoint_key(name): key for key, name in names.items()}
     try:
         stored = read_tensorflow_checkpoint(meta["path"], wanted=keys.__contains__)
     except TensorflowCheckpointError as error:
         raise _damaged(meta["path"], error) from None
-    return {key: stored.get(tensorflow_state.checkpoint_key(name)) for key, name in names.items()}
+    for key, name in names.items():
+        yield key, stored.get(tensorflow_state.checkpoint_key(name))
 
 
 def check_vocabulary(meta, vocab):
@@ -196,7 +200,7 @@ def read_network_weights(save_dir, meta, network, optimizer):
     template = {part: [0] * len(variables) for part, variables in parts.items()}
     names = tensorflow_state.object_paths(template, [v.path for v in parts["bilm"]],
                                           [v.path for v in parts["non_trainable"]], optimizer)
-    value_of = stored_arrays(meta, names)
+    value_of = dict(stored_arrays(meta, names))  # the biLM's weights alone
     for part, variables in parts.items():
         for i, variable in enumerate(variables):
             value = value_of[f"{part}/{i}"]

@@ -97,8 +97,11 @@ class Restart:
         run_directory.check_vocabulary(self.meta, vocabulary)
 
     def begin(self, run, data, stop_signals):
-        run_directory.check_optimizer(self.meta, run.settings.optimizer)  # a run keeps its optimizer
-        run.restore(self.meta)
+        """Restores the checkpoint as it is now, read again under the run's writer lock: a run that wrote it since
+        the call resolved its options (and released the lock) saved a newer step into the same file."""
+        meta = run_directory.checkpoint_meta(self.checkpoint)
+        run_directory.check_optimizer(meta, run.settings.optimizer)  # a run keeps its optimizer
+        run.restore(meta)
 
 
 @dataclasses.dataclass(frozen=True)
