@@ -14,6 +14,11 @@ next-token ids), with the size's recipe (dropout, sampled softmax, Adagrad):
    relative to the array's largest magnitude. Float32 at JAX's "highest" precision (TF32 off, as the training
    scripts keep it) must agree to `--tolerance` (default 1e-4: round-off of other summation orders, carried
    through a few steps); with `--tf32` or `--matmul_dtype bfloat16` the figures are reported against 3e-2.
+   Some arrays amplify round-off more than that: a bias that starts at zero and sits behind a ReLU moves by
+   a few updates, each a sum in which a unit's sign can flip. So the CPU runs the steps once more from the
+   start nudged by 1e-7 of each weight (float32's round-off), and an array's state may deviate by up to
+   `SPREAD_FACTOR` times that CPU run's own deviation where this is larger than the tolerance (the small
+   size's second highway bias moves 1.1e-3 of its largest value this way after 3 steps on a CPU).
 2. The device twice from the same start: bit for bit, with the deterministic GPU programs the training
    scripts ask for (`set_numerics(deterministic=True)`; `--no_deterministic` leaves them off, to see whether
    the device repeats itself without them).
@@ -37,6 +42,8 @@ from bilm.training.config.settings import training_settings  # noqa: E402
 from bilm.training.jax.train_step import JaxTrainStep  # noqa: E402
 
 MAX_CHARACTERS = 50
+SPREAD_FACTOR = 10  # the device's deviation allowed per array, in units of the CPU's own spread under round-off
+NUDGE = 1e-7  # the relative nudge of the start that measures that spread: about float32's round-off
 
 
 def step_options(args):
@@ -68,6 +75,14 @@ def run_steps(step, start, batches):
         state, metrics = step(state, batch, i)
         figures.append({key: float(metrics[key]) for key in ("loss", "norm")})
     return figures, jax.tree_util.tree_map(np.asarray, jax.device_get(state))
+
+
+def nudged(state, seed=1):
+    """`state` with each float32 array multiplied by `1 + NUDGE * noise` (standard normal noise)."""
+    rng = np.random.default_rng(seed)
+    return jax.tree_util.tree_map(
+        lambda a: (a * (1 + NUDGE * rng.standard_normal(a.shape))).astype(a.dtype) if a.dtype == np.float32 else a,
+        state)
 
 
 def relative_deviation(got, want):
@@ -124,11 +139,13 @@ def main(argv=None):
     batches = random_batches(args.steps, args.batch_size, args.unroll_steps, args.n_tokens_vocab)
     print(f"built in {time.perf_counter() - started:.1f} s", flush=True)
     results = {}
-    for name, step in (("device", on_device), ("device again", on_device), ("cpu", on_cpu)):
+    runs = (("device", on_device, start), ("device again", on_device, start), ("cpu", on_cpu, start),
+            ("cpu, start nudged", on_cpu, nudged(start)))
+    for name, step, first in runs:
         started = time.perf_counter()
-        results[name] = run_steps(step, start, batches)
+        results[name] = run_steps(step, first, batches)
         losses = ", ".join(f"{figures['loss']:.6f}" for figures in results[name][0])
-        compiles = "compiled before" if name == "device again" else "the first step compiles"
+        compiles = "the first step compiles" if name in ("device", "cpu") else "compiled before"
         print(f"{name}: {args.steps} steps in {time.perf_counter() - started:.1f} s ({compiles}); losses {losses}",
               flush=True)
 
@@ -137,11 +154,14 @@ def main(argv=None):
     figure_deviation = max(abs(d[key] - c[key]) / abs(c[key]) for d, c in zip(device_figures, cpu_figures)
                            for key in ("loss", "norm"))
     deviations = state_deviations(device_state, cpu_state)
-    worst = max(deviations, key=deviations.get)
+    spread = state_deviations(results["cpu, start nudged"][1], cpu_state)
+    allowed = {path: max(tolerance, SPREAD_FACTOR * spread[path]) for path in deviations}
+    worst = max(deviations, key=lambda path: deviations[path] / allowed[path])
     checks.append(("device against the CPU: losses and gradient norms", figure_deviation <= tolerance,
                    f"{figure_deviation:.2e} (tolerance {tolerance:g})"))
-    checks.append(("device against the CPU: the state after the last step", deviations[worst] <= tolerance,
-                   f"{deviations[worst]:.2e} at {worst} (tolerance {tolerance:g}; {len(deviations)} arrays)"))
+    checks.append(("device against the CPU: the state after the last step", deviations[worst] <= allowed[worst],
+                   f"{deviations[worst]:.2e} at {worst} (allowed {allowed[worst]:.2e}: the tolerance {tolerance:g} "
+                   f"or {SPREAD_FACTOR} x the CPU's own spread {spread[worst]:.2e}; {len(deviations)} arrays)"))
     again_figures, again_state = results["device again"]
     differing = [path for path, value in state_deviations(again_state, device_state).items() if value != 0.0]
     repeated = again_figures == device_figures and not differing
