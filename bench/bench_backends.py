@@ -30,8 +30,10 @@ calls have many shapes, and what JAX's compilations cost is in the figures. For 
 - tokens/sec: the steady state after that call, over ceil(sentences / B)
   full batches (at least one), ids made beforehand (the `Batcher`'s work is
   the same on every backend), each call's `lm_embeddings` brought to NumPy;
-  beside it, the fraction of this machine's float32 matmul rate (NumPy's
-  BLAS, measured before the children run) that it reaches, counting every
+  beside it, the fraction of its device's float32 matmul rate that it
+  reaches (on a CPU NumPy's BLAS, measured before the children run; on a
+  GPU the backend's own 8192 x 8192 products there, with the bench's TF32
+  setting), counting every
   token's whole forward pass (char CNN included: TensorFlow's token cache
   spares some of that work, so its fraction may overstate);
 - peak memory: the process's peak resident memory (`getrusage`; the
@@ -369,6 +371,7 @@ def measure(args):
     np.save(os.path.join(args.work, f"{backend}_{batch_size}.npy"), np.concatenate(kept)[:n_check])
 
     device, device_peak = device_and_peak(backend, library, first)
+    device_rate = None if device.startswith("cpu") else device_matmul_rate()
     tokens = sum(len(sentence) for sentence in timed)
     return {
         "backend": backend,
@@ -385,7 +388,23 @@ def measure(args):
         "rss_after_load_gib": rss_after_load,
         "peak_rss_gib": peak_rss_gib(),
         "peak_device_memory_gib": device_peak,
+        "device_float32_matmul_gflops": None if device_rate is None else device_rate / 1e9,
     }
+
+
+def device_matmul_rate(n=8192, repeats=10):
+    """The float32 matmul rate in FLOP/s of the device Keras's backend computes on (a GPU: the bound of its
+    embedding, which the host's NumPy rate is not), timed with `keras.ops.matmul` after one untimed product;
+    the products queue in order, so reading one element of the last waits for them all."""
+    import keras
+
+    a = keras.random.normal((n, n), seed=0, dtype="float32")
+    float(keras.ops.convert_to_numpy(keras.ops.matmul(a, a)[0, 0]))
+    start = time.perf_counter()
+    for _ in range(repeats):
+        product = keras.ops.matmul(a, a)
+    float(keras.ops.convert_to_numpy(product[0, 0]))
+    return 2 * n ** 3 * repeats / (time.perf_counter() - start)
 
 
 def float32_matmuls(backend):
@@ -655,7 +674,9 @@ def measure_all(args, work, children):
         for entry in report["backends"].values():
             for result in entry["results"]:
                 if "tokens_per_sec" in result:
-                    result["fraction_of_matmul_rate"] = result["tokens_per_sec"] * flops / rate
+                    bound = rate if result.get("device_float32_matmul_gflops") is None else (
+                        result["device_float32_matmul_gflops"] * 1e9)
+                    result["fraction_of_matmul_rate"] = result["tokens_per_sec"] * flops / bound
     print_table(report)
     print(json.dumps(report, indent=2))
     if args.output:
@@ -698,16 +719,25 @@ def add_deviations(report, work):
         result["max_abs_deviation_float64"] = None if float64 is None else max_abs_deviation(got, float64)
 
 
+def gpu_rates(report):
+    """', GPU float32 matmul N GFLOP/s (backend)' for each backend that ran on a GPU; '' where none did."""
+    rates = [f", {entry['device']} float32 matmul {result['device_float32_matmul_gflops']:.0f} GFLOP/s ({backend})"
+             for backend, entry in report["backends"].items() for result in entry["results"][:1]
+             if result.get("device_float32_matmul_gflops") is not None]
+    return "".join(rates)
+
+
 def print_table(report):
     reference = report["reference"] or {}
     print(f"\nmachine: {report['machine']['cpu']}, {report['machine']['cores']} cores, "
-          f"float32 matmul {report['machine']['float32_matmul_gflops']:.0f} GFLOP/s (NumPy); model {report['size']}, "
+          f"float32 matmul {report['machine']['float32_matmul_gflops']:.0f} GFLOP/s (NumPy){gpu_rates(report)}; "
+          f"model {report['size']}, "
           f"{report['length']}{'' if report.get('max_length') is None else '-' + str(report['max_length'])}"
           f"-token sentences; TensorFlow's token cache {'on' if report['token_cache'] else 'off'}")
     print(f"max |deviation| of lm_embeddings on {reference.get('sentences', 0)} sentences, from the reference: "
           f"{reference.get('description', 'none')} (its largest |value| {reference.get('max_abs_value', 0):.3g}); "
           "and from float64 NumPy")
-    header = ("backend", "version", "device", "batch", "tokens/sec", "% matmul", "first call s", "peak RSS GiB",
+    header = ("backend", "version", "device", "batch", "tokens/sec", "% its matmul", "first call s", "peak RSS GiB",
               "peak dev GiB", "max|dev| ref", "max|dev| f64")
     rows = []
     for backend, entry in report["backends"].items():

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# bilm's portable side on a GPU without TensorFlow (JAX and PyTorch only), in one prepared run sized by
-# estimate (not yet run on a GPU) to fit one 10-minute device call on an H100 or H200: first the JAX training step on the GPU against the same step on the CPU and
+# bilm's portable side on a GPU without TensorFlow (JAX and PyTorch only), in one prepared run sized to fit
+# one 10-minute device call on an H100 or H200 (about 9 minutes on an H200; its figures are in docs/gpu.md):
+# first the JAX training step on the GPU against the same step on the CPU and
 # against itself (bench/bench_jax_step_on_device.py: float32 agrees, a seed repeats bit for bit), then its
-# speed at the original and small sizes (bfloat16, TF32, float32, deterministic or not; batch 128 x 20 and
+# speed at the original and small sizes (bfloat16 with TF32, TF32, float32, deterministic or not; batch 128 x 20 and
 # 512 x 20; the 1B Word Benchmark's 793,471 ids, 8192 negatives), then ELMo's embedding on JAX and PyTorch
 # against a float64 NumPy pass.
 #
@@ -101,7 +102,6 @@ else
     run train_original_bf16_tf32 "${train[@]}" "${original[@]}" --matmul_dtype bfloat16 --tf32
     run train_original_bf16_tf32_deterministic "${train[@]}" "${original[@]}" --matmul_dtype bfloat16 --tf32 \
         --deterministic
-    run train_original_bf16 "${train[@]}" "${original[@]}" --matmul_dtype bfloat16
     run train_original_tf32 "${train[@]}" "${original[@]}" --tf32
     run train_original_bf16_tf32_b512 "${train[@]}" "${original[@]}" --matmul_dtype bfloat16 --tf32 --batch_size 512
     run train_small_bf16_tf32 "${train[@]}" --size small --n_tokens_vocab 793471 --warmup 3 --steps 20 \
