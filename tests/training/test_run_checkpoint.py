@@ -80,6 +80,20 @@ def test_a_save_never_replaces_a_file_bilm_did_not_write(tmp_path, max_to_keep):
     assert sorted(os.listdir(tmp_path)) == ["checkpoint.npz", "checkpoint.npz.partial"]
 
 
+def test_a_save_removes_what_a_save_killed_midway_left_and_nothing_else(tmp_path):
+    # A process killed during a save (SIGKILL: no handler runs) leaves its temporary file; the next save removes
+    # it. Names that only look alike are the user's and stay.
+    _save(tmp_path, 2)
+    left = tmp_path / ".checkpoint.npz.k3x_9q0a.partial"
+    left.write_bytes(b"half a checkpoint")
+    alike = [".checkpoint.npz.notes.partial", "checkpoint.npz.k3x_9q0a.partial", ".checkpoint.npz.k3x_9q0a.part"]
+    for name in alike:
+        (tmp_path / name).write_bytes(b"mine")
+    _save(tmp_path, 3)
+    assert not left.exists() and run_checkpoint.read_meta(tmp_path)["step"] == 3
+    assert all((tmp_path / name).read_bytes() == b"mine" for name in alike)
+
+
 def test_a_restart_restores_the_checkpoint_as_it_is_when_the_run_begins(tmp_path):
     # The call resolves its origin before it takes the save_dir's lock; a run that saved a newer step into the
     # same file meanwhile is what the restart continues, its step and data position with its arrays.

@@ -96,6 +96,7 @@ def save_checkpoint(save_dir, state, step, options, seed, boundary_state=None, *
         if os.path.exists(kept) and not _written_by_bilm(kept):
             raise CheckpointError(f"{kept} is where the checkpoint of step {previous['step']} is kept, and it holds "
                                   f"a file bilm did not write; move it out of {save_dir} and run again.")
+    _remove_unfinished_saves(save_dir)
     # Written under a name of its own (no file of the user's is replaced), then renamed over the last checkpoint.
     descriptor, temporary = tempfile.mkstemp(prefix=f".{CHECKPOINT_FILE}.", suffix=".partial", dir=save_dir)
     try:
@@ -114,6 +115,16 @@ def save_checkpoint(save_dir, state, step, options, seed, boundary_state=None, *
         for _, old in kept_checkpoints(save_dir)[:-(max_to_keep - 1)]:
             os.remove(old)
     return path
+
+
+def _remove_unfinished_saves(save_dir):
+    """Removes the temporary files of saves that never finished (a process killed mid-save: no handler ran):
+    the names `tempfile.mkstemp` gave them, `.<CHECKPOINT_FILE>.<8 random characters>.partial`. The run holds
+    `save_dir`'s lock, so no other save of bilm's is writing one."""
+    pattern = re.compile(re.escape(f".{CHECKPOINT_FILE}.") + r"[a-z0-9_]{8}" + re.escape(".partial"))
+    for name in os.listdir(save_dir):
+        if pattern.fullmatch(name):
+            os.remove(os.path.join(os.fspath(save_dir), name))
 
 
 def _write_arrays(file, arrays):
