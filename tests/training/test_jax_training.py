@@ -15,12 +15,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import bilm
 import numpy_reference as R
 from backend_processes import backend_environment, json_result, run_on_backend
 from bilm import BidirectionalLanguageModel
-from helpers import ROOT, SENTENCES, write_vocab
-from training_helpers import WORDS, as_tensorflow_checkpoints, tiny_options, unigram_perplexity, write_corpus
+from helpers import ROOT, SENTENCES
+from training_helpers import as_tensorflow_checkpoints, tiny_options, unigram_perplexity, write_corpus
 
 TRAIN = '''
 import functools, json, os, signal, sys
@@ -201,27 +200,10 @@ def test_the_training_scripts_run_on_jax_and_pytorch(tmp_path, run_files, backen
     assert "Finished at step 40" in again.stdout and "held-out perplexity" in again.stdout
     # TensorBoard's folder as on TensorFlow (save_dir/logs): an event file of each call.
     assert len(list((tmp_path / "run" / "logs").glob("events.out.tfevents.*"))) == 2
-    if backend == "torch":  # what follows is the same code on both (PyTorch's quick start dumps and loads too)
-        return
-    # A new run into the run's directory is refused before any work, as on TensorFlow, naming the restart.
-    refused = run_on_backend(backend, SCRIPT, "bin/train_elmo.py", *common, "--options_file",
-                             tmp_path / "options.json", environment=environment, check=False)
-    assert refused.returncode == 1 and "already holds a run's checkpoint" in refused.stderr, refused.stderr[-2000:]
-    assert f"bin/restart.py --save_dir {tmp_path / 'run'}" in refused.stderr
-    # The checkpoint records its vocabulary: another one (the same words in another order) is refused, in one line.
-    reordered = write_vocab(tmp_path, WORDS[::-1], name="reordered.txt")
-    for script, flags in (("bin/restart.py", common[:2] + ["--vocab_file", reordered] + common[4:6]),
-                          ("bin/run_test.py", ["--test_prefix", corpus["heldout"], "--vocab_file", reordered,
-                                               "--save_dir", tmp_path / "run"])):
-        refused = run_on_backend(backend, SCRIPT, script, *flags, environment=environment, check=False)
-        assert refused.returncode == 1, refused.stderr[-2000:]
-        assert "reordered.txt is not the vocabulary" in refused.stderr.strip().splitlines()[-1], refused.stderr[-2000:]
-    run_on_backend(backend, SCRIPT, "bin/dump_weights.py", "--save_dir", tmp_path / "run", "--outfile",
-                   tmp_path / "model" / "weights.hdf5", environment=environment)
-    # TensorFlow's bilm opens what JAX trained.
-    elmo = bilm.load(tmp_path / "model", start="zeros")
-    vectors = elmo.embed([["alpha", "bravo", "charlie"], ["kilo"]])
-    assert [v.shape for v in vectors] == [(3, 16), (1, 16)] and np.abs(vectors[0]).max() > 0
+    # What follows a run is the same code on every backend, each tested once: a new run over a checkpoint and
+    # another vocabulary refused (tests/commands/test_bad_input.py, TRAIN_CALLS below), the weight file of a JAX
+    # and a PyTorch run dumped and loaded (test_usage_and_cli's quick start on every backend, and the move from
+    # TensorFlow to JAX and PyTorch and back below).
 
 
 TRAIN_CALLS = '''
