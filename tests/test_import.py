@@ -16,6 +16,7 @@ print(atexit._ncallbacks() - before[0], dict(os.environ) == before[1])
 """
 
 
+@pytest.mark.slow
 def test_importing_bilm_registers_no_exit_hook_and_changes_no_setting():
     result = subprocess.run([sys.executable, "-c", SCRIPT], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]

@@ -1,5 +1,7 @@
 """Time padded to a few lengths where a backend compiles one program per shape (JAX), with the outputs of the
 unpadded ids byte for byte: the boundary state and the embeddings."""
+import pytest
+
 from backend_processes import json_result, run_on_backend
 from bilm.backend.jax.inference import padded_length
 from helpers import write_model
@@ -41,6 +43,7 @@ print(json.dumps({"asked": asked, "same_embeddings": bool(np.array_equal(padded,
 """
 
 
+@pytest.mark.slow
 def test_on_jax_padding_keeps_the_boundary_state_and_the_embeddings_bytes(tmp_path):
     options_file, weight_file, _ = write_model(tmp_path)
     result = json_result(run_on_backend("jax", ON_JAX, options_file, weight_file))
