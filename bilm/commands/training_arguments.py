@@ -81,9 +81,14 @@ def add_training_arguments(parser):
         parser.add_argument("--log_dir", help="TensorBoard summaries (default: SAVE_DIR/logs)"),
         parser.add_argument("--seed", type=int, default=0,
                             help="seed of initialisation, shuffling and dropout: the same seed and flags repeat a "
-                                 "run bit for bit on the same machine; on a GPU, TensorFlow's deterministic ops "
-                                 "are turned on for that (its sums, XLA's scatter-adds among them, otherwise add "
-                                 "in a different order each run), a little slower (default: %(default)s)"),
+                                 "run bit for bit on the same machine; on a GPU, the backend's deterministic "
+                                 "programs are turned on for that (its sums, scatter-adds among them, otherwise "
+                                 "add in a different order each run), unless --nondeterministic "
+                                 "(default: %(default)s)"),
+        parser.add_argument("--nondeterministic", action="store_true",
+                            help="on a GPU, leave the backend's deterministic programs off: faster (JAX at the "
+                                 "original size on an H200: 1.7x, docs/gpu.md), but the same --seed no longer "
+                                 "repeats a run bit for bit; no effect on a CPU, where a run repeats anyway"),
         parser.add_argument("--tf32", action="store_true",
                             help="let float32 matmuls run in TensorFloat-32 on an NVIDIA GPU of the Ampere "
                                  "generation or later (faster, their inputs rounded to a 10-bit mantissa); without "
@@ -151,8 +156,9 @@ def run_training_script(args, restart=False, before=None):
     from bilm.commands.devices import announce_devices, set_numerics
     from bilm.commands.user_errors import exit_on_user_error
 
-    # float32 stays float32 on a GPU unless --tf32, and --seed repeats a run there too (op determinism).
-    set_numerics(tf32=args.tf32, deterministic=True)
+    # float32 stays float32 on a GPU unless --tf32, and --seed repeats a run there too (deterministic programs)
+    # unless --nondeterministic.
+    set_numerics(tf32=args.tf32, deterministic=not args.nondeterministic)
     announce_devices(n_gpus=args.n_gpus)
     with exit_on_user_error():
         if before is not None:

@@ -207,6 +207,13 @@ def test_train_elmo_names_its_devices_and_warns_of_a_gpu_it_does_not_see(fake_gp
     assert capsys.readouterr().err.splitlines() == [
         "bilm: running on GPU:0 (NVIDIA H100 80GB HBM3, compute capability 9.0), CPU"]
     assert switches == [("tf32", False), ("tf32", True), ("determinism",)]
+    # --nondeterministic leaves the GPU's deterministic programs off, and the restart it names keeps it so.
+    switches.clear()
+    module.main(["--train_prefix", "t", "--vocab_file", "v", "--save_dir", "s", "--nondeterministic"])
+    assert switches == [("tf32", False)]
+    args = _parse("train_elmo", ["--train_prefix", "t", "--vocab_file", "v", "--save_dir", "s", "--nondeterministic"],
+                  monkeypatch)
+    assert args.nondeterministic is True and "--nondeterministic" in training_arguments.restart_command(args)
 
 
 def test_beam_takes_tf32():
