@@ -76,6 +76,23 @@ FLAGS = {
     "seed": ["--seed", "3"],
     "size": ["--size", "small"],
 }
+# The flags whose meaning is not a setting of the run, and where each is tested.
+TESTED_ELSEWHERE = {
+    "n_gpus": "tests/commands/test_devices.py (devices), tests/training/test_distribution.py (replicas)",
+    "tf32": "tests/commands/test_devices.py", "nondeterministic": "tests/commands/test_devices.py",
+}
+
+
+def test_the_walk_covers_every_training_flag():
+    # A flag added to the scripts is walked below, or named with the test that covers it.
+    import argparse
+
+    from bilm.commands.training_arguments import add_training_arguments
+
+    flags = {action.dest for action in add_training_arguments(argparse.ArgumentParser())}
+    assert flags - {"train_prefix", "vocab_file", "save_dir"} == set(FLAGS) - {"size"} | set(TESTED_ELSEWHERE)
+
+
 # bin/restart.py takes the same flags but the model's (its checkpoint's options are the run's).
 RESTART_FLAGS = {name: flag for name, flag in FLAGS.items() if name != "size"}
 
