@@ -38,8 +38,8 @@ import numpy as np  # noqa: E402
 
 from bilm.commands import set_numerics  # noqa: E402
 from bilm.presets import TRAINING_DEFAULTS, get_preset  # noqa: E402
+from bilm.training.arrays.train_step import JaxTrainStep  # noqa: E402
 from bilm.training.config.settings import training_settings  # noqa: E402
-from bilm.training.jax.train_step import JaxTrainStep  # noqa: E402
 
 MAX_CHARACTERS = 50
 SPREAD_FACTOR = 10  # the device's deviation allowed per array, in units of the CPU's own spread under round-off

@@ -27,7 +27,7 @@ warm-up steps include the compilation.
 Quick run: python bench/bench_train.py --steps 5 --warmup 2 --batch_size 8 \\
     --lstm_dim 64 --projection_dim 16 --filter_scale 16 --n_negative 512
 
-On JAX and PyTorch (`--backend jax`, `--backend torch`): the array step of `bilm.training.jax`
+On JAX and PyTorch (`--backend jax`, `--backend torch`): the array step of `bilm.training.arrays`
 (`JaxTrainStep`, forward and backward pass, sampled softmax and optimizer
 compiled as one XLA program) on whatever device JAX has, at one size
 (`--size small|original|tiny`, the size's batch 128 x 20 unless
@@ -76,8 +76,8 @@ if BACKEND in ("jax", "torch"):
     import keras
 
     from bilm.backend import training_ops
+    from bilm.training.arrays.train_step import JaxTrainStep
     from bilm.training.data.lm_dataset import load_training_data
-    from bilm.training.jax.train_step import JaxTrainStep
 else:
     import keras
     import tensorflow as tf

@@ -219,3 +219,22 @@ def test_the_array_trainers_earlier_names_are_the_one_trainers_with_a_warning(tm
     new_name = name.replace("_on_jax", "")
     _one_deprecation(caught, f"bilm.training.{new_name}")
     assert getattr(bilm.training, new_name).__module__.startswith("bilm.training.run.")
+
+
+EARLIER_MODULES = ["boundary_state_measure", "evaluation", "optimizers", "softmax_init", "train_step", "training_run"]
+
+
+@pytest.mark.parametrize("name", EARLIER_MODULES)
+def test_the_array_trainers_earlier_folder_gives_its_modules_themselves_with_a_warning(name):
+    # bilm/training/jax/ held the array trainer, which trains on PyTorch too: bilm/training/arrays/ now.
+    import importlib
+    import sys
+
+    sys.modules.pop(f"bilm.training.jax.{name}", None)
+    with pytest.warns(DeprecationWarning, match=rf"bilm\.training\.jax\.{name} is deprecated; import "
+                                                rf"bilm\.training\.arrays\.{name} \(the same module"):
+        earlier = importlib.import_module(f"bilm.training.jax.{name}")
+    assert earlier is importlib.import_module(f"bilm.training.arrays.{name}")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # imported once, it warns once
+        exec(f"from bilm.training.jax.{name} import __doc__ as again", {})

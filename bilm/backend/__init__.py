@@ -15,7 +15,7 @@ names: `compile_step`, `compile_inference`, `gradients`, `unique_rows`,
 `distinct_rows`, `gather_rows`, `set_rows`, `add_rows`,
 `copy`, `Placement`, `training_devices`, `log_uniform_candidates`, `random`
 (TensorFlow's stateless random numbers), `INDEX_DTYPE` and `JIT_COMPILE_NOTES`. The training step
-written once in `keras.ops` (`bilm.training.jax.train_step`) calls them
+written once in `keras.ops` (`bilm.training.arrays.train_step`) calls them
 through `training_ops()`, which picks the module of Keras's backend: the one
 place that branches on the backend's name for training. `trainer_module` picks the module whose `Trainer`
 opens a run of the one training driver (`bilm.training.run.loop.run_training`).
@@ -28,8 +28,8 @@ from bilm.utils.backend import PORTABLE, configured_backend, require_training_ba
 # The backends whose training step is the array step (TensorFlow's is `bilm.training.run.train_step`).
 ARRAY_TRAINING_BACKENDS = ("jax", "torch")
 # The module that trains on each backend (its `Trainer` and `evaluate_checkpoint`), named, not imported.
-TRAINERS = {"tensorflow": "bilm.training.run.training_run", "jax": "bilm.training.jax.training_run",
-            "torch": "bilm.training.jax.training_run"}
+TRAINERS = {"tensorflow": "bilm.training.run.training_run", "jax": "bilm.training.arrays.training_run",
+            "torch": "bilm.training.arrays.training_run"}
 
 
 # The Keras backends with a folder here (Keras's OpenVINO backend, for one, has none).

@@ -22,7 +22,7 @@ class Optimizer:
 
     and implements `values_update` (its rule, once for every backend: in
     `keras.ops`, on the values of a parameter or of some of its rows, as
-    TensorFlow's `update` here and JAX's step, `bilm.training.jax.optimizers`,
+    TensorFlow's `update` here and JAX's step, `bilm.training.arrays.optimizers`,
     apply it), `__init__(variables, learning_rate)` (creating its state
     in the current distribution scope), `slots(name)` (the state variables
     of one variable) and `update(variable, gradient, *slots,

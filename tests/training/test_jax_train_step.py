@@ -1,4 +1,4 @@
-"""The training step on JAX (`bilm.training.jax.train_step`) computes TensorFlow's step: from the same weights,
+"""The training step on JAX (`bilm.training.arrays.train_step`) computes TensorFlow's step: from the same weights,
 batches and seed, two steps give the same losses, gradient norms, weights, optimizer state and LSTM states,
 with the full softmax and without dropout, and with the sampled softmax and dropout (the same random numbers on
 both backends); it lowers the loss, repeats itself exactly from its seed, and runs without TensorFlow."""
@@ -26,7 +26,7 @@ import json, sys
 import numpy as np
 from bilm.options import load_options
 from bilm.training.config.settings import training_settings
-from bilm.training.jax.train_step import JaxTrainStep
+from bilm.training.arrays.train_step import JaxTrainStep
 
 folder = sys.argv[1]
 options = json.load(open(folder + "/options.json"))
@@ -153,7 +153,7 @@ import keras
 import numpy as np
 from bilm.options import load_options
 from bilm.training.config.settings import training_settings
-from bilm.training.jax.train_step import JaxTrainStep
+from bilm.training.arrays.train_step import JaxTrainStep
 
 folder = sys.argv[1]
 options = json.load(open(folder + "/options.json"))

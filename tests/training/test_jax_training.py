@@ -1,4 +1,4 @@
-"""Training on JAX (`bilm.training.train`, the array trainer `bilm.training.jax.training_run`), in processes
+"""Training on JAX (`bilm.training.train`, the array trainer `bilm.training.arrays.training_run`), in processes
 without TensorFlow: it learns (held-out perplexity far below the unigram's, as TensorFlow's training in
 test_loop.py), restarts exactly after a stop or a signal, and dumps weights that TensorFlow's bilm and the NumPy
 reference embed alike."""
@@ -25,7 +25,7 @@ TRAIN = '''
 import functools, json, os, signal, sys
 import numpy as np
 from bilm.training import dump_weights, train
-from bilm.training.jax import training_run
+from bilm.training.arrays import training_run
 from bilm.training.run.run_directory import newest_meta
 from bilm.training.data.lm_dataset import load_training_data
 from bilm.training.run.stop_signals import TrainingInterrupted
@@ -35,7 +35,7 @@ from bilm.training.run.stop_signals import TrainingInterrupted
 folder, runs = sys.argv[1], json.loads(sys.argv[2])
 corpus = json.load(open(folder + "/corpus.json"))
 # The boundary state at each run's end on 200 sentences, as TensorFlow's training tests measure it
-# (tests/training/conftest.py); tests/training/jax/test_jax_evaluation.py tests the measure.
+# (tests/training/conftest.py); tests/training/arrays/test_jax_evaluation.py tests the measure.
 training_run.measure_boundary_state = functools.partial(training_run.measure_boundary_state, n_sentences=200)
 options = json.load(open(folder + "/options.json"))
 data, _ = load_training_data(options, corpus["train"], corpus["vocab"], seed=5)

@@ -1,29 +1,4 @@
-"""The boundary state of a JAX training state: the mean LSTM state at sentence starts of a text, measured with
-a prediction-layout network holding the state's weights, as `bilm.training.model.boundary_state_measure`
-measures it for TensorFlow's `TrainingLM`.
+"""Deprecated path of `bilm.training.arrays.boundary_state_measure`, the same module."""
+from bilm.training.jax import earlier_path
 
-Needs Keras on JAX or PyTorch (`KERAS_BACKEND=jax` or `torch`).
-"""
-from bilm.models.boundary_state import DEFAULT_N_SENTENCES
-from bilm.training.model.boundary_state_measure import boundary_state_of_text, prediction_network_of
-
-
-def measure_boundary_state(step, state, data, n_sentences=DEFAULT_N_SENTENCES):
-    """The boundary state of the biLM in `state` on `data`'s text.
-
-    Args:
-        step: the run's `JaxTrainStep` (its `network` gets the state's
-            weights, `write_weights`).
-        state: a `JaxTrainStep` state (only its weights are read).
-        data: an `LMDataset` or `BidirectionalLMDataset`, read from its
-            beginning (one pass at most: each sentence counts once).
-        n_sentences: sentence starts averaged (at most).
-
-    Returns:
-        `({state key: float32 (size,)}, number of starts averaged)`, as
-        `save_checkpoint` and `save_bilm_weights` take it.
-    """
-    step.write_weights(state)
-    token_rows = None if step.use_character_inputs else step.settings.n_tokens_vocab
-    network = prediction_network_of(step.network, step.options, "backward" in step.directions, token_rows)
-    return boundary_state_of_text(network, step.options, data, "backward" in step.directions, n_sentences)
+earlier_path("boundary_state_measure")

@@ -2,7 +2,7 @@
 
 The parts that need no TensorFlow (`prediction_network_of`,
 `boundary_state_of_text`) are shared by TensorFlow's training (`TrainingLM`)
-and JAX's (`bilm.training.jax`): both hold a training-layout `build_bilm`
+and JAX's (`bilm.training.arrays`): both hold a training-layout `build_bilm`
 network.
 """
 import itertools

@@ -38,7 +38,7 @@ sorted by frequency).
 The fit itself (`fit_softmax`) is NumPy over what a `TrainedBiLM` reads
 (the top layer's outputs on the start of the text, the words' encodings):
 TensorFlow's `TrainingLM` here (`initialize_softmax`), JAX's training step
-in `bilm.training.jax.softmax_init`.
+in `bilm.training.arrays.softmax_init`.
 """
 import math
 from typing import Protocol
@@ -128,7 +128,7 @@ def fit_softmax(bilm, data, method, n_positions=DEFAULT_SAMPLE_POSITIONS, freque
 
     Args:
         bilm: a `TrainedBiLM` (TensorFlow's `TrainingLM` behind
-            `initialize_softmax`, or JAX's `bilm.training.jax.softmax_init`).
+            `initialize_softmax`, or JAX's `bilm.training.arrays.softmax_init`).
         data, method, n_positions, frequency_bias: as in `initialize_softmax`.
 
     Returns:

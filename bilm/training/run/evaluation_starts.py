@@ -1,5 +1,5 @@
 """A held-out evaluation, written once for TensorFlow's (`evaluation.py`) and JAX's and PyTorch's
-(`bilm.training.jax.evaluation`): where each sentence's LSTMs start, the rows a short text fills, and the
+(`bilm.training.arrays.evaluation`): where each sentence's LSTMs start, the rows a short text fills, and the
 perplexities of a pass over the text (`evaluation_metrics`), from a backend's loss of a batch; needs neither.
 
 `"carry"`: from the state the previous sentence of its row left, as in

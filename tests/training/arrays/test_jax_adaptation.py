@@ -33,8 +33,8 @@ from bilm.io.formats.weight_file import weight_table
 from bilm.training.config.settings import training_settings
 from bilm.training.data.lm_dataset import load_training_data
 from bilm.training import train_from_files
-from bilm.training.jax.train_step import JaxTrainStep
-from bilm.training.jax.training_run import adapted_state
+from bilm.training.arrays.train_step import JaxTrainStep
+from bilm.training.arrays.training_run import adapted_state
 from bilm.training.model.adaptation import adaptation_options, open_model_to_adapt
 
 folder, model_dir = sys.argv[1], sys.argv[2]
@@ -131,9 +131,9 @@ import json, os, runpy, sys
 from bilm.options import load_options
 from bilm.training.config.settings import training_settings
 from bilm.training.data.lm_dataset import load_training_data
-from bilm.training.jax.evaluation import heldout_perplexity
-from bilm.training.jax.train_step import JaxTrainStep
-from bilm.training.jax.training_run import adapted_state
+from bilm.training.arrays.evaluation import heldout_perplexity
+from bilm.training.arrays.train_step import JaxTrainStep
+from bilm.training.arrays.training_run import adapted_state
 from bilm.training.model.adaptation import open_model_to_adapt
 
 folder, model, steps = sys.argv[1], sys.argv[2], int(sys.argv[3])

@@ -1,5 +1,5 @@
-"""The held-out evaluation and the boundary state on JAX (`bilm.training.jax.evaluation`,
-`bilm.training.jax.boundary_state_measure`): from the same weights and text they give what TensorFlow's
+"""The held-out evaluation and the boundary state on JAX (`bilm.training.arrays.evaluation`,
+`bilm.training.arrays.boundary_state_measure`): from the same weights and text they give what TensorFlow's
 `evaluate_lm` and `measure_boundary_state` give; a JAX run stores its boundary state in its checkpoint and its
 weight file (a signal during the measure keeps the one it had), an old checkpoint without one still loads
 and gets one, and bin/run_test.py evaluates a JAX run."""
@@ -37,9 +37,9 @@ import numpy as np
 from bilm.options import load_options
 from bilm.training.config.settings import training_settings
 from bilm.training.data.lm_dataset import load_training_data
-from bilm.training.jax.boundary_state_measure import measure_boundary_state
-from bilm.training.jax.evaluation import evaluate_state
-from bilm.training.jax.train_step import JaxTrainStep
+from bilm.training.arrays.boundary_state_measure import measure_boundary_state
+from bilm.training.arrays.evaluation import evaluate_state
+from bilm.training.arrays.train_step import JaxTrainStep
 
 folder, n_sentences = sys.argv[1], int(sys.argv[2])
 corpus, options = json.load(open(folder + "/corpus.json")), json.load(open(folder + "/options.json"))
@@ -99,7 +99,7 @@ import functools, json, os, shutil, signal, sys
 import numpy as np
 from bilm.training import dump_weights, evaluate_from_files, train as train_from
 from bilm.training.data.lm_dataset import load_training_data
-from bilm.training.jax import training_run
+from bilm.training.arrays import training_run
 from bilm.training.run import run_checkpoint as checkpoints, run_directory
 from bilm.training.run.stop_signals import TrainingInterrupted
 

@@ -1,0 +1,114 @@
+"""Held-out perplexity on JAX and PyTorch with the full softmax, as `bilm.training.run.evaluation` computes it on
+TensorFlow: of a training state (`evaluate_state`; `heldout_perplexity` during a run, and of a checkpoint what
+bin/run_test.py gives, `bilm.training.arrays.training_run.evaluate_checkpoint`).
+
+Needs Keras on JAX or PyTorch (`KERAS_BACKEND=jax` or `torch`).
+"""
+
+from keras import ops
+
+from bilm.errors import UserError
+from bilm.training.arrays.train_step import SUFFIXES
+from bilm.training.model.softmax_losses import full_softmax_loss
+from bilm.training.run.evaluation_starts import (
+    OPENING_TOKEN,
+    check_evaluation_start,
+    evaluation_metrics,
+    rows_for_a_short_text,
+)
+
+
+def evaluate_state(step, state, data, batch_size=None, unroll_steps=1, start="carry", boundary_state=None,
+                   verbose=0, between_batches=None):
+    """Full-softmax perplexity of the biLM in `state` on a stream that ends (test mode), as TensorFlow's
+    `evaluate_lm`.
+
+    LSTM states start at zero and carry between batches; no dropout. The
+    loss of a batch is the mean of its directions' mean losses; the
+    perplexity is `exp` of the mean over batches (as bilm-tf's `test`). A
+    text with fewer sentences than `batch_size` is evaluated with one row
+    per sentence (and a warning).
+
+    Args:
+        step: the model's `JaxTrainStep`.
+        state: a state of it (its `bilm`, `non_trainable` and `softmax`
+            weights are read).
+        data: an `LMDataset` or `BidirectionalLMDataset` in test mode.
+        batch_size: rows per batch (None: the run's `batch_size`).
+        unroll_steps: the windows' length.
+        start: where each sentence starts (`EVALUATION_STARTS` of
+            `bilm.training.run.evaluation_starts`); `"zeros"` and `"warm"`
+            need `unroll_steps=1`.
+        boundary_state: for `"warm"`, `({state key: (size,)}, n_starts)`
+            (`run_directory.read_boundary_state`, `measure_boundary_state`).
+        verbose: 1 for a progress line.
+        between_batches: called with no argument after each batch (e.g. to
+            stop on a signal by raising, between the backend's calls rather
+            than inside one).
+
+    Returns:
+        `{"perplexity", "<direction>_perplexity", "batches"}`.
+    """
+    check_evaluation_start(start, unroll_steps)
+    if start == "warm" and boundary_state is None:
+        raise UserError("start='warm' needs the model's boundary state, and it has none yet; measure it with "
+                        "bilm.training.arrays.boundary_state_measure.measure_boundary_state.")
+    batch_size = batch_size or step.settings.batch_size
+    keys = step.batch_keys()
+    start_states, opening = None, None
+    if start != "carry":
+        keys += [key for key in ["token_ids" + SUFFIXES[d] for d in step.directions] if key not in keys]
+        start_states = {key: (ops.convert_to_tensor(boundary_state[0][key]) if start == "warm"
+                              else ops.zeros((size,))) for key, _, size in step.state_keys}
+        opening = {direction: getattr(data.vocab, OPENING_TOKEN[direction]) for direction in step.directions}
+    function = _losses_function(step, opening)
+    weights = step.placement.first({key: state[key] for key in ("bilm", "non_trainable", "softmax")})
+    lstm = {key: ops.zeros((batch_size, size), "float32") for key, _, size in step.state_keys}
+
+    def losses(batch):
+        nonlocal lstm
+        loss, per_direction, lstm = function(weights, lstm, step.placement.first({key: batch[key] for key in keys}),
+                                             start_states)
+        return loss, per_direction
+
+    metrics = evaluation_metrics(data.iter_batches(batch_size, unroll_steps), losses, step.directions, verbose,
+                                 between_batches)
+    if metrics is None:
+        return evaluate_state(step, state, data, rows_for_a_short_text(data, batch_size, unroll_steps),
+                              unroll_steps, start, boundary_state, verbose, between_batches)
+    return metrics
+
+
+def heldout_perplexity(step, state, data, batch_size=None, between_batches=None):
+    """The perplexity `evaluate_state` gives with the states carried, in windows of one step: what a run
+    prints at its end, as TensorFlow's training does, and what bin/run_test.py gives its checkpoint."""
+    return evaluate_state(step, state, data, batch_size, between_batches=between_batches)["perplexity"]
+
+
+def _losses_function(step, opening):
+    """`losses(weights, lstm, batch, start_states) -> (loss, {direction: mean loss}, new lstm)`, compiled: the
+    full softmax over each direction's top layer; with `opening` (`{direction: token id}`), the rows whose input
+    is their direction's opening token start from `start_states` (`{state key: (size,)}`)."""
+    options, settings, network, key = step.options, step.settings, step.network, step.input_key
+
+    def losses(weights, lstm, batch, start_states):
+        if opening is not None:
+            starts = {d: ops.equal(batch["token_ids" + SUFFIXES[d]][:, :1], token) for d, token in opening.items()}
+            lstm = {name: ops.where(starts[name.split("_")[0]], start_states[name], value)
+                    for name, value in lstm.items()}
+        inputs = {key: batch[key], **lstm}
+        if "backward" in step.directions:
+            inputs[key + "_reverse"] = batch[key + "_reverse"]
+        if settings.dropout > 0:
+            inputs["dropout_seed"] = step.backend.random.seed_words(0, 0)
+        outputs, _ = network.stateless_call(weights["bilm"], weights["non_trainable"], inputs, training=False)
+        per_direction = {}
+        for direction in step.directions:
+            top = ops.reshape(outputs[f"{direction}_{options.n_layers - 1}"], (-1, options.projection_dim))
+            labels = ops.reshape(batch["next_token_id" + SUFFIXES[direction]], (-1,))
+            per_direction[direction] = ops.mean(full_softmax_loss(step.softmax_table(weights),
+                                                                  weights["softmax"]["b"], top, labels))
+        loss = sum(per_direction.values()) / len(per_direction)
+        return loss, per_direction, {name: outputs[output_key] for name, output_key, _ in step.state_keys}
+
+    return step.backend.compile_inference(losses)

@@ -1,0 +1,111 @@
+"""Where a new softmax starts on JAX and PyTorch: what the fit reads of the biLM (its top outputs on the start of
+the text, the words' encodings), computed by the training step's network from a state's weights; the fit itself is the
+NumPy one TensorFlow's runs use (`bilm.training.model.softmax_init.fit_softmax`).
+
+Needs Keras on JAX or PyTorch (`KERAS_BACKEND=jax` or `torch`).
+"""
+import numpy as np
+from keras import ops
+
+from bilm.models.functional_bilm import build_token_encoder
+from bilm.training.arrays.train_step import SUFFIXES
+from bilm.training.model.softmax_init import DEFAULT_SAMPLE_POSITIONS, fit_softmax
+
+# Words encoded at once are padded to a power of two of at least this many, so that few shapes compile.
+_MIN_ENCODED_ROWS = 64
+
+
+def initialize_softmax_on_jax(step, state, data, method, n_positions=DEFAULT_SAMPLE_POSITIONS,
+                              frequency_bias=False):
+    """`state` with its softmax started as `method` says, and the fit's report (`fit_softmax`).
+
+    Args:
+        step: the run's `JaxTrainStep` (character inputs).
+        state: its state (`JaxTrainStep.initial_state` or later): the
+            biLM's weights the fit reads; `"softmax"` `{"W" (V, P), "b" (V,)}`
+            is replaced (only `"b"`, or nothing, for `"random"`).
+        data, method, n_positions, frequency_bias: as in
+            `bilm.training.model.softmax_init.initialize_softmax`.
+
+    Returns:
+        `(new state, report)`; the other entries of `state` are its own.
+    """
+    softmax, report = fit_softmax(JaxBiLM(step, state), data, method, n_positions, frequency_bias)
+    new_softmax = {**state["softmax"], **{key: ops.convert_to_tensor(value) for key, value in softmax.items()}}
+    return {**state, "softmax": new_softmax}, report
+
+
+class JaxBiLM:
+    """The `TrainedBiLM` that `fit_softmax` reads: `step`'s network with the weights of `state`.
+
+    Args:
+        step: a `JaxTrainStep`.
+        state: its state; the biLM's weights are read, not changed.
+    """
+
+    def __init__(self, step, state):
+        self.step = step
+        self.settings = step.settings
+        self._weights = step.placement.first((state["bilm"], state["non_trainable"]))
+        self._tops = None
+        self._encode = None
+
+    def top_outputs(self, data, n_positions):
+        step, settings = self.step, self.settings
+        if self._tops is None:
+            self._tops = step.backend.compile_inference(self._tops_function())
+        bilm, non_trainable = self._weights
+        lstm = {key: ops.zeros((settings.batch_size, size), "float32") for key, _, size in step.state_keys}
+        outputs, targets, n = [], [], 0
+        for batch in data.iter_batches(settings.batch_size, settings.unroll_steps):
+            tops, lstm = self._tops(bilm, non_trainable, lstm,
+                                    step.placement.first({key: batch[key] for key in step.batch_keys()}))
+            for direction in step.directions:
+                outputs.append(ops.convert_to_numpy(tops[direction]).reshape(-1, step.options.projection_dim))
+                targets.append(np.asarray(batch["next_token_id" + SUFFIXES[direction]]).reshape(-1))
+                n += len(targets[-1])
+            if n >= n_positions:
+                break
+        # In stream order, so that the last positions (the scale's) are batches of their own.
+        return np.concatenate(outputs).astype(np.float32), np.concatenate(targets).astype(np.int64)
+
+    def encode_words(self, char_ids):
+        if self._encode is None:
+            self._encode = self._encode_function()
+        n = len(char_ids)
+        rows = max(_MIN_ENCODED_ROWS, 1 << max(0, n - 1).bit_length())
+        padded = np.zeros((rows, *char_ids.shape[1:]), np.int32)
+        padded[:n] = char_ids
+        return ops.convert_to_numpy(self._encode(padded[np.newaxis]))[0, :n].astype(np.float32)
+
+    def _tops_function(self):
+        """`tops(bilm, non_trainable, lstm, batch) -> ({direction: (batch, time, P)}, {state key: final})`:
+        the network without dropout, the LSTM states carried (as `TrainingLM.run` with `training=False`)."""
+        step = self.step
+        network, key, n_layers = step.network, step.input_key, step.options.n_layers
+
+        def tops(bilm, non_trainable, lstm, batch):
+            inputs = {key: batch[key], **lstm}
+            if "backward" in step.directions:
+                inputs[key + "_reverse"] = batch[key + "_reverse"]
+            if step.settings.dropout > 0:
+                inputs["dropout_seed"] = step.backend.random.seed_words(0, 0)
+            outputs, _ = network.stateless_call(bilm, non_trainable, inputs, training=False)
+            return ({d: outputs[f"{d}_{n_layers - 1}"] for d in step.directions},
+                    {state_key: outputs[output_key] for state_key, output_key, _ in step.state_keys})
+
+        return tops
+
+    def _encode_function(self):
+        """`encode(char_ids (1, n, max_chars)) -> (1, n, P)`: the network's token encoder with the state's
+        weights (its variables are the network's, found by path)."""
+        step = self.step
+        encoder = build_token_encoder(step.network, step.options)
+        bilm, non_trainable = self._weights
+        trainable = dict(zip(step.names, bilm))
+        non_trainable = dict(zip([v.path for v in step.network.non_trainable_variables], non_trainable))
+        weights = ([trainable[v.path] for v in encoder.trainable_variables],
+                   [non_trainable[v.path] for v in encoder.non_trainable_variables])
+        run = step.backend.compile_inference(
+            lambda weights, char_ids: encoder.stateless_call(*weights, char_ids, training=False)[0])
+        return lambda char_ids: run(weights, step.placement.first(char_ids))

@@ -1,0 +1,262 @@
+"""The biLM's training step on JAX and PyTorch, written once in `keras.ops`: forward and backward pass, sampled
+softmax, clipping, the optimizer's update and the new LSTM states; on JAX compiled as one XLA program
+(`jax.jit`), on PyTorch run eagerly with torch autograd.
+
+It computes what `bilm.training.run.train_step.TrainStep` computes with
+TensorFlow (one replica): the network of `build_bilm(layout="training")`
+(Keras 3 on JAX, `stateless_call`), dropout on each LSTM layer's input and
+on each direction's top output, bilm-tf's sampled softmax with its
+log-uniform sampler (`bilm.training.model.softmax_losses`), the gradient of
+`loss * unroll_steps` clipped to the global norm `all_clip_norm_val`, and
+Adagrad or Adam (`bilm.training.arrays.optimizers`) with row-sparse updates of
+the softmax table and biases (and of a token-input model's embedding table:
+the rows its batch reads). A step whose loss or norm is not finite
+changes nothing. The random numbers are TensorFlow's from the step's seed
+(the backend's `random`), so a step is a pure function of its inputs (a
+restart repeats it exactly) and drops the units and samples the negatives
+that TensorFlow's step does from the same run seed and step. What each
+backend does its own way (the gradient, compiling, rows of a table, the
+sampler, devices) is `bilm.backend.training_ops()`.
+
+Needs Keras on JAX or PyTorch (`KERAS_BACKEND=jax` or `torch`).
+"""
+import math
+
+import numpy as np
+from keras import ops
+
+from bilm.backend import training_ops
+from bilm.layers.stateless_dropout import dropout_site
+from bilm.models.functional_bilm import DIRECTIONS, build_bilm, state_keys
+from bilm.training.arrays import optimizers
+from bilm.training.model.softmax_losses import full_softmax_loss, sampled_softmax_loss
+
+# Folded into the step's seed (plus the direction index) for the negative samples, as on TensorFlow.
+SAMPLER_SITE = 1 << 20
+SUFFIXES = {"forward": "", "backward": "_reverse"}
+
+
+class JaxTrainStep:
+    """The training step of one biLM, and the state it steps.
+
+    Args:
+        options: `BiLMOptions` of a training model (char inputs: 261 rows).
+        settings: `TrainingSettings`; `batch_size` rows per device.
+        seed: int, the run's seed: step `s` draws from `(seed, s)`.
+        devices: the devices to train on (None: the first one). With
+            several (JAX), the step is one program over the global batch
+            (`batch_size` rows per device, stacked), split along the batch
+            by JAX's sharding: the weights are replicated, the batch and the
+            LSTM states are sharded. It computes what one device computes on
+            the stacked batch (one set of negatives for the global batch).
+
+    The state (`initial_state`) is a dict of arrays, what a checkpoint
+    holds: `"bilm"` (the network's trainable weights, in its order),
+    `"non_trainable"`, `"softmax"` (`{"W", "b"}`), `"optimizer"` and
+    `"lstm"` (`{state key: (batch_size, size)}`, carried between steps).
+    """
+
+    def __init__(self, options, settings, seed=0, devices=None):
+        self.backend = training_ops()
+        self.options = options
+        self.settings = settings
+        self.seed = int(seed)
+        self.use_character_inputs = options.char_cnn is not None
+        self.directions = DIRECTIONS[: 2 if settings.bidirectional else 1]
+        self.input_key = "token_characters" if self.use_character_inputs else "token_ids"
+        self.network = build_bilm(
+            options, n_token_vocab=None if self.use_character_inputs else settings.n_tokens_vocab,
+            bidirectional=settings.bidirectional, dropout=settings.dropout, layout="training",
+            training_matmul_dtype=settings.matmul_dtype, name="bilm")
+        self.state_keys = state_keys(options, settings.bidirectional)
+        self.names = [v.path for v in self.network.trainable_variables]
+        # Token inputs: the embedding table is updated by the rows the batch reads, as on TensorFlow (whose
+        # gradient of a lookup is row-sparse; lazy for Adam). With `share_embedding_softmax` it is the softmax's
+        # table too, and the state's softmax holds the biases alone.
+        self.embedding_name = None if self.use_character_inputs else next(
+            name for name in self.names if name.startswith("token_embedding/"))
+        self.shares_embedding = bool(settings.share_embedding_softmax)
+        self.placement = self.backend.Placement(devices)
+        self.devices = self.placement.devices
+        self.global_batch_size = settings.batch_size * len(self.devices)
+        self._steps = {warmup: self.backend.compile_step(
+            lambda state, batch, step, warmup=warmup: self._step(state, batch, step, warmup))
+            for warmup in (False, True)}
+
+    def initial_state(self, softmax_seed=0):
+        """The state before the first step: the network's current weights, a softmax drawn from
+        N(0, 1/sqrt(projection_dim)) (`softmax_seed`), the optimizer's start and zero LSTM states."""
+        settings, dim = self.settings, self.options.projection_dim
+        rng = np.random.default_rng(softmax_seed)
+        softmax = {"b": ops.zeros((settings.n_tokens_vocab,), "float32")}
+        if not self.shares_embedding:
+            softmax["W"] = ops.convert_to_tensor(
+                rng.normal(0.0, 1.0 / math.sqrt(dim), (settings.n_tokens_vocab, dim)).astype(np.float32))
+        copy = self.backend.copy
+        bilm = [copy(v.value) for v in self.network.trainable_variables]
+        state = {"bilm": bilm, "non_trainable": [copy(v.value) for v in self.network.non_trainable_variables],
+                 "softmax": softmax,
+                 "optimizer": optimizers.initial_state(settings.optimizer, self._parameters(bilm, softmax)),
+                 "lstm": {key: ops.zeros((self.global_batch_size, size), "float32") for key, _, size in
+                          self.state_keys}}
+        return self.place(state)
+
+    def place(self, state):
+        """`state` on the step's devices: the LSTM states split along the batch, the rest replicated."""
+        lstm = self.placement.rows(state["lstm"])
+        rest = self.placement.replicated({key: value for key, value in state.items() if key != "lstm"})
+        return {**rest, "lstm": lstm}
+
+    def __call__(self, state, batch, step):
+        """`(new state, {"loss", "norm", "forward"[, "backward"]})` of step number `step` (an int) over
+        `batch` (the data pipeline's dict of int32 arrays, `global_batch_size` rows); `state` is consumed (its
+        buffers are reused)."""
+        warmup = step < self.settings.softmax_warmup_steps
+        batch = self.placement.rows({key: np.asarray(batch[key]) for key in self.batch_keys()})
+        return self._steps[warmup](state, batch, ops.convert_to_tensor(step, "int32"))
+
+    def parameter_counts(self):
+        """`(biLM parameters, softmax parameters)` (softmax without a shared table), as `TrainingLM`'s."""
+        bilm = sum(math.prod(v.shape) for v in self.network.trainable_weights)
+        n_vocab, dim = self.settings.n_tokens_vocab, self.options.projection_dim
+        return int(bilm), int(n_vocab + (0 if self.shares_embedding else n_vocab * dim))
+
+    def batch_keys(self):
+        """The keys of a data batch that a step reads."""
+        keys = [self.input_key, "next_token_id"]
+        if "backward" in self.directions:
+            keys += [key + "_reverse" for key in keys]
+        return keys
+
+    def write_weights(self, state):
+        """Sets the Keras network's variables to the state's weights (before saving them to a file)."""
+        for variable, value in zip(self.network.trainable_variables, state["bilm"]):
+            variable.assign(value)
+        for variable, value in zip(self.network.non_trainable_variables, state["non_trainable"]):
+            variable.assign(value)
+
+    # === The step ===
+
+    def softmax_table(self, state):
+        """The softmax's `(n_tokens_vocab, projection_dim)` table of `state` (a state or a checkpoint's
+        weights): its own, or the token embedding it shares."""
+        if self.shares_embedding:
+            return state["bilm"][self.names.index(self.embedding_name)]
+        return state["softmax"]["W"]
+
+    def _parameters(self, bilm, softmax):
+        return {**dict(zip(self.names, bilm)), **{f"softmax/{part}": value for part, value in softmax.items()}}
+
+    def _step(self, state, batch, step, warmup):
+        settings, backend = self.settings, self.backend
+        random = backend.random
+        seed = random.fold_in(random.seed_words(self.seed, step), 0)
+        tops_of = self._tops_function(state["non_trainable"], batch, state["lstm"], seed)
+        labels = {d: ops.cast(ops.reshape(batch["next_token_id" + SUFFIXES[d]], (-1,)), backend.INDEX_DTYPE)
+                  for d in self.directions}
+        softmax, table = state["softmax"], self.softmax_table(state)
+        if settings.sample_softmax:
+            candidates = {d: backend.log_uniform_candidates(labels[d], settings.n_negative_samples_batch,
+                                                            settings.n_tokens_vocab,
+                                                            random.fold_in_int32(seed, SAMPLER_SITE + i))
+                          for i, d in enumerate(self.directions)}
+            ids = {d: ops.concatenate([labels[d], candidates[d][0]]) for d in self.directions}
+            # Indexing, the gather both backends differentiate into row gradients (no fill mode's masks).
+            differentiated = {"W": {d: table[ids[d]] for d in self.directions},
+                              "b": {d: softmax["b"][ids[d]] for d in self.directions}}
+        else:
+            candidates, ids, differentiated = None, None, {"W": table, "b": softmax["b"]}
+
+        def loss_of(bilm, softmax_parts):
+            tops, finals = tops_of(bilm)
+            per_direction = {}
+            for d in self.directions:
+                outputs = ops.reshape(tops[d], (-1, self.options.projection_dim))
+                if candidates is None:
+                    rows = full_softmax_loss(softmax_parts["W"], softmax_parts["b"], outputs, labels[d])
+                else:
+                    rows = sampled_softmax_loss(softmax_parts["W"][d], softmax_parts["b"][d], outputs, labels[d],
+                                                candidates[d], settings.matmul_dtype, rows_given=True)
+                per_direction[d] = ops.mean(rows)
+            loss = sum(per_direction.values()) / len(per_direction)
+            return loss * float(settings.unroll_steps), (loss, per_direction, finals)
+
+        if warmup:  # the softmax alone; the biLM's backward pass is not computed
+            (grad_softmax,), (loss, per_direction, finals) = backend.gradients(
+                lambda parts: loss_of(state["bilm"], parts), (differentiated,))
+            grad_bilm = None
+        else:
+            (grad_bilm, grad_softmax), (loss, per_direction, finals) = backend.gradients(
+                loss_of, (state["bilm"], differentiated))
+        dense, sparse = self._gradients(batch, grad_bilm, grad_softmax, ids)
+        squares = [ops.sum(g * g) for g in dense.values()] + [ops.sum(v * v) for _, v in sparse.values()]
+        norm = ops.sqrt(sum(squares))
+        clip = settings.all_clip_norm_val
+        scale = clip * ops.minimum(1.0 / norm, 1.0 / clip)
+        scale = ops.where(ops.logical_and(ops.isfinite(loss), ops.isfinite(norm)), scale, 0.0)
+        parameters = self._parameters(state["bilm"], softmax)
+        parameters, optimizer_state = optimizers.apply(backend, settings.optimizer, settings.learning_rate,
+                                                       parameters, state["optimizer"], dense, sparse, scale)
+        new_state = {"bilm": [parameters[name] for name in self.names], "non_trainable": state["non_trainable"],
+                     "softmax": {part: parameters[f"softmax/{part}"] for part in softmax},
+                     "optimizer": optimizer_state, "lstm": {key: finals[key] for key in state["lstm"]}}
+        return new_state, {"loss": loss, "norm": norm, **per_direction}
+
+    def _gradients(self, batch, grad_bilm, grad_softmax, ids):
+        """`(dense, sparse)` gradients by parameter name (`optimizers.apply`'s): the biLM's (None in the softmax's
+        warm-up), and the softmax's, whole (`ids` None: the full softmax) or the rows of `ids`
+        (`{direction: (n,)}`, the labels and negatives). The token embedding's are the rows the batch reads,
+        with the softmax's rows added where it is the softmax's table too; a warm-up leaves a shared table
+        alone, as on TensorFlow (the softmax's biases alone)."""
+        n_vocab, backend = self.settings.n_tokens_vocab, self.backend
+        dense, sparse = {}, {}
+        if grad_bilm is not None:
+            dense.update(zip(self.names, grad_bilm))
+        if ids is None:
+            dense["softmax/b"] = grad_softmax["b"]
+            if not self.shares_embedding:
+                dense["softmax/W"] = grad_softmax["W"]
+            elif grad_bilm is not None:  # every row of the shared table has a gradient: updated whole
+                dense[self.embedding_name] = dense[self.embedding_name] + grad_softmax["W"]
+                return dense, sparse
+        else:
+            all_ids = ops.concatenate([ids[d] for d in self.directions])
+            rows_of = {part: ops.concatenate([grad_softmax[part][d] for d in self.directions]) for part in ("W", "b")}
+            sparse["softmax/b"] = backend.distinct_rows(all_ids, rows_of["b"], n_vocab)
+            if not self.shares_embedding:
+                sparse["softmax/W"] = backend.distinct_rows(all_ids, rows_of["W"], n_vocab)
+        if grad_bilm is not None and self.embedding_name is not None:
+            read = ops.concatenate([ops.cast(ops.reshape(batch[self.input_key + SUFFIXES[d]], (-1,)),
+                                             backend.INDEX_DTYPE) for d in self.directions])
+            table = dense.pop(self.embedding_name)
+            rows = backend.unique_rows(read, n_vocab)
+            values = backend.gather_rows(table, rows, 0.0)
+            if self.shares_embedding:  # the sampled softmax's rows of the same table, summed with the batch's
+                rows, values = backend.distinct_rows(ops.concatenate([rows, all_ids]),
+                                                     ops.concatenate([values, rows_of["W"]]), n_vocab)
+            sparse[self.embedding_name] = rows, values
+        return dense, sparse
+
+    def _tops_function(self, non_trainable, batch, lstm_states, seed):
+        """`tops(bilm weights) -> ({direction: top layer (batch, time, P)}, {state key: final state})`, with
+        dropout on the tops as on TensorFlow (`TrainingLM.run`)."""
+        settings, n_layers = self.settings, self.options.n_layers
+        inputs = {self.input_key: batch[self.input_key], **lstm_states}
+        if "backward" in self.directions:
+            inputs[self.input_key + "_reverse"] = batch[self.input_key + "_reverse"]
+        if settings.dropout > 0:
+            inputs["dropout_seed"] = seed
+
+        def tops(bilm):
+            outputs, _ = self.network.stateless_call(bilm, non_trainable, inputs, training=True)
+            result = {}
+            for d, direction in enumerate(self.directions):
+                top = outputs[f"{direction}_{n_layers - 1}"]
+                if settings.dropout > 0:
+                    site = dropout_site(d, n_layers, n_layers)
+                    top = self.backend.random.dropout(top, settings.dropout,
+                                                      self.backend.random.fold_in_int32(seed, site))
+                result[direction] = top
+            return result, {key: outputs[output_key] for key, output_key, _ in self.state_keys}
+
+        return tops

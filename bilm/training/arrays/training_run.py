@@ -1,0 +1,161 @@
+"""Training on JAX and PyTorch: the array step's side of the one training driver
+(`bilm.training.run.loop.run_training`), the trainer (its devices) and the run it opens (the state of
+`JaxTrainStep` that its steps replace, its restore, adaptation and held-out evaluation); messages, checkpoints,
+the progress line and TensorBoard's scalars are `BaseRun`'s.
+
+Needs Keras on JAX or PyTorch (`KERAS_BACKEND=jax` or `torch`).
+"""
+import os
+import warnings
+
+from bilm.backend import training_ops
+from bilm.errors import UserError
+from bilm.training.arrays.boundary_state_measure import measure_boundary_state
+from bilm.training.arrays.evaluation import evaluate_state, heldout_perplexity
+from bilm.training.arrays.softmax_init import initialize_softmax_on_jax
+from bilm.training.arrays.train_step import JaxTrainStep
+from bilm.training.config.settings import training_settings
+from bilm.training.config.training_config import data_fingerprint
+from bilm.training.model.adaptation import load_model_weights
+from bilm.training.run import run_directory
+from bilm.training.run.base_run import BaseRun
+from bilm.training.run.stop_signals import PhaseInterrupted
+from bilm.utils.python_random import seeded_python_random
+
+
+class Trainer:
+    """What trains on JAX and PyTorch: `n_gpus` devices of the default kind (`batch_size` rows each). A signal is
+    acted on between the backend's calls, never inside one (an exception raised in the middle of an XLA
+    compilation can crash the interpreter at its exit), so no phase is interruptible."""
+
+    chief = True
+    interruptible_phases = False
+
+    def __init__(self, config, n_gpus, strategy=None):
+        if strategy is not None:
+            raise UserError("strategy is a tf.distribute.Strategy, for TensorFlow; on JAX and PyTorch, n_gpus devices "
+                            "share each batch (leave strategy out).")
+        note = training_ops().JIT_COMPILE_NOTES.get(config.settings.jit_compile)
+        if note is not None:
+            warnings.warn(note, stacklevel=4)
+        self.devices = training_ops().training_devices(n_gpus)
+        self.n_replicas = len(self.devices)
+
+    def open_run(self, config, save_dir, log_dir, loop, save_timer, stop_signals):
+        """The call's `JaxTrainingRun`: the network's initial weights and the softmax's start from the seed."""
+        seed = loop.seed or 0
+        with seeded_python_random(seed):  # the network's initial weights, a function of the seed
+            step = JaxTrainStep(config.options, config.settings, seed, self.devices)
+        return JaxTrainingRun(step, step.initial_state(softmax_seed=seed), stop_signals=stop_signals, save_dir=save_dir,
+                              log_dir=log_dir, verbose=loop.verbose, save_timer=save_timer,
+                              options=config.options.to_dict(), seed=seed, max_to_keep=loop.max_to_keep,
+                              data_source=data_fingerprint(config.data_source),
+                              vocabulary=None if config.vocabulary is None else config.vocabulary.fingerprint)
+
+
+def evaluate_checkpoint(meta, options, data, batch_size, verbose, start):
+    """The average perplexity of the checkpoint `meta` describes, on `data` (`evaluate_state`); with `start`
+    `"warm"` and no boundary state in it, one measured on `data`'s text."""
+    _, settings = training_settings(meta["options"])
+    step = JaxTrainStep(options, settings, meta["seed"] or 0)
+    save_dir = os.path.dirname(meta["path"])
+    state, _ = run_directory.load_state(save_dir, meta, step.initial_state(), step.network, settings.optimizer)
+    boundary_state = run_directory.read_boundary_state(save_dir, meta)
+    if start == "warm" and boundary_state is None:
+        boundary_state = measure_boundary_state(step, state, data)
+        if verbose:
+            print(f"{meta['path']} holds no boundary state; measured one at {boundary_state[1]:,} sentence starts "
+                  "of the evaluation text.")
+    return evaluate_state(step, state, data, batch_size, start=start, boundary_state=boundary_state,
+                          verbose=verbose)["perplexity"]
+
+
+def adapted_state(step, state, model, data, softmax_init):
+    """`(state, fit_softmax's report)`: `state` (of `JaxTrainStep` `step`, a run of `adaptation_options`) with
+    `model`'s weight file in its biLM (char CNN, highway, projection, LSTMs; `step.network`'s variables set to
+    them) and a new softmax as `softmax_init` says (`initialize_softmax_on_jax`, on `data`'s start); a
+    `WeightFileError` lists the datasets the file lacks or shapes otherwise."""
+    load_model_weights(step, model)
+    network = step.network
+    state = {**state, "bilm": [step.backend.copy(v.value) for v in network.trainable_variables],
+             "non_trainable": [step.backend.copy(v.value) for v in network.non_trainable_variables]}
+    return initialize_softmax_on_jax(step, state, data, softmax_init)
+
+
+class JaxTrainingRun(BaseRun):
+    """A call's run on JAX and PyTorch: the state its steps replace.
+
+    Args:
+        train_step: the run's `JaxTrainStep`; `state` its state (placed on its devices).
+        stop_signals: the call's `StopSignals`: a signal stops the held-out evaluation between its batches.
+        run: `BaseRun`'s arguments (`save_dir`, `options`, `seed`, ...).
+    """
+
+    def __init__(self, train_step, state, *, stop_signals, log_dir, verbose, save_timer, **run):
+        super().__init__(train_step.settings, log_dir, verbose, save_timer, **run)
+        self.train_step = train_step
+        self.state = state
+        self.boundary_state = None
+        self.stop_signals = stop_signals
+
+    @property
+    def model(self):
+        """What the start-of-training summary counts (`parameter_counts`, `directions`)."""
+        return self.train_step
+
+    def restore(self, meta):
+        """Restores the checkpoint `meta` describes; new data restarts the stream and the LSTM states."""
+        step = self.train_step
+        state, lstm_restored = run_directory.load_state(self.save_dir, meta, self.state, step.network,
+                                                         self.settings.optimizer)
+        self.boundary_state = run_directory.read_boundary_state(self.save_dir, meta)
+        if not self.resume(meta, lstm_restored):
+            state = {**state, "lstm": {key: 0 * value for key, value in state["lstm"].items()}}
+        self.state = step.place(state)
+
+    def adapt(self, model, data, softmax_init):
+        """Starts from `model`'s weights with a new softmax (`adapted_state`); `fit_softmax`'s report."""
+        state, started = adapted_state(self.train_step, self.state, model, data, softmax_init)
+        self.state = self.train_step.place(state)
+        return started
+
+    def step_function(self, seed):
+        """The loop's step (`seed` is the step's own, `JaxTrainStep`'s): the state moves on; `{"loss", "norm",
+        "requests"}` (one process: its own flags are the agreed ones)."""
+        def take_step(batch, step, requests):
+            self.state, metrics = self.train_step(self.state, batch, step)
+            return {"loss": metrics["loss"], "norm": metrics["norm"], "requests": requests or []}
+        return take_step
+
+    def batches(self, data, skip):
+        """The stream's global batches after the first `skip`."""
+        return data.iter_batches(self.train_step.global_batch_size, self.settings.unroll_steps, skip=skip)
+
+    def state_arrays(self):
+        return self.state
+
+    def boundary_state_arrays(self):
+        return self.boundary_state
+
+    def has_boundary_state(self):
+        return self.boundary_state is not None
+
+    def measure_boundary_state(self, data):
+        """Measures the boundary state on `data`'s text (the next checkpoint holds it); returns the starts read."""
+        self.boundary_state = measure_boundary_state(self.train_step, self.state, data)
+        return self.boundary_state[1]
+
+    def heldout(self, data, batch_size, tag):
+        """Held-out perplexity with `batch_size` rows (None when there is no held-out data); a signal stops it
+        between its batches (`PhaseInterrupted`), never inside one of JAX's calls."""
+        if data is None:
+            return None
+
+        def between_batches():
+            if self.stop_signals.received is not None:
+                raise PhaseInterrupted(self.stop_signals.received)
+
+        perplexity = heldout_perplexity(self.train_step, self.state, data, batch_size, between_batches)
+        self.report(f"{tag}: held-out perplexity {perplexity:.3f}")
+        self.scalars({"heldout_perplexity": perplexity})
+        return perplexity
