@@ -29,7 +29,7 @@ def test_defaults_leave_the_options_to_the_options_file():
                     "n_gpus": None,
                     "heldout_prefix": None,
                     "heldout_every": None, "checkpoint_every": 1250, "checkpoint_every_minutes": 30, "log_dir": None,
-                    "seed": 0, "tf32": False}
+                    "seed": 0, "tf32": False, "nondeterministic": False}
 
 
 @pytest.mark.parametrize("flags", [REQUIRED[2:], REQUIRED[:2] + REQUIRED[4:], REQUIRED[:4],
