@@ -41,8 +41,9 @@ def main(argv=None):
     from bilm.optimizers import make_optimizer
     from bilm.presets import training_options
     from bilm.training.config.settings import training_settings
-    from bilm.training.model.training_lm import TrainingLM
-    from bilm.training.run import checkpoints, run_checkpoint
+    from bilm.training.run import run_checkpoint
+    from bilm.training.tensorflow import checkpoints
+    from bilm.training.tensorflow.training_lm import TrainingLM
 
     options = dict(training_options(args.size), n_tokens_vocab=args.n_tokens_vocab, n_train_tokens=10 ** 9,
                    optimizer=args.optimizer)

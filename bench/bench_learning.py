@@ -91,12 +91,12 @@ import tensorflow as tf  # noqa: E402
 from bilm.layers.projected_lstm import ProjectedLSTM  # noqa: E402
 from bilm.training.data.lm_dataset import LMDataset  # noqa: E402
 from bilm.training.data.sample_corpus import unigram_perplexity  # noqa: E402
-from bilm.training.data.tf_dataset import make_tf_dataset  # noqa: E402
 from bilm.training.data.vocab_builder import build_vocab  # noqa: E402
 from bilm.training.run import loop  # noqa: E402
-from bilm.training.run.evaluation import evaluate_lm as evaluate  # noqa: E402
 from bilm.training.run.from_files import load_training_data  # noqa: E402
-from bilm.training.run.train_step import TrainStep  # noqa: E402
+from bilm.training.tensorflow.evaluation import evaluate_lm as evaluate  # noqa: E402
+from bilm.training.tensorflow.tf_dataset import make_tf_dataset  # noqa: E402
+from bilm.training.tensorflow.train_step import TrainStep  # noqa: E402
 
 # --- Corpus ----------------------------------------------------------------
 

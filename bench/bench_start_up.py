@@ -31,7 +31,8 @@ _TRAINING_RUN = """
 import json, os, sys, time
 start = time.perf_counter()
 import bilm
-from bilm.training.run import loop, train_step
+from bilm.training.run import loop
+from bilm.training.tensorflow import train_step
 imported = time.perf_counter()
 sys.path.insert(0, sys.argv[1])
 from bench_train import write_corpus

@@ -93,10 +93,10 @@ else:
     )
 
     from bilm.optimizers.adagrad import SparseAdagrad
-    from bilm.training.data.tf_dataset import make_tf_dataset
-    from bilm.training.model.training_lm import TrainingLM
     from bilm.training.run.from_files import load_training_data
-    from bilm.training.run.train_step import TrainStep
+    from bilm.training.tensorflow.tf_dataset import make_tf_dataset
+    from bilm.training.tensorflow.train_step import TrainStep
+    from bilm.training.tensorflow.training_lm import TrainingLM
 
 from bilm.commands import set_numerics  # noqa: E402
 from bilm.ops.kernel_dtypes import MATMUL_DTYPES  # noqa: E402

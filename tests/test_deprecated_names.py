@@ -136,7 +136,7 @@ def test_keras_files_with_matmul_dtype_load_without_a_warning_and_saving_warns_o
 
 def test_network_is_the_keras_network_and_the_old_names_warn(model):
     from bilm.training.config.settings import training_settings
-    from bilm.training.model.training_lm import TrainingLM
+    from bilm.training.tensorflow.training_lm import TrainingLM
     from training_helpers import tiny_options
 
     elmo = bilm.ELMo(*model, start="zeros")
@@ -183,8 +183,8 @@ def test_training_checkpoints_name_variables_by_path_not_by_attribute(tmp_path):
     # A checkpoint holds the biLM's variables under their Keras paths (`bilm_variables`), so the attribute's
     # name is in no checkpoint: checkpoints written before the rename restore exactly.
     from bilm.training.config.settings import training_settings
-    from bilm.training.model.training_lm import TrainingLM
-    from bilm.training.run.checkpoints import build_checkpoint
+    from bilm.training.tensorflow.checkpoints import build_checkpoint
+    from bilm.training.tensorflow.training_lm import TrainingLM
     from training_helpers import tiny_options
 
     lm = TrainingLM(*training_settings(tiny_options()))
@@ -221,20 +221,27 @@ def test_the_array_trainers_earlier_names_are_the_one_trainers_with_a_warning(tm
     assert getattr(bilm.training, new_name).__module__.startswith("bilm.training.run.")
 
 
-EARLIER_MODULES = ["boundary_state_measure", "evaluation", "optimizers", "softmax_init", "train_step", "training_run"]
+# Modules moved to a folder that says what they are: the array trainer (bilm/training/jax/, which trains on
+# PyTorch too) and TensorFlow's trainer (once beside the driver in run/, model/ and data/).
+EARLIER_MODULES = {
+    **{f"jax.{name}": f"arrays.{name}" for name in ("boundary_state_measure", "evaluation", "optimizers",
+                                                     "softmax_init", "train_step", "training_run")},
+    **{f"run.{name}": f"tensorflow.{name}" for name in ("checkpoints", "distribution", "evaluation", "train_step",
+                                                         "training_run")},
+    "model.training_lm": "tensorflow.training_lm", "data.tf_dataset": "tensorflow.tf_dataset",
+}
 
 
-@pytest.mark.parametrize("name", EARLIER_MODULES)
-def test_the_array_trainers_earlier_folder_gives_its_modules_themselves_with_a_warning(name):
-    # bilm/training/jax/ held the array trainer, which trains on PyTorch too: bilm/training/arrays/ now.
+@pytest.mark.parametrize("old, new", EARLIER_MODULES.items())
+def test_a_moved_modules_earlier_path_gives_the_module_itself_with_a_warning(old, new):
     import importlib
     import sys
 
-    sys.modules.pop(f"bilm.training.jax.{name}", None)
-    with pytest.warns(DeprecationWarning, match=rf"bilm\.training\.jax\.{name} is deprecated; import "
-                                                rf"bilm\.training\.arrays\.{name} \(the same module"):
-        earlier = importlib.import_module(f"bilm.training.jax.{name}")
-    assert earlier is importlib.import_module(f"bilm.training.arrays.{name}")
+    sys.modules.pop(f"bilm.training.{old}", None)
+    with pytest.warns(DeprecationWarning, match=rf"bilm\.training\.{old} is deprecated; import "
+                                                rf"bilm\.training\.{new} \(the same module, moved"):
+        earlier = importlib.import_module(f"bilm.training.{old}")
+    assert earlier is importlib.import_module(f"bilm.training.{new}")
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # imported once, it warns once
-        exec(f"from bilm.training.jax.{name} import __doc__ as again", {})
+        exec(f"from bilm.training.{old} import __doc__ as again", {})

@@ -21,9 +21,10 @@ from bilm.optimizers import global_norm_scale, make_optimizer
 from bilm.training.config.settings import training_settings
 from bilm.training.convert import tensorflow_state
 from bilm.training.model import softmax_init
-from bilm.training.model.training_lm import TrainingLM
-from bilm.training.run import checkpoints, run_checkpoint, training_run
+from bilm.training.run import run_checkpoint
 from bilm.training.run.from_files import load_training_data
+from bilm.training.tensorflow import checkpoints, training_run
+from bilm.training.tensorflow.training_lm import TrainingLM
 
 WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet",
          "kilo", "lima", "mike", "november", "oscar", "papa", "quebec", "romeo", "sierra", "tango"]

@@ -25,10 +25,10 @@ import importlib
 from bilm.errors import UserError
 from bilm.utils.backend import PORTABLE, configured_backend, require_training_backend
 
-# The backends whose training step is the array step (TensorFlow's is `bilm.training.run.train_step`).
+# The backends whose training step is the array step (TensorFlow's is `bilm.training.tensorflow.train_step`).
 ARRAY_TRAINING_BACKENDS = ("jax", "torch")
 # The module that trains on each backend (its `Trainer` and `evaluate_checkpoint`), named, not imported.
-TRAINERS = {"tensorflow": "bilm.training.run.training_run", "jax": "bilm.training.arrays.training_run",
+TRAINERS = {"tensorflow": "bilm.training.tensorflow.training_run", "jax": "bilm.training.arrays.training_run",
             "torch": "bilm.training.arrays.training_run"}
 
 

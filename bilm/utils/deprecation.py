@@ -5,6 +5,7 @@
 `warn_deprecated` warns of any other old name. Each warns with a
 `DeprecationWarning` that names the new name, pointing at the caller's line.
 """
+import importlib
 import sys
 import warnings
 
@@ -63,3 +64,11 @@ def warn_deprecated(message):
     while frame is not None and frame.f_globals.get("__name__", "").split(".")[0] == "bilm":
         frame, level = frame.f_back, level + 1
     warnings.warn(message, DeprecationWarning, stacklevel=level)
+
+
+def alias_earlier_module(old_name, new_name):
+    """Makes the module `old_name`, being imported (called from its own body), the module `new_name` itself,
+    with a `DeprecationWarning` naming the new path: code written for a module's earlier place keeps running,
+    on the same module object (its names, and what a test patches on it)."""
+    warn_deprecated(f"{old_name} is deprecated; import {new_name} (the same module, moved).")
+    sys.modules[old_name] = importlib.import_module(new_name)

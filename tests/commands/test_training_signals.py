@@ -24,9 +24,9 @@ from training_helpers import checkpoint_arrays, checkpoint_numbers, tiny_options
 
 RUNNER = """
 import runpy, sys, time
-import bilm.training.run.training_run as training_run
+import bilm.training.tensorflow.training_run as training_run
 import bilm.training.run.run_origin as run_origin
-from bilm.training.run.train_step import TrainStep
+from bilm.training.tensorflow.train_step import TrainStep
 
 slow_from = int(sys.argv[1])
 
@@ -138,7 +138,7 @@ def test_ctrl_c_twice_exits_130_with_the_step_saved(tmp_path, run_files):
 
 FIT_RUNNER = """
 import runpy, sys, time
-import bilm.training.run.training_run as training_run
+import bilm.training.tensorflow.training_run as training_run
 
 fit = training_run.initialize_softmax
 

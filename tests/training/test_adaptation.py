@@ -32,9 +32,9 @@ from bilm.training.model.adaptation import (
     open_model_to_adapt,
 )
 from bilm.training.model.softmax_init import initialize_softmax, log_frequencies, positions_in_one_pass
-from bilm.training.model.training_lm import TrainingLM
-from bilm.training.run.evaluation import evaluate_lm
 from bilm.training.run.from_files import evaluate_from_files as heldout_perplexity
+from bilm.training.tensorflow.evaluation import evaluate_lm
+from bilm.training.tensorflow.training_lm import TrainingLM
 from helpers import ROOT
 from training_helpers import WORDS, checkpoint_arrays, open_data, small_softmax_fit, tiny_options, write_corpus
 

@@ -7,10 +7,10 @@ import pytest
 import tensorflow as tf
 
 from bilm.training.convert import tensorflow_state
-from bilm.training.run.checkpoints import load_training_model
 from bilm.training.run.loop import train
 from bilm.training.run.run_checkpoint import CheckpointError, read_file_meta
 from bilm.training.run.run_directory import latest_checkpoint, load_options_latest_checkpoint, saved_optimizer
+from bilm.training.tensorflow.checkpoints import load_training_model
 from training_helpers import (
     as_tensorflow_checkpoints,
     checkpoint_arrays,

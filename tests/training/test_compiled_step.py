@@ -11,9 +11,9 @@ from bilm.commands.training_arguments import add_training_arguments, restart_com
 from bilm.optimizers import make_optimizer
 from bilm.options import OptionsError, load_options
 from bilm.training.config.settings import training_settings
-from bilm.training.model.training_lm import TrainingLM
-from bilm.training.run import train_step
-from bilm.training.run.train_step import TrainStep, compiles_whole_step
+from bilm.training.tensorflow import train_step
+from bilm.training.tensorflow.train_step import TrainStep, compiles_whole_step
+from bilm.training.tensorflow.training_lm import TrainingLM
 from helpers import TESTS
 from training_helpers import MAX_CHARS, tiny_options
 

@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bilm.training.run.distribution import is_chief, make_strategy
 from bilm.training.run.loop import train
+from bilm.training.tensorflow.distribution import is_chief, make_strategy
 from helpers import ROOT, TESTS
 from training_helpers import checkpoint_arrays, open_data, tiny_options, write_corpus
 
@@ -34,7 +34,7 @@ if config["logical_cpus"]:
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
 sys.path.insert(0, config["tests"])
 from training_helpers import open_data
-from bilm.training.run.distribution import make_strategy
+from bilm.training.tensorflow.distribution import make_strategy
 from bilm.training.run.loop import train
 # One strategy for all the runs: a process sets up its cluster's collectives once.
 strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]) if config["logical_cpus"] else make_strategy()

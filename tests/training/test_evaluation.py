@@ -6,10 +6,10 @@ import pytest
 import tensorflow as tf
 
 from bilm.training.config.settings import training_settings
-from bilm.training.data.tf_dataset import make_tf_dataset
-from bilm.training.model.training_lm import TrainingLM
-from bilm.training.run import evaluation
-from bilm.training.run.evaluation import evaluate_lm
+from bilm.training.tensorflow import evaluation
+from bilm.training.tensorflow.evaluation import evaluate_lm
+from bilm.training.tensorflow.tf_dataset import make_tf_dataset
+from bilm.training.tensorflow.training_lm import TrainingLM
 from training_helpers import open_data, tiny_options, write_corpus
 
 BATCH = 4

@@ -12,14 +12,14 @@ import pytest
 
 import bilm.training.config.training_config as training_config
 import bilm.training.run.from_files as from_files
-import bilm.training.run.training_run as training_run
+import bilm.training.tensorflow.training_run as training_run
 from bilm.errors import UserError
 from bilm.presets import training_options
 from bilm.training.data.lm_dataset import BidirectionalLMDataset, LMDataset
 from bilm.training.data.shards import count_tokens
 from bilm.training.run import run_checkpoint
-from bilm.training.run.checkpoints import CheckpointError, data_fingerprint
 from bilm.training.run.from_files import load_training_data, train_from_files
+from bilm.training.tensorflow.checkpoints import CheckpointError, data_fingerprint
 from helpers import write_vocab
 from training_helpers import MAX_CHARS, WORDS, tiny_options, write_corpus
 

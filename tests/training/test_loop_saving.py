@@ -18,12 +18,12 @@ import numpy as np
 import pytest
 
 import bilm.training.run.loop as loop_module
-import bilm.training.run.training_run as run_module
-import bilm.training.run.training_run as training_run_module
+import bilm.training.tensorflow.training_run as run_module
+import bilm.training.tensorflow.training_run as training_run_module
 from bilm.training.run import run_checkpoint
 from bilm.training.run.loop import TrainingInterrupted, train
 from bilm.training.run.run_schedule import SaveTimer
-from bilm.training.run.train_step import TrainStep
+from bilm.training.tensorflow.train_step import TrainStep
 from helpers import ROOT, TESTS
 from training_helpers import checkpoint_arrays, checkpoint_numbers, open_data, tiny_options, write_corpus
 
@@ -204,8 +204,8 @@ import json, os, signal, sys
 config = json.loads(sys.argv[1])
 sys.path.insert(0, config["tests"])
 import bilm.training.run.loop as loop
-import bilm.training.run.training_run as training_run
-from bilm.training.run.train_step import TrainStep
+import bilm.training.tensorflow.training_run as training_run
+from bilm.training.tensorflow.train_step import TrainStep
 from helpers import ROOT, TESTS
 from training_helpers import open_data
 

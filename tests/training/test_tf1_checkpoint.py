@@ -9,9 +9,9 @@ import tensorflow as tf
 import numpy_reference as R
 from bilm.training.convert.tf1_checkpoint import convert_tf1_checkpoint
 from bilm.training.convert.weight_export import dump_weights
-from bilm.training.run.checkpoints import CheckpointError
 from bilm.training.run.loop import train
 from bilm.training.run.run_checkpoint import read_file_meta
+from bilm.training.tensorflow.checkpoints import CheckpointError
 from training_helpers import checkpoint_arrays, open_data, tiny_options, write_corpus
 
 N_VOCAB, P = 23, 8

@@ -6,8 +6,8 @@ import tensorflow as tf
 from bilm.optimizers.adagrad import SparseAdagrad
 from bilm.options import load_options
 from bilm.training.config.settings import training_settings
-from bilm.training.model.training_lm import TrainingLM
-from bilm.training.run.train_step import TrainStep
+from bilm.training.tensorflow.train_step import TrainStep
+from bilm.training.tensorflow.training_lm import TrainingLM
 from training_helpers import MAX_CHARS, tiny_options
 
 

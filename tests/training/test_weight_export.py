@@ -9,10 +9,10 @@ from bilm.models.functional_bilm import state_keys
 from bilm.options import load_options
 from bilm.text.batching import Batcher, TokenBatcher
 from bilm.training.convert.weight_export import dump_weights
-from bilm.training.run.checkpoints import load_training_model
 from bilm.training.run.loop import train
 from bilm.training.run.run_checkpoint import CheckpointError
 from bilm.training.run.run_directory import latest_checkpoint
+from bilm.training.tensorflow.checkpoints import load_training_model
 from training_helpers import MAX_CHARS, WORDS, open_data, tiny_options
 
 

@@ -12,7 +12,7 @@ from training_helpers import TOKENS
 # thread is inside a (slow) call of the generator, then ends.
 HALF_READ_SCRIPT = """
 import sys, time
-from bilm.training.data.tf_dataset import make_tf_dataset
+from bilm.training.tensorflow.tf_dataset import make_tf_dataset
 from bilm.training.data.lm_dataset import LMDataset, load_vocab
 
 class SlowDataset(LMDataset):

@@ -1,4 +1,4 @@
-"""Held-out perplexity on JAX and PyTorch with the full softmax, as `bilm.training.run.evaluation` computes it on
+"""Held-out perplexity on JAX and PyTorch with the full softmax, as `bilm.training.tensorflow.evaluation` computes it on
 TensorFlow: of a training state (`evaluate_state`; `heldout_perplexity` during a run, and of a checkpoint what
 bin/run_test.py gives, `bilm.training.arrays.training_run.evaluate_checkpoint`).
 

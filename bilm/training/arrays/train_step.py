@@ -2,7 +2,7 @@
 softmax, clipping, the optimizer's update and the new LSTM states; on JAX compiled as one XLA program
 (`jax.jit`), on PyTorch run eagerly with torch autograd.
 
-It computes what `bilm.training.run.train_step.TrainStep` computes with
+It computes what `bilm.training.tensorflow.train_step.TrainStep` computes with
 TensorFlow (one replica): the network of `build_bilm(layout="training")`
 (Keras 3 on JAX, `stateless_call`), dropout on each LSTM layer's input and
 on each direction's top output, bilm-tf's sampled softmax with its

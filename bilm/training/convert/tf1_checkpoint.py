@@ -20,9 +20,10 @@ from bilm.optimizers.adagrad import SparseAdagrad
 from bilm.options import holds_options, load_options, save_options
 from bilm.presets import TRAINING_DEFAULTS
 from bilm.training.config.settings import training_settings
-from bilm.training.model.training_lm import TrainingLM
-from bilm.training.run import checkpoints, run_checkpoint, run_directory
+from bilm.training.run import run_checkpoint, run_directory
 from bilm.training.run.run_checkpoint import OPTIONS_FILE, CheckpointError
+from bilm.training.tensorflow import checkpoints
+from bilm.training.tensorflow.training_lm import TrainingLM
 
 SCOPE = "lm/"
 SLOT_SUFFIX = "/Adagrad"

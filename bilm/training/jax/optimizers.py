@@ -1,4 +1,4 @@
 """Deprecated path of `bilm.training.arrays.optimizers`, the same module."""
-from bilm.training.jax import earlier_path
+from bilm.utils.deprecation import alias_earlier_module
 
-earlier_path("optimizers")
+alias_earlier_module(__name__, "bilm.training.arrays.optimizers")

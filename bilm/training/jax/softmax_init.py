@@ -1,4 +1,4 @@
 """Deprecated path of `bilm.training.arrays.softmax_init`, the same module."""
-from bilm.training.jax import earlier_path
+from bilm.utils.deprecation import alias_earlier_module
 
-earlier_path("softmax_init")
+alias_earlier_module(__name__, "bilm.training.arrays.softmax_init")

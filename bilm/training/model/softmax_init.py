@@ -48,7 +48,7 @@ import numpy as np
 from bilm.errors import UserError
 from bilm.models.functional_bilm import build_token_encoder
 from bilm.training.data.shards import count_positions
-from bilm.training.data.tf_dataset import make_tf_dataset
+from bilm.training.tensorflow.tf_dataset import make_tf_dataset
 from bilm.utils.lazy_tensorflow import tf
 
 SOFTMAX_INITS = ("fit", "encoding", "random")

@@ -30,9 +30,9 @@ from bilm.optimizers import optimizer_class
 from bilm.training.config.settings import training_settings
 from bilm.training.config.training_config import data_fingerprint  # noqa: F401 (this module's name too)
 from bilm.training.convert.tensorflow_state import object_paths
-from bilm.training.model.training_lm import TrainingLM
 from bilm.training.run import run_directory
 from bilm.training.run.run_checkpoint import CheckpointError
+from bilm.training.tensorflow.training_lm import TrainingLM
 
 CHECKPOINT_NAME = "model.ckpt"
 

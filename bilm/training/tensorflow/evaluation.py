@@ -8,9 +8,7 @@ import warnings
 import tensorflow as tf
 
 from bilm.errors import UserError
-from bilm.training.data.tf_dataset import make_tf_dataset
 from bilm.training.model.boundary_state_measure import measure_boundary_state
-from bilm.training.run import checkpoints
 from bilm.training.run.evaluation_starts import (  # noqa: F401
     EVALUATION_STARTS,
     OPENING_TOKEN,
@@ -18,6 +16,8 @@ from bilm.training.run.evaluation_starts import (  # noqa: F401
     evaluation_metrics,
     rows_for_a_short_text,
 )
+from bilm.training.tensorflow import checkpoints
+from bilm.training.tensorflow.tf_dataset import make_tf_dataset
 
 
 def evaluate_lm(lm, data, batch_size, unroll_steps=1, verbose=0, start="carry"):

@@ -5,16 +5,16 @@ import keras
 import tensorflow as tf
 
 from bilm.optimizers import make_optimizer
-from bilm.training.data.tf_dataset import make_tf_dataset
 from bilm.training.model.adaptation import load_model_weights
 from bilm.training.model.boundary_state_measure import measure_boundary_state
 from bilm.training.model.softmax_init import initialize_softmax
-from bilm.training.model.training_lm import TrainingLM
-from bilm.training.run import checkpoints
 from bilm.training.run.base_run import BaseRun
-from bilm.training.run.distribution import is_chief, make_strategy, n_workers
-from bilm.training.run.evaluation import evaluate, evaluate_lm
-from bilm.training.run.train_step import TrainStep
+from bilm.training.tensorflow import checkpoints
+from bilm.training.tensorflow.distribution import is_chief, make_strategy, n_workers
+from bilm.training.tensorflow.evaluation import evaluate, evaluate_lm
+from bilm.training.tensorflow.tf_dataset import make_tf_dataset
+from bilm.training.tensorflow.train_step import TrainStep
+from bilm.training.tensorflow.training_lm import TrainingLM
 
 
 class Trainer:
@@ -37,7 +37,7 @@ class Trainer:
 
 
 def evaluate_checkpoint(meta, options, data, batch_size, verbose, start):
-    """The average perplexity of the checkpoint `meta` describes (`bilm.training.run.evaluation.evaluate`)."""
+    """The average perplexity of the checkpoint `meta` describes (`bilm.training.tensorflow.evaluation.evaluate`)."""
     return evaluate(options, meta["path"], data, batch_size=batch_size, verbose=verbose, start=start)
 
 

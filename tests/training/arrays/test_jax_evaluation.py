@@ -14,10 +14,10 @@ from bilm.io.formats.weight_file import read_boundary_state
 from bilm.options import load_options
 from bilm.training.config.settings import training_settings
 from bilm.training.model.boundary_state_measure import measure_boundary_state
-from bilm.training.model.training_lm import TrainingLM
 from bilm.training.run import run_checkpoint as checkpoints
 from bilm.training.run import run_directory
-from bilm.training.run.evaluation import evaluate_lm
+from bilm.training.tensorflow.evaluation import evaluate_lm
+from bilm.training.tensorflow.training_lm import TrainingLM
 from training_helpers import open_data, tiny_options, write_corpus
 
 STARTS = ("carry", "zeros", "warm")
