@@ -4,7 +4,8 @@
 # first the JAX training step on the GPU against the same step on the CPU and
 # against itself (bench/bench_jax_step_on_device.py: float32 agrees, a seed repeats bit for bit), then its
 # speed at the original and small sizes (bfloat16 with TF32, TF32, float32, deterministic or not; batch 128 x 20 and
-# 512 x 20; the 1B Word Benchmark's 793,471 ids, 8192 negatives), then ELMo's embedding on JAX and PyTorch
+# 512 x 20; the 1B Word Benchmark's 793,471 ids, 8192 negatives), PyTorch's at the small size, then ELMo's
+# embedding on JAX and PyTorch
 # against a float64 NumPy pass.
 #
 #   bash bench/bench_gpu_portable.sh --fetch_wheels    # here, with pip's registry: keras, optree, namex -> .whl/
@@ -91,6 +92,7 @@ if [[ $quick == --quick ]]; then
     tiny=(--size tiny --batch_size 4 --unroll_steps 5 --n_tokens_vocab 1003 --n_negative 64 --warmup 1 --steps 2)
     run train_tiny_bf16 "${train[@]}" "${tiny[@]}" --matmul_dtype bfloat16
     run train_tiny_tf32 "${train[@]}" "${tiny[@]}" --tf32
+    run train_tiny_torch bench/bench_train.py --backend torch "${tiny[@]}" --tf32
     run embed_tiny bench/bench_backends.py --size tiny --backends jax,torch --batch_sizes 1,4 --sentences 4 \
         --length 5 --output "$out/embed_tiny.json" --overwrite
 else
@@ -107,6 +109,9 @@ else
     run train_small_bf16_tf32 "${train[@]}" --size small --n_tokens_vocab 793471 --warmup 3 --steps 20 \
         --matmul_dtype bfloat16 --tf32
     run train_original_float32 "${train[@]}" --size original --n_tokens_vocab 793471 --warmup 2 --steps 5
+    # PyTorch's step (eager, the same array step) has not run on a GPU yet: the small size, its speed and memory.
+    run train_small_torch_tf32 bench/bench_train.py --backend torch --size small --n_tokens_vocab 793471 \
+        --warmup 2 --steps 10 --tf32
     run embed_original bench/bench_backends.py --size original --backends jax,torch --batch_sizes 1,32,512 \
         --output "$out/embed_original.json" --overwrite
 fi
