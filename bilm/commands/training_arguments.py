@@ -86,8 +86,9 @@ def add_training_arguments(parser):
                                  "add in a different order each run), unless --nondeterministic "
                                  "(default: %(default)s)"),
         parser.add_argument("--nondeterministic", action="store_true",
-                            help="on a GPU, leave the backend's deterministic programs off: faster (JAX at the "
-                                 "original size on an H200: 1.7x, docs/gpu.md), but the same --seed no longer "
+                            help="on a GPU, leave the backend's deterministic programs off: faster (JAX's training "
+                                 "step at the original size on an H200: 1.7x, docs/gpu.md), but the same --seed no "
+                                 "longer "
                                  "repeats a run bit for bit; no effect on a CPU, where a run repeats anyway"),
         parser.add_argument("--tf32", action="store_true",
                             help="let float32 matmuls run in TensorFloat-32 on an NVIDIA GPU of the Ampere "
