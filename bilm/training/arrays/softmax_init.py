@@ -9,7 +9,7 @@ from keras import ops
 
 from bilm.models.functional_bilm import build_token_encoder
 from bilm.training.arrays.train_step import SUFFIXES
-from bilm.training.model.softmax_init import DEFAULT_SAMPLE_POSITIONS, fit_softmax
+from bilm.training.model.softmax_init import DEFAULT_SAMPLE_POSITIONS, fit_softmax, positions_of_stream
 
 # Words encoded at once are padded to a power of two of at least this many, so that few shapes compile.
 _MIN_ENCODED_ROWS = 64
@@ -55,19 +55,16 @@ class JaxBiLM:
         if self._tops is None:
             self._tops = step.backend.compile_inference(self._tops_function())
         bilm, non_trainable = self._weights
-        lstm = {key: ops.zeros((settings.batch_size, size), "float32") for key, _, size in step.state_keys}
-        outputs, targets, n = [], [], 0
-        for batch in data.iter_batches(settings.batch_size, settings.unroll_steps):
-            tops, lstm = self._tops(bilm, non_trainable, lstm,
-                                    step.placement.first({key: batch[key] for key in step.batch_keys()}))
-            for direction in step.directions:
-                outputs.append(ops.convert_to_numpy(tops[direction]).reshape(-1, step.options.projection_dim))
-                targets.append(np.asarray(batch["next_token_id" + SUFFIXES[direction]]).reshape(-1))
-                n += len(targets[-1])
-            if n >= n_positions:
-                break
-        # In stream order, so that the last positions (the scale's) are batches of their own.
-        return np.concatenate(outputs).astype(np.float32), np.concatenate(targets).astype(np.int64)
+
+        def per_batch():
+            lstm = {key: ops.zeros((settings.batch_size, size), "float32") for key, _, size in step.state_keys}
+            for batch in data.iter_batches(settings.batch_size, settings.unroll_steps):
+                tops, lstm = self._tops(bilm, non_trainable, lstm,
+                                        step.placement.first({key: batch[key] for key in step.batch_keys()}))
+                yield [(ops.convert_to_numpy(tops[direction]), np.asarray(batch["next_token_id" + SUFFIXES[direction]]))
+                       for direction in step.directions]
+
+        return positions_of_stream(per_batch(), n_positions)
 
     def encode_words(self, char_ids):
         if self._encode is None:

@@ -321,6 +321,22 @@ def fit_scale(outputs, targets, weights, offsets, bias, scale=None):
     return float(s), math.exp(loss_and_derivatives(s)[0])
 
 
+def positions_of_stream(per_batch, n_positions):
+    """`TrainedBiLM.top_outputs`'s result from `per_batch`, which yields for each batch of the stream a list of
+    `(top layer outputs (rows, steps, P), next-token ids (rows, steps))` NumPy pairs, one a direction: the
+    positions of whole batches until at least `n_positions`, as `(float32 (n, P), int64 (n,))`, in stream order
+    (so that the last positions, the scale's, are batches of their own)."""
+    outputs, targets, n = [], [], 0
+    for pairs in per_batch:
+        for top, target in pairs:
+            outputs.append(top.reshape(-1, top.shape[-1]))
+            targets.append(np.reshape(target, -1))
+            n += len(targets[-1])
+        if n >= n_positions:
+            break
+    return np.concatenate(outputs).astype(np.float32), np.concatenate(targets).astype(np.int64)
+
+
 class _TensorFlowBiLM:
     """A `TrainingLM` as the `TrainedBiLM` the fit reads (TensorFlow)."""
 
@@ -332,18 +348,15 @@ class _TensorFlowBiLM:
     def top_outputs(self, data, n_positions):
         lm, settings = self.lm, self.settings
         run = tf.function(lambda batch, states: lm.run(batch, states), reduce_retracing=True, autograph=False)
-        states = lm.zero_states(settings.batch_size)
-        outputs, targets, n = [], [], 0
-        for batch in make_tf_dataset(data, settings.batch_size, settings.unroll_steps, keys=lm.batch_keys()):
-            tops, states = run(batch, states)
-            for direction, top in tops.items():
-                outputs.append(tf.reshape(top, [-1, lm.options.projection_dim]).numpy())
-                targets.append(batch["next_token_id" + _SUFFIXES[direction]].numpy().reshape(-1))
-                n += len(targets[-1])
-            if n >= n_positions:
-                break
-        # In stream order, so that the last positions (the scale's) are batches of their own.
-        return np.concatenate(outputs).astype(np.float32), np.concatenate(targets).astype(np.int64)
+
+        def per_batch():
+            states = lm.zero_states(settings.batch_size)
+            for batch in make_tf_dataset(data, settings.batch_size, settings.unroll_steps, keys=lm.batch_keys()):
+                tops, states = run(batch, states)
+                yield [(top.numpy(), batch["next_token_id" + _SUFFIXES[direction]].numpy())
+                       for direction, top in tops.items()]
+
+        return positions_of_stream(per_batch(), n_positions)
 
     def encode_words(self, char_ids):
         if self._encoder is None:
