@@ -5,6 +5,7 @@ import sys
 import threading
 import warnings
 
+from bilm.commands.swallowed_signals import redeliver_swallowed_signals
 from bilm.errors import UserError
 from bilm.training.run.stop_signals import TrainingInterrupted
 from bilm.utils.backend import require_tensorflow, require_training_backend
@@ -49,12 +50,16 @@ def exit_on_user_error():
     files being written are closed or removed on the way (outputs are
     written under temporary names, and resumable ones such as
     `elmo.py`'s `OUT.partial` keep what is complete), then the script exits
-    with 130 or 143. A training run handles both itself while it runs."""
+    with 130 or 143. A training run handles both itself while it runs. A
+    `KeyboardInterrupt` that Python swallowed (raised inside a garbage
+    collector's callback, such as JAX's) is raised again
+    (`bilm.commands.swallowed_signals`)."""
     format_warning = warnings.formatwarning
     warnings.formatwarning = _one_line_warning
     previous = _raise_on_signals()
     try:
-        yield
+        with redeliver_swallowed_signals():
+            yield
     except USER_ERRORS as error:
         sys.exit(f"Error: {error}")
     except OSError as error:  # unwritable directory, full disk, permissions...

@@ -1,8 +1,12 @@
 """Every bin/ script ends bad input, and an output it cannot write, with one `Error:` line."""
 import errno
+import gc
 import importlib.util
 import json
 import os
+import signal
+import sys
+import time
 
 import pytest
 
@@ -104,3 +108,29 @@ def test_a_bug_inside_a_script_prints_its_traceback(tmp_path):
                           capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert user.returncode == 1 and "Traceback" not in user.stderr
     assert user.stderr.strip().splitlines()[-1].startswith("Error: Weight file not found")
+
+
+def test_a_ctrl_c_that_a_garbage_collector_callback_swallowed_still_stops_the_command():
+    """JAX runs Python code at every collection (a `gc` callback); a Ctrl-C landing there raised a
+    KeyboardInterrupt that Python prints as "Exception ignored" and drops, and the command ran on to its end.
+    Here the signal arrives inside such a callback, and the command still stops with status 130."""
+    fired, hook = [], sys.unraisablehook
+
+    def collector_callback(phase, info):
+        if phase == "start" and not fired:
+            fired.append(phase)
+            signal.raise_signal(signal.SIGINT)  # its handler runs here, inside the callback
+
+    with pytest.raises(SystemExit) as stopped:
+        with exit_on_user_error():
+            gc.callbacks.append(collector_callback)
+            try:
+                gc.collect()
+            finally:
+                gc.callbacks.remove(collector_callback)
+            assert fired  # the signal's KeyboardInterrupt did not leave the callback
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline:  # the work goes on, until the signal comes back
+                time.sleep(0.001)
+    assert stopped.value.code == 130
+    assert sys.unraisablehook is hook  # the command's own hook is put back at its end
