@@ -63,8 +63,8 @@ class BidirectionalLanguageModel:
         state_buffers: `{state key: variable (max_batch_size, size)}`;
             `variables` lists them.
         calls: the backend's calls (`bilm.models.portable_calls.PortableCalls`,
-            or TensorFlow's `language_model_calls.TensorFlowCalls` with its
-            `token_cache`), chosen once.
+            or TensorFlow's `language_model_calls.TensorFlowCalls`), each with
+            its `token_cache`, chosen once.
 
     Call arguments:
         ids: int `(batch, time, options.token_id_width)` char ids (see
@@ -154,7 +154,7 @@ class BidirectionalLanguageModel:
 
     @property
     def token_cache(self):
-        """The `TokenEncodingCache` of TensorFlow's calls, or None."""
+        """The calls' `TokenEncodingCache` (a character model's, `token_cache_size` > 0), or None."""
         return self.calls.token_cache
 
     @property

@@ -20,7 +20,8 @@ through arguments of its own.
   where: docs/performance.md.
 - `max_batch_size`: rows of a stateful model's state buffers.
 - `token_cache_size`: distinct tokens whose encodings are kept across
-  calls (`TokenEncodingCache`, TensorFlow's calls); 0 keeps none.
+  calls of a character model (`TokenEncodingCache`, on every backend); 0
+  keeps none.
 """
 import dataclasses
 from typing import Any, Optional

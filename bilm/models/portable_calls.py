@@ -1,13 +1,17 @@
 """A `BidirectionalLanguageModel`'s calls on the portable path (every backend; TensorFlow's own are
 `bilm.backend.tensorflow.language_model_calls`): the network compiled as its backend compiles it
-(`inference_call`), over NumPy ids, with the state buffers read and written in between."""
+(`inference_call`), over NumPy ids, with the state buffers read and written in between; a character model with a
+token cache encodes each distinct token once and keeps its encoding for later calls."""
 import keras
 import numpy as np
 from keras import ops
 
+from bilm.backend import backend_module
 from bilm.models.elmo_outputs import elmo_outputs
+from bilm.models.functional_bilm import build_contextual_bilm, build_token_encoder
 from bilm.models.id_checks import check_id_values
 from bilm.models.network_calls import inference_call, padded_ids
+from bilm.models.token_cache import TokenEncodingCache
 
 
 class PortableCalls:
@@ -15,18 +19,35 @@ class PortableCalls:
 
     Attributes:
         state_buffers: `{state key: keras.Variable (max_batch_size, size)}`.
-        token_cache: None (each call encodes its batch, compiled).
+        token_cache: the `TokenEncodingCache` of a character model's calls,
+            or None (`token_cache_size` 0, or token inputs): then each call
+            encodes every token of its batch.
     """
 
-    token_cache = None
-
     def __init__(self, language_model, token_cache_size=0):
-        del token_cache_size  # no cache on this path
         self.language_model = lm = language_model
         self.state_buffers = {key: keras.Variable(np.zeros([lm.max_batch_size, size], np.float32), trainable=False,
                                                   name=f"state_{key}")
                               for key, _, size in lm.state_keys}
         self._run = inference_call(lm.network)
+        self.token_cache = None
+        if lm.use_character_inputs and token_cache_size > 0:
+            self._set_up_token_cache(token_cache_size)
+
+    def _set_up_token_cache(self, max_size):
+        """The cached path: the token encoder and the LSTM stacks as two models on the network's layers
+        (`build_token_encoder`, `build_contextual_bilm`), each compiled, with the encodings kept in between."""
+        lm = self.language_model
+        encoder = build_token_encoder(lm.network, lm.options)
+        run_encoder = inference_call(keras.Model({"token_characters": encoder.input}, encoder.output))
+        self._run_contextual = inference_call(build_contextual_bilm(lm.network, lm.options))
+
+        def encode(ids):  # (n, width) char ids -> (n, projection_dim) float32 NumPy
+            n = len(ids)
+            rows = _padded_rows(ids, n)
+            return keras.ops.convert_to_numpy(run_encoder({"token_characters": rows[np.newaxis]}))[0, :n]
+
+        self.token_cache = TokenEncodingCache(encode, lm.options.projection_dim, max_size)
 
     def check_ids(self, ids):
         """`ids` (integers, any array) as int32 NumPy, their values checked (`bilm.models.id_checks`)."""
@@ -39,14 +60,20 @@ class PortableCalls:
         else from the start states of `start` (None: the model's)."""
         lm = self.language_model
         batch, time = ids.shape[:2]
-        inputs = {lm.input_key: padded_ids(ids)}
+        if self.token_cache is None:
+            inputs, run = {lm.input_key: padded_ids(ids)}, self._run
+        else:
+            distinct, index = self.token_cache.distinct_encodings(ids)
+            inputs = {"distinct_encodings": _padded_rows(distinct, len(distinct))[np.newaxis],
+                      "token_index": padded_ids(index), "mask": padded_ids(np.any(ids != 0, axis=-1))}
+            run = self._run_contextual
         starts = None if stateful else lm.start_states(start)
         for key, _, size in lm.state_keys:
             if stateful:
                 inputs[key] = self.state_buffers[key].value[:batch]
             else:
                 inputs[key] = np.broadcast_to(starts[key], (batch, size))
-        outputs = self._run(inputs)
+        outputs = run(inputs)
         per_row = {output_key for _, output_key, _ in lm.state_keys} | {"lengths"}
         outputs = {key: value if key in per_row else value[:, :time] for key, value in outputs.items()}
         if stateful:
@@ -54,3 +81,10 @@ class PortableCalls:
                 buffer = self.state_buffers[key]
                 buffer.assign(ops.slice_update(buffer.value, (0, 0), outputs[output_key]))
         return elmo_outputs(outputs, lm.options.n_layers)
+
+
+def _padded_rows(rows, n):
+    """`rows` (`(n, ...)`) with zero rows appended up to the count its backend compiles for (`padded_length`, as
+    for time steps: JAX's few shapes; the same `rows` elsewhere)."""
+    padded = backend_module("inference").padded_length(n)
+    return rows if padded == n else np.pad(rows, [(0, padded - n)] + [(0, 0)] * (rows.ndim - 1))

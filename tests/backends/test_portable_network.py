@@ -1,6 +1,6 @@
 """The portable network on every backend: JAX and PyTorch (without TensorFlow) and TensorFlow's own run of the
-portable code give the NumPy reference's activations, for a character model (stateless and stateful), a token
-model and an ELMoForManyLangs model, and bfloat16 kernels stay within their tolerance."""
+portable code give the NumPy reference's activations, for a character model (stateless with its token cache,
+and stateful without), a token model and an ELMoForManyLangs model, and bfloat16 kernels stay within their tolerance."""
 import json
 
 import numpy as np
@@ -32,8 +32,13 @@ out = lambda x: keras.ops.convert_to_numpy(x)
 with PORTABLE.on() if portable else __import__("contextlib").nullcontext():
     char_ids = np.load(folder + "/inputs.npz")
     model = bilm.BidirectionalLanguageModel(paths["options"], paths["weights"], stateful=False, start="zeros")
-    arrays["char"] = out(model(char_ids["char"])["lm_embeddings"])
-    stateful = bilm.BidirectionalLanguageModel(paths["options"], paths["weights"], max_batch_size=6)
+    arrays["char"] = out(model(char_ids["char"])["lm_embeddings"])  # its tokens encoded, then kept
+    arrays["char_from_cache"] = out(model(char_ids["char"])["lm_embeddings"])  # every token from the cache
+    cache = {"size": len(model.token_cache), "hits": model.token_cache.hits, "misses": model.token_cache.misses}
+    # Without the token cache: each call encodes every token of its batch.
+    stateful = bilm.BidirectionalLanguageModel(paths["options"], paths["weights"], max_batch_size=6,
+                                               token_cache_size=0)
+    assert stateful.token_cache is None
     for n in range(3):
         arrays[f"stateful_{n}"] = out(stateful(char_ids[f"batch_{n}"])["lm_embeddings"])
     for key, buffer in stateful.state_buffers.items():
@@ -48,7 +53,7 @@ with PORTABLE.on() if portable else __import__("contextlib").nullcontext():
     for i, vectors in enumerate(efml.embed(json.load(open(folder + "/efml_sentences.json")), layers="all")):
         arrays[f"efml_{i}"] = vectors
 np.savez(folder + f"/{keras.backend.backend()}-{sys.argv[2]}.npz", **arrays)
-print(json.dumps({"tensorflow_imported": "tensorflow" in sys.modules}))
+print(json.dumps({"tensorflow_imported": "tensorflow" in sys.modules, "cache": cache}))
 '''
 
 RUNS = [("tensorflow", "portable"), ("jax", "default"), ("torch", "default")]
@@ -82,6 +87,7 @@ def models(tmp_path_factory):
     stateful, buffers = R.run_stateful(weights, options, batches, 6)
     references = {
         "char": R.bilm_forward(weights, options, char)["lm_embeddings"],
+        "char_from_cache": R.bilm_forward(weights, options, char)["lm_embeddings"],
         "token": R.bilm_forward(weights, token_options, token, token_inputs=True, embedding=embedding)[
             "lm_embeddings"],
         **{f"stateful_{n}": out["lm_embeddings"] for n, out in enumerate(stateful)},
@@ -100,6 +106,10 @@ def activations(request, models):
     reported = json_result(run_on_backend(backend, EMBED, folder, mode))
     if backend != "tensorflow":
         assert not reported["tensorflow_imported"]
+    # The cached model's first call encoded each distinct token once (with <S>, </S> and the padding row); its
+    # second encoded none.
+    n_distinct = len({token for sentence in SENTENCES for token in sentence}) + 3
+    assert reported["cache"] == {"size": n_distinct, "misses": n_distinct, "hits": n_distinct}, reported["cache"]
     with np.load(folder / f"{backend}-{mode}.npz") as arrays:
         return backend, dict(arrays)
 
