@@ -40,8 +40,7 @@ import numpy as np  # noqa: E402
 
 import bilm  # noqa: E402
 from bilm.training import build_vocab, dump_weights, evaluate_from_files, train_from_files  # noqa: E402
-from bilm.training.model import softmax_init  # noqa: E402
-from bilm.training.run import run_origin  # noqa: E402
+from bilm.training.tensorflow import softmax_init, training_run  # noqa: E402
 
 ARCHITECTURE = {
     "lstm": {"dim": 256, "projection_dim": 64, "n_layers": 2, "cell_clip": 3, "proj_clip": 3,
@@ -268,8 +267,8 @@ def main(argv=None):
             if method != "scratch":
                 kwargs.update(init_from=model_dir, softmax_init=method)
             # The run start's softmax initialisation, with the frequencies in the bias or not.
-            run_origin.initialize_softmax = functools.partial(softmax_init.initialize_softmax,
-                                                        frequency_bias=bool(frequency))
+            training_run.initialize_softmax = functools.partial(softmax_init.initialize_softmax,
+                                                          frequency_bias=bool(frequency))
             perplexities, seconds = run(paths, args.directory, f"{start}_{warmup}", steps, domain_settings, **kwargs)
             rows.append((start, warmup, perplexities))
             print(f"{start:>8} warm-up {warmup:>4}: " + "  ".join(f"{p:9.2f}" for p in perplexities)

@@ -24,9 +24,9 @@ is drawn from `--length` to `--max_length` instead, as in real text: the
 calls have many shapes, and what JAX's compilations cost is in the figures. For each backend and batch size B:
 - first call: seconds of the first call at B in a new process, after the
   model is loaded (`load_seconds` in the JSON): tracing and compiling
-  included (TensorFlow traces its `tf.function`s and encodes the call's
-  words into its token cache, JAX compiles with XLA, PyTorch runs
-  eagerly), on B sentences of their own;
+  included (TensorFlow traces its `tf.function`s, JAX compiles with XLA,
+  PyTorch runs eagerly; each encodes the call's words into its token
+  cache), on B sentences of their own;
 - tokens/sec: the steady state after that call, over ceil(sentences / B)
   full batches (at least one), ids made beforehand (the `Batcher`'s work is
   the same on every backend), each call's `lm_embeddings` brought to NumPy;
@@ -34,8 +34,8 @@ calls have many shapes, and what JAX's compilations cost is in the figures. For 
   reaches (on a CPU NumPy's BLAS, measured before the children run; on a
   GPU the backend's own 8192 x 8192 products there, with the bench's TF32
   setting), counting every
-  token's whole forward pass (char CNN included: TensorFlow's token cache
-  spares some of that work, so its fraction may overstate);
+  token's whole forward pass (char CNN included: the token cache spares
+  some of that work, so the fraction may overstate);
 - peak memory: the process's peak resident memory (`getrusage`; the
   backend's import included) and, on a GPU, the backend's own peak
   (`torch.cuda.max_memory_allocated`, JAX's `memory_stats()
@@ -49,9 +49,8 @@ calls have many shapes, and what JAX's compilations cost is in the figures. For 
   (this file's `numpy_float64_lm_embeddings`), else the first backend that
   ran; and, for every row, from the float64 NumPy pass.
 
-TensorFlow runs with its token cache (each distinct word encoded once and
-kept, as every user's model does; JAX and PyTorch have none):
-`--no_token_cache` turns it off. The report (a table, then JSON) names the
+Every backend runs with its token cache (each distinct word encoded once
+and kept, as every user's model does): `--no_token_cache` turns it off. The report (a table, then JSON) names the
 machine, the backends' versions and the reference; `--output` also writes
 the JSON (atomically; an existing file only with `--overwrite`). Exit
 status 0 when every backend ran or was skipped, 1 when a run failed
@@ -127,7 +126,7 @@ def parse_args(argv=None):
                         help="draw each sentence's length from --length to this (default: all of --length)")
     parser.add_argument("--output", help="also write the JSON report here")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --output")
-    parser.add_argument("--no_token_cache", action="store_true", help="TensorFlow without its token cache")
+    parser.add_argument("--no_token_cache", action="store_true", help="every backend without its token cache")
     parser.add_argument("--tf32", action="store_true", help="let GPUs run float32 matmuls in TF32")
     parser.add_argument("--child", choices=list(BACKEND_MODULES), help=argparse.SUPPRESS)
     parser.add_argument("--write_model", action="store_true", help=argparse.SUPPRESS)
@@ -733,7 +732,7 @@ def print_table(report):
           f"float32 matmul {report['machine']['float32_matmul_gflops']:.0f} GFLOP/s (NumPy){gpu_rates(report)}; "
           f"model {report['size']}, "
           f"{report['length']}{'' if report.get('max_length') is None else '-' + str(report['max_length'])}"
-          f"-token sentences; TensorFlow's token cache {'on' if report['token_cache'] else 'off'}")
+          f"-token sentences; the token cache {'on' if report['token_cache'] else 'off'}")
     print(f"max |deviation| of lm_embeddings on {reference.get('sentences', 0)} sentences, from the reference: "
           f"{reference.get('description', 'none')} (its largest |value| {reference.get('max_abs_value', 0):.3g}); "
           "and from float64 NumPy")

@@ -25,7 +25,7 @@ def initialize_softmax_on_jax(step, state, data, method, n_positions=DEFAULT_SAM
             biLM's weights the fit reads; `"softmax"` `{"W" (V, P), "b" (V,)}`
             is replaced (only `"b"`, or nothing, for `"random"`).
         data, method, n_positions, frequency_bias: as in
-            `bilm.training.model.softmax_init.initialize_softmax`.
+            `bilm.training.tensorflow.softmax_init.initialize_softmax`.
 
     Returns:
         `(new state, report)`; the other entries of `state` are its own.

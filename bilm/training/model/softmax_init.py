@@ -36,9 +36,10 @@ share of targets seen once) in proportion to `1 / rank` (the vocabulary is
 sorted by frequency).
 
 The fit itself (`fit_softmax`) is NumPy over what a `TrainedBiLM` reads
-(the top layer's outputs on the start of the text, the words' encodings):
-TensorFlow's `TrainingLM` here (`initialize_softmax`), JAX's training step
-in `bilm.training.arrays.softmax_init`.
+(the top layer's outputs on the start of the text, the words' encodings),
+whichever backend computes them: TensorFlow's `TrainingLM`
+(`bilm.training.tensorflow.softmax_init.initialize_softmax`), the array
+step on JAX and PyTorch (`bilm.training.arrays.softmax_init`).
 """
 import math
 from typing import Protocol
@@ -46,10 +47,7 @@ from typing import Protocol
 import numpy as np
 
 from bilm.errors import UserError
-from bilm.models.functional_bilm import build_token_encoder
 from bilm.training.data.shards import count_positions
-from bilm.training.tensorflow.tf_dataset import make_tf_dataset
-from bilm.utils.lazy_tensorflow import tf
 
 SOFTMAX_INITS = ("fit", "encoding", "random")
 DEFAULT_SOFTMAX_INIT = "fit"
@@ -68,7 +66,6 @@ DRIFT_VARIANCE = 0.16
 # Logits (positions x words) the scale fit keeps (float32), and computes on at once (float64).
 _LOGITS_BUDGET = 2 ** 24
 _ENCODING_CHUNK = 4096
-_SUFFIXES = {"forward": "", "backward": "_reverse"}
 
 
 def check_softmax_init(method):
@@ -95,32 +92,6 @@ class TrainedBiLM(Protocol):
     def encode_words(self, char_ids):
         """The layer-0 encodings `(n, P)` float32 of `n` words given as their character ids `(n, max_chars)`
         (training form)."""
-
-
-def initialize_softmax(lm, data, method, n_positions=DEFAULT_SAMPLE_POSITIONS, frequency_bias=False):
-    """Sets `lm`'s softmax (`W` `(n_tokens_vocab, P)`, `b`) as `method` says (see the module docstring).
-
-    Args:
-        lm: a `TrainingLM` holding the trained biLM, character inputs.
-        data: the training stream (its vocabulary: `data.vocab`, a
-            `UnicodeCharsVocabulary` of `n_tokens_vocab` words), read from
-            its beginning for `n_positions` target positions, or for one
-            pass over its text when that is shorter (a second pass would
-            repeat what the fit has seen, and the scale's share of the
-            positions would no longer be text the fit did not use).
-        method: one of `SOFTMAX_INITS`.
-        frequency_bias: also start the bias at the words' log frequencies
-            in the sample (see the module docstring), for any method.
-
-    Returns:
-        `fit_softmax`'s report.
-    """
-    softmax, report = fit_softmax(_TensorFlowBiLM(lm), data, method, n_positions, frequency_bias)
-    if "W" in softmax:
-        lm.softmax_weights.assign(softmax["W"])
-    if "b" in softmax:
-        lm.softmax_bias.assign(softmax["b"])
-    return report
 
 
 def fit_softmax(bilm, data, method, n_positions=DEFAULT_SAMPLE_POSITIONS, frequency_bias=False):
@@ -337,28 +308,10 @@ def positions_of_stream(per_batch, n_positions):
     return np.concatenate(outputs).astype(np.float32), np.concatenate(targets).astype(np.int64)
 
 
-class _TensorFlowBiLM:
-    """A `TrainingLM` as the `TrainedBiLM` the fit reads (TensorFlow)."""
-
-    def __init__(self, lm):
-        self.lm = lm
-        self.settings = lm.settings
-        self._encoder = None
-
-    def top_outputs(self, data, n_positions):
-        lm, settings = self.lm, self.settings
-        run = tf.function(lambda batch, states: lm.run(batch, states), reduce_retracing=True, autograph=False)
-
-        def per_batch():
-            states = lm.zero_states(settings.batch_size)
-            for batch in make_tf_dataset(data, settings.batch_size, settings.unroll_steps, keys=lm.batch_keys()):
-                tops, states = run(batch, states)
-                yield [(top.numpy(), batch["next_token_id" + _SUFFIXES[direction]].numpy())
-                       for direction, top in tops.items()]
-
-        return positions_of_stream(per_batch(), n_positions)
-
-    def encode_words(self, char_ids):
-        if self._encoder is None:
-            self._encoder = build_token_encoder(self.lm.network, self.lm.options)
-        return self._encoder(char_ids[np.newaxis])[0].numpy()
+def __getattr__(name):
+    """`initialize_softmax`, TensorFlow's, under the name it had here (imported when first used: this module
+    imports no TensorFlow)."""
+    if name == "initialize_softmax":
+        from bilm.training.tensorflow.softmax_init import initialize_softmax
+        return initialize_softmax
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -7,11 +7,11 @@ import tensorflow as tf
 from bilm.optimizers import make_optimizer
 from bilm.training.model.adaptation import load_model_weights
 from bilm.training.model.boundary_state_measure import measure_boundary_state
-from bilm.training.model.softmax_init import initialize_softmax
 from bilm.training.run.base_run import BaseRun
 from bilm.training.tensorflow import checkpoints
 from bilm.training.tensorflow.distribution import is_chief, make_strategy, n_workers
 from bilm.training.tensorflow.evaluation import evaluate, evaluate_lm
+from bilm.training.tensorflow.softmax_init import initialize_softmax
 from bilm.training.tensorflow.tf_dataset import make_tf_dataset
 from bilm.training.tensorflow.train_step import TrainStep
 from bilm.training.tensorflow.training_lm import TrainingLM
