@@ -41,7 +41,8 @@ import numpy as np
 from keras import ops
 
 from bilm.errors import UserError
-from bilm.models.functional_bilm import FLOAT32, state_keys
+from bilm.models.functional_bilm import state_keys
+from bilm.models.network_dtype import FLOAT32
 from bilm.models.prediction_network import load_prediction_bilm
 from bilm.options import load_options
 from bilm.text.batching import Batcher

@@ -5,8 +5,9 @@ import numpy as np
 from bilm.errors import UserError
 from bilm.io.formats.output_files import check_output_file
 from bilm.io.formats.weight_file import TOKEN_EMBEDDINGS_KIND, load_bilm_weights, token_embeddings_writer
-from bilm.models.functional_bilm import build_bilm, build_token_encoder
+from bilm.models.functional_bilm import build_bilm
 from bilm.models.text_inputs import batcher_for
+from bilm.models.token_encoding import build_token_encoder
 from bilm.options import load_options
 from bilm.text.vocabulary import BOS_TOKEN, EOS_TOKEN, UnicodeCharsVocabulary, Vocabulary
 from bilm.utils.progress import Progress

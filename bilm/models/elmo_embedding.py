@@ -10,8 +10,9 @@ from bilm.layers.layer_mix import WeightLayers
 from bilm.models.elmo_embedding_files import elmo_embedding_from_files
 from bilm.models.elmo_inputs import ELMoInputs
 from bilm.models.elmo_outputs import check_output, elmo_outputs, lstm_output_names
-from bilm.models.functional_bilm import FLOAT32, build_bilm, float32_policy, state_keys
+from bilm.models.functional_bilm import build_bilm, state_keys
 from bilm.models.id_checks import check_rows
+from bilm.models.network_dtype import FLOAT32, float32_policy
 from bilm.models.start_state import STARTS
 from bilm.models.text_inputs import INPUT_TYPES, TEXT_INPUT_TYPES, compiling_text_with_xla
 from bilm.ops.kernel_dtypes import check_kernel_dtype

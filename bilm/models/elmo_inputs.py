@@ -2,7 +2,7 @@
 biLM's ids, the Keras mask and the output shapes each form gives. A mixin of the layer: it reads the layer's
 `options`, `input_type`, `vocabulary`, `use_character_inputs` and `output_key`."""
 from bilm.models.elmo_outputs import output_specs, sequence_output_names
-from bilm.models.functional_bilm import FLOAT32
+from bilm.models.network_dtype import FLOAT32
 from bilm.models.text_inputs import (
     TEXT_INPUT_TYPES,
     TokenMask,

@@ -5,20 +5,21 @@ nothing about state buffers, batching or losses. LSTM states go in and
 come out as ordinary inputs and outputs so that callers decide whether to
 carry them.
 """
-import functools
-
 import keras
 
 from bilm.backend import backend_module
 from bilm.errors import UserError
-from bilm.layers.char_cnn import CharCNNEncoder
-from bilm.layers.highway import Highway
-from bilm.layers.initializers import dense_initializer
 from bilm.layers.projected_lstm import ProjectedLSTM
 from bilm.layers.sequence_mask import SequenceMask
 from bilm.layers.stateless_dropout import StatelessDropout, dropout_site
-from bilm.layers.token_projection import TokenProjection
-from bilm.layers.unique_tokens import GatherTokens, UniqueTokens
+from bilm.layers.unique_tokens import GatherTokens
+
+# FLOAT32, float32_policy, build_token_encoder and token_features are also this module's names, as they were.
+from bilm.models.network_dtype import FLOAT32 as FLOAT32
+from bilm.models.network_dtype import float32_policy as float32_policy
+from bilm.models.token_encoding import build_token_encoder as build_token_encoder
+from bilm.models.token_encoding import encode_streams, token_encoder_layers
+from bilm.models.token_encoding import token_features as token_features
 from bilm.utils.thread_flag import ThreadFlag
 
 DIRECTIONS = ("forward", "backward")
@@ -27,22 +28,6 @@ LAYOUTS = ("prediction", "training")
 # whose weights a file then sets: `build_bilm`'s default initializer is then
 # zeros, skipping the random draws (most of the original size's build).
 WEIGHTS_FOLLOW = ThreadFlag()
-# Every layer of the biLM computes in float32 whatever the global Keras
-# dtype policy (a mixed-precision one included): its numerics are the
-# original's; bfloat16 or int8 kernels are `kernel_dtype`'s.
-FLOAT32 = "float32"
-
-
-def float32_policy(dtype, who):
-    """A layer's dtype policy around the biLM: float32, given (a name, a policy or its config) or not."""
-    if dtype is None:
-        return FLOAT32
-    policy = keras.dtype_policies.get(dtype)
-    if policy.compute_dtype != FLOAT32 or policy.variable_dtype != FLOAT32:
-        raise UserError(f"{who} computes in float32 (the biLM's numerics). Received: dtype={policy.name!r}; "
-                        "for bfloat16 kernels pass kernel_dtype='bfloat16' (the layers after it may use any "
-                        "policy).")
-    return policy
 
 
 def state_keys(options, bidirectional=True):
@@ -121,7 +106,7 @@ def build_bilm(options, n_token_vocab=None, bidirectional=True, dropout=0.0, lay
     separate = layout == "training" and bidirectional
     kernels = {"training_matmul_dtype": training_matmul_dtype, "kernel_dtype": kernel_dtype,
                "kernel_initializer": kernel_initializer or ("zeros" if WEIGHTS_FOLLOW.is_on() else None)}
-    input_name, input_shape, encode = _token_encoder(options, n_token_vocab, padded, kernels)
+    input_name, input_shape, encode = token_encoder_layers(options, n_token_vocab, padded, kernels)
     token_inputs = {"forward": keras.Input(shape=input_shape, dtype="int32", name=input_name)}
     token_inputs["backward"] = (
         keras.Input(shape=input_shape, dtype="int32", name=f"{input_name}_reverse")
@@ -133,7 +118,7 @@ def build_bilm(options, n_token_vocab=None, bidirectional=True, dropout=0.0, lay
     streams = [token_inputs[d] for d in directions[: 2 if separate else 1]]
     mask = sequence_mask(token_inputs["forward"])
     lengths = keras.ops.sum(keras.ops.cast(mask, "int32"), axis=1)
-    encoded_by_direction, distinct_by_direction = _encode_streams(
+    encoded_by_direction, distinct_by_direction = encode_streams(
         streams, encode, deduplicate_tokens and options.char_cnn is not None, directions, mask if padded else None)
     outputs = {"token_embeddings": encoded_by_direction["forward"], "mask": mask, "lengths": lengths}
     outputs.update(_lstm_stacks(options, encoded_by_direction, lengths, lstms, state_inputs, dropouts, seed_input,
@@ -169,89 +154,6 @@ def _recurrent_layers(options, directions, separate, dropout, kernels):
     return lstms, dropouts, state_inputs, seed_input
 
 
-def _token_encoder(options, n_token_vocab, padded, kernels):
-    """`(input name, input shape, encode)`: the token encoder's layers, `encode` mapping ids to encodings
-    (`kernels`: the highway's arguments of `build_bilm`).
-
-    With `char_cnn`: the char CNN, highway, optional word embedding and
-    projection to P; else a token embedding table of `n_token_vocab` rows.
-    """
-    if options.char_cnn is None:
-        if n_token_vocab is None:
-            raise UserError("Token inputs (options without 'char_cnn') need n_token_vocab.")
-        token_embedding = keras.layers.Embedding(
-            n_token_vocab, options.projection_dim,
-            embeddings_initializer=keras.initializers.RandomUniform(-1.0, 1.0),
-            name="token_embedding", dtype=FLOAT32)
-        return "token_ids", (None,), token_embedding
-    cnn = options.char_cnn
-    char_encoder = CharCNNEncoder(cnn.n_characters, cnn.embedding_dim, cnn.filters, cnn.activation, name="char_cnn",
-                                  dtype=FLOAT32)
-    highway = Highway(cnn.n_highway, name="highway", dtype=FLOAT32, **kernels)
-    word_embedding = _word_embedding(options, padded)
-    projection = None
-    if token_features(options) != options.projection_dim:
-        projection = TokenProjection(
-            options.projection_dim, kernel_initializer=dense_initializer(token_features(options)),
-            name="token_projection", dtype=FLOAT32)
-    encode = functools.partial(_encode_characters, char_encoder=char_encoder, highway=highway,
-                               projection=projection, word_embedding=word_embedding)
-    return "token_characters", (None, options.token_id_width), encode
-
-
-def _encode_streams(streams, encode, deduplicate, directions, mask=None):
-    """`(encoded_by_direction, distinct_by_direction)`: each direction's token encodings, `(batch, time, P)`
-    (zeros where `mask`, if given, is false).
-
-    With `deduplicate`, the encoder runs once per distinct token of all
-    streams and `distinct_by_direction` maps each direction to `(distinct
-    encodings, the index of each position)`, which the first LSTM layers
-    take as they are; else it is None.
-    """
-    distinct_by_direction = None
-    if deduplicate:
-        unique, indices = UniqueTokens(name="unique_tokens", dtype=FLOAT32)(streams)
-        gathers = [GatherTokens(name=f"gather_tokens_{i}", dtype=FLOAT32) for i in range(len(indices))]
-        distinct = encode(unique)
-        distinct_by_direction = {direction: (distinct, indices[min(d, len(indices) - 1)])
-                                 for d, direction in enumerate(directions)}
-        encoded = [gather(distinct, index) for gather, index in zip(gathers, indices)]
-    else:
-        encoded = [encode(stream) for stream in streams]
-    if mask is not None:
-        mask_3d = keras.ops.expand_dims(keras.ops.cast(mask, encoded[0].dtype), -1)
-        encoded = [x * mask_3d for x in encoded]
-    return {direction: encoded[min(d, len(encoded) - 1)] for d, direction in enumerate(directions)}, \
-        distinct_by_direction
-
-
-def token_features(options):
-    """Width of a character model's token features before the projection: the
-    char CNN's filters, plus the word embedding's dim when it has one."""
-    return options.char_cnn.n_filters + (options.word_embedding.dim if options.word_embedding is not None else 0)
-
-
-def _word_embedding(options, padded):
-    """The word table of a model with a word embedding (`padded`: a zero row 0 for the shifted ids), or None."""
-    if options.word_embedding is None:
-        return None
-    return keras.layers.Embedding(
-        options.word_embedding.dictionary.n_ids + padded, options.word_embedding.dim,
-        embeddings_initializer=keras.initializers.RandomUniform(-0.25, 0.25), name="word_embedding",
-        dtype=FLOAT32)
-
-
-def _encode_characters(token_ids, char_encoder, highway, projection, word_embedding=None):
-    """`(batch, time, token_id_width)` ids -> `(batch, time, projection_dim)`: the char CNN and highway
-    layers over the character ids, after the word's vector when the last id is a word's."""
-    if word_embedding is None:
-        x = highway(char_encoder(token_ids))
-    else:
-        x = keras.ops.concatenate(
-            [word_embedding(token_ids[..., -1]), highway(char_encoder(token_ids[..., :-1]))], axis=-1)
-    return projection(x) if projection is not None else x
-
-
 def _lstm_stacks(options, encoded_by_direction, lengths, lstms, state_inputs, dropouts=None, seed_input=None,
                  distinct_by_direction=None):
     """Wires each direction's LSTM layers (dropout, skip connections) over
@@ -280,21 +182,6 @@ def _lstm_stacks(options, encoded_by_direction, lengths, lstms, state_inputs, dr
             outputs[f"final_{state_name}_h"] = final_h
             layer_input = h
     return outputs
-
-
-def build_token_encoder(bilm, options, name="token_encoder"):
-    """The char-CNN token encoder of a character `build_bilm` model, as its
-    own model on the same layers (so the same weights).
-
-    Input: int `(1, n_tokens, token_id_width)` ids. Output: `(1, n_tokens,
-    projection_dim)`, what the biLM computes for each of those tokens.
-    """
-    char_ids = keras.Input(shape=(None, options.token_id_width), dtype="int32", name="token_characters")
-    projection = bilm.get_layer("token_projection") if _has_layer(bilm, "token_projection") else None
-    word_embedding = bilm.get_layer("word_embedding") if options.word_embedding is not None else None
-    encoded = _encode_characters(char_ids, bilm.get_layer("char_cnn"), bilm.get_layer("highway"), projection,
-                                 word_embedding)
-    return keras.Model(inputs=char_ids, outputs=encoded, name=name)
 
 
 def build_contextual_bilm(bilm, options, name="contextual_bilm"):

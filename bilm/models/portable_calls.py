@@ -8,10 +8,11 @@ from keras import ops
 
 from bilm.backend import backend_module
 from bilm.models.elmo_outputs import elmo_outputs
-from bilm.models.functional_bilm import build_contextual_bilm, build_token_encoder
+from bilm.models.functional_bilm import build_contextual_bilm
 from bilm.models.id_checks import check_id_values
 from bilm.models.network_calls import inference_call, padded_ids
 from bilm.models.token_cache import TokenEncodingCache
+from bilm.models.token_encoding import build_token_encoder
 
 
 class PortableCalls:

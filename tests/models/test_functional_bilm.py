@@ -6,7 +6,8 @@ import pytest
 
 import numpy_reference as R
 from bilm.io.formats.weight_file import load_bilm_weights
-from bilm.models.functional_bilm import build_bilm, build_contextual_bilm, build_token_encoder, state_keys
+from bilm.models.functional_bilm import build_bilm, build_contextual_bilm, state_keys
+from bilm.models.token_encoding import build_token_encoder
 from bilm.options import load_options
 from bilm.text.batching import Batcher
 from helpers import SENTENCES

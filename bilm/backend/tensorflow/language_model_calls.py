@@ -9,9 +9,10 @@ import tensorflow as tf
 
 from bilm.layers.char_cnn import DIRECT_CONVOLUTION_TOKENS
 from bilm.models.elmo_outputs import elmo_outputs
-from bilm.models.functional_bilm import build_contextual_bilm, build_token_encoder
+from bilm.models.functional_bilm import build_contextual_bilm
 from bilm.models.id_checks import check_id_values, refuse_batch
 from bilm.models.token_cache import TokenEncodingCache
+from bilm.models.token_encoding import build_token_encoder
 from bilm.ops.char_convolutions import direct_convolutions
 from bilm.text.batching import check_id_shape
 

@@ -7,7 +7,7 @@ Needs Keras on JAX or PyTorch (`KERAS_BACKEND=jax` or `torch`).
 import numpy as np
 from keras import ops
 
-from bilm.models.functional_bilm import build_token_encoder
+from bilm.models.token_encoding import build_token_encoder
 from bilm.training.arrays.train_step import SUFFIXES
 from bilm.training.model.softmax_init import DEFAULT_SAMPLE_POSITIONS, fit_softmax, positions_of_stream
 

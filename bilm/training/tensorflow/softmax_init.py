@@ -3,7 +3,7 @@
 NumPy one every backend uses (`bilm.training.model.softmax_init.fit_softmax`)."""
 import numpy as np
 
-from bilm.models.functional_bilm import build_token_encoder
+from bilm.models.token_encoding import build_token_encoder
 from bilm.training.model.softmax_init import DEFAULT_SAMPLE_POSITIONS, fit_softmax, positions_of_stream
 from bilm.training.tensorflow.tf_dataset import make_tf_dataset
 from bilm.utils.lazy_tensorflow import tf
