@@ -32,86 +32,28 @@ stateless and every sentence's vectors depend on that sentence only):
 - The run can be resumed: the file is built as `output_file + ".partial"`
   and a rerun continues it (see `embed_file`).
 """
-import json
 import os
-import warnings
-
-import h5py
-import numpy as np
 
 from bilm.errors import UserError
+from bilm.export.sentence_datasets import (
+    character_options,
+    check_arguments,
+    check_model,
+    load_after_checks,
+    made_from_record,
+    write_sentence_datasets,
+)
+from bilm.export.sentence_keys import check_no_blank_lines, dataset_key_function, sentence_to_index_dataset
+from bilm.export.sentence_keys import sentence_key as sentence_key  # this module's name, as it was
 from bilm.io.formats.embedding_files import (
     OUTPUT_FORMATS,
     SENTENCE_TO_INDEX,
-    SentenceEmbeddingFile,
-    check_sentences_file,
     embedding_file_stamp,
     line_number_key,
 )
-from bilm.io.formats.hashing import file_sha256, json_sha256
 from bilm.io.formats.output_files import writer_lock
-from bilm.io.formats.sentence_files import check_batch_size, read_sentences
-from bilm.io.formats.weight_file import WeightFileError
-from bilm.models.bidirectional_lm import BidirectionalLanguageModel
 from bilm.models.embedding_settings import EmbeddingSettings
-from bilm.models.network_calls import to_numpy
-from bilm.models.text_inputs import batcher_for
-from bilm.options import load_options
 from bilm.utils.deprecation import renamed_argument
-
-# Whole sentences that cannot be dataset names as they are: "." is the group
-# itself, and the mapping's own name would collide.
-_RESERVED_NAMES = (".", SENTENCE_TO_INDEX)
-
-
-def sentence_key(sentence):
-    """The dataset name of `sentence` with `use_sentence_keys=True`.
-
-    The sentence itself, except that `%`, `/` and NUL, and bytes that were
-    not valid UTF-8 (read as surrogate escapes), are percent-encoded (`%25`,
-    `%2F`, `%00`, `%E9`); a sentence that is exactly `.` or
-    `sentence_to_index` gets its first character encoded (`%2E`,
-    `%73entence_to_index`). Distinct sentences get distinct names.
-    """
-    if not sentence:
-        raise UserError("An empty sentence has no dataset name.")
-    out = []
-    for char in sentence:
-        code = ord(char)
-        if char in "%/\x00":
-            out.append(f"%{code:02X}")
-        elif 0xDC80 <= code <= 0xDCFF:  # surrogateescape of the byte code - 0xDC00
-            out.append(f"%{code - 0xDC00:02X}")
-        else:
-            out.append(char)
-    if sentence in _RESERVED_NAMES:
-        out[0] = f"%{ord(sentence[0]):02X}"
-    return "".join(out)
-
-
-def _key_function(use_sentence_keys):
-    if use_sentence_keys:
-        return lambda number, line: sentence_key(line.strip())
-    return line_number_key
-
-
-def _sentence_to_index(input_file, key_of):
-    """The `sentence_to_index` dataset: JSON {stripped line: dataset name}.
-
-    A sentence on several lines maps to its last line, as in AllenNLP.
-    """
-    mapping = {line.strip(): key_of(number, line) for number, line, _ in read_sentences(input_file)}
-    return np.array([json.dumps(mapping)], dtype=h5py.string_dtype())
-
-
-def _check_no_blank_lines(input_file):
-    blank = [number for number, _, tokens in read_sentences(input_file) if not tokens]
-    if blank:
-        shown = ", ".join(str(n) for n in blank[:10]) + (" ..." if len(blank) > 10 else "")
-        raise UserError(
-            f"{input_file}: {len(blank)} blank line(s) (0-based line numbers {shown}) have no sentence to "
-            "use as their dataset name with use_sentence_keys. Remove them, or drop use_sentence_keys "
-            "(--use_sentence_keys) to name datasets by line number (a blank line then gets an empty dataset).")
 
 
 def embed_file(input_file, output_file, options_file, weight_file, output_format="all", batch_size=None,
@@ -140,11 +82,11 @@ def embed_file(input_file, output_file, options_file, weight_file, output_format
     """
     kernel_dtype = renamed_argument("kernel_dtype", kernel_dtype, "matmul_dtype", matmul_dtype, "float32")
     _check_output_format(output_format)
-    options = _character_options(options_file, "embed_file")
+    options = character_options(options_file, "embed_file")
     settings = EmbeddingSettings.of(start=start, warm_up=warm_up, kernel_dtype=kernel_dtype)
-    _check_arguments(input_file, weight_file, batch_size)
+    check_arguments(input_file, weight_file, batch_size)
     with writer_lock(output_file):  # held until the file is renamed: a second run is refused before any check
-        model = _load_after_checks(input_file, output_file, options, weight_file, overwrite, settings)
+        model = load_after_checks(input_file, output_file, options, weight_file, overwrite, settings)
         return write_embeddings(model, input_file, output_file, output_format, batch_size=batch_size,
                                 use_sentence_keys=use_sentence_keys, start=start, resume=resume,
                                 overwrite=overwrite, verbose=verbose)
@@ -194,13 +136,13 @@ def write_embeddings(model, input_file, output_file, output_format="all", *, bat
         number of sentence datasets written by this call.
     """
     _check_output_format(output_format)
-    key_of = _key_function(use_sentence_keys)
-    return _write_sentence_datasets(
+    key_of = dataset_key_function(use_sentence_keys)
+    return write_sentence_datasets(
         model, input_file, output_file, OUTPUT_FORMATS[output_format], key_of,
         _file_layout(output_format, use_sentence_keys),
         batch_size=batch_size, resume=resume, overwrite=overwrite, verbose=verbose,
-        check_lines=_check_no_blank_lines if use_sentence_keys else None,
-        extra_datasets=lambda: {SENTENCE_TO_INDEX: _sentence_to_index(input_file, key_of)}, start=start)
+        check_lines=check_no_blank_lines if use_sentence_keys else None,
+        extra_datasets=lambda: {SENTENCE_TO_INDEX: sentence_to_index_dataset(input_file, key_of)}, start=start)
 
 
 def embeddings_stamp(model, input_file, output_format="all", *, use_sentence_keys=False, start=None):
@@ -215,8 +157,8 @@ def embeddings_stamp(model, input_file, output_format="all", *, use_sentence_key
         `{name: str, int or bool}`.
     """
     _check_output_format(output_format)
-    _check_model(model)
-    made_from = _made_from(model, _file_layout(output_format, use_sentence_keys), model.start_state(start))
+    check_model(model)
+    made_from = made_from_record(model, _file_layout(output_format, use_sentence_keys), model.start_state(start))
     return embedding_file_stamp(os.fspath(input_file), made_from)
 
 
@@ -239,13 +181,13 @@ def dump_bilm_embeddings(vocab_file, dataset_file, options_file, weight_file, ou
         number of sentence datasets written by this call.
     """
     kernel_dtype = renamed_argument("kernel_dtype", kernel_dtype, "matmul_dtype", matmul_dtype, "float32")
-    options = _character_options(options_file, "dump_bilm_embeddings")
+    options = character_options(options_file, "dump_bilm_embeddings")
     settings = EmbeddingSettings.of(start=start, warm_up=warm_up, kernel_dtype=kernel_dtype)
-    _check_arguments(dataset_file, weight_file, batch_size)
+    check_arguments(dataset_file, weight_file, batch_size)
     with writer_lock(outfile):
-        model = _load_after_checks(dataset_file, outfile, options, weight_file, overwrite, settings, vocab_file)
+        model = load_after_checks(dataset_file, outfile, options, weight_file, overwrite, settings, vocab_file)
         layout = {"output_format": "all", "use_sentence_keys": False, SENTENCE_TO_INDEX: False}
-        return _write_sentence_datasets(
+        return write_sentence_datasets(
             model, dataset_file, outfile, OUTPUT_FORMATS["all"], line_number_key, layout, vocab_file=vocab_file,
             batch_size=batch_size, resume=resume, overwrite=overwrite, verbose=verbose, start=start)
 
@@ -254,24 +196,6 @@ def _file_layout(output_format, use_sentence_keys):
     return {"output_format": output_format, "use_sentence_keys": bool(use_sentence_keys), SENTENCE_TO_INDEX: True}
 
 
-def _check_model(model):
-    if model.stateful or not model.use_character_inputs or model.weight_file is None:
-        raise UserError("The model must be a stateless character BidirectionalLanguageModel loaded from a weight "
-                        "file (BidirectionalLanguageModel(options, weight_file, stateful=False)).")
-
-
-def _made_from(model, layout, start_state):
-    """What an embedding file records of how its vectors are made (compared on resume)."""
-    options = model.options
-    return {**layout, "n_layers": options.n_layers, "projection_dim": options.projection_dim,
-            "weight_sha256": file_sha256(model.weight_file),
-            "options_sha256": json_sha256(options.to_dict()),
-            # The stamp keeps the key of the files written before `kernel_dtype`'s rename, which still resume.
-            "start": start_state.start, "matmul_dtype": model.kernel_dtype,
-            "boundary_state_sha256": json_sha256(
-                {key: value.tolist() for key, value in start_state.boundary_state.items()})
-            if start_state.start == "warm" else ""}
-
 
 def _check_output_format(output_format):
     if output_format not in OUTPUT_FORMATS:
@@ -279,50 +203,3 @@ def _check_output_format(output_format):
                         f"Received: output_format={output_format!r}")
 
 
-def _character_options(options_file, who):
-    options = load_options(options_file)
-    if options.char_cnn is None:
-        raise UserError(f"{options.source}: {who} needs a character model (a 'char_cnn' section).")
-    return options
-
-
-def _check_arguments(input_file, weight_file, batch_size):
-    """What can be checked before the output is locked (or its directory created)."""
-    check_sentences_file(input_file)
-    check_batch_size(batch_size)
-    if not os.path.isfile(weight_file):
-        raise WeightFileError(f"Weight file not found: {weight_file}")
-
-
-def _load_after_checks(input_file, output_file, options, weight_file, overwrite, settings, vocab_file=None):
-    """The stateless model of `settings` (an `EmbeddingSettings`), loaded once everything that can be checked
-    without it is."""
-    SentenceEmbeddingFile.check_paths(input_file, output_file, (options.source, weight_file, vocab_file), overwrite)
-    return BidirectionalLanguageModel.from_settings(options, weight_file, settings)
-
-
-def _write_sentence_datasets(model, input_file, output_file, select, key_of, layout, *, vocab_file=None,
-                             batch_size=None, resume=True, overwrite=False, verbose=1, check_lines=None,
-                             extra_datasets=None, start=None):
-    """The run behind `write_embeddings` and `dump_bilm_embeddings`: one
-    dataset per line, `select` of its `(n_layers + 1, n_tokens, 2P)` layers."""
-    check_batch_size(batch_size)
-    _check_model(model)
-    options = model.options
-    start_state = model.start_state(start)
-    sources = (options.source, model.weight_file, vocab_file)
-    made_from = _made_from(model, layout, start_state)
-    with SentenceEmbeddingFile(input_file, output_file, made_from, inputs=sources, resume=resume,
-                               overwrite=overwrite, verbose=verbose) as target:
-        if check_lines is not None:
-            check_lines(input_file)
-        batcher = batcher_for(options, vocab_file)
-
-        def embed(sentences):
-            layers = to_numpy(model(batcher.batch_sentences(sentences), start=start_state.start)["lm_embeddings"])
-            return [select(layers[i, :, :len(tokens)]) for i, tokens in enumerate(sentences)]
-
-        written = target.write(embed, batch_size=batch_size, key_of=key_of, extra_datasets=extra_datasets)
-    if target.n_lines == 0:
-        warnings.warn(f"{input_file} is empty: wrote {output_file} with no sentence datasets.", stacklevel=3)
-    return written

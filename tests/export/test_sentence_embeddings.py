@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import numpy_reference as R
-from bilm.export import sentence_embeddings as embed_file_module
+from bilm.export import sentence_datasets  # where embed_file loads its model class
 from bilm.export.sentence_embeddings import dump_bilm_embeddings, embed_file, embeddings_stamp, sentence_key
 from bilm.io.formats.embedding_files import changed_attributes, read_root_attributes
 from bilm.io.formats.output_files import OutputFileError, OutputLockedError
@@ -123,7 +123,7 @@ def test_a_killed_run_resumes_to_the_same_file(tmp_path, model, monkeypatch, cap
     input_file = _input_file(tmp_path, LINES * 6)
     outfile = str(tmp_path / "out.hdf5")
     calls = []
-    monkeypatch.setattr(embed_file_module, "BidirectionalLanguageModel", _model_class(calls, die_after=2))
+    monkeypatch.setattr(sentence_datasets, "BidirectionalLanguageModel", _model_class(calls, die_after=2))
     with pytest.raises(Killed):
         embed_file(input_file, outfile, options_file, weight_file, batch_size=4, verbose=0)
     assert not os.path.exists(outfile)
@@ -134,7 +134,7 @@ def test_a_killed_run_resumes_to_the_same_file(tmp_path, model, monkeypatch, cap
         embed_file(input_file, outfile, options_file, weight_file, output_format="top", verbose=0)
 
     calls.clear()
-    monkeypatch.setattr(embed_file_module, "BidirectionalLanguageModel", _model_class(calls))
+    monkeypatch.setattr(sentence_datasets, "BidirectionalLanguageModel", _model_class(calls))
     capsys.readouterr()
     assert embed_file(input_file, outfile, options_file, weight_file, batch_size=4, verbose=1) == 22
     assert sum(calls) == 22  # the 8 written sentences were not recomputed
@@ -152,7 +152,7 @@ def test_a_run_resumed_with_another_batch_size_writes_the_bytes_of_an_uninterrup
     options_file, weight_file, _ = write_model(tmp_path, **WHOLE_VECTORS)
     input_file = _input_file(tmp_path, LINES * 6)
     outfile = str(tmp_path / "out.hdf5")
-    monkeypatch.setattr(embed_file_module, "BidirectionalLanguageModel", _model_class([], die_after=2))
+    monkeypatch.setattr(sentence_datasets, "BidirectionalLanguageModel", _model_class([], die_after=2))
     with pytest.raises(Killed):
         embed_file(input_file, outfile, options_file, weight_file, batch_size=3, verbose=0)
     monkeypatch.undo()
@@ -176,7 +176,7 @@ def test_a_resume_made_from_something_else_refuses_and_no_resume_starts_over(
     lines = ["a b c", "d e f g h i", "x y z", "p q"] * 3
     input_file = _input_file(tmp_path, lines)
     outfile = str(tmp_path / "out.hdf5")
-    monkeypatch.setattr(embed_file_module, "BidirectionalLanguageModel", _model_class([], die_after=1))
+    monkeypatch.setattr(sentence_datasets, "BidirectionalLanguageModel", _model_class([], die_after=1))
     with pytest.raises(Killed):
         embed_file(input_file, outfile, options_file, weight_file, batch_size=4, verbose=0)
     monkeypatch.undo()
@@ -389,7 +389,7 @@ def test_bad_paths_and_arguments_fail_before_loading_the_model(tmp_path, model, 
     def no_model(*args, **kwargs):
         raise AssertionError("the model was loaded before the bad input was found")
 
-    monkeypatch.setattr(embed_file_module, "BidirectionalLanguageModel", no_model)
+    monkeypatch.setattr(sentence_datasets, "BidirectionalLanguageModel", no_model)
     with pytest.raises(FileNotFoundError, match="Input file not found: .*nope.txt"):
         embed_file(str(tmp_path / "nope.txt"), outfile, options_file, weight_file)
     with pytest.raises(ValueError, match="output_format must be one of.*'mean'"):
@@ -481,7 +481,7 @@ def test_warm_up_gives_the_warm_vectors_and_is_part_of_what_a_resume_checks(tmp_
         # different row counts may sum in different orders (bilm's kernel or TensorFlow's).
         np.testing.assert_allclose(arrays[str(i)], vectors, rtol=1e-5, atol=1e-5 * np.abs(vectors).max(initial=1.0))
     # A run killed mid-way, resumed with another warm-up text, refuses to mix the two.
-    monkeypatch.setattr(embed_file_module, "BidirectionalLanguageModel", _model_class([], die_after=1))
+    monkeypatch.setattr(sentence_datasets, "BidirectionalLanguageModel", _model_class([], die_after=1))
     with pytest.raises(Killed):
         embed_file(input_file, str(tmp_path / "killed.hdf5"), options_file, weight_file, batch_size=4,
                    warm_up=warm_up_file, verbose=0)
