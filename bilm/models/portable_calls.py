@@ -14,6 +14,10 @@ from bilm.models.network_calls import inference_call, padded_ids
 from bilm.models.token_cache import TokenEncodingCache
 from bilm.models.token_encoding import build_token_encoder
 
+# On JAX, the new words a call encodes are padded to at least this many (fewer shapes to compile: 16 and 24 for
+# one sentence a call).
+ENCODED_ROWS_AT_LEAST = 16
+
 
 class PortableCalls:
     """The calls of `language_model` (a `BidirectionalLanguageModel`) in `keras.ops`.
@@ -44,9 +48,8 @@ class PortableCalls:
         self._run_contextual = inference_call(build_contextual_bilm(lm.network, lm.options))
 
         def encode(ids):  # (n, width) char ids -> (n, projection_dim) float32 NumPy
-            n = len(ids)
-            rows = _padded_rows(ids, n)
-            return keras.ops.convert_to_numpy(run_encoder({"token_characters": rows[np.newaxis]}))[0, :n]
+            rows = _padded_rows(ids, at_least=ENCODED_ROWS_AT_LEAST)
+            return keras.ops.convert_to_numpy(run_encoder({"token_characters": rows[np.newaxis]}))[0, :len(ids)]
 
         self.token_cache = TokenEncodingCache(encode, lm.options.projection_dim, max_size)
 
@@ -65,8 +68,9 @@ class PortableCalls:
             inputs, run = {lm.input_key: padded_ids(ids)}, self._run
         else:
             distinct, index = self.token_cache.distinct_encodings(ids)
-            inputs = {"distinct_encodings": _padded_rows(distinct, len(distinct))[np.newaxis],
-                      "token_index": padded_ids(index), "mask": padded_ids(np.any(ids != 0, axis=-1))}
+            index = padded_ids(index)
+            inputs = {"distinct_encodings": _padded_rows(distinct, exactly=index.size)[np.newaxis],
+                      "token_index": index, "mask": padded_ids(np.any(ids != 0, axis=-1))}
             run = self._run_contextual
         starts = None if stateful else lm.start_states(start)
         for key, _, size in lm.state_keys:
@@ -84,8 +88,14 @@ class PortableCalls:
         return elmo_outputs(outputs, lm.options.n_layers)
 
 
-def _padded_rows(rows, n):
-    """`rows` (`(n, ...)`) with zero rows appended up to the count its backend compiles for (`padded_length`, as
-    for time steps: JAX's few shapes; the same `rows` elsewhere)."""
-    padded = backend_module("inference").padded_length(n)
-    return rows if padded == n else np.pad(rows, [(0, padded - n)] + [(0, 0)] * (rows.ndim - 1))
+def _padded_rows(rows, at_least=0, exactly=None):
+    """`rows` (`(n, ...)`) with zero rows appended where its backend compiles a program per shape (JAX; the same
+    `rows` elsewhere, `padded_length`): up to `exactly` rows when given (a count the call's other inputs fix, so
+    the rows add no shape of their own), else to `padded_length(n)` (a few shapes, as the time steps), at least
+    `padded_length(at_least)`."""
+    n = len(rows)
+    padded_length = backend_module("inference").padded_length
+    if padded_length(1) == 1:  # a backend that compiles nothing per shape pads nothing
+        return rows
+    padded = exactly if exactly is not None else max(padded_length(n), padded_length(at_least))
+    return np.pad(rows, [(0, padded - n)] + [(0, 0)] * (rows.ndim - 1))

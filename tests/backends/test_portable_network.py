@@ -1,6 +1,7 @@
 """The portable network on every backend: JAX and PyTorch (without TensorFlow) and TensorFlow's own run of the
-portable code give the NumPy reference's activations, for a character model (stateless with its token cache,
-and stateful without), a token model and an ELMoForManyLangs model, and bfloat16 kernels stay within their tolerance."""
+portable code give the NumPy reference's activations, for a character model (stateless and stateful, with its
+token cache), a token model and an ELMoForManyLangs model, and bfloat16 kernels (without the cache) stay within
+their tolerance."""
 import json
 
 import numpy as np
@@ -35,10 +36,7 @@ with PORTABLE.on() if portable else __import__("contextlib").nullcontext():
     arrays["char"] = out(model(char_ids["char"])["lm_embeddings"])  # its tokens encoded, then kept
     arrays["char_from_cache"] = out(model(char_ids["char"])["lm_embeddings"])  # every token from the cache
     cache = {"size": len(model.token_cache), "hits": model.token_cache.hits, "misses": model.token_cache.misses}
-    # Without the token cache: each call encodes every token of its batch.
-    stateful = bilm.BidirectionalLanguageModel(paths["options"], paths["weights"], max_batch_size=6,
-                                               token_cache_size=0)
-    assert stateful.token_cache is None
+    stateful = bilm.BidirectionalLanguageModel(paths["options"], paths["weights"], max_batch_size=6)
     for n in range(3):
         arrays[f"stateful_{n}"] = out(stateful(char_ids[f"batch_{n}"])["lm_embeddings"])
     for key, buffer in stateful.state_buffers.items():
@@ -46,8 +44,10 @@ with PORTABLE.on() if portable else __import__("contextlib").nullcontext():
     token = bilm.BidirectionalLanguageModel(paths["token_options"], paths["weights"], use_character_inputs=False,
                                             embedding_weight_file=paths["embedding"], stateful=False, start="zeros")
     arrays["token"] = out(token(char_ids["token"])["lm_embeddings"])
+    # Without the token cache: each call encodes every token of its batch.
     bf16 = bilm.BidirectionalLanguageModel(paths["options"], paths["weights"], stateful=False, start="zeros",
-                                           kernel_dtype="bfloat16")
+                                           kernel_dtype="bfloat16", token_cache_size=0)
+    assert bf16.token_cache is None
     arrays["bfloat16"] = out(bf16(char_ids["char"])["lm_embeddings"])
     efml = bilm.load(paths["efml"], cache_dir=folder + "/cache-" + keras.backend.backend(), start="zeros")
     for i, vectors in enumerate(efml.embed(json.load(open(folder + "/efml_sentences.json")), layers="all")):
