@@ -38,20 +38,30 @@ def test_each_subcommand_takes_its_scripts_flags_under_its_own_name(name, capsys
 
 
 @pytest.mark.slow
-def test_a_run_from_any_folder_help_version_and_a_wrong_subcommand(tmp_path):
+def test_a_run_from_any_folder(tmp_path):
     (tmp_path / "text.txt").write_text("the cat sat\nthe dog\n")
     done = _bilm("vocab", "--train_prefix", str(tmp_path / "text.txt"), "--vocab_file", str(tmp_path / "vocab.txt"),
                  cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     assert (tmp_path / "vocab.txt").read_text().split() == ["<S>", "</S>", "<UNK>", "the", "cat", "dog", "sat"]
-    listed = _bilm("--help", cwd=tmp_path)
-    assert listed.returncode == 0 and all(f"  {name} " in listed.stdout for name in SUBCOMMANDS)
-    assert _bilm("--version", cwd=tmp_path).stdout.strip() == f"bilm {cli.version()}"
-    wrong = _bilm("trian", cwd=tmp_path)
-    assert wrong.returncode == 2 and wrong.stdout == ""
-    assert wrong.stderr.splitlines() == [wrong.stderr.strip()] and "no subcommand 'trian'" in wrong.stderr
-    bare = _bilm(cwd=tmp_path)
-    assert bare.returncode == 2 and bare.stderr.startswith("usage: bilm SUBCOMMAND")
+
+
+def test_help_version_and_a_wrong_or_missing_subcommand(capsys):
+    """What `main` prints for the command lines that run no subcommand (in this process: the same `main` as the
+    entry point's, which `test_a_run_from_any_folder` starts)."""
+    cli.main(["--help"])
+    listed = capsys.readouterr().out
+    assert all(f"  {name} " in listed for name in SUBCOMMANDS)
+    cli.main(["--version"])
+    assert capsys.readouterr().out.strip() == f"bilm {cli.version()}"
+    with pytest.raises(SystemExit) as wrong:
+        cli.main(["trian"])
+    out, err = capsys.readouterr()
+    assert wrong.value.code == 2 and out == ""
+    assert err.splitlines() == [err.strip()] and "no subcommand 'trian'" in err
+    with pytest.raises(SystemExit) as bare:
+        cli.main([])
+    assert bare.value.code == 2 and capsys.readouterr().err.startswith("usage: bilm SUBCOMMAND")
 
 
 def test_the_command_that_continues_a_run_is_the_one_in_use(monkeypatch):
