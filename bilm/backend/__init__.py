@@ -5,13 +5,14 @@ module of the same name: `inference.inference_call` (a network's compiled
 inference call), `core.scan` (`keras.ops.scan` as the backend shapes it),
 `devices` (`set_numerics`, `describe_devices`, `missing_gpus_warning`),
 `layer_calls.FAST_CALLS` (the calls of its own: TensorFlow's fast paths and
-its language model calls, PyTorch's distinct tokens; `fast_layer_call`) and
+its language model calls, PyTorch's and JAX's distinct tokens; `fast_layer_call`) and
 `random` (TensorFlow's stateless random numbers: `seed_words`, `fold_in`,
 `fold_in_int32`, `uniform`, `dropout`; NumPy's say in one line that it
 draws none); `backend_module` picks Keras's backend's module.
 
 `bilm.backend.<name>.training_ops` (JAX, PyTorch) each export the same
-names: `compile_step`, `compile_inference`, `gradients`, `unique_rows`,
+names: `compile_step`, `compile_inference`, `gradients`,
+`distinct_tokens_bound`, `distinct_tokens_at_most`, `unique_rows`,
 `distinct_rows`, `gather_rows`, `set_rows`, `add_rows`,
 `copy`, `Placement`, `training_devices`, `log_uniform_candidates`, `random`
 (TensorFlow's stateless random numbers), `INDEX_DTYPE` and `JIT_COMPILE_NOTES`. The training step

@@ -22,16 +22,22 @@ class UniqueTokens(keras.layers.Layer):
         `(batch_i, time_i)` index tensor per input, with
         `char_ids[i][b, t] == unique_ids[0, indices[i][b, t]]`.
         The distinct rows are the backend's own call (TensorFlow's in order
-        of first appearance, PyTorch's ascending). While a function compiled
-        with XLA is traced, whose shapes cannot depend on the ids, on JAX
-        (which compiles every call) and in the portable code, every row
-        stands for itself (the same values, without the saving).
+        of first appearance, PyTorch's and JAX's ascending). A function
+        compiled with XLA has shapes that cannot depend on the ids: there,
+        and in the portable code, every row stands for itself (the same
+        values, without the saving), except on JAX inside a function traced
+        for a known bound on the distinct rows (a training step on one
+        device: `bilm.backend.jax.layer_calls.distinct_tokens_at_most`).
     """
 
     def call(self, char_ids):
-        fast_call = fast_layer_call("unique_tokens")  # TensorFlow's, PyTorch's (`bilm/backend/<name>/layer_calls.py`)
+        fast_call = fast_layer_call("unique_tokens")  # the backend's own (`bilm/backend/<name>/layer_calls.py`)
         if fast_call is not None:
             return fast_call(self, char_ids)
+        return self.every_row(char_ids)
+
+    def every_row(self, char_ids):
+        """The portable result: every row of `char_ids` stands for itself (the same values, without the saving)."""
         indices, start = [], 0
         for ids in char_ids:
             count = ops.shape(ids)[0] * ops.shape(ids)[1]

@@ -63,3 +63,38 @@ def test_pytorch_encodes_each_distinct_row_once():
     result = json_result(run_on_backend("torch", ON_TORCH, json.dumps([A.tolist(), B.tolist()])))
     rows = {tuple(row) for row in np.concatenate([A.reshape(-1, 3), B.reshape(-1, 3)])}
     assert result == {"rows": len(rows), "a": True, "b": True, "dtype": "torch.int32"}
+
+
+ON_JAX = """
+import json, sys
+import jax, jax.numpy as jnp
+import numpy as np
+from bilm.backend.jax.layer_calls import distinct_tokens_at_most, distinct_tokens_bound
+from bilm.layers.unique_tokens import UniqueTokens
+
+a, b = (np.asarray(x, np.int32) for x in json.loads(sys.argv[1]))
+bound = distinct_tokens_bound([a, b], jax.devices("cpu")[:1])
+layer = UniqueTokens()
+
+def traced(a, b, bound):
+    with distinct_tokens_at_most(bound):
+        return layer([a, b])
+
+result = {"bound": bound}
+for name, n in (("bounded", bound), ("unbounded", None)):
+    unique, (index_a, index_b) = jax.jit(traced, static_argnums=2)(jnp.asarray(a), jnp.asarray(b), n)
+    unique = np.asarray(unique)
+    result[name] = {"rows": unique.shape[1], "a": bool(np.array_equal(unique[0][np.asarray(index_a)], a)),
+                    "b": bool(np.array_equal(unique[0][np.asarray(index_b)], b))}
+print(json.dumps(result))
+"""
+
+
+def test_jax_encodes_each_distinct_row_once_in_a_function_traced_for_their_bound():
+    """Under `jax.jit`, whose shapes cannot depend on the ids, the distinct rows come padded to a bound counted
+    beforehand (a training step's on one CPU); without one every row stands for itself."""
+    result = json_result(run_on_backend("jax", ON_JAX, json.dumps([A.tolist(), B.tolist()])))
+    rows = {tuple(row) for row in np.concatenate([A.reshape(-1, 3), B.reshape(-1, 3)])}
+    assert len(rows) == 4 and result["bound"] == 8  # padded to JAX's smallest count (here also every row's)
+    assert result["bounded"] == {"rows": 8, "a": True, "b": True}
+    assert result["unbounded"] == {"rows": A.shape[0] * A.shape[1] + B.shape[0] * B.shape[1], "a": True, "b": True}

@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bilm.backend.jax import random  # noqa: F401 (one of the shared names)
+from bilm.backend.jax.layer_calls import distinct_tokens_at_most, distinct_tokens_bound  # noqa: F401 (shared names)
 from bilm.backend.jax.sampler import log_uniform_candidates  # noqa: F401 (one of the shared names)
 from bilm.errors import UserError
 

@@ -3,6 +3,7 @@
 `torch.no_grad`), rows of a table read and written in place, the sampler, TensorFlow's random numbers, and the
 device a step runs on (Keras's: the GPU where PyTorch sees one).
 """
+import contextlib
 import functools
 
 import keras
@@ -24,6 +25,16 @@ def compile_step(step):
     """`step(state, batch, step_number) -> (state, metrics)`, run eagerly: `state` is consumed (its tables
     are updated in place)."""
     return step
+
+
+def distinct_tokens_bound(char_ids, devices):
+    """None: PyTorch's eager steps find each batch's distinct tokens themselves (`torch.unique`), no bound asked."""
+    return None
+
+
+def distinct_tokens_at_most(bound):
+    """Nothing to set (`distinct_tokens_bound`)."""
+    return contextlib.nullcontext()
 
 
 def compile_inference(function):

@@ -79,9 +79,7 @@ class JaxTrainStep:
         self.placement = self.backend.Placement(devices)
         self.devices = self.placement.devices
         self.global_batch_size = settings.batch_size * len(self.devices)
-        self._steps = {warmup: self.backend.compile_step(
-            lambda state, batch, step, warmup=warmup: self._step(state, batch, step, warmup))
-            for warmup in (False, True)}
+        self._steps = {}  # {(warmup, distinct tokens bound): the compiled step}
 
     def initial_state(self, softmax_seed=0):
         """The state before the first step: the network's current weights, a softmax drawn from
@@ -112,8 +110,21 @@ class JaxTrainStep:
         `batch` (the data pipeline's dict of int32 arrays, `global_batch_size` rows); `state` is consumed (its
         buffers are reused)."""
         warmup = step < self.settings.softmax_warmup_steps
-        batch = self.placement.rows({key: np.asarray(batch[key]) for key in self.batch_keys()})
-        return self._steps[warmup](state, batch, ops.convert_to_tensor(step, "int32"))
+        batch = {key: np.asarray(batch[key]) for key in self.batch_keys()}
+        key = (warmup, self._distinct_tokens_bound(batch))
+        if key not in self._steps:
+            self._steps[key] = self.backend.compile_step(
+                lambda state, batch, step, warmup=key[0], bound=key[1]: self._step(state, batch, step, warmup, bound))
+        return self._steps[key](state, self.placement.rows(batch), ops.convert_to_tensor(step, "int32"))
+
+    def _distinct_tokens_bound(self, batch):
+        """The bound on the batch's distinct tokens its step is compiled for (`training_ops`'
+        `distinct_tokens_bound`: JAX's on one CPU; the char CNN then encodes each distinct token once), or None:
+        token inputs, other devices, PyTorch (which finds them eagerly)."""
+        if not self.use_character_inputs:
+            return None
+        return self.backend.distinct_tokens_bound(
+            [batch[key] for key in self.batch_keys() if key.startswith(self.input_key)], self.devices)
 
     def parameter_counts(self):
         """`(biLM parameters, softmax parameters)` (softmax without a shared table), as `TrainingLM`'s."""
@@ -147,7 +158,11 @@ class JaxTrainStep:
     def _parameters(self, bilm, softmax):
         return {**dict(zip(self.names, bilm)), **{f"softmax/{part}": value for part, value in softmax.items()}}
 
-    def _step(self, state, batch, step, warmup):
+    def _step(self, state, batch, step, warmup, distinct_bound=None):
+        with self.backend.distinct_tokens_at_most(distinct_bound):  # while the step is traced
+            return self._step_of(state, batch, step, warmup)
+
+    def _step_of(self, state, batch, step, warmup):
         settings, backend = self.settings, self.backend
         random = backend.random
         seed = random.fold_in(random.seed_words(self.seed, step), 0)
