@@ -111,7 +111,10 @@ class JaxTrainStep:
         buffers are reused)."""
         warmup = step < self.settings.softmax_warmup_steps
         batch = {key: np.asarray(batch[key]) for key in self.batch_keys()}
-        key = (warmup, self._distinct_tokens_bound(batch))
+        bound = self._distinct_tokens_bound(batch)
+        if bound is not None:  # a step compiled for a larger bound serves too: fewer compilations
+            bound = min((b for w, b in self._steps if w == warmup and b is not None and b >= bound), default=bound)
+        key = (warmup, bound)
         if key not in self._steps:
             self._steps[key] = self.backend.compile_step(
                 lambda state, batch, step, warmup=key[0], bound=key[1]: self._step(state, batch, step, warmup, bound))

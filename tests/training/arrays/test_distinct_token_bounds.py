@@ -1,0 +1,43 @@
+"""On one CPU the JAX step is compiled for a bound on its batch's distinct tokens, and a step compiled for a
+larger bound serves a batch that needs less: a run compiles a new step only when a batch needs more than any."""
+import json
+
+import pytest
+
+from backend_processes import json_result, run_on_backend
+from training_helpers import tiny_options
+
+pytestmark = pytest.mark.slow  # JAX in a process of its own
+
+STEPS = '''
+import json, sys
+import numpy as np
+from bilm.options import load_options
+from bilm.training.arrays.train_step import JaxTrainStep
+from bilm.training.config.settings import training_settings
+
+options = json.loads(sys.argv[1])
+_, settings = training_settings(options)
+step = JaxTrainStep(load_options(options), settings, seed=0)
+state = step.initial_state()
+rng = np.random.default_rng(0)
+shape = (settings.batch_size, settings.unroll_steps, options["char_cnn"]["max_characters_per_token"])
+compiled, losses = [], []
+for n_words in json.loads(sys.argv[2]):  # each batch made of n_words distinct tokens, in both directions
+    words = rng.integers(1, 261, size=(n_words, shape[2])).astype(np.int32)
+    batch = {key: words[rng.integers(0, n_words, size=shape[:2])] for key in
+             ("token_characters", "token_characters_reverse")}
+    batch.update({key: rng.integers(0, settings.n_tokens_vocab, size=shape[:2]).astype(np.int32)
+                  for key in ("next_token_id", "next_token_id_reverse")})
+    state, metrics = step(state, batch, len(losses))
+    losses.append(float(metrics["loss"]))
+    compiled.append(sorted(bound for _, bound in step._steps))
+print(json.dumps({"compiled": compiled, "finite": bool(np.all(np.isfinite(losses)))}))
+'''
+
+
+def test_a_step_compiled_for_a_larger_bound_serves_and_a_new_one_only_when_needed():
+    # 16 x 5 positions a direction, drawn from 40 words: a bound of 48 (the count rounded up to padded_length's
+    # values); from 10: at most 12, which 48 serves; from 60: 64, a new step.
+    report = json_result(run_on_backend("jax", STEPS, json.dumps(tiny_options()), json.dumps([40, 10, 60, 10])))
+    assert report == {"compiled": [[48], [48], [48, 64], [48, 64]], "finite": True}, report
