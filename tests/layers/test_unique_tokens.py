@@ -2,6 +2,7 @@
 import json
 
 import numpy as np
+import pytest
 
 from backend_processes import json_result, run_on_backend
 from bilm.layers.unique_tokens import GatherTokens, UniqueTokens
@@ -90,6 +91,7 @@ print(json.dumps(result))
 """
 
 
+@pytest.mark.slow  # JAX in a process of its own
 def test_jax_encodes_each_distinct_row_once_in_a_function_traced_for_their_bound():
     """Under `jax.jit`, whose shapes cannot depend on the ids, the distinct rows come padded to a bound counted
     beforehand (a training step's on one CPU); without one every row stands for itself."""
