@@ -74,9 +74,13 @@ class CharCNNEncoder(keras.layers.Layer):
         if fast_call is not None:
             features = fast_call(self, flat_ids, DIRECT_CONVOLUTION_TOKENS if training is False else 0)
         else:
-            pooled = portable_char_convolutions(flat_ids, self.char_embedding, list(self.kernels))
-            features = self._activation(pooled + ops.concatenate(list(self.biases), axis=0))
+            features = self.portable_features(flat_ids)
         return ops.reshape(features, (shape[0], shape[1], self.n_filters))
+
+    def portable_features(self, flat_ids):
+        """`(n, n_filters)` features of int `(n, width)` char ids in `keras.ops` (the backends' reference)."""
+        pooled = portable_char_convolutions(flat_ids, self.char_embedding, list(self.kernels))
+        return self._activation(pooled + ops.concatenate(list(self.biases), axis=0))
 
     def _activation(self, x):
         return ops.relu(x) if self.activation == "relu" else ops.tanh(x)

@@ -2,6 +2,7 @@
 import numpy as np
 import pytest
 
+from backend_processes import json_result, run_on_backend
 from bilm.layers.char_cnn import CharCNNEncoder
 from layer_testing import run_layer_test
 
@@ -68,3 +69,42 @@ def test_filters_come_back_from_the_config_as_given():
 def test_an_unknown_activation_is_a_clear_error():
     with pytest.raises(ValueError, match=r"activation must be 'relu' or 'tanh'. Received: activation='sigmoid'"):
         CharCNNEncoder(**KWARGS, activation="sigmoid")
+
+
+ON_JAX = """
+import json, sys
+import jax, jax.numpy as jnp
+import numpy as np
+from bilm.backend.jax.layer_calls import distinct_tokens_at_most, distinct_tokens_bound
+from backend_processes import json_result, run_on_backend
+from bilm.layers.char_cnn import CharCNNEncoder
+
+rng = np.random.default_rng(0)
+# Words of 1 to 4 characters between <bow> and <eow>, then the padding char up to 20 columns; and a padding row.
+ids = np.full((5, 20), 260, np.int32)
+for row, length in enumerate([1, 4, 2, 3]):
+    ids[row, 0], ids[row, 1:1 + length], ids[row, 1 + length] = 258, rng.integers(1, 256, size=length), 259
+ids[4] = 0
+layer = CharCNNEncoder(261, 4, [[1, 2], [2, 3], [3, 4]])
+layer.build((None, None, 20))
+for weight in layer.weights:
+    weight.assign(rng.normal(size=weight.shape).astype(np.float32))
+bound = distinct_tokens_bound([ids], jax.devices("cpu")[:1], widest_filter=3)
+
+def encoded(ids, bound):
+    with distinct_tokens_at_most(bound):
+        return layer(ids[None])[0]
+
+trimmed, whole = (np.asarray(jax.jit(encoded, static_argnums=1)(jnp.asarray(ids), b)) for b in (bound, None))
+print(json.dumps({"bound": bound, "max_difference": float(np.abs(trimmed - whole).max()),
+                  "max_value": float(np.abs(whole).max())}))
+"""
+
+
+@pytest.mark.slow  # JAX in a process of its own
+def test_on_jax_the_columns_past_every_words_characters_change_nothing():
+    """Within the bounds of a training step on one CPU, JAX's char CNN reads only the columns up to the longest
+    word's end and the widest filter past it: 6 + 3 columns here, rounded up to 12 of the 20."""
+    result = json_result(run_on_backend("jax", ON_JAX))
+    assert result["bound"] == [5, 12], result  # 5 distinct rows (all of them), 12 columns
+    assert result["max_value"] > 0.1 and result["max_difference"] <= 1e-6 * result["max_value"], result

@@ -82,7 +82,7 @@ def traced(a, b, bound):
         return layer([a, b])
 
 result = {"bound": bound}
-for name, n in (("bounded", bound), ("unbounded", None)):
+for name, n in (("bounded", bound), ("unbounded", None)):  # the bound: (rows, columns)
     unique, (index_a, index_b) = jax.jit(traced, static_argnums=2)(jnp.asarray(a), jnp.asarray(b), n)
     unique = np.asarray(unique)
     result[name] = {"rows": unique.shape[1], "a": bool(np.array_equal(unique[0][np.asarray(index_a)], a)),
@@ -97,6 +97,7 @@ def test_jax_encodes_each_distinct_row_once_in_a_function_traced_for_their_bound
     beforehand (a training step's on one CPU); without one every row stands for itself."""
     result = json_result(run_on_backend("jax", ON_JAX, json.dumps([A.tolist(), B.tolist()])))
     rows = {tuple(row) for row in np.concatenate([A.reshape(-1, 3), B.reshape(-1, 3)])}
-    assert len(rows) == 4 and result["bound"] == 8  # padded to JAX's smallest count (here also every row's)
+    # 4 distinct rows, padded to JAX's smallest count (here also every row's); every column.
+    assert len(rows) == 4 and result["bound"] == [8, None]
     assert result["bounded"] == {"rows": 8, "a": True, "b": True}
     assert result["unbounded"] == {"rows": A.shape[0] * A.shape[1] + B.shape[0] * B.shape[1], "a": True, "b": True}

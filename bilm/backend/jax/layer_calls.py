@@ -1,11 +1,15 @@
-"""The layers' calls of JAX's own (`bilm.backend.fast_layer_call`): `UniqueTokens`'s distinct rows inside a
-function traced for a known bound on their number (`distinct_tokens_at_most`: a training step on one CPU);
-everywhere else, and for every other layer, the portable `keras.ops` code.
+"""The layers' calls of JAX's own (`bilm.backend.fast_layer_call`): inside a function traced for known bounds on a
+batch's distinct tokens (`distinct_tokens_at_most`: a training step on one CPU), `UniqueTokens`'s distinct rows and
+the char CNN over only the columns those rows' characters reach; everywhere else, and for every other layer, the
+portable `keras.ops` code.
 
 A program JAX compiles has shapes fixed when it is traced, and the number of distinct tokens of a batch depends
 on its ids: the caller counts them before it calls (NumPy, on the host), picks one of a few bounds above the count
-(`distinct_tokens_bound`) and traces one program per bound.
+(`distinct_tokens_bound`) and traces one program per bound. Columns: each row of char ids ends in a run of one id
+(the padding char, or 0 for a padding row), and a window inside that run has one value per row and filter, so the
+columns past the longest row's content and one window's width add nothing to the max over windows.
 """
+import collections
 import contextlib
 import threading
 
@@ -17,23 +21,43 @@ from bilm.backend.jax.inference import padded_length
 _BOUND = threading.local()
 
 
-def distinct_tokens_bound(char_ids, devices):
-    """A bound on the distinct rows of the int arrays `char_ids` (each `(..., width)`, NumPy) together: their
-    count rounded up to one of a few values (`padded_length`'s), so that batches share few programs; None (every
-    row encoded) unless `devices` is one CPU. On a GPU a step compiles for tens of seconds, which each new bound
-    would cost again, and the saving is not measured there; with several devices each encodes its own rows."""
+class DistinctTokens(collections.namedtuple("DistinctTokens", ["rows", "columns"])):
+    """Static bounds on a batch's distinct tokens: at most `rows` of them, whose characters (and one window of
+    the char CNN's widest filter past them) lie within the first `columns` columns (None: every column)."""
+
+    def serves(self, other):
+        """Whether a step traced for these bounds serves a batch that needs `other`."""
+        return self.rows >= other.rows and (self.columns is None or (
+            other.columns is not None and self.columns >= other.columns))
+
+
+def distinct_tokens_bound(char_ids, devices, widest_filter=None):
+    """`DistinctTokens` of the int arrays `char_ids` (each `(..., width)`, NumPy) together: their distinct rows'
+    count, and the columns of the longest row's content plus `widest_filter` (None: every column, as for rows
+    that carry more than characters), each rounded up to one of a few values (`padded_length`'s), so that
+    batches share few programs; None (every row encoded whole) unless `devices` is one CPU. On a GPU a step
+    compiles for tens of seconds, which each new bound would cost again, and the saving is not measured there;
+    with several devices each encodes its own rows."""
     if len(devices) != 1 or devices[0].platform != "cpu":
         return None
     flat = np.concatenate([np.reshape(ids, (-1, ids.shape[-1])) for ids in char_ids]).astype(np.int32)
     rows = np.ascontiguousarray(flat).view(np.dtype((np.void, flat.shape[1] * flat.itemsize))).ravel()
-    return min(padded_length(len(np.unique(rows))), len(rows))
+    distinct, first = np.unique(rows, return_index=True)
+    width, columns = flat.shape[1], None
+    if widest_filter is not None:
+        unique = flat[first]
+        content = np.where(unique != unique[:, -1:], np.arange(1, width + 1), 0).max(axis=1)
+        columns = min(padded_length(int(content.max()) + widest_filter), width)
+        columns = None if columns == width else columns
+    return DistinctTokens(min(padded_length(len(distinct)), len(rows)), columns)
 
 
 @contextlib.contextmanager
 def distinct_tokens_at_most(bound):
     """Within the block (this thread; where a function is traced), `UniqueTokens` gives its distinct rows, at most
-    `bound` of them: a bound the caller knows holds (`distinct_tokens_bound` of the same ids), since rows past it
-    would be dropped. None: every row stands for itself, as outside the block."""
+    `bound.rows` of them, and the char CNN reads `bound.columns`: bounds the caller knows hold (a
+    `distinct_tokens_bound` of the same ids), since rows past them would be dropped. None: every row stands for
+    itself, as outside the block."""
     previous = getattr(_BOUND, "value", None)
     _BOUND.value = bound
     try:
@@ -49,7 +73,7 @@ def unique_tokens(layer, char_ids):
     if bound is None:
         return layer.every_row(char_ids)
     rows = jnp.concatenate([jnp.reshape(ids, (-1, ids.shape[2])) for ids in char_ids])
-    unique, index = jnp.unique(rows, axis=0, size=bound, fill_value=0, return_inverse=True)
+    unique, index = jnp.unique(rows, axis=0, size=bound.rows, fill_value=0, return_inverse=True)
     index = jnp.reshape(index, (-1,)).astype("int32")
     indices, start = [], 0
     for ids in char_ids:
@@ -59,4 +83,13 @@ def unique_tokens(layer, char_ids):
     return unique[None], indices
 
 
-FAST_CALLS = {"unique_tokens": unique_tokens}
+def char_cnn(layer, flat_ids, direct_up_to=0):
+    """`CharCNNEncoder`'s features of `flat_ids` `(n, width)`, the portable code over the columns of the bound
+    (`distinct_tokens_at_most`; every column outside it): the same values."""
+    bound = getattr(_BOUND, "value", None)
+    if bound is not None and bound.columns is not None:
+        flat_ids = flat_ids[:, :bound.columns]
+    return layer.portable_features(flat_ids)
+
+
+FAST_CALLS = {"unique_tokens": unique_tokens, "char_cnn": char_cnn}

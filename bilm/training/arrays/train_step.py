@@ -112,8 +112,9 @@ class JaxTrainStep:
         warmup = step < self.settings.softmax_warmup_steps
         batch = {key: np.asarray(batch[key]) for key in self.batch_keys()}
         bound = self._distinct_tokens_bound(batch)
-        if bound is not None:  # a step compiled for a larger bound serves too: fewer compilations
-            bound = min((b for w, b in self._steps if w == warmup and b is not None and b >= bound), default=bound)
+        if bound is not None:  # a step compiled for larger bounds serves too: fewer compilations
+            bound = min((b for w, b in self._steps if w == warmup and b is not None and b.serves(bound)),
+                        default=bound, key=lambda b: (b.rows, b.columns or self.options.token_id_width))
         key = (warmup, bound)
         if key not in self._steps:
             self._steps[key] = self.backend.compile_step(
@@ -126,8 +127,10 @@ class JaxTrainStep:
         token inputs, other devices, PyTorch (which finds them eagerly)."""
         if not self.use_character_inputs:
             return None
+        # The char CNN's columns are trimmed where a row holds characters only (not a word's id after them).
+        widest = None if self.options.word_embedding is not None else max(w for w, _ in self.options.char_cnn.filters)
         return self.backend.distinct_tokens_bound(
-            [batch[key] for key in self.batch_keys() if key.startswith(self.input_key)], self.devices)
+            [batch[key] for key in self.batch_keys() if key.startswith(self.input_key)], self.devices, widest)
 
     def parameter_counts(self):
         """`(biLM parameters, softmax parameters)` (softmax without a shared table), as `TrainingLM`'s."""

@@ -31,7 +31,7 @@ for n_words in json.loads(sys.argv[2]):  # each batch made of n_words distinct t
                   for key in ("next_token_id", "next_token_id_reverse")})
     state, metrics = step(state, batch, len(losses))
     losses.append(float(metrics["loss"]))
-    compiled.append(sorted(bound for _, bound in step._steps))
+    compiled.append(sorted(bound.rows for _, bound in step._steps))
 print(json.dumps({"compiled": compiled, "finite": bool(np.all(np.isfinite(losses)))}))
 '''
 
