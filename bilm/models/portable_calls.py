@@ -12,7 +12,7 @@ from bilm.models.functional_bilm import build_contextual_bilm
 from bilm.models.id_checks import check_id_values
 from bilm.models.network_calls import inference_call, padded_ids
 from bilm.models.token_cache import TokenEncodingCache
-from bilm.models.token_encoding import build_token_encoder
+from bilm.models.token_encoding import build_token_encoder, needed_columns, widest_filter
 
 # On JAX, the new words a call encodes are padded to at least this many (fewer shapes to compile: 16 and 24 for
 # one sentence a call).
@@ -43,11 +43,17 @@ class PortableCalls:
         """The cached path: the token encoder and the LSTM stacks as two models on the network's layers
         (`build_token_encoder`, `build_contextual_bilm`), each compiled, with the encodings kept in between."""
         lm = self.language_model
-        encoder = build_token_encoder(lm.network, lm.options)
+        # Rows of characters alone are read as far as their words reach (`needed_columns`); a word embedding's
+        # rows end in the word's id.
+        trimmed = lm.options.word_embedding is None
+        encoder = build_token_encoder(lm.network, lm.options, any_width=trimmed)
         run_encoder = inference_call(keras.Model({"token_characters": encoder.input}, encoder.output))
         self._run_contextual = inference_call(build_contextual_bilm(lm.network, lm.options))
+        padded_length = backend_module("inference").padded_length
 
         def encode(ids):  # (n, width) char ids -> (n, projection_dim) float32 NumPy
+            if trimmed:
+                ids = ids[:, :min(padded_length(needed_columns(ids, widest_filter(lm.options))), ids.shape[1])]
             rows = _padded_rows(ids, at_least=ENCODED_ROWS_AT_LEAST)
             return keras.ops.convert_to_numpy(run_encoder({"token_characters": rows[np.newaxis]}))[0, :len(ids)]
 

@@ -10,6 +10,7 @@ layers, so same weights), for the token caches and the softmax's start.
 import functools
 
 import keras
+import numpy as np
 
 from bilm.errors import UserError
 from bilm.layers.char_cnn import CharCNNEncoder
@@ -103,17 +104,38 @@ def encode_characters(token_ids, char_encoder, highway, projection, word_embeddi
     return projection(x) if projection is not None else x
 
 
-def build_token_encoder(bilm, options, name="token_encoder"):
+def build_token_encoder(bilm, options, name="token_encoder", any_width=False):
     """The char-CNN token encoder of a character `build_bilm` model, as its
     own model on the same layers (so the same weights).
 
-    Input: int `(1, n_tokens, token_id_width)` ids. Output: `(1, n_tokens,
+    Input: int `(1, n_tokens, token_id_width)` ids; with `any_width`, of
+    any width (the first columns of such rows, `needed_columns`: options
+    without a word embedding only). Output: `(1, n_tokens,
     projection_dim)`, what the biLM computes for each of those tokens.
     """
-    char_ids = keras.Input(shape=(None, options.token_id_width), dtype="int32", name="token_characters")
+    if any_width and options.word_embedding is not None:
+        raise ValueError("A model with a word embedding reads its rows' last column: they keep their width.")
+    width = None if any_width else options.token_id_width
+    char_ids = keras.Input(shape=(None, width), dtype="int32", name="token_characters")
     layers = {layer.name: layer for layer in bilm.layers}
     projection = layers.get("token_projection")
     word_embedding = bilm.get_layer("word_embedding") if options.word_embedding is not None else None
     encoded = encode_characters(char_ids, bilm.get_layer("char_cnn"), bilm.get_layer("highway"), projection,
                                  word_embedding)
     return keras.Model(inputs=char_ids, outputs=encoded, name=name)
+
+
+def needed_columns(rows, widest_filter):
+    """How many leading columns of the char-id rows `rows` (int `(n, width)`, NumPy) the char CNN must read to
+    give every row's features: each row ends in a run of one id (the padding char, or 0 for a padding row), a
+    window inside the run has one value per row and filter, and the first such window ends `widest_filter`
+    columns past the row's content; at most `width`."""
+    if len(rows) == 0:
+        return min(rows.shape[1], widest_filter)
+    content = np.where(rows != rows[:, -1:], np.arange(1, rows.shape[1] + 1), 0).max(axis=1)
+    return min(int(content.max()) + widest_filter, rows.shape[1])
+
+
+def widest_filter(options):
+    """The widest filter of a character model's char CNN."""
+    return max(width for width, _ in options.char_cnn.filters)

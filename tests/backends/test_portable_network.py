@@ -131,3 +131,47 @@ def test_bfloat16_kernels_stay_within_their_tolerance(models, activations):
     assert 0 < np.abs(got - want).max()  # the kernels were rounded
     deviation = np.linalg.norm(got - want, axis=-1) / np.maximum(np.linalg.norm(want, axis=-1), 1e-6)
     assert deviation[np.linalg.norm(want, axis=-1) > 0].max() < BFLOAT16_INFERENCE_TOLERANCE * 5
+
+
+# Runs in the backend's process: a model of 24 characters a token, embedded with its token cache (the new words
+# read only the columns they reach) and without (every column), and the widths the encoder was called with.
+TRIMMED = '''
+import json, sys
+import numpy as np
+import keras
+import bilm
+import bilm.models.portable_calls as portable_calls
+
+folder = sys.argv[1]
+widths, run = [], portable_calls.inference_call
+
+def recording(network, signature=None):  # the token encoder's calls, with their widths
+    call = run(network, signature)
+    def record(inputs):
+        if set(inputs) == {"token_characters"}:
+            widths.append(int(inputs["token_characters"].shape[-1]))
+        return call(inputs)
+    return record
+
+portable_calls.inference_call = recording
+ids = bilm.Batcher(None, 24).batch_sentences(json.loads(sys.argv[2]))
+out = lambda size: keras.ops.convert_to_numpy(bilm.BidirectionalLanguageModel(
+    folder + "/options_24.json", folder + "/weights_24.hdf5", stateful=False, start="zeros",
+    token_cache_size=size)(ids)["lm_embeddings"])
+whole, trimmed = out(0), out(100)
+print(json.dumps({"widths": widths, "max_difference": float(np.abs(trimmed - whole).max()),
+                  "max_value": float(np.abs(whole).max())}))
+'''
+
+
+@pytest.mark.parametrize("backend", ["jax", "torch"])
+def test_new_words_read_only_the_columns_they_reach_and_give_every_columns_vectors(tmp_path, backend):
+    """The longest words, three letters (<bow> s a t <eow>: 5 columns), and the widest filter (3) reach 8 of the
+    24 columns."""
+    options = R.make_options(max_chars=24)
+    (tmp_path / "options_24.json").write_text(json.dumps(options))
+    R.write_random_weights(str(tmp_path / "weights_24.hdf5"), options, seed=4)
+    sentences = [["The", "cat", "sat", "."], ["Hi"]]
+    result = json_result(run_on_backend(backend, TRIMMED, tmp_path, json.dumps(sentences)))
+    assert result["widths"] == [8], result
+    assert result["max_value"] > 0.1 and result["max_difference"] <= 1e-6 * result["max_value"], result

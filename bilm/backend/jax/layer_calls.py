@@ -17,6 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bilm.backend.jax.inference import padded_length
+from bilm.models.token_encoding import needed_columns
 
 _BOUND = threading.local()
 
@@ -45,9 +46,7 @@ def distinct_tokens_bound(char_ids, devices, widest_filter=None):
     distinct, first = np.unique(rows, return_index=True)
     width, columns = flat.shape[1], None
     if widest_filter is not None:
-        unique = flat[first]
-        content = np.where(unique != unique[:, -1:], np.arange(1, width + 1), 0).max(axis=1)
-        columns = min(padded_length(int(content.max()) + widest_filter), width)
+        columns = min(padded_length(needed_columns(flat[first], widest_filter)), width)
         columns = None if columns == width else columns
     return DistinctTokens(min(padded_length(len(distinct)), len(rows)), columns)
 

@@ -28,6 +28,7 @@ from keras import ops
 from bilm.backend import training_ops
 from bilm.layers.stateless_dropout import dropout_site
 from bilm.models.functional_bilm import DIRECTIONS, build_bilm, state_keys
+from bilm.models.token_encoding import widest_filter
 from bilm.training.arrays import optimizers
 from bilm.training.model.softmax_losses import full_softmax_loss, sampled_softmax_loss
 
@@ -128,7 +129,7 @@ class JaxTrainStep:
         if not self.use_character_inputs:
             return None
         # The char CNN's columns are trimmed where a row holds characters only (not a word's id after them).
-        widest = None if self.options.word_embedding is not None else max(w for w, _ in self.options.char_cnn.filters)
+        widest = None if self.options.word_embedding is not None else widest_filter(self.options)
         return self.backend.distinct_tokens_bound(
             [batch[key] for key in self.batch_keys() if key.startswith(self.input_key)], self.devices, widest)
 
