@@ -12,7 +12,8 @@ from bilm.models.functional_bilm import build_contextual_bilm
 from bilm.models.id_checks import check_id_values
 from bilm.models.network_calls import inference_call, padded_ids
 from bilm.models.token_cache import TokenEncodingCache
-from bilm.models.token_encoding import build_token_encoder, needed_columns, widest_filter
+from bilm.models.token_encoding import build_token_encoder, widest_filter
+from bilm.ops.char_convolutions_portable import needed_columns
 
 # On JAX, the new words a call encodes are padded to at least this many (fewer shapes to compile: 16 and 24 for
 # one sentence a call).

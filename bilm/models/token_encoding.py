@@ -10,7 +10,6 @@ layers, so same weights), for the token caches and the softmax's start.
 import functools
 
 import keras
-import numpy as np
 
 from bilm.errors import UserError
 from bilm.layers.char_cnn import CharCNNEncoder
@@ -123,17 +122,6 @@ def build_token_encoder(bilm, options, name="token_encoder", any_width=False):
     encoded = encode_characters(char_ids, bilm.get_layer("char_cnn"), bilm.get_layer("highway"), projection,
                                  word_embedding)
     return keras.Model(inputs=char_ids, outputs=encoded, name=name)
-
-
-def needed_columns(rows, widest_filter):
-    """How many leading columns of the char-id rows `rows` (int `(n, width)`, NumPy) the char CNN must read to
-    give every row's features: each row ends in a run of one id (the padding char, or 0 for a padding row), a
-    window inside the run has one value per row and filter, and the first such window ends `widest_filter`
-    columns past the row's content; at most `width`."""
-    if len(rows) == 0:
-        return min(rows.shape[1], widest_filter)
-    content = np.where(rows != rows[:, -1:], np.arange(1, rows.shape[1] + 1), 0).max(axis=1)
-    return min(int(content.max()) + widest_filter, rows.shape[1])
 
 
 def widest_filter(options):

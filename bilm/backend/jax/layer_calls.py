@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bilm.backend.jax.inference import padded_length
-from bilm.models.token_encoding import needed_columns
+from bilm.ops.char_convolutions_portable import needed_columns
 
 _BOUND = threading.local()
 
