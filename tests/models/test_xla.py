@@ -37,11 +37,11 @@ def gpu_visible_to_keras(monkeypatch):
         d for d in listed if device_type is None or d.device_type == device_type])
 
 
-def _readme_tagger(model_files, jit_compile, output="elmo"):
+def _readme_tagger(model_files, jit_compile):
     """The README's tagger (ELMo, a BiLSTM, softmax tags) on char ids, with the same weights on every call."""
     keras.utils.set_random_seed(3)
     x, tokens = Batcher(None, 50).batch_sentences(SENTENCES), keras.Input(shape=(None, 50), dtype="int32")
-    elmo = ELMoEmbedding.from_files(*model_files, output=output, start="zeros")(tokens)
+    elmo = ELMoEmbedding.from_files(*model_files, start="zeros")(tokens)
     hidden = keras.layers.Bidirectional(keras.layers.LSTM(4, return_sequences=True))(elmo)
     tagger = keras.Model(tokens, keras.layers.Dense(3, activation="softmax")(hidden))
     tagger.compile(keras.optimizers.Adam(0.01), "sparse_categorical_crossentropy", jit_compile=jit_compile)
