@@ -9,19 +9,18 @@ from bilm.io.formats.weight_file import WeightFileError
 from bilm.layers.layer_mix import WeightLayers
 from bilm.models.elmo_embedding_files import elmo_embedding_from_files
 from bilm.models.elmo_inputs import ELMoInputs
-from bilm.models.elmo_outputs import check_output, elmo_outputs, lstm_output_names
+from bilm.models.elmo_layer_arguments import LayerArguments, check_layer_arguments
+from bilm.models.elmo_outputs import elmo_outputs, named_outputs
 from bilm.models.functional_bilm import build_bilm, state_keys
 from bilm.models.id_checks import check_rows
 from bilm.models.network_dtype import FLOAT32, float32_policy
-from bilm.models.start_state import STARTS
-from bilm.models.text_inputs import INPUT_TYPES, TEXT_INPUT_TYPES, compiling_text_with_xla
-from bilm.ops.kernel_dtypes import check_kernel_dtype
+from bilm.models.text_inputs import TEXT_INPUT_TYPES, compiling_text_with_xla
 from bilm.options import load_options
 from bilm.utils.deprecation import deprecated_alias, renamed_argument
 
 
 @keras.saving.register_keras_serializable(package="bilm")
-class ELMoEmbedding(ELMoInputs, keras.layers.Layer):
+class ELMoEmbedding(ELMoInputs, LayerArguments, keras.layers.Layer):
     """ELMo representations of text from a pretrained biLM, as one Keras layer.
 
     The biLM is `build_bilm`'s functional model, `network`, run *stateless*: every
@@ -96,9 +95,6 @@ class ELMoEmbedding(ELMoInputs, keras.layers.Layer):
             adapter rejects NumPy string arrays.
         training: Python bool; enables `dropout`.
 
-    XLA: ids compile; text (string ops) sets `supports_jit = False`, so Keras
-    compiles the model without XLA (ids from the input pipeline: docs/keras.md).
-
     Returns:
         The tensor (or dict) named by `output`, with `time` the input's
         token axis (for char/token ids, the ids' time minus the two
@@ -109,17 +105,9 @@ class ELMoEmbedding(ELMoInputs, keras.layers.Layer):
     `to_ids` (text -> biLM ids, in graph; `bilm.models.elmo_inputs`) and
     `embed_ids` (ids -> every output) are the two halves of `call`.
 
-    Example:
-    ```python
-    tokens = keras.Input(shape=(None,), dtype="string")
-    elmo = ELMoEmbedding.from_files("options.json", "weights.hdf5")(tokens)
-    x = keras.layers.Bidirectional(keras.layers.LSTM(64, return_sequences=True))(elmo)
-    model = keras.Model(tokens, keras.layers.Dense(n_tags, activation="softmax")(x))
-    ```
-
-    Reference:
-        - [Peters et al., 2018](https://arxiv.org/abs/1802.05365)
-        - TF-Hub's ELMo module (output names), AllenNLP's `Elmo` (dropout).
+    In a Keras model: the README's tagger and docs/keras.md (XLA: ids compile; text sets `supports_jit =
+    False`, so Keras compiles the model without XLA). References: Peters et al., 2018
+    (https://arxiv.org/abs/1802.05365); TF-Hub's ELMo module (output names); AllenNLP's `Elmo` (dropout).
     """
 
     def __init__(self, options, output="elmo", mix="scalar", mix_seed=None, trainable_mix=True, trainable_bilm=False,
@@ -132,23 +120,10 @@ class ELMoEmbedding(ELMoInputs, keras.layers.Layer):
         options = load_options(options)
         use_character_inputs = options.char_cnn is not None
         options = options.for_prediction(use_character_inputs)
-        check_output(output, options.n_layers)
-        if input_type not in INPUT_TYPES:
-            raise UserError(f"input_type must be one of {INPUT_TYPES}. Received: input_type={input_type!r}")
-        if not 0.0 <= dropout < 1.0:
-            raise UserError(f"dropout must be in [0, 1). Received: dropout={dropout}")
-        if max_batch_size is not None and max_batch_size < 1:
-            raise UserError(f"max_batch_size must be >= 1 or None. Received: max_batch_size={max_batch_size}")
-        if start not in STARTS:
-            raise UserError(f"start must be one of {STARTS}. Received: start={start!r}")
-        kernel_dtype = check_kernel_dtype(
-            renamed_argument("kernel_dtype", kernel_dtype, "matmul_dtype", matmul_dtype, "float32"))
-        if trainable_bilm and kernel_dtype != "float32":
-            raise UserError(f"trainable_bilm=True fine-tunes the biLM, which needs float32 kernels. Received: "
-                            f"kernel_dtype={kernel_dtype!r}; pass kernel_dtype='float32' to fine-tune.")
-        if not use_character_inputs and n_token_vocab is None:
-            raise UserError(f"{options.source}: the options have no 'char_cnn' section, so this is a token-input biLM: "
-                            "pass n_token_vocab= (or use ELMoEmbedding.from_files(..., embedding_weight_file=...)).")
+        kernel_dtype = check_layer_arguments(
+            options, output=output, input_type=input_type, dropout=dropout, max_batch_size=max_batch_size,
+            start=start, kernel_dtype=kernel_dtype, matmul_dtype=matmul_dtype, trainable_bilm=trainable_bilm,
+            n_token_vocab=n_token_vocab)
         self.options = options
         # `Layer.output` is Keras's (the symbolic output tensor).
         self.output_key = output
@@ -168,11 +143,9 @@ class ELMoEmbedding(ELMoInputs, keras.layers.Layer):
         self.use_character_inputs = use_character_inputs
         self.supports_masking = True
 
-        # === Layers ===
         self.network = build_bilm(options, n_token_vocab=self.n_token_vocab, kernel_dtype=kernel_dtype, name="bilm")
         self.network.trainable = trainable_bilm
-        # `self.mix` is the mix layer (its name in saved archives); the
-        # `mix` argument is its kind, `self.mix.mix`.
+        # `self.mix` is the mix layer (its name in saved archives); the `mix` argument is its kind, `self.mix.mix`.
         self.mix = WeightLayers(mix=mix, l2_coef=l2_coef or None, use_top_only=use_top_only,
                                 do_layer_norm=do_layer_norm, seed=mix_seed, name="elmo_mix", dtype=FLOAT32)
         self.mix.trainable = self._mix_trains()
@@ -185,8 +158,7 @@ class ELMoEmbedding(ELMoInputs, keras.layers.Layer):
     @classmethod
     def from_files(cls, options_file, weight_file, *, embedding_weight_file=None, vocab_file=None, start=None,
                    warm_up=None, boundary_state=None, **kwargs):
-        """An `ELMoEmbedding` with the weights of `weight_file` (the arguments:
-        `bilm.models.elmo_embedding_files.elmo_embedding_from_files`)."""
+        """An `ELMoEmbedding` with the weights of `weight_file` (the arguments: `elmo_embedding_from_files`'s)."""
         kwargs["kernel_dtype"] = renamed_argument("kernel_dtype", kwargs.pop("kernel_dtype", None), "matmul_dtype",
                                                   kwargs.pop("matmul_dtype", None), None)
         return elmo_embedding_from_files(cls, options_file, weight_file, embedding_weight_file=embedding_weight_file,
@@ -217,9 +189,8 @@ class ELMoEmbedding(ELMoInputs, keras.layers.Layer):
     @trainable.setter
     def trainable(self, value):
         keras.layers.Layer.trainable.fset(self, value)
-        # Unfreezing the layer must not unfreeze parts frozen by the
-        # constructor (the biLM unless trainable_bilm, the mix unless
-        # trainable_mix).
+        # Unfreezing the layer must not unfreeze parts frozen by the constructor (the biLM unless trainable_bilm,
+        # the mix unless trainable_mix).
         if value and hasattr(self, "mix"):
             self.network.trainable = self.trainable_bilm
             self.mix.trainable = self._mix_trains()
@@ -269,41 +240,10 @@ class ELMoEmbedding(ELMoInputs, keras.layers.Layer):
         elmo = ops.where(ops.expand_dims(mask, -1), elmo, ops.zeros_like(elmo))
         if self.dropout_layer is not None:
             elmo = self.dropout_layer(elmo, training=training)
-        count = ops.expand_dims(ops.cast(ops.maximum(lengths, 1), elmo.dtype), -1)
-        outputs = {"word_emb": lm_embeddings[:, 0, :, : self.options.projection_dim]}
-        for layer, name in enumerate(lstm_output_names(self.options.n_layers), start=1):
-            outputs[name] = lm_embeddings[:, layer]
-        outputs["elmo"] = elmo
-        outputs["default"] = ops.sum(elmo, axis=1) / count  # elmo is zero at padding
-        outputs["mask"] = mask
-        outputs["sequence_len"] = lengths
-        return outputs
+        return named_outputs(lm_embeddings, elmo, mask, lengths, self.options.projection_dim, self.options.n_layers)
 
     matmul_dtype = deprecated_alias("matmul_dtype", "kernel_dtype")
-    # The old name of `network`. Keras' saving walks attribute names in sorted order and stores a
-    # nested layer under the first name that reaches it: this alias keeps the biLM's weights at
-    # `.../bilm/...` in .keras and .weights.h5 files, where files saved before the rename have them
-    # (without it, reading them would need a path shim; it reads them without a warning).
+    # The old name of `network`. Keras's saving stores a nested layer under the first attribute name (sorted) that
+    # reaches it: this alias keeps the biLM's weights at `.../bilm/...` in .keras and .weights.h5 files, where files
+    # saved before the rename have them (so they load without a path shim or a warning).
     bilm = deprecated_alias("bilm", "network")
-
-    def get_config(self):
-        config = super().get_config()
-        # Constructor arguments kept under their own names; options, output and mix are stored otherwise.
-        config.update({name: getattr(self, name) for name in _CONFIG_ATTRIBUTES})
-        config.update({"options": self.options.to_dict(), "output": self.output_key, "mix": self.mix.mix})
-        return config
-
-    @classmethod
-    def from_config(cls, config):
-        """The layer of `get_config`'s dict; a config of a `.keras` file written
-        before `matmul_dtype` was renamed `kernel_dtype` loads as it did."""
-        if "matmul_dtype" in config:
-            config = {**config}
-            config.setdefault("kernel_dtype", config.pop("matmul_dtype"))
-        return super().from_config(config)
-
-
-_CONFIG_ATTRIBUTES = ("mix_seed", "trainable_mix", "trainable_bilm", "do_layer_norm", "l2_coef", "use_top_only",
-                      "dropout", "input_type", "max_batch_size", "n_token_vocab", "vocabulary", "start",
-                      "kernel_dtype")
-

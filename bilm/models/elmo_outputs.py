@@ -90,3 +90,17 @@ def elmo_outputs(model_outputs, n_layers):
             < ops.expand_dims(inner_lengths, 1))
     return {"lm_embeddings": lm_embeddings, "lengths": inner_lengths, "mask": mask,
             "token_embeddings": x}
+
+
+def named_outputs(lm_embeddings, elmo, mask, lengths, projection_dim, n_layers):
+    """Every output of `ELMoEmbedding` by its name (TF-Hub's), from `elmo_outputs`' `lm_embeddings`, `mask` and
+    `lengths` (a biLM of `n_layers`) and the mixed layers `elmo` `(batch, time, 2 * projection_dim)`, zero at
+    padding: `word_emb`,
+    `lstm_outputs{l}`, `elmo`, `default` (the mean of `elmo` over each row's tokens; zeros for an empty row),
+    `mask` and `sequence_len`."""
+    count = ops.expand_dims(ops.cast(ops.maximum(lengths, 1), elmo.dtype), -1)
+    outputs = {"word_emb": lm_embeddings[:, 0, :, :projection_dim]}
+    for layer, name in enumerate(lstm_output_names(n_layers), start=1):
+        outputs[name] = lm_embeddings[:, layer]
+    outputs.update(elmo=elmo, default=ops.sum(elmo, axis=1) / count, mask=mask, sequence_len=lengths)
+    return outputs
