@@ -31,6 +31,11 @@ class DistinctTokens(collections.namedtuple("DistinctTokens", ["rows", "columns"
         return self.rows >= other.rows and (self.columns is None or (
             other.columns is not None and self.columns >= other.columns))
 
+    def union(self, other):
+        """The least bounds that serve both `self` and `other`."""
+        columns = None if self.columns is None or other.columns is None else max(self.columns, other.columns)
+        return DistinctTokens(max(self.rows, other.rows), columns)
+
 
 def distinct_tokens_bound(char_ids, devices, widest_filter=None):
     """`DistinctTokens` of the int arrays `char_ids` (each `(..., width)`, NumPy) together: their distinct rows'

@@ -20,6 +20,7 @@ sampler, devices) is `bilm.backend.training_ops()`.
 
 Needs Keras on JAX or PyTorch (`KERAS_BACKEND=jax` or `torch`).
 """
+import functools
 import math
 
 import numpy as np
@@ -81,6 +82,7 @@ class JaxTrainStep:
         self.devices = self.placement.devices
         self.global_batch_size = settings.batch_size * len(self.devices)
         self._steps = {}  # {(warmup, distinct tokens bound): the compiled step}
+        self._expected = None  # the bound the run's first batches need together (`expect`)
 
     def initial_state(self, softmax_seed=0):
         """The state before the first step: the network's current weights, a softmax drawn from
@@ -114,13 +116,26 @@ class JaxTrainStep:
         batch = {key: np.asarray(batch[key]) for key in self.batch_keys()}
         bound = self._distinct_tokens_bound(batch)
         if bound is not None:  # a step compiled for larger bounds serves too: fewer compilations
-            bound = min((b for w, b in self._steps if w == warmup and b is not None and b.serves(bound)),
-                        default=bound, key=lambda b: (b.rows, b.columns or self.options.token_id_width))
+            serving = [b for w, b in self._steps if w == warmup and b is not None and b.serves(bound)]
+            if serving:
+                bound = min(serving, key=lambda b: (b.rows, b.columns or self.options.token_id_width))
+            elif self._expected is not None and self._expected.serves(bound):
+                bound = self._expected
         key = (warmup, bound)
         if key not in self._steps:
             self._steps[key] = self.backend.compile_step(
                 lambda state, batch, step, warmup=key[0], bound=key[1]: self._step(state, batch, step, warmup, bound))
         return self._steps[key](state, self.placement.rows(batch), ops.convert_to_tensor(step, "int32"))
+
+    def expect(self, batches):
+        """Notes the bound that `batches` (a run's first batches, before their steps) need together: a step
+        compiled for a batch that this bound serves is compiled for it. A short run's batches, whose distinct
+        tokens vary around one of the bounds' values, then share one program rather than compiling one for each
+        value they reach (several seconds each)."""
+        bounds = [self._distinct_tokens_bound({key: np.asarray(batch[key]) for key in self.batch_keys()})
+                  for batch in batches]
+        bounds = [bound for bound in bounds if bound is not None]
+        self._expected = functools.reduce(lambda a, b: a.union(b), bounds) if bounds else None
 
     def _distinct_tokens_bound(self, batch):
         """The bound on the batch's distinct tokens its step is compiled for (`training_ops`'

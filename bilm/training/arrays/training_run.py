@@ -5,6 +5,7 @@ the progress line and TensorBoard's scalars are `BaseRun`'s.
 
 Needs Keras on JAX or PyTorch (`KERAS_BACKEND=jax` or `torch`).
 """
+import itertools
 import os
 import warnings
 
@@ -21,6 +22,10 @@ from bilm.training.run import run_directory
 from bilm.training.run.base_run import BaseRun
 from bilm.training.run.stop_signals import PhaseInterrupted
 from bilm.utils.python_random import seeded_python_random
+
+# The first batches of a run whose distinct tokens together bound its first compiled step
+# (`JaxTrainStep.expect`).
+EXPECTED_BATCHES = 16
 
 
 class Trainer:
@@ -128,8 +133,12 @@ class JaxTrainingRun(BaseRun):
         return take_step
 
     def batches(self, data, skip):
-        """The stream's global batches after the first `skip`."""
-        return data.iter_batches(self.train_step.global_batch_size, self.settings.unroll_steps, skip=skip)
+        """The stream's global batches after the first `skip`; the first `EXPECTED_BATCHES` are read ahead, so the
+        step compiles for what they need together (`JaxTrainStep.expect`)."""
+        stream = data.iter_batches(self.train_step.global_batch_size, self.settings.unroll_steps, skip=skip)
+        first = list(itertools.islice(stream, EXPECTED_BATCHES))
+        self.train_step.expect(first)  # the bound its first step compiles for: the first batches' together
+        return itertools.chain(first, stream)
 
     def state_arrays(self):
         return self.state
