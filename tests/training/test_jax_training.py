@@ -125,26 +125,27 @@ def test_training_goes_far_below_unigram_perplexity(tmp_path, run_files, extra):
 @pytest.mark.slow
 def test_stopped_and_signalled_runs_continue_exactly_on_jax_and_pytorch(tmp_path, run_files):
     folder, corpus = run_files
-    # The run ends at the training key max_steps (7), before its epoch's 100 steps: whichever comes first.
+    # The run ends at the training key max_steps (24), before its epoch's 100 steps: whichever comes first.
     options = tiny_options(n_tokens_vocab=corpus["n_vocab"], n_train_tokens=16 * 5 * 100, dropout=0.1,
-                           n_negative_samples_batch=8, max_steps=7)
+                           n_negative_samples_batch=8, max_steps=24)
     # On JAX: a run straight to its end; one stopped at step 3 (after a call of no steps), then continued to its
-    # end; one sent SIGTERM at batch 4 (it saves step 5), continued by another process. (A run moved from JAX to
+    # end; one sent SIGTERM at batch 20 (it saves step 21; past the 16 batches a JAX run reads ahead), continued by
+    # another process. (A run moved from JAX to
     # PyTorch: test_a_run_stopped_on_tensorflow_continues_on_jax_and_pytorch_and_back's round trip.)
     whole, stopped, continued, signalled = _train(
         folder, options, (tmp_path / "whole", [100], None), (tmp_path / "parts", [0, 3], None),
-        (tmp_path / "parts", [100], None), (tmp_path / "signalled", [100], 4))
+        (tmp_path / "parts", [100], None), (tmp_path / "signalled", [100], 20))
     signalled_continued, = _train(folder, options, (tmp_path / "signalled", [100], None))
     # On PyTorch: a run straight to its end, and one signalled, continued by another process.
     torch_whole, torch_signalled = _train(folder, options, (tmp_path / "torch_whole", [100], None),
-                                          (tmp_path / "torch_signalled", [100], 4), backend="torch")
+                                          (tmp_path / "torch_signalled", [100], 20), backend="torch")
     torch_continued, = _train(folder, options, (tmp_path / "torch_signalled", [100], None), backend="torch")
-    assert whole["step"] == 7 and whole["finished"]
+    assert whole["step"] == 24 and whole["finished"]
     assert stopped["steps_of_each_call"] == [0, 3] and not stopped["finished"]
-    assert continued["step"] == 7
+    assert continued["step"] == 24
     for run in (signalled, torch_signalled):
-        assert run["interrupted"] and run["step"] == 5 and run["exit_status"] == 128 + signal.SIGTERM
-    assert signalled_continued["step"] == torch_whole["step"] == torch_continued["step"] == 7
+        assert run["interrupted"] and run["step"] == 21 and run["exit_status"] == 128 + signal.SIGTERM
+    assert signalled_continued["step"] == torch_whole["step"] == torch_continued["step"] == 24
     # Each backend restarts its own runs exactly.
     for want_run, runs in (("whole", ("parts", "signalled")), ("torch_whole", ("torch_signalled",))):
         want = _checkpoint_arrays(tmp_path / want_run)
@@ -330,8 +331,9 @@ def saved_steps(save_dir):
 
 
 report = {}
-# On the clock: every 10 minutes, the steps far apart (checkpoint_every 1000); batch 2 is late, so step 3 saves.
-train(options, SlowStream(2), 1, folder + "/clock", None, seed=5, max_steps=6, checkpoint_every=1000,
+# On the clock: every 10 minutes, the steps far apart (checkpoint_every 1000); batch 18 is late (past the 16
+# batches a JAX run reads ahead), so step 19 saves.
+train(options, SlowStream(18), 1, folder + "/clock", None, seed=5, max_steps=20, checkpoint_every=1000,
       checkpoint_every_minutes=10, verbose=0)
 report["clock"] = saved_steps(folder + "/clock")
 # max_to_keep: a save every step, the last two kept.
@@ -368,7 +370,7 @@ def test_the_loop_settings_act_on_jax(tmp_path, run_files):
     result = run_on_backend("jax", LOOP_SETTINGS, tmp_path)
     report = json_result(result)
     assert not report["tensorflow_imported"]
-    assert report["clock"] == [3, 6]  # the late step's save, and the call's last
+    assert report["clock"] == [19, 20]  # the late step's save, and the call's last
     assert report["kept"] == [5, 6]
     out = result.stdout
     assert re.findall(r"^(\w+ \d+): held-out perplexity", out, re.M) == ["Step 2", "Step 4", "Step 5"]

@@ -133,11 +133,14 @@ class JaxTrainingRun(BaseRun):
         return take_step
 
     def batches(self, data, skip):
-        """The stream's global batches after the first `skip`; the first `EXPECTED_BATCHES` are read ahead, so the
-        step compiles for what they need together (`JaxTrainStep.expect`)."""
-        stream = data.iter_batches(self.train_step.global_batch_size, self.settings.unroll_steps, skip=skip)
-        first = list(itertools.islice(stream, EXPECTED_BATCHES))
-        self.train_step.expect(first)  # the bound its first step compiles for: the first batches' together
+        """The stream's global batches after the first `skip`. Where the step is compiled per distinct-token bound
+        (JAX on one CPU, character inputs), the first `EXPECTED_BATCHES` are read ahead, so that it compiles for
+        what they need together (`JaxTrainStep.expect`)."""
+        stream = iter(data.iter_batches(self.train_step.global_batch_size, self.settings.unroll_steps, skip=skip))
+        first = list(itertools.islice(stream, 1))  # what the first step reads anyway
+        if self.train_step.expect(first) is not None:  # a step compiled per bound: the first batches' together
+            first += itertools.islice(stream, EXPECTED_BATCHES - 1)
+            self.train_step.expect(first)
         return itertools.chain(first, stream)
 
     def state_arrays(self):
