@@ -50,7 +50,7 @@ arrays = {**{"model/" + name: ops.convert_to_numpy(v) for name, v in zip(step.na
           **{"state/" + key: ops.convert_to_numpy(v) for key, v in state["lstm"].items()}}
 np.savez(folder + "/jax.npz", **arrays)
 # The bounds on the batches' distinct tokens the steps were compiled for (None: every token encoded).
-bounds = sorted({bound for _, bound in step._steps}, key=str)
+bounds = sorted(set(step.compiled_bounds()), key=str)
 print(json.dumps({"outputs": outputs, "tensorflow_imported": "tensorflow" in sys.modules, "bounds": bounds}))
 '''
 

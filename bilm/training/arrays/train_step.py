@@ -127,6 +127,11 @@ class JaxTrainStep:
                 lambda state, batch, step, warmup=key[0], bound=key[1]: self._step(state, batch, step, warmup, bound))
         return self._steps[key](state, self.placement.rows(batch), ops.convert_to_tensor(step, "int32"))
 
+    def compiled_bounds(self):
+        """The distinct-token bounds (`DistinctTokens`; None: every token encoded) of the steps compiled so far,
+        one per program (a warm-up's and a full step's apart)."""
+        return [bound for _, bound in self._steps]
+
     def expect(self, batches):
         """Notes the bound that `batches` (a run's first batches, before their steps) need together: a step
         compiled for a batch that this bound serves is compiled for it. A short run's batches, whose distinct

@@ -36,7 +36,7 @@ compiled, losses = [], []
 for batch in batches:
     state, metrics = step(state, batch, len(losses))
     losses.append(float(metrics["loss"]))
-    compiled.append(sorted(bound.rows for _, bound in step._steps))
+    compiled.append(sorted(bound.rows for bound in step.compiled_bounds()))
 print(json.dumps({"compiled": compiled, "finite": bool(np.all(np.isfinite(losses)))}))
 '''
 
