@@ -133,13 +133,14 @@ class JaxTrainStep:
         return [bound for _, bound in self._steps]
 
     def expect(self, batches):
-        """Notes the bound that `batches` (a run's first batches, before their steps) need together: a step
-        compiled for a batch that this bound serves is compiled for it. A short run's batches, whose distinct
-        tokens vary around one of the bounds' values, then share one program rather than compiling one for each
-        value they reach (several seconds each). Returns that bound: None where the step is compiled for none."""
+        """Notes the bound that `batches` (a run's first batches, before their steps) need together with those
+        noted before: a step compiled for a batch that this bound serves is compiled for it. A short run's
+        batches, whose distinct tokens vary around one of the bounds' values, then share one program rather than
+        compiling one for each value they reach (several seconds each). Returns the bound noted so far: None where
+        the step is compiled for none."""
         bounds = [self._distinct_tokens_bound({key: np.asarray(batch[key]) for key in self.batch_keys()})
                   for batch in batches]
-        bounds = [bound for bound in bounds if bound is not None]
+        bounds = [bound for bound in [self._expected, *bounds] if bound is not None]
         self._expected = functools.reduce(lambda a, b: a.union(b), bounds) if bounds else None
         return self._expected
 

@@ -139,8 +139,9 @@ class JaxTrainingRun(BaseRun):
         stream = iter(data.iter_batches(self.train_step.global_batch_size, self.settings.unroll_steps, skip=skip))
         first = list(itertools.islice(stream, 1))  # what the first step reads anyway
         if self.train_step.expect(first) is not None:  # a step compiled per bound: the first batches' together
-            first += itertools.islice(stream, EXPECTED_BATCHES - 1)
-            self.train_step.expect(first)
+            more = list(itertools.islice(stream, EXPECTED_BATCHES - 1))
+            self.train_step.expect(more)
+            first += more
         return itertools.chain(first, stream)
 
     def state_arrays(self):
