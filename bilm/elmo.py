@@ -13,7 +13,7 @@ from bilm.models.bidirectional_lm import BidirectionalLanguageModel
 from bilm.models.boundary_state import DEFAULT_N_SENTENCES
 from bilm.models.elmo_embedding import ELMoEmbedding
 from bilm.models.embedding_settings import EmbeddingSettings
-from bilm.models.sentence_layers import each_sentence_layers, layer_selector
+from bilm.models.sentence_layers import in_input_order, layer_selector
 from bilm.models.text_inputs import batcher_for
 from bilm.options import holds_options, load_options, save_options
 from bilm.utils.deprecation import deprecated_alias, renamed_argument
@@ -61,9 +61,18 @@ class ELMo:
 
     def __init__(self, options_file, weight_file, metadata=None, token_cache_size=50_000, start=None,
                  warm_up=None, kernel_dtype=None, matmul_dtype=None):
-        kernel_dtype = renamed_argument("kernel_dtype", kernel_dtype, "matmul_dtype", matmul_dtype, "float32")
-        settings = EmbeddingSettings.of(token_cache_size=token_cache_size, start=start, warm_up=warm_up,
-                                        kernel_dtype=kernel_dtype)
+        self._set_up(options_file, weight_file, metadata, EmbeddingSettings.of(
+            token_cache_size=token_cache_size, start=start, warm_up=warm_up, kernel_dtype=kernel_dtype,
+            matmul_dtype=matmul_dtype))
+
+    @classmethod
+    def from_settings(cls, options_file, weight_file, settings, metadata=None):
+        """The model of these files with `settings`, an `EmbeddingSettings` (`load`'s, the Beam handler's)."""
+        elmo = cls.__new__(cls)
+        elmo._set_up(options_file, weight_file, metadata, settings)
+        return elmo
+
+    def _set_up(self, options_file, weight_file, metadata, settings):
         options = load_options(options_file)
         if options.char_cnn is None:
             raise UserError(
@@ -77,8 +86,7 @@ class ELMo:
         self.language_model = BidirectionalLanguageModel.from_settings(options, self.weight_file, settings)
         self.options = self.language_model.options
         self.kernel_dtype = self.language_model.kernel_dtype
-        self.dim = 2 * self.options.projection_dim
-        self.n_layers = self.options.n_layers
+        self.dim, self.n_layers = 2 * self.options.projection_dim, self.options.n_layers
         self._batcher = batcher_for(self.options)
 
     def __repr__(self):
@@ -119,12 +127,8 @@ class ELMo:
             TypeError: `sentences` is a string, or a sentence or token is not a string / list of strings.
             ValueError: a bad `layers`, `start` or `batch_size`.
         """
-        select = layer_selector(layers, self.n_layers)
-        results = {}
-        for index, sentence_layers in each_sentence_layers(self.language_model, self._batcher, sentences, start=start,
-                                                           batch_size=batch_size, verbose=verbose):
-            results[index] = select(sentence_layers)
-        return [results[index] for index in range(len(results))]
+        return in_input_order(self.language_model, self._batcher, sentences, layer_selector(layers, self.n_layers),
+                              start=start, batch_size=batch_size, verbose=verbose)
 
     def embed_sentence(self, sentence, layers="average", *, start=None):
         """`embed([sentence], layers)[0]`: one sentence (tokens or a string)."""
@@ -139,14 +143,10 @@ class ELMo:
         Returns:
             float32 `(n_sentences, 2P)`; zeros for an empty sentence.
         """
-        rows = {}
-        for index, sentence_layers in each_sentence_layers(self.language_model, self._batcher, sentences, start=start,
-                                                           batch_size=batch_size, verbose=verbose):
-            if sentence_layers.shape[1]:
-                rows[index] = sentence_layers.mean(axis=0).mean(axis=0)
-            else:
-                rows[index] = np.zeros(self.dim, np.float32)
-        return np.stack([rows[index] for index in range(len(rows))]) if rows else np.zeros((0, self.dim), np.float32)
+        rows = in_input_order(self.language_model, self._batcher, sentences, lambda layers: (
+            layers.mean(axis=0).mean(axis=0) if layers.shape[1] else np.zeros(self.dim, np.float32)),
+            start=start, batch_size=batch_size, verbose=verbose)
+        return np.stack(rows) if rows else np.zeros((0, self.dim), np.float32)
 
     def embed_file(self, input_file, output_file, layers="all", *, batch_size=None, use_sentence_keys=False,
                    start=None, resume=True, overwrite=False, verbose=1):

@@ -1,7 +1,7 @@
 """`load`: a published ELMo model in one call (`ELMo`, its vectors for your sentences: `bilm.elmo`)."""
 from bilm.elmo import ELMo
 from bilm.io.sources.model_files import locate_model
-from bilm.utils.deprecation import renamed_argument
+from bilm.models.embedding_settings import EmbeddingSettings
 
 __all__ = ["ELMo", "load"]
 
@@ -57,9 +57,13 @@ def load(path, *, cache_dir=None, sha256=None, start=None, warm_up=None, kernel_
     vectors = elmo.embed([["The", "cat", "sat"], ["Hi"]])  # [(3, 2P), (1, 2P)]
     ```
     """
-    kernel_dtype = renamed_argument("kernel_dtype", kernel_dtype, "matmul_dtype", matmul_dtype, "float32")
+    settings = EmbeddingSettings.of(start=start, warm_up=warm_up, kernel_dtype=kernel_dtype, matmul_dtype=matmul_dtype)
+    return load_with_settings(path, settings, cache_dir=cache_dir, sha256=sha256, mirror=mirror)
+
+
+def load_with_settings(path, settings, *, cache_dir=None, sha256=None, mirror=None):
+    """`load` with its embedding settings made once, an `EmbeddingSettings` (the Beam handler's)."""
     files = locate_model(path, cache_dir=cache_dir, sha256=sha256, mirror=mirror)
-    return ELMo(files.options_file, files.weight_file, metadata=files.metadata, start=start, warm_up=warm_up,
-                kernel_dtype=kernel_dtype)
+    return ELMo.from_settings(files.options_file, files.weight_file, settings, metadata=files.metadata)
 
 

@@ -28,7 +28,7 @@ ALLOWED = {
     "models": {"backend", "layers", "ops", "io", "text", "options"},
     "export": {"models", "io", "text", "ops", "options"},
     "elmo": {"export", "models", "io", "text", "options"},
-    "pretrained": {"elmo", "io"},
+    "pretrained": {"elmo", "models", "io"},
     "training": {"backend", "models", "layers", "ops", "io", "text", "options", "optimizers", "presets"},
     "commands": {"backend", "export", "training", "models", "io", "ops", "optimizers", "options", "presets", "text"},
     "compat": {"pretrained", "models", "io", "text", "options", "layers"},

@@ -10,9 +10,9 @@ from bilm.beam.file_systems import fetch_model, is_bucket_path
 from bilm.errors import UserError
 from bilm.io.formats.sentence_files import BULK_MAX_TOKENS
 from bilm.models.embedding_settings import EmbeddingSettings
-from bilm.pretrained import ELMo, load
+from bilm.pretrained import ELMo, load_with_settings
 from bilm.text.whitespace import split_tokens
-from bilm.utils.deprecation import deprecated_alias, renamed_argument
+from bilm.utils.deprecation import deprecated_alias
 
 LAYERS = ("average", "all", "top")
 # RunInference gathers up to this many tokens a call; `ELMo.embed` then batches them by length.
@@ -62,7 +62,6 @@ class ELMoModelHandler(ModelHandler):
                  sha256=None, start=None, warm_up=None, kernel_dtype=None, mirror=None,
                  max_batch_tokens=DEFAULT_MAX_BATCH_TOKENS, tf32=None, matmul_dtype=None):
         super().__init__()
-        kernel_dtype = renamed_argument("kernel_dtype", kernel_dtype, "matmul_dtype", matmul_dtype, "float32")
         if (model is None) == (options_file is None or weight_file is None):
             raise UserError("Give the model either as model= (what bilm.load opens) or as options_file= and "
                             f"weight_file=. Received: model={model!r}, options_file={options_file!r}, "
@@ -78,9 +77,10 @@ class ELMoModelHandler(ModelHandler):
         self.cache_dir = cache_dir
         self.sha256 = sha256
         # Sentences as lists of their own: the handler is pickled to every worker.
-        self.settings = EmbeddingSettings.of(start=start, kernel_dtype=kernel_dtype, warm_up=(
-            warm_up if warm_up is None or isinstance(warm_up, str) else
-            [sentence if isinstance(sentence, str) else list(sentence) for sentence in warm_up]))
+        self.settings = EmbeddingSettings.of(
+            start=start, kernel_dtype=kernel_dtype, matmul_dtype=matmul_dtype, warm_up=(
+                warm_up if warm_up is None or isinstance(warm_up, str) else
+                [sentence if isinstance(sentence, str) else list(sentence) for sentence in warm_up]))
         self.mirror = mirror
         self.max_batch_tokens = max_batch_tokens
         if tf32 not in (None, True, False):
@@ -102,11 +102,10 @@ class ELMoModelHandler(ModelHandler):
         if self.tf32 is not None:  # this worker's arithmetic, as the handler was asked
             tf.config.experimental.enable_tensor_float_32_execution(self.tf32)
         if self.model is None:
-            return ELMo(self.options_file, self.weight_file, start=self.start, warm_up=self.warm_up,
-                        kernel_dtype=self.kernel_dtype)
+            return ELMo.from_settings(self.options_file, self.weight_file, self.settings)
         model = fetch_model(self.model, self.cache_dir) if is_bucket_path(self.model) else self.model
-        return load(model, cache_dir=self.cache_dir, sha256=self.sha256, start=self.start, warm_up=self.warm_up,
-                    kernel_dtype=self.kernel_dtype, mirror=self.mirror)
+        return load_with_settings(model, self.settings, cache_dir=self.cache_dir, sha256=self.sha256,
+                                  mirror=self.mirror)
 
     @property
     def start(self):

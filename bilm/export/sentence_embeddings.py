@@ -53,7 +53,6 @@ from bilm.io.formats.embedding_files import (
 )
 from bilm.io.formats.output_files import writer_lock
 from bilm.models.embedding_settings import EmbeddingSettings
-from bilm.utils.deprecation import renamed_argument
 
 
 def embed_file(input_file, output_file, options_file, weight_file, output_format="all", batch_size=None,
@@ -80,10 +79,9 @@ def embed_file(input_file, output_file, options_file, weight_file, output_format
     Returns:
         number of sentence datasets written by this call.
     """
-    kernel_dtype = renamed_argument("kernel_dtype", kernel_dtype, "matmul_dtype", matmul_dtype, "float32")
     _check_output_format(output_format)
     options = character_options(options_file, "embed_file")
-    settings = EmbeddingSettings.of(start=start, warm_up=warm_up, kernel_dtype=kernel_dtype)
+    settings = EmbeddingSettings.of(start=start, warm_up=warm_up, kernel_dtype=kernel_dtype, matmul_dtype=matmul_dtype)
     check_arguments(input_file, weight_file, batch_size)
     with writer_lock(output_file):  # held until the file is renamed: a second run is refused before any check
         model = load_after_checks(input_file, output_file, options, weight_file, overwrite, settings)
@@ -180,9 +178,8 @@ def dump_bilm_embeddings(vocab_file, dataset_file, options_file, weight_file, ou
     Returns:
         number of sentence datasets written by this call.
     """
-    kernel_dtype = renamed_argument("kernel_dtype", kernel_dtype, "matmul_dtype", matmul_dtype, "float32")
     options = character_options(options_file, "dump_bilm_embeddings")
-    settings = EmbeddingSettings.of(start=start, warm_up=warm_up, kernel_dtype=kernel_dtype)
+    settings = EmbeddingSettings.of(start=start, warm_up=warm_up, kernel_dtype=kernel_dtype, matmul_dtype=matmul_dtype)
     check_arguments(dataset_file, weight_file, batch_size)
     with writer_lock(outfile):
         model = load_after_checks(dataset_file, outfile, options, weight_file, overwrite, settings, vocab_file)

@@ -14,7 +14,7 @@ from bilm.models.portable_calls import PortableCalls
 from bilm.models.prediction_network import load_prediction_bilm
 from bilm.models.start_state import resolve_start
 from bilm.options import load_options
-from bilm.utils.deprecation import deprecated_alias, renamed_argument
+from bilm.utils.deprecation import deprecated_alias
 
 
 class BidirectionalLanguageModel:
@@ -85,10 +85,9 @@ class BidirectionalLanguageModel:
                  embedding_weight_file=None, max_batch_size=128, stateful=True,
                  token_cache_size=50_000, start=None, boundary_state=None, warm_up=None,
                  kernel_dtype=None, matmul_dtype=None):
-        kernel_dtype = renamed_argument("kernel_dtype", kernel_dtype, "matmul_dtype", matmul_dtype, "float32")
         settings = EmbeddingSettings.of(start=start, warm_up=warm_up, boundary_state=boundary_state,
                                         kernel_dtype=kernel_dtype, max_batch_size=max_batch_size,
-                                        token_cache_size=token_cache_size)
+                                        token_cache_size=token_cache_size, matmul_dtype=matmul_dtype)
         self._set_up(options_file, weight_file, settings, stateful, use_character_inputs, embedding_weight_file)
 
     @classmethod

@@ -31,6 +31,7 @@ import numpy as np
 from bilm.errors import UserError
 from bilm.models.start_state import STARTS
 from bilm.ops.kernel_dtypes import check_kernel_dtype
+from bilm.utils.deprecation import renamed_argument
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,8 +57,10 @@ class EmbeddingSettings:
 
     @classmethod
     def of(cls, *, start=None, warm_up=None, boundary_state=None, kernel_dtype=None, max_batch_size=128,
-           token_cache_size=50_000):
-        """Checked settings (None `kernel_dtype`: float32); one `UserError` naming a bad one."""
+           token_cache_size=50_000, matmul_dtype=None):
+        """Checked settings (None `kernel_dtype`: float32; `matmul_dtype`: its deprecated old name, with a
+        `DeprecationWarning` at the user's line); one `UserError` naming a bad one."""
+        kernel_dtype = renamed_argument("kernel_dtype", kernel_dtype, "matmul_dtype", matmul_dtype, "float32")
         if start is not None and start not in STARTS:
             raise UserError(f"start must be one of {STARTS} (or None: 'warm' when the model has a boundary state, "
                             f"else 'zeros'). Received: start={start!r}")
@@ -68,5 +71,5 @@ class EmbeddingSettings:
             raise UserError(f"token_cache_size must be an integer >= 0 (0: no cache). "
                             f"Received: {token_cache_size!r}")
         return cls(start=start, warm_up=warm_up, boundary_state=boundary_state,
-                   kernel_dtype=check_kernel_dtype("float32" if kernel_dtype is None else kernel_dtype),
+                   kernel_dtype=check_kernel_dtype(kernel_dtype),
                    max_batch_size=int(max_batch_size), token_cache_size=int(token_cache_size))

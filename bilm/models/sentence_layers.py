@@ -1,4 +1,5 @@
-"""Sentences in, each sentence's ELMo layers out: the loop under `ELMo.embed` and `ELMo.sentence_vectors`.
+"""Sentences in, each sentence's ELMo layers out: the loop under `ELMo.embed` and `ELMo.sentence_vectors`
+(`each_sentence_layers`; in input order: `in_input_order`).
 
 Sentences are read in length-sorted chunks (`length_sorted_batches`), so
 memory holds one chunk of inputs and one batch of outputs at a time, and
@@ -62,6 +63,14 @@ def each_sentence_layers(language_model, batcher, sentences, *, start=None, batc
             progress.update(done)
     finally:
         progress.close()
+
+
+def in_input_order(language_model, batcher, sentences, result, **kwargs):
+    """`[result(layers) for each sentence]` in input order, the layers of `each_sentence_layers(language_model,
+    batcher, sentences, **kwargs)` (`result` copies what it keeps)."""
+    results = {index: result(layers) for index, layers in each_sentence_layers(language_model, batcher, sentences,
+                                                                               **kwargs)}
+    return [results[index] for index in range(len(results))]
 
 
 def layer_selector(layers, n_layers):

@@ -20,12 +20,12 @@ _ATTRIBUTE_WALKERS = ("keras", "tensorflow")
 def renamed_argument(new_name, new_value, old_name, old_value, default):
     """The value of the argument `new_name`, also given under its old name `old_name`.
 
-    Call it at the public entry point, with both keywords defaulting to
-    None, and pass the result on under the new name.
+    Call it where the arguments are first checked, with both keywords
+    defaulting to None, and pass the result on under the new name.
 
     Returns:
         `new_value`, else `old_value` (with a `DeprecationWarning` at the
-        caller's caller), else `default`.
+        first caller outside bilm), else `default`.
 
     Raises:
         UserError: both names were given.
@@ -35,8 +35,7 @@ def renamed_argument(new_name, new_value, old_name, old_value, default):
     if new_value is not None:
         raise UserError(f"{old_name}= is the old name of {new_name}=; pass {new_name}= only. "
                         f"Received: {new_name}={new_value!r}, {old_name}={old_value!r}")
-    warnings.warn(f"{old_name}= is deprecated; pass {new_name}={old_value!r} instead.", DeprecationWarning,
-                  stacklevel=3)
+    warn_deprecated(f"{old_name}= is deprecated; pass {new_name}={old_value!r} instead.")
     return old_value
 
 
