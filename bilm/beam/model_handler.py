@@ -3,10 +3,10 @@ import hashlib
 import json
 import os
 
-import tensorflow as tf
 from apache_beam.ml.inference.base import ModelHandler, PredictionResult
 
 from bilm.beam.file_systems import fetch_model, is_bucket_path
+from bilm.commands.devices import set_numerics
 from bilm.errors import UserError
 from bilm.io.formats.sentence_files import BULK_MAX_TOKENS
 from bilm.models.embedding_settings import EmbeddingSettings
@@ -45,7 +45,7 @@ class ELMoModelHandler(ModelHandler):
             `ELMo.warm_up(..., save_to=...)`).
         matmul_dtype: deprecated, the old name of `kernel_dtype`.
         max_batch_tokens: the most tokens in one RunInference batch.
-        tf32: None leaves each worker process's TensorFlow as it is; False
+        tf32: None leaves each worker process's backend as it is; False
             turns TF32 off there when the model loads (float32 round-off on
             an Ampere or later NVIDIA GPU; `python -m bilm.beam` does unless
             `--tf32`), True turns it on. See docs/gpu.md.
@@ -100,7 +100,7 @@ class ELMoModelHandler(ModelHandler):
     def load_model(self):
         """The `ELMo` model (called once per worker process)."""
         if self.tf32 is not None:  # this worker's arithmetic, as the handler was asked
-            tf.config.experimental.enable_tensor_float_32_execution(self.tf32)
+            set_numerics(tf32=self.tf32)
         if self.model is None:
             return ELMo.from_settings(self.options_file, self.weight_file, self.settings)
         model = fetch_model(self.model, self.cache_dir) if is_bucket_path(self.model) else self.model

@@ -1,6 +1,7 @@
-"""Every public name of `bilm` runs on TensorFlow, JAX and PyTorch, or refuses in one line (a `UserError`) that
-names TensorFlow: each is called on a tiny model in a process of each backend, so that a function that works on
-one backend alone (as `dump_token_embeddings` once did) cannot go unnoticed."""
+"""Every public name of `bilm` (and Beam's model handler) runs on TensorFlow, JAX and PyTorch, or refuses in one
+line (a `UserError`) that names TensorFlow: each is called on a tiny model in a process of each backend, so that a
+function that works on one backend alone (as `dump_token_embeddings` and the handler once did) cannot go
+unnoticed."""
 import pytest
 
 import bilm
@@ -60,7 +61,19 @@ CALLS = {
     "dump_token_embeddings": lambda: bilm.dump_token_embeddings(vocab, options, weights, str(folder / "tokens.hdf5"),
                                                                 verbose=0),
     "export_saved_model": lambda: bilm.export_saved_model(options, weights, str(folder / "saved_model")),
+    "bilm.beam.ELMoModelHandler": lambda: beam_inference([["The", "cat"], "Hi"], [(2, 12), (1, 12)]),
 }
+
+
+def beam_inference(sentences, shapes):
+    from bilm.beam import ELMoModelHandler
+
+    handler = ELMoModelHandler(options_file=str(options), weight_file=str(weights), layers="top", start="zeros",
+                               tf32=False)
+    for result, shape in zip(handler.run_inference(sentences, handler.load_model()), shapes, strict=True):
+        check_shape(result.inference, shape)
+
+
 report = {}
 for name, call in CALLS.items():
     try:
