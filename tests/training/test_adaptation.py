@@ -66,18 +66,12 @@ def _cycle_corpus(directory, words, n_train, n_heldout, seed):
             "vocab": str(directory / "vocab.txt"), "n_vocab": len(words) + 3}
 
 
-@pytest.fixture(scope="module")
-def published(tmp_path_factory):
-    """A tiny trained biLM in the NLPL repository's layout: `{"directory", "zip": bytes, "weights"}`."""
-    root = tmp_path_factory.mktemp("published")
-    corpus = write_corpus(root, n_train=600, n_heldout=20)
-    options = tiny_options(dropout=0.0, learning_rate=0.5, batch_size=32, n_epochs=10)
-    train(options, open_data(options, corpus), 1, root / "ckpt", None, max_steps=300, verbose=0)
-    written = dump_weights(root / "ckpt", root / "dumped.hdf5")
+def _publish(root, options_file, weight_file):
+    """The model of these files in the NLPL repository's layout: `{"directory", "zip": bytes, "weights"}`."""
     directory = root / "nlpl_999"
     directory.mkdir()
-    os.replace(written["weight_file"], directory / "model.hdf5")
-    os.replace(written["options_file"], directory / "options.json")
+    os.replace(weight_file, directory / "model.hdf5")
+    os.replace(options_file, directory / "options.json")
     (directory / "vocab.txt").write_text("\n".join(WORDS) + "\n")
     (directory / "meta.json").write_text(json.dumps({"id": 999, "corpus": "the cycle"}))
     buffer = io.BytesIO()
@@ -85,6 +79,29 @@ def published(tmp_path_factory):
         for name in sorted(os.listdir(directory)):
             archive.write(directory / name, f"999/{name}")
     return {"directory": str(directory), "zip": buffer.getvalue(), "weights": R.read_weights(directory / "model.hdf5")}
+
+
+@pytest.fixture(scope="module")
+def published(tmp_path_factory):
+    """A tiny biLM trained on the cycle corpus, published (`_publish`): what adapting learns from."""
+    root = tmp_path_factory.mktemp("published")
+    corpus = write_corpus(root, n_train=600, n_heldout=20)
+    options = tiny_options(dropout=0.0, learning_rate=0.5, batch_size=32, n_epochs=10)
+    train(options, open_data(options, corpus), 1, root / "ckpt", None, max_steps=300, verbose=0)
+    written = dump_weights(root / "ckpt", root / "dumped.hdf5")
+    return _publish(root, written["options_file"], written["weight_file"])
+
+
+@pytest.fixture(scope="module")
+def random_published(tmp_path_factory):
+    """`published`'s architecture and layout with random weights, for what does not depend on what the model
+    learned (the options' checks, bad models, the softmax's start): no training run."""
+    root = tmp_path_factory.mktemp("random_published")
+    options = tiny_options(dropout=0.0, learning_rate=0.5, batch_size=32)
+    options["char_cnn"]["n_characters"] = 262  # the prediction form, as dump_weights writes it
+    (root / "options.json").write_text(json.dumps(options))
+    R.write_random_weights(root / "weights.hdf5", options)
+    return _publish(root, root / "options.json", root / "weights.hdf5")
 
 
 @pytest.fixture(scope="module")
@@ -192,8 +209,8 @@ def _published_lm_for(published, new_text):
     return lm, options, settings
 
 
-def test_the_frequency_bias_is_the_words_log_frequencies(published, new_text):
-    lm, options, settings = _published_lm_for(published, new_text)
+def test_the_frequency_bias_is_the_words_log_frequencies(random_published, new_text):
+    lm, options, settings = _published_lm_for(random_published, new_text)
     started = initialize_softmax(lm, open_data(options, new_text), "encoding", n_positions=2000,
                                  frequency_bias=True)
     # The scale is fitted with the frequencies in the bias: never worse than they are alone.
@@ -256,9 +273,9 @@ def test_restart_of_an_adapted_run_is_exact(tmp_path, published, new_text):
         np.testing.assert_allclose(got[name], expected[name], rtol=1e-5, atol=1e-6, err_msg=name)
 
 
-def test_options_may_repeat_the_architecture_not_contradict_it(tmp_path, published):
-    model = open_model_to_adapt(published["directory"])
-    published_options = json.loads(open(os.path.join(published["directory"], "options.json")).read())
+def test_options_may_repeat_the_architecture_not_contradict_it(tmp_path, random_published):
+    model = open_model_to_adapt(random_published["directory"])
+    published_options = json.loads(open(os.path.join(random_published["directory"], "options.json")).read())
     assert published_options["batch_size"] == 32 and published_options["char_cnn"]["n_characters"] == 262
 
     # Without options: the model's architecture, and no training key of its file.
@@ -306,8 +323,8 @@ def _token_input_model(directory):
     ("truncated zip", r"Cannot open the model to adapt, .*short.zip: .*"),
     ("unknown name", r"Cannot open the model to adapt, nlpl:12345: "),
 ])
-def test_each_bad_model_is_one_line_before_any_work(tmp_path, published, new_text, server, cache, case, message):
-    server.routes["/short.zip"] = published["zip"][: len(published["zip"]) // 2]
+def test_each_bad_model_is_one_line_before_any_work(tmp_path, random_published, new_text, server, cache, case, message):
+    server.routes["/short.zip"] = random_published["zip"][: len(random_published["zip"]) // 2]
     init_from = {
         "token inputs": lambda: str(_token_input_model(tmp_path / "tokens")),
         "missing": lambda: str(tmp_path / "nowhere"),
@@ -328,13 +345,13 @@ def test_each_bad_model_is_one_line_before_any_work(tmp_path, published, new_tex
     assert not save_dir.exists()
 
 
-def test_script_errors_for_a_contradicting_options_file_and_a_size(tmp_path, published, new_text):
+def test_script_errors_for_a_contradicting_options_file_and_a_size(tmp_path, random_published, new_text):
     options_file = tmp_path / "options.json"
     contradicting = tiny_options()
     contradicting["lstm"]["dim"] = 32
     options_file.write_text(json.dumps(contradicting))
     args = ["--train_prefix", new_text["train"], "--vocab_file", new_text["vocab"], "--save_dir",
-            str(tmp_path / "ckpt"), "--init_from", published["directory"]]
+            str(tmp_path / "ckpt"), "--init_from", random_published["directory"]]
     with pytest.raises(SystemExit, match=r"^Error: .*options.json contradicts the architecture of the model to "
                                          r"adapt, .*nlpl_999 \(.*\): 'lstm.dim' is 32 here but 16 in the model"):
         _script("train_elmo").main(args + ["--options_file", str(options_file)])
@@ -402,9 +419,9 @@ def test_from_the_script_to_the_step_each_check_runs_once(tmp_path, published, n
     assert calls == {"training_settings": 1, "check_known_keys": 1, "check_vocabulary": 1}
 
 
-def test_a_short_text_is_read_once_for_the_fit(published, new_text):
+def test_a_short_text_is_read_once_for_the_fit(random_published, new_text):
     """The fit reads one pass over a text shorter than its sample, not the same text again and again."""
-    lm, options, settings = _published_lm_for(published, new_text)
+    lm, options, settings = _published_lm_for(random_published, new_text)
     data = open_data(options, new_text)
     lines = open(glob.glob(new_text["train"])[0]).read().split("\n")
     one_pass = 2 * sum(len(line.split()) + 1 for line in lines if line.strip())
