@@ -138,7 +138,7 @@ class ProjectedLSTM(keras.layers.Layer):
         return lstm_scan(inputs, lengths, *initial_state, self.input_kernel, self.recurrent_kernel, self.bias,
                          self.projection_kernel, self.cell_clip, self.proj_clip, self.go_backwards, token_index,
                          input_matmul_dtype=self.training_matmul_dtype if training else "float32",
-                         scan=backend_module("core").scan)
+                         recurrence=backend_module("core").lstm_steps)
 
     @property
     def uses_xla(self):

@@ -13,7 +13,7 @@ from keras import ops
 
 def lstm_scan(inputs, lengths, initial_c, initial_h, input_kernel, recurrent_kernel, bias,
               projection_kernel=None, cell_clip=None, proj_clip=None, go_backwards=False, token_index=None,
-              input_matmul_dtype="float32", scan=None):
+              input_matmul_dtype="float32", recurrence=None):
     """Runs one LSTM layer over whole sequences.
 
     Args:
@@ -35,9 +35,11 @@ def lstm_scan(inputs, lengths, initial_c, initial_h, input_kernel, recurrent_ker
             operands (and result, widened back) in the input half's matmul,
             as training's `matmul_dtype` asks (`bilm.ops.matmul_dtype`); the
             recurrence is float32 either way.
-        scan: the backend's `scan(step, initial, xs, output_width)`
-            (`bilm.backend.<name>.core.scan`, `ProjectedLSTM` passes it);
-            None: `carry_shaped_scan`, which runs on every backend.
+        recurrence: the backend's steps over the time axis,
+            `bilm.backend.<name>.core.lstm_steps` (`ProjectedLSTM`
+            passes it; the arguments and results of `lstm_steps`
+            here); None: `lstm_steps` with `carry_shaped_scan`, which
+            runs on every backend.
 
     Returns:
         `(outputs, final_c, final_h)`: float32 `(batch, time, output_dim)`
@@ -65,7 +67,34 @@ def lstm_scan(inputs, lengths, initial_c, initial_h, input_kernel, recurrent_ker
             inputs = _take_rows(inputs, order)
         gates_tm = _product(ops.transpose(inputs, (1, 0, 2)), input_kernel, input_matmul_dtype) + bias
     valid_tm = ops.expand_dims(ops.transpose(valid), -1)  # (time, batch, 1)
+    outputs_tm, final_c, final_h = (recurrence or lstm_steps)(
+        gates_tm, valid_tm, ops.cast(initial_c, "float32"), ops.cast(initial_h, "float32"), recurrent_kernel,
+        projection_kernel, cell_clip, proj_clip)
+    outputs = ops.transpose(outputs_tm, (1, 0, 2))
+    if order is not None:
+        outputs = _take_rows(outputs, order)
+    return outputs, final_c, final_h
 
+
+def lstm_steps(gates_tm, valid_tm, initial_c, initial_h, recurrent_kernel, projection_kernel, cell_clip,
+                    proj_clip, scan=None):
+    """The LSTM's steps over the time axis, in `keras.ops`: the portable recurrence under `lstm_scan`.
+
+    Args:
+        gates_tm: float32 `(time, batch, 4 * units)`, the input half of the
+            gates, `x_t W_x + b` in `i, j, f, o` order.
+        valid_tm: bool `(time, batch, 1)`: steps beyond a row's length leave
+            its state unchanged and output zeros.
+        initial_c, initial_h: float32 `(batch, units)`, `(batch, output_dim)`.
+        recurrent_kernel, projection_kernel, cell_clip, proj_clip: as
+            `lstm_scan`'s, the kernels float32.
+        scan: the backend's `scan(step, initial, xs, output_width)`
+            (`bilm.backend.<name>.core.scan`); None: `carry_shaped_scan`.
+
+    Returns:
+        `(outputs_tm, final_c, final_h)`: float32 `(time, batch,
+        output_dim)`, `(batch, units)`, `(batch, output_dim)`.
+    """
     units = ops.shape(initial_c)[-1]
 
     # One carry tensor, [c, h]: TensorFlow's `keras.ops.scan` takes no carry of several shapes.
@@ -84,13 +113,9 @@ def lstm_scan(inputs, lengths, initial_c, initial_h, input_kernel, recurrent_ker
         state = ops.where(step_valid, ops.concatenate([new_c, new_h], axis=-1), state)
         return state, ops.where(step_valid, new_h, ops.zeros_like(new_h))
 
-    initial = ops.concatenate([ops.cast(initial_c, "float32"), ops.cast(initial_h, "float32")], axis=-1)
+    initial = ops.concatenate([initial_c, initial_h], axis=-1)
     final, outputs_tm = (scan or carry_shaped_scan)(step, initial, (gates_tm, valid_tm), ops.shape(initial_h)[-1])
-    final_c, final_h = final[:, :units], final[:, units:]
-    outputs = ops.transpose(outputs_tm, (1, 0, 2))
-    if order is not None:
-        outputs = _take_rows(outputs, order)
-    return outputs, final_c, final_h
+    return outputs_tm, final[:, :units], final[:, units:]
 
 
 def carry_shaped_scan(step, initial, xs, output_width):

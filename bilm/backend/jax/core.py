@@ -1,6 +1,8 @@
 """The control flow that Keras's backends shape each their own way: here `keras.ops.scan` takes outputs of any
-shape, so a step's outputs are only what it outputs."""
+shape, so a step's outputs are only what it outputs; the LSTM's recurrence is the portable one on that scan."""
 from keras import ops
+
+from bilm.ops.lstm_scan import lstm_steps as portable_lstm_steps
 
 
 def scan(step, initial, xs, output_width):
@@ -8,3 +10,8 @@ def scan(step, initial, xs, output_width):
     `(final carry, outputs (time, batch, output_width))`."""
     del output_width  # outputs of any shape
     return ops.scan(step, initial, xs)
+
+
+def lstm_steps(*args):
+    """`bilm.ops.lstm_scan.lstm_steps` on this backend's `scan`."""
+    return portable_lstm_steps(*args, scan=scan)
