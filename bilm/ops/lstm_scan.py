@@ -99,23 +99,31 @@ def lstm_steps(gates_tm, valid_tm, initial_c, initial_h, recurrent_kernel, proje
 
     # One carry tensor, [c, h]: TensorFlow's `keras.ops.scan` takes no carry of several shapes.
     def step(state, step_inputs):
-        c, h = state[:, :units], state[:, units:]
         gates, step_valid = step_inputs
-        zi, zj, zf, zo = ops.split(gates + ops.matmul(h, recurrent_kernel), 4, axis=-1)
-        new_c = ops.sigmoid(zf + 1.0) * c + ops.sigmoid(zi) * ops.tanh(zj)
-        if cell_clip is not None:
-            new_c = ops.clip(new_c, -cell_clip, cell_clip)
-        new_h = ops.sigmoid(zo) * ops.tanh(new_c)
-        if projection_kernel is not None:
-            new_h = ops.matmul(new_h, projection_kernel)
-            if proj_clip is not None:
-                new_h = ops.clip(new_h, -proj_clip, proj_clip)
+        new_c, new_h = lstm_cell(ops, gates, state[:, :units], state[:, units:], recurrent_kernel, projection_kernel,
+                                 cell_clip, proj_clip)
         state = ops.where(step_valid, ops.concatenate([new_c, new_h], axis=-1), state)
         return state, ops.where(step_valid, new_h, ops.zeros_like(new_h))
 
     initial = ops.concatenate([initial_c, initial_h], axis=-1)
     final, outputs_tm = (scan or carry_shaped_scan)(step, initial, (gates_tm, valid_tm), ops.shape(initial_h)[-1])
     return outputs_tm, final[:, :units], final[:, units:]
+
+
+def lstm_cell(math, gates, c, h, recurrent_kernel, projection_kernel, cell_clip, proj_clip):
+    """One step's `(new_c, new_h)` before masking, from the input half of the gates `(batch, 4 * units)`: the
+    arithmetic of every backend's steps, written once. `math` holds `matmul`, `split(x, n, axis)`, `sigmoid`,
+    `tanh` and `clip(x, low, high)` (`keras.ops`, or a backend's own ops that compute the same values)."""
+    zi, zj, zf, zo = math.split(gates + math.matmul(h, recurrent_kernel), 4, axis=-1)
+    new_c = math.sigmoid(zf + 1.0) * c + math.sigmoid(zi) * math.tanh(zj)
+    if cell_clip is not None:
+        new_c = math.clip(new_c, -cell_clip, cell_clip)
+    new_h = math.sigmoid(zo) * math.tanh(new_c)
+    if projection_kernel is not None:
+        new_h = math.matmul(new_h, projection_kernel)
+        if proj_clip is not None:
+            new_h = math.clip(new_h, -proj_clip, proj_clip)
+    return new_c, new_h
 
 
 def carry_shaped_scan(step, initial, xs, output_width):
