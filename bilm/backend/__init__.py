@@ -4,8 +4,8 @@
 module of the same name: `inference.inference_call` (a network's compiled
 inference call), `core.scan` (`keras.ops.scan` as the backend shapes it)
 and `core.lstm_steps` (the LSTM's steps over time: the portable ones on
-that scan, PyTorch's own loop of torch ops), `devices` (`set_numerics`, `describe_devices`, `missing_gpus_warning`),
-`layer_calls.FAST_CALLS` (the calls of its own: TensorFlow's fast paths and
+that scan, PyTorch's own loop of torch ops), `devices` (`set_numerics`,
+`describe_devices`, `missing_gpus_warning`), `layer_calls.FAST_CALLS` (the calls of its own: TensorFlow's fast paths and
 its language model calls, PyTorch's and JAX's distinct tokens; `fast_layer_call`) and
 `random` (TensorFlow's stateless random numbers: `seed_words`, `fold_in`,
 `fold_in_int32`, `uniform`, `dropout`; NumPy's say in one line that it
