@@ -39,9 +39,9 @@ if keras.backend.backend() == "torch":
     gradients = []
     for recurrence in (None, backend_module("core").lstm_steps):
         leaves = [torch.tensor(array, requires_grad=True) for array in (inputs, c0, h0, *kernels)]
-        outputs, c, h = lstm_scan(leaves[0], lengths, *leaves[1:3], *leaves[3:], cell_clip=0.8, proj_clip=0.5,
-                                  recurrence=recurrence)
-        ((outputs ** 2).sum() + (c * 0.5).sum() + h.sum()).backward()
+        out, c, h = lstm_scan(leaves[0], lengths, *leaves[1:3], *leaves[3:], cell_clip=0.8, proj_clip=0.5,
+                              go_backwards=True, recurrence=recurrence)
+        ((out ** 2).sum() + (c * 0.5).sum() + h.sum()).backward()
         gradients.append([leaf.grad.numpy().tobytes() for leaf in leaves])
     gradients_identical = gradients[0] == gradients[1]
 print(json.dumps({"worst": worst, "checked": checked, "identical": identical, "zeros_beyond": zeros_beyond,
