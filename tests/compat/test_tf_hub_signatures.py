@@ -47,6 +47,7 @@ def check(outputs, expected, lengths):
     np.testing.assert_array_equal(outputs["sequence_len"].numpy(), lengths)
 
 
+@pytest.mark.slow  # over 3 s on two busy cores
 def test_the_loaded_modules_signatures_give_its_outputs(module):
     path, bilm_elmo = module
     elmo = hub.load(path)

@@ -61,6 +61,7 @@ def _trim(expected):
     return {k: v[:, :-1] if v.ndim >= 2 and k != "default" else v for k, v in expected.items()}
 
 
+@pytest.mark.slow  # over 3 s on two busy cores
 def test_tfsm_layer_reproduces_the_layer_and_keeps_the_biLM_frozen(exported):
     export_dir, expected, source = exported
     layer = keras.layers.TFSMLayer(export_dir, call_endpoint="default")

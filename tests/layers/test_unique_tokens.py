@@ -60,6 +60,7 @@ print(json.dumps({"rows": unique.shape[1], "a": bool(np.array_equal(unique[0][in
 """
 
 
+@pytest.mark.slow  # over 3 s on two busy cores
 def test_pytorch_encodes_each_distinct_row_once():
     result = json_result(run_on_backend("torch", ON_TORCH, json.dumps([A.tolist(), B.tolist()])))
     rows = {tuple(row) for row in np.concatenate([A.reshape(-1, 3), B.reshape(-1, 3)])}

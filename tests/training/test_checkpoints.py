@@ -70,6 +70,7 @@ def test_restart_on_new_data_with_another_batch_size(tmp_path, corpus, capsys):
     assert arrays["lstm_states/forward_0_c/.ATTRIBUTES/VARIABLE_VALUE"].shape == (8, 16)
 
 
+@pytest.mark.slow  # over 3 s on two busy cores
 def test_latest_checkpoint_and_options(tmp_path, corpus):
     with pytest.raises(CheckpointError, match="does not exist"):
         latest_checkpoint(tmp_path / "missing")

@@ -16,6 +16,7 @@ from bilm.training.tensorflow.training_lm import TrainingLM
 from training_helpers import checkpoint_arrays, checkpoint_numbers, open_data, tiny_options, unigram_perplexity
 
 
+@pytest.mark.slow  # over 3 s on two busy cores
 def test_n_train_tokens_below_one_batch_trains_one_batch_per_epoch_and_says_so(tmp_path, training_corpus):
     options = tiny_options(n_train_tokens=10, n_epochs=2)
     with pytest.warns(UserWarning, match="n_train_tokens \\(10\\) is less than one global batch.*one batch"):

@@ -122,6 +122,7 @@ def test_a_second_sigint_during_the_save_waits_for_it(tmp_path, corpus, monkeypa
     assert signal.getsignal(signal.SIGINT) is previous_handlers.handler
 
 
+@pytest.mark.slow  # over 3 s on two busy cores
 def test_a_signal_during_the_last_step_keeps_the_runs_end(tmp_path, corpus, monkeypatch, previous_handlers, capsys):
     _signal_after_steps(monkeypatch, {3: signal.SIGTERM})
     options = tiny_options()

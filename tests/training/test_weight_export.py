@@ -67,6 +67,7 @@ def test_dumped_weights_load_in_bidirectional_language_model(tmp_path, training_
         use_character_inputs=char, embedding_weight_file=written.get("embedding_weight_file")).start == "warm"
 
 
+@pytest.mark.slow  # over 3 s on two busy cores
 def test_an_existing_options_file_is_replaced_only_if_it_holds_the_same_options(tmp_path, training_corpus):
     options = tiny_options()
     save_dir = tmp_path / "ckpt"
