@@ -2,10 +2,8 @@
 the Keras config that holds them (`LayerArguments`), so that a `.keras` archive rebuilds the layer."""
 from bilm.errors import UserError
 from bilm.models.elmo_outputs import check_output
-from bilm.models.start_state import STARTS
+from bilm.models.embedding_settings import check_start, checked_kernel_dtype
 from bilm.models.text_inputs import INPUT_TYPES
-from bilm.ops.kernel_dtypes import check_kernel_dtype
-from bilm.utils.deprecation import renamed_argument
 
 
 def check_layer_arguments(options, *, output, input_type, dropout, max_batch_size, start, kernel_dtype,
@@ -19,10 +17,8 @@ def check_layer_arguments(options, *, output, input_type, dropout, max_batch_siz
         raise UserError(f"dropout must be in [0, 1). Received: dropout={dropout}")
     if max_batch_size is not None and max_batch_size < 1:
         raise UserError(f"max_batch_size must be >= 1 or None. Received: max_batch_size={max_batch_size}")
-    if start not in STARTS:
-        raise UserError(f"start must be one of {STARTS}. Received: start={start!r}")
-    kernel_dtype = check_kernel_dtype(
-        renamed_argument("kernel_dtype", kernel_dtype, "matmul_dtype", matmul_dtype, "float32"))
+    check_start(start, may_be_none=False)
+    kernel_dtype = checked_kernel_dtype(kernel_dtype, matmul_dtype)
     if trainable_bilm and kernel_dtype != "float32":
         raise UserError(f"trainable_bilm=True fine-tunes the biLM, which needs float32 kernels. Received: "
                         f"kernel_dtype={kernel_dtype!r}; pass kernel_dtype='float32' to fine-tune.")

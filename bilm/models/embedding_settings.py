@@ -1,6 +1,7 @@
 """How a pretrained biLM embeds: one value that every front end builds once and passes on (`ELMo`, `load`,
 `BidirectionalLanguageModel`, the embedding files, the Beam handler), instead of each carrying the settings
-through arguments of its own.
+through arguments of its own; and the checks of the start and the kernel dtype, which the Keras layer
+(`ELMoEmbedding`, whose Keras config keeps its own arguments) makes too.
 
 - `start`: where a stateless model's LSTMs start each sentence: `"warm"`
   (the boundary state, the mean LSTM state at sentence starts in
@@ -60,16 +61,29 @@ class EmbeddingSettings:
            token_cache_size=50_000, matmul_dtype=None):
         """Checked settings (None `kernel_dtype`: float32; `matmul_dtype`: its deprecated old name, with a
         `DeprecationWarning` at the user's line); one `UserError` naming a bad one."""
-        kernel_dtype = renamed_argument("kernel_dtype", kernel_dtype, "matmul_dtype", matmul_dtype, "float32")
-        if start is not None and start not in STARTS:
-            raise UserError(f"start must be one of {STARTS} (or None: 'warm' when the model has a boundary state, "
-                            f"else 'zeros'). Received: start={start!r}")
+        kernel_dtype = checked_kernel_dtype(kernel_dtype, matmul_dtype)
+        check_start(start)
         if isinstance(max_batch_size, bool) or not isinstance(max_batch_size, (int, np.integer)) or max_batch_size < 1:
             raise UserError(f"max_batch_size must be >= 1. Received: max_batch_size={max_batch_size}")
         if (isinstance(token_cache_size, bool) or not isinstance(token_cache_size, (int, np.integer))
                 or token_cache_size < 0):
             raise UserError(f"token_cache_size must be an integer >= 0 (0: no cache). "
                             f"Received: {token_cache_size!r}")
-        return cls(start=start, warm_up=warm_up, boundary_state=boundary_state,
-                   kernel_dtype=check_kernel_dtype(kernel_dtype),
+        return cls(start=start, warm_up=warm_up, boundary_state=boundary_state, kernel_dtype=kernel_dtype,
                    max_batch_size=int(max_batch_size), token_cache_size=int(token_cache_size))
+
+
+def check_start(start, may_be_none=True):
+    """`start` checked: `"warm"`, `"zeros"`, or (where `may_be_none`) None; else one `UserError` naming it.
+    The Keras layer's start (`ELMoEmbedding`, its graph's own) may not be None."""
+    if start is None and may_be_none or start in STARTS:
+        return
+    default = " (or None: 'warm' when the model has a boundary state, else 'zeros')" if may_be_none else ""
+    raise UserError(f"start must be one of {STARTS}{default}. Received: start={start!r}")
+
+
+def checked_kernel_dtype(kernel_dtype, matmul_dtype=None):
+    """The kernel dtype asked for: `kernel_dtype`, else its deprecated old name `matmul_dtype` (with a
+    `DeprecationWarning` at the user's line), else `"float32"`; checked (`bilm.ops.kernel_dtypes`)."""
+    return check_kernel_dtype(renamed_argument("kernel_dtype", kernel_dtype, "matmul_dtype", matmul_dtype,
+                                               "float32"))

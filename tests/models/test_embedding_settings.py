@@ -5,6 +5,7 @@ import pytest
 from bilm.beam.model_handler import ELMoModelHandler
 from bilm.errors import UserError
 from bilm.models.bidirectional_lm import BidirectionalLanguageModel
+from bilm.models.elmo_embedding import ELMoEmbedding
 from bilm.models.embedding_settings import EmbeddingSettings
 from bilm.pretrained import ELMo
 from helpers import write_model
@@ -42,3 +43,17 @@ def test_a_bad_setting_is_the_same_error_from_every_front_end(tmp_path, bad, mes
             make()
         errors.append(str(caught.value))
     assert len(set(errors)) == 1, errors
+
+
+def test_the_keras_layer_checks_its_start_and_kernel_dtype_as_the_settings_do(tmp_path):
+    options_file, _, _ = write_model(tmp_path)
+    with pytest.raises(UserError) as from_settings, pytest.warns(DeprecationWarning):
+        EmbeddingSettings.of(kernel_dtype=None, matmul_dtype="float16")
+    with pytest.raises(UserError) as from_layer:
+        ELMoEmbedding(options_file, kernel_dtype="float16")
+    assert str(from_layer.value) == str(from_settings.value) and "kernel_dtype must be one of" in str(from_layer.value)
+    # The layer's start is its graph's own: "warm" or "zeros", never None (the settings' None picks one).
+    for start in (None, "cold"):
+        with pytest.raises(UserError, match=r"^start must be one of \('warm', 'zeros'\)\. Received: start="):
+            ELMoEmbedding(options_file, start=start)
+    assert EmbeddingSettings.of(start=None).start is None
