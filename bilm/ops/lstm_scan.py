@@ -76,8 +76,8 @@ def lstm_scan(inputs, lengths, initial_c, initial_h, input_kernel, recurrent_ker
     return outputs, final_c, final_h
 
 
-def lstm_steps(gates_tm, valid_tm, initial_c, initial_h, recurrent_kernel, projection_kernel, cell_clip,
-                    proj_clip, scan=None):
+def lstm_steps(gates_tm, valid_tm, initial_c, initial_h, recurrent_kernel, projection_kernel, cell_clip, proj_clip,
+               scan=None):
     """The LSTM's steps over the time axis, in `keras.ops`: the portable recurrence under `lstm_scan`.
 
     Args:
