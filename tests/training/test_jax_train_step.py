@@ -28,30 +28,44 @@ from bilm.options import load_options
 from bilm.training.config.settings import training_settings
 from bilm.training.arrays.train_step import JaxTrainStep
 
-folder = sys.argv[1]
-options = json.load(open(folder + "/options.json"))
-start = np.load(folder + "/start.npz")
-batches = np.load(folder + "/batches.npz")
-_, settings = training_settings(options)
-step = JaxTrainStep(load_options(options), settings, seed=3)
-state = step.initial_state()
-assert step.names == json.load(open(folder + "/names.json")), (step.names, "differ from TensorFlow's")
+import keras
 from keras import ops
-state["bilm"] = [ops.convert_to_tensor(start["model/" + name]) for name in step.names]
-state["softmax"] = {part: ops.convert_to_tensor(start["model/softmax/" + part]) for part in state["softmax"]}
-outputs = []
-for i in range(int(sys.argv[2])):
-    batch = {key[len(f"{i}/"):]: value for key, value in batches.items() if key.startswith(f"{i}/")}
-    state, metrics = step(state, batch, i)
-    outputs.append({k: float(v) for k, v in metrics.items()})
-from keras import ops
-arrays = {**{"model/" + name: ops.convert_to_numpy(v) for name, v in zip(step.names, state["bilm"])},
-          **{"model/softmax/" + part: ops.convert_to_numpy(value) for part, value in state["softmax"].items()},
-          **{"state/" + key: ops.convert_to_numpy(v) for key, v in state["lstm"].items()}}
-np.savez(folder + "/jax.npz", **arrays)
-# The bounds on the batches' distinct tokens the steps were compiled for (None: every token encoded).
-bounds = sorted(set(step.compiled_bounds()), key=str)
-print(json.dumps({"outputs": outputs, "tensorflow_imported": "tensorflow" in sys.modules, "bounds": bounds}))
+
+
+def steps(folder, n_steps):
+    """The case in `folder`: its steps' metrics and the bounds they were compiled for; its weights after them
+    to folder/<backend>.npz."""
+    options = json.load(open(folder + "/options.json"))
+    start = np.load(folder + "/start.npz")
+    batches = np.load(folder + "/batches.npz")
+    _, settings = training_settings(options)
+    step = JaxTrainStep(load_options(options), settings, seed=3)
+    state = step.initial_state()
+    assert step.names == json.load(open(folder + "/names.json")), (step.names, "differ from TensorFlow's")
+    state["bilm"] = [ops.convert_to_tensor(start["model/" + name]) for name in step.names]
+    state["softmax"] = {part: ops.convert_to_tensor(start["model/softmax/" + part]) for part in state["softmax"]}
+    outputs = []
+    for i in range(n_steps):
+        batch = {key[len(f"{i}/"):]: value for key, value in batches.items() if key.startswith(f"{i}/")}
+        state, metrics = step(state, batch, i)
+        outputs.append({k: float(v) for k, v in metrics.items()})
+    arrays = {**{"model/" + name: ops.convert_to_numpy(v) for name, v in zip(step.names, state["bilm"])},
+              **{"model/softmax/" + part: ops.convert_to_numpy(value) for part, value in state["softmax"].items()},
+              **{"state/" + key: ops.convert_to_numpy(v) for key, v in state["lstm"].items()}}
+    np.savez(f"{folder}/{keras.backend.backend()}.npz", **arrays)
+    # The bounds on the batches' distinct tokens the steps were compiled for (None: every token encoded).
+    return {"outputs": outputs, "bounds": sorted(set(step.compiled_bounds()), key=str)}
+
+
+# Each case (a folder of sys.argv[2:]) in turn; a case that raises is reported, and the others still run.
+reports = {}
+for folder in sys.argv[2:]:
+    try:
+        reports[folder] = steps(folder, int(sys.argv[1]))
+    except Exception:
+        import traceback
+        reports[folder] = {"error": traceback.format_exc()}
+print(json.dumps({"cases": reports, "tensorflow_imported": "tensorflow" in sys.modules}))
 '''
 
 
@@ -103,51 +117,63 @@ TOKENS = {"char": False}
 SHARED = {"char": False, "share_embedding_softmax": True}
 
 
+# Each case: (optimizer, learning_rate, matmul_dtype, tolerance, extra options).
+CASES = {"bfloat16": ("adagrad", 0.3, "bfloat16", 300.0, {}), "random": ("adagrad", 0.3, "float32", 1.0, RANDOM),
+         "tokens-adam": ("adam", 0.002, "float32", 1.0, {**RANDOM, **TOKENS}),
+         "shared-sampled-adam": ("adam", 0.002, "float32", 1.0, {**RANDOM, **SHARED}),
+         "shared-full": ("adagrad", 0.3, "float32", 1.0, SHARED)}
+
+
 # The step is written once for JAX and PyTorch: these cases reach each of JAX's own primitives (the jit sampler,
 # fixed-shape rows, Adagrad and Adam's row updates) and bfloat16's roundings; the full softmax's dense updates,
-# shared code, are PyTorch's cases below.
-@pytest.mark.parametrize("optimizer, learning_rate, matmul_dtype, tolerance, extra", [
-    ("adagrad", 0.3, "bfloat16", 300.0, {}), ("adagrad", 0.3, "float32", 1.0, RANDOM),
-    ("adam", 0.002, "float32", 1.0, {**RANDOM, **TOKENS}), ("adam", 0.002, "float32", 1.0, {**RANDOM, **SHARED})],
-    ids=["bfloat16", "random", "tokens-adam", "shared-sampled-adam"])
-def test_two_steps_equal_tensorflows(tmp_path, optimizer, learning_rate, matmul_dtype, tolerance, extra):
-    _check_steps_equal_tensorflows(tmp_path, "jax", optimizer, learning_rate, matmul_dtype, tolerance, extra)
+# shared code, are PyTorch's cases below. Each backend runs its cases in one process of its own.
+def test_two_steps_equal_tensorflows(tmp_path):
+    _check_steps_equal_tensorflows(tmp_path, "jax", ["bfloat16", "random", "tokens-adam", "shared-sampled-adam"])
 
 
 # PyTorch runs the same step (written once in keras.ops) with its own gradient, rows and sampler: the cases
 # that reach each of them (dense Adagrad, the sampler and dropout, row-sparse Adam on a token table, a shared
 # table).
-@pytest.mark.parametrize("optimizer, learning_rate, extra", [
-    ("adagrad", 0.3, RANDOM), ("adam", 0.002, {**RANDOM, **TOKENS}), ("adam", 0.002, {**RANDOM, **SHARED}),
-    ("adagrad", 0.3, SHARED)], ids=["random", "tokens-adam", "shared-sampled-adam", "shared-full"])
-def test_two_steps_on_pytorch_equal_tensorflows(tmp_path, optimizer, learning_rate, extra):
-    _check_steps_equal_tensorflows(tmp_path, "torch", optimizer, learning_rate, "float32", 1.0, extra)
+def test_two_steps_on_pytorch_equal_tensorflows(tmp_path):
+    _check_steps_equal_tensorflows(tmp_path, "torch", ["random", "tokens-adam", "shared-sampled-adam", "shared-full"])
 
 
-def _check_steps_equal_tensorflows(tmp_path, backend, optimizer, learning_rate, matmul_dtype, tolerance, extra):
-    char = extra.get("char", True)
-    options = tiny_options(n_tokens_vocab=N_VOCAB, optimizer=optimizer, jit_compile=False,
-                           learning_rate=learning_rate, matmul_dtype=matmul_dtype,
-                           **{"sample_softmax": False, **extra})
-    (tmp_path / "options.json").write_text(json.dumps(options))
-    want_outputs, want = _tensorflow_steps(tmp_path, options, 2)
-    report = json_result(run_on_backend(backend, JAX_STEPS, tmp_path, 2))
+def _check_steps_equal_tensorflows(tmp_path, backend, cases):
+    wanted = {}
+    for case in cases:
+        optimizer, learning_rate, matmul_dtype, _, extra = CASES[case]
+        options = tiny_options(n_tokens_vocab=N_VOCAB, optimizer=optimizer, jit_compile=False,
+                               learning_rate=learning_rate, matmul_dtype=matmul_dtype,
+                               **{"sample_softmax": False, **extra})
+        (tmp_path / case).mkdir()
+        (tmp_path / case / "options.json").write_text(json.dumps(options))
+        wanted[case] = _tensorflow_steps(tmp_path / case, options, 2)
+    report = json_result(run_on_backend(backend, JAX_STEPS, 2, *[tmp_path / case for case in cases]))
     assert not report["tensorflow_imported"]
+    for case in cases:
+        got = report["cases"][str(tmp_path / case)]
+        assert "error" not in got, f"{case}: {got.get('error')}"
+        _assert_same_steps(tmp_path / case, backend, case, got, *wanted[case])
+
+
+def _assert_same_steps(folder, backend, case, report, want_outputs, want):
+    _, _, _, tolerance, extra = CASES[case]
+    char = extra.get("char", True)
     # JAX's steps of a character model encode each distinct token once (PyTorch finds them eagerly).
-    assert (report["bounds"] != [None]) == (backend == "jax" and char), report["bounds"]
+    assert (report["bounds"] != [None]) == (backend == "jax" and char), (case, report["bounds"])
     for got, expected in zip(report["outputs"], want_outputs, strict=True):
         for key in ("loss", "norm", "forward", "backward"):
-            np.testing.assert_allclose(got[key], expected[key], rtol=2e-5 * tolerance, err_msg=key)
-    with np.load(tmp_path / "jax.npz") as got:
-        assert set(got) == set(want)
+            np.testing.assert_allclose(got[key], expected[key], rtol=2e-5 * tolerance, err_msg=f"{case}: {key}")
+    with np.load(folder / f"{backend}.npz") as got:
+        assert set(got) == set(want), case
         for name, expected in want.items():
             np.testing.assert_allclose(got[name], expected, rtol=1e-4 * tolerance, atol=2e-6 * tolerance,
-                                       err_msg=name)
-    assert np.abs(want["state/forward_1_h"]).max() > 1e-3  # states carried, not zeros
+                                       err_msg=f"{case}: {name}")
+    assert np.abs(want["state/forward_1_h"]).max() > 1e-3, case  # states carried, not zeros
     if not char and not extra.get("share_embedding_softmax"):  # rows no batch read: unchanged on both
-        with np.load(tmp_path / "start.npz") as start:
+        with np.load(folder / "start.npz") as start:
             table = "model/token_embedding/embeddings"
-            np.testing.assert_array_equal(want[table][N_VOCAB // 2:], start[table][N_VOCAB // 2:])
+            np.testing.assert_array_equal(want[table][N_VOCAB // 2:], start[table][N_VOCAB // 2:], err_msg=case)
 
 
 TWO_DEVICES = '''
