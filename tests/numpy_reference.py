@@ -253,8 +253,7 @@ def token_encoder(weights, options, char_ids):
         n_pos = C - width + 1
         conv = np.zeros(ids.shape[:2] + (n_pos, num))
         for k in range(width):  # valid convolution (cross-correlation)
-            conv += np.einsum("btpe,en->btpn", emb[:, :, k:k + n_pos, :],
-                              kernel[k])
+            conv += emb[:, :, k:k + n_pos, :] @ kernel[k]  # (B, T, n_pos, num)
         conv += bias
         features.append(act(conv.max(axis=2)))            # max, then act
     x = np.concatenate(features, axis=-1)                  # (B, T, F)
@@ -317,23 +316,26 @@ def lstm_layer(x, lengths, W_0, B, W_P_0, cell_clip, proj_clip, reverse,
              final_c (B, dim), final_h (B, P) -- the state after the row's
              last valid step, i.e. the initial state when length == 0).
     """
-    x = _f64(x)
-    lengths = np.asarray(lengths)
+    x, W_0, B = _f64(x), _f64(W_0), _f64(B)  # once, not at every step
+    W_P_0 = None if W_P_0 is None else _f64(W_P_0)
+    lengths = np.asarray(lengths, dtype=np.int64)
     n_rows, T = x.shape[:2]
     dim = np.shape(B)[0] // 4
     P = dim if W_P_0 is None else np.shape(W_P_0)[1]
     c = np.zeros((n_rows, dim)) if init_c is None else _f64(init_c).copy()
     h = np.zeros((n_rows, P)) if init_h is None else _f64(init_h).copy()
     outputs = np.zeros((n_rows, T, P))
-    for b in range(n_rows):
-        n = int(lengths[b])
-        steps = range(n - 1, -1, -1) if reverse else range(n)
-        cb, hb = c[b:b + 1], h[b:b + 1]
-        for t in steps:
-            cb, hb = lstm_cell_step(x[b:b + 1, t], cb, hb, W_0, B, W_P_0,
-                                    cell_clip, proj_clip)
-            outputs[b, t] = hb[0]
-        c[b], h[b] = cb[0], hb[0]
+    rows = np.arange(n_rows)
+    # Every row at once: step k reads each row's position k (reverse: its
+    # length - 1 - k); a row whose length is k or less keeps its state.
+    for k in range(int(lengths.max(initial=0))):
+        active = k < lengths
+        t = np.clip(lengths - 1 - k if reverse else np.full(n_rows, k), 0, T - 1)
+        new_c, new_h = lstm_cell_step(x[rows, t], c, h, W_0, B, W_P_0,
+                                      cell_clip, proj_clip)
+        c = np.where(active[:, None], new_c, c)
+        h = np.where(active[:, None], new_h, h)
+        outputs[rows[active], t[active]] = new_h[active]
     return outputs, c, h
 
 

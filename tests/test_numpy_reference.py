@@ -206,6 +206,29 @@ def test_lstm_reverse_equals_forward_on_reversed_row():
     assert not np.allclose(out_f_all[0, :4], out_r[0, :4])
 
 
+def test_lstm_layer_is_each_row_stepped_alone_through_the_cell():
+    """lstm_layer runs every row at once: each row's outputs and final state are those of its own steps through
+    lstm_cell_step, in reading order (reversed for the backward direction), from its own initial state; an
+    empty row keeps its state. Clipping binds."""
+    W, B, WP = _lstm_weights(5)
+    rng = np.random.default_rng(6)
+    x = rng.normal(size=(4, 6, 3))
+    c0, h0 = rng.normal(size=(4, 5)), rng.normal(size=(4, 3))
+    lengths = [3, 0, 6, 1]
+    for reverse in (False, True):
+        out, c, h = R.lstm_layer(x, lengths, W, B, WP, 0.5, 0.4, reverse, init_c=c0, init_h=h0)
+        for b, n in enumerate(lengths):
+            cb, hb = c0[b:b + 1], h0[b:b + 1]
+            for t in (range(n - 1, -1, -1) if reverse else range(n)):
+                cb, hb = R.lstm_cell_step(x[b:b + 1, t], cb, hb, W, B, WP, 0.5, 0.4)
+                np.testing.assert_allclose(out[b, t], hb[0], rtol=0, atol=1e-12)
+            np.testing.assert_allclose(c[b], cb[0], rtol=0, atol=1e-12)
+            np.testing.assert_allclose(h[b], hb[0], rtol=0, atol=1e-12)
+            assert (out[b, n:] == 0).all()
+        stepped = [b for b, n in enumerate(lengths) if n]  # the empty row keeps its unclipped state
+        assert np.abs(c[stepped]).max() == pytest.approx(0.5) and np.abs(h[stepped]).max() == pytest.approx(0.4)
+
+
 def test_lstm_padding_and_zero_length():
     W, B, WP = _lstm_weights(3)
     rng = np.random.default_rng(4)
