@@ -46,7 +46,7 @@ calls have many shapes, and what JAX's compilations cost is in the figures. For 
 - max |deviation| of `lm_embeddings` on the first min(sentences, 32) timed
   sentences from the reference: TensorFlow float32 at the first batch size
   it ran when TensorFlow is installed, else a float64 NumPy forward pass
-  (this file's `numpy_float64_lm_embeddings`), else the first backend that
+  (tests/numpy_reference.py, the tests' reference), else the first backend that
   ran; and, for every row, from the float64 NumPy pass.
 
 Every backend runs with its token cache (each distinct word encoded once
@@ -162,109 +162,20 @@ def timed_batches(n_sentences, batch_size):
 
 # === The float64 NumPy reference ===
 
-def _sigmoid(x):
-    return 1 / (1 + np.exp(-x))
-
-
-def _token_encoder(options, weights, ids):
-    """The char CNN, highway and projection of the original layout (docs/formats.md), in float64."""
-    cnn = options["char_cnn"]
-    table = np.concatenate([np.zeros((1, cnn["embedding"]["dim"])), weights["char_embed"]])  # id 0: padding
-    chars = table[ids]  # (B, T, C, e)
-    activation = {"relu": lambda v: np.maximum(v, 0), "tanh": np.tanh}[cnn["activation"]]
-    features = []
-    for i, (width, _) in enumerate(cnn["filters"]):
-        kernel = weights[f"CNN/W_cnn_{i}"][0]  # (width, e, num)
-        positions = ids.shape[2] - width + 1
-        conv = sum(chars[:, :, k:k + positions] @ kernel[k] for k in range(width)) + weights[f"CNN/b_cnn_{i}"]
-        features.append(activation(conv.max(axis=2)))
-    x = np.concatenate(features, axis=-1)
-    for k in range(cnn["n_highway"]):
-        prefix = f"CNN_high_{k}/"
-        carry = _sigmoid(x @ weights[prefix + "W_carry"] + weights[prefix + "b_carry"])
-        transform = np.maximum(x @ weights[prefix + "W_transform"] + weights[prefix + "b_transform"], 0)
-        x = carry * transform + (1 - carry) * x
-    if "CNN_proj/W_proj" in weights:
-        x = x @ weights["CNN_proj/W_proj"] + weights["CNN_proj/b_proj"]
-    return x
-
-
-def _lstm(x, valid, kernel, bias, projection, cell_clip, proj_clip):
-    """One TF1 `LSTMCell` layer (forget bias 1) over `x` (B, T, in), all rows at once; a row's state
-    moves only where `valid` (B, T) holds, its outputs are 0 elsewhere."""
-    units = bias.shape[0] // 4
-    c = np.zeros((x.shape[0], units))
-    h = np.zeros((x.shape[0], units if projection is None else projection.shape[1]))
-    outputs = np.zeros(x.shape[:2] + h.shape[1:])
-    for t in range(x.shape[1]):
-        i, j, f, o = np.split(np.concatenate([x[:, t], h], axis=-1) @ kernel + bias, 4, axis=-1)
-        new_c = _sigmoid(f + 1) * c + _sigmoid(i) * np.tanh(j)
-        if cell_clip is not None:
-            new_c = np.clip(new_c, -cell_clip, cell_clip)
-        new_h = _sigmoid(o) * np.tanh(new_c)
-        if projection is not None:
-            new_h = new_h @ projection
-            if proj_clip is not None:
-                new_h = np.clip(new_h, -proj_clip, proj_clip)
-        step = valid[:, t, None]
-        c, h = np.where(step, new_c, c), np.where(step, new_h, h)
-        outputs[:, t] = new_h * step
-    return outputs
-
-
-def numpy_float64_lm_embeddings(options, weights, ids):
-    """`lm_embeddings` (B, n_layers + 1, T - 2, 2P) of a stateless biLM started from zeros, in float64:
-    `options` the options dict, `weights` {HDF5 name: array} in the original layout, `ids` the `Batcher`'s
-    char ids (B, T, C), boundaries included."""
-    weights = {name: np.asarray(value, np.float64) for name, value in weights.items()}
-    ids = np.asarray(ids)
-    lengths = (ids > 0).any(axis=2).sum(axis=1)
-    steps = ids.shape[1]
-    valid = np.arange(steps)[None] < lengths[:, None]
-    # Each row's first `length` steps reversed (the backward LSTM reads them so); applying it twice undoes it.
-    reverse = np.where(valid, lengths[:, None] - 1 - np.arange(steps)[None], np.arange(steps)[None])
-    flip = lambda a: np.take_along_axis(a, reverse[:, :, None], axis=1)  # noqa: E731
-    lstm = options["lstm"]
-    x = _token_encoder(options, weights, ids) * valid[:, :, None]
-    directions = []
-    for direction in range(2):
-        layer_input, outputs = x, []
-        for layer in range(lstm["n_layers"]):
-            prefix = f"RNN_{direction}/RNN/MultiRNNCell/Cell{layer}/LSTMCell/"
-            run = lambda a: _lstm(a, valid, weights[prefix + "W_0"], weights[prefix + "B"],  # noqa: E731
-                                  weights.get(prefix + "W_P_0"), lstm.get("cell_clip"), lstm.get("proj_clip"))
-            h = flip(run(flip(layer_input))) if direction else run(layer_input)
-            if lstm.get("use_skip_connections") and layer > 0:
-                h = (h + layer_input) * valid[:, :, None]
-            outputs.append(h)
-            layer_input = h
-        directions.append(outputs)
-    layers = [np.concatenate([x, x], -1)] + [np.concatenate(pair, -1) for pair in zip(*directions)]
-    stacked = np.stack(layers, axis=1)  # (B, L + 1, T, 2P)
-    out = np.zeros(stacked.shape[:2] + (steps - 2,) + stacked.shape[3:])
-    for row, n in enumerate(lengths):
-        out[row, :, :max(n - 2, 0)] = stacked[row, :, 1:max(n - 1, 1)]
-    return out
-
-
-def read_weights(weight_file):
-    import h5py
-
-    weights = {}
-    with h5py.File(weight_file, "r") as f:
-        f.visititems(lambda name, item: weights.__setitem__(name, item[()]) if isinstance(item, h5py.Dataset)
-                     else None)
-    return weights
-
-
 def numpy_reference(work, chunk=8):
-    """The float64 NumPy pass over the check sentences' ids, a chunk of sentences at a time."""
+    """The float64 NumPy pass over the check sentences' ids, a chunk of sentences at a time: the tests'
+    reference (tests/numpy_reference.py, which imports neither bilm nor a backend), `lm_embeddings` of a
+    stateless biLM started from zeros."""
+    sys.path.insert(0, os.path.join(ROOT, "tests"))
+    try:
+        import numpy_reference as reference
+    finally:
+        sys.path.remove(os.path.join(ROOT, "tests"))
     with open(os.path.join(work, "model", "options.json")) as f:
         options = json.load(f)
-    weights = {name: value.astype(np.float64)
-               for name, value in read_weights(os.path.join(work, "model", "weights.hdf5")).items()}
+    weights = reference.read_weights(os.path.join(work, "model", "weights.hdf5"))
     ids = np.load(os.path.join(work, "check_ids.npy"))
-    return np.concatenate([numpy_float64_lm_embeddings(options, weights, ids[i:i + chunk])
+    return np.concatenate([reference.bilm_forward(weights, options, ids[i:i + chunk])["lm_embeddings"]
                            for i in range(0, len(ids), chunk)])
 
 

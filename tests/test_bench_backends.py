@@ -9,10 +9,8 @@ import subprocess
 import sys
 import time
 
-import numpy as np
 import pytest
 
-import numpy_reference as R
 from helpers import ROOT
 
 SCRIPT = os.path.join(ROOT, "bench", "bench_backends.py")
@@ -156,24 +154,6 @@ def test_a_signal_stops_the_child_and_exits_with_one_line(signum):
     assert process.returncode == 128 + signum, stderr
     assert stderr.strip() == f"Stopped by {signum.name}.", stderr
     assert all(not os.path.exists(f"/proc/{pid}") for pid in children)
-
-
-def test_the_float64_pass_is_the_reference_implementations(tmp_path):
-    """bench_backends' vectorised NumPy pass against tests/numpy_reference.py's, which steps one row at a time:
-    rows of other lengths (an empty one too), skip connections, clipping, projection."""
-    sys.path.insert(0, os.path.join(ROOT, "bench"))
-    try:
-        import bench_backends
-    finally:
-        sys.path.remove(os.path.join(ROOT, "bench"))
-    options = R.make_options(n_highway=2, lstm_dim=8, projection_dim=6, cell_clip=0.5, proj_clip=0.4)
-    R.write_random_weights(str(tmp_path / "weights.hdf5"), options, seed=3, scale=1.5)
-    weights = {name: value.astype(np.float64) for name, value in R.read_weights(str(tmp_path / "weights.hdf5")).items()}
-    sentences = [["The", "cat", "sat", "."], [], ["naïve", "x"], ["a"] * 6]
-    ids = R.char_ids(sentences, options["char_cnn"]["max_characters_per_token"])
-    want = R.bilm_forward(weights, options, ids)["lm_embeddings"]
-    got = bench_backends.numpy_float64_lm_embeddings(options, weights, ids)
-    np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
 
 
 def test_the_sizes_for_a_machine_without_tensorflow_are_bilm_presets():
