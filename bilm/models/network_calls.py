@@ -12,20 +12,24 @@ import numpy as np
 from bilm.backend import backend_module
 
 
-def inference_call(network, tensorflow_signature=None):
-    """`run(inputs) -> outputs` for `network(inputs, training=False)`.
+def inference_call(network, tensorflow_signature=None, then=None):
+    """`run(inputs) -> outputs` for `network(inputs, training=False)`, or for `then` of its outputs.
 
     Args:
         network: a Keras model taking a dict of tensors.
         tensorflow_signature: on TensorFlow, a function returning the
             `tf.function`'s input signature (one dict of `tf.TensorSpec`), or
             None for one trace per input shape.
+        then: None, or a function of the network's output dict (in
+            `keras.ops`), run in the same compiled call: on JAX its ops are
+            then part of the program compiled for the input's shape, not
+            compiled one by one for the shape of each result they see.
 
     Returns:
         a function of a dict of NumPy arrays or tensors, giving the
-        network's outputs (tensors of the backend).
+        network's outputs, or `then`'s (tensors of the backend).
     """
-    return backend_module("inference").inference_call(network, tensorflow_signature)
+    return backend_module("inference").inference_call(network, tensorflow_signature, then)
 
 
 def padded_ids(ids):
@@ -37,6 +41,18 @@ def padded_ids(ids):
     if padded == time:
         return ids
     return np.pad(ids, [(0, 0), (0, padded - time)] + [(0, 0)] * (ids.ndim - 2))
+
+
+def unpadded_elmo_outputs(outputs, time):
+    """`elmo_outputs`' dict of a call whose ids were padded along time (`padded_ids`), cut to its `time` steps
+    (boundaries included), by the backend's `cut_padding` (on JAX, on the host: a slice on the device would
+    compile a program for each length)."""
+    if outputs["token_embeddings"].shape[1] == time:
+        return outputs
+    inner = max(time - 2, 0)
+    cuts = {"token_embeddings": np.s_[:, :time], "mask": np.s_[:, :inner], "lm_embeddings": np.s_[:, :, :inner]}
+    cut_padding = backend_module("inference").cut_padding
+    return {key: cut_padding(value, cuts[key]) if key in cuts else value for key, value in outputs.items()}
 
 
 def to_numpy(tensor):

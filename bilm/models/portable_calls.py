@@ -7,10 +7,10 @@ import numpy as np
 from keras import ops
 
 from bilm.backend import backend_module
-from bilm.models.elmo_outputs import elmo_outputs
+from bilm.models.elmo_outputs import ELMO_OUTPUTS, elmo_outputs
 from bilm.models.functional_bilm import build_contextual_bilm
 from bilm.models.id_checks import check_id_values
-from bilm.models.network_calls import inference_call, padded_ids
+from bilm.models.network_calls import inference_call, padded_ids, unpadded_elmo_outputs
 from bilm.models.token_cache import TokenEncodingCache
 from bilm.models.token_encoding import build_token_encoder, widest_filter
 from bilm.ops.char_convolutions_portable import needed_columns
@@ -35,7 +35,7 @@ class PortableCalls:
         self.state_buffers = {key: keras.Variable(np.zeros([lm.max_batch_size, size], np.float32), trainable=False,
                                                   name=f"state_{key}")
                               for key, _, size in lm.state_keys}
-        self._run = inference_call(lm.network)
+        self._run = inference_call(lm.network, then=self._in_elmo_form)
         self.token_cache = None
         if lm.use_character_inputs and token_cache_size > 0:
             self._set_up_token_cache(token_cache_size)
@@ -49,7 +49,7 @@ class PortableCalls:
         trimmed = lm.options.word_embedding is None
         encoder = build_token_encoder(lm.network, lm.options, any_width=trimmed)
         run_encoder = inference_call(keras.Model({"token_characters": encoder.input}, encoder.output))
-        self._run_contextual = inference_call(build_contextual_bilm(lm.network, lm.options))
+        self._run_contextual = inference_call(build_contextual_bilm(lm.network, lm.options), then=self._in_elmo_form)
         padded_length = backend_module("inference").padded_length
 
         def encode(ids):  # (n, width) char ids -> (n, projection_dim) float32 NumPy
@@ -86,13 +86,17 @@ class PortableCalls:
             else:
                 inputs[key] = np.broadcast_to(starts[key], (batch, size))
         outputs = run(inputs)
-        per_row = {output_key for _, output_key, _ in lm.state_keys} | {"lengths"}
-        outputs = {key: value if key in per_row else value[:, :time] for key, value in outputs.items()}
         if stateful:
             for key, output_key, _ in lm.state_keys:
                 buffer = self.state_buffers[key]
                 buffer.assign(ops.slice_update(buffer.value, (0, 0), outputs[output_key]))
-        return elmo_outputs(outputs, lm.options.n_layers)
+        return unpadded_elmo_outputs({key: outputs[key] for key in ELMO_OUTPUTS}, time)
+
+    def _in_elmo_form(self, outputs):
+        """The network's `outputs` in ELMo form (`elmo_outputs`), with its final states: part of the compiled call,
+        at the call's padded length (the values at the real positions are those of the real length)."""
+        states = {output_key: outputs[output_key] for _, output_key, _ in self.language_model.state_keys}
+        return {**elmo_outputs(outputs, self.language_model.options.n_layers), **states}
 
 
 def _padded_rows(rows, at_least=0, exactly=None):

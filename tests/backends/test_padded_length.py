@@ -51,3 +51,36 @@ def test_on_jax_padding_keeps_the_boundary_state_and_the_embeddings_bytes(tmp_pa
     # Calls of several lengths, run padded: 12 steps for the 10 tokens and boundaries of the embedded batch.
     assert len(set(result["asked"])) > 3 and 12 in result["asked"] and padded_length(12) == 12
     assert any(padded_length(n) != n for n in result["asked"])
+
+
+NEW_LENGTHS = """
+import json, sys
+import jax
+import numpy as np
+from bilm.models.bidirectional_lm import BidirectionalLanguageModel
+from bilm.text.batching import Batcher
+
+options_file, weight_file = sys.argv[1:3]
+compiles = []
+jax.monitoring.register_event_duration_secs_listener(
+    lambda event, seconds, **kwargs: compiles.append(event) if event.endswith("backend_compile_duration") else None)
+batcher = Batcher(None, 7)
+words = "the cat sat on a mat with its hat".split()
+model = BidirectionalLanguageModel(options_file, weight_file, stateful=False, start="zeros")
+model(batcher.batch_sentences([words]))  # 11 steps, padded to 12
+first, shapes = len(compiles), []
+for n in (8, 7):  # 10 and 9 steps, padded to 12 too; every word already encoded
+    out = model(batcher.batch_sentences([words[:n]]))
+    shapes.append([n, *(list(np.shape(out[key])) for key in ("lm_embeddings", "mask", "token_embeddings"))])
+print(json.dumps({"first": first, "later": len(compiles) - first, "shapes": shapes}))
+"""
+
+
+def test_on_jax_a_new_length_within_a_compiled_padded_length_compiles_nothing(tmp_path):
+    """The outputs take their ELMo form within the compiled call and are cut to the call's length on the host, so
+    a call of a new length whose padded length has run compiles nothing (each cost a dozen small programs)."""
+    options_file, weight_file, _ = write_model(tmp_path)
+    result = json_result(run_on_backend("jax", NEW_LENGTHS, options_file, weight_file))
+    assert result["first"] >= 1 and result["later"] == 0, result
+    for n, lm_embeddings, mask, token_embeddings in result["shapes"]:
+        assert lm_embeddings[:3] == [1, 3, n] and mask == [1, n] and token_embeddings[:2] == [1, n + 2], result

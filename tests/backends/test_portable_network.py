@@ -145,8 +145,8 @@ import bilm.models.portable_calls as portable_calls
 folder = sys.argv[1]
 widths, run = [], portable_calls.inference_call
 
-def recording(network, signature=None):  # the token encoder's calls, with their widths
-    call = run(network, signature)
+def recording(network, signature=None, then=None):  # the token encoder's calls, with their widths
+    call = run(network, signature, then)
     def record(inputs):
         if set(inputs) == {"token_characters"}:
             widths.append(int(inputs["token_characters"].shape[-1]))

@@ -1,19 +1,26 @@
 """A network's inference call on JAX: `jax.jit` of its `stateless_call`, reading the variables' current values
 at every call (a trace per input shape)."""
 import jax
+import numpy as np
 
 
-def inference_call(network, tensorflow_signature=None):
-    """`run(inputs) -> outputs` for `network(inputs, training=False)` (`bilm.models.network_calls`); the
-    signature is TensorFlow's alone."""
+def inference_call(network, tensorflow_signature=None, then=None):
+    """`run(inputs) -> outputs` for `network(inputs, training=False)`, then `then` of them in the same program
+    (`bilm.models.network_calls`); the signature is TensorFlow's alone."""
 
     @jax.jit
     def run(trainable, non_trainable, inputs):
         outputs, _ = network.stateless_call(trainable, non_trainable, inputs, training=False)
-        return outputs
+        return outputs if then is None else then(outputs)
 
     return lambda inputs: run([v.value for v in network.trainable_variables],
                               [v.value for v in network.non_trainable_variables], inputs)
+
+
+def cut_padding(value, index):
+    """`value[index]`, where `index` cuts off the padding `padded_length` added: made on the host and put back
+    on the device, as a slice on the device would compile a program for each length (tens of milliseconds)."""
+    return jax.device_put(np.asarray(value)[index])
 
 
 def padded_length(n):

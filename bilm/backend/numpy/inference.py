@@ -1,9 +1,17 @@
 """A network's inference call on Keras's NumPy backend: the network's own call."""
 
 
-def inference_call(network, tensorflow_signature=None):
-    """`run(inputs) -> outputs` for `network(inputs, training=False)` (`bilm.models.network_calls`)."""
-    return lambda inputs: network(inputs, training=False)
+def inference_call(network, tensorflow_signature=None, then=None):
+    """`run(inputs) -> outputs` for `network(inputs, training=False)`, then `then` of them
+    (`bilm.models.network_calls`)."""
+    if then is None:
+        return lambda inputs: network(inputs, training=False)
+    return lambda inputs: then(network(inputs, training=False))
+
+
+def cut_padding(value, index):
+    """`value[index]` (NumPy pads nothing: `padded_length`)."""
+    return value[index]
 
 
 def padded_length(n):

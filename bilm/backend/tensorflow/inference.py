@@ -2,11 +2,22 @@
 import tensorflow as tf
 
 
-def inference_call(network, tensorflow_signature=None):
-    """`run(inputs) -> outputs` for `network(inputs, training=False)` (`bilm.models.network_calls`);
-    `tensorflow_signature` returns the `tf.function`'s input signature (None: one trace per input shape)."""
+def inference_call(network, tensorflow_signature=None, then=None):
+    """`run(inputs) -> outputs` for `network(inputs, training=False)`, then `then` of them in the same graph
+    (`bilm.models.network_calls`); `tensorflow_signature` returns the `tf.function`'s input signature (None: one
+    trace per input shape)."""
     signature = None if tensorflow_signature is None else [tensorflow_signature()]
-    return tf.function(lambda inputs: network(inputs, training=False), input_signature=signature, autograph=False)
+
+    def run(inputs):
+        outputs = network(inputs, training=False)
+        return outputs if then is None else then(outputs)
+
+    return tf.function(run, input_signature=signature, autograph=False)
+
+
+def cut_padding(value, index):
+    """`value[index]` (TensorFlow pads nothing: `padded_length`)."""
+    return value[index]
 
 
 def padded_length(n):

@@ -3,17 +3,23 @@ import keras
 import torch
 
 
-def inference_call(network, tensorflow_signature=None):
-    """`run(inputs) -> outputs` for `network(inputs, training=False)` (`bilm.models.network_calls`); the
-    signature is TensorFlow's alone."""
+def inference_call(network, tensorflow_signature=None, then=None):
+    """`run(inputs) -> outputs` for `network(inputs, training=False)`, then `then` of them
+    (`bilm.models.network_calls`); the signature is TensorFlow's alone."""
 
     def run_eagerly(inputs):
         # Keras on PyTorch takes no mix of NumPy arrays and tensors in one call.
         inputs = {key: keras.ops.convert_to_tensor(value) for key, value in inputs.items()}
         with torch.no_grad():
-            return network(inputs, training=False)
+            outputs = network(inputs, training=False)
+            return outputs if then is None else then(outputs)
 
     return run_eagerly
+
+
+def cut_padding(value, index):
+    """`value[index]` (PyTorch pads nothing: `padded_length`)."""
+    return value[index]
 
 
 def padded_length(n):
