@@ -43,16 +43,25 @@ def padded_ids(ids):
     return np.pad(ids, [(0, 0), (0, padded - time)] + [(0, 0)] * (ids.ndim - 2))
 
 
-def unpadded_elmo_outputs(outputs, time):
-    """`elmo_outputs`' dict of a call whose ids were padded along time (`padded_ids`), cut to its `time` steps
-    (boundaries included), by the backend's `cut_padding` (on JAX, on the host: a slice on the device would
-    compile a program for each length)."""
-    if outputs["token_embeddings"].shape[1] == time:
+def padded_rows(ids):
+    """`ids` (int `(batch, ...)`) with rows of zero ids (empty sentences) appended up to the batch size its
+    backend compiles for (`padded_batch_size`: JAX's few sizes; the same `ids` elsewhere). For stateless calls:
+    a row's outputs do not depend on the others (to round-off; bilm's TensorFlow kernels to the bit)."""
+    rows = backend_module("inference").padded_batch_size(len(ids))
+    return ids if rows == len(ids) else np.pad(ids, [(0, rows - len(ids))] + [(0, 0)] * (ids.ndim - 1))
+
+
+def unpadded_elmo_outputs(outputs, batch, time):
+    """`elmo_outputs`' dict of a call whose ids were padded (`padded_rows`, `padded_ids`), cut to its `batch`
+    rows and `time` steps (boundaries included), by the backend's `cut_padding` (on JAX, on the host: a slice on
+    the device would compile a program for each shape)."""
+    if tuple(outputs["token_embeddings"].shape[:2]) == (batch, time):
         return outputs
     inner = max(time - 2, 0)
-    cuts = {"token_embeddings": np.s_[:, :time], "mask": np.s_[:, :inner], "lm_embeddings": np.s_[:, :, :inner]}
+    cuts = {"token_embeddings": np.s_[:batch, :time], "mask": np.s_[:batch, :inner],
+            "lm_embeddings": np.s_[:batch, :, :inner], "lengths": np.s_[:batch]}
     cut_padding = backend_module("inference").cut_padding
-    return {key: cut_padding(value, cuts[key]) if key in cuts else value for key, value in outputs.items()}
+    return {key: cut_padding(value, cuts[key]) for key, value in outputs.items()}
 
 
 def to_numpy(tensor):

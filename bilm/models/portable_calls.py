@@ -10,7 +10,7 @@ from bilm.backend import backend_module
 from bilm.models.elmo_outputs import ELMO_OUTPUTS, elmo_outputs
 from bilm.models.functional_bilm import build_contextual_bilm
 from bilm.models.id_checks import check_id_values
-from bilm.models.network_calls import inference_call, padded_ids, unpadded_elmo_outputs
+from bilm.models.network_calls import inference_call, padded_ids, padded_rows, unpadded_elmo_outputs
 from bilm.models.token_cache import TokenEncodingCache
 from bilm.models.token_encoding import build_token_encoder, widest_filter
 from bilm.ops.char_convolutions_portable import needed_columns
@@ -71,6 +71,8 @@ class PortableCalls:
         else from the start states of `start` (None: the model's)."""
         lm = self.language_model
         batch, time = ids.shape[:2]
+        if not stateful:  # (a stateful call's rows are its state buffers' rows)
+            ids = padded_rows(ids)
         if self.token_cache is None:
             inputs, run = {lm.input_key: padded_ids(ids)}, self._run
         else:
@@ -84,13 +86,13 @@ class PortableCalls:
             if stateful:
                 inputs[key] = self.state_buffers[key].value[:batch]
             else:
-                inputs[key] = np.broadcast_to(starts[key], (batch, size))
+                inputs[key] = np.broadcast_to(starts[key], (len(ids), size))
         outputs = run(inputs)
         if stateful:
             for key, output_key, _ in lm.state_keys:
                 buffer = self.state_buffers[key]
                 buffer.assign(ops.slice_update(buffer.value, (0, 0), outputs[output_key]))
-        return unpadded_elmo_outputs({key: outputs[key] for key in ELMO_OUTPUTS}, time)
+        return unpadded_elmo_outputs({key: outputs[key] for key in ELMO_OUTPUTS}, batch, time)
 
     def _in_elmo_form(self, outputs):
         """The network's `outputs` in ELMo form (`elmo_outputs`), with its final states: part of the compiled call,

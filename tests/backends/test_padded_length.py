@@ -53,7 +53,7 @@ def test_on_jax_padding_keeps_the_boundary_state_and_the_embeddings_bytes(tmp_pa
     assert any(padded_length(n) != n for n in result["asked"])
 
 
-NEW_LENGTHS = """
+NEW_SHAPES = """
 import json, sys
 import jax
 import numpy as np
@@ -66,21 +66,30 @@ jax.monitoring.register_event_duration_secs_listener(
     lambda event, seconds, **kwargs: compiles.append(event) if event.endswith("backend_compile_duration") else None)
 batcher = Batcher(None, 7)
 words = "the cat sat on a mat with its hat".split()
+sentences = [words[:n] for n in (9, 8, 7, 6, 5, 4, 3)]
 model = BidirectionalLanguageModel(options_file, weight_file, stateful=False, start="zeros")
-model(batcher.batch_sentences([words]))  # 11 steps, padded to 12
-first, shapes = len(compiles), []
-for n in (8, 7):  # 10 and 9 steps, padded to 12 too; every word already encoded
-    out = model(batcher.batch_sentences([words[:n]]))
-    shapes.append([n, *(list(np.shape(out[key])) for key in ("lm_embeddings", "mask", "token_embeddings"))])
-print(json.dumps({"first": first, "later": len(compiles) - first, "shapes": shapes}))
+first = np.asarray(model(batcher.batch_sentences(sentences))["lm_embeddings"])  # 7 rows of 11 steps: 8 of 12
+n_first, calls = len(compiles), []
+for rows in (slice(1, 7), slice(2, 7)):  # 6 and 5 rows of 10 and 9 steps, padded alike; every word encoded
+    out = model(batcher.batch_sentences(sentences[rows]))
+    lm_embeddings = np.asarray(out["lm_embeddings"])
+    n = len(sentences[rows][0])
+    calls.append({"n": n, "shapes": [list(np.shape(out[key])) for key in ("lm_embeddings", "mask", "token_embeddings",
+                                                                       "lengths")],
+                  "deviation": float(np.abs(lm_embeddings - first[rows, :, :n]).max())})
+print(json.dumps({"first": n_first, "later": len(compiles) - n_first, "calls": calls}))
 """
 
 
-def test_on_jax_a_new_length_within_a_compiled_padded_length_compiles_nothing(tmp_path):
-    """The outputs take their ELMo form within the compiled call and are cut to the call's length on the host, so
-    a call of a new length whose padded length has run compiles nothing (each cost a dozen small programs)."""
+def test_on_jax_a_call_of_new_shapes_within_compiled_padded_ones_compiles_nothing(tmp_path):
+    """A stateless call's rows are padded to a few batch sizes, its time steps to a few lengths, and its outputs
+    take their ELMo form within the compiled call, cut to the call's own shape on the host: a call of a new batch
+    size and length within padded ones that have run compiles nothing (each new length cost a dozen small
+    programs, each batch size the whole network), and gives each sentence's vectors as before."""
     options_file, weight_file, _ = write_model(tmp_path)
-    result = json_result(run_on_backend("jax", NEW_LENGTHS, options_file, weight_file))
+    result = json_result(run_on_backend("jax", NEW_SHAPES, options_file, weight_file))
     assert result["first"] >= 1 and result["later"] == 0, result
-    for n, lm_embeddings, mask, token_embeddings in result["shapes"]:
-        assert lm_embeddings[:3] == [1, 3, n] and mask == [1, n] and token_embeddings[:2] == [1, n + 2], result
+    for rows, call in zip((6, 5), result["calls"]):
+        n = call["n"]
+        assert call["shapes"] == [[rows, 3, n, 12], [rows, n], [rows, n + 2, 6], [rows]], result
+        assert call["deviation"] < 1e-6, result
