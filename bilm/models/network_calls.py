@@ -43,7 +43,7 @@ def padded_ids(ids):
     return np.pad(ids, [(0, 0), (0, padded - time)] + [(0, 0)] * (ids.ndim - 2))
 
 
-def padded_rows(ids):
+def padded_batch(ids):
     """`ids` (int `(batch, ...)`) with rows of zero ids (empty sentences) appended up to the batch size its
     backend compiles for (`padded_batch_size`: JAX's few sizes; the same `ids` elsewhere). For stateless calls:
     a row's outputs do not depend on the others (to round-off; bilm's TensorFlow kernels to the bit)."""
@@ -52,7 +52,7 @@ def padded_rows(ids):
 
 
 def unpadded_elmo_outputs(outputs, batch, time):
-    """`elmo_outputs`' dict of a call whose ids were padded (`padded_rows`, `padded_ids`), cut to its `batch`
+    """`elmo_outputs`' dict of a call whose ids were padded (`padded_batch`, `padded_ids`), cut to its `batch`
     rows and `time` steps (boundaries included), by the backend's `cut_padding` (on JAX, on the host: a slice on
     the device would compile a program for each shape)."""
     if tuple(outputs["token_embeddings"].shape[:2]) == (batch, time):

@@ -10,7 +10,7 @@ from bilm.backend import backend_module
 from bilm.models.elmo_outputs import ELMO_OUTPUTS, elmo_outputs
 from bilm.models.functional_bilm import build_contextual_bilm
 from bilm.models.id_checks import check_id_values
-from bilm.models.network_calls import inference_call, padded_ids, padded_rows, unpadded_elmo_outputs
+from bilm.models.network_calls import inference_call, padded_batch, padded_ids, unpadded_elmo_outputs
 from bilm.models.token_cache import TokenEncodingCache
 from bilm.models.token_encoding import build_token_encoder, widest_filter
 from bilm.ops.char_convolutions_portable import needed_columns
@@ -72,7 +72,7 @@ class PortableCalls:
         lm = self.language_model
         batch, time = ids.shape[:2]
         if not stateful:  # (a stateful call's rows are its state buffers' rows)
-            ids = padded_rows(ids)
+            ids = padded_batch(ids)
         if self.token_cache is None:
             inputs, run = {lm.input_key: padded_ids(ids)}, self._run
         else:
@@ -96,7 +96,7 @@ class PortableCalls:
 
     def _in_elmo_form(self, outputs):
         """The network's `outputs` in ELMo form (`elmo_outputs`), with its final states: part of the compiled call,
-        at the call's padded length (the values at the real positions are those of the real length)."""
+        at the call's padded shape (the real rows' values at the real positions are those of the real shape)."""
         states = {output_key: outputs[output_key] for _, output_key, _ in self.language_model.state_keys}
         return {**elmo_outputs(outputs, self.language_model.options.n_layers), **states}
 
