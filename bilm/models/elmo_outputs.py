@@ -9,8 +9,6 @@ from bilm.errors import UserError
 
 # Outputs whose first two axes are (batch, time): Keras masks them.
 SEQUENCE_OUTPUTS = ("word_emb", "elmo")
-# What `elmo_outputs` returns.
-ELMO_OUTPUTS = ("lm_embeddings", "lengths", "mask", "token_embeddings")
 
 
 def lstm_output_names(n_layers):

@@ -7,7 +7,7 @@ import numpy as np
 from keras import ops
 
 from bilm.backend import backend_module
-from bilm.models.elmo_outputs import ELMO_OUTPUTS, elmo_outputs
+from bilm.models.elmo_outputs import elmo_outputs
 from bilm.models.functional_bilm import build_contextual_bilm
 from bilm.models.id_checks import check_id_values
 from bilm.models.network_calls import inference_call, padded_batch, padded_ids, unpadded_elmo_outputs
@@ -87,18 +87,18 @@ class PortableCalls:
                 inputs[key] = self.state_buffers[key].value[:batch]
             else:
                 inputs[key] = np.broadcast_to(starts[key], (len(ids), size))
-        outputs = run(inputs)
+        outputs, final_states = run(inputs)
         if stateful:
             for key, output_key, _ in lm.state_keys:
                 buffer = self.state_buffers[key]
-                buffer.assign(ops.slice_update(buffer.value, (0, 0), outputs[output_key]))
-        return unpadded_elmo_outputs({key: outputs[key] for key in ELMO_OUTPUTS}, batch, time)
+                buffer.assign(ops.slice_update(buffer.value, (0, 0), final_states[output_key]))
+        return unpadded_elmo_outputs(outputs, batch, time)
 
     def _in_elmo_form(self, outputs):
-        """The network's `outputs` in ELMo form (`elmo_outputs`), with its final states: part of the compiled call,
+        """`(elmo_outputs of the network's outputs, {final state output key: state})`: part of the compiled call,
         at the call's padded shape (the real rows' values at the real positions are those of the real shape)."""
         states = {output_key: outputs[output_key] for _, output_key, _ in self.language_model.state_keys}
-        return {**elmo_outputs(outputs, self.language_model.options.n_layers), **states}
+        return elmo_outputs(outputs, self.language_model.options.n_layers), states
 
 
 def _padded_rows(rows, at_least=0, exactly=None):

@@ -28,10 +28,11 @@ def lstm_steps(gates_tm, valid_tm, initial_c, initial_h, recurrent_kernel, proje
     recurrent_kernel, projection_kernel = (None if kernel is None else ops.convert_to_tensor(kernel)
                                            for kernel in (recurrent_kernel, projection_kernel))
     c, h, outputs = initial_c, initial_h, []
+    zeros = torch.zeros_like(initial_h)  # a step's output past a row's length, made once
     for gates, valid in zip(torch.unbind(gates_tm), torch.unbind(valid_tm)):
         new_c, new_h = lstm_cell(TORCH_MATH, gates, c, h, recurrent_kernel, projection_kernel, cell_clip, proj_clip)
         c, h = torch.where(valid, new_c, c), torch.where(valid, new_h, h)
-        outputs.append(torch.where(valid, new_h, torch.zeros_like(new_h)))
+        outputs.append(torch.where(valid, new_h, zeros))
     if not outputs:  # no time steps
         return initial_h.new_zeros((0, *initial_h.shape)), c, h
     return torch.stack(outputs), c, h
