@@ -127,13 +127,15 @@ print(json.dumps([imported - start, loaded - imported, time.perf_counter() - loa
 """
 
 
-def start_up(directory, kernel_dtype, sentence):
-    """`(import, bilm.load, first sentence)` seconds in a new process, as a user's script pays them."""
+def start_up(directory, kernel_dtype, sentence, backend=None):
+    """`(import, bilm.load, first sentence)` seconds in a new process, as a user's script pays them, on Keras's
+    `backend` (None: the environment's `KERAS_BACKEND`, else TensorFlow)."""
     import json
     import subprocess
 
+    env = dict(os.environ, **({"KERAS_BACKEND": backend} if backend else {}))
     out = subprocess.run([sys.executable, "-c", _START_UP, directory, kernel_dtype, " ".join(sentence)],
-                         capture_output=True, text=True, check=True)
+                         capture_output=True, text=True, check=True, env=env)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 

@@ -4,8 +4,9 @@ Each measurement runs in a new process, as a user's script does, and is
 repeated `--repeats` times (the range is printed):
 
 - **inference**, for each size of `--sizes` (random weights written
-  once): `import bilm` (TensorFlow included), `bilm.load` and the first
-  one-sentence `embed` call (`bench_latency.start_up`);
+  once) and each Keras backend of `--backends`: `import bilm` (with the
+  backend), `bilm.load` and the first one-sentence `embed` call
+  (`bench_latency.start_up`);
 - **training**: a small run from files, `bilm.training.train_from_files`
   on a Zipfian corpus (`bench_train.write_corpus`) with the small
   configuration cut down as in `bench_train.py`'s quick run (LSTM 64,
@@ -15,7 +16,8 @@ repeated `--repeats` times (the range is printed):
   training step), the other steps, and after them the boundary-state
   measure and the last save. What is outside the steps is the fixed cost.
 
-    python bench/bench_start_up.py [--what inference,training] [--sizes small,original] [--repeats 3]
+    python bench/bench_start_up.py [--what inference,training] [--sizes small,original]
+        [--backends tensorflow,jax,torch] [--repeats 3]
 """
 import argparse
 import json
@@ -106,9 +108,9 @@ def _training_run(directory, steps):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def inference_start_ups(size, repeats, kernel_dtype="float32"):
-    """`repeats` times `(import, bilm.load, first sentence)` seconds, each in a new process, for one
-    random-weight model of `size` (written once, removed after)."""
+def inference_start_ups(size, repeats, kernel_dtype="float32", backends=("tensorflow",)):
+    """`{backend: [(import, bilm.load, first sentence) seconds] * repeats}`, each in a new process on that Keras
+    backend, for one random-weight model of `size` (written once, removed after)."""
     from bench_latency import real_sentences, start_up
 
     from bilm.models.random_weights import write_random_model
@@ -117,7 +119,8 @@ def inference_start_ups(size, repeats, kernel_dtype="float32"):
     sentence = real_sentences(1)[0]
     with tempfile.TemporaryDirectory(prefix=f"bench_start_up_{size}_") as directory:
         write_random_model(directory, get_preset(size), seed=0)
-        return [start_up(directory, kernel_dtype, sentence) for _ in range(repeats)]
+        return {backend: [start_up(directory, kernel_dtype, sentence, backend) for _ in range(repeats)]
+                for backend in backends}
 
 
 def _range(values):
@@ -129,17 +132,18 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--what", default="inference,training")
     parser.add_argument("--sizes", default="small,original")
+    parser.add_argument("--backends", default="tensorflow", help="Keras backends of the inference measure")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--steps", type=int, default=3)
     args = parser.parse_args(argv)
     what = args.what.split(",")
     if "inference" in what:
         for size in args.sizes.split(","):
-            runs = inference_start_ups(size, args.repeats)
-            imported, loaded, first = zip(*runs)
-            print(f"inference, {size}: import bilm and TensorFlow {_range(imported)} s, bilm.load {_range(loaded)} s, "
-                  f"first sentence {_range(first)} s; load + first sentence "
-                  f"{_range([a + b for a, b in zip(loaded, first)])} s", flush=True)
+            for backend, runs in inference_start_ups(size, args.repeats, backends=args.backends.split(",")).items():
+                imported, loaded, first = zip(*runs)
+                print(f"inference, {size}, {backend}: import bilm and {backend} {_range(imported)} s, bilm.load "
+                      f"{_range(loaded)} s, first sentence {_range(first)} s; load + first sentence "
+                      f"{_range([a + b for a, b in zip(loaded, first)])} s", flush=True)
     if "training" in what:
         runs = [training_start_up(args.steps) for _ in range(args.repeats)]
         phases = ("imported", "set_up", "first_step", "other_steps", "after_steps")
