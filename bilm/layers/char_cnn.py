@@ -28,6 +28,10 @@ class CharCNNEncoder(keras.layers.Layer):
         embedding_dim: size of a character embedding.
         filters: sequence of `(width, num_filters)` pairs.
         activation: `"relu"` or `"tanh"`.
+        kernel_initializer: None for the original's initialization, or a
+            Keras initializer for the character table and every kernel
+            (`"zeros"` for a layer whose weights are about to be loaded:
+            nothing is drawn at random).
 
     Call arguments:
         char_ids: int tensor `(batch, time, max_characters_per_token)`.
@@ -41,7 +45,7 @@ class CharCNNEncoder(keras.layers.Layer):
         float tensor `(batch, time, n_filters)`.
     """
 
-    def __init__(self, n_characters, embedding_dim, filters, activation="relu", **kwargs):
+    def __init__(self, n_characters, embedding_dim, filters, activation="relu", kernel_initializer=None, **kwargs):
         super().__init__(**kwargs)
         if activation not in ("relu", "tanh"):
             raise UserError(f"activation must be 'relu' or 'tanh'. Received: activation={activation!r}")
@@ -50,19 +54,21 @@ class CharCNNEncoder(keras.layers.Layer):
         self.filters = [tuple(f) for f in filters]
         self.activation = activation
         self.n_filters = sum(num for _, num in self.filters)
+        self.kernel_initializer = None if kernel_initializer is None else keras.initializers.get(kernel_initializer)
 
     def build(self, input_shape):
         self.char_embedding = self.add_weight(
             name="char_embedding",
             shape=(self.n_characters, self.embedding_dim),
-            initializer=keras.initializers.RandomUniform(-1.0, 1.0),
+            initializer=self.kernel_initializer or keras.initializers.RandomUniform(-1.0, 1.0),
         )
         self.kernels, self.biases = [], []
         for i, (width, num) in enumerate(self.filters):
             self.kernels.append(self.add_weight(
                 name=f"kernel_{i}",
                 shape=(width, self.embedding_dim, num),
-                initializer=char_cnn_kernel_initializer(self.activation, width, self.embedding_dim),
+                initializer=(self.kernel_initializer
+                             or char_cnn_kernel_initializer(self.activation, width, self.embedding_dim)),
             ))
             self.biases.append(self.add_weight(name=f"bias_{i}", shape=(num,), initializer="zeros"))
 
@@ -95,5 +101,7 @@ class CharCNNEncoder(keras.layers.Layer):
             "embedding_dim": self.embedding_dim,
             "filters": [list(f) for f in self.filters],
             "activation": self.activation,
+            "kernel_initializer": (None if self.kernel_initializer is None
+                                   else keras.initializers.serialize(self.kernel_initializer)),
         })
         return config

@@ -22,28 +22,30 @@ from bilm.models.network_dtype import FLOAT32
 
 def token_encoder_layers(options, n_token_vocab, padded, kernels):
     """`(input name, input shape, encode)`: the token encoder's layers, `encode` mapping ids to encodings
-    (`kernels`: the highway's arguments of `build_bilm`).
+    (`kernels`: the highway's arguments of `build_bilm`; its `kernel_initializer`, where not None, starts
+    every table and kernel of the encoder).
 
     With `char_cnn`: the char CNN, highway, optional word embedding and
     projection to P; else a token embedding table of `n_token_vocab` rows.
     """
+    given = kernels["kernel_initializer"]
     if options.char_cnn is None:
         if n_token_vocab is None:
             raise UserError("Token inputs (options without 'char_cnn') need n_token_vocab.")
         token_embedding = keras.layers.Embedding(
             n_token_vocab, options.projection_dim,
-            embeddings_initializer=keras.initializers.RandomUniform(-1.0, 1.0),
+            embeddings_initializer=given or keras.initializers.RandomUniform(-1.0, 1.0),
             name="token_embedding", dtype=FLOAT32)
         return "token_ids", (None,), token_embedding
     cnn = options.char_cnn
-    char_encoder = CharCNNEncoder(cnn.n_characters, cnn.embedding_dim, cnn.filters, cnn.activation, name="char_cnn",
-                                  dtype=FLOAT32)
+    char_encoder = CharCNNEncoder(cnn.n_characters, cnn.embedding_dim, cnn.filters, cnn.activation,
+                                  kernel_initializer=given, name="char_cnn", dtype=FLOAT32)
     highway = Highway(cnn.n_highway, name="highway", dtype=FLOAT32, **kernels)
-    word_embedding = _word_embedding(options, padded)
+    word_embedding = _word_embedding(options, padded, given)
     projection = None
     if token_features(options) != options.projection_dim:
         projection = TokenProjection(
-            options.projection_dim, kernel_initializer=dense_initializer(token_features(options)),
+            options.projection_dim, kernel_initializer=given or dense_initializer(token_features(options)),
             name="token_projection", dtype=FLOAT32)
     encode = functools.partial(encode_characters, char_encoder=char_encoder, highway=highway,
                                projection=projection, word_embedding=word_embedding)
@@ -82,13 +84,14 @@ def token_features(options):
     return options.char_cnn.n_filters + (options.word_embedding.dim if options.word_embedding is not None else 0)
 
 
-def _word_embedding(options, padded):
-    """The word table of a model with a word embedding (`padded`: a zero row 0 for the shifted ids), or None."""
+def _word_embedding(options, padded, initializer=None):
+    """The word table of a model with a word embedding (`padded`: a zero row 0 for the shifted ids), or None;
+    started by `initializer` (None: the original's)."""
     if options.word_embedding is None:
         return None
     return keras.layers.Embedding(
         options.word_embedding.dictionary.n_ids + padded, options.word_embedding.dim,
-        embeddings_initializer=keras.initializers.RandomUniform(-0.25, 0.25), name="word_embedding",
+        embeddings_initializer=initializer or keras.initializers.RandomUniform(-0.25, 0.25), name="word_embedding",
         dtype=FLOAT32)
 
 

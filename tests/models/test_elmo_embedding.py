@@ -364,6 +364,6 @@ def test_from_files_builds_without_drawing_weights_the_file_then_sets(model_file
         np.testing.assert_array_equal(got.numpy(), want.numpy())
     with WEIGHTS_FOLLOW.on():
         unset = build_bilm(constructed.options)
-    # build_bilm's kernel_initializer: the highway's and the LSTMs' kernels (the large ones).
-    large = [w for w in unset.weights if "kernel" in w.name and ("lstm" in w.path or "highway" in w.path)]
-    assert large and all(not np.any(w.numpy()) for w in large)
+    # build_bilm's kernel_initializer: every table and kernel.
+    kernels = [w for w in unset.weights if "kernel" in w.name or "embedding" in w.name]
+    assert kernels and all(not np.any(w.numpy()) for w in kernels)

@@ -107,6 +107,24 @@ def test_token_inputs_need_the_vocabulary_size_and_a_bad_layout_is_refused(loade
         build_bilm(loaded[0], layout="x")
 
 
+@pytest.mark.parametrize("char", [True, False], ids=["characters", "tokens"])
+def test_a_biLM_whose_weights_follow_draws_nothing_at_random(loaded, char):
+    """Built for a file to set its weights (`WEIGHTS_FOLLOW`, `kernel_initializer="zeros"`), every table and
+    kernel starts at zeros: each weight holds one value (a bias its constant). Drawing them was wasted work, on
+    JAX a compiled program for each new shape."""
+    from bilm.models.functional_bilm import WEIGHTS_FOLLOW
+
+    options = loaded[0] if char else load_options(R.make_options(char_cnn=False))
+    with WEIGHTS_FOLLOW.on():
+        network = build_bilm(options, n_token_vocab=None if char else 11, layout="training")
+    drawn = [w.path for w in network.weights if np.unique(keras.ops.convert_to_numpy(w)).size > 1]
+    assert not drawn
+    # Outside the flag the original's random start.
+    network = build_bilm(options, n_token_vocab=None if char else 11)
+    tables = [w for w in network.weights if "embedding" in w.path or "kernel" in w.path]
+    assert tables and all(np.unique(keras.ops.convert_to_numpy(w)).size > 1 for w in tables)
+
+
 def test_the_token_encoder_and_the_contextual_model_share_the_biLMs_layers(loaded):
     """The cached path: distinct tokens encoded once, then the LSTM stacks over an index of them."""
     options, _, networks = loaded
