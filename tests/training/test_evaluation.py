@@ -134,3 +134,29 @@ def test_test_is_a_deprecated_alias_of_evaluate_and_neither_is_collected_by_pyte
         assert bilm.training.test(OPTIONS, "ckpt/model.ckpt-3", "data", 8, start="zeros") == 7.5
     assert calls == [((OPTIONS, "ckpt/model.ckpt-3", "data", 8), {"start": "zeros"})]
     assert bilm.training.test.__test__ is False and bilm.training.test_from_files.__test__ is False
+
+
+@pytest.mark.parametrize("module, name, evaluate", [
+    ("bilm.training.tensorflow.checkpoints", "TrainingLM",
+     lambda module: module.load_training_model(OPTIONS, "checkpoint")),
+    ("bilm.training.arrays.training_run", "JaxTrainStep",
+     lambda module: module.evaluate_checkpoint({"options": OPTIONS, "seed": 0, "path": "run/checkpoint.npz"},
+                                               OPTIONS, None, BATCH, 0, "carry")),
+], ids=["tensorflow", "jax and pytorch"])
+def test_a_checkpoint_is_evaluated_in_a_model_built_without_random_draws(monkeypatch, module, name, evaluate):
+    # The checkpoint sets every weight: drawing them first (on JAX, a compiled program a shape) was wasted.
+    import importlib
+
+    from bilm.models.functional_bilm import WEIGHTS_FOLLOW
+
+    class Built(Exception):
+        pass
+
+    def recording_build(*args, **kwargs):
+        raise Built(WEIGHTS_FOLLOW.is_on())
+
+    module = importlib.import_module(module)
+    monkeypatch.setattr(module, name, recording_build)
+    with pytest.raises(Built) as built:
+        evaluate(module)
+    assert built.value.args == (True,)

@@ -333,7 +333,16 @@ def test_a_signal_during_held_out_evaluation_stops_it_and_saves_the_steps(tmp_pa
 
 
 @pytest.mark.slow
-def test_max_steps_ends_the_run_and_a_restart_continues_to_it(tmp_path, corpus, capsys):
+def test_max_steps_ends_the_run_and_a_restart_continues_to_it(tmp_path, corpus, capsys, monkeypatch):
+    # Each run's model: drawn at random for a new run, built without draws for a restart (the checkpoint sets
+    # every weight).
+    from bilm.models.functional_bilm import WEIGHTS_FOLLOW
+    from bilm.training.tensorflow import training_lm
+
+    builds = []
+    build_bilm = training_lm.build_bilm
+    monkeypatch.setattr(training_lm, "build_bilm",
+                        lambda *args, **kwargs: builds.append(WEIGHTS_FOLLOW.is_on()) or build_bilm(*args, **kwargs))
     options = tiny_options(max_steps=5, n_epochs=3)
     first = train(options, open_data(options, corpus), 1, tmp_path, None, max_steps=2, verbose=1)
     assert first["step"] == 2 and not first["finished"]
@@ -344,3 +353,4 @@ def test_max_steps_ends_the_run_and_a_restart_continues_to_it(tmp_path, corpus, 
     third = train(options, open_data(options, corpus), 1, tmp_path, None, restart_ckpt_file=second["checkpoint"],
                   verbose=0)
     assert third["steps_taken"] == 0 and third["finished"]
+    assert builds[0] is False and builds.count(False) == 1 and len(builds) >= 3, builds

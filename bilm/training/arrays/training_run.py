@@ -11,6 +11,7 @@ import warnings
 
 from bilm.backend import training_ops
 from bilm.errors import UserError
+from bilm.models.functional_bilm import WEIGHTS_FOLLOW
 from bilm.training.arrays.boundary_state_measure import measure_boundary_state
 from bilm.training.arrays.evaluation import evaluate_state, heldout_perplexity
 from bilm.training.arrays.softmax_init import initialize_softmax_on_jax
@@ -62,7 +63,8 @@ def evaluate_checkpoint(meta, options, data, batch_size, verbose, start):
     """The average perplexity of the checkpoint `meta` describes, on `data` (`evaluate_state`); with `start`
     `"warm"` and no boundary state in it, one measured on `data`'s text."""
     _, settings = training_settings(meta["options"])
-    step = JaxTrainStep(options, settings, meta["seed"] or 0)
+    with WEIGHTS_FOLLOW.on():  # nothing drawn: the checkpoint sets every weight
+        step = JaxTrainStep(options, settings, meta["seed"] or 0)
     save_dir = os.path.dirname(meta["path"])
     state, _ = run_directory.load_state(save_dir, meta, step.initial_state(), step.network, settings.optimizer)
     boundary_state = run_directory.read_boundary_state(save_dir, meta)

@@ -23,6 +23,7 @@ import os
 
 from bilm.backend import trainer_module
 from bilm.io.formats.output_files import check_output_directory, check_output_file, writer_lock
+from bilm.models.functional_bilm import WEIGHTS_FOLLOW
 from bilm.options import holds_options, save_options
 from bilm.training.config.training_config import resolve_training_config
 from bilm.training.model.softmax_init import DEFAULT_SOFTMAX_INIT
@@ -155,7 +156,9 @@ def _run_in(trainer, config, data, save_dir, log_dir, loop, schedule, save_timer
         run_directory.check_new_run(save_dir)
         check_output_file(options_file, content=holds_options(config.options))
     with StopSignals(loop.save_on_signals, interruptible_phases=trainer.interruptible_phases) as stop_signals:
-        run = trainer.open_run(config, save_dir, log_dir, loop, save_timer, stop_signals)
+        # A restart's checkpoint sets every weight: the model is built without drawing any.
+        with WEIGHTS_FOLLOW.on() if origin.checkpoint is not None else contextlib.nullcontext():
+            run = trainer.open_run(config, save_dir, log_dir, loop, save_timer, stop_signals)
         try:
             origin.begin(run, data, stop_signals)
             if stop_signals.received is not None:  # during the start: nothing trained, the checkpoint as it was

@@ -26,6 +26,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
+from bilm.models.functional_bilm import WEIGHTS_FOLLOW
 from bilm.optimizers import optimizer_class
 from bilm.training.config.settings import training_settings
 from bilm.training.config.training_config import data_fingerprint  # noqa: F401 (this module's name too)
@@ -63,7 +64,8 @@ def build_checkpoint(lm, optimizer=None, step=None, lstm_states=None, data_posit
 def load_training_model(options, checkpoint):
     """A `TrainingLM` (no dropout) with the weights of a checkpoint (its path or meta: `restore_training`)."""
     options, settings = training_settings(options, need_schedule=False)
-    lm = TrainingLM(options, settings)
+    with WEIGHTS_FOLLOW.on():  # nothing drawn: the checkpoint sets every weight
+        lm = TrainingLM(options, settings)
     restore_training(checkpoint, lm)
     return lm
 

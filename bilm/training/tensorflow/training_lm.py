@@ -13,7 +13,7 @@ import keras
 import tensorflow as tf
 
 from bilm.layers.stateless_dropout import StatelessDropout, dropout_site
-from bilm.models.functional_bilm import DIRECTIONS, build_bilm, state_keys
+from bilm.models.functional_bilm import DIRECTIONS, WEIGHTS_FOLLOW, build_bilm, state_keys
 from bilm.ops import stateless_random
 from bilm.ops.sampled_softmax import full_softmax_loss, log_uniform_candidates, sampled_softmax_loss
 from bilm.utils.deprecation import deprecated_alias
@@ -38,8 +38,9 @@ class TrainingLM:
             at sentence starts, and `n_boundary_starts` how many starts it
             averages (0: not computed yet).
         softmax_weights: `(n_tokens_vocab, projection_dim)` variable,
-            N(0, 1/sqrt(projection_dim)), shared by both directions (the
-            token embedding itself with `share_embedding_softmax`).
+            N(0, 1/sqrt(projection_dim)) (zeros inside `WEIGHTS_FOLLOW.on()`,
+            as the network's), shared by both directions (the token
+            embedding itself with `share_embedding_softmax`).
         softmax_bias: `(n_tokens_vocab,)` zeros.
 
     Create it inside a `tf.distribute` strategy's scope to distribute it.
@@ -67,7 +68,8 @@ class TrainingLM:
         if settings.share_embedding_softmax:
             self.softmax_weights = self.layers["token_embedding"].embeddings.value
         else:
-            init = keras.initializers.RandomNormal(stddev=1.0 / math.sqrt(projection_dim))
+            init = (keras.initializers.Zeros() if WEIGHTS_FOLLOW.is_on()  # a checkpoint sets it
+                    else keras.initializers.RandomNormal(stddev=1.0 / math.sqrt(projection_dim)))
             self.softmax_weights = tf.Variable(
                 init((settings.n_tokens_vocab, projection_dim)), name="softmax_W")
         self.softmax_bias = tf.Variable(tf.zeros([settings.n_tokens_vocab]), name="softmax_b")
