@@ -58,12 +58,14 @@ def evaluate_state(step, state, data, batch_size=None, unroll_steps=1, start="ca
     start_states, opening = None, None
     if start != "carry":
         keys += [key for key in ["token_ids" + SUFFIXES[d] for d in step.directions] if key not in keys]
-        start_states = {key: (ops.convert_to_tensor(boundary_state[0][key]) if start == "warm"
-                              else ops.zeros((size,))) for key, _, size in step.state_keys}
+        start_states = step.placement.first({key: (ops.convert_to_tensor(boundary_state[0][key]) if start == "warm"
+                                                   else ops.zeros((size,))) for key, _, size in step.state_keys})
         opening = {direction: getattr(data.vocab, OPENING_TOKEN[direction]) for direction in step.directions}
     function = _losses_function(step, opening)
     weights = step.placement.first({key: state[key] for key in ("bilm", "non_trainable", "softmax")})
-    lstm = {key: ops.zeros((batch_size, size), "float32") for key, _, size in step.state_keys}
+    # Placed as the call's outputs are, which feed the next call: JAX compiles the call once, not again for
+    # states on a device after uncommitted zeros.
+    lstm = step.placement.first({key: ops.zeros((batch_size, size), "float32") for key, _, size in step.state_keys})
 
     def losses(batch):
         nonlocal lstm

@@ -32,7 +32,8 @@ def corpus(tmp_path_factory):
 
 
 JAX_MEASURES = '''
-import json, sys
+import json, logging, sys
+import jax
 import numpy as np
 from bilm.options import load_options
 from bilm.training.config.settings import training_settings
@@ -41,6 +42,11 @@ from bilm.training.arrays.boundary_state_measure import measure_boundary_state
 from bilm.training.arrays.evaluation import evaluate_state
 from bilm.training.arrays.train_step import JaxTrainStep
 
+# The programs JAX compiles (each in-memory compilation, whether or not its persistent cache holds it).
+compiled = []
+jax.config.update("jax_log_compiles", True)
+logging.getLogger("jax").addHandler(type("Names", (logging.Handler,), {"emit": lambda self, record: compiled.append(
+    record.getMessage().split()[1]) if record.getMessage().startswith("Compiling ") else None})())
 folder, n_sentences = sys.argv[1], int(sys.argv[2])
 corpus, options = json.load(open(folder + "/corpus.json")), json.load(open(folder + "/options.json"))
 weights, tensorflow_boundary = np.load(folder + "/weights.npz"), np.load(folder + "/boundary.npz")
@@ -57,7 +63,8 @@ np.savez(folder + "/jax_boundary.npz", **boundary)
 given = ({key: tensorflow_boundary[key] for key in tensorflow_boundary.files}, 1)
 metrics = {start: evaluate_state(step, state, heldout, start=start, boundary_state=given)
            for start in ("carry", "zeros", "warm")}
-print(json.dumps({"n_starts": n_starts, "metrics": metrics, "tensorflow_imported": "tensorflow" in sys.modules}))
+print(json.dumps({"n_starts": n_starts, "metrics": metrics, "tensorflow_imported": "tensorflow" in sys.modules,
+                  "losses_compiled": compiled.count("jit(losses)")}))
 '''
 
 
@@ -92,6 +99,9 @@ def test_evaluation_and_boundary_state_equal_tensorflows(tmp_path, corpus):
             np.testing.assert_allclose(got[key], expected[key], rtol=1e-5, err_msg=f"{start}: {key}")
     # The starts differ, so each comparison above tells them apart.
     assert len({round(want[start]["perplexity"], 4) for start in STARTS}) == 3
+    # Each evaluation compiles its batch's losses once: its first call's LSTM states are placed as the calls'
+    # outputs, which feed the next (uncommitted zeros compiled it again).
+    assert report["losses_compiled"] == len(STARTS), report["losses_compiled"]
 
 
 JAX_RUNS = '''
