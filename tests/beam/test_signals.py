@@ -160,6 +160,14 @@ def test_two_workers_stop_at_any_moment_and_a_rerun_writes_an_uninterrupted_runs
         _assert_stopped(run, signum, run.interrupt(signum))
         assert len(run.started) >= 2  # the workers were there
 
+    # What the stopped runs wrote is set aside, to equal the uninterrupted run's files at the end: the killed
+    # run below then has both shards to embed (a busy machine can let the second shard's file be written too
+    # before the SIGINT lands, which left that run nothing to embed).
+    stopped_runs_files = _contents(out)
+    assert stopped_runs_files and all(name.endswith(".hdf5") for name in stopped_runs_files)
+    for name in stopped_runs_files:
+        (out / name).unlink()
+
     # Killed (SIGKILL: no chance to clean up) in the middle of a shard: its workers die with it, its temporary
     # directory stays, and the next run removes it first.
     run = Run(_command(model, shards, out, *TWO_WORKERS), out)
@@ -178,6 +186,7 @@ def test_two_workers_stop_at_any_moment_and_a_rerun_writes_an_uninterrupted_runs
     expected = _contents(tmp_path / "uninterrupted")
     assert sorted(expected) == ["a.hdf5", "b.hdf5"]
     assert _contents(out) == expected  # byte for byte, and no other file
+    assert {name: expected[name] for name in stopped_runs_files} == stopped_runs_files
 
 
 @pytest.mark.slow
