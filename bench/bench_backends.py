@@ -91,7 +91,8 @@ PRESETS_WITHOUT_TENSORFLOW["tiny"] = {
                  "max_characters_per_token": 50, "n_characters": 262, "n_highway": 1},
 }
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+from machine import cpu_summary  # noqa: E402
 
 # === Arguments ===
 
@@ -458,14 +459,8 @@ def installed(backend):
 
 
 def machine():
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    return {"cpu": cpu, "cores": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
-            "numpy": np.__version__}
+    return {"cpu": cpu_summary(), "cores": os.cpu_count(), "platform": platform.platform(),
+            "python": platform.python_version(), "numpy": np.__version__}
 
 
 def check_output(args):
@@ -639,7 +634,7 @@ def gpu_rates(report):
 
 def print_table(report):
     reference = report["reference"] or {}
-    print(f"\nmachine: {report['machine']['cpu']}, {report['machine']['cores']} cores, "
+    print(f"\nmachine: {report['machine']['cpu']}; "
           f"float32 matmul {report['machine']['float32_matmul_gflops']:.0f} GFLOP/s (NumPy){gpu_rates(report)}; "
           f"model {report['size']}, "
           f"{report['length']}{'' if report.get('max_length') is None else '-' + str(report['max_length'])}"

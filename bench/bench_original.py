@@ -85,6 +85,8 @@ BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 REPO_DIR = os.path.dirname(BENCH_DIR)
 sys.path.insert(0, BENCH_DIR)
 
+from machine import machine_line  # noqa: E402
+
 DEFAULT_CONFIGS = "original,bilm,bilm:bfloat16"
 MODIFIERS = ("bfloat16", "1thread")
 SEED = 0
@@ -362,22 +364,6 @@ def agreement(work_dir, config, reference, lengths):
     return differences, float(np.abs(want[:, :][np.broadcast_to(mask[:, None], want.shape[:3])]).max())
 
 
-def cpu_summary():
-    model, flags = "unknown CPU", set()
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name") and model == "unknown CPU":
-                    model = line.split(":", 1)[1].strip()
-                elif line.startswith("flags") and not flags:
-                    flags = set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    wanted = ["avx2", "fma", "f16c", "avx512f", "avx512_bf16", "amx_bf16"]
-    return f"{model}, {os.cpu_count()} cores; " + " ".join(
-        f"{flag}:{'yes' if flag in flags else 'no'}" for flag in wanted)
-
-
 def describe_profile(result):
     parts, seconds = result["parts"], result["seconds"]
 
@@ -514,7 +500,7 @@ def main():
     with open(os.path.join(args.work_dir, "sentences.json"), "w") as f:
         json.dump({"warm_up": warm_up, "timed": timed}, f)
     prepare_model(args.work_dir, args.size)
-    print(cpu_summary())
+    print(machine_line())
     print(f"{args.size} size, {len(timed)} GCIDE sentences ({sum(map(len, timed))} tokens) in batches of "
           f"{args.batch_size}, every sentence from zero states", flush=True)
     results = {}

@@ -29,6 +29,8 @@ import tempfile
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from machine import machine_line  # noqa: E402
+
 _TRAINING_RUN = """
 import json, os, sys, time
 start = time.perf_counter()
@@ -137,6 +139,7 @@ def main(argv=None):
     parser.add_argument("--steps", type=int, default=3)
     args = parser.parse_args(argv)
     what = args.what.split(",")
+    print(machine_line(), flush=True)
     if "inference" in what:
         for size in args.sizes.split(","):
             for backend, runs in inference_start_ups(size, args.repeats, backends=args.backends.split(",")).items():

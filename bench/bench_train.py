@@ -59,6 +59,9 @@ import time
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from machine import machine_line  # noqa: E402
+
 BACKENDS = ("tensorflow", "jax", "torch")
 
 
@@ -81,8 +84,6 @@ if BACKEND in ("jax", "torch"):
 else:
     import keras
     import tensorflow as tf
-
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from common import (
         char_convolution_flops_per_token,
         encoder_flops_per_token,
@@ -470,6 +471,7 @@ def main(argv=None):
         if getattr(args, name) is not None:
             parser.error(f"--{name} is not for --backend {args.backend}")
 
+    print(machine_line())
     # As bin/train_elmo.py: float32 stays float32 on a GPU unless --tf32; deterministic programs where asked.
     deterministic = set_numerics(tf32=args.tf32, deterministic=args.deterministic)
     print(f"float32 matmuls: {'TensorFloat-32 allowed (--tf32)' if args.tf32 else 'float32 (TF32 off)'}; "

@@ -4,6 +4,7 @@ import time
 
 import numpy as np
 import tensorflow as tf
+from machine import machine_line
 
 
 def matmul_rate(n=2048, repeats=5, trials=3):
@@ -148,6 +149,7 @@ def run_sizes(script, run_one, description, default_sentences, default_batch,
     if args.one:
         print(json.dumps(run_one(args.one, args.n_sentences, args.batch_size)))
         return
+    print(machine_line(), flush=True)
     for size in args.sizes.split(","):
         out = subprocess.run(
             [sys.executable, script, "--one", size, "--n_sentences", str(args.n_sentences),

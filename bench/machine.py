@@ -1,0 +1,46 @@
+"""The machine a bench figure comes from, printed with the figure, so that figures from two machines are never
+read as one machine's: the CPU's model, its cores and which of the instruction sets bilm's speed depends on it
+has. Reads /proc/cpuinfo; imports neither bilm nor a backend (bench_backends.py's parent process runs where
+only JAX or PyTorch is installed)."""
+import os
+import platform
+
+# x86's vector and bfloat16 sets and ARM's bfloat16 ("bf16"), as /proc/cpuinfo names them.
+INSTRUCTION_SETS = ("avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16", "bf16")
+
+
+def _cpuinfo_fields():
+    """`(model name or None, the first flags (x86) or Features (ARM) line or None)` of /proc/cpuinfo."""
+    model, flags = None, None
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if model is None and line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                elif flags is None and line.startswith(("flags", "Features")):
+                    flags = line
+    except OSError:
+        pass
+    return model, flags
+
+
+def cpu_model():
+    """The CPU's model name (/proc/cpuinfo's first `model name`), else the platform's name for it."""
+    return _cpuinfo_fields()[0] or platform.processor() or platform.machine()
+
+
+def cpu_summary():
+    """One line: `"<model>, <n> cores; avx2:yes fma:yes ..."` for each of `INSTRUCTION_SETS` (x86's on x86,
+    `bf16` on ARM; none where /proc/cpuinfo lists no flags)."""
+    _, line = _cpuinfo_fields()
+    summary = f"{cpu_model()}, {os.cpu_count()} cores"
+    if line is None:
+        return summary
+    flags, arm = set(line.split(":", 1)[1].split()), line.startswith("Features")
+    return summary + "; " + " ".join(f"{name}:{'yes' if name in flags else 'no'}"
+                                     for name in INSTRUCTION_SETS if (name == "bf16") == arm)
+
+
+def machine_line():
+    """`"machine: " + cpu_summary()`, the line each bench prints before its figures."""
+    return f"machine: {cpu_summary()}"
