@@ -81,10 +81,8 @@ def build_bilm(options, n_token_vocab=None, bidirectional=True, dropout=0.0, lay
             inference: the dtype the highway's and the LSTMs' kernels are
             kept in (see `ProjectedLSTM`, `bilm.ops.matmul_dtype`); such a
             model refuses `training=True`.
-        kernel_initializer: None (the original's; zeros inside `WEIGHTS_FOLLOW.on()`),
-            or a Keras initializer for every table and kernel of the token
-            encoder and the LSTMs (`"zeros"` when weights follow: nothing
-            is drawn at random).
+        kernel_initializer: None (the original's; zeros inside `WEIGHTS_FOLLOW.on()`), or a
+            Keras initializer for every table and kernel (`"zeros"` when weights follow: none drawn).
 
     Inputs (a dict):
         `"token_characters"`: int `(batch, time, options.token_id_width)`, or
