@@ -61,6 +61,8 @@ from bilm.models.bidirectional_lm import BidirectionalLanguageModel
 from bilm.text.batching import Batcher
 
 options_file, weight_file = sys.argv[1:3]
+# Every program compiled here, none read from the session's persistent cache (a hit records no compilation).
+jax.config.update("jax_enable_compilation_cache", False)
 compiles = []
 jax.monitoring.register_event_duration_secs_listener(
     lambda event, seconds, **kwargs: compiles.append(event) if event.endswith("backend_compile_duration") else None)
