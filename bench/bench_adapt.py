@@ -19,7 +19,7 @@ each adapted start also with the softmax trained alone for the first steps
 which no flag offers). Step 0 is the held-out perplexity before any step
 (the initialisation alone).
 
-    nice -n 10 python bench/bench_adapt.py --directory /tmp/bench_adapt
+    nice -n 10 python bench/bench_adapt.py --work_dir /tmp/bench_adapt
 
 The pretrained model is kept in DIRECTORY/general_model and reused by a
 later run only when it was pretrained with the same steps, corpus size and
@@ -36,6 +36,7 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+import harness  # noqa: E402
 import numpy as np  # noqa: E402
 
 import bilm  # noqa: E402
@@ -233,13 +234,24 @@ def run(paths, directory, name, steps, settings, **kwargs):
     return perplexities, seconds
 
 
+def step_counts(text):
+    """Comma-separated step counts of at least 0, in increasing order."""
+    try:
+        counts = sorted({int(count) for count in text.split(",")})
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated step counts, got {text!r}") from None
+    if counts[0] < 0:
+        raise argparse.ArgumentTypeError(f"step counts are 0 or more, got {text!r}")
+    return counts
+
+
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--directory", required=True, help="where the corpora, models and runs go")
+    parser = harness.parser(__doc__, work_dir=harness.REQUIRED)
     parser.add_argument("--pretrain_steps", type=int, default=3000, help="steps on the general corpus")
-    parser.add_argument("--steps", default="0,25,50,100,200,400,800",
+    parser.add_argument("--domain_steps", type=step_counts, default="0,25,50,100,200,400,800",
                         help="comma-separated step counts on the domain corpus at which every start is evaluated")
-    parser.add_argument("--warmup_steps", type=int, default=50, help="of --steps, the softmax alone (warm-up rows)")
+    parser.add_argument("--warmup_steps", type=int, default=50,
+                        help="of --domain_steps, the softmax alone (warm-up rows)")
     parser.add_argument("--n_general", type=int, default=40000, help="sentences of the general corpus")
     parser.add_argument("--n_domain", type=int, default=20000, help="sentences of the domain's training text")
     parser.add_argument("--n_heldout", type=int, default=2000, help="sentences of the domain's held-out text")
@@ -252,12 +264,12 @@ def main(argv=None):
     domain_settings = dict(SETTINGS)  # the pretraining keeps SETTINGS as they are
     if args.learning_rate:
         domain_settings["learning_rate"] = args.learning_rate
-    paths = write_corpora(args.directory, args.n_general, args.n_domain, args.n_heldout)
+    paths = write_corpora(args.work_dir, args.n_general, args.n_domain, args.n_heldout)
     print(f"Domain held-out tokens in the general vocabulary: {100 * _overlap(paths):.1f}%; vocabularies "
           f"{len(open(paths['general_vocab']).readlines())} (general) and "
           f"{len(open(paths['domain_vocab']).readlines())} (domain) words.")
-    model_dir = pretrain(paths, args.directory, args.pretrain_steps, args.n_general)
-    steps = [int(step) for step in args.steps.split(",")]
+    model_dir = pretrain(paths, args.work_dir, args.pretrain_steps, args.n_general)
+    steps = args.domain_steps
     rows = []
     for start in args.starts.split(","):
         method, _, frequency = start.partition("+")
@@ -269,7 +281,7 @@ def main(argv=None):
             # The run start's softmax initialisation, with the frequencies in the bias or not.
             training_run.initialize_softmax = functools.partial(softmax_init.initialize_softmax,
                                                           frequency_bias=bool(frequency))
-            perplexities, seconds = run(paths, args.directory, f"{start}_{warmup}", steps, domain_settings, **kwargs)
+            perplexities, seconds = run(paths, args.work_dir, f"{start}_{warmup}", steps, domain_settings, **kwargs)
             rows.append((start, warmup, perplexities))
             print(f"{start:>8} warm-up {warmup:>4}: " + "  ".join(f"{p:9.2f}" for p in perplexities)
                   + f"  ({seconds:.0f} s of training)", flush=True)

@@ -13,11 +13,10 @@ NumPy reference of that code). Then, with the same settings and steps on the new
 - scratch: a new model of the same architecture and dictionaries;
 - adapted: `--init_from` the general model, `--softmax_init fit`.
 
-    nice -n 10 python bench/bench_adapt_dictionaries.py --directory /tmp/bench_adapt_dictionaries
+    nice -n 10 python bench/bench_adapt_dictionaries.py --work_dir /tmp/bench_adapt_dictionaries
 
 The general model is reused by a later run made the same way (`bench_adapt.pretrain`).
 """
-import argparse
 import collections
 import itertools
 import json
@@ -32,6 +31,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import bench_adapt  # noqa: E402
 import downstream_data  # noqa: E402
+import harness  # noqa: E402
 import real_text  # noqa: E402
 
 import bilm  # noqa: E402
@@ -124,26 +124,25 @@ def run(paths, directory, name, steps, options, **kwargs):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--directory", required=True, help="where the texts, models and runs go")
+    parser = harness.parser(__doc__, work_dir=harness.REQUIRED)
     parser.add_argument("--n_general", type=int, default=60000, help="GCIDE sentences of the general text")
     parser.add_argument("--pretrain_steps", type=int, default=2000, help="steps on the general text")
-    parser.add_argument("--steps", default="1,50,100,200,400",
+    parser.add_argument("--domain_steps", type=bench_adapt.step_counts, default="1,50,100,200,400",
                         help="comma-separated step counts on the new text at which both runs are evaluated")
     parser.add_argument("--n_words", type=int, default=20000, help="words of the word dictionary")
     parser.add_argument("--word_dim", type=int, default=32, help="numbers per word of the word embedding")
     args = parser.parse_args(argv)
-    paths = write_texts(args.directory, args.n_general)
+    paths = write_texts(args.work_dir, args.n_general)
     model_options = dictionary_options(paths["general_train"], args.n_words, args.word_dim)
     print(f"Dictionaries: {len(model_options['char_cnn']['characters']['ids'])} characters, "
           f"{len(model_options['word_embedding']['ids'])} words.", flush=True)
-    model_dir = bench_adapt.pretrain(paths, args.directory, args.pretrain_steps, args.n_general,
+    model_dir = bench_adapt.pretrain(paths, args.work_dir, args.pretrain_steps, args.n_general,
                                      options={**model_options, **SETTINGS}, text="GCIDE")
-    steps = [int(step) for step in args.steps.split(",")]
+    steps = args.domain_steps
     rows = []
     for name, options, kwargs in [("scratch", {**model_options, **SETTINGS}, {}),
                                   ("adapted", dict(SETTINGS), {"init_from": model_dir, "softmax_init": "fit"})]:
-        perplexities, seconds = run(paths, args.directory, name, steps, options, **kwargs)
+        perplexities, seconds = run(paths, args.work_dir, name, steps, options, **kwargs)
         rows.append((name, perplexities))
         print(f"{name:>8}: " + "  ".join(f"{p:9.2f}" for p in perplexities) + f"  ({seconds:.0f} s)", flush=True)
     print("\n| start | " + " | ".join(f"step {step}" for step in steps) + " |")

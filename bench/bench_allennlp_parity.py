@@ -17,7 +17,6 @@ what the carried states change (a deliberate difference, docs/migrating.md).
 
     KERAS_BACKEND=torch python bench/bench_allennlp_parity.py --size small --sentences 64
 """
-import argparse
 import importlib.abc
 import importlib.machinery
 import os
@@ -28,6 +27,7 @@ import types
 os.environ.setdefault("KERAS_BACKEND", "torch")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import harness  # noqa: E402
 from real_text import ensure_gcide, gcide_sentences  # noqa: E402
 from wheels import wheel_folder  # noqa: E402
 
@@ -93,10 +93,7 @@ def allennlp_elmo_module(cache_dir):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--size", default="small", choices=("tiny", "small", "medium", "original"))
-    parser.add_argument("--sentences", type=int, default=64)
-    parser.add_argument("--batch_size", type=int, default=16)
+    parser = harness.parser(__doc__, size="small", sentences=64, batch_size=16)
     parser.add_argument("--cache_dir", default=os.path.join(tempfile.gettempdir(), "bilm_allennlp_parity"))
     args = parser.parse_args()
     import keras

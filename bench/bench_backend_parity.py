@@ -16,7 +16,6 @@ what 300 steps make of it.
 
     python bench/bench_backend_parity.py --size small --steps 300 --output parity.json
 """
-import argparse
 import json
 import os
 import re
@@ -28,6 +27,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import harness  # noqa: E402
 from real_text import write_gcide_shards  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -81,15 +81,12 @@ def _shared_start(work_dir, size, seed, backend):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--size", default="small", choices=("small", "medium", "original"))
-    parser.add_argument("--steps", type=int, default=300)
-    parser.add_argument("--batch_size", type=int, help="rows per step (default: the size's)")
-    parser.add_argument("--backends", default="tensorflow,jax")
+    parser = harness.parser(__doc__, size="small", steps=300, batch_size=None, backends=["tensorflow", "jax"], seed=0,
+                            work_dir=os.path.join(tempfile.gettempdir(), "bilm_backend_parity"), output=None,
+                            overwrite=True)
     parser.add_argument("--train_tokens", type=int, default=2_000_000)
     parser.add_argument("--heldout_tokens", type=int, default=50_000)
     parser.add_argument("--max_vocab", type=int, default=50_000, help="most lines of the vocabulary")
-    parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--shared_start", action="store_true",
                         help="start both runs from one random model of the size (drawn with --seed) instead of "
                              "each backend's own initial weights")
@@ -97,17 +94,12 @@ def main():
                         help="the backend that draws the shared start (default: the first of --backends); Keras's "
                              "initialisers draw other numbers on each backend, so runs compared across invocations "
                              "need the same one (the published tables': tensorflow)")
-    parser.add_argument("--work_dir", default=os.path.join(tempfile.gettempdir(), "bilm_backend_parity"),
-                        help="where the text, the vocabulary and each run go (default: %(default)s)")
-    parser.add_argument("--output", help="JSON report to write (refused if it exists, unless --overwrite)")
-    parser.add_argument("--overwrite", action="store_true")
     args = parser.parse_args()
     # Handled even where the shell started this script with SIGINT ignored (a background job).
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, _stop)
-    if args.output and os.path.exists(args.output) and not args.overwrite:
-        raise SystemExit(f"Error: {args.output} exists; pass --overwrite to replace it.")
-    backends = args.backends.split(",")
+    harness.check_output(args.output, args.overwrite)
+    backends = args.backends
     text = write_gcide_shards(os.path.join(args.work_dir, "gcide"), args.train_tokens, args.heldout_tokens)
     vocab = os.path.join(args.work_dir, f"vocab_{args.max_vocab}.txt")
     if not os.path.exists(vocab):
@@ -148,10 +140,7 @@ def main():
         print(f"relative difference {report['relative_difference']:.2%} ({backends[1]} vs {backends[0]})")
     print(json.dumps(report, indent=1))
     if args.output:
-        temporary = args.output + ".partial"
-        with open(temporary, "w") as f:
-            json.dump(report, f, indent=1)
-        os.replace(temporary, args.output)
+        harness.write_report(report, args.output, args.overwrite)
 
 
 if __name__ == "__main__":

@@ -70,83 +70,40 @@ import time
 
 import numpy as np
 
-BACKEND_MODULES = {"tensorflow": "tensorflow", "jax": "jax", "torch": "torch"}
-SIZES = ("tiny", "small", "medium", "original")
 CHECK_SENTENCES = 32
-_FILTERS = [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]]
-# bilm.presets' sizes, for where it does not import: it imports TensorFlow (through bilm.optimizers).
-# tests/test_bench_backends.py checks that they are the same.
-PRESETS_WITHOUT_TENSORFLOW = {
-    name: {"lstm": {"dim": dim, "projection_dim": projection, "n_layers": 2, "cell_clip": 3, "proj_clip": 3,
-                    "use_skip_connections": True},
-           "char_cnn": {"activation": "relu", "embedding": {"dim": 16}, "filters": _FILTERS,
-                        "max_characters_per_token": 50, "n_characters": 262, "n_highway": highway}}
-    for name, dim, projection, highway in [("small", 1024, 128, 1), ("medium", 2048, 256, 1),
-                                           ("original", 4096, 512, 2)]
-}
-PRESETS_WITHOUT_TENSORFLOW["tiny"] = {
-    "lstm": {"dim": 64, "projection_dim": 16, "n_layers": 2, "cell_clip": 3, "proj_clip": 3,
-             "use_skip_connections": True},
-    "char_cnn": {"activation": "relu", "embedding": {"dim": 8}, "filters": [[1, 8], [2, 8], [3, 16], [4, 16]],
-                 "max_characters_per_token": 50, "n_characters": 262, "n_highway": 1},
-}
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
-from machine import cpu_summary  # noqa: E402
+from common import forward_flops_per_token  # noqa: E402
+from harness import BACKEND_MODULES, check_output, parser, write_report  # noqa: E402
+from machine import cpu_summary, matmul_rate, peak_rss_gib  # noqa: E402
 
 # === Arguments ===
 
-def positive_ints(text):
-    try:
-        values = [int(value) for value in text.split(",") if value.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
-    if not values or min(values) < 1:
-        raise argparse.ArgumentTypeError(f"expected integers >= 1, got {text!r}")
-    return sorted(set(values))
-
-
-def backend_names(text):
-    names = [name.strip() for name in text.split(",") if name.strip()]
-    unknown = [name for name in names if name not in BACKEND_MODULES]
-    if not names or unknown:
-        raise argparse.ArgumentTypeError(f"backends are some of {', '.join(BACKEND_MODULES)}; got {text!r}")
-    return list(dict.fromkeys(names))
-
-
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--size", choices=SIZES, default="small", help="the model's size (tiny: a toy, for tests)")
-    parser.add_argument("--backends", type=backend_names, default=list(BACKEND_MODULES),
-                        help="comma-separated, in order (default: tensorflow,jax,torch)")
-    parser.add_argument("--batch_sizes", type=positive_ints, default=[1, 32, 512], help="default: 1,32,512")
-    parser.add_argument("--sentences", type=int, default=256,
-                        help="timed sentences a batch size (rounded up to full batches, at least one)")
-    parser.add_argument("--length", type=int, default=20, help="tokens a sentence")
-    parser.add_argument("--max_length", type=int,
-                        help="draw each sentence's length from --length to this (default: all of --length)")
-    parser.add_argument("--output", help="also write the JSON report here")
-    parser.add_argument("--overwrite", action="store_true", help="replace an existing --output")
-    parser.add_argument("--no_token_cache", action="store_true", help="every backend without its token cache")
-    parser.add_argument("--tf32", action="store_true", help="let GPUs run float32 matmuls in TF32")
-    parser.add_argument("--child", choices=list(BACKEND_MODULES), help=argparse.SUPPRESS)
-    parser.add_argument("--write_model", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--batch_size", type=int, help=argparse.SUPPRESS)
-    parser.add_argument("--work", help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
+    command = parser(__doc__, size="small", backends=list(BACKEND_MODULES), batch_sizes=[1, 32, 512], sentences=256,
+                     output=None, overwrite=True, tf32=True)
+    command.add_argument("--length", type=int, default=20, help="tokens a sentence")
+    command.add_argument("--max_length", type=int,
+                         help="draw each sentence's length from --length to this (default: all of --length)")
+    command.add_argument("--no_token_cache", action="store_true", help="every backend without its token cache")
+    command.add_argument("--child", choices=list(BACKEND_MODULES), help=argparse.SUPPRESS)
+    command.add_argument("--write_model", action="store_true", help=argparse.SUPPRESS)
+    command.add_argument("--child_batch_size", dest="batch_size", type=int, help=argparse.SUPPRESS)
+    command.add_argument("--work", help=argparse.SUPPRESS)
+    args = command.parse_args(argv)
     if args.sentences < 1 or args.length < 1:
-        parser.error("--sentences and --length must be >= 1")
+        command.error("--sentences and --length must be >= 1")
     if args.max_length is not None and args.max_length < args.length:
-        parser.error(f"--max_length must be >= --length ({args.length}); received {args.max_length}")
+        command.error(f"--max_length must be >= --length ({args.length}); received {args.max_length}")
     return args
 
 
 # === Sentences ===
 
 def synthetic_sentences(n_sentences, length, vocab_size=20000, seed=0, max_length=None):
-    """`n_sentences` lists of `length` made-up words with Zipfian frequencies (as `common.zipf_sentences`,
-    which imports TensorFlow; here every sentence has the same length, or with `max_length` a length drawn
-    from `length` to `max_length`)."""
+    """`n_sentences` lists of `length` made-up words with Zipfian frequencies (as `common.zipf_sentences`;
+    here every sentence has the same length, or with `max_length` a length drawn from `length` to
+    `max_length`)."""
     rng = np.random.default_rng(seed)
     letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))
     words = ["".join(rng.choice(letters, size=rng.integers(2, 11))) for _ in range(vocab_size)]
@@ -216,13 +173,9 @@ def write_model(args):
         return {"skipped": f"{BACKEND_MODULES[args.child]} does not import: {error}"}
     bilm = _import_bilm()
     from bilm.models.random_weights import write_random_model
+    from bilm.presets import get_preset
 
-    try:
-        from bilm.presets import get_preset
-
-        options = get_preset(args.size)
-    except ImportError:
-        options = PRESETS_WITHOUT_TENSORFLOW[args.size]
+    options = get_preset(args.size)
     write_random_model(os.path.join(args.work, "model"), options, seed=0)
     with open(os.path.join(args.work, "sentences.json")) as f:
         check = json.load(f)["timed"][:min(args.sentences, CHECK_SENTENCES)]
@@ -360,16 +313,6 @@ def device_and_peak(backend, library, tensor):
             library.cuda.max_memory_allocated(device) / 2 ** 30)
 
 
-def peak_rss_gib():
-    """Peak resident memory of this process so far (Linux reports KiB, macOS bytes)."""
-    import resource
-
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return peak / 2 ** (30 if sys.platform == "darwin" else 20)
-
-
-# === The parent ===
-
 class Terminated(KeyboardInterrupt):
     """SIGTERM, raised as Ctrl-C's `KeyboardInterrupt` is (exit status 143)."""
 
@@ -420,34 +363,6 @@ class Children:
             process.wait()
 
 
-def matmul_rate(n=2048, repeats=3, trials=3):
-    """This machine's float32 matmul rate in FLOP/s, by NumPy's BLAS (`common.matmul_rate` measures it with
-    TensorFlow): the best of `trials` timings of `repeats` (n, n) products."""
-    rng = np.random.default_rng(0)
-    a, b = rng.standard_normal((n, n), dtype=np.float32), rng.standard_normal((n, n), dtype=np.float32)
-    a @ b
-    best = float("inf")
-    for _ in range(trials):
-        start = time.perf_counter()
-        for _ in range(repeats):
-            a @ b
-        best = min(best, time.perf_counter() - start)
-    return 2 * n ** 3 * repeats / best
-
-
-def forward_flops_per_token(options):
-    """Multiply-adds x 2 of one token through the biLM, char CNN included (as `common.forward_flops_per_token`,
-    from the options dict)."""
-    cnn, lstm = options["char_cnn"], options["lstm"]
-    filters = sum(num for _, num in cnn["filters"])
-    p, units = lstm["projection_dim"], lstm["dim"]
-    flops = sum(2 * (cnn["max_characters_per_token"] - w + 1) * w * cnn["embedding"]["dim"] * num
-                for w, num in cnn["filters"])
-    flops += cnn["n_highway"] * 2 * 2 * filters * filters + (2 * filters * p if filters != p else 0)
-    per_layer = 2 * (p + p) * 4 * units + (2 * units * p if p != units else 0)
-    return flops + 2 * lstm["n_layers"] * per_layer
-
-
 def installed(backend):
     """None when `backend`'s module can be imported (as far as finding it tells), else why not."""
     module = BACKEND_MODULES[backend]
@@ -463,36 +378,8 @@ def machine():
             "python": platform.python_version(), "numpy": np.__version__}
 
 
-def check_output(args):
-    if args.output is None:
-        return
-    if os.path.exists(args.output) and not args.overwrite:
-        sys.exit(f"Error: {args.output} exists; pass --overwrite to replace it.")
-    directory = os.path.dirname(os.path.abspath(args.output))
-    if not os.path.isdir(directory):
-        sys.exit(f"Error: cannot write {args.output}: {directory} is not a directory.")
-
-
-def write_report(report, path, overwrite):
-    """JSON to a temporary file beside `path`, then renamed over it."""
-    if os.path.exists(path) and not overwrite:
-        sys.exit(f"Error: {path} appeared while the bench ran; pass --overwrite to replace it.")
-    directory, name = os.path.split(os.path.abspath(path))
-    descriptor, temporary = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(descriptor, "w") as f:
-            json.dump(report, f, indent=2)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        os.unlink(temporary)
-        raise
-
-
 def run(args):
-    check_output(args)
+    check_output(args.output, args.overwrite)
     work = tempfile.mkdtemp(prefix="bench_backends_")
     children = Children(work, args)
     try:
@@ -555,7 +442,7 @@ def measure_all(args, work, children):
         entry.update(status="ran", reason=None)
         for batch_size in batch_sizes:
             result = children.run(f"{backend}_{batch_size}", backend, "--child", backend,
-                                  "--batch_size", str(batch_size))
+                                  "--child_batch_size", str(batch_size))
             if "skipped" in result:
                 entry.update(status="skipped", reason=result["skipped"], results=[])
                 print(f"{backend:>10}: skipped ({result['skipped']})", flush=True)

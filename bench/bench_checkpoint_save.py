@@ -12,28 +12,23 @@ Run each format in a process of its own, as the peak is the process's.
     python bench/bench_checkpoint_save.py --size small --n_tokens_vocab 793471 --format run
     python bench/bench_checkpoint_save.py --size small --n_tokens_vocab 793471 --format tensorflow
 """
-import argparse
 import os
-import resource
 import shutil
+import sys
 import tempfile
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-
-def _peak_gib():
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20
+import harness  # noqa: E402
+from machine import peak_rss_gib  # noqa: E402
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--size", default="small")
-    parser.add_argument("--n_tokens_vocab", type=int, default=793471)
+    parser = harness.parser(__doc__, size="small", n_tokens_vocab=793471, batch_size=128, work_dir=None)
     parser.add_argument("--optimizer", default="adagrad")
-    parser.add_argument("--batch_size", type=int, default=128)
     parser.add_argument("--format", choices=("run", "tensorflow"), default="run")
-    parser.add_argument("--work_dir", default=None, help="where the checkpoint is written (a temporary folder)")
     args = parser.parse_args(argv)
 
     import tensorflow as tf
@@ -55,7 +50,7 @@ def main(argv=None):
                       for variable in checkpoints._state_objects(lm, optimizer, lstm)[1].values())
     folder = tempfile.mkdtemp(prefix="bilm-bench-save-", dir=args.work_dir)
     try:
-        before = _peak_gib()
+        before = peak_rss_gib()
         started = time.perf_counter()
         if args.format == "run":
             run_checkpoint.save_checkpoint(folder, checkpoints.training_arrays(lm, optimizer, lstm), 1,
@@ -65,7 +60,7 @@ def main(argv=None):
             tf.train.CheckpointManager(checkpoints.build_checkpoint(lm, optimizer, step, lstm), folder, 1,
                                        checkpoint_name="model.ckpt").save(checkpoint_number=1)
         seconds = time.perf_counter() - started
-        after = _peak_gib()
+        after = peak_rss_gib()
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     print(f"{args.size}, {args.n_tokens_vocab:,} words, {args.optimizer}, format {args.format}: state "

@@ -37,7 +37,6 @@ an existing directory without the marker is refused. Downloads, the corpus,
 the checkpoints, the pretrained models and every finished run are kept
 there and reused.
 """
-import argparse
 import json
 import os
 import sys
@@ -51,6 +50,7 @@ import downstream_classifier as classifier  # noqa: E402
 import downstream_data  # noqa: E402
 import downstream_pretraining  # noqa: E402
 import downstream_probes  # noqa: E402
+import harness  # noqa: E402
 import numpy as np  # noqa: E402
 from downstream_classifier import Variant  # noqa: E402
 
@@ -187,8 +187,7 @@ def diagnose(work_dir, model_name, elmo, data, splits):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--work_dir", default="bench_downstream_work")
+    parser = harness.parser(__doc__, work_dir="bench_downstream_work")
     parser.add_argument("--model", help="a model bilm.load opens, instead of pretraining one")
     parser.add_argument("--epochs", type=int, nargs="+", default=[1],
                         help="pretraining budgets, epochs over the corpus; the table uses the last, --budget_variant "

@@ -18,7 +18,6 @@ largest difference of the vectors, for each `output_layer`:
 
     python bench/bench_efml_parity.py --sentences 24
 """
-import argparse
 import json
 import os
 import sys
@@ -27,6 +26,7 @@ import types
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import harness  # noqa: E402
 from real_text import ensure_gcide, gcide_sentences  # noqa: E402
 from wheels import wheel_folder  # noqa: E402
 
@@ -81,10 +81,7 @@ def write_random_model(folder, sentences, seed):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sentences", type=int, default=24)
-    parser.add_argument("--batch_size", type=int, default=8)
-    parser.add_argument("--seed", type=int, default=0)
+    parser = harness.parser(__doc__, sentences=24, batch_size=8, seed=0)
     parser.add_argument("--cache_dir", default=os.path.join(tempfile.gettempdir(), "bilm_efml_parity"))
     args = parser.parse_args()
     import numpy as np

@@ -30,7 +30,7 @@ A fresh model with a cold token cache embeds the timed batches; one batch
 of other sentences from the same distribution warms it up first.
 
     python bench/bench_embed.py [--sizes small,small:bfloat16,original,original:bfloat16,original:bulk,...]
-        [--n_sentences 320]
+        [--sentences 320] [--batch_size 32]
 """
 import os
 import sys
@@ -39,11 +39,11 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import run_sizes  # noqa: E402
+from harness import per_config  # noqa: E402
 
 MODIFIERS = ("bfloat16", "bulk", "uncached", "xla")
-DEFAULT_CONFIGS = ",".join(f"{size}{modifiers}" for size in ("small", "original")
-                           for modifiers in ("", ":bfloat16", ":bulk", ":bulk:bfloat16"))
+DEFAULT_CONFIGS = [f"{size}{modifiers}" for size in ("small", "original")
+                   for modifiers in ("", ":bfloat16", ":bulk", ":bulk:bfloat16")]
 
 
 def embed(model, batches):
@@ -72,15 +72,11 @@ def describe_deviations(deviations):
         f"layer {layer} {top:.2e} / {mean:.2e}" for layer, (top, mean) in enumerate(deviations))
 
 
-def run_one(config, n_sentences, batch_size):
+def run_one(config, args):
+    n_sentences, batch_size = args.sentences, args.batch_size
     import numpy as np
-    from common import (
-        forward_flops_per_token,
-        matmul_rate,
-        packed_recurrent_matmul_seconds,
-        peak_rss_gib,
-        zipf_sentences,
-    )
+    from common import forward_flops_per_token, packed_recurrent_matmul_seconds, zipf_sentences
+    from machine import matmul_rate, peak_rss_gib
 
     from bilm import Batcher, BidirectionalLanguageModel, load_options
     from bilm.io.formats.sentence_files import length_sorted_batches
@@ -148,8 +144,8 @@ def run_one(config, n_sentences, batch_size):
 
 
 def main():
-    for config, result, _ in run_sizes(__file__, run_one, __doc__, default_sentences=320, default_batch=32,
-                                       default_sizes=DEFAULT_CONFIGS):
+    for config, result, _ in per_config(__file__, run_one, __doc__, sizes=DEFAULT_CONFIGS, sentences=320,
+                                        batch_size=32):
         print(f"{config:>22}: {result['tokens_per_sec']:8.0f} tokens/sec  "
               f"({result['batches']} batches)  "
               f"peak {result['peak_rss_gib']:.2f} GiB  "

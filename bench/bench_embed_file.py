@@ -20,7 +20,7 @@ the peak resident memory. The output of "all" is large (3 x 2P floats per token:
 small, 12 KiB/token original); it goes to a temporary folder that is removed
 afterwards.
 
-    python bench/bench_embed_file.py [--sizes small,original] [--n_sentences 2000] [--batch_size 64]
+    python bench/bench_embed_file.py [--sizes small,original] [--sentences 2000] [--batch_size 64]
 """
 import os
 import shutil
@@ -30,11 +30,13 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import run_sizes  # noqa: E402
+from harness import per_config  # noqa: E402
 
 
-def run_one(size, n_sentences, batch_size):
-    from common import peak_rss_gib, zipf_sentences
+def run_one(size, args):
+    n_sentences, batch_size = args.sentences, args.batch_size
+    from common import zipf_sentences
+    from machine import peak_rss_gib
 
     from bilm.export.sentence_embeddings import embed_file
     from bilm.io.formats.sentence_files import length_sorted_batches
@@ -112,7 +114,8 @@ def run_one(size, n_sentences, batch_size):
 
 
 def main():
-    for size, r, args in run_sizes(__file__, run_one, __doc__, default_sentences=2000, default_batch=64):
+    for size, r, args in per_config(__file__, run_one, __doc__, sizes=["small", "original"], sentences=2000,
+                                    batch_size=64):
         print(f"{size:>9} ({r['n_sentences']} sentences, {r['n_tokens']} tokens, batch {args.batch_size}): "
               f"embed_file {r['embed_file_sentences_per_sec']:8.1f} sentences/sec, "
               f"raw model {r['raw_sentences_per_sec']:8.1f} sentences/sec, "

@@ -2,7 +2,7 @@
 """bilm on a GPU: what runs where, ELMo's numerics against the CPU, the Keras example, speed, and training's
 reproducibility, in one run (sized for under 10 minutes on one GPU; `--quick`: under a minute on a 2-core CPU).
 
-    python bench/bench_gpu.py [--json results.json] [--quick] [--original]
+    python bench/bench_gpu.py [--output results.json [--overwrite]] [--quick] [--original]
 
 In order:
 1. Devices and versions: Python, TensorFlow, Keras, bilm's git commit, the
@@ -36,16 +36,14 @@ In order:
    run, bit for bit (weights, optimizer state, LSTM states, data position).
 
 It ends with one table (check, result, figure); the exit status is 0 when
-every check passes, 1 otherwise. `--json PATH` writes the same, with the
-environment, as JSON. Without a GPU it says so and runs everything on the
-CPU, which is then both the reference and the device. `--quick` shrinks it
-all (tiny model, a few steps, small batches): under a minute on a laptop
-CPU.
+every check passes, 1 otherwise. `--output PATH` writes the same, with the
+environment, as JSON (atomically; an existing file only with `--overwrite`).
+Without a GPU it says so and runs everything on the CPU, which is then
+both the reference and the device. `--quick` shrinks it all (tiny model, a
+few steps, small batches): under a minute on a laptop CPU.
 """
-import argparse
 import contextlib
 import importlib.metadata
-import json
 import os
 import platform
 import subprocess
@@ -56,6 +54,7 @@ import traceback
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
@@ -463,13 +462,13 @@ def section(title):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--json", metavar="PATH", help="also write the environment and the table as JSON")
+    parser = harness.parser(__doc__, output=None, overwrite=True)
     parser.add_argument("--quick", action="store_true",
                         help="tiny model, a few steps, small batches: under a minute on a laptop CPU")
     parser.add_argument("--original", action="store_true",
                         help="time the original size without a GPU too (on a GPU it always runs)")
     args = parser.parse_args(argv)
+    harness.check_output(args.output, args.overwrite)
     started = time.perf_counter()
     tf.get_logger().setLevel("ERROR")  # not tf.function's retracing notes: each model loaded traces its own
     env = environment()
@@ -517,10 +516,9 @@ def main(argv=None):
     table.print()
     seconds = time.perf_counter() - started
     print(f"\n{seconds:.0f} s in all")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"environment": env, "quick": args.quick, "seconds": seconds, "passed": table.passed,
-                       "rows": table.rows}, f, indent=2)
+    if args.output:
+        harness.write_report({"environment": env, "quick": args.quick, "seconds": seconds, "passed": table.passed,
+                              "rows": table.rows}, args.output, args.overwrite)
     return 0 if table.passed else 1
 
 

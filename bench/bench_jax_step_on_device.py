@@ -26,13 +26,14 @@ next-token ids), with the size's recipe (dropout, sampled softmax, Adagrad):
 It prints one line a check and the seconds of each phase; exit status 0 when every check passes. On a
 machine without a GPU the device is the CPU, and both checks hold trivially (the mechanics are what runs).
 """
-import argparse
 import os
 import sys
 import time
 
 os.environ["KERAS_BACKEND"] = "jax"  # before Keras is imported; TensorFlow is never imported
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import harness  # noqa: E402
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
@@ -101,16 +102,8 @@ def state_deviations(got, want):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--size", default="small", help="released configuration (small, original; tiny)")
-    parser.add_argument("--n_tokens_vocab", type=int, default=50_003, help="the softmax's ids")
-    parser.add_argument("--batch_size", type=int, default=32, help="rows per batch")
-    parser.add_argument("--unroll_steps", type=int, default=20, help="tokens per row")
-    parser.add_argument("--n_negative", type=int, default=8192, help="sampled negatives per step")
-    parser.add_argument("--steps", type=int, default=3, help="steps on each device")
-    parser.add_argument("--matmul_dtype", default="float32", choices=("float32", "bfloat16"),
-                        help="bfloat16: the opt-in bfloat16 operands of the large matmuls")
-    parser.add_argument("--tf32", action="store_true", help="let the device's float32 matmuls run in TF32")
+    parser = harness.parser(__doc__, size="small", n_tokens_vocab=50_003, batch_size=32, unroll_steps=20,
+                            n_negative=8192, steps=3, matmul_dtype="float32", tf32=True)
     parser.add_argument("--no_deterministic", action="store_true",
                         help="leave XLA's deterministic GPU programs off (the training scripts turn them on)")
     parser.add_argument("--tolerance", type=float,

@@ -20,7 +20,7 @@ input half of every layer-direction (`x W_x` for all n + 2 rows at once)
 and the token encoder of the words new to the model's cache (char CNN,
 highway, projection) are arithmetic as well as bytes: from a dozen rows up
 they take longer to compute at this machine's measured matmul rate
-(`common.matmul_rate`) than to read. So the floor counts each part at the
+(`machine.matmul_rate`) than to read. So the floor counts each part at the
 larger of its two bounds, as bench_original.py's roofline does:
 `steps * max(step bytes / bandwidth, step FLOPs / rate) + max(call bytes /
 bandwidth, (input-half FLOPs + new tokens * encoder FLOPs) / rate)`; the
@@ -34,7 +34,7 @@ also prints each layer's relative deviation from float32 on the timed
 sentences (per token vector, `|x - x_f32| / |x_f32|`, max and mean).
 
     python bench/bench_latency.py [--sizes small,small:bfloat16,small:int8,original,original:bfloat16,...]
-        [--n_sentences 40]
+        [--sentences 40]
 """
 import os
 import sys
@@ -43,26 +43,12 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import encoder_flops_per_token, matmul_rate, run_sizes  # noqa: E402
+from common import encoder_flops_per_token, memory_read_bandwidth  # noqa: E402
+from harness import per_config  # noqa: E402
+from machine import matmul_rate  # noqa: E402
 
 DEFAULT_CONFIGS = ",".join(f"{size}{dtype}" for size in ("small", "original") for dtype in ("", ":bfloat16", ":int8"))
 MIN_TOKENS, MAX_TOKENS = 5, 48
-
-
-def memory_read_bandwidth(n_bytes=256 * 2 ** 20, trials=5):
-    """Bytes/sec of the fastest of `trials` float32 sums over `n_bytes`."""
-    import numpy as np
-    import tensorflow as tf
-
-    data = tf.random.uniform([n_bytes // 4])
-    total = tf.function(tf.reduce_sum)
-    float(total(data))
-    best = np.inf
-    for _ in range(trials):
-        start = time.perf_counter()
-        float(total(data))
-        best = min(best, time.perf_counter() - start)
-    return n_bytes / best
 
 
 def kernel_bytes(options, itemsize, column_scales=False):
@@ -139,11 +125,11 @@ def start_up(directory, kernel_dtype, sentence, backend=None):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def run_one(config, n_sentences, _batch_size):
+def run_one(config, args):
     """One configuration's figures, on a random-weight model written to a temporary directory (removed after)."""
     size = config.split(":")[0]
     with tempfile.TemporaryDirectory(prefix=f"bench_latency_{size}_") as directory:
-        return _measure(config, n_sentences, directory)
+        return _measure(config, args.sentences, directory)
 
 
 def _measure(config, n_sentences, directory):
@@ -218,8 +204,7 @@ def main():
     import numpy as np
     from bench_embed import describe_deviations
 
-    for config, r, _ in run_sizes(__file__, run_one, __doc__, default_sentences=40, default_batch=1,
-                                  default_sizes=DEFAULT_CONFIGS):
+    for config, r, _ in per_config(__file__, run_one, __doc__, sizes=DEFAULT_CONFIGS, sentences=40, batch_size=1):
         ms = 1e3 * np.array(r["seconds"])
         floor = 1e3 * np.array(r["floor_seconds"])
         memory_floor = 1e3 * np.array(r["memory_floor_seconds"])

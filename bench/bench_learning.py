@@ -72,10 +72,8 @@ Quick run (a minute or two): python bench/bench_learning.py --steps 40 --seeds 0
 Comparisons of issue 28 (about 4 minutes a run on one core):
     python bench/bench_learning.py --recipes bilm,shared_lstm_init --seeds 0,1,2,3
 """
-import argparse
 import contextlib
 import glob
-import json
 import math
 import os
 import sys
@@ -84,7 +82,9 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import harness  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
@@ -346,13 +346,12 @@ def summary_lines(per_seed, seeds):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--steps", type=int, default=300, help="training steps of each run")
+    parser = harness.parser(__doc__, steps=300, batch_size=32, unroll_steps=20, n_negative=1024, output=None,
+                            overwrite=True)
     parser.add_argument("--seeds", default="0,1,2", help="comma-separated seeds, one run each")
     parser.add_argument("--dropout", type=float, default=0.1)
     parser.add_argument("--softmax", choices=("full", "sampled"), default="full",
                         help="softmax in training (full: the negatives play no part)")
-    parser.add_argument("--n_negative", type=int, default=1024, help="negatives per step with --softmax sampled")
     parser.add_argument("--recipes", default="bilm,shared_lstm_init",
                         help="comma-separated recipes to compare, each with every seed: " + ", ".join(RECIPES)
                         + " (all but bilm are ablations, see above)")
@@ -362,8 +361,6 @@ def main(argv=None):
     parser.add_argument("--eval_window", type=int, default=100,
                         help="held-out evaluations at the last step and every --eval_every steps before it, "
                              "this many steps back")
-    parser.add_argument("--batch_size", type=int, default=32)
-    parser.add_argument("--unroll_steps", type=int, default=20)
     parser.add_argument("--lstm_dim", type=int, default=256)
     parser.add_argument("--projection_dim", type=int, default=64)
     parser.add_argument("--corpus_tokens", type=int, default=1_000_000, help="training tokens to generate")
@@ -379,8 +376,8 @@ def main(argv=None):
     parser.add_argument("--vocab_file", help="vocabulary, with --train_prefix")
     parser.add_argument("--corpus_dir", help="write the corpus here (default: a temporary directory)")
     parser.add_argument("--threads", type=int, default=1, help="TensorFlow threads (intra- and inter-op)")
-    parser.add_argument("--json", help="also write every run's losses to this file")
     args = parser.parse_args(argv)
+    harness.check_output(args.output, args.overwrite)
     seeds = [int(s) for s in args.seeds.split(",")]
     recipes = args.recipes.split(",")
     unknown = sorted(set(recipes) - set(RECIPES))
@@ -434,12 +431,11 @@ def main(argv=None):
         spread = both.std(ddof=1) if len(both) > 1 else float("nan")
         print(f"| {recipe} | {math.exp(losses[:, 0].mean()):.2f} | {math.exp(losses[:, 1].mean()):.2f} | "
               f"{math.exp(both.mean()):.2f} | {spread:.4f} |")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"args": vars(args), "runs": [
-                {"recipe": recipe, "seed": seed, "train": run["train"].tolist(),
-                 "heldout": {str(step): value for step, value in run["heldout"].items()}, "seconds": run["seconds"]}
-                for (recipe, seed), run in runs.items()]}, f)
+    if args.output:
+        harness.write_report({"args": vars(args), "runs": [
+            {"recipe": recipe, "seed": seed, "train": run["train"].tolist(),
+             "heldout": {str(step): value for step, value in run["heldout"].items()}, "seconds": run["seconds"]}
+            for (recipe, seed), run in runs.items()]}, args.output, args.overwrite)
 
 
 if __name__ == "__main__":

@@ -28,12 +28,16 @@ runs.
     flock /tmp/bench.lock python bench/bench_lowbit_matmul.py [--sizes original,small] [--rows 1,4,32]
         [--cache cold,warm]
 """
-import argparse
 import math
 import os
+import sys
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import harness  # noqa: E402
+from common import memory_read_bandwidth  # noqa: E402
 
 # Four times this machine's 32 MB L3 cache; at most MAX_COPIES kernels in the graph (tracing more takes
 # minutes), so the copies of the smallest kernels may still fit in the cache.
@@ -43,21 +47,6 @@ WARM_CALLS = 16
 # Runs per time: at least MIN_RUNS, then more while under RUN_SECONDS in all, up to MAX_RUNS.
 MIN_RUNS, MAX_RUNS, RUN_SECONDS = 2, 4, 0.5
 METHODS = ("float32", "bilm f32", "TF bf16", "bilm bf16", "bilm int8")
-
-
-def read_bandwidth(trials=5):
-    """Bytes/s of the best of `trials` `tf.reduce_sum` over a 256 MB float32 array."""
-    import tensorflow as tf
-
-    array = tf.random.uniform([64 * 2 ** 20])
-    total = tf.function(lambda: tf.reduce_sum(array))
-    total().numpy()
-    best = float("inf")
-    for _ in range(trials):
-        start = time.perf_counter()
-        total().numpy()
-        best = min(best, time.perf_counter() - start)
-    return array.shape[0] * 4 / best
 
 
 def kernels(method, n, m, copies, seed=0):
@@ -121,8 +110,7 @@ def shapes(sizes):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--sizes", default="original,small", help="presets, comma-separated")
+    parser = harness.parser(__doc__, sizes=["original", "small"])
     parser.add_argument("--rows", default="1,4,32", help="row counts, comma-separated")
     parser.add_argument("--cache", default="cold", help="cold (kernels from memory), warm, or both: cold,warm")
     args = parser.parse_args()
@@ -136,7 +124,7 @@ def main():
         raise SystemExit("bilm's low-bit kernel could not be built (see the warning above).")
     methods = [method for method in METHODS if method != "bilm f32" or streams_float32()]
     print(f"bilm's kernel loaded (built or found in the cache) in {time.perf_counter() - start:.1f} s")
-    bandwidth = read_bandwidth()
+    bandwidth = memory_read_bandwidth()
     print(f"read bandwidth, best tf.reduce_sum over 256 MB: {bandwidth / 1e9:.1f} GB/s; "
           f"{tf.config.threading.get_intra_op_parallelism_threads() or os.cpu_count()} threads")
     print("each cell: ms per product, GB/s of kernel read, fraction of the read bandwidth")
@@ -144,7 +132,7 @@ def main():
     header = f"{'kernel':<40} {'cache':<5} {'rows':>4} " + " ".join(f"{method:>22}" for method in methods)
     print(header)
     for cache in args.cache.split(","):
-        for name, n, m in shapes(args.sizes.split(",")):
+        for name, n, m in shapes(args.sizes):
             for rows in map(int, args.rows.split(",")):
                 cells = []
                 for method in methods:

@@ -64,7 +64,7 @@ exist there), sets `TF_USE_LEGACY_KERAS=1` and puts `--tf_keras` (if
 given) on its own `PYTHONPATH`; bilm's processes do not see it. Then:
 
     flock /tmp/bench.lock python bench/bench_original.py --bilm_tf /path/to/bilm-tf \\
-        --tf_keras /path/to/tfkeras [--n_sentences 320] [--batch_size 32] \\
+        --tf_keras /path/to/tfkeras [--sentences 320] [--batch_size 32] \\
         [--configs original,bilm,bilm:bfloat16] [--profile] [--work_dir DIR]
 
 The model (357 MiB) is written to `--work_dir` (default
@@ -85,6 +85,7 @@ BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 REPO_DIR = os.path.dirname(BENCH_DIR)
 sys.path.insert(0, BENCH_DIR)
 
+import harness  # noqa: E402
 from machine import machine_line  # noqa: E402
 
 DEFAULT_CONFIGS = "original,bilm,bilm:bfloat16"
@@ -281,21 +282,6 @@ def input_half_seconds(groups, options, kernel_dtype, repeats=3):
     return 2 * lstm["n_layers"] * total
 
 
-def memory_read_bandwidth(n_bytes=256 * 2 ** 20, trials=5):
-    """Bytes/sec of the fastest of `trials` float32 sums over `n_bytes`."""
-    import tensorflow as tf
-
-    data = tf.random.uniform([n_bytes // 4])
-    total = tf.function(tf.reduce_sum)
-    float(total(data))
-    best = float("inf")
-    for _ in range(trials):
-        start = time.perf_counter()
-        float(total(data))
-        best = min(best, time.perf_counter() - start)
-    return n_bytes / best
-
-
 def cpu_seconds():
     """`(busy CPU seconds of the whole machine, CPU seconds of this process)` so far."""
     with open("/proc/stat") as f:
@@ -306,7 +292,7 @@ def cpu_seconds():
 
 def run_one(args):
     import numpy as np
-    from common import peak_rss_gib
+    from machine import peak_rss_gib
 
     name, *modifiers = args.one.split(":")
     with open(os.path.join(args.work_dir, "sentences.json")) as f:
@@ -343,7 +329,9 @@ def run_one(args):
         result["parts"] = dict(timer.seconds)
         result["recurrent_matmul_floor"] = recurrent_matmul_floor(options, groups, model.kernel_dtype)
         result["input_half_seconds"] = input_half_seconds(groups, options, model.kernel_dtype)
-        from common import matmul_rate
+        from common import memory_read_bandwidth
+        from machine import matmul_rate
+
         result["matmul_gflops"] = matmul_rate() / 1e9
         result["bandwidth_gb_s"] = memory_read_bandwidth() / 1e9
         result["token_cache_misses"] = model.token_cache.misses
@@ -478,15 +466,12 @@ def check_inputs(args, configs):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = harness.parser(__doc__, size="original", sentences=320, batch_size=32,
+                            work_dir=os.path.join(tempfile.gettempdir(), "bench_original"))
     parser.add_argument("--bilm_tf", required=True, help="a checkout of allenai/bilm-tf")
     parser.add_argument("--tf_keras", help="a directory holding tf_keras (pip install --target), for the original")
-    parser.add_argument("--n_sentences", type=int, default=320)
-    parser.add_argument("--batch_size", type=int, default=32)
     parser.add_argument("--configs", default=DEFAULT_CONFIGS)
-    parser.add_argument("--size", default="original", help="a preset of bilm.presets (original, small, tiny)")
     parser.add_argument("--profile", action="store_true", help="where bilm's time goes")
-    parser.add_argument("--work_dir", default=os.path.join(tempfile.gettempdir(), "bench_original"))
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args()
     args.bilm_tf = os.path.abspath(args.bilm_tf)
@@ -496,7 +481,7 @@ def main():
     configs = args.configs.split(",")
     check_inputs(args, configs)
     os.makedirs(args.work_dir, exist_ok=True)
-    warm_up, timed = choose_sentences(args.n_sentences, args.batch_size)
+    warm_up, timed = choose_sentences(args.sentences, args.batch_size)
     with open(os.path.join(args.work_dir, "sentences.json"), "w") as f:
         json.dump({"warm_up": warm_up, "timed": timed}, f)
     prepare_model(args.work_dir, args.size)
@@ -512,7 +497,7 @@ def main():
                 env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.path.abspath(args.tf_keras),
                                                                   env.get("PYTHONPATH")]))
         command = [sys.executable, __file__, "--one", config, "--bilm_tf", args.bilm_tf,
-                   "--n_sentences", str(args.n_sentences), "--batch_size", str(args.batch_size),
+                   "--sentences", str(args.sentences), "--batch_size", str(args.batch_size),
                    "--work_dir", args.work_dir] + (["--profile"] if args.profile else [])
         out = subprocess.run(command, capture_output=True, text=True, env=env)
         if out.returncode != 0:

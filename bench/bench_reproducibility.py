@@ -8,7 +8,6 @@ held-out perplexities. Everything is written under --work_dir.
 
     python bench/bench_reproducibility.py --work_dir /tmp/bench_repro --batches 100
 """
-import argparse
 import json
 import os
 import re
@@ -19,6 +18,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import harness  # noqa: E402
 from real_text import write_gcide_shards  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -56,10 +56,8 @@ def _arrays(save_dir):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--work_dir", required=True)
+    parser = harness.parser(__doc__, work_dir=harness.REQUIRED, seed=0)
     parser.add_argument("--batches", type=int, default=100)
-    parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     os.makedirs(args.work_dir, exist_ok=True)
     text = write_gcide_shards(os.path.join(args.work_dir, "text"), 400_000, 20_000, n_shards=10)

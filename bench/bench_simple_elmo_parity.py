@@ -16,7 +16,6 @@ difference of `get_elmo_vectors` for each `layers` and of
 
     python bench/bench_simple_elmo_parity.py --size small --sentences 48
 """
-import argparse
 import os
 import subprocess
 import sys
@@ -24,6 +23,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import harness  # noqa: E402
 from real_text import ensure_gcide, gcide_sentences  # noqa: E402
 from wheels import wheel_folder  # noqa: E402
 
@@ -44,10 +44,7 @@ np.savez(out, **results)
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--size", default="small", choices=("tiny", "small", "medium", "original"))
-    parser.add_argument("--sentences", type=int, default=48)
-    parser.add_argument("--batch_size", type=int, default=16)
+    parser = harness.parser(__doc__, size="small", sentences=48, batch_size=16)
     parser.add_argument("--cache_dir", default=os.path.join(tempfile.gettempdir(), "bilm_simple_elmo_parity"))
     args = parser.parse_args()
     import numpy as np

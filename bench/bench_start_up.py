@@ -19,7 +19,6 @@ repeated `--repeats` times (the range is printed):
     python bench/bench_start_up.py [--what inference,training] [--sizes small,original]
         [--backends tensorflow,jax,torch] [--repeats 3]
 """
-import argparse
 import json
 import os
 import subprocess
@@ -29,6 +28,7 @@ import tempfile
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import harness  # noqa: E402
 from machine import machine_line  # noqa: E402
 
 _TRAINING_RUN = """
@@ -131,18 +131,15 @@ def _range(values):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--what", default="inference,training")
-    parser.add_argument("--sizes", default="small,original")
-    parser.add_argument("--backends", default="tensorflow", help="Keras backends of the inference measure")
+    parser = harness.parser(__doc__, sizes=["small", "original"], backends=["tensorflow"], steps=3)
+    parser.add_argument("--what", default="inference,training", help="inference, training or both")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--steps", type=int, default=3)
     args = parser.parse_args(argv)
     what = args.what.split(",")
     print(machine_line(), flush=True)
     if "inference" in what:
-        for size in args.sizes.split(","):
-            for backend, runs in inference_start_ups(size, args.repeats, backends=args.backends.split(",")).items():
+        for size in args.sizes:
+            for backend, runs in inference_start_ups(size, args.repeats, backends=args.backends).items():
                 imported, loaded, first = zip(*runs)
                 print(f"inference, {size}, {backend}: import bilm and {backend} {_range(imported)} s, bilm.load "
                       f"{_range(loaded)} s, first sentence {_range(first)} s; load + first sentence "

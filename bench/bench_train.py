@@ -47,12 +47,10 @@ h5py and Keras are installed:
 As `bin/train_elmo.py`, it keeps float32 matmuls in float32 on a GPU unless
 `--tf32` (on both backends); `--matmul_dtype bfloat16` is the faster option.
 """
-import argparse
 import gc
 import itertools
 import math
 import os
-import resource
 import sys
 import tempfile
 import time
@@ -60,17 +58,14 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from machine import machine_line  # noqa: E402
-
-BACKENDS = ("tensorflow", "jax", "torch")
+import harness  # noqa: E402
+from machine import machine_line, peak_rss_gib  # noqa: E402
 
 
 def requested_backend(argv=None):
     """The command line's `--backend` (default tensorflow), read before anything imports Keras, which fixes
     its backend at its first import."""
-    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
-    parser.add_argument("--backend", choices=BACKENDS, default="tensorflow")
-    return parser.parse_known_args(sys.argv[1:] if argv is None else argv)[0].backend
+    return harness.early_flag("backend", "tensorflow", argv)
 
 
 BACKEND = requested_backend()
@@ -88,10 +83,9 @@ else:
         char_convolution_flops_per_token,
         encoder_flops_per_token,
         forward_flops_per_token,
-        matmul_rate,
-        peak_rss_gib,
         recurrent_matmul_seconds,
     )
+    from machine import matmul_rate
 
     from bilm.optimizers.adagrad import SparseAdagrad
     from bilm.training.run.from_files import load_training_data
@@ -100,7 +94,6 @@ else:
     from bilm.training.tensorflow.training_lm import TrainingLM
 
 from bilm.commands import set_numerics  # noqa: E402
-from bilm.ops.kernel_dtypes import MATMUL_DTYPES  # noqa: E402
 from bilm.optimizers import default_learning_rates  # noqa: E402
 from bilm.presets import TRAINING_DEFAULTS, get_preset  # noqa: E402
 from bilm.training.config.settings import training_settings  # noqa: E402
@@ -158,7 +151,7 @@ def write_corpus(directory, n_vocab, n_tokens, seed=0):
 
 
 def bench_options(args, n_tokens_vocab, jit_compile):
-    options = get_preset(args.preset)
+    options = get_preset(args.size)
     options["char_cnn"]["n_characters"] = 261
     if args.lstm_dim:
         options["lstm"]["dim"] = args.lstm_dim
@@ -292,11 +285,6 @@ def significant(value, digits=3):
     return f"{value:.{max(1, digits - 1 - math.floor(math.log10(abs(value))))}f}"
 
 
-def host_peak_rss_gib():
-    """Peak resident memory of this process so far (Linux reports KiB)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20
-
-
 def device_peak_gib(device):
     """The backend's peak bytes in use on `device` in GiB (JAX's `peak_bytes_in_use`, PyTorch's
     `max_memory_allocated`), None where it keeps no such count (the CPU)."""
@@ -378,7 +366,7 @@ def run_array_step(args):
     n_softmax = sum(math.prod(weight.shape) for weight in state["softmax"].values())
     flops = step_flops(parsed, settings)
     kind = getattr(device, "device_kind", None) or str(device)
-    print(f"{BACKEND} on {_platform(device)} ({kind}): size {args.preset}, "
+    print(f"{BACKEND} on {_platform(device)} ({kind}): size {args.size}, "
           f"batch {settings.batch_size} x {settings.unroll_steps}, n_tokens_vocab {n_tokens_vocab:,}, "
           f"{settings.n_negative_samples_batch if settings.sample_softmax else 'no'} negatives, "
           f"{settings.matmul_dtype} matmuls, {settings.optimizer}", flush=True)
@@ -404,7 +392,7 @@ def run_array_step(args):
               "the step was compiled again", flush=True)
     seconds = total / args.steps
     loss = float(metrics["loss"])
-    rss, device_peak = host_peak_rss_gib(), device_peak_gib(device)
+    rss, device_peak = peak_rss_gib(), device_peak_gib(device)
     tflops = flops * args.steps / total / 1e12
     dtype_note = "" if args.matmul_dtype == "float32" else f"[{args.matmul_dtype} matmuls] "
     print(f"{dtype_note}{BACKEND:<10} vocab {n_tokens_vocab - 3:>7,}: {tokens_per_step / seconds:10,.0f} tokens/sec  "
@@ -425,36 +413,17 @@ def run_array_step(args):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--backend", choices=BACKENDS, default="tensorflow",
-                        help="tensorflow: the TrainStep bench below; jax, torch: the array step (JaxTrainStep) at "
-                             "one size and vocabulary, without TensorFlow (default: %(default)s)")
+    parser = harness.parser(__doc__, backend="tensorflow", size="small", batch_size=None, n_tokens_vocab=None,
+                            unroll_steps=20, n_negative=8192, steps=20, warmup=3, matmul_dtype="float32", tf32=True)
     parser.add_argument("--vocab_sizes", help="comma-separated vocabulary sizes (TensorFlow; default 10000,800000)")
-    parser.add_argument("--preset", "--size", dest="preset", default="small",
-                        help="released configuration (small = 2x1024_128_2048cnn, original = 2x4096_512_2048cnn, "
-                             "tiny)")
-    parser.add_argument("--batch_size", type=int,
-                        help="rows per batch (default: 64 on TensorFlow, the size's 128 on JAX)")
-    parser.add_argument("--n_tokens_vocab", type=int,
-                        help="JAX: the vocabulary's ids (default: 793471, the 1B Word Benchmark's, on a GPU; "
-                             "10003 on the CPU)")
     parser.add_argument("--optimizer", choices=sorted(default_learning_rates()),
                         help="JAX: adagrad (the default) or adam, with its default learning rate")
-    parser.add_argument("--unroll_steps", type=int, default=20)
-    parser.add_argument("--n_negative", type=int, default=8192)
-    parser.add_argument("--steps", type=int, default=20, help="timed steps")
-    parser.add_argument("--warmup", type=int, default=3, help="untimed steps first (tracing)")
     parser.add_argument("--lstm_dim", type=int, help="shrink: LSTM size")
     parser.add_argument("--projection_dim", type=int, help="shrink: projection size")
     parser.add_argument("--filter_scale", type=int, default=1, help="shrink: divide every CNN filter count")
-    parser.add_argument("--matmul_dtype", default="float32", choices=MATMUL_DTYPES,
-                        help="bfloat16: the opt-in bfloat16 operands for the large matmuls (bilm.ops.matmul_dtype)")
     parser.add_argument("--jit_compile", choices=("both", "false", "true"),
                         help="TensorFlow: train with the step uncompiled, compiled whole with XLA, or both side by "
                              "side (default: both)")
-    parser.add_argument("--tf32", action="store_true",
-                        help="let float32 matmuls run in TensorFloat-32 on an NVIDIA GPU (bin/train_elmo.py --tf32); "
-                             "without it they keep float32's round-off there, as the training scripts do")
     parser.add_argument("--deterministic", action="store_true",
                         help="deterministic GPU programs, as bin/train_elmo.py asks for (set_numerics(deterministic="
                              "True): TensorFlow's op determinism, XLA's deterministic ops on JAX); no effect on a CPU")

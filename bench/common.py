@@ -1,27 +1,9 @@
-"""Shared pieces of the benchmarks: machine matmul rate, peak memory, FLOP counts, text."""
-import resource
+"""What the benches measure with: the biLM's FLOP counts (from an options dict, as options.json holds it, or
+bilm's `Options`), the recurrent matmuls' floor (TensorFlow, imported by those functions alone) and synthetic
+sentences."""
 import time
 
 import numpy as np
-import tensorflow as tf
-from machine import machine_line
-
-
-def matmul_rate(n=2048, repeats=5, trials=3):
-    """Measured float32 matmul rate of this machine, in FLOP/s: the best of
-    `trials` timings of `repeats` (n, n) matmuls, so that a slow start
-    (clock ramping up, another process) does not lower it."""
-    a = tf.random.normal([n, n])
-    b = tf.random.normal([n, n])
-    matmul = tf.function(lambda a, b: tf.matmul(a, b))
-    matmul(a, b).numpy()
-    best = float("inf")
-    for _ in range(trials):
-        start = time.perf_counter()
-        for _ in range(repeats):
-            matmul(a, b).numpy()
-        best = min(best, time.perf_counter() - start)
-    return 2 * n ** 3 * repeats / best
 
 
 def recurrent_matmul_seconds(batch, steps, units, output_dim, repeats=5, dtype="float32"):
@@ -31,6 +13,8 @@ def recurrent_matmul_seconds(batch, steps, units, output_dim, repeats=5, dtype="
     step needs the previous step's output. At small batches this is bound by
     streaming the kernels from memory rather than by arithmetic. `dtype`:
     the operands' (`"bfloat16"`: bfloat16 kernels, as bfloat16 inference)."""
+    import tensorflow as tf
+
     w_h, w_p = _recurrent_kernels(units, output_dim, dtype)
 
     @tf.function
@@ -47,6 +31,8 @@ def packed_recurrent_matmul_seconds(rows_per_step, units, output_dim, repeats=5,
     """As `recurrent_matmul_seconds`, with `rows_per_step[t]` rows at step
     t: the floor of a recurrence that computes only the rows still inside
     their length (bilm's packed inference loop)."""
+    import tensorflow as tf
+
     w_h, w_p = _recurrent_kernels(units, output_dim, dtype)
     rows = tf.constant(rows_per_step, tf.int32)
 
@@ -66,6 +52,8 @@ def packed_recurrent_matmul_seconds(rows_per_step, units, output_dim, repeats=5,
 def _recurrent_kernels(units, output_dim, dtype):
     """Random `(P, 4U)` recurrent and `(U, P)` projection kernels (None
     without a projection) in `dtype`."""
+    import tensorflow as tf
+
     dtype = tf.as_dtype(dtype)
     w_h = tf.cast(tf.random.normal([output_dim, 4 * units], stddev=0.01), dtype)
     w_p = tf.cast(tf.random.normal([units, output_dim], stddev=0.01), dtype) if output_dim != units else None
@@ -81,38 +69,53 @@ def _seconds_per_call(loop, h, repeats):
     return (time.perf_counter() - start) / repeats
 
 
-def peak_rss_gib():
-    """Peak resident memory of this process so far (Linux reports KiB)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20
+def memory_read_bandwidth(n_bytes=256 * 2 ** 20, trials=5):
+    """This machine's memory-read rate in bytes/sec: the fastest of `trials` float32 sums (TensorFlow's
+    `reduce_sum`, on its threads) over `n_bytes`, far more than any cache holds."""
+    import tensorflow as tf
+
+    data = tf.random.uniform([n_bytes // 4])
+    total = tf.function(tf.reduce_sum)
+    float(total(data))
+    best = float("inf")
+    for _ in range(trials):
+        start = time.perf_counter()
+        float(total(data))
+        best = min(best, time.perf_counter() - start)
+    return n_bytes / best
+
+
+def _as_dict(options):
+    """The options dict of `options` (a dict as options.json holds it, or bilm's `Options`)."""
+    return options if isinstance(options, dict) else options.to_dict()
 
 
 def char_convolution_flops_per_token(options):
-    """Multiply-adds x 2 of one token through the char CNN's convolutions."""
-    if options.char_cnn is None:
+    """Multiply-adds x 2 of one token through the char CNN's convolutions (0 for a token model)."""
+    cnn = _as_dict(options).get("char_cnn")
+    if cnn is None:
         return 0
-    cnn = options.char_cnn
-    chars, dim = cnn.max_characters_per_token, cnn.embedding_dim
-    return sum(2 * (chars - w + 1) * w * dim * num for w, num in cnn.filters)
+    chars, dim = cnn["max_characters_per_token"], cnn["embedding"]["dim"]
+    return sum(2 * (chars - w + 1) * w * dim * num for w, num in cnn["filters"])
 
 
 def encoder_flops_per_token(options):
-    """Multiply-adds x 2 of one token through the char CNN, highway and projection."""
-    if options.char_cnn is None:
+    """Multiply-adds x 2 of one token through the char CNN, highway and projection (0 for a token model)."""
+    options = _as_dict(options)
+    cnn = options.get("char_cnn")
+    if cnn is None:
         return 0
-    f, p = options.char_cnn.n_filters, options.projection_dim
-    flops = char_convolution_flops_per_token(options) + options.char_cnn.n_highway * 2 * 2 * f * f
-    if f != p:
-        flops += 2 * f * p
-    return flops
+    f, p = sum(num for _, num in cnn["filters"]), options["lstm"]["projection_dim"]
+    flops = char_convolution_flops_per_token(options) + cnn["n_highway"] * 2 * 2 * f * f
+    return flops + (2 * f * p if f != p else 0)
 
 
 def forward_flops_per_token(options):
     """Multiply-adds x 2 of one token through the biLM (char CNN counted per token)."""
-    p = options.projection_dim
-    per_layer = 2 * (p + p) * 4 * options.lstm_dim
-    if p != options.lstm_dim:
-        per_layer += 2 * options.lstm_dim * p
-    return encoder_flops_per_token(options) + 2 * options.n_layers * per_layer
+    options = _as_dict(options)
+    p, units = options["lstm"]["projection_dim"], options["lstm"]["dim"]
+    per_layer = 2 * (p + p) * 4 * units + (2 * units * p if p != units else 0)
+    return encoder_flops_per_token(options) + 2 * options["lstm"]["n_layers"] * per_layer
 
 
 def zipf_sentences(n_sentences, mean_length=25, vocab_size=20000, seed=0):
@@ -127,33 +130,3 @@ def zipf_sentences(n_sentences, mean_length=25, vocab_size=20000, seed=0):
         sentences.append([words[r] for r in ranks[pos:pos + length]])
         pos += length
     return sentences
-
-
-def run_sizes(script, run_one, description, default_sentences, default_batch,
-              default_sizes="small,original"):
-    """Parses `--sizes/--n_sentences/--batch_size` and runs `run_one(size,
-    n_sentences, batch_size) -> dict` for each size in its own process (so
-    each peak memory is its own). Yields `(size, result dict, args)`."""
-    import argparse
-    import json
-    import subprocess
-    import sys
-
-    parser = argparse.ArgumentParser(description=description,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", default=default_sizes, help="comma-separated presets")
-    parser.add_argument("--n_sentences", type=int, default=default_sentences)
-    parser.add_argument("--batch_size", type=int, default=default_batch)
-    parser.add_argument("--one", help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.one:
-        print(json.dumps(run_one(args.one, args.n_sentences, args.batch_size)))
-        return
-    print(machine_line(), flush=True)
-    for size in args.sizes.split(","):
-        out = subprocess.run(
-            [sys.executable, script, "--one", size, "--n_sentences", str(args.n_sentences),
-             "--batch_size", str(args.batch_size)], capture_output=True, text=True)
-        if out.returncode != 0:
-            sys.exit(f"{size}: the benchmark failed:\n{out.stderr[-3000:]}")
-        yield size, json.loads(out.stdout.strip().splitlines()[-1]), args

@@ -1,9 +1,13 @@
 """The machine a bench figure comes from, printed with the figure, so that figures from two machines are never
 read as one machine's: the CPU's model, its cores and which of the instruction sets bilm's speed depends on it
-has. Reads /proc/cpuinfo; imports neither bilm nor a backend (bench_backends.py's parent process runs where
-only JAX or PyTorch is installed)."""
+has, its float32 matmul rate (the bound the benches' fractions are of) and a process's peak memory. Reads
+/proc/cpuinfo and times NumPy's BLAS; imports neither bilm nor a backend (bench_backends.py's parent process runs
+where only JAX or PyTorch is installed)."""
 import os
 import platform
+import resource
+import sys
+import time
 
 # x86's vector and bfloat16 sets and ARM's bfloat16 ("bf16"), as /proc/cpuinfo names them.
 INSTRUCTION_SETS = ("avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16", "bf16")
@@ -44,3 +48,26 @@ def cpu_summary():
 def machine_line():
     """`"machine: " + cpu_summary()`, the line each bench prints before its figures."""
     return f"machine: {cpu_summary()}"
+
+
+def matmul_rate(n=2048, repeats=3, trials=3):
+    """This machine's float32 matmul rate in FLOP/s, by NumPy's BLAS: the best of `trials` timings of `repeats`
+    (n, n) products, so that a slow start (clock ramping up, another process) does not lower it."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((n, n), dtype=np.float32), rng.standard_normal((n, n), dtype=np.float32)
+    a @ b
+    best = float("inf")
+    for _ in range(trials):
+        start = time.perf_counter()
+        for _ in range(repeats):
+            a @ b
+        best = min(best, time.perf_counter() - start)
+    return 2 * n ** 3 * repeats / best
+
+
+def peak_rss_gib():
+    """Peak resident memory of this process so far, in GiB (Linux reports KiB, macOS bytes)."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / 2 ** (30 if sys.platform == "darwin" else 20)

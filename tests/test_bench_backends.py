@@ -154,16 +154,3 @@ def test_a_signal_stops_the_child_and_exits_with_one_line(signum):
     assert process.returncode == 128 + signum, stderr
     assert stderr.strip() == f"Stopped by {signum.name}.", stderr
     assert all(not os.path.exists(f"/proc/{pid}") for pid in children)
-
-
-def test_the_sizes_for_a_machine_without_tensorflow_are_bilm_presets():
-    sys.path.insert(0, os.path.join(ROOT, "bench"))
-    try:
-        import bench_backends
-    finally:
-        sys.path.remove(os.path.join(ROOT, "bench"))
-    from bilm.presets import get_preset
-
-    assert set(bench_backends.PRESETS_WITHOUT_TENSORFLOW) == set(bench_backends.SIZES)
-    for size, options in bench_backends.PRESETS_WITHOUT_TENSORFLOW.items():
-        assert options == get_preset(size), size

@@ -19,7 +19,7 @@ CHECKS = ("float32, TF32 off, vs CPU float32", "TF32 on, vs CPU float32", "bfloa
 def test_quick_run_passes_every_check_on_the_cpu(tmp_path):
     results = tmp_path / "results.json"
     env = dict(os.environ, CUDA_VISIBLE_DEVICES="")  # the CPU-only path, also on a machine with a GPU
-    done = subprocess.run([sys.executable, "bench/bench_gpu.py", "--quick", "--json", str(results)], cwd=ROOT,
+    done = subprocess.run([sys.executable, "bench/bench_gpu.py", "--quick", "--output", str(results)], cwd=ROOT,
                           env=env, capture_output=True, text=True, timeout=600)
     output = done.stdout + done.stderr[-4000:]
     assert done.returncode == 0, output

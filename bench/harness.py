@@ -1,0 +1,155 @@
+"""The benches' one command line: the flags they share, each defined once, and the run of a measurement in a
+process of its own per configuration.
+
+A bench builds its parser with `parser(__doc__, steps=20, batch_size=32, ...)`: each keyword names a shared
+flag (`FLAGS`) and gives this bench's default (`None`: no default, `REQUIRED`: required); the bench adds
+only the flags that are its own. `per_config(measure, ...)` runs a registered measurement (a function
+`measure(config, args) -> dict`) once per `--sizes` entry, each in a new process, so that each peak memory
+is its own, and yields the results after printing the machine's line (`machine.machine_line`). This module
+imports neither bilm nor a backend, so a bench that runs where only JAX or PyTorch is installed uses it too.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+from machine import machine_line
+
+BACKEND_MODULES = {"tensorflow": "tensorflow", "jax": "jax", "torch": "torch"}
+SIZES = ("tiny", "small", "medium", "original")
+REQUIRED = object()
+
+
+def names(text):
+    """A comma-separated list of names (`"small,original"` -> `["small", "original"]`)."""
+    items = [item.strip() for item in text.split(",") if item.strip()]
+    if not items:
+        raise argparse.ArgumentTypeError(f"expected comma-separated names, got {text!r}")
+    return items
+
+
+def positive_ints(text):
+    """A comma-separated list of integers of at least 1, in increasing order, each once."""
+    try:
+        values = [int(item) for item in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"expected integers >= 1, got {text!r}")
+    return sorted(set(values))
+
+
+def backend_names(text):
+    """A comma-separated list of Keras backends (`tensorflow`, `jax`, `torch`), each once, in order."""
+    backends = list(dict.fromkeys(names(text)))
+    if any(backend not in BACKEND_MODULES for backend in backends):
+        raise argparse.ArgumentTypeError(f"backends are some of {', '.join(BACKEND_MODULES)}; got {text!r}")
+    return backends
+
+
+# Every flag two benches or more take: one spelling, one meaning, one type each.
+FLAGS = {
+    "size": dict(choices=SIZES, help="the model's size, a preset of bilm.presets (tiny: a toy, for tests)"),
+    "sizes": dict(type=names, help="comma-separated sizes (presets), each measured in a process of its own"),
+    "backend": dict(choices=tuple(BACKEND_MODULES), help="the Keras backend"),
+    "backends": dict(type=backend_names, help="comma-separated Keras backends (tensorflow, jax, torch)"),
+    "steps": dict(type=int, help="steps timed (or trained)"),
+    "warmup": dict(type=int, help="untimed steps first (tracing, compiling)"),
+    "batch_size": dict(type=int, help="sentences (rows) a batch"),
+    "batch_sizes": dict(type=positive_ints, help="comma-separated batch sizes"),
+    "sentences": dict(type=int, help="sentences measured"),
+    "unroll_steps": dict(type=int, help="tokens a row of a training batch"),
+    "n_negative": dict(type=int, help="sampled negatives a step"),
+    "n_tokens_vocab": dict(type=int, help="the softmax's vocabulary ids"),
+    "matmul_dtype": dict(choices=("float32", "bfloat16"),
+                         help="bfloat16: the opt-in bfloat16 operands of the large matmuls (bilm.ops.matmul_dtype)"),
+    "tf32": dict(action="store_true", help="let a GPU run float32 matmuls in TF32 (off: float32's round-off)"),
+    "seed": dict(type=int, help="the random seed"),
+    "work_dir": dict(help="where the bench writes its files"),
+    "output": dict(help="also write the JSON report here (refused where it exists, unless --overwrite)"),
+    "overwrite": dict(action="store_true", help="replace an existing --output"),
+}
+
+
+def parser(description, **defaults):
+    """An `argparse.ArgumentParser` with `description` (a bench's docstring, shown as written) and the shared
+    flags named in `defaults`, each with its default there (`REQUIRED`: required; `True` for a switch: it is
+    offered). A flag keeps `FLAGS`' meaning; its help shows this bench's default."""
+    unknown = set(defaults) - set(FLAGS)
+    if unknown:
+        raise ValueError(f"not shared flags: {', '.join(sorted(unknown))}; a bench adds its own with add_argument")
+    result = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    for name, default in defaults.items():
+        spec = dict(FLAGS[name])
+        if spec.get("action") == "store_true":
+            result.add_argument(f"--{name}", **spec)
+            continue
+        if default is REQUIRED:
+            spec["required"] = True
+        elif default is not None:
+            spec["default"] = default
+            spec["help"] += f" (default: {','.join(map(str, default)) if isinstance(default, list) else default})"
+        result.add_argument(f"--{name}", **spec)
+    return result
+
+
+def early_flag(name, default, argv=None):
+    """The shared flag `name` of the command line (`argv`, default `sys.argv[1:]`), read before a bench imports
+    what it fixes (Keras takes its backend at its first import); every other argument is left alone."""
+    early = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    early.add_argument(f"--{name}", **FLAGS[name], default=default)
+    return getattr(early.parse_known_args(sys.argv[1:] if argv is None else argv)[0], name)
+
+
+def per_config(script, measure, description, sizes, sentences, batch_size, extend=None):
+    """Parses `--sizes`, `--sentences` and `--batch_size` (with these defaults; `extend(parser)` adds a
+    bench's own flags) and runs `measure(config, args) -> dict` for each `--sizes` entry (a size, perhaps
+    with a bench's modifiers, as `original:bfloat16`) in a new process of `script`. Yields `(config,
+    result, args)`; a failed process ends the bench with its error."""
+    command = parser(description, sizes=sizes, sentences=sentences, batch_size=batch_size)
+    command.add_argument("--one", help=argparse.SUPPRESS)
+    if extend is not None:
+        extend(command)
+    args = command.parse_args()
+    if args.one:
+        print(json.dumps(measure(args.one, args)))
+        return
+    print(machine_line(), flush=True)
+    for config in args.sizes:
+        out = subprocess.run([sys.executable, script, *sys.argv[1:], "--one", config], capture_output=True, text=True)
+        if out.returncode != 0:
+            sys.exit(f"{config}: the benchmark failed:\n{out.stderr[-3000:]}")
+        yield config, json.loads(out.stdout.strip().splitlines()[-1]), args
+
+
+def check_output(path, overwrite):
+    """Before any work: ends the bench in one line where `--output` (`path`, None: none) exists without
+    `--overwrite`, or its folder does not."""
+    if path is None:
+        return
+    if os.path.exists(path) and not overwrite:
+        sys.exit(f"Error: {path} exists; pass --overwrite to replace it.")
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        sys.exit(f"Error: cannot write {path}: {directory} is not a directory.")
+
+
+def write_report(report, path, overwrite):
+    """`report` as JSON to a temporary file beside `path`, then renamed over it; a file that appeared at `path`
+    while the bench ran is kept unless `overwrite`."""
+    if os.path.exists(path) and not overwrite:
+        sys.exit(f"Error: {path} appeared while the bench ran; pass --overwrite to replace it.")
+    directory, name = os.path.split(os.path.abspath(path))
+    descriptor, temporary = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(descriptor, "w") as f:
+            json.dump(report, f, indent=2)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        os.unlink(temporary)
+        raise

@@ -1,0 +1,119 @@
+"""bench/harness.py: the benches share one command line. Each shared flag is defined once (no bench adds one
+itself, and no bench builds a parser of its own), the sizes are bilm's presets, and `per_config` runs a
+measurement in a process of its own per configuration, with the user's flags."""
+import ast
+import glob
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BENCH = os.path.join(ROOT, "bench")
+
+
+@pytest.fixture(scope="module")
+def harness():
+    sys.path.insert(0, BENCH)
+    try:
+        import harness
+    finally:
+        sys.path.remove(BENCH)
+    return harness
+
+
+def _calls(path):
+    """`(line, call's dotted name, its first string argument or None)` of every call in the file."""
+    for node in ast.walk(ast.parse(open(path).read(), path)):
+        if isinstance(node, ast.Call):
+            name = ast.unparse(node.func)
+            first = node.args[0].value if node.args and isinstance(node.args[0], ast.Constant) else None
+            yield node.lineno, name, first
+
+
+def test_no_bench_defines_a_shared_flag_or_a_parser_of_its_own(harness):
+    scripts = sorted(glob.glob(os.path.join(BENCH, "*.py")))
+    assert len(scripts) > 20
+    found = []
+    for path in scripts:
+        if path.endswith("harness.py"):
+            continue
+        for line, name, first in _calls(path):
+            where = f"{os.path.relpath(path, ROOT)}:{line}"
+            if name.endswith("add_argument") and isinstance(first, str) and first.lstrip("-") in harness.FLAGS:
+                found.append(f"{where} defines {first}")
+            if name.endswith("ArgumentParser"):
+                found.append(f"{where} builds a parser of its own")
+    assert not found, "\n".join(found)
+
+
+def test_the_sizes_are_bilm_presets(harness):
+    from bilm.presets import get_preset
+
+    for size in harness.SIZES:
+        assert get_preset(size)["lstm"]["dim"] > 0
+    with pytest.raises(Exception):
+        get_preset("not-a-size")
+
+
+def test_a_parser_takes_only_shared_flags_with_their_meaning_and_this_benchs_defaults(harness, capsys):
+    command = harness.parser("doc", size="small", batch_sizes=[1, 32], backends=["jax"], steps=None,
+                             work_dir=harness.REQUIRED, overwrite=True)
+    args = command.parse_args(["--work_dir", "w", "--batch_sizes", "32,1,32", "--backends", "torch,jax,torch"])
+    assert (args.size, args.batch_sizes, args.backends, args.steps, args.overwrite) == (
+        "small", [1, 32], ["torch", "jax"], None, False)
+    with pytest.raises(SystemExit):
+        command.parse_args([])  # --work_dir is required
+    assert "--work_dir" in capsys.readouterr().err
+    for bad in (["--size", "huge"], ["--backends", "mxnet"], ["--batch_sizes", "0"], ["--sentences", "3"]):
+        with pytest.raises(SystemExit):
+            command.parse_args(["--work_dir", "w", *bad])
+    with pytest.raises(ValueError, match="not shared flags: rows"):
+        harness.parser("doc", rows=3)
+
+
+def test_a_report_is_refused_over_an_existing_file_and_written_whole(harness, tmp_path):
+    report = tmp_path / "report.json"
+    report.write_text("the user's")
+    with pytest.raises(SystemExit, match="exists; pass --overwrite"):
+        harness.check_output(str(report), overwrite=False)
+    with pytest.raises(SystemExit, match="appeared while the bench ran"):
+        harness.write_report({"a": 1}, str(report), overwrite=False)
+    assert report.read_text() == "the user's"
+    harness.write_report({"a": 1}, str(report), overwrite=True)
+    assert json.loads(report.read_text()) == {"a": 1}
+    assert os.listdir(tmp_path) == ["report.json"]
+    with pytest.raises(SystemExit, match="is not a directory"):
+        harness.check_output(str(tmp_path / "missing" / "report.json"), overwrite=False)
+
+
+MEASURE = '''
+import os, sys
+sys.path.insert(0, {bench!r})
+import harness
+
+def measure(config, args):
+    return {{"config": config, "pid": os.getpid(), "sentences": args.sentences, "batch_size": args.batch_size,
+             "extra": args.extra}}
+
+def extend(parser):
+    parser.add_argument("--extra", default="no")
+
+for config, result, args in harness.per_config(__file__, measure, "doc", sizes=["tiny"], sentences=5,
+                                               batch_size=2, extend=extend):
+    print("RESULT", config, result["pid"] != os.getpid(), result["sentences"], result["batch_size"],
+          result["extra"])
+'''
+
+
+def test_per_config_measures_each_configuration_in_a_process_of_its_own_with_the_users_flags(tmp_path):
+    script = tmp_path / "bench_toy.py"
+    script.write_text(MEASURE.format(bench=BENCH))
+    done = subprocess.run([sys.executable, str(script), "--sizes", "tiny,small:bulk", "--sentences", "7",
+                           "--extra", "yes"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("machine: "), lines
+    assert lines[1:] == ["RESULT tiny True 7 2 yes", "RESULT small:bulk True 7 2 yes"]
