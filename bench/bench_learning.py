@@ -62,7 +62,7 @@ Recipes (`--recipes`, each run with every seed on the same corpus):
 Other settings (flags): `--dropout`, `--softmax full|sampled`
 (`--n_negative`), sizes.
 
-Instrumentation: `bilm.training.run.loop.TrainStep` is replaced, for this
+Instrumentation: `bilm.training.tensorflow.training_run.TrainStep` is replaced, for this
 process only, by a subclass that records each step's per-direction loss
 and evaluates the held-out text (both ways) after the steps of the
 evaluation window. It does not change the step.
@@ -94,6 +94,7 @@ from bilm.training.data.sample_corpus import unigram_perplexity  # noqa: E402
 from bilm.training.data.vocab_builder import build_vocab  # noqa: E402
 from bilm.training.run import loop  # noqa: E402
 from bilm.training.run.from_files import load_training_data  # noqa: E402
+from bilm.training.tensorflow import training_run  # noqa: E402
 from bilm.training.tensorflow.evaluation import evaluate_lm as evaluate  # noqa: E402
 from bilm.training.tensorflow.tf_dataset import make_tf_dataset  # noqa: E402
 from bilm.training.tensorflow.train_step import TrainStep  # noqa: E402
@@ -393,7 +394,7 @@ def main(argv=None):
     tf.config.threading.set_intra_op_parallelism_threads(args.threads)
     tf.config.threading.set_inter_op_parallelism_threads(args.threads)
     # Instrumentation for this process only: train() builds its step from this name.
-    loop.TrainStep = RecordingTrainStep
+    training_run.TrainStep = RecordingTrainStep
 
     with tempfile.TemporaryDirectory() as tmp:
         directory = args.corpus_dir or tmp
