@@ -34,7 +34,8 @@ from bilm.ops.scaled_kernel import ScaledKernel, quantize_columns
 from bilm.utils.cpu_features import cpu_flags
 from helpers import ROOT, graph_op_types
 
-ROWS = [0, 1, 3, 8, 33]
+# 33 and 130: from `kMinPackedRows` on, a float32 kernel runs from its tiled copy.
+ROWS = [0, 1, 3, 8, 33, 130]
 # (n, m): odd sizes on both sides, and a width that splits into chunks that are not multiples of 8.
 SIZES = [(7, 1000), (1001, 7), (64, 4100)]
 

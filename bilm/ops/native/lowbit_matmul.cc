@@ -71,6 +71,10 @@ constexpr int kMaxRows = 8;
 constexpr int64 kAccumulatorFloats = 4096;
 // Splitting a narrow kernel's rows over threads: at least this many rows each.
 constexpr int64 kMinSplitRows = 64;
+// Rows of one product from which its float32 kernel is copied into tiles first (`PackTiles`): the copy
+// is one more pass over the kernel, which three groups of rows do not repay (at 8 to 24 rows the copy
+// made every published kernel's product slower); from four on, deep kernels gain.
+constexpr int64 kMinPackedRows = 4 * kMaxRows;
 
 inline float Widen(uint16_t bits) {
   const uint32_t wide = static_cast<uint32_t>(bits) << 16;
@@ -447,12 +451,13 @@ class LowbitMatmulOp : public OpKernel {
 
     auto* workers = Workers(context);
     const Plan plan(rows, n, m, std::max(1, workers->NumThreads()));
-    // A float32 kernel and a group of rows at least: copied into tiles (`PackTiles`) first, as the
-    // recurrence does; the sums are the same either way.
+    // A float32 kernel and kMinPackedRows rows at least: copied into tiles (`PackTiles`) first, as the
+    // recurrence does; the sums are the same either way. With fewer rows the copy costs more than the
+    // tiles save (one sentence's input half, a few sentences' token encodings).
     Tensor tile_buffer;
     const float* tiles = nullptr;
 #ifdef BILM_LOWBIT_AVX512
-    if (std::is_same<W, float>::value && rows >= kMaxRows && m >= kTileWidth) {
+    if (std::is_same<W, float>::value && rows >= kMinPackedRows && m >= kTileWidth) {
       OP_REQUIRES_OK(context, context->allocate_temp(tensorflow::DT_FLOAT,
                                                      TensorShape({n * (m / kTileWidth * kTileWidth)}), &tile_buffer));
       PackTiles(workers, reinterpret_cast<const float*>(kernel.flat<T>().data()), n, m,
