@@ -313,6 +313,8 @@ def device_and_peak(backend, library, tensor):
             library.cuda.max_memory_allocated(device) / 2 ** 30)
 
 
+# === The parent ===
+
 class Terminated(KeyboardInterrupt):
     """SIGTERM, raised as Ctrl-C's `KeyboardInterrupt` is (exit status 143)."""
 

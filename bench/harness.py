@@ -3,7 +3,7 @@ process of its own per configuration.
 
 A bench builds its parser with `parser(__doc__, steps=20, batch_size=32, ...)`: each keyword names a shared
 flag (`FLAGS`) and gives this bench's default (`None`: no default, `REQUIRED`: required); the bench adds
-only the flags that are its own. `per_config(measure, ...)` runs a registered measurement (a function
+only the flags that are its own. `per_config(script, measure, ...)` runs a bench's measurement (a function
 `measure(config, args) -> dict`) once per `--sizes` entry, each in a new process, so that each peak memory
 is its own, and yields the results after printing the machine's line (`machine.machine_line`). This module
 imports neither bilm nor a backend, so a bench that runs where only JAX or PyTorch is installed uses it too.
@@ -75,8 +75,9 @@ FLAGS = {
 
 def parser(description, **defaults):
     """An `argparse.ArgumentParser` with `description` (a bench's docstring, shown as written) and the shared
-    flags named in `defaults`, each with its default there (`REQUIRED`: required; `True` for a switch: it is
-    offered). A flag keeps `FLAGS`' meaning; its help shows this bench's default."""
+    flags named in `defaults`, each with its default there (`None`: none; `REQUIRED`: required; a switch,
+    `tf32` or `overwrite`, is offered whatever the value). A flag keeps `FLAGS`' meaning; its help shows this
+    bench's default."""
     unknown = set(defaults) - set(FLAGS)
     if unknown:
         raise ValueError(f"not shared flags: {', '.join(sorted(unknown))}; a bench adds its own with add_argument")
