@@ -22,7 +22,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import harness  # noqa: E402
-from machine import peak_rss_gib  # noqa: E402
+from machine import machine_line, peak_rss_gib  # noqa: E402
 
 
 def main(argv=None):
@@ -30,6 +30,7 @@ def main(argv=None):
     parser.add_argument("--optimizer", default="adagrad")
     parser.add_argument("--format", choices=("run", "tensorflow"), default="run")
     args = parser.parse_args(argv)
+    print(machine_line(), flush=True)
 
     import tensorflow as tf
 

@@ -36,6 +36,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
+from machine import machine_line  # noqa: E402
 
 from bilm.commands import set_numerics  # noqa: E402
 from bilm.presets import TRAINING_DEFAULTS, get_preset  # noqa: E402
@@ -110,6 +111,7 @@ def main(argv=None):
                         help="device against CPU, relative (default 1e-4 in float32, 3e-2 with --tf32 or bfloat16)")
     parser.add_argument("--quick", action="store_true", help="the tiny size, a small batch and vocabulary")
     args = parser.parse_args(argv)
+    print(machine_line(), flush=True)
     if args.quick:
         args.size, args.n_tokens_vocab, args.batch_size, args.unroll_steps, args.n_negative = "tiny", 203, 4, 5, 64
     exact = args.matmul_dtype == "float32" and not args.tf32

@@ -38,6 +38,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import harness  # noqa: E402
 from common import memory_read_bandwidth  # noqa: E402
+from machine import machine_line  # noqa: E402
 
 # Four times this machine's 32 MB L3 cache; at most MAX_COPIES kernels in the graph (tracing more takes
 # minutes), so the copies of the smallest kernels may still fit in the cache.
@@ -114,6 +115,7 @@ def main():
     parser.add_argument("--rows", default="1,4,32", help="row counts, comma-separated")
     parser.add_argument("--cache", default="cold", help="cold (kernels from memory), warm, or both: cold,warm")
     args = parser.parse_args()
+    print(machine_line(), flush=True)
 
     import tensorflow as tf
 

@@ -76,6 +76,7 @@ def test_the_device_check_of_the_jax_step_runs_without_tensorflow_and_passes_on_
     output = done.stdout + done.stderr[-4000:]
     assert done.returncode == 0, output
     assert "on cpu (cpu) against cpu: size tiny" in done.stdout and "; 2 steps" in done.stdout, output
+    assert done.stdout.startswith("machine: "), output  # the figures name their machine
     verdicts = [line.split(":")[0] for line in done.stdout.splitlines() if line.startswith(("PASS", "FAIL"))]
     assert verdicts == ["PASS  device against the CPU", "PASS  device against the CPU",
                         "PASS  device twice from one start"], output
