@@ -116,11 +116,19 @@ def _direct_max_pooled(char_ids, embedding, kernels):
     window of the kept columns at once: for few tokens."""
     max_chars = tf.shape(char_ids)[1]
     columns = columns_to_keep(char_ids, max(kernel.shape[0] for kernel in kernels))
-    kept = char_ids[:, :columns]
-    fills = char_ids[:, -1]
+    # The tables' rows of the chars these tokens hold, not of all chars: a table row is an embedding row
+    # times the kernel, a product of 16 or so terms whose rows the stock matmul computes alike for any
+    # number of rows from two (`bilm.ops.batch_invariant`), so the same bytes as the whole table's.
+    n_kept = tf.size(char_ids[:, :columns])
+    chars, local = tf.unique(tf.concat([tf.reshape(char_ids[:, :columns], [-1]), char_ids[:, -1]], axis=0))
+    kept = tf.reshape(local[:n_kept], [-1, columns])
+    fills = local[n_kept:]
+    rows = tf.gather(embedding, chars)
+    rows = tf.pad(rows, [[0, tf.maximum(2 - tf.shape(rows)[0], 0)], [0, 0]])
     dropped = columns < max_chars
     maxima = []
-    for table in _tables(embedding, kernels, with_gradient=True):
+    for kernel in kernels:
+        table = tf.reshape(tf.matmul(rows, _flat_kernel(kernel)), [-1, kernel.shape[0], kernel.shape[2]])
         width = table.shape[1]
         positions = columns - width + 1
         flat = tf.reshape(table, [-1, table.shape[2]])
@@ -133,15 +141,14 @@ def _direct_max_pooled(char_ids, embedding, kernels):
     return tf.concat(maxima, axis=1)
 
 
-def _tables(embedding, kernels, with_gradient=False):
+def _tables(embedding, kernels):
     """Each kernel's `T_k` side by side, `(table_rows, width, num)`: one matmul a kernel (see the module's
-    docstring); rows past the embedding's are zeros that no id reaches. `with_gradient`: autodiff reaches
-    `embedding` and `kernels` through them (the direct path's gradient); else they are constants."""
+    docstring); rows past the embedding's are zeros that no id reaches. Constants: the table loop's own
+    gradient reaches `embedding` and `kernels`."""
     n_characters = embedding.shape[0]
     table_rows = -(-n_characters // TABLE_ROW_STEP) * TABLE_ROW_STEP
-    through = tf.identity if with_gradient else tf.stop_gradient
-    rows = tf.pad(through(embedding), [[0, table_rows - n_characters], [0, 0]])
-    return [tf.reshape(tf.matmul(rows, _flat_kernel(through(kernel))),
+    rows = tf.pad(tf.stop_gradient(embedding), [[0, table_rows - n_characters], [0, 0]])
+    return [tf.reshape(tf.matmul(rows, _flat_kernel(tf.stop_gradient(kernel))),
                        [table_rows, kernel.shape[0], kernel.shape[2]]) for kernel in kernels]
 
 
