@@ -39,6 +39,13 @@ class TokenEncodingCache:
     def __len__(self):
         return len(self._slots)
 
+    def clear(self):
+        """Forgets every stored encoding and the counts: the next calls encode their tokens afresh (a cold
+        cache, as a new model's; or after the encoder's weights change)."""
+        with self._lock:
+            self._slots.clear()
+            self.hits = self.misses = 0
+
     def encodings(self, char_ids):
         """`(..., max_chars)` int char ids -> `(..., dim)` float32 encodings
         (all-zero rows, i.e. batch padding, are encoded like any token)."""

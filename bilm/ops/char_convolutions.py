@@ -119,8 +119,9 @@ def _direct_max_pooled(char_ids, embedding, kernels):
     # The tables' rows of the chars these tokens hold, not of all chars: a table row is an embedding row
     # times the kernel, a product of 16 or so terms whose rows the stock matmul computes alike for any
     # number of rows from two (`bilm.ops.batch_invariant`), so the same bytes as the whole table's.
-    n_kept = tf.size(char_ids[:, :columns])
-    chars, local = tf.unique(tf.concat([tf.reshape(char_ids[:, :columns], [-1]), char_ids[:, -1]], axis=0))
+    kept_ids = char_ids[:, :columns]
+    n_kept = tf.size(kept_ids)
+    chars, local = tf.unique(tf.concat([tf.reshape(kept_ids, [-1]), char_ids[:, -1]], axis=0))
     kept = tf.reshape(local[:n_kept], [-1, columns])
     fills = local[n_kept:]
     rows = tf.gather(embedding, chars)

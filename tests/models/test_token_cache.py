@@ -49,6 +49,15 @@ def test_encodings_match_the_encoder_and_each_token_is_encoded_once():
     assert cache.hits == n_distinct and cache.misses == n_distinct
 
 
+def test_a_cleared_cache_encodes_every_token_again():
+    cache, encoder, ids, expected, n_distinct = _cache_and_expected(max_size=100)
+    cache.encodings(ids)
+    cache.clear()
+    assert len(cache) == 0 and cache.hits == cache.misses == 0
+    np.testing.assert_allclose(cache.encodings(ids), expected, rtol=1e-6)
+    assert encoder.calls == [n_distinct, n_distinct] and cache.misses == n_distinct
+
+
 def test_a_full_cache_still_gives_every_encoding_but_stores_no_more():
     cache, encoder, ids, expected, n_distinct = _cache_and_expected(max_size=4)
     for _ in range(2):
