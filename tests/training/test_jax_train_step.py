@@ -44,6 +44,8 @@ def steps(folder, n_steps):
     assert step.names == json.load(open(folder + "/names.json")), (step.names, "differ from TensorFlow's")
     state["bilm"] = [ops.convert_to_tensor(start["model/" + name]) for name in step.names]
     state["softmax"] = {part: ops.convert_to_tensor(start["model/softmax/" + part]) for part in state["softmax"]}
+    # On the step's devices, as the step's own states are: arrays placed otherwise would compile it again.
+    state = step.place(state)
     outputs = []
     for i in range(n_steps):
         batch = {key[len(f"{i}/"):]: value for key, value in batches.items() if key.startswith(f"{i}/")}
