@@ -111,7 +111,8 @@ class JaxTrainStep:
     def __call__(self, state, batch, step):
         """`(new state, {"loss", "norm", "forward"[, "backward"]})` of step number `step` (an int) over
         `batch` (the data pipeline's dict of int32 arrays, `global_batch_size` rows); `state` is consumed (its
-        buffers are reused)."""
+        buffers are reused). `state` is `initial_state()`'s, a step's, or arrays put where they belong by `place`:
+        on JAX, arrays placed otherwise compile the step again."""
         warmup = step < self.settings.softmax_warmup_steps
         batch = {key: np.asarray(batch[key]) for key in self.batch_keys()}
         bound = self._distinct_tokens_bound(batch)
