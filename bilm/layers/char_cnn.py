@@ -83,9 +83,10 @@ class CharCNNEncoder(keras.layers.Layer):
             features = self.portable_features(flat_ids)
         return ops.reshape(features, (shape[0], shape[1], self.n_filters))
 
-    def portable_features(self, flat_ids):
-        """`(n, n_filters)` features of int `(n, width)` char ids in `keras.ops` (the backends' reference)."""
-        pooled = portable_char_convolutions(flat_ids, self.char_embedding, list(self.kernels))
+    def portable_features(self, flat_ids, convolutions=portable_char_convolutions):
+        """`(n, n_filters)` features of int `(n, width)` char ids in `keras.ops` (the backends' reference);
+        `convolutions`: a function of `portable_char_convolutions`'s arguments and results (a backend's own)."""
+        pooled = convolutions(flat_ids, self.char_embedding, list(self.kernels))
         return self._activation(pooled + ops.concatenate(list(self.biases), axis=0))
 
     def _activation(self, x):

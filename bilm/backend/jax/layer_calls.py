@@ -1,7 +1,7 @@
 """The layers' calls of JAX's own (`bilm.backend.fast_layer_call`): inside a function traced for known bounds on a
 batch's distinct tokens (`distinct_tokens_at_most`: a training step on one CPU), `UniqueTokens`'s distinct rows and
-the char CNN over only the columns those rows' characters reach; everywhere else, and for every other layer, the
-portable `keras.ops` code.
+the char CNN over only the columns those rows' characters reach, each window a matrix product (`char_convolutions`);
+everywhere else, and for every other layer, the portable `keras.ops` code.
 
 A program JAX compiles has shapes fixed when it is traced, and the number of distinct tokens of a batch depends
 on its ids: the caller counts them before it calls (NumPy, on the host), picks one of a few bounds above the count
@@ -16,6 +16,7 @@ import threading
 import jax.numpy as jnp
 import numpy as np
 
+from bilm.backend.jax.char_convolutions import window_product_char_convolutions
 from bilm.backend.jax.inference import padded_length
 from bilm.ops.char_convolutions_portable import needed_columns
 
@@ -88,12 +89,15 @@ def unique_tokens(layer, char_ids):
 
 
 def char_cnn(layer, flat_ids, direct_up_to=0):
-    """`CharCNNEncoder`'s features of `flat_ids` `(n, width)`, the portable code over the columns of the bound
-    (`distinct_tokens_at_most`; every column outside it): the same values."""
+    """`CharCNNEncoder`'s features of `flat_ids` `(n, width)`: within `distinct_tokens_at_most` (a training step on
+    one CPU) over the columns of the bound, with each window as a matrix product
+    (`window_product_char_convolutions`); elsewhere the portable code. The same values to float32 round-off."""
     bound = getattr(_BOUND, "value", None)
-    if bound is not None and bound.columns is not None:
+    if bound is None:
+        return layer.portable_features(flat_ids)
+    if bound.columns is not None:
         flat_ids = flat_ids[:, :bound.columns]
-    return layer.portable_features(flat_ids)
+    return layer.portable_features(flat_ids, convolutions=window_product_char_convolutions)
 
 
 FAST_CALLS = {"unique_tokens": unique_tokens, "char_cnn": char_cnn}

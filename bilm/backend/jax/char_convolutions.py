@@ -1,0 +1,55 @@
+"""The char CNN's convolutions and max-pool as XLA on a CPU trains them fastest: each filter bank's windows as one
+matrix product, and a max-pool whose gradient goes to one window per token and filter (the maximising one), as
+TensorFlow's table loop gives it (`bilm.ops.char_convolutions`).
+
+XLA runs a convolution's forward and backward passes on a CPU as Eigen convolutions, and a matrix product through
+its faster matmul library; and JAX's own gradient of a max keeps a float32 mask of every window, where the
+maximising window's index is all the gradient needs. Where a maximum is reached by several windows (the run of
+padding chars that ends each row), those windows are identical, so any one stands for all: the same gradient.
+"""
+import functools
+
+import jax
+import jax.numpy as jnp
+from keras import ops
+
+
+def window_product_char_convolutions(char_ids, char_embedding, kernels):
+    """`bilm.ops.char_convolutions_portable.portable_char_convolutions`'s values (to float32 round-off) and
+    gradient, for a training step on a CPU.
+
+    Args:
+        char_ids: int `(n_tokens, max_chars)`.
+        char_embedding: float32 `(n_characters, embedding_dim)`.
+        kernels: a list of float32 `(width, embedding_dim, num)`.
+
+    Returns:
+        float32 `(n_tokens, sum of num)`: each filter's maximum over the windows, before bias and activation.
+    """
+    embedded = ops.take(char_embedding, ops.cast(char_ids, "int32"), axis=0)  # (n_tokens, max_chars, dim)
+    pooled = []
+    for kernel in kernels:
+        width, dim, num = kernel.shape
+        windows = embedded.shape[1] - width + 1
+        # Window p's chars side by side, (n_tokens, windows, width * dim): column k * dim + c is char p + k's c.
+        stacked = ops.concatenate([embedded[:, k:k + windows] for k in range(width)], axis=-1)
+        pooled.append(_max_over_windows(ops.matmul(stacked, ops.reshape(kernel, (width * dim, num))), windows))
+    return ops.concatenate(pooled, axis=-1)
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(1,))
+def _max_over_windows(values, windows):
+    """`max(values, axis=1)` of `(n, windows, num)`; its gradient reaches the first maximising window alone."""
+    return jnp.max(values, axis=1)
+
+
+def _max_forward(values, windows):
+    return jnp.max(values, axis=1), jnp.argmax(values, axis=1).astype(jnp.int32)
+
+
+def _max_backward(windows, argmax, gradient):
+    chosen = jnp.arange(windows, dtype=jnp.int32)[None, :, None] == argmax[:, None, :]
+    return (jnp.where(chosen, gradient[:, None, :], jnp.zeros((), gradient.dtype)),)
+
+
+_max_over_windows.defvjp(_max_forward, _max_backward)
