@@ -139,9 +139,15 @@ def carry_shaped_scan(step, initial, xs, output_width):
 
 
 def _product(x, kernel, matmul_dtype):
+    """`x @ kernel` for `x` `(..., n)`, as one 2-D product: the kernel's gradient is then `rows^T @ gradient`
+    over all rows, which XLA runs on a CPU without first transposing the gate gradients (docs/performance.md)."""
+    shape = ops.shape(x)
+    x = ops.reshape(x, (-1, shape[-1]))
     if matmul_dtype == "bfloat16":
-        return ops.cast(ops.matmul(ops.cast(x, "bfloat16"), ops.cast(kernel, "bfloat16")), "float32")
-    return ops.matmul(x, kernel)
+        product = ops.cast(ops.matmul(ops.cast(x, "bfloat16"), ops.cast(kernel, "bfloat16")), "float32")
+    else:
+        product = ops.matmul(x, kernel)
+    return ops.reshape(product, (*shape[:-1], ops.shape(kernel)[-1]))
 
 
 def _float32(kernel):
