@@ -1,6 +1,7 @@
 """JAX's char CNN for a training step on a CPU (`bilm.backend.jax.char_convolutions`: each window a matrix product,
 the max-pool's gradient to one window) gives the portable convolutions' values and gradient (JAX's own autodiff
 of `portable_char_convolutions`), rows ending in a run of padding chars included, whose maxima tie."""
+import numpy as np
 import pytest
 
 from backend_processes import json_result, run_on_backend
@@ -38,8 +39,6 @@ print(json.dumps(out))
 
 
 def test_window_products_give_the_portable_values_and_gradient():
-    import numpy as np
-
     report = json_result(run_on_backend("jax", CHECK))
     want, got = report["portable"], report["products"]
     np.testing.assert_allclose(got["pooled"], want["pooled"], rtol=1e-5, atol=1e-6)
