@@ -1,8 +1,9 @@
 """The control flow that Keras's backends shape each their own way: here `keras.ops.scan` takes outputs of any
-shape, so a step's outputs are only what it outputs; the LSTM's recurrence is the portable one on that scan."""
+shape, so a step's outputs are only what it outputs; the LSTM's recurrence is the portable one on that scan, with
+a hand-written backward pass (`lstm_bptt`)."""
 from keras import ops
 
-from bilm.ops.lstm_scan import lstm_steps as portable_lstm_steps
+from bilm.backend.jax.lstm_bptt import lstm_steps_bptt
 
 
 def scan(step, initial, xs, output_width):
@@ -13,5 +14,6 @@ def scan(step, initial, xs, output_width):
 
 
 def lstm_steps(*args):
-    """`bilm.ops.lstm_scan.lstm_steps` on this backend's `scan`."""
-    return portable_lstm_steps(*args, scan=scan)
+    """`bilm.ops.lstm_scan.lstm_steps` on this backend's `scan`: its values, and its gradients to float32
+    round-off from one product per kernel after the backward loop (`lstm_bptt`)."""
+    return lstm_steps_bptt(*args, scan=scan)

@@ -1,0 +1,105 @@
+"""The LSTM's steps with a hand-written backward pass (BPTT) on JAX, as TensorFlow's `bilm.ops.lstm_bptt`.
+
+JAX's autodiff of the steps' scan adds each step's share of the recurrent and projection kernels' gradients inside
+the backward loop: one small product a step, which XLA runs on a CPU as a slow Eigen dot. Here the backward loop
+carries only the state gradients, and each kernel's gradient is one product over all steps after it. The forward
+values are the portable steps' (`bilm.ops.lstm_scan.lstm_steps`); the gradients are autodiff's to float32
+round-off (the sums over steps are taken in another order).
+"""
+import functools
+
+import jax
+import jax.numpy as jnp
+from keras import ops
+
+from bilm.ops.lstm_scan import lstm_steps as portable_lstm_steps
+
+
+def lstm_steps_bptt(gates_tm, valid_tm, initial_c, initial_h, recurrent_kernel, projection_kernel, cell_clip,
+                    proj_clip, scan):
+    """`bilm.ops.lstm_scan.lstm_steps` (its arguments and results; `scan` the backend's `core.scan`), with the
+    backward pass above. Differentiable with respect to `gates_tm`, both states and both kernels."""
+    # As arrays: a Keras variable (a layer's kernel) is not one, and `jax.custom_vjp` takes only arrays.
+    arrays = [None if x is None else ops.convert_to_tensor(x)
+              for x in (gates_tm, valid_tm, initial_c, initial_h, recurrent_kernel, projection_kernel)]
+    return _steps((cell_clip, proj_clip), scan, *arrays)
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1))
+def _steps(clips, scan, gates_tm, valid_tm, initial_c, initial_h, recurrent_kernel, projection_kernel):
+    return portable_lstm_steps(gates_tm, valid_tm, initial_c, initial_h, recurrent_kernel, projection_kernel, *clips,
+                               scan=scan)
+
+
+def _forward(clips, scan, gates_tm, valid_tm, initial_c, initial_h, recurrent_kernel, projection_kernel):
+    """The steps, keeping per step what the backward pass reads: the gates' activations `(batch, 4 * units)`,
+    the state before the step, the cell before its clip and the projected output before its clip."""
+    del scan  # the loop is JAX's own scan, whose steps may output several arrays
+    cell_clip, proj_clip = clips
+
+    def step(state, step_inputs):
+        c, h = state
+        gates, valid = step_inputs
+        activations = _activations(gates + h @ recurrent_kernel)
+        i, j, f, o = jnp.split(activations, 4, axis=-1)
+        raw_c = f * c + i * j
+        new_c = raw_c if cell_clip is None else jnp.clip(raw_c, -cell_clip, cell_clip)
+        raw_h = o * jnp.tanh(new_c)
+        if projection_kernel is not None:
+            raw_h = raw_h @ projection_kernel
+        new_h = raw_h if proj_clip is None else jnp.clip(raw_h, -proj_clip, proj_clip)
+        saved = (activations, c, h, raw_c, raw_h)
+        return ((jnp.where(valid, new_c, c), jnp.where(valid, new_h, h)),
+                (jnp.where(valid, new_h, jnp.zeros_like(new_h)), saved))
+
+    (final_c, final_h), (outputs_tm, saved) = jax.lax.scan(step, (initial_c, initial_h), (gates_tm, valid_tm))
+    return (outputs_tm, final_c, final_h), (saved, valid_tm, recurrent_kernel, projection_kernel)
+
+
+def _backward(clips, scan, residuals, cotangents):
+    del scan
+    cell_clip, proj_clip = clips
+    (activations, c_before, h_before, raw_c, raw_h), valid_tm, recurrent_kernel, projection_kernel = residuals
+    d_outputs, d_final_c, d_final_h = cotangents
+
+    def step(state, step_inputs):
+        d_c, d_h = state
+        d_output, valid, activations, c, raw_c, raw_h = step_inputs
+        i, j, f, o = jnp.split(activations, 4, axis=-1)
+        d_raw_h = jnp.where(valid, d_h + d_output, 0.0) * _unclipped(raw_h, proj_clip)
+        new_c = raw_c if cell_clip is None else jnp.clip(raw_c, -cell_clip, cell_clip)
+        tanh_c = jnp.tanh(new_c)
+        d_cell_output = d_raw_h if projection_kernel is None else d_raw_h @ projection_kernel.T
+        d_raw_c = (jnp.where(valid, d_c, 0.0) + d_cell_output * o * (1.0 - tanh_c * tanh_c)) * _unclipped(
+            raw_c, cell_clip)
+        d_z = jnp.concatenate([d_raw_c * j * i * (1.0 - i), d_raw_c * i * (1.0 - j * j),
+                               d_raw_c * c * f * (1.0 - f), d_cell_output * tanh_c * o * (1.0 - o)], axis=-1)
+        d_c = jnp.where(valid, d_raw_c * f, d_c)
+        d_h = jnp.where(valid, d_z @ recurrent_kernel.T, d_h)
+        return (d_c, d_h), (d_z, d_raw_h, o * tanh_c)
+
+    (d_initial_c, d_initial_h), (d_gates, d_raw_h, cell_outputs) = jax.lax.scan(
+        step, (d_final_c, d_final_h), (d_outputs, valid_tm, activations, c_before, raw_c, raw_h), reverse=True)
+    # The kernels' gradients: one product each over all steps (invalid steps' rows are zeros in d_gates, d_raw_h).
+    d_recurrent = _rows(h_before).T @ _rows(d_gates)
+    d_projection = None if projection_kernel is None else _rows(cell_outputs).T @ _rows(d_raw_h)
+    return d_gates, None, d_initial_c, d_initial_h, d_recurrent, d_projection
+
+
+_steps.defvjp(_forward, _backward)
+
+
+def _activations(z):
+    """`(sigmoid(i), tanh(j), sigmoid(f + 1), sigmoid(o))` side by side, for `z` `(batch, 4 * units)`."""
+    i, j, f, o = jnp.split(z, 4, axis=-1)
+    return jnp.concatenate([jax.nn.sigmoid(i), jnp.tanh(j), jax.nn.sigmoid(f + 1.0), jax.nn.sigmoid(o)], axis=-1)
+
+
+def _unclipped(x, clip):
+    """1.0 where `clip(x, -clip, clip)` passes `x`'s gradient, else 0.0 (everywhere without a clip)."""
+    return 1.0 if clip is None else ((x >= -clip) & (x <= clip)).astype(x.dtype)
+
+
+def _rows(x):
+    return x.reshape(-1, x.shape[-1])
+
