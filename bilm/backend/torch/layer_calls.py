@@ -1,6 +1,11 @@
 """The layers' calls of PyTorch's own (`bilm.backend.fast_layer_call`): `UniqueTokens`'s distinct rows (PyTorch
-runs eagerly, so their number may depend on the ids); every other layer runs its portable `keras.ops` code."""
+runs eagerly, so their number may depend on the ids), and the char CNN where gradients are recorded (over the
+columns its rows' characters reach, max-pooled by `torch.max`); every other layer runs its portable `keras.ops`
+code."""
 import torch
+from keras import ops
+
+from bilm.ops.char_convolutions_portable import needed_columns
 
 
 def unique_tokens(layer, char_ids):
@@ -12,4 +17,26 @@ def unique_tokens(layer, char_ids):
     return unique[None], indices
 
 
-FAST_CALLS = {"unique_tokens": unique_tokens}
+def char_cnn(layer, flat_ids, direct_up_to=0):
+    """`CharCNNEncoder`'s features of `flat_ids` `(n, width)`. Where gradients are recorded (a training step):
+    over the columns the rows' characters and one window of the widest filter past them reach (`needed_columns`;
+    PyTorch runs eagerly, so the count may depend on the ids), max-pooled by `first_maximum_char_convolutions`.
+    Elsewhere the portable code. The same values to float32 round-off."""
+    del direct_up_to  # TensorFlow's inference path
+    if not torch.is_grad_enabled():
+        return layer.portable_features(flat_ids)
+    columns = needed_columns(ops.convert_to_numpy(flat_ids), max(width for width, _ in layer.filters))
+    return layer.portable_features(flat_ids[:, :columns], convolutions=first_maximum_char_convolutions)
+
+
+def first_maximum_char_convolutions(char_ids, char_embedding, kernels):
+    """`bilm.ops.char_convolutions_portable.portable_char_convolutions` (its arguments and values), max-pooled by
+    `torch.max`, whose gradient goes to the first maximising window, as TensorFlow's table loop gives it: one
+    scatter, where `torch.amax`'s gradient builds masks of every window to share it among tied ones. Windows
+    that tie are identical (the run of padding chars that ends each row), so the gradient is the same."""
+    embedded = ops.take(char_embedding, ops.cast(char_ids, "int32"), axis=0)  # (n_tokens, max_chars, dim)
+    pooled = [torch.max(ops.conv(embedded, kernel, strides=1, padding="valid"), dim=1).values for kernel in kernels]
+    return torch.cat(pooled, dim=-1)
+
+
+FAST_CALLS = {"unique_tokens": unique_tokens, "char_cnn": char_cnn}

@@ -1,0 +1,53 @@
+"""PyTorch's char CNN where gradients are recorded (`bilm.backend.torch.layer_calls.char_cnn`: over the columns the
+rows' characters reach, max-pooled by `torch.max`, whose gradient goes to one window) gives the portable code's
+values and gradients (torch autograd of `portable_features` over every column), rows ending in a run of padding
+chars included, whose maxima tie; without gradients it is the portable code, byte for byte."""
+import numpy as np
+import pytest
+
+from backend_processes import json_result, run_on_backend
+
+pytestmark = pytest.mark.slow  # PyTorch in a process of its own
+
+CHECK = '''
+import json
+import numpy as np
+import torch
+from bilm.backend.torch.layer_calls import char_cnn
+from bilm.layers.char_cnn import CharCNNEncoder
+from bilm.ops.char_convolutions_portable import needed_columns
+
+rng = np.random.default_rng(0)
+layer = CharCNNEncoder(262, 4, [(1, 8), (2, 8), (3, 16), (5, 16)], activation="tanh")
+layer.build((None, None, 20))
+ids = rng.integers(1, 261, size=(40, 20))
+lengths = rng.integers(1, 8, size=40)
+ids[np.arange(20)[None, :] >= lengths[:, None]] = 260  # each row ends in a run of one padding char
+ids[-3:] = 0  # padding rows: every window ties
+ids = torch.tensor(ids, dtype=torch.int32)
+weights = torch.tensor(rng.normal(size=(40, layer.n_filters)), dtype=torch.float32)
+variables = [layer.char_embedding, *layer.kernels]
+
+out = {"columns": needed_columns(ids.numpy(), 5)}
+for name, features in (("portable", layer.portable_features), ("own", lambda ids: char_cnn(layer, ids))):
+    for variable in variables:
+        variable.value.grad = None
+    value = features(ids)
+    (weights * value).sum().backward()
+    out[name] = {"features": value.detach().numpy().tolist(),
+                 "gradients": [variable.value.grad.numpy().tolist() for variable in variables]}
+with torch.no_grad():
+    out["no_grad_identical"] = char_cnn(layer, ids).numpy().tobytes() == layer.portable_features(ids).numpy().tobytes()
+print(json.dumps(out))
+'''
+
+
+def test_the_training_char_cnn_gives_the_portable_values_and_gradients():
+    report = json_result(run_on_backend("torch", CHECK))
+    assert report["columns"] < 20 and report["no_grad_identical"]  # columns trimmed; inference untouched
+    want, got = report["portable"], report["own"]
+    np.testing.assert_allclose(got["features"], want["features"], rtol=1e-5, atol=1e-6)
+    # Tied windows (the padding run) are identical: one of them takes what `torch.amax` shares among them.
+    assert np.abs(np.array(want["gradients"][0])[260]).max() > 1e-2  # the padding char's row is reached by ties
+    for got_gradient, want_gradient in zip(got["gradients"], want["gradients"], strict=True):
+        np.testing.assert_allclose(got_gradient, want_gradient, rtol=1e-4, atol=1e-5)
