@@ -2,9 +2,10 @@
 
 JAX's autodiff of the steps' scan adds each step's share of the recurrent and projection kernels' gradients inside
 the backward loop: one small product a step, which XLA runs on a CPU as a slow Eigen dot. Here the backward loop
-carries only the state gradients, and each kernel's gradient is one product over all steps after it. The forward
-values are the portable steps' (`bilm.ops.lstm_scan.lstm_steps`); the gradients are autodiff's to float32
-round-off (the sums over steps are taken in another order).
+carries only the state gradients, and each kernel's gradient is one product over all steps after it. Where no
+gradient is taken the steps are the portable ones (`bilm.ops.lstm_scan.lstm_steps`, the same program); where one
+is, the forward pass computes the same arithmetic and keeps what the backward pass reads. The gradients are
+autodiff's to float32 round-off (the sums over steps are taken in another order).
 """
 import functools
 
@@ -57,6 +58,8 @@ def _forward(clips, scan, gates_tm, valid_tm, initial_c, initial_h, recurrent_ke
 
 
 def _backward(clips, scan, residuals, cotangents):
+    """The gradients of `_steps`' array arguments (None for the mask) from `_forward`'s residuals and the
+    cotangents of `(outputs_tm, final_c, final_h)`."""
     del scan
     cell_clip, proj_clip = clips
     (activations, c_before, h_before, raw_c, raw_h), valid_tm, recurrent_kernel, projection_kernel = residuals
