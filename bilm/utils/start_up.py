@@ -22,6 +22,7 @@ A process is one of bilm's commands when it sets `COMMAND_VARIABLE` to 1
 before importing bilm (every `bin/` script does), runs the `bilm` command,
 `python -m bilm` or `python -m bilm.<subpackage>` (the Beam pipeline).
 """
+import contextlib
 import os
 import signal
 import sys
@@ -75,11 +76,30 @@ def _start_command():
         # command's own handlers do later (`bilm.commands.exit_on_user_error`).
         for signum in (signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, _stop_while_starting)
-    _state["importing"] = True
-    try:
+    with _signals_after_the_imports():
         if on_tensorflow():
             import_tensorflow(filter_load_logs=True)
         import keras  # noqa: F401
+
+
+@contextlib.contextmanager
+def command_imports():
+    """Around a command's later imports of libraries with compiled modules (Apache Beam's, `bilm.beam`): while
+    the start's handlers are in place, a SIGINT or SIGTERM during the block is acted on once the imports end (one
+    line, exit status 128 + its number), as during the start's own imports. Elsewhere (a user's program, or once
+    the command's own handlers took over) the block changes nothing."""
+    if _state["importing"] or signal.getsignal(signal.SIGINT) is not _stop_while_starting:
+        yield
+        return
+    with _signals_after_the_imports():
+        yield
+
+
+@contextlib.contextmanager
+def _signals_after_the_imports():
+    _state["importing"] = True
+    try:
+        yield
     except BaseException:
         signum = _state["stopped_by"]
         if signum is None:

@@ -238,3 +238,24 @@ def test_a_signal_during_the_imports_lets_them_finish_then_stops_in_one_line(mon
     start_up._stop_while_starting(signal.SIGTERM, None)
     with pytest.raises(start_up.StoppedWhileStarting):
         start_up._stop_while_starting(signal.SIGINT, None)
+
+
+def test_a_signal_during_a_commands_later_imports_lets_them_finish_then_stops_in_one_line(monkeypatch, capsys):
+    # Apache Beam's imports in `python -m bilm.beam` (`bilm.beam`), after the start's own: the same wait. A signal
+    # that stopped them half-way aborted the process (status -6) as it exited.
+    finished = []
+    monkeypatch.setitem(start_up._state, "stopped_by", None)
+    monkeypatch.setattr(start_up.signal, "getsignal", lambda signum: start_up._stop_while_starting)
+    with pytest.raises(start_up.StoppedWhileStarting) as stopped:
+        with start_up.command_imports():
+            start_up._stop_while_starting(signal.SIGINT, None)  # the signal arrives in the middle
+            finished.append(True)
+    assert finished == [True] and stopped.value.code == 130 and not start_up._state["importing"]
+    assert capsys.readouterr().err.strip() == STARTING_MESSAGE.format("SIGINT")
+    # Where the start's handlers are not in place (a user's program, or the command's own handlers), the block
+    # changes nothing.
+    monkeypatch.setitem(start_up._state, "stopped_by", None)
+    monkeypatch.setattr(start_up.signal, "getsignal", lambda signum: signal.default_int_handler)
+    with start_up.command_imports():
+        finished.append(start_up._state["importing"])
+    assert finished == [True, False]
