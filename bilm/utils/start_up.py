@@ -97,6 +97,8 @@ def command_imports():
 
 @contextlib.contextmanager
 def _signals_after_the_imports():
+    """The block's signal (`_stop_while_starting` notes it) stops the command once the block ends, or at once as
+    `StoppedWhileStarting` where it turned the block's code into another exception; other errors pass."""
     _state["importing"] = True
     try:
         yield
