@@ -7,7 +7,7 @@ repeated `--repeats` times (the range is printed):
   once) and each Keras backend of `--backends`: `import bilm` (with the
   backend), `bilm.load` and the first one-sentence `embed` call
   (`bench_latency.start_up`);
-- **training**: a small run from files, `bilm.training.train_from_files`
+- **training**, on each Keras backend of `--backends`: a small run from files, `bilm.training.train_from_files`
   on a Zipfian corpus (`bench_train.write_corpus`) with the small
   configuration cut down as in `bench_train.py`'s quick run (LSTM 64,
   projection 16, a sixteenth of the filters, batch 8 x 20, 512 negative
@@ -36,38 +36,38 @@ import json, os, sys, time
 start = time.perf_counter()
 import bilm
 from bilm.training.run import loop
-from bilm.training.tensorflow import train_step
 imported = time.perf_counter()
-sys.path.insert(0, sys.argv[1])
-from bench_train import write_corpus
 
-directory, steps = sys.argv[2], int(sys.argv[3])
+directory, steps = sys.argv[1], int(sys.argv[2])
 marks = {"imported": imported - start}
 step_seconds = []
-original_call = train_step.TrainStep.__call__
+original_run_steps = loop.run_steps
 
-def timed_step(self, *args, **kwargs):
-    begun = time.perf_counter()
-    if not step_seconds:
-        marks["set_up"] = begun - start - marks["imported"]
-    outputs = original_call(self, *args, **kwargs)
-    float(outputs["loss"])
-    marks["last_step_ended"] = time.perf_counter()
-    step_seconds.append(marks["last_step_ended"] - begun)
-    return outputs
+def timed_run_steps(run, step_fn, *args, **kwargs):
+    # The one loop of every backend: its step function and the run's boundary-state measure, timed.
+    def timed_step(*step_args, **step_kwargs):
+        begun = time.perf_counter()
+        if not step_seconds:
+            marks["set_up"] = begun - start - marks["imported"]
+        outputs = step_fn(*step_args, **step_kwargs)
+        float(outputs["loss"])
+        marks["last_step_ended"] = time.perf_counter()
+        step_seconds.append(marks["last_step_ended"] - begun)
+        return outputs
 
-train_step.TrainStep.__call__ = timed_step
-original_measure = loop.measure_boundary_state
+    measure = run.measure_boundary_state
 
-def timed_measure(*args, **kwargs):
-    begun = time.perf_counter()
-    try:
-        return original_measure(*args, **kwargs)
-    finally:
-        marks["boundary_state"] = time.perf_counter() - begun
+    def timed_measure(data):
+        begun = time.perf_counter()
+        try:
+            return measure(data)
+        finally:
+            marks["boundary_state"] = time.perf_counter() - begun
 
-loop.measure_boundary_state = timed_measure
-options = json.load(open(os.path.join(directory, "options.json")))
+    run.measure_boundary_state = timed_measure
+    return original_run_steps(run, timed_step, *args, **kwargs)
+
+loop.run_steps = timed_run_steps
 train_file, vocab_file = os.path.join(directory, "train.txt"), os.path.join(directory, "vocab.txt")
 bilm.training.train_from_files(train_file, vocab_file, os.path.join(directory, "run"),
                                os.path.join(directory, "options.json"), max_steps=steps, verbose=0)
@@ -79,13 +79,14 @@ print(json.dumps(marks))
 """
 
 
-def training_start_up(steps):
-    """`{phase: seconds}` of one small training run from files in a new process (its files removed after)."""
+def training_start_up(steps, backend="tensorflow"):
+    """`{phase: seconds}` of one small training run from files in a new process on the Keras `backend` (its files
+    removed after)."""
     with tempfile.TemporaryDirectory(prefix="bench_start_up_") as directory:
-        return _training_run(directory, steps)
+        return _training_run(directory, steps, backend)
 
 
-def _training_run(directory, steps):
+def _training_run(directory, steps, backend):
     from bench_train import write_corpus
 
     from bilm.presets import TRAINING_DEFAULTS, get_preset
@@ -103,8 +104,8 @@ def _training_run(directory, steps):
                    n_negative_samples_batch=512, n_train_tokens=batch_size * unroll_steps * 1000)
     with open(os.path.join(directory, "options.json"), "w") as f:
         json.dump(options, f)
-    out = subprocess.run([sys.executable, "-c", _TRAINING_RUN, os.path.dirname(os.path.abspath(__file__)),
-                          directory, str(steps)], capture_output=True, text=True)
+    out = subprocess.run([sys.executable, "-c", _TRAINING_RUN, directory, str(steps)], capture_output=True, text=True,
+                         env=dict(os.environ, KERAS_BACKEND=backend))
     if out.returncode:
         sys.exit(f"The training run failed:\n{out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -144,11 +145,11 @@ def main(argv=None):
                 print(f"inference, {size}, {backend}: import bilm and {backend} {_range(imported)} s, bilm.load "
                       f"{_range(loaded)} s, first sentence {_range(first)} s; load + first sentence "
                       f"{_range([a + b for a, b in zip(loaded, first)])} s", flush=True)
-    if "training" in what:
-        runs = [training_start_up(args.steps) for _ in range(args.repeats)]
+    for backend in args.backends if "training" in what else ():
+        runs = [training_start_up(args.steps, backend) for _ in range(args.repeats)]
         phases = ("imported", "set_up", "first_step", "other_steps", "after_steps")
         outside = [r["set_up"] + r["first_step"] + r["after_steps"] for r in runs]
-        print(f"training, {args.steps} steps: " + ", ".join(
+        print(f"training, {backend}, {args.steps} steps: " + ", ".join(
             f"{phase.replace('_', ' ')} {_range([r[phase] for r in runs])} s" for phase in phases)
             + f" (of which the boundary state {_range([r['boundary_state'] for r in runs])} s); outside the steps "
             f"(set-up, first step, after): {_range(outside)} s, with the import "

@@ -117,3 +117,17 @@ def test_per_config_measures_each_configuration_in_a_process_of_its_own_with_the
     lines = done.stdout.splitlines()
     assert lines[0].startswith("machine: "), lines
     assert lines[1:] == ["RESULT tiny True 7 2 yes", "RESULT small:bulk True 7 2 yes"]
+
+
+@pytest.mark.slow
+def test_the_start_up_bench_times_a_training_runs_phases_through_the_one_loop():
+    # On PyTorch, the backend whose first step compiles nothing: the bench patches the loop every backend runs.
+    pytest.importorskip("torch")
+    done = subprocess.run([sys.executable, os.path.join(BENCH, "bench_start_up.py"), "--what", "training",
+                           "--backends", "torch", "--steps", "2", "--repeats", "1"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    line = done.stdout.splitlines()[-1]
+    assert line.startswith("training, torch, 2 steps: imported "), line
+    for phase in ("set up", "first step", "other steps", "after steps", "of which the boundary state"):
+        assert f"{phase} " in line, (phase, line)
