@@ -1,4 +1,5 @@
-"""`import bilm` changes nothing process-wide: no exit hook, no environment change."""
+"""`import bilm` changes nothing process-wide: no exit hook, no environment change; its public subpackages are
+its attributes (`bilm.training` after `import bilm` alone)."""
 import os
 import subprocess
 import sys
@@ -11,8 +12,14 @@ SCRIPT = """
 import atexit, os
 import h5py, keras, numpy, tensorflow
 before = (atexit._ncallbacks(), dict(os.environ))
-import bilm, bilm.training
-print(atexit._ncallbacks() - before[0], dict(os.environ) == before[1])
+import bilm
+# A public subpackage that `import bilm` leaves unimported, read as an attribute.
+module = bilm.training.train_from_files.__module__
+try:
+    bilm.no_such_name
+except AttributeError as error:
+    print(error)
+print(atexit._ncallbacks() - before[0], dict(os.environ) == before[1], module)
 """
 
 
@@ -20,7 +27,8 @@ print(atexit._ncallbacks() - before[0], dict(os.environ) == before[1])
 def test_importing_bilm_registers_no_exit_hook_and_changes_no_setting():
     result = subprocess.run([sys.executable, "-c", SCRIPT], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
-    assert result.stdout.split() == ["0", "True"]
+    assert result.stdout.splitlines() == ["module 'bilm' has no attribute 'no_such_name'",
+                                          "0 True bilm.training.run.from_files"]
 
 
 # Python's finders, each wrapped to find none of `hidden` (children inherit PYTHONPATH): as on a machine where
