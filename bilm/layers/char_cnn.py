@@ -4,7 +4,7 @@ from keras import ops
 
 from bilm.backend import fast_layer_call
 from bilm.errors import UserError
-from bilm.layers.initializers import char_cnn_kernel_initializer
+from bilm.layers.initializers import char_cnn_kernel_initializer, uniform
 from bilm.ops.char_convolutions_portable import portable_char_convolutions
 
 # At inference (`training=False`) a call encoding at most this many tokens
@@ -60,7 +60,7 @@ class CharCNNEncoder(keras.layers.Layer):
         self.char_embedding = self.add_weight(
             name="char_embedding",
             shape=(self.n_characters, self.embedding_dim),
-            initializer=self.kernel_initializer or keras.initializers.RandomUniform(-1.0, 1.0),
+            initializer=self.kernel_initializer or uniform(1.0),
         )
         self.kernels, self.biases = [], []
         for i, (width, num) in enumerate(self.filters):

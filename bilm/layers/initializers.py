@@ -1,16 +1,65 @@
-"""The original recipe's initialisers (the initialisers of bilm-tf's training code)."""
+"""The original recipe's initialisers (the initialisers of bilm-tf's training code), drawn in NumPy.
+
+`Draw` takes its seed from Python's `random` when made, as Keras's
+unseeded initializers do, so a model built under
+`keras.utils.set_random_seed(seed)` or
+`bilm.utils.python_random.seeded_python_random(seed)` gets the same
+weights again, and the same on every backend. Its values are NumPy's,
+not a backend op's: JAX compiles a program for each shape a Keras random
+initializer draws (docs/performance.md), which made a new JAX training
+run's set-up seconds longer.
+"""
 import math
+import random
 
 import keras
+import numpy as np
+
+
+@keras.saving.register_keras_serializable(package="bilm")
+class Draw(keras.initializers.Initializer):
+    """`U(-scale, scale)` (`distribution="uniform"`) or `N(0, scale)` (`"normal"`, not truncated), drawn by NumPy's
+    `default_rng(seed)`; `seed` None: one from Python's `random`, taken when made. Each call draws the same
+    values for a shape (as a seeded Keras initializer)."""
+
+    def __init__(self, distribution, scale, seed=None):
+        if distribution not in ("uniform", "normal"):
+            raise ValueError(f"distribution is 'uniform' or 'normal', got {distribution!r}")
+        self.distribution, self.scale = distribution, float(scale)
+        self.seed = random.getrandbits(63) if seed is None else int(seed)
+
+    def __call__(self, shape, dtype=None):
+        rng = np.random.default_rng(self.seed)
+        shape = tuple(int(dim) for dim in shape)
+        if self.distribution == "uniform":
+            values = rng.uniform(-self.scale, self.scale, shape)
+        else:
+            values = rng.normal(0.0, self.scale, shape)
+        values = values.astype(np.float32)
+        dtype = keras.backend.standardize_dtype(dtype or "float32")
+        return values if dtype == "float32" else keras.ops.cast(values, dtype)
+
+    def get_config(self):
+        return {"distribution": self.distribution, "scale": self.scale, "seed": self.seed}
+
+
+def uniform(limit):
+    """U(-limit, limit): the char and token tables, the LSTMs' kernels."""
+    return Draw("uniform", limit)
+
+
+def glorot_uniform(fan_in, fan_out):
+    """U(-sqrt(6 / (fan_in + fan_out)), +...): Keras's `glorot_uniform` for a `(fan_in, fan_out)` kernel."""
+    return Draw("uniform", math.sqrt(6.0 / (fan_in + fan_out)))
 
 
 def char_cnn_kernel_initializer(activation, width, char_dim):
     """U(-0.05, 0.05) for relu; N(0, sqrt(1 / (width * char_dim))) for tanh."""
     if activation == "relu":
-        return keras.initializers.RandomUniform(-0.05, 0.05)
-    return keras.initializers.RandomNormal(stddev=math.sqrt(1.0 / (width * char_dim)))
+        return Draw("uniform", 0.05)
+    return Draw("normal", math.sqrt(1.0 / (width * char_dim)))
 
 
 def dense_initializer(n_in):
     """N(0, sqrt(1 / n_in)): highway and projection kernels."""
-    return keras.initializers.RandomNormal(stddev=math.sqrt(1.0 / n_in))
+    return Draw("normal", math.sqrt(1.0 / n_in))

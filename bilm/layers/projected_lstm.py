@@ -9,6 +9,7 @@ from keras import ops
 
 from bilm.backend import backend_module, fast_layer_call
 from bilm.errors import UserError
+from bilm.layers.initializers import glorot_uniform, uniform
 from bilm.layers.kernel_weights import add_kernel
 from bilm.ops.kernel_dtypes import check_kernel_dtype, check_matmul_dtype
 from bilm.ops.lstm_scan import lstm_scan
@@ -113,13 +114,13 @@ class ProjectedLSTM(keras.layers.Layer):
         # Inference in 16 or 8 bits keeps the kernels so: rounded once, when assigned.
         kernel_dtype, given = self.kernel_dtype, self.kernel_initializer
         self.input_kernel = add_kernel(self, "input_kernel", (input_dim, 4 * self.units),
-                                       given or keras.initializers.RandomUniform(-limit, limit), kernel_dtype)
+                                       given or uniform(limit), kernel_dtype)
         self.recurrent_kernel = add_kernel(self, "recurrent_kernel", (self.output_dim, 4 * self.units),
-                                           given or keras.initializers.RandomUniform(-limit, limit), kernel_dtype)
+                                           given or uniform(limit), kernel_dtype)
         self.bias = self.add_weight(name="bias", shape=(4 * self.units,), initializer="zeros")
         if self.use_projection:
             self.projection_kernel = add_kernel(self, "projection_kernel", (self.units, self.output_dim),
-                                                given or "glorot_uniform", kernel_dtype)
+                                                given or glorot_uniform(self.units, self.output_dim), kernel_dtype)
         else:
             self.projection_kernel = None
 

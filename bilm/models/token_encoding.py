@@ -14,7 +14,7 @@ import keras
 from bilm.errors import UserError
 from bilm.layers.char_cnn import CharCNNEncoder
 from bilm.layers.highway import Highway
-from bilm.layers.initializers import dense_initializer
+from bilm.layers.initializers import dense_initializer, uniform
 from bilm.layers.token_projection import TokenProjection
 from bilm.layers.unique_tokens import GatherTokens, UniqueTokens
 from bilm.models.network_dtype import FLOAT32
@@ -34,7 +34,7 @@ def token_encoder_layers(options, n_token_vocab, padded, kernels):
             raise UserError("Token inputs (options without 'char_cnn') need n_token_vocab.")
         token_embedding = keras.layers.Embedding(
             n_token_vocab, options.projection_dim,
-            embeddings_initializer=given or keras.initializers.RandomUniform(-1.0, 1.0),
+            embeddings_initializer=given or uniform(1.0),
             name="token_embedding", dtype=FLOAT32)
         return "token_ids", (None,), token_embedding
     cnn = options.char_cnn
@@ -91,7 +91,7 @@ def _word_embedding(options, padded, initializer=None):
         return None
     return keras.layers.Embedding(
         options.word_embedding.dictionary.n_ids + padded, options.word_embedding.dim,
-        embeddings_initializer=initializer or keras.initializers.RandomUniform(-0.25, 0.25), name="word_embedding",
+        embeddings_initializer=initializer or uniform(0.25), name="word_embedding",
         dtype=FLOAT32)
 
 

@@ -1,11 +1,13 @@
-"""The original recipe's initialisers: their distributions, from large seeded draws."""
+"""The original recipe's initialisers: their distributions, from large seeded draws; their values NumPy's, so a
+network built from one seed has the same weights on every backend."""
 import math
 
 import keras
 import numpy as np
 import pytest
 
-from bilm.layers.initializers import char_cnn_kernel_initializer, dense_initializer
+from backend_processes import json_result, run_on_backend
+from bilm.layers.initializers import Draw, char_cnn_kernel_initializer, dense_initializer
 
 SHAPE = (400, 50)
 
@@ -37,3 +39,41 @@ def test_dense_kernels_are_normal_with_stddev_sqrt_1_over_n_in(n_in):
     assert values.std() == pytest.approx(stddev, rel=0.03)
     # Not truncated: a normal draw of 20,000 values reaches beyond 3.5 standard deviations.
     assert np.abs(values).max() > 3.5 * stddev
+
+
+def test_a_draw_is_a_function_of_its_seed_and_shape_and_two_unseeded_ones_differ():
+    draw = Draw("uniform", 0.5, seed=7)
+    first = draw((3, 4))
+    assert first.dtype == np.float32 and np.array_equal(first, draw((3, 4)))
+    assert np.array_equal(first, Draw.from_config(draw.get_config())((3, 4)))
+    assert not np.array_equal(Draw("uniform", 0.5)((3, 4)), Draw("uniform", 0.5)((3, 4)))
+    with pytest.raises(ValueError, match="'uniform' or 'normal'"):
+        Draw("truncated", 1.0)
+
+
+WEIGHTS_FROM_A_SEED = """
+import hashlib, json
+import keras
+from bilm.models.functional_bilm import build_bilm
+from bilm.options import load_options
+from bilm.presets import get_preset
+from bilm.utils.python_random import seeded_python_random
+
+digests = {}
+for name, options in [("chars", get_preset("tiny")), ("tokens", {"lstm": get_preset("tiny")["lstm"]})]:
+    with seeded_python_random(3):
+        network = build_bilm(load_options(options), n_token_vocab=None if "char_cnn" in options else 50, layout="training")
+    digest = hashlib.sha256()
+    for variable in network.weights:
+        digest.update(variable.path.encode() + keras.ops.convert_to_numpy(variable.value).tobytes())
+    digests[name] = digest.hexdigest()
+print(json.dumps(digests))
+"""
+
+
+@pytest.mark.slow
+def test_a_network_built_from_one_seed_has_the_same_weights_on_every_backend():
+    # Keras's random initializers draw with each backend's own generator (and on JAX compile a program a shape).
+    digests = {backend: json_result(run_on_backend(backend, WEIGHTS_FROM_A_SEED))
+               for backend in ("tensorflow", "jax", "torch")}
+    assert digests["jax"] == digests["tensorflow"] and digests["torch"] == digests["tensorflow"], digests
