@@ -63,3 +63,8 @@ def char_cnn_kernel_initializer(activation, width, char_dim):
 def dense_initializer(n_in):
     """N(0, sqrt(1 / n_in)): highway and projection kernels."""
     return Draw("normal", math.sqrt(1.0 / n_in))
+
+
+def softmax_initializer(projection_dim, seed=None):
+    """N(0, 1 / sqrt(projection_dim)): training's softmax table, drawn from the run's seed on every backend."""
+    return Draw("normal", 1.0 / math.sqrt(projection_dim), seed)

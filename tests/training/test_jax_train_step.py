@@ -4,6 +4,7 @@ with the full softmax and without dropout, and with the sampled softmax and drop
 both backends); it lowers the loss, repeats itself exactly from its seed, and runs without TensorFlow."""
 import json
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -27,6 +28,7 @@ import numpy as np
 from bilm.options import load_options
 from bilm.training.config.settings import training_settings
 from bilm.training.arrays.train_step import JaxTrainStep
+from bilm.utils.python_random import seeded_python_random
 
 import keras
 from keras import ops
@@ -39,9 +41,15 @@ def steps(folder, n_steps):
     start = np.load(folder + "/start.npz")
     batches = np.load(folder + "/batches.npz")
     _, settings = training_settings(options)
-    step = JaxTrainStep(load_options(options), settings, seed=3)
-    state = step.initial_state()
+    with seeded_python_random(3):  # as a run starts from its seed (bilm.training.arrays.training_run)
+        step = JaxTrainStep(load_options(options), settings, seed=3)
+    state = step.initial_state(softmax_seed=3)
     assert step.names == json.load(open(folder + "/names.json")), (step.names, "differ from TensorFlow's")
+    # From one seed, the run's initial weights are TensorFlow's (drawn there from the same seed).
+    drawn = {**{"model/" + name: v for name, v in zip(step.names, state["bilm"])},
+             **{"model/softmax/" + part: value for part, value in state["softmax"].items()}}
+    differing_start = sorted(name for name, value in drawn.items()
+                             if not np.array_equal(ops.convert_to_numpy(value), start[name]))
     state["bilm"] = [ops.convert_to_tensor(start["model/" + name]) for name in step.names]
     state["softmax"] = {part: ops.convert_to_tensor(start["model/softmax/" + part]) for part in state["softmax"]}
     # On the step's devices, as the step's own states are: arrays placed otherwise would compile it again.
@@ -56,7 +64,8 @@ def steps(folder, n_steps):
               **{"state/" + key: ops.convert_to_numpy(v) for key, v in state["lstm"].items()}}
     np.savez(f"{folder}/{keras.backend.backend()}.npz", **arrays)
     # The bounds on the batches' distinct tokens the steps were compiled for (None: every token encoded).
-    return {"outputs": outputs, "bounds": sorted(set(step.compiled_bounds()), key=str)}
+    return {"outputs": outputs, "bounds": sorted(set(step.compiled_bounds()), key=str),
+            "differing_start": differing_start}
 
 
 # Each case (a folder of sys.argv[2:]) in turn; a case that raises is reported, and the others still run.
@@ -91,7 +100,8 @@ def _tensorflow_steps(folder, options, n_steps):
     """Runs `n_steps` TensorFlow steps; writes the start weights and the batches for the JAX process; returns
     `(outputs of each step, {name: array} after them)`."""
     _, settings = training_settings(options)
-    lm = TrainingLM(load_options(options), settings)
+    keras.utils.set_random_seed(3)  # as a run starts from its seed (bilm.training.tensorflow.training_run)
+    lm = TrainingLM(load_options(options), settings, softmax_seed=3)
     optimizer = make_optimizer(settings, lm.trainable_variables())
     states = {key: tf.Variable(tf.zeros([ROWS, size]), name=key) for key, _, size in lm.state_keys}
     variables = {**{f"model/{k}": v for k, v in lm.trainable_variables().items()},
@@ -155,6 +165,7 @@ def _check_steps_equal_tensorflows(tmp_path, backend, cases):
     for case in cases:
         got = report["cases"][str(tmp_path / case)]
         assert "error" not in got, f"{case}: {got.get('error')}"
+        assert got["differing_start"] == [], (case, got["differing_start"])
         _assert_same_steps(tmp_path / case, backend, case, got, *wanted[case])
 
 

@@ -27,6 +27,7 @@ import numpy as np
 from keras import ops
 
 from bilm.backend import training_ops
+from bilm.layers.initializers import softmax_initializer
 from bilm.layers.stateless_dropout import dropout_site
 from bilm.models.functional_bilm import DIRECTIONS, build_bilm, state_keys
 from bilm.models.token_encoding import widest_filter
@@ -88,11 +89,9 @@ class JaxTrainStep:
         """The state before the first step: the network's current weights, a softmax drawn from
         N(0, 1/sqrt(projection_dim)) (`softmax_seed`), the optimizer's start and zero LSTM states."""
         settings, dim = self.settings, self.options.projection_dim
-        rng = np.random.default_rng(softmax_seed)
         softmax = {"b": ops.zeros((settings.n_tokens_vocab,), "float32")}
         if not self.shares_embedding:
-            softmax["W"] = ops.convert_to_tensor(
-                rng.normal(0.0, 1.0 / math.sqrt(dim), (settings.n_tokens_vocab, dim)).astype(np.float32))
+            softmax["W"] = ops.convert_to_tensor(softmax_initializer(dim, softmax_seed)((settings.n_tokens_vocab, dim)))
         copy = self.backend.copy
         bilm = [copy(v.value) for v in self.network.trainable_variables]
         state = {"bilm": bilm, "non_trainable": [copy(v.value) for v in self.network.non_trainable_variables],

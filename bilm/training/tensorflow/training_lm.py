@@ -12,6 +12,7 @@ import math
 import keras
 import tensorflow as tf
 
+from bilm.layers.initializers import softmax_initializer
 from bilm.layers.stateless_dropout import StatelessDropout, dropout_site
 from bilm.models.functional_bilm import DIRECTIONS, WEIGHTS_FOLLOW, build_bilm, state_keys
 from bilm.ops import stateless_random
@@ -29,6 +30,9 @@ class TrainingLM:
     Args:
         options: `BiLMOptions` (character table of 261 rows for char inputs).
         settings: `TrainingSettings`.
+        softmax_seed: the softmax table's seed (`softmax_initializer`; the
+            run's seed, as on JAX and PyTorch), or None: one from Python's
+            `random`.
 
     Attributes:
         network: the functional model of `build_bilm` (its variables are
@@ -38,7 +42,7 @@ class TrainingLM:
             at sentence starts, and `n_boundary_starts` how many starts it
             averages (0: not computed yet).
         softmax_weights: `(n_tokens_vocab, projection_dim)` variable,
-            N(0, 1/sqrt(projection_dim)) (zeros inside `WEIGHTS_FOLLOW.on()`,
+            N(0, 1/sqrt(projection_dim)) from `softmax_seed` (zeros inside `WEIGHTS_FOLLOW.on()`,
             as the network's), shared by both directions (the token
             embedding itself with `share_embedding_softmax`).
         softmax_bias: `(n_tokens_vocab,)` zeros.
@@ -46,7 +50,7 @@ class TrainingLM:
     Create it inside a `tf.distribute` strategy's scope to distribute it.
     """
 
-    def __init__(self, options, settings):
+    def __init__(self, options, settings, softmax_seed=None):
         self.options = options
         self.settings = settings
         self.use_character_inputs = options.char_cnn is not None
@@ -69,7 +73,7 @@ class TrainingLM:
             self.softmax_weights = self.layers["token_embedding"].embeddings.value
         else:
             init = (keras.initializers.Zeros() if WEIGHTS_FOLLOW.is_on()  # a checkpoint sets it
-                    else keras.initializers.RandomNormal(stddev=1.0 / math.sqrt(projection_dim)))
+                    else softmax_initializer(projection_dim, softmax_seed))
             self.softmax_weights = tf.Variable(
                 init((settings.n_tokens_vocab, projection_dim)), name="softmax_W")
         self.softmax_bias = tf.Variable(tf.zeros([settings.n_tokens_vocab]), name="softmax_b")

@@ -62,7 +62,7 @@ class TrainingRun(BaseRun):
                          vocabulary=None if vocabulary is None else vocabulary.fingerprint, chief=is_chief(strategy))
         self.strategy, self.global_batch = strategy, global_batch
         with strategy.scope():
-            self.lm = TrainingLM(config.options, settings)
+            self.lm = TrainingLM(config.options, settings, softmax_seed=seed)
             self.optimizer = make_optimizer(settings, self.lm.trainable_variables())
             self.lstm_states = {
                 key: tf.Variable(tf.zeros([global_batch, size]), trainable=False, name=f"state_{key}")
