@@ -4,7 +4,7 @@ from keras import ops
 
 from bilm.backend import fast_layer_call
 from bilm.errors import UserError
-from bilm.layers.initializers import char_cnn_kernel_initializer, uniform
+from bilm.layers.initializers import Filled, char_cnn_kernel_initializer, host_values, uniform
 from bilm.ops.char_convolutions_portable import portable_char_convolutions
 
 # At inference (`training=False`) a call encoding at most this many tokens
@@ -60,17 +60,17 @@ class CharCNNEncoder(keras.layers.Layer):
         self.char_embedding = self.add_weight(
             name="char_embedding",
             shape=(self.n_characters, self.embedding_dim),
-            initializer=self.kernel_initializer or uniform(1.0),
+            initializer=host_values(self.kernel_initializer or uniform(1.0)),
         )
         self.kernels, self.biases = [], []
         for i, (width, num) in enumerate(self.filters):
             self.kernels.append(self.add_weight(
                 name=f"kernel_{i}",
                 shape=(width, self.embedding_dim, num),
-                initializer=(self.kernel_initializer
-                             or char_cnn_kernel_initializer(self.activation, width, self.embedding_dim)),
+                initializer=host_values(self.kernel_initializer
+                                        or char_cnn_kernel_initializer(self.activation, width, self.embedding_dim)),
             ))
-            self.biases.append(self.add_weight(name=f"bias_{i}", shape=(num,), initializer="zeros"))
+            self.biases.append(self.add_weight(name=f"bias_{i}", shape=(num,), initializer=Filled(0.0)))
 
     def call(self, char_ids, training=None):
         char_ids = ops.cast(char_ids, "int32")

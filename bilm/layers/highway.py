@@ -4,7 +4,7 @@ from keras import ops
 
 from bilm.backend import fast_layer_call
 from bilm.errors import UserError
-from bilm.layers.initializers import dense_initializer
+from bilm.layers.initializers import Filled, dense_initializer
 from bilm.layers.kernel_weights import add_kernel
 from bilm.ops.kernel_dtypes import check_kernel_dtype, check_matmul_dtype
 
@@ -59,12 +59,12 @@ class Highway(keras.layers.Layer):
                                                  self.kernel_initializer or dense_initializer(features),
                                                  self.kernel_dtype))
             self.carry_biases.append(self.add_weight(
-                name=f"carry_bias_{k}", shape=(features,), initializer=keras.initializers.Constant(-2.0)))
+                name=f"carry_bias_{k}", shape=(features,), initializer=Filled(-2.0)))
             self.transform_kernels.append(add_kernel(self, f"transform_kernel_{k}", (features, features),
                                                      self.kernel_initializer or dense_initializer(features),
                                                      self.kernel_dtype))
             self.transform_biases.append(self.add_weight(
-                name=f"transform_bias_{k}", shape=(features,), initializer="zeros"))
+                name=f"transform_bias_{k}", shape=(features,), initializer=Filled(0.0)))
 
     def call(self, inputs, training=None):
         if training and self.kernel_dtype != "float32":

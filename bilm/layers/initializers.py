@@ -1,13 +1,15 @@
-"""The original recipe's initialisers (the initialisers of bilm-tf's training code), drawn in NumPy.
+"""The original recipe's initialisers (the initialisers of bilm-tf's training code), and constant starts, made in
+NumPy.
 
 `Draw` takes its seed from Python's `random` when made, as Keras's
 unseeded initializers do, so a model built under
 `keras.utils.set_random_seed(seed)` or
 `bilm.utils.python_random.seeded_python_random(seed)` gets the same
-weights again, and the same on every backend. Its values are NumPy's,
-not a backend op's: JAX compiles a program for each shape a Keras random
-initializer draws (docs/performance.md), which made a new JAX training
-run's set-up seconds longer.
+weights again, and the same on every backend. `Filled` (`host_values`
+of Keras's zeros, ones and constants) gives a constant start. Their
+values are NumPy's, not a backend op's: JAX compiles a program for each
+shape a Keras initializer makes, random or constant (docs/performance.md),
+which made a new JAX training run's set-up and `bilm.load` seconds longer.
 """
 import math
 import random
@@ -41,6 +43,35 @@ class Draw(keras.initializers.Initializer):
 
     def get_config(self):
         return {"distribution": self.distribution, "scale": self.scale, "seed": self.seed}
+
+
+@keras.saving.register_keras_serializable(package="bilm")
+class Filled(keras.initializers.Initializer):
+    """Every value `value`, from NumPy (Keras's `Constant` of a scalar, `Zeros` or `Ones`)."""
+
+    def __init__(self, value=0.0):
+        self.value = float(value)
+
+    def __call__(self, shape, dtype=None):
+        values = np.full(tuple(int(dim) for dim in shape), self.value, np.float32)
+        dtype = keras.backend.standardize_dtype(dtype or "float32")
+        return values if dtype == "float32" else keras.ops.cast(values, dtype)
+
+    def get_config(self):
+        return {"value": self.value}
+
+
+def host_values(initializer):
+    """`initializer` (a Keras initializer or its name), or where it is Keras's `Zeros`, `Ones` or a scalar
+    `Constant`, the `Filled` that makes the same values in NumPy."""
+    initializer = keras.initializers.get(initializer)
+    if isinstance(initializer, keras.initializers.Zeros):
+        return Filled(0.0)
+    if isinstance(initializer, keras.initializers.Ones):
+        return Filled(1.0)
+    if type(initializer) is keras.initializers.Constant and np.ndim(initializer.value) == 0:
+        return Filled(initializer.value)
+    return initializer
 
 
 def uniform(limit):

@@ -1,6 +1,7 @@
 """A layer's large kernel in its `kernel_dtype`: a Keras variable (float32, bfloat16) or, on TensorFlow, an
 `Int8Kernel` (`bilm.layers.int8_kernel`). TensorFlow's fast paths take it as `bilm.backend.tensorflow.layer_calls.
 kernel_operand`."""
+from bilm.layers.initializers import host_values
 from bilm.utils.backend import require_tensorflow
 
 
@@ -11,5 +12,5 @@ def add_kernel(layer, name, shape, initializer, kernel_dtype):
         require_tensorflow("kernel_dtype='int8' (bilm's int8 kernels)")
         from bilm.layers.int8_kernel import Int8Kernel  # TensorFlow's
         return Int8Kernel(layer, name, shape, initializer)
-    return layer.add_weight(name=name, shape=shape, initializer=initializer, dtype=kernel_dtype)
+    return layer.add_weight(name=name, shape=shape, initializer=host_values(initializer), dtype=kernel_dtype)
 

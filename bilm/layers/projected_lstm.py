@@ -9,7 +9,7 @@ from keras import ops
 
 from bilm.backend import backend_module, fast_layer_call
 from bilm.errors import UserError
-from bilm.layers.initializers import glorot_uniform, uniform
+from bilm.layers.initializers import Filled, glorot_uniform, uniform
 from bilm.layers.kernel_weights import add_kernel
 from bilm.ops.kernel_dtypes import check_kernel_dtype, check_matmul_dtype
 from bilm.ops.lstm_scan import lstm_scan
@@ -117,7 +117,7 @@ class ProjectedLSTM(keras.layers.Layer):
                                        given or uniform(limit), kernel_dtype)
         self.recurrent_kernel = add_kernel(self, "recurrent_kernel", (self.output_dim, 4 * self.units),
                                            given or uniform(limit), kernel_dtype)
-        self.bias = self.add_weight(name="bias", shape=(4 * self.units,), initializer="zeros")
+        self.bias = self.add_weight(name="bias", shape=(4 * self.units,), initializer=Filled(0.0))
         if self.use_projection:
             self.projection_kernel = add_kernel(self, "projection_kernel", (self.units, self.output_dim),
                                                 given or glorot_uniform(self.units, self.output_dim), kernel_dtype)

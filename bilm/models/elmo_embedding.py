@@ -6,6 +6,7 @@ from keras import ops
 
 from bilm.errors import UserError
 from bilm.io.formats.weight_file import WeightFileError
+from bilm.layers.initializers import Filled
 from bilm.layers.layer_mix import WeightLayers
 from bilm.models.elmo_embedding_files import elmo_embedding_from_files
 from bilm.models.elmo_inputs import ELMoInputs
@@ -151,7 +152,7 @@ class ELMoEmbedding(ELMoInputs, LayerArguments, keras.layers.Layer):
         self.mix.trainable = self._mix_trains()
         self.dropout_layer = keras.layers.Dropout(dropout, name="elmo_dropout", dtype=FLOAT32) if dropout else None
         self._set_up_text_inputs()
-        self.start_state = {key: self.add_weight(name=f"start_{key}", shape=(size,), initializer="zeros",
+        self.start_state = {key: self.add_weight(name=f"start_{key}", shape=(size,), initializer=Filled(0.0),
                                                  trainable=False)
                             for key, _, size in state_keys(self.options)}
 

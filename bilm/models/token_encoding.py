@@ -14,7 +14,7 @@ import keras
 from bilm.errors import UserError
 from bilm.layers.char_cnn import CharCNNEncoder
 from bilm.layers.highway import Highway
-from bilm.layers.initializers import dense_initializer, uniform
+from bilm.layers.initializers import dense_initializer, host_values, uniform
 from bilm.layers.token_projection import TokenProjection
 from bilm.layers.unique_tokens import GatherTokens, UniqueTokens
 from bilm.models.network_dtype import FLOAT32
@@ -34,7 +34,7 @@ def token_encoder_layers(options, n_token_vocab, padded, kernels):
             raise UserError("Token inputs (options without 'char_cnn') need n_token_vocab.")
         token_embedding = keras.layers.Embedding(
             n_token_vocab, options.projection_dim,
-            embeddings_initializer=given or uniform(1.0),
+            embeddings_initializer=host_values(given or uniform(1.0)),
             name="token_embedding", dtype=FLOAT32)
         return "token_ids", (None,), token_embedding
     cnn = options.char_cnn
@@ -45,8 +45,8 @@ def token_encoder_layers(options, n_token_vocab, padded, kernels):
     projection = None
     if token_features(options) != options.projection_dim:
         projection = TokenProjection(
-            options.projection_dim, kernel_initializer=given or dense_initializer(token_features(options)),
-            name="token_projection", dtype=FLOAT32)
+            options.projection_dim, kernel_initializer=host_values(given or dense_initializer(token_features(options))),
+            bias_initializer=host_values("zeros"), name="token_projection", dtype=FLOAT32)
     encode = functools.partial(encode_characters, char_encoder=char_encoder, highway=highway,
                                projection=projection, word_embedding=word_embedding)
     return "token_characters", (None, options.token_id_width), encode
@@ -91,7 +91,7 @@ def _word_embedding(options, padded, initializer=None):
         return None
     return keras.layers.Embedding(
         options.word_embedding.dictionary.n_ids + padded, options.word_embedding.dim,
-        embeddings_initializer=initializer or uniform(0.25), name="word_embedding",
+        embeddings_initializer=host_values(initializer or uniform(0.25)), name="word_embedding",
         dtype=FLOAT32)
 
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from backend_processes import json_result, run_on_backend
-from bilm.layers.initializers import Draw, char_cnn_kernel_initializer, dense_initializer
+from bilm.layers.initializers import Draw, Filled, char_cnn_kernel_initializer, dense_initializer, host_values
 
 SHAPE = (400, 50)
 
@@ -51,6 +51,19 @@ def test_a_draw_is_a_function_of_its_seed_and_shape_and_two_unseeded_ones_differ
         Draw("truncated", 1.0)
 
 
+def test_kerass_constant_starts_are_made_in_numpy_with_the_same_values():
+    for given, value in [("zeros", 0.0), ("ones", 1.0), (keras.initializers.Constant(-2.0), -2.0)]:
+        made = host_values(given)
+        assert isinstance(made, Filled) and made.value == value
+        values = made((3, 2))
+        assert isinstance(values, np.ndarray) and values.dtype == np.float32
+        np.testing.assert_array_equal(values, keras.ops.convert_to_numpy(keras.initializers.get(given)((3, 2))))
+        assert Filled.from_config(made.get_config()).value == value
+    # Anything else is left as it is: a constant of many values, a draw.
+    for other in (keras.initializers.Constant(np.arange(2.0)), Draw("normal", 1.0)):
+        assert host_values(other) is other
+
+
 WEIGHTS_FROM_A_SEED = """
 import hashlib, json
 import keras
@@ -62,7 +75,8 @@ from bilm.utils.python_random import seeded_python_random
 digests = {}
 for name, options in [("chars", get_preset("tiny")), ("tokens", {"lstm": get_preset("tiny")["lstm"]})]:
     with seeded_python_random(3):
-        network = build_bilm(load_options(options), n_token_vocab=None if "char_cnn" in options else 50, layout="training")
+        network = build_bilm(load_options(options), n_token_vocab=None if "char_cnn" in options else 50,
+                             layout="training")
     digest = hashlib.sha256()
     for variable in network.weights:
         digest.update(variable.path.encode() + keras.ops.convert_to_numpy(variable.value).tobytes())
