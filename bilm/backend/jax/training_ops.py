@@ -66,8 +66,9 @@ def add_rows(table, rows, values):
 
 
 def copy(value):
-    """A new array of `value` (a Keras variable's value or an array)."""
-    return jnp.array(value)
+    """A new array of `value` (a Keras variable's value, an array or a NumPy array), on the default device. A
+    transfer, not an op: `jnp.array` compiles a program for each new shape it copies."""
+    return jax.device_put(value, may_alias=False)
 
 
 class Placement:

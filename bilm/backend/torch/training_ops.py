@@ -96,7 +96,7 @@ def add_rows(table, rows, values):
 
 
 def copy(value):
-    """A new tensor of `value` (a Keras variable's value or a tensor)."""
+    """A new tensor of `value` (a Keras variable's value, a tensor or a NumPy array)."""
     return torch.clone(keras.ops.convert_to_tensor(value)).detach()
 
 

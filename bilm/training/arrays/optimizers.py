@@ -12,20 +12,22 @@ nothing, even for non-finite gradients (a skipped step), as in
 `bilm.optimizers`. No optimizer is named here: adding one to the registry
 adds it on JAX.
 """
+import numpy as np
 from keras import ops
 
 from bilm.optimizers import optimizer_class
 
 
-def initial_state(name, parameters):
-    """The state of optimizer `name` (of `bilm.optimizers.OPTIMIZERS`) for `parameters` (a dict of arrays):
-    `{slot: {parameter name: array}}` for each of its `slot_starts` (Adagrad's `"accumulators"`, Adam's `"m"`
-    and `"v"`), and `"iterations"` (int32 0) where it counts its steps."""
+def initial_state(name, parameters, to_tensor=ops.convert_to_tensor):
+    """The state of optimizer `name` (of `bilm.optimizers.OPTIMIZERS`) for `parameters` (a dict of float32
+    arrays): `{slot: {parameter name: array}}` for each of its `slot_starts` (Adagrad's `"accumulators"`, Adam's
+    `"m"` and `"v"`), and `"iterations"` (int32 0) where it counts its steps. The values are made in NumPy and
+    made tensors by `to_tensor` (the backend's `training_ops.copy`, with no op a shape on JAX)."""
     optimizer = optimizer_class(name)
-    state = {slot: {key: ops.full_like(value, start) for key, value in parameters.items()}
+    state = {slot: {key: to_tensor(np.full(tuple(value.shape), start, np.float32)) for key, value in parameters.items()}
              for slot, start in optimizer.slot_starts.items()}
     if optimizer.counts_steps:
-        state["iterations"] = ops.zeros((), "int32")
+        state["iterations"] = to_tensor(np.zeros((), np.int32))
     return state
 
 

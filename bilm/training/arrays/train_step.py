@@ -87,17 +87,19 @@ class JaxTrainStep:
 
     def initial_state(self, softmax_seed=0):
         """The state before the first step: the network's current weights, a softmax drawn from
-        N(0, 1/sqrt(projection_dim)) (`softmax_seed`), the optimizer's start and zero LSTM states."""
+        N(0, 1/sqrt(projection_dim)) (`softmax_seed`), the optimizer's start and zero LSTM states. What is not
+        the network's is made in NumPy and copied in (`training_ops.copy`: on JAX an op would compile a program
+        for each shape)."""
         settings, dim = self.settings, self.options.projection_dim
-        softmax = {"b": ops.zeros((settings.n_tokens_vocab,), "float32")}
-        if not self.shares_embedding:
-            softmax["W"] = ops.convert_to_tensor(softmax_initializer(dim, softmax_seed)((settings.n_tokens_vocab, dim)))
         copy = self.backend.copy
+        softmax = {"b": copy(np.zeros((settings.n_tokens_vocab,), np.float32))}
+        if not self.shares_embedding:
+            softmax["W"] = copy(softmax_initializer(dim, softmax_seed)((settings.n_tokens_vocab, dim)))
         bilm = [copy(v.value) for v in self.network.trainable_variables]
         state = {"bilm": bilm, "non_trainable": [copy(v.value) for v in self.network.non_trainable_variables],
                  "softmax": softmax,
-                 "optimizer": optimizers.initial_state(settings.optimizer, self._parameters(bilm, softmax)),
-                 "lstm": {key: ops.zeros((self.global_batch_size, size), "float32") for key, _, size in
+                 "optimizer": optimizers.initial_state(settings.optimizer, self._parameters(bilm, softmax), copy),
+                 "lstm": {key: copy(np.zeros((self.global_batch_size, size), np.float32)) for key, _, size in
                           self.state_keys}}
         return self.place(state)
 
