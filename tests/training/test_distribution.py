@@ -141,13 +141,20 @@ def _results(process, timeout=300):
     return [json.loads(line[len("RESULT "):]) for line in out.splitlines() if line.startswith("RESULT ")]
 
 
-def _assert_same_step(got, single_device):
+# Adam divides each gradient by its running root mean square. Where the replicas' partial gradients of a weight
+# nearly cancel, their round-off is large against the gradient itself, and moves the weight by up to that fraction
+# of a step (3.1e-6 at one char CNN weight of this model, learning rate 0.01): 1e-3 of a step bounds it. A replica
+# that counted its own moments or steps would move the weights by whole steps.
+ADAM_ATOL = 2e-6 + 1e-3 * 0.01
+
+
+def _assert_same_step(got, single_device, atol=2e-6):
     initial, expected = single_device
     keys = [k for k in expected if k.startswith(("model/", "softmax/", "optimizer/", "lstm_states/"))]
     assert keys and sorted(keys) == sorted(k for k in got if k.startswith(("model/", "softmax/", "optimizer/",
                                                                             "lstm_states/")))
     for key in keys:
-        np.testing.assert_allclose(got[key], expected[key], rtol=1e-5, atol=2e-6, err_msg=key)
+        np.testing.assert_allclose(got[key], expected[key], rtol=1e-5, atol=atol, err_msg=key)
     # ... and the steps did change the weights.
     assert max(np.abs(expected[k] - initial[k]).max() for k in keys if k.startswith("model/")) > 1e-3
 
@@ -168,7 +175,7 @@ def test_mirrored_two_replicas_equal_one_device_with_twice_the_batch(tmp_path, c
     assert arrays["lstm_states/forward_0_c/.ATTRIBUTES/VARIABLE_VALUE"].shape == (4, 16)
     _assert_same_step(arrays, single_device)
     # Adam's moments and step count follow the replicas the same way.
-    _assert_same_step(checkpoint_arrays(mirrored_adam["checkpoint"]), adam_single_device)
+    _assert_same_step(checkpoint_arrays(mirrored_adam["checkpoint"]), adam_single_device, ADAM_ATOL)
 
 
 def _free_port():
@@ -178,7 +185,7 @@ def _free_port():
 
 
 def _adam_options(batch_size):
-    return dict(_exact_options(batch_size), optimizer="adam", learning_rate=0.01)
+    return dict(_exact_options(batch_size), optimizer="adam", learning_rate=0.01)  # ADAM_ATOL's learning rate
 
 
 @pytest.mark.slow
@@ -200,4 +207,4 @@ def test_multi_worker_two_workers_equal_one_device_with_twice_the_batch(tmp_path
     assert results[0][0]["checkpoint"] == os.path.join(save_dir, "checkpoint.npz")
     _assert_same_step(checkpoint_arrays(os.path.join(save_dir, "checkpoint.npz")), single_device)
     # Adam (SparseAdam: moments and step count) across two machines is Adam on one device too.
-    _assert_same_step(checkpoint_arrays(os.path.join(adam_dir, "checkpoint.npz")), adam_single_device)
+    _assert_same_step(checkpoint_arrays(os.path.join(adam_dir, "checkpoint.npz")), adam_single_device, ADAM_ATOL)
