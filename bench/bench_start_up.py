@@ -145,15 +145,16 @@ def main(argv=None):
                 print(f"inference, {size}, {backend}: import bilm and {backend} {_range(imported)} s, bilm.load "
                       f"{_range(loaded)} s, first sentence {_range(first)} s; load + first sentence "
                       f"{_range([a + b for a, b in zip(loaded, first)])} s", flush=True)
-    for backend in args.backends if "training" in what else ():
-        runs = [training_start_up(args.steps, backend) for _ in range(args.repeats)]
-        phases = ("imported", "set_up", "first_step", "other_steps", "after_steps")
-        outside = [r["set_up"] + r["first_step"] + r["after_steps"] for r in runs]
-        print(f"training, {backend}, {args.steps} steps: " + ", ".join(
-            f"{phase.replace('_', ' ')} {_range([r[phase] for r in runs])} s" for phase in phases)
-            + f" (of which the boundary state {_range([r['boundary_state'] for r in runs])} s); outside the steps "
-            f"(set-up, first step, after): {_range(outside)} s, with the import "
-            f"{_range([o + r['imported'] for o, r in zip(outside, runs)])} s", flush=True)
+    if "training" in what:
+        for backend in args.backends:
+            runs = [training_start_up(args.steps, backend) for _ in range(args.repeats)]
+            phases = ("imported", "set_up", "first_step", "other_steps", "after_steps")
+            outside = [r["set_up"] + r["first_step"] + r["after_steps"] for r in runs]
+            print(f"training, {backend}, {args.steps} steps: " + ", ".join(
+                f"{phase.replace('_', ' ')} {_range([r[phase] for r in runs])} s" for phase in phases)
+                + f" (of which the boundary state {_range([r['boundary_state'] for r in runs])} s); outside the steps "
+                f"(set-up, first step, after): {_range(outside)} s, with the import "
+                f"{_range([o + r['imported'] for o, r in zip(outside, runs)])} s", flush=True)
 
 
 if __name__ == "__main__":

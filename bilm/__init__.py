@@ -20,7 +20,8 @@ from bilm.text import Batcher, TokenBatcher, UnicodeCharsVocabulary, Vocabulary
 from bilm.utils.lazy_names import lazy_names
 
 # TensorFlow's alone, imported when first used: `import bilm` runs on every Keras backend. The public
-# subpackages and modules that `import bilm` does not import are imported when first read (`bilm.training`).
+# subpackages and modules of the docstring, where `import bilm` has not imported them, are imported when first
+# read (`bilm.training`).
 __getattr__, _ = lazy_names("bilm", {"export_saved_model": "export.saved_model"},
                             tensorflow_only={"export_saved_model"},
                             submodules={"errors", "export", "io", "layers", "models", "ops", "options", "presets",

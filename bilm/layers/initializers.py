@@ -37,9 +37,7 @@ class Draw(keras.initializers.Initializer):
             values = rng.uniform(-self.scale, self.scale, shape)
         else:
             values = rng.normal(0.0, self.scale, shape)
-        values = values.astype(np.float32)
-        dtype = keras.backend.standardize_dtype(dtype or "float32")
-        return values if dtype == "float32" else keras.ops.cast(values, dtype)
+        return _in_dtype(values.astype(np.float32), dtype)
 
     def get_config(self):
         return {"distribution": self.distribution, "scale": self.scale, "seed": self.seed}
@@ -53,12 +51,16 @@ class Filled(keras.initializers.Initializer):
         self.value = float(value)
 
     def __call__(self, shape, dtype=None):
-        values = np.full(tuple(int(dim) for dim in shape), self.value, np.float32)
-        dtype = keras.backend.standardize_dtype(dtype or "float32")
-        return values if dtype == "float32" else keras.ops.cast(values, dtype)
+        return _in_dtype(np.full(tuple(int(dim) for dim in shape), self.value, np.float32), dtype)
 
     def get_config(self):
         return {"value": self.value}
+
+
+def _in_dtype(values, dtype):
+    """float32 `values` as they are (NumPy), or cast to another `dtype` (None: float32) by the backend."""
+    dtype = keras.backend.standardize_dtype(dtype or "float32")
+    return values if dtype == "float32" else keras.ops.cast(values, dtype)
 
 
 def host_values(initializer):

@@ -4,7 +4,6 @@ with the full softmax and without dropout, and with the sampled softmax and drop
 both backends); it lowers the loss, repeats itself exactly from its seed, and runs without TensorFlow."""
 import json
 
-import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -15,6 +14,7 @@ from bilm.options import load_options
 from bilm.training.config.settings import training_settings
 from bilm.training.tensorflow.train_step import TrainStep
 from bilm.training.tensorflow.training_lm import TrainingLM
+from bilm.utils.python_random import seeded_python_random
 from training_helpers import MAX_CHARS, tiny_options
 
 # Each test runs JAX (or PyTorch) in processes of their own: over the fast tier's 3 s.
@@ -100,8 +100,10 @@ def _tensorflow_steps(folder, options, n_steps):
     """Runs `n_steps` TensorFlow steps; writes the start weights and the batches for the JAX process; returns
     `(outputs of each step, {name: array} after them)`."""
     _, settings = training_settings(options)
-    keras.utils.set_random_seed(3)  # as a run starts from its seed (bilm.training.tensorflow.training_run)
-    lm = TrainingLM(load_options(options), settings, softmax_seed=3)
+    # As a run starts from its seed (bilm.training.tensorflow.training_run's set_random_seed, of which the network's
+    # draws read Python's generator alone).
+    with seeded_python_random(3):
+        lm = TrainingLM(load_options(options), settings, softmax_seed=3)
     optimizer = make_optimizer(settings, lm.trainable_variables())
     states = {key: tf.Variable(tf.zeros([ROWS, size]), name=key) for key, _, size in lm.state_keys}
     variables = {**{f"model/{k}": v for k, v in lm.trainable_variables().items()},
