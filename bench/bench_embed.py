@@ -75,7 +75,7 @@ def describe_deviations(deviations):
 def run_one(config, args):
     n_sentences, batch_size = args.sentences, args.batch_size
     import numpy as np
-    from common import forward_flops_per_token, packed_recurrent_matmul_seconds, zipf_sentences
+    from common import forward_flops_per_token, recurrent_matmul_floor, zipf_sentences
     from machine import matmul_rate, peak_rss_gib
 
     from bilm import Batcher, BidirectionalLanguageModel, load_options
@@ -119,13 +119,7 @@ def run_one(config, args):
     peak = peak_rss_gib()
     tokens = sum(len(s) for s in sentences)
     rate = matmul_rate()
-    # Every batch runs 2 x n_layers recurrences; step t computes the rows
-    # whose sentence (with its boundaries) is longer than t.
-    lengths = [np.array([len(s) + 2 for s in group]) for group in groups]
-    floor = 2 * options.n_layers * sum(
-        packed_recurrent_matmul_seconds([int(np.sum(n > t)) for t in range(n.max())], options.lstm_dim,
-                                        options.projection_dim, repeats=3, dtype=kernel_dtype)
-        for n in lengths)
+    floor = recurrent_matmul_floor(options.to_dict(), groups, kernel_dtype)
     tokens_per_sec = tokens / elapsed
     result = {
         "config": config,
@@ -139,7 +133,8 @@ def run_one(config, args):
     if kernel_dtype != "float32":
         del model
         reference = embed(load("float32"), batches)
-        result["deviations"] = layer_deviations(outputs, reference, [n - 2 for n in lengths])
+        lengths = [np.array([len(s) for s in group]) for group in groups]
+        result["deviations"] = layer_deviations(outputs, reference, lengths)
     return result
 
 

@@ -86,6 +86,7 @@ REPO_DIR = os.path.dirname(BENCH_DIR)
 sys.path.insert(0, BENCH_DIR)
 
 import harness  # noqa: E402
+from common import recurrent_matmul_floor, rows_per_step  # noqa: E402
 from machine import machine_line  # noqa: E402
 
 DEFAULT_CONFIGS = "original,bilm,bilm:bfloat16"
@@ -126,14 +127,6 @@ def prepare_model(work_dir, size):
         f.write("<S>\n</S>\n<UNK>\n")  # bilm-tf's Batcher reads a vocabulary; char ids need only these
     with open(marker, "w") as f:
         f.write(wanted)
-
-
-def rows_per_step(lengths):
-    """Rows of a batch still inside their sentence (boundaries included) at each step."""
-    import numpy as np
-
-    lengths = np.asarray(lengths) + 2
-    return [int(np.sum(lengths > t)) for t in range(lengths.max())]
 
 
 def run_original(args, modifiers):
@@ -219,46 +212,6 @@ def instrument(model):
     cache.distinct_encodings = timer.wrap("token_cache", cache.distinct_encodings)
     model.calls._cached_calls[False] = timer.wrap("contextual", model.calls._cached_calls[False])
     return timer
-
-
-def packed_recurrent_matmul_seconds(rows_per_step, units, output_dim, kernel_dtype, repeats=3):
-    """Seconds of one LSTM's step-by-step matmuls alone, `rows_per_step[t]`
-    rows at step t (`(rows, P) @ (P, 4U)`, then `(rows, U) @ (U, P)`), in a
-    graph loop, with kernels of `kernel_dtype` multiplied as bilm's
-    inference multiplies them (`inference_kernel_matmul`: bilm's own kernel
-    for bfloat16): a floor under the recurrence, since each step needs the
-    previous step's output."""
-    import tensorflow as tf
-
-    from bilm.ops.lowbit_matmul import inference_kernel_matmul
-
-    w_h = tf.cast(tf.random.normal([output_dim, 4 * units], stddev=0.01), kernel_dtype)
-    w_p = tf.cast(tf.random.normal([units, output_dim], stddev=0.01), kernel_dtype)
-    rows = tf.constant(rows_per_step, tf.int32)
-
-    @tf.function(autograph=False)
-    def loop(h):
-        def step(t, h):
-            m = inference_kernel_matmul(h[:rows[t]], w_h)[:, :units]
-            return t + 1, tf.concat([inference_kernel_matmul(m, w_p), h[rows[t]:]], axis=0)
-        return tf.while_loop(lambda t, h: t < tf.size(rows), step, (tf.constant(0), h),
-                             shape_invariants=(tf.TensorShape([]), tf.TensorShape([None, output_dim])))[1]
-
-    h = tf.random.normal([max(rows_per_step), output_dim])
-    loop(h).numpy()
-    start = time.perf_counter()
-    for _ in range(repeats):
-        loop(h).numpy()
-    return (time.perf_counter() - start) / repeats
-
-
-def recurrent_matmul_floor(options, groups, kernel_dtype):
-    """Seconds of every LSTM's step-by-step matmuls alone on these batches."""
-    lstm = options["lstm"]
-    return 2 * lstm["n_layers"] * sum(
-        packed_recurrent_matmul_seconds(rows_per_step([len(s) for s in group]), lstm["dim"],
-                                        lstm["projection_dim"], kernel_dtype)
-        for group in groups)
 
 
 def input_half_seconds(groups, options, kernel_dtype, repeats=3):

@@ -8,7 +8,7 @@ repeated `--repeats` times (the range is printed):
   backend), `bilm.load` and the first one-sentence `embed` call
   (`bench_latency.start_up`);
 - **training**, on each Keras backend of `--backends`: a small run from files, `bilm.training.train_from_files`
-  on a Zipfian corpus (`bench_train.write_corpus`) with the small
+  on a Zipfian corpus (`common.write_corpus`) with the small
   configuration cut down as in `bench_train.py`'s quick run (LSTM 64,
   projection 16, a sixteenth of the filters, batch 8 x 20, 512 negative
   samples) for `--steps` steps: `import bilm`, the set-up before the first
@@ -87,7 +87,7 @@ def training_start_up(steps, backend="tensorflow"):
 
 
 def _training_run(directory, steps, backend):
-    from bench_train import write_corpus
+    from common import write_corpus
 
     from bilm.presets import TRAINING_DEFAULTS, get_preset
 

@@ -1,72 +1,79 @@
 """What the benches measure with: the biLM's FLOP counts (from an options dict, as options.json holds it, or
-bilm's `Options`), the recurrent matmuls' floor (TensorFlow, imported by those functions alone) and synthetic
-sentences."""
+bilm's `Options`), the recurrent matmuls' floors (NumPy; the packed one TensorFlow, imported by it alone), a
+synthetic training corpus and synthetic sentences."""
+import os
 import time
 
 import numpy as np
 
 
-def recurrent_matmul_seconds(batch, steps, units, output_dim, repeats=5, dtype="float32"):
-    """Seconds for one LSTM's per-step matmuls alone over `steps` steps at
-    this batch size (`(batch, P) @ (P, 4U)`, then `(batch, U) @ (U, P)` if
-    projected), in a compiled loop: a floor under any recurrence, since each
-    step needs the previous step's output. At small batches this is bound by
-    streaming the kernels from memory rather than by arithmetic. `dtype`:
-    the operands' (`"bfloat16"`: bfloat16 kernels, as bfloat16 inference)."""
-    import tensorflow as tf
+def recurrent_matmul_seconds(batch, steps, units, output_dim, repeats=5):
+    """Seconds for one LSTM's per-step float32 matmuls alone over `steps` steps at this batch size (`(batch, P) @
+    (P, 4U)`, then `(batch, U) @ (U, P)` if projected), by NumPy's BLAS (the rate `machine.matmul_rate` measures):
+    a floor under any recurrence, since each step needs the previous step's output. At small batches it is bound
+    by streaming the kernels from memory rather than by arithmetic. The mean of `repeats` after one untimed."""
+    rng = np.random.default_rng(0)
+    w_h = rng.standard_normal((output_dim, 4 * units), dtype=np.float32) * 0.01
+    w_p = rng.standard_normal((units, output_dim), dtype=np.float32) * 0.01 if output_dim != units else None
 
-    w_h, w_p = _recurrent_kernels(units, output_dim, dtype)
-
-    @tf.function
     def loop(h):
-        def body(t, h):
-            m = tf.matmul(h, w_h)[:, :units]
-            return t + 1, tf.matmul(m, w_p) if w_p is not None else m
-        return tf.while_loop(lambda t, h: t < steps, body, (tf.constant(0), h))[1]
+        for _ in range(steps):
+            m = (h @ w_h)[:, :units]
+            h = m @ w_p if w_p is not None else m
+        return h
 
-    return _seconds_per_call(loop, tf.cast(tf.random.normal([batch, output_dim]), w_h.dtype), repeats)
+    h = rng.standard_normal((batch, output_dim), dtype=np.float32)
+    loop(h)
+    start = time.perf_counter()
+    for _ in range(repeats):
+        loop(h)
+    return (time.perf_counter() - start) / repeats
 
 
-def packed_recurrent_matmul_seconds(rows_per_step, units, output_dim, repeats=5, dtype="float32"):
-    """As `recurrent_matmul_seconds`, with `rows_per_step[t]` rows at step
-    t: the floor of a recurrence that computes only the rows still inside
-    their length (bilm's packed inference loop)."""
+def rows_per_step(lengths):
+    """Rows of a batch of sentences of `lengths` tokens still inside their sentence (boundaries included) at each
+    step."""
+    lengths = np.asarray(lengths) + 2
+    return [int(np.sum(lengths > t)) for t in range(lengths.max())]
+
+
+def packed_recurrent_matmul_seconds(rows_per_step, units, output_dim, kernel_dtype="float32", repeats=3):
+    """Seconds of one LSTM's step-by-step matmuls alone, `rows_per_step[t]` rows at step t (`(rows, P) @ (P, 4U)`,
+    then `(rows, U) @ (U, P)`), in a TensorFlow graph loop, with kernels of `kernel_dtype` multiplied as bilm's
+    inference multiplies them (`inference_kernel_matmul`): the floor of a recurrence that computes only the rows
+    still inside their length (bilm's packed inference loop), since each step needs the previous step's output."""
     import tensorflow as tf
 
-    w_h, w_p = _recurrent_kernels(units, output_dim, dtype)
+    from bilm.ops.lowbit_matmul import inference_kernel_matmul
+
+    w_h = tf.cast(tf.random.normal([output_dim, 4 * units], stddev=0.01), kernel_dtype)
+    w_p = tf.cast(tf.random.normal([units, output_dim], stddev=0.01), kernel_dtype)
     rows = tf.constant(rows_per_step, tf.int32)
 
-    @tf.function
+    @tf.function(autograph=False)
     def loop(h):
-        def body(t, h):
-            m = tf.matmul(h[:rows[t]], w_h)[:, :units]
-            m = tf.matmul(m, w_p) if w_p is not None else m
-            return t + 1, tf.concat([m, h[rows[t]:]], axis=0)
-        return tf.while_loop(lambda t, h: t < tf.size(rows), body, (tf.constant(0), h),
+        def step(t, h):
+            m = inference_kernel_matmul(h[:rows[t]], w_h)[:, :units]
+            return t + 1, tf.concat([inference_kernel_matmul(m, w_p), h[rows[t]:]], axis=0)
+        return tf.while_loop(lambda t, h: t < tf.size(rows), step, (tf.constant(0), h),
                              shape_invariants=(tf.TensorShape([]), tf.TensorShape([None, output_dim])))[1]
 
-    h = tf.cast(tf.random.normal([max(rows_per_step, default=0), output_dim]), w_h.dtype)
-    return _seconds_per_call(loop, h, repeats)
-
-
-def _recurrent_kernels(units, output_dim, dtype):
-    """Random `(P, 4U)` recurrent and `(U, P)` projection kernels (None
-    without a projection) in `dtype`."""
-    import tensorflow as tf
-
-    dtype = tf.as_dtype(dtype)
-    w_h = tf.cast(tf.random.normal([output_dim, 4 * units], stddev=0.01), dtype)
-    w_p = tf.cast(tf.random.normal([units, output_dim], stddev=0.01), dtype) if output_dim != units else None
-    return w_h, w_p
-
-
-def _seconds_per_call(loop, h, repeats):
-    """Mean seconds of `loop(h)` over `repeats` calls, after one untimed (tracing) call."""
+    h = tf.random.normal([max(rows_per_step), output_dim])
     loop(h).numpy()
     start = time.perf_counter()
     for _ in range(repeats):
         loop(h).numpy()
     return (time.perf_counter() - start) / repeats
+
+
+def recurrent_matmul_floor(options, groups, kernel_dtype="float32"):
+    """Seconds of every LSTM's step-by-step matmuls alone on these batches (`groups`: lists of sentences, each a
+    list of tokens), computing only each step's rows inside their sentence."""
+    lstm = _as_dict(options)["lstm"]
+    return 2 * lstm["n_layers"] * sum(
+        packed_recurrent_matmul_seconds(rows_per_step([len(s) for s in group]), lstm["dim"], lstm["projection_dim"],
+                                        kernel_dtype)
+        for group in groups)
 
 
 def memory_read_bandwidth(n_bytes=256 * 2 ** 20, trials=5):
@@ -99,14 +106,15 @@ def char_convolution_flops_per_token(options):
     return sum(2 * (chars - w + 1) * w * dim * num for w, num in cnn["filters"])
 
 
-def encoder_flops_per_token(options):
-    """Multiply-adds x 2 of one token through the char CNN, highway and projection (0 for a token model)."""
+def encoder_flops_per_token(options, convolutions=True):
+    """Multiply-adds x 2 of one token through the char CNN (`convolutions`: its convolutions as dense ones),
+    highway and projection (0 for a token model)."""
     options = _as_dict(options)
     cnn = options.get("char_cnn")
     if cnn is None:
         return 0
     f, p = sum(num for _, num in cnn["filters"]), options["lstm"]["projection_dim"]
-    flops = char_convolution_flops_per_token(options) + cnn["n_highway"] * 2 * 2 * f * f
+    flops = (char_convolution_flops_per_token(options) if convolutions else 0) + cnn["n_highway"] * 2 * 2 * f * f
     return flops + (2 * f * p if f != p else 0)
 
 
@@ -116,6 +124,57 @@ def forward_flops_per_token(options):
     p, units = options["lstm"]["projection_dim"], options["lstm"]["dim"]
     per_layer = 2 * (p + p) * 4 * units + (2 * units * p if p != units else 0)
     return encoder_flops_per_token(options) + 2 * options["lstm"]["n_layers"] * per_layer
+
+
+LETTERS = "abcdefghijklmnopqrstuvwxyz"
+
+
+def word(index):
+    """The shortest base-26 spelling of `index`, distinct for every index."""
+    letters = []
+    index += 1
+    while index:
+        index, digit = divmod(index - 1, 26)
+        letters.append(LETTERS[digit])
+    return "".join(reversed(letters))
+
+
+def made_up_words(n_vocab, rng):
+    """`n_vocab` distinct made-up words, in frequency-rank order, with
+    English-like lengths: frequent words short, rare ones longer (about
+    4.6 letters per running token; the longest in a batch of 1280 tokens
+    13-15). Word length sets the char CNN's work on a batch."""
+    ranks = np.arange(n_vocab)
+    targets = np.clip(np.round(rng.normal(2.5 + 1.3 * np.log10(ranks + 1), 2.0)), 1, 20).astype(int)
+    filler = np.array(list(LETTERS))[rng.integers(26, size=(n_vocab, 20))]
+    words, seen = [], set()
+    for rank in ranks:
+        spelled = word(rank)
+        candidate = spelled + "".join(filler[rank, :max(0, targets[rank] - len(spelled))])
+        while candidate in seen:
+            candidate += LETTERS[rng.integers(26)]
+        seen.add(candidate)
+        words.append(candidate)
+    return words
+
+
+def write_corpus(directory, n_vocab, n_tokens, seed=0):
+    """A Zipfian corpus over `n_vocab` words and its vocabulary (ids in frequency order)."""
+    rng = np.random.default_rng(seed)
+    ranks = (rng.zipf(1.2, size=n_tokens) - 1) % n_vocab
+    words = made_up_words(n_vocab, rng)
+    lines, position = [], 0
+    while position < n_tokens:
+        length = max(1, int(rng.normal(25, 5)))
+        lines.append(" ".join(words[r] for r in ranks[position:position + length]))
+        position += length
+    train = os.path.join(directory, f"train_{n_vocab}.txt")
+    with open(train, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    vocab = os.path.join(directory, f"vocab_{n_vocab}.txt")
+    with open(vocab, "w") as f:
+        f.write("\n".join(["<S>", "</S>", "<UNK>"] + words) + "\n")
+    return train, vocab
 
 
 def zipf_sentences(n_sentences, mean_length=25, vocab_size=20000, seed=0):
