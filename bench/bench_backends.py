@@ -75,7 +75,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 from common import forward_flops_per_token  # noqa: E402
 from harness import BACKEND_MODULES, check_output, parser, write_report  # noqa: E402
-from machine import cpu_summary, matmul_rate, peak_rss_gib  # noqa: E402
+from machine import cpu_summary, device_peak_gib, matmul_rate, peak_rss_gib  # noqa: E402
 
 # === Arguments ===
 
@@ -195,8 +195,9 @@ def measure(args):
 
     if keras.backend.backend() != backend:
         raise RuntimeError(f"Keras runs on {keras.backend.backend()}, not {backend} (KERAS_BACKEND={backend})")
-    if not args.tf32:
-        float32_matmuls(backend)
+    from bilm.commands import set_numerics
+
+    set_numerics(tf32=args.tf32)  # float32 matmuls on a GPU unless --tf32, as bin/elmo.py runs them
     model_dir = os.path.join(args.work, "model")
     with open(os.path.join(model_dir, "options.json")) as f:
         max_characters = json.load(f)["char_cnn"]["max_characters_per_token"]
@@ -234,7 +235,7 @@ def measure(args):
             for array in kept]
     np.save(os.path.join(args.work, f"{backend}_{batch_size}.npy"), np.concatenate(kept)[:n_check])
 
-    device, device_peak = device_and_peak(backend, library, first)
+    device, device_peak = describe_device(backend, library, first), device_peak_gib()
     device_rate = None if device.startswith("cpu") else device_matmul_rate()
     tokens = sum(len(sentence) for sentence in timed)
     return {
@@ -271,46 +272,19 @@ def device_matmul_rate(n=8192, repeats=10):
     return 2 * n ** 3 * repeats / (time.perf_counter() - start)
 
 
-def float32_matmuls(backend):
-    """float32 products on a GPU, without TF32 (as `bin/elmo.py` runs TensorFlow unless `--tf32`)."""
-    if backend == "tensorflow":
-        import tensorflow as tf
-
-        tf.config.experimental.enable_tensor_float_32_execution(False)
-    elif backend == "jax":
-        import jax
-
-        if jax.default_backend() != "cpu":
-            jax.config.update("jax_default_matmul_precision", "highest")
-    elif backend == "torch":
-        import torch
-
-        if torch.cuda.is_available():
-            torch.backends.cuda.matmul.allow_tf32 = False
-            torch.backends.cudnn.allow_tf32 = False
-
-
-def device_and_peak(backend, library, tensor):
-    """`(the device `tensor` lives on, in words; the backend's peak device memory in GiB, or None on a CPU)`."""
+def describe_device(backend, library, tensor):
+    """The device `tensor` lives on, in words: `"cpu (...)"` or the GPU with its name."""
     if backend == "tensorflow":
         device = tensor.device.split("device:")[-1]  # "CPU:0", "GPU:0"
         if not device.startswith("GPU"):
-            return f"cpu ({device})", None
+            return f"cpu ({device})"
         details = library.config.experimental.get_device_details(library.config.list_physical_devices("GPU")[0])
-        peak = library.config.experimental.get_memory_info(device)["peak"]
-        return f"gpu ({device}, {details.get('device_name', '?')})", peak / 2 ** 30
+        return f"gpu ({device}, {details.get('device_name', '?')})"
     if backend == "jax":
         device = next(iter(tensor.devices()))
-        if device.platform == "cpu":
-            return f"cpu ({device})", None
-        stats = device.memory_stats() or {}
-        peak = stats.get("peak_bytes_in_use")
-        return f"{device.platform} ({device}, {device.device_kind})", None if peak is None else peak / 2 ** 30
+        return f"cpu ({device})" if device.platform == "cpu" else f"{device.platform} ({device}, {device.device_kind})"
     device = tensor.device
-    if device.type != "cuda":
-        return f"{device.type} ({device})", None
-    return (f"gpu ({device}, {library.cuda.get_device_name(device)})",
-            library.cuda.max_memory_allocated(device) / 2 ** 30)
+    return f"gpu ({device}, {library.cuda.get_device_name(device)})" if device.type == "cuda" else f"cpu ({device})"
 
 
 # === The parent ===

@@ -52,7 +52,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
-from machine import machine_line, matmul_rate, peak_rss_gib  # noqa: E402
+from machine import device_peak_gib, machine_line, matmul_rate, peak_rss_gib  # noqa: E402
 
 BACKEND = harness.early_flag("backend", "tensorflow")
 os.environ["KERAS_BACKEND"] = BACKEND  # before Keras is first imported, which fixes its backend
@@ -196,21 +196,6 @@ def backend_device():
     device = backend_module("training_ops").training_devices(0)[0]
     platform = getattr(device, "platform", None) or device.type  # JAX's platform, PyTorch's device type
     return platform, getattr(device, "device_kind", None) or str(device)
-
-
-def device_peak_gib():
-    """The backend's peak memory in use on its first GPU in GiB; None on a CPU, where it keeps no such count."""
-    if BACKEND == "tensorflow":
-        import tensorflow as tf
-
-        return tf.config.experimental.get_memory_info("GPU:0")["peak"] / 2 ** 30 if \
-            tf.config.list_physical_devices("GPU") else None
-    if BACKEND == "torch":
-        import torch
-
-        return torch.cuda.max_memory_allocated() / 2 ** 30 if torch.cuda.is_available() else None
-    stats = backend_module("training_ops").training_devices(0)[0].memory_stats() or {}
-    return stats["peak_bytes_in_use"] / 2 ** 30 if "peak_bytes_in_use" in stats else None
 
 
 def distinct_tokens(chars):

@@ -1,8 +1,8 @@
 """The machine a bench figure comes from, printed with the figure, so that figures from two machines are never
 read as one machine's: the CPU's model, its cores and which of the instruction sets bilm's speed depends on it
-has, its float32 matmul rate (the bound the benches' fractions are of) and a process's peak memory. Reads
-/proc/cpuinfo and times NumPy's BLAS; imports neither bilm nor a backend (bench_backends.py's parent process runs
-where only JAX or PyTorch is installed)."""
+has, its float32 matmul rate (the bound the benches' fractions are of) and a process's peak memory, on the host
+and on a GPU. Reads /proc/cpuinfo and times NumPy's BLAS; imports neither bilm nor a backend but in
+`device_peak_gib` (bench_backends.py's parent process runs where only JAX or PyTorch is installed)."""
 import os
 import platform
 import resource
@@ -71,3 +71,25 @@ def peak_rss_gib():
     """Peak resident memory of this process so far, in GiB (Linux reports KiB, macOS bytes)."""
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return peak / 2 ** (30 if sys.platform == "darwin" else 20)
+
+
+def device_peak_gib():
+    """The peak memory in use on the first GPU of Keras's backend, in GiB (TensorFlow's `get_memory_info`, JAX's
+    `peak_bytes_in_use`, PyTorch's `max_memory_allocated`); None on a CPU, where none is kept. Imports Keras."""
+    import keras
+
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        gpus = tf.config.list_physical_devices("GPU")
+        return tf.config.experimental.get_memory_info("GPU:0")["peak"] / 2 ** 30 if gpus else None
+    if backend == "torch":
+        import torch
+
+        return torch.cuda.max_memory_allocated() / 2 ** 30 if torch.cuda.is_available() else None
+    import jax
+
+    device = jax.devices()[0]
+    stats = (device.memory_stats() or {}) if device.platform != "cpu" else {}
+    return stats["peak_bytes_in_use"] / 2 ** 30 if "peak_bytes_in_use" in stats else None
