@@ -92,6 +92,21 @@ def bench_options(args, n_tokens_vocab, jit_compile):
     return options
 
 
+_COMPILATIONS = {"log": None}  # where JAX's compilation events go: the running `timed_training`'s list of lists
+
+
+def listen_to_compilations(log):
+    """Appends the seconds of each XLA compilation on JAX to `log[-1]` from now on (one listener a process;
+    PyTorch runs eagerly and TensorFlow's compilations are not counted)."""
+    if BACKEND == "jax" and _COMPILATIONS["log"] is None:
+        import jax
+
+        jax.monitoring.register_event_duration_secs_listener(
+            lambda event, seconds, **_: _COMPILATIONS["log"][-1].append(seconds)
+            if event == BACKEND_COMPILE_EVENT else None)
+    _COMPILATIONS["log"] = log
+
+
 class _Timed(Exception):
     """Raised in place of the step after the last timed one: ends the run before its end-of-run work."""
 
@@ -101,12 +116,7 @@ def timed_training(options, train_file, vocab_file, n_steps):
     "first": the first step's seconds, "loss": the last step's, "chars": each batch's char ids by key, "counts":
     (biLM, softmax) parameters, "compiles": [[seconds of each XLA compilation] of each step] (JAX)}`."""
     record = {"ends": [], "chars": [], "compiles": [[]]}
-    if BACKEND == "jax":
-        import jax
-
-        jax.monitoring.register_event_duration_secs_listener(
-            lambda event, seconds, **_: record["compiles"][-1].append(seconds)
-            if event == BACKEND_COMPILE_EVENT else None)
+    listen_to_compilations(record["compiles"])
     run_steps = loop.run_steps
 
     def timed_run_steps(run, step_fn, *args, **kwargs):
