@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Learning parity of the backends (issue 47): the same training run on TensorFlow and on JAX, on real text.
+"""Learning parity of the backends (issue 47): the same training run on TensorFlow, JAX and PyTorch, on real text.
 
 Writes GCIDE shards (Debian's dict-gcide, fetched once by bench/real_text.py)
 and their vocabulary, then runs `bin/train_elmo.py` with the same options,
@@ -28,6 +28,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import harness  # noqa: E402
+from machine import cpu_summary, machine_line  # noqa: E402
 from real_text import write_gcide_shards  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -91,14 +92,15 @@ def main():
                         help="start both runs from one random model of the size (drawn with --seed) instead of "
                              "each backend's own initial weights")
     parser.add_argument("--start_backend",
-                        help="the backend that draws the shared start (default: the first of --backends); Keras's "
-                             "initialisers draw other numbers on each backend, so runs compared across invocations "
-                             "need the same one (the published tables': tensorflow)")
+                        help="the backend that draws the shared start (default: the first of --backends); since "
+                             "2026-12-01 a seed draws the same start on every backend (bilm.layers.initializers), "
+                             "before that Keras's initialisers drew other numbers on each")
     args = parser.parse_args()
     # Handled even where the shell started this script with SIGINT ignored (a background job).
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, _stop)
     harness.check_output(args.output, args.overwrite)
+    print(machine_line(), flush=True)  # the runs' seconds are this machine's
     backends = args.backends
     text = write_gcide_shards(os.path.join(args.work_dir, "gcide"), args.train_tokens, args.heldout_tokens)
     vocab = os.path.join(args.work_dir, f"vocab_{args.max_vocab}.txt")
@@ -131,7 +133,8 @@ def main():
                          "seconds": round(time.perf_counter() - started, 1), "log": save_dir + ".log"}
         print(f"{backend}: held-out perplexity {runs[backend]['heldout_perplexity']}, "
               f"{runs[backend]['seconds']} s", flush=True)
-    report = {"size": args.size, "steps": args.steps, "seed": args.seed, "train_tokens": text["n_train_tokens"],
+    report = {"machine": cpu_summary(), "size": args.size, "steps": args.steps, "seed": args.seed,
+              "train_tokens": text["n_train_tokens"],
               "start": start, "start_backend": (args.start_backend or backends[0]) if args.shared_start else None,
               "runs": runs}
     if len(backends) == 2 and all(runs[b]["heldout_perplexity"] for b in backends):
