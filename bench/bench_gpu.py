@@ -26,8 +26,8 @@ In order:
    runs it, after one untimed batch), and 20 training steps
    (`bilm.training.train`, the preset's recipe on a generated corpus of
    about 300 words, 128 sampled negatives; the first step, which traces
-   and compiles, untimed) with the step compiled with XLA and not, where
-   the training key `jit_compile` exists; at the small and the original
+   and compiles, untimed) with the step compiled with XLA and not (the
+   training key `jit_compile`; `--quick`: its default); at the small and the original
    size (the original only on a GPU, or with `--original`).
 5. Training's reproducibility (op determinism on where a GPU is visible,
    as `bin/train_elmo.py` turns it on): two runs with the same seed end
@@ -64,7 +64,6 @@ import bilm  # noqa: E402
 from bilm.commands.devices import describe_devices, set_numerics  # noqa: E402
 from bilm.models.random_weights import write_random_model  # noqa: E402
 from bilm.ops.kernel_dtypes import BFLOAT16_INFERENCE_TOLERANCE, INT8_INFERENCE_TOLERANCE  # noqa: E402
-from bilm.options.keys import training_keys  # noqa: E402
 from bilm.presets import get_preset, training_options  # noqa: E402
 from bilm.training import BidirectionalLMDataset, load_vocab, train, write_sample_corpus  # noqa: E402
 
@@ -337,14 +336,6 @@ def step_seconds():
         policies.POLICIES = original
 
 
-def jit_compile_modes(quick):
-    """The training key `jit_compile`'s values to time: both where bilm has the key (`--quick`: its default
-    alone, None), else `[None]`."""
-    if not quick and any(key.name == "jit_compile" for key in training_keys()):
-        return [False, True]
-    return [None]
-
-
 class TrainingRuns:
     """`bilm.training.train` on the generated corpus, from the preset's recipe with `train_keys`; a run from
     scratch is kept, so that a later check may reuse an identical one (same size, `jit_compile`, steps)."""
@@ -507,7 +498,8 @@ def main(argv=None):
                                          n_heldout_sentences=10, n_shards=2)
             runs = TrainingRuns(corpus, plan["train_keys"], work_dir)
             for size in plan["timing_sizes"]:
-                time_training(table, runs, size, plan["train_steps"], jit_compile_modes(args.quick), on_gpu)
+                # The training key jit_compile both ways (--quick: its default alone).
+                time_training(table, runs, size, plan["train_steps"], [None] if args.quick else [False, True], on_gpu)
             for size in plan["skipped_sizes"]:
                 table.skipped(f"train {size}", "no GPU found: --original times it on the CPU")
         with section("Training's reproducibility"):
