@@ -13,17 +13,19 @@ be built, `lowbit_matmul` computes the same product with stock
 TensorFlow ops (a float32 copy of the kernel, then a float32 matmul).
 
 The same kernel takes float32 kernels where it was built with AVX2 and
-FMA (`streams_float32`). A row's sums are cut and added alike whatever
-the number of rows (one fused multiply-add per term, in order), so a
-row's product is the same bytes in any batch. Where it was built with
-AVX-512 (`tiles_float32`), groups of rows run from a tiled copy of the
-kernel with the accumulators in registers (as fast as stock matmuls on the
-batches of bench/bench_embed.py, docs/performance.md), and
-inference takes every float32 product to it, at any number of rows
-(`streamed_rows_limit`, which the LSTM recurrence asks too). Elsewhere float32
-products are stock ones whose rows do not depend on the batch either
-(`bilm.ops.batch_invariant`): never a mix of the two, whose sums are
-ordered differently.
+FMA (`streams_float32`), and inference then takes every float32 product
+to it, at any number of rows (`streamed_rows_limit`, which the LSTM
+recurrence asks too). A row's sums are cut and added alike whatever the
+number of rows (one fused multiply-add per term, in order), so a row's
+product is the same bytes in any batch. Built with AVX-512, groups of
+rows run from a tiled copy of the kernel with the accumulators in
+registers (as fast as stock matmuls on the batches of
+bench/bench_embed.py); with AVX2 alone each group of 8 rows streams the
+kernel, which on an AVX2 CPU without AVX-512 still beat the stock product
+at one row and at batches of 32 and 256 (docs/performance.md). Elsewhere
+float32 products are stock ones whose rows do not depend on the batch
+either (`bilm.ops.batch_invariant`): never a mix of the two, whose sums
+are ordered differently.
 
 The gradient reaches `x`, and a float32 kernel; a bfloat16 or int8 kernel
 is for inference and gets none.
@@ -37,7 +39,6 @@ from bilm.ops.matmul_dtype import kernel_matmul
 from bilm.ops.native import BuildError, build_library, source_path
 from bilm.ops.placement import native_kernels_allowed, stock_kernels  # noqa: F401 (stock_kernels: re-exported)
 from bilm.ops.scaled_kernel import ScaledKernel
-from bilm.utils.cpu_features import cpu_flags
 
 LOWBIT_KERNEL_DTYPES = (tf.bfloat16, tf.int8)
 # Rows up to which `inference_kernel_matmul` takes bilm's kernel. It reads
@@ -47,7 +48,7 @@ LOWBIT_KERNEL_DTYPES = (tf.bfloat16, tf.int8)
 # sizes, stock matmuls' blocking (and bfloat16 hardware, where there is
 # some) win.
 MAX_STREAMED_ROWS = 64
-# The limits of a float32 kernel where `tiles_float32()`: any number of rows.
+# The limits of a float32 kernel where `streams_float32()`: any number of rows.
 UNLIMITED_ROWS = 2**31 - 1
 _OP_NAME = "BilmLowbitMatmul"
 _LOADED = {}
@@ -64,12 +65,6 @@ def streams_float32():
         if "float32" not in _LOADED:
             _LOADED["float32"] = _has_float32_kernel(_load_ops_locked())
         return _LOADED["float32"]
-
-
-def tiles_float32():
-    """Whether bilm's kernel takes float32 kernels here (`streams_float32`) and was built with AVX-512,
-    whose tiles run many rows as fast as a stock matmul: then inference's float32 products all run it."""
-    return streams_float32() and "avx512f" in cpu_flags().split()
 
 
 def _has_float32_kernel(ops):
@@ -94,7 +89,7 @@ def streamed_rows_limit(kernel):
         return 0
     if is_lowbit(kernel):
         return MAX_STREAMED_ROWS if load_lowbit_ops() is not None else 0
-    if tf.as_dtype(kernel.dtype) == tf.float32 and tiles_float32():
+    if tf.as_dtype(kernel.dtype) == tf.float32 and streams_float32():
         return UNLIMITED_ROWS
     return 0
 
@@ -187,7 +182,7 @@ def inference_kernel_matmul(x, kernel):
     `bilm.ops.matmul_dtype.kernel_matmul(x, kernel)`, except that up to
     `streamed_rows_limit(kernel)` rows run bilm's kernel (`x` not
     rounded): a few rows of a low-bit kernel (one sentence at a time, at
-    memory speed), any number of a float32 kernel where `tiles_float32()`.
+    memory speed), any number of a float32 kernel where `streams_float32()`.
     Not inside an XLA-compiled function (the op has no XLA kernel).
 
     Args:

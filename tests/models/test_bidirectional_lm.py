@@ -4,7 +4,7 @@ import pytest
 
 import numpy_reference as R
 from bilm.models.bidirectional_lm import BidirectionalLanguageModel
-from bilm.ops.lowbit_matmul import tiles_float32
+from bilm.ops.lowbit_matmul import streams_float32
 from bilm.text.batching import Batcher
 from helpers import SENTENCES, graph_op_types, write_model
 
@@ -135,8 +135,8 @@ def test_one_sentence_a_call_matches_the_reference_on_a_trace_of_its_own(tmp_pat
     one_row = model.calls._one_row_cached_calls[False].get_concrete_function().graph
     # Float32 kernels run bilm's recurrence at any row count where it has tiles (AVX-512), one row or many.
     many_rows = model.calls._cached_calls[False].get_concrete_function().graph
-    assert ("StatelessWhile" in graph_op_types(one_row)) != tiles_float32()
-    assert ("StatelessWhile" in graph_op_types(many_rows)) != tiles_float32()
+    assert ("StatelessWhile" in graph_op_types(one_row)) != streams_float32()
+    assert ("StatelessWhile" in graph_op_types(many_rows)) != streams_float32()
 
 
 def test_padding_rows_do_not_change_other_rows(tmp_path):

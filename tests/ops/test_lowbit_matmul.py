@@ -26,12 +26,10 @@ from bilm.ops.lowbit_matmul import (
     streamed_kernel_matmul,
     streamed_rows_limit,
     streams_float32,
-    tiles_float32,
 )
 from bilm.ops.native import BuildError, build_library, source_path
 from bilm.ops.native import build as build_module
 from bilm.ops.scaled_kernel import ScaledKernel, quantize_columns
-from bilm.utils.cpu_features import cpu_flags
 from helpers import ROOT, graph_op_types
 
 # 33 and 130: from `kMinPackedRows` on, a float32 kernel runs from its tiled copy.
@@ -172,9 +170,9 @@ def cpu_has_avx2_and_fma():
 def test_float32_kernels_are_taken_where_the_build_has_avx2_and_fma(ops):
     # The library is built with -march=native: its float32 kernel exists exactly where the CPU has both.
     assert streams_float32() == cpu_has_avx2_and_fma()
-    # Inference takes every float32 product to it where it has AVX-512 tiles, else none (never a mix).
-    assert tiles_float32() == (streams_float32() and "avx512f" in cpu_flags().split())
-    assert streamed_rows_limit(tf.zeros([2, 2])) == (UNLIMITED_ROWS if tiles_float32() else 0)
+    # Inference takes every float32 product to it where it is built (AVX2 and FMA; AVX-512 adds tiles), else
+    # none (never a mix).
+    assert streamed_rows_limit(tf.zeros([2, 2])) == (UNLIMITED_ROWS if streams_float32() else 0)
     with stock_kernels():
         assert not streams_float32() and streamed_rows_limit(tf.zeros([2, 2])) == 0
         assert streamed_rows_limit(tf.zeros([2, 2], tf.bfloat16)) == 0
@@ -199,8 +197,8 @@ def test_float32_products_run_one_kernel_at_every_row_count(ops):
 
     product = tf.function(lambda x: inference_kernel_matmul(x, kernel))
     ops_traced = graph_op_types(product.get_concrete_function(tf.TensorSpec([None, 24])).graph)
-    assert ("BilmLowbitMatmul" in ops_traced) == tiles_float32()
-    assert ("MatMul" in ops_traced) != tiles_float32()  # never both: their sums are ordered differently
+    assert ("BilmLowbitMatmul" in ops_traced) == streams_float32()
+    assert ("MatMul" in ops_traced) != streams_float32()  # never both: their sums are ordered differently
     for rows in (1, 32, 33, 300):
         x = rng.normal(size=(rows, 24)).astype(np.float32)
         assert_product(product(x).numpy(), x, kernel.numpy().astype(np.float64), None)

@@ -11,7 +11,7 @@ from bilm.ops.lowbit_matmul import (
     MAX_STREAMED_ROWS,
     load_lowbit_ops,
     stock_kernels,
-    tiles_float32,
+    streams_float32,
 )
 from bilm.ops.lstm_recurrence import lstm_recurrence_packed, packed_steps, padded_size
 from bilm.ops.scaled_kernel import ScaledKernel, dequantize, quantize_columns
@@ -240,9 +240,9 @@ def test_a_float32_layer_runs_bilms_kernels_at_every_row_count_where_it_has_tile
         tf.TensorSpec([None, 9, 12]), tf.TensorSpec([None], tf.int32)).graph
     ops = graph_op_types(graph)
     # The input half and the recurrence: bilm's kernels for any batch, or stock products (never a mix).
-    assert ("BilmLowbitMatmul" in ops) == ("BilmLstmRecurrence" in ops) == tiles_float32()
-    assert ("StatelessWhile" in ops) != tiles_float32()
-    assert ("MatMul" in ops) != tiles_float32()
+    assert ("BilmLowbitMatmul" in ops) == ("BilmLstmRecurrence" in ops) == streams_float32()
+    assert ("StatelessWhile" in ops) != streams_float32()
+    assert ("MatMul" in ops) != streams_float32()
 
 
 def test_a_batch_known_to_be_small_traces_only_bilms_recurrence():
