@@ -165,9 +165,10 @@ def is_lowbit(kernel):
 
 
 def streamed_kernel_matmul(x, kernel):
-    """`x @ kernel` by bilm's kernel, for products known to have few rows
-    (at most `streamed_rows_limit(kernel)`; more still give the right
-    result, only slower than a stock product) and a kernel it takes here
+    """`x @ kernel` by bilm's kernel, for products of at most
+    `streamed_rows_limit(kernel)` rows (a few for a low-bit kernel, more
+    still giving the right result, only slower than a stock product; any
+    number for a float32 one) and a kernel it takes here
     (`streamed_rows_limit(kernel) > 0`): bfloat16, a `ScaledKernel`, or
     float32 where `streams_float32()`."""
     if isinstance(kernel, ScaledKernel):
