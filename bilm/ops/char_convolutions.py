@@ -116,20 +116,14 @@ def _direct_max_pooled(char_ids, embedding, kernels):
     window of the kept columns at once: for few tokens."""
     max_chars = tf.shape(char_ids)[1]
     columns = columns_to_keep(char_ids, max(kernel.shape[0] for kernel in kernels))
-    # The tables' rows of the chars these tokens hold, not of all chars: a table row is an embedding row
-    # times the kernel, a product of 16 or so terms whose rows the stock matmul computes alike for any
-    # number of rows from two (`bilm.ops.batch_invariant`), so the same bytes as the whole table's.
-    kept_ids = char_ids[:, :columns]
-    n_kept = tf.size(kept_ids)
-    chars, local = tf.unique(tf.concat([tf.reshape(kept_ids, [-1]), char_ids[:, -1]], axis=0))
-    kept = tf.reshape(local[:n_kept], [-1, columns])
-    fills = local[n_kept:]
-    rows = tf.gather(embedding, chars)
-    rows = tf.pad(rows, [[0, tf.maximum(2 - tf.shape(rows)[0], 0)], [0, 0]])
+    # The whole tables, by the very products the table loop takes: a product's rows can depend on how many
+    # rows share it (`bilm.ops.batch_invariant`), so the rows of a token's chars alone could differ.
+    tables = _tables(embedding, kernels)
+    kept = char_ids[:, :columns]
+    fills = char_ids[:, -1]
     dropped = columns < max_chars
     maxima = []
-    for kernel in kernels:
-        table = tf.reshape(tf.matmul(rows, _flat_kernel(kernel)), [-1, kernel.shape[0], kernel.shape[2]])
+    for table in tables:
         width = table.shape[1]
         positions = columns - width + 1
         flat = tf.reshape(table, [-1, table.shape[2]])
@@ -144,13 +138,13 @@ def _direct_max_pooled(char_ids, embedding, kernels):
 
 def _tables(embedding, kernels):
     """Each kernel's `T_k` side by side, `(table_rows, width, num)`: one matmul a kernel (see the module's
-    docstring); rows past the embedding's are zeros that no id reaches. Constants: the table loop's own
-    gradient reaches `embedding` and `kernels`."""
+    docstring); rows past the embedding's are zeros that no id reaches. Both paths take these products, so
+    a token's windows are sums of the same bytes by either."""
     n_characters = embedding.shape[0]
     table_rows = -(-n_characters // TABLE_ROW_STEP) * TABLE_ROW_STEP
-    rows = tf.pad(tf.stop_gradient(embedding), [[0, table_rows - n_characters], [0, 0]])
-    return [tf.reshape(tf.matmul(rows, _flat_kernel(tf.stop_gradient(kernel))),
-                       [table_rows, kernel.shape[0], kernel.shape[2]]) for kernel in kernels]
+    rows = tf.pad(embedding, [[0, table_rows - n_characters], [0, 0]])
+    return [tf.reshape(tf.matmul(rows, _flat_kernel(kernel)), [table_rows, kernel.shape[0], kernel.shape[2]])
+            for kernel in kernels]
 
 
 # Tokens go through XLA in blocks of this many rows, and columns are kept
@@ -215,7 +209,8 @@ def _max_pooled_with_gradient(char_ids, embedding, *kernels):
     # All T_k of a kernel as one table (table_rows, width, num): one matmul.
     # Rows past the embedding's are zeros that no id reaches.
     flat_kernels = [_flat_kernel(tf.stop_gradient(kernel)) for kernel in kernels]
-    tables = _tables(embedding, kernels)
+    # Constants: the table loop's own gradient reaches `embedding` and `kernels`.
+    tables = _tables(tf.stop_gradient(embedding), [tf.stop_gradient(kernel) for kernel in kernels])
     maxima, argmaxes = tf.map_fn(
         lambda block: _compiled_maxima(block[0], block[1], dropped, tables), (blocks, fills),
         fn_output_signature=(tf.TensorSpec([BLOCK_ROWS, sum(nums)], embedding.dtype),
