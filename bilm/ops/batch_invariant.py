@@ -8,14 +8,18 @@ for many rows than for few. A row's result then depends on how many rows
 share the call, and so a sentence's vectors on which sentences share its
 batch, the batch size, a resumed run's first batch or a Beam shard.
 
-`batch_invariant_matmul` calls the stock matmul only in the shapes in
-which its rows come out the same for any number of rows from 2 up: a
-single row is padded to two, and where the inner dimension and the
-outer one both exceed `INVARIANT_COLUMNS`, the product is taken in
-blocks of that many output columns. Whether a CPU's matmul keeps that
-contract is a property of the machine, which `tests/ops/test_batch_invariant.py`
-checks at every size bilm's published models use; where it holds, the
-vectors bilm writes are the same bytes however the sentences are batched.
+`batch_invariant_matmul` takes the product to bilm's own kernel wherever
+that takes float32 kernels (`bilm.ops.lowbit_matmul.streams_float32`:
+built with AVX2 and FMA), which sums each row alike whatever the number of
+rows. Elsewhere it calls the stock matmul only in the shapes in which its
+rows come out the same for any number of rows from 2 up: a single row is
+padded to two, and where the inner dimension and the outer one both exceed
+`INVARIANT_COLUMNS`, the product is taken in blocks of that many output
+columns. Whether a CPU's matmul keeps that contract is a property of the
+machine (an AVX2 CPU without AVX-512 did not); `tests/ops/test_batch_invariant.py`
+checks the product at every size bilm's published models use; where it
+holds, the vectors bilm writes are the same bytes however the sentences
+are batched.
 (The elementwise steps need widths that fill whole vector registers, as
 every published model's do: TensorFlow's scalar code for the values left
 over rounds a tanh or a sigmoid otherwise than its vector code.)
@@ -41,8 +45,13 @@ def batch_invariant_matmul(x, kernel):
 
     Returns:
         float32 `(rows, m)`; row i depends only on `x[i]` and `kernel`
-        (on a CPU, outside XLA).
+        (on a CPU, outside XLA, where bilm's kernel or the stock matmul
+        keeps the contract: the module's docstring).
     """
+    # (`bilm.ops.lowbit_matmul` imports this module through `bilm.ops.matmul_dtype`.)
+    from bilm.ops.lowbit_matmul import streamed_kernel_matmul, streams_float32
+    if streams_float32():
+        return streamed_kernel_matmul(x, kernel)
     if compiling_with_xla() or device_type() != "CPU":
         return tf.matmul(x, kernel)
     rows = tf.shape(x)[0]

@@ -15,7 +15,8 @@ TensorFlow ops (a float32 copy of the kernel, then a float32 matmul).
 The same kernel takes float32 kernels where it was built with AVX2 and
 FMA (`streams_float32`), and inference then takes to it every float32
 product that asks `streamed_rows_limit` (the LSTM recurrence, its input
-half and the highway), at any number of rows. A row's sums are cut and added alike whatever the
+half and the highway), at any number of rows, and the others too (the
+token projection: `bilm.ops.batch_invariant`). A row's sums are cut and added alike whatever the
 number of rows (one fused multiply-add per term, in order), so a row's
 product is the same bytes in any batch. Built with AVX-512, groups of
 rows run from a tiled copy of the kernel with the accumulators in
