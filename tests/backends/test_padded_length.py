@@ -1,5 +1,6 @@
 """Time padded to a few lengths where a backend compiles one program per shape (JAX), with the outputs of the
-unpadded ids byte for byte: the boundary state and the embeddings."""
+unpadded ids to float32 round-off: the boundary state and the embeddings. (XLA promises no more: it orders a
+product's sums by the program's shapes, alike on an AVX-512 Xeon, by 1e-7 otherwise on an AVX2 EPYC.)"""
 import pytest
 
 from backend_processes import json_result, run_on_backend
@@ -37,17 +38,19 @@ for rule in (lambda n: asked.append(n) or unpadded(n), lambda n: n):
     state, _ = compute_boundary_state(model.network, model.options, stream, batcher.batch_sentences, rows=1)
     results.append((state, np.asarray(model(batcher.batch_sentences(sentences))["lm_embeddings"])))
 (state, padded), (exact_state, exact) = results
-print(json.dumps({"asked": asked, "same_embeddings": bool(np.array_equal(padded, exact)),
-                  "same_state": all(np.array_equal(state[k], exact_state[k]) for k in state),
+print(json.dumps({"asked": asked, "embeddings_deviation": float(np.abs(padded - exact).max()),
+                  "state_deviation": max(float(np.abs(state[k] - exact_state[k]).max()) for k in state),
                   "state_size": float(max(np.abs(v).max() for v in state.values()))}))
 """
 
 
 @pytest.mark.slow
-def test_on_jax_padding_keeps_the_boundary_state_and_the_embeddings_bytes(tmp_path):
+def test_on_jax_padding_keeps_the_boundary_state_and_the_embeddings(tmp_path):
     options_file, weight_file, _ = write_model(tmp_path)
     result = json_result(run_on_backend("jax", ON_JAX, options_file, weight_file))
-    assert result["same_embeddings"] and result["same_state"] and result["state_size"] > 0.01
+    # Padding that leaked into a state (a masked step that ran) would move it by far more than round-off.
+    assert result["embeddings_deviation"] <= 1e-5 and result["state_deviation"] <= 1e-5
+    assert result["state_size"] > 0.01
     # Calls of several lengths, run padded: 12 steps for the 10 tokens and boundaries of the embedded batch.
     assert len(set(result["asked"])) > 3 and 12 in result["asked"] and padded_length(12) == 12
     assert any(padded_length(n) != n for n in result["asked"])

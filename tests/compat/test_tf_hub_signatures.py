@@ -42,8 +42,10 @@ def expected_outputs(elmo, lengths, time=None):
 
 
 def check(outputs, expected, lengths):
+    # The module runs the layers as an `ELMoEmbedding` (a Keras model), `ELMo.embed` otherwise: float32 round-off
+    # apart (1.4e-6 on an AVX2 CPU without AVX-512), as the other tests of `ELMoEmbedding` allow.
     for key, value in expected.items():
-        np.testing.assert_allclose(outputs[key].numpy(), value, rtol=1e-6, atol=1e-6, err_msg=key)
+        np.testing.assert_allclose(outputs[key].numpy(), value, rtol=1e-5, atol=1e-5, err_msg=key)
     np.testing.assert_array_equal(outputs["sequence_len"].numpy(), lengths)
 
 
