@@ -39,6 +39,7 @@ the call.
 import tensorflow as tf
 
 from bilm.errors import UserError
+from bilm.ops.batch_invariant import batch_invariant_matmul
 from bilm.ops.placement import compiling_with_xla
 from bilm.utils.thread_flag import ThreadFlag
 
@@ -116,14 +117,19 @@ def _direct_max_pooled(char_ids, embedding, kernels):
     window of the kept columns at once: for few tokens."""
     max_chars = tf.shape(char_ids)[1]
     columns = columns_to_keep(char_ids, max(kernel.shape[0] for kernel in kernels))
-    # The whole tables, by the very products the table loop takes: a product's rows can depend on how many
-    # rows share it (`bilm.ops.batch_invariant`), so the rows of a token's chars alone could differ.
-    tables = _tables(embedding, kernels)
-    kept = char_ids[:, :columns]
-    fills = char_ids[:, -1]
+    # The tables' rows of the chars these tokens hold, not of all chars: a table row is an embedding row
+    # times the kernel, by the product whose rows do not depend on how many rows share it
+    # (`bilm.ops.batch_invariant`), so the same bytes as the whole table's.
+    kept_ids = char_ids[:, :columns]
+    n_kept = tf.size(kept_ids)
+    chars, local = tf.unique(tf.concat([tf.reshape(kept_ids, [-1]), char_ids[:, -1]], axis=0))
+    kept = tf.reshape(local[:n_kept], [-1, columns])
+    fills = local[n_kept:]
+    rows = tf.gather(embedding, chars)
     dropped = columns < max_chars
     maxima = []
-    for table in tables:
+    for kernel in kernels:
+        table = _table(rows, kernel)
         width = table.shape[1]
         positions = columns - width + 1
         flat = tf.reshape(table, [-1, table.shape[2]])
@@ -138,13 +144,18 @@ def _direct_max_pooled(char_ids, embedding, kernels):
 
 def _tables(embedding, kernels):
     """Each kernel's `T_k` side by side, `(table_rows, width, num)`: one matmul a kernel (see the module's
-    docstring); rows past the embedding's are zeros that no id reaches. Both paths take these products, so
-    a token's windows are sums of the same bytes by either."""
+    docstring); rows past the embedding's are zeros that no id reaches."""
     n_characters = embedding.shape[0]
     table_rows = -(-n_characters // TABLE_ROW_STEP) * TABLE_ROW_STEP
     rows = tf.pad(embedding, [[0, table_rows - n_characters], [0, 0]])
-    return [tf.reshape(tf.matmul(rows, _flat_kernel(kernel)), [table_rows, kernel.shape[0], kernel.shape[2]])
-            for kernel in kernels]
+    return [_table(rows, kernel) for kernel in kernels]
+
+
+def _table(rows, kernel):
+    """`(n, width, num)`: the table rows of embedding rows `(n, dim)` for a kernel `(width, dim, num)`, each
+    the same bytes whatever the other rows (`bilm.ops.batch_invariant`), so that the table loop's whole
+    tables and the direct path's rows of a few chars agree."""
+    return tf.reshape(batch_invariant_matmul(rows, _flat_kernel(kernel)), [-1, kernel.shape[0], kernel.shape[2]])
 
 
 # Tokens go through XLA in blocks of this many rows, and columns are kept
