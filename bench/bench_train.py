@@ -34,7 +34,8 @@ vocabulary should train at about the same speed. Like `bin/train_elmo.py`
 it first calls `keep_freed_memory` (glibc keeps freed memory for the next
 step); `--default_malloc` leaves glibc alone. It keeps float32 matmuls in
 float32 on a GPU unless `--tf32`; `--matmul_dtype bfloat16` is the faster
-option. `--backend` sets `KERAS_BACKEND` before Keras is imported; on JAX
+option. `--backend` (default: `KERAS_BACKEND`, else TensorFlow) sets
+`KERAS_BACKEND` before Keras is imported; on JAX
 and PyTorch TensorFlow is never imported, so the bench runs where only
 they, NumPy, h5py and Keras are installed.
 
@@ -54,7 +55,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 from machine import device_peak_gib, machine_line, matmul_rate, peak_rss_gib  # noqa: E402
 
-BACKEND = harness.early_flag("backend", "tensorflow")
+# As Keras itself: the backend of `KERAS_BACKEND` unless `--backend` names another.
+DEFAULT_BACKEND = os.environ.get("KERAS_BACKEND", "tensorflow")
+BACKEND = harness.early_flag("backend", DEFAULT_BACKEND)
 os.environ["KERAS_BACKEND"] = BACKEND  # before Keras is first imported, which fixes its backend
 import keras  # noqa: E402
 from common import encoder_flops_per_token, recurrent_matmul_seconds, write_corpus  # noqa: E402
@@ -255,7 +258,7 @@ def report(args, n_vocab, jit_compile, record, settings, parsed, platform):
 
 
 def main(argv=None):
-    parser = harness.parser(__doc__, backend="tensorflow", size="small", batch_size=None, n_tokens_vocab=None,
+    parser = harness.parser(__doc__, backend=DEFAULT_BACKEND, size="small", batch_size=None, n_tokens_vocab=None,
                             unroll_steps=20, n_negative=8192, steps=20, warmup=3, matmul_dtype="float32", tf32=True)
     parser.add_argument("--vocab_sizes", type=harness.positive_ints,
                         help="comma-separated vocabulary sizes in words (default: 10000 on a CPU; on a GPU 793468, "

@@ -48,6 +48,8 @@ def test_the_training_bench_runs_on_every_backend_and_prints_its_figures(backend
     env = dict(os.environ, KERAS_BACKEND="jax" if backend == "tensorflow" else "tensorflow", JAX_PLATFORMS="cpu",
                CUDA_VISIBLE_DEVICES="")
     args = [backend if arg == "jax" else arg for arg in ARGS]
+    if backend == "jax":  # no --backend: KERAS_BACKEND's, as Keras's own default
+        env["KERAS_BACKEND"], args = "jax", args[2:]
     done = subprocess.run([sys.executable, "-c", code, *args], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=600)
     output = done.stdout + done.stderr[-4000:]
