@@ -171,7 +171,12 @@ def lstm_recurrence_packed(gates, gate_index, steps, time, c0, h0, recurrent_ker
             kernels (every step, for float32 kernels) may run bilm's own
             kernel, where it takes them (`bilm.ops.lowbit_matmul`); None: unless inside
             `bilm.ops.lowbit_matmul.stock_kernels()`. Without it the kernels
-            take their `stock_form` once, before the loop.
+            take their `stock_form` once, before the loop, and each step's
+            products are `bilm.ops.matmul_dtype.kernel_matmul`'s: for a
+            float32 kernel the batch-invariant product, which is still
+            bilm's kernel wherever that is allowed and takes float32
+            (`bilm.ops.batch_invariant`), so that a row's bytes do not
+            depend on the choice.
 
     Returns:
         outputs `(batch, time, output_dim)` (zeros at padded steps), and the
@@ -280,7 +285,7 @@ def _packed_loop(gates, gate_index, active, offsets, c0, h0, kernels, cell_clip,
 
     `kernels`: `(recurrent, projection or None)`, each as `step_matmul`
     (a key of `_STEP_MATMULS`, a Python string, so that each kind is traced
-    apart) takes it: `"stock"`: float32/bfloat16 tensors, stock products;
+    apart) takes it: `"stock"`: float32/bfloat16 tensors, `kernel_matmul`'s products;
     `"streamed"`: kernels bilm's kernel takes, at every step (no step has
     more rows than `streamed_rows_limit` of the kernels); `"by_rows"`:
     `(kernel, stock form, limit)` choices, chosen per step by its rows."""
