@@ -16,7 +16,7 @@ from bilm.ops.lstm_scan import lstm_scan
 rng = np.random.default_rng(0)
 batch, time, dim, units, out = 3, 6, 5, 7, 4
 inputs = rng.normal(size=(batch, time, dim)).astype(np.float32)
-# Rows of every length kind; the later sets have steps that every row reaches (PyTorch's loop skips their masks).
+# Rows of every length kind, including steps that every row reaches and batches of one length.
 LENGTHS = [np.array(case, np.int32) for case in ([6, 3, 0], [6, 6, 2], [6, 6, 6])]
 lengths = LENGTHS[0]
 c0, h0 = rng.normal(size=(batch, units)).astype(np.float32), rng.normal(size=(batch, out)).astype(np.float32)

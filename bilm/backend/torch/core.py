@@ -29,23 +29,10 @@ def lstm_steps(gates_tm, valid_tm, initial_c, initial_h, recurrent_kernel, proje
                                            for kernel in (recurrent_kernel, projection_kernel))
     c, h, outputs = initial_c, initial_h, []
     zeros = torch.zeros_like(initial_h)  # a step's output past a row's length, made once
-    for gates, valid, every_row in zip(torch.unbind(gates_tm), torch.unbind(valid_tm), _reached_by_every_row(valid_tm)):
+    for gates, valid in zip(torch.unbind(gates_tm), torch.unbind(valid_tm)):
         new_c, new_h = lstm_cell(TORCH_MATH, gates, c, h, recurrent_kernel, projection_kernel, cell_clip, proj_clip)
-        if every_row:  # the masks would select every value: the same values without three ops
-            c, h = new_c, new_h
-            outputs.append(new_h)
-            continue
         c, h = torch.where(valid, new_c, c), torch.where(valid, new_h, h)
         outputs.append(torch.where(valid, new_h, zeros))
     if not outputs:  # no time steps
         return initial_h.new_zeros((0, *initial_h.shape)), c, h
     return torch.stack(outputs), c, h
-
-
-def _reached_by_every_row(valid_tm):
-    """For each step of `valid_tm` `(time, batch, 1)` bool, whether every row reaches it (at one sentence a call,
-    every step): read once a call on the host for a CPU tensor, cheaper than a step's three masks; on an
-    accelerator, where reading it would wait for the device, False for every step."""
-    if valid_tm.device.type != "cpu":
-        return [False] * valid_tm.shape[0]
-    return valid_tm.reshape(valid_tm.shape[0], -1).all(dim=1).tolist()
