@@ -24,8 +24,9 @@ are batched.
 every published model's do: TensorFlow's scalar code for the values left
 over rounds a tanh or a sigmoid otherwise than its vector code.)
 
-It is for inference: training's products (`bilm.ops.matmul_dtype.matmul`)
-are unchanged. Under XLA, and on a GPU, where these shapes promise
+It is for inference, and for the char CNN's small table products
+(`bilm.ops.char_convolutions`) in training too: training's large
+products (`bilm.ops.matmul_dtype.matmul`) are unchanged. Under XLA, and on a GPU, where these shapes promise
 nothing, the product is a plain matmul.
 """
 import tensorflow as tf

@@ -13,10 +13,10 @@ be built, `lowbit_matmul` computes the same product with stock
 TensorFlow ops (a float32 copy of the kernel, then a float32 matmul).
 
 The same kernel takes float32 kernels where it was built with AVX2 and
-FMA (`streams_float32`), and inference then takes to it every float32
-product that asks `streamed_rows_limit` (the LSTM recurrence, its input
-half and the highway), at any number of rows, and the others too (the
-token projection: `bilm.ops.batch_invariant`). A row's sums are cut and added alike whatever the
+FMA (`streams_float32`), and inference then takes every float32 product
+to it, at any number of rows: the products of `bilm.ops.batch_invariant`
+(the highway, the LSTM's input half, the token projection, the char
+tables) and the LSTM recurrence (`streamed_rows_limit`). A row's sums are cut and added alike whatever the
 number of rows (one fused multiply-add per term, in order), so a row's
 product is the same bytes in any batch. Built with AVX-512, groups of
 rows run from a tiled copy of the kernel with the accumulators in
@@ -195,10 +195,9 @@ def inference_kernel_matmul(x, kernel):
         float32 `(rows, m)`.
     """
     limit = streamed_rows_limit(kernel)
-    if not limit:
+    if limit in (0, UNLIMITED_ROWS):
+        # (A float32 kernel: `kernel_matmul`'s batch-invariant product is bilm's kernel wherever it streams one.)
         return kernel_matmul(x, kernel)
-    if limit == UNLIMITED_ROWS:
-        return streamed_kernel_matmul(x, kernel)
     return tf.cond(tf.shape(x)[0] <= limit, lambda: streamed_kernel_matmul(x, kernel),
                    lambda: kernel_matmul(x, kernel))
 

@@ -133,7 +133,7 @@ def test_one_sentence_a_call_matches_the_reference_on_a_trace_of_its_own(tmp_pat
         ref = R.bilm_forward(weights, options, ids)["lm_embeddings"]
         np.testing.assert_allclose(model(ids)["lm_embeddings"].numpy(), ref, rtol=0, atol=1e-5)
     one_row = model.calls._one_row_cached_calls[False].get_concrete_function().graph
-    # Float32 kernels run bilm's recurrence at any row count where it has tiles (AVX-512), one row or many.
+    # Float32 kernels run bilm's recurrence at any row count where it is built (AVX2 and FMA), one row or many.
     many_rows = model.calls._cached_calls[False].get_concrete_function().graph
     assert ("StatelessWhile" in graph_op_types(one_row)) != streams_float32()
     assert ("StatelessWhile" in graph_op_types(many_rows)) != streams_float32()

@@ -233,7 +233,7 @@ def test_a_float32_recurrence_gives_each_row_the_same_bytes_in_any_batch():
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=2e-6)
 
 
-def test_a_float32_layer_runs_bilms_kernels_at_every_row_count_where_it_has_tiles_else_none():
+def test_a_float32_layer_runs_bilms_kernels_at_every_row_count_where_they_are_built_else_none():
     layer = ProjectedLSTM(16, 4, 3.0, 3.0, jit_compile=False)
     layer.build((None, None, 12))
     graph = tf.function(lambda x, lengths: layer(x, lengths, training=False)[0]).get_concrete_function(
