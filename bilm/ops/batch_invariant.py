@@ -9,7 +9,7 @@ share the call, and so a sentence's vectors on which sentences share its
 batch, the batch size, a resumed run's first batch or a Beam shard.
 
 `batch_invariant_matmul` takes the product to bilm's own kernel wherever
-that takes float32 kernels (`bilm.ops.lowbit_matmul.streams_float32`:
+that takes float32 kernels (`bilm.ops.native.lowbit_ops.streams_float32`:
 built with AVX2 and FMA), which sums each row alike whatever the number of
 rows. Elsewhere it calls the stock matmul only in the shapes in which its
 rows come out the same for any number of rows from 2 up: a single row is
@@ -31,6 +31,7 @@ nothing, the product is a plain matmul.
 """
 import tensorflow as tf
 
+from bilm.ops.native.lowbit_ops import float32_kernel_matmul, streams_float32
 from bilm.ops.placement import compiling_with_xla, device_type
 
 # The widest block of output columns whose rows oneDNN computes alike for any number of rows.
@@ -49,10 +50,8 @@ def batch_invariant_matmul(x, kernel):
         (on a CPU, outside XLA, where bilm's kernel or the stock matmul
         keeps the contract: the module's docstring).
     """
-    # (`bilm.ops.lowbit_matmul` imports this module through `bilm.ops.matmul_dtype`.)
-    from bilm.ops.lowbit_matmul import streamed_kernel_matmul, streams_float32
     if streams_float32():
-        return streamed_kernel_matmul(x, kernel)
+        return float32_kernel_matmul(x, kernel)
     if compiling_with_xla() or device_type() != "CPU":
         return tf.matmul(x, kernel)
     rows = tf.shape(x)[0]

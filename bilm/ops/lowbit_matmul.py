@@ -8,7 +8,8 @@ quarter) makes it faster, but only if the product runs at memory speed.
 TensorFlow's own bfloat16 and int8 products do not on CPUs without
 bfloat16 instructions, so `native/lowbit_matmul.cc` does it: its kernel
 is compiled at first use (`load_lowbit_ops`, with the system's C++
-compiler; `bilm.ops.native.build` caches the library). Where that cannot
+compiler; `bilm.ops.native.build` caches the library, and
+`bilm.ops.native.lowbit_ops` loads it). Where that cannot
 be built, `lowbit_matmul` computes the same product with stock
 TensorFlow ops (a float32 copy of the kernel, then a float32 matmul).
 
@@ -31,13 +32,15 @@ are ordered differently.
 The gradient reaches `x`, and a float32 kernel; a bfloat16 or int8 kernel
 is for inference and gets none.
 """
-import threading
-import warnings
-
 import tensorflow as tf
 
 from bilm.ops.matmul_dtype import kernel_matmul
-from bilm.ops.native import BuildError, build_library, source_path
+from bilm.ops.native.lowbit_ops import (  # noqa: F401 (load_op_library_or_warn: re-exported)
+    float32_kernel_matmul,
+    load_lowbit_ops,
+    load_op_library_or_warn,
+    streams_float32,
+)
 from bilm.ops.placement import native_kernels_allowed, stock_kernels  # noqa: F401 (stock_kernels: re-exported)
 from bilm.ops.scaled_kernel import ScaledKernel
 
@@ -52,31 +55,6 @@ MAX_STREAMED_ROWS = 64
 # The limits of a float32 kernel where `streams_float32()`: any number of rows.
 UNLIMITED_ROWS = 2**31 - 1
 _OP_NAME = "BilmLowbitMatmul"
-_LOADED = {}
-_LOADING = threading.Lock()
-
-
-def streams_float32():
-    """Whether bilm's kernel takes float32 kernels here: the library is
-    built, with AVX2 and FMA (elsewhere it registers no float32 kernel),
-    and `bilm.ops.placement.native_kernels_allowed()`."""
-    if not native_kernels_allowed():
-        return False
-    with _LOADING:
-        if "float32" not in _LOADED:
-            _LOADED["float32"] = _has_float32_kernel(_load_ops_locked())
-        return _LOADED["float32"]
-
-
-def _has_float32_kernel(ops):
-    if ops is None:
-        return False
-    try:
-        with tf.init_scope():  # eagerly, even while a function is traced
-            ops.bilm_lowbit_matmul(tf.zeros([1, 1]), tf.zeros([1, 1]), tf.zeros([0]))
-    except tf.errors.NotFoundError:
-        return False
-    return True
 
 
 def streamed_rows_limit(kernel):
@@ -93,39 +71,6 @@ def streamed_rows_limit(kernel):
     if tf.as_dtype(kernel.dtype) == tf.float32 and streams_float32():
         return UNLIMITED_ROWS
     return 0
-
-
-def load_lowbit_ops():
-    """The module of bilm's low-bit matmul op (`bilm_lowbit_matmul`), built and loaded once per process.
-
-    The first call in a process finds the library in the cache or builds
-    it (tens of seconds); later calls return the same module.
-
-    Returns:
-        the module `tf.load_op_library` gives, or None when the library
-        cannot be built or loaded (no compiler, a failed build): a
-        RuntimeWarning says once what failed, and `lowbit_matmul` uses
-        stock TensorFlow ops instead.
-    """
-    with _LOADING:
-        return _load_ops_locked()
-
-
-def _load_ops_locked():
-    if "ops" not in _LOADED:
-        _LOADED["ops"] = load_op_library_or_warn(source_path("lowbit_matmul.cc"))
-    return _LOADED["ops"]
-
-
-def load_op_library_or_warn(source, cache_dir=None, compiler=None):
-    """`tf.load_op_library` of `build_library(source, cache_dir, compiler)`, or None after one warning."""
-    try:
-        return tf.load_op_library(build_library(source, cache_dir, compiler))
-    except (BuildError, OSError, tf.errors.OpError) as error:
-        message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        warnings.warn(f"bilm could not build its native matmul kernel ({message}); "
-                      "the slower stock TensorFlow ops are used instead.", RuntimeWarning, stacklevel=3)
-        return None
 
 
 def lowbit_matmul(x, kernel, scale=None):
@@ -175,7 +120,7 @@ def streamed_kernel_matmul(x, kernel):
     if isinstance(kernel, ScaledKernel):
         return lowbit_matmul(x, kernel.values, kernel.scale)
     if tf.as_dtype(kernel.dtype) == tf.float32:
-        return load_lowbit_ops().bilm_lowbit_matmul(tf.convert_to_tensor(x, tf.float32), kernel, tf.zeros([0]))
+        return float32_kernel_matmul(x, kernel)
     return lowbit_matmul(x, kernel)
 
 

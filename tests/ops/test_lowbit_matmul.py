@@ -15,7 +15,6 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bilm.ops import lowbit_matmul as lowbit_module
 from bilm.ops.lowbit_matmul import (
     UNLIMITED_ROWS,
     inference_kernel_matmul,
@@ -27,7 +26,7 @@ from bilm.ops.lowbit_matmul import (
     streamed_rows_limit,
     streams_float32,
 )
-from bilm.ops.native import BuildError, build_library, source_path
+from bilm.ops.native import BuildError, build_library, lowbit_ops, source_path
 from bilm.ops.native import build as build_module
 from bilm.ops.scaled_kernel import ScaledKernel, quantize_columns
 from helpers import ROOT, graph_op_types
@@ -153,7 +152,7 @@ def test_the_gradient_reaches_x_and_not_the_kernel(ops, dtype):
 
 
 def test_stock_ops_compute_the_same_product_when_the_kernel_cannot_be_built(monkeypatch):
-    monkeypatch.setitem(lowbit_module._LOADED, "ops", None)
+    monkeypatch.setitem(lowbit_ops._LOADED, "ops", None)
     rng = np.random.default_rng(4)
     for dtype in sorted(KERNELS):
         kernel, exact_kernel, scale = KERNELS[dtype](rng, 9, 5)

@@ -1,0 +1,78 @@
+"""The loaded op library of `lowbit_matmul.cc`, once per process, and whether it takes float32 kernels here.
+
+`bilm.ops.lowbit_matmul` builds its products on it, and
+`bilm.ops.batch_invariant` takes float32 products to it where it streams
+them: both import this module, which imports neither.
+"""
+import threading
+import warnings
+
+import tensorflow as tf
+
+from bilm.ops.native.build import BuildError, build_library, source_path
+from bilm.ops.placement import native_kernels_allowed
+
+_LOADED = {}
+_LOADING = threading.Lock()
+
+
+def load_lowbit_ops():
+    """The module of bilm's low-bit matmul op (`bilm_lowbit_matmul`), built and loaded once per process.
+
+    The first call in a process finds the library in the cache or builds
+    it (tens of seconds); later calls return the same module.
+
+    Returns:
+        the module `tf.load_op_library` gives, or None when the library
+        cannot be built or loaded (no compiler, a failed build): a
+        RuntimeWarning says once what failed, and `lowbit_matmul` uses
+        stock TensorFlow ops instead.
+    """
+    with _LOADING:
+        return _load_ops_locked()
+
+
+def _load_ops_locked():
+    if "ops" not in _LOADED:
+        _LOADED["ops"] = load_op_library_or_warn(source_path("lowbit_matmul.cc"))
+    return _LOADED["ops"]
+
+
+def load_op_library_or_warn(source, cache_dir=None, compiler=None):
+    """`tf.load_op_library` of `build_library(source, cache_dir, compiler)`, or None after one warning."""
+    try:
+        return tf.load_op_library(build_library(source, cache_dir, compiler))
+    except (BuildError, OSError, tf.errors.OpError) as error:
+        message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        warnings.warn(f"bilm could not build its native matmul kernel ({message}); "
+                      "the slower stock TensorFlow ops are used instead.", RuntimeWarning, stacklevel=3)
+        return None
+
+
+def streams_float32():
+    """Whether bilm's kernel takes float32 kernels here: the library is
+    built, with AVX2 and FMA (elsewhere it registers no float32 kernel),
+    and `bilm.ops.placement.native_kernels_allowed()`."""
+    if not native_kernels_allowed():
+        return False
+    with _LOADING:
+        if "float32" not in _LOADED:
+            _LOADED["float32"] = _has_float32_kernel(_load_ops_locked())
+        return _LOADED["float32"]
+
+
+def _has_float32_kernel(ops):
+    if ops is None:
+        return False
+    try:
+        with tf.init_scope():  # eagerly, even while a function is traced
+            ops.bilm_lowbit_matmul(tf.zeros([1, 1]), tf.zeros([1, 1]), tf.zeros([0]))
+    except tf.errors.NotFoundError:
+        return False
+    return True
+
+
+def float32_kernel_matmul(x, kernel):
+    """`x @ kernel` by bilm's kernel, for a float32 `(n, m)` kernel where `streams_float32()`: float32
+    `(rows, n)` -> float32 `(rows, m)`, each row summed alike at any number of rows."""
+    return load_lowbit_ops().bilm_lowbit_matmul(tf.convert_to_tensor(x, tf.float32), kernel, tf.zeros([0]))
