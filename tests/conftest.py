@@ -17,22 +17,16 @@ JAX_CACHE = {"JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0", "JAX_PERSISTENT_
 
 
 def _share_the_cores(config):
-    """With several pytest-xdist workers, each worker's processes get their share of the cores (inherited by the
-    workers and the processes they start; each variable unless set): PyTorch's OpenMP threads
-    (`OMP_NUM_THREADS`), TensorFlow's thread pools (`TF_NUM_INTRAOP_THREADS`, `TF_NUM_INTEROP_THREADS`) and, at
-    one core a worker, XLA's CPU programs on one thread (`XLA_FLAGS`). Threads beyond the share spin against the
-    other workers': with 2 threads on 2 busy cores a (368, 24) x (24, 64) matmul took PyTorch 9-16 ms, with 1
-    18 us; three files of TensorFlow and JAX tests took a tenth longer whole."""
+    """With several pytest-xdist workers, each worker's processes get their share of the cores for PyTorch's
+    OpenMP threads (`OMP_NUM_THREADS`, inherited by the workers and the processes they start; unless set).
+    PyTorch's threads otherwise spin against the other workers': a (368, 24) x (24, 64) matmul took 9-16 ms
+    with 2 threads on 2 busy cores, 18 us with 1. TensorFlow's and JAX's thread pools do not suffer so."""
     workers = getattr(config.option, "numprocesses", None)
     cores = os.cpu_count() or 1
     if isinstance(workers, str):
         workers = cores if workers in ("auto", "logical") else int(workers)
     if workers and workers > 1:
-        share = str(max(1, cores // workers))
-        for name in ("OMP_NUM_THREADS", "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS"):
-            os.environ.setdefault(name, share)
-        if share == "1":
-            os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false")
+        os.environ.setdefault("OMP_NUM_THREADS", str(max(1, cores // workers)))
 
 
 def pytest_configure(config):
