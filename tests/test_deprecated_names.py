@@ -112,6 +112,7 @@ def _keras_file_with_old_names(path, old_path):
             target.writestr(item, data)
 
 
+@pytest.mark.slow
 def test_keras_files_with_matmul_dtype_load_without_a_warning_and_saving_warns_of_nothing(model, tmp_path):
     tokens = keras.Input(shape=(None,), dtype="string")
     layer = ELMoEmbedding.from_files(*model, start="zeros", kernel_dtype="bfloat16")

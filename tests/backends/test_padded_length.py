@@ -86,6 +86,7 @@ print(json.dumps({"first": n_first, "later": len(compiles) - n_first, "calls": c
 """
 
 
+@pytest.mark.slow
 def test_on_jax_a_call_of_new_shapes_within_compiled_padded_ones_compiles_nothing(tmp_path):
     """A stateless call's rows are padded to a few batch sizes, its time steps to a few lengths, and its outputs
     take their ELMo form within the compiled call, cut to the call's own shape on the host: a call of a new batch

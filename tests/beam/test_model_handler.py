@@ -13,6 +13,7 @@ from helpers import SENTENCES
 WARM_UP = [" ".join(sentence) for sentence in SENTENCES if sentence] * 3
 
 
+@pytest.mark.slow
 def test_run_inference_gives_embeds_vectors(model):
     options_file, weight_file, _ = model
     loader = ELMoModelHandler(options_file=options_file, weight_file=weight_file, warm_up=WARM_UP)

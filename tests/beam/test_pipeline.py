@@ -246,6 +246,7 @@ class BucketFileSystem(LocalFileSystem):
             os.remove(self._local(path))
 
 
+@pytest.mark.slow
 def test_model_shards_and_outputs_in_a_bucket(tmp_path, model, monkeypatch):
     options_file, weight_file, _ = model
     monkeypatch.setattr(BucketFileSystem, "root", str(tmp_path / "bucket"))

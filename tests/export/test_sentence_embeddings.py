@@ -165,6 +165,7 @@ def test_a_run_resumed_with_another_batch_size_writes_the_bytes_of_an_uninterrup
         assert np.array_equal(resumed[key], expected[key]), key
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("change, message", [
     ("input edited", "the input file's content changed"),
     ("other weights, same shapes", "the weight file changed"),
@@ -430,6 +431,7 @@ def test_dump_bilm_embeddings_layout_and_values(tmp_path):
     assert not (tmp_path / "out.hdf5.partial").exists()
 
 
+@pytest.mark.slow
 def test_dump_batch_size_does_not_change_results(tmp_path):
     options_file, weight_file, _ = write_model(tmp_path, **WHOLE_VECTORS)
     dataset_file = _dataset_file(tmp_path, SENTENCES * 3)
@@ -445,6 +447,7 @@ def test_dump_batch_size_does_not_change_results(tmp_path):
         assert np.array_equal(results[0][key], results[1][key]), key
 
 
+@pytest.mark.slow
 def test_dump_creates_a_missing_output_directory_and_names_a_missing_input(tmp_path, capsys):
     options_file, weight_file, _ = write_model(tmp_path)
     dataset_file = _dataset_file(tmp_path, SENTENCES)

@@ -157,6 +157,7 @@ lock.__enter__()
 """
 
 
+@pytest.mark.slow
 def test_a_second_process_is_refused_naming_the_writers_pid_and_a_killed_writers_lock_is_taken_over(tmp_path):
     out = tmp_path / "out.hdf5"
     child = holder(HOLD_THE_LOCK, out)

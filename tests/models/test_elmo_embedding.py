@@ -169,6 +169,7 @@ def _changed(before, variables):
     return [not np.array_equal(b, v.numpy()) for b, v in zip(before, variables)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kernel_dtype", ["float32", "bfloat16", "int8"])
 def test_training_step_changes_the_mix_not_the_frozen_bilm(model_files, kernel_dtype):
     # bfloat16 and int8: the biLM's few-row products run bilm's own kernel,
@@ -302,6 +303,7 @@ def test_bad_arguments_are_clear_errors(model_files, tmp_path):
 # ELMoEmbedding hands `mix`, `mix_seed` and `l2_coef` to its WeightLayers; each mix's own math, weights and
 # gradients are proven in tests/layers/test_weight_layers_mixes.py. Two mixes at opposite ends (nothing trained,
 # a seeded draw; a per-token function with gamma and two L2 terms) show the forwarding, at a third of the cost.
+@pytest.mark.slow
 @pytest.mark.parametrize("mix, trainable", [("frozen", set()), ("attention", {"v", "b", "gamma"})])
 def test_each_mix_is_weight_layers_on_the_lm_embeddings_and_trains_its_own_weights(model_files, tmp_path, mix,
                                                                                      trainable):

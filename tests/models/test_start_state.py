@@ -44,6 +44,7 @@ def test_a_state_that_does_not_fit_the_options_is_refused(options):
         resolve_start(options, None, boundary_state=state)
 
 
+@pytest.mark.slow
 def test_the_state_comes_from_the_argument_the_warm_up_or_the_weight_file(tmp_path):
     options_file, weight_file, _ = write_model(tmp_path)
     model = BidirectionalLanguageModel(options_file, weight_file, stateful=False, start="zeros")

@@ -39,6 +39,7 @@ def _set_boundary_state(lm, state, n_starts):
     lm.n_boundary_starts.assign(n_starts)
 
 
+@pytest.mark.slow
 def test_a_uniform_softmax_has_the_vocabulary_size_as_its_perplexity(corpus, lm):
     weights = lm.softmax_weights.numpy()
     lm.softmax_weights.assign(tf.zeros_like(weights))
@@ -60,6 +61,7 @@ def test_the_perplexity_is_the_mean_of_the_directions_over_every_batch(corpus, l
     assert metrics["forward_perplexity"] != metrics["backward_perplexity"]
 
 
+@pytest.mark.slow
 def test_sentences_start_from_the_carried_state_zeros_or_the_boundary_state(corpus, lm):
     def perplexity(start):
         return evaluate_lm(lm, _heldout(corpus), BATCH, start=start)["perplexity"]

@@ -100,6 +100,7 @@ def test_sigterm_saves_the_step_reached_and_the_restart_continues_exactly(
         np.testing.assert_allclose(got[key], expected[key], rtol=1e-5, atol=1e-6, err_msg=key)
 
 
+@pytest.mark.slow
 def test_a_second_sigint_during_the_save_waits_for_it(tmp_path, corpus, monkeypatch, previous_handlers):
     _signal_after_steps(monkeypatch, {2: signal.SIGINT})
     save = run_checkpoint.save_checkpoint
@@ -134,6 +135,7 @@ def test_a_signal_during_the_last_step_keeps_the_runs_end(tmp_path, corpus, monk
     assert run_checkpoint.read_file_meta(stopped.value.checkpoint)["n_boundary_starts"] > 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("save_on_signals", [True, False])
 def test_handlers_are_replaced_only_while_training_and_only_when_asked(
         tmp_path, corpus, monkeypatch, previous_handlers, save_on_signals):
@@ -182,6 +184,7 @@ def test_save_timer_is_due_every_interval_after_the_last_reset():
             SaveTimer(bad)
 
 
+@pytest.mark.slow
 def test_checkpoints_on_time_with_a_clock_that_steps_advance(tmp_path, corpus, monkeypatch):
     # Each step takes 4 minutes of the fake clock and the interval is 10:
     # steps 4 and 8 start 12 minutes after the loop began or last saved.
@@ -304,6 +307,7 @@ def _phase_that_waits_for_a_signal(signum):
     return phase
 
 
+@pytest.mark.slow
 def test_a_signal_during_the_boundary_state_measure_stops_it_and_saves_the_steps(
         tmp_path, corpus, monkeypatch, previous_handlers):
     monkeypatch.setattr(training_run_module, "measure_boundary_state", _phase_that_waits_for_a_signal(signal.SIGTERM))

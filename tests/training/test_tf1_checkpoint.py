@@ -49,6 +49,7 @@ def _published_options(token_inputs=False):
     return options
 
 
+@pytest.mark.slow
 def test_char_checkpoint_round_trip_and_fine_tuning(tmp_path):
     options = _published_options()
     arrays = _tf1_arrays(options)

@@ -3,6 +3,7 @@ import itertools
 
 import keras
 import numpy as np
+import pytest
 import tensorflow as tf
 
 import numpy_reference as R
@@ -90,6 +91,7 @@ def test_full_softmax_evaluation_matches_numpy_with_carried_states(tmp_path):
         np.testing.assert_allclose(float(loss), (forward + backward) / 2, rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_training_model_takes_matmul_dtype_from_the_options_for_training_steps_only():
     lms = {dtype: TrainingLM(*training_settings(tiny_options(matmul_dtype=dtype))) for dtype in ("float32", "bfloat16")}
     lms["bfloat16"].network.set_weights(lms["float32"].network.get_weights())

@@ -161,6 +161,7 @@ def _float64_counts(ids, tries, num_sampled, n_vocab):
     return p * tries if tries == num_sampled else -np.expm1(tries * np.log1p(-p))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("num_sampled, n_vocab", [(1, 50), (S, V), (V, V), (16000, 20000)])
 def test_sampler_draws_distinct_ids_deterministically_with_float64_counts(num_sampled, n_vocab):
     labels = jnp.array([0, 5, n_vocab - 1])
