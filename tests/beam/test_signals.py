@@ -14,8 +14,8 @@ from bilm.beam import shard_outputs
 from bilm.beam.embedding_files import remove_temporaries
 from bilm.beam.stopping import descendants
 
-# A stop ends the workers and removes their temporaries: seconds on a quiet machine, more on a busy one (the
-# start-up's 10 s bound failed there at 10.3-11.8 s); a pipeline that carried on would run past any bound.
+# A stop ends the workers and removes their temporaries: seconds on a quiet machine, twice as many on a busy
+# one; a pipeline that carried on would run past any bound.
 STOP_WITHIN_S = 20
 TRACEBACK_MARKS = ("Traceback", "KeyboardInterrupt", "Exception in thread")
 
