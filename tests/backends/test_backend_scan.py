@@ -18,7 +18,6 @@ batch, time, dim, units, out = 3, 6, 5, 7, 4
 inputs = rng.normal(size=(batch, time, dim)).astype(np.float32)
 # Rows of every length kind, including steps that every row reaches and batches of one length.
 LENGTHS = [np.array(case, np.int32) for case in ([6, 3, 0], [6, 6, 2], [6, 6, 6])]
-lengths = LENGTHS[0]
 c0, h0 = rng.normal(size=(batch, units)).astype(np.float32), rng.normal(size=(batch, out)).astype(np.float32)
 kernels = [rng.normal(size=shape).astype(np.float32) * 0.5
            for shape in ((dim, 4 * units), (out, 4 * units), (4 * units,), (units, out))]
@@ -67,7 +66,7 @@ if keras.backend.backend() == "jax":
                       kernels[3] if projection else None)
 
             def loss(leaves, recurrence):
-                out_, c, h = lstm_scan(leaves[0], lengths, *leaves[1:], cell_clip=0.8,
+                out_, c, h = lstm_scan(leaves[0], LENGTHS[0], *leaves[1:], cell_clip=0.8,
                                        proj_clip=0.5 if projection else None, go_backwards=go_backwards,
                                        recurrence=recurrence)
                 return (out_ ** 2).sum() + (c * 0.5).sum() + h.sum()
