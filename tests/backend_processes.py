@@ -6,9 +6,9 @@ on a machine without it), and the process reports whether anything tried.
 """
 import json
 import os
-import subprocess
 import sys
 
+import warm_python
 from helpers import ROOT, TESTS
 
 BACKENDS = ("tensorflow", "jax", "torch")
@@ -41,12 +41,12 @@ def backend_environment(backend, environment=None, without=()):
 
 def run_on_backend(backend, code, *args, timeout=600, environment=None, check=True):
     """Runs `code` (Python source; `sys.argv[1:]` are `args`) with `KERAS_BACKEND=backend` from the repository
-    root, the tests folder on its path, and the variables of `environment` set; returns the `CompletedProcess`
-    (text). With `check`, fails the calling test with the process's error output if it exits with a nonzero
-    status."""
+    root, the tests folder on its path, and the variables of `environment` set, in a process forked from a warm
+    interpreter (`warm_python`); returns the `CompletedProcess` (text). With `check`, fails the calling test with
+    the process's error output if it exits with a nonzero status."""
     prelude = "" if backend == "tensorflow" else WITHOUT_TENSORFLOW
     prelude += f"import sys\nsys.path.insert(0, {TESTS!r})\n"
-    result = subprocess.run([sys.executable, "-c", prelude + code, *map(str, args)], cwd=ROOT, capture_output=True,
+    result = warm_python.run([sys.executable, "-c", prelude + code, *map(str, args)], cwd=ROOT, capture_output=True,
                             text=True, timeout=timeout, env=backend_environment(backend, environment))
     assert not check or result.returncode == 0, f"on {backend}:\n{result.stderr[-4000:]}"
     return result

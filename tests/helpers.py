@@ -7,6 +7,7 @@ import sys
 import zipfile
 
 import numpy_reference as R
+import warm_python
 
 # The tests folder and the repository root (scripts run from there).
 TESTS = os.path.dirname(os.path.abspath(__file__))
@@ -74,7 +75,7 @@ def graph_op_types(graph):
 def ready_process(code, *args):
     """A Python process running `code` (with `sys.argv[1:] == args`) that prints "ready" once it holds what a
     test waits for (a lock, a file open); returned when it has. The caller ends it (its stdin, then wait)."""
-    child = subprocess.Popen([sys.executable, "-c", code, *map(str, args)], stdin=subprocess.PIPE,
+    child = warm_python.Popen([sys.executable, "-c", code, *map(str, args)], stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE, text=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
     if child.stdout.readline().strip() != "ready":
         child.kill()

@@ -2,7 +2,6 @@
 import json
 import os
 import runpy
-import subprocess
 import sys
 import warnings
 import zipfile
@@ -14,6 +13,7 @@ import pytest
 import tensorflow as tf
 
 import numpy_reference as R
+import warm_python
 from bilm.export.saved_model import export_layer
 from bilm.export.sentence_embeddings import embed_file, write_embeddings
 from bilm.io.formats.output_files import OutputFileError
@@ -233,7 +233,7 @@ def test_cli_model_argument(tmp_path, model, elmo):
     input_file.write_text("".join(" ".join(s) + "\n" for s in SENTENCES), encoding="utf-8")
     outfile = tmp_path / "out.hdf5"
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", BILM_CACHE=str(tmp_path / "cache"))
-    result = subprocess.run([sys.executable, "bin/elmo.py", str(input_file), str(outfile), "--model", zip_file,
+    result = warm_python.run([sys.executable, "bin/elmo.py", str(input_file), str(outfile), "--model", zip_file,
                              "--top"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     assert f"Wrote 5 sentence datasets (top) to {outfile}" in result.stdout
@@ -266,7 +266,7 @@ def test_cli_model_errors_are_one_line(tmp_path, capsys):
 @pytest.mark.slow
 def test_usage_example_runs():
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    result = subprocess.run([sys.executable, "usage/usage_nlpl_zip.py"], cwd=ROOT, env=env, capture_output=True,
+    result = warm_python.run([sys.executable, "usage/usage_nlpl_zip.py"], cwd=ROOT, env=env, capture_output=True,
                             text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "metadata: {'corpus': 'random weights', 'lemmatized': False}" in result.stdout
@@ -471,7 +471,7 @@ def test_files_record_bfloat16_and_a_resume_never_mixes_it_with_float32(tmp_path
     input_file.write_text("".join(" ".join(s) + "\n" for s in SENTENCES), encoding="utf-8")
     output = tmp_path / "out.hdf5"
     script = os.path.join(ROOT, "bin", "elmo.py")
-    done = subprocess.run([sys.executable, script, str(input_file), str(output), "--options_file", options_file,
+    done = warm_python.run([sys.executable, script, str(input_file), str(output), "--options_file", options_file,
                            "--weight_file", weight_file, "--start", "zeros", "--kernel_dtype", "bfloat16"],
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr

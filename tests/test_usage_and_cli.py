@@ -2,12 +2,12 @@
 import json
 import os
 import re
-import subprocess
 import sys
 
 import h5py
 import pytest
 
+import warm_python
 from backend_processes import run_on_backend
 from bilm.training.quickstart import prepare_directory
 from helpers import ROOT, SENTENCES, write_model, write_vocab
@@ -16,7 +16,7 @@ from training_helpers import tiny_options
 
 def _run(args, env=None, **kwargs):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", **(env or {}))
-    result = subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True,
+    result = warm_python.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True,
                             text=True, timeout=300, **kwargs)
     assert result.returncode == 0, result.stderr[-3000:]
     return result.stdout
@@ -114,7 +114,7 @@ def test_the_training_scripts_on_a_backend_without_training_say_so_in_one_line(t
     flags = ["--train_prefix", "x", "--vocab_file", "v", "--save_dir", str(tmp_path / "qs")]
     flags = {"quickstart": ["--directory", str(tmp_path / "qs")], "run_test": ["--test_prefix", "x", "--vocab_file",
              "v", "--save_dir", str(tmp_path / "qs")]}.get(script, flags)
-    result = subprocess.run([sys.executable, f"bin/{script}.py", *flags], cwd=ROOT, env=env, capture_output=True,
+    result = warm_python.run([sys.executable, f"bin/{script}.py", *flags], cwd=ROOT, env=env, capture_output=True,
                             text=True, timeout=300)
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert result.stderr.strip().splitlines() == [

@@ -1,8 +1,8 @@
 """Python processes forked from a warm interpreter: `run` and `Popen` as `subprocess`'s, for the tests' scripts.
 
 Most of a test's `python bin/train_elmo.py ...` or `python -c CODE` is the
-import of Keras and its backend (TensorFlow, JAX or PyTorch): 4-9 s of each
-process on a 2-core machine. Here a server per backend (and per import-time
+import of Keras and its backend (TensorFlow, JAX or PyTorch), most of all on
+a machine of few cores. Here a server per backend (and per import-time
 environment) imports Keras once, then forks a process for each command.
 The forked process is a real one: its own pid, exit status, signals,
 standard streams, working directory, environment, `sys.argv` and

@@ -17,6 +17,7 @@ import h5py
 import numpy as np
 import pytest
 
+import warm_python
 from helpers import ROOT, write_lines, write_model
 from training_helpers import WORDS, tiny_options, write_corpus
 
@@ -177,7 +178,7 @@ def test_a_mistake_is_one_error_line_naming_it(files, capsys, script, args, name
       "--batch_size", "many"], 2),
 ])
 def test_the_shell_sees_the_status_and_one_line(files, argv, status):
-    result = subprocess.run([sys.executable, *[arg.format(**files) for arg in argv]], cwd=ROOT, capture_output=True,
+    result = warm_python.run([sys.executable, *[arg.format(**files) for arg in argv]], cwd=ROOT, capture_output=True,
                             text=True, timeout=300, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT))
     assert result.returncode == status
     # Besides TensorFlow's own log lines, the script's first line says where it runs.
@@ -215,7 +216,7 @@ def test_sigterm_stops_elmo_py_with_what_it_wrote_kept_for_the_rerun(files, tmp_
     runner = tmp_path / "runner.py"
     runner.write_text(EMBED_RUNNER)
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
-    process = subprocess.Popen([sys.executable, str(runner), *argv], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+    process = warm_python.Popen([sys.executable, str(runner), *argv], cwd=ROOT, env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True)
     try:
         for line in process.stdout:

@@ -1,12 +1,12 @@
 """The `bilm` command (`python -m bilm`, and the `bilm` entry point pip installs): a subcommand per script of
 bin/, each with that script's flags; one line and status 2 for a wrong command line."""
 import os
-import subprocess
 import sys
 from importlib import metadata
 
 import pytest
 
+import warm_python
 from bilm.commands import cli
 from bilm.commands.subcommands import SUBCOMMANDS
 from bilm.commands.training_arguments import script_command
@@ -16,7 +16,7 @@ ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
 
 
 def _bilm(*args, cwd, env=None):
-    return subprocess.run([sys.executable, "-m", "bilm", *args], cwd=cwd, env={**ENV, **(env or {})},
+    return warm_python.run([sys.executable, "-m", "bilm", *args], cwd=cwd, env={**ENV, **(env or {})},
                           capture_output=True, text=True, timeout=300)
 
 

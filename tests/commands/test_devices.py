@@ -17,6 +17,7 @@ import tensorflow as tf
 
 import bilm.backend.jax.devices as jax_devices
 import bilm.commands.devices as devices
+import warm_python
 from bilm.errors import UserError
 from bilm.training.run import run_checkpoint
 from helpers import ROOT
@@ -263,7 +264,7 @@ def test_training_under_op_determinism_runs_and_repeats_bit_for_bit(tmp_path):
     (tmp_path / "options.json").write_text(json.dumps(options))
     (tmp_path / "runner.py").write_text(DETERMINISTIC_RUNNER)
     runs = [str(tmp_path / "first"), str(tmp_path / "second")]
-    result = subprocess.run(
+    result = warm_python.run(
         [sys.executable, str(tmp_path / "runner.py"), os.path.join(ROOT, "bin", "train_elmo.py"), *runs,
          "--train_prefix", corpus["train"], "--vocab_file", corpus["vocab"], "--options_file",
          str(tmp_path / "options.json"), "--heldout_prefix", corpus["heldout"], "--batch_size", "4",
@@ -317,7 +318,7 @@ print(float(jax.numpy.ones(3).sum()), "tensorflow" in sys.modules)
 @pytest.mark.slow
 def test_on_jax_set_numerics_sets_the_matmul_precision_and_asks_xla_for_deterministic_programs():
     env = {key: value for key, value in os.environ.items() if key != "XLA_FLAGS"}
-    done = subprocess.run([sys.executable, "-c", JAX_NUMERICS], env={**env, "KERAS_BACKEND": "jax"},
+    done = warm_python.run([sys.executable, "-c", JAX_NUMERICS], env={**env, "KERAS_BACKEND": "jax"},
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     # Determinism only where asked; on the CPU it reports no GPU programs turned deterministic, and XLA accepts

@@ -17,6 +17,7 @@ import time
 import numpy as np
 import pytest
 
+import warm_python
 from bilm.commands.training_arguments import script_command
 from bilm.training.data.shards import count_tokens
 from helpers import ROOT
@@ -76,7 +77,7 @@ def _train_and_signal(tmp_path, argv, after_step, signals):
     runner = tmp_path / "runner.py"
     runner.write_text(RUNNER)
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
-    process = subprocess.Popen([sys.executable, str(runner), str(after_step), "bin/train_elmo.py", *argv], cwd=ROOT,
+    process = warm_python.Popen([sys.executable, str(runner), str(after_step), "bin/train_elmo.py", *argv], cwd=ROOT,
                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         for line in process.stdout:
@@ -169,7 +170,7 @@ def test_ctrl_c_while_fitting_the_softmax_stops_at_once_and_leaves_save_dir_as_i
     runner = tmp_path / "fit_runner.py"
     runner.write_text(FIT_RUNNER)
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
-    process = subprocess.Popen([sys.executable, str(runner), "bin/train_elmo.py", *argv], cwd=ROOT, env=env,
+    process = warm_python.Popen([sys.executable, str(runner), "bin/train_elmo.py", *argv], cwd=ROOT, env=env,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         for line in process.stdout:

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import numpy_reference as R
+import warm_python
 from bilm.export import sentence_datasets  # where embed_file loads its model class
 from bilm.export.sentence_embeddings import dump_bilm_embeddings, embed_file, embeddings_stamp, sentence_key
 from bilm.io.formats.embedding_files import changed_attributes, read_root_attributes
@@ -236,7 +237,7 @@ def test_cli_refuses_to_overwrite_its_input_with_one_error_line(tmp_path, model)
     input_file = _input_file(tmp_path, LINES)
     original = open(input_file, "rb").read()
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    result = subprocess.run(
+    result = warm_python.run(
         [sys.executable, "bin/elmo.py", input_file, input_file, "--options_file", options_file,
          "--weight_file", weight_file, "--overwrite"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
@@ -258,7 +259,7 @@ def test_cli_average_with_sentence_keys_starts_over_with_no_resume(tmp_path, mod
         f.attrs.update({"bilm_file": "sentence_embeddings", "output_format": "all"})
         f["The cat sat ."] = np.zeros(3)
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    result = subprocess.run(
+    result = warm_python.run(
         [sys.executable, "bin/elmo.py", input_file, str(outfile), "--options_file", options_file,
          "--weight_file", weight_file, "--average", "--batch_size", "2", "--use_sentence_keys", "--no_resume"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
@@ -303,7 +304,7 @@ def test_a_second_run_on_the_same_output_is_refused_whatever_the_flags_and_the_f
     options_file, weight_file, _ = model
     input_file = _input_file(tmp_path, LINES)
     outfile = str(tmp_path / "out.hdf5")
-    first = subprocess.Popen(
+    first = warm_python.Popen(
         [sys.executable, "-c", PAUSED_RUN, "bin/elmo.py", input_file, outfile, "--options_file", options_file,
          "--weight_file", weight_file, "--batch_size", "1", "--start", "zeros", *first_flags],
         cwd=ROOT, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"), stdin=subprocess.PIPE, stdout=subprocess.PIPE,

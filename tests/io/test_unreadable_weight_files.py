@@ -1,12 +1,12 @@
 """A weight file that is not readable HDF5 (truncated, random bytes) is named in the error on every loading path."""
 import os
 import re
-import subprocess
 import sys
 
 import pytest
 
 import bilm
+import warm_python
 from bilm.io.formats.weight_file import WeightFileError, read_boundary_state
 from helpers import ROOT, write_model
 
@@ -40,7 +40,7 @@ def test_load_names_the_file(unreadable_model):
 def test_bin_elmo_names_the_file(unreadable_model):
     directory, _, weight_file = unreadable_model
     (directory / "in.txt").write_text("a b\n")
-    result = subprocess.run([sys.executable, "bin/elmo.py", str(directory / "in.txt"), str(directory / "out.hdf5"),
+    result = warm_python.run([sys.executable, "bin/elmo.py", str(directory / "in.txt"), str(directory / "out.hdf5"),
                              "--model", str(directory)], cwd=ROOT, capture_output=True, text=True, timeout=300,
                             env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT))
     assert result.returncode == 1

@@ -2,7 +2,6 @@
 `bin/elmo.py`, `ELMoEmbedding` with text (and a `.keras` file), the SavedModel, bfloat16 kernels, the boundary
 state, token embeddings."""
 import os
-import subprocess
 import sys
 
 import h5py
@@ -13,6 +12,7 @@ import tensorflow as tf
 
 import bilm
 import efml_models as M
+import warm_python
 from bilm.export.token_embeddings import dump_token_embeddings
 from bilm.io.sources.model_files import locate_model
 from bilm.ops.matmul_dtype import BFLOAT16_INFERENCE_TOLERANCE
@@ -51,7 +51,7 @@ def test_bin_elmo_with_the_model_folder(efml, tmp_path):
     folder, _, _, layers = efml
     text = write_lines(tmp_path, ["the cat sat", "a dog Zebra 中文 ü"], "in.txt")
     env = {**os.environ, "PYTHONPATH": ROOT, "BILM_CACHE": str(folder.parent / "cache")}
-    result = subprocess.run([sys.executable, "bin/elmo.py", text, str(tmp_path / "out.hdf5"), "--model", str(folder),
+    result = warm_python.run([sys.executable, "bin/elmo.py", text, str(tmp_path / "out.hdf5"), "--model", str(folder),
                              "--start", "zeros"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     with h5py.File(tmp_path / "out.hdf5", "r") as f:

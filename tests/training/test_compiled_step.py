@@ -1,12 +1,12 @@
 """The training step compiled with XLA (the training key `jit_compile`) equals the step uncompiled."""
 import argparse
-import subprocess
 import sys
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
+import warm_python
 from bilm.commands.training_arguments import add_training_arguments, restart_command
 from bilm.optimizers import make_optimizer
 from bilm.options import OptionsError, load_options
@@ -105,7 +105,7 @@ print("SAME")
 @pytest.mark.slow
 def test_with_two_replicas_each_replicas_compiled_gradients_give_the_same_step():
     # Logical devices are process-wide: a process of its own.
-    result = subprocess.run([sys.executable, "-c", REPLICAS, TESTS], capture_output=True, text=True, timeout=600)
+    result = warm_python.run([sys.executable, "-c", REPLICAS, TESTS], capture_output=True, text=True, timeout=600)
     assert result.returncode == 0 and "SAME" in result.stdout, result.stderr[-3000:]
 
 

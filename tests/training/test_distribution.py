@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import warm_python
 from bilm.training.run.loop import train
 from bilm.training.tensorflow.distribution import is_chief, make_strategy
 from helpers import ROOT, TESTS
@@ -127,7 +128,7 @@ def _start(tmp_path, config, env=None, name="runner"):
     script = tmp_path / f"{name}.py"
     script.write_text(RUNNER)
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", **(env or {}))
-    return subprocess.Popen([sys.executable, str(script), json.dumps(config)], cwd=ROOT, env=env,
+    return warm_python.Popen([sys.executable, str(script), json.dumps(config)], cwd=ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 

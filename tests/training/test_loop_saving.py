@@ -20,6 +20,7 @@ import pytest
 import bilm.training.run.loop as loop_module
 import bilm.training.tensorflow.training_run as run_module
 import bilm.training.tensorflow.training_run as training_run_module
+import warm_python
 from bilm.training.run import run_checkpoint
 from bilm.training.run.loop import TrainingInterrupted, train
 from bilm.training.run.run_schedule import SaveTimer
@@ -254,7 +255,7 @@ def _run_workers(tmp_path, corpus, options, save_dir, signal_after, restart=None
                   "restart": restart, "max_steps": max_steps}
         env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT,
                    TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}}))
-        workers.append(subprocess.Popen([sys.executable, str(script), json.dumps(config)], cwd=ROOT, env=env,
+        workers.append(warm_python.Popen([sys.executable, str(script), json.dumps(config)], cwd=ROOT, env=env,
                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     outcomes = []
     for worker in workers:

@@ -1,10 +1,10 @@
 """One run writes a save_dir at a time: a second one is refused in one line, before it touches the directory."""
 import os
-import subprocess
 import sys
 
 import pytest
 
+import warm_python
 from bilm.io.formats.output_files import OutputLockedError
 from bilm.training.run.loop import train
 from helpers import ROOT, ready_process
@@ -53,7 +53,7 @@ def test_the_training_scripts_say_in_one_line_that_another_process_writes_the_sa
     before = sorted(os.listdir(save_dir))
     holder = ready_process(HOLD_LOCK, save_dir)
     try:
-        result = subprocess.run(
+        result = warm_python.run(
             [sys.executable, os.path.join(ROOT, "bin", script), "--train_prefix", corpus["train"],
              "--vocab_file", corpus["vocab"], "--save_dir", str(save_dir),
              *(["--options_file", str(save_dir / "options.json")] if script == "train_elmo.py" else [])],
