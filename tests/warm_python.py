@@ -18,7 +18,8 @@ What differs from a new interpreter, and so where a test keeps `subprocess`:
   processes for order-dependence runs them with `subprocess`).
 
 A command this module cannot start as `python` would (interpreter flags,
-`shell`, `preexec_fn`, ...) runs with `subprocess` unchanged.
+`shell`, `preexec_fn`, ...) runs with `subprocess` unchanged, as every
+command does where `WARM_PYTHON=0` is set (to compare the two).
 """
 import atexit
 import json
@@ -197,6 +198,8 @@ _DEFAULTS = {"shell": False, "preexec_fn": None, "pass_fds": (), "executable": N
 def _warm_args(args, kwargs):
     """The arguments after the interpreter where `args` and `kwargs` start a Python command this module can
     start (`python SCRIPT ...`, `python -c CODE ...`, `python -m MODULE ...`), else None."""
+    if os.environ.get("WARM_PYTHON") == "0":
+        return None
     if isinstance(args, (str, bytes)) or not args or os.fspath(args[0]) != sys.executable:
         return None
     if any(kwargs[name] != default for name, default in _DEFAULTS.items() if name in kwargs):
