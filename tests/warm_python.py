@@ -25,10 +25,12 @@ import atexit
 import json
 import os
 import shlex
+import shutil
 import socket
 import subprocess
 import sys
 import tempfile
+import time
 
 # The environment read while Keras and its backend import: a server serves only processes that agree on it
 # (`TF_CONFIG`, a cluster's, is read when a strategy is made, in the command).
@@ -146,8 +148,6 @@ class _Server:
                 return client
             except (FileNotFoundError, ConnectionRefusedError):
                 client.close()
-                import time
-
                 time.sleep(0.02)
 
     def close(self):
@@ -158,8 +158,6 @@ class _Server:
             self.process.kill()
             self.process.wait()
         self.log.close()
-        import shutil
-
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
