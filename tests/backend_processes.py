@@ -47,7 +47,7 @@ def run_on_backend(backend, code, *args, timeout=600, environment=None, check=Tr
     prelude = "" if backend == "tensorflow" else WITHOUT_TENSORFLOW
     prelude += f"import sys\nsys.path.insert(0, {TESTS!r})\n"
     result = warm_python.run([sys.executable, "-c", prelude + code, *map(str, args)], cwd=ROOT, capture_output=True,
-                            text=True, timeout=timeout, env=backend_environment(backend, environment))
+                             text=True, timeout=timeout, env=backend_environment(backend, environment))
     assert not check or result.returncode == 0, f"on {backend}:\n{result.stderr[-4000:]}"
     return result
 

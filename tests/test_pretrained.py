@@ -267,7 +267,7 @@ def test_cli_model_errors_are_one_line(tmp_path, capsys):
 def test_usage_example_runs():
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
     result = warm_python.run([sys.executable, "usage/usage_nlpl_zip.py"], cwd=ROOT, env=env, capture_output=True,
-                            text=True, timeout=300)
+                             text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "metadata: {'corpus': 'random weights', 'lemmatized': False}" in result.stdout
     assert "all layers, (n_layers + 1, n_tokens, 2P) per sentence: [(3, 9, 32), (3, 6, 32)]" in result.stdout
@@ -472,8 +472,8 @@ def test_files_record_bfloat16_and_a_resume_never_mixes_it_with_float32(tmp_path
     output = tmp_path / "out.hdf5"
     script = os.path.join(ROOT, "bin", "elmo.py")
     done = warm_python.run([sys.executable, script, str(input_file), str(output), "--options_file", options_file,
-                           "--weight_file", weight_file, "--start", "zeros", "--kernel_dtype", "bfloat16"],
-                          capture_output=True, text=True)
+                            "--weight_file", weight_file, "--start", "zeros", "--kernel_dtype", "bfloat16"],
+                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     want = ELMo(options_file, weight_file, start="zeros").embed(SENTENCES, layers="all")
     with h5py.File(output, "r") as f:

@@ -107,9 +107,9 @@ def _run_bash_commands(page, section, cwd, replace=()):
         assert command.startswith("python bin/"), command
         # Quoted as the shell reads it, without the shell: the commands use no more of it than quotes.
         assert not set("$`|&;<>*?") & set(re.sub(r"'[^']*'", "", command)), command
-        args = [sys.executable, os.path.join(ROOT, "bin", shlex.split(command)[1][len("bin/"):]),
-                *shlex.split(command)[2:]]
-        result = warm_python.run(args, cwd=cwd, capture_output=True, text=True, timeout=900)
+        _, script, *flags = shlex.split(command)
+        result = warm_python.run([sys.executable, os.path.join(ROOT, script), *flags], cwd=cwd, capture_output=True,
+                                 text=True, timeout=900)
         assert result.returncode == 0, (command, result.stdout[-2000:], result.stderr[-3000:])
         outputs.append(result.stdout + result.stderr)
     return outputs

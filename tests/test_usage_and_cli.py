@@ -17,7 +17,7 @@ from training_helpers import tiny_options
 def _run(args, env=None, **kwargs):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", **(env or {}))
     result = warm_python.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True,
-                            text=True, timeout=300, **kwargs)
+                             text=True, timeout=300, **kwargs)
     assert result.returncode == 0, result.stderr[-3000:]
     return result.stdout
 
@@ -115,7 +115,7 @@ def test_the_training_scripts_on_a_backend_without_training_say_so_in_one_line(t
     flags = {"quickstart": ["--directory", str(tmp_path / "qs")], "run_test": ["--test_prefix", "x", "--vocab_file",
              "v", "--save_dir", str(tmp_path / "qs")]}.get(script, flags)
     result = warm_python.run([sys.executable, f"bin/{script}.py", *flags], cwd=ROOT, env=env, capture_output=True,
-                            text=True, timeout=300)
+                             text=True, timeout=300)
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert result.stderr.strip().splitlines() == [
         f"Error: {what} runs on TensorFlow, JAX or PyTorch, where bilm trains, and Keras runs on numpy "

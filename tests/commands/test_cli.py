@@ -17,7 +17,7 @@ ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
 
 def _bilm(*args, cwd, env=None):
     return warm_python.run([sys.executable, "-m", "bilm", *args], cwd=cwd, env={**ENV, **(env or {})},
-                          capture_output=True, text=True, timeout=300)
+                           capture_output=True, text=True, timeout=300)
 
 
 def test_the_entry_point_is_installed_and_names_every_bin_script():

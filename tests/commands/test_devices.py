@@ -319,7 +319,7 @@ print(float(jax.numpy.ones(3).sum()), "tensorflow" in sys.modules)
 def test_on_jax_set_numerics_sets_the_matmul_precision_and_asks_xla_for_deterministic_programs():
     env = {key: value for key, value in os.environ.items() if key != "XLA_FLAGS"}
     done = warm_python.run([sys.executable, "-c", JAX_NUMERICS], env={**env, "KERAS_BACKEND": "jax"},
-                          capture_output=True, text=True, timeout=300)
+                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     # Determinism only where asked; on the CPU it reports no GPU programs turned deterministic, and XLA accepts
     # the flag (an unknown one would end the process when JAX starts).

@@ -78,7 +78,7 @@ def _train_and_signal(tmp_path, argv, after_step, signals):
     runner.write_text(RUNNER)
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
     process = warm_python.Popen([sys.executable, str(runner), str(after_step), "bin/train_elmo.py", *argv], cwd=ROOT,
-                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         for line in process.stdout:
             if line.strip() == f"STEP {after_step}":
@@ -171,7 +171,7 @@ def test_ctrl_c_while_fitting_the_softmax_stops_at_once_and_leaves_save_dir_as_i
     runner.write_text(FIT_RUNNER)
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
     process = warm_python.Popen([sys.executable, str(runner), "bin/train_elmo.py", *argv], cwd=ROOT, env=env,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         for line in process.stdout:
             if line.strip() == "FIT":

@@ -129,7 +129,7 @@ def _start(tmp_path, config, env=None, name="runner"):
     script.write_text(RUNNER)
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", **(env or {}))
     return warm_python.Popen([sys.executable, str(script), json.dumps(config)], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def _results(process, timeout=300):

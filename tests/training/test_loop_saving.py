@@ -256,7 +256,7 @@ def _run_workers(tmp_path, corpus, options, save_dir, signal_after, restart=None
         env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT,
                    TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}}))
         workers.append(warm_python.Popen([sys.executable, str(script), json.dumps(config)], cwd=ROOT, env=env,
-                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     outcomes = []
     for worker in workers:
         try:
