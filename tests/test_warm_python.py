@@ -41,8 +41,10 @@ def script(tmp_path):
 @pytest.mark.parametrize("form", ["script", "-c", "-m"])
 def test_a_command_sees_its_arguments_paths_folder_and_environment_as_under_python(script, form, tmp_path):
     command = {"script": [str(script / "view.py")], "-c": ["-c", VIEW], "-m": ["-m", "package.view"]}[form]
+    # The folder finds `package` (as `sys.path[0]`), so the environment differs from the tests' only in a variable
+    # read after the start, and the command shares their warm server.
     cold, warm = _both([sys.executable, *command, "3", "x"], cwd=script, input="the input",
-                       env=dict(os.environ, WARM_TEST="seen", PYTHONPATH=str(script)))
+                       env=dict(os.environ, WARM_TEST="seen"))
     assert warm.returncode == cold.returncode == 3
     assert json.loads(warm.stdout) == json.loads(cold.stdout)
     assert json.loads(warm.stdout)["stdin"] == "the input" and json.loads(warm.stdout)["variable"] == "seen"
@@ -71,6 +73,27 @@ def test_an_uncaught_error_a_signal_and_a_new_session_end_as_under_python(tmp_pa
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=60) == -signal.SIGTERM
         process.stdout.close()
+
+
+# An exit of each kind, and what Python does at any exit: wait for a thread, run `atexit`, flush the streams.
+ENDING = """
+import atexit, sys, threading, time
+sys.stdout = open(1, "w", closefd=False)  # buffered (where PYTHONUNBUFFERED is set too)
+atexit.register(lambda: print("atexit ran"))
+threading.Thread(target=lambda: (time.sleep(0.3), print("the thread ended", file=sys.stderr))).start()
+sys.stdout.write("buffered, ")
+{}
+"""
+
+
+@pytest.mark.parametrize("ending", ["pass", "sys.exit(4)", "sys.exit('the message')", "raise KeyboardInterrupt",
+                                    "sys.exit(None)", "1 / 0"])
+def test_an_exit_of_each_kind_ends_as_under_python(ending):
+    cold, warm = _both([sys.executable, "-c", ENDING.format(ending)])
+    assert warm.returncode == cold.returncode
+    assert warm.stdout == cold.stdout == "buffered, atexit ran\n"
+    assert warm.stderr.splitlines()[-1:] == cold.stderr.splitlines()[-1:]
+    assert "the thread ended" in warm.stderr
 
 
 def test_what_it_cannot_start_as_python_would_runs_with_subprocess():

@@ -15,7 +15,13 @@ What differs from a new interpreter, and so where a test keeps `subprocess`:
 - TensorFlow's load-time log lines went to the server, not the command;
 - a warning already shown by the server's imports is not shown again;
 - every process of one server shares its hash seed (a test that compares
-  processes for order-dependence runs them with `subprocess`).
+  processes for order-dependence runs them with `subprocess`);
+- at its end the command does what Python does (waits for its threads,
+  runs `atexit`, flushes `sys.stdout` and `sys.stderr`, sets the same exit
+  status) and then the C library's exit, without Python's teardown of the
+  objects still alive (whose `__del__` Python does not promise to run at
+  exit): that teardown takes seconds once Keras and its backend are
+  imported.
 
 A command this module cannot start as `python` would (interpreter flags,
 `shell`, `preexec_fn`, ...) runs with `subprocess` unchanged, as every
@@ -67,7 +73,8 @@ while request is None:
                 pass
             connection.close()
     if sys.stdin in readable:
-        raise SystemExit(0)
+        sys.stdout.flush()
+        os._exit(0)  # without the teardown of Keras and its backend (seconds)
     if listener in readable:
         connection = listener.accept()[0]
         header, fds, _, _ = socket.recv_fds(connection, 8, 3)
@@ -103,26 +110,51 @@ args = request["args"]
 sys.orig_argv = [sys.executable, *args]
 main = types.ModuleType("__main__")
 main.__builtins__ = builtins
-if args[0] == "-m":
-    import runpy
-    sys.argv = ["-m", *args[2:]]
-    sys.path[0] = os.getcwd()
-    del main, request, args
-    runpy._run_module_as_main(sys.orig_argv[2], alter_argv=True)
-else:
-    if args[0] == "-c":
-        sys.argv, sys.path[0] = ["-c", *args[2:]], ""
-        code = compile(args[1], "<string>", "exec")
+import atexit, ctypes, signal, threading
+status, interrupted = 0, False
+try:
+    if args[0] == "-m":
+        import runpy
+        sys.argv = ["-m", *args[2:]]
+        sys.path[0] = os.getcwd()
+        del main, request, args
+        runpy._run_module_as_main(sys.orig_argv[2], alter_argv=True)
     else:
-        import importlib.machinery, io
-        sys.argv, sys.path[0] = args, os.path.dirname(os.path.realpath(args[0]))
-        main.__file__, main.__cached__ = os.path.abspath(args[0]), None
-        main.__loader__ = importlib.machinery.SourceFileLoader("__main__", main.__file__)
-        with io.open_code(main.__file__) as f:
-            code = compile(f.read(), args[0], "exec")
-    sys.modules["__main__"] = main
-    del request, args
-    exec(code, main.__dict__)
+        if args[0] == "-c":
+            sys.argv, sys.path[0] = ["-c", *args[2:]], ""
+            code = compile(args[1], "<string>", "exec")
+        else:
+            import importlib.machinery, io
+            sys.argv, sys.path[0] = args, os.path.dirname(os.path.realpath(args[0]))
+            main.__file__, main.__cached__ = os.path.abspath(args[0]), None
+            main.__loader__ = importlib.machinery.SourceFileLoader("__main__", main.__file__)
+            with io.open_code(main.__file__) as f:
+                code = compile(f.read(), args[0], "exec")
+        sys.modules["__main__"] = main
+        del request, args
+        exec(code, main.__dict__)
+except SystemExit as exit:
+    if exit.code is None or isinstance(exit.code, int):
+        status = exit.code or 0
+    else:
+        print(exit.code, file=sys.stderr)
+        status = 1
+except BaseException as error:
+    sys.excepthook(type(error), error, error.__traceback__)
+    status, interrupted = 1, isinstance(error, KeyboardInterrupt)
+# Python's exit up to the teardown of its objects (waiting for threads, `atexit`, the streams' buffers), then the C
+# library's exit (its handlers: HDF5's closes open files): the teardown of Keras and its backend takes seconds.
+threading._shutdown()
+atexit._run_exitfuncs()
+for stream in (sys.stdout, sys.stderr):
+    try:
+        stream.flush()
+    except Exception:
+        status = status or 120
+if interrupted:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGINT)
+ctypes.CDLL(None).exit(status)
 '''
 
 class _Server:
