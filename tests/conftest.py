@@ -1,5 +1,6 @@
-"""Test configuration: quiet TensorFlow logs, one JAX compilation cache for the session's processes, shared
-fixtures (a tiny model, the training corpus, a local server)."""
+"""Test configuration: quiet TensorFlow logs and this checkout's bilm in the processes the tests start, one JAX
+compilation cache for the session's processes, shared fixtures (a tiny model, the training corpus, a local
+server)."""
 import os
 import shutil
 import tempfile
@@ -8,7 +9,12 @@ import pytest
 
 from local_server import Server
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# The processes the tests start import this checkout's bilm, with TensorFlow's logs quiet. Most tests' processes
+# then share one environment, and so one warm server (tests/warm_python.py) a worker.
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+if os.environ.get("PYTHONPATH", "").split(os.pathsep)[0] != ROOT:
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")]))
 
 # JAX's persistent compilation cache, for the processes the tests start on JAX: many compile the same tiny
 # programs (a training step, an evaluation), and a process after the first reads them from the cache. Set by
