@@ -81,6 +81,7 @@ def test_matmul_dtype_still_works_warns_and_reads_back(model, make):
         make(model, kernel_dtype="float32", matmul_dtype="float32")
 
 
+@pytest.mark.slow
 def test_matmul_dtype_of_the_keras_layer_and_the_file_functions(model, tmp_path):
     elmo = bilm.ELMo(*model, start="zeros")
     with warnings.catch_warnings(record=True) as caught:

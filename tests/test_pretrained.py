@@ -170,6 +170,7 @@ def test_keras_layer_gives_the_same_numbers(elmo, stateless_layers):
     _close(layer(tokens)[0, :4], elmo.embed(SENTENCES[:1], layers=1)[0])
 
 
+@pytest.mark.slow
 def test_embed_file_writes_the_same_file_as_the_command(tmp_path, elmo, model):
     options_file, weight_file, _ = model
     input_file = tmp_path / "in.txt"
@@ -324,6 +325,7 @@ def test_load_warms_up_from_a_file_and_a_saved_copy_starts_warm(tmp_path, model,
         _close(a, b)
 
 
+@pytest.mark.slow
 def test_load_takes_the_start(tmp_path, warm):
     copy = str(tmp_path / "warm.hdf5")
     warm.warm_up(WARM_UP_TEXT, save_to=copy)
@@ -377,6 +379,7 @@ def _relative_deviations(got, want):
     return np.linalg.norm(got - want, axis=-1) / np.linalg.norm(want, axis=-1)
 
 
+@pytest.mark.slow
 def test_bfloat16_stays_within_its_tolerance_of_float32_on_every_path(tmp_path, initialised_model):
     options_file, weight_file = initialised_model
     want = ELMo(options_file, weight_file, start="zeros").embed(SENTENCES, layers="all")

@@ -123,6 +123,7 @@ def test_the_training_scripts_on_a_backend_without_training_say_so_in_one_line(t
     assert not (tmp_path / "qs").exists()
 
 
+@pytest.mark.slow
 def test_training_from_python_on_a_backend_without_training_says_so_in_one_error(tmp_path):
     code = ("import json, sys\nimport bilm.training\n"
             "bilm.training.train(json.loads(sys.argv[1]), None, 1, sys.argv[2], None)")

@@ -135,6 +135,7 @@ def _two_workers_write_bin_elmos_files(tmp_path, model, corpus, exact):
         _assert_same_file(output_file, tmp_path / "expected.hdf5", exact)
 
 
+@pytest.mark.slow
 def test_a_rerun_skips_complete_shards_and_redoes_a_changed_one(tmp_path, model, capsys):
     options_file, weight_file, _ = model
     shards = tmp_path / "shards"

@@ -142,6 +142,7 @@ def test_a_second_writer_is_refused_whatever_its_flags_and_the_first_finishes(tm
         assert len(f) == len(SENTENCES) * 2
 
 
+@pytest.mark.slow
 def test_a_partial_another_program_has_open_for_writing_is_never_touched(tmp_path):
     dataset_file = _dataset_file(tmp_path, SENTENCES)
     outfile = str(tmp_path / "out.hdf5")

@@ -89,6 +89,7 @@ def test_outputs_equal_language_model_and_weight_layers(model_files, input_form)
     np.testing.assert_allclose(single(inputs).numpy(), ref["lstm_outputs2"], atol=1e-5)
 
 
+@pytest.mark.slow
 def test_layer_norm_and_top_only_match_weight_layers(model_files):
     ids = Batcher(None, 7).batch_sentences(SENTENCES)
     layer = ELMoEmbedding.from_files(*model_files, output="all", do_layer_norm=True)
@@ -217,6 +218,7 @@ def test_l2_coef_and_dropout(model_files):
     np.testing.assert_allclose(dropped[kept], inference[kept] * 2, rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_keras_file_round_trip(model_files, tmp_path):
     model, layer = _tagger(model_files, output="elmo", do_layer_norm=True)
     _fit_one_step(model)

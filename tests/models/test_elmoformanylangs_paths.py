@@ -98,6 +98,7 @@ def test_bfloat16_kernels_stay_within_their_tolerance(efml):
             assert 1e-5 < deviations.max() < BFLOAT16_INFERENCE_TOLERANCE
 
 
+@pytest.mark.slow
 def test_the_boundary_state_makes_each_sentence_its_own(efml):
     folder, _, _, zero_layers = efml
     text = [s for s in SENTENCES if s] * 8

@@ -81,6 +81,7 @@ def test_readme_tagger_under_xla_equals_the_uncompiled_tagger(tiny_model, gpu_vi
     np.testing.assert_allclose(loaded.predict(x, verbose=0), compiled[1], atol=1e-5)
 
 
+@pytest.mark.slow
 def test_every_output_compiles_and_equals_the_uncompiled_layer(tiny_model):
     layer = ELMoEmbedding.from_files(*tiny_model, output="all", start="zeros")
     ids = Batcher(None, 50).batch_sentences(SENTENCES)

@@ -117,6 +117,7 @@ def test_one_sentence_holds_bilms_ops_on_a_cpu_and_none_where_a_gpu_runs_it(bflo
     assert bool(BILM_OPS & _sentence_graph_ops(bfloat16_layer, "/CPU:0")) is built
 
 
+@pytest.mark.slow
 def test_the_gpu_graph_gives_the_cpu_graphs_vectors(bfloat16_layer):
     # Soft placement runs the "GPU" graph here, on the CPU: stock ops instead of bilm's, the same vectors.
     ids = Batcher(None, 50).batch_sentences([["The", "cat", "sat", "on", "the", "mat"]])

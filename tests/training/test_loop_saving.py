@@ -322,6 +322,7 @@ def test_a_signal_during_the_boundary_state_measure_stops_it_and_saves_the_steps
     assert previous_handlers.reached == [] and signal.getsignal(signal.SIGTERM) is previous_handlers.handler
 
 
+@pytest.mark.slow
 def test_a_signal_during_held_out_evaluation_stops_it_and_saves_the_steps(tmp_path, corpus, monkeypatch,
                                                                           previous_handlers):
     class Run(run_module.TrainingRun):

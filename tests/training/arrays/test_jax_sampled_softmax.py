@@ -193,6 +193,7 @@ def test_sampler_draws_distinct_ids_deterministically_with_float64_counts(num_sa
         assert not np.array_equal(other, sampled)
 
 
+@pytest.mark.slow
 def test_sampler_with_x64_draws_the_same_ids_and_float64_counts():
     labels = jnp.array([0, 5, V - 1])
     key = seed_words(3, 0)
