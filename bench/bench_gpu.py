@@ -58,7 +58,7 @@ import harness  # noqa: E402
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
-from common import zipf_sentences  # noqa: E402
+from common import timed_steps, zipf_sentences  # noqa: E402
 
 import bilm  # noqa: E402
 from bilm.commands.devices import describe_devices, set_numerics  # noqa: E402
@@ -308,34 +308,6 @@ def gpu_peak(on_gpu):
     return f", GPU peak {tf.config.experimental.get_memory_info('GPU:0')['peak'] / 2 ** 30:.2f} GiB"
 
 
-@contextlib.contextmanager
-def step_seconds():
-    """The seconds of every training step `train` takes inside the block, in a list: a policy registered
-    first in the loop's `POLICIES` (bilm.training.run.policies) reads the clock after each step."""
-    from bilm.training.run import policies
-
-    seconds = []
-
-    class StepClock(policies.Policy):
-        name = "bench_step_clock"
-
-        def on_run_start(self, run):
-            self.tick = time.perf_counter()
-
-        def after_step(self, run, step):
-            now = time.perf_counter()
-            seconds.append(now - self.tick)
-            self.tick = now
-            return policies.CONTINUE
-
-    original = policies.POLICIES
-    policies.POLICIES = (StepClock, *original)
-    try:
-        yield seconds
-    finally:
-        policies.POLICIES = original
-
-
 class TrainingRuns:
     """`bilm.training.train` on the generated corpus, from the preset's recipe with `train_keys`; a run from
     scratch is kept, so that a later check may reuse an identical one (same size, `jit_compile`, steps)."""
@@ -357,10 +329,12 @@ class TrainingRuns:
         data = BidirectionalLMDataset(self.corpus["train_prefix"], load_vocab(self.corpus["vocab_file"], 50),
                                       shuffle_on_load=True, seed=0)
         save_dir = save_dir or tempfile.mkdtemp(prefix=f"train_{size}_", dir=self.work_dir)
-        with step_seconds() as seconds:
+        with timed_steps() as steps:
             result = train(self.options(size, jit_compile), data, 1, save_dir, None, restart_ckpt_file=restart,
                            max_steps=max_steps, seed=0, verbose=0)
-        result["step_seconds"] = seconds
+        # The first step alone, then from one step's end to the next's (the loop's work between them included).
+        ends = [step["ended"] for step in steps]
+        result["step_seconds"] = [ends[0] - steps[0]["begun"], *np.diff(ends).tolist()] if steps else []
         if restart is None:
             self.done.setdefault((size, jit_compile, max_steps), result)
         return result

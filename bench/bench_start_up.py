@@ -26,7 +26,8 @@ import sys
 import tempfile
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+BENCH = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, BENCH)
 
 import harness  # noqa: E402
 from machine import machine_line  # noqa: E402
@@ -35,26 +36,15 @@ _TRAINING_RUN = """
 import json, os, sys, time
 start = time.perf_counter()
 import bilm
-from bilm.training.run import loop
+import bilm.training.run.loop  # what the steps' clock patches, in the import's time
 imported = time.perf_counter()
+sys.path.insert(0, sys.argv[3])
+from common import timed_steps
 
 directory, steps = sys.argv[1], int(sys.argv[2])
 marks = {"imported": imported - start}
-step_seconds = []
-original_run_steps = loop.run_steps
 
-def timed_run_steps(run, step_fn, *args, **kwargs):
-    # The one loop of every backend: its step function and the run's boundary-state measure, timed.
-    def timed_step(*step_args, **step_kwargs):
-        begun = time.perf_counter()
-        if not step_seconds:
-            marks["set_up"] = begun - start - marks["imported"]
-        outputs = step_fn(*step_args, **step_kwargs)
-        float(outputs["loss"])
-        marks["last_step_ended"] = time.perf_counter()
-        step_seconds.append(marks["last_step_ended"] - begun)
-        return outputs
-
+def time_the_boundary_state(run):
     measure = run.measure_boundary_state
 
     def timed_measure(data):
@@ -65,16 +55,16 @@ def timed_run_steps(run, step_fn, *args, **kwargs):
             marks["boundary_state"] = time.perf_counter() - begun
 
     run.measure_boundary_state = timed_measure
-    return original_run_steps(run, timed_step, *args, **kwargs)
 
-loop.run_steps = timed_run_steps
 train_file, vocab_file = os.path.join(directory, "train.txt"), os.path.join(directory, "vocab.txt")
-bilm.training.train_from_files(train_file, vocab_file, os.path.join(directory, "run"),
-                               os.path.join(directory, "options.json"), max_steps=steps, verbose=0)
+with timed_steps(time_the_boundary_state) as timed:
+    bilm.training.train_from_files(train_file, vocab_file, os.path.join(directory, "run"),
+                                   os.path.join(directory, "options.json"), max_steps=steps, verbose=0)
 ended = time.perf_counter()
-marks["first_step"] = step_seconds[0]
-marks["other_steps"] = sum(step_seconds[1:])
-marks["after_steps"] = ended - marks.pop("last_step_ended")
+marks["set_up"] = timed[0]["begun"] - start - marks["imported"]
+marks["first_step"] = timed[0]["ended"] - timed[0]["begun"]
+marks["other_steps"] = sum(step["ended"] - step["begun"] for step in timed[1:])
+marks["after_steps"] = ended - timed[-1]["ended"]
 print(json.dumps(marks))
 """
 
@@ -104,8 +94,8 @@ def _training_run(directory, steps, backend):
                    n_negative_samples_batch=512, n_train_tokens=batch_size * unroll_steps * 1000)
     with open(os.path.join(directory, "options.json"), "w") as f:
         json.dump(options, f)
-    out = subprocess.run([sys.executable, "-c", _TRAINING_RUN, directory, str(steps)], capture_output=True, text=True,
-                         env=dict(os.environ, KERAS_BACKEND=backend))
+    out = subprocess.run([sys.executable, "-c", _TRAINING_RUN, directory, str(steps), BENCH], capture_output=True,
+                         text=True, env=dict(os.environ, KERAS_BACKEND=backend))
     if out.returncode:
         sys.exit(f"The training run failed:\n{out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])

@@ -47,7 +47,6 @@ import math
 import os
 import sys
 import tempfile
-import time
 
 import numpy as np
 
@@ -60,7 +59,7 @@ DEFAULT_BACKEND = os.environ.get("KERAS_BACKEND", "tensorflow")
 BACKEND = harness.early_flag("backend", DEFAULT_BACKEND)
 os.environ["KERAS_BACKEND"] = BACKEND  # before Keras is first imported, which fixes its backend
 import keras  # noqa: E402
-from common import encoder_flops_per_token, recurrent_matmul_seconds, write_corpus  # noqa: E402
+from common import encoder_flops_per_token, recurrent_matmul_seconds, timed_steps, write_corpus  # noqa: E402
 
 from bilm.backend import backend_module  # noqa: E402
 from bilm.optimizers import default_learning_rates  # noqa: E402
@@ -118,37 +117,26 @@ def timed_training(options, train_file, vocab_file, n_steps):
     """Trains `n_steps` steps with `bilm.training.train` and returns `{"ends": each step's end (perf_counter),
     "first": the first step's seconds, "loss": the last step's, "chars": each batch's char ids by key, "counts":
     (biLM, softmax) parameters, "compiles": [[seconds of each XLA compilation] of each step] (JAX)}`."""
-    record = {"ends": [], "chars": [], "compiles": [[]]}
+    record = {"compiles": [[]]}
     listen_to_compilations(record["compiles"])
-    run_steps = loop.run_steps
 
-    def timed_run_steps(run, step_fn, *args, **kwargs):
-        record["counts"] = run.model.parameter_counts()
-
-        def timed_step(batch, *step_args, **step_kwargs):
-            if len(record["ends"]) == n_steps:
-                raise _Timed()
-            begun = time.perf_counter()
-            outputs = step_fn(batch, *step_args, **step_kwargs)
-            record["loss"] = float(outputs["loss"])  # waits for the step (JAX and a GPU run ahead)
-            record["ends"].append(time.perf_counter())
-            record.setdefault("first", record["ends"][0] - begun)
-            record["chars"].append({key: ids for key, ids in batch.items() if key.startswith("token_characters")})
+    def before_step(steps):
+        if len(steps) == n_steps:
+            raise _Timed()
+        if steps:
             record["compiles"].append([])
-            return outputs
 
-        return run_steps(run, timed_step, *args, **kwargs)
-
-    loop.run_steps = timed_run_steps
     try:
-        with tempfile.TemporaryDirectory(prefix="bench_train_run_") as save_dir:
+        with timed_steps(lambda run: record.update(counts=run.model.parameter_counts()), before_step, True) as steps, \
+                tempfile.TemporaryDirectory(prefix="bench_train_run_") as save_dir:
             data, _ = load_training_data(options, train_file, vocab_file, seed=0)
             loop.train(options, data, 1, save_dir, None, seed=0, checkpoint_every=10 ** 9,
                        checkpoint_every_minutes=None, verbose=0)
     except _Timed:
         pass
-    finally:
-        loop.run_steps = run_steps
+    record.update(ends=[step["ended"] for step in steps], first=steps[0]["ended"] - steps[0]["begun"],
+                  loss=steps[-1]["loss"], chars=[{key: ids for key, ids in step["batch"].items()
+                                                  if key.startswith("token_characters")} for step in steps])
     return record
 
 

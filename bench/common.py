@@ -1,6 +1,7 @@
 """What the benches measure with: the biLM's FLOP counts (from an options dict, as options.json holds it, or
 bilm's `Options`), the recurrent matmuls' floors (NumPy; the packed one TensorFlow, imported by it alone), a
-synthetic training corpus and synthetic sentences."""
+synthetic training corpus and synthetic sentences, and the clock of training's steps (`timed_steps`)."""
+import contextlib
 import os
 import time
 
@@ -189,3 +190,42 @@ def zipf_sentences(n_sentences, mean_length=25, vocab_size=20000, seed=0):
         sentences.append([words[r] for r in ranks[pos:pos + length]])
         pos += length
     return sentences
+
+
+@contextlib.contextmanager
+def timed_steps(on_start=None, before_step=None, keep_batches=False):
+    """Times each step `bilm.training.train` takes inside the block, on any backend (their one loop,
+    `bilm.training.run.loop.run_steps`).
+
+    Yields a list that gets a dict for each step: `begun` and `ended`
+    (`time.perf_counter()`; `ended` after the loss is read, which waits for a
+    step that JAX or a GPU runs ahead), `loss` (float) and, with
+    `keep_batches`, `batch` (the step's arrays by key). `on_start(run)` is called before the first step
+    (the run's `BaseRun`); `before_step(steps)` before each, with the list so
+    far, and may raise to end the run there (before its end-of-run work).
+    """
+    from bilm.training.run import loop
+
+    steps, run_steps = [], loop.run_steps
+
+    def timed_run_steps(run, step_fn, *args, **kwargs):
+        if on_start is not None:
+            on_start(run)
+
+        def timed_step(batch, *step_args, **step_kwargs):
+            if before_step is not None:
+                before_step(steps)
+            begun = time.perf_counter()
+            outputs = step_fn(batch, *step_args, **step_kwargs)
+            loss = float(outputs["loss"])
+            steps.append({"begun": begun, "ended": time.perf_counter(), "loss": loss,
+                          **({"batch": batch} if keep_batches else {})})
+            return outputs
+
+        return run_steps(run, timed_step, *args, **kwargs)
+
+    loop.run_steps = timed_run_steps
+    try:
+        yield steps
+    finally:
+        loop.run_steps = run_steps
