@@ -200,9 +200,10 @@ def timed_steps(on_start=None, before_step=None, keep_batches=False):
     Yields a list that gets a dict for each step: `begun` and `ended`
     (`time.perf_counter()`; `ended` after the loss is read, which waits for a
     step that JAX or a GPU runs ahead), `loss` (float) and, with
-    `keep_batches`, `batch` (the step's arrays by key). `on_start(run)` is called before the first step
-    (the run's `BaseRun`); `before_step(steps)` before each, with the list so
-    far, and may raise to end the run there (before its end-of-run work).
+    `keep_batches`, `batch` (the step's arrays by key). `on_start(run)` is
+    called before the first step (the run's `BaseRun`); `before_step(steps)`
+    before each, with the list so far, and may raise to end the run there
+    (before its end-of-run work).
     """
     from bilm.training.run import loop
 

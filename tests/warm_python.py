@@ -154,7 +154,7 @@ for stream in (sys.stdout, sys.stderr):
 if interrupted:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     os.kill(os.getpid(), signal.SIGINT)
-ctypes.CDLL(None).exit(status)
+ctypes.CDLL(None).exit(status & 0xFF)  # the byte the system keeps of any status, as a C int
 '''
 
 class _Server:
