@@ -40,7 +40,7 @@ from machine import machine_line  # noqa: E402
 
 from bilm.commands import set_numerics  # noqa: E402
 from bilm.presets import TRAINING_DEFAULTS, get_preset  # noqa: E402
-from bilm.training.arrays.train_step import JaxTrainStep  # noqa: E402
+from bilm.training.arrays.train_step import ArrayTrainStep  # noqa: E402
 from bilm.training.config.settings import training_settings  # noqa: E402
 
 MAX_CHARACTERS = 50
@@ -128,8 +128,8 @@ def main(argv=None):
           f"{'on' if deterministic else 'off'}; {args.steps} steps", flush=True)
 
     started = time.perf_counter()
-    on_device = JaxTrainStep(parsed, settings, seed=0, devices=[device])
-    on_cpu = JaxTrainStep(parsed, settings, seed=0, devices=[cpu])
+    on_device = ArrayTrainStep(parsed, settings, seed=0, devices=[device])
+    on_cpu = ArrayTrainStep(parsed, settings, seed=0, devices=[cpu])
     start = jax.tree_util.tree_map(np.asarray, jax.device_get(on_device.initial_state()))
     batches = random_batches(args.steps, args.batch_size, args.unroll_steps, args.n_tokens_vocab)
     print(f"built in {time.perf_counter() - started:.1f} s", flush=True)

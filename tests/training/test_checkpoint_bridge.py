@@ -44,7 +44,7 @@ def _run_objects(options, seed):
 
 
 def _template(lm, optimizer_name, lstm):
-    """The array state's structure for `lm` (as `JaxTrainStep.initial_state()` nests it), with zeros."""
+    """The array state's structure for `lm` (as `ArrayTrainStep.initial_state()` nests it), with zeros."""
     rule = optimizer_class(optimizer_name)
     template = {"bilm": [np.zeros(v.shape, np.float32) for v in lm.network.trainable_variables],
                 "non_trainable": [np.zeros(v.shape, np.float32) for v in lm.network.non_trainable_variables],

@@ -141,7 +141,7 @@ def test_test_is_a_deprecated_alias_of_evaluate_and_neither_is_collected_by_pyte
 @pytest.mark.parametrize("module, name, evaluate", [
     ("bilm.training.tensorflow.checkpoints", "TrainingLM",
      lambda module: module.load_training_model(OPTIONS, "checkpoint")),
-    ("bilm.training.arrays.training_run", "JaxTrainStep",
+    ("bilm.training.arrays.training_run", "ArrayTrainStep",
      lambda module: module.evaluate_checkpoint({"options": OPTIONS, "seed": 0, "path": "run/checkpoint.npz"},
                                                OPTIONS, None, BATCH, 0, "carry")),
 ], ids=["tensorflow", "jax and pytorch"])

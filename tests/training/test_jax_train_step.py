@@ -27,7 +27,7 @@ import json, sys
 import numpy as np
 from bilm.options import load_options
 from bilm.training.config.settings import training_settings
-from bilm.training.arrays.train_step import JaxTrainStep
+from bilm.training.arrays.train_step import ArrayTrainStep
 from bilm.utils.python_random import seeded_python_random
 
 import keras
@@ -42,7 +42,7 @@ def steps(folder, n_steps):
     batches = np.load(folder + "/batches.npz")
     _, settings = training_settings(options)
     with seeded_python_random(3):  # as a run starts from its seed (bilm.training.arrays.training_run)
-        step = JaxTrainStep(load_options(options), settings, seed=3)
+        step = ArrayTrainStep(load_options(options), settings, seed=3)
     state = step.initial_state(softmax_seed=3)
     assert step.names == json.load(open(folder + "/names.json")), (step.names, "differ from TensorFlow's")
     # From one seed, the run's initial weights are TensorFlow's (drawn there from the same seed).
@@ -198,7 +198,7 @@ import keras
 import numpy as np
 from bilm.options import load_options
 from bilm.training.config.settings import training_settings
-from bilm.training.arrays.train_step import JaxTrainStep
+from bilm.training.arrays.train_step import ArrayTrainStep
 
 folder = sys.argv[1]
 options = json.load(open(folder + "/options.json"))
@@ -208,7 +208,7 @@ runs = {}
 for name, devices, rows in (("one", jax.devices()[:1], 16), ("two", jax.devices(), 8)):
     _, settings = training_settings({**options, "batch_size": rows})
     keras.utils.set_random_seed(7)  # the same initial weights in both
-    step = JaxTrainStep(load_options(options), settings, seed=3, devices=devices)
+    step = ArrayTrainStep(load_options(options), settings, seed=3, devices=devices)
     assert step.global_batch_size == 16
     state = step.initial_state()
     losses = []

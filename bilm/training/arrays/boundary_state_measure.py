@@ -12,9 +12,9 @@ def measure_boundary_state(step, state, data, n_sentences=DEFAULT_N_SENTENCES):
     """The boundary state of the biLM in `state` on `data`'s text.
 
     Args:
-        step: the run's `JaxTrainStep` (its `network` gets the state's
+        step: the run's `ArrayTrainStep` (its `network` gets the state's
             weights, `write_weights`).
-        state: a `JaxTrainStep` state (only its weights are read).
+        state: an `ArrayTrainStep` state (only its weights are read).
         data: an `LMDataset` or `BidirectionalLMDataset`, read from its
             beginning (one pass at most: each sentence counts once).
         n_sentences: sentence starts averaged (at most).

@@ -30,7 +30,7 @@ def evaluate_state(step, state, data, batch_size=None, unroll_steps=1, start="ca
     per sentence (and a warning).
 
     Args:
-        step: the model's `JaxTrainStep`.
+        step: the model's `ArrayTrainStep`.
         state: a state of it (its `bilm`, `non_trainable` and `softmax`
             weights are read).
         data: an `LMDataset` or `BidirectionalLMDataset` in test mode.

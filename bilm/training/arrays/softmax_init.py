@@ -15,13 +15,13 @@ from bilm.training.model.softmax_init import DEFAULT_SAMPLE_POSITIONS, fit_softm
 _MIN_ENCODED_ROWS = 64
 
 
-def initialize_softmax_on_jax(step, state, data, method, n_positions=DEFAULT_SAMPLE_POSITIONS,
-                              frequency_bias=False):
+def initialize_softmax_of_state(step, state, data, method, n_positions=DEFAULT_SAMPLE_POSITIONS,
+                                frequency_bias=False):
     """`state` with its softmax started as `method` says, and the fit's report (`fit_softmax`).
 
     Args:
-        step: the run's `JaxTrainStep` (character inputs).
-        state: its state (`JaxTrainStep.initial_state` or later): the
+        step: the run's `ArrayTrainStep` (character inputs).
+        state: its state (`ArrayTrainStep.initial_state` or later): the
             biLM's weights the fit reads; `"softmax"` `{"W" (V, P), "b" (V,)}`
             is replaced (only `"b"`, or nothing, for `"random"`).
         data, method, n_positions, frequency_bias: as in
@@ -30,16 +30,16 @@ def initialize_softmax_on_jax(step, state, data, method, n_positions=DEFAULT_SAM
     Returns:
         `(new state, report)`; the other entries of `state` are its own.
     """
-    softmax, report = fit_softmax(JaxBiLM(step, state), data, method, n_positions, frequency_bias)
+    softmax, report = fit_softmax(StateBiLM(step, state), data, method, n_positions, frequency_bias)
     new_softmax = {**state["softmax"], **{key: ops.convert_to_tensor(value) for key, value in softmax.items()}}
     return {**state, "softmax": new_softmax}, report
 
 
-class JaxBiLM:
+class StateBiLM:
     """The `TrainedBiLM` that `fit_softmax` reads: `step`'s network with the weights of `state`.
 
     Args:
-        step: a `JaxTrainStep`.
+        step: an `ArrayTrainStep`.
         state: its state; the biLM's weights are read, not changed.
     """
 

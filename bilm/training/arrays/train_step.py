@@ -39,7 +39,7 @@ SAMPLER_SITE = 1 << 20
 SUFFIXES = {"forward": "", "backward": "_reverse"}
 
 
-class JaxTrainStep:
+class ArrayTrainStep:
     """The training step of one biLM, and the state it steps.
 
     Args:

@@ -1,6 +1,6 @@
 """Training on JAX and PyTorch: the array step's side of the one training driver
 (`bilm.training.run.loop.run_training`), the trainer (its devices) and the run it opens (the state of
-`JaxTrainStep` that its steps replace, its restore, adaptation and held-out evaluation); messages, checkpoints,
+`ArrayTrainStep` that its steps replace, its restore, adaptation and held-out evaluation); messages, checkpoints,
 the progress line and TensorBoard's scalars are `BaseRun`'s.
 
 Needs Keras on JAX or PyTorch (`KERAS_BACKEND=jax` or `torch`).
@@ -14,8 +14,8 @@ from bilm.errors import UserError
 from bilm.models.functional_bilm import WEIGHTS_FOLLOW
 from bilm.training.arrays.boundary_state_measure import measure_boundary_state
 from bilm.training.arrays.evaluation import evaluate_state, heldout_perplexity
-from bilm.training.arrays.softmax_init import initialize_softmax_on_jax
-from bilm.training.arrays.train_step import JaxTrainStep
+from bilm.training.arrays.softmax_init import initialize_softmax_of_state
+from bilm.training.arrays.train_step import ArrayTrainStep
 from bilm.training.config.settings import training_settings
 from bilm.training.config.training_config import data_fingerprint
 from bilm.training.model.adaptation import load_model_weights
@@ -25,7 +25,7 @@ from bilm.training.run.stop_signals import PhaseInterrupted
 from bilm.utils.python_random import seeded_python_random
 
 # The first batches of a run whose distinct tokens together bound its first compiled step
-# (`JaxTrainStep.expect`).
+# (`ArrayTrainStep.expect`).
 EXPECTED_BATCHES = 16
 
 
@@ -48,15 +48,15 @@ class Trainer:
         self.n_replicas = len(self.devices)
 
     def open_run(self, config, save_dir, log_dir, loop, save_timer, stop_signals):
-        """The call's `JaxTrainingRun`: the network's initial weights and the softmax's start from the seed."""
+        """The call's `ArrayTrainingRun`: the network's initial weights and the softmax's start from the seed."""
         seed = loop.seed or 0
         with seeded_python_random(seed):  # the network's initial weights, a function of the seed
-            step = JaxTrainStep(config.options, config.settings, seed, self.devices)
-        return JaxTrainingRun(step, step.initial_state(softmax_seed=seed), stop_signals=stop_signals, save_dir=save_dir,
-                              log_dir=log_dir, verbose=loop.verbose, save_timer=save_timer,
-                              options=config.options.to_dict(), seed=seed, max_to_keep=loop.max_to_keep,
-                              data_source=data_fingerprint(config.data_source),
-                              vocabulary=None if config.vocabulary is None else config.vocabulary.fingerprint)
+            step = ArrayTrainStep(config.options, config.settings, seed, self.devices)
+        return ArrayTrainingRun(step, step.initial_state(softmax_seed=seed), stop_signals=stop_signals,
+                                save_dir=save_dir, log_dir=log_dir, verbose=loop.verbose, save_timer=save_timer,
+                                options=config.options.to_dict(), seed=seed, max_to_keep=loop.max_to_keep,
+                                data_source=data_fingerprint(config.data_source),
+                                vocabulary=None if config.vocabulary is None else config.vocabulary.fingerprint)
 
 
 def evaluate_checkpoint(meta, options, data, batch_size, verbose, start):
@@ -64,7 +64,7 @@ def evaluate_checkpoint(meta, options, data, batch_size, verbose, start):
     `"warm"` and no boundary state in it, one measured on `data`'s text."""
     _, settings = training_settings(meta["options"])
     with WEIGHTS_FOLLOW.on():  # nothing drawn: the checkpoint sets every weight
-        step = JaxTrainStep(options, settings, meta["seed"] or 0)
+        step = ArrayTrainStep(options, settings, meta["seed"] or 0)
     save_dir = os.path.dirname(meta["path"])
     state, _ = run_directory.load_state(save_dir, meta, step.initial_state(), step.network, settings.optimizer)
     boundary_state = run_directory.read_boundary_state(save_dir, meta)
@@ -78,22 +78,22 @@ def evaluate_checkpoint(meta, options, data, batch_size, verbose, start):
 
 
 def adapted_state(step, state, model, data, softmax_init):
-    """`(state, fit_softmax's report)`: `state` (of `JaxTrainStep` `step`, a run of `adaptation_options`) with
+    """`(state, fit_softmax's report)`: `state` (of `ArrayTrainStep` `step`, a run of `adaptation_options`) with
     `model`'s weight file in its biLM (char CNN, highway, projection, LSTMs; `step.network`'s variables set to
-    them) and a new softmax as `softmax_init` says (`initialize_softmax_on_jax`, on `data`'s start); a
+    them) and a new softmax as `softmax_init` says (`initialize_softmax_of_state`, on `data`'s start); a
     `WeightFileError` lists the datasets the file lacks or shapes otherwise."""
     load_model_weights(step, model)
     network = step.network
     state = {**state, "bilm": [step.backend.copy(v.value) for v in network.trainable_variables],
              "non_trainable": [step.backend.copy(v.value) for v in network.non_trainable_variables]}
-    return initialize_softmax_on_jax(step, state, data, softmax_init)
+    return initialize_softmax_of_state(step, state, data, softmax_init)
 
 
-class JaxTrainingRun(BaseRun):
+class ArrayTrainingRun(BaseRun):
     """A call's run on JAX and PyTorch: the state its steps replace.
 
     Args:
-        train_step: the run's `JaxTrainStep`; `state` its state (placed on its devices).
+        train_step: the run's `ArrayTrainStep`; `state` its state (placed on its devices).
         stop_signals: the call's `StopSignals`: a signal stops the held-out evaluation between its batches.
         run: `BaseRun`'s arguments (`save_dir`, `options`, `seed`, ...).
     """
@@ -127,7 +127,7 @@ class JaxTrainingRun(BaseRun):
         return started
 
     def step_function(self, seed):
-        """The loop's step (`seed` is the step's own, `JaxTrainStep`'s): the state moves on; `{"loss", "norm",
+        """The loop's step (`seed` is the step's own, `ArrayTrainStep`'s): the state moves on; `{"loss", "norm",
         "requests"}` (one process: its own flags are the agreed ones)."""
         def take_step(batch, step, requests):
             self.state, metrics = self.train_step(self.state, batch, step)
@@ -137,7 +137,7 @@ class JaxTrainingRun(BaseRun):
     def batches(self, data, skip):
         """The stream's global batches after the first `skip`. Where the step is compiled per distinct-token bound
         (JAX on one CPU, character inputs), the first `EXPECTED_BATCHES` are read ahead, so that it compiles for
-        what they need together (`JaxTrainStep.expect`)."""
+        what they need together (`ArrayTrainStep.expect`)."""
         stream = iter(data.iter_batches(self.train_step.global_batch_size, self.settings.unroll_steps, skip=skip))
         first = list(itertools.islice(stream, 1))  # what the first step reads anyway
         if self.train_step.expect(first) is not None:  # a step compiled per bound: the first batches' together

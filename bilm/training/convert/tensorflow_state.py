@@ -4,7 +4,7 @@ checkpoint, and an earlier run's TensorFlow checkpoint (`model.ckpt-<step>`) is 
 any backend, with NumPy alone.
 
 The two hold the same values under other names. A state key (a path in
-`JaxTrainStep.initial_state()`) names its TensorFlow checkpoint object
+`ArrayTrainStep.initial_state()`) names its TensorFlow checkpoint object
 (`object_paths`):
 
     bilm/<i>                       model/<i-th trainable variable's path>
@@ -56,7 +56,7 @@ def checkpoint_key(object_path):
 
 
 def object_paths(template, trainable_names, non_trainable_names, optimizer):
-    """`{state key: TensorFlow object path}` of a state `template` (a nest of arrays, `JaxTrainStep`'s), whose
+    """`{state key: TensorFlow object path}` of a state `template` (a nest of arrays, `ArrayTrainStep`'s), whose
     network's variables have the paths `trainable_names` and `non_trainable_names` (in the network's order),
     trained with the optimizer named `optimizer`."""
     accumulator_key = optimizer_class(optimizer).accumulator_key

@@ -3,7 +3,7 @@
 evaluation), whose `Action`s it carries out; then the boundary state and the last save.
 
 A backend supplies the run (`BaseRun`: TensorFlow's `TrainingRun`, JAX's
-`JaxTrainingRun`) and the step function; this module imports no backend.
+`ArrayTrainingRun`) and the step function; this module imports no backend.
 """
 import dataclasses
 import math
@@ -42,7 +42,7 @@ def run_steps(run, step_fn, batches, data, schedule, max_steps, call_policies, s
     followed by the policies, then the boundary state and the last save.
 
     Args:
-        run: the call's run (`TrainingRun` on TensorFlow; `bilm.training.arrays.training_run.JaxTrainingRun`):
+        run: the call's run (`TrainingRun` on TensorFlow; `bilm.training.arrays.training_run.ArrayTrainingRun`):
             its step count, data position, saves, messages and scalars.
         step_fn: `(batch, step, requests) -> {"loss", "norm", "requests"}`, one training step (`requests`:
             the policies' flags, `FlagAgreement`; `"requests"` the flags agreed by the workers).

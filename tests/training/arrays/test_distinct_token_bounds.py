@@ -14,12 +14,12 @@ STEPS = '''
 import json, sys
 import numpy as np
 from bilm.options import load_options
-from bilm.training.arrays.train_step import JaxTrainStep
+from bilm.training.arrays.train_step import ArrayTrainStep
 from bilm.training.config.settings import training_settings
 
 options = json.loads(sys.argv[1])
 _, settings = training_settings(options)
-step = JaxTrainStep(load_options(options), settings, seed=0)
+step = ArrayTrainStep(load_options(options), settings, seed=0)
 state = step.initial_state()
 rng = np.random.default_rng(0)
 shape = (settings.batch_size, settings.unroll_steps, options["char_cnn"]["max_characters_per_token"])

@@ -33,7 +33,7 @@ from bilm.io.formats.weight_file import weight_table
 from bilm.training.config.settings import training_settings
 from bilm.training.data.lm_dataset import load_training_data
 from bilm.training import train_from_files
-from bilm.training.arrays.train_step import JaxTrainStep
+from bilm.training.arrays.train_step import ArrayTrainStep
 from bilm.training.arrays.training_run import adapted_state
 from bilm.training.model.adaptation import adaptation_options, open_model_to_adapt
 
@@ -52,7 +52,7 @@ model = open_model_to_adapt(model_dir)
 options = adaptation_options(model, folder + "/settings.json").updated(n_tokens_vocab=corpus["n_vocab"],
                                                                        n_train_tokens=1000)
 data, _ = load_training_data(options, corpus["train"], corpus["vocab"], seed=0)
-step = JaxTrainStep(options, training_settings(options.raw)[1])
+step = ArrayTrainStep(options, training_settings(options.raw)[1])
 arrays = {}
 for method in ("fit", "encoding"):
     state, _ = adapted_state(step, step.initial_state(), model, data, method)
@@ -132,7 +132,7 @@ from bilm.options import load_options
 from bilm.training.config.settings import training_settings
 from bilm.training.data.lm_dataset import load_training_data
 from bilm.training.arrays.evaluation import heldout_perplexity
-from bilm.training.arrays.train_step import JaxTrainStep
+from bilm.training.arrays.train_step import ArrayTrainStep
 from bilm.training.arrays.training_run import adapted_state
 from bilm.training.model.adaptation import open_model_to_adapt
 
@@ -144,7 +144,7 @@ common = ["--train_prefix", corpus["train"], "--vocab_file", corpus["vocab"], "-
 stopped = train(common + ["--init_from", model, "--softmax_init", "encoding", "--max_steps", str(steps // 3)])
 # The held-out perplexity the run started from.
 options = load_options(folder + "/run/options.json")
-step = JaxTrainStep(options, training_settings(options.raw)[1])
+step = ArrayTrainStep(options, training_settings(options.raw)[1])
 data, _ = load_training_data(options, corpus["train"], corpus["vocab"], seed=0)
 state, _ = adapted_state(step, step.initial_state(), open_model_to_adapt(model), data, "encoding")
 heldout, _ = load_training_data(options, corpus["heldout"], corpus["vocab"], test=True)

@@ -42,7 +42,7 @@ from bilm.training.config.settings import training_settings
 from bilm.training.data.lm_dataset import load_training_data
 from bilm.training.arrays.boundary_state_measure import measure_boundary_state
 from bilm.training.arrays.evaluation import evaluate_state
-from bilm.training.arrays.train_step import JaxTrainStep
+from bilm.training.arrays.train_step import ArrayTrainStep
 
 # The programs JAX compiles (each in-memory compilation, whether or not its persistent cache holds it).
 compiled = []
@@ -53,7 +53,7 @@ folder, n_sentences = sys.argv[1], int(sys.argv[2])
 corpus, options = json.load(open(folder + "/corpus.json")), json.load(open(folder + "/options.json"))
 weights, tensorflow_boundary = np.load(folder + "/weights.npz"), np.load(folder + "/boundary.npz")
 _, settings = training_settings(options)
-step = JaxTrainStep(load_options(options), settings, seed=0)
+step = ArrayTrainStep(load_options(options), settings, seed=0)
 state = step.initial_state()
 state["bilm"] = [weights[v.path] for v in step.network.trainable_variables]
 state["non_trainable"] = [weights[v.path] for v in step.network.non_trainable_variables]
@@ -170,7 +170,7 @@ except TrainingInterrupted as stopped:
 training_run.measure_boundary_state = measure
 report["interrupted_kept_a_boundary_state"] = run_directory.read_boundary_state(folder + "/old") is not None
 report["old_restarted"] = train(folder + "/old", 0)["step"]
-initial_state = training_run.JaxTrainStep.initial_state
+initial_state = training_run.ArrayTrainStep.initial_state
 
 
 def interrupted_start(self, *args, **kwargs):
@@ -179,13 +179,13 @@ def interrupted_start(self, *args, **kwargs):
     return initial_state(self, *args, **kwargs)
 
 
-training_run.JaxTrainStep.initial_state = interrupted_start
+training_run.ArrayTrainStep.initial_state = interrupted_start
 try:
     train(folder + "/started", 1)
 except TrainingInterrupted as stopped:
     report["start_interrupted"] = [stopped.step, stopped.exit_status, stopped.phase, stopped.checkpoint,
                                    sorted(os.listdir(folder + "/started"))]
-training_run.JaxTrainStep.initial_state = initial_state
+training_run.ArrayTrainStep.initial_state = initial_state
 report["tensorflow_imported"] = "tensorflow" in sys.modules
 print(json.dumps(report))
 '''
