@@ -76,7 +76,7 @@ def ready_process(code, *args):
     """A Python process running `code` (with `sys.argv[1:] == args`) that prints "ready" once it holds what a
     test waits for (a lock, a file open); returned when it has. The caller ends it (its stdin, then wait)."""
     child = warm_python.Popen([sys.executable, "-c", code, *map(str, args)], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+                              stdout=subprocess.PIPE, text=True, env=dict(os.environ))
     if child.stdout.readline().strip() != "ready":
         child.kill()
         raise AssertionError(f"the process failed before it was ready (status {child.wait()})")

@@ -233,7 +233,7 @@ def test_cli_model_argument(tmp_path, model, elmo):
     input_file = tmp_path / "in.txt"
     input_file.write_text("".join(" ".join(s) + "\n" for s in SENTENCES), encoding="utf-8")
     outfile = tmp_path / "out.hdf5"
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", BILM_CACHE=str(tmp_path / "cache"))
+    env = dict(os.environ, BILM_CACHE=str(tmp_path / "cache"))
     result = warm_python.run([sys.executable, "bin/elmo.py", str(input_file), str(outfile), "--model", zip_file,
                              "--top"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -266,7 +266,7 @@ def test_cli_model_errors_are_one_line(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_usage_example_runs():
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    env = dict(os.environ)
     result = warm_python.run([sys.executable, "usage/usage_nlpl_zip.py"], cwd=ROOT, env=env, capture_output=True,
                              text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]

@@ -15,7 +15,7 @@ from training_helpers import tiny_options
 
 
 def _run(args, env=None, **kwargs):
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", **(env or {}))
+    env = dict(os.environ, **(env or {}))
     result = warm_python.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True,
                              text=True, timeout=300, **kwargs)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -110,7 +110,7 @@ def test_downstream_example_elmo_beats_context_free_embeddings(tmp_path):
 ])
 def test_the_training_scripts_on_a_backend_without_training_say_so_in_one_line(tmp_path, script, what):
     # Keras's NumPy backend runs models but computes no gradients.
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", KERAS_BACKEND="numpy")
+    env = dict(os.environ, KERAS_BACKEND="numpy")
     flags = ["--train_prefix", "x", "--vocab_file", "v", "--save_dir", str(tmp_path / "qs")]
     flags = {"quickstart": ["--directory", str(tmp_path / "qs")], "run_test": ["--test_prefix", "x", "--vocab_file",
              "v", "--save_dir", str(tmp_path / "qs")]}.get(script, flags)

@@ -179,7 +179,7 @@ def test_a_mistake_is_one_error_line_naming_it(files, capsys, script, args, name
 ])
 def test_the_shell_sees_the_status_and_one_line(files, argv, status):
     result = warm_python.run([sys.executable, *[arg.format(**files) for arg in argv]], cwd=ROOT, capture_output=True,
-                             text=True, timeout=300, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT))
+                             text=True, timeout=300, env=dict(os.environ))
     assert result.returncode == status
     # Besides TensorFlow's own log lines, the script's first line says where it runs.
     lines = [line for line in result.stderr.strip().splitlines()
@@ -215,7 +215,7 @@ def test_sigterm_stops_elmo_py_with_what_it_wrote_kept_for_the_rerun(files, tmp_
     argv = ["bin/elmo.py", str(text), str(out), "--model", files["model"], "--batch_size", "2"]
     runner = tmp_path / "runner.py"
     runner.write_text(EMBED_RUNNER)
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
+    env = dict(os.environ)
     process = warm_python.Popen([sys.executable, str(runner), *argv], cwd=ROOT, env=env, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True)
     try:

@@ -12,7 +12,7 @@ from bilm.commands.subcommands import SUBCOMMANDS
 from bilm.commands.training_arguments import script_command
 from helpers import ROOT
 
-ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
+ENV = dict(os.environ)
 
 
 def _bilm(*args, cwd, env=None):

@@ -232,7 +232,7 @@ def test_a_script_prints_the_device_line_first_on_stderr(tmp_path, model):
     result = subprocess.run(
         [sys.executable, "bin/elmo.py", str(tmp_path / "in.txt"), str(tmp_path / "out.hdf5"), "--options_file",
          options_file, "--weight_file", weight_file, "--start", "zeros"],
-        cwd=ROOT, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"), capture_output=True, text=True, timeout=300)
+        cwd=ROOT, env=dict(os.environ), capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stderr.splitlines()[0] == devices.describe_devices()
     assert result.stderr.splitlines()[0].startswith("bilm: running on ")
@@ -269,7 +269,7 @@ def test_training_under_op_determinism_runs_and_repeats_bit_for_bit(tmp_path):
          "--train_prefix", corpus["train"], "--vocab_file", corpus["vocab"], "--options_file",
          str(tmp_path / "options.json"), "--heldout_prefix", corpus["heldout"], "--batch_size", "4",
          "--max_steps", "3", "--seed", "1"],
-        cwd=ROOT, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT), capture_output=True, text=True,
+        cwd=ROOT, env=dict(os.environ), capture_output=True, text=True,
         timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     first, second = (run_checkpoint.read_arrays(run_checkpoint.read_meta(run)["path"]) for run in runs)

@@ -76,7 +76,7 @@ def _train_and_signal(tmp_path, argv, after_step, signals):
     """Runs bin/train_elmo.py with `argv`, sends `signals` once step `after_step` has ended; `(status, stderr)`."""
     runner = tmp_path / "runner.py"
     runner.write_text(RUNNER)
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
+    env = dict(os.environ)
     process = warm_python.Popen([sys.executable, str(runner), str(after_step), "bin/train_elmo.py", *argv], cwd=ROOT,
                                 env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -169,7 +169,7 @@ def test_ctrl_c_while_fitting_the_softmax_stops_at_once_and_leaves_save_dir_as_i
             "--init_from", str(tmp_path / "model"), "--batch_size", "8", "--max_steps", "3"]
     runner = tmp_path / "fit_runner.py"
     runner.write_text(FIT_RUNNER)
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
+    env = dict(os.environ)
     process = warm_python.Popen([sys.executable, str(runner), "bin/train_elmo.py", *argv], cwd=ROOT, env=env,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:

@@ -236,7 +236,7 @@ def test_cli_refuses_to_overwrite_its_input_with_one_error_line(tmp_path, model)
     options_file, weight_file, _ = model
     input_file = _input_file(tmp_path, LINES)
     original = open(input_file, "rb").read()
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    env = dict(os.environ)
     result = warm_python.run(
         [sys.executable, "bin/elmo.py", input_file, input_file, "--options_file", options_file,
          "--weight_file", weight_file, "--overwrite"],
@@ -258,7 +258,7 @@ def test_cli_average_with_sentence_keys_starts_over_with_no_resume(tmp_path, mod
     with h5py.File(str(outfile) + ".partial", "w") as f:  # a stale run of another format
         f.attrs.update({"bilm_file": "sentence_embeddings", "output_format": "all"})
         f["The cat sat ."] = np.zeros(3)
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    env = dict(os.environ)
     result = warm_python.run(
         [sys.executable, "bin/elmo.py", input_file, str(outfile), "--options_file", options_file,
          "--weight_file", weight_file, "--average", "--batch_size", "2", "--use_sentence_keys", "--no_resume"],
@@ -307,7 +307,7 @@ def test_a_second_run_on_the_same_output_is_refused_whatever_the_flags_and_the_f
     first = warm_python.Popen(
         [sys.executable, "-c", PAUSED_RUN, "bin/elmo.py", input_file, outfile, "--options_file", options_file,
          "--weight_file", weight_file, "--batch_size", "1", "--start", "zeros", *first_flags],
-        cwd=ROOT, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        cwd=ROOT, env=dict(os.environ), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True)
     try:
         for line in first.stdout:  # after its progress bar's first line

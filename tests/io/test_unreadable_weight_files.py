@@ -42,7 +42,7 @@ def test_bin_elmo_names_the_file(unreadable_model):
     (directory / "in.txt").write_text("a b\n")
     result = warm_python.run([sys.executable, "bin/elmo.py", str(directory / "in.txt"), str(directory / "out.hdf5"),
                              "--model", str(directory)], cwd=ROOT, capture_output=True, text=True, timeout=300,
-                             env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT))
+                             env=dict(os.environ))
     assert result.returncode == 1
     last_line = result.stderr.strip().splitlines()[-1]
     assert last_line.startswith(f"Error: {weight_file} is not a readable HDF5 weight file ("), result.stderr[-2000:]

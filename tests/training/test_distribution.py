@@ -127,7 +127,7 @@ def adam_single_device(corpus, single_device, tmp_path_factory):
 def _start(tmp_path, config, env=None, name="runner"):
     script = tmp_path / f"{name}.py"
     script.write_text(RUNNER)
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", **(env or {}))
+    env = dict(os.environ, **(env or {}))
     return warm_python.Popen([sys.executable, str(script), json.dumps(config)], cwd=ROOT, env=env,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 

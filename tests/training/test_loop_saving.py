@@ -253,7 +253,7 @@ def _run_workers(tmp_path, corpus, options, save_dir, signal_after, restart=None
     for index, after in enumerate(signal_after):
         config = {"tests": TESTS, "corpus": corpus, "options": options, "save_dir": save_dir, "signal_after": after,
                   "restart": restart, "max_steps": max_steps}
-        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT,
+        env = dict(os.environ,
                    TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}}))
         workers.append(warm_python.Popen([sys.executable, str(script), json.dumps(config)], cwd=ROOT, env=env,
                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))

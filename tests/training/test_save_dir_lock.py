@@ -57,7 +57,7 @@ def test_the_training_scripts_say_in_one_line_that_another_process_writes_the_sa
             [sys.executable, os.path.join(ROOT, "bin", script), "--train_prefix", corpus["train"],
              "--vocab_file", corpus["vocab"], "--save_dir", str(save_dir),
              *(["--options_file", str(save_dir / "options.json")] if script == "train_elmo.py" else [])],
-            capture_output=True, text=True, timeout=300, env=dict(os.environ, PYTHONPATH=ROOT))
+            capture_output=True, text=True, timeout=300, env=dict(os.environ))
     finally:
         holder.stdin.close()
         holder.wait(30)
