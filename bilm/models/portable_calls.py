@@ -15,9 +15,11 @@ from bilm.models.token_cache import TokenEncodingCache
 from bilm.models.token_encoding import build_token_encoder, widest_filter
 from bilm.ops.char_convolutions_portable import needed_columns
 
-# On JAX, the new words a call encodes are padded to at least this many (fewer shapes to compile: 16 and 24 for
-# one sentence a call).
+# On JAX, which compiles a program per input shape, a call's new words are encoded in chunks of
+# `ENCODED_CHUNK_ROWS` rows, the last padded to that many, or to `ENCODED_ROWS_AT_LEAST` where it holds no more:
+# two programs (of each width) whatever the number of new words.
 ENCODED_ROWS_AT_LEAST = 16
+ENCODED_CHUNK_ROWS = 64
 
 
 class PortableCalls:
@@ -52,11 +54,17 @@ class PortableCalls:
         self._run_contextual = inference_call(build_contextual_bilm(lm.network, lm.options), then=self._in_elmo_form)
         padded_length = backend_module("inference").padded_length
 
-        def encode(ids):  # (n, width) char ids -> (n, projection_dim) float32 NumPy
+        def encode_rows(ids):  # (n, width) char ids, a chunk's on JAX -> (n, projection_dim) float32 NumPy
+            rows = _padded_rows(ids, ENCODED_ROWS_AT_LEAST if len(ids) <= ENCODED_ROWS_AT_LEAST else ENCODED_CHUNK_ROWS)
+            return keras.ops.convert_to_numpy(run_encoder({"token_characters": rows[np.newaxis]}))[0, :len(ids)]
+
+        def encode(ids):  # (n >= 1, width) char ids -> (n, projection_dim) float32 NumPy
             if trimmed:
                 ids = ids[:, :min(padded_length(needed_columns(ids, widest_filter(lm.options))), ids.shape[1])]
-            rows = _padded_rows(ids, at_least=ENCODED_ROWS_AT_LEAST)
-            return keras.ops.convert_to_numpy(run_encoder({"token_characters": rows[np.newaxis]}))[0, :len(ids)]
+            if padded_length(1) == 1:  # a backend that compiles nothing per shape encodes them at once
+                return encode_rows(ids)
+            return np.concatenate([encode_rows(ids[start:start + ENCODED_CHUNK_ROWS])
+                                   for start in range(0, len(ids), ENCODED_CHUNK_ROWS)])
 
         self.token_cache = TokenEncodingCache(encode, lm.options.projection_dim, max_size)
 
@@ -101,14 +109,11 @@ class PortableCalls:
         return elmo_outputs(outputs, self.language_model.options.n_layers), states
 
 
-def _padded_rows(rows, at_least=0, exactly=None):
-    """`rows` (`(n, ...)`) with zero rows appended where its backend compiles a program per shape (JAX; the same
-    `rows` elsewhere, `padded_length`): up to `exactly` rows when given (a count the call's other inputs fix, so
-    the rows add no shape of their own), else to `padded_length(n)` (a few shapes, as the time steps), at least
-    `padded_length(at_least)`."""
-    n = len(rows)
+def _padded_rows(rows, exactly=None):
+    """`rows` (`(n, ...)`) with zero rows appended up to `exactly` rows where its backend compiles a program per
+    shape (JAX: a count the call's other inputs fix, or a chunk's, so that the rows add no shape of their own);
+    the same `rows` elsewhere (`padded_length`), and where `exactly` is None."""
     padded_length = backend_module("inference").padded_length
-    if padded_length(1) == 1:  # a backend that compiles nothing per shape pads nothing
+    if padded_length(1) == 1 or exactly is None:  # a backend that compiles nothing per shape pads nothing
         return rows
-    padded = exactly if exactly is not None else max(padded_length(n), padded_length(at_least))
-    return np.pad(rows, [(0, padded - n)] + [(0, 0)] * (rows.ndim - 1))
+    return np.pad(rows, [(0, exactly - len(rows))] + [(0, 0)] * (rows.ndim - 1))

@@ -99,3 +99,59 @@ def test_on_jax_a_call_of_new_shapes_within_compiled_padded_ones_compiles_nothin
         n = call["n"]
         assert call["shapes"] == [[rows, 3, n, 12], [rows, n], [rows, n + 2, 6], [rows]], result
         assert call["deviation"] < 1e-6, result
+
+
+NEW_WORDS = """
+import json, sys
+import jax
+import numpy as np
+from bilm.models.bidirectional_lm import BidirectionalLanguageModel
+from bilm.text.batching import Batcher
+
+options_file, weight_file = sys.argv[1:3]
+jax.config.update("jax_enable_compilation_cache", False)  # every program compiled here (see NEW_SHAPES)
+compiles = []
+jax.monitoring.register_event_duration_secs_listener(
+    lambda event, seconds, **kwargs: compiles.append(event) if event.endswith("backend_compile_duration") else None)
+batcher = Batcher(None, 7)
+letters = "abcdefghijklmnopqrstuvwxyz"
+new_words = iter(a + b + c for a in letters for b in letters for c in letters)  # three letters: one width
+
+
+def batch(n_new):
+    # 10 sentences of 20 tokens, the first n_new tokens new words, the others a word seen from the first call on.
+    tokens = [next(new_words) for _ in range(n_new)] + ["the"] * (200 - n_new)
+    return [tokens[i:i + 20] for i in range(0, 200, 20)]
+
+
+model = BidirectionalLanguageModel(options_file, weight_file, stateful=False, start="zeros")
+uncached = BidirectionalLanguageModel(options_file, weight_file, stateful=False, start="zeros", token_cache_size=0)
+sentences = batch(70)  # 64 new words and 6 (and "the"): both sizes of the encoder's chunks
+model(batcher.batch_sentences(sentences))
+n_first, deviations = len(compiles), []
+for n_new in (30, 100, 150, 17):  # each a count the first call's did not have
+    sentences = batch(n_new)
+    ids = batcher.batch_sentences(sentences)
+    got = np.asarray(model(ids)["lm_embeddings"])
+    n_compiles = len(compiles)
+    want = np.asarray(uncached(ids)["lm_embeddings"])
+    deviations.append(float(np.abs(got - want).max()))
+    del compiles[n_compiles:]  # the uncached model's own programs
+print(json.dumps({"first": n_first, "later": len(compiles) - n_first, "deviations": deviations,
+                  "misses": model.token_cache.misses}))
+"""
+
+
+@pytest.mark.slow
+def test_on_jax_new_words_in_any_number_are_encoded_by_two_programs(tmp_path):
+    """The token cache encodes a call's new words in chunks of one size (`ENCODED_CHUNK_ROWS`, the last padded to
+    it or to `ENCODED_ROWS_AT_LEAST`): after a call with both chunk sizes, calls with 17 to 150 new words of that
+    width compile nothing (each count used to compile an encoder of its own), and their vectors are those of
+    every token encoded in the network, to float32 round-off."""
+    options_file, weight_file, _ = write_model(tmp_path)
+    result = json_result(run_on_backend("jax", NEW_WORDS, options_file, weight_file))
+    assert result["first"] >= 1 and result["later"] == 0, result
+    # Each new word once; and "the", the padding rows' empty token and the two sentence boundaries.
+    assert result["misses"] == 4 + 70 + 30 + 100 + 150 + 17, result
+    # Two programs' round-off (8e-6 to 1e-5 here); a padding row that leaked would move a vector by far more.
+    assert max(result["deviations"]) < 5e-5, result
