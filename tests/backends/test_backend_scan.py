@@ -91,3 +91,56 @@ def test_a_backends_own_steps_give_the_portable_steps_outputs_and_states(backend
     # JAX's hand-written backward pass sums over the steps in another order than autodiff: float32 round-off.
     assert (result["gradients_worst"] < 1e-5) if backend == "jax" else result["gradients_worst"] is None, result
     assert result["zeros_beyond"] and result["output_shape"] == [3, 6, 4]
+
+
+COLUMNS_AGREE = """
+import json
+import jax
+import numpy as np
+from bilm.backend.jax import core, lstm_bptt
+from bilm.ops.lstm_scan import lstm_scan
+
+rules = {"original, 32 rows": lstm_bptt.runs_in_columns(32, (512, 16384)),
+         "original, 1 row": lstm_bptt.runs_in_columns(1, (512, 16384)),
+         "original, 64 rows": lstm_bptt.runs_in_columns(64, (512, 16384)),
+         "small, 32 rows": lstm_bptt.runs_in_columns(32, (128, 4096))}
+ran = []
+column_steps = lstm_bptt._column_steps
+lstm_bptt._column_steps = lambda *args: ran.append(args[2].shape[1]) or column_steps(*args)
+lstm_bptt.COLUMN_MIN_KERNEL_VALUES = 0  # these small kernels' steps in columns too
+rng = np.random.default_rng(1)
+time, dim, units, out = 6, 5, 8, 4
+worst, zeros_beyond = 0.0, True
+for batch in (1, 8, 48, 64):
+    inputs = rng.normal(size=(batch, time, dim)).astype(np.float32)
+    lengths = rng.integers(0, time + 1, batch).astype(np.int32)
+    for projection in (True, False):
+        width = out if projection else units
+        c0, h0 = rng.normal(size=(batch, units)).astype(np.float32), rng.normal(size=(batch, width)).astype(np.float32)
+        kernels = [rng.normal(size=shape).astype(np.float32) * 0.5 for shape in
+                   ((dim, 4 * units), (width, 4 * units), (4 * units,), (units, out))]
+        kernels[3] = kernels[3] if projection else None
+        for go_backwards in (False, True):
+            results = [jax.jit(lambda x, c, h, *k: lstm_scan(
+                x, lengths, c, h, *k, cell_clip=0.8, proj_clip=0.5 if projection else None, go_backwards=go_backwards,
+                recurrence=recurrence))(inputs, c0, h0, *kernels) for recurrence in (None, core.lstm_steps)]
+            for portable, own in zip(*results):
+                worst = max(worst, float(np.abs(np.asarray(portable) - np.asarray(own)).max()))
+            outputs = np.asarray(results[1][0])
+            zeros_beyond = zeros_beyond and all(np.all(outputs[row, n:] == 0) for row, n in enumerate(lengths))
+print(json.dumps({"rules": rules, "ran": sorted(set(ran)), "calls": len(ran), "worst": worst,
+                  "zeros_beyond": zeros_beyond}))
+"""
+
+
+@pytest.mark.slow
+def test_on_a_cpu_jax_runs_a_few_rows_steps_in_columns_with_the_portable_values():
+    """Where no gradient is taken, a batch of `COLUMN_BATCH_SIZES` rows over a large recurrent kernel (the original
+    size's, not the small size's) runs its steps with the states in columns (`_column_steps`, faster in XLA's CPU
+    dot), with the portable steps' outputs and final states to float32 round-off, with and without a projection,
+    both directions, rows of every length (none included); one row, or 64, runs the portable steps themselves."""
+    result = json_result(run_on_backend("jax", COLUMNS_AGREE))
+    assert result["rules"] == {"original, 32 rows": True, "original, 1 row": False, "original, 64 rows": False,
+                               "small, 32 rows": False}, result
+    assert result["ran"] == [8, 48] and result["calls"] == 8, result
+    assert result["worst"] < 1e-5 and result["zeros_beyond"], result

@@ -3,11 +3,13 @@
 JAX's autodiff of the steps' scan adds each step's share of the recurrent and projection kernels' gradients inside
 the backward loop: one small product a step, which XLA runs on a CPU as a slow Eigen dot. Here the backward loop
 carries only the state gradients, and each kernel's gradient is one product over all steps after it. Where no
-gradient is taken the steps are the portable ones (`bilm.ops.lstm_scan.lstm_steps`, the same program); where one
-is, the forward pass computes the same arithmetic and keeps what the backward pass reads. The gradients are
-autodiff's to float32 round-off (the sums over steps are taken in another order).
+gradient is taken the steps are the portable ones (`bilm.ops.lstm_scan.lstm_steps`, the same program; on a CPU, at
+a few rows over a large kernel, their arithmetic in columns); where one is, the forward pass computes the same
+arithmetic and keeps what the backward pass reads. The gradients are autodiff's to float32 round-off (the sums over
+steps are taken in another order).
 """
 import functools
+import math
 
 import jax
 import jax.numpy as jnp
@@ -26,10 +28,53 @@ def lstm_steps_bptt(gates_tm, valid_tm, initial_c, initial_h, recurrent_kernel, 
     return _steps((cell_clip, proj_clip), scan, *arrays)
 
 
+# Where a CPU runs the steps in columns (`_column_steps`): batches of a few rows over a large recurrent kernel (the
+# original size's 512 x 16384), whose products XLA's CPU dot takes faster with the state on the second axis; one row
+# or many, and smaller kernels (the small size's 128 x 4096), it takes as fast or faster as they are (measured:
+# docs/performance.md).
+COLUMN_BATCH_SIZES = range(4, 49)
+COLUMN_MIN_KERNEL_VALUES = 1 << 23
+
+
+def runs_in_columns(batch, recurrent_kernel_shape):
+    """Whether steps of `batch` rows over a recurrent kernel of `recurrent_kernel_shape` run in columns."""
+    return (batch in COLUMN_BATCH_SIZES and math.prod(recurrent_kernel_shape) >= COLUMN_MIN_KERNEL_VALUES
+            and jax.default_backend() == "cpu")
+
+
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1))
 def _steps(clips, scan, gates_tm, valid_tm, initial_c, initial_h, recurrent_kernel, projection_kernel):
+    if runs_in_columns(gates_tm.shape[1], recurrent_kernel.shape):
+        return _column_steps(clips, gates_tm, valid_tm, initial_c, initial_h, recurrent_kernel, projection_kernel)
     return portable_lstm_steps(gates_tm, valid_tm, initial_c, initial_h, recurrent_kernel, projection_kernel, *clips,
                                scan=scan)
+
+
+def _column_steps(clips, gates_tm, valid_tm, initial_c, initial_h, recurrent_kernel, projection_kernel):
+    """The portable steps' arithmetic (`bilm.ops.lstm_scan.lstm_cell`) with each state in columns: `c` `(units,
+    batch)`, `h` `(output_dim, batch)`, each product a kernel's transpose times a state. The same values to float32
+    round-off (other products sum in other orders)."""
+    cell_clip, proj_clip = clips
+    recurrent_t = recurrent_kernel.T
+    projection_t = None if projection_kernel is None else projection_kernel.T
+
+    def step(state, step_inputs):
+        c, h = state
+        gates, valid = step_inputs  # (4 * units, batch), (1, batch)
+        zi, zj, zf, zo = jnp.split(gates + recurrent_t @ h, 4, axis=0)
+        new_c = jax.nn.sigmoid(zf + 1.0) * c + jax.nn.sigmoid(zi) * jnp.tanh(zj)
+        if cell_clip is not None:
+            new_c = jnp.clip(new_c, -cell_clip, cell_clip)
+        new_h = jax.nn.sigmoid(zo) * jnp.tanh(new_c)
+        if projection_t is not None:
+            new_h = projection_t @ new_h
+            if proj_clip is not None:
+                new_h = jnp.clip(new_h, -proj_clip, proj_clip)
+        return (jnp.where(valid, new_c, c), jnp.where(valid, new_h, h)), jnp.where(valid, new_h, 0.0)
+
+    (final_c, final_h), outputs = jax.lax.scan(
+        step, (initial_c.T, initial_h.T), (jnp.swapaxes(gates_tm, 1, 2), jnp.swapaxes(valid_tm, 1, 2)))
+    return jnp.swapaxes(outputs, 1, 2), final_c.T, final_h.T
 
 
 def _forward(clips, scan, gates_tm, valid_tm, initial_c, initial_h, recurrent_kernel, projection_kernel):
