@@ -144,3 +144,58 @@ def test_on_a_cpu_jax_runs_a_few_rows_steps_in_columns_with_the_portable_values(
                                "small, 32 rows": False}, result
     assert result["ran"] == [8, 48] and result["calls"] == 8, result
     assert result["worst"] < 1e-5 and result["zeros_beyond"], result
+
+
+TORCH_COLUMNS_AGREE = """
+import json
+import numpy as np
+import torch
+from bilm.backend.torch import core
+
+ran = []
+column_steps = core._column_steps
+core._column_steps = lambda *args: ran.append(args[0].shape[1]) or column_steps(*args)
+# By default, 32 rows over the small size's recurrent kernel run in rows, over the original size's in columns.
+with torch.no_grad():
+    for units, out in ((1024, 128), (4096, 512)):
+        core.lstm_steps(torch.zeros(2, 32, 4 * units), torch.ones(2, 32, 1, dtype=torch.bool), torch.zeros(32, units),
+                        torch.zeros(32, out), torch.zeros(out, 4 * units), torch.zeros(units, out), None, None)
+by_default, ran = list(ran), []
+core.COLUMN_MIN_KERNEL_VALUES = 0  # these small kernels' steps in columns too
+rng = np.random.default_rng(1)
+time, units, out = 6, 32, 8
+worst, zeros_beyond = 0.0, True
+for batch in (3, 16, 64, 65):
+    lengths = rng.integers(0, time + 1, batch)
+    valid = torch.tensor((np.arange(time)[:, None] < lengths[None, :])[..., None])
+    gates = torch.tensor(rng.normal(size=(time, batch, 4 * units)).astype(np.float32))
+    for projection in (True, False):
+        width = out if projection else units
+        c0, h0 = (torch.tensor(rng.normal(size=(batch, n)).astype(np.float32)) for n in (units, width))
+        recurrent = torch.tensor(rng.normal(size=(width, 4 * units)).astype(np.float32) * 0.5)
+        projection_kernel = torch.tensor(rng.normal(size=(units, out)).astype(np.float32) * 0.5) if projection else None
+        clips = (0.8, 0.5 if projection else None)
+        with torch.no_grad():
+            columns = core.lstm_steps(gates, valid, c0, h0, recurrent, projection_kernel, *clips)
+            core.COLUMN_BATCH_SIZES, sizes = range(0), core.COLUMN_BATCH_SIZES
+            rows = core.lstm_steps(gates, valid, c0, h0, recurrent, projection_kernel, *clips)
+            core.COLUMN_BATCH_SIZES = sizes
+        worst = max([worst] + [float((a - b).abs().max()) for a, b in zip(columns, rows)])
+        zeros_beyond = zeros_beyond and all(bool(torch.all(columns[0][n:, row] == 0)) for row, n in enumerate(lengths))
+        core.lstm_steps(gates.requires_grad_(), valid, c0, h0, recurrent, projection_kernel, *clips)  # autograd's
+print(json.dumps({"by_default": by_default, "ran": sorted(set(ran)), "calls": len(ran), "worst": worst,
+                  "zeros_beyond": zeros_beyond}))
+"""
+
+
+@pytest.mark.slow
+def test_on_a_cpu_torch_runs_16_to_64_rows_steps_in_columns_where_no_gradient_is_taken():
+    """Without gradients, a batch of `COLUMN_BATCH_SIZES` rows over a large recurrent kernel (the original size's,
+    not the small size's; in the rest of the test any) runs PyTorch's steps with the states in columns
+    (`_column_steps`, faster in torch's CPU matmul), with the steps' outputs and final states to float32 round-off,
+    with and without a projection, rows of every length (none included); 3 or 65 rows, and any step autograd
+    records, run the rows' layout."""
+    result = json_result(run_on_backend("torch", TORCH_COLUMNS_AGREE))
+    assert result["by_default"] == [32], result
+    assert result["ran"] == [16, 64] and result["calls"] == 4, result
+    assert result["worst"] < 1e-5 and result["zeros_beyond"], result
