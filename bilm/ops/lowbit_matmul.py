@@ -54,7 +54,6 @@ LOWBIT_KERNEL_DTYPES = (tf.bfloat16, tf.int8)
 MAX_STREAMED_ROWS = 64
 # The limits of a float32 kernel where `streams_float32()`: any number of rows.
 UNLIMITED_ROWS = 2**31 - 1
-_OP_NAME = "BilmLowbitMatmul"
 
 
 def streamed_rows_limit(kernel):
@@ -145,19 +144,3 @@ def inference_kernel_matmul(x, kernel):
         return kernel_matmul(x, kernel)
     return tf.cond(tf.shape(x)[0] <= limit, lambda: streamed_kernel_matmul(x, kernel),
                    lambda: kernel_matmul(x, kernel))
-
-
-@tf.RegisterGradient(_OP_NAME)
-def _gradient(op, grad):
-    """The gradient reaches `x` (`(grad * scale) @ kernel^T`, in float32),
-    e.g. a trainable layer below frozen 16-bit ones, and a float32 kernel
-    (`x^T @ grad`: fine-tuning through ELMo); not a bfloat16 or int8 kernel
-    or its scales, which are for inference (train with float32 kernels)."""
-    x, kernel, scale = op.inputs
-    if scale.shape.rank == 1 and scale.shape[0] is not None:  # known when traced: no branch to trace
-        scaled = grad * scale if scale.shape[0] > 0 else grad
-    else:
-        scaled = tf.cond(tf.size(scale) > 0, lambda: grad * scale, lambda: grad)
-    d_x = tf.matmul(scaled, tf.cast(kernel, tf.float32), transpose_b=True)
-    d_kernel = tf.matmul(x, grad, transpose_a=True) if kernel.dtype == tf.float32 else None
-    return d_x, d_kernel, None

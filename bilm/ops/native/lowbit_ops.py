@@ -1,4 +1,4 @@
-"""The loaded op library of `lowbit_matmul.cc`, once per process, and whether it takes float32 kernels here.
+"""The loaded op library of `lowbit_matmul.cc` (once per process), whether it takes float32 kernels, its gradient.
 
 `bilm.ops.lowbit_matmul` builds its products on it, and
 `bilm.ops.batch_invariant` takes float32 products to it where it streams
@@ -14,6 +14,7 @@ from bilm.ops.placement import native_kernels_allowed
 
 _LOADED = {}
 _LOADING = threading.Lock()
+_OP_NAME = "BilmLowbitMatmul"
 
 
 def load_lowbit_ops():
@@ -76,3 +77,20 @@ def float32_kernel_matmul(x, kernel):
     """`x @ kernel` by bilm's kernel, for a float32 `(n, m)` kernel where `streams_float32()`: float32
     `(rows, n)` -> float32 `(rows, m)`, each row summed alike at any number of rows."""
     return load_lowbit_ops().bilm_lowbit_matmul(tf.convert_to_tensor(x, tf.float32), kernel, tf.zeros([0]))
+
+
+# Registered where the op is loaded, so that every product on it has its gradient, whichever module built it.
+@tf.RegisterGradient(_OP_NAME)
+def _gradient(op, grad):
+    """The gradient reaches `x` (`(grad * scale) @ kernel^T`, in float32),
+    e.g. a trainable layer below frozen 16-bit ones, and a float32 kernel
+    (`x^T @ grad`: fine-tuning through ELMo); not a bfloat16 or int8 kernel
+    or its scales, which are for inference (train with float32 kernels)."""
+    x, kernel, scale = op.inputs
+    if scale.shape.rank == 1 and scale.shape[0] is not None:  # known when traced: no branch to trace
+        scaled = grad * scale if scale.shape[0] > 0 else grad
+    else:
+        scaled = tf.cond(tf.size(scale) > 0, lambda: grad * scale, lambda: grad)
+    d_x = tf.matmul(scaled, tf.cast(kernel, tf.float32), transpose_b=True)
+    d_kernel = tf.matmul(x, grad, transpose_a=True) if kernel.dtype == tf.float32 else None
+    return d_x, d_kernel, None
