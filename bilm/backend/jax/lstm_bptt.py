@@ -10,11 +10,13 @@ steps are taken in another order).
 """
 import functools
 import math
+import types
 
 import jax
 import jax.numpy as jnp
 from keras import ops
 
+from bilm.ops.lstm_scan import lstm_cell
 from bilm.ops.lstm_scan import lstm_steps as portable_lstm_steps
 
 
@@ -34,6 +36,10 @@ def lstm_steps_bptt(gates_tm, valid_tm, initial_c, initial_h, recurrent_kernel, 
 # docs/performance.md).
 COLUMN_BATCH_SIZES = range(4, 49)
 COLUMN_MIN_KERNEL_VALUES = 1 << 23
+# The functions `lstm_cell` computes with, each state and gate in columns, `(width, batch)`: `matmul(h, kernel_t)` is
+# `kernel_t @ h` for a kernel's transpose, and `split` cuts the columns' rows.
+COLUMN_MATH = types.SimpleNamespace(matmul=lambda h, kernel_t: kernel_t @ h, sigmoid=jax.nn.sigmoid, tanh=jnp.tanh,
+                                    clip=jnp.clip, split=lambda x, n, axis: jnp.split(x, n, axis=0))
 
 
 def runs_in_columns(batch, recurrent_kernel_shape):
@@ -51,25 +57,15 @@ def _steps(clips, scan, gates_tm, valid_tm, initial_c, initial_h, recurrent_kern
 
 
 def _column_steps(clips, gates_tm, valid_tm, initial_c, initial_h, recurrent_kernel, projection_kernel):
-    """The portable steps' arithmetic (`bilm.ops.lstm_scan.lstm_cell`) with each state in columns: `c` `(units,
-    batch)`, `h` `(output_dim, batch)`, each product a kernel's transpose times a state. The same values to float32
-    round-off (other products sum in other orders)."""
-    cell_clip, proj_clip = clips
-    recurrent_t = recurrent_kernel.T
-    projection_t = None if projection_kernel is None else projection_kernel.T
+    """The portable steps' arithmetic (`bilm.ops.lstm_scan.lstm_cell`, on `COLUMN_MATH`) with each state in columns:
+    `c` `(units, batch)`, `h` `(output_dim, batch)`, each product a kernel's transpose times a state. The same values
+    to float32 round-off (other products sum in other orders)."""
+    kernels = [None if kernel is None else kernel.T for kernel in (recurrent_kernel, projection_kernel)]
 
     def step(state, step_inputs):
         c, h = state
         gates, valid = step_inputs  # (4 * units, batch), (1, batch)
-        zi, zj, zf, zo = jnp.split(gates + recurrent_t @ h, 4, axis=0)
-        new_c = jax.nn.sigmoid(zf + 1.0) * c + jax.nn.sigmoid(zi) * jnp.tanh(zj)
-        if cell_clip is not None:
-            new_c = jnp.clip(new_c, -cell_clip, cell_clip)
-        new_h = jax.nn.sigmoid(zo) * jnp.tanh(new_c)
-        if projection_t is not None:
-            new_h = projection_t @ new_h
-            if proj_clip is not None:
-                new_h = jnp.clip(new_h, -proj_clip, proj_clip)
+        new_c, new_h = lstm_cell(COLUMN_MATH, gates, c, h, *kernels, *clips)
         return (jnp.where(valid, new_c, c), jnp.where(valid, new_h, h)), jnp.where(valid, new_h, 0.0)
 
     (final_c, final_h), outputs = jax.lax.scan(
