@@ -109,11 +109,11 @@ class PortableCalls:
         return elmo_outputs(outputs, self.language_model.options.n_layers), states
 
 
-def _padded_rows(rows, exactly=None):
+def _padded_rows(rows, exactly):
     """`rows` (`(n, ...)`) with zero rows appended up to `exactly` rows where its backend compiles a program per
     shape (JAX: a count the call's other inputs fix, or a chunk's, so that the rows add no shape of their own);
-    the same `rows` elsewhere (`padded_length`), and where `exactly` is None."""
+    the same `rows` elsewhere (`padded_length`)."""
     padded_length = backend_module("inference").padded_length
-    if padded_length(1) == 1 or exactly is None:  # a backend that compiles nothing per shape pads nothing
+    if padded_length(1) == 1:  # a backend that compiles nothing per shape pads nothing
         return rows
     return np.pad(rows, [(0, exactly - len(rows))] + [(0, 0)] * (rows.ndim - 1))

@@ -34,7 +34,9 @@ def scan(step, initial, xs, output_width):
 def lstm_steps(gates_tm, valid_tm, initial_c, initial_h, recurrent_kernel, projection_kernel, cell_clip,
                proj_clip):
     """`bilm.ops.lstm_scan.lstm_steps` (its arguments and results) in torch ops: the same `lstm_cell` on torch's
-    own functions, each value as the portable steps compute it on PyTorch, so the same bytes and gradients."""
+    own functions, each value as the portable steps compute it on PyTorch, so the same bytes and gradients;
+    where `_column_steps` runs (no gradient recorded, `COLUMN_BATCH_SIZES` rows over a large recurrent kernel, on a
+    CPU), the same values to float32 round-off."""
     recurrent_kernel, projection_kernel = (None if kernel is None else ops.convert_to_tensor(kernel)
                                            for kernel in (recurrent_kernel, projection_kernel))
     if (gates_tm.shape[1] in COLUMN_BATCH_SIZES and recurrent_kernel.numel() >= COLUMN_MIN_KERNEL_VALUES
