@@ -1,5 +1,6 @@
-"""Time padded to a few lengths where a backend compiles one program per shape (JAX), with the outputs of the
-unpadded ids to float32 round-off: the boundary state and the embeddings. (XLA promises no more: it orders a
+"""Time padded to a few lengths, and a call's new words encoded in chunks of one size, where a backend compiles one
+program per shape (JAX), with the outputs of the unpadded ids to float32 round-off: the boundary state and the
+embeddings. (XLA promises no more: it orders a
 product's sums by the program's shapes, alike on an AVX-512 Xeon, in the last bits otherwise on an AVX2 EPYC.)"""
 import pytest
 
