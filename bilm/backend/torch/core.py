@@ -39,19 +39,14 @@ def lstm_steps(gates_tm, valid_tm, initial_c, initial_h, recurrent_kernel, proje
     CPU), the same values to float32 round-off."""
     recurrent_kernel, projection_kernel = (None if kernel is None else ops.convert_to_tensor(kernel)
                                            for kernel in (recurrent_kernel, projection_kernel))
+    if not len(gates_tm):  # no time steps
+        return initial_h.new_zeros((0, *initial_h.shape)), initial_c, initial_h
     if (gates_tm.shape[1] in COLUMN_BATCH_SIZES and recurrent_kernel.numel() >= COLUMN_MIN_KERNEL_VALUES
             and not torch.is_grad_enabled() and gates_tm.device.type == "cpu"):
         return _column_steps(gates_tm, valid_tm, initial_c, initial_h, recurrent_kernel, projection_kernel, cell_clip,
                              proj_clip)
-    c, h, outputs = initial_c, initial_h, []
-    zeros = torch.zeros_like(initial_h)  # a step's output past a row's length, made once
-    for gates, valid in zip(torch.unbind(gates_tm), torch.unbind(valid_tm)):
-        new_c, new_h = lstm_cell(TORCH_MATH, gates, c, h, recurrent_kernel, projection_kernel, cell_clip, proj_clip)
-        c, h = torch.where(valid, new_c, c), torch.where(valid, new_h, h)
-        outputs.append(torch.where(valid, new_h, zeros))
-    if not outputs:  # no time steps
-        return initial_h.new_zeros((0, *initial_h.shape)), c, h
-    return torch.stack(outputs), c, h
+    return _loop(TORCH_MATH, gates_tm, valid_tm, initial_c, initial_h, recurrent_kernel, projection_kernel, cell_clip,
+                 proj_clip)
 
 
 def _column_steps(gates_tm, valid_tm, initial_c, initial_h, recurrent_kernel, projection_kernel, cell_clip,
@@ -59,11 +54,18 @@ def _column_steps(gates_tm, valid_tm, initial_c, initial_h, recurrent_kernel, pr
     """`lstm_steps` (its arguments and results) with each state in columns (`COLUMN_MATH`): the same values to
     float32 round-off (the products sum in other orders)."""
     kernels = [None if kernel is None else kernel.t().contiguous() for kernel in (recurrent_kernel, projection_kernel)]
-    c, h, outputs = initial_c.t(), initial_h.t(), []
-    for gates, valid in zip(torch.unbind(gates_tm.transpose(1, 2)), torch.unbind(valid_tm.transpose(1, 2))):
-        new_c, new_h = lstm_cell(COLUMN_MATH, gates, c, h, *kernels, cell_clip, proj_clip)
+    outputs, c, h = _loop(COLUMN_MATH, gates_tm.transpose(1, 2), valid_tm.transpose(1, 2), initial_c.t(),
+                          initial_h.t(), *kernels, cell_clip, proj_clip)
+    return outputs.transpose(1, 2), c.t(), h.t()
+
+
+def _loop(math, gates_tm, valid_tm, c, h, recurrent_kernel, projection_kernel, cell_clip, proj_clip):
+    """The steps over the time axis (one or more) in `math`'s layout (`TORCH_MATH`: rows, `COLUMN_MATH`: columns,
+    the kernels then transposed): `(outputs_tm, final c, final h)`, a row's state unchanged and its output zeros
+    past its length."""
+    outputs = []
+    for gates, valid in zip(torch.unbind(gates_tm), torch.unbind(valid_tm)):
+        new_c, new_h = lstm_cell(math, gates, c, h, recurrent_kernel, projection_kernel, cell_clip, proj_clip)
         c, h = torch.where(valid, new_c, c), torch.where(valid, new_h, h)
         outputs.append(torch.where(valid, new_h, 0.0))
-    if not outputs:  # no time steps
-        return initial_h.new_zeros((0, *initial_h.shape)), initial_c, initial_h
-    return torch.stack(outputs).transpose(1, 2), c.t(), h.t()
+    return torch.stack(outputs), c, h
