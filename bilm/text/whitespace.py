@@ -10,14 +10,31 @@ Every path that splits text uses this rule: sentence files (`bin/elmo.py`,
 the dumps), training shards, the vocabulary builder, `ELMoEmbedding` and the
 SavedModel given raw sentences.
 """
+import functools
 import sys
 
 # str.split() without an argument; an alias, so the hot loops pay no extra call.
 split_tokens = str.split
 
-# Every character that str.split() separates on, for the in-graph split.
-WHITESPACE = "".join(chr(code) for code in range(sys.maxunicode + 1) if chr(code).isspace())
-_WHITESPACE_RUN = "[" + "".join(f"\\x{{{ord(char):x}}}" for char in WHITESPACE) + "]+"
+
+@functools.cache
+def _whitespace():
+    """Every character that str.split() separates on, in code point order; found on first use (a scan of every
+    code point), not when a process imports bilm."""
+    return "".join(chr(code) for code in range(sys.maxunicode + 1) if chr(code).isspace())
+
+
+def __getattr__(name):
+    # WHITESPACE: the string `_whitespace` gives.
+    if name == "WHITESPACE":
+        return _whitespace()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+@functools.cache
+def _whitespace_run():
+    """The regular expression of a run of `WHITESPACE`, for the in-graph split."""
+    return "[" + "".join(f"\\x{{{ord(char):x}}}" for char in _whitespace()) + "]+"
 
 
 def split_tokens_in_graph(sentences):
@@ -35,4 +52,4 @@ def split_tokens_in_graph(sentences):
 
     # Every separator becomes an ASCII space, which tf.strings.split's
     # default (runs of ASCII whitespace, ends dropped) then splits on.
-    return tf.strings.split(tf.strings.regex_replace(sentences, _WHITESPACE_RUN, " "))
+    return tf.strings.split(tf.strings.regex_replace(sentences, _whitespace_run(), " "))

@@ -1,12 +1,16 @@
 """One whitespace rule: the in-graph split equals str.split() on every Unicode space."""
+import os
+import sys
+
 import numpy as np
 import tensorflow as tf
 
+import warm_python
 from bilm.io.formats.sentence_files import read_sentences
 from bilm.models.elmo_embedding import ELMoEmbedding
 from bilm.text.graph_batching import sentences_to_tokens
 from bilm.text.whitespace import WHITESPACE, split_tokens, split_tokens_in_graph
-from helpers import write_model
+from helpers import ROOT, write_model
 
 
 def test_the_in_graph_split_equals_str_split_for_every_whitespace_character():
@@ -32,3 +36,14 @@ def test_a_file_and_a_keras_layer_split_a_no_break_space_alike(tmp_path):
     from_tokens = layer(tf.constant([tokens]))
     assert from_text["elmo"].shape[1] == 3
     np.testing.assert_allclose(from_text["elmo"], from_tokens["elmo"], atol=1e-6)
+
+
+def test_a_command_that_splits_no_text_in_the_graph_never_scans_the_code_points():
+    # The scan of every code point for WHITESPACE costs a tenth of a second: a process pays it where it splits
+    # text in the graph, not when it imports bilm.
+    code = ("import bilm.commands.cli, bilm.text.whitespace as w; from bilm.io.formats.sentence_files import "
+            "read_sentences; print(w._whitespace.cache_info().currsize)")
+    result = warm_python.run([sys.executable, "-c", code], cwd=ROOT, env=dict(os.environ), capture_output=True,
+                             text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split() == ["0"]
