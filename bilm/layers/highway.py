@@ -76,15 +76,25 @@ class Highway(keras.layers.Layer):
         fast_call = fast_layer_call("highway")
         if fast_call is not None:
             return fast_call(self, inputs, training)
-        product = self._portable_product(training)
-        x = inputs
+        return self.portable_layers(inputs, self.portable_product(training))
+
+    def portable_layers(self, x, product):
+        """The layers over `x` `(..., features)` in `keras.ops`, each kernel's product taken by
+        `product(x, kernel) -> x @ kernel` (`(..., features)`, float32)."""
         for k in range(self.n_layers):
             gate = ops.sigmoid(product(x, self.carry_kernels[k]) + self.carry_biases[k])
             transform = ops.relu(product(x, self.transform_kernels[k]) + self.transform_biases[k])
             x = gate * transform + (1.0 - gate) * x
         return x
 
-    def _portable_product(self, training):
+    def column_kernels(self):
+        """The float32 kernels (carry and transform) whose transposes a backend may keep for inference products
+        of few rows (`bilm.backend.jax.column_kernels`); none where the kernels are bfloat16 or int8."""
+        if self.kernel_dtype != "float32":
+            return []
+        return [*self.carry_kernels, *self.transform_kernels]
+
+    def portable_product(self, training):
         """`(x, kernel) -> x @ kernel` in float32, in `keras.ops`: with bfloat16 operands in training
         where `training_matmul_dtype` asks; a bfloat16 kernel widened (exactly) to float32."""
         def product(x, kernel):

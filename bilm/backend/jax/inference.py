@@ -1,20 +1,26 @@
 """A network's inference call on JAX: `jax.jit` of its `stateless_call`, reading the variables' current values
-at every call (a trace per input shape)."""
+at every call (a trace per input shape), and the transposes of the kernels its layers read in columns
+(`bilm.backend.jax.column_kernels`)."""
 import jax
 import numpy as np
+
+from bilm.backend.jax.column_kernels import kernels_in_columns, network_column_kernels, transposed_values
 
 
 def inference_call(network, tensorflow_signature=None, then=None):
     """`run(inputs) -> outputs` for `network(inputs, training=False)`, then `then` of them in the same program
     (`bilm.models.network_calls`); the signature is TensorFlow's alone."""
 
+    kernels = network_column_kernels(network)
+
     @jax.jit
-    def run(trainable, non_trainable, inputs):
-        outputs, _ = network.stateless_call(trainable, non_trainable, inputs, training=False)
+    def run(trainable, non_trainable, inputs, transposed):
+        with kernels_in_columns(transposed):
+            outputs, _ = network.stateless_call(trainable, non_trainable, inputs, training=False)
         return outputs if then is None else then(outputs)
 
     return lambda inputs: run([v.value for v in network.trainable_variables],
-                              [v.value for v in network.non_trainable_variables], inputs)
+                              [v.value for v in network.non_trainable_variables], inputs, transposed_values(kernels))
 
 
 def cut_padding(value, index):

@@ -17,6 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bilm.backend.jax.char_convolutions import window_product_char_convolutions
+from bilm.backend.jax.column_kernels import column_product
 from bilm.backend.jax.inference import padded_length
 from bilm.ops.char_convolutions_portable import needed_columns
 
@@ -100,4 +101,17 @@ def char_cnn(layer, flat_ids, direct_up_to=0):
     return layer.portable_features(flat_ids, convolutions=window_product_char_convolutions)
 
 
-FAST_CALLS = {"unique_tokens": unique_tokens, "char_cnn": char_cnn}
+def highway(layer, inputs, training):
+    """`Highway.call`: at inference, each product of few rows in columns where the inference call gave its
+    kernel's transpose (`bilm.backend.jax.column_kernels`); elsewhere the portable products. The same values to
+    float32 round-off."""
+    portable = layer.portable_product(training)
+
+    def product(x, kernel):
+        columns = None if training else column_product(x, kernel)
+        return portable(x, kernel) if columns is None else columns
+
+    return layer.portable_layers(inputs, product)
+
+
+FAST_CALLS = {"unique_tokens": unique_tokens, "char_cnn": char_cnn, "highway": highway}

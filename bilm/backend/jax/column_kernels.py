@@ -1,0 +1,69 @@
+"""Inference products of few rows in columns on JAX's CPU: `x @ kernel` taken as `(kernel^T @ x^T)^T` with the
+kernel's transpose kept beside it, made once per kernel value.
+
+XLA's CPU product of a few rows by a large kernel in the rows' layout reads the kernel at a fraction of the rate
+it reads its transpose with the rows in columns (docs/performance.md). A layer that lists such kernels
+(`column_kernels()`, as `Highway` does) gets their transposes as arguments of the compiled inference call
+(`bilm.backend.jax.inference.inference_call`): made outside the program, so no call transposes a kernel again.
+"""
+import contextlib
+import math
+import threading
+import weakref
+
+import jax
+import jax.numpy as jnp
+
+# Products of at most this many rows run in columns, on a CPU.
+COLUMN_MAX_ROWS = 256
+
+_TRANSPOSED = threading.local()
+# {id(variable): (its value, that value's transpose)}; an entry goes with its variable.
+_CACHE = {}
+
+
+def network_column_kernels(network):
+    """The variables of `network`'s layers that list them (`column_kernels()`), each once, in layer order."""
+    kernels = {}
+    for layer in network._flatten_layers(include_self=False):
+        for kernel in getattr(layer, "column_kernels", lambda: [])():
+            kernels.setdefault(kernel.path, kernel)
+    return list(kernels.values())
+
+
+def transposed_values(kernels):
+    """`{variable path: transpose of its current value}` of `kernels`, each transposed once per value."""
+    transposed = {}
+    for kernel in kernels:
+        value = kernel.value
+        cached = _CACHE.get(id(kernel))
+        if cached is None or cached[0] is not value:
+            if cached is None:
+                weakref.finalize(kernel, _CACHE.pop, id(kernel), None)
+            cached = _CACHE[id(kernel)] = (value, jax.device_put(jnp.transpose(value)))
+        transposed[kernel.path] = cached[1]
+    return transposed
+
+
+@contextlib.contextmanager
+def kernels_in_columns(transposed):
+    """Within the block (this thread; where the inference call is traced), `product` reads the transposes
+    `transposed` (`{variable path: array}`) gives."""
+    previous = getattr(_TRANSPOSED, "value", None)
+    _TRANSPOSED.value = transposed
+    try:
+        yield
+    finally:
+        _TRANSPOSED.value = previous
+
+
+def column_product(x, kernel):
+    """`x @ kernel` (`x` `(..., n)`, `kernel` a variable) in columns where the kernel's transpose is given
+    (`kernels_in_columns`), `x` holds at most `COLUMN_MAX_ROWS` rows and JAX runs on a CPU; None elsewhere (the
+    caller's product then)."""
+    transposed = (getattr(_TRANSPOSED, "value", None) or {}).get(kernel.path)
+    rows = math.prod(x.shape[:-1])
+    if transposed is None or rows > COLUMN_MAX_ROWS or jax.default_backend() != "cpu":
+        return None
+    flat = jnp.reshape(x, (rows, x.shape[-1]))
+    return jnp.reshape(jnp.transpose(transposed @ jnp.transpose(flat)), (*x.shape[:-1], transposed.shape[0]))
