@@ -14,8 +14,9 @@ import weakref
 import jax
 import jax.numpy as jnp
 
-# Products of at most this many rows run in columns, on a CPU.
-COLUMN_MAX_ROWS = 256
+# Products of at most this many rows run in columns, on a CPU: the token encoder's chunk of 16 new words (batch 1
+# gained a fifth end to end), not its chunks of 64, which gained nothing measurable (docs/performance.md).
+COLUMN_MAX_ROWS = 32
 
 _TRANSPOSED = threading.local()
 # {id(variable): (its value, that value's transpose)}; an entry goes with its variable.
