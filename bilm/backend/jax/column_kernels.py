@@ -24,7 +24,10 @@ _CACHE = {}
 
 
 def network_column_kernels(network):
-    """The variables of `network`'s layers that list them (`column_kernels()`), each once, in layer order."""
+    """The variables of `network`'s layers that list them (`column_kernels()`), each once, in layer order; none
+    where JAX runs on another device than a CPU (no transposes kept there)."""
+    if jax.default_backend() != "cpu":
+        return []
     kernels = {}
     for layer in network._flatten_layers(include_self=False):
         for kernel in getattr(layer, "column_kernels", lambda: [])():
@@ -60,11 +63,11 @@ def kernels_in_columns(transposed):
 
 def column_product(x, kernel):
     """`x @ kernel` (`x` `(..., n)`, `kernel` a variable) in columns where the kernel's transpose is given
-    (`kernels_in_columns`), `x` holds at most `COLUMN_MAX_ROWS` rows and JAX runs on a CPU; None elsewhere (the
-    caller's product then)."""
+    (`kernels_in_columns`: on a CPU) and `x` holds at most `COLUMN_MAX_ROWS` rows; None elsewhere (the caller's
+    product then)."""
     transposed = (getattr(_TRANSPOSED, "value", None) or {}).get(kernel.path)
     rows = math.prod(x.shape[:-1])
-    if transposed is None or rows > COLUMN_MAX_ROWS or jax.default_backend() != "cpu":
+    if transposed is None or rows > COLUMN_MAX_ROWS:
         return None
     flat = jnp.reshape(x, (rows, x.shape[-1]))
     return jnp.reshape(jnp.transpose(transposed @ jnp.transpose(flat)), (*x.shape[:-1], transposed.shape[0]))

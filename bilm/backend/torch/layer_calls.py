@@ -77,7 +77,7 @@ def highway(layer, inputs, training):
         flat = torch.reshape(x, (rows, x.shape[-1]))
         return torch.reshape((transposed(kernel) @ flat.t()).t(), (*x.shape[:-1], kernel.shape[1]))
 
-    return layer.portable_layers(ops.convert_to_tensor(inputs), product)
+    return layer.portable_layers(inputs, product)
 
 
 FAST_CALLS = {"unique_tokens": unique_tokens, "char_cnn": char_cnn, "highway": highway}
