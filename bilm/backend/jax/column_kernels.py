@@ -6,19 +6,19 @@ it reads its transpose with the rows in columns (docs/performance.md). A layer t
 (`column_kernels()`, as `Highway` does) gets their transposes as arguments of the compiled inference call
 (`bilm.backend.jax.inference.inference_call`): made outside the program, so no call transposes a kernel again.
 """
-import contextlib
 import math
-import threading
 import weakref
 
 import jax
 import jax.numpy as jnp
 
+from bilm.utils.thread_flag import ThreadValue
+
 # Products of at most this many rows run in columns, on a CPU: the token encoder's chunk of 16 new words (batch 1
 # gained a fifth end to end), not its chunks of 64, which gained nothing measurable (docs/performance.md).
 COLUMN_MAX_ROWS = 32
 
-_TRANSPOSED = threading.local()
+_TRANSPOSED = ThreadValue()
 # {id(variable): (its value, that value's transpose)}; an entry goes with its variable.
 _CACHE = {}
 
@@ -49,23 +49,17 @@ def transposed_values(kernels):
     return transposed
 
 
-@contextlib.contextmanager
 def kernels_in_columns(transposed):
-    """Within the block (this thread; where the inference call is traced), `product` reads the transposes
+    """Within the block (this thread; where the inference call is traced), `column_product` reads the transposes
     `transposed` (`{variable path: array}`) gives."""
-    previous = getattr(_TRANSPOSED, "value", None)
-    _TRANSPOSED.value = transposed
-    try:
-        yield
-    finally:
-        _TRANSPOSED.value = previous
+    return _TRANSPOSED.holding(transposed)
 
 
 def column_product(x, kernel):
     """`x @ kernel` (`x` `(..., n)`, `kernel` a variable) in columns where the kernel's transpose is given
     (`kernels_in_columns`: on a CPU) and `x` holds at most `COLUMN_MAX_ROWS` rows; None elsewhere (the caller's
     product then)."""
-    transposed = (getattr(_TRANSPOSED, "value", None) or {}).get(kernel.path)
+    transposed = (_TRANSPOSED.get() or {}).get(kernel.path)
     rows = math.prod(x.shape[:-1])
     if transposed is None or rows > COLUMN_MAX_ROWS:
         return None

@@ -10,8 +10,6 @@ on its ids: the caller counts them before it calls (NumPy, on the host), picks o
 columns past the longest row's content and one window's width add nothing to the max over windows.
 """
 import collections
-import contextlib
-import threading
 
 import jax.numpy as jnp
 import numpy as np
@@ -20,8 +18,9 @@ from bilm.backend.jax.char_convolutions import window_product_char_convolutions
 from bilm.backend.jax.column_kernels import column_product
 from bilm.backend.jax.inference import padded_length
 from bilm.ops.char_convolutions_portable import needed_columns
+from bilm.utils.thread_flag import ThreadValue
 
-_BOUND = threading.local()
+_BOUND = ThreadValue()
 
 
 class DistinctTokens(collections.namedtuple("DistinctTokens", ["rows", "columns"])):
@@ -58,24 +57,18 @@ def distinct_tokens_bound(char_ids, devices, widest_filter=None):
     return DistinctTokens(min(padded_length(len(distinct)), len(rows)), columns)
 
 
-@contextlib.contextmanager
 def distinct_tokens_at_most(bound):
     """Within the block (this thread; where a function is traced), `UniqueTokens` gives its distinct rows, at most
     `bound.rows` of them, and the char CNN reads `bound.columns`: bounds the caller knows hold (a
     `distinct_tokens_bound` of the same ids), since rows past them would be dropped. None: every row stands for
     itself, as outside the block."""
-    previous = getattr(_BOUND, "value", None)
-    _BOUND.value = bound
-    try:
-        yield
-    finally:
-        _BOUND.value = previous
+    return _BOUND.holding(bound)
 
 
 def unique_tokens(layer, char_ids):
     """`UniqueTokens`'s distinct rows (ascending; then zero rows up to the bound) and each position's index,
     within `distinct_tokens_at_most`; elsewhere the layer's portable rows."""
-    bound = getattr(_BOUND, "value", None)
+    bound = _BOUND.get()
     if bound is None:
         return layer.every_row(char_ids)
     rows = jnp.concatenate([jnp.reshape(ids, (-1, ids.shape[2])) for ids in char_ids])
@@ -93,7 +86,7 @@ def char_cnn(layer, flat_ids, direct_up_to=0):
     """`CharCNNEncoder`'s features of `flat_ids` `(n, width)`: within `distinct_tokens_at_most` (a training step on
     one CPU) over the columns of the bound, with each window as a matrix product
     (`window_product_char_convolutions`); elsewhere the portable code. The same values to float32 round-off."""
-    bound = getattr(_BOUND, "value", None)
+    bound = _BOUND.get()
     if bound is None:
         return layer.portable_features(flat_ids)
     if bound.columns is not None:
