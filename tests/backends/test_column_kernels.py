@@ -12,10 +12,11 @@ from bilm.layers.highway import Highway
 from bilm.models.network_calls import inference_call
 backend = keras.backend.backend()
 if backend == "jax":
-    from bilm.backend.jax.column_kernels import _CACHE as kept
+    from bilm.backend.jax.column_kernels import TRANSPOSES
 else:
     import torch
-    from bilm.backend.torch.layer_calls import _TRANSPOSED as kept
+    from bilm.backend.torch.layer_calls import TRANSPOSES
+kept = TRANSPOSES.kept
 
 rng = np.random.default_rng(0)
 features = 96

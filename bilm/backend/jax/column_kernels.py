@@ -7,11 +7,11 @@ it reads its transpose with the rows in columns (docs/performance.md). A layer t
 (`bilm.backend.jax.inference.inference_call`): made outside the program, so no call transposes a kernel again.
 """
 import math
-import weakref
 
 import jax
 import jax.numpy as jnp
 
+from bilm.backend.kernel_transposes import KernelTransposes
 from bilm.utils.thread_flag import ThreadValue
 
 # Products of at most this many rows run in columns, on a CPU: the token encoder's chunk of 16 new words (batch 1
@@ -19,34 +19,30 @@ from bilm.utils.thread_flag import ThreadValue
 COLUMN_MAX_ROWS = 32
 
 _TRANSPOSED = ThreadValue()
-# {id(variable): (its value, that value's transpose)}; an entry goes with its variable.
-_CACHE = {}
+TRANSPOSES = KernelTransposes(lambda value: jax.device_put(jnp.transpose(value)))
 
 
 def network_column_kernels(network):
-    """The variables of `network`'s layers that list them (`column_kernels()`), each once, in layer order; none
-    where JAX runs on another device than a CPU (no transposes kept there)."""
+    """The variables of `network`'s layers (nested models' too) that list them (`column_kernels()`), each once, in
+    layer order; none where JAX runs on another device than a CPU (no transposes kept there)."""
     if jax.default_backend() != "cpu":
         return []
     kernels = {}
-    for layer in network._flatten_layers(include_self=False):
-        for kernel in getattr(layer, "column_kernels", lambda: [])():
-            kernels.setdefault(kernel.path, kernel)
+
+    def visit(layers):
+        for layer in layers:
+            for kernel in getattr(layer, "column_kernels", lambda: [])():
+                kernels.setdefault(kernel.path, kernel)
+            visit(getattr(layer, "layers", []))
+
+    visit(network.layers)
     return list(kernels.values())
 
 
 def transposed_values(kernels):
-    """`{variable path: transpose of its current value}` of `kernels`, each transposed once per value."""
-    transposed = {}
-    for kernel in kernels:
-        value = kernel.value
-        cached = _CACHE.get(id(kernel))
-        if cached is None or cached[0] is not value:
-            if cached is None:
-                weakref.finalize(kernel, _CACHE.pop, id(kernel), None)
-            cached = _CACHE[id(kernel)] = (value, jax.device_put(jnp.transpose(value)))
-        transposed[kernel.path] = cached[1]
-    return transposed
+    """`{variable path: transpose of its current value}` of `kernels`, each transposed once per value
+    (`TRANSPOSES`)."""
+    return {kernel.path: TRANSPOSES.of(kernel) for kernel in kernels}
 
 
 def kernels_in_columns(transposed):

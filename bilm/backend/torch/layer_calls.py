@@ -3,11 +3,11 @@ runs eagerly, so their number may depend on the ids), and the char CNN where gra
 columns its rows' characters reach, max-pooled by `torch.max`); every other layer runs its portable `keras.ops`
 code."""
 import math
-import weakref
 
 import torch
 from keras import ops
 
+from bilm.backend.kernel_transposes import KernelTransposes
 from bilm.ops.char_convolutions_portable import needed_columns
 
 
@@ -46,24 +46,13 @@ def first_maximum_char_convolutions(char_ids, char_embedding, kernels):
 # of a few rows by a large kernel reads the kernel's transpose faster with the rows in columns
 # (docs/performance.md).
 COLUMN_MAX_ROWS = 256
-# {id(variable): (its value, that value's version, the transpose)}; an entry goes with its variable.
-_TRANSPOSED = {}
-
-
-def transposed(kernel):
-    """The contiguous transpose of `kernel`'s (a variable's) current value, made once per value."""
-    value = kernel.value
-    cached = _TRANSPOSED.get(id(kernel))
-    if cached is None or cached[0] is not value or cached[1] != value._version:
-        if cached is None:
-            weakref.finalize(kernel, _TRANSPOSED.pop, id(kernel), None)
-        cached = _TRANSPOSED[id(kernel)] = (value, value._version, value.detach().t().contiguous())
-    return cached[2]
+# Each kernel's contiguous transpose, remade once its value changes (in place too: torch's version counter).
+TRANSPOSES = KernelTransposes(lambda value: value.detach().t().contiguous(), stamp=lambda value: value._version)
 
 
 def highway(layer, inputs, training):
     """`Highway.call`: where no gradient is recorded, on a CPU, each float32 kernel's product of at most
-    `COLUMN_MAX_ROWS` rows in columns, with the kernel's transpose kept (`transposed`); elsewhere the portable
+    `COLUMN_MAX_ROWS` rows in columns, with the kernel's transpose kept (`TRANSPOSES`); elsewhere the portable
     products. The same values to float32 round-off."""
     portable = layer.portable_product(training)
     rows = math.prod(inputs.shape[:-1])
@@ -75,7 +64,7 @@ def highway(layer, inputs, training):
         if id(kernel) not in in_columns:
             return portable(x, kernel)
         flat = torch.reshape(x, (rows, x.shape[-1]))
-        return torch.reshape((transposed(kernel) @ flat.t()).t(), (*x.shape[:-1], kernel.shape[1]))
+        return torch.reshape((TRANSPOSES.of(kernel) @ flat.t()).t(), (*x.shape[:-1], kernel.shape[1]))
 
     return layer.portable_layers(inputs, product)
 
