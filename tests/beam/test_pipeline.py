@@ -3,6 +3,7 @@ each sentence embed's vectors exactly once; reruns skip complete shards; nothing
 import collections
 import json
 import os
+import pickle
 import re
 import runpy
 import shlex
@@ -15,7 +16,6 @@ import pytest
 from apache_beam.io.filesystem import FileMetadata
 from apache_beam.io.localfilesystem import LocalFileSystem
 from apache_beam.options.pipeline_options import PipelineOptions
-from apache_beam.testing.util import BeamAssertException, assert_that, equal_to
 
 from bilm.beam import ELMoModelHandler, EmbedFiles, EmbedSentences, shard_outputs
 from bilm.beam.__main__ import main, parse_arguments, run
@@ -80,59 +80,76 @@ def _bin_elmo(*argv):
 
 
 @pytest.mark.slow
-def test_two_worker_processes_write_bin_elmos_files_and_embed_each_sentence_once(tmp_path, model, corpus):
-    _two_workers_write_bin_elmos_files(tmp_path, model, corpus, exact=False)
-
-
-@pytest.mark.slow
-def test_two_workers_write_the_bytes_of_bin_elmo_one_sentence_a_batch(tmp_path, whole_vectors_model, corpus):
-    _two_workers_write_bin_elmos_files(tmp_path, whole_vectors_model, corpus, exact=True)
-
-
-def _two_workers_write_bin_elmos_files(tmp_path, model, corpus, exact):
-    """The pipeline's files, its vectors, and bin/elmo.py's files agree: to round-off, or with `exact`
-    byte for byte, bin/elmo.py then embedding one sentence at a time."""
-    options_file, weight_file, _ = model
+def test_two_worker_processes_write_bin_elmos_files_to_round_off_or_byte_for_byte_and_embed_each_sentence_once(
+        tmp_path, model, whole_vectors_model, corpus):
+    """One pipeline on two worker processes, for two models at once (one worker start for both): for each, its
+    shards' files (`EmbedFiles`) and its sentences' vectors (`EmbedSentences`, each sentence once) agree with
+    bin/elmo.py's and `ELMo.embed`'s, to round-off for `model` (widths that are not multiples of 16), byte for byte
+    for `whole_vectors_model`, whose bin/elmo.py file is then embedded one sentence at a time."""
     shard_dir, warm_up = corpus
-    handler = ELMoModelHandler(options_file=options_file, weight_file=weight_file, layers="all", warm_up=warm_up)
-    shards = shard_outputs(os.path.join(shard_dir, "*"), tmp_path / "out")
-    assert [(os.path.basename(i), os.path.basename(o)) for i, o in shards] == [
-        ("a.txt", "a.hdf5"), ("b.txt", "b.hdf5"), ("c", "c.hdf5")]
     sentences = [line for lines in SHARDS.values() for line in lines]
-    reference = ELMo(options_file, weight_file, warm_up=warm_up)
-    expected = reference.embed(sentences, layers="all")
-
-    def each_sentence_once(results):
-        counts = collections.Counter(key for key, _ in results)
-        if sorted(counts) != list(range(len(sentences))) or set(counts.values()) != {1}:
-            raise BeamAssertException(f"keys seen: {sorted(counts.items())}")
-        for key, vectors in results:
-            if exact:
-                assert np.array_equal(vectors, expected[key]), key
-            else:
-                np.testing.assert_allclose(vectors, expected[key], atol=1e-5)
-
+    models = {"round_off": model, "whole_vectors": whole_vectors_model}
     options = PipelineOptions(direct_num_workers=2, direct_running_mode="multi_processing")
     pipeline = beam.Pipeline(runner="FnApiRunner", options=options)
-    written = pipeline | "Shards" >> beam.Create(shards) | "Files" >> EmbedFiles(handler, "all")
-    assert_that(written | beam.MapTuple(lambda input_file, output_file, n: (os.path.basename(output_file), n)),
-                equal_to([("a.hdf5", 5), ("b.hdf5", 7), ("c.hdf5", 3)]), label="CheckFiles")
-    vectors = (pipeline | "Sentences" >> beam.Create(list(enumerate(sentences)))
-               | "Vectors" >> EmbedSentences(handler, keyed=True))
-    assert_that(vectors, each_sentence_once, label="CheckVectors")
+    shards = {}
+    for name, (options_file, weight_file, _) in models.items():
+        handler = ELMoModelHandler(options_file=options_file, weight_file=weight_file, layers="all",
+                                   warm_up=warm_up)
+        shards[name] = shard_outputs(os.path.join(shard_dir, "*"), tmp_path / name)
+        written = (pipeline | f"Shards {name}" >> beam.Create(shards[name])
+                   | f"Files {name}" >> EmbedFiles(handler, "all"))
+        _gather(written | f"Names {name}" >> beam.MapTuple(
+            lambda input_file, output_file, n: (os.path.basename(output_file), n)), tmp_path / f"{name}.files")
+        vectors = (pipeline | f"Sentences {name}" >> beam.Create(list(enumerate(sentences)))
+                   | f"Vectors {name}" >> EmbedSentences(handler, keyed=True))
+        _gather(vectors, tmp_path / f"{name}.vectors")
     result = pipeline.run()
     result.wait_until_finish()
 
-    loads = result.metrics().query(beam.metrics.MetricsFilter().with_name("model_loads"))["counters"]
-    assert 1 <= sum(counter.committed for counter in loads) <= 2  # once per worker process at most
-    assert sorted(os.listdir(tmp_path / "out")) == ["a.hdf5", "b.hdf5", "c.hdf5"]  # no temporary file left
-    # bin/elmo.py for one shard; the others through the function it calls, on one loaded model.
-    _bin_elmo(shards[1][0], tmp_path / "bin_elmo.hdf5", "--options_file", options_file, "--weight_file",
-              weight_file, "--warm_up", warm_up, *(["--batch_size", 1] if exact else []))
-    _assert_same_file(shards[1][1], tmp_path / "bin_elmo.hdf5", exact)
-    for input_file, output_file in shards[::2]:
-        reference.embed_file(input_file, tmp_path / "expected.hdf5", verbose=0, overwrite=True)
-        _assert_same_file(output_file, tmp_path / "expected.hdf5", exact)
+    for name, (options_file, weight_file, _) in models.items():
+        exact = name == "whole_vectors"
+        assert [(os.path.basename(i), os.path.basename(o)) for i, o in shards[name]] == [
+            ("a.txt", "a.hdf5"), ("b.txt", "b.hdf5"), ("c", "c.hdf5")]
+        assert sorted(_gathered(tmp_path / f"{name}.files")) == [("a.hdf5", 5), ("b.hdf5", 7), ("c.hdf5", 3)], name
+        reference = ELMo(options_file, weight_file, warm_up=warm_up)
+        expected = reference.embed(sentences, layers="all")
+        results = _gathered(tmp_path / f"{name}.vectors")
+        counts = collections.Counter(key for key, _ in results)
+        assert sorted(counts) == list(range(len(sentences))) and set(counts.values()) == {1}, (name, counts)
+        for key, vectors in results:
+            if exact:
+                assert np.array_equal(vectors, expected[key]), (name, key)
+            else:
+                np.testing.assert_allclose(vectors, expected[key], atol=1e-5, err_msg=f"{name} {key}")
+
+        loads = result.metrics().query(
+            beam.metrics.MetricsFilter().with_name("model_loads").with_step(f"Files {name}"))["counters"]
+        assert 1 <= sum(counter.committed for counter in loads) <= 2, name  # once per worker process at most
+        assert sorted(os.listdir(tmp_path / name)) == ["a.hdf5", "b.hdf5", "c.hdf5"], name  # no temporary file left
+        # bin/elmo.py for one shard; the others through the function it calls, on one loaded model.
+        _bin_elmo(shards[name][1][0], tmp_path / "bin_elmo.hdf5", "--options_file", options_file, "--weight_file",
+                  weight_file, "--warm_up", warm_up, *(["--batch_size", 1] if exact else []))
+        _assert_same_file(shards[name][1][1], tmp_path / "bin_elmo.hdf5", exact)
+        for input_file, output_file in shards[name][::2]:
+            reference.embed_file(input_file, tmp_path / "expected.hdf5", verbose=0, overwrite=True)
+            _assert_same_file(output_file, tmp_path / "expected.hdf5", exact)
+
+
+def _gather(pcollection, path):
+    """Writes the elements of `pcollection`, all of them in one list (duplicates too), to the pickle file `path`:
+    the workers are processes on this machine."""
+    label = os.path.basename(path)
+
+    def write(elements):
+        with open(path, "wb") as f:
+            pickle.dump(elements, f)
+
+    pcollection | f"Gather {label}" >> beam.combiners.ToList() | f"Write {label}" >> beam.Map(write)
+
+
+def _gathered(path):
+    with open(path, "rb") as f:
+        return pickle.load(f)
 
 
 @pytest.mark.slow
