@@ -164,18 +164,16 @@ def _run(own, n_epochs, verbose):
     own.record("train_options.json")
     save_dir = os.path.join(directory, "checkpoint")
     with atomic_output(save_dir, directory=True) as new_save_dir:  # the earlier run's stay until this one is done
-        train_from_files(corpus["train_prefix"], corpus["vocab_file"], new_save_dir, options_file,
-                         heldout_prefix=corpus["heldout_prefix"], verbose=verbose)
+        trained = train_from_files(corpus["train_prefix"], corpus["vocab_file"], new_save_dir, options_file,
+                                   heldout_prefix=corpus["heldout_prefix"], verbose=verbose)
     own.record("checkpoint")
-    # Held-out rows per batch as in training's end-of-epoch evaluation, so the
-    # two numbers agree (each row carries its LSTM state along the text).
-    perplexity = evaluate_from_files(corpus["heldout_prefix"], corpus["vocab_file"], save_dir,
-                                     batch_size=options["batch_size"], verbose=0)
-    # What it costs to embed each sentence on its own: the held-out text with
-    # every sentence starting from zeros, or from the boundary state.
-    by_start = {start: evaluate_from_files(corpus["heldout_prefix"], corpus["vocab_file"], save_dir,
-                                           batch_size=options["batch_size"], verbose=0, start=start)
-                for start in ("zeros", "warm")}
+    # The held-out perplexity training measured at its last epoch's end, of the weights its checkpoint holds,
+    # with the carried states and rows per batch that evaluating the checkpoint would use: the same figure.
+    perplexity = trained["heldout_perplexity"]
+    # What it costs to embed each sentence on its own: the held-out text with every sentence starting from
+    # zeros, or from the boundary state (the model built once for both).
+    by_start = evaluate_from_files(corpus["heldout_prefix"], corpus["vocab_file"], save_dir,
+                                   batch_size=options["batch_size"], verbose=0, start=("zeros", "warm"))
     unigram = unigram_perplexity(corpus["heldout_prefix"], corpus["vocab_file"])
     # Checked above: an earlier weight or options file there is the quick start's own.
     written = dump_weights(save_dir, os.path.join(directory, "weights.hdf5"), overwrite=True)

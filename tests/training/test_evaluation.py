@@ -1,6 +1,7 @@
 """evaluate_lm and evaluate (bilm-tf's test): held-out perplexity with the full softmax, and where each
 sentence starts."""
 import math
+import types
 
 import pytest
 import tensorflow as tf
@@ -124,6 +125,97 @@ def test_evaluate_measures_a_boundary_state_for_warm_when_the_checkpoint_has_non
         assert len(measured) == 1  # a model with a boundary state keeps it
     finally:
         _set_boundary_state(lm, zero_state, 0)
+
+
+def test_evaluate_loads_the_checkpoint_once_for_several_starts(corpus, lm, monkeypatch):
+    """A list of starts: one load, one measure for "warm", and each start's figure as it gives it alone."""
+    loaded, measured = [], []
+    monkeypatch.setattr(evaluation.checkpoints, "load_training_model",
+                        lambda options, ckpt_file: loaded.append(ckpt_file) or lm)
+
+    def measure(model, text):
+        measured.append(text)
+        _set_boundary_state(lm, {key: tf.fill(v.shape, 0.25) for key, v in lm.boundary_state.items()}, 9)
+        return 9
+
+    monkeypatch.setattr(evaluation, "measure_boundary_state", measure)
+    zero_state = {key: tf.zeros_like(variable) for key, variable in lm.boundary_state.items()}
+    try:
+        with pytest.raises(ValueError, match="start must be one of"):  # every start checked before any work
+            evaluation.evaluate(OPTIONS, "ckpt/model.ckpt-3", _heldout(corpus), BATCH, start=["zeros", "boundary"])
+        assert loaded == []
+        got = evaluation.evaluate(OPTIONS, "ckpt/model.ckpt-3", _heldout(corpus), BATCH, verbose=0,
+                                  start=("carry", "zeros", "warm"))
+        assert loaded == ["ckpt/model.ckpt-3"] and len(measured) == 1
+        assert got == {start: evaluate_lm(lm, _heldout(corpus), BATCH, start=start)["perplexity"]
+                       for start in ("carry", "zeros", "warm")}
+        assert len(set(got.values())) == 3
+    finally:
+        _set_boundary_state(lm, zero_state, 0)
+
+
+def test_evaluate_from_files_gives_one_figure_for_a_start_and_one_per_start_for_a_list(monkeypatch, tmp_path):
+    from bilm.training.run import from_files
+
+    calls = []
+
+    def evaluate_checkpoint(meta, options, data, batch_size, verbose, start):
+        calls.append(start)
+        return {each: float(i) for i, each in enumerate(start)} if isinstance(start, tuple) else 7.5
+
+    monkeypatch.setattr(from_files, "trainer_module", lambda: types.SimpleNamespace(
+        evaluate_checkpoint=evaluate_checkpoint))
+    monkeypatch.setattr(from_files.run_directory, "run_meta", lambda save_dir: {"options": OPTIONS})
+    monkeypatch.setattr(from_files.run_directory, "check_vocabulary", lambda meta, vocab: None)
+    monkeypatch.setattr(from_files, "load_training_data", lambda *args, **kwargs: ("data", "vocab"))
+    assert from_files.evaluate_from_files("text*", "vocab.txt", "run", verbose=0, start="zeros") == 7.5
+    assert from_files.evaluate_from_files("text*", "vocab.txt", "run", verbose=0, start=["zeros", "warm"]) == {
+        "zeros": 0.0, "warm": 1.0}
+    assert calls == ["zeros", ("zeros", "warm")]
+    monkeypatch.setattr(from_files.run_directory, "run_meta", lambda save_dir: calls.append("read") or {})
+    with pytest.raises(ValueError, match="start must be one of"):  # every start checked before any work
+        from_files.evaluate_from_files("text*", "vocab.txt", "run", start=("warm", "boundary"))
+    assert calls == ["zeros", ("zeros", "warm")]
+
+
+def test_the_array_evaluation_compiles_one_function_for_both_fixed_starts(monkeypatch):
+    """JAX's and PyTorch's evaluation, with its compiled losses stood in for (test_jax_evaluation.py checks the
+    figures against TensorFlow's): the fixed starts share one function, given each its own start states, and
+    each start's figures are the ones it gives alone."""
+    import numpy as np
+    from keras import ops
+
+    from bilm.training.arrays import evaluation as arrays_evaluation
+
+    compiled = []
+
+    def losses_function(step, opening):
+        compiled.append(opening)
+
+        def losses(weights, lstm, batch, start_states):
+            loss = ops.mean(ops.cast(batch["token_ids"], "float32")) + weights["softmax"]
+            if start_states is not None:
+                loss = loss + ops.sum(start_states["forward_c"])
+            return loss, {"forward": loss}, lstm
+
+        return losses
+
+    monkeypatch.setattr(arrays_evaluation, "_losses_function", losses_function)
+    step = types.SimpleNamespace(
+        batch_keys=lambda: ["token_ids", "next_token_id"], directions=("forward",), state_keys=[("forward_c", "", 2)],
+        placement=types.SimpleNamespace(first=lambda tree: tree), settings=types.SimpleNamespace(batch_size=2))
+    batches = [{"token_ids": np.array([[1], [5]]), "next_token_id": np.array([[5], [6]])},
+               {"token_ids": np.array([[5], [1]]), "next_token_id": np.array([[6], [5]])}]
+    data = types.SimpleNamespace(vocab=types.SimpleNamespace(bos=1), iter_batches=lambda rows, steps: iter(batches))
+    state = {"bilm": [], "non_trainable": [], "softmax": 0.5}
+    boundary_state = ({"forward_c": np.array([0.25, 0.5], "float32")}, 3)
+    starts = ("carry", "zeros", "warm")
+    together = arrays_evaluation.evaluate_starts(step, state, data, starts, boundary_state=boundary_state)
+    assert compiled == [None, {"forward": 1}]
+    assert together == {start: arrays_evaluation.evaluate_state(step, state, data, start=start,
+                                                                boundary_state=boundary_state)
+                        for start in starts}
+    assert together["warm"]["perplexity"] == pytest.approx(math.exp(3 + 0.5 + 0.75))
 
 
 def test_test_is_a_deprecated_alias_of_evaluate_and_neither_is_collected_by_pytest(monkeypatch):

@@ -1,6 +1,6 @@
 """Held-out perplexity on JAX and PyTorch with the full softmax, as `bilm.training.tensorflow.evaluation` computes it on
-TensorFlow: of a training state (`evaluate_state`; `heldout_perplexity` during a run, and of a checkpoint what
-bin/run_test.py gives, `bilm.training.arrays.training_run.evaluate_checkpoint`).
+TensorFlow: of a training state (`evaluate_state`, or `evaluate_starts` for several starts; `heldout_perplexity`
+during a run, and of a checkpoint what bin/run_test.py gives, `bilm.training.arrays.training_run.evaluate_checkpoint`).
 
 Needs Keras on JAX or PyTorch (`KERAS_BACKEND=jax` or `torch`).
 """
@@ -49,11 +49,32 @@ def evaluate_state(step, state, data, batch_size=None, unroll_steps=1, start="ca
     Returns:
         `{"perplexity", "<direction>_perplexity", "batches"}`.
     """
-    check_evaluation_start(start, unroll_steps)
-    if start == "warm" and boundary_state is None:
+    return evaluate_starts(step, state, data, (start,), batch_size, unroll_steps, boundary_state, verbose,
+                           between_batches)[start]
+
+
+def evaluate_starts(step, state, data, starts, batch_size=None, unroll_steps=1, boundary_state=None, verbose=0,
+                    between_batches=None):
+    """`{start: evaluate_state's metrics with that start}` for each of `starts`, one pass over `data` each (the
+    other arguments are `evaluate_state`'s), each start's figures the ones `evaluate_state` gives it alone.
+    Every start is checked before the first pass; the fixed starts (`"zeros"`, `"warm"`) differ only in an
+    argument of the compiled function they share, so the second of them compiles nothing."""
+    for start in starts:
+        check_evaluation_start(start, unroll_steps)
+    if "warm" in starts and boundary_state is None:
         raise UserError("start='warm' needs the model's boundary state, and it has none yet; measure it with "
                         "bilm.training.arrays.boundary_state_measure.measure_boundary_state.")
-    batch_size = batch_size or step.settings.batch_size
+    weights = step.placement.first({key: state[key] for key in ("bilm", "non_trainable", "softmax")})
+    functions = {}  # by whether the function resets states at sentence starts
+    return {start: _evaluate(step, weights, data, batch_size or step.settings.batch_size, unroll_steps, start,
+                             boundary_state, verbose, between_batches, functions)
+            for start in starts}
+
+
+def _evaluate(step, weights, data, batch_size, unroll_steps, start, boundary_state, verbose, between_batches,
+              functions):
+    """`evaluate_state`'s metrics of one checked `start`, with `weights` placed; `functions` holds the compiled
+    losses of earlier passes (`_losses_function`, by whether they reset states) and gets this pass's."""
     keys = step.batch_keys()
     start_states, opening = None, None
     if start != "carry":
@@ -61,8 +82,10 @@ def evaluate_state(step, state, data, batch_size=None, unroll_steps=1, start="ca
         start_states = step.placement.first({key: (ops.convert_to_tensor(boundary_state[0][key]) if start == "warm"
                                                    else ops.zeros((size,))) for key, _, size in step.state_keys})
         opening = {direction: getattr(data.vocab, OPENING_TOKEN[direction]) for direction in step.directions}
-    function = _losses_function(step, opening)
-    weights = step.placement.first({key: state[key] for key in ("bilm", "non_trainable", "softmax")})
+    resets = opening is not None
+    if resets not in functions:
+        functions[resets] = _losses_function(step, opening)
+    function = functions[resets]
     # Placed as the call's outputs are, which feed the next call: JAX compiles the call once, not again for
     # states on a device after uncommitted zeros.
     lstm = step.placement.first({key: ops.zeros((batch_size, size), "float32") for key, _, size in step.state_keys})
@@ -76,8 +99,8 @@ def evaluate_state(step, state, data, batch_size=None, unroll_steps=1, start="ca
     metrics = evaluation_metrics(data.iter_batches(batch_size, unroll_steps), losses, step.directions, verbose,
                                  between_batches)
     if metrics is None:
-        return evaluate_state(step, state, data, rows_for_a_short_text(data, batch_size, unroll_steps),
-                              unroll_steps, start, boundary_state, verbose, between_batches)
+        return _evaluate(step, weights, data, rows_for_a_short_text(data, batch_size, unroll_steps), unroll_steps,
+                         start, boundary_state, verbose, between_batches, functions)
     return metrics
 
 

@@ -13,7 +13,7 @@ from bilm.backend import training_ops
 from bilm.errors import UserError
 from bilm.models.functional_bilm import WEIGHTS_FOLLOW
 from bilm.training.arrays.boundary_state_measure import measure_boundary_state
-from bilm.training.arrays.evaluation import evaluate_state, heldout_perplexity
+from bilm.training.arrays.evaluation import evaluate_starts, heldout_perplexity
 from bilm.training.arrays.softmax_init import initialize_softmax_of_state
 from bilm.training.arrays.train_step import ArrayTrainStep
 from bilm.training.config.settings import training_settings
@@ -60,21 +60,24 @@ class Trainer:
 
 
 def evaluate_checkpoint(meta, options, data, batch_size, verbose, start):
-    """The average perplexity of the checkpoint `meta` describes, on `data` (`evaluate_state`); with `start`
-    `"warm"` and no boundary state in it, one measured on `data`'s text."""
+    """The average perplexity of the checkpoint `meta` describes, on `data` (`evaluate_state`); for a list or
+    tuple of starts, `{start: average perplexity}`, the model built and the checkpoint read once
+    (`evaluate_starts`). With `"warm"` and no boundary state in the checkpoint, one measured on `data`'s text."""
+    starts = tuple(start) if isinstance(start, (list, tuple)) else (start,)
     _, settings = training_settings(meta["options"])
     with WEIGHTS_FOLLOW.on():  # nothing drawn: the checkpoint sets every weight
         step = ArrayTrainStep(options, settings, meta["seed"] or 0)
     save_dir = os.path.dirname(meta["path"])
     state, _ = run_directory.load_state(save_dir, meta, step.initial_state(), step.network, settings.optimizer)
     boundary_state = run_directory.read_boundary_state(save_dir, meta)
-    if start == "warm" and boundary_state is None:
+    if "warm" in starts and boundary_state is None:
         boundary_state = measure_boundary_state(step, state, data)
         if verbose:
             print(f"{meta['path']} holds no boundary state; measured one at {boundary_state[1]:,} sentence starts "
                   "of the evaluation text.")
-    return evaluate_state(step, state, data, batch_size, start=start, boundary_state=boundary_state,
-                          verbose=verbose)["perplexity"]
+    metrics = evaluate_starts(step, state, data, starts, batch_size, boundary_state=boundary_state, verbose=verbose)
+    perplexities = {each: metrics[each]["perplexity"] for each in starts}
+    return perplexities if isinstance(start, (list, tuple)) else perplexities[start]
 
 
 def adapted_state(step, state, model, data, softmax_init):

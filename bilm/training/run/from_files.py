@@ -93,15 +93,21 @@ def evaluate_from_files(test_prefix, vocab_file, save_dir, batch_size=None, verb
     earlier run's: `run_directory.newest_meta`), each sentence starting as `start` says (see `evaluate_lm`;
     `"warm"` with a checkpoint that holds no boundary state measures one on the evaluation text), with
     `batch_size` rows (default: the run's own `batch_size`, as the held-out evaluation during training, which
-    it then equals)."""
-    check_evaluation_start(start, 1)
+    it then equals).
+
+    `start` may also be a list or tuple of starts: then the checkpoint is read and the model built once for all of
+    them, and the result is `{start: average perplexity}`, each the figure that start gives alone."""
+    starts = tuple(start) if isinstance(start, (list, tuple)) else (start,)
+    for each in starts:
+        check_evaluation_start(each, 1)
     meta = run_directory.run_meta(save_dir)
     options = load_options(meta["options"])
     if batch_size is None:
         batch_size = options.get("batch_size", option_key("batch_size").default)
     data, vocab = load_training_data(options, test_prefix, vocab_file, test=True)
     run_directory.check_vocabulary(meta, vocab)
-    return trainer_module().evaluate_checkpoint(meta, options, data, batch_size, verbose, start)
+    return trainer_module().evaluate_checkpoint(meta, options, data, batch_size, verbose,
+                                                starts if isinstance(start, (list, tuple)) else start)
 
 
 def test_from_files(test_prefix, vocab_file, save_dir, batch_size=None, verbose=1, start="carry"):

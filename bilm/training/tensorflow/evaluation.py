@@ -85,21 +85,29 @@ def evaluate(options, ckpt_file, data, batch_size=256, *, unroll_steps=1, verbos
         ckpt_file: a checkpoint's path (as `load_options_latest_checkpoint` returns it).
         data: a stream in test mode (it must end).
         batch_size: rows per batch; `unroll_steps`: window length (1 as bilm-tf).
-        start: where each sentence's LSTM states start, see `evaluate_lm`. A
-            checkpoint whose boundary state is not measured yet (one
-            converted from TF1 by `convert_tf1_checkpoint`) gets one
-            measured on `data` for `"warm"`.
+        start: where each sentence's LSTM states start, see `evaluate_lm`;
+            or a list or tuple of starts, each evaluated in its own pass over
+            `data`, the checkpoint loaded once. A checkpoint whose boundary
+            state is not measured yet (one converted from TF1 by
+            `convert_tf1_checkpoint`) gets one measured on `data` for
+            `"warm"`.
 
     Returns:
-        float, the average perplexity.
+        float, the average perplexity; for a list or tuple of starts,
+        `{start: average perplexity}`, each the figure that start gives alone.
     """
+    starts = tuple(start) if isinstance(start, (list, tuple)) else (start,)
+    for each in starts:
+        check_evaluation_start(each, unroll_steps)
     lm = checkpoints.load_training_model(options, ckpt_file)
-    if start == "warm" and int(lm.n_boundary_starts.numpy()) == 0:
+    if "warm" in starts and int(lm.n_boundary_starts.numpy()) == 0:
         n_starts = measure_boundary_state(lm, data)
         if verbose:
             print(f"{ckpt_file} holds no boundary state; measured one at {n_starts:,} sentence starts of the "
                   "evaluation text.")
-    return evaluate_lm(lm, data, batch_size, unroll_steps, verbose=verbose, start=start)["perplexity"]
+    perplexities = {each: evaluate_lm(lm, data, batch_size, unroll_steps, verbose=verbose, start=each)["perplexity"]
+                    for each in starts}
+    return perplexities if isinstance(start, (list, tuple)) else perplexities[start]
 
 
 def test(options, ckpt_file, data, batch_size=256, **kwargs):

@@ -37,7 +37,8 @@ class Trainer:
 
 
 def evaluate_checkpoint(meta, options, data, batch_size, verbose, start):
-    """The average perplexity of the checkpoint `meta` describes (`bilm.training.tensorflow.evaluation.evaluate`)."""
+    """The average perplexity of the checkpoint `meta` describes; for a list or tuple of starts, `{start: average
+    perplexity}`, the checkpoint loaded once (`bilm.training.tensorflow.evaluation.evaluate`)."""
     return evaluate(options, meta["path"], data, batch_size=batch_size, verbose=verbose, start=start)
 
 
