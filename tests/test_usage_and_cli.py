@@ -5,11 +5,13 @@ import re
 import sys
 
 import h5py
+import keras
 import pytest
 
 import warm_python
 from backend_processes import run_on_backend
-from bilm.training.quickstart import prepare_directory
+from bilm.training import quickstart
+from bilm.training.quickstart import MARKER, QuickstartDirectory, prepare_directory, run_quickstart
 from helpers import ROOT, SENTENCES, write_model, write_vocab
 from training_helpers import tiny_options
 
@@ -54,22 +56,30 @@ def test_dump_commands(tmp_path):
             (3, len(s), 12) for s in SENTENCES]
 
 
+def _recorded(results, function, args, kwargs):
+    """`function(*args, **kwargs)`, its result appended to `results`."""
+    results.append(function(*args, **kwargs))
+    return results[-1]
+
+
 def _figures_masked(out):
-    """`out`'s lines with every figure (and its unit) and every path of a backend's own run replaced, without
-    the progress line's updates between its first and its last (printed by the clock: a slower backend prints
-    more of them)."""
-    return [re.sub(r"[0-9][0-9,.]*(ms|us|s)?", "#", re.sub("qs_(jax|torch)", "qs_tensorflow", line))
+    """`out`'s lines with every figure (and its unit; a duration of minutes, `m:ss`, is one figure) and every path
+    of a backend's own run replaced, without the progress line's updates between its first and its last (printed
+    by the clock: a slower backend prints more of them)."""
+    return [re.sub(r"[0-9][0-9,.]*(:[0-9]+)*(ms|us|s)?", "#", re.sub("qs_(jax|torch)", "qs_tensorflow", line))
             for line in out.splitlines() if " left - " not in line]
 
 
 @pytest.mark.slow
-def test_quickstart_trains_evaluates_dumps_and_embeds_alike_on_every_backend(tmp_path):
-    outputs = {}
+def test_quickstart_trains_evaluates_dumps_and_embeds_alike_on_every_backend_and_reruns_in_its_directory(
+        tmp_path, monkeypatch):
+    outputs, perplexities = {}, {}
     for backend in ("tensorflow", "jax", "torch"):
         out = outputs[backend] = _run(["bin/quickstart.py", "--directory", str(tmp_path / f"qs_{backend}"),
                                        "--n_epochs", "1"], env={"KERAS_BACKEND": backend})
         line = next(l for l in out.splitlines() if l.startswith("held-out perplexity"))
         perplexity, unigram = float(line.split()[2]), float(line.split()[-1].rstrip(")"))
+        perplexities[backend] = perplexity
         assert perplexity < 0.9 * unigram, (backend, line)
         # The closing evaluation is the one training did at its end.
         assert f"Epoch 1: held-out perplexity {perplexity:.3f}" in out, backend
@@ -85,10 +95,31 @@ def test_quickstart_trains_evaluates_dumps_and_embeds_alike_on_every_backend(tmp
     # One trainer: the same lines on every backend, apart from the figures.
     assert _figures_masked(outputs["jax"]) == _figures_masked(outputs["tensorflow"])
     assert _figures_masked(outputs["torch"]) == _figures_masked(outputs["tensorflow"])
-    # The directory is the quick start's own: a second run may start over there (tests/training/test_quickstart.py),
-    # and telling so deletes nothing.
+    # The directory is the quick start's own: a second run may start over there, and telling so deletes nothing.
     assert prepare_directory(str(tmp_path / "qs_jax")) is True
     assert (tmp_path / "qs_jax" / "checkpoint").is_dir() and (tmp_path / "qs_jax" / "corpus").is_dir()
+
+    # A second run in the directory of this process's backend (its checks, with training stood in for:
+    # tests/training/test_quickstart.py) replaces the first run's files with its own, as good.
+    backend = keras.backend.backend()
+    directory = tmp_path / f"qs_{backend}"
+    trained, evaluated = [], []
+    train, evaluate = quickstart.train_from_files, quickstart.evaluate_from_files
+    monkeypatch.setattr(quickstart, "train_from_files", lambda *args, **kwargs: _recorded(trained, train, args, kwargs))
+    monkeypatch.setattr(quickstart, "evaluate_from_files",
+                        lambda *args, **kwargs: _recorded(evaluated, evaluate, args, kwargs))
+    second = run_quickstart(str(directory), n_epochs=1, verbose=0)
+    assert second["heldout_perplexity"] == pytest.approx(perplexities[backend], rel=1e-4)
+    # The closing figure is training's own, and the checkpoint is read once for both fixed starts.
+    assert second["heldout_perplexity"] == trained[0]["heldout_perplexity"]
+    assert len(evaluated) == 1 and evaluated[0] == {"zeros": second["zeros_start_perplexity"],
+                                                    "warm": second["warm_start_perplexity"]}
+    assert second["lm_embeddings_shape"] == (2, 3, 8, 32)
+    assert sorted(os.listdir(directory)) == sorted([MARKER, "checkpoint", "corpus", "train_options.json",
+                                                    "weights.hdf5", "weights_options.json"])
+    recorded = QuickstartDirectory(str(directory)).files
+    assert "weights.hdf5" in recorded and "corpus/vocab.txt" in recorded
+    assert "checkpoint/checkpoint.npz" in recorded
 
 
 @pytest.mark.slow

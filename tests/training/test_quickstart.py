@@ -1,5 +1,5 @@
-"""The quick start's directory, its reruns and its options (the whole run with the real corpus is
-test_usage_and_cli.py's slow end-to-end test)."""
+"""The quick start's directory, its reruns and its options (the whole run with the real corpus, and a real
+rerun in its directory, is test_usage_and_cli.py's slow end-to-end test)."""
 import functools
 import os
 import threading
@@ -126,21 +126,6 @@ def test_a_file_in_the_place_of_the_directory_is_a_clear_error(tmp_path):
     (tmp_path / "qs").write_text("x")
     with pytest.raises(ValueError, match="qs: it is a file, not a directory"):
         prepare_directory(str(tmp_path / "qs"))
-
-
-@pytest.mark.slow
-def test_the_quick_start_runs_twice_in_its_directory(tmp_path, monkeypatch):
-    monkeypatch.setattr(quickstart, "write_sample_corpus", SMALL_CORPUS)
-    directory = tmp_path / "qs"
-    first = run_quickstart(str(directory), n_epochs=1, verbose=0)
-    second = run_quickstart(str(directory), n_epochs=1, verbose=0)
-    assert second["heldout_perplexity"] == pytest.approx(first["heldout_perplexity"], rel=1e-4)
-    assert second["lm_embeddings_shape"] == (2, 3, 8, 32)
-    assert sorted(os.listdir(directory)) == sorted([MARKER, "checkpoint", "corpus", "train_options.json",
-                                                    "weights.hdf5", "weights_options.json"])
-    recorded = QuickstartDirectory(str(directory)).files
-    assert "weights.hdf5" in recorded and "corpus/vocab.txt" in recorded
-    assert "checkpoint/checkpoint.npz" in recorded
 
 
 def test_the_options_are_the_tiny_preset_in_a_small_training_form():
