@@ -46,7 +46,7 @@ SCRATCH_PREFIX = "bilm-beam-"
 # What a worker runs before Beam's worker: a session of its own (out of reach of the signals sent to the
 # driver's terminal or process group), the usual signal handlers back, death with its parent (Linux), and an exit
 # if the driver is gone already. `{driver}` is the driver's PID.
-_WORKER_MAIN = """\
+WORKER_START = """\
 import os, signal, sys
 os.setsid()
 signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -56,6 +56,8 @@ if sys.platform.startswith("linux"):
     ctypes.CDLL(None).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
 if os.getppid() != {driver}:
     sys.exit(0)
+"""
+_WORKER_MAIN = WORKER_START + """\
 from apache_beam.runners.worker import sdk_worker_main
 sdk_worker_main.main(sys.argv)
 """

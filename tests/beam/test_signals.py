@@ -13,7 +13,7 @@ import pytest
 from bilm.beam import shard_outputs
 from bilm.beam.__main__ import run as run_pipeline
 from bilm.beam.embedding_files import remove_temporaries
-from bilm.beam.stopping import descendants
+from bilm.beam.stopping import WORKER_START, descendants
 
 # A stop ends the workers and removes their temporaries: seconds on a quiet machine, twice as many on a busy
 # one; a pipeline that carried on would run past any bound.
@@ -210,6 +210,36 @@ def test_the_in_memory_runner_stops_in_the_middle_of_a_shard(tmp_path, model, sh
     run = Run(_command(model, shards, out), out)
     run.wait_for(embedding)
     _assert_stopped(run, signal.SIGINT, run.interrupt(signal.SIGINT))
+
+
+# A driver that starts one worker, as `LocalRunner` does (the worker's own start, then a long wait in place of
+# Beam's worker), and reports the worker's PID once the worker has started.
+DRIVER_OF_A_SLEEPING_WORKER = """
+import os, subprocess, sys
+code = sys.argv[1].format(driver=os.getpid()) + "print('started', flush=True)\\nimport time\\ntime.sleep(60)"
+worker = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+assert worker.stdout.readline() == "started\\n"
+print(worker.pid, flush=True)
+worker.wait()
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="death with the parent is Linux's (PR_SET_PDEATHSIG)")
+def test_a_worker_dies_with_its_driver_when_the_driver_is_killed():
+    # SIGKILL: the driver has no chance to kill its workers; a worker that is busy (not reading from the
+    # driver, so not told by a closed connection) still ends at once.
+    driver = subprocess.Popen([sys.executable, "-c", DRIVER_OF_A_SLEEPING_WORKER, WORKER_START],
+                              stdout=subprocess.PIPE, text=True)
+    worker = int(driver.stdout.readline())
+    assert _alive(worker)
+    driver.kill()
+    driver.wait()
+    deadline = time.monotonic() + STOP_WITHIN_S
+    while _alive(worker) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    alive = _alive(worker)
+    _kill(worker)
+    assert not alive
 
 
 STOPPING_SCRIPT = """
