@@ -17,10 +17,14 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 if os.environ.get("PYTHONPATH", "").split(os.pathsep)[0] != ROOT:
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")]))
 
-# JAX's persistent compilation cache, for the processes the tests start on JAX: many compile the same tiny
-# programs (a training step, an evaluation), and a process after the first reads them from the cache. Set by
-# the session's first process before pytest-xdist starts its workers, which inherit it; removed at the end.
+# JAX's and TensorFlow's persistent compilation caches, for the session's processes: many compile the same
+# tiny programs with XLA (on JAX a training step, an evaluation; on TensorFlow the training step's compiled
+# parts, the char CNN's and the sampled softmax's), and a process after the first reads them from the cache.
+# Set by the session's first process before pytest-xdist starts its workers, which inherit them; removed at
+# the end. (TensorFlow logs an error line as it reads an entry, hidden at TF_CPP_MIN_LOG_LEVEL=3: it tries
+# the text format first.)
 JAX_CACHE = {"JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0", "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0"}
+TF_XLA_CACHE_FLAG = "--tf_xla_persistent_cache_directory="
 
 
 def _share_the_cores(config):
@@ -40,8 +44,11 @@ def pytest_configure(config):
     if hasattr(config, "workerinput") or "JAX_COMPILATION_CACHE_DIR" in os.environ:
         return
     _share_the_cores(config)
-    config.bilm_jax_cache = tempfile.mkdtemp(prefix="bilm-tests-jax-cache-")
-    os.environ.update(JAX_CACHE, JAX_COMPILATION_CACHE_DIR=config.bilm_jax_cache)
+    config.bilm_compilation_cache = tempfile.mkdtemp(prefix="bilm-tests-compilation-cache-")
+    os.environ.update(JAX_CACHE, JAX_COMPILATION_CACHE_DIR=os.path.join(config.bilm_compilation_cache, "jax"))
+    config.bilm_tf_xla_flags = os.environ.get("TF_XLA_FLAGS")
+    tensorflow_cache = TF_XLA_CACHE_FLAG + os.path.join(config.bilm_compilation_cache, "tensorflow")
+    os.environ["TF_XLA_FLAGS"] = " ".join(filter(None, [config.bilm_tf_xla_flags, tensorflow_cache]))
 
 
 def pytest_collection_finish(session):
@@ -55,11 +62,15 @@ def pytest_collection_finish(session):
 
 
 def pytest_unconfigure(config):
-    directory = getattr(config, "bilm_jax_cache", None)
+    directory = getattr(config, "bilm_compilation_cache", None)
     if directory is not None:
         shutil.rmtree(directory, ignore_errors=True)
         for name in [*JAX_CACHE, "JAX_COMPILATION_CACHE_DIR"]:
             os.environ.pop(name, None)
+        if config.bilm_tf_xla_flags is None:
+            os.environ.pop("TF_XLA_FLAGS", None)
+        else:
+            os.environ["TF_XLA_FLAGS"] = config.bilm_tf_xla_flags
 
 
 @pytest.fixture(scope="module")
