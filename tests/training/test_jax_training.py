@@ -272,11 +272,15 @@ def test_bilm_training_train_runs_on_jax_with_its_arguments(tmp_path, run_files)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("delay", [0.0, 0.7, 1.4])
-def test_ctrl_c_while_a_run_on_jax_compiles_its_start_ends_in_one_line(tmp_path, run_files, delay):
-    """SIGINT while the network is built and compiled (the first seconds after the shards' tokens are counted):
-    the run stops between JAX's calls, never inside one (an exception there could crash the interpreter at its
-    exit, status 139), with status 130 and one line."""
+# Two moments of the start, each found by the line the run prints just before it (a delay after the count alone
+# lands in one phase or another with the machine's speed): right after the shards' tokens are counted, as the
+# run sets itself up, and as the first training step is traced and compiled.
+@pytest.mark.parametrize("after_line, delay", [("Counted ", 0.0), ("The first step traces and compiles", 0.5)],
+                         ids=["setting_up", "compiling"])
+def test_ctrl_c_while_a_run_on_jax_compiles_its_start_ends_in_one_line(tmp_path, run_files, after_line, delay):
+    """SIGINT while the run starts (as it sets itself up, and as its first step is traced and compiled): the
+    run stops between JAX's calls, never inside one (an exception there could crash the interpreter at its exit,
+    status 139), with status 130 and one line."""
     folder, corpus = run_files
     options = tiny_options(n_tokens_vocab=corpus["n_vocab"])
     del options["n_train_tokens"]  # counted from the shards, the last line before the network is built
@@ -289,7 +293,7 @@ def test_ctrl_c_while_a_run_on_jax_compiles_its_start_ends_in_one_line(tmp_path,
          "--max_steps", "1000"], cwd=ROOT, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True)
     for line in process.stdout:
-        if line.startswith("Counted "):
+        if line.startswith(after_line):
             break
     time.sleep(delay)
     process.send_signal(signal.SIGINT)
