@@ -12,7 +12,7 @@ from bilm.training.arrays.train_step import SUFFIXES
 from bilm.training.model.softmax_losses import full_softmax_loss
 from bilm.training.run.evaluation_starts import (
     OPENING_TOKEN,
-    check_evaluation_start,
+    checked_starts,
     evaluation_metrics,
     rows_for_a_short_text,
 )
@@ -59,8 +59,7 @@ def evaluate_starts(step, state, data, starts, batch_size=None, unroll_steps=1, 
     other arguments are `evaluate_state`'s), each start's figures the ones `evaluate_state` gives it alone.
     Every start is checked before the first pass; the fixed starts (`"zeros"`, `"warm"`) differ only in an
     argument of the compiled function they share, so the second of them compiles nothing."""
-    for start in starts:
-        check_evaluation_start(start, unroll_steps)
+    starts = checked_starts(starts, unroll_steps)
     if "warm" in starts and boundary_state is None:
         raise UserError("start='warm' needs the model's boundary state, and it has none yet; measure it with "
                         "bilm.training.arrays.boundary_state_measure.measure_boundary_state.")

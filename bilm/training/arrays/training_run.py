@@ -21,6 +21,7 @@ from bilm.training.config.training_config import data_fingerprint
 from bilm.training.model.adaptation import load_model_weights
 from bilm.training.run import run_directory
 from bilm.training.run.base_run import BaseRun
+from bilm.training.run.evaluation_starts import checked_starts
 from bilm.training.run.stop_signals import PhaseInterrupted
 from bilm.utils.python_random import seeded_python_random
 
@@ -63,7 +64,7 @@ def evaluate_checkpoint(meta, options, data, batch_size, verbose, start):
     """The average perplexity of the checkpoint `meta` describes, on `data` (`evaluate_state`); for a list or
     tuple of starts, `{start: average perplexity}`, the model built and the checkpoint read once
     (`evaluate_starts`). With `"warm"` and no boundary state in the checkpoint, one measured on `data`'s text."""
-    starts = tuple(start) if isinstance(start, (list, tuple)) else (start,)
+    starts = checked_starts(start, 1)
     _, settings = training_settings(meta["options"])
     with WEIGHTS_FOLLOW.on():  # nothing drawn: the checkpoint sets every weight
         step = ArrayTrainStep(options, settings, meta["seed"] or 0)

@@ -29,6 +29,15 @@ def check_evaluation_start(start, unroll_steps):
                         f"Received: unroll_steps={unroll_steps}")
 
 
+def checked_starts(start, unroll_steps):
+    """`start`, one start or a list or tuple of starts, as a tuple of starts, each checked
+    (`check_evaluation_start`) before any work."""
+    starts = tuple(start) if isinstance(start, (list, tuple)) else (start,)
+    for each in starts:
+        check_evaluation_start(each, unroll_steps)
+    return starts
+
+
 def rows_for_a_short_text(data, batch_size, unroll_steps):
     """For an evaluation that gave no complete batch: the rows to evaluate `data` (a test-mode `LMDataset` or
     `BidirectionalLMDataset`) with again, one per sentence, when it has fewer sentences than `batch_size` (with

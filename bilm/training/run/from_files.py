@@ -13,7 +13,7 @@ from bilm.training.data.lm_dataset import load_training_data
 from bilm.training.data.vocabulary_order import warn_unless_frequency_order
 from bilm.training.model.softmax_init import DEFAULT_SOFTMAX_INIT
 from bilm.training.run import run_directory
-from bilm.training.run.evaluation_starts import check_evaluation_start
+from bilm.training.run.evaluation_starts import checked_starts
 from bilm.training.run.loop import run_training
 from bilm.training.run.loop_settings import LoopSettings
 from bilm.training.run.run_origin import run_origin
@@ -97,9 +97,7 @@ def evaluate_from_files(test_prefix, vocab_file, save_dir, batch_size=None, verb
 
     `start` may also be a list or tuple of starts: then the checkpoint is read and the model built once for all of
     them, and the result is `{start: average perplexity}`, each the figure that start gives alone."""
-    starts = tuple(start) if isinstance(start, (list, tuple)) else (start,)
-    for each in starts:
-        check_evaluation_start(each, 1)
+    starts = checked_starts(start, 1)
     meta = run_directory.run_meta(save_dir)
     options = load_options(meta["options"])
     if batch_size is None:

@@ -13,6 +13,7 @@ from bilm.training.run.evaluation_starts import (  # noqa: F401
     EVALUATION_STARTS,
     OPENING_TOKEN,
     check_evaluation_start,
+    checked_starts,
     evaluation_metrics,
     rows_for_a_short_text,
 )
@@ -96,9 +97,7 @@ def evaluate(options, ckpt_file, data, batch_size=256, *, unroll_steps=1, verbos
         float, the average perplexity; for a list or tuple of starts,
         `{start: average perplexity}`, each the figure that start gives alone.
     """
-    starts = tuple(start) if isinstance(start, (list, tuple)) else (start,)
-    for each in starts:
-        check_evaluation_start(each, unroll_steps)
+    starts = checked_starts(start, unroll_steps)
     lm = checkpoints.load_training_model(options, ckpt_file)
     if "warm" in starts and int(lm.n_boundary_starts.numpy()) == 0:
         n_starts = measure_boundary_state(lm, data)
