@@ -21,7 +21,7 @@ from bilm.training.config.training_config import data_fingerprint
 from bilm.training.model.adaptation import load_model_weights
 from bilm.training.run import run_directory
 from bilm.training.run.base_run import BaseRun
-from bilm.training.run.evaluation_starts import checked_starts
+from bilm.training.run.evaluation_starts import checked_starts, figures_as_asked
 from bilm.training.run.stop_signals import PhaseInterrupted
 from bilm.utils.python_random import seeded_python_random
 
@@ -77,8 +77,7 @@ def evaluate_checkpoint(meta, options, data, batch_size, verbose, start):
             print(f"{meta['path']} holds no boundary state; measured one at {boundary_state[1]:,} sentence starts "
                   "of the evaluation text.")
     metrics = evaluate_starts(step, state, data, starts, batch_size, boundary_state=boundary_state, verbose=verbose)
-    perplexities = {each: metrics[each]["perplexity"] for each in starts}
-    return perplexities if isinstance(start, (list, tuple)) else perplexities[start]
+    return figures_as_asked(start, {each: metrics[each]["perplexity"] for each in starts})
 
 
 def adapted_state(step, state, model, data, softmax_init):

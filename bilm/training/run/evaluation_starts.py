@@ -38,6 +38,12 @@ def checked_starts(start, unroll_steps):
     return starts
 
 
+def figures_as_asked(start, figures):
+    """`figures` (`{start: figure}`) as `start` asked for them: the dict for a list or tuple of starts, the one
+    figure for one start (see `checked_starts`)."""
+    return figures if isinstance(start, (list, tuple)) else figures[start]
+
+
 def rows_for_a_short_text(data, batch_size, unroll_steps):
     """For an evaluation that gave no complete batch: the rows to evaluate `data` (a test-mode `LMDataset` or
     `BidirectionalLMDataset`) with again, one per sentence, when it has fewer sentences than `batch_size` (with

@@ -15,6 +15,7 @@ from bilm.training.run.evaluation_starts import (  # noqa: F401
     check_evaluation_start,
     checked_starts,
     evaluation_metrics,
+    figures_as_asked,
     rows_for_a_short_text,
 )
 from bilm.training.tensorflow import checkpoints
@@ -104,9 +105,8 @@ def evaluate(options, ckpt_file, data, batch_size=256, *, unroll_steps=1, verbos
         if verbose:
             print(f"{ckpt_file} holds no boundary state; measured one at {n_starts:,} sentence starts of the "
                   "evaluation text.")
-    perplexities = {each: evaluate_lm(lm, data, batch_size, unroll_steps, verbose=verbose, start=each)["perplexity"]
-                    for each in starts}
-    return perplexities if isinstance(start, (list, tuple)) else perplexities[start]
+    return figures_as_asked(start, {each: evaluate_lm(lm, data, batch_size, unroll_steps, verbose=verbose,
+                                                      start=each)["perplexity"] for each in starts})
 
 
 def test(options, ckpt_file, data, batch_size=256, **kwargs):
