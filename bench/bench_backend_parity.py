@@ -36,10 +36,6 @@ PERPLEXITY = re.compile(r"held-out perplexity ([0-9.]+)")
 SPEED = re.compile(r"([0-9,]+) tokens/sec")
 
 
-def _environment(backend):
-    return {**os.environ, "KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "3"}
-
-
 def _stop(signum, frame):
     """SIGINT and SIGTERM, raised as `KeyboardInterrupt`: the running child is asked to save and stop (`_run`)."""
     raise KeyboardInterrupt(signal.Signals(signum).name)
@@ -50,7 +46,7 @@ def _run(command, backend, log_path):
     run to save and stop (its own SIGINT), then end this script."""
     with open(log_path, "w") as log:
         process = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, text=True,
-                                   env=_environment(backend))
+                                   env={**os.environ, "KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "3"})
         try:
             status = process.wait()
         except BaseException:

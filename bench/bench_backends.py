@@ -1,10 +1,6 @@
 #!/usr/bin/env python
 """The same biLM, sentences and batch sizes on every Keras backend: TensorFlow, JAX and PyTorch.
 
-    python bench/bench_backends.py [--size small] [--backends tensorflow,jax,torch] [--batch_sizes 1,32,512]
-        [--sentences 256] [--length 20 [--max_length N]] [--output report.json [--overwrite]]
-        [--no_token_cache] [--tf32]
-
 A random-weight model of `--size` (`write_random_model(..., seed=0)`;
 `tiny` is a toy size for tests) is written once (under the first of the
 backends that imports), and every backend loads
@@ -62,6 +58,7 @@ import json
 import math
 import os
 import platform
+import shutil
 import signal
 import subprocess
 import sys
@@ -151,27 +148,22 @@ def child(args):
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     name = "model" if args.write_model else f"{args.child}_{args.batch_size}"
     try:
-        result = write_model(args) if args.write_model else measure(args)
+        try:
+            library = __import__(BACKEND_MODULES[args.child])
+        except ImportError as error:
+            library, result = None, {"skipped": f"{BACKEND_MODULES[args.child]} does not import: {error}"}
+        if library is not None:
+            if importlib.util.find_spec("bilm") is None:
+                sys.path.append(ROOT)
+            result = write_model(args) if args.write_model else measure(args, library)
     except KeyboardInterrupt:
         sys.exit(130)
     with open(os.path.join(args.work, name + ".json"), "w") as f:
         json.dump(result, f)
 
 
-def _import_bilm():
-    if importlib.util.find_spec("bilm") is None:
-        sys.path.append(ROOT)
-    import bilm
-
-    return bilm
-
-
 def write_model(args):
-    try:
-        __import__(BACKEND_MODULES[args.child])
-    except ImportError as error:
-        return {"skipped": f"{BACKEND_MODULES[args.child]} does not import: {error}"}
-    bilm = _import_bilm()
+    import bilm
     from bilm.models.random_weights import write_random_model
     from bilm.presets import get_preset
 
@@ -184,13 +176,10 @@ def write_model(args):
     return {"written": True}
 
 
-def measure(args):
+def measure(args, library):
+    import bilm
+
     backend, batch_size = args.child, args.batch_size
-    try:
-        library = __import__(BACKEND_MODULES[backend])
-    except ImportError as error:
-        return {"skipped": f"{BACKEND_MODULES[backend]} does not import: {error}"}
-    bilm = _import_bilm()
     import keras
 
     if keras.backend.backend() != backend:
@@ -349,11 +338,6 @@ def installed(backend):
     return None if found else f"not installed: no module named {module!r}"
 
 
-def machine():
-    return {"cpu": cpu_summary(), "cores": os.cpu_count(), "platform": platform.platform(),
-            "python": platform.python_version(), "numpy": np.__version__}
-
-
 def run(args):
     check_output(args.output, args.overwrite)
     work = tempfile.mkdtemp(prefix="bench_backends_")
@@ -364,8 +348,6 @@ def run(args):
         previous = {signum: signal.signal(signum, signal.SIG_IGN) for signum in (signal.SIGINT, signal.SIGTERM)}
         try:
             children.stop()
-            import shutil
-
             shutil.rmtree(work, ignore_errors=True)
         finally:
             for signum, handler in previous.items():
@@ -387,7 +369,9 @@ def measure_all(args, work, children):
         "size": args.size, "length": args.length, "max_length": args.max_length, "sentences": args.sentences,
         "batch_sizes": batch_sizes,
         "check_sentences": min(args.sentences, CHECK_SENTENCES), "token_cache": not args.no_token_cache,
-        "tf32": args.tf32, "machine": machine(), "backends": {}, "reference": None,
+        "tf32": args.tf32, "machine": {"cpu": cpu_summary(), "cores": os.cpu_count(), "platform": platform.platform(),
+                                       "python": platform.python_version(), "numpy": np.__version__},
+        "backends": {}, "reference": None,
     }
     rate = matmul_rate()  # before any child runs: nothing else of the bench's on the cores
     report["machine"]["float32_matmul_gflops"] = rate / 1e9
@@ -511,11 +495,10 @@ def print_table(report):
     for backend, entry in report["backends"].items():
         version = entry.get("versions", {}).get(backend, "")
         if entry["status"] == "skipped":
-            rows.append((backend, "", "skipped: " + (entry["reason"] or ""), "", "", "", "", "", "", "", ""))
+            rows.append((backend, "", "skipped: " + (entry["reason"] or "")) + ("",) * 8)
         for r in entry["results"]:
             if "failed" in r:
-                rows.append((backend, version, "FAILED: " + r["failed"][:80], str(r["batch_size"]), "", "", "", "",
-                             "", "", ""))
+                rows.append((backend, version, "FAILED: " + r["failed"][:80], str(r["batch_size"])) + ("",) * 7)
                 continue
             device_peak = r["peak_device_memory_gib"]
             deviation = r.get("max_abs_deviation")

@@ -52,6 +52,8 @@ import downstream_pretraining  # noqa: E402
 import downstream_probes  # noqa: E402
 import harness  # noqa: E402
 import numpy as np  # noqa: E402
+import real_text  # noqa: E402
+from common import describe_deviations, layer_deviations  # noqa: E402
 from downstream_classifier import Variant  # noqa: E402
 
 import bilm  # noqa: E402
@@ -151,14 +153,7 @@ def print_deviations(elmo, reference, examples):
     """Prints each layer's relative deviation from `reference`'s vectors, per token, over `examples`."""
     sentences = [tokens for tokens, _ in examples]
     got, want = (model.embed(sentences, layers="all", verbose=0) for model in (elmo, reference))
-    per_layer = []
-    for layer in range(elmo.n_layers + 1):
-        deviations = np.concatenate([
-            np.linalg.norm(g[layer].astype(np.float64) - w[layer], axis=-1) / np.linalg.norm(w[layer], axis=-1)
-            for g, w in zip(got, want)])
-        per_layer.append(f"layer {layer} {deviations.max():.2e} / {deviations.mean():.2e}")
-    print(f"{elmo.kernel_dtype} against float32 on the test split, relative deviation per token, max / mean: "
-          + ", ".join(per_layer), flush=True)
+    print(f"{elmo.kernel_dtype} on the test split: {describe_deviations(layer_deviations(got, want))}", flush=True)
 
 
 def diagnose(work_dir, model_name, elmo, data, splits):
@@ -181,9 +176,7 @@ def diagnose(work_dir, model_name, elmo, data, splits):
         for key, neighbours in tables.items():
             print(f"    {word:>8} {key:>13}: {' '.join(neighbours)}")
     diagnosis[model_name] = found
-    with open(path + ".tmp", "w") as f:
-        json.dump(diagnosis, f, indent=1)
-    os.replace(path + ".tmp", path)
+    harness.write_report(diagnosis, path, overwrite=True)
 
 
 def main(argv=None):
@@ -209,13 +202,12 @@ def main(argv=None):
     args = parser.parse_args(argv)
 
     prepare_work_dir(args.work_dir)
-    wheel = downstream_data.fetch_rotten_tomatoes(os.path.join(args.work_dir, "downloads"))
-    data, plots = downstream_data.rotten_tomatoes(wheel)
+    data, plots = downstream_data.rotten_tomatoes(os.path.join(args.work_dir, "downloads"))
     print("snippets (train, dev, test):", [len(data[name]) for name in ("train", "dev", "test")], flush=True)
     if args.model:
         models = {"model": args.model}
     else:
-        gcide = downstream_data.fetch_gcide(args.install_data)
+        gcide = real_text.ensure_gcide(args.install_data)
         task_text = [tokens for tokens, _ in data["train"]] + plots
         models = downstream_pretraining.pretrained_models(args.work_dir, sorted(args.epochs), gcide, task_text)
         models = {f"epochs_{n}": path for n, path in models.items()}
@@ -253,9 +245,7 @@ def main(argv=None):
                 results.setdefault(key, []).append(run)
                 print(f"{key} seed {seed}: test {run['test']:.3f} dev {run['dev']:.3f} "
                       f"({run['epochs']} epochs, {run['seconds']} s) weights {run.get('layer_weights')}", flush=True)
-                with open(results_path + ".tmp", "w") as f:
-                    json.dump(results, f, indent=1)
-                os.replace(results_path + ".tmp", results_path)
+                harness.write_report(results, results_path, overwrite=True)
     for model_name in models:
         order = [f"{model_name}/{name}" for name in VARIANTS]
         table = markdown_table(results, order)

@@ -27,7 +27,7 @@ import types
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import harness  # noqa: E402
-from real_text import ensure_gcide, gcide_sentences  # noqa: E402
+from real_text import spread_sentences  # noqa: E402
 from wheels import wheel_folder  # noqa: E402
 
 ARCHITECTURE = {
@@ -37,16 +37,6 @@ ARCHITECTURE = {
     "classifier": {"name": "sampled_softmax", "n_samples": 64},
     "dropout": 0.1,
 }
-
-
-def original_package(cache_dir):
-    """ELMoForManyLangs' package from its wheel, fetched into `cache_dir` once."""
-    source = wheel_folder(cache_dir, "elmoformanylangs", "elmoformanylangs")
-    sys.path.insert(0, source)
-    sys.modules.setdefault("overrides", types.SimpleNamespace(overrides=lambda method: method))
-    import elmoformanylangs
-
-    return elmoformanylangs
 
 
 def write_random_model(folder, sentences, seed):
@@ -81,15 +71,17 @@ def write_random_model(folder, sentences, seed):
 
 
 def main():
-    parser = harness.parser(__doc__, sentences=24, batch_size=8, seed=0)
-    parser.add_argument("--cache_dir", default=os.path.join(tempfile.gettempdir(), "bilm_efml_parity"))
+    parser = harness.parser(__doc__, sentences=24, batch_size=8, seed=0,
+                            cache_dir=os.path.join(tempfile.gettempdir(), "bilm_efml_parity"))
     args = parser.parse_args()
     import numpy as np
 
-    os.makedirs(args.cache_dir, exist_ok=True)
-    original = original_package(args.cache_dir)
-    ensure_gcide()
-    sentences = [sentence.split() for sentence, _ in zip(gcide_sentences(max_tokens=30), range(args.sentences))]
+    # ELMoForManyLangs' package from its wheel; `overrides` only marks methods.
+    sys.path.insert(0, wheel_folder(args.cache_dir, "elmoformanylangs", "elmoformanylangs"))
+    sys.modules.setdefault("overrides", types.SimpleNamespace(overrides=lambda method: method))
+    import elmoformanylangs as original
+
+    sentences = spread_sentences(args.sentences, max_tokens=30)
     folder = os.path.join(args.cache_dir, f"model-{args.seed}-{args.sentences}")
     if not os.path.isdir(folder):
         write_random_model(folder, sentences, args.seed)

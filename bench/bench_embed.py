@@ -28,9 +28,6 @@ configuration is a size with optional modifiers:
   `jit_compile=True`) instead of the packed graph loop, for comparison.
 A fresh model with a cold token cache embeds the timed batches; one batch
 of other sentences from the same distribution warms it up first.
-
-    python bench/bench_embed.py [--sizes small,small:bfloat16,original,original:bfloat16,original:bulk,...]
-        [--sentences 320] [--batch_size 32]
 """
 import os
 import sys
@@ -39,7 +36,9 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import describe_deviations, forward_flops_per_token, layer_deviations, recurrent_matmul_floor  # noqa: E402
 from harness import per_config  # noqa: E402
+from machine import matmul_rate, peak_rss_gib  # noqa: E402
 
 MODIFIERS = ("bfloat16", "bulk", "uncached", "xla")
 DEFAULT_CONFIGS = [f"{size}{modifiers}" for size in ("small", "original")
@@ -50,33 +49,9 @@ def embed(model, batches):
     return [model(ids)["lm_embeddings"].numpy() for ids in batches]
 
 
-def layer_deviations(got, want, lengths):
-    """`[(max, mean) per layer]` over tokens of `|got - want| / |want|`, per token vector."""
-    import numpy as np
-
-    deviations = []
-    for layer in range(got[0].shape[1]):
-        per_token = []
-        for g, w, n in zip(got, want, lengths):
-            mask = np.arange(g.shape[2])[None, :] < n[:, None]
-            g, w = g[:, layer][mask].astype(np.float64), w[:, layer][mask].astype(np.float64)
-            per_token.append(np.linalg.norm(g - w, axis=-1) / np.maximum(np.linalg.norm(w, axis=-1), 1e-30))
-        per_token = np.concatenate(per_token)
-        deviations.append((float(per_token.max()), float(per_token.mean())))
-    return deviations
-
-
-def describe_deviations(deviations):
-    """One line of `layer_deviations`' figures."""
-    return "relative deviation from float32, max / mean over tokens: " + ", ".join(
-        f"layer {layer} {top:.2e} / {mean:.2e}" for layer, (top, mean) in enumerate(deviations))
-
-
 def run_one(config, args):
     n_sentences, batch_size = args.sentences, args.batch_size
-    import numpy as np
-    from common import forward_flops_per_token, recurrent_matmul_floor, zipf_sentences
-    from machine import matmul_rate, peak_rss_gib
+    from common import zipf_sentences
 
     from bilm import Batcher, BidirectionalLanguageModel, load_options
     from bilm.io.formats.sentence_files import length_sorted_batches
@@ -133,8 +108,9 @@ def run_one(config, args):
     if kernel_dtype != "float32":
         del model
         reference = embed(load("float32"), batches)
-        lengths = [np.array([len(s) for s in group]) for group in groups]
-        result["deviations"] = layer_deviations(outputs, reference, lengths)
+        got, want = ([array[i, :, :len(sentence)] for array, group in zip(arrays, groups)
+                      for i, sentence in enumerate(group)] for arrays in (outputs, reference))
+        result["deviations"] = layer_deviations(got, want)
     return result
 
 

@@ -1,7 +1,7 @@
 """Sentences/sec of `embed_file(..., "all")` against the bare model, at the released sizes.
 
 For each size, in its own process (so peak memory is its own): writes a
-random model (`build_bilm` + `save_bilm_weights`), generates sentences of
+random model (`write_random_model`), generates sentences of
 ~25 made-up tokens, and measures
   - raw: `BidirectionalLanguageModel(stateful=False)` called on ids batched
     beforehand, in the same length-sorted batches embed_file uses (time of
@@ -19,8 +19,6 @@ after the raw runs; it dominates the ratio for a few hundred sentences) and
 the peak resident memory. The output of "all" is large (3 x 2P floats per token: 3 KiB/token
 small, 12 KiB/token original); it goes to a temporary folder that is removed
 afterwards.
-
-    python bench/bench_embed_file.py [--sizes small,original] [--sentences 2000] [--batch_size 64]
 """
 import os
 import shutil

@@ -2,8 +2,6 @@
 """bilm on a GPU: what runs where, ELMo's numerics against the CPU, the Keras example, speed, and training's
 reproducibility, in one run (sized for under 10 minutes on one GPU; `--quick`: under a minute on a 2-core CPU).
 
-    python bench/bench_gpu.py [--output results.json [--overwrite]] [--quick] [--original]
-
 In order:
 1. Devices and versions: Python, TensorFlow, Keras, bilm's git commit, the
    CUDA and cuDNN versions TensorFlow was built with, each GPU's name and
@@ -39,8 +37,7 @@ It ends with one table (check, result, figure); the exit status is 0 when
 every check passes, 1 otherwise. `--output PATH` writes the same, with the
 environment, as JSON (atomically; an existing file only with `--overwrite`).
 Without a GPU it says so and runs everything on the CPU, which is then
-both the reference and the device. `--quick` shrinks it all (tiny model, a
-few steps, small batches): under a minute on a laptop CPU.
+both the reference and the device.
 """
 import contextlib
 import importlib.metadata
@@ -58,13 +55,13 @@ import harness  # noqa: E402
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
-from common import timed_steps, zipf_sentences  # noqa: E402
+from common import layer_deviations, random_model, timed_steps, zipf_sentences  # noqa: E402
+from machine import device_peak_gib  # noqa: E402
 
 import bilm  # noqa: E402
 from bilm.commands.devices import describe_devices, set_numerics  # noqa: E402
-from bilm.models.random_weights import write_random_model  # noqa: E402
 from bilm.ops.kernel_dtypes import BFLOAT16_INFERENCE_TOLERANCE, INT8_INFERENCE_TOLERANCE  # noqa: E402
-from bilm.presets import get_preset, training_options  # noqa: E402
+from bilm.presets import training_options  # noqa: E402
 from bilm.training import BidirectionalLMDataset, load_vocab, train, write_sample_corpus  # noqa: E402
 
 FLOAT32_TOLERANCE = 1e-5
@@ -223,15 +220,8 @@ def check_embedding(table, model_dir, size):
 
 
 def max_relative_deviation(got, want):
-    """The largest `|got - want| / |want|` of any token's vector in any layer; arrays `(layers, tokens, 2P)`."""
-    worst = 0.0
-    for g, w in zip(got, want):
-        if g.shape != w.shape:
-            raise ValueError(f"shapes differ: {g.shape} against the reference's {w.shape}")
-        g, w = g.astype(np.float64), w.astype(np.float64)
-        deviation = np.linalg.norm(g - w, axis=-1) / np.maximum(np.linalg.norm(w, axis=-1), 1e-30)
-        worst = max(worst, float(deviation.max(initial=0.0)))
-    return worst
+    """The largest `|got - want| / |want|` of any token's vector in any layer (`common.layer_deviations`)."""
+    return max(top for top, _ in layer_deviations(got, want))
 
 
 # === 3. The README's Keras example ===
@@ -303,9 +293,7 @@ def reset_gpu_peak(on_gpu):
 
 
 def gpu_peak(on_gpu):
-    if not on_gpu:
-        return ""
-    return f", GPU peak {tf.config.experimental.get_memory_info('GPU:0')['peak'] / 2 ** 30:.2f} GiB"
+    return f", GPU peak {device_peak_gib():.2f} GiB" if on_gpu else ""
 
 
 class TrainingRuns:
@@ -427,9 +415,7 @@ def section(title):
 
 
 def main(argv=None):
-    parser = harness.parser(__doc__, output=None, overwrite=True)
-    parser.add_argument("--quick", action="store_true",
-                        help="tiny model, a few steps, small batches: under a minute on a laptop CPU")
+    parser = harness.parser(__doc__, output=None, overwrite=True, quick=True)
     parser.add_argument("--original", action="store_true",
                         help="time the original size without a GPU too (on a GPU it always runs)")
     args = parser.parse_args(argv)
@@ -442,26 +428,19 @@ def main(argv=None):
     plan = settings(args, on_gpu)
     table = Table()
     with tempfile.TemporaryDirectory(prefix="bench_gpu_") as work_dir:
-        models = {}
-
-        def model(size):
-            if size not in models:
-                models[size] = os.path.dirname(write_random_model(os.path.join(work_dir, f"model_{size}"),
-                                                                  get_preset(size), seed=0)[0])
-            return models[size]
-
         size = plan["check_size"]
         with section(f"ELMo.embed on the default device against the CPU ({size} random model)"):
             with table.attempt(f"embed {size}: random model"):
-                check_embedding(table, model(size), size)
+                check_embedding(table, random_model(work_dir, size), size)
         with section("The README's Keras example"):
             with table.attempt(f"Keras tagger {size}"):
-                check_keras(table, model(size), size, on_gpu)
+                check_keras(table, random_model(work_dir, size), size, on_gpu)
 
         with section("Embedding speed (float32, TF32 off)"):
             for size in plan["timing_sizes"]:
                 with table.attempt(f"embed {size}: random model"):
-                    time_embedding(table, model(size), size, plan["embed_batches"], plan["length"], on_gpu)
+                    time_embedding(table, random_model(work_dir, size), size, plan["embed_batches"], plan["length"],
+                                   on_gpu)
             for size in plan["skipped_sizes"]:
                 table.skipped(f"embed {size}", "no GPU found: --original times it on the CPU")
 
@@ -472,7 +451,6 @@ def main(argv=None):
                                          n_heldout_sentences=10, n_shards=2)
             runs = TrainingRuns(corpus, plan["train_keys"], work_dir)
             for size in plan["timing_sizes"]:
-                # The training key jit_compile both ways (--quick: its default alone).
                 time_training(table, runs, size, plan["train_steps"], [None] if args.quick else [False, True], on_gpu)
             for size in plan["skipped_sizes"]:
                 table.skipped(f"train {size}", "no GPU found: --original times it on the CPU")

@@ -1,12 +1,10 @@
 #!/usr/bin/env bash
-# bilm's portable side on a GPU without TensorFlow (JAX and PyTorch only), in one prepared run sized to fit
-# one 10-minute device call on an H100 or H200 (about 9 minutes on an H200; its figures are in docs/gpu.md):
-# first the JAX training step on the GPU against the same step on the CPU and
-# against itself (bench/bench_jax_step_on_device.py: float32 agrees, a seed repeats bit for bit), then its
-# speed at the original and small sizes (bfloat16 with TF32, TF32, float32, deterministic or not; batch 128 x 20 and
-# 512 x 20; the 1B Word Benchmark's 793,471 ids, 8192 negatives), PyTorch's at the small size, then ELMo's
-# embedding on JAX and PyTorch
-# against a float64 NumPy pass.
+# bilm's portable side on a GPU without TensorFlow (JAX and PyTorch only), in one prepared run sized to fit one
+# 10-minute device call on an H100 or H200 (its figures are in docs/gpu.md): first the JAX training step on the GPU
+# against the same step on the CPU and against itself (bench/bench_jax_step_on_device.py: float32 agrees, a seed
+# repeats bit for bit), then its speed at the original and small sizes (bfloat16 with TF32, TF32, float32,
+# deterministic or not; batch 128 x 20 and 512 x 20; the 1B Word Benchmark's 793,471 ids, 8192 negatives), PyTorch's
+# at the small size, then ELMo's embedding on JAX and PyTorch against a float64 NumPy pass.
 #
 #   bash bench/bench_gpu_portable.sh --fetch_wheels    # here, with pip's registry: keras, optree, namex -> .whl/
 #   bash bench/bench_gpu_portable.sh OUT_DIR           # there: installs .whl/ where Keras is missing, runs, logs
@@ -100,14 +98,13 @@ else
     # (bfloat16 matmuls at the original size, batch 128 x 20). bin/train_elmo.py keeps float32 matmuls in
     # float32 unless --tf32, and asks for deterministic GPU programs (--seed repeats a run): each is measured.
     original=(--size original --n_tokens_vocab 793471 --warmup 3 --steps 20)
+    bf16=(--matmul_dtype bfloat16 --tf32)
     run step_check_small bench/bench_jax_step_on_device.py --size small  # first: a wrong step's speed is moot
-    run train_original_bf16_tf32 "${train[@]}" "${original[@]}" --matmul_dtype bfloat16 --tf32
-    run train_original_bf16_tf32_deterministic "${train[@]}" "${original[@]}" --matmul_dtype bfloat16 --tf32 \
-        --deterministic
+    run train_original_bf16_tf32 "${train[@]}" "${original[@]}" "${bf16[@]}"
+    run train_original_bf16_tf32_deterministic "${train[@]}" "${original[@]}" "${bf16[@]}" --deterministic
     run train_original_tf32 "${train[@]}" "${original[@]}" --tf32
-    run train_original_bf16_tf32_b512 "${train[@]}" "${original[@]}" --matmul_dtype bfloat16 --tf32 --batch_size 512
-    run train_small_bf16_tf32 "${train[@]}" --size small --n_tokens_vocab 793471 --warmup 3 --steps 20 \
-        --matmul_dtype bfloat16 --tf32
+    run train_original_bf16_tf32_b512 "${train[@]}" "${original[@]}" "${bf16[@]}" --batch_size 512
+    run train_small_bf16_tf32 "${train[@]}" --size small --n_tokens_vocab 793471 --warmup 3 --steps 20 "${bf16[@]}"
     run train_original_float32 "${train[@]}" --size original --n_tokens_vocab 793471 --warmup 2 --steps 5
     # PyTorch's step (eager, the same array step) has not run on a GPU yet: the small size, its speed and memory.
     run train_small_torch_tf32 bench/bench_train.py --backend torch --size small --n_tokens_vocab 793471 \

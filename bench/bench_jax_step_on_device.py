@@ -39,24 +39,13 @@ import numpy as np  # noqa: E402
 from machine import machine_line  # noqa: E402
 
 from bilm.commands import set_numerics  # noqa: E402
-from bilm.presets import TRAINING_DEFAULTS, get_preset  # noqa: E402
+from bilm.presets import training_options  # noqa: E402
 from bilm.training.arrays.train_step import ArrayTrainStep  # noqa: E402
 from bilm.training.config.settings import training_settings  # noqa: E402
 
 MAX_CHARACTERS = 50
 SPREAD_FACTOR = 10  # the device's deviation allowed per array, in units of the CPU's own spread under round-off
 NUDGE = 1e-7  # the relative nudge of the start that measures that spread: about float32's round-off
-
-
-def step_options(args):
-    """The size's options with the training recipe, `args`' vocabulary, batch and matmul operands."""
-    options = get_preset(args.size)
-    options["char_cnn"]["n_characters"] = 261
-    options.update(TRAINING_DEFAULTS)
-    options.update(batch_size=args.batch_size, unroll_steps=args.unroll_steps, n_tokens_vocab=args.n_tokens_vocab,
-                   n_negative_samples_batch=min(args.n_negative, args.n_tokens_vocab - 1), n_train_tokens=10 ** 9,
-                   matmul_dtype=args.matmul_dtype)
-    return options
 
 
 def random_batches(n, rows, steps, n_vocab, seed=0):
@@ -104,12 +93,11 @@ def state_deviations(got, want):
 
 def main(argv=None):
     parser = harness.parser(__doc__, size="small", n_tokens_vocab=50_003, batch_size=32, unroll_steps=20,
-                            n_negative=8192, steps=3, matmul_dtype="float32", tf32=True)
+                            n_negative=8192, steps=3, matmul_dtype="float32", tf32=True, quick=True)
     parser.add_argument("--no_deterministic", action="store_true",
                         help="leave XLA's deterministic GPU programs off (the training scripts turn them on)")
     parser.add_argument("--tolerance", type=float,
                         help="device against CPU, relative (default 1e-4 in float32, 3e-2 with --tf32 or bfloat16)")
-    parser.add_argument("--quick", action="store_true", help="the tiny size, a small batch and vocabulary")
     args = parser.parse_args(argv)
     print(machine_line(), flush=True)
     if args.quick:
@@ -119,8 +107,11 @@ def main(argv=None):
 
     deterministic = set_numerics(tf32=args.tf32, deterministic=not args.no_deterministic)
     device, cpu = jax.devices()[0], jax.devices("cpu")[0]
-    options = step_options(args)
-    parsed, settings = training_settings(options)
+    # The size's training recipe with the flags' vocabulary, batch and matmul operands.
+    parsed, settings = training_settings(training_options(
+        args.size, batch_size=args.batch_size, unroll_steps=args.unroll_steps, n_tokens_vocab=args.n_tokens_vocab,
+        n_train_tokens=10 ** 9, matmul_dtype=args.matmul_dtype,
+        n_negative_samples_batch=min(args.n_negative, args.n_tokens_vocab - 1)))
     print(f"jax {jax.__version__} on {device.platform} ({device.device_kind}) against {cpu.platform}: size "
           f"{args.size}, batch {args.batch_size} x {args.unroll_steps}, {args.n_tokens_vocab:,} ids, "
           f"{settings.n_negative_samples_batch} negatives, dropout {settings.dropout}, {settings.optimizer}, "

@@ -32,9 +32,6 @@ A configuration is a size with an optional `:<kernel_dtype>` (see
 counts its per-column float32 scales too); a configuration other than float32
 also prints each layer's relative deviation from float32 on the timed
 sentences (per token vector, `|x - x_f32| / |x_f32|`, max and mean).
-
-    python bench/bench_latency.py [--sizes small,small:bfloat16,small:int8,original,original:bfloat16,...]
-        [--sentences 40]
 """
 import os
 import sys
@@ -43,8 +40,9 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import encoder_flops_per_token, memory_read_bandwidth  # noqa: E402
-from harness import per_config  # noqa: E402
+import numpy as np  # noqa: E402
+from common import encoder_flops_per_token, layer_deviations, memory_read_bandwidth, random_model  # noqa: E402
+from harness import per_config, printed_json  # noqa: E402
 from machine import matmul_rate  # noqa: E402
 
 DEFAULT_CONFIGS = ",".join(f"{size}{dtype}" for size in ("small", "original") for dtype in ("", ":bfloat16", ":int8"))
@@ -75,30 +73,11 @@ def kernel_bytes(options, itemsize, column_scales=False):
     return per_step * itemsize + scales, per_call * itemsize, encoder * itemsize
 
 
-def kernel_flops(options):
-    """`(FLOPs of one step's products for one row, FLOPs of the input half for one row)`.
-
-    A step multiplies each layer-direction's previous output by its
-    recurrent kernel (`P x 4D`) and the cell output by its projection
-    (`D x P`); the input half multiplies each row's layer input by the
-    input kernel (`P x 4D`), for all of a call's rows at once.
-    """
-    p, d, directions = options.projection_dim, options.lstm_dim, 2 * options.n_layers
-    projection = d * p if p != d else 0
-    return 2 * directions * (p * 4 * d + projection), 2 * directions * p * 4 * d
-
-
 def real_sentences(n, skip=0):
-    """`n` GCIDE sentences of MIN_TOKENS..MAX_TOKENS tokens (token lists), after the first `skip`."""
-    from real_text import ensure_gcide, gcide_sentences
+    """`n` GCIDE sentences of MIN_TOKENS..MAX_TOKENS tokens (token lists), every 97th, after the first `skip`."""
+    from real_text import spread_sentences
 
-    chosen = []
-    for index, sentence in enumerate(gcide_sentences(ensure_gcide(), MIN_TOKENS, MAX_TOKENS)):
-        if index % 97 == 0 and index // 97 >= skip:  # spread over the dictionary, not one entry's senses
-            chosen.append(sentence.split())
-            if len(chosen) == n:
-                return chosen
-    return chosen
+    return spread_sentences(n, 97, skip, MIN_TOKENS, MAX_TOKENS)
 
 
 _START_UP = """
@@ -116,33 +95,22 @@ print(json.dumps([imported - start, loaded - imported, time.perf_counter() - loa
 def start_up(directory, kernel_dtype, sentence, backend=None):
     """`(import, bilm.load, first sentence)` seconds in a new process, as a user's script pays them, on Keras's
     `backend` (None: the environment's `KERAS_BACKEND`, else TensorFlow)."""
-    import json
-    import subprocess
-
     env = dict(os.environ, **({"KERAS_BACKEND": backend} if backend else {}))
-    out = subprocess.run([sys.executable, "-c", _START_UP, directory, kernel_dtype, " ".join(sentence)],
-                         capture_output=True, text=True, check=True, env=env)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return printed_json(["-c", _START_UP, directory, kernel_dtype, " ".join(sentence)], "The start-up", env)
 
 
 def run_one(config, args):
     """One configuration's figures, on a random-weight model written to a temporary directory (removed after)."""
-    size = config.split(":")[0]
-    with tempfile.TemporaryDirectory(prefix=f"bench_latency_{size}_") as directory:
-        return _measure(config, args.sentences, directory)
+    with tempfile.TemporaryDirectory(prefix=f"bench_latency_{config.split(':')[0]}_") as directory:
+        return _measure(config, args.sentences, random_model(directory, config.split(":")[0]))
 
 
 def _measure(config, n_sentences, directory):
-    import numpy as np
-    from bench_embed import layer_deviations
-
+    """`run_one` on the model in `directory`."""
     import bilm
-    from bilm.models.random_weights import write_random_model
-    from bilm.presets import get_preset
 
-    size, *dtype = config.split(":")
+    _, *dtype = config.split(":")
     kernel_dtype = dtype[0] if dtype else "float32"
-    write_random_model(directory, get_preset(size), seed=0)
     timed = real_sentences(n_sentences)
     warm_up = real_sentences(n_sentences, skip=n_sentences)
 
@@ -164,7 +132,9 @@ def _measure(config, n_sentences, directory):
 
     itemsize = {"float32": 4, "bfloat16": 2, "float16": 2, "int8": 1}[kernel_dtype]
     per_step, per_call, encoder_bytes = kernel_bytes(elmo.options, itemsize, column_scales=kernel_dtype == "int8")
-    step_flops, input_flops_per_row = kernel_flops(elmo.options)
+    # A row through a kernel: 2 FLOPs a weight (a step's kernels; the input kernels, a call's less the encoder's).
+    step_flops, call_flops, encoder_flops = (2 * weights for weights in kernel_bytes(elmo.options, 1))
+    input_flops_per_row = call_flops - encoder_flops
     # The faster of two measurements, before and after the timed calls: a moment of others' traffic must not
     # lower the floor.
     bandwidth = max(bandwidth_before, memory_read_bandwidth())
@@ -194,15 +164,12 @@ def _measure(config, n_sentences, directory):
     if kernel_dtype != "float32":
         reference = bilm.load(directory)
         want = [reference.embed([s], layers="all", verbose=0)[0] for s in timed]
-        # layer_deviations takes (batch, layers, time, dim) arrays and lengths.
-        result["deviations"] = layer_deviations([o[None] for o in outputs], [w[None] for w in want],
-                                                [np.array([len(s)]) for s in timed])
+        result["deviations"] = layer_deviations(outputs, want)
     return result
 
 
 def main():
-    import numpy as np
-    from bench_embed import describe_deviations
+    from common import describe_deviations
 
     for config, r, _ in per_config(__file__, run_one, __doc__, sizes=DEFAULT_CONFIGS, sentences=40, batch_size=1):
         ms = 1e3 * np.array(r["seconds"])

@@ -232,9 +232,7 @@ def heldout_losses(lm, heldout, training_states, rows=256):
     "zeros" is bilm's evaluation (`evaluate`, as bilm-tf's `test`): every
     row starts from zero states. "training states": the same, with the rows
     starting from the training stream's current LSTM states (tiled to
-    `rows`). A model early in training can fall into a state it never left
-    in training when started from zeros, and stay there: its held-out loss
-    then jumps by several nats while the training loss is smooth.
+    `rows`); see the module docstring for why both.
     """
     metrics = evaluate(lm, heldout, rows)
     zeros = [math.log(metrics[f"{d}_perplexity"]) for d in lm.directions]
@@ -347,8 +345,8 @@ def summary_lines(per_seed, seeds):
 
 
 def main(argv=None):
-    parser = harness.parser(__doc__, steps=300, batch_size=32, unroll_steps=20, n_negative=1024, output=None,
-                            overwrite=True)
+    parser = harness.parser(__doc__, steps=300, batch_size=32, unroll_steps=20, n_negative=1024, lstm_dim=256,
+                            projection_dim=64, output=None, overwrite=True)
     parser.add_argument("--seeds", default="0,1,2", help="comma-separated seeds, one run each")
     parser.add_argument("--dropout", type=float, default=0.1)
     parser.add_argument("--softmax", choices=("full", "sampled"), default="full",
@@ -362,8 +360,6 @@ def main(argv=None):
     parser.add_argument("--eval_window", type=int, default=100,
                         help="held-out evaluations at the last step and every --eval_every steps before it, "
                              "this many steps back")
-    parser.add_argument("--lstm_dim", type=int, default=256)
-    parser.add_argument("--projection_dim", type=int, default=64)
     parser.add_argument("--corpus_tokens", type=int, default=1_000_000, help="training tokens to generate")
     parser.add_argument("--heldout_sentences", type=int, default=1500)
     parser.add_argument("--n_words", type=int, default=12000, help="made-up word types (before min_count)")

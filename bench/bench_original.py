@@ -71,7 +71,7 @@ The model (357 MiB) is written to `--work_dir` (default
 `$TMPDIR/bench_original`) once and reused.
 """
 import argparse
-import itertools
+import importlib.util
 import json
 import os
 import re
@@ -86,8 +86,9 @@ REPO_DIR = os.path.dirname(BENCH_DIR)
 sys.path.insert(0, BENCH_DIR)
 
 import harness  # noqa: E402
-from common import recurrent_matmul_floor, rows_per_step  # noqa: E402
-from machine import machine_line  # noqa: E402
+import numpy as np  # noqa: E402
+from common import encoder_flops_per_token, memory_read_bandwidth, recurrent_matmul_floor, rows_per_step  # noqa: E402
+from machine import best_seconds, machine_line, matmul_rate, peak_rss_gib  # noqa: E402
 
 DEFAULT_CONFIGS = "original,bilm,bilm:bfloat16"
 MODIFIERS = ("bfloat16", "1thread")
@@ -98,10 +99,9 @@ MAX_CHARACTERS_PER_TOKEN = 50
 
 def choose_sentences(n_sentences, batch_size):
     """`(warm-up batch, timed sentences)` from GCIDE, every `SENTENCE_STRIDE`th sentence after the front matter."""
-    from real_text import ensure_gcide, gcide_sentences
+    from real_text import spread_sentences
 
-    spread = itertools.islice(gcide_sentences(ensure_gcide()), SENTENCE_STRIDE, None, SENTENCE_STRIDE)
-    chosen = [sentence.split() for sentence in itertools.islice(spread, batch_size + n_sentences)]
+    chosen = spread_sentences(batch_size + n_sentences, SENTENCE_STRIDE, skip=1)
     if len(chosen) < batch_size + n_sentences:
         sys.exit(f"GCIDE gave only {len(chosen)} sentences; ask for fewer than {n_sentences}.")
     return chosen[:batch_size], chosen[batch_size:]
@@ -184,18 +184,15 @@ def run_bilm(args, modifiers):
 
 
 class PartTimer:
-    """Wraps callables to add up the seconds spent in each (while `active`)."""
+    """Wraps callables to add up the seconds spent in each from now on."""
 
     def __init__(self):
         self.seconds = {}
-        self.active = False
 
     def wrap(self, name, function):
         self.seconds[name] = 0.0
 
         def timed(*args, **kwargs):
-            if not self.active:
-                return function(*args, **kwargs)
             start = time.perf_counter()
             try:
                 return function(*args, **kwargs)
@@ -205,7 +202,7 @@ class PartTimer:
 
 
 def instrument(model):
-    """Times bilm's parts during the timed run: the token encoder, the cache's lookup as a whole, the LSTMs."""
+    """Times bilm's parts from now on (the timed run): the token encoder, the cache's lookup as a whole, the LSTMs."""
     timer = PartTimer()
     cache = model.token_cache
     cache._encode = timer.wrap("token_encoder", cache._encode)
@@ -224,15 +221,8 @@ def input_half_seconds(groups, options, kernel_dtype, repeats=3):
     lstm = options["lstm"]
     w_x = tf.cast(tf.random.normal([lstm["projection_dim"], 4 * lstm["dim"]], stddev=0.01), kernel_dtype)
     product = tf.function(lambda x: inference_kernel_matmul(x, w_x), autograph=False)
-    total = 0.0
-    for group in groups:
-        x = tf.random.normal([sum(len(s) + 2 for s in group), lstm["projection_dim"]])
-        product(x).numpy()
-        start = time.perf_counter()
-        for _ in range(repeats):
-            product(x).numpy()
-        total += (time.perf_counter() - start) / repeats
-    return 2 * lstm["n_layers"] * total
+    inputs = [tf.random.normal([sum(len(s) + 2 for s in group), lstm["projection_dim"]]) for group in groups]
+    return 2 * lstm["n_layers"] * sum(best_seconds(lambda x=x: product(x).numpy(), repeats) / repeats for x in inputs)
 
 
 def cpu_seconds():
@@ -244,9 +234,6 @@ def cpu_seconds():
 
 
 def run_one(args):
-    import numpy as np
-    from machine import peak_rss_gib
-
     name, *modifiers = args.one.split(":")
     with open(os.path.join(args.work_dir, "sentences.json")) as f:
         sentences = json.load(f)
@@ -257,8 +244,6 @@ def run_one(args):
     batches = [batch_sentences(group) for group in groups]
     embed(batch_sentences(warm_up))
     timer = instrument(model) if args.profile and model is not None else None
-    if timer:
-        timer.active = True
     busy_before, own_before = cpu_seconds()
     start = time.perf_counter()
     outputs = [embed(ids) for ids in batches]
@@ -282,9 +267,6 @@ def run_one(args):
         result["parts"] = dict(timer.seconds)
         result["recurrent_matmul_floor"] = recurrent_matmul_floor(options, groups, model.kernel_dtype)
         result["input_half_seconds"] = input_half_seconds(groups, options, model.kernel_dtype)
-        from common import memory_read_bandwidth
-        from machine import matmul_rate
-
         result["matmul_gflops"] = matmul_rate() / 1e9
         result["bandwidth_gb_s"] = memory_read_bandwidth() / 1e9
         result["token_cache_misses"] = model.token_cache.misses
@@ -294,7 +276,6 @@ def run_one(args):
 
 def agreement(work_dir, config, reference, lengths):
     """Max abs difference per layer over valid positions, and the reference's largest magnitude."""
-    import numpy as np
 
     def load(name):
         return np.load(os.path.join(work_dir, f"first_batch_{re.sub(r'[^a-z0-9]+', '_', name)}.npy"))
@@ -353,11 +334,8 @@ def roofline_seconds(timed, batch_size, options, bandwidth, rate, encoded_tokens
     its input half `x W_x` for all positions at once before the loop, and
     the token encoder for `encoded_tokens` tokens (those new to its cache;
     None: every token)."""
-    lstm, cnn = options["lstm"], options["char_cnn"]
+    lstm, encoder_flops = options["lstm"], encoder_flops_per_token(options)
     p, u, lstms = lstm["projection_dim"], lstm["dim"], 2 * lstm["n_layers"]
-    f = sum(num for _, num in cnn["filters"])
-    encoder_flops = (sum(2 * (cnn["max_characters_per_token"] - w + 1) * w * cnn["embedding"]["dim"] * num
-                         for w, num in cnn["filters"]) + cnn["n_highway"] * 4 * f * f + 2 * f * p)
     original = bilm = 0.0
     for i in range(0, len(timed), batch_size):
         group = timed[i:i + batch_size]
@@ -384,15 +362,13 @@ def describe_bounds(results, timed, batch_size, work_dir):
         if "parts" not in result:
             continue
         if config.startswith("original"):
-            floor = roofline_seconds(timed, batch_size, options, bandwidth, rate)[0]
-            lines.append(f"  {config}: {floor:.1f} s; ran {result['seconds']:.1f} s ({result['seconds'] / floor:.2f}x)")
+            floor, note = roofline_seconds(timed, batch_size, options, bandwidth, rate)[0], ""
         else:
             floor = roofline_seconds(timed, batch_size, options, bandwidth, rate, result["token_cache_misses"],
                                      2 if "bfloat16" in config else 4)[1]
-            line = f"  {config}: {floor:.1f} s; ran {result['seconds']:.1f} s ({result['seconds'] / floor:.2f}x)"
-            if original:
-                line += f"; at its roofline {original['seconds'] / floor:.2f}x the original as measured"
-            lines.append(line)
+            note = f"; at its roofline {original['seconds'] / floor:.2f}x the original as measured" if original else ""
+        seconds = result["seconds"]
+        lines.append(f"  {config}: {floor:.1f} s; ran {seconds:.1f} s ({seconds / floor:.2f}x){note}")
     return "\n".join(lines)
 
 
@@ -406,16 +382,12 @@ def check_inputs(args, configs):
                 name == "original" and "bfloat16" in modifiers):
             sys.exit(f"--configs: unknown configuration {config!r}; expected original[:1thread] or "
                      f"bilm[:bfloat16][:1thread]")
-    if any(c.startswith("original") for c in configs):
-        if args.tf_keras:
-            if not os.path.isfile(os.path.join(args.tf_keras, "tf_keras", "__init__.py")):
-                sys.exit(f"--tf_keras {args.tf_keras}: no tf_keras package there; "
-                         "pip install --target DIR \"tf_keras~=2.21.0\" --no-deps")
-        else:
-            import importlib.util
-            if importlib.util.find_spec("tf_keras") is None:
-                sys.exit("the original code needs tf_keras: pip install --target DIR \"tf_keras~=2.21.0\" "
-                         "--no-deps and pass --tf_keras DIR")
+    where = f"none in --tf_keras {args.tf_keras}" if args.tf_keras else "not installed"
+    if any(c.startswith("original") for c in configs) and not (
+            os.path.isfile(os.path.join(args.tf_keras, "tf_keras", "__init__.py")) if args.tf_keras
+            else importlib.util.find_spec("tf_keras") is not None):
+        sys.exit(f"the original code needs tf_keras ({where}): pip install --target DIR \"tf_keras~=2.21.0\" "
+                 "--no-deps and pass --tf_keras DIR")
 
 
 def main():
@@ -449,24 +421,20 @@ def main():
             if args.tf_keras:
                 env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.path.abspath(args.tf_keras),
                                                                   env.get("PYTHONPATH")]))
-        command = [sys.executable, __file__, "--one", config, "--bilm_tf", args.bilm_tf,
-                   "--sentences", str(args.sentences), "--batch_size", str(args.batch_size),
-                   "--work_dir", args.work_dir] + (["--profile"] if args.profile else [])
-        out = subprocess.run(command, capture_output=True, text=True, env=env)
-        if out.returncode != 0:
-            sys.exit(f"{config}: failed:\n{out.stderr[-3000:]}")
-        result = results[config] = json.loads(out.stdout.strip().splitlines()[-1])
+        command = [__file__, "--one", config, "--bilm_tf", args.bilm_tf, "--sentences", str(args.sentences),
+                   "--batch_size", str(args.batch_size), "--work_dir", args.work_dir]
+        command += ["--profile"] if args.profile else []
+        result = results[config] = harness.printed_json(command, f"{config}:", env)
         line = (f"{config:>16}: {result['tokens_per_sec']:7.0f} tokens/sec  ({result['seconds']:.2f} s, "
                 f"{result['batches']} batches)  peak {result['peak_rss_gib']:.2f} GiB")
         threads = ":1thread" if config.endswith(":1thread") else ""
         reference = next((c for c in (f"original{threads}", "original") if c in results), None)
         if reference and config != reference:
-            line += f"  {result['tokens_per_sec'] / results[reference]['tokens_per_sec']:.2f}x {reference}"
-        print(line, flush=True)
-        if reference and config != reference:
             differences, scale = agreement(args.work_dir, config, reference, [len(s) for s in timed[:args.batch_size]])
-            print(f"{'':>18}max abs difference from {reference}, first batch, layers 0/1/2: "
-                  + " / ".join(f"{d:.2e}" for d in differences) + f"  (largest activation {scale:.2f})", flush=True)
+            line += (f"  {result['tokens_per_sec'] / results[reference]['tokens_per_sec']:.2f}x {reference}\n"
+                     f"{'':>18}max abs difference from {reference}, first batch, layers 0/1/2: "
+                     + " / ".join(f"{d:.2e}" for d in differences) + f"  (largest activation {scale:.2f})")
+        print(line, flush=True)
         print(f"{'':>18}{describe_other_work(result)}", flush=True)
         if "parts" in result:
             print(describe_profile(result), flush=True)

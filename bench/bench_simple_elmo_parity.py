@@ -24,7 +24,8 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import harness  # noqa: E402
-from real_text import ensure_gcide, gcide_sentences  # noqa: E402
+from common import random_model  # noqa: E402
+from real_text import spread_sentences  # noqa: E402
 from wheels import wheel_folder  # noqa: E402
 
 PACKAGES = {"simple_elmo": "simple_elmo==0.9.2", "tf_keras": "tf_keras"}
@@ -44,24 +45,16 @@ np.savez(out, **results)
 
 
 def main():
-    parser = harness.parser(__doc__, size="small", sentences=48, batch_size=16)
-    parser.add_argument("--cache_dir", default=os.path.join(tempfile.gettempdir(), "bilm_simple_elmo_parity"))
+    parser = harness.parser(__doc__, size="small", sentences=48, batch_size=16,
+                            cache_dir=os.path.join(tempfile.gettempdir(), "bilm_simple_elmo_parity"))
     args = parser.parse_args()
     import numpy as np
 
     from bilm.compat.simple_elmo import ElmoModel
-    from bilm.models.random_weights import write_random_model
-    from bilm.presets import get_preset
 
-    os.makedirs(args.cache_dir, exist_ok=True)
     paths = [wheel_folder(args.cache_dir, requirement, name) for name, requirement in PACKAGES.items()]
-    folder = os.path.join(args.cache_dir, f"model-{args.size}")
-    if not os.path.isdir(folder):
-        write_random_model(folder + ".partial", get_preset(args.size), seed=0)
-        os.replace(os.path.join(folder + ".partial", "weights.hdf5"), os.path.join(folder + ".partial", "model.hdf5"))
-        os.replace(folder + ".partial", folder)
-    ensure_gcide()
-    sentences = [sentence.split() for sentence, _ in zip(gcide_sentences(max_tokens=30), range(args.sentences))]
+    folder = random_model(args.cache_dir, args.size, weights="model.hdf5")
+    sentences = spread_sentences(args.sentences, max_tokens=30)
     sentences_file = os.path.join(args.cache_dir, f"sentences-{args.sentences}.txt")
     with open(sentences_file, "w", encoding="utf-8") as f:
         f.writelines(" ".join(sentence) + "\n" for sentence in sentences)

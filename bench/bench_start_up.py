@@ -15,13 +15,9 @@ repeated `--repeats` times (the range is printed):
   step (options, data, model), the first step (tracing and compiling the
   training step), the other steps, and after them the boundary-state
   measure and the last save. What is outside the steps is the fixed cost.
-
-    python bench/bench_start_up.py [--what inference,training] [--sizes small,original]
-        [--backends tensorflow,jax,torch] [--repeats 3]
 """
 import json
 import os
-import subprocess
 import sys
 import tempfile
 
@@ -72,47 +68,35 @@ print(json.dumps(marks))
 def training_start_up(steps, backend="tensorflow"):
     """`{phase: seconds}` of one small training run from files in a new process on the Keras `backend` (its files
     removed after)."""
-    with tempfile.TemporaryDirectory(prefix="bench_start_up_") as directory:
-        return _training_run(directory, steps, backend)
-
-
-def _training_run(directory, steps, backend):
     from common import write_corpus
 
-    from bilm.presets import TRAINING_DEFAULTS, get_preset
+    from bilm.presets import training_options
 
     batch_size, unroll_steps, n_vocab = 8, 20, 2000
-    train_file, vocab_file = write_corpus(directory, n_vocab, batch_size * unroll_steps * (steps + 4) * 4)
-    os.replace(train_file, os.path.join(directory, "train.txt"))
-    os.replace(vocab_file, os.path.join(directory, "vocab.txt"))
-    options = get_preset("small")
-    options["char_cnn"]["n_characters"] = 261
+    options = training_options("small", batch_size=batch_size, unroll_steps=unroll_steps, n_tokens_vocab=n_vocab + 3,
+                               n_negative_samples_batch=512, n_train_tokens=batch_size * unroll_steps * 1000)
     options["lstm"].update(dim=64, projection_dim=16)
     options["char_cnn"]["filters"] = [[w, max(1, n // 16)] for w, n in options["char_cnn"]["filters"]]
-    options.update(TRAINING_DEFAULTS)
-    options.update(batch_size=batch_size, unroll_steps=unroll_steps, n_tokens_vocab=n_vocab + 3,
-                   n_negative_samples_batch=512, n_train_tokens=batch_size * unroll_steps * 1000)
-    with open(os.path.join(directory, "options.json"), "w") as f:
-        json.dump(options, f)
-    out = subprocess.run([sys.executable, "-c", _TRAINING_RUN, directory, str(steps), BENCH], capture_output=True,
-                         text=True, env=dict(os.environ, KERAS_BACKEND=backend))
-    if out.returncode:
-        sys.exit(f"The training run failed:\n{out.stderr[-3000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    with tempfile.TemporaryDirectory(prefix="bench_start_up_") as directory:
+        train_file, vocab_file = write_corpus(directory, n_vocab, batch_size * unroll_steps * (steps + 4) * 4)
+        os.replace(train_file, os.path.join(directory, "train.txt"))
+        os.replace(vocab_file, os.path.join(directory, "vocab.txt"))
+        with open(os.path.join(directory, "options.json"), "w") as f:
+            json.dump(options, f)
+        return harness.printed_json(["-c", _TRAINING_RUN, directory, str(steps), BENCH], "The training run",
+                                    dict(os.environ, KERAS_BACKEND=backend))
 
 
 def inference_start_ups(size, repeats, kernel_dtype="float32", backends=("tensorflow",)):
     """`{backend: [(import, bilm.load, first sentence) seconds] * repeats}`, each in a new process on that Keras
     backend, for one random-weight model of `size` (written once, removed after)."""
     from bench_latency import real_sentences, start_up
-
-    from bilm.models.random_weights import write_random_model
-    from bilm.presets import get_preset
+    from common import random_model
 
     sentence = real_sentences(1)[0]
     with tempfile.TemporaryDirectory(prefix=f"bench_start_up_{size}_") as directory:
-        write_random_model(directory, get_preset(size), seed=0)
-        return {backend: [start_up(directory, kernel_dtype, sentence, backend) for _ in range(repeats)]
+        model = random_model(directory, size)
+        return {backend: [start_up(model, kernel_dtype, sentence, backend) for _ in range(repeats)]
                 for backend in backends}
 
 

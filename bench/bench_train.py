@@ -63,7 +63,7 @@ from common import encoder_flops_per_token, recurrent_matmul_seconds, timed_step
 
 from bilm.backend import backend_module  # noqa: E402
 from bilm.optimizers import default_learning_rates  # noqa: E402
-from bilm.presets import TRAINING_DEFAULTS, get_preset  # noqa: E402
+from bilm.presets import training_options  # noqa: E402
 from bilm.training.config.settings import training_settings  # noqa: E402
 from bilm.training.run import loop  # noqa: E402
 from bilm.training.run.from_files import load_training_data  # noqa: E402
@@ -76,17 +76,14 @@ def bench_options(args, n_tokens_vocab, jit_compile):
     """The training options of one run: the preset of `--size`, shrunk as the flags say, its recipe's training
     keys with the bench's batch, negatives, vocabulary, matmul dtype, optimizer and `jit_compile` (None: the
     key's default)."""
-    options = get_preset(args.size)
-    options["char_cnn"]["n_characters"] = 261
+    options = training_options(args.size, unroll_steps=args.unroll_steps, n_tokens_vocab=n_tokens_vocab,
+                               n_negative_samples_batch=args.n_negative, n_train_tokens=10 ** 9,
+                               matmul_dtype=args.matmul_dtype, optimizer=args.optimizer)
     if args.lstm_dim:
         options["lstm"]["dim"] = args.lstm_dim
     if args.projection_dim:
         options["lstm"]["projection_dim"] = args.projection_dim
     options["char_cnn"]["filters"] = [[w, max(1, n // args.filter_scale)] for w, n in options["char_cnn"]["filters"]]
-    options.update(TRAINING_DEFAULTS)
-    options.update(unroll_steps=args.unroll_steps, n_tokens_vocab=n_tokens_vocab,
-                   n_negative_samples_batch=args.n_negative, n_train_tokens=10 ** 9, matmul_dtype=args.matmul_dtype,
-                   optimizer=args.optimizer, learning_rate=default_learning_rates()[args.optimizer])
     if args.batch_size:
         options["batch_size"] = args.batch_size
     if jit_compile is not None:
@@ -247,14 +244,13 @@ def report(args, n_vocab, jit_compile, record, settings, parsed, platform):
 
 def main(argv=None):
     parser = harness.parser(__doc__, backend=DEFAULT_BACKEND, size="small", batch_size=None, n_tokens_vocab=None,
-                            unroll_steps=20, n_negative=8192, steps=20, warmup=3, matmul_dtype="float32", tf32=True)
+                            unroll_steps=20, n_negative=8192, steps=20, warmup=3, lstm_dim=None, projection_dim=None,
+                            matmul_dtype="float32", tf32=True)
     parser.add_argument("--vocab_sizes", type=harness.positive_ints,
                         help="comma-separated vocabulary sizes in words (default: 10000 on a CPU; on a GPU 793468, "
                              "the 1B Word Benchmark's 793,471 ids)")
     parser.add_argument("--optimizer", choices=sorted(default_learning_rates()), default="adagrad",
                         help="the optimizer, with its default learning rate (default: adagrad)")
-    parser.add_argument("--lstm_dim", type=int, help="shrink: LSTM size")
-    parser.add_argument("--projection_dim", type=int, help="shrink: projection size")
     parser.add_argument("--filter_scale", type=int, default=1, help="shrink: divide every CNN filter count")
     parser.add_argument("--jit_compile", choices=("both", "false", "true"),
                         help="the training key jit_compile: false, true or both side by side (default: its default)")

@@ -1,11 +1,13 @@
 """What the benches measure with: the biLM's FLOP counts (from an options dict, as options.json holds it, or
-bilm's `Options`), the recurrent matmuls' floors (NumPy; the packed one TensorFlow, imported by it alone), a
-synthetic training corpus and synthetic sentences, and the clock of training's steps (`timed_steps`)."""
+bilm's `Options`), the recurrent matmuls' floors (NumPy; the packed one TensorFlow, imported by it alone), the
+relative deviation of vectors from a reference's, a random model, a synthetic training corpus and synthetic
+sentences, and the clock of training's steps (`timed_steps`)."""
 import contextlib
 import os
 import time
 
 import numpy as np
+from machine import best_seconds
 
 
 def recurrent_matmul_seconds(batch, steps, units, output_dim, repeats=5):
@@ -24,11 +26,7 @@ def recurrent_matmul_seconds(batch, steps, units, output_dim, repeats=5):
         return h
 
     h = rng.standard_normal((batch, output_dim), dtype=np.float32)
-    loop(h)
-    start = time.perf_counter()
-    for _ in range(repeats):
-        loop(h)
-    return (time.perf_counter() - start) / repeats
+    return best_seconds(lambda: loop(h), repeats) / repeats
 
 
 def rows_per_step(lengths):
@@ -60,11 +58,7 @@ def packed_recurrent_matmul_seconds(rows_per_step, units, output_dim, kernel_dty
                              shape_invariants=(tf.TensorShape([]), tf.TensorShape([None, output_dim])))[1]
 
     h = tf.random.normal([max(rows_per_step), output_dim])
-    loop(h).numpy()
-    start = time.perf_counter()
-    for _ in range(repeats):
-        loop(h).numpy()
-    return (time.perf_counter() - start) / repeats
+    return best_seconds(lambda: loop(h).numpy(), repeats) / repeats
 
 
 def recurrent_matmul_floor(options, groups, kernel_dtype="float32"):
@@ -84,13 +78,21 @@ def memory_read_bandwidth(n_bytes=256 * 2 ** 20, trials=5):
 
     data = tf.random.uniform([n_bytes // 4])
     total = tf.function(tf.reduce_sum)
-    float(total(data))
-    best = float("inf")
-    for _ in range(trials):
-        start = time.perf_counter()
-        float(total(data))
-        best = min(best, time.perf_counter() - start)
-    return n_bytes / best
+    return n_bytes / best_seconds(lambda: float(total(data)), trials=trials)
+
+
+def random_model(directory, size, weights="weights.hdf5"):
+    """`directory/model-<size>`: a random model of the preset `size` (`bilm.models.random_weights`, seed 0, the
+    original HDF5 layout, its weight file named `weights`), written once."""
+    from bilm.models.random_weights import write_random_model
+    from bilm.presets import get_preset
+
+    folder = os.path.join(directory, f"model-{size}")
+    if not os.path.isdir(folder):
+        write_random_model(folder + ".partial", get_preset(size), seed=0)
+        os.replace(os.path.join(folder + ".partial", "weights.hdf5"), os.path.join(folder + ".partial", weights))
+        os.replace(folder + ".partial", folder)
+    return folder
 
 
 def _as_dict(options):
@@ -125,6 +127,25 @@ def forward_flops_per_token(options):
     p, units = options["lstm"]["projection_dim"], options["lstm"]["dim"]
     per_layer = 2 * (p + p) * 4 * units + (2 * units * p if p != units else 0)
     return encoder_flops_per_token(options) + 2 * options["lstm"]["n_layers"] * per_layer
+
+
+def layer_deviations(got, want):
+    """`[(max, mean) per layer]` over all tokens of `|got - want| / |want|`, the relative deviation of a token's
+    vector; `got` and `want` are lists of `(layers, tokens, dim)` arrays of the same shapes, a sentence's each
+    (as `ELMo.embed` returns them)."""
+    per_token = []
+    for g, w in zip(got, want):
+        if g.shape != w.shape:
+            raise ValueError(f"shapes differ: {g.shape} against the reference's {w.shape}")
+        g, w = g.astype(np.float64), w.astype(np.float64)
+        per_token.append(np.linalg.norm(g - w, axis=-1) / np.maximum(np.linalg.norm(w, axis=-1), 1e-30))
+    return [(float(layer.max(initial=0.0)), float(layer.mean())) for layer in np.concatenate(per_token, axis=1)]
+
+
+def describe_deviations(deviations):
+    """One line of `layer_deviations`' figures."""
+    return "relative deviation from float32, max / mean over tokens: " + ", ".join(
+        f"layer {layer} {top:.2e} / {mean:.2e}" for layer, (top, mean) in enumerate(deviations))
 
 
 LETTERS = "abcdefghijklmnopqrstuvwxyz"

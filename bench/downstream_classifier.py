@@ -15,6 +15,7 @@ out unmeasured), or the mean of the token vectors into a one-hidden-layer networ
 (`"mean"`); layer normalisation, dropout on the ELMo vectors and the mix's
 L2 coefficient (the paper's lambda) are options.
 """
+import collections
 import dataclasses
 
 import keras
@@ -83,10 +84,7 @@ class Split:
 
 def word_index(examples):
     """`{lowercased token: id}` of the training split (0 is padding, 1 unknown)."""
-    counts = {}
-    for tokens, _ in examples:
-        for token in tokens:
-            counts[token.lower()] = counts.get(token.lower(), 0) + 1
+    counts = collections.Counter(token.lower() for tokens, _ in examples for token in tokens)
     return {token: i + 2 for i, token in enumerate(sorted(counts, key=lambda t: (-counts[t], t)))}
 
 

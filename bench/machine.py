@@ -1,8 +1,9 @@
 """The machine a bench figure comes from, printed with the figure, so that figures from two machines are never
 read as one machine's: the CPU's model, its cores and which of the instruction sets bilm's speed depends on it
 has, its float32 matmul rate (the bound the benches' fractions are of) and a process's peak memory, on the host
-and on a GPU. Reads /proc/cpuinfo and times NumPy's BLAS; imports neither bilm nor a backend but in
-`device_peak_gib` (bench_backends.py's parent process runs where only JAX or PyTorch is installed)."""
+and on a GPU; and the clock a bench times a call with (`best_seconds`). Reads /proc/cpuinfo and times NumPy's
+BLAS; imports neither bilm nor a backend but in `device_peak_gib` (bench_backends.py's parent process runs where
+only JAX or PyTorch is installed)."""
 import os
 import platform
 import resource
@@ -28,16 +29,12 @@ def _cpuinfo_fields():
     return model, flags
 
 
-def cpu_model():
-    """The CPU's model name (/proc/cpuinfo's first `model name`), else the platform's name for it."""
-    return _cpuinfo_fields()[0] or platform.processor() or platform.machine()
-
-
 def cpu_summary():
-    """One line: `"<model>, <n> cores; avx2:yes fma:yes ..."` for each of `INSTRUCTION_SETS` (x86's on x86,
-    `bf16` on ARM; none where /proc/cpuinfo lists no flags)."""
-    _, line = _cpuinfo_fields()
-    summary = f"{cpu_model()}, {os.cpu_count()} cores"
+    """One line: `"<model>, <n> cores; avx2:yes fma:yes ..."` (the model /proc/cpuinfo's first `model name`, else
+    the platform's name for it) for each of `INSTRUCTION_SETS` (x86's on x86, `bf16` on ARM; none where
+    /proc/cpuinfo lists no flags)."""
+    model, line = _cpuinfo_fields()
+    summary = f"{model or platform.processor() or platform.machine()}, {os.cpu_count()} cores"
     if line is None:
         return summary
     flags, arm = set(line.split(":", 1)[1].split()), line.startswith("Features")
@@ -50,6 +47,19 @@ def machine_line():
     return f"machine: {cpu_summary()}"
 
 
+def best_seconds(function, repeats=1, trials=1):
+    """The fewest seconds of `trials` timings of `repeats` calls of `function()`, after one untimed call (tracing,
+    warm-up); with one trial, their seconds."""
+    function()
+    best = float("inf")
+    for _ in range(trials):
+        start = time.perf_counter()
+        for _ in range(repeats):
+            function()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
 def matmul_rate(n=2048, repeats=3, trials=3):
     """This machine's float32 matmul rate in FLOP/s, by NumPy's BLAS: the best of `trials` timings of `repeats`
     (n, n) products, so that a slow start (clock ramping up, another process) does not lower it."""
@@ -57,14 +67,7 @@ def matmul_rate(n=2048, repeats=3, trials=3):
 
     rng = np.random.default_rng(0)
     a, b = rng.standard_normal((n, n), dtype=np.float32), rng.standard_normal((n, n), dtype=np.float32)
-    a @ b
-    best = float("inf")
-    for _ in range(trials):
-        start = time.perf_counter()
-        for _ in range(repeats):
-            a @ b
-        best = min(best, time.perf_counter() - start)
-    return 2 * n ** 3 * repeats / best
+    return 2 * n ** 3 * repeats / best_seconds(lambda: a @ b, repeats, trials)
 
 
 def peak_rss_gib():

@@ -2,10 +2,13 @@
 
 Debian's `dict-gcide` package holds the Collaborative International
 Dictionary of English (Webster's 1913 and additions) as a dictzip file,
-which Python's gzip reads. `gcide_sentences` streams its prose: the
-definition text and the quotations of each entry, without headwords,
-etymologies, sources and markup, cut into sentences and tokenized (words,
-numbers and punctuation apart). `write_gcide_shards` writes them as
+which Python's gzip reads; `ensure_gcide` installs it, `gcide_paragraphs`
+reads it (bench_downstream.py cuts and tokenizes those paragraphs its own
+way, `downstream_data.gcide_sentences`). `gcide_sentences` streams its
+prose: the definition text and the quotations of each entry, without
+headwords, etymologies, sources and markup, cut into sentences and
+tokenized (words, numbers and punctuation apart); `spread_sentences` picks
+some of them over the whole dictionary. `write_gcide_shards` writes them as
 bilm's training layout: shards of one sentence per line and a held-out
 file. Nothing here is needed by the package or the tests.
 """
@@ -29,29 +32,34 @@ _TOKEN = re.compile(r"[A-Za-z]+(?:'[a-z]+)?|\d+|[^\w\s]")
 _SENTENCE_END = re.compile(r"(?<=[.;?!])\s+(?=[A-Z\"(])")
 
 
-def ensure_gcide():
-    """Installs `dict-gcide` with apt-get when its file is missing (needs root and Debian's archive)."""
+def ensure_gcide(install=True):
+    """The path of GCIDE's dictd file, installing `dict-gcide` with apt-get where it is missing (needs root and
+    Debian's archive); without `install` (bench_downstream.py's `--install_data`) the bench ends saying so."""
     if os.path.exists(GCIDE_FILE):
         return GCIDE_FILE
+    if not install:
+        sys.exit(f"Error: {GCIDE_FILE} is missing: run `apt-get install dict-gcide` (Debian/Ubuntu), "
+                 "or pass --install_data to let the bench run it.")
     if shutil.which("apt-get") is None:
         sys.exit(f"{GCIDE_FILE} is missing and there is no apt-get: install Debian's dict-gcide package.")
-    print("Installing Debian's dict-gcide (real English text for the bench)...", flush=True)
-    subprocess.run(["apt-get", "update", "-qq"], check=True)
-    subprocess.run(["apt-get", "install", "-y", "-qq", "dict-gcide"], check=True)
+    for command in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "dict-gcide"]):
+        print("Running:", " ".join(command), flush=True)
+        subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
     return GCIDE_FILE
 
 
-def _blocks(path):
-    """Paragraphs of the dictionary (runs of non-blank lines), joined into one line each."""
+def gcide_paragraphs(path=GCIDE_FILE):
+    """The dictionary's paragraphs (runs of non-blank lines), each a list of its lines without their newlines."""
     with gzip.open(path, "rt", encoding="utf-8", errors="replace") as f:
         for blank, lines in itertools.groupby(f, key=lambda line: not line.strip()):
             if not blank:
-                yield " ".join(line.strip() for line in lines)
+                yield [line.rstrip("\n") for line in lines]
 
 
 def gcide_sentences(path=GCIDE_FILE, min_tokens=4, max_tokens=60):
     """Yields the dictionary's prose as tokenized sentences (`str`, tokens separated by single spaces)."""
-    for block in _blocks(path):
+    for paragraph in gcide_paragraphs(path):
+        block = " ".join(line.strip() for line in paragraph)
         if block.startswith(("Syn:", "Note:", "Usage:")):
             block = block.split(":", 1)[1]
         elif re.match(r"^[^ ]+ \\", block):  # an entry's head: headword, pronunciation, etymology
@@ -63,6 +71,13 @@ def gcide_sentences(path=GCIDE_FILE, min_tokens=4, max_tokens=60):
             tokens = _TOKEN.findall(sentence)
             if min_tokens <= len(tokens) <= max_tokens and sum(t.isalpha() for t in tokens) >= min_tokens - 1:
                 yield " ".join(tokens)
+
+
+def spread_sentences(n, every=1, skip=0, min_tokens=4, max_tokens=60):
+    """`n` of `gcide_sentences` as token lists (fewer where the dictionary runs out): every `every`th from the
+    `skip * every`th on, so that they come from many entries, not one entry's senses (`ensure_gcide` first)."""
+    sentences = gcide_sentences(ensure_gcide(), min_tokens, max_tokens)
+    return [sentence.split() for sentence in itertools.islice(sentences, skip * every, (skip + n) * every, every)]
 
 
 def write_gcide_shards(directory, n_train_tokens, n_heldout_tokens=50_000, n_shards=10, seed=0):

@@ -19,3 +19,4 @@ def wheel_folder(cache_dir, requirement, name):
             archive.extractall(folder + ".partial")
         os.replace(folder + ".partial", folder)
     return folder
+
