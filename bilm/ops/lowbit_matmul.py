@@ -35,7 +35,8 @@ is for inference and gets none.
 import tensorflow as tf
 
 from bilm.ops.matmul_dtype import kernel_matmul
-from bilm.ops.native.lowbit_ops import (  # noqa: F401 (load_op_library_or_warn: re-exported)
+from bilm.ops.native.lowbit_ops import (  # noqa: F401 (load_op_library_or_warn, bfloat16_dot_products: re-exported)
+    bfloat16_dot_products,
     float32_kernel_matmul,
     load_lowbit_ops,
     load_op_library_or_warn,
@@ -80,6 +81,11 @@ def lowbit_matmul(x, kernel, scale=None):
     multiplied with `x` as it is: unlike TensorFlow's bfloat16 matmul,
     `x` is not rounded to bfloat16 and neither is the result, so the
     only error beyond the kernel's own rounding is float32 accumulation's.
+    Except on a CPU that multiplies bfloat16 (AVX512-BF16,
+    `bfloat16_dot_products()`): there a bfloat16 kernel's columns, in whole
+    tiles of 32, run as bfloat16 dot products, twice the terms an
+    instruction, with `x` rounded to bfloat16 as TensorFlow's bfloat16
+    matmul rounds it (each product exact, the sums float32).
     With int8, `(x @ kernel) * scale` equals `x @ (kernel * scale)` up to
     that accumulation.
 
@@ -127,7 +133,7 @@ def inference_kernel_matmul(x, kernel):
     """An inference product (the LSTM's input half, the highway):
     `bilm.ops.matmul_dtype.kernel_matmul(x, kernel)`, except that up to
     `streamed_rows_limit(kernel)` rows run bilm's kernel (`x` not
-    rounded): a few rows of a low-bit kernel (one sentence at a time, at
+    rounded but where `bfloat16_dot_products()`): a few rows of a low-bit kernel (one sentence at a time, at
     memory speed), any number of a float32 kernel where `streams_float32()`.
     Not inside an XLA-compiled function (the op has no XLA kernel).
 

@@ -17,6 +17,7 @@ import tensorflow as tf
 
 from bilm.ops.lowbit_matmul import (
     UNLIMITED_ROWS,
+    bfloat16_dot_products,
     inference_kernel_matmul,
     load_lowbit_ops,
     load_op_library_or_warn,
@@ -29,12 +30,14 @@ from bilm.ops.lowbit_matmul import (
 from bilm.ops.native import BuildError, build_library, lowbit_ops, source_path
 from bilm.ops.native import build as build_module
 from bilm.ops.scaled_kernel import ScaledKernel, quantize_columns
+from bilm.utils.cpu_features import cpu_flags
 from helpers import ROOT, graph_op_types
 
 # 33 and 130: from `kMinPackedRows` on, a float32 kernel runs from its tiled copy.
 ROWS = [0, 1, 3, 8, 33, 130]
-# (n, m): odd sizes on both sides, and a width that splits into chunks that are not multiples of 8.
-SIZES = [(7, 1000), (1001, 7), (64, 4100)]
+# (n, m): odd sizes on both sides, a width that splits into chunks that are not multiples of 8, and a narrow
+# kernel whose rows split into blocks (the last of odd depth) beside a whole tile of 32 columns.
+SIZES = [(7, 1000), (1001, 7), (64, 4100), (1001, 40)]
 
 
 @pytest.fixture(scope="module")
@@ -78,13 +81,26 @@ def test_product_matches_float64_numpy(ops, dtype, rows, n, m):
     rng = np.random.default_rng(rows * 7 + n)
     kernel, exact_kernel, scale = KERNELS[dtype](rng, n, m)
     x = rng.normal(size=(rows, n)).astype(np.float32)
-    assert_product(lowbit_matmul(x, kernel, scale).numpy(), x, exact_kernel, scale)
+    got = lowbit_matmul(x, kernel, scale).numpy()
+    # As bfloat16 dot products (a CPU with AVX512-BF16), the whole tiles of 32 columns take x rounded to bfloat16.
+    tiled = m // 32 * 32 if dtype == "bfloat16" and bfloat16_dot_products() else 0
+    assert_product(got[:, :tiled], bfloat16_rounded(x), exact_kernel[:, :tiled], None)
+    assert_product(got[:, tiled:], x, exact_kernel[:, tiled:], None if scale is None else scale[tiled:])
 
 
-def test_bfloat16_product_does_not_round_x(ops):
-    # x = 1 + 2**-12 has no bfloat16 form (8 significant bits): rounded, the product would be 1.
-    got = lowbit_matmul(tf.fill([1, 4], 1 + 2.0 ** -12), tf.fill([4, 9], tf.constant(0.25, tf.bfloat16)))
-    np.testing.assert_array_equal(got.numpy(), np.full((1, 9), 1 + 2.0 ** -12, np.float32))
+def bfloat16_rounded(x):
+    return tf.cast(tf.cast(x, tf.bfloat16), tf.float32).numpy()
+
+
+def test_bfloat16_products_round_x_only_where_the_cpu_multiplies_bfloat16(ops):
+    # bfloat16 dot products exactly where the CPU has bfloat16 arithmetic (AVX512-BF16; -march=native builds it).
+    assert bfloat16_dot_products() == ("avx512_bf16" in cpu_flags().split())
+    # x = 1 + 2**-12 has no bfloat16 form (8 significant bits): rounded, the product would be 1. The 32 columns of
+    # a whole tile run as dot products where the CPU has them; the 9 past it never round x.
+    got = lowbit_matmul(tf.fill([1, 4], 1 + 2.0 ** -12), tf.fill([4, 41], tf.constant(0.25, tf.bfloat16))).numpy()
+    np.testing.assert_array_equal(got[:, 32:], np.full((1, 9), 1 + 2.0 ** -12, np.float32))
+    np.testing.assert_array_equal(got[:, :32], np.full((1, 32), 1.0 if bfloat16_dot_products() else 1 + 2.0 ** -12,
+                                                       np.float32))
 
 
 def test_unaligned_operands_and_optional_scales(ops):

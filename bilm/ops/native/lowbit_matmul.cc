@@ -11,7 +11,12 @@
 //
 // A kernel value is widened to float32 exactly (bfloat16: its 16 bits become
 // the high half of a float32; int8: an integer) and multiplied with x as it
-// is, without rounding x; the sums accumulate in float32.
+// is, without rounding x; the sums accumulate in float32. Where the build has
+// AVX512-BF16, a bfloat16 kernel's columns in whole tiles of 32 run as
+// bfloat16 dot products instead (`MultiplyPairTile`): x rounded to bfloat16,
+// as TensorFlow's bfloat16 matmul rounds it, each product exact and two of
+// them added to a float32 sum per instruction, twice the terms of a float32
+// fused multiply-add; the columns past the last tile as above.
 //
 // With a few rows, the product is bound by reading the kernel from memory,
 // so the work is arranged to read it once, in long contiguous runs: the
@@ -33,6 +38,7 @@
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
+#include <vector>
 
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/op_kernel.h"
@@ -48,6 +54,11 @@
 // widens twice the weights for the same instructions.
 #ifdef __AVX512F__
 #define BILM_LOWBIT_AVX512 1
+// bfloat16 kernels' products as bfloat16 dot products (VDPBF16PS: two products of bfloat16 pairs added to
+// a float32 lane per instruction) where the CPU has AVX512-BF16; x is then rounded to bfloat16.
+#ifdef __AVX512BF16__
+#define BILM_LOWBIT_DPBF16 1
+#endif
 #endif
 #endif
 
@@ -268,6 +279,185 @@ void MultiplyTileRows(int rows, const float* x, int64 ldx, const W* k, int64 ldk
 }
 #endif
 
+#ifdef BILM_LOWBIT_DPBF16
+// x's values rounded to bfloat16 (to nearest, ties to even; a NaN stays one), two a word:
+// pairs[r * ldp + p] holds x[r, 2p] in its low half and x[r, 2p + 1] (0 past n) in its high half.
+inline uint16_t RoundToBfloat16(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof(bits));
+  if (std::isnan(value)) return static_cast<uint16_t>((bits >> 16) | 0x40);
+  return static_cast<uint16_t>((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16);
+}
+
+void PairRows(const float* x, int64 rows, int64 n, uint32_t* pairs, int64 ldp) {
+  for (int64 r = 0; r < rows; ++r) {
+    for (int64 p = 0; p < ldp; ++p) {
+      const uint32_t low = RoundToBfloat16(x[r * n + 2 * p]);
+      const uint32_t high = 2 * p + 1 < n ? RoundToBfloat16(x[r * n + 2 * p + 1]) : 0;
+      pairs[r * ldp + p] = low | (high << 16);
+    }
+  }
+}
+
+// acc[r * lda + j] = sum over pairs p of x[r, 2p] * k[2p, j] + x[r, 2p + 1] * k[2p + 1, j] (a zero row
+// past n), for r < R, j < kTileWidth: from zero, one VDPBF16PS per pair in the order of p, each
+// product of bfloat16 values exact in float32, the accumulators in registers. `tile` is a kernel's
+// tile in `PackPairTiles`' layout (pair p's 32 columns as 64 values, each column's two rows side by
+// side), read as one contiguous run.
+template <int R>
+void MultiplyPairTile(const uint32_t* pairs, int64 ldp, const uint16_t* tile, int64 n, float* acc, int64 lda) {
+  __m512 a[R][2];
+  for (int r = 0; r < R; ++r) a[r][0] = a[r][1] = _mm512_setzero_ps();
+  for (int64 p = 0; 2 * p < n; ++p) {
+    const __m512bh w0 = (__m512bh)_mm512_loadu_si512(tile + p * 2 * kTileWidth);
+    const __m512bh w1 = (__m512bh)_mm512_loadu_si512(tile + p * 2 * kTileWidth + kTileWidth);
+    for (int r = 0; r < R; ++r) {
+      const __m512bh xr = (__m512bh)_mm512_set1_epi32(static_cast<int>(pairs[r * ldp + p]));
+      a[r][0] = _mm512_dpbf16_ps(a[r][0], xr, w0);
+      a[r][1] = _mm512_dpbf16_ps(a[r][1], xr, w1);
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    _mm512_storeu_ps(acc + r * lda, a[r][0]);
+    _mm512_storeu_ps(acc + r * lda + 16, a[r][1]);
+  }
+}
+
+// The same sums for columns j < width (a multiple of kTileWidth) of a kernel as TensorFlow stores it,
+// the accumulators in memory (zeros on entry): kernel rows stream past in pairs, each pair's columns
+// interleaved in registers (`unpacklo/hi_epi16`), so that each group of 32 accumulators holds its
+// columns in the order `Unscramble` undoes. One VDPBF16PS per pair in the order of p from zero, as
+// `MultiplyPairTile`: the same bytes.
+template <int R>
+void AccumulatePairs(const uint32_t* pairs, int64 ldp, const uint16_t* k, int64 ldk, int64 n, int64 width,
+                     float* acc, int64 lda) {
+  int64 p = 0;
+  // Two pairs (four kernel rows) a pass over the accumulators, so each is loaded and stored once per four rows;
+  // the rows two passes ahead prefetched, as `AccumulateChunk` does.
+  for (; 2 * p + 4 <= n; p += 2) {
+    const uint16_t* k0 = k + 2 * p * ldk;
+    const uint16_t* k1 = k0 + ldk;
+    const uint16_t* k2 = k1 + ldk;
+    const uint16_t* k3 = k2 + ldk;
+    const int64 ahead = 2 * p + 8 + 4 <= n ? 8 * ldk : 0;
+    __m512bh xs[R][2];
+    for (int r = 0; r < R; ++r) {
+      xs[r][0] = (__m512bh)_mm512_set1_epi32(static_cast<int>(pairs[r * ldp + p]));
+      xs[r][1] = (__m512bh)_mm512_set1_epi32(static_cast<int>(pairs[r * ldp + p + 1]));
+    }
+    for (int64 j = 0; j < width; j += kTileWidth) {
+      _mm_prefetch(reinterpret_cast<const char*>(k0 + ahead + j), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(k1 + ahead + j), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(k2 + ahead + j), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(k3 + ahead + j), _MM_HINT_T0);
+      const __m512i e0 = _mm512_loadu_si512(k0 + j), o0 = _mm512_loadu_si512(k1 + j);
+      const __m512i e1 = _mm512_loadu_si512(k2 + j), o1 = _mm512_loadu_si512(k3 + j);
+      const __m512bh low0 = (__m512bh)_mm512_unpacklo_epi16(e0, o0), high0 = (__m512bh)_mm512_unpackhi_epi16(e0, o0);
+      const __m512bh low1 = (__m512bh)_mm512_unpacklo_epi16(e1, o1), high1 = (__m512bh)_mm512_unpackhi_epi16(e1, o1);
+      for (int r = 0; r < R; ++r) {
+        float* a = acc + r * lda + j;
+        _mm512_storeu_ps(a, _mm512_dpbf16_ps(_mm512_dpbf16_ps(_mm512_loadu_ps(a), xs[r][0], low0), xs[r][1], low1));
+        _mm512_storeu_ps(a + 16,
+                         _mm512_dpbf16_ps(_mm512_dpbf16_ps(_mm512_loadu_ps(a + 16), xs[r][0], high0), xs[r][1], high1));
+      }
+    }
+  }
+  for (; 2 * p < n; ++p) {
+    const uint16_t* even = k + 2 * p * ldk;
+    const uint16_t* odd = 2 * p + 1 < n ? even + ldk : nullptr;
+    __m512bh xs[R];
+    for (int r = 0; r < R; ++r) xs[r] = (__m512bh)_mm512_set1_epi32(static_cast<int>(pairs[r * ldp + p]));
+    for (int64 j = 0; j < width; j += kTileWidth) {
+      const __m512i e = _mm512_loadu_si512(even + j);
+      const __m512i o = odd == nullptr ? _mm512_setzero_si512() : _mm512_loadu_si512(odd + j);
+      const __m512bh low = (__m512bh)_mm512_unpacklo_epi16(e, o);
+      const __m512bh high = (__m512bh)_mm512_unpackhi_epi16(e, o);
+      for (int r = 0; r < R; ++r) {
+        float* a = acc + r * lda + j;
+        _mm512_storeu_ps(a, _mm512_dpbf16_ps(_mm512_loadu_ps(a), xs[r], low));
+        _mm512_storeu_ps(a + 16, _mm512_dpbf16_ps(_mm512_loadu_ps(a + 16), xs[r], high));
+      }
+    }
+  }
+}
+
+// Puts `AccumulatePairs`' accumulators of `rows` rows and `width` columns (a multiple of kTileWidth) in
+// column order: 128-bit lane q of a group's first 16 holds its columns 8q..8q+3, of its second 16
+// columns 8q+4..8q+7.
+void Unscramble(float* acc, int64 lda, int64 rows, int64 width) {
+  const __m512i first = _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
+  const __m512i second = _mm512_setr_epi32(8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31);
+  for (int64 r = 0; r < rows; ++r) {
+    for (int64 j = 0; j < width; j += kTileWidth) {
+      float* a = acc + r * lda + j;
+      const __m512 low = _mm512_loadu_ps(a), high = _mm512_loadu_ps(a + 16);
+      _mm512_storeu_ps(a, _mm512_permutex2var_ps(low, first, high));
+      _mm512_storeu_ps(a + 16, _mm512_permutex2var_ps(low, second, high));
+    }
+  }
+}
+
+// `tiles[((j / kTileWidth) * pairs + p) * 2 * kTileWidth + 2 * (j % kTileWidth) + e] = k[2p + e, j]`
+// (0 past n) for the pairs p < (n + 1) / 2 and the columns j of whole tiles: `MultiplyPairTile`'s layout.
+void PackPairTiles(tsl::thread::ThreadPool* workers, const uint16_t* k, int64 n, int64 m, uint16_t* tiles) {
+  const int64 whole = m / kTileWidth, n_pairs = (n + 1) / 2;
+  workers->ParallelFor(n_pairs, tsl::thread::ThreadPool::SchedulingParams(
+                                    tsl::thread::ThreadPool::SchedulingStrategy::kAdaptive, 4 * m, std::nullopt),
+                       [=](int64_t begin, int64_t end) {
+                         for (int64 p = begin; p < end; ++p) {
+                           const uint16_t* even = k + 2 * p * m;
+                           const uint16_t* odd = 2 * p + 1 < n ? even + m : nullptr;
+                           for (int64 t = 0; t < whole; ++t) {
+                             uint16_t* out = tiles + (t * n_pairs + p) * 2 * kTileWidth;
+                             for (int64 c = 0; c < kTileWidth; ++c) {
+                               out[2 * c] = even[t * kTileWidth + c];
+                               out[2 * c + 1] = odd == nullptr ? 0 : odd[t * kTileWidth + c];
+                             }
+                           }
+                         }
+                       });
+}
+
+void MultiplyPairTileRows(int rows, const uint32_t* pairs, int64 ldp, const uint16_t* tile, int64 n, float* acc,
+                          int64 lda) {
+  switch (rows) {
+    case 1: return MultiplyPairTile<1>(pairs, ldp, tile, n, acc, lda);
+    case 2: return MultiplyPairTile<2>(pairs, ldp, tile, n, acc, lda);
+    case 3: return MultiplyPairTile<3>(pairs, ldp, tile, n, acc, lda);
+    case 4: return MultiplyPairTile<4>(pairs, ldp, tile, n, acc, lda);
+    case 5: return MultiplyPairTile<5>(pairs, ldp, tile, n, acc, lda);
+    case 6: return MultiplyPairTile<6>(pairs, ldp, tile, n, acc, lda);
+    case 7: return MultiplyPairTile<7>(pairs, ldp, tile, n, acc, lda);
+    default: return MultiplyPairTile<kMaxRows>(pairs, ldp, tile, n, acc, lda);
+  }
+}
+
+void AccumulatePairRows(int rows, const uint32_t* pairs, int64 ldp, const uint16_t* k, int64 ldk, int64 n,
+                        int64 width, float* acc, int64 lda) {
+  switch (rows) {
+    case 1: return AccumulatePairs<1>(pairs, ldp, k, ldk, n, width, acc, lda);
+    case 2: return AccumulatePairs<2>(pairs, ldp, k, ldk, n, width, acc, lda);
+    case 3: return AccumulatePairs<3>(pairs, ldp, k, ldk, n, width, acc, lda);
+    case 4: return AccumulatePairs<4>(pairs, ldp, k, ldk, n, width, acc, lda);
+    case 5: return AccumulatePairs<5>(pairs, ldp, k, ldk, n, width, acc, lda);
+    case 6: return AccumulatePairs<6>(pairs, ldp, k, ldk, n, width, acc, lda);
+    case 7: return AccumulatePairs<7>(pairs, ldp, k, ldk, n, width, acc, lda);
+    default: return AccumulatePairs<kMaxRows>(pairs, ldp, k, ldk, n, width, acc, lda);
+  }
+}
+#endif
+
+// Whether a product with a kernel of W values takes its whole tiles of columns as bfloat16 dot
+// products (`MultiplyPairTile`, x rounded to bfloat16): a bfloat16 kernel where the build has
+// AVX512-BF16. The choice depends on the kernel's type alone, never on the rows.
+template <typename W>
+constexpr bool kDotProducts =
+#ifdef BILM_LOWBIT_DPBF16
+    std::is_same<W, uint16_t>::value;
+#else
+    false;
+#endif
+
 template <typename W>
 void AccumulateRows(int rows, const float* x, int64 ldx, const W* k, int64 ldk, int64 n, int64 width,
                     float* acc, int64 lda) {
@@ -306,15 +496,38 @@ inline void WriteRows(const float* acc, int64 lda, int64 rows, int64 width, cons
 // (`AccumulateChunk`). Both add a row's terms in one order.
 template <typename W>
 void MultiplyChunk(const float* x, int64 ldx, int64 rows, const W* k, int64 ldk, int64 depth,
-                   const float* scale, int64 width, float* out, int64 ldo, const float* tiles, int64 tile_depth) {
+                   const float* scale, int64 width, float* out, int64 ldo, const float* tiles, int64 tile_depth,
+                   const uint32_t* pairs, int64 ldp, const uint16_t* pair_tiles) {
   alignas(64) float acc[kAccumulatorFloats];
   int64 full = 0, tiled = 0;
+#ifdef BILM_LOWBIT_DPBF16
+  if constexpr (kDotProducts<W>) {
+    full = rows;
+    tiled = width / kTileWidth * kTileWidth;
+    for (int64 j = 0; pair_tiles != nullptr && j < tiled; j += kTileWidth) {
+      for (int64 r0 = 0; r0 < rows; r0 += kMaxRows) {
+        const int group = static_cast<int>(std::min<int64>(kMaxRows, rows - r0));
+        MultiplyPairTileRows(group, pairs + r0 * ldp, ldp, pair_tiles + (j / kTileWidth) * ((tile_depth + 1) / 2) * 2 * kTileWidth,
+                             depth, acc, kTileWidth);
+        WriteRows(acc, kTileWidth, group, kTileWidth, scale == nullptr ? nullptr : scale + j, out + r0 * ldo + j,
+                  ldo);
+      }
+    }
+    for (int64 r0 = 0; pair_tiles == nullptr && tiled > 0 && r0 < rows; r0 += kMaxRows) {
+      const int group = static_cast<int>(std::min<int64>(kMaxRows, rows - r0));
+      std::fill(acc, acc + group * tiled, 0.0f);
+      AccumulatePairRows(group, pairs + r0 * ldp, ldp, k, ldk, depth, tiled, acc, tiled);
+      Unscramble(acc, tiled, group, tiled);
+      WriteRows(acc, tiled, group, tiled, scale, out + r0 * ldo, ldo);
+    }
+  }
+#endif
 #ifdef BILM_LOWBIT_AVX512
   if (tiles != nullptr) {
     full = rows;
     tiled = width / kTileColumns * kTileColumns;
   }
-  for (int64 j = 0; j < tiled; j += kTileColumns) {
+  for (int64 j = 0; tiles != nullptr && j < tiled; j += kTileColumns) {
     for (int64 r0 = 0; r0 < full; r0 += kMaxRows) {
       const int group = static_cast<int>(std::min<int64>(kMaxRows, rows - r0));
       MultiplyTileRows<float>(group, x + r0 * ldx, ldx, tiles + (j / kTileColumns) * tile_depth * kTileColumns,
@@ -391,10 +604,21 @@ struct Plan {
 template <typename W>
 void Multiply(tsl::thread::ThreadPool* workers, const Plan& plan, const float* xs, int64 rows, int64 n,
               const W* ks, int64 m, const float* scales, float* out, float* partials,
-              const float* tiles = nullptr) {
+              const float* tiles = nullptr, const uint16_t* pair_tiles = nullptr) {
   if (rows == 0 || m == 0) return;
   float* sums = plan.splits > 1 ? partials : out;
   const int64 chunk = plan.chunk, chunks = plan.chunks, splits = plan.splits, split_rows = plan.split_rows;
+  // x's rows as bfloat16 pairs, for the dot products (`kDotProducts`); a block of kernel rows starts
+  // at an even row (`split_rows` is a multiple of 4), so at pair i0 / 2.
+  const int64 ldp = (n + 1) / 2;
+  std::vector<uint32_t> pair_buffer;
+#ifdef BILM_LOWBIT_DPBF16
+  if constexpr (kDotProducts<W>) {
+    pair_buffer.resize(rows * ldp);
+    PairRows(xs, rows, n, pair_buffer.data(), ldp);
+  }
+#endif
+  const uint32_t* pairs = pair_buffer.data();
   workers->ParallelFor(chunks * splits, tsl::thread::ThreadPool::SchedulingParams::Fixed(1),
                        [=](int64_t begin, int64_t end) {
                          for (int64 task = begin; task < end; ++task) {
@@ -404,7 +628,10 @@ void Multiply(tsl::thread::ThreadPool* workers, const Plan& plan, const float* x
                            MultiplyChunk<W>(xs + i0, n, rows, ks + i0 * m + j0, m, depth,
                                             splits > 1 || scales == nullptr ? nullptr : scales + j0,
                                             std::min(chunk, m - j0), sums + s * rows * m + j0, m,
-                                            tiles == nullptr ? nullptr : tiles + j0 * n + i0 * kTileWidth, n);
+                                            tiles == nullptr ? nullptr : tiles + j0 * n + i0 * kTileWidth, n,
+                                            pairs == nullptr ? nullptr : pairs + i0 / 2, ldp,
+                                            pair_tiles == nullptr ? nullptr
+                                                                  : pair_tiles + j0 * ((n + 1) / 2) * 2 + i0 * kTileWidth);
                          }
                        });
   if (splits > 1) {
@@ -419,6 +646,23 @@ void Multiply(tsl::thread::ThreadPool* workers, const Plan& plan, const float* x
 tsl::thread::ThreadPool* Workers(OpKernelContext* context) {
   return context->device()->tensorflow_cpu_worker_threads()->workers;
 }
+
+#ifdef BILM_LOWBIT_DPBF16
+// A bfloat16 kernel `(n, m)` copied into `PackPairTiles`' layout in a temporary tensor (`buffer`), or
+// null after failing the op (no memory).
+const uint16_t* PackedPairTiles(OpKernelContext* context, tsl::thread::ThreadPool* workers, const uint16_t* k,
+                                int64 n, int64 m, Tensor* buffer) {
+  const int64 values = (m / kTileWidth) * ((n + 1) / 2) * 2 * kTileWidth;
+  const auto status = context->allocate_temp(tensorflow::DT_UINT16, TensorShape({values}), buffer);
+  if (!status.ok()) {
+    context->SetStatus(status);
+    return nullptr;
+  }
+  uint16_t* tiles = buffer->flat<uint16_t>().data();
+  PackPairTiles(workers, k, n, m, tiles);
+  return tiles;
+}
+#endif
 
 template <typename T, typename W>
 class LowbitMatmulOp : public OpKernel {
@@ -465,6 +709,16 @@ class LowbitMatmulOp : public OpKernel {
       tiles = tile_buffer.flat<float>().data();
     }
 #endif
+    // A bfloat16 kernel taken as dot products, likewise (`PackPairTiles`); the same bytes either way.
+    Tensor pair_tile_buffer;
+    const uint16_t* pair_tiles = nullptr;
+#ifdef BILM_LOWBIT_DPBF16
+    if (kDotProducts<W> && rows >= kMinPackedRows && m >= kTileWidth) {
+      pair_tiles = PackedPairTiles(context, workers, reinterpret_cast<const uint16_t*>(kernel.flat<T>().data()), n, m,
+                                   &pair_tile_buffer);
+      if (pair_tiles == nullptr) return;
+    }
+#endif
     Tensor partial;
     if (plan.PartialFloats(rows, m) > 0) {
       OP_REQUIRES_OK(context, context->allocate_temp(tensorflow::DT_FLOAT,
@@ -473,7 +727,7 @@ class LowbitMatmulOp : public OpKernel {
     Multiply<W>(workers, plan, x.flat<float>().data(), rows, n,
                 reinterpret_cast<const W*>(kernel.flat<T>().data()), m,
                 scale.dim_size(0) == 0 ? nullptr : scale.flat<float>().data(), product->flat<float>().data(),
-                partial.NumElements() ? partial.flat<float>().data() : nullptr, tiles);
+                partial.NumElements() ? partial.flat<float>().data() : nullptr, tiles, pair_tiles);
   }
 };
 
@@ -636,6 +890,25 @@ class LstmRecurrenceOp : public OpKernel {
       }
     }
 #endif
+    // bfloat16 kernels taken as dot products, likewise (`PackPairTiles`).
+    const uint16_t* recurrent_pair_tiles = nullptr;
+    const uint16_t* projection_pair_tiles = nullptr;
+    Tensor recurrent_pair_buffer, projection_pair_buffer;
+#ifdef BILM_LOWBIT_DPBF16
+    if (kDotProducts<W> && most >= kMaxRows) {
+      if (4 * units >= kTileWidth) {
+        recurrent_pair_tiles = PackedPairTiles(context, workers, reinterpret_cast<const uint16_t*>(recurrent_values),
+                                               output_dim, 4 * units, &recurrent_pair_buffer);
+        if (recurrent_pair_tiles == nullptr) return;
+      }
+      if (projected && output_dim >= kTileWidth) {
+        projection_pair_tiles = PackedPairTiles(context, workers,
+                                                reinterpret_cast<const uint16_t*>(projection_values), units,
+                                                output_dim, &projection_pair_buffer);
+        if (projection_pair_tiles == nullptr) return;
+      }
+    }
+#endif
     // Transcendentals of a row's gates, roughly, in cycles.
     const int64 cell_cost = 40 * units;
 
@@ -644,7 +917,7 @@ class LstmRecurrenceOp : public OpKernel {
       const int64 n = rows_at(t);
       if (n == 0) break;
       Multiply<W>(workers, Plan(n, output_dim, 4 * units, threads), h, n, output_dim, recurrent_values, 4 * units,
-                  r_scale, z, partials, recurrent_tiles);
+                  r_scale, z, partials, recurrent_tiles, recurrent_pair_tiles);
       workers->ParallelFor(n, tsl::thread::ThreadPool::SchedulingParams(
                                   tsl::thread::ThreadPool::SchedulingStrategy::kAdaptive, cell_cost, std::nullopt),
                            [&](int64_t begin, int64_t end) {
@@ -656,7 +929,7 @@ class LstmRecurrenceOp : public OpKernel {
                            });
       if (projected) {
         Multiply<W>(workers, Plan(n, units, output_dim, threads), m, n, units, projection_values, output_dim,
-                    p_scale, h, partials, projection_tiles);
+                    p_scale, h, partials, projection_tiles, projection_pair_tiles);
         if (proj_clip >= 0) {
           for (int64 e = 0; e < n * output_dim; ++e) h[e] = std::min(std::max(h[e], -proj_clip), proj_clip);
         }

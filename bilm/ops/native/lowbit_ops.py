@@ -73,6 +73,27 @@ def _has_float32_kernel(ops):
     return True
 
 
+def bfloat16_dot_products():
+    """Whether bilm's kernel takes a bfloat16 kernel's columns, in whole tiles of 32, as bfloat16 dot products
+    here (its build has AVX512-BF16): `x` is then rounded to bfloat16 there, as TensorFlow's bfloat16 matmul
+    rounds it, each product exact and the sums float32; elsewhere, and in the columns past the last tile, `x` is
+    multiplied as it is. False where the library is not built. Probed once a process, on a value that bfloat16
+    rounds (`1 + 2**-12`)."""
+    with _LOADING:
+        if "bfloat16_dot_products" not in _LOADED:
+            _LOADED["bfloat16_dot_products"] = _rounds_x(_load_ops_locked())
+        return _LOADED["bfloat16_dot_products"]
+
+
+def _rounds_x(ops):
+    if ops is None:
+        return False
+    with tf.init_scope():
+        product = ops.bilm_lowbit_matmul(tf.fill([1, 2], 1 + 2.0 ** -12), tf.fill([2, 32], tf.constant(0.25, tf.bfloat16)),
+                                         tf.zeros([0]))
+    return bool(product.numpy()[0, 0] == 0.5)
+
+
 def float32_kernel_matmul(x, kernel):
     """`x @ kernel` by bilm's kernel, for a float32 `(n, m)` kernel where `streams_float32()`: float32
     `(rows, n)` -> float32 `(rows, m)`, each row summed alike at any number of rows."""
