@@ -89,8 +89,8 @@ def _rounds_x(ops):
     if ops is None:
         return False
     with tf.init_scope():
-        product = ops.bilm_lowbit_matmul(tf.fill([1, 2], 1 + 2.0 ** -12), tf.fill([2, 32], tf.constant(0.25, tf.bfloat16)),
-                                         tf.zeros([0]))
+        kernel = tf.fill([2, 32], tf.constant(0.25, tf.bfloat16))
+        product = ops.bilm_lowbit_matmul(tf.fill([1, 2], 1 + 2.0 ** -12), kernel, tf.zeros([0]))
     return bool(product.numpy()[0, 0] == 0.5)
 
 
