@@ -57,6 +57,7 @@ def run_one(config, args):
     from bilm.io.formats.sentence_files import length_sorted_batches
     from bilm.layers.projected_lstm import ProjectedLSTM
     from bilm.models.random_weights import write_random_model
+    from bilm.ops.lowbit_matmul import inference_products
     from bilm.presets import get_preset
 
     preset, *modifiers = config.split(":")
@@ -104,6 +105,7 @@ def run_one(config, args):
         "matmul_gflops": rate / 1e9,
         "fraction_of_matmul_rate": tokens_per_sec * forward_flops_per_token(options) / rate,
         "recurrent_matmul_ceiling": tokens / floor,
+        "products": inference_products(kernel_dtype),
     }
     if kernel_dtype != "float32":
         del model
@@ -123,6 +125,7 @@ def main():
               f"matmul {result['matmul_gflops']:.0f} GFLOP/s  "
               f"achieved {100 * result['fraction_of_matmul_rate']:.1f}% of it  "
               f"(recurrent matmuls alone allow {result['recurrent_matmul_ceiling']:.0f} tokens/sec)", flush=True)
+        print(" " * 24 + f"products: {result['products']}", flush=True)
         if "deviations" in result:
             print(" " * 24 + describe_deviations(result["deviations"]), flush=True)
 

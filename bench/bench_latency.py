@@ -41,7 +41,7 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import numpy as np  # noqa: E402
-from common import encoder_flops_per_token, layer_deviations, memory_read_bandwidth, random_model  # noqa: E402
+from common import describe_deviations, encoder_flops_per_token, layer_deviations, memory_read_bandwidth, random_model  # noqa: E402
 from harness import per_config, printed_json  # noqa: E402
 from machine import matmul_rate  # noqa: E402
 
@@ -108,6 +108,7 @@ def run_one(config, args):
 def _measure(config, n_sentences, directory):
     """`run_one` on the model in `directory`."""
     import bilm
+    from bilm.ops.lowbit_matmul import inference_products
 
     _, *dtype = config.split(":")
     kernel_dtype = dtype[0] if dtype else "float32"
@@ -160,6 +161,7 @@ def _measure(config, n_sentences, directory):
         "bandwidth": bandwidth,
         "matmul_rate": rate,
         "bytes_per_step": per_step,
+        "products": inference_products(kernel_dtype),
     }
     if kernel_dtype != "float32":
         reference = bilm.load(directory)
@@ -169,8 +171,6 @@ def _measure(config, n_sentences, directory):
 
 
 def main():
-    from common import describe_deviations
-
     for config, r, _ in per_config(__file__, run_one, __doc__, sizes=DEFAULT_CONFIGS, sentences=40, batch_size=1):
         ms = 1e3 * np.array(r["seconds"])
         floor = 1e3 * np.array(r["floor_seconds"])
@@ -184,6 +184,7 @@ def main():
               f"{memory_floor.mean():.1f} ms: {ms.mean() / memory_floor.mean():.2f}x)", flush=True)
         print(" " * 20 + f"start-up in a new process: import bilm and TensorFlow {r['import_seconds']:.1f} s, "
               f"bilm.load {r['load_seconds']:.1f} s, first sentence {r['first_sentence_seconds']:.1f} s", flush=True)
+        print(" " * 20 + f"products: {r['products']}", flush=True)
         if "deviations" in r:
             print(" " * 20 + describe_deviations(r["deviations"]), flush=True)
 

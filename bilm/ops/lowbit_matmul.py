@@ -42,7 +42,11 @@ from bilm.ops.native.lowbit_ops import (  # noqa: F401 (load_op_library_or_warn,
     load_op_library_or_warn,
     streams_float32,
 )
-from bilm.ops.placement import native_kernels_allowed, stock_kernels  # noqa: F401 (stock_kernels: re-exported)
+from bilm.ops.placement import (  # noqa: F401 (stock_kernels: re-exported)
+    bfloat16_products_fast,
+    native_kernels_allowed,
+    stock_kernels,
+)
 from bilm.ops.scaled_kernel import ScaledKernel
 
 LOWBIT_KERNEL_DTYPES = (tf.bfloat16, tf.int8)
@@ -150,3 +154,21 @@ def inference_kernel_matmul(x, kernel):
         return kernel_matmul(x, kernel)
     return tf.cond(tf.shape(x)[0] <= limit, lambda: streamed_kernel_matmul(x, kernel),
                    lambda: kernel_matmul(x, kernel))
+
+
+def inference_products(kernel_dtype):
+    """One line naming the products that inference with `kernel_dtype` kernels (`"float32"`, `"bfloat16"` or
+    `"int8"`) runs here, on this CPU, by `inference_kernel_matmul`'s rules: what the benches print beside a
+    figure, so that figures of different products are not read as one's."""
+    if kernel_dtype == "float32":
+        return ("bilm's float32 kernel at every row count" if streams_float32()
+                else "TensorFlow's float32 matmul, each row summed alike at any number of rows")
+    many = {"bfloat16": "TensorFlow's bfloat16 matmul (x rounded, the result rounded to bfloat16)"
+                        if bfloat16_products_fast() else "a float32 matmul over the kernel widened once",
+            "int8": "a float32 matmul over the kernel dequantized once"}[kernel_dtype]
+    if not native_kernels_allowed() or load_lowbit_ops() is None:
+        return many
+    few = ("bilm's kernel as bfloat16 dot products (x rounded to bfloat16, float32 sums)"
+           if kernel_dtype == "bfloat16" and bfloat16_dot_products()
+           else f"bilm's kernel, the {kernel_dtype} kernel widened to float32 (x as it is)")
+    return f"up to {MAX_STREAMED_ROWS} rows a product: {few}; more rows: {many}"

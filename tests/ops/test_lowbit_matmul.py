@@ -19,6 +19,7 @@ from bilm.ops.lowbit_matmul import (
     UNLIMITED_ROWS,
     bfloat16_dot_products,
     inference_kernel_matmul,
+    inference_products,
     load_lowbit_ops,
     load_op_library_or_warn,
     lowbit_matmul,
@@ -101,6 +102,14 @@ def test_bfloat16_products_round_x_only_where_the_cpu_multiplies_bfloat16(ops):
     np.testing.assert_array_equal(got[:, 32:], np.full((1, 9), 1 + 2.0 ** -12, np.float32))
     np.testing.assert_array_equal(got[:, :32], np.full((1, 32), 1.0 if bfloat16_dot_products() else 1 + 2.0 ** -12,
                                                        np.float32))
+
+
+def test_the_products_named_for_each_kernel_dtype_are_the_ones_inference_runs(ops):
+    assert ("bfloat16 dot products" in inference_products("bfloat16")) == bfloat16_dot_products()
+    assert ("bilm's float32 kernel" in inference_products("float32")) == streams_float32()
+    assert "int8 kernel widened" in inference_products("int8")
+    with stock_kernels():
+        assert all("bilm" not in inference_products(dtype) for dtype in ("float32", "bfloat16", "int8"))
 
 
 def test_unaligned_operands_and_optional_scales(ops):
