@@ -54,12 +54,15 @@ def streams_float32():
     """Whether bilm's kernel takes float32 kernels here: the library is
     built, with AVX2 and FMA (elsewhere it registers no float32 kernel),
     and `bilm.ops.placement.native_kernels_allowed()`."""
-    if not native_kernels_allowed():
-        return False
+    return native_kernels_allowed() and _probed("float32", _has_float32_kernel)
+
+
+def _probed(key, probe):
+    """`probe(the loaded library, or None)`, once a process (kept as `key`)."""
     with _LOADING:
-        if "float32" not in _LOADED:
-            _LOADED["float32"] = _has_float32_kernel(_load_ops_locked())
-        return _LOADED["float32"]
+        if key not in _LOADED:
+            _LOADED[key] = probe(_load_ops_locked())
+        return _LOADED[key]
 
 
 def _has_float32_kernel(ops):
@@ -79,10 +82,7 @@ def bfloat16_dot_products():
     rounds it, each product exact and the sums float32; elsewhere, and in the columns past the last tile, `x` is
     multiplied as it is. False where the library is not built. Probed once a process, on a value that bfloat16
     rounds (`1 + 2**-12`)."""
-    with _LOADING:
-        if "bfloat16_dot_products" not in _LOADED:
-            _LOADED["bfloat16_dot_products"] = _rounds_x(_load_ops_locked())
-        return _LOADED["bfloat16_dot_products"]
+    return _probed("bfloat16_dot_products", _rounds_x)
 
 
 def _rounds_x(ops):
