@@ -507,8 +507,8 @@ void MultiplyChunk(const float* x, int64 ldx, int64 rows, const W* k, int64 ldk,
     for (int64 j = 0; pair_tiles != nullptr && j < tiled; j += kTileWidth) {
       for (int64 r0 = 0; r0 < rows; r0 += kMaxRows) {
         const int group = static_cast<int>(std::min<int64>(kMaxRows, rows - r0));
-        MultiplyPairTileRows(group, pairs + r0 * ldp, ldp, pair_tiles + (j / kTileWidth) * ((tile_depth + 1) / 2) * 2 * kTileWidth,
-                             depth, acc, kTileWidth);
+        const uint16_t* tile = pair_tiles + (j / kTileWidth) * ((tile_depth + 1) / 2) * 2 * kTileWidth;
+        MultiplyPairTileRows(group, pairs + r0 * ldp, ldp, tile, depth, acc, kTileWidth);
         WriteRows(acc, kTileWidth, group, kTileWidth, scale == nullptr ? nullptr : scale + j, out + r0 * ldo + j,
                   ldo);
       }
@@ -631,7 +631,7 @@ void Multiply(tsl::thread::ThreadPool* workers, const Plan& plan, const float* x
                                             tiles == nullptr ? nullptr : tiles + j0 * n + i0 * kTileWidth, n,
                                             pairs == nullptr ? nullptr : pairs + i0 / 2, ldp,
                                             pair_tiles == nullptr ? nullptr
-                                                                  : pair_tiles + j0 * ((n + 1) / 2) * 2 + i0 * kTileWidth);
+                                                                  : pair_tiles + j0 * ldp * 2 + i0 * kTileWidth);
                          }
                        });
   if (splits > 1) {
