@@ -59,6 +59,7 @@ class ProjectedLSTM(keras.layers.Layer):
             once, when assigned) for inference: every product with them
             accumulates in float32, with bfloat16 activations, or with
             float32 ones where it has at most `bilm.ops.lowbit_matmul.MAX_STREAMED_ROWS` rows
+            (bfloat16 ones at any number where `bfloat16_dot_products()`)
             (`bilm.ops.lowbit_matmul.inference_kernel_matmul`); the bias,
             the states and all elementwise work stay float32. `"int8"`
             keeps them in int8 with a float32 scale per output column

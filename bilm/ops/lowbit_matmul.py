@@ -55,9 +55,12 @@ LOWBIT_KERNEL_DTYPES = (tf.bfloat16, tf.int8)
 # still ahead of float32 and of TensorFlow's bfloat16 at 32 rows on CPUs
 # without bfloat16 instructions (bench/bench_lowbit_matmul.py); at bulk
 # sizes, stock matmuls' blocking (and bfloat16 hardware, where there is
-# some) win.
+# some) win; not where bilm's kernel takes bfloat16 as dot products
+# (`bfloat16_dot_products()`), which beat TensorFlow's bfloat16 matmul in
+# bulk too (docs/performance.md) and take a bfloat16 kernel at any number of rows.
 MAX_STREAMED_ROWS = 64
-# The limits of a float32 kernel where `streams_float32()`: any number of rows.
+# The limits of a float32 kernel where `streams_float32()`, and of a bfloat16 one where
+# `bfloat16_dot_products()`: any number of rows.
 UNLIMITED_ROWS = 2**31 - 1
 
 
@@ -71,7 +74,9 @@ def streamed_rows_limit(kernel):
     if not native_kernels_allowed():
         return 0
     if is_lowbit(kernel):
-        return MAX_STREAMED_ROWS if load_lowbit_ops() is not None else 0
+        if load_lowbit_ops() is None:
+            return 0
+        return UNLIMITED_ROWS if not isinstance(kernel, ScaledKernel) and bfloat16_dot_products() else MAX_STREAMED_ROWS
     if tf.as_dtype(kernel.dtype) == tf.float32 and streams_float32():
         return UNLIMITED_ROWS
     return 0
@@ -138,7 +143,8 @@ def inference_kernel_matmul(x, kernel):
     `bilm.ops.matmul_dtype.kernel_matmul(x, kernel)`, except that up to
     `streamed_rows_limit(kernel)` rows run bilm's kernel (`x` not
     rounded but where `bfloat16_dot_products()`): a few rows of a low-bit kernel (one sentence at a time, at
-    memory speed), any number of a float32 kernel where `streams_float32()`.
+    memory speed), any number of a float32 kernel where `streams_float32()` and of a bfloat16 one where
+    `bfloat16_dot_products()`.
     Not inside an XLA-compiled function (the op has no XLA kernel).
 
     Args:
@@ -149,9 +155,11 @@ def inference_kernel_matmul(x, kernel):
         float32 `(rows, m)`.
     """
     limit = streamed_rows_limit(kernel)
-    if limit in (0, UNLIMITED_ROWS):
+    if limit == 0 or (limit == UNLIMITED_ROWS and not is_lowbit(kernel)):
         # (A float32 kernel: `kernel_matmul`'s batch-invariant product is bilm's kernel wherever it streams one.)
         return kernel_matmul(x, kernel)
+    if limit == UNLIMITED_ROWS:  # a bfloat16 kernel as bilm's dot products, at any number of rows
+        return streamed_kernel_matmul(x, kernel)
     return tf.cond(tf.shape(x)[0] <= limit, lambda: streamed_kernel_matmul(x, kernel),
                    lambda: kernel_matmul(x, kernel))
 
@@ -168,7 +176,7 @@ def inference_products(kernel_dtype):
             "int8": "a float32 matmul over the kernel dequantized once"}[kernel_dtype]
     if not native_kernels_allowed() or load_lowbit_ops() is None:
         return many
-    few = ("bilm's kernel as bfloat16 dot products (x rounded to bfloat16, float32 sums)"
-           if kernel_dtype == "bfloat16" and bfloat16_dot_products()
-           else f"bilm's kernel, the {kernel_dtype} kernel widened to float32 (x as it is)")
+    if kernel_dtype == "bfloat16" and bfloat16_dot_products():
+        return "bilm's kernel as bfloat16 dot products (x rounded to bfloat16, float32 sums) at every row count"
+    few = f"bilm's kernel, the {kernel_dtype} kernel widened to float32 (x as it is)"
     return f"up to {MAX_STREAMED_ROWS} rows a product: {few}; more rows: {many}"

@@ -22,7 +22,8 @@ The public API names the two apart:
   scale per output column, `bilm.ops.scaled_kernel`; within
   `INT8_INFERENCE_TOLERANCE`). The layers multiply float32 activations by
   such a kernel and get float32: products of at most `MAX_STREAMED_ROWS`
-  rows run bilm's own kernel (`bilm.ops.lowbit_matmul`), larger ones
+  rows (of any number, with bfloat16 where bilm's kernel takes it as dot
+  products) run bilm's own kernel (`bilm.ops.lowbit_matmul`), larger ones
   `kernel_matmul` (a bfloat16 product where the device has fast ones, else
   float32 with the kernel widened). The biases, the states and every
   elementwise step are float32. Layers with such kernels

@@ -143,8 +143,8 @@ def test_few_rows_with_bfloat16_kernels_run_bilms_kernel_and_keep_activations_in
     # Up to MAX_STREAMED_ROWS rows a step: bilm's own kernel, which widens the bfloat16
     # kernels exactly and does not round the activations, so the
     # recurrence equals a float32 one over the rounded kernels to float32
-    # round-off; but on a CPU with AVX512-BF16 it takes them as bfloat16
-    # dot products, which round the activations. More rows: TensorFlow's
+    # round-off; but on a CPU with AVX512-BF16 it takes them, at any number
+    # of rows, as bfloat16 dot products, which round the activations. More rows: TensorFlow's
     # bfloat16 matmul, which rounds them, on a CPU with bfloat16
     # arithmetic; elsewhere a float32 one with the kernels widened once.
     monkeypatch.setattr(placement, "has_bfloat16_arithmetic", lambda: bfloat16_arithmetic)
@@ -161,7 +161,7 @@ def test_few_rows_with_bfloat16_kernels_run_bilms_kernel_and_keep_activations_in
         exact = lstm_recurrence_packed(gates, None, steps, 9, *state, *[tf.cast(k, tf.float32) for k in kernels],
                                        3.0, 3.0)[0].numpy()
         deviation = np.abs(ours - exact).max() / np.abs(exact).max()
-        if batch <= MAX_STREAMED_ROWS and bfloat16_dot_products():
+        if bfloat16_dot_products():  # at any number of rows
             assert 1e-5 < deviation < 3e-2, (batch, deviation)
         elif batch <= MAX_STREAMED_ROWS or not bfloat16_arithmetic:
             assert deviation < 2e-6, (batch, deviation)
@@ -249,16 +249,20 @@ def test_a_float32_layer_runs_bilms_kernels_at_every_row_count_where_they_are_bu
     assert ("MatMul" in ops) != streams_float32()
 
 
-def test_a_batch_known_to_be_small_traces_only_bilms_recurrence():
-    # Rows unknown at trace time need the graph loop as the other branch; a batch known to be small does not.
-    layer = ProjectedLSTM(16, 4, 3.0, 3.0, jit_compile=False, kernel_dtype="bfloat16")
+@pytest.mark.parametrize("kernel_dtype", ["bfloat16", "int8"])
+def test_a_batch_known_to_be_small_traces_only_bilms_recurrence(kernel_dtype):
+    # Rows unknown at trace time need the graph loop as the other branch; a batch known to be small does not;
+    # bfloat16 as bilm's dot products (a CPU with AVX512-BF16) needs it at no number of rows.
+    layer = ProjectedLSTM(16, 4, 3.0, 3.0, jit_compile=False, kernel_dtype=kernel_dtype)
     layer.build((None, None, 12))
     loops = {}
     for rows in (3, MAX_STREAMED_ROWS, MAX_STREAMED_ROWS + 1, None):
         graph = tf.function(lambda x, lengths: layer(x, lengths, training=False)[0]).get_concrete_function(
             tf.TensorSpec([rows, 9, 12]), tf.TensorSpec([rows], tf.int32)).graph
         loops[rows] = {"BilmLstmRecurrence", "StatelessWhile"} & graph_op_types(graph)
-    if load_lowbit_ops() is not None:
+    if load_lowbit_ops() is not None and kernel_dtype == "bfloat16" and bfloat16_dot_products():
+        assert all(found == {"BilmLstmRecurrence"} for found in loops.values()), loops
+    elif load_lowbit_ops() is not None:
         assert loops == {3: {"BilmLstmRecurrence"}, MAX_STREAMED_ROWS: {"BilmLstmRecurrence"},
                          MAX_STREAMED_ROWS + 1: {"BilmLstmRecurrence", "StatelessWhile"},
                          None: {"BilmLstmRecurrence", "StatelessWhile"}}
