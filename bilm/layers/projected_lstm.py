@@ -57,9 +57,10 @@ class ProjectedLSTM(keras.layers.Layer):
         kernel_dtype: `"float32"`, or `"bfloat16"` to keep the
             input, recurrent and projection kernels in bfloat16 (rounded
             once, when assigned) for inference: every product with them
-            accumulates in float32, with bfloat16 activations, or with
-            float32 ones where it has at most `bilm.ops.lowbit_matmul.MAX_STREAMED_ROWS` rows
-            (bfloat16 ones at any number where `bfloat16_dot_products()`)
+            accumulates in float32, with bfloat16 activations (at any number
+            of rows where `bilm.ops.lowbit_matmul.bfloat16_dot_products()`),
+            else with float32 ones where it has at most
+            `bilm.ops.lowbit_matmul.MAX_STREAMED_ROWS` rows
             (`bilm.ops.lowbit_matmul.inference_kernel_matmul`); the bias,
             the states and all elementwise work stay float32. `"int8"`
             keeps them in int8 with a float32 scale per output column

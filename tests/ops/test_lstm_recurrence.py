@@ -138,8 +138,8 @@ def _bfloat16_layer(units=64, projection=16, input_dim=12):
 
 
 @pytest.mark.parametrize("bfloat16_arithmetic", [True, False])
-def test_few_rows_with_bfloat16_kernels_run_bilms_kernel_and_keep_activations_in_float32(bfloat16_arithmetic,
-                                                                                         monkeypatch):
+def test_few_rows_with_bfloat16_kernels_run_bilms_kernel_as_its_cpu_multiplies_bfloat16(bfloat16_arithmetic,
+                                                                                        monkeypatch):
     # Up to MAX_STREAMED_ROWS rows a step: bilm's own kernel, which widens the bfloat16
     # kernels exactly and does not round the activations, so the
     # recurrence equals a float32 one over the rounded kernels to float32
