@@ -3,11 +3,12 @@
 Embeds a few hundred ~25-token sentences (all layers, as `lm_embeddings`)
 with random weights, every sentence from zero states (a stateless model, as
 `bilm.load`, `ELMo` and `bin/elmo.py` run it), and prints tokens/sec, peak
-memory, this machine's float32 matmul rate and the achieved fraction of it
-(counting the token encoder, convolution multiply-adds included, for every
-token, so above 100% is possible where the token cache or the convolution's
-table lookups spare that work; bfloat16 runs are measured against the
-float32 rate too), and a ceiling: the tokens/sec that the recurrent matmuls
+memory, this machine's matmul rate in the run's kernel dtype
+(`machine.matmul_rate`: bfloat16 the faster of float32's and the backend's
+bfloat16 product) and the achieved fraction of it (counting the token
+encoder, convolution multiply-adds included, for every token, so above 100%
+is possible where the token cache or the convolution's table lookups spare
+that work), and a ceiling: the tokens/sec that the recurrent matmuls
 alone would allow on these batches, in the run's matmul dtype, computing
 each step's rows that are still inside their sentence (as bilm's loop
 does), since no recurrence can beat its own step-by-step matmuls.
@@ -94,7 +95,7 @@ def run_one(config, args):
     elapsed = time.perf_counter() - start
     peak = peak_rss_gib()
     tokens = sum(len(s) for s in sentences)
-    rate = matmul_rate()
+    rate = matmul_rate(dtype=kernel_dtype)
     floor = recurrent_matmul_floor(options.to_dict(), groups, kernel_dtype)
     tokens_per_sec = tokens / elapsed
     result = {
@@ -103,6 +104,7 @@ def run_one(config, args):
         "tokens_per_sec": tokens_per_sec,
         "peak_rss_gib": peak,
         "matmul_gflops": rate / 1e9,
+        "matmul_dtype": kernel_dtype,
         "fraction_of_matmul_rate": tokens_per_sec * forward_flops_per_token(options) / rate,
         "recurrent_matmul_ceiling": tokens / floor,
         "products": inference_products(kernel_dtype),
@@ -122,7 +124,7 @@ def main():
         print(f"{config:>22}: {result['tokens_per_sec']:8.0f} tokens/sec  "
               f"({result['batches']} batches)  "
               f"peak {result['peak_rss_gib']:.2f} GiB  "
-              f"matmul {result['matmul_gflops']:.0f} GFLOP/s  "
+              f"{result['matmul_dtype']} matmul {result['matmul_gflops']:.0f} GFLOP/s  "
               f"achieved {100 * result['fraction_of_matmul_rate']:.1f}% of it  "
               f"(recurrent matmuls alone allow {result['recurrent_matmul_ceiling']:.0f} tokens/sec)", flush=True)
         print(" " * 24 + f"products: {result['products']}", flush=True)

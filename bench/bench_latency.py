@@ -19,8 +19,8 @@ measured here (a float32 reduction over 256 MB, best of five). The
 input half of every layer-direction (`x W_x` for all n + 2 rows at once)
 and the token encoder of the words new to the model's cache (char CNN,
 highway, projection) are arithmetic as well as bytes: from a dozen rows up
-they take longer to compute at this machine's measured matmul rate
-(`machine.matmul_rate`) than to read. So the floor counts each part at the
+they take longer to compute at this machine's measured matmul rate for the
+kernel dtype (`machine.matmul_rate`) than to read. So the floor counts each part at the
 larger of its two bounds, as bench_original.py's roofline does:
 `steps * max(step bytes / bandwidth, step FLOPs / rate) + max(call bytes /
 bandwidth, (input-half FLOPs + new tokens * encoder FLOPs) / rate)`; the
@@ -139,7 +139,7 @@ def _measure(config, n_sentences, directory):
     # The faster of two measurements, before and after the timed calls: a moment of others' traffic must not
     # lower the floor.
     bandwidth = max(bandwidth_before, memory_read_bandwidth())
-    rate = matmul_rate()
+    rate = matmul_rate(dtype=kernel_dtype)
     memory_floors, floors = [], []
     for sentence, new in zip(timed, new_tokens):
         steps = len(sentence) + 2

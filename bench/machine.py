@@ -1,9 +1,9 @@
-"""The machine a bench figure comes from, printed with the figure, so that figures from two machines are never
-read as one machine's: the CPU's model, its cores and which of the instruction sets bilm's speed depends on it
-has, its float32 matmul rate (the bound the benches' fractions are of) and a process's peak memory, on the host
-and on a GPU; and the clock a bench times a call with (`best_seconds`). Reads /proc/cpuinfo and times NumPy's
-BLAS; imports neither bilm nor a backend but in `device_peak_gib` (bench_backends.py's parent process runs where
-only JAX or PyTorch is installed)."""
+"""The machine a bench figure comes from, printed with the figure, so that figures from two machines are never read as
+one machine's: the CPU's model, its cores and which of the instruction sets bilm's speed depends on it has, its
+matmul rate for float32 and bfloat16 kernels (the bound the benches' fractions are of) and a process's peak memory,
+on the host and on a GPU; and the clock a bench times a call with (`best_seconds`). Reads /proc/cpuinfo and times
+NumPy's BLAS; imports neither bilm nor a backend but in `device_peak_gib` and bfloat16's `matmul_rate`
+(bench_backends.py's parent process runs where only JAX or PyTorch is installed)."""
 import os
 import platform
 import resource
@@ -60,14 +60,27 @@ def best_seconds(function, repeats=1, trials=1):
     return best
 
 
-def matmul_rate(n=2048, repeats=3, trials=3):
-    """This machine's float32 matmul rate in FLOP/s, by NumPy's BLAS: the best of `trials` timings of `repeats`
-    (n, n) products, so that a slow start (clock ramping up, another process) does not lower it."""
+def matmul_rate(n=2048, repeats=3, trials=3, dtype="float32"):
+    """This machine's matmul rate in FLOP/s for a kernel of `dtype`: the best of `trials` timings of `repeats`
+    (n, n) products, so that a slow start (clock ramping up, another process) does not lower it. float32 (and
+    int8, whose kernels bilm widens to float32 products) by NumPy's BLAS; bfloat16 the faster of that and Keras's
+    backend's own bfloat16 product (`keras.ops.matmul`, TensorFlow's oneDNN on TensorFlow): a CPU with bfloat16
+    arithmetic runs bfloat16 products faster than float32 ones, and one without runs them widened, at most at
+    float32's rate. Imports Keras for bfloat16."""
     import numpy as np
 
     rng = np.random.default_rng(0)
     a, b = rng.standard_normal((n, n), dtype=np.float32), rng.standard_normal((n, n), dtype=np.float32)
-    return 2 * n ** 3 * repeats / best_seconds(lambda: a @ b, repeats, trials)
+    rate = 2 * n ** 3 * repeats / best_seconds(lambda: a @ b, repeats, trials)
+    if dtype != "bfloat16":
+        return rate
+    from keras import ops
+
+    a, b = (ops.cast(ops.convert_to_tensor(x), "bfloat16") for x in (a, b))
+    # Reading one element of a product waits for it on a backend that queues its work.
+    seconds = best_seconds(lambda: float(ops.convert_to_numpy(ops.cast(ops.matmul(a, b)[0, 0], "float32"))),
+                           repeats, trials)
+    return max(rate, 2 * n ** 3 * repeats / seconds)
 
 
 def peak_rss_gib():
