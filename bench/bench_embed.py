@@ -5,10 +5,11 @@ with random weights, every sentence from zero states (a stateless model, as
 `bilm.load`, `ELMo` and `bin/elmo.py` run it), and prints tokens/sec, peak
 memory, this machine's matmul rate in the run's kernel dtype
 (`machine.matmul_rate`: bfloat16 the faster of float32's and the backend's
-bfloat16 product) and the achieved fraction of it (counting the token
-encoder, convolution multiply-adds included, for every token, so above 100%
-is possible where the token cache or the convolution's table lookups spare
-that work), and a ceiling: the tokens/sec that the recurrent matmuls
+bfloat16 product) and the achieved fraction of it (counting every token's
+LSTM products, and the highway's and projection's products for the tokens
+the encoder ran on: the token cache's misses, every token without the
+cache; the char convolutions, table lookups and sums on TensorFlow, not
+at all), and a ceiling: the tokens/sec that the recurrent matmuls
 alone would allow on these batches, in the run's matmul dtype, computing
 each step's rows that are still inside their sentence (as bilm's loop
 does), since no recurrence can beat its own step-by-step matmuls.
@@ -37,7 +38,13 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import describe_deviations, forward_flops_per_token, layer_deviations, recurrent_matmul_floor  # noqa: E402
+from common import (  # noqa: E402
+    describe_deviations,
+    encoder_flops_per_token,
+    forward_flops_per_token,
+    layer_deviations,
+    recurrent_matmul_floor,
+)
 from harness import per_config  # noqa: E402
 from machine import matmul_rate, peak_rss_gib  # noqa: E402
 
@@ -90,11 +97,16 @@ def run_one(config, args):
         groups = [sentences[i:i + batch_size] for i in range(0, len(sentences), batch_size)]
     batches = [batcher.batch_sentences(group) for group in groups]
     model(batcher.batch_sentences(warm_up))["lm_embeddings"].numpy()  # trace and warm up
+    cache = model.token_cache
+    misses = 0 if cache is None else cache.misses
     start = time.perf_counter()
     outputs = embed(model, batches)
     elapsed = time.perf_counter() - start
     peak = peak_rss_gib()
     tokens = sum(len(s) for s in sentences)
+    encoded = tokens if cache is None else cache.misses - misses
+    lstm_flops = forward_flops_per_token(options) - encoder_flops_per_token(options)
+    flops = tokens * lstm_flops + encoded * encoder_flops_per_token(options, convolutions=False)
     rate = matmul_rate(dtype=kernel_dtype)
     floor = recurrent_matmul_floor(options.to_dict(), groups, kernel_dtype)
     tokens_per_sec = tokens / elapsed
@@ -105,7 +117,8 @@ def run_one(config, args):
         "peak_rss_gib": peak,
         "matmul_gflops": rate / 1e9,
         "matmul_dtype": kernel_dtype,
-        "fraction_of_matmul_rate": tokens_per_sec * forward_flops_per_token(options) / rate,
+        "encoded_tokens": encoded,
+        "fraction_of_matmul_rate": flops / elapsed / rate,
         "recurrent_matmul_ceiling": tokens / floor,
         "products": inference_products(kernel_dtype),
     }
@@ -125,7 +138,8 @@ def main():
               f"({result['batches']} batches)  "
               f"peak {result['peak_rss_gib']:.2f} GiB  "
               f"{result['matmul_dtype']} matmul {result['matmul_gflops']:.0f} GFLOP/s  "
-              f"achieved {100 * result['fraction_of_matmul_rate']:.1f}% of it  "
+              f"achieved {100 * result['fraction_of_matmul_rate']:.1f}% of it ({result['encoded_tokens']} tokens "
+              "encoded)  "
               f"(recurrent matmuls alone allow {result['recurrent_matmul_ceiling']:.0f} tokens/sec)", flush=True)
         print(" " * 24 + f"products: {result['products']}", flush=True)
         if "deviations" in result:
