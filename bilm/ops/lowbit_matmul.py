@@ -155,10 +155,9 @@ def inference_kernel_matmul(x, kernel):
         float32 `(rows, m)`.
     """
     limit = streamed_rows_limit(kernel)
-    if limit == 0 or (limit == UNLIMITED_ROWS and not is_lowbit(kernel)):
-        # (A float32 kernel: `kernel_matmul`'s batch-invariant product is bilm's kernel wherever it streams one.)
+    if limit == 0:
         return kernel_matmul(x, kernel)
-    if limit == UNLIMITED_ROWS:  # a bfloat16 kernel as bilm's dot products, at any number of rows
+    if limit == UNLIMITED_ROWS:  # bilm's kernel at any number of rows (the product `kernel_matmul` runs for float32)
         return streamed_kernel_matmul(x, kernel)
     return tf.cond(tf.shape(x)[0] <= limit, lambda: streamed_kernel_matmul(x, kernel),
                    lambda: kernel_matmul(x, kernel))
