@@ -22,8 +22,9 @@ run it prints:
   JAX's own events; a compilation during the timed steps is warned of);
 - TFLOP/s against the step's analytic FLOPs (`step_flops`);
 - on a CPU, a ceiling: the tokens/sec of a step whose every matmul ran at
-  this machine's float32 rate (NumPy's BLAS, `machine.matmul_rate`) except
-  the recurrences, whose step-by-step matmuls are timed on their own
+  this machine's rate for `--matmul_dtype` (`machine.matmul_rate`: float32
+  by NumPy's BLAS, bfloat16 the faster of that and the backend's own
+  bfloat16 product) except the float32 recurrences, whose step-by-step matmuls are timed on their own
   (`common.recurrent_matmul_seconds`, once forward and once backward),
   with the encoder counted on each batch's distinct tokens only and every
   elementwise op, gather and update free: a generous bound;
@@ -219,8 +220,8 @@ def report(args, n_vocab, jit_compile, record, settings, parsed, platform):
     ceiling = ""
     if platform == "cpu":
         if args.rate is None:  # after the first run's steps: its large products would move glibc's mmap threshold
-            args.rate = matmul_rate()
-            print(f"float32 matmul: {args.rate / 1e9:,.1f} GFLOP/s (NumPy)", flush=True)
+            args.rate = matmul_rate(dtype=args.matmul_dtype)
+            print(f"{args.matmul_dtype} matmul: {args.rate / 1e9:,.1f} GFLOP/s", flush=True)
         floor = step_floor_seconds(parsed, settings, distinct_tokens(record["chars"][args.warmup:]), args.rate)
         ceiling = f"  (ceiling {tokens_per_step / floor:,.0f} tokens/sec)"
     mode = {None: "", False: "uncompiled ", True: "compiled "}[jit_compile]
