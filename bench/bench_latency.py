@@ -20,12 +20,13 @@ input half of every layer-direction (`x W_x` for all n + 2 rows at once)
 and the token encoder of the words new to the model's cache (char CNN,
 highway, projection) are arithmetic as well as bytes: from a dozen rows up
 they take longer to compute at this machine's measured matmul rate for the
-kernel dtype (`machine.matmul_rate`) than to read. So the floor counts each part at the
-larger of its two bounds, as bench_original.py's roofline does:
-`steps * max(step bytes / bandwidth, step FLOPs / rate) + max(call bytes /
-bandwidth, (input-half FLOPs + new tokens * encoder FLOPs) / rate)`; the
-memory-only floor (bytes alone) is printed beside it. The bandwidth is the
-better of two measurements, before and after the timed calls.
+kernel dtype (`machine.matmul_rate`) than to read. So the floor counts
+each part at the larger of its two bounds, as bench_original.py's roofline
+does: `steps * max(step bytes / bandwidth, step FLOPs / rate) + max(call
+bytes / bandwidth, (input-half FLOPs + new tokens * encoder FLOPs) /
+rate)`; the memory-only floor (bytes alone) is printed beside it. The
+bandwidth is the better of two measurements, before and after the timed
+calls.
 
 A configuration is a size with an optional `:<kernel_dtype>` (see
 `bilm.ops.matmul_dtype.KERNEL_DTYPES`: bfloat16, or int8 whose floor

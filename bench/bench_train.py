@@ -24,10 +24,11 @@ run it prints:
 - on a CPU, a ceiling: the tokens/sec of a step whose every matmul ran at
   this machine's rate for `--matmul_dtype` (`machine.matmul_rate`: float32
   by NumPy's BLAS, bfloat16 the faster of that and the backend's own
-  bfloat16 product) except the float32 recurrences, whose step-by-step matmuls are timed on their own
-  (`common.recurrent_matmul_seconds`, once forward and once backward),
-  with the encoder counted on each batch's distinct tokens only and every
-  elementwise op, gather and update free: a generous bound;
+  bfloat16 product) except the float32 recurrences, whose step-by-step
+  matmuls are timed on their own (`common.recurrent_matmul_seconds`, once
+  forward and once backward), with the encoder counted on each batch's
+  distinct tokens only and every elementwise op, gather and update free: a
+  generous bound;
 - the peak memory: host RSS and, on a GPU, the backend's own peak.
 
 The sampled softmax's gradients are sparse rows, so a 10k and an 800k
