@@ -5,14 +5,18 @@ with random weights, every sentence from zero states (a stateless model, as
 `bilm.load`, `ELMo` and `bin/elmo.py` run it), and prints tokens/sec, peak
 memory, this machine's matmul rate in the run's kernel dtype
 (`machine.matmul_rate`: bfloat16 the faster of float32's and the backend's
-bfloat16 product) and the achieved fraction of it (counting every token's
-LSTM products, and the highway's and projection's products for the tokens
-the encoder ran on: the token cache's misses, every token without the
-cache; the char convolutions, table lookups and sums on TensorFlow, not
-at all), and a ceiling: the tokens/sec that the recurrent matmuls
-alone would allow on these batches, in the run's matmul dtype, computing
-each step's rows that are still inside their sentence (as bilm's loop
-does), since no recurrence can beat its own step-by-step matmuls.
+bfloat16 product) and the achieved fraction of it, counting the products
+that ran (`common.embedding_flops`: the LSTMs' on every row, the first
+layer's input half and the encoder's highway and projection once per
+distinct token of a batch, or per token new to the token cache; the char
+convolutions, table lookups and sums on TensorFlow, not at all); a roofline
+(`common.roofline_seconds`: each step's kernels read at the memory's
+measured rate or its rows computed at that matmul rate, whichever is
+slower) and the achieved fraction of it; and a ceiling: the tokens/sec that
+the recurrent matmuls alone would allow on these batches, in the run's
+matmul dtype, computing each step's rows that are still inside their
+sentence (as bilm's loop does), since no recurrence can beat its own
+step-by-step matmuls.
 
 Each configuration runs in its own process so peak memory is its own. A
 configuration is a size with optional modifiers:
@@ -39,11 +43,13 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import (  # noqa: E402
+    batch_rows,
     describe_deviations,
-    encoder_flops_per_token,
-    forward_flops_per_token,
+    embedding_flops,
     layer_deviations,
+    memory_read_bandwidth,
     recurrent_matmul_floor,
+    roofline_seconds,
 )
 from harness import per_config  # noqa: E402
 from machine import matmul_rate, peak_rss_gib  # noqa: E402
@@ -104,11 +110,12 @@ def run_one(config, args):
     elapsed = time.perf_counter() - start
     peak = peak_rss_gib()
     tokens = sum(len(s) for s in sentences)
-    encoded = tokens if cache is None else cache.misses - misses
-    lstm_flops = forward_flops_per_token(options) - encoder_flops_per_token(options)
-    flops = tokens * lstm_flops + encoded * encoder_flops_per_token(options, convolutions=False)
+    encoded = sum(batch_rows(options, group)[1] for group in groups) if cache is None else cache.misses - misses
+    flops = embedding_flops(options, groups, encoded)
     rate = matmul_rate(dtype=kernel_dtype)
     floor = recurrent_matmul_floor(options.to_dict(), groups, kernel_dtype)
+    itemsize = {"float32": 4, "bfloat16": 2}[kernel_dtype]
+    roofline = roofline_seconds(options, groups, encoded, itemsize, memory_read_bandwidth(), rate)
     tokens_per_sec = tokens / elapsed
     result = {
         "config": config,
@@ -120,6 +127,7 @@ def run_one(config, args):
         "encoded_tokens": encoded,
         "fraction_of_matmul_rate": flops / elapsed / rate,
         "recurrent_matmul_ceiling": tokens / floor,
+        "roofline_tokens_per_sec": tokens / roofline,
         "products": inference_products(kernel_dtype),
     }
     if kernel_dtype != "float32":
@@ -141,6 +149,9 @@ def main():
               f"achieved {100 * result['fraction_of_matmul_rate']:.1f}% of it ({result['encoded_tokens']} tokens "
               "encoded)  "
               f"(recurrent matmuls alone allow {result['recurrent_matmul_ceiling']:.0f} tokens/sec)", flush=True)
+        print(" " * 24 + f"roofline {result['roofline_tokens_per_sec']:.0f} tokens/sec (each step's kernels read at "
+              f"the memory's rate or its rows at the matmul rate, whichever is slower): achieved "
+              f"{100 * result['tokens_per_sec'] / result['roofline_tokens_per_sec']:.1f}% of it", flush=True)
         print(" " * 24 + f"products: {result['products']}", flush=True)
         if "deviations" in result:
             print(" " * 24 + describe_deviations(result["deviations"]), flush=True)

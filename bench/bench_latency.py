@@ -42,36 +42,19 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import numpy as np  # noqa: E402
-from common import describe_deviations, encoder_flops_per_token, layer_deviations, memory_read_bandwidth, random_model  # noqa: E402
+from common import (  # noqa: E402
+    describe_deviations,
+    encoder_flops_per_token,
+    kernel_bytes,
+    layer_deviations,
+    memory_read_bandwidth,
+    random_model,
+)
 from harness import per_config, printed_json  # noqa: E402
 from machine import matmul_rate  # noqa: E402
 
 DEFAULT_CONFIGS = ",".join(f"{size}{dtype}" for size in ("small", "original") for dtype in ("", ":bfloat16", ":int8"))
 MIN_TOKENS, MAX_TOKENS = 5, 48
-
-
-def kernel_bytes(options, itemsize, column_scales=False):
-    """`(bytes read every step, bytes read once a call, of which the token encoder's)` of the biLM's
-    kernels at `itemsize` bytes a weight.
-
-    Each step reads every layer-direction's recurrent (`P x 4D`) and
-    projection (`D x P`) kernels (with `column_scales`, also their float32
-    scale per column: 4 bytes each); each call reads the input kernels
-    (`P x 4D`) once, and, when it has words new to the cache, the token
-    encoder's highway and projection kernels and convolution filters.
-    """
-    p, d, directions = options.projection_dim, options.lstm_dim, 2 * options.n_layers
-    projection = d * p if p != d else 0
-    scales = directions * (4 * d + (p if projection else 0)) * 4 if column_scales else 0
-    per_step = directions * (p * 4 * d + projection)
-    encoder = 0
-    cnn = options.char_cnn
-    if cnn is not None:
-        f = cnn.n_filters
-        encoder = cnn.n_highway * 2 * f * f + (f * p if f != p else 0)
-        encoder += sum(w * cnn.embedding_dim * num for w, num in cnn.filters)
-    per_call = directions * p * 4 * d + encoder
-    return per_step * itemsize + scales, per_call * itemsize, encoder * itemsize
 
 
 def real_sentences(n, skip=0):

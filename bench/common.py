@@ -71,6 +71,69 @@ def recurrent_matmul_floor(options, groups, kernel_dtype="float32"):
         for group in groups)
 
 
+def kernel_bytes(options, itemsize, column_scales=False):
+    """`(bytes read every step, bytes read once a call, of which the token encoder's)` of the biLM's
+    kernels at `itemsize` bytes a weight.
+
+    Each step reads every layer-direction's recurrent (`P x 4D`) and
+    projection (`D x P`) kernels (with `column_scales`, also their float32
+    scale per column: 4 bytes each); each call reads the input kernels
+    (`P x 4D`) once, and, when it has words new to the cache, the token
+    encoder's highway and projection kernels and convolution filters.
+    """
+    p, d, directions = options.projection_dim, options.lstm_dim, 2 * options.n_layers
+    projection = d * p if p != d else 0
+    scales = directions * (4 * d + (p if projection else 0)) * 4 if column_scales else 0
+    per_step = directions * (p * 4 * d + projection)
+    encoder = 0
+    cnn = options.char_cnn
+    if cnn is not None:
+        f = cnn.n_filters
+        encoder = cnn.n_highway * 2 * f * f + (f * p if f != p else 0)
+        encoder += sum(w * cnn.embedding_dim * num for w, num in cnn.filters)
+    per_call = directions * p * 4 * d + encoder
+    return per_step * itemsize + scales, per_call * itemsize, encoder * itemsize
+
+
+def batch_rows(options, group):
+    """`(rows inside their sentence at each step, rows of the first LSTM layer's input half)` of embedding the batch
+    `group` (a list of sentences, each a list of tokens) with bilm's `Options` `options`: a character model runs the
+    first layer's input half (and its encoder) once per distinct token of the batch, the two boundaries included."""
+    rows = rows_per_step([len(sentence) for sentence in group])
+    return rows, (len({token for sentence in group for token in sentence}) + 2 if options.char_cnn else sum(rows))
+
+
+def embedding_flops(options, groups, encoded):
+    """The FLOPs of the products of embedding `groups` (batches of sentences): every step's rows through every
+    layer-direction's recurrent and projection kernels and the upper layers' input kernels, the first layer's
+    input kernels on its rows (`batch_rows`), and the encoder's highway and projection on the `encoded` tokens (its
+    convolutions, TensorFlow's table lookups and sums, left out)."""
+    (step_weights, call_weights, encoder_weights), directions = kernel_bytes(options, 1), 2
+    layer_input_weights = (call_weights - encoder_weights) // (directions * options.n_layers)
+    flops = encoded * encoder_flops_per_token(options, convolutions=False)
+    for group in groups:
+        rows, first_layer_rows = batch_rows(options, group)
+        flops += 2 * step_weights * sum(rows) + 2 * directions * layer_input_weights * (
+            first_layer_rows + (options.n_layers - 1) * sum(rows))
+    return flops
+
+
+def roofline_seconds(options, groups, encoded, itemsize, bandwidth, rate):
+    """The fewest seconds in which this machine could run `embedding_flops(options, groups, encoded)`'s products
+    with kernels of `itemsize` bytes a weight: each step the larger of reading every layer-direction's step kernels
+    at `bandwidth` (bytes/sec) and computing its rows at `rate` (FLOP/s), and each batch's input halves and encoder
+    likewise. Everything else is free: a bound no run can beat."""
+    step_bytes, call_bytes, encoder_bytes = kernel_bytes(options, itemsize)
+    step_weights = kernel_bytes(options, 1)[0]
+    seconds = 0.0
+    for group in groups:
+        rows, _ = batch_rows(options, group)
+        seconds += sum(max(step_bytes / bandwidth, 2 * step_weights * r / rate) for r in rows)
+    calls = embedding_flops(options, groups, encoded) - sum(
+        2 * step_weights * sum(batch_rows(options, group)[0]) for group in groups)
+    return seconds + max((len(groups) * (call_bytes - encoder_bytes) + encoder_bytes) / bandwidth, calls / rate)
+
+
 def memory_read_bandwidth(n_bytes=256 * 2 ** 20, trials=5):
     """This machine's memory-read rate in bytes/sec: the fastest of `trials` float32 sums (TensorFlow's
     `reduce_sum`, on its threads) over `n_bytes`, far more than any cache holds."""
