@@ -12,11 +12,8 @@ distinct token of a batch, or per token new to the token cache; the char
 convolutions, table lookups and sums on TensorFlow, not at all); a roofline
 (`common.roofline_seconds`: each step's kernels read at the memory's
 measured rate or its rows computed at that matmul rate, whichever is
-slower) and the achieved fraction of it; and a ceiling: the tokens/sec that
-the recurrent matmuls alone would allow on these batches, in the run's
-matmul dtype, computing each step's rows that are still inside their
-sentence (as bilm's loop does), since no recurrence can beat its own
-step-by-step matmuls.
+slower, over the rows still inside their sentence at each step, as bilm's
+loop computes them) and the achieved fraction of it.
 
 Each configuration runs in its own process so peak memory is its own. A
 configuration is a size with optional modifiers:
@@ -48,7 +45,6 @@ from common import (  # noqa: E402
     embedding_flops,
     layer_deviations,
     memory_read_bandwidth,
-    recurrent_matmul_floor,
     roofline_seconds,
 )
 from harness import per_config  # noqa: E402
@@ -113,7 +109,6 @@ def run_one(config, args):
     encoded = sum(batch_rows(options, group)[1] for group in groups) if cache is None else cache.misses - misses
     flops = embedding_flops(options, groups, encoded)
     rate = matmul_rate(dtype=kernel_dtype)
-    floor = recurrent_matmul_floor(options.to_dict(), groups, kernel_dtype)
     itemsize = {"float32": 4, "bfloat16": 2}[kernel_dtype]
     roofline = roofline_seconds(options, groups, encoded, itemsize, memory_read_bandwidth(), rate)
     tokens_per_sec = tokens / elapsed
@@ -126,7 +121,6 @@ def run_one(config, args):
         "matmul_dtype": kernel_dtype,
         "encoded_tokens": encoded,
         "fraction_of_matmul_rate": flops / elapsed / rate,
-        "recurrent_matmul_ceiling": tokens / floor,
         "roofline_tokens_per_sec": tokens / roofline,
         "products": inference_products(kernel_dtype),
     }
@@ -147,8 +141,7 @@ def main():
               f"peak {result['peak_rss_gib']:.2f} GiB  "
               f"{result['matmul_dtype']} matmul {result['matmul_gflops']:.0f} GFLOP/s  "
               f"achieved {100 * result['fraction_of_matmul_rate']:.1f}% of it ({result['encoded_tokens']} tokens "
-              "encoded)  "
-              f"(recurrent matmuls alone allow {result['recurrent_matmul_ceiling']:.0f} tokens/sec)", flush=True)
+              "encoded)", flush=True)
         print(" " * 24 + f"roofline {result['roofline_tokens_per_sec']:.0f} tokens/sec (each step's kernels read at "
               f"the memory's rate or its rows at the matmul rate, whichever is slower): achieved "
               f"{100 * result['tokens_per_sec'] / result['roofline_tokens_per_sec']:.1f}% of it", flush=True)
