@@ -40,6 +40,7 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import (  # noqa: E402
+    KERNEL_ITEMSIZE,
     batch_rows,
     describe_deviations,
     embedding_flops,
@@ -109,7 +110,7 @@ def run_one(config, args):
     encoded = sum(batch_rows(options, group)[1] for group in groups) if cache is None else cache.misses - misses
     flops = embedding_flops(options, groups, encoded)
     rate = matmul_rate(dtype=kernel_dtype)
-    itemsize = {"float32": 4, "bfloat16": 2}[kernel_dtype]
+    itemsize = KERNEL_ITEMSIZE[kernel_dtype]
     roofline = roofline_seconds(options, groups, encoded, itemsize, memory_read_bandwidth(), rate)
     tokens_per_sec = tokens / elapsed
     result = {

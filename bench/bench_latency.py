@@ -43,6 +43,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import numpy as np  # noqa: E402
 from common import (  # noqa: E402
+    KERNEL_ITEMSIZE,
     describe_deviations,
     encoder_flops_per_token,
     kernel_bytes,
@@ -115,7 +116,7 @@ def _measure(config, n_sentences, directory):
         seconds.append(time.perf_counter() - start_clock)
         new_tokens.append(cache.misses - misses)
 
-    itemsize = {"float32": 4, "bfloat16": 2, "float16": 2, "int8": 1}[kernel_dtype]
+    itemsize = KERNEL_ITEMSIZE[kernel_dtype]
     per_step, per_call, encoder_bytes = kernel_bytes(elmo.options, itemsize, column_scales=kernel_dtype == "int8")
     # A row through a kernel: 2 FLOPs a weight (a step's kernels; the input kernels, a call's less the encoder's).
     step_flops, call_flops, encoder_flops = (2 * weights for weights in kernel_bytes(elmo.options, 1))

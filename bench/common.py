@@ -71,6 +71,10 @@ def recurrent_matmul_floor(options, groups, kernel_dtype="float32"):
         for group in groups)
 
 
+# Bytes a kernel weight of each `kernel_dtype` takes.
+KERNEL_ITEMSIZE = {"float32": 4, "bfloat16": 2, "float16": 2, "int8": 1}
+
+
 def kernel_bytes(options, itemsize, column_scales=False):
     """`(bytes read every step, bytes read once a call, of which the token encoder's)` of the biLM's
     kernels at `itemsize` bytes a weight.
@@ -103,35 +107,39 @@ def batch_rows(options, group):
     return rows, (len({token for sentence in group for token in sentence}) + 2 if options.char_cnn else sum(rows))
 
 
-def embedding_flops(options, groups, encoded):
-    """The FLOPs of the products of embedding `groups` (batches of sentences): every step's rows through every
-    layer-direction's recurrent and projection kernels and the upper layers' input kernels, the first layer's
-    input kernels on its rows (`batch_rows`), and the encoder's highway and projection on the `encoded` tokens (its
-    convolutions, TensorFlow's table lookups and sums, left out)."""
-    (step_weights, call_weights, encoder_weights), directions = kernel_bytes(options, 1), 2
-    layer_input_weights = (call_weights - encoder_weights) // (directions * options.n_layers)
+def call_flops(options, groups, encoded):
+    """The FLOPs of the products that embedding `groups` (batches of sentences) runs once a call rather than once a
+    step: each layer-direction's input half (the first layer's on `batch_rows`' rows, the others' on every row) and
+    the encoder's highway and projection on the `encoded` tokens (its convolutions, TensorFlow's table lookups and
+    sums, left out)."""
+    input_weights = options.projection_dim * 4 * options.lstm_dim  # one layer-direction's input kernel
     flops = encoded * encoder_flops_per_token(options, convolutions=False)
     for group in groups:
         rows, first_layer_rows = batch_rows(options, group)
-        flops += 2 * step_weights * sum(rows) + 2 * directions * layer_input_weights * (
-            first_layer_rows + (options.n_layers - 1) * sum(rows))
+        flops += 2 * 2 * input_weights * (first_layer_rows + (options.n_layers - 1) * sum(rows))
     return flops
+
+
+def embedding_flops(options, groups, encoded):
+    """The FLOPs of the products of embedding `groups`: every step's rows through every layer-direction's recurrent
+    and projection kernels, and `call_flops`."""
+    step_weights = kernel_bytes(options, 1)[0]
+    return call_flops(options, groups, encoded) + sum(2 * step_weights * sum(batch_rows(options, group)[0])
+                                                      for group in groups)
 
 
 def roofline_seconds(options, groups, encoded, itemsize, bandwidth, rate):
     """The fewest seconds in which this machine could run `embedding_flops(options, groups, encoded)`'s products
     with kernels of `itemsize` bytes a weight: each step the larger of reading every layer-direction's step kernels
-    at `bandwidth` (bytes/sec) and computing its rows at `rate` (FLOP/s), and each batch's input halves and encoder
-    likewise. Everything else is free: a bound no run can beat."""
+    at `bandwidth` (bytes/sec) and computing its rows at `rate` (FLOP/s), and the calls' products (`call_flops`)
+    likewise, each batch reading the input kernels and the encoder's read once if it encoded anything. Everything
+    else is free: a bound no run can beat."""
     step_bytes, call_bytes, encoder_bytes = kernel_bytes(options, itemsize)
     step_weights = kernel_bytes(options, 1)[0]
-    seconds = 0.0
-    for group in groups:
-        rows, _ = batch_rows(options, group)
-        seconds += sum(max(step_bytes / bandwidth, 2 * step_weights * r / rate) for r in rows)
-    calls = embedding_flops(options, groups, encoded) - sum(
-        2 * step_weights * sum(batch_rows(options, group)[0]) for group in groups)
-    return seconds + max((len(groups) * (call_bytes - encoder_bytes) + encoder_bytes) / bandwidth, calls / rate)
+    seconds = sum(max(step_bytes / bandwidth, 2 * step_weights * r / rate)
+                  for group in groups for r in batch_rows(options, group)[0])
+    read = len(groups) * (call_bytes - encoder_bytes) + (encoder_bytes if encoded else 0)
+    return seconds + max(read / bandwidth, call_flops(options, groups, encoded) / rate)
 
 
 def memory_read_bandwidth(n_bytes=256 * 2 ** 20, trials=5):
