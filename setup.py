@@ -17,7 +17,7 @@ setup(
     "train, load the published weights, embed, and use inside Keras models.",
     packages=find_packages(include=["bilm", "bilm.*"]),
     # The C++ sources of bilm's own kernels, compiled at first use (bilm.ops.native).
-    package_data={"bilm.ops.native": ["*.cc"]},
+    package_data={"bilm.ops.native": ["*.cc", "*.h"]},
     python_requires=">=3.9",
     install_requires=[
         f"tensorflow{TENSORFLOW}",

@@ -146,26 +146,20 @@ def test_on_a_cpu_jax_runs_a_few_rows_steps_in_columns_with_the_portable_values(
     assert result["worst"] < 1e-5 and result["zeros_beyond"], result
 
 
-TORCH_COLUMNS_AGREE = """
+TORCH_NATIVE_AGREE = """
 import json
+import warnings
 import numpy as np
 import torch
-from bilm.backend.torch import core
+from bilm.backend.torch import core, native_recurrence
 
 ran = []
-column_steps = core._column_steps
-core._column_steps = lambda *args: ran.append(args[0].shape[1]) or column_steps(*args)
-# By default, 32 rows over the small size's recurrent kernel run in rows, over the original size's in columns.
-with torch.no_grad():
-    for units, out in ((1024, 128), (4096, 512)):
-        core.lstm_steps(torch.zeros(2, 32, 4 * units), torch.ones(2, 32, 1, dtype=torch.bool), torch.zeros(32, units),
-                        torch.zeros(32, out), torch.zeros(out, 4 * units), torch.zeros(units, out), None, None)
-by_default, ran = list(ran), []
-core.COLUMN_MIN_KERNEL_VALUES = 0  # these small kernels' steps in columns too
+native_steps = native_recurrence.lstm_steps
+native_recurrence.lstm_steps = lambda *args: ran.append(args[0].shape[1]) or native_steps(*args)
 rng = np.random.default_rng(1)
 time, units, out = 6, 32, 8
-worst, zeros_beyond = 0.0, True
-for batch in (3, 16, 64, 65):
+worst, zeros_beyond, alone_identical = 0.0, True, True
+for batch in (1, 3, 16, 65):
     lengths = rng.integers(0, time + 1, batch)
     valid = torch.tensor((np.arange(time)[:, None] < lengths[None, :])[..., None])
     gates = torch.tensor(rng.normal(size=(time, batch, 4 * units)).astype(np.float32))
@@ -174,28 +168,72 @@ for batch in (3, 16, 64, 65):
         c0, h0 = (torch.tensor(rng.normal(size=(batch, n)).astype(np.float32)) for n in (units, width))
         recurrent = torch.tensor(rng.normal(size=(width, 4 * units)).astype(np.float32) * 0.5)
         projection_kernel = torch.tensor(rng.normal(size=(units, out)).astype(np.float32) * 0.5) if projection else None
-        clips = (0.8, 0.5 if projection else None)
+        kernels_and_clips = (recurrent, projection_kernel, 0.8, 0.5 if projection else None)
         with torch.no_grad():
-            columns = core.lstm_steps(gates, valid, c0, h0, recurrent, projection_kernel, *clips)
-            core.COLUMN_BATCH_SIZES, sizes = range(0), core.COLUMN_BATCH_SIZES
-            rows = core.lstm_steps(gates, valid, c0, h0, recurrent, projection_kernel, *clips)
-            core.COLUMN_BATCH_SIZES = sizes
-        worst = max([worst] + [float((a - b).abs().max()) for a, b in zip(columns, rows)])
-        zeros_beyond = zeros_beyond and all(bool(torch.all(columns[0][n:, row] == 0)) for row, n in enumerate(lengths))
-        core.lstm_steps(gates.requires_grad_(), valid, c0, h0, recurrent, projection_kernel, *clips)  # autograd's
-print(json.dumps({"by_default": by_default, "ran": sorted(set(ran)), "calls": len(ran), "worst": worst,
-                  "zeros_beyond": zeros_beyond}))
+            native = core.lstm_steps(gates, valid, c0, h0, *kernels_and_clips)
+            rows = core._loop(gates, valid, c0, h0, *kernels_and_clips)
+            last = batch - 1  # the last row alone: the same bytes as among the others
+            alone = core.lstm_steps(gates[:, last:], valid[:, last:], c0[last:], h0[last:], *kernels_and_clips)
+        worst = max([worst] + [float((a - b).abs().max()) for a, b in zip(native, rows)])
+        zeros_beyond = zeros_beyond and all(bool(torch.all(native[0][n:, row] == 0)) for row, n in enumerate(lengths))
+        alone_identical = alone_identical and all(
+            a.numpy().tobytes() == b.numpy().tobytes()
+            for a, b in zip(alone, (native[0][:, last:], native[1][last:], native[2][last:])))
+        core.lstm_steps(gates.requires_grad_(), valid, c0, h0, *kernels_and_clips)  # autograd's: torch's loop
+        gates = gates.detach()
+calls = len(ran)
+# A mask that is not each row's first steps: torch's loop, the same values.
+holes = valid.clone()
+holes[0, 0] = False
+with torch.no_grad():
+    fallback = core.lstm_steps(gates, holes, c0, h0, *kernels_and_clips)
+    expected = core._loop(gates, holes, c0, h0, *kernels_and_clips)
+print(json.dumps({"ran": sorted(set(ran)), "calls": calls, "worst": worst, "zeros_beyond": zeros_beyond,
+                  "alone_identical": alone_identical,
+                  "holes_equal": all(torch.equal(a, b) for a, b in zip(fallback, expected))}))
 """
 
 
 @pytest.mark.slow
-def test_on_a_cpu_torch_runs_16_to_64_rows_steps_in_columns_where_no_gradient_is_taken():
-    """Without gradients, a batch of `COLUMN_BATCH_SIZES` rows over a large recurrent kernel (the original size's,
-    not the small size's; in the rest of the test any) runs PyTorch's steps with the states in columns
-    (`_column_steps`, faster in torch's CPU matmul), with the steps' outputs and final states to float32 round-off,
-    with and without a projection, rows of every length (none included); 3 or 65 rows, and any step autograd
-    records, run the rows' layout."""
-    result = json_result(run_on_backend("torch", TORCH_COLUMNS_AGREE))
-    assert result["by_default"] == [32], result
-    assert result["ran"] == [16, 64] and result["calls"] == 4, result
-    assert result["worst"] < 1e-5 and result["zeros_beyond"], result
+def test_on_a_cpu_torch_runs_its_steps_by_bilms_native_recurrence_where_no_gradient_is_taken():
+    """Without gradients, on a CPU, PyTorch's steps run bilm's native recurrence (`native_recurrence`: the loop and
+    products of TensorFlow's op, through ctypes): torch's own steps' outputs and final states to float32 round-off,
+    with and without a projection, rows of every length (none included), zeros past each row's length, and each
+    row the same bytes alone as beside others (a lone row's call included); any step autograd records, and a mask
+    that is not each row's first steps, run torch's own loop."""
+    result = json_result(run_on_backend("torch", TORCH_NATIVE_AGREE))
+    assert result["ran"] == [1, 3, 16, 65] and result["calls"] == 16, result
+    assert result["worst"] < 1e-5 and result["zeros_beyond"] and result["alone_identical"], result
+    assert result["holes_equal"], result
+
+
+TORCH_WITHOUT_COMPILER = """
+import json
+import warnings
+import numpy as np
+import torch
+from bilm.backend.torch import core, native_recurrence
+
+rng = np.random.default_rng(2)
+gates = torch.tensor(rng.normal(size=(4, 3, 16)).astype(np.float32))
+valid = torch.tensor((np.arange(4)[:, None] < np.array([4, 2, 0])[None, :])[..., None])
+state = (torch.zeros(3, 4), torch.zeros(3, 4), torch.tensor(rng.normal(size=(4, 16)).astype(np.float32)), None)
+with warnings.catch_warnings(record=True) as caught, torch.no_grad():
+    warnings.simplefilter("always")
+    results = [core.lstm_steps(gates, valid, *state, 3.0, None) for _ in range(2)]
+    expected = core._loop(gates, valid, *state, 3.0, None)
+print(json.dumps({"warnings": [str(w.message) for w in caught if w.category is RuntimeWarning],
+                  "equal": all(torch.equal(a, b) for result in results for a, b in zip(result, expected))}))
+"""
+
+
+@pytest.mark.slow
+def test_where_the_native_recurrence_cannot_be_built_torch_says_so_once_and_runs_its_own_steps(tmp_path):
+    """No C++ compiler: one RuntimeWarning names what failed, and PyTorch's steps run as torch's own loop, the same
+    values."""
+    result = json_result(run_on_backend("torch", TORCH_WITHOUT_COMPILER, environment={
+        "CXX": "no-such-compiler", "BILM_NATIVE_DIR": str(tmp_path)}))
+    assert result["equal"], result
+    assert len(result["warnings"]) == 1, result
+    assert "could not build its native LSTM recurrence" in result["warnings"][0], result
+    assert "no-such-compiler" in result["warnings"][0], result

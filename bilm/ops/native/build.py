@@ -1,4 +1,5 @@
-"""Compiling a C++ source into a TensorFlow op library, once per machine, TensorFlow and source.
+"""Compiling a C++ source into a library (a TensorFlow op library, or the portable one), once per machine,
+framework and source.
 
 The cache directory (`native_dir()`) holds, for each build:
 - `<stem>-<key>.so`, the library, compiled under a temporary name and
@@ -12,14 +13,16 @@ The cache directory (`native_dir()`) holds, for each build:
 - `<stem>-<key>.log`, the compiler's output of a failed build. While it
   is there the build is not tried again (every process would spend the
   compiler's time only to fail the same way); removing it retries.
-`key` hashes the source, TensorFlow's version and compile and link flags,
-the compiler and its version, and the CPU's feature flags (the library is
+`key` hashes the source and the headers it includes from its folder, the
+framework's version (TensorFlow's), the compile and link flags, the
+compiler and its version, and the CPU's feature flags (the library is
 built with `-march=native`): a change of any of them builds a new library
 beside the old ones.
 """
 import contextlib
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -96,8 +99,7 @@ def compile_cached(source, compile_flags, link_flags, cache_dir=None, compiler=N
         raise BuildError(f"no C++ compiler: {compiler!r} is not on PATH")
     if "-march=native" in compile_flags:
         compile_flags = [*compile_flags, *_header_breaking_features_off(executable)]
-    with open(source, "rb") as f:
-        text = f.read()
+    text = _source_text(source)
     key = hashlib.sha256(b"\0".join(part.encode() if isinstance(part, str) else part for part in (
         text, identity, " ".join(compile_flags), " ".join(link_flags), executable,
         _compiler_version(executable), cpu_flags()))).hexdigest()[:16]
@@ -113,10 +115,24 @@ def compile_cached(source, compile_flags, link_flags, cache_dir=None, compiler=N
                              f"these flags: {_first_error(name + '.log')} (whole output in {name}.log; remove "
                              "it to try again)")
         # The one wait a user would otherwise not understand.
-        print(f"bilm: building {os.path.basename(source)} for this CPU and TensorFlow, once (cached in "
-              f"{directory}); this takes about half a minute.", file=sys.stderr, flush=True)
+        print(f"bilm: building {os.path.basename(source)} for this CPU{' and ' + identity if identity else ''}, "
+              f"once (cached in {directory}); this takes up to half a minute.", file=sys.stderr, flush=True)
         _compile([executable, *compile_flags, os.path.abspath(source)], link_flags, library, name + ".log")
     return library
+
+
+def _source_text(source):
+    """The bytes of `source` and of each header it includes by a quoted name from its own folder (bilm's
+    headers, `#include "name.h"`), so that a change of either builds anew."""
+    with open(source, "rb") as f:
+        text = f.read()
+    folder = os.path.dirname(os.path.abspath(source))
+    for name in re.findall(rb'^#include "([^"/]+)"', text, flags=re.MULTILINE):
+        path = os.path.join(folder, name.decode())
+        if os.path.exists(path):
+            with open(path, "rb") as f:
+                text += b"\0" + f.read()
+    return text
 
 
 def _compile(command, link_flags, library, log):

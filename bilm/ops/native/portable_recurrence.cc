@@ -1,0 +1,148 @@
+// bilm's LSTM recurrence for the frameworks other than TensorFlow (PyTorch's
+// CPU path): lowbit_kernels.h's `Recurrence`, the loop TensorFlow's
+// BilmLstmRecurrence op runs, behind a C interface that takes plain arrays.
+// No framework's headers: it runs on OpenMP's worker threads (PyTorch's own
+// where PyTorch loaded its OpenMP runtime first, as it does on import), and
+// its cell step computes the logistic and tanh itself, in loops the
+// compiler vectorizes.
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <vector>
+
+#include "lowbit_kernels.h"
+
+namespace bilm {
+namespace {
+
+using lowbit::int64;
+
+// Work below this many cycles runs on the calling thread alone: waking the others would cost more.
+constexpr int64 kMinParallelCycles = 20000;
+
+// lowbit_kernels.h's `Pool` on OpenMP's threads, as many as `omp_get_max_threads()` names for the
+// calling thread (PyTorch's `torch.set_num_threads`).
+struct OpenMpPool {
+  int64 Threads() const { return omp_get_max_threads(); }
+
+  template <typename F>
+  void Blocks(int64 n, int64 cost, const F& f) const {
+    if (n <= 0) return;
+    if (Threads() <= 1 || n == 1 || n * cost < kMinParallelCycles) {
+      f(0, n);
+      return;
+    }
+#pragma omp parallel
+    {
+      const int64 count = omp_get_num_threads(), id = omp_get_thread_num();
+      const int64 each = (n + count - 1) / count, begin = id * each;
+      if (begin < n) f(begin, std::min(n, begin + each));
+    }
+  }
+
+  template <typename F>
+  void Tasks(int64 n, const F& f) const {
+    if (n <= 0) return;
+    if (Threads() <= 1 || n == 1) {
+      f(0, n);
+      return;
+    }
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int64 i = 0; i < n; ++i) f(i, i + 1);
+  }
+};
+
+// Scratch arrays of one call, freed when it returns: null where there is no memory.
+struct HeapScratch {
+  std::vector<std::unique_ptr<float[]>>* arrays;
+
+  float* operator()(int64 floats) const {
+    float* values = new (std::nothrow) float[std::max<int64>(floats, 1)];
+    if (values != nullptr) arrays->emplace_back(values);
+    return values;
+  }
+};
+
+// exp(x) for x clipped to [-87, 88] (where float32's exp is a normal number), within 2 ulp: x = k ln 2 + s
+// with |s| <= ln 2 / 2, exp(s) by its Taylor series to the 7th power (error below 1e-8), 2^k by the exponent's bits.
+inline float Exp(float x) {
+  x = std::min(std::max(x, -87.0f), 88.0f);
+  // x / ln 2 rounded to the nearest integer by adding and taking away 1.5 * 2^23 (std::floor's call is
+  // not vectorized without -fno-trapping-math).
+  const float k = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+  // ln 2 in two parts, the first exact in few bits, so that k times it loses nothing.
+  const float s = std::fma(k, 2.12194440e-4f, std::fma(k, -0.693359375f, x));
+  float p = 1.0f / 5040.0f;
+  p = std::fma(p, s, 1.0f / 720.0f);
+  p = std::fma(p, s, 1.0f / 120.0f);
+  p = std::fma(p, s, 1.0f / 24.0f);
+  p = std::fma(p, s, 1.0f / 6.0f);
+  p = std::fma(p, s, 0.5f);
+  p = std::fma(p, s, 1.0f);
+  p = std::fma(p, s, 1.0f);
+  const int32_t bits = (static_cast<int32_t>(k) + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, sizeof(scale));
+  return p * scale;
+}
+
+inline float Logistic(float x) { return 1.0f / (1.0f + Exp(-x)); }
+
+// tanh(x): its Taylor series to the 9th power where |x| < 1/4 (error below 1e-8 of the value), else
+// 1 - 2 / (exp(2|x|) + 1) with x's sign, which is 1 to float32's precision from |x| = 9 on.
+inline float Tanh(float x) {
+  const float a = std::min(std::fabs(x), 9.0f);
+  const float x2 = x * x;
+  float p = 62.0f / 2835.0f;
+  p = std::fma(p, x2, -17.0f / 315.0f);
+  p = std::fma(p, x2, 2.0f / 15.0f);
+  p = std::fma(p, x2, -1.0f / 3.0f);
+  const float small = std::fma(p * x2, x, x);
+  const float large = std::copysign(1.0f - 2.0f / (Exp(2.0f * a) + 1.0f), x);
+  return a < 0.25f ? small : large;
+}
+
+// One row's cell step in place (lowbit_kernels.h's `Recurrence` states the contract), in the order of
+// TensorFlow's op: the gates' sum g + z, then f * c + i * j, the clip, and o * tanh(c).
+void CellStep(float* z, const float* g, float* c, float* m, int64 units, float cell_clip) {
+  for (int64 e = 0; e < 4 * units; ++e) z[e] = g[e] + z[e];
+  const float* zi = z;
+  const float* zj = z + units;
+  const float* zf = z + 2 * units;
+  const float* zo = z + 3 * units;
+  const float clip = cell_clip >= 0 ? cell_clip : INFINITY;
+  for (int64 u = 0; u < units; ++u) {
+    const float cell = std::min(std::max(Logistic(zf[u] + 1.0f) * c[u] + Logistic(zi[u]) * Tanh(zj[u]), -clip), clip);
+    c[u] = cell;
+    m[u] = Logistic(zo[u]) * Tanh(cell);
+  }
+}
+
+}  // namespace
+}  // namespace bilm
+
+extern "C" {
+
+// Every step of an LSTM's recurrence over a packed batch, float32 kernels: lowbit_kernels.h's
+// `Recurrence` (its arguments, in its order; `gate_index` null where packed entry k reads gates[k];
+// `projection` null for none; a clip negative for none). `c` and `h` hold the sorted rows' initial
+// states on entry and their final states on return. Returns 0, or 1 where there was no memory. The one
+// name the library exports (it is built with -fvisibility=hidden).
+__attribute__((visibility("default"))) int bilm_lstm_recurrence(
+    const float* gates, const int32_t* gate_index, const int32_t* active, int64_t steps, int64_t units,
+    int64_t output_dim, const float* recurrent, const float* projection, float cell_clip, float proj_clip,
+    float* packed, float* c, float* h) {
+  std::vector<std::unique_ptr<float[]>> arrays;
+  const bool done = bilm::lowbit::Recurrence<float>(
+      bilm::OpenMpPool{}, bilm::CellStep, bilm::HeapScratch{&arrays}, gates, gate_index, active, steps, units,
+      output_dim, recurrent, nullptr, projection, nullptr, cell_clip, proj_clip, packed, c, h);
+  return done ? 0 : 1;
+}
+
+}  // extern "C"
