@@ -1,15 +1,15 @@
 """The control flow that Keras's backends shape each their own way: here `keras.ops.scan` takes outputs of any
 shape, so a step's outputs are only what it outputs; and the LSTM's steps (`lstm_steps`) are, where no gradient is
-recorded on a CPU, bilm's native recurrence (`native_recurrence`: the loop and products of TensorFlow's op),
-elsewhere torch's own loop: the portable recurrence's arithmetic without `keras.ops`' dispatch around each of a
-step's small ops (eager PyTorch runs them one by one)."""
+recorded on a CPU, bilm's native recurrence (`bilm.ops.native.portable_recurrence`: the loop and products of
+TensorFlow's op, on the tensors' memory), elsewhere torch's own loop: the portable recurrence's arithmetic without
+`keras.ops`' dispatch around each of a step's small ops (eager PyTorch runs them one by one)."""
 import types
 
 import torch
 from keras import ops
 
-from bilm.backend.torch import native_recurrence
 from bilm.ops.lstm_scan import lstm_cell
+from bilm.ops.native import portable_recurrence
 
 # The functions `lstm_cell` computes with, as torch's own (`keras.ops` computes the same values through them).
 TORCH_MATH = types.SimpleNamespace(matmul=torch.matmul, sigmoid=torch.sigmoid, tanh=torch.tanh, clip=torch.clip,
@@ -27,18 +27,35 @@ def lstm_steps(gates_tm, valid_tm, initial_c, initial_h, recurrent_kernel, proje
                proj_clip):
     """`bilm.ops.lstm_scan.lstm_steps` (its arguments and results) in torch ops: the same `lstm_cell` on torch's
     own functions, each value as the portable steps compute it on PyTorch, so the same bytes and gradients;
-    where `native_recurrence` runs (no gradient recorded, on a CPU), the same values to float32 round-off, each
-    row's the same bytes at any number of rows beside it."""
+    where the native recurrence runs (`_native_steps`), the same values to float32 round-off, each row's the same
+    bytes at any number of rows beside it."""
     recurrent_kernel, projection_kernel = (None if kernel is None else ops.convert_to_tensor(kernel)
                                            for kernel in (recurrent_kernel, projection_kernel))
     if not len(gates_tm):  # no time steps
         return initial_h.new_zeros((0, *initial_h.shape)), initial_c, initial_h
-    if native_recurrence.applies(gates_tm, recurrent_kernel, projection_kernel):
-        steps = native_recurrence.lstm_steps(gates_tm, valid_tm, initial_c, initial_h, recurrent_kernel,
-                                             projection_kernel, cell_clip, proj_clip)
-        if steps is not None:
-            return steps
+    steps = _native_steps(gates_tm, valid_tm, initial_c, initial_h, recurrent_kernel, projection_kernel, cell_clip,
+                          proj_clip)
+    if steps is not None:
+        return steps
     return _loop(gates_tm, valid_tm, initial_c, initial_h, recurrent_kernel, projection_kernel, cell_clip, proj_clip)
+
+
+def _native_steps(gates_tm, valid_tm, initial_c, initial_h, recurrent_kernel, projection_kernel, cell_clip,
+                  proj_clip):
+    """`lstm_steps` by `bilm.ops.native.portable_recurrence` on the tensors' memory, where no gradient is recorded,
+    every tensor is a float32 one on a CPU, the library is built and `valid_tm` marks each row's first steps;
+    else None."""
+    tensors = [x for x in (gates_tm, initial_c, initial_h, recurrent_kernel, projection_kernel) if x is not None]
+    if (torch.is_grad_enabled() or any(x.device.type != "cpu" or x.dtype != torch.float32 for x in tensors)
+            or portable_recurrence.load_recurrence() is None):
+        return None
+    lengths = portable_recurrence.prefix_lengths(valid_tm.numpy())
+    if lengths is None:
+        return None
+    arrays = [None if x is None else x.detach().numpy()
+              for x in (gates_tm, initial_c, initial_h, recurrent_kernel, projection_kernel)]
+    return tuple(torch.from_numpy(x) for x in portable_recurrence.lstm_steps(
+        arrays[0], lengths, *arrays[1:], cell_clip, proj_clip))
 
 
 def _loop(gates_tm, valid_tm, c, h, recurrent_kernel, projection_kernel, cell_clip, proj_clip):

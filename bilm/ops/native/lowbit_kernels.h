@@ -663,7 +663,8 @@ struct RecurrenceScratch {
 //   projection  W (units, output_dim), or null for none (output_dim = units)
 //   projection_scale (output_dim,) or null
 //   cell_clip, proj_clip: negative for none
-//   packed      float32 (sum(active), output_dim): step t's rows at sum(active[:t]) onwards
+//   outputs     float32: packed entry k's output at row output_index[k]; or, with
+//               output_index null, at row k (step t's rows from sum(active[:t]) on)
 //
 // `cell(z, g, c, m, units, cell_clip)` is one row's cell step in place: z (4 * units) holds the
 // recurrent product h @ W_h on entry, g the row's input half; it updates c (units) and writes the
@@ -673,8 +674,8 @@ template <typename W, typename Pool, typename Cell, typename Scratch>
 bool Recurrence(const Pool& pool, const Cell& cell, const Scratch& scratch, const float* gates,
                 const int32_t* gate_index, const int32_t* active, int64 steps, int64 units, int64 output_dim,
                 const W* recurrent, const float* recurrent_scale, const W* projection,
-                const float* projection_scale, float cell_clip, float proj_clip, float* packed, float* c,
-                float* h) {
+                const float* projection_scale, float cell_clip, float proj_clip, float* outputs,
+                const int32_t* output_index, float* c, float* h) {
   const int64 most = steps > 0 ? active[0] : 0;
   if (most == 0) return true;
   const bool projected = projection != nullptr;
@@ -744,7 +745,10 @@ bool Recurrence(const Pool& pool, const Cell& cell, const Scratch& scratch, cons
         for (int64 e = 0; e < n * output_dim; ++e) h[e] = std::min(std::max(h[e], -proj_clip), proj_clip);
       }
     }
-    std::copy_n(h, n * output_dim, packed + offset * output_dim);
+    for (int64 r = 0; r < n; ++r) {
+      const int64 row = output_index != nullptr ? output_index[offset + r] : offset + r;
+      std::copy_n(h + r * output_dim, output_dim, outputs + row * output_dim);
+    }
     offset += n;
   }
   return true;

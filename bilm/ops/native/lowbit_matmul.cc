@@ -274,7 +274,7 @@ class LstmRecurrenceOp : public OpKernel {
         recurrent_scale.NumElements() ? recurrent_scale.flat<float>().data() : nullptr,
         projected ? reinterpret_cast<const W*>(projection.flat<T>().data()) : nullptr,
         projection_scale.NumElements() ? projection_scale.flat<float>().data() : nullptr, cell_clip_, proj_clip_,
-        outputs->flat<float>().data(), c, h);
+        outputs->flat<float>().data(), nullptr, c, h);
     if (!done) return;  // the context holds the allocation's status
   }
 

@@ -12,7 +12,6 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <memory>
 #include <new>
 #include <vector>
 
@@ -58,15 +57,29 @@ struct OpenMpPool {
   }
 };
 
-// Scratch arrays of one call, freed when it returns: null where there is no memory.
-struct HeapScratch {
-  std::vector<std::unique_ptr<float[]>>* arrays;
-
+// Scratch arrays of a call, kept for the calling thread's next calls: the i-th array a call asks for is
+// the i-th of the last call's, grown where it is too small. A large array from the system's allocator
+// comes as fresh pages, each zeroed by the kernel on first touch: at the original size that cost more
+// than 20 ms a call, about what five steps' products take. Null where there is no memory.
+class ReusedScratch {
+ public:
   float* operator()(int64 floats) const {
-    float* values = new (std::nothrow) float[std::max<int64>(floats, 1)];
-    if (values != nullptr) arrays->emplace_back(values);
-    return values;
+    thread_local std::vector<std::vector<float>> arrays;
+    try {
+      if (next_ == arrays.size()) arrays.emplace_back();
+      std::vector<float>& array = arrays[next_++];
+      if (array.size() < static_cast<size_t>(std::max<int64>(floats, 1))) {
+        array = std::vector<float>();  // freed before the larger one is taken
+        array.resize(std::max<int64>(floats, 1));
+      }
+      return array.data();
+    } catch (const std::bad_alloc&) {
+      return nullptr;
+    }
   }
+
+ private:
+  mutable size_t next_ = 0;
 };
 
 // exp(x) for x clipped to [-87, 88] (where float32's exp is a normal number), within 2 ulp: x = k ln 2 + s
@@ -129,19 +142,20 @@ void CellStep(float* z, const float* g, float* c, float* m, int64 units, float c
 
 extern "C" {
 
-// Every step of an LSTM's recurrence over a packed batch, float32 kernels: lowbit_kernels.h's
-// `Recurrence` (its arguments, in its order; `gate_index` null where packed entry k reads gates[k];
-// `projection` null for none; a clip negative for none). `c` and `h` hold the sorted rows' initial
-// states on entry and their final states on return. Returns 0, or 1 where there was no memory. The one
-// name the library exports (it is built with -fvisibility=hidden).
+// Every step of an LSTM's recurrence over a batch of rows sorted longest first, float32 kernels, time-major:
+// lowbit_kernels.h's `Recurrence`, each packed entry's gates and output at one index, `index[k] = t * batch + b`
+// for the rows b < active[t] of step t. `gates` (steps * batch, 4 * units), `outputs` (steps * batch,
+// output_dim): the rows no entry names are zeros. `projection` null for none; a clip negative for none. `c`
+// and `h` hold the sorted rows' states, the initial ones on entry and the final ones on return. Returns 0,
+// or 1 where there was no memory. The one name the library exports (it is built with -fvisibility=hidden).
 __attribute__((visibility("default"))) int bilm_lstm_recurrence(
-    const float* gates, const int32_t* gate_index, const int32_t* active, int64_t steps, int64_t units,
+    const float* gates, const int32_t* index, const int32_t* active, int64_t steps, int64_t batch, int64_t units,
     int64_t output_dim, const float* recurrent, const float* projection, float cell_clip, float proj_clip,
-    float* packed, float* c, float* h) {
-  std::vector<std::unique_ptr<float[]>> arrays;
+    float* outputs, float* c, float* h) {
+  std::fill(outputs, outputs + steps * batch * output_dim, 0.0f);
   const bool done = bilm::lowbit::Recurrence<float>(
-      bilm::OpenMpPool{}, bilm::CellStep, bilm::HeapScratch{&arrays}, gates, gate_index, active, steps, units,
-      output_dim, recurrent, nullptr, projection, nullptr, cell_clip, proj_clip, packed, c, h);
+      bilm::OpenMpPool{}, bilm::CellStep, bilm::ReusedScratch{}, gates, index, active, steps, units,
+      output_dim, recurrent, nullptr, projection, nullptr, cell_clip, proj_clip, outputs, index, c, h);
   return done ? 0 : 1;
 }
 

@@ -1,0 +1,93 @@
+"""bilm's LSTM recurrence for the backends other than TensorFlow, on NumPy arrays: the loop and products of
+TensorFlow's `BilmLstmRecurrence` op (`lowbit_kernels.h`), built without TensorFlow as `portable_recurrence.cc`
+(once per machine, cached as TensorFlow's op library is: `bilm.ops.native.build`) and called through `ctypes` on
+the arrays' memory. A whole recurrence is one call: no per-step dispatch of a dozen small ops, and each step's
+products stream the kernels once for all its rows. PyTorch passes its CPU tensors' memory (`Tensor.numpy()`
+shares it), JAX its arrays through a host callback.
+"""
+import ctypes
+import threading
+import warnings
+
+import numpy as np
+
+from bilm.ops.native.build import BUILD_FLAGS, BuildError, compile_cached, source_path
+
+SOURCE = "portable_recurrence.cc"
+# OpenMP: PyTorch's own runtime where PyTorch has loaded it (on import), so that the threads are its threads.
+FLAGS = (*BUILD_FLAGS, "-fopenmp", "-fvisibility=hidden")
+
+_LOADED = {}
+_LOADING = threading.Lock()
+
+
+def load_recurrence():
+    """The library's `bilm_lstm_recurrence`, built once per machine and loaded once per process; None where it
+    cannot be built or loaded (no compiler, a failed build): a RuntimeWarning then says once what failed, and the
+    backend's own steps run instead."""
+    with _LOADING:
+        if "function" not in _LOADED:
+            _LOADED["function"] = _load()
+        return _LOADED["function"]
+
+
+def _load():
+    try:
+        library = ctypes.CDLL(compile_cached(source_path(SOURCE), list(FLAGS), [], identity="OpenMP"))
+    except (BuildError, OSError) as error:
+        message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        warnings.warn(f"bilm could not build its native LSTM recurrence ({message}); the backend's own ops run "
+                      "the steps instead, more slowly.", RuntimeWarning, stacklevel=5)
+        return None
+    function = library.bilm_lstm_recurrence
+    pointer, int64, single = ctypes.c_void_p, ctypes.c_int64, ctypes.c_float
+    function.argtypes = [pointer, pointer, pointer, int64, int64, int64, int64, pointer, pointer, single, single,
+                         pointer, pointer, pointer]
+    function.restype = ctypes.c_int
+    return function
+
+
+def prefix_lengths(valid_tm):
+    """Each row's length where bool `valid_tm` `(time, batch, 1)` marks each row's first steps (as
+    `bilm.ops.lstm_scan` masks them), else None."""
+    valid = np.asarray(valid_tm).reshape(valid_tm.shape[0], -1)
+    lengths = valid.sum(axis=0)
+    return lengths if np.array_equal(valid, np.arange(len(valid))[:, None] < lengths[None, :]) else None
+
+
+def lstm_steps(gates_tm, lengths, initial_c, initial_h, recurrent_kernel, projection_kernel, cell_clip, proj_clip):
+    """`bilm.ops.lstm_scan.lstm_steps`' results, on NumPy arrays, by the library (`load_recurrence()` not None):
+    the rows sorted longest first and packed, as TensorFlow's op takes them, each step computing only the rows
+    inside their length. Each row's values are the same bytes at any number of rows beside it; against the
+    portable steps, the same to float32 round-off.
+
+    Args:
+        gates_tm: float32 `(time, batch, 4 * units)`; lengths: int `(batch,)`, each row's steps
+            (`prefix_lengths`); the states and float32 kernels, clips (None for none) as `lstm_steps`'.
+
+    Returns:
+        `(outputs_tm, final_c, final_h)`: float32 `(time, batch, output_dim)` (zeros past each row's length),
+        `(batch, units)`, `(batch, output_dim)`.
+    """
+    time, batch = gates_tm.shape[:2]
+    order = np.argsort(-np.asarray(lengths), kind="stable")
+    steps = np.arange(time)
+    active = (np.asarray(lengths)[order][None, :] > steps[:, None]).sum(axis=1).astype(np.int32)  # non-increasing
+    index = (steps[:, None] * batch + order[None, :])[np.arange(batch)[None, :] < active[:, None]].astype(np.int32)
+    units, output_dim = initial_c.shape[1], initial_h.shape[1]
+    gates, kernels = np.ascontiguousarray(gates_tm, np.float32), [
+        None if kernel is None else np.ascontiguousarray(kernel, np.float32)
+        for kernel in (recurrent_kernel, projection_kernel)]
+    c = np.ascontiguousarray(np.asarray(initial_c, np.float32)[order])
+    h = np.ascontiguousarray(np.asarray(initial_h, np.float32)[order])
+    outputs = np.empty((time, batch, output_dim), np.float32)
+    failed = load_recurrence()(
+        gates.ctypes.data, index.ctypes.data, active.ctypes.data, time, batch, units, output_dim,
+        kernels[0].ctypes.data, None if kernels[1] is None else kernels[1].ctypes.data,
+        -1.0 if cell_clip is None else cell_clip, -1.0 if proj_clip is None else proj_clip, outputs.ctypes.data,
+        c.ctypes.data, h.ctypes.data)
+    if failed:
+        raise MemoryError("bilm's native LSTM recurrence found no memory for its scratch arrays")
+    final_c, final_h = np.empty_like(c), np.empty_like(h)
+    final_c[order], final_h[order] = c, h
+    return outputs, final_c, final_h
