@@ -3,20 +3,21 @@
 JAX's autodiff of the steps' scan adds each step's share of the recurrent and projection kernels' gradients inside
 the backward loop: one small product a step, which XLA runs on a CPU as a slow Eigen dot. Here the backward loop
 carries only the state gradients, and each kernel's gradient is one product over all steps after it. Where no
-gradient is taken the steps are, on a CPU, bilm's native recurrence (`bilm.ops.native.portable_recurrence`, the
-loop and products of TensorFlow's op, through a host callback), elsewhere the portable ones
-(`bilm.ops.lstm_scan.lstm_steps`, the same program); where one is, the forward pass computes the portable
+gradient is taken the steps are the portable ones (`bilm.ops.lstm_scan.lstm_steps`, the same program; on a CPU, at
+a few rows over a large kernel, their arithmetic in columns); where one is, the forward pass computes the same
 arithmetic and keeps what the backward pass reads. The gradients are autodiff's to float32 round-off (the sums over
 steps are taken in another order).
 """
 import functools
+import math
+import types
 
 import jax
 import jax.numpy as jnp
 from keras import ops
 
+from bilm.ops.lstm_scan import lstm_cell
 from bilm.ops.lstm_scan import lstm_steps as portable_lstm_steps
-from bilm.ops.native import portable_recurrence
 
 
 def lstm_steps_bptt(gates_tm, valid_tm, initial_c, initial_h, recurrent_kernel, projection_kernel, cell_clip,
@@ -29,37 +30,47 @@ def lstm_steps_bptt(gates_tm, valid_tm, initial_c, initial_h, recurrent_kernel, 
     return _steps((cell_clip, proj_clip), scan, *arrays)
 
 
+# Where a CPU runs the steps in columns (`_column_steps`): batches of a few rows over a large recurrent kernel (the
+# original size's 512 x 16384), whose products XLA's CPU dot takes faster with the state on the second axis; one row
+# or many, and smaller kernels (the small size's 128 x 4096), it takes as fast or faster as they are (measured:
+# docs/performance.md).
+COLUMN_BATCH_SIZES = range(4, 49)
+COLUMN_MIN_KERNEL_VALUES = 1 << 23
+# The functions `lstm_cell` computes with, each state and gate in columns, `(width, batch)`: `matmul(h, kernel_t)` is
+# `kernel_t @ h` for a kernel's transpose, and `split` cuts the columns' rows.
+COLUMN_MATH = types.SimpleNamespace(matmul=lambda h, kernel_t: kernel_t @ h, sigmoid=jax.nn.sigmoid, tanh=jnp.tanh,
+                                    clip=jnp.clip, split=lambda x, n, axis: jnp.split(x, n, axis=0))
+
+
+def runs_in_columns(batch, recurrent_kernel_shape):
+    """Whether steps of `batch` rows over a recurrent kernel of `recurrent_kernel_shape` run in columns."""
+    return (batch in COLUMN_BATCH_SIZES and math.prod(recurrent_kernel_shape) >= COLUMN_MIN_KERNEL_VALUES
+            and jax.default_backend() == "cpu")
+
+
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1))
 def _steps(clips, scan, gates_tm, valid_tm, initial_c, initial_h, recurrent_kernel, projection_kernel):
-    if _native_applies(gates_tm, initial_c, initial_h, recurrent_kernel, projection_kernel):
-        return _native_steps(clips, gates_tm, valid_tm, initial_c, initial_h, recurrent_kernel, projection_kernel)
+    if runs_in_columns(gates_tm.shape[1], recurrent_kernel.shape):
+        return _column_steps(clips, gates_tm, valid_tm, initial_c, initial_h, recurrent_kernel, projection_kernel)
     return portable_lstm_steps(gates_tm, valid_tm, initial_c, initial_h, recurrent_kernel, projection_kernel, *clips,
                                scan=scan)
 
 
-def _native_applies(*arrays):
-    """Whether the steps run by `_native_steps`: on a CPU, every array float32, the library built."""
-    return (jax.default_backend() == "cpu"
-            and all(x.dtype == jnp.float32 for x in arrays if x is not None)
-            and portable_recurrence.load_recurrence() is not None)
+def _column_steps(clips, gates_tm, valid_tm, initial_c, initial_h, recurrent_kernel, projection_kernel):
+    """The portable steps' arithmetic (`bilm.ops.lstm_scan.lstm_cell`, on `COLUMN_MATH`) with each state in columns:
+    `c` `(units, batch)`, `h` `(output_dim, batch)`, each product a kernel's transpose times a state. The same values
+    to float32 round-off (other products sum in other orders)."""
+    kernels = [None if kernel is None else kernel.T for kernel in (recurrent_kernel, projection_kernel)]
 
+    def step(state, step_inputs):
+        c, h = state
+        gates, valid = step_inputs  # (4 * units, batch), (1, batch)
+        new_c, new_h = lstm_cell(COLUMN_MATH, gates, c, h, *kernels, *clips)
+        return (jnp.where(valid, new_c, c), jnp.where(valid, new_h, h)), jnp.where(valid, new_h, 0.0)
 
-def _native_steps(clips, gates_tm, valid_tm, initial_c, initial_h, recurrent_kernel, projection_kernel):
-    """The steps by `bilm.ops.native.portable_recurrence` in a host callback (under `jax.jit` too), each row's
-    length counted from `valid_tm` (each row's first steps, as `lstm_scan` masks them): the portable steps'
-    values to float32 round-off, each row's the same bytes at any number of rows beside it."""
-    lengths = jnp.sum(valid_tm.reshape(valid_tm.shape[0], -1), axis=0, dtype=jnp.int32)
-    time, batch = gates_tm.shape[:2]
-    shapes = [jax.ShapeDtypeStruct(shape, jnp.float32) for shape in (
-        (time, batch, initial_h.shape[1]), initial_c.shape, initial_h.shape)]
-
-    def run(gates, lengths, initial_c, initial_h, recurrent_kernel, *projection_kernel):
-        return portable_recurrence.lstm_steps(gates, lengths, initial_c, initial_h, recurrent_kernel,
-                                              *(projection_kernel or [None]), *clips)
-
-    kernels = [kernel for kernel in (recurrent_kernel, projection_kernel) if kernel is not None]
-    return tuple(jax.pure_callback(run, shapes, gates_tm, lengths, initial_c, initial_h, *kernels,
-                                   vmap_method="sequential"))
+    (final_c, final_h), outputs = jax.lax.scan(
+        step, (initial_c.T, initial_h.T), (jnp.swapaxes(gates_tm, 1, 2), jnp.swapaxes(valid_tm, 1, 2)))
+    return jnp.swapaxes(outputs, 1, 2), final_c.T, final_h.T
 
 
 def _forward(clips, scan, gates_tm, valid_tm, initial_c, initial_h, recurrent_kernel, projection_kernel):

@@ -43,19 +43,13 @@ def lstm_steps(gates_tm, valid_tm, initial_c, initial_h, recurrent_kernel, proje
 def _native_steps(gates_tm, valid_tm, initial_c, initial_h, recurrent_kernel, projection_kernel, cell_clip,
                   proj_clip):
     """`lstm_steps` by `bilm.ops.native.portable_recurrence` on the tensors' memory, where no gradient is recorded,
-    every tensor is a float32 one on a CPU, the library is built and `valid_tm` marks each row's first steps;
-    else None."""
-    tensors = [x for x in (gates_tm, initial_c, initial_h, recurrent_kernel, projection_kernel) if x is not None]
-    if (torch.is_grad_enabled() or any(x.device.type != "cpu" or x.dtype != torch.float32 for x in tensors)
-            or portable_recurrence.load_recurrence() is None):
+    every tensor is on a CPU and `steps_or_none` runs; else None."""
+    tensors = (gates_tm, valid_tm, initial_c, initial_h, recurrent_kernel, projection_kernel)
+    if torch.is_grad_enabled() or any(x is not None and x.device.type != "cpu" for x in tensors):
         return None
-    lengths = portable_recurrence.prefix_lengths(valid_tm.numpy())
-    if lengths is None:
-        return None
-    arrays = [None if x is None else x.detach().numpy()
-              for x in (gates_tm, initial_c, initial_h, recurrent_kernel, projection_kernel)]
-    return tuple(torch.from_numpy(x) for x in portable_recurrence.lstm_steps(
-        arrays[0], lengths, *arrays[1:], cell_clip, proj_clip))
+    steps = portable_recurrence.steps_or_none(*(None if x is None else x.detach().numpy() for x in tensors),
+                                              cell_clip, proj_clip)
+    return None if steps is None else tuple(torch.from_numpy(x) for x in steps)
 
 
 def _loop(gates_tm, valid_tm, c, h, recurrent_kernel, projection_kernel, cell_clip, proj_clip):

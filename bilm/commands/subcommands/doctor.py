@@ -34,8 +34,8 @@ def report():
     directory = native_dir()
     built = sorted(glob.glob(os.path.join(directory, "**", "*.so"), recursive=True))
     state = (f"{len(built)} built in {directory}" if built
-             else f"none built yet in {directory} (compiled at first use on TensorFlow; g++ or $CXX needed)")
-    lines.append(f"Native kernels (TensorFlow's CPU fast paths): {state}.")
+             else f"none built yet in {directory} (compiled at first use; g++ or $CXX needed)")
+    lines.append(f"Native kernels (bilm's CPU fast paths): {state}.")
     cache = cache_path()
     # The native kernels' folder may sit in the cache's folder: not a model.
     models = [entry for entry in (os.listdir(cache) if os.path.isdir(cache) else [])

@@ -1,8 +1,11 @@
-"""bilm's own TensorFlow kernels: C++ sources compiled on this machine at first use.
+"""bilm's own CPU kernels: C++ sources compiled on this machine at first use.
 
-`build_library` compiles one source into a shared library in a per-user
-cache, keyed by everything that changes the binary; `load_lowbit_ops`
-(`bilm.ops.native.lowbit_ops`) is the one caller today.
+`build.compile_cached` compiles one source into a shared library in a
+per-user cache, keyed by everything that changes the binary;
+`build_library` is it with TensorFlow's flags. The libraries:
+TensorFlow's ops (`load_lowbit_ops`, `bilm.ops.native.lowbit_ops`), and
+their recurrence for the other backends, on NumPy arrays
+(`load_recurrence`, `bilm.ops.native.portable_recurrence`).
 """
 from bilm.ops.native.build import BuildError, build_library, native_dir, source_path
 

@@ -3,7 +3,9 @@ TensorFlow's `BilmLstmRecurrence` op (`lowbit_kernels.h`), built without TensorF
 (once per machine, cached as TensorFlow's op library is: `bilm.ops.native.build`) and called through `ctypes` on
 the arrays' memory. A whole recurrence is one call: no per-step dispatch of a dozen small ops, and each step's
 products stream the kernels once for all its rows. PyTorch passes its CPU tensors' memory (`Tensor.numpy()`
-shares it), JAX its arrays through a host callback.
+shares it), Keras's NumPy backend its arrays. (JAX does not: through a host callback, which copies its arguments
+and runs on any of XLA's threads, each taking a team of OpenMP threads of its own, one sentence's recurrence took
+2.6 times as long as its own steps; docs/performance.md.)
 """
 import ctypes
 import threading
@@ -47,12 +49,23 @@ def _load():
     return function
 
 
-def prefix_lengths(valid_tm):
-    """Each row's length where bool `valid_tm` `(time, batch, 1)` marks each row's first steps (as
-    `bilm.ops.lstm_scan` masks them), else None."""
-    valid = np.asarray(valid_tm).reshape(valid_tm.shape[0], -1)
+def steps_or_none(gates_tm, valid_tm, initial_c, initial_h, recurrent_kernel, projection_kernel, cell_clip,
+                  proj_clip):
+    """`lstm_steps` for `bilm.ops.lstm_scan.lstm_steps`' arguments as NumPy arrays, where every array is float32,
+    `valid_tm` marks each row's first steps (as `lstm_scan` masks them) and the library is built; else None (the
+    caller runs its own steps)."""
+    gates_tm, initial_c, initial_h, recurrent_kernel, projection_kernel = (
+        None if x is None else np.asarray(x) for x in (gates_tm, initial_c, initial_h, recurrent_kernel,
+                                                       projection_kernel))
+    arrays = [x for x in (gates_tm, initial_c, initial_h, recurrent_kernel, projection_kernel) if x is not None]
+    if any(x.dtype != np.float32 for x in arrays) or load_recurrence() is None:
+        return None
+    valid = np.asarray(valid_tm).reshape(len(gates_tm), -1)
     lengths = valid.sum(axis=0)
-    return lengths if np.array_equal(valid, np.arange(len(valid))[:, None] < lengths[None, :]) else None
+    if not np.array_equal(valid, np.arange(len(valid))[:, None] < lengths[None, :]):
+        return None
+    return lstm_steps(gates_tm, lengths, initial_c, initial_h, recurrent_kernel, projection_kernel, cell_clip,
+                      proj_clip)
 
 
 def lstm_steps(gates_tm, lengths, initial_c, initial_h, recurrent_kernel, projection_kernel, cell_clip, proj_clip):
@@ -62,8 +75,8 @@ def lstm_steps(gates_tm, lengths, initial_c, initial_h, recurrent_kernel, projec
     portable steps, the same to float32 round-off.
 
     Args:
-        gates_tm: float32 `(time, batch, 4 * units)`; lengths: int `(batch,)`, each row's steps
-            (`prefix_lengths`); the states and float32 kernels, clips (None for none) as `lstm_steps`'.
+        gates_tm: float32 `(time, batch, 4 * units)`; lengths: int `(batch,)`, each row's steps; the states and
+            float32 kernels, clips (None for none) as `bilm.ops.lstm_scan.lstm_steps`'.
 
     Returns:
         `(outputs_tm, final_c, final_h)`: float32 `(time, batch, output_dim)` (zeros past each row's length),
