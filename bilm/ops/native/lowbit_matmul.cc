@@ -267,7 +267,8 @@ class LstmRecurrenceOp : public OpKernel {
     std::copy_n(h0.flat<float>().data(), batch * output_dim, h);
     const TfPool pool{Workers(context)};
     std::vector<Tensor> temporaries;
-    const bool done = Recurrence<W>(
+    // Where a scratch array found no memory, the context holds the allocation's status: the op fails.
+    Recurrence<W>(
         pool, CellStep, TfScratch{context, &temporaries}, gates.flat<float>().data(),
         indexed ? index.data() : nullptr, rows_at.data(), steps, units, output_dim,
         reinterpret_cast<const W*>(recurrent.flat<T>().data()),
@@ -275,7 +276,6 @@ class LstmRecurrenceOp : public OpKernel {
         projected ? reinterpret_cast<const W*>(projection.flat<T>().data()) : nullptr,
         projection_scale.NumElements() ? projection_scale.flat<float>().data() : nullptr, cell_clip_, proj_clip_,
         outputs->flat<float>().data(), nullptr, c, h);
-    if (!done) return;  // the context holds the allocation's status
   }
 
  private:

@@ -83,11 +83,24 @@ def lstm_steps(gates_tm, lengths, initial_c, initial_h, recurrent_kernel, projec
         `(batch, units)`, `(batch, output_dim)`.
     """
     time, batch = gates_tm.shape[:2]
+    units, output_dim = initial_c.shape[1], initial_h.shape[1]
+    expected = {"gates_tm": (gates_tm.shape, (time, batch, 4 * units)),
+                "lengths": (np.shape(lengths), (batch,)), "initial_c": (initial_c.shape, (batch, units)),
+                "initial_h": (initial_h.shape, (batch, output_dim)),
+                "recurrent_kernel": (recurrent_kernel.shape, (output_dim, 4 * units))}
+    if projection_kernel is not None:
+        expected["projection_kernel"] = (projection_kernel.shape, (units, output_dim))
+    elif output_dim != units:
+        raise ValueError(f"bilm's native LSTM recurrence: without a projection_kernel, initial_h must have "
+                         f"initial_c's {units} columns; it has shape {tuple(initial_h.shape)}")
+    for name, (shape, wanted) in expected.items():
+        if tuple(shape) != wanted:  # the library reads the arrays as these shapes: refuse before it does
+            raise ValueError(f"bilm's native LSTM recurrence: {name} has shape {tuple(shape)}, expected {wanted} "
+                             f"from initial_c {tuple(initial_c.shape)} and initial_h {tuple(initial_h.shape)}")
     order = np.argsort(-np.asarray(lengths), kind="stable")
     steps = np.arange(time)
     active = (np.asarray(lengths)[order][None, :] > steps[:, None]).sum(axis=1).astype(np.int32)  # non-increasing
     index = (steps[:, None] * batch + order[None, :])[np.arange(batch)[None, :] < active[:, None]].astype(np.int32)
-    units, output_dim = initial_c.shape[1], initial_h.shape[1]
     gates, kernels = np.ascontiguousarray(gates_tm, np.float32), [
         None if kernel is None else np.ascontiguousarray(kernel, np.float32)
         for kernel in (recurrent_kernel, projection_kernel)]

@@ -1,0 +1,79 @@
+"""bilm's native recurrence on NumPy arrays (`bilm.ops.native.portable_recurrence`, what PyTorch and Keras's NumPy
+backend run without gradients) against an LSTM written here in float64 NumPy: the same outputs and final states to
+float32 round-off, zeros past each row's length, each row the same bytes alone as beside others; and arrays of
+the wrong shapes refused in one line before the library reads them."""
+import numpy as np
+import pytest
+
+from bilm.ops.native import portable_recurrence
+
+
+def float64_steps(gates_tm, lengths, c, h, recurrent, projection, cell_clip, proj_clip):
+    """The LSTM's steps in float64, row by row: `(outputs_tm, c, h)`, the forget bias 1."""
+    sigmoid = lambda x: 1.0 / (1.0 + np.exp(-x))  # noqa: E731
+    c, h = c.astype(np.float64), h.astype(np.float64)
+    outputs = np.zeros((*gates_tm.shape[:2], h.shape[1]))
+    for t, gates in enumerate(gates_tm.astype(np.float64)):
+        i, j, f, o = np.split(gates + h @ recurrent, 4, axis=-1)
+        new_c = sigmoid(f + 1.0) * c + sigmoid(i) * np.tanh(j)
+        new_c = new_c if cell_clip is None else np.clip(new_c, -cell_clip, cell_clip)
+        new_h = sigmoid(o) * np.tanh(new_c)
+        if projection is not None:
+            new_h = new_h @ projection
+            new_h = new_h if proj_clip is None else np.clip(new_h, -proj_clip, proj_clip)
+        inside = (t < lengths)[:, None]
+        c, h = np.where(inside, new_c, c), np.where(inside, new_h, h)
+        outputs[t] = np.where(inside, new_h, 0.0)
+    return outputs, c, h
+
+
+@pytest.mark.parametrize("projected", [True, False])
+def test_the_native_steps_equal_a_float64_lstm_and_give_each_row_the_same_bytes_alone(projected):
+    rng = np.random.default_rng(5)
+    time, batch, units = 7, 11, 40  # 11 rows: groups of 8 and the rest; 160 gate columns: whole tiles and more
+    output_dim = 24 if projected else units
+    lengths = rng.integers(0, time + 1, batch)
+    lengths[3] = time
+    gates = rng.normal(size=(time, batch, 4 * units)).astype(np.float32) * 2
+    c0 = rng.normal(size=(batch, units)).astype(np.float32)
+    h0 = rng.normal(size=(batch, output_dim)).astype(np.float32)
+    recurrent = rng.normal(size=(output_dim, 4 * units)).astype(np.float32) / np.sqrt(output_dim)
+    projection = rng.normal(size=(units, output_dim)).astype(np.float32) / np.sqrt(units) if projected else None
+    clips = (1.5, 0.7) if projected else (1.5, None)
+
+    native = portable_recurrence.lstm_steps(gates, lengths, c0, h0, recurrent, projection, *clips)
+    expected = float64_steps(gates, lengths, c0, h0, recurrent, projection, *clips)
+    for value, reference in zip(native, expected):
+        assert value.dtype == np.float32 and value.shape == reference.shape
+        np.testing.assert_allclose(value, reference, rtol=0, atol=2e-6)
+    for row, length in enumerate(lengths):
+        assert not native[0][length:, row].any()
+    for row in (0, 3, batch - 1):
+        alone = portable_recurrence.lstm_steps(gates[:, row:row + 1], lengths[row:row + 1], c0[row:row + 1],
+                                               h0[row:row + 1], recurrent, projection, *clips)
+        assert alone[0].tobytes() == native[0][:, row:row + 1].tobytes()
+        assert alone[1].tobytes() == native[1][row:row + 1].tobytes()
+        assert alone[2].tobytes() == native[2][row:row + 1].tobytes()
+
+
+def test_steps_or_none_declines_what_the_library_does_not_take():
+    rng = np.random.default_rng(6)
+    gates = rng.normal(size=(3, 2, 8)).astype(np.float32)
+    state = (np.zeros((2, 2), np.float32), np.zeros((2, 2), np.float32), np.zeros((2, 8), np.float32), None)
+    valid = np.array([[True, True], [True, False], [False, False]])[..., None]
+    assert portable_recurrence.steps_or_none(gates, valid, *state, None, None) is not None
+    holes = valid.copy()
+    holes[0, 0] = False  # row 0 skips its first step: not each row's first steps
+    assert portable_recurrence.steps_or_none(gates, holes, *state, None, None) is None
+    assert portable_recurrence.steps_or_none(gates.astype(np.float64), valid, *state, None, None) is None
+
+
+def test_arrays_of_the_wrong_shape_are_refused_in_one_line_naming_the_array():
+    gates = np.zeros((3, 2, 16), np.float32)
+    with pytest.raises(ValueError, match=r"recurrent_kernel has shape \(4, 12\), expected \(4, 16\)"):
+        portable_recurrence.lstm_steps(gates, np.array([3, 1]), np.zeros((2, 4), np.float32),
+                                       np.zeros((2, 4), np.float32), np.zeros((4, 12), np.float32), None, None, None)
+    with pytest.raises(ValueError, match=r"without a projection_kernel, initial_h must have initial_c's 4 columns"):
+        portable_recurrence.lstm_steps(gates, np.array([3, 1]), np.zeros((2, 4), np.float32),
+                                       np.zeros((2, 3), np.float32), np.zeros((3, 16), np.float32),
+                                       None, None, None)
