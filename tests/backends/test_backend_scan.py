@@ -154,11 +154,11 @@ import warnings
 import numpy as np
 import torch
 from bilm.backend.torch import core
-from bilm.ops.native import portable_recurrence
+from bilm.ops.native import portable_kernels
 
 ran = []
-native_steps = portable_recurrence.lstm_steps
-portable_recurrence.lstm_steps = lambda *args: ran.append(args[0].shape[1]) or native_steps(*args)
+native_steps = portable_kernels.lstm_steps
+portable_kernels.lstm_steps = lambda *args: ran.append(args[0].shape[1]) or native_steps(*args)
 rng = np.random.default_rng(1)
 time, units, out = 6, 32, 8
 worst, zeros_beyond, alone_identical = 0.0, True, True
@@ -199,7 +199,7 @@ print(json.dumps({"ran": sorted(set(ran)), "calls": calls, "worst": worst, "zero
 
 @pytest.mark.slow
 def test_on_a_cpu_torch_runs_its_steps_by_bilms_native_recurrence_where_no_gradient_is_taken():
-    """Without gradients, on a CPU, PyTorch's steps run bilm's native recurrence (`portable_recurrence`: the loop
+    """Without gradients, on a CPU, PyTorch's steps run bilm's native recurrence (`portable_kernels`: the loop
     and products of TensorFlow's op, through ctypes): torch's own steps' outputs and final states to float32 round-off,
     with and without a projection, rows of every length (none included), zeros past each row's length, and each
     row the same bytes alone as beside others (a lone row's call included); any step autograd records, and a mask
@@ -238,7 +238,7 @@ def test_where_the_native_recurrence_cannot_be_built_torch_says_so_once_and_runs
         "CXX": "no-such-compiler", "BILM_NATIVE_DIR": str(tmp_path)}))
     assert result["equal"], result
     assert len(result["warnings"]) == 1, result
-    assert "could not build its native LSTM recurrence" in result["warnings"][0], result
+    assert "could not build its native CPU kernels" in result["warnings"][0], result
     assert "no-such-compiler" in result["warnings"][0], result
 
 
@@ -247,11 +247,11 @@ import json
 import numpy as np
 from bilm.backend.numpy import core
 from bilm.ops.lstm_scan import lstm_steps
-from bilm.ops.native import portable_recurrence
+from bilm.ops.native import portable_kernels
 
 ran = []
-native_steps = portable_recurrence.lstm_steps
-portable_recurrence.lstm_steps = lambda *args: ran.append(args[0].shape[1]) or native_steps(*args)
+native_steps = portable_kernels.lstm_steps
+portable_kernels.lstm_steps = lambda *args: ran.append(args[0].shape[1]) or native_steps(*args)
 rng = np.random.default_rng(3)
 time, batch, units, out = 5, 4, 8, 4
 lengths = np.array([5, 0, 3, 5])

@@ -1,10 +1,10 @@
 """The control flow that Keras's backends shape each their own way: here `keras.ops.scan` takes outputs of any
 shape, so a step's outputs are only what it outputs; the LSTM's recurrence is bilm's native one where it is built
-(`bilm.ops.native.portable_recurrence`), else the portable one on that scan."""
+(`bilm.ops.native.portable_kernels`), else the portable one on that scan."""
 from keras import ops
 
 from bilm.ops.lstm_scan import lstm_steps as portable_lstm_steps
-from bilm.ops.native import portable_recurrence
+from bilm.ops.native import portable_kernels
 
 
 def scan(step, initial, xs, output_width):
@@ -15,7 +15,7 @@ def scan(step, initial, xs, output_width):
 
 
 def lstm_steps(*args):
-    """`bilm.ops.lstm_scan.lstm_steps`: by `portable_recurrence.steps_or_none` (its values to float32 round-off),
+    """`bilm.ops.lstm_scan.lstm_steps`: by `portable_kernels.steps_or_none` (its values to float32 round-off),
     else the portable steps on this backend's `scan`."""
-    steps = portable_recurrence.steps_or_none(*args)
+    steps = portable_kernels.steps_or_none(*args)
     return portable_lstm_steps(*args, scan=scan) if steps is None else steps

@@ -1,6 +1,6 @@
 """The control flow that Keras's backends shape each their own way: here `keras.ops.scan` takes outputs of any
 shape, so a step's outputs are only what it outputs; and the LSTM's steps (`lstm_steps`) are, where no gradient is
-recorded on a CPU, bilm's native recurrence (`bilm.ops.native.portable_recurrence`: the loop and products of
+recorded on a CPU, bilm's native recurrence (`bilm.ops.native.portable_kernels`: the loop and products of
 TensorFlow's op, on the tensors' memory), elsewhere torch's own loop: the portable recurrence's arithmetic without
 `keras.ops`' dispatch around each of a step's small ops (eager PyTorch runs them one by one)."""
 import types
@@ -9,7 +9,7 @@ import torch
 from keras import ops
 
 from bilm.ops.lstm_scan import lstm_cell
-from bilm.ops.native import portable_recurrence
+from bilm.ops.native import portable_kernels
 
 # The functions `lstm_cell` computes with, as torch's own (`keras.ops` computes the same values through them).
 TORCH_MATH = types.SimpleNamespace(matmul=torch.matmul, sigmoid=torch.sigmoid, tanh=torch.tanh, clip=torch.clip,
@@ -42,12 +42,12 @@ def lstm_steps(gates_tm, valid_tm, initial_c, initial_h, recurrent_kernel, proje
 
 def _native_steps(gates_tm, valid_tm, initial_c, initial_h, recurrent_kernel, projection_kernel, cell_clip,
                   proj_clip):
-    """`lstm_steps` by `bilm.ops.native.portable_recurrence` on the tensors' memory, where no gradient is recorded,
+    """`lstm_steps` by `bilm.ops.native.portable_kernels` on the tensors' memory, where no gradient is recorded,
     every tensor is on a CPU and `steps_or_none` runs; else None."""
     tensors = (gates_tm, valid_tm, initial_c, initial_h, recurrent_kernel, projection_kernel)
     if torch.is_grad_enabled() or any(x is not None and x.device.type != "cpu" for x in tensors):
         return None
-    steps = portable_recurrence.steps_or_none(*(None if x is None else x.detach().numpy() for x in tensors),
+    steps = portable_kernels.steps_or_none(*(None if x is None else x.detach().numpy() for x in tensors),
                                               cell_clip, proj_clip)
     return None if steps is None else tuple(torch.from_numpy(x) for x in steps)
 

@@ -1,14 +1,12 @@
 """The layers' calls of PyTorch's own (`bilm.backend.fast_layer_call`): `UniqueTokens`'s distinct rows (PyTorch
-runs eagerly, so their number may depend on the ids), and the char CNN where gradients are recorded (over the
-columns its rows' characters reach, max-pooled by `torch.max`); every other layer runs its portable `keras.ops`
-code."""
-import math
-
+runs eagerly, so their number may depend on the ids), the char CNN where gradients are recorded (over the columns
+its rows' characters reach, max-pooled by `torch.max`), and the highway's products by bilm's native product where
+none are; every other layer runs its portable `keras.ops` code."""
 import torch
 from keras import ops
 
-from bilm.backend.kernel_transposes import KernelTransposes
 from bilm.ops.char_convolutions_portable import needed_columns
+from bilm.ops.native import portable_kernels
 
 
 def unique_tokens(layer, char_ids):
@@ -42,29 +40,23 @@ def first_maximum_char_convolutions(char_ids, char_embedding, kernels):
     return torch.cat(pooled, dim=-1)
 
 
-# Products of at most this many rows run in columns where no gradient is recorded, on a CPU: torch's CPU product
-# of a few rows by a large kernel reads the kernel's transpose faster with the rows in columns
-# (docs/performance.md).
-COLUMN_MAX_ROWS = 256
-# Each kernel's contiguous transpose, remade once its value changes (in place too: torch's version counter).
-TRANSPOSES = KernelTransposes(lambda value: value.detach().t().contiguous(), stamp=lambda value: value._version)
-
-
 def highway(layer, inputs, training):
-    """`Highway.call`: where no gradient is recorded, on a CPU, each float32 kernel's product of at most
-    `COLUMN_MAX_ROWS` rows in columns, with the kernel's transpose kept (`TRANSPOSES`); elsewhere the portable
-    products. The same values to float32 round-off."""
+    """`Highway.call`: where no gradient is recorded, on a CPU, each float32 kernel's product by bilm's native
+    product (`bilm.ops.native.portable_kernels.matmul`, on the tensors' memory: the kernel streamed once for each
+    group of 8 rows, each row's sums the same bytes at any number of rows); elsewhere the portable products. The
+    same values to float32 round-off."""
     portable = layer.portable_product(training)
-    rows = math.prod(inputs.shape[:-1])
-    if training or torch.is_grad_enabled() or inputs.device.type != "cpu" or rows > COLUMN_MAX_ROWS:
+    if (training or torch.is_grad_enabled() or inputs.device.type != "cpu"
+            or portable_kernels.load_library() is None):
         return layer.portable_layers(inputs, portable)
-    in_columns = {id(kernel) for kernel in layer.column_kernels()}
+    native = {id(kernel) for kernel in layer.column_kernels()}
 
     def product(x, kernel):
-        if id(kernel) not in in_columns:
+        if id(kernel) not in native or x.dtype != torch.float32:
             return portable(x, kernel)
-        flat = torch.reshape(x, (rows, x.shape[-1]))
-        return torch.reshape((TRANSPOSES.of(kernel) @ flat.t()).t(), (*x.shape[:-1], kernel.shape[1]))
+        flat = torch.reshape(x, (-1, x.shape[-1])).detach().numpy()
+        value = ops.convert_to_tensor(kernel).detach().numpy()
+        return torch.reshape(torch.from_numpy(portable_kernels.matmul(flat, value)), (*x.shape[:-1], value.shape[1]))
 
     return layer.portable_layers(inputs, product)
 

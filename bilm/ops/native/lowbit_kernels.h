@@ -1,7 +1,7 @@
 // The arithmetic of bilm's CPU products of few rows, whose time is reading
 // the kernel from memory, and of an LSTM's recurrence on them, written
 // once and free of any framework: TensorFlow's ops (lowbit_matmul.cc) and
-// the portable library (portable_recurrence.cc) both run it.
+// the portable library (portable_kernels.cc) both run it.
 //
 // The product, `Multiply`: float32 x times a kernel of few bytes a value, for a few rows.
 //
@@ -643,12 +643,42 @@ const uint16_t* PairTiles(const Pool& pool, const Scratch& scratch, const uint16
 }
 #endif
 
-// The scratch a recurrence of `most` rows at most needs, in floats: `Recurrence` asks its
-// `scratch(floats)` for these (the products' accumulators, the cell outputs, the split products'
-// partial sums, and the kernels' tiles).
-struct RecurrenceScratch {
-  int64 z, m, partials, tiles, recurrent_pairs, projection_pairs;
-};
+// out (rows, m) = (x (rows, n) @ widen(k (n, m))) * scale (null: none): `Multiply` with what it needs
+// from `scratch(floats)` (see `Recurrence`): a float32 kernel's tiles (`PackTiles`) or a bfloat16
+// kernel's pair tiles (`PackPairTiles`) from kMinPackedRows rows on (with fewer rows the copy costs
+// more than the tiles save: one sentence's input half, a few sentences' token encodings; the sums are
+// the same either way), and the split products' partial sums. False where `scratch` had no memory.
+template <typename W, typename Pool, typename Scratch>
+bool Product(const Pool& pool, const Scratch& scratch, const float* x, int64 rows, int64 n, const W* k, int64 m,
+             const float* scale, float* out) {
+  if (rows == 0 || m == 0) return true;
+  const Plan plan(rows, n, m, std::max<int64>(1, pool.Threads()));
+  const float* tiles = nullptr;
+#ifdef BILM_LOWBIT_AVX512
+  if (std::is_same<W, float>::value && rows >= kMinPackedRows && m >= kTileWidth) {
+    float* buffer = scratch(n * (m / kTileWidth * kTileWidth));
+    if (buffer == nullptr) return false;
+    PackTiles(pool, reinterpret_cast<const float*>(k), n, m, buffer);
+    tiles = buffer;
+  }
+#endif
+  const uint16_t* pair_tiles = nullptr;
+#ifdef BILM_LOWBIT_DPBF16
+  if constexpr (kDotProducts<W>) {
+    if (rows >= kMinPackedRows && m >= kTileWidth) {
+      pair_tiles = PairTiles(pool, scratch, k, n, m);
+      if (pair_tiles == nullptr) return false;
+    }
+  }
+#endif
+  float* partials = nullptr;
+  if (plan.PartialFloats(rows, m) > 0) {
+    partials = scratch(plan.PartialFloats(rows, m));
+    if (partials == nullptr) return false;
+  }
+  Multiply<W>(pool, plan, x, rows, n, k, m, scale, out, partials, tiles, pair_tiles);
+  return true;
+}
 
 // Every step of an LSTM's recurrence over a packed batch, its products by `Multiply`: what
 // TensorFlow's BilmLstmRecurrence op and the portable library's `bilm_lstm_recurrence` run.

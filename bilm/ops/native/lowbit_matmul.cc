@@ -30,16 +30,8 @@ namespace bilm {
 namespace {
 
 using lowbit::int64;
-using lowbit::kDotProducts;
-using lowbit::kMinPackedRows;
-using lowbit::kTileWidth;
-using lowbit::Multiply;
-using lowbit::PackTiles;
-using lowbit::Plan;
+using lowbit::Product;
 using lowbit::Recurrence;
-#ifdef BILM_LOWBIT_DPBF16
-using lowbit::PairTiles;
-#endif
 using tensorflow::OpKernel;
 using tensorflow::OpKernelConstruction;
 using tensorflow::OpKernelContext;
@@ -123,35 +115,9 @@ class LowbitMatmulOp : public OpKernel {
     const TfPool pool{Workers(context)};
     std::vector<Tensor> temporaries;
     const TfScratch scratch{context, &temporaries};
-    const Plan plan(rows, n, m, pool.Threads());
-    // A float32 kernel and kMinPackedRows rows at least: copied into tiles (`PackTiles`) first, as the
-    // recurrence does; the sums are the same either way. With fewer rows the copy costs more than the
-    // tiles save (one sentence's input half, a few sentences' token encodings).
-    const float* tiles = nullptr;
-#ifdef BILM_LOWBIT_AVX512
-    if (std::is_same<W, float>::value && rows >= kMinPackedRows && m >= kTileWidth) {
-      float* buffer = scratch(n * (m / kTileWidth * kTileWidth));
-      if (buffer == nullptr) return;
-      PackTiles(pool, reinterpret_cast<const float*>(kernel.flat<T>().data()), n, m, buffer);
-      tiles = buffer;
-    }
-#endif
-    // A bfloat16 kernel taken as dot products, likewise (`PackPairTiles`); the same bytes either way.
-    const uint16_t* pair_tiles = nullptr;
-#ifdef BILM_LOWBIT_DPBF16
-    if (kDotProducts<W> && rows >= kMinPackedRows && m >= kTileWidth) {
-      pair_tiles = PairTiles(pool, scratch, reinterpret_cast<const uint16_t*>(kernel.flat<T>().data()), n, m);
-      if (pair_tiles == nullptr) return;
-    }
-#endif
-    float* partial = nullptr;
-    if (plan.PartialFloats(rows, m) > 0) {
-      partial = scratch(plan.PartialFloats(rows, m));
-      if (partial == nullptr) return;
-    }
-    Multiply<W>(pool, plan, x.flat<float>().data(), rows, n, reinterpret_cast<const W*>(kernel.flat<T>().data()),
-                m, scale.dim_size(0) == 0 ? nullptr : scale.flat<float>().data(), product->flat<float>().data(),
-                partial, tiles, pair_tiles);
+    // Where a scratch array found no memory, the context holds the allocation's status: the op fails.
+    Product<W>(pool, scratch, x.flat<float>().data(), rows, n, reinterpret_cast<const W*>(kernel.flat<T>().data()),
+               m, scale.dim_size(0) == 0 ? nullptr : scale.flat<float>().data(), product->flat<float>().data());
   }
 };
 

@@ -1,11 +1,12 @@
-"""bilm's LSTM recurrence for the backends other than TensorFlow, on NumPy arrays: the loop and products of
-TensorFlow's `BilmLstmRecurrence` op (`lowbit_kernels.h`), built without TensorFlow as `portable_recurrence.cc`
-(once per machine, cached as TensorFlow's op library is: `bilm.ops.native.build`) and called through `ctypes` on
-the arrays' memory. A whole recurrence is one call: no per-step dispatch of a dozen small ops, and each step's
-products stream the kernels once for all its rows. PyTorch passes its CPU tensors' memory (`Tensor.numpy()`
-shares it), Keras's NumPy backend its arrays. (JAX does not: through a host callback, which copies its arguments
-and runs on any of XLA's threads, each taking a team of OpenMP threads of its own, one sentence's recurrence took
-2.6 times as long as its own steps; docs/performance.md.)
+"""bilm's CPU kernels for the backends other than TensorFlow, on NumPy arrays: the LSTM recurrence of
+TensorFlow's `BilmLstmRecurrence` op and the product of its `BilmLowbitMatmul` (`lowbit_kernels.h`), built
+without TensorFlow as `portable_kernels.cc` (once per machine, cached as TensorFlow's op library is:
+`bilm.ops.native.build`) and called through `ctypes` on the arrays' memory. A whole recurrence is one call: no
+per-step dispatch of a dozen small ops, and each step's products stream the kernels once for all its rows.
+PyTorch passes its CPU tensors' memory (`Tensor.numpy()` shares it), Keras's NumPy backend its arrays. (JAX does
+not: through a host callback, which copies its arguments and runs on any of XLA's threads, each taking a team of
+OpenMP threads of its own, one sentence's recurrence took 2.6 times as long as its own steps;
+docs/performance.md.)
 """
 import ctypes
 import threading
@@ -15,7 +16,7 @@ import numpy as np
 
 from bilm.ops.native.build import BUILD_FLAGS, BuildError, compile_cached, source_path
 
-SOURCE = "portable_recurrence.cc"
+SOURCE = "portable_kernels.cc"
 # OpenMP: PyTorch's own runtime where PyTorch has loaded it (on import), so that the threads are its threads.
 FLAGS = (*BUILD_FLAGS, "-fopenmp", "-fvisibility=hidden")
 
@@ -23,14 +24,14 @@ _LOADED = {}
 _LOADING = threading.Lock()
 
 
-def load_recurrence():
-    """The library's `bilm_lstm_recurrence`, built once per machine and loaded once per process; None where it
-    cannot be built or loaded (no compiler, a failed build): a RuntimeWarning then says once what failed, and the
-    backend's own steps run instead."""
+def load_library():
+    """The library (`ctypes.CDLL`, its functions' arguments declared), built once per machine and loaded once per
+    process; None where it cannot be built or loaded (no compiler, a failed build): a RuntimeWarning then says
+    once what failed, and the backend's own ops run instead."""
     with _LOADING:
-        if "function" not in _LOADED:
-            _LOADED["function"] = _load()
-        return _LOADED["function"]
+        if "library" not in _LOADED:
+            _LOADED["library"] = _load()
+        return _LOADED["library"]
 
 
 def _load():
@@ -38,15 +39,31 @@ def _load():
         library = ctypes.CDLL(compile_cached(source_path(SOURCE), list(FLAGS), [], identity="OpenMP"))
     except (BuildError, OSError) as error:
         message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        warnings.warn(f"bilm could not build its native LSTM recurrence ({message}); the backend's own ops run "
-                      "the steps instead, more slowly.", RuntimeWarning, stacklevel=5)
+        warnings.warn(f"bilm could not build its native CPU kernels ({message}); the backend's own ops run "
+                      "instead, more slowly.", RuntimeWarning, stacklevel=5)
         return None
-    function = library.bilm_lstm_recurrence
     pointer, int64, single = ctypes.c_void_p, ctypes.c_int64, ctypes.c_float
-    function.argtypes = [pointer, pointer, pointer, int64, int64, int64, int64, pointer, pointer, single, single,
-                         pointer, pointer, pointer]
-    function.restype = ctypes.c_int
-    return function
+    library.bilm_lstm_recurrence.argtypes = [pointer, pointer, pointer, int64, int64, int64, int64, pointer,
+                                             pointer, single, single, pointer, pointer, pointer]
+    library.bilm_matmul.argtypes = [pointer, int64, int64, pointer, int64, pointer]
+    for function in (library.bilm_lstm_recurrence, library.bilm_matmul):
+        function.restype = ctypes.c_int
+    return library
+
+
+def matmul(x, kernel):
+    """`x @ kernel` by the library (`load_library()` not None) for float32 `x` `(rows, n)` and `kernel` `(n, m)`:
+    float32 `(rows, m)`, each row's sums the same bytes at any number of rows; the kernel streamed once for each
+    group of 8 rows (a few rows' product is bound by reading the kernel)."""
+    if x.ndim != 2 or kernel.ndim != 2 or x.shape[1] != kernel.shape[0]:
+        raise ValueError(f"bilm's native matmul: x {tuple(x.shape)} and kernel {tuple(kernel.shape)} are not "
+                         "(rows, n) and (n, m)")
+    x, kernel = (np.ascontiguousarray(value, np.float32) for value in (x, kernel))
+    out = np.empty((x.shape[0], kernel.shape[1]), np.float32)
+    if load_library().bilm_matmul(x.ctypes.data, x.shape[0], x.shape[1], kernel.ctypes.data, kernel.shape[1],
+                                  out.ctypes.data):
+        raise MemoryError("bilm's native matmul found no memory for its scratch arrays")
+    return out
 
 
 def steps_or_none(gates_tm, valid_tm, initial_c, initial_h, recurrent_kernel, projection_kernel, cell_clip,
@@ -58,7 +75,7 @@ def steps_or_none(gates_tm, valid_tm, initial_c, initial_h, recurrent_kernel, pr
         None if x is None else np.asarray(x) for x in (gates_tm, initial_c, initial_h, recurrent_kernel,
                                                        projection_kernel))
     arrays = [x for x in (gates_tm, initial_c, initial_h, recurrent_kernel, projection_kernel) if x is not None]
-    if any(x.dtype != np.float32 for x in arrays) or load_recurrence() is None:
+    if any(x.dtype != np.float32 for x in arrays) or load_library() is None:
         return None
     valid = np.asarray(valid_tm).reshape(len(gates_tm), -1)
     lengths = valid.sum(axis=0)
@@ -69,7 +86,7 @@ def steps_or_none(gates_tm, valid_tm, initial_c, initial_h, recurrent_kernel, pr
 
 
 def lstm_steps(gates_tm, lengths, initial_c, initial_h, recurrent_kernel, projection_kernel, cell_clip, proj_clip):
-    """`bilm.ops.lstm_scan.lstm_steps`' results, on NumPy arrays, by the library (`load_recurrence()` not None):
+    """`bilm.ops.lstm_scan.lstm_steps`' results, on NumPy arrays, by the library (`load_library()` not None):
     the rows sorted longest first and packed, as TensorFlow's op takes them, each step computing only the rows
     inside their length. Each row's values are the same bytes at any number of rows beside it; against the
     portable steps, the same to float32 round-off.
@@ -107,7 +124,7 @@ def lstm_steps(gates_tm, lengths, initial_c, initial_h, recurrent_kernel, projec
     c = np.ascontiguousarray(np.asarray(initial_c, np.float32)[order])
     h = np.ascontiguousarray(np.asarray(initial_h, np.float32)[order])
     outputs = np.empty((time, batch, output_dim), np.float32)
-    failed = load_recurrence()(
+    failed = load_library().bilm_lstm_recurrence(
         gates.ctypes.data, index.ctypes.data, active.ctypes.data, time, batch, units, output_dim,
         kernels[0].ctypes.data, None if kernels[1] is None else kernels[1].ctypes.data,
         -1.0 if cell_clip is None else cell_clip, -1.0 if proj_clip is None else proj_clip, outputs.ctypes.data,

@@ -1,11 +1,11 @@
-"""bilm's native recurrence on NumPy arrays (`bilm.ops.native.portable_recurrence`, what PyTorch and Keras's NumPy
-backend run without gradients) against an LSTM written here in float64 NumPy: the same outputs and final states to
+"""bilm's native recurrence and product on NumPy arrays (`bilm.ops.native.portable_kernels`, what PyTorch and
+Keras's NumPy backend run without gradients) against an LSTM and a product in float64 NumPy: the same values to
 float32 round-off, zeros past each row's length, each row the same bytes alone as beside others; and arrays of
 the wrong shapes refused in one line before the library reads them."""
 import numpy as np
 import pytest
 
-from bilm.ops.native import portable_recurrence
+from bilm.ops.native import portable_kernels
 
 
 def float64_steps(gates_tm, lengths, c, h, recurrent, projection, cell_clip, proj_clip):
@@ -41,7 +41,7 @@ def test_the_native_steps_equal_a_float64_lstm_and_give_each_row_the_same_bytes_
     projection = rng.normal(size=(units, output_dim)).astype(np.float32) / np.sqrt(units) if projected else None
     clips = (1.5, 0.7) if projected else (1.5, None)
 
-    native = portable_recurrence.lstm_steps(gates, lengths, c0, h0, recurrent, projection, *clips)
+    native = portable_kernels.lstm_steps(gates, lengths, c0, h0, recurrent, projection, *clips)
     expected = float64_steps(gates, lengths, c0, h0, recurrent, projection, *clips)
     for value, reference in zip(native, expected):
         assert value.dtype == np.float32 and value.shape == reference.shape
@@ -49,7 +49,7 @@ def test_the_native_steps_equal_a_float64_lstm_and_give_each_row_the_same_bytes_
     for row, length in enumerate(lengths):
         assert not native[0][length:, row].any()
     for row in (0, 3, batch - 1):
-        alone = portable_recurrence.lstm_steps(gates[:, row:row + 1], lengths[row:row + 1], c0[row:row + 1],
+        alone = portable_kernels.lstm_steps(gates[:, row:row + 1], lengths[row:row + 1], c0[row:row + 1],
                                                h0[row:row + 1], recurrent, projection, *clips)
         assert alone[0].tobytes() == native[0][:, row:row + 1].tobytes()
         assert alone[1].tobytes() == native[1][row:row + 1].tobytes()
@@ -61,19 +61,33 @@ def test_steps_or_none_declines_what_the_library_does_not_take():
     gates = rng.normal(size=(3, 2, 8)).astype(np.float32)
     state = (np.zeros((2, 2), np.float32), np.zeros((2, 2), np.float32), np.zeros((2, 8), np.float32), None)
     valid = np.array([[True, True], [True, False], [False, False]])[..., None]
-    assert portable_recurrence.steps_or_none(gates, valid, *state, None, None) is not None
+    assert portable_kernels.steps_or_none(gates, valid, *state, None, None) is not None
     holes = valid.copy()
     holes[0, 0] = False  # row 0 skips its first step: not each row's first steps
-    assert portable_recurrence.steps_or_none(gates, holes, *state, None, None) is None
-    assert portable_recurrence.steps_or_none(gates.astype(np.float64), valid, *state, None, None) is None
+    assert portable_kernels.steps_or_none(gates, holes, *state, None, None) is None
+    assert portable_kernels.steps_or_none(gates.astype(np.float64), valid, *state, None, None) is None
 
 
 def test_arrays_of_the_wrong_shape_are_refused_in_one_line_naming_the_array():
     gates = np.zeros((3, 2, 16), np.float32)
     with pytest.raises(ValueError, match=r"recurrent_kernel has shape \(4, 12\), expected \(4, 16\)"):
-        portable_recurrence.lstm_steps(gates, np.array([3, 1]), np.zeros((2, 4), np.float32),
+        portable_kernels.lstm_steps(gates, np.array([3, 1]), np.zeros((2, 4), np.float32),
                                        np.zeros((2, 4), np.float32), np.zeros((4, 12), np.float32), None, None, None)
     with pytest.raises(ValueError, match=r"without a projection_kernel, initial_h must have initial_c's 4 columns"):
-        portable_recurrence.lstm_steps(gates, np.array([3, 1]), np.zeros((2, 4), np.float32),
+        portable_kernels.lstm_steps(gates, np.array([3, 1]), np.zeros((2, 4), np.float32),
                                        np.zeros((2, 3), np.float32), np.zeros((3, 16), np.float32),
                                        None, None, None)
+
+
+def test_the_native_product_equals_float64_numpy_and_gives_each_row_the_same_bytes_at_any_row_count():
+    rng = np.random.default_rng(7)
+    n, m = 200, 100  # 100 columns: whole tiles of 32 and the rest
+    kernel = rng.normal(size=(n, m)).astype(np.float32)
+    x = rng.normal(size=(70, n)).astype(np.float32)  # from 32 rows on, the kernel is copied into tiles first
+    product = portable_kernels.matmul(x, kernel)
+    assert product.dtype == np.float32 and product.shape == (70, m)
+    np.testing.assert_allclose(product, x.astype(np.float64) @ kernel.astype(np.float64), rtol=0, atol=1e-4)
+    for rows in (1, 5, 8, 33):
+        assert portable_kernels.matmul(x[:rows], kernel).tobytes() == product[:rows].tobytes()
+    with pytest.raises(ValueError, match=r"x \(70, 200\) and kernel \(100, 200\) are not \(rows, n\) and \(n, m\)"):
+        portable_kernels.matmul(x, kernel.T)

@@ -1,6 +1,8 @@
-// bilm's LSTM recurrence for the frameworks other than TensorFlow (PyTorch's
-// CPU path): lowbit_kernels.h's `Recurrence`, the loop TensorFlow's
-// BilmLstmRecurrence op runs, behind a C interface that takes plain arrays.
+// bilm's CPU kernels for the frameworks other than TensorFlow (PyTorch's
+// CPU path, Keras's NumPy backend): lowbit_kernels.h's `Recurrence`, the
+// loop TensorFlow's BilmLstmRecurrence op runs, and its `Product`, the
+// product TensorFlow's BilmLowbitMatmul op runs, behind a C interface that
+// takes plain arrays.
 // No framework's headers: it runs on OpenMP's worker threads (PyTorch's own
 // where PyTorch loaded its OpenMP runtime first, as it does on import), and
 // its cell step computes the logistic and tanh itself, in loops the
@@ -147,7 +149,8 @@ extern "C" {
 // for the rows b < active[t] of step t. `gates` (steps * batch, 4 * units), `outputs` (steps * batch,
 // output_dim): the rows no entry names are zeros. `projection` null for none; a clip negative for none. `c`
 // and `h` hold the sorted rows' states, the initial ones on entry and the final ones on return. Returns 0,
-// or 1 where there was no memory. The one name the library exports (it is built with -fvisibility=hidden).
+// or 1 where there was no memory. It and `bilm_matmul` are the names the library exports (it is built with
+// -fvisibility=hidden).
 __attribute__((visibility("default"))) int bilm_lstm_recurrence(
     const float* gates, const int32_t* index, const int32_t* active, int64_t steps, int64_t batch, int64_t units,
     int64_t output_dim, const float* recurrent, const float* projection, float cell_clip, float proj_clip,
@@ -157,6 +160,15 @@ __attribute__((visibility("default"))) int bilm_lstm_recurrence(
       bilm::OpenMpPool{}, bilm::CellStep, bilm::ReusedScratch{}, gates, index, active, steps, units,
       output_dim, recurrent, nullptr, projection, nullptr, cell_clip, proj_clip, outputs, index, c, h);
   return done ? 0 : 1;
+}
+
+// out (rows, m) = x (rows, n) @ kernel (n, m), float32, row-major: lowbit_kernels.h's `Product`, each
+// row's sums the same bytes at any number of rows. Returns 0, or 1 where there was no memory.
+__attribute__((visibility("default"))) int bilm_matmul(const float* x, int64_t rows, int64_t n,
+                                                       const float* kernel, int64_t m, float* out) {
+  return bilm::lowbit::Product<float>(bilm::OpenMpPool{}, bilm::ReusedScratch{}, x, rows, n, kernel, m, nullptr, out)
+             ? 0
+             : 1;
 }
 
 }  // extern "C"
