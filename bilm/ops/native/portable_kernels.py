@@ -114,9 +114,10 @@ def lstm_steps(gates_tm, lengths, initial_c, initial_h, recurrent_kernel, projec
         if tuple(shape) != wanted:  # the library reads the arrays as these shapes: refuse before it does
             raise ValueError(f"bilm's native LSTM recurrence: {name} has shape {tuple(shape)}, expected {wanted} "
                              f"from initial_c {tuple(initial_c.shape)} and initial_h {tuple(initial_h.shape)}")
-    order = np.argsort(-np.asarray(lengths), kind="stable")
+    lengths = np.asarray(lengths)
+    order = np.argsort(-lengths, kind="stable")
     steps = np.arange(time)
-    active = (np.asarray(lengths)[order][None, :] > steps[:, None]).sum(axis=1).astype(np.int32)  # non-increasing
+    active = (lengths[order][None, :] > steps[:, None]).sum(axis=1).astype(np.int32)  # non-increasing
     index = (steps[:, None] * batch + order[None, :])[np.arange(batch)[None, :] < active[:, None]].astype(np.int32)
     gates, kernels = np.ascontiguousarray(gates_tm, np.float32), [
         None if kernel is None else np.ascontiguousarray(kernel, np.float32)
