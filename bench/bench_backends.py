@@ -29,9 +29,10 @@ calls have many shapes, and what JAX's compilations cost is in the figures. For 
   beside it, the fraction of its device's float32 matmul rate that it
   reaches (on a CPU NumPy's BLAS, measured before the children run; on a
   GPU the backend's own 8192 x 8192 products there, with the bench's TF32
-  setting), counting every
-  token's whole forward pass (char CNN included: the token cache spares
-  some of that work, so the fraction may overstate);
+  setting), counting the products that ran (`common.embedding_flops`: the
+  LSTMs on every row, the encoder's highway and projection on the tokens
+  new to the token cache, the char convolutions not at all), as
+  `bench_embed.py` counts them;
 - peak memory: the process's peak resident memory (`getrusage`; the
   backend's import included) and, on a GPU, the backend's own peak
   (`torch.cuda.max_memory_allocated`, JAX's `memory_stats()
@@ -70,7 +71,7 @@ import numpy as np
 CHECK_SENTENCES = 32
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
-from common import forward_flops_per_token  # noqa: E402
+from common import batch_rows, embedding_flops  # noqa: E402
 from harness import BACKEND_MODULES, check_output, parser, write_report  # noqa: E402
 from machine import cpu_summary, device_peak_gib, matmul_rate, peak_rss_gib  # noqa: E402
 
@@ -211,12 +212,18 @@ def measure(args, library):
     batches = [batcher.batch_sentences(timed[i:i + batch_size]) for i in range(0, len(timed), batch_size)]
     n_check = min(args.sentences, CHECK_SENTENCES)
     kept = []
+    cache = model.token_cache
+    misses = None if cache is None else cache.misses
     start = time.perf_counter()
     for ids in batches:
         layers = keras.ops.convert_to_numpy(model(ids)["lm_embeddings"])
         if sum(len(array) for array in kept) < n_check:
             kept.append(layers[:n_check].copy())
     seconds = time.perf_counter() - start
+    # The products that ran (`common.embedding_flops`): the encoder on the tokens new to the cache (without it,
+    # each batch's distinct tokens), the LSTMs on every row.
+    groups = [timed[i:i + batch_size] for i in range(0, len(timed), batch_size)]
+    encoded = sum(batch_rows(model.options, group)[1] for group in groups) if cache is None else cache.misses - misses
     # The checked sentences' vectors on the time axis of the reference's one batch of them (its longest
     # sentence): a batch's own is its longest sentence's, and every vector past a sentence's end is zero.
     steps = max(len(sentence) for sentence in timed[:n_check])
@@ -239,6 +246,8 @@ def measure(args, library):
         "timed_tokens": tokens,
         "seconds": seconds,
         "tokens_per_sec": tokens / seconds,
+        "encoded_tokens": int(encoded),
+        "gflops": embedding_flops(model.options, groups, encoded) / 1e9,
         "rss_after_load_gib": rss_after_load,
         "peak_rss_gib": peak_rss_gib(),
         "peak_device_memory_gib": device_peak,
@@ -420,15 +429,12 @@ def measure_all(args, work, children):
                   f"on {result['device']}", flush=True)
     if model_written:
         add_deviations(report, work)
-        with open(os.path.join(work, "model", "options.json")) as f:
-            flops = forward_flops_per_token(json.load(f))
-        report["forward_gflops_per_token"] = flops / 1e9
         for entry in report["backends"].values():
             for result in entry["results"]:
                 if "tokens_per_sec" in result:
                     bound = rate if result.get("device_float32_matmul_gflops") is None else (
                         result["device_float32_matmul_gflops"] * 1e9)
-                    result["fraction_of_matmul_rate"] = result["tokens_per_sec"] * flops / bound
+                    result["fraction_of_matmul_rate"] = result["gflops"] * 1e9 / result["seconds"] / bound
     print_table(report)
     print(json.dumps(report, indent=2))
     if args.output:

@@ -192,14 +192,6 @@ def encoder_flops_per_token(options, convolutions=True):
     return flops + (2 * f * p if f != p else 0)
 
 
-def forward_flops_per_token(options):
-    """Multiply-adds x 2 of one token through the biLM (char CNN counted per token)."""
-    options = _as_dict(options)
-    p, units = options["lstm"]["projection_dim"], options["lstm"]["dim"]
-    per_layer = 2 * (p + p) * 4 * units + (2 * units * p if p != units else 0)
-    return encoder_flops_per_token(options) + 2 * options["lstm"]["n_layers"] * per_layer
-
-
 def layer_deviations(got, want):
     """`[(max, mean) per layer]` over all tokens of `|got - want| / |want|`, the relative deviation of a token's
     vector; `got` and `want` are lists of `(layers, tokens, dim)` arrays of the same shapes, a sentence's each

@@ -56,6 +56,12 @@ def test_every_installed_backend_runs_and_an_existing_report_is_kept(tmp_path):
         assert report["backends"]["tensorflow"]["results"][0]["is_reference"]
     assert report["reference"]["sentences"] == 6 and report["reference"]["max_abs_value"] > 0
     assert "tokens/sec" in done.stdout and "max|dev| ref" in done.stdout
+    # The fraction of the matmul rate counts the products that ran: the encoder once per word new to the cache.
+    for entry in report["backends"].values():
+        for result in entry["results"]:
+            assert 0 <= result["encoded_tokens"] <= result["timed_tokens"] + 2, result  # the boundaries' too
+            bound = report["machine"]["float32_matmul_gflops"]
+            assert result["fraction_of_matmul_rate"] == pytest.approx(result["gflops"] / result["seconds"] / bound)
 
     written = report_file.read_text()
     refused = run_bench("--batch_sizes", "1", "--output", str(report_file))
