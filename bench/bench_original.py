@@ -87,7 +87,13 @@ sys.path.insert(0, BENCH_DIR)
 
 import harness  # noqa: E402
 import numpy as np  # noqa: E402
-from common import encoder_flops_per_token, memory_read_bandwidth, recurrent_matmul_floor, rows_per_step  # noqa: E402
+from common import (  # noqa: E402
+    encoder_flops_per_token,
+    memory_read_bandwidth,
+    recurrent_matmul_floor,
+    roofline_seconds,
+    rows_per_step,
+)
 from machine import best_seconds, machine_line, matmul_rate, peak_rss_gib  # noqa: E402
 
 DEFAULT_CONFIGS = "original,bilm,bilm:bfloat16"
@@ -318,41 +324,33 @@ def describe_other_work(result):
             f"({100 * result['others_cpu_seconds'] / available:.0f}%); this one {result['own_cpu_seconds']:.1f}")
 
 
-def roofline_seconds(timed, batch_size, options, bandwidth, rate, encoded_tokens=None, kernel_bytes=4):
-    """`(original's, bilm's)` least seconds on these batches if every product
+def original_roofline_seconds(timed, batch_size, options, bandwidth, rate):
+    """The original code's least seconds on these batches if every product
     ran at this machine's float32 matmul `rate` or its read `bandwidth`,
     whichever binds (a step's time: max(kernel bytes / bandwidth, FLOPs /
-    rate); elementwise work, threads and overheads not counted).
-
-    The original's `dynamic_rnn` runs every row of a batch to the batch's
-    longest sentence, and each step multiplies `[x_t, h]` by one `(2P, 4U)`
-    kernel, then projects `(U, P)`; it runs the char CNN, highway and
-    projection on every position, padding included. bilm's loop computes
-    only the rows still inside their sentence and only `h` by a `(P, 4U)`
-    kernel (`kernel_bytes` a weight: 2 for bfloat16, whose products this
-    CPU has no instructions for, so they are counted at the float32 rate),
-    its input half `x W_x` for all positions at once before the loop, and
-    the token encoder for `encoded_tokens` tokens (those new to its cache;
-    None: every token)."""
+    rate); elementwise work, threads and overheads not counted). Its
+    `dynamic_rnn` runs every row of a batch to the batch's longest
+    sentence, and each step multiplies `[x_t, h]` by one `(2P, 4U)` kernel,
+    then projects `(U, P)`; it runs the char CNN, highway and projection on
+    every position, padding included. bilm's is `common.roofline_seconds`."""
     lstm, encoder_flops = options["lstm"], encoder_flops_per_token(options)
     p, u, lstms = lstm["projection_dim"], lstm["dim"], 2 * lstm["n_layers"]
-    original = bilm = 0.0
+    seconds = 0.0
     for i in range(0, len(timed), batch_size):
         group = timed[i:i + batch_size]
         rows = rows_per_step([len(s) for s in group])
-        original += len(rows) * len(group) * encoder_flops / rate + lstms * len(rows) * max(
+        seconds += len(rows) * len(group) * encoder_flops / rate + lstms * len(rows) * max(
             4 * (2 * p * 4 * u + u * p) / bandwidth, len(group) * 2 * (2 * p * 4 * u + u * p) / rate)
-        bilm += lstms * sum(max(kernel_bytes * (p * 4 * u + u * p) / bandwidth, n * 2 * (p * 4 * u + u * p) / rate)
-                            for n in rows)
-        bilm += lstms * sum(rows) * 2 * p * 4 * u / rate
-    encoded = sum(len(s) + 2 for s in timed) if encoded_tokens is None else encoded_tokens
-    return original, bilm + encoded * encoder_flops / rate
+    return seconds
 
 
 def describe_bounds(results, timed, batch_size, work_dir):
     """Each code's roofline on this machine, and the ratio to the original it would allow."""
+    from bilm import load_options
+
     with open(model_files(work_dir)[0]) as f:
         options = json.load(f)
+    groups = [timed[i:i + batch_size] for i in range(0, len(timed), batch_size)]
     measured = next(r for r in results.values() if "bandwidth_gb_s" in r)
     bandwidth, rate = measured["bandwidth_gb_s"] * 1e9, measured["matmul_gflops"] * 1e9
     lines = [f"rooflines (every product at {rate / 1e9:.0f} GFLOP/s or {bandwidth / 1e9:.1f} GB/s, whichever binds; "
@@ -362,10 +360,10 @@ def describe_bounds(results, timed, batch_size, work_dir):
         if "parts" not in result:
             continue
         if config.startswith("original"):
-            floor, note = roofline_seconds(timed, batch_size, options, bandwidth, rate)[0], ""
+            floor, note = original_roofline_seconds(timed, batch_size, options, bandwidth, rate), ""
         else:
-            floor = roofline_seconds(timed, batch_size, options, bandwidth, rate, result["token_cache_misses"],
-                                     2 if "bfloat16" in config else 4)[1]
+            floor = roofline_seconds(load_options(model_files(work_dir)[0]), groups, result["token_cache_misses"],
+                                     2 if "bfloat16" in config else 4, bandwidth, rate)
             note = f"; at its roofline {original['seconds'] / floor:.2f}x the original as measured" if original else ""
         seconds = result["seconds"]
         lines.append(f"  {config}: {floor:.1f} s; ran {seconds:.1f} s ({seconds / floor:.2f}x){note}")
