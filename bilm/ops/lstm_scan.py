@@ -26,7 +26,8 @@ def lstm_scan(inputs, lengths, initial_c, initial_h, input_kernel, recurrent_ker
             `(output_dim, 4 * units)`; bias: `(4 * units,)`;
             projection_kernel: `(units, output_dim)` or None (then
             `output_dim == units`). Kernels of another float dtype
-            (bfloat16) are widened to float32: the products are float32.
+            (bfloat16) are widened to float32 (`widened`) for the products,
+            except where `recurrence` takes them as they are.
         cell_clip, proj_clip: Python floats or None.
         go_backwards: read each row right to left within its own length;
             the outputs come back in input order.
@@ -38,7 +39,8 @@ def lstm_scan(inputs, lengths, initial_c, initial_h, input_kernel, recurrent_ker
         recurrence: the backend's steps over the time axis,
             `bilm.backend.<name>.core.lstm_steps` (`ProjectedLSTM`
             passes it; the arguments and results of `lstm_steps`
-            here); None: `lstm_steps` with `carry_shaped_scan`, which
+            here, the recurrent and projection kernels as given: it widens
+            those it does not take); None: `lstm_steps` with `carry_shaped_scan`, which
             runs on every backend.
 
     Returns:
@@ -46,8 +48,7 @@ def lstm_scan(inputs, lengths, initial_c, initial_h, input_kernel, recurrent_ker
         (zeros beyond each row's length), `(batch, units)`,
         `(batch, output_dim)`, the state after each row's last valid step.
     """
-    input_kernel, recurrent_kernel, bias = (_float32(k) for k in (input_kernel, recurrent_kernel, bias))
-    projection_kernel = None if projection_kernel is None else _float32(projection_kernel)
+    input_kernel, bias = widened(input_kernel), widened(bias)
     lengths = ops.cast(lengths, "int32")
     positions = token_index if token_index is not None else inputs
     time = ops.shape(positions)[1]
@@ -87,7 +88,8 @@ def lstm_steps(gates_tm, valid_tm, initial_c, initial_h, recurrent_kernel, proje
             its state unchanged and output zeros.
         initial_c, initial_h: float32 `(batch, units)`, `(batch, output_dim)`.
         recurrent_kernel, projection_kernel, cell_clip, proj_clip: as
-            `lstm_scan`'s, the kernels float32.
+            `lstm_scan`'s (a bfloat16 kernel is widened: the products are
+            float32).
         scan: the backend's `scan(step, initial, xs, output_width)`
             (`bilm.backend.<name>.core.scan`); None: `carry_shaped_scan`.
 
@@ -96,6 +98,7 @@ def lstm_steps(gates_tm, valid_tm, initial_c, initial_h, recurrent_kernel, proje
         output_dim)`, `(batch, units)`, `(batch, output_dim)`.
     """
     units = ops.shape(initial_c)[-1]
+    recurrent_kernel, projection_kernel = widened(recurrent_kernel), widened(projection_kernel)
 
     # One carry tensor, [c, h]: TensorFlow's `keras.ops.scan` takes no carry of several shapes.
     def step(state, step_inputs):
@@ -150,7 +153,10 @@ def _product(x, kernel, matmul_dtype):
     return ops.reshape(product, (*shape[:-1], ops.shape(kernel)[-1]))
 
 
-def _float32(kernel):
+def widened(kernel):
+    """`kernel` as float32 (a bfloat16 kernel widened; None stays None)."""
+    if kernel is None:
+        return None
     return kernel if keras.backend.standardize_dtype(kernel.dtype) == "float32" else ops.cast(kernel, "float32")
 
 

@@ -2,6 +2,7 @@
 Keras's NumPy backend run without gradients) against an LSTM and a product in float64 NumPy: the same values to
 float32 round-off, zeros past each row's length, each row the same bytes alone as beside others; and arrays of
 the wrong shapes refused in one line before the library reads them."""
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -91,3 +92,40 @@ def test_the_native_product_equals_float64_numpy_and_gives_each_row_the_same_byt
         assert portable_kernels.matmul(x[:rows], kernel).tobytes() == product[:rows].tobytes()
     with pytest.raises(ValueError, match=r"x \(70, 200\) and kernel \(100, 200\) are not \(rows, n\) and \(n, m\)"):
         portable_kernels.matmul(x, kernel.T)
+
+
+def _bfloat16_bits(x):
+    """float32 `x` rounded to the nearest bfloat16 (ties to even), as its bits (uint16)."""
+    u = x.astype(np.float32).view(np.uint32).astype(np.uint64)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def _widened(bits):
+    return (bits.astype(np.uint32) << 16).view(np.float32)
+
+
+def test_bfloat16_kernels_as_bits_give_the_widened_kernels_values_to_bfloat16_round_off():
+    rng = np.random.default_rng(3)
+    time, batch, units, output_dim = 6, 3, 32, 16
+    gates = rng.normal(size=(time, batch, 4 * units)).astype(np.float32)
+    recurrent = _bfloat16_bits(rng.normal(size=(output_dim, 4 * units)) * 0.3)
+    projection = _bfloat16_bits(rng.normal(size=(units, output_dim)) * 0.3)
+    zeros_c, zeros_h = np.zeros((batch, units), np.float32), np.zeros((batch, output_dim), np.float32)
+    lengths = [6, 2, 4]
+    got = portable_kernels.lstm_steps(gates, lengths, zeros_c, zeros_h, recurrent, projection, 3.0, 3.0)
+    want = portable_kernels.lstm_steps(gates, lengths, zeros_c, zeros_h, _widened(recurrent), _widened(projection),
+                                       3.0, 3.0)
+    for g, w in zip(got, want):
+        assert g.dtype == np.float32 and np.abs(g - w).max() < 2e-2 * max(1.0, np.abs(w).max())
+    assert np.all(got[0][2:, 1] == 0)  # past the second row's length
+    # Keras's NumPy backend's bfloat16 arrays (ml_dtypes) are taken as the same bits.
+    valid = np.arange(time)[:, None] < np.array(lengths)[None, :]
+    as_bfloat16 = portable_kernels.steps_or_none(gates, valid, zeros_c, zeros_h, recurrent.view(ml_dtypes.bfloat16),
+                                                 projection.view(ml_dtypes.bfloat16), 3.0, 3.0)
+    for g, b in zip(got, as_bfloat16):
+        assert g.tobytes() == b.tobytes()
+    x = rng.normal(size=(5, output_dim)).astype(np.float32)
+    product = portable_kernels.matmul(x, recurrent)
+    np.testing.assert_allclose(product, x.astype(np.float64) @ _widened(recurrent), rtol=0, atol=5e-2)
+    # Each row the same bytes alone.
+    np.testing.assert_array_equal(portable_kernels.matmul(x[:1], recurrent), product[:1])

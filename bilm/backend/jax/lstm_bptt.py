@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 from keras import ops
 
-from bilm.ops.lstm_scan import lstm_cell
+from bilm.ops.lstm_scan import lstm_cell, widened
 from bilm.ops.lstm_scan import lstm_steps as portable_lstm_steps
 
 
@@ -25,8 +25,10 @@ def lstm_steps_bptt(gates_tm, valid_tm, initial_c, initial_h, recurrent_kernel, 
     """`bilm.ops.lstm_scan.lstm_steps` (its arguments and results; `scan` the backend's `core.scan`), with the
     backward pass above. Differentiable with respect to `gates_tm`, both states and both kernels."""
     # As arrays: a Keras variable (a layer's kernel) is not one, and `jax.custom_vjp` takes only arrays.
+    # Kernels widened to float32 (a bfloat16 layer's), as the portable steps take them.
+    kernels = widened(recurrent_kernel), widened(projection_kernel)
     arrays = [None if x is None else ops.convert_to_tensor(x)
-              for x in (gates_tm, valid_tm, initial_c, initial_h, recurrent_kernel, projection_kernel)]
+              for x in (gates_tm, valid_tm, initial_c, initial_h, *kernels)]
     return _steps((cell_clip, proj_clip), scan, *arrays)
 
 

@@ -5,10 +5,11 @@ TensorFlow's op, on the tensors' memory), elsewhere torch's own loop: the portab
 `keras.ops`' dispatch around each of a step's small ops (eager PyTorch runs them one by one)."""
 import types
 
+import numpy as np
 import torch
 from keras import ops
 
-from bilm.ops.lstm_scan import lstm_cell
+from bilm.ops.lstm_scan import lstm_cell, widened
 from bilm.ops.native import portable_kernels
 
 # The functions `lstm_cell` computes with, as torch's own (`keras.ops` computes the same values through them).
@@ -37,19 +38,28 @@ def lstm_steps(gates_tm, valid_tm, initial_c, initial_h, recurrent_kernel, proje
                           proj_clip)
     if steps is not None:
         return steps
-    return _loop(gates_tm, valid_tm, initial_c, initial_h, recurrent_kernel, projection_kernel, cell_clip, proj_clip)
+    return _loop(gates_tm, valid_tm, initial_c, initial_h, widened(recurrent_kernel), widened(projection_kernel),
+                 cell_clip, proj_clip)
 
 
 def _native_steps(gates_tm, valid_tm, initial_c, initial_h, recurrent_kernel, projection_kernel, cell_clip,
                   proj_clip):
     """`lstm_steps` by `bilm.ops.native.portable_kernels` on the tensors' memory, where no gradient is recorded,
-    every tensor is on a CPU and `steps_or_none` runs; else None."""
+    every tensor is on a CPU and `steps_or_none` runs; else None. bfloat16 kernels are passed as their bits (the
+    library's bfloat16 products, TensorFlow's op's), not widened."""
     tensors = (gates_tm, valid_tm, initial_c, initial_h, recurrent_kernel, projection_kernel)
     if torch.is_grad_enabled() or any(x is not None and x.device.type != "cpu" for x in tensors):
         return None
-    steps = portable_kernels.steps_or_none(*(None if x is None else x.detach().numpy() for x in tensors),
-                                              cell_clip, proj_clip)
+    steps = portable_kernels.steps_or_none(*(None if x is None else _array(x) for x in tensors), cell_clip, proj_clip)
     return None if steps is None else tuple(torch.from_numpy(x) for x in steps)
+
+
+def _array(tensor):
+    """A CPU tensor's memory as a NumPy array; a bfloat16 tensor's as its bits (uint16, which NumPy has)."""
+    tensor = tensor.detach()
+    if tensor.dtype == torch.bfloat16:
+        return tensor.view(torch.int16).numpy().view(np.uint16)
+    return tensor.numpy()
 
 
 def _loop(gates_tm, valid_tm, c, h, recurrent_kernel, projection_kernel, cell_clip, proj_clip):

@@ -43,39 +43,61 @@ def _load():
                       "instead, more slowly.", RuntimeWarning, stacklevel=5)
         return None
     pointer, int64, single = ctypes.c_void_p, ctypes.c_int64, ctypes.c_float
-    library.bilm_lstm_recurrence.argtypes = [pointer, pointer, pointer, int64, int64, int64, int64, pointer,
-                                             pointer, single, single, pointer, pointer, pointer]
-    library.bilm_matmul.argtypes = [pointer, int64, int64, pointer, int64, pointer]
-    for function in (library.bilm_lstm_recurrence, library.bilm_matmul):
-        function.restype = ctypes.c_int
+    for suffix in ("", "_bfloat16"):
+        recurrence, product = (getattr(library, name + suffix) for name in ("bilm_lstm_recurrence", "bilm_matmul"))
+        recurrence.argtypes = [pointer, pointer, pointer, int64, int64, int64, int64, pointer, pointer, single, single,
+                               pointer, pointer, pointer]
+        product.argtypes = [pointer, int64, int64, pointer, int64, pointer]
+        recurrence.restype = product.restype = ctypes.c_int
     return library
 
 
+# The kernels' dtypes the library takes, and the suffix of its functions for each: float32, and bfloat16 as its
+# bits in uint16 (NumPy has no bfloat16; PyTorch's bfloat16 tensor viewed as 16-bit integers).
+KERNEL_SUFFIXES = {np.dtype(np.float32): "", np.dtype(np.uint16): "_bfloat16"}
+
+
+def _as_bits(kernel):
+    """`kernel` with a bfloat16 dtype (`ml_dtypes.bfloat16`, Keras's NumPy backend's) viewed as its bits, uint16;
+    any other as it is."""
+    return kernel.view(np.uint16) if kernel.dtype.name == "bfloat16" else kernel
+
+
+def _function(name, kernel):
+    """The library's function `name` for `kernel`'s dtype (`KERNEL_SUFFIXES`)."""
+    return getattr(load_library(), name + KERNEL_SUFFIXES[kernel.dtype])
+
+
 def matmul(x, kernel):
-    """`x @ kernel` by the library (`load_library()` not None) for float32 `x` `(rows, n)` and `kernel` `(n, m)`:
-    float32 `(rows, m)`, each row's sums the same bytes at any number of rows; the kernel streamed once for each
-    group of 8 rows (a few rows' product is bound by reading the kernel)."""
+    """`x @ kernel` by the library (`load_library()` not None) for float32 `x` `(rows, n)` and `kernel` `(n, m)`,
+    float32 or bfloat16 as uint16 bits (`KERNEL_SUFFIXES`; another dtype is taken as float32): float32
+    `(rows, m)`, each row's sums the same bytes at any number of rows; the kernel streamed once for each group of
+    8 rows (a few rows' product is bound by reading the kernel). A bfloat16 kernel's product is TensorFlow's
+    `BilmLowbitMatmul`'s: on a CPU with bfloat16 dot products, `x` rounded to bfloat16."""
     if x.ndim != 2 or kernel.ndim != 2 or x.shape[1] != kernel.shape[0]:
         raise ValueError(f"bilm's native matmul: x {tuple(x.shape)} and kernel {tuple(kernel.shape)} are not "
                          "(rows, n) and (n, m)")
-    x, kernel = (np.ascontiguousarray(value, np.float32) for value in (x, kernel))
+    x = np.ascontiguousarray(x, np.float32)
+    kernel = np.ascontiguousarray(kernel, kernel.dtype if kernel.dtype in KERNEL_SUFFIXES else np.float32)
     out = np.empty((x.shape[0], kernel.shape[1]), np.float32)
-    if load_library().bilm_matmul(x.ctypes.data, x.shape[0], x.shape[1], kernel.ctypes.data, kernel.shape[1],
-                                  out.ctypes.data):
+    if _function("bilm_matmul", kernel)(x.ctypes.data, x.shape[0], x.shape[1], kernel.ctypes.data, kernel.shape[1],
+                                        out.ctypes.data):
         raise MemoryError("bilm's native matmul found no memory for its scratch arrays")
     return out
 
 
 def steps_or_none(gates_tm, valid_tm, initial_c, initial_h, recurrent_kernel, projection_kernel, cell_clip,
                   proj_clip):
-    """`lstm_steps` for `bilm.ops.lstm_scan.lstm_steps`' arguments as NumPy arrays, where every array is float32,
+    """`lstm_steps` for `bilm.ops.lstm_scan.lstm_steps`' arguments as NumPy arrays, where the gates and states are
+    float32, the kernels float32 or both bfloat16 (as bits, `KERNEL_SUFFIXES`, or `ml_dtypes.bfloat16`),
     `valid_tm` marks each row's first steps (as `lstm_scan` masks them) and the library is built; else None (the
     caller runs its own steps)."""
-    gates_tm, initial_c, initial_h, recurrent_kernel, projection_kernel = (
-        None if x is None else np.asarray(x) for x in (gates_tm, initial_c, initial_h, recurrent_kernel,
-                                                       projection_kernel))
-    arrays = [x for x in (gates_tm, initial_c, initial_h, recurrent_kernel, projection_kernel) if x is not None]
-    if any(x.dtype != np.float32 for x in arrays) or load_library() is None:
+    gates_tm, initial_c, initial_h = (np.asarray(x) for x in (gates_tm, initial_c, initial_h))
+    recurrent_kernel, projection_kernel = (None if x is None else _as_bits(np.asarray(x))
+                                           for x in (recurrent_kernel, projection_kernel))
+    kernels = {x.dtype for x in (recurrent_kernel, projection_kernel) if x is not None}
+    if (any(x.dtype != np.float32 for x in (gates_tm, initial_c, initial_h)) or len(kernels) != 1
+            or not kernels <= set(KERNEL_SUFFIXES) or load_library() is None):
         return None
     valid = np.asarray(valid_tm).reshape(len(gates_tm), -1)
     lengths = valid.sum(axis=0)
@@ -92,8 +114,10 @@ def lstm_steps(gates_tm, lengths, initial_c, initial_h, recurrent_kernel, projec
     portable steps, the same to float32 round-off.
 
     Args:
-        gates_tm: float32 `(time, batch, 4 * units)`; lengths: int `(batch,)`, each row's steps; the states and
-            float32 kernels, clips (None for none) as `bilm.ops.lstm_scan.lstm_steps`'.
+        gates_tm: float32 `(time, batch, 4 * units)`; lengths: int `(batch,)`, each row's steps; the states,
+            kernels and clips (None for none) as `bilm.ops.lstm_scan.lstm_steps`', the kernels float32 or both
+            bfloat16 as uint16 bits (`KERNEL_SUFFIXES`: then the products of TensorFlow's op on bfloat16
+            kernels; any other dtype is taken as float32).
 
     Returns:
         `(outputs_tm, final_c, final_h)`: float32 `(time, batch, output_dim)` (zeros past each row's length),
@@ -119,13 +143,14 @@ def lstm_steps(gates_tm, lengths, initial_c, initial_h, recurrent_kernel, projec
     steps = np.arange(time)
     active = (lengths[order][None, :] > steps[:, None]).sum(axis=1).astype(np.int32)  # non-increasing
     index = (steps[:, None] * batch + order[None, :])[np.arange(batch)[None, :] < active[:, None]].astype(np.int32)
+    kernel_dtype = recurrent_kernel.dtype if recurrent_kernel.dtype in KERNEL_SUFFIXES else np.float32
     gates, kernels = np.ascontiguousarray(gates_tm, np.float32), [
-        None if kernel is None else np.ascontiguousarray(kernel, np.float32)
+        None if kernel is None else np.ascontiguousarray(kernel, kernel_dtype)
         for kernel in (recurrent_kernel, projection_kernel)]
     c = np.ascontiguousarray(np.asarray(initial_c, np.float32)[order])
     h = np.ascontiguousarray(np.asarray(initial_h, np.float32)[order])
     outputs = np.empty((time, batch, output_dim), np.float32)
-    failed = load_library().bilm_lstm_recurrence(
+    failed = _function("bilm_lstm_recurrence", kernels[0])(
         gates.ctypes.data, index.ctypes.data, active.ctypes.data, time, batch, units, output_dim,
         kernels[0].ctypes.data, None if kernels[1] is None else kernels[1].ctypes.data,
         -1.0 if cell_clip is None else cell_clip, -1.0 if proj_clip is None else proj_clip, outputs.ctypes.data,
