@@ -61,16 +61,18 @@ def lstm_scan(inputs, lengths, initial_c, initial_h, input_kernel, recurrent_ker
         index = ops.cast(token_index, "int32")
         if order is not None:
             index = ops.take_along_axis(index, order, axis=1)
-        distinct_gates = _product(inputs[0], input_kernel, input_matmul_dtype) + bias  # (n_distinct, 4 * units)
-        gates_tm = ops.take(distinct_gates, ops.transpose(index), axis=0)  # (time, batch, 4 * units)
+        # The distinct tokens' gates (n_distinct, 4 * units), each step's rows picked by the recurrence.
+        gates = _product(inputs[0], input_kernel, input_matmul_dtype) + bias
+        gate_index = ops.transpose(index)  # (time, batch)
     else:
         if order is not None:
             inputs = _take_rows(inputs, order)
-        gates_tm = _product(ops.transpose(inputs, (1, 0, 2)), input_kernel, input_matmul_dtype) + bias
+        gates = _product(ops.transpose(inputs, (1, 0, 2)), input_kernel, input_matmul_dtype) + bias
+        gate_index = None
     valid_tm = ops.expand_dims(ops.transpose(valid), -1)  # (time, batch, 1)
     outputs_tm, final_c, final_h = (recurrence or lstm_steps)(
-        gates_tm, valid_tm, ops.cast(initial_c, "float32"), ops.cast(initial_h, "float32"), recurrent_kernel,
-        projection_kernel, cell_clip, proj_clip)
+        gates, valid_tm, ops.cast(initial_c, "float32"), ops.cast(initial_h, "float32"), recurrent_kernel,
+        projection_kernel, cell_clip, proj_clip, gate_index=gate_index)
     outputs = ops.transpose(outputs_tm, (1, 0, 2))
     if order is not None:
         outputs = _take_rows(outputs, order)
@@ -78,12 +80,16 @@ def lstm_scan(inputs, lengths, initial_c, initial_h, input_kernel, recurrent_ker
 
 
 def lstm_steps(gates_tm, valid_tm, initial_c, initial_h, recurrent_kernel, projection_kernel, cell_clip, proj_clip,
-               scan=None):
+               scan=None, gate_index=None):
     """The LSTM's steps over the time axis, in `keras.ops`: the portable recurrence under `lstm_scan`.
 
     Args:
         gates_tm: float32 `(time, batch, 4 * units)`, the input half of the
-            gates, `x_t W_x + b` in `i, j, f, o` order.
+            gates, `x_t W_x + b` in `i, j, f, o` order; or with
+            `gate_index`, int `(time, batch)`, the rows `(n, 4 * units)`
+            it picks from (step t of row b reads `gates_tm[gate_index[t,
+            b]]`: one row per distinct token; a backend's native steps read
+            them in place, the others take them first).
         valid_tm: bool `(time, batch, 1)`: steps beyond a row's length leave
             its state unchanged and output zeros.
         initial_c, initial_h: float32 `(batch, units)`, `(batch, output_dim)`.
@@ -99,6 +105,7 @@ def lstm_steps(gates_tm, valid_tm, initial_c, initial_h, recurrent_kernel, proje
     """
     units = ops.shape(initial_c)[-1]
     recurrent_kernel, projection_kernel = widened(recurrent_kernel), widened(projection_kernel)
+    gates_tm = gates_tm if gate_index is None else ops.take(gates_tm, gate_index, axis=0)
 
     # One carry tensor, [c, h]: TensorFlow's `keras.ops.scan` takes no carry of several shapes.
     def step(state, step_inputs):

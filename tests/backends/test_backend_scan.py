@@ -25,10 +25,21 @@ kernels = [rng.normal(size=shape).astype(np.float32) * 0.5
            for shape in ((dim, 4 * units), (out, 4 * units), (4 * units,), (units, out))]
 worst, checked, identical = 0.0, 0, True  # clips that bind (the states reach past them)
 zeros_beyond = True
+# The first layer's call: the rows of 4 distinct tokens, picked by a token index (the gates each recurrence
+# picks, in place where it can), against the same rows given in full (their products of another row count: to
+# float32 round-off).
+distinct = rng.normal(size=(1, 4, dim)).astype(np.float32)
+token_index = rng.integers(0, 4, (batch, time)).astype(np.int32)
+picked_worst = 0.0
 for case in LENGTHS:
     for go_backwards in (False, True):
         results = [lstm_scan(inputs, case, c0, h0, *kernels, cell_clip=0.8, proj_clip=0.5, go_backwards=go_backwards,
                              recurrence=recurrence) for recurrence in (None, backend_module("core").lstm_steps)]
+        picked = [lstm_scan(rows, case, c0, h0, *kernels, cell_clip=0.8, proj_clip=0.5, go_backwards=go_backwards,
+                            token_index=index, recurrence=backend_module("core").lstm_steps)
+                  for rows, index in ((distinct, token_index), (distinct[0][token_index], None))]
+        picked_worst = max([picked_worst] + [float(np.abs(keras.ops.convert_to_numpy(a) - keras.ops.convert_to_numpy(b))
+                                                      .max()) for a, b in zip(*picked)])
         for default, own in zip(*results):
             default, own = keras.ops.convert_to_numpy(default), keras.ops.convert_to_numpy(own)
             assert default.shape == own.shape, (default.shape, own.shape)
@@ -79,6 +90,7 @@ if keras.backend.backend() == "jax":
                 if a is not None:
                     gradients_worst = max(gradients_worst, float(np.abs(a - b).max() / np.abs(a).max()))
 print(json.dumps({"worst": worst, "checked": checked, "identical": identical, "zeros_beyond": zeros_beyond,
+                  "picked_worst": picked_worst,
                   "output_shape": list(outputs.shape), "gradients_identical": gradients_identical,
                   "gradients_worst": gradients_worst}))
 """
@@ -93,6 +105,7 @@ def test_a_backends_own_steps_give_the_portable_steps_outputs_and_states(backend
     # JAX's hand-written backward pass sums over the steps in another order than autodiff: float32 round-off.
     assert (result["gradients_worst"] < 1e-5) if backend == "jax" else result["gradients_worst"] is None, result
     assert result["zeros_beyond"] and result["output_shape"] == [3, 6, 4]
+    assert result["picked_worst"] < 1e-5, result
 
 
 COLUMNS_AGREE = """
@@ -158,7 +171,7 @@ from bilm.ops.native import portable_kernels
 
 ran = []
 native_steps = portable_kernels.lstm_steps
-portable_kernels.lstm_steps = lambda *args: ran.append(args[0].shape[1]) or native_steps(*args)
+portable_kernels.lstm_steps = lambda *args, **kwargs: ran.append(args[0].shape[1]) or native_steps(*args, **kwargs)
 rng = np.random.default_rng(1)
 time, units, out = 6, 32, 8
 worst, zeros_beyond, alone_identical = 0.0, True, True
@@ -188,12 +201,22 @@ calls = len(ran)
 # A mask that is not each row's first steps: torch's loop, the same values.
 holes = valid.clone()
 holes[0, 0] = False
+# Rows picked by a gate index (one per distinct token), read in place: the same bytes as the picked rows given in
+# full; under autograd, torch's loop on the picked rows.
+distinct_gates = torch.tensor(rng.normal(size=(5, 4 * units)).astype(np.float32))
+gate_index = torch.tensor(rng.integers(0, 5, (time, len(c0))).astype(np.int32))
 with torch.no_grad():
     fallback = core.lstm_steps(gates, holes, c0, h0, *kernels_and_clips)
     expected = core._loop(gates, holes, c0, h0, *kernels_and_clips)
-print(json.dumps({"ran": sorted(set(ran)), "calls": calls, "worst": worst, "zeros_beyond": zeros_beyond,
+    in_place = core.lstm_steps(distinct_gates, valid, c0, h0, *kernels_and_clips, gate_index=gate_index)
+    given = core.lstm_steps(distinct_gates[gate_index.long()], valid, c0, h0, *kernels_and_clips)
+looped = core.lstm_steps(distinct_gates.requires_grad_(), valid, c0, h0, *kernels_and_clips, gate_index=gate_index)
+print(json.dumps({"ran": sorted(set(ran[:calls])), "calls": calls, "worst": worst, "zeros_beyond": zeros_beyond,
                   "alone_identical": alone_identical,
-                  "holes_equal": all(torch.equal(a, b) for a, b in zip(fallback, expected))}))
+                  "holes_equal": all(torch.equal(a, b) for a, b in zip(fallback, expected)),
+                  "picked_calls": len(ran) - calls,
+                  "picked_identical": all(a.numpy().tobytes() == b.numpy().tobytes() for a, b in zip(in_place, given)),
+                  "looped_worst": max(float((a.detach() - b).abs().max()) for a, b in zip(looped, given))}))
 """
 
 
@@ -202,12 +225,14 @@ def test_on_a_cpu_torch_runs_its_steps_by_bilms_native_recurrence_where_no_gradi
     """Without gradients, on a CPU, PyTorch's steps run bilm's native recurrence (`portable_kernels`: the loop
     and products of TensorFlow's op, through ctypes): torch's own steps' outputs and final states to float32 round-off,
     with and without a projection, rows of every length (none included), zeros past each row's length, and each
-    row the same bytes alone as beside others (a lone row's call included); any step autograd records, and a mask
-    that is not each row's first steps, run torch's own loop."""
+    row the same bytes alone as beside others (a lone row's call included), gates picked by an index read in place
+    as the same bytes; any step autograd records, and a mask that is not each row's first steps, run torch's own
+    loop."""
     result = json_result(run_on_backend("torch", TORCH_NATIVE_AGREE))
     assert result["ran"] == [1, 3, 16, 65] and result["calls"] == 16, result
     assert result["worst"] < 1e-5 and result["zeros_beyond"] and result["alone_identical"], result
     assert result["holes_equal"], result
+    assert result["picked_calls"] == 2 and result["picked_identical"] and result["looped_worst"] < 1e-5, result
 
 
 TORCH_WITHOUT_COMPILER = """
@@ -251,7 +276,7 @@ from bilm.ops.native import portable_kernels
 
 ran = []
 native_steps = portable_kernels.lstm_steps
-portable_kernels.lstm_steps = lambda *args: ran.append(args[0].shape[1]) or native_steps(*args)
+portable_kernels.lstm_steps = lambda *args, **kwargs: ran.append(args[0].shape[1]) or native_steps(*args, **kwargs)
 rng = np.random.default_rng(3)
 time, batch, units, out = 5, 4, 8, 4
 lengths = np.array([5, 0, 3, 5])

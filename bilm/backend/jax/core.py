@@ -13,7 +13,11 @@ def scan(step, initial, xs, output_width):
     return ops.scan(step, initial, xs)
 
 
-def lstm_steps(*args):
+def lstm_steps(*args, gate_index=None):
     """`bilm.ops.lstm_scan.lstm_steps` on this backend's `scan`: its values, and its gradients to float32
-    round-off from one product per kernel after the backward loop (`lstm_bptt`)."""
-    return lstm_steps_bptt(*args, scan=scan)
+    round-off from one product per kernel after the backward loop (`lstm_bptt`); rows picked by `gate_index`
+    are taken first (XLA fuses the take)."""
+    gates_tm, *rest = args
+    if gate_index is not None:
+        gates_tm = ops.take(gates_tm, gate_index, axis=0)
+    return lstm_steps_bptt(gates_tm, *rest, scan=scan)

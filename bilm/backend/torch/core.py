@@ -25,32 +25,35 @@ def scan(step, initial, xs, output_width):
 
 
 def lstm_steps(gates_tm, valid_tm, initial_c, initial_h, recurrent_kernel, projection_kernel, cell_clip,
-               proj_clip):
+               proj_clip, gate_index=None):
     """`bilm.ops.lstm_scan.lstm_steps` (its arguments and results) in torch ops: the same `lstm_cell` on torch's
     own functions, each value as the portable steps compute it on PyTorch, so the same bytes and gradients;
-    where the native recurrence runs (`_native_steps`), the same values to float32 round-off, each row's the same
-    bytes at any number of rows beside it."""
+    where the native recurrence runs (`_native_steps`, which reads the rows `gate_index` picks in place), the
+    same values to float32 round-off, each row's the same bytes at any number of rows beside it."""
     recurrent_kernel, projection_kernel = (None if kernel is None else ops.convert_to_tensor(kernel)
                                            for kernel in (recurrent_kernel, projection_kernel))
-    if not len(gates_tm):  # no time steps
+    if not len(valid_tm):  # no time steps
         return initial_h.new_zeros((0, *initial_h.shape)), initial_c, initial_h
     steps = _native_steps(gates_tm, valid_tm, initial_c, initial_h, recurrent_kernel, projection_kernel, cell_clip,
-                          proj_clip)
+                          proj_clip, gate_index)
     if steps is not None:
         return steps
+    if gate_index is not None:
+        gates_tm = gates_tm[gate_index.long()]
     return _loop(gates_tm, valid_tm, initial_c, initial_h, widened(recurrent_kernel), widened(projection_kernel),
                  cell_clip, proj_clip)
 
 
 def _native_steps(gates_tm, valid_tm, initial_c, initial_h, recurrent_kernel, projection_kernel, cell_clip,
-                  proj_clip):
+                  proj_clip, gate_index):
     """`lstm_steps` by `bilm.ops.native.portable_kernels` on the tensors' memory, where no gradient is recorded,
     every tensor is on a CPU and `steps_or_none` runs; else None. bfloat16 kernels are passed as their bits (the
     library's bfloat16 products, TensorFlow's op's), not widened."""
-    tensors = (gates_tm, valid_tm, initial_c, initial_h, recurrent_kernel, projection_kernel)
+    tensors = (gates_tm, valid_tm, initial_c, initial_h, recurrent_kernel, projection_kernel, gate_index)
     if torch.is_grad_enabled() or any(x is not None and x.device.type != "cpu" for x in tensors):
         return None
-    steps = portable_kernels.steps_or_none(*(None if x is None else _array(x) for x in tensors), cell_clip, proj_clip)
+    *arrays, gate_index = (None if x is None else _array(x) for x in tensors)
+    steps = portable_kernels.steps_or_none(*arrays, cell_clip, proj_clip, gate_index=gate_index)
     return None if steps is None else tuple(torch.from_numpy(x) for x in steps)
 
 

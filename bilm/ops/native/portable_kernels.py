@@ -45,8 +45,8 @@ def _load():
     pointer, int64, single = ctypes.c_void_p, ctypes.c_int64, ctypes.c_float
     for suffix in ("", "_bfloat16"):
         recurrence, product = (getattr(library, name + suffix) for name in ("bilm_lstm_recurrence", "bilm_matmul"))
-        recurrence.argtypes = [pointer, pointer, pointer, int64, int64, int64, int64, pointer, pointer, single, single,
-                               pointer, pointer, pointer]
+        recurrence.argtypes = [pointer, pointer, pointer, pointer, int64, int64, int64, int64, pointer, pointer, single,
+                               single, pointer, pointer, pointer]
         product.argtypes = [pointer, int64, int64, pointer, int64, pointer]
         recurrence.restype = product.restype = ctypes.c_int
     return library
@@ -87,7 +87,7 @@ def matmul(x, kernel):
 
 
 def steps_or_none(gates_tm, valid_tm, initial_c, initial_h, recurrent_kernel, projection_kernel, cell_clip,
-                  proj_clip):
+                  proj_clip, gate_index=None):
     """`lstm_steps` for `bilm.ops.lstm_scan.lstm_steps`' arguments as NumPy arrays, where the gates and states are
     float32, the kernels float32 or both bfloat16 (as bits, `KERNEL_SUFFIXES`, or `ml_dtypes.bfloat16`),
     `valid_tm` marks each row's first steps (as `lstm_scan` masks them) and the library is built; else None (the
@@ -99,22 +99,25 @@ def steps_or_none(gates_tm, valid_tm, initial_c, initial_h, recurrent_kernel, pr
     if (any(x.dtype != np.float32 for x in (gates_tm, initial_c, initial_h)) or len(kernels) != 1
             or not kernels <= set(KERNEL_SUFFIXES) or load_library() is None):
         return None
-    valid = np.asarray(valid_tm).reshape(len(gates_tm), -1)
+    valid = np.asarray(valid_tm).reshape(len(valid_tm), -1)
     lengths = valid.sum(axis=0)
     if not np.array_equal(valid, np.arange(len(valid))[:, None] < lengths[None, :]):
         return None
     return lstm_steps(gates_tm, lengths, initial_c, initial_h, recurrent_kernel, projection_kernel, cell_clip,
-                      proj_clip)
+                      proj_clip, gate_index=gate_index)
 
 
-def lstm_steps(gates_tm, lengths, initial_c, initial_h, recurrent_kernel, projection_kernel, cell_clip, proj_clip):
+def lstm_steps(gates_tm, lengths, initial_c, initial_h, recurrent_kernel, projection_kernel, cell_clip, proj_clip,
+               gate_index=None):
     """`bilm.ops.lstm_scan.lstm_steps`' results, on NumPy arrays, by the library (`load_library()` not None):
     the rows sorted longest first and packed, as TensorFlow's op takes them, each step computing only the rows
     inside their length. Each row's values are the same bytes at any number of rows beside it; against the
     portable steps, the same to float32 round-off.
 
     Args:
-        gates_tm: float32 `(time, batch, 4 * units)`; lengths: int `(batch,)`, each row's steps; the states,
+        gates_tm: float32 `(time, batch, 4 * units)`; or with `gate_index` (int `(time, batch)`), the rows
+            `(n, 4 * units)` it picks from: step t of row b reads `gates_tm[gate_index[t, b]]` (an index past
+            a row's length is not read). lengths: int `(batch,)`, each row's steps; the states,
             kernels and clips (None for none) as `bilm.ops.lstm_scan.lstm_steps`', the kernels float32 or both
             bfloat16 as uint16 bits (`KERNEL_SUFFIXES`: then the products of TensorFlow's op on bfloat16
             kernels; any other dtype is taken as float32).
@@ -122,10 +125,14 @@ def lstm_steps(gates_tm, lengths, initial_c, initial_h, recurrent_kernel, projec
     Returns:
         `(outputs_tm, final_c, final_h)`: float32 `(time, batch, output_dim)` (zeros past each row's length),
         `(batch, units)`, `(batch, output_dim)`.
+
+    Raises:
+        ValueError: an array of another shape than these, or an index of `gate_index` outside the gates' rows.
     """
-    time, batch = gates_tm.shape[:2]
+    time, batch = gates_tm.shape[:2] if gate_index is None else np.shape(gate_index)
     units, output_dim = initial_c.shape[1], initial_h.shape[1]
-    expected = {"gates_tm": (gates_tm.shape, (time, batch, 4 * units)),
+    expected = {"gates_tm": (gates_tm.shape, (time, batch, 4 * units) if gate_index is None
+                             else (len(gates_tm), 4 * units)),
                 "lengths": (np.shape(lengths), (batch,)), "initial_c": (initial_c.shape, (batch, units)),
                 "initial_h": (initial_h.shape, (batch, output_dim)),
                 "recurrent_kernel": (recurrent_kernel.shape, (output_dim, 4 * units))}
@@ -143,6 +150,13 @@ def lstm_steps(gates_tm, lengths, initial_c, initial_h, recurrent_kernel, projec
     steps = np.arange(time)
     active = (lengths[order][None, :] > steps[:, None]).sum(axis=1).astype(np.int32)  # non-increasing
     index = (steps[:, None] * batch + order[None, :])[np.arange(batch)[None, :] < active[:, None]].astype(np.int32)
+    if gate_index is None:
+        rows = index
+    else:
+        rows = np.asarray(gate_index).reshape(-1)[index].astype(np.int32)
+        if len(rows) and (rows.min() < 0 or rows.max() >= len(gates_tm)):
+            raise ValueError(f"bilm's native LSTM recurrence: gate_index reads rows {rows.min()} to {rows.max()} "
+                             f"of gates_tm's {len(gates_tm)}")
     kernel_dtype = recurrent_kernel.dtype if recurrent_kernel.dtype in KERNEL_SUFFIXES else np.float32
     gates, kernels = np.ascontiguousarray(gates_tm, np.float32), [
         None if kernel is None else np.ascontiguousarray(kernel, kernel_dtype)
@@ -151,7 +165,7 @@ def lstm_steps(gates_tm, lengths, initial_c, initial_h, recurrent_kernel, projec
     h = np.ascontiguousarray(np.asarray(initial_h, np.float32)[order])
     outputs = np.empty((time, batch, output_dim), np.float32)
     failed = _function("bilm_lstm_recurrence", kernels[0])(
-        gates.ctypes.data, index.ctypes.data, active.ctypes.data, time, batch, units, output_dim,
+        gates.ctypes.data, rows.ctypes.data, index.ctypes.data, active.ctypes.data, time, batch, units, output_dim,
         kernels[0].ctypes.data, None if kernels[1] is None else kernels[1].ctypes.data,
         -1.0 if cell_clip is None else cell_clip, -1.0 if proj_clip is None else proj_clip, outputs.ctypes.data,
         c.ctypes.data, h.ctypes.data)
