@@ -62,17 +62,17 @@ def lstm_scan(inputs, lengths, initial_c, initial_h, input_kernel, recurrent_ker
         if order is not None:
             index = ops.take_along_axis(index, order, axis=1)
         # The distinct tokens' gates (n_distinct, 4 * units), each step's rows picked by the recurrence.
-        gates = _product(inputs[0], input_kernel, input_matmul_dtype) + bias
+        gates = _product(inputs[0], input_kernel, input_matmul_dtype)
         gate_index = ops.transpose(index)  # (time, batch)
     else:
         if order is not None:
             inputs = _take_rows(inputs, order)
-        gates = _product(ops.transpose(inputs, (1, 0, 2)), input_kernel, input_matmul_dtype) + bias
+        gates = _product(ops.transpose(inputs, (1, 0, 2)), input_kernel, input_matmul_dtype)
         gate_index = None
     valid_tm = ops.expand_dims(ops.transpose(valid), -1)  # (time, batch, 1)
     outputs_tm, final_c, final_h = (recurrence or lstm_steps)(
         gates, valid_tm, ops.cast(initial_c, "float32"), ops.cast(initial_h, "float32"), recurrent_kernel,
-        projection_kernel, cell_clip, proj_clip, gate_index=gate_index)
+        projection_kernel, cell_clip, proj_clip, gate_index=gate_index, bias=bias)
     outputs = ops.transpose(outputs_tm, (1, 0, 2))
     if order is not None:
         outputs = _take_rows(outputs, order)
@@ -80,7 +80,7 @@ def lstm_scan(inputs, lengths, initial_c, initial_h, input_kernel, recurrent_ker
 
 
 def lstm_steps(gates_tm, valid_tm, initial_c, initial_h, recurrent_kernel, projection_kernel, cell_clip, proj_clip,
-               scan=None, gate_index=None):
+               scan=None, gate_index=None, bias=None):
     """The LSTM's steps over the time axis, in `keras.ops`: the portable recurrence under `lstm_scan`.
 
     Args:
@@ -89,7 +89,9 @@ def lstm_steps(gates_tm, valid_tm, initial_c, initial_h, recurrent_kernel, proje
             `gate_index`, int `(time, batch)`, the rows `(n, 4 * units)`
             it picks from (step t of row b reads `gates_tm[gate_index[t,
             b]]`: one row per distinct token; a backend's native steps read
-            them in place, the others take them first).
+            them in place, the others take them first). bias: float32
+            `(4 * units,)` or None, added to the gates (the input half
+            `x W_x` then; native steps add it as they read each row).
         valid_tm: bool `(time, batch, 1)`: steps beyond a row's length leave
             its state unchanged and output zeros.
         initial_c, initial_h: float32 `(batch, units)`, `(batch, output_dim)`.
@@ -105,7 +107,7 @@ def lstm_steps(gates_tm, valid_tm, initial_c, initial_h, recurrent_kernel, proje
     """
     units = ops.shape(initial_c)[-1]
     recurrent_kernel, projection_kernel = widened(recurrent_kernel), widened(projection_kernel)
-    gates_tm = gates_tm if gate_index is None else ops.take(gates_tm, gate_index, axis=0)
+    gates_tm = gates_and_bias(gates_tm, gate_index, bias)
 
     # One carry tensor, [c, h]: TensorFlow's `keras.ops.scan` takes no carry of several shapes.
     def step(state, step_inputs):
@@ -158,6 +160,13 @@ def _product(x, kernel, matmul_dtype):
     else:
         product = ops.matmul(x, kernel)
     return ops.reshape(product, (*shape[:-1], ops.shape(kernel)[-1]))
+
+
+def gates_and_bias(gates, gate_index=None, bias=None):
+    """`lstm_steps`' gates as one `(time, batch, 4 * units)` tensor: `gates + bias` (None: nothing added), the
+    rows `gate_index` picks where it is given. For steps that do not read them in place."""
+    gates = gates if bias is None else gates + bias
+    return gates if gate_index is None else ops.take(gates, gate_index, axis=0)
 
 
 def widened(kernel):

@@ -201,16 +201,18 @@ calls = len(ran)
 # A mask that is not each row's first steps: torch's loop, the same values.
 holes = valid.clone()
 holes[0, 0] = False
-# Rows picked by a gate index (one per distinct token), read in place: the same bytes as the picked rows given in
-# full; under autograd, torch's loop on the picked rows.
+# Rows picked by a gate index (one per distinct token) and a bias added, read in place: the same bytes as the
+# picked rows given in full, the bias added; under autograd, torch's loop on them.
 distinct_gates = torch.tensor(rng.normal(size=(5, 4 * units)).astype(np.float32))
 gate_index = torch.tensor(rng.integers(0, 5, (time, len(c0))).astype(np.int32))
+bias = torch.tensor(rng.normal(size=4 * units).astype(np.float32))
 with torch.no_grad():
     fallback = core.lstm_steps(gates, holes, c0, h0, *kernels_and_clips)
     expected = core._loop(gates, holes, c0, h0, *kernels_and_clips)
-    in_place = core.lstm_steps(distinct_gates, valid, c0, h0, *kernels_and_clips, gate_index=gate_index)
-    given = core.lstm_steps(distinct_gates[gate_index.long()], valid, c0, h0, *kernels_and_clips)
-looped = core.lstm_steps(distinct_gates.requires_grad_(), valid, c0, h0, *kernels_and_clips, gate_index=gate_index)
+    in_place = core.lstm_steps(distinct_gates, valid, c0, h0, *kernels_and_clips, gate_index=gate_index, bias=bias)
+    given = core.lstm_steps((distinct_gates + bias)[gate_index.long()], valid, c0, h0, *kernels_and_clips)
+looped = core.lstm_steps(distinct_gates.requires_grad_(), valid, c0, h0, *kernels_and_clips, gate_index=gate_index,
+                         bias=bias)
 print(json.dumps({"ran": sorted(set(ran[:calls])), "calls": calls, "worst": worst, "zeros_beyond": zeros_beyond,
                   "alone_identical": alone_identical,
                   "holes_equal": all(torch.equal(a, b) for a, b in zip(fallback, expected)),
@@ -225,8 +227,8 @@ def test_on_a_cpu_torch_runs_its_steps_by_bilms_native_recurrence_where_no_gradi
     """Without gradients, on a CPU, PyTorch's steps run bilm's native recurrence (`portable_kernels`: the loop
     and products of TensorFlow's op, through ctypes): torch's own steps' outputs and final states to float32 round-off,
     with and without a projection, rows of every length (none included), zeros past each row's length, and each
-    row the same bytes alone as beside others (a lone row's call included), gates picked by an index read in place
-    as the same bytes; any step autograd records, and a mask that is not each row's first steps, run torch's own
+    row the same bytes alone as beside others (a lone row's call included), gates picked by an index and a bias
+    read in place as the same bytes; any step autograd records, and a mask that is not each row's first steps, run torch's own
     loop."""
     result = json_result(run_on_backend("torch", TORCH_NATIVE_AGREE))
     assert result["ran"] == [1, 3, 16, 65] and result["calls"] == 16, result

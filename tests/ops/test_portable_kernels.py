@@ -131,7 +131,7 @@ def test_bfloat16_kernels_as_bits_give_the_widened_kernels_values_to_bfloat16_ro
     np.testing.assert_array_equal(portable_kernels.matmul(x[:1], recurrent), product[:1])
 
 
-def test_gates_picked_by_an_index_are_read_in_place_as_the_same_bytes_and_an_index_past_them_is_refused():
+def test_gates_picked_by_an_index_and_a_bias_are_read_in_place_as_the_same_bytes_and_bad_ones_are_refused():
     rng = np.random.default_rng(4)
     time, batch, units = 5, 4, 8
     distinct = rng.normal(size=(3, 4 * units)).astype(np.float32)
@@ -139,10 +139,18 @@ def test_gates_picked_by_an_index_are_read_in_place_as_the_same_bytes_and_an_ind
     lengths = np.array([5, 0, 2, 4])
     state = np.zeros((batch, units), np.float32), np.zeros((batch, units), np.float32)
     recurrent = (rng.normal(size=(units, 4 * units)) * 0.5).astype(np.float32)
+    bias = rng.normal(size=4 * units).astype(np.float32)
     in_place = portable_kernels.lstm_steps(distinct, lengths, *state, recurrent, None, 0.8, None, gate_index=gate_index)
     given = portable_kernels.lstm_steps(distinct[gate_index], lengths, *state, recurrent, None, 0.8, None)
-    for a, b in zip(in_place, given):
-        assert a.tobytes() == b.tobytes()
+    with_bias = portable_kernels.lstm_steps(distinct, lengths, *state, recurrent, None, 0.8, None,
+                                            gate_index=gate_index, bias=bias)
+    bias_given = portable_kernels.lstm_steps((distinct + bias)[gate_index], lengths, *state, recurrent, None, 0.8,
+                                             None)
+    for a, b, c, d in zip(in_place, given, with_bias, bias_given):
+        assert a.tobytes() == b.tobytes() and c.tobytes() == d.tobytes() and not np.array_equal(a, c)
+    with pytest.raises(ValueError, match=r"bias has shape \(31,\), expected \(32,\)"):
+        portable_kernels.lstm_steps(distinct, lengths, *state, recurrent, None, 0.8, None, gate_index=gate_index,
+                                    bias=bias[1:])
     gate_index[1, 0] = 3  # one row past the three
     with pytest.raises(ValueError, match=r"gate_index reads rows 0 to 3 of gates_tm's 3"):
         portable_kernels.lstm_steps(distinct, lengths, *state, recurrent, None, 0.8, None, gate_index=gate_index)

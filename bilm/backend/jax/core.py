@@ -4,6 +4,7 @@ a hand-written backward pass (`lstm_bptt`)."""
 from keras import ops
 
 from bilm.backend.jax.lstm_bptt import lstm_steps_bptt
+from bilm.ops.lstm_scan import gates_and_bias
 
 
 def scan(step, initial, xs, output_width):
@@ -13,11 +14,9 @@ def scan(step, initial, xs, output_width):
     return ops.scan(step, initial, xs)
 
 
-def lstm_steps(*args, gate_index=None):
+def lstm_steps(*args, gate_index=None, bias=None):
     """`bilm.ops.lstm_scan.lstm_steps` on this backend's `scan`: its values, and its gradients to float32
-    round-off from one product per kernel after the backward loop (`lstm_bptt`); rows picked by `gate_index`
-    are taken first (XLA fuses the take)."""
+    round-off from one product per kernel after the backward loop (`lstm_bptt`); the bias added to the gates and
+    the rows `gate_index` picks taken first (`gates_and_bias`: XLA fuses them)."""
     gates_tm, *rest = args
-    if gate_index is not None:
-        gates_tm = ops.take(gates_tm, gate_index, axis=0)
-    return lstm_steps_bptt(gates_tm, *rest, scan=scan)
+    return lstm_steps_bptt(gates_and_bias(gates_tm, gate_index, bias), *rest, scan=scan)

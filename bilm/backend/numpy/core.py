@@ -14,8 +14,9 @@ def scan(step, initial, xs, output_width):
     return ops.scan(step, initial, xs)
 
 
-def lstm_steps(*args, gate_index=None):
+def lstm_steps(*args, gate_index=None, bias=None):
     """`bilm.ops.lstm_scan.lstm_steps`: by `portable_kernels.steps_or_none` (its values to float32 round-off; the
-    rows `gate_index` picks read in place), else the portable steps on this backend's `scan`."""
-    steps = portable_kernels.steps_or_none(*args, gate_index=gate_index)
-    return portable_lstm_steps(*args, scan=scan, gate_index=gate_index) if steps is None else steps
+    rows `gate_index` picks read in place, the bias added as each is read), else the portable steps on this
+    backend's `scan`."""
+    steps = portable_kernels.steps_or_none(*args, gate_index=gate_index, bias=bias)
+    return portable_lstm_steps(*args, scan=scan, gate_index=gate_index, bias=bias) if steps is None else steps

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 from keras import ops
 
-from bilm.ops.lstm_scan import lstm_cell, widened
+from bilm.ops.lstm_scan import gates_and_bias, lstm_cell, widened
 from bilm.ops.native import portable_kernels
 
 # The functions `lstm_cell` computes with, as torch's own (`keras.ops` computes the same values through them).
@@ -25,35 +25,34 @@ def scan(step, initial, xs, output_width):
 
 
 def lstm_steps(gates_tm, valid_tm, initial_c, initial_h, recurrent_kernel, projection_kernel, cell_clip,
-               proj_clip, gate_index=None):
+               proj_clip, gate_index=None, bias=None):
     """`bilm.ops.lstm_scan.lstm_steps` (its arguments and results) in torch ops: the same `lstm_cell` on torch's
     own functions, each value as the portable steps compute it on PyTorch, so the same bytes and gradients;
-    where the native recurrence runs (`_native_steps`, which reads the rows `gate_index` picks in place), the
-    same values to float32 round-off, each row's the same bytes at any number of rows beside it."""
-    recurrent_kernel, projection_kernel = (None if kernel is None else ops.convert_to_tensor(kernel)
-                                           for kernel in (recurrent_kernel, projection_kernel))
+    where the native recurrence runs (`_native_steps`, which reads the rows `gate_index` picks in place and adds
+    the bias as it reads them), the same values to float32 round-off, each row's the same bytes at any number of
+    rows beside it."""
+    recurrent_kernel, projection_kernel, bias = (None if x is None else ops.convert_to_tensor(x)
+                                                 for x in (recurrent_kernel, projection_kernel, bias))
     if not len(valid_tm):  # no time steps
         return initial_h.new_zeros((0, *initial_h.shape)), initial_c, initial_h
     steps = _native_steps(gates_tm, valid_tm, initial_c, initial_h, recurrent_kernel, projection_kernel, cell_clip,
-                          proj_clip, gate_index)
+                          proj_clip, gate_index, bias)
     if steps is not None:
         return steps
-    if gate_index is not None:
-        gates_tm = gates_tm[gate_index.long()]
-    return _loop(gates_tm, valid_tm, initial_c, initial_h, widened(recurrent_kernel), widened(projection_kernel),
-                 cell_clip, proj_clip)
+    return _loop(gates_and_bias(gates_tm, gate_index, bias), valid_tm, initial_c, initial_h,
+                 widened(recurrent_kernel), widened(projection_kernel), cell_clip, proj_clip)
 
 
 def _native_steps(gates_tm, valid_tm, initial_c, initial_h, recurrent_kernel, projection_kernel, cell_clip,
-                  proj_clip, gate_index):
+                  proj_clip, gate_index, bias):
     """`lstm_steps` by `bilm.ops.native.portable_kernels` on the tensors' memory, where no gradient is recorded,
     every tensor is on a CPU and `steps_or_none` runs; else None. bfloat16 kernels are passed as their bits (the
     library's bfloat16 products, TensorFlow's op's), not widened."""
-    tensors = (gates_tm, valid_tm, initial_c, initial_h, recurrent_kernel, projection_kernel, gate_index)
+    tensors = (gates_tm, valid_tm, initial_c, initial_h, recurrent_kernel, projection_kernel, gate_index, bias)
     if torch.is_grad_enabled() or any(x is not None and x.device.type != "cpu" for x in tensors):
         return None
-    *arrays, gate_index = (None if x is None else _array(x) for x in tensors)
-    steps = portable_kernels.steps_or_none(*arrays, cell_clip, proj_clip, gate_index=gate_index)
+    *arrays, gate_index, bias = (None if x is None else _array(x) for x in tensors)
+    steps = portable_kernels.steps_or_none(*arrays, cell_clip, proj_clip, gate_index=gate_index, bias=bias)
     return None if steps is None else tuple(torch.from_numpy(x) for x in steps)
 
 

@@ -124,9 +124,14 @@ inline float Tanh(float x) {
 }
 
 // One row's cell step in place (lowbit_kernels.h's `Recurrence` states the contract), in the order of
-// TensorFlow's op: the gates' sum g + z, then f * c + i * j, the clip, and o * tanh(c).
-void CellStep(float* z, const float* g, float* c, float* m, int64 units, float cell_clip) {
-  for (int64 e = 0; e < 4 * units; ++e) z[e] = g[e] + z[e];
+// TensorFlow's op: the gates' sum g + z, then f * c + i * j, the clip, and o * tanh(c). With a bias b
+// (4 * units; null for none), g + b first: the input half x W_x + b, as its caller would have added it.
+void CellStep(float* z, const float* g, const float* b, float* c, float* m, int64 units, float cell_clip) {
+  if (b != nullptr) {
+    for (int64 e = 0; e < 4 * units; ++e) z[e] = (g[e] + b[e]) + z[e];
+  } else {
+    for (int64 e = 0; e < 4 * units; ++e) z[e] = g[e] + z[e];
+  }
   const float* zi = z;
   const float* zj = z + units;
   const float* zf = z + 2 * units;
@@ -141,12 +146,16 @@ void CellStep(float* z, const float* g, float* c, float* m, int64 units, float c
 
 // `bilm_lstm_recurrence` for kernels of `W` (lowbit_kernels.h's kernel types).
 template <typename W>
-int LstmRecurrence(const float* gates, const int32_t* gate_index, const int32_t* index, const int32_t* active,
-                   int64_t steps, int64_t batch, int64_t units, int64_t output_dim, const W* recurrent,
-                   const W* projection, float cell_clip, float proj_clip, float* outputs, float* c, float* h) {
+int LstmRecurrence(const float* gates, const int32_t* gate_index, const float* bias, const int32_t* index,
+                   const int32_t* active, int64_t steps, int64_t batch, int64_t units, int64_t output_dim,
+                   const W* recurrent, const W* projection, float cell_clip, float proj_clip, float* outputs,
+                   float* c, float* h) {
   std::fill(outputs, outputs + steps * batch * output_dim, 0.0f);
+  const auto cell = [bias](float* z, const float* g, float* c, float* m, int64 units, float cell_clip) {
+    CellStep(z, g, bias, c, m, units, cell_clip);
+  };
   const bool done = lowbit::Recurrence<W>(
-      OpenMpPool{}, CellStep, ReusedScratch{}, gates, gate_index, active, steps, units,
+      OpenMpPool{}, cell, ReusedScratch{}, gates, gate_index, active, steps, units,
       output_dim, recurrent, nullptr, projection, nullptr, cell_clip, proj_clip, outputs, index, c, h);
   return done ? 0 : 1;
 }
@@ -158,28 +167,29 @@ extern "C" {
 
 // Every step of an LSTM's recurrence over a batch of rows sorted longest first, time-major: lowbit_kernels.h's
 // `Recurrence`, each packed entry's output at `index[k] = t * batch + b` for the rows b < active[t] of step t,
-// and its gates at `gate_index[k]`: `gates` (gate_rows, 4 * units), `outputs` (steps * batch, output_dim), the rows
-// no entry names zeros. `projection` null for none; a clip negative for none. `c` and `h` hold the sorted rows'
-// states, the initial ones on entry and the final ones on return. The kernels are float32
-// (`bilm_lstm_recurrence`) or bfloat16, as their bits (`bilm_lstm_recurrence_bfloat16`: its products as
-// TensorFlow's op takes a bfloat16 kernel's). Returns 0, or 1 where there was no memory. These and the two
+// and its gates at `gate_index[k]`, `bias` (4 * units, null for none) added to them: `gates` (gate_rows,
+// 4 * units), `outputs` (steps * batch, output_dim), the rows no entry names zeros. `projection` null for none; a
+// clip negative for none. `c` and `h` hold the sorted rows' states, the initial ones on entry and the final ones
+// on return. The kernels are float32 (`bilm_lstm_recurrence`) or bfloat16, as their bits
+// (`bilm_lstm_recurrence_bfloat16`: its products as TensorFlow's op takes a bfloat16 kernel's). Returns 0, or 1 where there was no memory. These and the two
 // products are the names the library exports (it is built with -fvisibility=hidden).
 #define BILM_EXPORT __attribute__((visibility("default")))
 
-BILM_EXPORT int bilm_lstm_recurrence(const float* gates, const int32_t* gate_index, const int32_t* index,
-                                     const int32_t* active, int64_t steps, int64_t batch, int64_t units,
-                                     int64_t output_dim, const float* recurrent, const float* projection,
-                                     float cell_clip, float proj_clip, float* outputs, float* c, float* h) {
-  return bilm::LstmRecurrence(gates, gate_index, index, active, steps, batch, units, output_dim, recurrent,
+BILM_EXPORT int bilm_lstm_recurrence(const float* gates, const int32_t* gate_index, const float* bias,
+                                     const int32_t* index, const int32_t* active, int64_t steps, int64_t batch,
+                                     int64_t units, int64_t output_dim, const float* recurrent,
+                                     const float* projection, float cell_clip, float proj_clip, float* outputs,
+                                     float* c, float* h) {
+  return bilm::LstmRecurrence(gates, gate_index, bias, index, active, steps, batch, units, output_dim, recurrent,
                               projection, cell_clip, proj_clip, outputs, c, h);
 }
 
 BILM_EXPORT int bilm_lstm_recurrence_bfloat16(const float* gates, const int32_t* gate_index,
-                                              const int32_t* index, const int32_t* active, int64_t steps,
-                                              int64_t batch, int64_t units, int64_t output_dim,
+                                              const float* bias, const int32_t* index, const int32_t* active,
+                                              int64_t steps, int64_t batch, int64_t units, int64_t output_dim,
                                               const uint16_t* recurrent, const uint16_t* projection, float cell_clip,
                                               float proj_clip, float* outputs, float* c, float* h) {
-  return bilm::LstmRecurrence(gates, gate_index, index, active, steps, batch, units, output_dim, recurrent,
+  return bilm::LstmRecurrence(gates, gate_index, bias, index, active, steps, batch, units, output_dim, recurrent,
                               projection, cell_clip, proj_clip, outputs, c, h);
 }
 

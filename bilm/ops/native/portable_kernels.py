@@ -45,8 +45,8 @@ def _load():
     pointer, int64, single = ctypes.c_void_p, ctypes.c_int64, ctypes.c_float
     for suffix in ("", "_bfloat16"):
         recurrence, product = (getattr(library, name + suffix) for name in ("bilm_lstm_recurrence", "bilm_matmul"))
-        recurrence.argtypes = [pointer, pointer, pointer, pointer, int64, int64, int64, int64, pointer, pointer, single,
-                               single, pointer, pointer, pointer]
+        recurrence.argtypes = [pointer, pointer, pointer, pointer, pointer, int64, int64, int64, int64, pointer,
+                               pointer, single, single, pointer, pointer, pointer]
         product.argtypes = [pointer, int64, int64, pointer, int64, pointer]
         recurrence.restype = product.restype = ctypes.c_int
     return library
@@ -87,16 +87,18 @@ def matmul(x, kernel):
 
 
 def steps_or_none(gates_tm, valid_tm, initial_c, initial_h, recurrent_kernel, projection_kernel, cell_clip,
-                  proj_clip, gate_index=None):
+                  proj_clip, gate_index=None, bias=None):
     """`lstm_steps` for `bilm.ops.lstm_scan.lstm_steps`' arguments as NumPy arrays, where the gates and states are
     float32, the kernels float32 or both bfloat16 (as bits, `KERNEL_SUFFIXES`, or `ml_dtypes.bfloat16`),
     `valid_tm` marks each row's first steps (as `lstm_scan` masks them) and the library is built; else None (the
     caller runs its own steps)."""
-    gates_tm, initial_c, initial_h = (np.asarray(x) for x in (gates_tm, initial_c, initial_h))
+    gates_tm, initial_c, initial_h, bias = (None if x is None else np.asarray(x)
+                                            for x in (gates_tm, initial_c, initial_h, bias))
     recurrent_kernel, projection_kernel = (None if x is None else _as_bits(np.asarray(x))
                                            for x in (recurrent_kernel, projection_kernel))
     kernels = {x.dtype for x in (recurrent_kernel, projection_kernel) if x is not None}
-    if (any(x.dtype != np.float32 for x in (gates_tm, initial_c, initial_h)) or len(kernels) != 1
+    if (any(x is not None and x.dtype != np.float32 for x in (gates_tm, initial_c, initial_h, bias))
+            or len(kernels) != 1
             or not kernels <= set(KERNEL_SUFFIXES) or load_library() is None):
         return None
     valid = np.asarray(valid_tm).reshape(len(valid_tm), -1)
@@ -104,11 +106,11 @@ def steps_or_none(gates_tm, valid_tm, initial_c, initial_h, recurrent_kernel, pr
     if not np.array_equal(valid, np.arange(len(valid))[:, None] < lengths[None, :]):
         return None
     return lstm_steps(gates_tm, lengths, initial_c, initial_h, recurrent_kernel, projection_kernel, cell_clip,
-                      proj_clip, gate_index=gate_index)
+                      proj_clip, gate_index=gate_index, bias=bias)
 
 
 def lstm_steps(gates_tm, lengths, initial_c, initial_h, recurrent_kernel, projection_kernel, cell_clip, proj_clip,
-               gate_index=None):
+               gate_index=None, bias=None):
     """`bilm.ops.lstm_scan.lstm_steps`' results, on NumPy arrays, by the library (`load_library()` not None):
     the rows sorted longest first and packed, as TensorFlow's op takes them, each step computing only the rows
     inside their length. Each row's values are the same bytes at any number of rows beside it; against the
@@ -117,7 +119,9 @@ def lstm_steps(gates_tm, lengths, initial_c, initial_h, recurrent_kernel, projec
     Args:
         gates_tm: float32 `(time, batch, 4 * units)`; or with `gate_index` (int `(time, batch)`), the rows
             `(n, 4 * units)` it picks from: step t of row b reads `gates_tm[gate_index[t, b]]` (an index past
-            a row's length is not read). lengths: int `(batch,)`, each row's steps; the states,
+            a row's length is not read); `bias`, float32 `(4 * units,)` or None, is added to each row read,
+            before the recurrent half (the same bytes as gates given with it). lengths: int `(batch,)`, each
+            row's steps; the states,
             kernels and clips (None for none) as `bilm.ops.lstm_scan.lstm_steps`', the kernels float32 or both
             bfloat16 as uint16 bits (`KERNEL_SUFFIXES`: then the products of TensorFlow's op on bfloat16
             kernels; any other dtype is taken as float32).
@@ -136,6 +140,8 @@ def lstm_steps(gates_tm, lengths, initial_c, initial_h, recurrent_kernel, projec
                 "lengths": (np.shape(lengths), (batch,)), "initial_c": (initial_c.shape, (batch, units)),
                 "initial_h": (initial_h.shape, (batch, output_dim)),
                 "recurrent_kernel": (recurrent_kernel.shape, (output_dim, 4 * units))}
+    if bias is not None:
+        expected["bias"] = (bias.shape, (4 * units,))
     if projection_kernel is not None:
         expected["projection_kernel"] = (projection_kernel.shape, (units, output_dim))
     elif output_dim != units:
@@ -163,9 +169,11 @@ def lstm_steps(gates_tm, lengths, initial_c, initial_h, recurrent_kernel, projec
         for kernel in (recurrent_kernel, projection_kernel)]
     c = np.ascontiguousarray(np.asarray(initial_c, np.float32)[order])
     h = np.ascontiguousarray(np.asarray(initial_h, np.float32)[order])
+    bias = None if bias is None else np.ascontiguousarray(bias, np.float32)
     outputs = np.empty((time, batch, output_dim), np.float32)
     failed = _function("bilm_lstm_recurrence", kernels[0])(
-        gates.ctypes.data, rows.ctypes.data, index.ctypes.data, active.ctypes.data, time, batch, units, output_dim,
+        gates.ctypes.data, rows.ctypes.data, None if bias is None else bias.ctypes.data, index.ctypes.data,
+        active.ctypes.data, time, batch, units, output_dim,
         kernels[0].ctypes.data, None if kernels[1] is None else kernels[1].ctypes.data,
         -1.0 if cell_clip is None else cell_clip, -1.0 if proj_clip is None else proj_clip, outputs.ctypes.data,
         c.ctypes.data, h.ctypes.data)
