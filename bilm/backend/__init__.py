@@ -4,7 +4,9 @@
 module of the same name: `inference.inference_call` (a network's compiled
 inference call), `core.scan` (`keras.ops.scan` as the backend shapes it)
 and `core.lstm_steps` (the LSTM's steps over time: the portable ones on
-that scan, PyTorch's own loop of torch ops), `devices` (`set_numerics`,
+that scan, PyTorch's own loop of torch ops, bilm's native recurrence where
+PyTorch or NumPy records no gradient, which reads the gates through
+`gate_index` and adds `bias` in place), `devices` (`set_numerics`,
 `describe_devices`, `missing_gpus_warning`), `layer_calls.FAST_CALLS` (the calls of its own: TensorFlow's fast paths and
 its language model calls, PyTorch's and JAX's distinct tokens; `fast_layer_call`) and
 `random` (TensorFlow's stateless random numbers: `seed_words`, `fold_in`,
