@@ -228,8 +228,8 @@ def test_on_a_cpu_torch_runs_its_steps_by_bilms_native_recurrence_where_no_gradi
     and products of TensorFlow's op, through ctypes): torch's own steps' outputs and final states to float32 round-off,
     with and without a projection, rows of every length (none included), zeros past each row's length, and each
     row the same bytes alone as beside others (a lone row's call included), gates picked by an index and a bias
-    read in place as the same bytes; any step autograd records, and a mask that is not each row's first steps, run torch's own
-    loop."""
+    read in place as the same bytes; any step autograd records, and a mask that is not each row's first steps,
+    run torch's own loop."""
     result = json_result(run_on_backend("torch", TORCH_NATIVE_AGREE))
     assert result["ran"] == [1, 3, 16, 65] and result["calls"] == 16, result
     assert result["worst"] < 1e-5 and result["zeros_beyond"] and result["alone_identical"], result
