@@ -151,8 +151,14 @@ def test_gates_picked_by_an_index_and_a_bias_are_read_in_place_as_the_same_bytes
     with pytest.raises(ValueError, match=r"bias has shape \(31,\), expected \(32,\)"):
         portable_kernels.lstm_steps(distinct, lengths, *state, recurrent, None, 0.8, None, gate_index=gate_index,
                                     bias=bias[1:])
-    gate_index[1, 0] = 3  # one row past the three
+    past = gate_index.copy()
+    past[1, 0] = 3  # one row past the three
     with pytest.raises(ValueError, match=r"gate_index reads rows 0 to 3 of gates_tm's 3"):
-        portable_kernels.lstm_steps(distinct, lengths, *state, recurrent, None, 0.8, None, gate_index=gate_index)
-    gate_index[1, 0], gate_index[4, 1] = 0, 7  # past row 1's length (none): never read
-    portable_kernels.lstm_steps(distinct, lengths, *state, recurrent, None, 0.8, None, gate_index=gate_index)
+        portable_kernels.lstm_steps(distinct, lengths, *state, recurrent, None, 0.8, None, gate_index=past)
+    beyond = gate_index.copy()
+    beyond[:, 1], beyond[4, 2] = 7, -1  # past rows' lengths (row 1 has none): never read
+    unread = portable_kernels.lstm_steps(distinct, lengths, *state, recurrent, None, 0.8, None, gate_index=beyond)
+    assert all(a.tobytes() == b.tobytes() for a, b in zip(unread, in_place))
+    with pytest.raises(ValueError, match=r"the kernels are uint16 \(recurrent\) and float32 \(projection\)"):
+        portable_kernels.lstm_steps(distinct, lengths, *state, recurrent.view(np.uint16)[:, ::2], recurrent[:, :units],
+                                    0.8, None, gate_index=gate_index)

@@ -63,6 +63,13 @@ def _as_bits(kernel):
     return kernel.view(np.uint16) if kernel.dtype.name == "bfloat16" else kernel
 
 
+def _kernel_array(kernel):
+    """`kernel` as the library reads it: contiguous, in a dtype of `KERNEL_SUFFIXES` (bfloat16 as its bits; any
+    other dtype as float32)."""
+    kernel = _as_bits(np.asarray(kernel))
+    return np.ascontiguousarray(kernel, kernel.dtype if kernel.dtype in KERNEL_SUFFIXES else np.float32)
+
+
 def _function(name, kernel):
     """The library's function `name` for `kernel`'s dtype (`KERNEL_SUFFIXES`)."""
     return getattr(load_library(), name + KERNEL_SUFFIXES[kernel.dtype])
@@ -70,15 +77,14 @@ def _function(name, kernel):
 
 def matmul(x, kernel):
     """`x @ kernel` by the library (`load_library()` not None) for float32 `x` `(rows, n)` and `kernel` `(n, m)`,
-    float32 or bfloat16 as uint16 bits (`KERNEL_SUFFIXES`; another dtype is taken as float32): float32
+    float32 or bfloat16 (`_kernel_array`: another dtype is taken as float32): float32
     `(rows, m)`, each row's sums the same bytes at any number of rows; the kernel streamed once for each group of
     8 rows (a few rows' product is bound by reading the kernel). A bfloat16 kernel's product is TensorFlow's
     `BilmLowbitMatmul`'s: on a CPU with bfloat16 dot products, `x` rounded to bfloat16."""
     if x.ndim != 2 or kernel.ndim != 2 or x.shape[1] != kernel.shape[0]:
         raise ValueError(f"bilm's native matmul: x {tuple(x.shape)} and kernel {tuple(kernel.shape)} are not "
                          "(rows, n) and (n, m)")
-    x = np.ascontiguousarray(x, np.float32)
-    kernel = np.ascontiguousarray(kernel, kernel.dtype if kernel.dtype in KERNEL_SUFFIXES else np.float32)
+    x, kernel = np.ascontiguousarray(x, np.float32), _kernel_array(kernel)
     out = np.empty((x.shape[0], kernel.shape[1]), np.float32)
     if _function("bilm_matmul", kernel)(x.ctypes.data, x.shape[0], x.shape[1], kernel.ctypes.data, kernel.shape[1],
                                         out.ctypes.data):
@@ -119,11 +125,12 @@ def lstm_steps(gates_tm, lengths, initial_c, initial_h, recurrent_kernel, projec
     Args:
         gates_tm: float32 `(time, batch, 4 * units)`; or with `gate_index` (int `(time, batch)`), the rows
             `(n, 4 * units)` it picks from: step t of row b reads `gates_tm[gate_index[t, b]]` (an index past
-            a row's length is not read); `bias`, float32 `(4 * units,)` or None, is added to each row read,
-            before the recurrent half (the same bytes as gates given with it). lengths: int `(batch,)`, each
-            row's steps; the states,
-            kernels and clips (None for none) as `bilm.ops.lstm_scan.lstm_steps`', the kernels float32 or both
-            bfloat16 as uint16 bits (`KERNEL_SUFFIXES`: then the products of TensorFlow's op on bfloat16
+            a row's length is not read).
+        lengths: int `(batch,)`, each row's steps.
+        bias: float32 `(4 * units,)` or None, added to each row read, before the recurrent half (the same
+            bytes as gates given with it).
+        the states, kernels and clips (None for none): as `bilm.ops.lstm_scan.lstm_steps`', the kernels both
+            float32 or both bfloat16 (`_kernel_array`: then the products of TensorFlow's op on bfloat16
             kernels; any other dtype is taken as float32).
 
     Returns:
@@ -131,7 +138,8 @@ def lstm_steps(gates_tm, lengths, initial_c, initial_h, recurrent_kernel, projec
         `(batch, units)`, `(batch, output_dim)`.
 
     Raises:
-        ValueError: an array of another shape than these, or an index of `gate_index` outside the gates' rows.
+        ValueError: an array of another shape than these, kernels of two dtypes, or an index of `gate_index`
+            outside the gates' rows.
     """
     time, batch = gates_tm.shape[:2] if gate_index is None else np.shape(gate_index)
     units, output_dim = initial_c.shape[1], initial_h.shape[1]
@@ -163,10 +171,11 @@ def lstm_steps(gates_tm, lengths, initial_c, initial_h, recurrent_kernel, projec
         if len(rows) and (rows.min() < 0 or rows.max() >= len(gates_tm)):
             raise ValueError(f"bilm's native LSTM recurrence: gate_index reads rows {rows.min()} to {rows.max()} "
                              f"of gates_tm's {len(gates_tm)}")
-    kernel_dtype = recurrent_kernel.dtype if recurrent_kernel.dtype in KERNEL_SUFFIXES else np.float32
-    gates, kernels = np.ascontiguousarray(gates_tm, np.float32), [
-        None if kernel is None else np.ascontiguousarray(kernel, kernel_dtype)
-        for kernel in (recurrent_kernel, projection_kernel)]
+    gates = np.ascontiguousarray(gates_tm, np.float32)
+    kernels = [None if kernel is None else _kernel_array(kernel) for kernel in (recurrent_kernel, projection_kernel)]
+    if kernels[1] is not None and kernels[1].dtype != kernels[0].dtype:
+        raise ValueError(f"bilm's native LSTM recurrence: the kernels are {kernels[0].dtype} (recurrent) and "
+                         f"{kernels[1].dtype} (projection); give both one dtype")
     c = np.ascontiguousarray(np.asarray(initial_c, np.float32)[order])
     h = np.ascontiguousarray(np.asarray(initial_h, np.float32)[order])
     bias = None if bias is None else np.ascontiguousarray(bias, np.float32)
