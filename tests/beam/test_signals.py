@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+import warm_python
 from bilm.beam import shard_outputs
 from bilm.beam.__main__ import run as run_pipeline
 from bilm.beam.embedding_files import remove_temporaries
@@ -64,8 +65,8 @@ class Run:
     def __init__(self, command, output_dir):
         self.output_dir = output_dir
         self.before = set(os.listdir(output_dir)) if os.path.isdir(output_dir) else set()
-        self.process = subprocess.Popen(command, start_new_session=True, stdout=subprocess.DEVNULL,
-                                        stderr=subprocess.PIPE, text=True)
+        self.process = warm_python.Popen(command, start_new_session=True, stdout=subprocess.DEVNULL,
+                                         stderr=subprocess.PIPE, text=True)
         self.lines = []
         self.reader = threading.Thread(target=lambda: self.lines.extend(self.process.stderr), daemon=True)
         self.reader.start()
@@ -190,8 +191,8 @@ def test_two_workers_stop_at_any_moment_and_a_rerun_writes_an_uninterrupted_runs
     assert len(run.started) >= 2 and not run.survivors(timeout=STOP_WITHIN_S)
     assert [entry for entry in os.listdir(out) if entry.startswith(".")]
 
-    rerun = subprocess.run(_command(model, shards, out, *TWO_WORKERS), text=True, stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, timeout=300)
+    rerun = warm_python.run(_command(model, shards, out, *TWO_WORKERS), text=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, timeout=300)
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     # An uninterrupted run: the same pipeline in memory, in this process (no worker processes to start), which
     # writes the two workers' bytes with this model.
