@@ -60,7 +60,8 @@ TWO_WORKERS = ("--direct_running_mode", "multi_processing", "--direct_num_worker
 
 class Run:
     """The command in a session of its own (its process group is its own), its stderr and its descendants
-    watched."""
+    watched; forked from the warm server (`warm_python`): its signals come after the imports, as the moments
+    waited for do (a signal during the start: tests/utils/test_start_up.py)."""
 
     def __init__(self, command, output_dir):
         self.output_dir = output_dir
