@@ -1,6 +1,8 @@
 """JAX's char CNN for a training step on a CPU (`bilm.backend.jax.char_convolutions`: each window a matrix product,
 the max-pool's gradient to one window) gives the portable convolutions' values and gradient (JAX's own autodiff
-of `portable_char_convolutions`), rows ending in a run of padding chars included, whose maxima tie."""
+of `portable_char_convolutions`), rows ending in a run of padding chars included, whose maxima tie; and for
+inference on a CPU (the layer's call with `training=False`) the table loop gives the portable values, each token the
+same bytes alone as beside others."""
 import numpy as np
 import pytest
 
@@ -34,6 +36,24 @@ for name, convolutions in (("portable", portable_char_convolutions), ("products"
     out[name] = {"pooled": np.asarray(convolutions(jnp.asarray(ids), embedding, kernels)).tolist(),
                  "d_embedding": np.asarray(d_embedding).tolist(),
                  "d_kernels": [np.asarray(d).tolist() for d in d_kernels]}
+from bilm.backend.jax.char_convolutions import table_loop_char_convolutions
+from bilm.layers.char_cnn import CharCNNEncoder
+layer = CharCNNEncoder(262, 4, filters, activation="tanh")
+layer.build((None, None, 12))
+for variable, value in zip([layer.char_embedding, *layer.kernels], [embedding, *kernels]):
+    variable.assign(value)
+table_loop = jax.jit(table_loop_char_convolutions)
+pooled = np.asarray(table_loop(jnp.asarray(ids), embedding, kernels))
+out["table_loop"] = pooled.tolist()
+out["table_loop_alone_identical"] = all(
+    np.asarray(table_loop(jnp.asarray(ids[i:i + 1]), embedding, kernels)).tobytes() == pooled[i].tobytes()
+    for i in (0, 17, 39))
+# The layer's call at inference runs it: the bytes of its features by the table loop, not by the convolutions.
+called = np.asarray(jax.jit(lambda ids: layer(ids, training=False))(jnp.asarray(ids[None])))[0]
+features = {name: np.asarray(jax.jit(lambda ids: layer.portable_features(ids, convolutions=convolutions))(
+    jnp.asarray(ids))) for name, convolutions in (("table_loop", table_loop_char_convolutions),
+                                                   ("convolutions", portable_char_convolutions))}
+out["layer_inference_identical"] = {name: called.tobytes() == value.tobytes() for name, value in features.items()}
 print(json.dumps(out))
 '''
 
@@ -47,3 +67,6 @@ def test_window_products_give_the_portable_values_and_gradient():
     assert np.abs(want["d_embedding"][260]).max() > 1e-2  # the padding char's row is reached through ties
     for got_kernel, want_kernel in zip(got["d_kernels"], want["d_kernels"], strict=True):
         np.testing.assert_allclose(got_kernel, want_kernel, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(report["table_loop"], want["pooled"], rtol=1e-5, atol=1e-6)
+    assert report["table_loop_alone_identical"]
+    assert report["layer_inference_identical"] == {"table_loop": True, "convolutions": False}

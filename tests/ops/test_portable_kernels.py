@@ -1,7 +1,7 @@
-"""bilm's native recurrence and product on NumPy arrays (`bilm.ops.native.portable_kernels`, what PyTorch and
-Keras's NumPy backend run without gradients) against an LSTM and a product in float64 NumPy: the same values to
-float32 round-off, zeros past each row's length, each row the same bytes alone as beside others; and arrays of
-the wrong shapes refused in one line before the library reads them."""
+"""bilm's native recurrence, product and char convolutions on NumPy arrays (`bilm.ops.native.portable_kernels`,
+what PyTorch and Keras's NumPy backend run without gradients) against an LSTM, a product and windows in float64
+NumPy: the same values to float32 round-off, zeros past each row's length, each row the same bytes alone as beside
+others; and arrays of the wrong shapes refused in one line before the library reads them."""
 import ml_dtypes
 import numpy as np
 import pytest
@@ -162,3 +162,32 @@ def test_gates_picked_by_an_index_and_a_bias_are_read_in_place_as_the_same_bytes
     with pytest.raises(ValueError, match=r"the kernels are uint16 \(recurrent\) and float32 \(projection\)"):
         portable_kernels.lstm_steps(distinct, lengths, *state, recurrent.view(np.uint16)[:, ::2], recurrent[:, :units],
                                     0.8, None, gate_index=gate_index)
+
+
+def test_the_native_char_convolutions_equal_float64_windows_and_give_each_token_the_same_bytes_alone():
+    rng = np.random.default_rng(3)
+    filters = [(1, 8), (2, 24), (3, 64), (5, 70)]  # 70: whole vector lanes and the rest
+    embedding = rng.uniform(-1, 1, (262, 4)).astype(np.float32)
+    kernels = [rng.normal(0, 0.5, (width, 4, num)).astype(np.float32) for width, num in filters]
+    ids = rng.integers(1, 261, size=(45, 12)).astype(np.int32)
+    ids[np.arange(12)[None, :] >= rng.integers(1, 8, size=45)[:, None]] = 260  # rows end in a run of padding
+    ids[-2:] = 0  # padding rows
+    pooled = portable_kernels.char_max_pooled(ids, embedding, kernels)
+    assert pooled.dtype == np.float32 and pooled.shape == (45, sum(num for _, num in filters))
+    embedded = embedding.astype(np.float64)[ids]
+    want = np.concatenate([np.max([np.einsum("nkd,kdm->nm", embedded[:, p:p + width], kernel.astype(np.float64))
+                                   for p in range(12 - width + 1)], axis=0) for kernel, (width, _) in
+                           zip(kernels, filters)], axis=1)
+    np.testing.assert_allclose(pooled, want, rtol=0, atol=1e-5)
+    for rows in (slice(0, 1), slice(7, 8), slice(3, 40)):
+        assert portable_kernels.char_max_pooled(ids[rows], embedding, kernels).tobytes() == pooled[rows].tobytes()
+    assert portable_kernels.char_max_pooled(ids[:0], embedding, kernels).shape == (0, pooled.shape[1])
+
+
+def test_char_ids_past_the_embedding_and_kernels_wider_than_the_columns_are_refused_in_one_line():
+    embedding, kernel = np.zeros((262, 4), np.float32), np.zeros((3, 4, 8), np.float32)
+    with pytest.raises(ValueError, match=r"char ids from 0 to 262, and the char embedding has 262 rows"):
+        portable_kernels.char_max_pooled(np.array([[0, 262, 5]]), embedding, [kernel])
+    with pytest.raises(ValueError, match=r"a kernel of shape \(3, 4, 8\) for a char embedding of shape \(262, 4\) "
+                                         r"and 2 columns"):
+        portable_kernels.char_max_pooled(np.array([[1, 2]]), embedding, [kernel])

@@ -1,6 +1,7 @@
-"""The char CNN's convolutions and max-pool as XLA on a CPU trains them fastest: each filter bank's windows as one
-matrix product, and a max-pool whose gradient goes to one window per token and filter (the maximising one), as
-TensorFlow's table loop gives it (`bilm.ops.char_convolutions`).
+"""The char CNN's convolutions and max-pool as XLA on a CPU runs them fastest. To train: each filter bank's windows
+as one matrix product, and a max-pool whose gradient goes to one window per token and filter (the maximising one),
+as TensorFlow's table loop gives it (`bilm.ops.char_convolutions`). For inference: TensorFlow's table loop itself
+(`table_loop_char_convolutions`), each window a sum of table rows, no multiply-adds.
 
 XLA runs a convolution's forward and backward passes on a CPU as Eigen convolutions, and a matrix product through
 its faster matmul library; and JAX's own gradient of a max keeps a float32 mask of every window, where the
@@ -53,3 +54,30 @@ def _max_backward(windows, argmax, gradient):
 
 
 _max_over_windows.defvjp(_max_forward, _max_backward)
+
+
+def table_loop_char_convolutions(char_ids, char_embedding, kernels):
+    """`bilm.ops.char_convolutions_portable.portable_char_convolutions`'s values (to float32 round-off), for
+    inference on a CPU, by TensorFlow's table loop (`bilm.ops.char_convolutions`): a filter's value at window p
+    is `sum_k T_k[char_ids[:, p + k]]` with `T_k = char_embedding @ kernel[k]`, the rows added in the order of
+    the offsets, and a loop over the windows keeps the running max. A token's values depend on its own ids
+    alone: the same bytes at any number of tokens beside it. Arguments and result as
+    `window_product_char_convolutions`'."""
+    char_ids = char_ids.astype(jnp.int32)
+    n_tokens, columns = char_ids.shape
+    pooled = []
+    for kernel in kernels:
+        width, dim, num = kernel.shape
+        # (n_characters, width, num): row c, offset k holds the embedding's row c times the kernel's offset k.
+        table = jnp.reshape(char_embedding @ jnp.reshape(jnp.transpose(kernel, (1, 0, 2)), (dim, width * num)),
+                            (-1, width, num))
+
+        def window_max(p, best, table=table, width=width):
+            window = table[jax.lax.dynamic_index_in_dim(char_ids, p, 1, keepdims=False), 0]
+            for k in range(1, width):
+                window = window + table[jax.lax.dynamic_index_in_dim(char_ids, p + k, 1, keepdims=False), k]
+            return jnp.maximum(best, window)
+
+        pooled.append(jax.lax.fori_loop(0, columns - width + 1, window_max,
+                                        jnp.full((n_tokens, num), -jnp.inf, jnp.float32)))
+    return jnp.concatenate(pooled, axis=-1)

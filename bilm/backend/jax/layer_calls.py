@@ -1,7 +1,8 @@
 """The layers' calls of JAX's own (`bilm.backend.fast_layer_call`): inside a function traced for known bounds on a
 batch's distinct tokens (`distinct_tokens_at_most`: a training step on one CPU), `UniqueTokens`'s distinct rows and
 the char CNN over only the columns those rows' characters reach, each window a matrix product (`char_convolutions`);
-everywhere else, and for every other layer, the portable `keras.ops` code.
+at inference on a CPU the char CNN by TensorFlow's table loop; everywhere else, and for every other layer, the
+portable `keras.ops` code.
 
 A program JAX compiles has shapes fixed when it is traced, and the number of distinct tokens of a batch depends
 on its ids: the caller counts them before it calls (NumPy, on the host), picks one of a few bounds above the count
@@ -11,10 +12,11 @@ columns past the longest row's content and one window's width add nothing to the
 """
 import collections
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bilm.backend.jax.char_convolutions import window_product_char_convolutions
+from bilm.backend.jax.char_convolutions import table_loop_char_convolutions, window_product_char_convolutions
 from bilm.backend.jax.column_kernels import column_product
 from bilm.backend.jax.inference import padded_length
 from bilm.ops.char_convolutions_portable import needed_columns
@@ -85,9 +87,13 @@ def unique_tokens(layer, char_ids):
 def char_cnn(layer, flat_ids, direct_up_to=0):
     """`CharCNNEncoder`'s features of `flat_ids` `(n, width)`: within `distinct_tokens_at_most` (a training step on
     one CPU) over the columns of the bound, with each window as a matrix product
-    (`window_product_char_convolutions`); elsewhere the portable code. The same values to float32 round-off."""
+    (`window_product_char_convolutions`); at inference on a CPU (`direct_up_to` above 0: the layer's call has
+    `training=False`) by the table loop (`table_loop_char_convolutions`); elsewhere the portable code. The same
+    values to float32 round-off."""
     bound = _BOUND.get()
     if bound is None:
+        if direct_up_to > 0 and jax.default_backend() == "cpu":
+            return layer.portable_features(flat_ids, convolutions=table_loop_char_convolutions)
         return layer.portable_features(flat_ids)
     if bound.columns is not None:
         flat_ids = flat_ids[:, :bound.columns]

@@ -1,11 +1,12 @@
 """The layers' calls of PyTorch's own (`bilm.backend.fast_layer_call`): `UniqueTokens`'s distinct rows (PyTorch
-runs eagerly, so their number may depend on the ids), the char CNN where gradients are recorded (over the columns
-its rows' characters reach, max-pooled by `torch.max`), and the highway's products by bilm's native product where
+runs eagerly, so their number may depend on the ids), the char CNN (where gradients are recorded, over the columns
+its rows' characters reach, max-pooled by `torch.max`; elsewhere on a CPU by bilm's native table lookups), and the
+highway's products by bilm's native product where
 none are; every other layer runs its portable `keras.ops` code."""
 import torch
 from keras import ops
 
-from bilm.ops.char_convolutions_portable import needed_columns
+from bilm.ops.char_convolutions_portable import needed_columns, portable_char_convolutions
 from bilm.ops.native import portable_kernels
 
 
@@ -25,9 +26,20 @@ def char_cnn(layer, flat_ids, direct_up_to=0):
     Elsewhere the portable code. The same values to float32 round-off."""
     del direct_up_to  # TensorFlow's inference path
     if not torch.is_grad_enabled():
-        return layer.portable_features(flat_ids)
+        native = flat_ids.device.type == "cpu" and portable_kernels.load_library() is not None
+        return layer.portable_features(flat_ids, convolutions=native_char_convolutions if native else
+                                       portable_char_convolutions)
     columns = needed_columns(ops.convert_to_numpy(flat_ids), max(width for width, _ in layer.filters))
     return layer.portable_features(flat_ids[:, :columns], convolutions=first_maximum_char_convolutions)
+
+
+def native_char_convolutions(char_ids, char_embedding, kernels):
+    """`bilm.ops.char_convolutions_portable.portable_char_convolutions` (its arguments and values, to float32
+    round-off) by bilm's native table lookups (`bilm.ops.native.portable_kernels.char_max_pooled`, on the CPU
+    tensors' memory), for inference: no multiply-adds per window, and a token's values the same bytes at any
+    number of tokens beside it."""
+    weights = [ops.convert_to_tensor(w).detach().to(torch.float32).numpy() for w in (char_embedding, *kernels)]
+    return torch.from_numpy(portable_kernels.char_max_pooled(char_ids.numpy(), weights[0], weights[1:]))
 
 
 def first_maximum_char_convolutions(char_ids, char_embedding, kernels):

@@ -1,8 +1,9 @@
 // bilm's CPU kernels for the frameworks other than TensorFlow (PyTorch's
 // CPU path, Keras's NumPy backend): lowbit_kernels.h's `Recurrence`, the
-// loop TensorFlow's BilmLstmRecurrence op runs, and its `Product`, the
-// product TensorFlow's BilmLowbitMatmul op runs, behind a C interface that
-// takes plain arrays.
+// loop TensorFlow's BilmLstmRecurrence op runs, its `Product`, the
+// product TensorFlow's BilmLowbitMatmul op runs, and the char CNN's table
+// lookups (TensorFlow's table loop), behind a C interface that takes plain
+// arrays.
 // No framework's headers: it runs on OpenMP's worker threads (PyTorch's own
 // where PyTorch loaded its OpenMP runtime first, as it does on import), and
 // its cell step computes the logistic and tanh itself, in loops the
@@ -14,6 +15,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <new>
 #include <vector>
 
@@ -160,6 +162,45 @@ int LstmRecurrence(const float* gates, const int32_t* gate_index, const float* b
   return done ? 0 : 1;
 }
 
+// `bilm_char_max_pooled`: each token's char convolutions max-pooled over its windows, by table lookups. A
+// filter of width w sees w char ids, and its value at window p is a sum of table rows, offset k's row of the
+// char at p + k, added in the order of the offsets (as TensorFlow's table loop adds them); the max runs over
+// the windows in order. A token's values depend on its own ids alone, so they are the same bytes at any
+// number of tokens beside it.
+void CharMaxPooled(const int32_t* ids, int64 n, int64 columns, const float* tables, const int64_t* widths,
+                   const int64_t* nums, int64 n_filters, int64 table_rows, float* out) {
+  int64 out_dim = 0, adds = 0, widest = 0;
+  for (int64 f = 0; f < n_filters; ++f) {
+    out_dim += nums[f];
+    widest = std::max<int64>(widest, nums[f]);
+    adds += std::max<int64>(columns - widths[f] + 1, 0) * widths[f] * nums[f];
+  }
+  OpenMpPool{}.Blocks(n, adds, [&](int64 begin, int64 end) {
+    std::vector<float> scratch(widest);
+    float* __restrict window = scratch.data();
+    for (int64 i = begin; i < end; ++i) {
+      const int32_t* row = ids + i * columns;
+      const float* table = tables;
+      float* __restrict maximum = out + i * out_dim;
+      for (int64 f = 0; f < n_filters; ++f) {
+        const int64 width = widths[f], num = nums[f], positions = columns - width + 1;
+        std::fill(maximum, maximum + num, -std::numeric_limits<float>::infinity());
+        for (int64 p = 0; p < positions; ++p) {
+          const float* __restrict first = table + static_cast<int64>(row[p]) * width * num;
+          for (int64 j = 0; j < num; ++j) window[j] = first[j];
+          for (int64 k = 1; k < width; ++k) {
+            const float* __restrict next = table + (static_cast<int64>(row[p + k]) * width + k) * num;
+            for (int64 j = 0; j < num; ++j) window[j] += next[j];
+          }
+          for (int64 j = 0; j < num; ++j) maximum[j] = std::max(maximum[j], window[j]);
+        }
+        table += table_rows * width * num;
+        maximum += num;
+      }
+    }
+  });
+}
+
 }  // namespace
 }  // namespace bilm
 
@@ -171,8 +212,8 @@ extern "C" {
 // 4 * units), `outputs` (steps * batch, output_dim), the rows no entry names zeros. `projection` null for none; a
 // clip negative for none. `c` and `h` hold the sorted rows' states, the initial ones on entry and the final ones
 // on return. The kernels are float32 (`bilm_lstm_recurrence`) or bfloat16, as their bits
-// (`bilm_lstm_recurrence_bfloat16`: its products as TensorFlow's op takes a bfloat16 kernel's). Returns 0, or 1 where there was no memory. These and the two
-// products are the names the library exports (it is built with -fvisibility=hidden).
+// (`bilm_lstm_recurrence_bfloat16`: its products as TensorFlow's op takes a bfloat16 kernel's). Returns 0, or 1 where there was no memory. These, the two
+// products and the char convolutions are the names the library exports (it is built with -fvisibility=hidden).
 #define BILM_EXPORT __attribute__((visibility("default")))
 
 BILM_EXPORT int bilm_lstm_recurrence(const float* gates, const int32_t* gate_index, const float* bias,
@@ -208,6 +249,16 @@ BILM_EXPORT int bilm_matmul_bfloat16(const float* x, int64_t rows, int64_t n, co
                                          out)
              ? 0
              : 1;
+}
+
+// out (n, sum of nums) = each of `n` tokens' char convolutions (`ids` int32 (n, columns), every id below
+// `table_rows`) max-pooled over its `columns - width + 1` windows, filter f's from its table (table_rows,
+// widths[f], nums[f]) (row c, offset k: the char embedding's row c times the kernel's offset k), the tables
+// one after another in `tables`: `CharMaxPooled`. Every filter's width is at most `columns`.
+BILM_EXPORT void bilm_char_max_pooled(const int32_t* ids, int64_t n, int64_t columns, const float* tables,
+                                      const int64_t* widths, const int64_t* nums, int64_t n_filters,
+                                      int64_t table_rows, float* out) {
+  bilm::CharMaxPooled(ids, n, columns, tables, widths, nums, n_filters, table_rows, out);
 }
 
 }  // extern "C"

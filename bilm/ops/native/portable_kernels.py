@@ -1,5 +1,6 @@
 """bilm's CPU kernels for the backends other than TensorFlow, on NumPy arrays: the LSTM recurrence of
-TensorFlow's `BilmLstmRecurrence` op and the product of its `BilmLowbitMatmul` (`lowbit_kernels.h`), built
+TensorFlow's `BilmLstmRecurrence` op, the product of its `BilmLowbitMatmul` (`lowbit_kernels.h`) and the char
+CNN's table lookups (`char_max_pooled`, the sums of TensorFlow's table loop), built
 without TensorFlow as `portable_kernels.cc` (once per machine, cached as TensorFlow's op library is:
 `bilm.ops.native.build`) and called through `ctypes` on the arrays' memory. A whole recurrence is one call: no
 per-step dispatch of a dozen small ops, and each step's products stream the kernels once for all its rows.
@@ -49,6 +50,8 @@ def _load():
                                pointer, single, single, pointer, pointer, pointer]
         product.argtypes = [pointer, int64, int64, pointer, int64, pointer]
         recurrence.restype = product.restype = ctypes.c_int
+    library.bilm_char_max_pooled.argtypes = [pointer, int64, int64, pointer, pointer, pointer, int64, int64, pointer]
+    library.bilm_char_max_pooled.restype = None
     return library
 
 
@@ -89,6 +92,43 @@ def matmul(x, kernel):
     if _function("bilm_matmul", kernel)(x.ctypes.data, x.shape[0], x.shape[1], kernel.ctypes.data, kernel.shape[1],
                                         out.ctypes.data):
         raise MemoryError("bilm's native matmul found no memory for its scratch arrays")
+    return out
+
+
+def char_max_pooled(char_ids, char_embedding, kernels):
+    """`bilm.ops.char_convolutions_portable.portable_char_convolutions(char_ids, char_embedding, kernels)` by the
+    library (`load_library()` not None), on NumPy arrays: each window a sum of table rows (the char embedding times
+    each offset of the kernel), as TensorFlow's table loop computes it, so no multiply-adds per window. Float32
+    `(n_tokens, sum of num)`; a token's values the same bytes at any number of tokens beside it; against the
+    portable convolutions, the same to float32 round-off.
+
+    Args:
+        char_ids: int `(n_tokens, columns)`, every id a row of `char_embedding`.
+        char_embedding: float32 `(n_characters, dim)`.
+        kernels: a list of float32 `(width, dim, num)`, each width at most `columns`.
+
+    Raises:
+        ValueError: an id outside the embedding's rows, or a kernel wider than the columns or of another `dim`.
+    """
+    ids = np.ascontiguousarray(char_ids, np.int32)
+    embedding = np.asarray(char_embedding, np.float32)
+    n_tokens, columns = ids.shape
+    if ids.size and (ids.min() < 0 or ids.max() >= len(embedding)):
+        raise ValueError(f"bilm's native char convolutions: char ids from {ids.min()} to {ids.max()}, and the char "
+                         f"embedding has {len(embedding)} rows")
+    kernels = [np.asarray(kernel, np.float32) for kernel in kernels]
+    for kernel in kernels:
+        if kernel.ndim != 3 or kernel.shape[1] != embedding.shape[1] or kernel.shape[0] > columns:
+            raise ValueError(f"bilm's native char convolutions: a kernel of shape {kernel.shape} for a char "
+                             f"embedding of shape {embedding.shape} and {columns} columns of char ids")
+    # Each kernel's table (n_characters, width, num): row c, offset k holds the embedding's row c times offset k.
+    tables = np.concatenate([(embedding @ np.transpose(kernel, (1, 0, 2)).reshape(kernel.shape[1], -1)).reshape(-1)
+                             for kernel in kernels]).astype(np.float32, copy=False)
+    widths = np.asarray([kernel.shape[0] for kernel in kernels], np.int64)
+    nums = np.asarray([kernel.shape[2] for kernel in kernels], np.int64)
+    out = np.empty((n_tokens, int(nums.sum())), np.float32)
+    load_library().bilm_char_max_pooled(ids.ctypes.data, n_tokens, columns, tables.ctypes.data, widths.ctypes.data,
+                                        nums.ctypes.data, len(kernels), len(embedding), out.ctypes.data)
     return out
 
 
