@@ -43,6 +43,10 @@ with torch.no_grad():
     out["inference_portable"] = layer.portable_features(ids).numpy().tolist()
     out["inference_alone_identical"] = all(char_cnn(layer, ids[i:i + 1]).numpy().tobytes() == inference[i].tobytes()
                                            for i in (0, 17, 39))
+    # New weights (Keras's assign, in place) are what the next call computes with, not the tables of the old ones.
+    layer.kernels[3].assign(layer.kernels[3].value * 2.0)
+    out["after_assign"] = char_cnn(layer, ids).numpy().tolist()
+    out["after_assign_portable"] = layer.portable_features(ids).numpy().tolist()
 print(json.dumps(out))
 '''
 
@@ -52,6 +56,8 @@ def test_the_char_cnn_gives_the_portable_values_and_gradients_and_at_inference_i
     assert report["columns"] < 20  # columns trimmed
     np.testing.assert_allclose(report["inference"], report["inference_portable"], rtol=1e-5, atol=1e-6)
     assert report["inference_alone_identical"]
+    np.testing.assert_allclose(report["after_assign"], report["after_assign_portable"], rtol=1e-5, atol=1e-6)
+    assert np.abs(np.array(report["after_assign"]) - np.array(report["inference"])).max() > 1e-2
     want, got = report["portable"], report["own"]
     np.testing.assert_allclose(got["features"], want["features"], rtol=1e-5, atol=1e-6)
     # Tied windows (the padding run) are identical: one of them takes what `torch.amax` shares among them.

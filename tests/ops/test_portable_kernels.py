@@ -172,7 +172,8 @@ def test_the_native_char_convolutions_equal_float64_windows_and_give_each_token_
     ids = rng.integers(1, 261, size=(45, 12)).astype(np.int32)
     ids[np.arange(12)[None, :] >= rng.integers(1, 8, size=45)[:, None]] = 260  # rows end in a run of padding
     ids[-2:] = 0  # padding rows
-    pooled = portable_kernels.char_max_pooled(ids, embedding, kernels)
+    tables = portable_kernels.char_tables(embedding, kernels)
+    pooled = portable_kernels.char_max_pooled(ids, tables)
     assert pooled.dtype == np.float32 and pooled.shape == (45, sum(num for _, num in filters))
     embedded = embedding.astype(np.float64)[ids]
     want = np.concatenate([np.max([np.einsum("nkd,kdm->nm", embedded[:, p:p + width], kernel.astype(np.float64))
@@ -180,14 +181,16 @@ def test_the_native_char_convolutions_equal_float64_windows_and_give_each_token_
                            zip(kernels, filters)], axis=1)
     np.testing.assert_allclose(pooled, want, rtol=0, atol=1e-5)
     for rows in (slice(0, 1), slice(7, 8), slice(3, 40)):
-        assert portable_kernels.char_max_pooled(ids[rows], embedding, kernels).tobytes() == pooled[rows].tobytes()
-    assert portable_kernels.char_max_pooled(ids[:0], embedding, kernels).shape == (0, pooled.shape[1])
+        assert portable_kernels.char_max_pooled(ids[rows], tables).tobytes() == pooled[rows].tobytes()
+    assert portable_kernels.char_max_pooled(ids[:0], tables).shape == (0, pooled.shape[1])
 
 
-def test_char_ids_past_the_embedding_and_kernels_wider_than_the_columns_are_refused_in_one_line():
+def test_char_ids_past_the_embedding_and_kernels_that_do_not_fit_are_refused_in_one_line():
     embedding, kernel = np.zeros((262, 4), np.float32), np.zeros((3, 4, 8), np.float32)
+    tables = portable_kernels.char_tables(embedding, [kernel])
     with pytest.raises(ValueError, match=r"char ids from 0 to 262, and the char embedding has 262 rows"):
-        portable_kernels.char_max_pooled(np.array([[0, 262, 5]]), embedding, [kernel])
-    with pytest.raises(ValueError, match=r"a kernel of shape \(3, 4, 8\) for a char embedding of shape \(262, 4\) "
-                                         r"and 2 columns"):
-        portable_kernels.char_max_pooled(np.array([[1, 2]]), embedding, [kernel])
+        portable_kernels.char_max_pooled(np.array([[0, 262, 5]]), tables)
+    with pytest.raises(ValueError, match=r"a filter of width 3 over 2 columns of char ids"):
+        portable_kernels.char_max_pooled(np.array([[1, 2]]), tables)
+    with pytest.raises(ValueError, match=r"a kernel of shape \(3, 5, 8\) for a char embedding of shape \(262, 4\)"):
+        portable_kernels.char_tables(embedding, [np.zeros((3, 5, 8), np.float32)])

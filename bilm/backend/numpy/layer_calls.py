@@ -19,9 +19,10 @@ def char_cnn(layer, flat_ids, direct_up_to=0):
 
 def native_char_convolutions(char_ids, char_embedding, kernels):
     """`bilm.ops.char_convolutions_portable.portable_char_convolutions`'s arguments and values (to float32
-    round-off), by `portable_kernels.char_max_pooled` on the arrays."""
+    round-off), by `portable_kernels.char_max_pooled` on the arrays, the tables made a call (NumPy's arrays carry
+    no version that would tell a kept table is still the weights')."""
     weights = [np.asarray(ops.convert_to_numpy(w), np.float32) for w in (char_embedding, *kernels)]
-    return portable_kernels.char_max_pooled(np.asarray(char_ids), weights[0], weights[1:])
+    return portable_kernels.char_max_pooled(np.asarray(char_ids), portable_kernels.char_tables(weights[0], weights[1:]))
 
 
 FAST_CALLS = {"char_cnn": char_cnn}

@@ -1,8 +1,11 @@
 """The layers' calls of PyTorch's own (`bilm.backend.fast_layer_call`): `UniqueTokens`'s distinct rows (PyTorch
 runs eagerly, so their number may depend on the ids), the char CNN (where gradients are recorded, over the columns
 its rows' characters reach, max-pooled by `torch.max`; elsewhere on a CPU by bilm's native table lookups), and the
-highway's products by bilm's native product where
-none are; every other layer runs its portable `keras.ops` code."""
+highway's products by bilm's native product where none are; every other layer runs its portable `keras.ops`
+code."""
+import functools
+import weakref
+
 import torch
 from keras import ops
 
@@ -27,19 +30,33 @@ def char_cnn(layer, flat_ids, direct_up_to=0):
     del direct_up_to  # TensorFlow's inference path
     if not torch.is_grad_enabled():
         native = flat_ids.device.type == "cpu" and portable_kernels.load_library() is not None
-        return layer.portable_features(flat_ids, convolutions=native_char_convolutions if native else
-                                       portable_char_convolutions)
+        return layer.portable_features(flat_ids, convolutions=functools.partial(native_char_convolutions, layer)
+                                       if native else portable_char_convolutions)
     columns = needed_columns(ops.convert_to_numpy(flat_ids), max(width for width, _ in layer.filters))
     return layer.portable_features(flat_ids[:, :columns], convolutions=first_maximum_char_convolutions)
 
 
-def native_char_convolutions(char_ids, char_embedding, kernels):
-    """`bilm.ops.char_convolutions_portable.portable_char_convolutions` (its arguments and values, to float32
+def native_char_convolutions(layer, char_ids, char_embedding, kernels):
+    """`bilm.ops.char_convolutions_portable.portable_char_convolutions` of `layer`'s weights (its arguments and
+    values, to float32
     round-off) by bilm's native table lookups (`bilm.ops.native.portable_kernels.char_max_pooled`, on the CPU
     tensors' memory), for inference: no multiply-adds per window, and a token's values the same bytes at any
-    number of tokens beside it."""
-    weights = [ops.convert_to_tensor(w).detach().to(torch.float32).numpy() for w in (char_embedding, *kernels)]
-    return torch.from_numpy(portable_kernels.char_max_pooled(char_ids.numpy(), weights[0], weights[1:]))
+    number of tokens beside it. The tables are made once for the weights and kept while their tensors are the
+    same and unchanged (a tensor's version counts its in-place changes, as Keras's `assign` makes them), for as
+    long as the layer lives."""
+    weights = [ops.convert_to_tensor(w) for w in (char_embedding, *kernels)]  # a variable's own tensor
+    key = tuple((id(w), w.data_ptr(), w._version, w.dtype) for w in weights)
+    kept = _TABLES.get(layer)
+    if kept is None or kept[0] != key:
+        arrays = [w.detach().to(torch.float32).numpy() for w in weights]
+        # The weights themselves are kept beside their tables, so that their ids name no other tensor meanwhile.
+        kept = _TABLES[layer] = (key, portable_kernels.char_tables(arrays[0], arrays[1:]), weights)
+    return torch.from_numpy(portable_kernels.char_max_pooled(char_ids.numpy(), kept[1]))
+
+
+# The char CNN's tables (`native_char_convolutions`) by layer: (the weights' ids, addresses, versions and dtypes;
+# the tables; the weights).
+_TABLES = weakref.WeakKeyDictionary()
 
 
 def first_maximum_char_convolutions(char_ids, char_embedding, kernels):

@@ -9,6 +9,7 @@ not: through a host callback, which copies its arguments and runs on any of XLA'
 OpenMP threads of its own, one sentence's recurrence took 2.6 times as long as its own steps;
 docs/performance.md.)
 """
+import collections
 import ctypes
 import threading
 import warnings
@@ -95,40 +96,54 @@ def matmul(x, kernel):
     return out
 
 
-def char_max_pooled(char_ids, char_embedding, kernels):
-    """`bilm.ops.char_convolutions_portable.portable_char_convolutions(char_ids, char_embedding, kernels)` by the
-    library (`load_library()` not None), on NumPy arrays: each window a sum of table rows (the char embedding times
-    each offset of the kernel), as TensorFlow's table loop computes it, so no multiply-adds per window. Float32
-    `(n_tokens, sum of num)`; a token's values the same bytes at any number of tokens beside it; against the
-    portable convolutions, the same to float32 round-off.
+class CharTables(collections.namedtuple("CharTables", ["values", "widths", "nums", "rows"])):
+    """The char CNN's lookup tables (`char_tables`): `values` float32, each filter's `(rows, width, num)` one after
+    another (row c, offset k: the char embedding's row c times the kernel's offset k); `widths`, `nums` int64
+    `(n_filters,)`; `rows` the char embedding's."""
 
-    Args:
-        char_ids: int `(n_tokens, columns)`, every id a row of `char_embedding`.
-        char_embedding: float32 `(n_characters, dim)`.
-        kernels: a list of float32 `(width, dim, num)`, each width at most `columns`.
+
+def char_tables(char_embedding, kernels):
+    """`CharTables` of a char embedding float32 `(n_characters, dim)` and a list of float32 kernels
+    `(width, dim, num)` (NumPy arrays), for `char_max_pooled`: a product a kernel, of a fixed shape, so the same
+    bytes for the same weights.
 
     Raises:
-        ValueError: an id outside the embedding's rows, or a kernel wider than the columns or of another `dim`.
+        ValueError: a kernel that is not `(width, dim, num)` for the embedding's `dim`.
     """
-    ids = np.ascontiguousarray(char_ids, np.int32)
     embedding = np.asarray(char_embedding, np.float32)
-    n_tokens, columns = ids.shape
-    if ids.size and (ids.min() < 0 or ids.max() >= len(embedding)):
-        raise ValueError(f"bilm's native char convolutions: char ids from {ids.min()} to {ids.max()}, and the char "
-                         f"embedding has {len(embedding)} rows")
     kernels = [np.asarray(kernel, np.float32) for kernel in kernels]
     for kernel in kernels:
-        if kernel.ndim != 3 or kernel.shape[1] != embedding.shape[1] or kernel.shape[0] > columns:
+        if kernel.ndim != 3 or kernel.shape[1] != embedding.shape[1]:
             raise ValueError(f"bilm's native char convolutions: a kernel of shape {kernel.shape} for a char "
-                             f"embedding of shape {embedding.shape} and {columns} columns of char ids")
-    # Each kernel's table (n_characters, width, num): row c, offset k holds the embedding's row c times offset k.
-    tables = np.concatenate([(embedding @ np.transpose(kernel, (1, 0, 2)).reshape(kernel.shape[1], -1)).reshape(-1)
+                             f"embedding of shape {embedding.shape}")
+    values = np.concatenate([(embedding @ np.transpose(kernel, (1, 0, 2)).reshape(kernel.shape[1], -1)).reshape(-1)
                              for kernel in kernels]).astype(np.float32, copy=False)
-    widths = np.asarray([kernel.shape[0] for kernel in kernels], np.int64)
-    nums = np.asarray([kernel.shape[2] for kernel in kernels], np.int64)
-    out = np.empty((n_tokens, int(nums.sum())), np.float32)
-    load_library().bilm_char_max_pooled(ids.ctypes.data, n_tokens, columns, tables.ctypes.data, widths.ctypes.data,
-                                        nums.ctypes.data, len(kernels), len(embedding), out.ctypes.data)
+    return CharTables(values, np.asarray([kernel.shape[0] for kernel in kernels], np.int64),
+                      np.asarray([kernel.shape[2] for kernel in kernels], np.int64), len(embedding))
+
+
+def char_max_pooled(char_ids, tables):
+    """`bilm.ops.char_convolutions_portable.portable_char_convolutions` by the library (`load_library()` not None)
+    from the `CharTables` of its char embedding and kernels: each window a sum of table rows in the order of its
+    offsets, as TensorFlow's table loop computes it, so no multiply-adds per window; the max over the windows.
+    Float32 `(n_tokens, sum of nums)` for int `char_ids` `(n_tokens, columns)`; a token's values the same bytes
+    at any number of tokens beside it; against the portable convolutions, the same to float32 round-off.
+
+    Raises:
+        ValueError: an id outside the embedding's rows, or a filter wider than the columns.
+    """
+    ids = np.ascontiguousarray(char_ids, np.int32)
+    n_tokens, columns = ids.shape
+    if ids.size and (ids.min() < 0 or ids.max() >= tables.rows):
+        raise ValueError(f"bilm's native char convolutions: char ids from {ids.min()} to {ids.max()}, and the char "
+                         f"embedding has {tables.rows} rows")
+    if len(tables.widths) and tables.widths.max() > columns:
+        raise ValueError(f"bilm's native char convolutions: a filter of width {tables.widths.max()} over "
+                         f"{columns} columns of char ids")
+    out = np.empty((n_tokens, int(tables.nums.sum())), np.float32)
+    load_library().bilm_char_max_pooled(ids.ctypes.data, n_tokens, columns, tables.values.ctypes.data,
+                                        tables.widths.ctypes.data, tables.nums.ctypes.data, len(tables.widths),
+                                        tables.rows, out.ctypes.data)
     return out
 
 
