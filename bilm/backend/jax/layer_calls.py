@@ -23,6 +23,9 @@ from bilm.ops.char_convolutions_portable import needed_columns
 from bilm.utils.thread_flag import ThreadValue
 
 _BOUND = ThreadValue()
+# At inference, calls of at least this many tokens run the table loop: below it the tables, made in each call,
+# cost more than the convolutions they spare (docs/performance.md).
+TABLE_LOOP_ROWS = 64
 
 
 class DistinctTokens(collections.namedtuple("DistinctTokens", ["rows", "columns"])):
@@ -88,11 +91,11 @@ def char_cnn(layer, flat_ids, direct_up_to=0):
     """`CharCNNEncoder`'s features of `flat_ids` `(n, width)`: within `distinct_tokens_at_most` (a training step on
     one CPU) over the columns of the bound, with each window as a matrix product
     (`window_product_char_convolutions`); at inference on a CPU (`direct_up_to` above 0: the layer's call has
-    `training=False`) by the table loop (`table_loop_char_convolutions`); elsewhere the portable code. The same
-    values to float32 round-off."""
+    `training=False`) of at least `TABLE_LOOP_ROWS` tokens by the table loop (`table_loop_char_convolutions`);
+    elsewhere the portable code. The same values to float32 round-off."""
     bound = _BOUND.get()
     if bound is None:
-        if direct_up_to > 0 and jax.default_backend() == "cpu":
+        if direct_up_to > 0 and flat_ids.shape[0] >= TABLE_LOOP_ROWS and jax.default_backend() == "cpu":
             return layer.portable_features(flat_ids, convolutions=table_loop_char_convolutions)
         return layer.portable_features(flat_ids)
     if bound.columns is not None:
