@@ -71,7 +71,7 @@ import numpy as np
 CHECK_SENTENCES = 32
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
-from common import batch_rows, embedding_flops  # noqa: E402
+from common import batch_rows, embedding_flops, zipf_sentences  # noqa: E402
 from harness import BACKEND_MODULES, check_output, parser, write_report  # noqa: E402
 from machine import cpu_summary, device_peak_gib, matmul_rate, peak_rss_gib  # noqa: E402
 
@@ -97,19 +97,6 @@ def parse_args(argv=None):
 
 
 # === Sentences ===
-
-def synthetic_sentences(n_sentences, length, vocab_size=20000, seed=0, max_length=None):
-    """`n_sentences` lists of `length` made-up words with Zipfian frequencies (as `common.zipf_sentences`;
-    here every sentence has the same length, or with `max_length` a length drawn from `length` to
-    `max_length`)."""
-    rng = np.random.default_rng(seed)
-    letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))
-    words = ["".join(rng.choice(letters, size=rng.integers(2, 11))) for _ in range(vocab_size)]
-    longest = length if max_length is None else max_length
-    ranks = rng.zipf(1.2, size=(n_sentences, longest)) % vocab_size
-    lengths = rng.integers(length, longest + 1, size=n_sentences)
-    return [[words[rank] for rank in row[:n]] for row, n in zip(ranks, lengths)]
-
 
 def timed_batches(n_sentences, batch_size):
     """Full batches timed at `batch_size`: enough for `n_sentences`, at least one."""
@@ -367,8 +354,7 @@ def measure_all(args, work, children):
     batch_sizes = args.batch_sizes
     warm_up_count = max(batch_sizes)
     timed_count = max(timed_batches(args.sentences, b) * b for b in batch_sizes)
-    pool = synthetic_sentences(warm_up_count + timed_count, args.length,
-                               max_length=args.max_length)
+    pool = zipf_sentences(warm_up_count + timed_count, lengths=(args.length, args.max_length or args.length))
     with open(os.path.join(work, "sentences.json"), "w") as f:
         json.dump({"warm_up": pool[:warm_up_count], "timed": pool[warm_up_count:]}, f)
 

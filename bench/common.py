@@ -262,11 +262,17 @@ def write_corpus(directory, n_vocab, n_tokens, seed=0):
     return train, vocab
 
 
-def zipf_sentences(n_sentences, mean_length=25, vocab_size=20000, seed=0):
-    """Synthetic sentences of made-up words with Zipfian frequencies."""
+def zipf_sentences(n_sentences, mean_length=25, vocab_size=20000, seed=0, lengths=None):
+    """Synthetic sentences of made-up words with Zipfian frequencies, of about `mean_length` words (normal, sd 5), or
+    with `lengths=(shortest, longest)` each of a length drawn from `shortest` to `longest` (bench_backends.py's
+    sentences; `(n, n)`: all of n words)."""
     rng = np.random.default_rng(seed)
-    letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))
+    letters = np.array(list(LETTERS))
     words = ["".join(rng.choice(letters, size=rng.integers(2, 11))) for _ in range(vocab_size)]
+    if lengths is not None:
+        ranks = rng.zipf(1.2, size=(n_sentences, lengths[1])) % vocab_size
+        drawn = rng.integers(lengths[0], lengths[1] + 1, size=n_sentences)
+        return [[words[rank] for rank in row[:n]] for row, n in zip(ranks, drawn)]
     ranks = rng.zipf(1.2, size=n_sentences * mean_length * 2) % vocab_size
     sentences, pos = [], 0
     for _ in range(n_sentences):
