@@ -194,16 +194,14 @@ def pretrain(paths, directory, steps, n_general, options=None, text="the general
     save_dir = os.path.join(directory, "general_ckpt")
     shutil.rmtree(save_dir, ignore_errors=True)
     options_file = os.path.join(directory, "general_options.json")
-    with open(options_file, "w") as f:
-        json.dump(options, f)
+    harness.write_report(options, options_file, overwrite=True)
     started = time.perf_counter()
     train_from_files(paths["general_train"], paths["general_vocab"], save_dir, options_file, max_steps=steps,
                      checkpoint_every=10 ** 9, verbose=0)
     print(f"Pretrained {steps} steps on {text} in {time.perf_counter() - started:.0f} s.")
     os.makedirs(model_dir, exist_ok=True)
     dump_weights(save_dir, weights)
-    with open(record, "w") as f:  # last: a model without it is never reused
-        json.dump(how, f)
+    harness.write_report(how, record, overwrite=True)  # last: a model without it is never reused
     return model_dir
 
 
@@ -214,8 +212,7 @@ def run(paths, directory, name, steps, options, text="domain", at_least=0, **kwa
     save_dir = os.path.join(directory, "runs", name)
     shutil.rmtree(save_dir, ignore_errors=True)
     options_file = os.path.join(directory, f"{name}_options.json")
-    with open(options_file, "w") as f:
-        json.dump(options, f)
+    harness.write_report(options, options_file, overwrite=True)
     train, vocab = paths[f"{text}_train"], paths[f"{text}_vocab"]
     common = {"checkpoint_every": 10 ** 9, "verbose": 0}
     perplexities, seconds, done = [], 0.0, 0

@@ -146,8 +146,7 @@ def child(args):
             result = write_model(args) if args.write_model else measure(args, library)
     except KeyboardInterrupt:
         sys.exit(130)
-    with open(os.path.join(args.work, name + ".json"), "w") as f:
-        json.dump(result, f)
+    write_report(result, os.path.join(args.work, name + ".json"), overwrite=True)
 
 
 def write_model(args):
@@ -355,8 +354,8 @@ def measure_all(args, work, children):
     warm_up_count = max(batch_sizes)
     timed_count = max(timed_batches(args.sentences, b) * b for b in batch_sizes)
     pool = zipf_sentences(warm_up_count + timed_count, lengths=(args.length, args.max_length or args.length))
-    with open(os.path.join(work, "sentences.json"), "w") as f:
-        json.dump({"warm_up": pool[:warm_up_count], "timed": pool[warm_up_count:]}, f)
+    write_report({"warm_up": pool[:warm_up_count], "timed": pool[warm_up_count:]}, os.path.join(work, "sentences.json"),
+                 overwrite=True)
 
     report = {
         "bench": "bench_backends",

@@ -18,7 +18,6 @@ largest difference of the vectors, for each `output_layer`:
 
     python bench/bench_efml_parity.py --sentences 24
 """
-import json
 import os
 import sys
 import tempfile
@@ -63,10 +62,9 @@ def write_random_model(folder, sentences, seed):
     for name, ids in (("char.dic", char2id), ("word.dic", word2id)):
         with open(os.path.join(folder + ".partial", name), "w", encoding="utf-8") as f:
             f.writelines(f"{entry}\t{i}\n" for entry, i in ids.items())
-    with open(os.path.join(folder + ".partial", "cnn_bench.json"), "w") as f:
-        json.dump(ARCHITECTURE, f)
-    with open(os.path.join(folder + ".partial", "config.json"), "w") as f:
-        json.dump({"seed": seed, "config_path": "cnn_bench.json", "max_sent_len": 20}, f)
+    harness.write_report(ARCHITECTURE, os.path.join(folder + ".partial", "cnn_bench.json"), overwrite=True)
+    harness.write_report({"seed": seed, "config_path": "cnn_bench.json", "max_sent_len": 20},
+                         os.path.join(folder + ".partial", "config.json"), overwrite=True)
     os.replace(folder + ".partial", folder)
 
 

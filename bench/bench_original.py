@@ -405,8 +405,8 @@ def main():
     check_inputs(args, configs)
     os.makedirs(args.work_dir, exist_ok=True)
     warm_up, timed = choose_sentences(args.sentences, args.batch_size)
-    with open(os.path.join(args.work_dir, "sentences.json"), "w") as f:
-        json.dump({"warm_up": warm_up, "timed": timed}, f)
+    harness.write_report({"warm_up": warm_up, "timed": timed}, os.path.join(args.work_dir, "sentences.json"),
+                         overwrite=True)
     prepare_model(args.work_dir, args.size)
     print(machine_line())
     print(f"{args.size} size, {len(timed)} GCIDE sentences ({sum(map(len, timed))} tokens) in batches of "

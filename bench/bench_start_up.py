@@ -16,7 +16,6 @@ repeated `--repeats` times (the range is printed):
   training step), the other steps, and after them the boundary-state
   measure and the last save. What is outside the steps is the fixed cost.
 """
-import json
 import os
 import sys
 import tempfile
@@ -81,8 +80,7 @@ def training_start_up(steps, backend="tensorflow"):
         train_file, vocab_file = write_corpus(directory, n_vocab, batch_size * unroll_steps * (steps + 4) * 4)
         os.replace(train_file, os.path.join(directory, "train.txt"))
         os.replace(vocab_file, os.path.join(directory, "vocab.txt"))
-        with open(os.path.join(directory, "options.json"), "w") as f:
-            json.dump(options, f)
+        harness.write_report(options, os.path.join(directory, "options.json"), overwrite=True)
         return harness.printed_json(["-c", _TRAINING_RUN, directory, str(steps), BENCH], "The training run",
                                     dict(os.environ, KERAS_BACKEND=backend))
 

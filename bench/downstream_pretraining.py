@@ -19,6 +19,7 @@ import sys
 import time
 
 import downstream_data
+import harness
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ARCHITECTURE = {
@@ -93,8 +94,7 @@ def pretrained_models(work_dir, epochs, gcide, task_sentences):
             _run("build_vocab.py", "--train_prefix", train_glob, "--vocab_file", vocab, "--min_count", MIN_COUNT)
             shutil.rmtree(save_dir, ignore_errors=True)
             options_file = os.path.join(work_dir, "pretrain_options.json")
-            with open(options_file, "w") as f:
-                json.dump({**ARCHITECTURE, **SETTINGS, "n_epochs": n}, f, indent=1)
+            harness.write_report({**ARCHITECTURE, **SETTINGS, "n_epochs": n}, options_file, overwrite=True)
             _run("train_elmo.py", "--train_prefix", train_glob, "--vocab_file", vocab, "--save_dir", save_dir,
                  "--options_file", options_file)
         _dump_and_record(save_dir, models[n], corpus, started,
@@ -146,8 +146,8 @@ def _dump_and_record(save_dir, model_dir, corpus, started, record):
     out = _run("run_test.py", "--test_prefix", os.path.join(corpus, "heldout", "heldout.txt"), "--vocab_file",
                os.path.join(corpus, "vocab.txt"), "--save_dir", save_dir, "--start", "warm")
     perplexity = float(re.findall(r"AVERAGE PERPLEXITY = ([\d.]+)", out)[-1])
-    with open(os.path.join(model_dir, "pretraining.json"), "w") as f:
-        json.dump({**record, "train_seconds": round(seconds), "heldout_perplexity": perplexity}, f, indent=1)
+    harness.write_report({**record, "train_seconds": round(seconds), "heldout_perplexity": perplexity},
+                         os.path.join(model_dir, "pretraining.json"), overwrite=True)
     print(f"Pretrained {os.path.basename(model_dir)} ({seconds / 60:.0f} min more): held-out perplexity "
           f"{perplexity:.1f}", flush=True)
 
