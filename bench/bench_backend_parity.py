@@ -28,7 +28,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import harness  # noqa: E402
-from machine import cpu_summary, machine_line  # noqa: E402
+from machine import clocked, cpu_summary, machine_line  # noqa: E402
 from real_text import write_gcide_shards  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -120,13 +120,12 @@ def main():
                    "--seed", str(args.seed), "--checkpoint_every", str(args.steps), "--heldout_every", str(args.steps)]
         if args.batch_size:
             command += ["--batch_size", str(args.batch_size)]
-        started = time.perf_counter()
-        output = _run(command, backend, save_dir + ".log")
+        output, seconds = clocked(lambda: _run(command, backend, save_dir + ".log"))
         perplexities = PERPLEXITY.findall(output)
         speeds = SPEED.findall(output)
         runs[backend] = {"heldout_perplexity": float(perplexities[-1]) if perplexities else None,
                          "tokens_per_second": float(speeds[-1].replace(",", "")) if speeds else None,
-                         "seconds": round(time.perf_counter() - started, 1), "log": save_dir + ".log"}
+                         "seconds": round(seconds, 1), "log": save_dir + ".log"}
         print(f"{backend}: held-out perplexity {runs[backend]['heldout_perplexity']}, "
               f"{runs[backend]['seconds']} s", flush=True)
     report = {"machine": cpu_summary(), "size": args.size, "steps": args.steps, "seed": args.seed,

@@ -73,7 +73,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 from common import batch_rows, embedding_flops, zipf_sentences  # noqa: E402
 from harness import BACKEND_MODULES, check_output, parser, write_report  # noqa: E402
-from machine import cpu_summary, device_peak_gib, matmul_rate, peak_rss_gib  # noqa: E402
+from machine import clocked, cpu_summary, device_peak_gib, matmul_rate, peak_rss_gib  # noqa: E402
 
 # === Arguments ===
 
@@ -179,11 +179,9 @@ def measure(args, library):
         max_characters = json.load(f)["char_cnn"]["max_characters_per_token"]
     with open(os.path.join(args.work, "sentences.json")) as f:
         sentences = json.load(f)
-    start = time.perf_counter()
-    model = bilm.BidirectionalLanguageModel(os.path.join(model_dir, "options.json"),
-                                            os.path.join(model_dir, "weights.hdf5"), stateful=False,
-                                            start="zeros", token_cache_size=0 if args.no_token_cache else 50_000)
-    load_seconds = time.perf_counter() - start
+    model, load_seconds = clocked(lambda: bilm.BidirectionalLanguageModel(
+        os.path.join(model_dir, "options.json"), os.path.join(model_dir, "weights.hdf5"), stateful=False,
+        start="zeros", token_cache_size=0 if args.no_token_cache else 50_000))
     rss_after_load = peak_rss_gib()
     batcher = bilm.Batcher(None, max_characters)
 

@@ -35,7 +35,6 @@ of other sentences from the same distribution warms it up first.
 import os
 import sys
 import tempfile
-import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -49,7 +48,7 @@ from common import (  # noqa: E402
     roofline_seconds,
 )
 from harness import per_config  # noqa: E402
-from machine import matmul_rate, peak_rss_gib  # noqa: E402
+from machine import clocked, matmul_rate, peak_rss_gib  # noqa: E402
 
 MODIFIERS = ("bfloat16", "bulk", "uncached", "xla")
 DEFAULT_CONFIGS = [f"{size}{modifiers}" for size in ("small", "original")
@@ -102,9 +101,7 @@ def run_one(config, args):
     model(batcher.batch_sentences(warm_up))["lm_embeddings"].numpy()  # trace and warm up
     cache = model.token_cache
     misses = 0 if cache is None else cache.misses
-    start = time.perf_counter()
-    outputs = embed(model, batches)
-    elapsed = time.perf_counter() - start
+    outputs, elapsed = clocked(lambda: embed(model, batches))
     peak = peak_rss_gib()
     tokens = sum(len(s) for s in sentences)
     encoded = sum(batch_rows(options, group)[1] for group in groups) if cache is None else cache.misses - misses

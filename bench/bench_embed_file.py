@@ -34,7 +34,7 @@ from harness import per_config  # noqa: E402
 def run_one(size, args):
     n_sentences, batch_size = args.sentences, args.batch_size
     from common import zipf_sentences
-    from machine import peak_rss_gib
+    from machine import clocked, peak_rss_gib
 
     from bilm.export.sentence_embeddings import embed_file
     from bilm.io.formats.sentence_files import length_sorted_batches
@@ -77,18 +77,12 @@ def run_one(size, args):
         del model
 
         output_file = os.path.join(directory, "elmo.hdf5")
-        start = time.perf_counter()
-        embed_file(input_file, output_file, options_file, weight_file, output_format="all",
-                   batch_size=batch_size, verbose=0)
-        file_seconds = time.perf_counter() - start
+        _, file_seconds = clocked(lambda: embed_file(input_file, output_file, options_file, weight_file,
+                                                     output_format="all", batch_size=batch_size, verbose=0))
         file_peak = peak_rss_gib()
 
-        start = time.perf_counter()
-        elmo = ELMo(options_file, weight_file)
-        elmo_load_seconds = time.perf_counter() - start
-        start = time.perf_counter()
-        vectors = elmo.embed(sentences, layers="all", batch_size=batch_size, verbose=0)
-        elmo_seconds = time.perf_counter() - start
+        elmo, elmo_load_seconds = clocked(lambda: ELMo(options_file, weight_file))
+        vectors, elmo_seconds = clocked(lambda: elmo.embed(sentences, layers="all", batch_size=batch_size, verbose=0))
         n_tokens = sum(len(s) for s in sentences)
         assert sum(v.shape[1] for v in vectors) == n_tokens
         return {

@@ -56,7 +56,7 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from common import layer_deviations, random_model, timed_steps, zipf_sentences  # noqa: E402
-from machine import device_peak_gib  # noqa: E402
+from machine import clocked, device_peak_gib  # noqa: E402
 
 import bilm  # noqa: E402
 from bilm.commands.devices import describe_devices, set_numerics  # noqa: E402
@@ -279,9 +279,7 @@ def time_embedding(table, model_dir, size, embed_batches, length, on_gpu):
                        verbose=0)
             sentences = fixed_length_sentences(batch_size * n_batches, length, seed=2)
             reset_gpu_peak(on_gpu)
-            start = time.perf_counter()
-            elmo.embed(sentences, layers="all", batch_size=batch_size, verbose=0)
-            seconds = time.perf_counter() - start
+            _, seconds = clocked(lambda: elmo.embed(sentences, layers="all", batch_size=batch_size, verbose=0))
             rate = len(sentences) * length / seconds
             table.timing(name, f"{rate:,.0f} tokens/sec ({len(sentences)} sentences of {length} tokens, "
                                f"{seconds:.2f} s{gpu_peak(on_gpu)})", value=rate)

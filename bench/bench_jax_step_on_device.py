@@ -36,7 +36,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
-from machine import machine_line  # noqa: E402
+from machine import clocked, machine_line  # noqa: E402
 
 from bilm.commands import set_numerics  # noqa: E402
 from bilm.presets import training_options  # noqa: E402
@@ -128,12 +128,10 @@ def main(argv=None):
     runs = (("device", on_device, start), ("device again", on_device, start), ("cpu", on_cpu, start),
             ("cpu, start nudged", on_cpu, nudged(start)))
     for name, step, first in runs:
-        started = time.perf_counter()
-        results[name] = run_steps(step, first, batches)
+        results[name], seconds = clocked(lambda: run_steps(step, first, batches))
         losses = ", ".join(f"{figures['loss']:.6f}" for figures in results[name][0])
         compiles = "the first step compiles" if name in ("device", "cpu") else "compiled before"
-        print(f"{name}: {args.steps} steps in {time.perf_counter() - started:.1f} s ({compiles}); losses {losses}",
-              flush=True)
+        print(f"{name}: {args.steps} steps in {seconds:.1f} s ({compiles}); losses {losses}", flush=True)
 
     checks = []
     (device_figures, device_state), (cpu_figures, cpu_state) = results["device"], results["cpu"]

@@ -94,7 +94,7 @@ from common import (  # noqa: E402
     roofline_seconds,
     rows_per_step,
 )
-from machine import best_seconds, machine_line, matmul_rate, peak_rss_gib  # noqa: E402
+from machine import best_seconds, clocked, machine_line, matmul_rate, peak_rss_gib  # noqa: E402
 
 DEFAULT_CONFIGS = "original,bilm,bilm:bfloat16"
 MODIFIERS = ("bfloat16", "1thread")
@@ -251,9 +251,7 @@ def run_one(args):
     embed(batch_sentences(warm_up))
     timer = instrument(model) if args.profile and model is not None else None
     busy_before, own_before = cpu_seconds()
-    start = time.perf_counter()
-    outputs = [embed(ids) for ids in batches]
-    elapsed = time.perf_counter() - start
+    outputs, elapsed = clocked(lambda: [embed(ids) for ids in batches])
     busy_after, own_after = cpu_seconds()
     peak = peak_rss_gib()
     np.save(os.path.join(args.work_dir, f"first_batch_{re.sub(r'[^a-z0-9]+', '_', args.one)}.npy"), outputs[0])
@@ -263,10 +261,7 @@ def run_one(args):
               "own_cpu_seconds": own_after - own_before,
               "others_cpu_seconds": max(0.0, (busy_after - busy_before) - (own_after - own_before))}
     if args.profile and model is None:
-        start = time.perf_counter()
-        for ids in batches:
-            encode_tokens(ids)
-        result["parts"] = {"token_encoder": time.perf_counter() - start}
+        result["parts"] = {"token_encoder": clocked(lambda: [encode_tokens(ids) for ids in batches])[1]}
     if timer:
         with open(model_files(args.work_dir)[0]) as f:
             options = json.load(f)

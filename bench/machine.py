@@ -1,8 +1,8 @@
 """The machine a bench figure comes from, printed with the figure, so that figures from two machines are never read as
 one machine's: the CPU's model, its cores and which of the instruction sets bilm's speed depends on it has, its
 matmul rate for float32 and bfloat16 kernels (the bound the benches' fractions are of) and a process's peak memory,
-on the host and on a GPU; and the clock a bench times a call with (`best_seconds`). Reads /proc/cpuinfo and times
-NumPy's BLAS; imports neither bilm nor a backend but in `device_peak_gib` and bfloat16's `matmul_rate`
+on the host and on a GPU; and the clock a bench times a call with (`clocked`, `best_seconds`). Reads /proc/cpuinfo
+and times NumPy's BLAS; imports neither bilm nor a backend but in `device_peak_gib` and bfloat16's `matmul_rate`
 (bench_backends.py's parent process runs where only JAX or PyTorch is installed)."""
 import os
 import platform
@@ -45,6 +45,13 @@ def cpu_summary():
 def machine_line():
     """`"machine: " + cpu_summary()`, the line each bench prints before its figures."""
     return f"machine: {cpu_summary()}"
+
+
+def clocked(function):
+    """`(function(), the seconds it took)`: one call on the clock, nothing untimed before it."""
+    start = time.perf_counter()
+    result = function()
+    return result, time.perf_counter() - start
 
 
 def best_seconds(function, repeats=1, trials=1):
