@@ -79,6 +79,7 @@ import os
 import sys
 import tempfile
 import time
+from unittest import mock
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -248,7 +249,6 @@ def heldout_losses(lm, heldout, training_states, rows=256):
     return {"zeros": zeros, "training states": list(totals / n_batches)}
 
 
-@contextlib.contextmanager
 def recurrent_kernels_copied_from_input_kernels():
     """ABLATION (recipe shared_lstm_init): inside the block, every
     ProjectedLSTM built starts with W_h equal to W_x's first rows, as
@@ -263,11 +263,7 @@ def recurrent_kernels_copied_from_input_kernels():
         kernel = np.resize(input_kernel.ravel(), rows * input_kernel.shape[1]).reshape(rows, -1)
         self.recurrent_kernel.assign(kernel)
 
-    ProjectedLSTM.build = shared_build
-    try:
-        yield
-    finally:
-        ProjectedLSTM.build = build
+    return mock.patch.object(ProjectedLSTM, "build", shared_build)
 
 
 RECIPES = ("bilm", "adam", "shared_lstm_init", "twin_backward")

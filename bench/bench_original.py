@@ -78,7 +78,6 @@ import re
 import subprocess
 import sys
 import tempfile
-import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -88,6 +87,7 @@ sys.path.insert(0, BENCH_DIR)
 import harness  # noqa: E402
 import numpy as np  # noqa: E402
 from common import (  # noqa: E402
+    PartTimer,
     encoder_flops_per_token,
     memory_read_bandwidth,
     recurrent_matmul_floor,
@@ -187,24 +187,6 @@ def run_bilm(args, modifiers):
                                        kernel_dtype="bfloat16" if "bfloat16" in modifiers else "float32")
     batcher = Batcher(None, MAX_CHARACTERS_PER_TOKEN)
     return (lambda ids: model(ids)["lm_embeddings"].numpy()), batcher.batch_sentences, model, None
-
-
-class PartTimer:
-    """Wraps callables to add up the seconds spent in each from now on."""
-
-    def __init__(self):
-        self.seconds = {}
-
-    def wrap(self, name, function):
-        self.seconds[name] = 0.0
-
-        def timed(*args, **kwargs):
-            start = time.perf_counter()
-            try:
-                return function(*args, **kwargs)
-            finally:
-                self.seconds[name] += time.perf_counter() - start
-        return timed
 
 
 def instrument(model):

@@ -34,28 +34,20 @@ import bilm
 import bilm.training.run.loop  # what the steps' clock patches, in the import's time
 imported = time.perf_counter()
 sys.path.insert(0, sys.argv[3])
-from common import timed_steps
+from common import PartTimer, timed_steps
 
 directory, steps = sys.argv[1], int(sys.argv[2])
-marks = {"imported": imported - start}
+marks, timer = {"imported": imported - start}, PartTimer()
 
 def time_the_boundary_state(run):
-    measure = run.measure_boundary_state
-
-    def timed_measure(data):
-        begun = time.perf_counter()
-        try:
-            return measure(data)
-        finally:
-            marks["boundary_state"] = time.perf_counter() - begun
-
-    run.measure_boundary_state = timed_measure
+    run.measure_boundary_state = timer.wrap("boundary_state", run.measure_boundary_state)
 
 train_file, vocab_file = os.path.join(directory, "train.txt"), os.path.join(directory, "vocab.txt")
 with timed_steps(time_the_boundary_state) as timed:
     bilm.training.train_from_files(train_file, vocab_file, os.path.join(directory, "run"),
                                    os.path.join(directory, "options.json"), max_steps=steps, verbose=0)
 ended = time.perf_counter()
+marks.update(timer.seconds)
 marks["set_up"] = timed[0]["begun"] - start - marks["imported"]
 marks["first_step"] = timed[0]["ended"] - timed[0]["begun"]
 marks["other_steps"] = sum(step["ended"] - step["begun"] for step in timed[1:])

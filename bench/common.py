@@ -1,10 +1,11 @@
 """What the benches measure with: the biLM's FLOP counts (from an options dict, as options.json holds it, or
 bilm's `Options`), the recurrent matmuls' floors (NumPy; the packed one TensorFlow, imported by it alone), the
 relative deviation of vectors from a reference's, a random model, a synthetic training corpus and synthetic
-sentences, and the clock of training's steps (`timed_steps`)."""
+sentences, and the clocks of training's steps (`timed_steps`) and of a function's calls (`PartTimer`)."""
 import contextlib
 import os
 import time
+from unittest import mock
 
 import numpy as np
 from machine import best_seconds
@@ -315,8 +316,23 @@ def timed_steps(on_start=None, before_step=None, keep_batches=False):
 
         return run_steps(run, timed_step, *args, **kwargs)
 
-    loop.run_steps = timed_run_steps
-    try:
+    with mock.patch.object(loop, "run_steps", timed_run_steps):
         yield steps
-    finally:
-        loop.run_steps = run_steps
+
+
+class PartTimer:
+    """Wraps callables to add up the seconds spent in each from now on."""
+
+    def __init__(self):
+        self.seconds = {}
+
+    def wrap(self, name, function):
+        self.seconds[name] = 0.0
+
+        def timed(*args, **kwargs):
+            start = time.perf_counter()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                self.seconds[name] += time.perf_counter() - start
+        return timed
