@@ -37,17 +37,12 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import harness  # noqa: E402
 import numpy as np  # noqa: E402
+from common import REFERENCE_MODEL as ARCHITECTURE  # noqa: E402
 
 import bilm  # noqa: E402
 from bilm.training import build_vocab, dump_weights, evaluate_from_files, train_from_files  # noqa: E402
 from bilm.training.tensorflow import softmax_init, training_run  # noqa: E402
 
-ARCHITECTURE = {
-    "lstm": {"dim": 256, "projection_dim": 64, "n_layers": 2, "cell_clip": 3, "proj_clip": 3,
-             "use_skip_connections": True},
-    "char_cnn": {"activation": "relu", "embedding": {"dim": 16}, "filters": [[1, 32], [2, 32], [3, 64], [4, 128]],
-                 "max_characters_per_token": 50, "n_characters": 261, "n_highway": 1},
-}
 SETTINGS = {"batch_size": 32, "unroll_steps": 20, "n_negative_samples_batch": 256, "dropout": 0.1,
             "learning_rate": 0.2, "n_epochs": 100}
 

@@ -88,6 +88,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
+from common import REFERENCE_MODEL  # noqa: E402
 
 from bilm.layers.projected_lstm import ProjectedLSTM  # noqa: E402
 from bilm.training.data.lm_dataset import LMDataset  # noqa: E402
@@ -270,14 +271,12 @@ RECIPES = ("bilm", "adam", "shared_lstm_init", "twin_backward")
 
 
 def small_options(args, n_tokens_vocab):
-    """The configuration of docs/learning_parity.md: a small char CNN, 2 LSTM layers."""
+    """The configuration of docs/learning_parity.md: the benches' reference biLM (`common.REFERENCE_MODEL`),
+    its LSTM's sizes from the flags."""
     return {
         "bidirectional": True,
-        "char_cnn": {"activation": "relu", "embedding": {"dim": 16},
-                     "filters": [[1, 32], [2, 32], [3, 64], [4, 128]],
-                     "max_characters_per_token": 50, "n_characters": 261, "n_highway": 1},
-        "lstm": {"cell_clip": 3, "dim": args.lstm_dim, "n_layers": 2, "proj_clip": 3,
-                 "projection_dim": args.projection_dim, "use_skip_connections": True},
+        "char_cnn": REFERENCE_MODEL["char_cnn"],
+        "lstm": {**REFERENCE_MODEL["lstm"], "dim": args.lstm_dim, "projection_dim": args.projection_dim},
         "dropout": args.dropout,
         "all_clip_norm_val": 10.0,
         "learning_rate": 0.2,

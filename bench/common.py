@@ -72,6 +72,14 @@ def recurrent_matmul_floor(options, groups, kernel_dtype="float32"):
         for group in groups)
 
 
+# The benches' small character biLM (bench_adapt, bench_learning, bench_downstream's pretraining): a char CNN of 256
+# filters and one highway layer under two LSTM layers of 256 cells projected to 64 (ELMo vectors 128 wide).
+REFERENCE_MODEL = {
+    "lstm": {"dim": 256, "projection_dim": 64, "n_layers": 2, "cell_clip": 3, "proj_clip": 3,
+             "use_skip_connections": True},
+    "char_cnn": {"activation": "relu", "embedding": {"dim": 16}, "filters": [[1, 32], [2, 32], [3, 64], [4, 128]],
+                 "max_characters_per_token": 50, "n_characters": 261, "n_highway": 1},
+}
 # Bytes a kernel weight of each `kernel_dtype` takes.
 KERNEL_ITEMSIZE = {"float32": 4, "bfloat16": 2, "float16": 2, "int8": 1}
 

@@ -20,15 +20,12 @@ import time
 
 import downstream_data
 import harness
+from common import REFERENCE_MODEL
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-ARCHITECTURE = {
-    "lstm": {"dim": 256, "projection_dim": 64, "n_layers": 2, "cell_clip": 3, "proj_clip": 3,
-             "use_skip_connections": True},
-    "char_cnn": {"activation": "relu", "embedding": {"dim": 16},
-                 "filters": [[1, 32], [2, 32], [3, 64], [4, 128], [5, 128]],
-                 "max_characters_per_token": 50, "n_characters": 261, "n_highway": 1},
-}
+# The benches' reference biLM with 128 more filters, of width 5.
+ARCHITECTURE = {"lstm": REFERENCE_MODEL["lstm"], "char_cnn": {
+    **REFERENCE_MODEL["char_cnn"], "filters": [*REFERENCE_MODEL["char_cnn"]["filters"], [5, 128]]}}
 SETTINGS = {"batch_size": 64, "unroll_steps": 20, "n_negative_samples_batch": 1024, "dropout": 0.1,
             "optimizer": "adam", "learning_rate": 0.002, "all_clip_norm_val": 10.0}
 MIN_COUNT = 3
