@@ -47,3 +47,14 @@ def test_philox_counter_carries_into_its_high_words():
     carried = torch_random.philox_words(key, torch.tensor([0, 0, 10, 0]), (4,)).numpy()
     np.testing.assert_array_equal(words[4:], carried)
     assert not np.array_equal(words[:4], carried)
+
+
+@pytest.mark.parametrize("counter", [[0, 0, 0, 0], [0xFFFFFFF0, 0xFFFFFFFF, 0xFFFFFFFF, 7], [123, 4, 5, 6]])
+def test_the_native_words_on_a_cpu_are_the_words_of_the_ops_a_gpu_runs(counter):
+    # On a CPU `philox_words` is bilm's native kernel; on a GPU PyTorch's ops: the same words, carries included.
+    key = torch.tensor([0x3EC8F720, 0xFFFFFFFF])
+    for shape in [(1,), (4,), (7, 3), (1001,)]:
+        native = torch_random.philox_words(key, torch.tensor(counter), shape)
+        by_ops = torch_random.philox_words_by_ops(key, torch.tensor(counter), shape)
+        assert native.dtype == by_ops.dtype == torch.int64 and native.shape == by_ops.shape == shape
+        np.testing.assert_array_equal(native.numpy(), by_ops.numpy())

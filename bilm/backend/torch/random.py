@@ -5,9 +5,12 @@ own numbers with PyTorch's tensors: the Philox-4x32-10 stream of
 `tf.random.stateless_uniform` and `tf.nn.experimental.stateless_dropout`,
 with the key and counter TensorFlow derives from a seed. PyTorch's uint32
 has no addition, shifts or comparisons, so the 32-bit words are held in
-int64 tensors and masked to 32 bits: an int64 product wraps modulo 2^64,
-which keeps its low 32 bits right, and the high 32 bits of a product come
-from 16-bit halves, whose partial products fit.
+int64 tensors and masked to 32 bits: an int64 product holds the 64 bits of
+the unsigned product (two's complement wraps past 2^63 to the same bits),
+so a shift and a mask read its high and low words. On a CPU the stream's
+words come from bilm's native kernel instead
+(`bilm.ops.native.portable_kernels.philox_words`), the same words without
+an op per round.
 
 A seed is TensorFlow's int64 `(2,)` stateless seed, held as int64 `(4,)`
 32-bit words: `(word 0 low, word 0 high, word 1 low, word 1 high)`.
@@ -15,9 +18,12 @@ A seed is TensorFlow's int64 `(2,)` stateless seed, held as int64 `(4,)`
 another as `tf.random.experimental.stateless_fold_in` does with int64 and
 int32 data. Tensors are made on the seed's device.
 """
+import math
+
 import torch
 
 from bilm.backend.philox import M0, M1, ROUNDS, SCRAMBLE_KEY, W0, W1
+from bilm.ops.native import portable_kernels
 
 # A seed's shape and dtype as a network input (`build_bilm`'s `dropout_seed`): its four 32-bit words, each in an int64.
 SEED_SHAPE, SEED_DTYPE = (4,), "int64"
@@ -84,7 +90,18 @@ def key_and_counter(seed):
 
 def philox_words(key, counter, shape):
     """Philox-4x32-10 from `key` `(2,)` and the 128-bit `counter` `(4,)` (32-bit words, low first): block `i`
-    is the counter plus `i`, four words a block, the first `prod(shape)` words in `shape`."""
+    is the counter plus `i`, four words a block, the first `prod(shape)` words in `shape`. On a CPU by bilm's
+    native kernel where it is built (an op per round costs more than the rounds), else with tensors
+    (`philox_words_by_ops`): the same words."""
+    if key.device.type == "cpu" and portable_kernels.load_library() is not None:
+        size = math.prod(int(dim) for dim in shape)
+        words = portable_kernels.philox_words(key.numpy(), counter.numpy(), size)
+        return torch.from_numpy(words).reshape(tuple(int(dim) for dim in shape))
+    return philox_words_by_ops(key, counter, shape)
+
+
+def philox_words_by_ops(key, counter, shape):
+    """`philox_words` with PyTorch's ops, on the tensors' device."""
     size = 1
     for dim in shape:
         size *= int(dim)

@@ -2,7 +2,7 @@
 // CPU path, Keras's NumPy backend): lowbit_kernels.h's `Recurrence`, the
 // loop TensorFlow's BilmLstmRecurrence op runs, its `Product`, the
 // product TensorFlow's BilmLowbitMatmul op runs, and the char CNN's table
-// lookups (TensorFlow's table loop), behind a C interface that takes plain
+// lookups (TensorFlow's table loop) and Philox (TensorFlow's random numbers), behind a C interface that takes plain
 // arrays.
 // No framework's headers: it runs on OpenMP's worker threads (PyTorch's own
 // where PyTorch loaded its OpenMP runtime first, as it does on import), and
@@ -201,6 +201,35 @@ void CharMaxPooled(const int32_t* ids, int64 n, int64 columns, const float* tabl
   });
 }
 
+// `bilm_philox`: Philox-4x32-10 (the stream of TensorFlow's stateless random ops), block i from the 128-bit
+// counter plus i; each round multiplies words 0 and 2 by the multipliers and adds the increments to the key. On
+// the calling thread alone: a step's draws take about a millisecond there, and with OpenMP's threads a training
+// run on PyTorch took seven times as long (docs/performance.md).
+void Philox(const uint32_t* key, const uint32_t* counter, const uint32_t* multipliers, const uint32_t* increments,
+            int64 rounds, int64 n_words, int64_t* out) {
+  const int64 n_blocks = (n_words + 3) / 4;
+  for (int64 i = 0; i < n_blocks; ++i) {
+    // The 128-bit addition of i, a word at a time.
+    uint64_t sum = static_cast<uint64_t>(counter[0]) + static_cast<uint64_t>(i);
+    uint32_t c[4];
+    c[0] = static_cast<uint32_t>(sum);
+    for (int w = 1; w < 4; ++w) {
+      sum = static_cast<uint64_t>(counter[w]) + (sum >> 32);
+      c[w] = static_cast<uint32_t>(sum);
+    }
+    uint32_t k0 = key[0], k1 = key[1];
+    for (int64 round = 0; round < rounds; ++round) {
+      const uint64_t p0 = static_cast<uint64_t>(multipliers[0]) * c[0];
+      const uint64_t p1 = static_cast<uint64_t>(multipliers[1]) * c[2];
+      const uint32_t n0 = static_cast<uint32_t>(p1 >> 32) ^ c[1] ^ k0, n1 = static_cast<uint32_t>(p1);
+      const uint32_t n2 = static_cast<uint32_t>(p0 >> 32) ^ c[3] ^ k1, n3 = static_cast<uint32_t>(p0);
+      c[0] = n0, c[1] = n1, c[2] = n2, c[3] = n3;
+      k0 += increments[0], k1 += increments[1];
+    }
+    for (int w = 0; w < 4 && 4 * i + w < n_words; ++w) out[4 * i + w] = c[w];
+  }
+}
+
 }  // namespace
 }  // namespace bilm
 
@@ -213,7 +242,7 @@ extern "C" {
 // clip negative for none. `c` and `h` hold the sorted rows' states, the initial ones on entry and the final ones
 // on return. The kernels are float32 (`bilm_lstm_recurrence`) or bfloat16, as their bits
 // (`bilm_lstm_recurrence_bfloat16`: its products as TensorFlow's op takes a bfloat16 kernel's). Returns 0, or 1 where there was no memory. These, the two
-// products and the char convolutions are the names the library exports (it is built with -fvisibility=hidden).
+// products, the char convolutions and Philox are the names the library exports (it is built with -fvisibility=hidden).
 #define BILM_EXPORT __attribute__((visibility("default")))
 
 BILM_EXPORT int bilm_lstm_recurrence(const float* gates, const int32_t* gate_index, const float* bias,
@@ -259,6 +288,14 @@ BILM_EXPORT void bilm_char_max_pooled(const int32_t* ids, int64_t n, int64_t col
                                       const int64_t* widths, const int64_t* nums, int64_t n_filters,
                                       int64_t table_rows, float* out) {
   bilm::CharMaxPooled(ids, n, columns, tables, widths, nums, n_filters, table_rows, out);
+}
+
+// out (n_words,): the first `n_words` words of Philox with `rounds` rounds from `key` (2,) and the 128-bit
+// `counter` (4,) (low word first), the rounds' `multipliers` (2,) and key `increments` (2,), each word in an
+// int64 (as PyTorch holds them): `Philox`.
+BILM_EXPORT void bilm_philox(const uint32_t* key, const uint32_t* counter, const uint32_t* multipliers,
+                             const uint32_t* increments, int64_t rounds, int64_t n_words, int64_t* out) {
+  bilm::Philox(key, counter, multipliers, increments, rounds, n_words, out);
 }
 
 }  // extern "C"

@@ -1,6 +1,7 @@
 """bilm's CPU kernels for the backends other than TensorFlow, on NumPy arrays: the LSTM recurrence of
 TensorFlow's `BilmLstmRecurrence` op, the product of its `BilmLowbitMatmul` (`lowbit_kernels.h`) and the char
-CNN's table lookups (`char_max_pooled`, the sums of TensorFlow's table loop), built
+CNN's table lookups (`char_max_pooled`, the sums of TensorFlow's table loop) and the words of TensorFlow's
+random numbers (`philox_words`), built
 without TensorFlow as `portable_kernels.cc` (once per machine, cached as TensorFlow's op library is:
 `bilm.ops.native.build`) and called through `ctypes` on the arrays' memory. A whole recurrence is one call: no
 per-step dispatch of a dozen small ops, and each step's products stream the kernels once for all its rows.
@@ -16,6 +17,7 @@ import warnings
 
 import numpy as np
 
+from bilm.backend.philox import M0, M1, ROUNDS, W0, W1
 from bilm.ops.native.build import BUILD_FLAGS, BuildError, compile_cached, source_path
 
 SOURCE = "portable_kernels.cc"
@@ -53,6 +55,8 @@ def _load():
         recurrence.restype = product.restype = ctypes.c_int
     library.bilm_char_max_pooled.argtypes = [pointer, int64, int64, pointer, pointer, pointer, int64, int64, pointer]
     library.bilm_char_max_pooled.restype = None
+    library.bilm_philox.argtypes = [pointer, pointer, pointer, pointer, int64, int64, pointer]
+    library.bilm_philox.restype = None
     return library
 
 
@@ -144,6 +148,18 @@ def char_max_pooled(char_ids, tables):
     load_library().bilm_char_max_pooled(ids.ctypes.data, n_tokens, columns, tables.values.ctypes.data,
                                         tables.widths.ctypes.data, tables.nums.ctypes.data, len(tables.widths),
                                         tables.rows, out.ctypes.data)
+    return out
+
+
+def philox_words(key, counter, n_words):
+    """The first `n_words` 32-bit words (int64 NumPy `(n_words,)`) of TensorFlow's Philox-4x32-10 stream from
+    `key` `(2,)` and the 128-bit `counter` `(4,)` (32-bit words, low first; any integer arrays), block i from the
+    counter plus i, by the library (`load_library()` not None): as `bilm.backend.torch.random.philox_words`
+    computes them with tensors, without an op per round."""
+    words = [np.ascontiguousarray(np.asarray(x, np.int64) & 0xFFFFFFFF, np.uint32)
+             for x in (key, counter, (M0, M1), (W0, W1))]
+    out = np.empty(n_words, np.int64)
+    load_library().bilm_philox(*(x.ctypes.data for x in words), ROUNDS, n_words, out.ctypes.data)
     return out
 
 
