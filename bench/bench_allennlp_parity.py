@@ -28,7 +28,7 @@ os.environ.setdefault("KERAS_BACKEND", "torch")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import harness  # noqa: E402
-from common import random_model  # noqa: E402
+from common import model_files, random_model  # noqa: E402
 from real_text import spread_sentences  # noqa: E402
 from wheels import wheel_folder  # noqa: E402
 
@@ -106,8 +106,7 @@ def main():
     from bilm.compat import allennlp as compat
 
     original = allennlp_elmo_module(args.cache_dir)
-    model_dir = random_model(args.cache_dir, args.size)
-    files = os.path.join(model_dir, "options.json"), os.path.join(model_dir, "weights.hdf5")
+    files = model_files(random_model(args.cache_dir, args.size))
     sentences = spread_sentences(args.sentences, max_tokens=30)
     batches = [sentences[i:i + args.batch_size] for i in range(0, len(sentences), args.batch_size)]
     same_ids = all(torch.equal(original.batch_to_ids(batch), compat.batch_to_ids(batch)) for batch in batches)

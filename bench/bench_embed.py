@@ -61,22 +61,19 @@ def embed(model, batches):
 
 def run_one(config, args):
     n_sentences, batch_size = args.sentences, args.batch_size
-    from common import zipf_sentences
+    from common import model_files, random_model, zipf_sentences
 
     from bilm import Batcher, BidirectionalLanguageModel, load_options
     from bilm.io.formats.sentence_files import length_sorted_batches
     from bilm.layers.projected_lstm import ProjectedLSTM
-    from bilm.models.random_weights import write_random_model
     from bilm.ops.lowbit_matmul import inference_products
-    from bilm.presets import get_preset
 
     preset, *modifiers = config.split(":")
     unknown = set(modifiers) - set(MODIFIERS)
     if unknown:
         raise ValueError(f"{config}: unknown modifiers {sorted(unknown)}; expected some of {MODIFIERS}")
     kernel_dtype = "bfloat16" if "bfloat16" in modifiers else "float32"
-    directory = tempfile.mkdtemp(prefix=f"bench_{preset}_")
-    options_file, weight_file = write_random_model(directory, get_preset(preset), seed=0)
+    options_file, weight_file = model_files(random_model(tempfile.mkdtemp(prefix=f"bench_{preset}_"), preset))
     options = load_options(options_file)
     cache_size = 0 if "uncached" in modifiers else 50_000
 

@@ -33,21 +33,19 @@ from harness import per_config  # noqa: E402
 
 def run_one(size, args):
     n_sentences, batch_size = args.sentences, args.batch_size
-    from common import zipf_sentences
+    from common import model_files, random_model, zipf_sentences
     from machine import clocked, peak_rss_gib
 
     from bilm.export.sentence_embeddings import embed_file
     from bilm.io.formats.sentence_files import length_sorted_batches
     from bilm.models.bidirectional_lm import BidirectionalLanguageModel
-    from bilm.models.random_weights import write_random_model
     from bilm.options import load_options
-    from bilm.presets import get_preset
     from bilm.pretrained import ELMo
     from bilm.text.batching import Batcher
 
     directory = tempfile.mkdtemp(prefix=f"bench_embed_file_{size}_")
     try:
-        options_file, weight_file = write_random_model(directory, get_preset(size), seed=0)
+        options_file, weight_file = model_files(random_model(directory, size))
         sentences = zipf_sentences(n_sentences)
         input_file = os.path.join(directory, "sentences.txt")
         with open(input_file, "w", encoding="utf-8") as f:

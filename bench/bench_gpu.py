@@ -55,7 +55,7 @@ import harness  # noqa: E402
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
-from common import layer_deviations, random_model, timed_steps, zipf_sentences  # noqa: E402
+from common import layer_deviations, model_files, random_model, timed_steps, zipf_sentences  # noqa: E402
 from machine import clocked, device_peak_gib  # noqa: E402
 
 import bilm  # noqa: E402
@@ -228,8 +228,7 @@ def max_relative_deviation(got, want):
 
 def check_keras(table, model_dir, size, on_gpu):
     """The tagger of README's "ELMo inside a Keras model", on string tokens and on char ids."""
-    options_file = os.path.join(model_dir, "options.json")
-    weight_file = os.path.join(model_dir, "weights.hdf5")
+    options_file, weight_file = model_files(model_dir)
     max_chars = bilm.load_options(options_file).char_cnn.max_characters_per_token
     sentences = [["The", "cat", "sat"], ["Hi"]]
     for input_kind in ("string tokens", "Batcher char ids"):

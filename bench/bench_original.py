@@ -90,6 +90,7 @@ from common import (  # noqa: E402
     PartTimer,
     encoder_flops_per_token,
     memory_read_bandwidth,
+    model_files,
     recurrent_matmul_floor,
     roofline_seconds,
     rows_per_step,
@@ -111,10 +112,6 @@ def choose_sentences(n_sentences, batch_size):
     if len(chosen) < batch_size + n_sentences:
         sys.exit(f"GCIDE gave only {len(chosen)} sentences; ask for fewer than {n_sentences}.")
     return chosen[:batch_size], chosen[batch_size:]
-
-
-def model_files(work_dir):
-    return os.path.join(work_dir, "options.json"), os.path.join(work_dir, "weights.hdf5")
 
 
 def prepare_model(work_dir, size):

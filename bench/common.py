@@ -175,6 +175,11 @@ def random_model(directory, size, weights="weights.hdf5"):
     return folder
 
 
+def model_files(folder):
+    """`(options file, weight file)` of the model in `folder` (`options.json`, `weights.hdf5`)."""
+    return os.path.join(folder, "options.json"), os.path.join(folder, "weights.hdf5")
+
+
 def _as_dict(options):
     """The options dict of `options` (a dict as options.json holds it, or bilm's `Options`)."""
     return options if isinstance(options, dict) else options.to_dict()
