@@ -26,7 +26,6 @@ later run only when it was pretrained with the same steps, corpus size and
 options (`pretraining.json` beside it); otherwise it is trained again.
 """
 import functools
-import json
 import os
 import shutil
 import sys
@@ -181,10 +180,8 @@ def pretrain(paths, directory, steps, n_general, options=None, text="the general
     weights = os.path.join(model_dir, "weights.hdf5")
     record = os.path.join(model_dir, "pretraining.json")
     how = {"steps": steps, "n_general": n_general, "options": options}
-    if os.path.exists(record) and os.path.exists(weights):
-        with open(record) as f:
-            if json.load(f) == how:
-                return model_dir
+    if os.path.exists(record) and os.path.exists(weights) and harness.read_json(record) == how:
+        return model_dir
     shutil.rmtree(model_dir, ignore_errors=True)
     save_dir = os.path.join(directory, "general_ckpt")
     shutil.rmtree(save_dir, ignore_errors=True)

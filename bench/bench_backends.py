@@ -72,7 +72,7 @@ CHECK_SENTENCES = 32
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 from common import batch_rows, embedding_flops, zipf_sentences  # noqa: E402
-from harness import BACKEND_MODULES, check_output, parser, write_report  # noqa: E402
+from harness import BACKEND_MODULES, check_output, parser, read_json, write_report  # noqa: E402
 from machine import clocked, cpu_summary, device_peak_gib, matmul_rate, peak_rss_gib  # noqa: E402
 
 # === Arguments ===
@@ -114,8 +114,7 @@ def numpy_reference(work, chunk=8):
         import numpy_reference as reference
     finally:
         sys.path.remove(os.path.join(ROOT, "tests"))
-    with open(os.path.join(work, "model", "options.json")) as f:
-        options = json.load(f)
+    options = read_json(os.path.join(work, "model", "options.json"))
     weights = reference.read_weights(os.path.join(work, "model", "weights.hdf5"))
     ids = np.load(os.path.join(work, "check_ids.npy"))
     return np.concatenate([reference.bilm_forward(weights, options, ids[i:i + chunk])["lm_embeddings"]
@@ -156,8 +155,7 @@ def write_model(args):
 
     options = get_preset(args.size)
     write_random_model(os.path.join(args.work, "model"), options, seed=0)
-    with open(os.path.join(args.work, "sentences.json")) as f:
-        check = json.load(f)["timed"][:min(args.sentences, CHECK_SENTENCES)]
+    check = read_json(os.path.join(args.work, "sentences.json"))["timed"][:min(args.sentences, CHECK_SENTENCES)]
     ids = bilm.Batcher(None, options["char_cnn"]["max_characters_per_token"]).batch_sentences(check)
     np.save(os.path.join(args.work, "check_ids.npy"), ids)
     return {"written": True}
@@ -175,10 +173,8 @@ def measure(args, library):
 
     set_numerics(tf32=args.tf32)  # float32 matmuls on a GPU unless --tf32, as bin/elmo.py runs them
     model_dir = os.path.join(args.work, "model")
-    with open(os.path.join(model_dir, "options.json")) as f:
-        max_characters = json.load(f)["char_cnn"]["max_characters_per_token"]
-    with open(os.path.join(args.work, "sentences.json")) as f:
-        sentences = json.load(f)
+    max_characters = read_json(os.path.join(model_dir, "options.json"))["char_cnn"]["max_characters_per_token"]
+    sentences = read_json(os.path.join(args.work, "sentences.json"))
     model, load_seconds = clocked(lambda: bilm.BidirectionalLanguageModel(
         os.path.join(model_dir, "options.json"), os.path.join(model_dir, "weights.hdf5"), stateful=False,
         start="zeros", token_cache_size=0 if args.no_token_cache else 50_000))
@@ -301,8 +297,7 @@ class Children:
             self.running = None
         result_file = os.path.join(self.work, name + ".json")
         if code == 0 and os.path.exists(result_file):
-            with open(result_file) as f:
-                return json.load(f)
+            return read_json(result_file)
         with open(os.path.join(self.work, name + ".err"), errors="replace") as f:
             tail = f.read()[-3000:]
         lines = [line for line in tail.splitlines() if line.strip()]

@@ -220,8 +220,7 @@ def cpu_seconds():
 
 def run_one(args):
     name, *modifiers = args.one.split(":")
-    with open(os.path.join(args.work_dir, "sentences.json")) as f:
-        sentences = json.load(f)
+    sentences = harness.read_json(os.path.join(args.work_dir, "sentences.json"))
     warm_up, timed = sentences["warm_up"], sentences["timed"]
     groups = [timed[i:i + args.batch_size] for i in range(0, len(timed), args.batch_size)]
     embed, batch_sentences, model, encode_tokens = (run_original if name == "original" else run_bilm)(
@@ -242,8 +241,7 @@ def run_one(args):
     if args.profile and model is None:
         result["parts"] = {"token_encoder": clocked(lambda: [encode_tokens(ids) for ids in batches])[1]}
     if timer:
-        with open(model_files(args.work_dir)[0]) as f:
-            options = json.load(f)
+        options = harness.read_json(model_files(args.work_dir)[0])
         result["parts"] = dict(timer.seconds)
         result["recurrent_matmul_floor"] = recurrent_matmul_floor(options, groups, model.kernel_dtype)
         result["input_half_seconds"] = input_half_seconds(groups, options, model.kernel_dtype)
@@ -322,8 +320,7 @@ def describe_bounds(results, timed, batch_size, work_dir):
     """Each code's roofline on this machine, and the ratio to the original it would allow."""
     from bilm import load_options
 
-    with open(model_files(work_dir)[0]) as f:
-        options = json.load(f)
+    options = harness.read_json(model_files(work_dir)[0])
     groups = [timed[i:i + batch_size] for i in range(0, len(timed), batch_size)]
     measured = next(r for r in results.values() if "bandwidth_gb_s" in r)
     bandwidth, rate = measured["bandwidth_gb_s"] * 1e9, measured["matmul_gflops"] * 1e9

@@ -10,7 +10,6 @@ is kept in `work_dir/pretrained/epochs_<E>/` with a `pretraining.json`
 (written last) that records how it was made; a later run reuses it only
 when that record matches.
 """
-import json
 import os
 import re
 import shutil
@@ -49,8 +48,7 @@ def _run(script, *args):
 def _record(model_dir):
     path = os.path.join(model_dir, "pretraining.json")
     if os.path.exists(path) and os.path.exists(os.path.join(model_dir, "weights.hdf5")):
-        with open(path) as f:
-            return json.load(f)
+        return harness.read_json(path)
     return None
 
 

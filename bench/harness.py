@@ -157,6 +157,12 @@ def check_output(path, overwrite):
         sys.exit(f"Error: cannot write {path}: {directory} is not a directory.")
 
 
+def read_json(path):
+    """The JSON value the file `path` holds (as `write_report` writes one)."""
+    with open(path) as f:
+        return json.load(f)
+
+
 def write_report(report, path, overwrite):
     """`report` as JSON to a temporary file beside `path`, then renamed over it; a file that appeared at `path`
     while the bench ran is kept unless `overwrite`."""
