@@ -89,6 +89,7 @@ import harness  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from common import REFERENCE_MODEL  # noqa: E402
+from real_text import write_shards  # noqa: E402
 
 from bilm.layers.projected_lstm import ProjectedLSTM  # noqa: E402
 from bilm.training.data.lm_dataset import LMDataset  # noqa: E402
@@ -182,7 +183,7 @@ class HiddenClassChain:
 
 
 def write_corpus(directory, n_tokens, n_heldout, n_shards, n_words, n_classes, zipf, min_count, seed):
-    """Writes `train/shard_XX.txt`, `heldout/heldout.txt` and `vocab.txt` (bilm's
+    """Writes `train/shard_<i>.txt`, `heldout/heldout.txt` and `vocab.txt` (bilm's
     `build_vocab`, words seen fewer than `min_count` times left out); returns
     `(train glob, heldout glob, vocab file, training tokens)`."""
     chain = HiddenClassChain(n_words, n_classes, zipf, np.random.default_rng(seed))
@@ -193,13 +194,7 @@ def write_corpus(directory, n_tokens, n_heldout, n_shards, n_words, n_classes, z
         batch = chain.sentences(max(1000, (n_tokens - n_train) // 20))
         train += batch
         n_train += sum(len(line.split()) for line in batch)
-    os.makedirs(os.path.join(directory, "train"), exist_ok=True)
-    os.makedirs(os.path.join(directory, "heldout"), exist_ok=True)
-    for shard in range(n_shards):
-        with open(os.path.join(directory, "train", f"shard_{shard:02d}.txt"), "w", encoding="utf-8") as f:
-            f.write("\n".join(train[shard::n_shards]) + "\n")
-    with open(os.path.join(directory, "heldout", "heldout.txt"), "w", encoding="utf-8") as f:
-        f.write("\n".join(heldout) + "\n")
+    write_shards(directory, [(False, line) for line in train] + [(True, line) for line in heldout], n_shards)
     train_glob = os.path.join(directory, "train", "*.txt")
     vocab_file = os.path.join(directory, "vocab.txt")
     build_vocab(train_glob, vocab_file, min_count=min_count)

