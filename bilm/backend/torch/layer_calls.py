@@ -26,7 +26,8 @@ def char_cnn(layer, flat_ids, direct_up_to=0):
     """`CharCNNEncoder`'s features of `flat_ids` `(n, width)`. Where gradients are recorded (a training step):
     over the columns the rows' characters and one window of the widest filter past them reach (`needed_columns`;
     PyTorch runs eagerly, so the count may depend on the ids), max-pooled by `first_maximum_char_convolutions`.
-    Elsewhere the portable code. The same values to float32 round-off."""
+    Elsewhere on a CPU by bilm's native table lookups (`native_char_convolutions`), else the portable code. The same
+    values to float32 round-off."""
     del direct_up_to  # TensorFlow's inference path
     if not torch.is_grad_enabled():
         native = flat_ids.device.type == "cpu" and portable_kernels.load_library() is not None
@@ -38,10 +39,9 @@ def char_cnn(layer, flat_ids, direct_up_to=0):
 
 def native_char_convolutions(layer, char_ids, char_embedding, kernels):
     """`bilm.ops.char_convolutions_portable.portable_char_convolutions` of `layer`'s weights (its arguments and
-    values, to float32
-    round-off) by bilm's native table lookups (`bilm.ops.native.portable_kernels.char_max_pooled`, on the CPU
-    tensors' memory), for inference: no multiply-adds per window, and a token's values the same bytes at any
-    number of tokens beside it. The tables are made once for the weights and kept while their tensors are the
+    values, to float32 round-off) by bilm's native table lookups (`bilm.ops.native.portable_kernels.char_max_pooled`,
+    on the CPU tensors' memory), for inference: no multiply-adds per window, and a token's values the same bytes at
+    any number of tokens beside it. The tables are made once for the weights and kept while their tensors are the
     same and unchanged (a tensor's version counts its in-place changes, as Keras's `assign` makes them), for as
     long as the layer lives."""
     weights = [ops.convert_to_tensor(w) for w in (char_embedding, *kernels)]  # a variable's own tensor
