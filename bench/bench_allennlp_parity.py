@@ -94,9 +94,8 @@ def allennlp_elmo_module(cache_dir):
 
 
 def main():
-    parser = harness.parser(__doc__, size="small", sentences=64, batch_size=16,
-                            cache_dir=os.path.join(tempfile.gettempdir(), "bilm_allennlp_parity"))
-    args = parser.parse_args()
+    args = harness.parser(__doc__, size="small", sentences=64, batch_size=16,
+                          cache_dir=os.path.join(tempfile.gettempdir(), "bilm_allennlp_parity")).parse_args()
     import keras
     import numpy as np
     import torch

@@ -69,9 +69,8 @@ def write_random_model(folder, sentences, seed):
 
 
 def main():
-    parser = harness.parser(__doc__, sentences=24, batch_size=8, seed=0,
-                            cache_dir=os.path.join(tempfile.gettempdir(), "bilm_efml_parity"))
-    args = parser.parse_args()
+    args = harness.parser(__doc__, sentences=24, batch_size=8, seed=0,
+                          cache_dir=os.path.join(tempfile.gettempdir(), "bilm_efml_parity")).parse_args()
     import numpy as np
 
     # ELMoForManyLangs' package from its wheel; `overrides` only marks methods.

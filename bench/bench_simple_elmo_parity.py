@@ -45,9 +45,8 @@ np.savez(out, **results)
 
 
 def main():
-    parser = harness.parser(__doc__, size="small", sentences=48, batch_size=16,
-                            cache_dir=os.path.join(tempfile.gettempdir(), "bilm_simple_elmo_parity"))
-    args = parser.parse_args()
+    args = harness.parser(__doc__, size="small", sentences=48, batch_size=16,
+                          cache_dir=os.path.join(tempfile.gettempdir(), "bilm_simple_elmo_parity")).parse_args()
     import numpy as np
 
     from bilm.compat.simple_elmo import ElmoModel

@@ -98,12 +98,9 @@ def parser(description, **defaults):
     result = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     for name, default in defaults.items():
         spec = dict(FLAGS[name])
-        if spec.get("action") == "store_true":
-            result.add_argument(f"--{name}", **spec)
-            continue
-        if default is REQUIRED:
+        if default is REQUIRED and "action" not in spec:
             spec["required"] = True
-        elif default is not None:
+        elif default is not None and "action" not in spec:
             spec["default"] = default
             spec["help"] += f" (default: {','.join(map(str, default)) if isinstance(default, list) else default})"
         result.add_argument(f"--{name}", **spec)
