@@ -36,11 +36,6 @@ PERPLEXITY = re.compile(r"held-out perplexity ([0-9.]+)")
 SPEED = re.compile(r"([0-9,]+) tokens/sec")
 
 
-def _stop(signum, frame):
-    """SIGINT and SIGTERM, raised as `KeyboardInterrupt`: the running child is asked to save and stop (`_run`)."""
-    raise KeyboardInterrupt(signal.Signals(signum).name)
-
-
 def _run(command, backend, log_path):
     """Runs `command` with `backend`, its output into `log_path`; returns the output. Ctrl-C or SIGTERM ask the
     run to save and stop (its own SIGINT), then end this script."""
@@ -92,9 +87,7 @@ def main():
                              "2026-12-01 a seed draws the same start on every backend (bilm.layers.initializers), "
                              "before that Keras's initialisers drew other numbers on each")
     args = parser.parse_args()
-    # Handled even where the shell started this script with SIGINT ignored (a background job).
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, _stop)
+    harness.interrupt_on_signals()  # the running child is then asked to save and stop (`_run`)
     harness.check_output(args.output, args.overwrite)
     print(machine_line(), flush=True)  # the runs' seconds are this machine's
     backends = args.backends

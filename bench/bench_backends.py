@@ -72,7 +72,7 @@ CHECK_SENTENCES = 32
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 from common import batch_rows, embedding_flops, zipf_sentences  # noqa: E402
-from harness import BACKEND_MODULES, check_output, parser, read_json, write_report  # noqa: E402
+from harness import BACKEND_MODULES, check_output, interrupt_on_signals, parser, read_json, write_report  # noqa: E402
 from machine import clocked, cpu_summary, device_peak_gib, matmul_rate, peak_rss_gib  # noqa: E402
 
 # === Arguments ===
@@ -266,14 +266,6 @@ def describe_device(backend, library, tensor):
 
 
 # === The parent ===
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised as Ctrl-C's `KeyboardInterrupt` is (exit status 143)."""
-
-
-def _raise_terminated(signum, frame):
-    raise Terminated()
-
 
 class Children:
     """The child processes, one at a time; `stop` ends the running one (SIGTERM, then SIGKILL)."""
@@ -504,12 +496,11 @@ def main():
     args = parse_args()
     if args.child or args.write_model:
         return child(args)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, _raise_terminated)
+    interrupt_on_signals()  # SIGTERM as Ctrl-C: exit status 143 and 130
     try:
         status = run(args)
     except KeyboardInterrupt as stopped:
-        signum = signal.SIGTERM if isinstance(stopped, Terminated) else signal.SIGINT
+        signum = signal.Signals[stopped.args[0]] if stopped.args else signal.SIGINT
         print(f"\nStopped by {signum.name}.", file=sys.stderr)
         sys.exit(128 + signum)
     sys.exit(status)

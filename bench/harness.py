@@ -13,6 +13,7 @@ import argparse
 import functools
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -131,6 +132,17 @@ def per_config(script, measure, description, sizes, sentences, batch_size, exten
     print(machine_line(), flush=True)
     for config in args.sizes:
         yield config, printed_json([script, *sys.argv[1:], "--one", config], f"{config}: the benchmark"), args
+
+
+def interrupt_on_signals():
+    """From now on SIGINT and SIGTERM raise `KeyboardInterrupt(the signal's name)`, also where the shell started the
+    bench with SIGINT ignored (a background job)."""
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, _interrupt)
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
 def printed_json(arguments, what, env=None):
