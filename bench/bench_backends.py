@@ -274,8 +274,7 @@ class Children:
         self.work, self.args, self.running = work, args, None
 
     def run(self, name, backend, *flags):
-        env = dict(os.environ, KERAS_BACKEND=backend)
-        env.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+        env = dict(os.environ, KERAS_BACKEND=backend)  # TF_CPP_MIN_LOG_LEVEL as the harness set it
         command = [sys.executable, os.path.abspath(__file__), "--work", self.work, "--size", self.args.size,
                    "--sentences", str(self.args.sentences), *flags]
         if self.args.no_token_cache:

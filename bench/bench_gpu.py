@@ -49,7 +49,6 @@ import tempfile
 import time
 import traceback
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 import keras  # noqa: E402

@@ -20,6 +20,8 @@ import tempfile
 
 from machine import machine_line
 
+# TensorFlow's C++ logs quiet in every bench (which imports this module before TensorFlow), unless set otherwise.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 BACKEND_MODULES = {"tensorflow": "tensorflow", "jax": "jax", "torch": "torch"}
 SIZES = ("tiny", "small", "medium", "original")
 REQUIRED = object()
