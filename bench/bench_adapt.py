@@ -37,7 +37,6 @@ import harness  # noqa: E402
 import numpy as np  # noqa: E402
 from common import REFERENCE_MODEL as ARCHITECTURE  # noqa: E402
 
-import bilm  # noqa: E402
 from bilm.training import build_vocab, dump_weights, evaluate_from_files, train_from_files  # noqa: E402
 from bilm.training.tensorflow import softmax_init, training_run  # noqa: E402
 
@@ -266,5 +265,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    bilm  # imported first: TensorFlow's logs quiet
     main()

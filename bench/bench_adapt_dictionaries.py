@@ -30,7 +30,6 @@ import downstream_data  # noqa: E402
 import harness  # noqa: E402
 import real_text  # noqa: E402
 
-import bilm  # noqa: E402
 from bilm.training import build_vocab  # noqa: E402
 
 SPECIAL_CHARACTERS = ("<bos>", "<eos>", "<oov>", "<pad>", "<bow>", "<eow>")
@@ -108,5 +107,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    bilm  # imported first: TensorFlow's logs quiet
     main()
