@@ -98,7 +98,6 @@ from machine import best_seconds, clocked, machine_line, matmul_rate, peak_rss_g
 
 DEFAULT_CONFIGS = "original,bilm,bilm:bfloat16"
 MODIFIERS = ("bfloat16", "1thread")
-SEED = 0
 SENTENCE_STRIDE = 50
 MAX_CHARACTERS_PER_TOKEN = 50
 
@@ -114,21 +113,17 @@ def choose_sentences(n_sentences, batch_size):
 
 
 def prepare_model(work_dir, size):
-    """Writes the random model once (in a process of its own: bilm and TensorFlow)."""
-    marker = os.path.join(work_dir, "model_done")
-    wanted = f"{size} seed {SEED}"
-    if os.path.exists(marker) and open(marker).read() == wanted:
-        return
-    print(f"Writing a random {size}-size model to {work_dir} ...", flush=True)
-    code = ("import sys; sys.path.insert(0, sys.argv[1])\n"
-            "from bilm.models.random_weights import write_random_model\n"
-            "from bilm.presets import get_preset\n"
-            "write_random_model(sys.argv[2], get_preset(sys.argv[3]), seed=int(sys.argv[4]))\n")
-    subprocess.run([sys.executable, "-c", code, REPO_DIR, work_dir, size, str(SEED)], check=True)
+    """`work_dir/model-<size>`, the random model (`common.random_model`), written once in a process of its own
+    (bilm and TensorFlow)."""
+    folder = os.path.join(work_dir, f"model-{size}")
+    if not os.path.isdir(folder):
+        print(f"Writing a random {size}-size model to {work_dir} ...", flush=True)
+        code = ("import sys; sys.path[:0] = sys.argv[1:3]\n"
+                "from common import random_model; random_model(*sys.argv[3:])")
+        subprocess.run([sys.executable, "-c", code, BENCH_DIR, REPO_DIR, work_dir, size], check=True)
     with open(os.path.join(work_dir, "vocab.txt"), "w") as f:
         f.write("<S>\n</S>\n<UNK>\n")  # bilm-tf's Batcher reads a vocabulary; char ids need only these
-    with open(marker, "w") as f:
-        f.write(wanted)
+    return folder
 
 
 def run_original(args, modifiers):
@@ -149,7 +144,7 @@ def run_original(args, modifiers):
     sys.path.insert(0, args.bilm_tf)
     from bilm import Batcher, BidirectionalLanguageModel
 
-    options_file, weight_file = model_files(args.work_dir)
+    options_file, weight_file = model_files(os.path.join(args.work_dir, f"model-{args.size}"))
     batcher = Batcher(os.path.join(args.work_dir, "vocab.txt"), MAX_CHARACTERS_PER_TOKEN)
     ids_placeholder = tf1.placeholder("int32", shape=(None, None, MAX_CHARACTERS_PER_TOKEN))
     model = BidirectionalLanguageModel(options_file, weight_file, max_batch_size=args.batch_size)
@@ -178,7 +173,7 @@ def run_bilm(args, modifiers):
     sys.path.insert(0, REPO_DIR)
     from bilm import Batcher, BidirectionalLanguageModel
 
-    options_file, weight_file = model_files(args.work_dir)
+    options_file, weight_file = model_files(os.path.join(args.work_dir, f"model-{args.size}"))
     model = BidirectionalLanguageModel(options_file, weight_file, stateful=False, start="zeros",
                                        kernel_dtype="bfloat16" if "bfloat16" in modifiers else "float32")
     batcher = Batcher(None, MAX_CHARACTERS_PER_TOKEN)
@@ -240,7 +235,7 @@ def run_one(args):
     if args.profile and model is None:
         result["parts"] = {"token_encoder": clocked(lambda: [encode_tokens(ids) for ids in batches])[1]}
     if timer:
-        options = harness.read_json(model_files(args.work_dir)[0])
+        options = harness.read_json(model_files(os.path.join(args.work_dir, f"model-{args.size}"))[0])
         result["parts"] = dict(timer.seconds)
         result["recurrent_matmul_floor"] = recurrent_matmul_floor(options, groups, model.kernel_dtype)
         result["input_half_seconds"] = input_half_seconds(groups, options, model.kernel_dtype)
@@ -315,11 +310,11 @@ def original_roofline_seconds(timed, batch_size, options, bandwidth, rate):
     return seconds
 
 
-def describe_bounds(results, timed, batch_size, work_dir):
+def describe_bounds(results, timed, batch_size, model_dir):
     """Each code's roofline on this machine, and the ratio to the original it would allow."""
     from bilm import load_options
 
-    options = harness.read_json(model_files(work_dir)[0])
+    options = harness.read_json(model_files(model_dir)[0])
     groups = [timed[i:i + batch_size] for i in range(0, len(timed), batch_size)]
     measured = next(r for r in results.values() if "bandwidth_gb_s" in r)
     bandwidth, rate = measured["bandwidth_gb_s"] * 1e9, measured["matmul_gflops"] * 1e9
@@ -332,7 +327,7 @@ def describe_bounds(results, timed, batch_size, work_dir):
         if config.startswith("original"):
             floor, note = original_roofline_seconds(timed, batch_size, options, bandwidth, rate), ""
         else:
-            floor = roofline_seconds(load_options(model_files(work_dir)[0]), groups, result["token_cache_misses"],
+            floor = roofline_seconds(load_options(model_files(model_dir)[0]), groups, result["token_cache_misses"],
                                      2 if "bfloat16" in config else 4, bandwidth, rate)
             note = f"; at its roofline {original['seconds'] / floor:.2f}x the original as measured" if original else ""
         seconds = result["seconds"]
@@ -377,7 +372,7 @@ def main():
     warm_up, timed = choose_sentences(args.sentences, args.batch_size)
     harness.write_report({"warm_up": warm_up, "timed": timed}, os.path.join(args.work_dir, "sentences.json"),
                          overwrite=True)
-    prepare_model(args.work_dir, args.size)
+    model_dir = prepare_model(args.work_dir, args.size)
     print(machine_line())
     print(f"{args.size} size, {len(timed)} GCIDE sentences ({sum(map(len, timed))} tokens) in batches of "
           f"{args.batch_size}, every sentence from zero states", flush=True)
@@ -390,7 +385,7 @@ def main():
                 env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.path.abspath(args.tf_keras),
                                                                   env.get("PYTHONPATH")]))
         command = [__file__, "--one", config, "--bilm_tf", args.bilm_tf, "--sentences", str(args.sentences),
-                   "--batch_size", str(args.batch_size), "--work_dir", args.work_dir]
+                   "--batch_size", str(args.batch_size), "--work_dir", args.work_dir, "--size", args.size]
         command += ["--profile"] if args.profile else []
         result = results[config] = harness.printed_json(command, f"{config}:", env)
         line = (f"{config:>16}: {result['tokens_per_sec']:7.0f} tokens/sec  ({result['seconds']:.2f} s, "
@@ -407,7 +402,7 @@ def main():
         if "parts" in result:
             print(describe_profile(result), flush=True)
     if any("bandwidth_gb_s" in r for r in results.values()):
-        print(describe_bounds(results, timed, args.batch_size, args.work_dir), flush=True)
+        print(describe_bounds(results, timed, args.batch_size, model_dir), flush=True)
 
 
 if __name__ == "__main__":
