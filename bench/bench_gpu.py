@@ -259,23 +259,15 @@ def check_keras(table, model_dir, size, on_gpu):
 
 # === 4. Timings ===
 
-def fixed_length_sentences(n, length, seed):
-    """`n` sentences of exactly `length` made-up Zipfian words."""
-    words = [word for sentence in zipf_sentences(n + 1, mean_length=length, seed=seed) for word in sentence]
-    while len(words) < n * length:
-        words += words
-    return [words[i * length:(i + 1) * length] for i in range(n)]
-
-
 def time_embedding(table, model_dir, size, embed_batches, length, on_gpu):
     """`ELMo.embed` tokens/sec at each batch size, after one untimed batch (tracing)."""
     elmo = bilm.load(model_dir, start="zeros")
     for batch_size, n_batches in embed_batches.items():
         name = f"embed {size}, batch {batch_size}"
         with table.attempt(name):
-            elmo.embed(fixed_length_sentences(batch_size, length, seed=1), layers="all", batch_size=batch_size,
-                       verbose=0)
-            sentences = fixed_length_sentences(batch_size * n_batches, length, seed=2)
+            elmo.embed(zipf_sentences(batch_size, seed=1, lengths=(length, length)), layers="all",
+                       batch_size=batch_size, verbose=0)
+            sentences = zipf_sentences(batch_size * n_batches, seed=2, lengths=(length, length))
             reset_gpu_peak(on_gpu)
             _, seconds = clocked(lambda: elmo.embed(sentences, layers="all", batch_size=batch_size, verbose=0))
             rate = len(sentences) * length / seconds
