@@ -13,7 +13,6 @@ Run each format in a process of its own, as the peak is the process's.
     python bench/bench_checkpoint_save.py --size small --n_tokens_vocab 793471 --format tensorflow
 """
 import os
-import shutil
 import sys
 import tempfile
 import time
@@ -48,8 +47,7 @@ def main(argv=None):
     lstm = {key: tf.Variable(tf.zeros([args.batch_size, size])) for key, _, size in lm.state_keys}
     state_bytes = sum(variable.shape.num_elements() * variable.dtype.size
                       for variable in checkpoints._state_objects(lm, optimizer, lstm)[1].values())
-    folder = tempfile.mkdtemp(prefix="bilm-bench-save-", dir=args.work_dir)
-    try:
+    with tempfile.TemporaryDirectory(prefix="bilm-bench-save-", dir=args.work_dir) as folder:
         before = peak_rss_gib()
         started = time.perf_counter()
         if args.format == "run":
@@ -61,8 +59,6 @@ def main(argv=None):
                                        checkpoint_name="model.ckpt").save(checkpoint_number=1)
         seconds = time.perf_counter() - started
         after = peak_rss_gib()
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
     print(f"{args.size}, {args.n_tokens_vocab:,} words, {args.optimizer}, format {args.format}: state "
           f"{state_bytes / 2 ** 30:.2f} GiB; peak RSS {before:.2f} GiB before the save, {after:.2f} GiB after "
           f"(+{after - before:.2f} GiB); save {seconds:.1f} s")

@@ -21,7 +21,6 @@ small, 12 KiB/token original); it goes to a temporary folder that is removed
 afterwards.
 """
 import os
-import shutil
 import sys
 import tempfile
 import time
@@ -42,8 +41,7 @@ def run_one(size, args):
     from bilm.pretrained import ELMo
     from bilm.text.batching import Batcher
 
-    directory = tempfile.mkdtemp(prefix=f"bench_embed_file_{size}_")
-    try:
+    with tempfile.TemporaryDirectory(prefix=f"bench_embed_file_{size}_") as directory:
         options_file, weight_file = model_files(random_model(directory, size))
         sentences = zipf_sentences(n_sentences)
         input_file = os.path.join(directory, "sentences.txt")
@@ -98,8 +96,6 @@ def run_one(size, args):
             "elmo_peak_rss_gib": peak_rss_gib(),
             "output_gib": os.path.getsize(output_file) / 2 ** 30,
         }
-    finally:
-        shutil.rmtree(directory, ignore_errors=True)
 
 
 def main():
