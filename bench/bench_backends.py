@@ -71,7 +71,7 @@ import numpy as np
 CHECK_SENTENCES = 32
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
-from common import batch_rows, embedding_flops, zipf_sentences  # noqa: E402
+from common import batch_rows, embedding_flops, model_files, random_model, zipf_sentences  # noqa: E402
 from harness import BACKEND_MODULES, check_output, interrupt_on_signals, parser, read_json, write_report  # noqa: E402
 from machine import clocked, cpu_summary, device_peak_gib, matmul_rate, peak_rss_gib  # noqa: E402
 
@@ -105,7 +105,7 @@ def timed_batches(n_sentences, batch_size):
 
 # === The float64 NumPy reference ===
 
-def numpy_reference(work, chunk=8):
+def numpy_reference(work, size, chunk=8):
     """The float64 NumPy pass over the check sentences' ids, a chunk of sentences at a time: the tests'
     reference (tests/numpy_reference.py, which imports neither bilm nor a backend), `lm_embeddings` of a
     stateless biLM started from zeros."""
@@ -114,8 +114,8 @@ def numpy_reference(work, chunk=8):
         import numpy_reference as reference
     finally:
         sys.path.remove(os.path.join(ROOT, "tests"))
-    options = read_json(os.path.join(work, "model", "options.json"))
-    weights = reference.read_weights(os.path.join(work, "model", "weights.hdf5"))
+    options = read_json(os.path.join(work, f"model-{size}", "options.json"))
+    weights = reference.read_weights(os.path.join(work, f"model-{size}", "weights.hdf5"))
     ids = np.load(os.path.join(work, "check_ids.npy"))
     return np.concatenate([reference.bilm_forward(weights, options, ids[i:i + chunk])["lm_embeddings"]
                            for i in range(0, len(ids), chunk)])
@@ -150,11 +150,8 @@ def child(args):
 
 def write_model(args):
     import bilm
-    from bilm.models.random_weights import write_random_model
-    from bilm.presets import get_preset
 
-    options = get_preset(args.size)
-    write_random_model(os.path.join(args.work, "model"), options, seed=0)
+    options = read_json(model_files(random_model(args.work, args.size))[0])
     check = read_json(os.path.join(args.work, "sentences.json"))["timed"][:min(args.sentences, CHECK_SENTENCES)]
     ids = bilm.Batcher(None, options["char_cnn"]["max_characters_per_token"]).batch_sentences(check)
     np.save(os.path.join(args.work, "check_ids.npy"), ids)
@@ -172,12 +169,11 @@ def measure(args, library):
     from bilm.commands import set_numerics
 
     set_numerics(tf32=args.tf32)  # float32 matmuls on a GPU unless --tf32, as bin/elmo.py runs them
-    model_dir = os.path.join(args.work, "model")
-    max_characters = read_json(os.path.join(model_dir, "options.json"))["char_cnn"]["max_characters_per_token"]
+    model_dir = os.path.join(args.work, f"model-{args.size}")
+    max_characters = read_json(model_files(model_dir)[0])["char_cnn"]["max_characters_per_token"]
     sentences = read_json(os.path.join(args.work, "sentences.json"))
     model, load_seconds = clocked(lambda: bilm.BidirectionalLanguageModel(
-        os.path.join(model_dir, "options.json"), os.path.join(model_dir, "weights.hdf5"), stateful=False,
-        start="zeros", token_cache_size=0 if args.no_token_cache else 50_000))
+        *model_files(model_dir), stateful=False, start="zeros", token_cache_size=0 if args.no_token_cache else 50_000))
     rss_after_load = peak_rss_gib()
     batcher = bilm.Batcher(None, max_characters)
 
@@ -423,7 +419,7 @@ def add_deviations(report, work):
     outputs = {(backend, result["batch_size"]): np.load(os.path.join(work, f"{backend}_{result['batch_size']}.npy"))
                for backend, result in runs}
     try:
-        float64 = numpy_reference(work)
+        float64 = numpy_reference(work, report["size"])
         float64_error = None
     except Exception as error:  # the table still has the other figures
         float64, float64_error = None, f"{type(error).__name__}: {error}"
