@@ -41,7 +41,7 @@ marks, timer = {"imported": imported - start}, PartTimer()
 def time_the_boundary_state(run):
     run.measure_boundary_state = timer.wrap("boundary_state", run.measure_boundary_state)
 
-train_file, vocab_file = os.path.join(directory, "train.txt"), os.path.join(directory, "vocab.txt")
+train_file, vocab_file = sys.argv[4:6]
 with timed_steps(time_the_boundary_state) as timed:
     bilm.training.train_from_files(train_file, vocab_file, os.path.join(directory, "run"),
                                    os.path.join(directory, "options.json"), max_steps=steps, verbose=0)
@@ -68,11 +68,9 @@ def training_start_up(steps, backend="tensorflow"):
     options["lstm"].update(dim=64, projection_dim=16)
     options["char_cnn"]["filters"] = [[w, max(1, n // 16)] for w, n in options["char_cnn"]["filters"]]
     with tempfile.TemporaryDirectory(prefix="bench_start_up_") as directory:
-        train_file, vocab_file = write_corpus(directory, n_vocab, batch_size * unroll_steps * (steps + 4) * 4)
-        os.replace(train_file, os.path.join(directory, "train.txt"))
-        os.replace(vocab_file, os.path.join(directory, "vocab.txt"))
+        corpus = write_corpus(directory, n_vocab, batch_size * unroll_steps * (steps + 4) * 4)  # train, vocabulary
         harness.write_report(options, os.path.join(directory, "options.json"), overwrite=True)
-        return harness.printed_json(["-c", _TRAINING_RUN, directory, str(steps), BENCH], "The training run",
+        return harness.printed_json(["-c", _TRAINING_RUN, directory, str(steps), BENCH, *corpus], "The training run",
                                     dict(os.environ, KERAS_BACKEND=backend))
 
 
