@@ -419,8 +419,7 @@ def add_deviations(report, work):
     outputs = {(backend, result["batch_size"]): np.load(os.path.join(work, f"{backend}_{result['batch_size']}.npy"))
                for backend, result in runs}
     try:
-        float64 = numpy_reference(work, report["size"])
-        float64_error = None
+        float64, float64_error = numpy_reference(work, report["size"]), None
     except Exception as error:  # the table still has the other figures
         float64, float64_error = None, f"{type(error).__name__}: {error}"
     tensorflow = [key for key in outputs if key[0] == "tensorflow"]

@@ -265,8 +265,7 @@ RECIPES = ("bilm", "adam", "shared_lstm_init", "twin_backward")
 
 
 def small_options(args, n_tokens_vocab):
-    """The configuration of docs/learning_parity.md: the benches' reference biLM (`common.REFERENCE_MODEL`),
-    its LSTM's sizes from the flags."""
+    """The configuration of docs/learning_parity.md: `common.REFERENCE_MODEL`, its LSTM's sizes from the flags."""
     return {
         "bidirectional": True,
         "char_cnn": REFERENCE_MODEL["char_cnn"],

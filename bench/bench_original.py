@@ -113,8 +113,7 @@ def choose_sentences(n_sentences, batch_size):
 
 
 def prepare_model(work_dir, size):
-    """`work_dir/model-<size>`, the random model (`common.random_model`), written once in a process of its own
-    (bilm and TensorFlow)."""
+    """`work_dir/model-<size>`, the random model (`common.random_model`), written once by a process of its own."""
     folder = os.path.join(work_dir, f"model-{size}")
     if not os.path.isdir(folder):
         print(f"Writing a random {size}-size model to {work_dir} ...", flush=True)

@@ -72,8 +72,7 @@ def recurrent_matmul_floor(options, groups, kernel_dtype="float32"):
         for group in groups)
 
 
-# The benches' small character biLM (bench_adapt, bench_learning, bench_downstream's pretraining): a char CNN of 256
-# filters and one highway layer under two LSTM layers of 256 cells projected to 64 (ELMo vectors 128 wide).
+# The benches' small biLM (bench_adapt, bench_learning, bench_downstream): 256 char filters, LSTM 2 x 256 -> 64.
 REFERENCE_MODEL = {
     "lstm": {"dim": 256, "projection_dim": 64, "n_layers": 2, "cell_clip": 3, "proj_clip": 3,
              "use_skip_connections": True},
@@ -278,8 +277,7 @@ def write_corpus(directory, n_vocab, n_tokens, seed=0):
 
 def zipf_sentences(n_sentences, mean_length=25, vocab_size=20000, seed=0, lengths=None):
     """Synthetic sentences of made-up words with Zipfian frequencies, of about `mean_length` words (normal, sd 5), or
-    with `lengths=(shortest, longest)` each of a length drawn from `shortest` to `longest` (bench_backends.py's
-    sentences; `(n, n)`: all of n words)."""
+    with `lengths=(shortest, longest)` each of a length drawn from `shortest` to `longest`."""
     rng = np.random.default_rng(seed)
     letters = np.array(list(LETTERS))
     words = ["".join(rng.choice(letters, size=rng.integers(2, 11))) for _ in range(vocab_size)]

@@ -137,8 +137,7 @@ def per_config(script, measure, description, sizes, sentences, batch_size, exten
 
 
 def interrupt_on_signals():
-    """From now on SIGINT and SIGTERM raise `KeyboardInterrupt(the signal's name)`, also where the shell started the
-    bench with SIGINT ignored (a background job)."""
+    """SIGINT and SIGTERM raise `KeyboardInterrupt(the signal's name)` from now on (also in a background job)."""
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, _interrupt)
 

