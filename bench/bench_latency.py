@@ -85,73 +85,68 @@ def start_up(directory, kernel_dtype, sentence, backend=None):
 
 def run_one(config, args):
     """One configuration's figures, on a random-weight model written to a temporary directory (removed after)."""
-    with tempfile.TemporaryDirectory(prefix=f"bench_latency_{config.split(':')[0]}_") as directory:
-        return _measure(config, args.sentences, random_model(directory, config.split(":")[0]))
-
-
-def _measure(config, n_sentences, directory):
-    """`run_one` on the model in `directory`."""
     import bilm
     from bilm.ops.lowbit_matmul import inference_products
 
-    _, *dtype = config.split(":")
+    size, *dtype = config.split(":")
     kernel_dtype = dtype[0] if dtype else "float32"
-    timed = real_sentences(n_sentences)
-    warm_up = real_sentences(n_sentences, skip=n_sentences)
+    timed = real_sentences(args.sentences)
+    warm_up = real_sentences(args.sentences, skip=args.sentences)
+    with tempfile.TemporaryDirectory(prefix=f"bench_latency_{size}_") as temporary:
+        directory = random_model(temporary, size)
+        import_seconds, load_seconds, first_seconds = start_up(directory, kernel_dtype, warm_up[0])
+        elmo = bilm.load(directory, kernel_dtype=kernel_dtype)
+        elmo.embed([warm_up[0]], layers="all", verbose=0)
 
-    import_seconds, load_seconds, first_seconds = start_up(directory, kernel_dtype, warm_up[0])
-    elmo = bilm.load(directory, kernel_dtype=kernel_dtype)
-    elmo.embed([warm_up[0]], layers="all", verbose=0)
+        for sentence in warm_up:
+            elmo.embed([sentence], layers="all", verbose=0)
+        bandwidth_before = memory_read_bandwidth()
+        cache = elmo.language_model.token_cache
+        seconds, outputs, new_tokens = [], [], []
+        for sentence in timed:
+            misses = cache.misses
+            start_clock = time.perf_counter()
+            outputs.append(elmo.embed([sentence], layers="all", verbose=0)[0])
+            seconds.append(time.perf_counter() - start_clock)
+            new_tokens.append(cache.misses - misses)
 
-    for sentence in warm_up:
-        elmo.embed([sentence], layers="all", verbose=0)
-    bandwidth_before = memory_read_bandwidth()
-    cache = elmo.language_model.token_cache
-    seconds, outputs, new_tokens = [], [], []
-    for sentence in timed:
-        misses = cache.misses
-        start_clock = time.perf_counter()
-        outputs.append(elmo.embed([sentence], layers="all", verbose=0)[0])
-        seconds.append(time.perf_counter() - start_clock)
-        new_tokens.append(cache.misses - misses)
-
-    itemsize = KERNEL_ITEMSIZE[kernel_dtype]
-    per_step, per_call, encoder_bytes = kernel_bytes(elmo.options, itemsize, column_scales=kernel_dtype == "int8")
-    # A row through a kernel: 2 FLOPs a weight (a step's kernels; the input kernels, a call's less the encoder's).
-    step_flops, call_flops, encoder_flops = (2 * weights for weights in kernel_bytes(elmo.options, 1))
-    input_flops_per_row = call_flops - encoder_flops
-    # The faster of two measurements, before and after the timed calls: a moment of others' traffic must not
-    # lower the floor.
-    bandwidth = max(bandwidth_before, memory_read_bandwidth())
-    rate = matmul_rate(dtype=kernel_dtype)
-    memory_floors, floors = [], []
-    for sentence, new in zip(timed, new_tokens):
-        steps = len(sentence) + 2
-        call_bytes = per_call if new else per_call - encoder_bytes
-        memory_floors.append((per_step * steps + call_bytes) / bandwidth)
-        arithmetic = steps * input_flops_per_row + new * encoder_flops_per_token(elmo.options)
-        floors.append(steps * max(per_step / bandwidth, step_flops / rate)
-                      + max(call_bytes / bandwidth, arithmetic / rate))
-    result = {
-        "config": config,
-        "tokens": [len(s) for s in timed],
-        "new_tokens": new_tokens,
-        "import_seconds": import_seconds,
-        "load_seconds": load_seconds,
-        "first_sentence_seconds": first_seconds,
-        "seconds": seconds,
-        "floor_seconds": floors,
-        "memory_floor_seconds": memory_floors,
-        "bandwidth": bandwidth,
-        "matmul_rate": rate,
-        "bytes_per_step": per_step,
-        "products": inference_products(kernel_dtype),
-    }
-    if kernel_dtype != "float32":
-        reference = bilm.load(directory)
-        want = [reference.embed([s], layers="all", verbose=0)[0] for s in timed]
-        result["deviations"] = layer_deviations(outputs, want)
-    return result
+        itemsize = KERNEL_ITEMSIZE[kernel_dtype]
+        per_step, per_call, encoder_bytes = kernel_bytes(elmo.options, itemsize, column_scales=kernel_dtype == "int8")
+        # A row through a kernel: 2 FLOPs a weight (a step's kernels; the input kernels, a call's less the encoder's).
+        step_flops, call_flops, encoder_flops = (2 * weights for weights in kernel_bytes(elmo.options, 1))
+        input_flops_per_row = call_flops - encoder_flops
+        # The faster of two measurements, before and after the timed calls: a moment of others' traffic must not
+        # lower the floor.
+        bandwidth = max(bandwidth_before, memory_read_bandwidth())
+        rate = matmul_rate(dtype=kernel_dtype)
+        memory_floors, floors = [], []
+        for sentence, new in zip(timed, new_tokens):
+            steps = len(sentence) + 2
+            call_bytes = per_call if new else per_call - encoder_bytes
+            memory_floors.append((per_step * steps + call_bytes) / bandwidth)
+            arithmetic = steps * input_flops_per_row + new * encoder_flops_per_token(elmo.options)
+            floors.append(steps * max(per_step / bandwidth, step_flops / rate)
+                          + max(call_bytes / bandwidth, arithmetic / rate))
+        result = {
+            "config": config,
+            "tokens": [len(s) for s in timed],
+            "new_tokens": new_tokens,
+            "import_seconds": import_seconds,
+            "load_seconds": load_seconds,
+            "first_sentence_seconds": first_seconds,
+            "seconds": seconds,
+            "floor_seconds": floors,
+            "memory_floor_seconds": memory_floors,
+            "bandwidth": bandwidth,
+            "matmul_rate": rate,
+            "bytes_per_step": per_step,
+            "products": inference_products(kernel_dtype),
+        }
+        if kernel_dtype != "float32":
+            reference = bilm.load(directory)
+            want = [reference.embed([s], layers="all", verbose=0)[0] for s in timed]
+            result["deviations"] = layer_deviations(outputs, want)
+        return result
 
 
 def main():
