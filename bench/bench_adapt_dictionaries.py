@@ -44,11 +44,11 @@ def write_texts(directory, n_general):
              "new_train": os.path.join(directory, "new", "train.txt"),
              "new_heldout": os.path.join(directory, "new", "heldout.txt")}
     if not os.path.exists(paths["general_train"]):
-        downstream_data.write_sentences(paths["general_train"], real_text.spread_sentences(n_general))
+        real_text.write_sentences(paths["general_train"], real_text.spread_sentences(n_general))
     if not os.path.exists(paths["new_heldout"]):
         data, plots = downstream_data.rotten_tomatoes(os.path.join(directory, "downloads"))
-        downstream_data.write_sentences(paths["new_train"], [tokens for tokens, _ in data["train"]] + plots)
-        downstream_data.write_sentences(paths["new_heldout"], [tokens for tokens, _ in data["dev"]])
+        real_text.write_sentences(paths["new_train"], [tokens for tokens, _ in data["train"]] + plots)
+        real_text.write_sentences(paths["new_heldout"], [tokens for tokens, _ in data["dev"]])
     for name in ("general", "new"):
         paths[f"{name}_vocab"] = os.path.join(directory, name, "vocab.txt")
         if not os.path.exists(paths[f"{name}_vocab"]):

@@ -25,7 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import harness  # noqa: E402
 from common import random_model  # noqa: E402
-from real_text import spread_sentences, wheel_folder  # noqa: E402
+from real_text import spread_sentences, wheel_folder, write_sentences  # noqa: E402
 
 PACKAGES = {"simple_elmo": "simple_elmo==0.9.2", "tf_keras": "tf_keras"}
 ORIGINAL = """
@@ -54,8 +54,7 @@ def main():
     folder = random_model(args.cache_dir, args.size, weights="model.hdf5")
     sentences = spread_sentences(args.sentences, max_tokens=30)
     sentences_file = os.path.join(args.cache_dir, f"sentences-{args.sentences}.txt")
-    with open(sentences_file, "w", encoding="utf-8") as f:
-        f.writelines(" ".join(sentence) + "\n" for sentence in sentences)
+    write_sentences(sentences_file, sentences)
     out = os.path.join(args.cache_dir, "original.npz")
     environment = {**os.environ, "TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "3",
                    "PYTHONPATH": os.pathsep.join(paths + [os.environ.get("PYTHONPATH", "")])}

