@@ -91,9 +91,8 @@ from common import REFERENCE_MODEL  # noqa: E402
 from real_text import write_shards  # noqa: E402
 
 from bilm.layers.projected_lstm import ProjectedLSTM  # noqa: E402
-from bilm.training.data.lm_dataset import LMDataset  # noqa: E402
+from bilm.training import LMDataset, build_vocab  # noqa: E402
 from bilm.training.data.sample_corpus import unigram_perplexity  # noqa: E402
-from bilm.training.data.vocab_builder import build_vocab  # noqa: E402
 from bilm.training.run import loop  # noqa: E402
 from bilm.training.run.from_files import load_training_data  # noqa: E402
 from bilm.training.tensorflow import training_run  # noqa: E402
