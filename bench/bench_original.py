@@ -83,17 +83,9 @@ BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 REPO_DIR = os.path.dirname(BENCH_DIR)
 sys.path.insert(0, BENCH_DIR)
 
+import common  # noqa: E402
 import harness  # noqa: E402
 import numpy as np  # noqa: E402
-from common import (  # noqa: E402
-    PartTimer,
-    encoder_flops_per_token,
-    memory_read_bandwidth,
-    model_files,
-    recurrent_matmul_floor,
-    roofline_seconds,
-    rows_per_step,
-)
 from machine import best_seconds, clocked, machine_line, matmul_rate, peak_rss_gib  # noqa: E402
 
 DEFAULT_CONFIGS = "original,bilm,bilm:bfloat16"
@@ -143,7 +135,7 @@ def run_original(args, modifiers):
     sys.path.insert(0, args.bilm_tf)
     from bilm import Batcher, BidirectionalLanguageModel
 
-    options_file, weight_file = model_files(os.path.join(args.work_dir, f"model-{args.size}"))
+    options_file, weight_file = common.model_files(os.path.join(args.work_dir, f"model-{args.size}"))
     batcher = Batcher(os.path.join(args.work_dir, "vocab.txt"), MAX_CHARACTERS_PER_TOKEN)
     ids_placeholder = tf1.placeholder("int32", shape=(None, None, MAX_CHARACTERS_PER_TOKEN))
     model = BidirectionalLanguageModel(options_file, weight_file, max_batch_size=args.batch_size)
@@ -172,7 +164,7 @@ def run_bilm(args, modifiers):
     sys.path.insert(0, REPO_DIR)
     from bilm import Batcher, BidirectionalLanguageModel
 
-    options_file, weight_file = model_files(os.path.join(args.work_dir, f"model-{args.size}"))
+    options_file, weight_file = common.model_files(os.path.join(args.work_dir, f"model-{args.size}"))
     model = BidirectionalLanguageModel(options_file, weight_file, stateful=False, start="zeros",
                                        kernel_dtype="bfloat16" if "bfloat16" in modifiers else "float32")
     batcher = Batcher(None, MAX_CHARACTERS_PER_TOKEN)
@@ -181,7 +173,7 @@ def run_bilm(args, modifiers):
 
 def instrument(model):
     """Times bilm's parts from now on (the timed run): the token encoder, the cache's lookup as a whole, the LSTMs."""
-    timer = PartTimer()
+    timer = common.PartTimer()
     cache = model.token_cache
     cache._encode = timer.wrap("token_encoder", cache._encode)
     cache.distinct_encodings = timer.wrap("token_cache", cache.distinct_encodings)
@@ -234,12 +226,12 @@ def run_one(args):
     if args.profile and model is None:
         result["parts"] = {"token_encoder": clocked(lambda: [encode_tokens(ids) for ids in batches])[1]}
     if timer:
-        options = harness.read_json(model_files(os.path.join(args.work_dir, f"model-{args.size}"))[0])
+        options = harness.read_json(common.model_files(os.path.join(args.work_dir, f"model-{args.size}"))[0])
         result["parts"] = dict(timer.seconds)
-        result["recurrent_matmul_floor"] = recurrent_matmul_floor(options, groups, model.kernel_dtype)
+        result["recurrent_matmul_floor"] = common.recurrent_matmul_floor(options, groups, model.kernel_dtype)
         result["input_half_seconds"] = input_half_seconds(groups, options, model.kernel_dtype)
         result["matmul_gflops"] = matmul_rate() / 1e9
-        result["bandwidth_gb_s"] = memory_read_bandwidth() / 1e9
+        result["bandwidth_gb_s"] = common.memory_read_bandwidth() / 1e9
         result["token_cache_misses"] = model.token_cache.misses
         result["token_cache_hits"] = model.token_cache.hits
     return result
@@ -298,12 +290,12 @@ def original_roofline_seconds(timed, batch_size, options, bandwidth, rate):
     sentence, and each step multiplies `[x_t, h]` by one `(2P, 4U)` kernel,
     then projects `(U, P)`; it runs the char CNN, highway and projection on
     every position, padding included. bilm's is `common.roofline_seconds`."""
-    lstm, encoder_flops = options["lstm"], encoder_flops_per_token(options)
+    lstm, encoder_flops = options["lstm"], common.encoder_flops_per_token(options)
     p, u, lstms = lstm["projection_dim"], lstm["dim"], 2 * lstm["n_layers"]
     seconds = 0.0
     for i in range(0, len(timed), batch_size):
         group = timed[i:i + batch_size]
-        rows = rows_per_step([len(s) for s in group])
+        rows = common.rows_per_step([len(s) for s in group])
         seconds += len(rows) * len(group) * encoder_flops / rate + lstms * len(rows) * max(
             4 * (2 * p * 4 * u + u * p) / bandwidth, len(group) * 2 * (2 * p * 4 * u + u * p) / rate)
     return seconds
@@ -313,7 +305,7 @@ def describe_bounds(results, timed, batch_size, model_dir):
     """Each code's roofline on this machine, and the ratio to the original it would allow."""
     from bilm import load_options
 
-    options = harness.read_json(model_files(model_dir)[0])
+    options = harness.read_json(common.model_files(model_dir)[0])
     groups = [timed[i:i + batch_size] for i in range(0, len(timed), batch_size)]
     measured = next(r for r in results.values() if "bandwidth_gb_s" in r)
     bandwidth, rate = measured["bandwidth_gb_s"] * 1e9, measured["matmul_gflops"] * 1e9
@@ -326,8 +318,9 @@ def describe_bounds(results, timed, batch_size, model_dir):
         if config.startswith("original"):
             floor, note = original_roofline_seconds(timed, batch_size, options, bandwidth, rate), ""
         else:
-            floor = roofline_seconds(load_options(model_files(model_dir)[0]), groups, result["token_cache_misses"],
-                                     2 if "bfloat16" in config else 4, bandwidth, rate)
+            itemsize = 2 if "bfloat16" in config else 4
+            floor = common.roofline_seconds(load_options(common.model_files(model_dir)[0]), groups,
+                                            result["token_cache_misses"], itemsize, bandwidth, rate)
             note = f"; at its roofline {original['seconds'] / floor:.2f}x the original as measured" if original else ""
         seconds = result["seconds"]
         lines.append(f"  {config}: {floor:.1f} s; ran {seconds:.1f} s ({seconds / floor:.2f}x){note}")
