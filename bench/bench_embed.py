@@ -37,15 +37,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import (  # noqa: E402
-    KERNEL_ITEMSIZE,
-    batch_rows,
-    describe_deviations,
-    embedding_flops,
-    layer_deviations,
-    memory_read_bandwidth,
-    roofline_seconds,
-)
+import common  # noqa: E402
 from harness import per_config  # noqa: E402
 from machine import clocked, matmul_rate, peak_rss_gib  # noqa: E402
 
@@ -60,7 +52,6 @@ def embed(model, batches):
 
 def run_one(config, args):
     n_sentences, batch_size = args.sentences, args.batch_size
-    from common import model_files, random_model, zipf_sentences
 
     from bilm import Batcher, BidirectionalLanguageModel, load_options
     from bilm.io.formats.sentence_files import length_sorted_batches
@@ -72,7 +63,8 @@ def run_one(config, args):
     if unknown:
         raise ValueError(f"{config}: unknown modifiers {sorted(unknown)}; expected some of {MODIFIERS}")
     kernel_dtype = "bfloat16" if "bfloat16" in modifiers else "float32"
-    options_file, weight_file = model_files(random_model(tempfile.mkdtemp(prefix=f"bench_{preset}_"), preset))
+    model_dir = common.random_model(tempfile.mkdtemp(prefix=f"bench_{preset}_"), preset)
+    options_file, weight_file = common.model_files(model_dir)
     options = load_options(options_file)
     cache_size = 0 if "uncached" in modifiers else 50_000
 
@@ -87,7 +79,7 @@ def run_one(config, args):
 
     model = load(kernel_dtype)
     batcher = Batcher(None, options.char_cnn.max_characters_per_token)
-    sentences = zipf_sentences(n_sentences + batch_size)
+    sentences = common.zipf_sentences(n_sentences + batch_size)
     warm_up, sentences = sentences[:batch_size], sentences[batch_size:]
     if "bulk" in modifiers:
         groups = list(length_sorted_batches(sentences, tokens_of=lambda sentence: sentence))
@@ -100,11 +92,11 @@ def run_one(config, args):
     outputs, elapsed = clocked(lambda: embed(model, batches))
     peak = peak_rss_gib()
     tokens = sum(len(s) for s in sentences)
-    encoded = sum(batch_rows(options, group)[1] for group in groups) if cache is None else cache.misses - misses
-    flops = embedding_flops(options, groups, encoded)
+    encoded = sum(common.batch_rows(options, group)[1] for group in groups) if cache is None else cache.misses - misses
+    flops = common.embedding_flops(options, groups, encoded)
     rate = matmul_rate(dtype=kernel_dtype)
-    itemsize = KERNEL_ITEMSIZE[kernel_dtype]
-    roofline = roofline_seconds(options, groups, encoded, itemsize, memory_read_bandwidth(), rate)
+    itemsize = common.KERNEL_ITEMSIZE[kernel_dtype]
+    roofline = common.roofline_seconds(options, groups, encoded, itemsize, common.memory_read_bandwidth(), rate)
     tokens_per_sec = tokens / elapsed
     result = {
         "config": config,
@@ -123,7 +115,7 @@ def run_one(config, args):
         reference = embed(load("float32"), batches)
         got, want = ([array[i, :, :len(sentence)] for array, group in zip(arrays, groups)
                       for i, sentence in enumerate(group)] for arrays in (outputs, reference))
-        result["deviations"] = layer_deviations(got, want)
+        result["deviations"] = common.layer_deviations(got, want)
     return result
 
 
@@ -141,7 +133,7 @@ def main():
               f"{100 * result['tokens_per_sec'] / result['roofline_tokens_per_sec']:.1f}% of it", flush=True)
         print(" " * 24 + f"products: {result['products']}", flush=True)
         if "deviations" in result:
-            print(" " * 24 + describe_deviations(result["deviations"]), flush=True)
+            print(" " * 24 + common.describe_deviations(result["deviations"]), flush=True)
 
 
 if __name__ == "__main__":

@@ -37,21 +37,12 @@ sentences (per token vector, `|x - x_f32| / |x_f32|`, max and mean).
 import os
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402
 import numpy as np  # noqa: E402
-from common import (  # noqa: E402
-    KERNEL_ITEMSIZE,
-    describe_deviations,
-    encoder_flops_per_token,
-    kernel_bytes,
-    layer_deviations,
-    memory_read_bandwidth,
-    random_model,
-)
 from harness import per_config, printed_json  # noqa: E402
-from machine import matmul_rate  # noqa: E402
+from machine import clocked, matmul_rate  # noqa: E402
 
 DEFAULT_CONFIGS = ",".join(f"{size}{dtype}" for size in ("small", "original") for dtype in ("", ":bfloat16", ":int8"))
 MIN_TOKENS, MAX_TOKENS = 5, 48
@@ -93,38 +84,39 @@ def run_one(config, args):
     timed = real_sentences(args.sentences)
     warm_up = real_sentences(args.sentences, skip=args.sentences)
     with tempfile.TemporaryDirectory(prefix=f"bench_latency_{size}_") as temporary:
-        directory = random_model(temporary, size)
+        directory = common.random_model(temporary, size)
         import_seconds, load_seconds, first_seconds = start_up(directory, kernel_dtype, warm_up[0])
         elmo = bilm.load(directory, kernel_dtype=kernel_dtype)
         elmo.embed([warm_up[0]], layers="all", verbose=0)
 
         for sentence in warm_up:
             elmo.embed([sentence], layers="all", verbose=0)
-        bandwidth_before = memory_read_bandwidth()
+        bandwidth_before = common.memory_read_bandwidth()
         cache = elmo.language_model.token_cache
         seconds, outputs, new_tokens = [], [], []
         for sentence in timed:
             misses = cache.misses
-            start_clock = time.perf_counter()
-            outputs.append(elmo.embed([sentence], layers="all", verbose=0)[0])
-            seconds.append(time.perf_counter() - start_clock)
+            output, spent = clocked(lambda: elmo.embed([sentence], layers="all", verbose=0)[0])
+            outputs.append(output)
+            seconds.append(spent)
             new_tokens.append(cache.misses - misses)
 
-        itemsize = KERNEL_ITEMSIZE[kernel_dtype]
-        per_step, per_call, encoder_bytes = kernel_bytes(elmo.options, itemsize, column_scales=kernel_dtype == "int8")
+        itemsize = common.KERNEL_ITEMSIZE[kernel_dtype]
+        per_step, per_call, encoder_bytes = common.kernel_bytes(elmo.options, itemsize,
+                                                                column_scales=kernel_dtype == "int8")
         # A row through a kernel: 2 FLOPs a weight (a step's kernels; the input kernels, a call's less the encoder's).
-        step_flops, call_flops, encoder_flops = (2 * weights for weights in kernel_bytes(elmo.options, 1))
+        step_flops, call_flops, encoder_flops = (2 * weights for weights in common.kernel_bytes(elmo.options, 1))
         input_flops_per_row = call_flops - encoder_flops
         # The faster of two measurements, before and after the timed calls: a moment of others' traffic must not
         # lower the floor.
-        bandwidth = max(bandwidth_before, memory_read_bandwidth())
+        bandwidth = max(bandwidth_before, common.memory_read_bandwidth())
         rate = matmul_rate(dtype=kernel_dtype)
         memory_floors, floors = [], []
         for sentence, new in zip(timed, new_tokens):
             steps = len(sentence) + 2
             call_bytes = per_call if new else per_call - encoder_bytes
             memory_floors.append((per_step * steps + call_bytes) / bandwidth)
-            arithmetic = steps * input_flops_per_row + new * encoder_flops_per_token(elmo.options)
+            arithmetic = steps * input_flops_per_row + new * common.encoder_flops_per_token(elmo.options)
             floors.append(steps * max(per_step / bandwidth, step_flops / rate)
                           + max(call_bytes / bandwidth, arithmetic / rate))
         result = {
@@ -145,7 +137,7 @@ def run_one(config, args):
         if kernel_dtype != "float32":
             reference = bilm.load(directory)
             want = [reference.embed([s], layers="all", verbose=0)[0] for s in timed]
-            result["deviations"] = layer_deviations(outputs, want)
+            result["deviations"] = common.layer_deviations(outputs, want)
         return result
 
 
@@ -165,7 +157,7 @@ def main():
               f"bilm.load {r['load_seconds']:.1f} s, first sentence {r['first_sentence_seconds']:.1f} s", flush=True)
         print(" " * 20 + f"products: {r['products']}", flush=True)
         if "deviations" in r:
-            print(" " * 20 + describe_deviations(r["deviations"]), flush=True)
+            print(" " * 20 + common.describe_deviations(r["deviations"]), flush=True)
 
 
 if __name__ == "__main__":
