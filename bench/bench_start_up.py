@@ -35,13 +35,12 @@ imported = time.perf_counter()
 sys.path.insert(0, sys.argv[3])
 from common import PartTimer, timed_steps
 
-directory, steps = sys.argv[1], int(sys.argv[2])
+directory, steps, train_file, vocab_file = sys.argv[1], int(sys.argv[2]), *sys.argv[4:6]
 marks, timer = {"imported": imported - start}, PartTimer()
 
 def time_the_boundary_state(run):
     run.measure_boundary_state = timer.wrap("boundary_state", run.measure_boundary_state)
 
-train_file, vocab_file = sys.argv[4:6]
 with timed_steps(time_the_boundary_state) as timed:
     bilm.training.train_from_files(train_file, vocab_file, os.path.join(directory, "run"),
                                    os.path.join(directory, "options.json"), max_steps=steps, verbose=0)
