@@ -95,7 +95,7 @@ def philox_words(key, counter, shape):
     (`philox_words_by_ops`): the same words."""
     if key.device.type == "cpu" and portable_kernels.load_library() is not None:
         size = math.prod(int(dim) for dim in shape)
-        words = portable_kernels.philox_words(key.numpy(), counter.numpy(), size)
+        words = portable_kernels.philox_words(key.numpy(), counter.numpy(), size, (M0, M1), (W0, W1), ROUNDS)
         return torch.from_numpy(words).reshape(tuple(int(dim) for dim in shape))
     return philox_words_by_ops(key, counter, shape)
 

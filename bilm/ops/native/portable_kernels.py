@@ -17,7 +17,6 @@ import warnings
 
 import numpy as np
 
-from bilm.backend.philox import M0, M1, ROUNDS, W0, W1
 from bilm.ops.native.build import BUILD_FLAGS, BuildError, compile_cached, source_path
 
 SOURCE = "portable_kernels.cc"
@@ -151,15 +150,16 @@ def char_max_pooled(char_ids, tables):
     return out
 
 
-def philox_words(key, counter, n_words):
-    """The first `n_words` 32-bit words (int64 NumPy `(n_words,)`) of TensorFlow's Philox-4x32-10 stream from
-    `key` `(2,)` and the 128-bit `counter` `(4,)` (32-bit words, low first; any integer arrays), block i from the
-    counter plus i, by the library (`load_library()` not None): as `bilm.backend.torch.random.philox_words`
+def philox_words(key, counter, n_words, multipliers, increments, rounds):
+    """The first `n_words` 32-bit words (int64 NumPy `(n_words,)`) of the Philox-4x32 stream from `key` `(2,)`
+    and the 128-bit `counter` `(4,)` (32-bit words, low first; any integer arrays), block i from the counter plus
+    i, with the rounds' `multipliers` `(2,)`, the key's `increments` `(2,)` and `rounds` (TensorFlow's stream:
+    `bilm.backend.philox`), by the library (`load_library()` not None): as `bilm.backend.torch.random.philox_words`
     computes them with tensors, without an op per round."""
     words = [np.ascontiguousarray(np.asarray(x, np.int64) & 0xFFFFFFFF, np.uint32)
-             for x in (key, counter, (M0, M1), (W0, W1))]
+             for x in (key, counter, multipliers, increments)]
     out = np.empty(n_words, np.int64)
-    load_library().bilm_philox(*(x.ctypes.data for x in words), ROUNDS, n_words, out.ctypes.data)
+    load_library().bilm_philox(*(x.ctypes.data for x in words), rounds, n_words, out.ctypes.data)
     return out
 
 
