@@ -203,8 +203,7 @@ void CharMaxPooled(const int32_t* ids, int64 n, int64 columns, const float* tabl
 
 // `bilm_philox`: Philox-4x32-10 (the stream of TensorFlow's stateless random ops), block i from the 128-bit
 // counter plus i; each round multiplies words 0 and 2 by the multipliers and adds the increments to the key. On
-// the calling thread alone: a step's draws take about a millisecond there, and with OpenMP's threads a training
-// run on PyTorch took seven times as long (docs/performance.md).
+// the calling thread alone: with OpenMP's threads a training run on PyTorch took far longer (docs/performance.md).
 void Philox(const uint32_t* key, const uint32_t* counter, const uint32_t* multipliers, const uint32_t* increments,
             int64 rounds, int64 n_words, int64_t* out) {
   const int64 n_blocks = (n_words + 3) / 4;

@@ -1,14 +1,12 @@
-"""bilm's CPU kernels for the backends other than TensorFlow, on NumPy arrays: the LSTM recurrence of
-TensorFlow's `BilmLstmRecurrence` op, the product of its `BilmLowbitMatmul` (`lowbit_kernels.h`) and the char
-CNN's table lookups (`char_max_pooled`, the sums of TensorFlow's table loop) and the words of TensorFlow's
-random numbers (`philox_words`), built
-without TensorFlow as `portable_kernels.cc` (once per machine, cached as TensorFlow's op library is:
-`bilm.ops.native.build`) and called through `ctypes` on the arrays' memory. A whole recurrence is one call: no
-per-step dispatch of a dozen small ops, and each step's products stream the kernels once for all its rows.
+"""bilm's CPU kernels for the backends other than TensorFlow, on NumPy arrays: the LSTM recurrence of TensorFlow's
+`BilmLstmRecurrence` op, the product of its `BilmLowbitMatmul` (`lowbit_kernels.h`), the char CNN's table lookups
+(`char_max_pooled`, the sums of TensorFlow's table loop) and the words of TensorFlow's random numbers
+(`philox_words`), built without TensorFlow as `portable_kernels.cc` (once per machine, cached as TensorFlow's op
+library is: `bilm.ops.native.build`) and called through `ctypes` on the arrays' memory. A whole recurrence is one
+call: no per-step dispatch of a dozen small ops, and each step's products stream the kernels once for all its rows.
 PyTorch passes its CPU tensors' memory (`Tensor.numpy()` shares it), Keras's NumPy backend its arrays. (JAX does
 not: through a host callback, which copies its arguments and runs on any of XLA's threads, each taking a team of
-OpenMP threads of its own, one sentence's recurrence took 2.6 times as long as its own steps;
-docs/performance.md.)
+OpenMP threads of its own, one sentence's recurrence took 2.6 times as long as its own steps; docs/performance.md.)
 """
 import collections
 import ctypes
