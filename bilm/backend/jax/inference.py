@@ -4,6 +4,7 @@ at every call (a trace per input shape), and the transposes of the kernels its l
 import jax
 import numpy as np
 
+from bilm.backend.direct_call import stateless_direct_call
 from bilm.backend.jax.column_kernels import kernels_in_columns, network_column_kernels, transposed_values
 
 
@@ -16,7 +17,7 @@ def inference_call(network, tensorflow_signature=None, then=None):
     @jax.jit
     def run(trainable, non_trainable, inputs, transposed):
         with kernels_in_columns(transposed):
-            outputs, _ = network.stateless_call(trainable, non_trainable, inputs, training=False)
+            outputs = stateless_direct_call(network, trainable, non_trainable, inputs, training=False)
         return outputs if then is None else then(outputs)
 
     return lambda inputs: run([v.value for v in network.trainable_variables],

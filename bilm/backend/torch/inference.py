@@ -1,6 +1,9 @@
-"""A network's inference call on PyTorch: its eager call under `torch.no_grad()`."""
+"""A network's inference call on PyTorch: its eager call under `torch.no_grad()`, layer by layer
+(`bilm.backend.direct_call`)."""
 import keras
 import torch
+
+from bilm.backend.direct_call import direct_call
 
 
 def inference_call(network, tensorflow_signature=None, then=None):
@@ -11,7 +14,7 @@ def inference_call(network, tensorflow_signature=None, then=None):
         # Keras on PyTorch takes no mix of NumPy arrays and tensors in one call.
         inputs = {key: keras.ops.convert_to_tensor(value) for key, value in inputs.items()}
         with torch.no_grad():
-            outputs = network(inputs, training=False)
+            outputs = direct_call(network, inputs, training=False)
             return outputs if then is None else then(outputs)
 
     return run_eagerly

@@ -7,6 +7,7 @@ Needs Keras on JAX or PyTorch (`KERAS_BACKEND=jax` or `torch`).
 
 from keras import ops
 
+from bilm.backend.direct_call import stateless_direct_call
 from bilm.errors import UserError
 from bilm.training.arrays.train_step import SUFFIXES
 from bilm.training.model.softmax_losses import full_softmax_loss
@@ -125,7 +126,7 @@ def _losses_function(step, opening):
             inputs[key + "_reverse"] = batch[key + "_reverse"]
         if settings.dropout > 0:
             inputs["dropout_seed"] = step.backend.random.seed_words(0, 0)
-        outputs, _ = network.stateless_call(weights["bilm"], weights["non_trainable"], inputs, training=False)
+        outputs = stateless_direct_call(network, weights["bilm"], weights["non_trainable"], inputs, training=False)
         per_direction = {}
         for direction in step.directions:
             top = ops.reshape(outputs[f"{direction}_{options.n_layers - 1}"], (-1, options.projection_dim))

@@ -7,6 +7,7 @@ Needs Keras on JAX or PyTorch (`KERAS_BACKEND=jax` or `torch`).
 import numpy as np
 from keras import ops
 
+from bilm.backend.direct_call import stateless_direct_call
 from bilm.models.token_encoding import build_token_encoder
 from bilm.training.arrays.train_step import SUFFIXES
 from bilm.training.model.softmax_init import DEFAULT_SAMPLE_POSITIONS, fit_softmax, positions_of_stream
@@ -87,7 +88,7 @@ class StateBiLM:
                 inputs[key + "_reverse"] = batch[key + "_reverse"]
             if step.settings.dropout > 0:
                 inputs["dropout_seed"] = step.backend.random.seed_words(0, 0)
-            outputs, _ = network.stateless_call(bilm, non_trainable, inputs, training=False)
+            outputs = stateless_direct_call(network, bilm, non_trainable, inputs, training=False)
             return ({d: outputs[f"{d}_{n_layers - 1}"] for d in step.directions},
                     {state_key: outputs[output_key] for state_key, output_key, _ in step.state_keys})
 
@@ -104,5 +105,5 @@ class StateBiLM:
         weights = ([trainable[v.path] for v in encoder.trainable_variables],
                    [non_trainable[v.path] for v in encoder.non_trainable_variables])
         run = step.backend.compile_inference(
-            lambda weights, char_ids: encoder.stateless_call(*weights, char_ids, training=False)[0])
+            lambda weights, char_ids: stateless_direct_call(encoder, *weights, char_ids, training=False))
         return lambda char_ids: run(weights, step.placement.first(char_ids))

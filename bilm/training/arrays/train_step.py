@@ -27,6 +27,7 @@ import numpy as np
 from keras import ops
 
 from bilm.backend import training_ops
+from bilm.backend.direct_call import stateless_direct_call
 from bilm.layers.initializers import softmax_initializer
 from bilm.layers.stateless_dropout import dropout_site
 from bilm.models.functional_bilm import DIRECTIONS, build_bilm, state_keys
@@ -294,7 +295,7 @@ class ArrayTrainStep:
             inputs["dropout_seed"] = seed
 
         def tops(bilm):
-            outputs, _ = self.network.stateless_call(bilm, non_trainable, inputs, training=True)
+            outputs = stateless_direct_call(self.network, bilm, non_trainable, inputs, training=True)
             result = {}
             for d, direction in enumerate(self.directions):
                 top = outputs[f"{direction}_{n_layers - 1}"]

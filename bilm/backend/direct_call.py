@@ -1,0 +1,88 @@
+"""A functional network's call with each layer's own `call` run directly: the outputs of
+`network(inputs, training=...)` (or of its `stateless_call`) without the work Keras wraps around every layer's
+call (checking and converting its inputs, masks, autocasting, the call context). On an eager backend (PyTorch,
+Keras's NumPy backend) that work is a large share of a short call (docs/performance.md); under a compiler
+(JAX) it is tracing time.
+
+The direct path is taken where it gives what Keras's call gives: a functional network whose layers are built,
+compute in float32 with no quantization or rematerialization, and are not networks themselves, called with a
+dict holding every input it names (no Keras masks on them). Every other network and call is Keras's own.
+`direct_path(network)` says which a network gets.
+"""
+import inspect
+import weakref
+
+import keras
+
+__all__ = ["direct_call", "direct_path", "stateless_direct_call"]
+
+_PLANS = weakref.WeakKeyDictionary()  # {network: {id(layer): whether its call takes `training`} or None}
+
+
+def direct_path(network):
+    """Whether calls of `network` run layer by layer (`direct_call`), not through Keras's call."""
+    if network not in _PLANS:
+        _PLANS[network] = _plan(network)
+    return _PLANS[network] is not None
+
+
+def direct_call(network, inputs, training=False):
+    """`network(inputs, training=training)` layer by layer, where `direct_path(network)`; `inputs` a dict of
+    tensors (or arrays) by the network's input names. Returns the network's outputs, as its call does."""
+    flat = _flat_inputs(network, inputs)
+    if flat is None:
+        return network(inputs, training=training)
+    takes_training = _PLANS[network]
+
+    def operation(layer):
+        if takes_training.get(id(layer)):
+            return lambda *args, **kwargs: layer.call(*args, **kwargs, training=training)
+        return layer.call
+
+    return network._run_through_graph(flat, operation_fn=operation)
+
+
+def stateless_direct_call(network, trainable, non_trainable, inputs, training=False):
+    """`network.stateless_call(trainable, non_trainable, inputs, training=training)[0]`: the outputs with the
+    variables' values taken from `trainable` and `non_trainable` (lists in the order of the network's
+    variables), layer by layer where `direct_path(network)`. The non-trainable variables' new values are not
+    returned: bilm's networks change none in a call."""
+    if _flat_inputs(network, inputs) is None:
+        return network.stateless_call(trainable, non_trainable, inputs, training=training)[0]
+    mapping = [*zip(network.trainable_variables, trainable), *zip(network.non_trainable_variables, non_trainable)]
+    with keras.StatelessScope(state_mapping=mapping):
+        return direct_call(network, inputs, training)
+
+
+def _flat_inputs(network, inputs):
+    """`inputs` as the flat list of tensors the network's graph takes, or None: the call goes through Keras."""
+    if not direct_path(network) or not isinstance(inputs, dict):
+        return None
+    names = [tensor.name for tensor in network.inputs]
+    if any(name not in inputs for name in names):
+        return None
+    flat = [keras.ops.convert_to_tensor(inputs[name]) for name in names]
+    if any(getattr(tensor, "_keras_mask", None) is not None for tensor in flat):
+        return None
+    return flat
+
+
+def _plan(network):
+    """`{id(layer): whether its call takes `training`}` for a network whose calls can run layer by layer, else
+    None."""
+    if not isinstance(network, keras.Model) or not hasattr(network, "_run_through_graph"):
+        return None
+    if not isinstance(getattr(network, "_inputs_struct", None), dict) or not network.built:
+        return None
+    if sorted(network._inputs_struct) != [tensor.name for tensor in network.inputs]:
+        return None  # the graph's inputs in another order than their names
+    takes_training = {}
+    for layer in network.layers:
+        if isinstance(layer, keras.layers.InputLayer):
+            continue
+        policy = layer.dtype_policy
+        if (isinstance(layer, keras.Model) or not layer.built or policy.name != "float32"
+                or policy.quantization_mode is not None or getattr(layer, "_remat_mode", None) is not None):
+            return None
+        takes_training[id(layer)] = "training" in inspect.signature(layer.call).parameters
+    return takes_training
