@@ -140,8 +140,6 @@ def child(args):
         except ImportError as error:
             library, result = None, {"skipped": f"{BACKEND_MODULES[args.child]} does not import: {error}"}
         if library is not None:
-            if importlib.util.find_spec("bilm") is None:
-                sys.path.append(ROOT)
             result = write_model(args) if args.write_model else measure(args, library)
     except KeyboardInterrupt:
         sys.exit(130)

@@ -22,6 +22,14 @@ from machine import machine_line
 
 # TensorFlow's C++ logs quiet in every bench (which imports this module before TensorFlow), unless set otherwise.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+# Every bench measures the bilm of the checkout it stands in, in its own process and in those it starts (its
+# children, bin/ scripts): Python would otherwise import an installed bilm first, another checkout's where one
+# is installed editable, so that two checkouts side by side measured one and the same code.
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if sys.path[:1] != [ROOT]:
+    sys.path.insert(0, ROOT)
+if os.environ.get("PYTHONPATH", "").split(os.pathsep)[0] != ROOT:
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")]))
 BACKEND_MODULES = {"tensorflow": "tensorflow", "jax": "jax", "torch": "torch"}
 SIZES = ("tiny", "small", "medium", "original")
 REQUIRED = object()

@@ -131,3 +131,19 @@ def test_the_start_up_bench_times_a_training_runs_phases_through_the_one_loop():
     assert line.startswith("training, torch, 2 steps: imported "), line
     for phase in ("set up", "first step", "other steps", "after steps", "of which the boundary state"):
         assert f"{phase} " in line, (phase, line)
+
+
+def test_a_bench_and_the_processes_it_starts_import_the_bilm_of_its_own_checkout(tmp_path):
+    # Another bilm ahead of it on the path, as an editable install of another checkout is.
+    (tmp_path / "bilm").mkdir()
+    (tmp_path / "bilm" / "__init__.py").write_text("")
+    (tmp_path / "elsewhere").mkdir()
+    code = ("import subprocess, sys; sys.path.insert(0, sys.argv[1]); import harness, bilm; print(bilm.__file__); "
+            "print(subprocess.run([sys.executable, '-c', 'import bilm; print(bilm.__file__)'], capture_output=True, "
+            "text=True, cwd=sys.argv[2]).stdout.strip())")
+    env = dict(os.environ, PYTHONPATH=str(tmp_path), TF_CPP_MIN_LOG_LEVEL="3")
+    done = subprocess.run([sys.executable, "-c", code, BENCH, str(tmp_path / "elsewhere")], capture_output=True,
+                          text=True, env=env, cwd=str(tmp_path / "elsewhere"), timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    expected = os.path.join(ROOT, "bilm", "__init__.py")
+    assert done.stdout.split() == [expected, expected]
