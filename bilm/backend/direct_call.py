@@ -6,7 +6,8 @@ Keras's NumPy backend) that work is a large share of a short call (docs/performa
 
 The direct path is taken where it gives what Keras's call gives: a functional network whose layers are built,
 compute in float32 with no quantization or rematerialization, and are not networks themselves, called with a
-dict holding every input it names (no Keras masks on them). Every other network and call is Keras's own.
+dict holding every input it names (tensors or arrays, not symbolic ones, with no Keras masks). Every other
+network and call is Keras's own.
 `direct_path(network)` says which a network gets.
 """
 import inspect
@@ -59,8 +60,8 @@ def _flat_inputs(network, inputs):
     if not direct_path(network) or not isinstance(inputs, dict):
         return None
     names = [tensor.name for tensor in network.inputs]
-    if any(name not in inputs for name in names):
-        return None
+    if any(name not in inputs or keras.backend.is_keras_tensor(inputs[name]) for name in names):
+        return None  # an input missing, or a symbolic call (Keras computes the output spec)
     flat = [keras.ops.convert_to_tensor(inputs[name]) for name in names]
     if any(getattr(tensor, "_keras_mask", None) is not None for tensor in flat):
         return None

@@ -4,6 +4,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from bilm.backend.direct_call import direct_call
 from bilm.errors import UserError
 from bilm.io.formats.weight_file import WeightFileError
 from bilm.layers.initializers import Filled
@@ -234,7 +235,7 @@ class ELMoEmbedding(ELMoInputs, LayerArguments, keras.layers.Layer):
         for key, _, size in state_keys(self.options):
             inputs[key] = ops.broadcast_to(self.start_state[key], (batch, size))
         # The biLM has no dropout; training only matters for the mix's dropout.
-        layers = elmo_outputs(self.network(inputs, training=False), self.options.n_layers)
+        layers = elmo_outputs(direct_call(self.network, inputs, training=False), self.options.n_layers)
         lm_embeddings, mask, lengths = (layers[key] for key in ("lm_embeddings", "mask", "lengths"))
         elmo = self.mix(lm_embeddings, mask=mask)
         # Layer norm moves padded positions away from zero; padding stays zero here.

@@ -110,3 +110,19 @@ got = keras.ops.convert_to_numpy(lm(ids)["lm_embeddings"])
 print(json.dumps({{"direct": direct_path(lm.network), "called": called, "shape": list(got.shape)}}))
 '''))
     assert report["direct"] and report["called"] == [] and report["shape"][0] == 2
+
+
+def test_the_elmo_layer_calls_its_network_layer_by_layer_and_builds_in_a_functional_model(model, monkeypatch):
+    from bilm.models.elmo_embedding import ELMoEmbedding
+    from bilm.text.batching import Batcher
+
+    layer = ELMoEmbedding.from_files(str(model[0]), str(model[1]), output="elmo")
+    ids = Batcher(None, 7).batch_sentences([["a", "bc"], ["d"]])
+    want = keras.ops.convert_to_numpy(layer(ids))
+    inputs = keras.Input((None, 7), dtype="int32")
+    tagger = keras.Model(inputs, keras.layers.Dense(2)(layer(inputs)))  # a symbolic call: Keras's own
+    called = _layer_calls(monkeypatch)
+    got = keras.ops.convert_to_numpy(layer(ids))
+    assert got.tobytes() == want.tobytes()
+    assert not {sublayer.name for sublayer in layer.network.layers} & set(called), called
+    assert tagger(ids).shape == (2, 2, 2)
