@@ -7,8 +7,7 @@ Keras's NumPy backend) that work is a large share of a short call (docs/performa
 The direct path is taken where it gives what Keras's call gives: a functional network whose layers are built,
 compute in float32 with no quantization or rematerialization, and are not networks themselves, called with a
 dict holding every input it names (tensors or arrays, not symbolic ones, with no Keras masks). Every other
-network and call is Keras's own.
-`direct_path(network)` says which a network gets.
+network and call is Keras's own; `direct_path(network)` says which a network gets.
 """
 import inspect
 import weakref
@@ -17,30 +16,32 @@ import keras
 
 __all__ = ["direct_call", "direct_path", "stateless_direct_call"]
 
-_PLANS = weakref.WeakKeyDictionary()  # {network: {id(layer): whether its call takes `training`} or None}
+_TAKES_TRAINING = weakref.WeakKeyDictionary()  # {layer: whether its `call` takes `training`}
 
 
 def direct_path(network):
-    """Whether calls of `network` run layer by layer (`direct_call`), not through Keras's call."""
-    if network not in _PLANS:
-        _PLANS[network] = _plan(network)
-    return _PLANS[network] is not None
+    """Whether calls of `network` run layer by layer (`direct_call`), not through Keras's call: asked at every
+    call, so that a network changed since (a layer quantized, another dtype policy) goes through Keras."""
+    if not isinstance(network, keras.Model) or not hasattr(network, "_run_through_graph") or not network.built:
+        return False
+    structure = getattr(network, "_inputs_struct", None)
+    if not isinstance(structure, dict) or sorted(structure) != [tensor.name for tensor in network.inputs]:
+        return False  # the graph's inputs are not a dict in the order of their names
+    for layer in network.layers:
+        if isinstance(layer, keras.layers.InputLayer):
+            continue
+        policy = layer.dtype_policy
+        if (isinstance(layer, keras.Model) or not layer.built or policy.name != "float32"
+                or policy.quantization_mode is not None or getattr(layer, "_remat_mode", None) is not None):
+            return False
+    return True
 
 
 def direct_call(network, inputs, training=False):
     """`network(inputs, training=training)` layer by layer, where `direct_path(network)`; `inputs` a dict of
     tensors (or arrays) by the network's input names. Returns the network's outputs, as its call does."""
     flat = _flat_inputs(network, inputs)
-    if flat is None:
-        return network(inputs, training=training)
-    takes_training = _PLANS[network]
-
-    def operation(layer):
-        if takes_training.get(id(layer)):
-            return lambda *args, **kwargs: layer.call(*args, **kwargs, training=training)
-        return layer.call
-
-    return network._run_through_graph(flat, operation_fn=operation)
+    return network(inputs, training=training) if flat is None else _run_layers(network, flat, training)
 
 
 def stateless_direct_call(network, trainable, non_trainable, inputs, training=False):
@@ -48,16 +49,30 @@ def stateless_direct_call(network, trainable, non_trainable, inputs, training=Fa
     variables' values taken from `trainable` and `non_trainable` (lists in the order of the network's
     variables), layer by layer where `direct_path(network)`. The non-trainable variables' new values are not
     returned: bilm's networks change none in a call."""
-    if _flat_inputs(network, inputs) is None:
+    flat = _flat_inputs(network, inputs)
+    if flat is None:
         return network.stateless_call(trainable, non_trainable, inputs, training=training)[0]
     mapping = [*zip(network.trainable_variables, trainable), *zip(network.non_trainable_variables, non_trainable)]
     with keras.StatelessScope(state_mapping=mapping):
-        return direct_call(network, inputs, training)
+        return _run_layers(network, flat, training)
+
+
+def _run_layers(network, flat, training):
+    """The network's graph over `flat` (its inputs in order), each layer's `call` run directly, with
+    `training` where it takes one."""
+    def operation(layer):
+        if layer not in _TAKES_TRAINING:
+            _TAKES_TRAINING[layer] = "training" in inspect.signature(layer.call).parameters
+        if _TAKES_TRAINING[layer]:
+            return lambda *args, **kwargs: layer.call(*args, **kwargs, training=training)
+        return layer.call
+
+    return network._run_through_graph(flat, operation_fn=operation)
 
 
 def _flat_inputs(network, inputs):
     """`inputs` as the flat list of tensors the network's graph takes, or None: the call goes through Keras."""
-    if not direct_path(network) or not isinstance(inputs, dict):
+    if not isinstance(inputs, dict) or not direct_path(network):
         return None
     names = [tensor.name for tensor in network.inputs]
     if any(name not in inputs or keras.backend.is_keras_tensor(inputs[name]) for name in names):
@@ -66,24 +81,3 @@ def _flat_inputs(network, inputs):
     if any(getattr(tensor, "_keras_mask", None) is not None for tensor in flat):
         return None
     return flat
-
-
-def _plan(network):
-    """`{id(layer): whether its call takes `training`}` for a network whose calls can run layer by layer, else
-    None."""
-    if not isinstance(network, keras.Model) or not hasattr(network, "_run_through_graph"):
-        return None
-    if not isinstance(getattr(network, "_inputs_struct", None), dict) or not network.built:
-        return None
-    if sorted(network._inputs_struct) != [tensor.name for tensor in network.inputs]:
-        return None  # the graph's inputs in another order than their names
-    takes_training = {}
-    for layer in network.layers:
-        if isinstance(layer, keras.layers.InputLayer):
-            continue
-        policy = layer.dtype_policy
-        if (isinstance(layer, keras.Model) or not layer.built or policy.name != "float32"
-                or policy.quantization_mode is not None or getattr(layer, "_remat_mode", None) is not None):
-            return None
-        takes_training[id(layer)] = "training" in inspect.signature(layer.call).parameters
-    return takes_training
