@@ -138,9 +138,10 @@ def test_a_bench_and_the_processes_it_starts_import_the_bilm_of_its_own_checkout
     (tmp_path / "bilm").mkdir()
     (tmp_path / "bilm" / "__init__.py").write_text("")
     (tmp_path / "elsewhere").mkdir()
-    code = ("import subprocess, sys; sys.path.insert(0, sys.argv[1]); import harness, bilm; print(bilm.__file__); "
-            "print(subprocess.run([sys.executable, '-c', 'import bilm; print(bilm.__file__)'], capture_output=True, "
-            "text=True, cwd=sys.argv[2]).stdout.strip())")
+    where = "import importlib.util; print(importlib.util.find_spec('bilm').origin)"  # found, not imported
+    code = (f"import subprocess, sys; sys.path.insert(0, sys.argv[1]); import harness; {where}; "
+            f"print(subprocess.run([sys.executable, '-c', {where!r}], capture_output=True, text=True, "
+            "cwd=sys.argv[2]).stdout.strip())")
     env = dict(os.environ, PYTHONPATH=str(tmp_path), TF_CPP_MIN_LOG_LEVEL="3")
     done = subprocess.run([sys.executable, "-c", code, BENCH, str(tmp_path / "elsewhere")], capture_output=True,
                           text=True, env=env, cwd=str(tmp_path / "elsewhere"), timeout=120)
