@@ -50,8 +50,9 @@ def stateless_direct_call(network, trainable, non_trainable, inputs, training=Fa
     variables), layer by layer where `direct_path(network)`. The non-trainable variables' new values are not
     returned: bilm's networks change none in a call."""
     flat = _flat_inputs(network, inputs)
-    if flat is None:
-        return network.stateless_call(trainable, non_trainable, inputs, training=training)[0]
+    if flat is None or (len(trainable), len(non_trainable)) != (len(network.trainable_variables),
+                                                                len(network.non_trainable_variables)):
+        return network.stateless_call(trainable, non_trainable, inputs, training=training)[0]  # or its error
     mapping = [*zip(network.trainable_variables, trainable), *zip(network.non_trainable_variables, non_trainable)]
     with keras.StatelessScope(state_mapping=mapping):
         return _run_layers(network, flat, training)

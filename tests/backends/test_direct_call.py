@@ -87,6 +87,8 @@ def test_what_the_direct_path_cannot_serve_goes_through_keras(monkeypatch):
     assert "half" in called
     with pytest.raises((ValueError, KeyError)):
         direct_call(plain, {"z": x["x"]})  # a missing input: Keras's own error
+    with pytest.raises(ValueError, match="trainable_variables"):
+        stateless_direct_call(plain, [], [], x)  # too few weights: Keras's own error, not outputs of fewer
     plain.get_layer("dense").dtype_policy = "mixed_float16"  # changed after calls that ran layer by layer
     assert not direct_path(plain)
 
