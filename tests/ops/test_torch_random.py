@@ -5,6 +5,7 @@ import tensorflow as tf
 import torch
 
 from bilm.backend.torch import random as torch_random
+from bilm.ops.native import portable_kernels
 
 # Seeds as training makes them: small, negative (fold_in's), past 32 bits.
 SEEDS = [[1, 7], [-143040582, 3], [2 ** 40, -(2 ** 50)]]
@@ -52,6 +53,7 @@ def test_philox_counter_carries_into_its_high_words():
 @pytest.mark.parametrize("counter", [[0, 0, 0, 0], [0xFFFFFFF0, 0xFFFFFFFF, 0xFFFFFFFF, 7], [123, 4, 5, 6]])
 def test_the_native_words_on_a_cpu_are_the_words_of_the_ops_a_gpu_runs(counter):
     # On a CPU `philox_words` is bilm's native kernel; on a GPU PyTorch's ops: the same words, carries included.
+    assert portable_kernels.load_library() is not None  # else both sides below would be the ops
     key = torch.tensor([0x3EC8F720, 0xFFFFFFFF])
     for shape in [(1,), (4,), (7, 3), (1001,)]:
         native = torch_random.philox_words(key, torch.tensor(counter), shape)

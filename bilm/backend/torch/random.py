@@ -94,17 +94,18 @@ def philox_words(key, counter, shape):
     native kernel where it is built (an op per round costs more than the rounds), else with tensors
     (`philox_words_by_ops`): the same words."""
     if key.device.type == "cpu" and portable_kernels.load_library() is not None:
-        size = math.prod(int(dim) for dim in shape)
-        words = portable_kernels.philox_words(key.numpy(), counter.numpy(), size, (M0, M1), (W0, W1), ROUNDS)
+        words = portable_kernels.philox_words(key.numpy(), counter.numpy(), _size(shape), (M0, M1), (W0, W1), ROUNDS)
         return torch.from_numpy(words).reshape(tuple(int(dim) for dim in shape))
     return philox_words_by_ops(key, counter, shape)
 
 
+def _size(shape):
+    return math.prod(int(dim) for dim in shape)
+
+
 def philox_words_by_ops(key, counter, shape):
     """`philox_words` with PyTorch's ops, on the tensors' device."""
-    size = 1
-    for dim in shape:
-        size *= int(dim)
+    size = _size(shape)
     n_blocks = max(-(-size // 4), 1)
     i = torch.arange(n_blocks, dtype=torch.int64, device=key.device)
     words = []
