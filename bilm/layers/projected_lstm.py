@@ -135,13 +135,18 @@ class ProjectedLSTM(keras.layers.Layer):
         fast_call = fast_layer_call("projected_lstm")
         if fast_call is not None:
             return fast_call(self, inputs, lengths, initial_state, training, token_index)
+        return self.portable_call(inputs, lengths, initial_state, training, token_index, lstm_scan)
+
+    def portable_call(self, inputs, lengths, initial_state, training, token_index, scan):
+        """`call`'s portable code with the sequence function `scan` (`bilm.ops.lstm_scan.lstm_scan`, or a
+        backend's own with its arguments), the initial state zeros where none is given."""
         batch = ops.shape(inputs if token_index is None else token_index)[0]
         if initial_state is None:
             initial_state = (ops.zeros((batch, self.units), "float32"), ops.zeros((batch, self.output_dim), "float32"))
-        return lstm_scan(inputs, lengths, *initial_state, self.input_kernel, self.recurrent_kernel, self.bias,
-                         self.projection_kernel, self.cell_clip, self.proj_clip, self.go_backwards, token_index,
-                         input_matmul_dtype=self.training_matmul_dtype if training else "float32",
-                         recurrence=backend_module("core").lstm_steps)
+        return scan(inputs, lengths, *initial_state, self.input_kernel, self.recurrent_kernel, self.bias,
+                    self.projection_kernel, self.cell_clip, self.proj_clip, self.go_backwards, token_index,
+                    input_matmul_dtype=self.training_matmul_dtype if training else "float32",
+                    recurrence=backend_module("core").lstm_steps)
 
     @property
     def uses_xla(self):

@@ -19,7 +19,9 @@ import numpy as np
 from bilm.backend.jax.char_convolutions import table_loop_char_convolutions, window_product_char_convolutions
 from bilm.backend.jax.column_kernels import column_product
 from bilm.backend.jax.inference import padded_length
+from bilm.backend.jax.lstm_input_steps import lstm_scan_inputs_in_steps
 from bilm.ops.char_convolutions_portable import needed_columns
+from bilm.ops.lstm_scan import lstm_scan
 from bilm.utils.thread_flag import ThreadValue
 
 _BOUND = ThreadValue()
@@ -116,4 +118,14 @@ def highway(layer, inputs, training):
     return layer.portable_layers(inputs, product)
 
 
-FAST_CALLS = {"unique_tokens": unique_tokens, "char_cnn": char_cnn, "highway": highway}
+def projected_lstm(layer, inputs, lengths, initial_state, training, token_index):
+    """`ProjectedLSTM.call`: at inference on a CPU each step's input half in the step
+    (`lstm_input_steps.lstm_scan_inputs_in_steps`); elsewhere the portable code. The same values to float32
+    round-off."""
+    in_steps = not training and jax.default_backend() == "cpu"
+    return layer.portable_call(inputs, lengths, initial_state, training, token_index,
+                               lstm_scan_inputs_in_steps if in_steps else lstm_scan)
+
+
+FAST_CALLS = {"unique_tokens": unique_tokens, "char_cnn": char_cnn, "highway": highway,
+              "projected_lstm": projected_lstm}

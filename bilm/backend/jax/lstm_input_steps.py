@@ -1,0 +1,82 @@
+"""The LSTM at inference on a CPU under JAX, each step's input half computed in the step.
+
+The portable code (`bilm.ops.lstm_scan.lstm_scan`) first computes the input half of the gates for every step as one
+product, `(time * batch, input_dim) @ (input_dim, 4 * units)`, then runs the steps over it. On a CPU that product's
+result, four times a layer's units wide, is written out and read back a step at a time, and XLA runs its product
+over so many rows slower a row than a step's: here each step computes its own rows' input half beside the
+recurrent product, while the state and the kernels stay in cache. The arithmetic is the portable code's, in its
+order (`x W_x + b`, then `+ h W_h`), so the values are the same to float32 round-off (the same bytes where XLA's
+product sums a row alike at both sizes). Used where no gradient is asked for (`training` false); gradients go
+through the portable steps and their hand-written backward pass (`bilm.backend.jax.lstm_bptt`). Figures:
+docs/performance.md.
+"""
+import jax
+import jax.numpy as jnp
+from keras import ops
+
+from bilm.backend.jax.lstm_bptt import runs_in_columns
+from bilm.ops.lstm_scan import lstm_cell, lstm_scan, widened
+
+# With a token index, the distinct rows' input half is computed once and each step picks its rows of it where the
+# distinct rows are at most this share of the steps' rows; with more (the token cache's calls pad them to as many
+# as the steps' rows), each step picks its input rows and computes their input half.
+DISTINCT_ROWS_SHARE = 0.5
+
+
+def lstm_scan_inputs_in_steps(inputs, lengths, initial_c, initial_h, input_kernel, recurrent_kernel, bias,
+                              projection_kernel=None, cell_clip=None, proj_clip=None, go_backwards=False,
+                              token_index=None, input_matmul_dtype="float32", recurrence=None):
+    """`lstm_scan` (its arguments and results), each step's input half computed in the step. Batches whose steps
+    run in columns (`lstm_bptt.runs_in_columns`), and bfloat16 input products, take `lstm_scan` with
+    `recurrence`."""
+    positions = inputs if token_index is None else token_index
+    batch, time = positions.shape[:2]
+    if input_matmul_dtype != "float32" or runs_in_columns(batch, recurrent_kernel.shape):
+        return lstm_scan(inputs, lengths, initial_c, initial_h, input_kernel, recurrent_kernel, bias,
+                         projection_kernel, cell_clip, proj_clip, go_backwards, token_index, input_matmul_dtype,
+                         recurrence)
+    input_kernel, bias = widened(input_kernel), widened(bias)
+    recurrent_kernel, projection_kernel = widened(recurrent_kernel), widened(projection_kernel)
+    lengths = jnp.asarray(ops.convert_to_tensor(lengths), jnp.int32)
+    steps = jnp.arange(time, dtype=jnp.int32)[None]
+    valid = steps < lengths[:, None]  # (batch, time)
+    # Within its length a backward row reads position length - 1 - t at step t; an involution.
+    order = jnp.where(valid, lengths[:, None] - 1 - steps, steps) if go_backwards else None
+    if token_index is None:
+        inputs = jnp.asarray(ops.convert_to_tensor(inputs))
+        if order is not None:
+            inputs = jnp.take_along_axis(inputs, order[..., None], axis=1)
+        xs = jnp.transpose(inputs, (1, 0, 2))
+
+        def input_half(x):
+            return x @ input_kernel + bias
+    else:
+        index = jnp.asarray(ops.convert_to_tensor(token_index), jnp.int32)
+        if order is not None:
+            index = jnp.take_along_axis(index, order, axis=1)
+        xs = jnp.transpose(index)  # (time, batch)
+        distinct = jnp.asarray(ops.convert_to_tensor(inputs))[0]
+        if distinct.shape[0] <= DISTINCT_ROWS_SHARE * batch * time:
+            table = distinct @ input_kernel + bias
+
+            def input_half(rows):
+                return jnp.take(table, rows, axis=0)
+        else:
+            def input_half(rows):
+                return jnp.take(distinct, rows, axis=0) @ input_kernel + bias
+
+    def step(state, step_inputs):
+        c, h = state
+        x, step_valid = step_inputs
+        new_c, new_h = lstm_cell(ops, input_half(x), c, h, recurrent_kernel, projection_kernel, cell_clip,
+                                 proj_clip)
+        return (jnp.where(step_valid, new_c, c), jnp.where(step_valid, new_h, h)), jnp.where(step_valid, new_h, 0.0)
+
+    initial = (jnp.asarray(ops.convert_to_tensor(initial_c), jnp.float32),
+               jnp.asarray(ops.convert_to_tensor(initial_h), jnp.float32))
+    (final_c, final_h), outputs_tm = jax.lax.scan(step, initial, (xs, jnp.transpose(valid)[..., None]))
+    outputs = jnp.transpose(outputs_tm, (1, 0, 2))
+    if order is not None:
+        outputs = jnp.take_along_axis(outputs, order[..., None], axis=1)
+    return outputs, final_c, final_h
+
