@@ -54,8 +54,20 @@ lengths = np.array([6, 3, 1], np.int32)
 inference = layer(inputs, lengths, training=False)
 after_inference = len(ran)
 trained = layer(inputs, lengths, training=True)
-print(json.dumps({"worst": worst, "identical": identical, "zeros_beyond": zeros_beyond, "cases": cases,
-                  "inference_ran": after_inference, "training_ran": len(ran) - after_inference,
+training_ran = len(ran) - after_inference
+# One row (or two) over the small size's kernels, or a batch of a few rows over the original size's, take one product
+# over every step (`lstm_scan`); the rule's cases as measured.
+portable = []
+scan = lstm_input_steps.lstm_scan
+lstm_input_steps.lstm_scan = lambda *args, **kwargs: portable.append(1) or scan(*args, **kwargs)
+layer(inputs[:1], lengths[:1], training=False)
+pays = lstm_input_steps.input_in_steps_pays
+rules = {f"{size}, {rows} rows": pays(rows, (dim, 4 * units), (out, 4 * units))
+         for size, dim, units, out in (("small", 128, 1024, 128), ("original", 512, 4096, 512))
+         for rows in (1, 32, 512)}
+print(json.dumps({"one_row_portable": len(portable), "rules": rules, "worst": worst, "identical": identical,
+                  "zeros_beyond": zeros_beyond, "cases": cases,
+                  "inference_ran": after_inference, "training_ran": training_ran,
                   "layer_worst": max(float(np.abs(np.asarray(a) - np.asarray(b)).max())
                                      for a, b in zip(inference, trained))}))
 """
@@ -66,9 +78,14 @@ def test_on_a_cpu_jax_computes_each_steps_input_half_in_the_step_with_the_portab
     steps' rows (each step's rows picked): the portable code's outputs and final states to float32 round-off, with
     and without a projection, both directions, rows of every length (none included), zeros past each row's
     length. A layer's call runs it with `training` false, the portable code with `training` true, the same
-    values (no dropout in the layer)."""
+    values (no dropout in the layer). One row takes the portable code, as do the few-row batches of a large
+    kernel (the rule measured)."""
     result = json_result(run_on_backend("jax", INPUT_STEPS_AGREE))
     assert result["cases"] == 36 and result["zeros_beyond"], result
     assert result["worst"] < 1e-6, result
     assert result["inference_ran"] == 1 and result["training_ran"] == 0, result
     assert result["layer_worst"] < 1e-6, result
+    assert result["one_row_portable"] == 1, result
+    assert result["rules"] == {"small, 1 rows": False, "small, 32 rows": True, "small, 512 rows": True,
+                               "original, 1 rows": False, "original, 32 rows": False, "original, 512 rows": True}
+

@@ -10,6 +10,8 @@ product sums a row alike at both sizes). Used where no gradient is asked for (`t
 through the portable steps and their hand-written backward pass (`bilm.backend.jax.lstm_bptt`). Figures:
 docs/performance.md.
 """
+import math
+
 import jax
 import jax.numpy as jnp
 from keras import ops
@@ -17,6 +19,12 @@ from keras import ops
 from bilm.backend.jax.lstm_bptt import runs_in_columns
 from bilm.ops.lstm_scan import lstm_cell, lstm_scan, widened
 
+# Where the steps pay (`input_in_steps_pays`): batches of at least as many rows as the input half's kernel has (its
+# streaming from memory a step then costs less than writing out and reading back the gates), or of at least
+# `MIN_ROWS_SMALL_KERNELS` rows where the input and recurrent kernels together take at most `SMALL_KERNELS_BYTES`
+# (they stay in cache); elsewhere one product over every step is faster (docs/performance.md).
+MIN_ROWS_SMALL_KERNELS = 3
+SMALL_KERNELS_BYTES = 4 << 20
 # With a token index, the distinct rows' input half is computed once and each step picks its rows of it where the
 # distinct rows are at most this share of the steps' rows; with more (the token cache's calls pad them to as many
 # as the steps' rows), each step picks its input rows and computes their input half.
@@ -26,12 +34,13 @@ DISTINCT_ROWS_SHARE = 0.5
 def lstm_scan_inputs_in_steps(inputs, lengths, initial_c, initial_h, input_kernel, recurrent_kernel, bias,
                               projection_kernel=None, cell_clip=None, proj_clip=None, go_backwards=False,
                               token_index=None, input_matmul_dtype="float32", recurrence=None):
-    """`lstm_scan` (its arguments and results), each step's input half computed in the step. Batches whose steps
-    run in columns (`lstm_bptt.runs_in_columns`), and bfloat16 input products, take `lstm_scan` with
-    `recurrence`."""
+    """`lstm_scan` (its arguments and results), each step's input half computed in the step where that pays
+    (`input_in_steps_pays`); other batches, those whose steps run in columns (`lstm_bptt.runs_in_columns`), and
+    bfloat16 input products take `lstm_scan` with `recurrence`."""
     positions = inputs if token_index is None else token_index
     batch, time = positions.shape[:2]
-    if input_matmul_dtype != "float32" or runs_in_columns(batch, recurrent_kernel.shape):
+    if (input_matmul_dtype != "float32" or runs_in_columns(batch, recurrent_kernel.shape)
+            or not input_in_steps_pays(batch, input_kernel.shape, recurrent_kernel.shape)):
         return lstm_scan(inputs, lengths, initial_c, initial_h, input_kernel, recurrent_kernel, bias,
                          projection_kernel, cell_clip, proj_clip, go_backwards, token_index, input_matmul_dtype,
                          recurrence)
@@ -80,3 +89,10 @@ def lstm_scan_inputs_in_steps(inputs, lengths, initial_c, initial_h, input_kerne
         outputs = jnp.take_along_axis(outputs, order[..., None], axis=1)
     return outputs, final_c, final_h
 
+
+
+def input_in_steps_pays(batch, input_kernel_shape, recurrent_kernel_shape):
+    """Whether steps of `batch` rows compute their input half faster in the step than one product over every step
+    does, on a CPU, for kernels of these shapes (the rule above `MIN_ROWS_SMALL_KERNELS`)."""
+    kernels_bytes = 4 * (math.prod(input_kernel_shape) + math.prod(recurrent_kernel_shape))
+    return batch >= input_kernel_shape[0] or (batch >= MIN_ROWS_SMALL_KERNELS and kernels_bytes <= SMALL_KERNELS_BYTES)
