@@ -28,12 +28,12 @@ class ProjectedLSTM(keras.layers.Layer):
     recurrence runs step by step, inside a loop. Steps at or
     beyond a row's length leave the state unchanged and output zeros.
     The portable code is `bilm.ops.lstm_scan` (`keras.ops`, every backend);
-    on TensorFlow the fast paths below run instead (`bilm.utils.backend`),
-    and on JAX at inference on a CPU each step computes its own input half
-    where that is faster (`bilm.backend.jax.lstm_input_steps`).
+    on TensorFlow the fast paths below run instead (`bilm.utils.backend`).
     There, inference runs a packed batch (`bilm.ops.lstm_recurrence`): rows
     longest first, each step computing only the rows still inside their
-    length, so padding costs neither input-half rows nor step rows.
+    length, so padding costs neither input-half rows nor step rows. On JAX
+    at inference on a CPU each step computes its own rows' input half where
+    that is faster (`bilm.backend.jax.lstm_input_steps`).
     With `go_backwards=True` each row is read reversed *within its own
     length* and the outputs are put back in input order.
 

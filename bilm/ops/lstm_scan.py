@@ -50,24 +50,13 @@ def lstm_scan(inputs, lengths, initial_c, initial_h, input_kernel, recurrent_ker
     """
     input_kernel, bias = widened(input_kernel), widened(bias)
     lengths = ops.cast(lengths, "int32")
-    positions = token_index if token_index is not None else inputs
-    time = ops.shape(positions)[1]
-    steps = ops.arange(time, dtype="int32")
-    valid = ops.expand_dims(steps, 0) < ops.expand_dims(lengths, 1)  # (batch, time)
-    # Within its length a backward row reads position length - 1 - t at step t; an involution.
-    order = ops.where(valid, ops.expand_dims(lengths, 1) - 1 - ops.expand_dims(steps, 0),
-                      ops.expand_dims(steps, 0)) if go_backwards else None
+    valid, order, read = reading_order(inputs, lengths, go_backwards, token_index)
     if token_index is not None:
-        index = ops.cast(token_index, "int32")
-        if order is not None:
-            index = ops.take_along_axis(index, order, axis=1)
         # The distinct tokens' gates (n_distinct, 4 * units), each step's rows picked by the recurrence.
         gates = _product(inputs[0], input_kernel, input_matmul_dtype)
-        gate_index = ops.transpose(index)  # (time, batch)
+        gate_index = read
     else:
-        if order is not None:
-            inputs = _take_rows(inputs, order)
-        gates = _product(ops.transpose(inputs, (1, 0, 2)), input_kernel, input_matmul_dtype)
+        gates = _product(read, input_kernel, input_matmul_dtype)
         gate_index = None
     valid_tm = ops.expand_dims(ops.transpose(valid), -1)  # (time, batch, 1)
     outputs_tm, final_c, final_h = (recurrence or lstm_steps)(
@@ -77,6 +66,26 @@ def lstm_scan(inputs, lengths, initial_c, initial_h, input_kernel, recurrent_ker
     if order is not None:
         outputs = _take_rows(outputs, order)
     return outputs, final_c, final_h
+
+
+def reading_order(inputs, lengths, go_backwards=False, token_index=None):
+    """What `lstm_scan`'s steps read, in the order they read it: `(valid, order, read)`, `valid` bool
+    `(batch, time)` (the steps inside each row's length), `order` int `(batch, time)` (the position step t of a
+    backward row reads, `length - 1 - t` within its length, an involution; None forwards) and `read` the
+    time-major inputs in that order, `(time, batch, input_dim)`, or with `token_index` the indices, `(time,
+    batch)` int32."""
+    time = ops.shape(inputs if token_index is None else token_index)[1]
+    steps = ops.expand_dims(ops.arange(time, dtype="int32"), 0)
+    valid = steps < ops.expand_dims(lengths, 1)  # (batch, time)
+    order = ops.where(valid, ops.expand_dims(lengths, 1) - 1 - steps, steps) if go_backwards else None
+    if token_index is not None:
+        index = ops.cast(token_index, "int32")
+        if order is not None:
+            index = ops.take_along_axis(index, order, axis=1)
+        return valid, order, ops.transpose(index)
+    if order is not None:
+        inputs = _take_rows(inputs, order)
+    return valid, order, ops.transpose(inputs, (1, 0, 2))
 
 
 def lstm_steps(gates_tm, valid_tm, initial_c, initial_h, recurrent_kernel, projection_kernel, cell_clip, proj_clip,

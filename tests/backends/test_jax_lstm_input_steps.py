@@ -17,8 +17,7 @@ inputs = rng.normal(size=(batch, time, dim)).astype(np.float32)
 c0, h0 = rng.normal(size=(batch, units)).astype(np.float32), rng.normal(size=(batch, out)).astype(np.float32)
 kernels = [rng.normal(size=shape).astype(np.float32) * 0.5
            for shape in ((dim, 4 * units), (out, 4 * units), (4 * units,), (units, out))]
-# Token indices into 4 distinct rows (a table of their input halves) and into as many rows as the steps' (each
-# step's rows taken, then their input half).
+# Token indices into 4 distinct rows and into as many rows as the steps' (the token cache's calls pad them so).
 few, many = (rng.normal(size=(1, n, dim)).astype(np.float32) for n in (4, batch * time))
 index = {"few": rng.integers(0, 4, (batch, time)), "many": rng.integers(0, batch * time, (batch, time))}
 worst, identical, zeros_beyond, cases = 0.0, True, True, 0
@@ -74,12 +73,11 @@ print(json.dumps({"one_row_portable": len(portable), "rules": rules, "worst": wo
 
 
 def test_on_a_cpu_jax_computes_each_steps_input_half_in_the_step_with_the_portable_values():
-    """Inputs given in full, picked from a few distinct rows (their input halves once) or from as many as the
-    steps' rows (each step's rows picked): the portable code's outputs and final states to float32 round-off, with
-    and without a projection, both directions, rows of every length (none included), zeros past each row's
-    length. A layer's call runs it with `training` false, the portable code with `training` true, the same
-    values (no dropout in the layer). One row takes the portable code, as do the few-row batches of a large
-    kernel (the rule measured)."""
+    """Inputs given in full, or picked from a few distinct rows or from as many as the steps' rows: the portable
+    code's outputs and final states to float32 round-off, with and without a projection, both directions, rows of
+    every length (none included), zeros past each row's length. A layer's call runs it with `training` false, the
+    portable code with `training` true, the same values (no dropout in the layer). One row takes the portable
+    code, as do the few-row batches of a large kernel (the rule measured)."""
     result = json_result(run_on_backend("jax", INPUT_STEPS_AGREE))
     assert result["cases"] == 36 and result["zeros_beyond"], result
     assert result["worst"] < 1e-6, result

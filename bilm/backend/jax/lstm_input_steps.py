@@ -17,7 +17,7 @@ import jax.numpy as jnp
 from keras import ops
 
 from bilm.backend.jax.lstm_bptt import runs_in_columns
-from bilm.ops.lstm_scan import lstm_cell, lstm_scan, widened
+from bilm.ops.lstm_scan import lstm_cell, lstm_scan, reading_order, widened
 
 # Where the steps pay (`input_in_steps_pays`): batches of at least as many rows as the input half's kernel has (its
 # streaming from memory a step then costs less than writing out and reading back the gates), or of at least
@@ -25,10 +25,6 @@ from bilm.ops.lstm_scan import lstm_cell, lstm_scan, widened
 # (they stay in cache); elsewhere one product over every step is faster (docs/performance.md).
 MIN_ROWS_SMALL_KERNELS = 3
 SMALL_KERNELS_BYTES = 4 << 20
-# With a token index, the distinct rows' input half is computed once and each step picks its rows of it where the
-# distinct rows are at most this share of the steps' rows; with more (the token cache's calls pad them to as many
-# as the steps' rows), each step picks its input rows and computes their input half.
-DISTINCT_ROWS_SHARE = 0.5
 
 
 def lstm_scan_inputs_in_steps(inputs, lengths, initial_c, initial_h, input_kernel, recurrent_kernel, bias,
@@ -37,8 +33,7 @@ def lstm_scan_inputs_in_steps(inputs, lengths, initial_c, initial_h, input_kerne
     """`lstm_scan` (its arguments and results), each step's input half computed in the step where that pays
     (`input_in_steps_pays`); other batches, those whose steps run in columns (`lstm_bptt.runs_in_columns`), and
     bfloat16 input products take `lstm_scan` with `recurrence`."""
-    positions = inputs if token_index is None else token_index
-    batch, time = positions.shape[:2]
+    batch = (inputs if token_index is None else token_index).shape[0]
     if (input_matmul_dtype != "float32" or runs_in_columns(batch, recurrent_kernel.shape)
             or not input_in_steps_pays(batch, input_kernel.shape, recurrent_kernel.shape)):
         return lstm_scan(inputs, lengths, initial_c, initial_h, input_kernel, recurrent_kernel, bias,
@@ -46,33 +41,15 @@ def lstm_scan_inputs_in_steps(inputs, lengths, initial_c, initial_h, input_kerne
                          recurrence)
     input_kernel, bias = widened(input_kernel), widened(bias)
     recurrent_kernel, projection_kernel = widened(recurrent_kernel), widened(projection_kernel)
-    lengths = jnp.asarray(ops.convert_to_tensor(lengths), jnp.int32)
-    steps = jnp.arange(time, dtype=jnp.int32)[None]
-    valid = steps < lengths[:, None]  # (batch, time)
-    # Within its length a backward row reads position length - 1 - t at step t; an involution.
-    order = jnp.where(valid, lengths[:, None] - 1 - steps, steps) if go_backwards else None
+    valid, order, read = reading_order(inputs, ops.cast(lengths, "int32"), go_backwards, token_index)
     if token_index is None:
-        inputs = jnp.asarray(ops.convert_to_tensor(inputs))
-        if order is not None:
-            inputs = jnp.take_along_axis(inputs, order[..., None], axis=1)
-        xs = jnp.transpose(inputs, (1, 0, 2))
-
         def input_half(x):
             return x @ input_kernel + bias
-    else:
-        index = jnp.asarray(ops.convert_to_tensor(token_index), jnp.int32)
-        if order is not None:
-            index = jnp.take_along_axis(index, order, axis=1)
-        xs = jnp.transpose(index)  # (time, batch)
+    else:  # the steps' rows picked from the distinct rows, then their input half
         distinct = jnp.asarray(ops.convert_to_tensor(inputs))[0]
-        if distinct.shape[0] <= DISTINCT_ROWS_SHARE * batch * time:
-            table = distinct @ input_kernel + bias
 
-            def input_half(rows):
-                return jnp.take(table, rows, axis=0)
-        else:
-            def input_half(rows):
-                return jnp.take(distinct, rows, axis=0) @ input_kernel + bias
+        def input_half(rows):
+            return jnp.take(distinct, rows, axis=0) @ input_kernel + bias
 
     def step(state, step_inputs):
         c, h = state
@@ -83,12 +60,11 @@ def lstm_scan_inputs_in_steps(inputs, lengths, initial_c, initial_h, input_kerne
 
     initial = (jnp.asarray(ops.convert_to_tensor(initial_c), jnp.float32),
                jnp.asarray(ops.convert_to_tensor(initial_h), jnp.float32))
-    (final_c, final_h), outputs_tm = jax.lax.scan(step, initial, (xs, jnp.transpose(valid)[..., None]))
+    (final_c, final_h), outputs_tm = jax.lax.scan(step, initial, (read, jnp.transpose(valid)[..., None]))
     outputs = jnp.transpose(outputs_tm, (1, 0, 2))
     if order is not None:
         outputs = jnp.take_along_axis(outputs, order[..., None], axis=1)
     return outputs, final_c, final_h
-
 
 
 def input_in_steps_pays(batch, input_kernel_shape, recurrent_kernel_shape):
