@@ -64,7 +64,7 @@ def lstm_scan(inputs, lengths, initial_c, initial_h, input_kernel, recurrent_ker
         projection_kernel, cell_clip, proj_clip, gate_index=gate_index, bias=bias)
     outputs = ops.transpose(outputs_tm, (1, 0, 2))
     if order is not None:
-        outputs = _take_rows(outputs, order)
+        outputs = take_rows(outputs, order)
     return outputs, final_c, final_h
 
 
@@ -84,7 +84,7 @@ def reading_order(inputs, lengths, go_backwards=False, token_index=None):
             index = ops.take_along_axis(index, order, axis=1)
         return valid, order, ops.transpose(index)
     if order is not None:
-        inputs = _take_rows(inputs, order)
+        inputs = take_rows(inputs, order)
     return valid, order, ops.transpose(inputs, (1, 0, 2))
 
 
@@ -185,7 +185,7 @@ def widened(kernel):
     return kernel if keras.backend.standardize_dtype(kernel.dtype) == "float32" else ops.cast(kernel, "float32")
 
 
-def _take_rows(x, order):
+def take_rows(x, order):
     """`x[b, order[b, t]]` for `x` `(batch, time, n)` and int `order` `(batch, time)`."""
     index = ops.broadcast_to(ops.expand_dims(order, -1), ops.shape(x))
     return ops.take_along_axis(x, index, axis=1)

@@ -1,6 +1,8 @@
 """JAX's LSTM at inference on a CPU, each step's input half computed in the step
 (`bilm.backend.jax.lstm_input_steps`): the portable code's outputs and final states, and the layer's call takes it
 where no gradient is asked for."""
+import pytest
+
 from backend_processes import json_result, run_on_backend
 
 INPUT_STEPS_AGREE = """
@@ -72,6 +74,7 @@ print(json.dumps({"one_row_portable": len(portable), "rules": rules, "worst": wo
 """
 
 
+@pytest.mark.slow
 def test_on_a_cpu_jax_computes_each_steps_input_half_in_the_step_with_the_portable_values():
     """Inputs given in full, or picked from a few distinct rows or from as many as the steps' rows: the portable
     code's outputs and final states to float32 round-off, with and without a projection, both directions, rows of

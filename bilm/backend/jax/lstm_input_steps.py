@@ -17,7 +17,7 @@ import jax.numpy as jnp
 from keras import ops
 
 from bilm.backend.jax.lstm_bptt import runs_in_columns
-from bilm.ops.lstm_scan import lstm_cell, lstm_scan, reading_order, widened
+from bilm.ops.lstm_scan import lstm_cell, lstm_scan, reading_order, take_rows, widened
 
 # Where the steps pay (`input_in_steps_pays`): batches of at least as many rows as the input half's kernel has (its
 # streaming from memory a step then costs less than writing out and reading back the gates), or of at least
@@ -46,7 +46,7 @@ def lstm_scan_inputs_in_steps(inputs, lengths, initial_c, initial_h, input_kerne
         def input_half(x):
             return x @ input_kernel + bias
     else:  # the steps' rows picked from the distinct rows, then their input half
-        distinct = jnp.asarray(ops.convert_to_tensor(inputs))[0]
+        distinct = ops.convert_to_tensor(inputs)[0]
 
         def input_half(rows):
             return jnp.take(distinct, rows, axis=0) @ input_kernel + bias
@@ -58,12 +58,11 @@ def lstm_scan_inputs_in_steps(inputs, lengths, initial_c, initial_h, input_kerne
                                  proj_clip)
         return (jnp.where(step_valid, new_c, c), jnp.where(step_valid, new_h, h)), jnp.where(step_valid, new_h, 0.0)
 
-    initial = (jnp.asarray(ops.convert_to_tensor(initial_c), jnp.float32),
-               jnp.asarray(ops.convert_to_tensor(initial_h), jnp.float32))
+    initial = (ops.cast(initial_c, "float32"), ops.cast(initial_h, "float32"))
     (final_c, final_h), outputs_tm = jax.lax.scan(step, initial, (read, jnp.transpose(valid)[..., None]))
     outputs = jnp.transpose(outputs_tm, (1, 0, 2))
     if order is not None:
-        outputs = jnp.take_along_axis(outputs, order[..., None], axis=1)
+        outputs = take_rows(outputs, order)
     return outputs, final_c, final_h
 
 
