@@ -13,8 +13,8 @@ its language model calls, PyTorch's and JAX's distinct tokens; `fast_layer_call`
 `fold_in_int32`, `uniform`, `dropout`; NumPy's say in one line that it
 draws none); `backend_module` picks Keras's backend's module.
 
-`bilm.backend.<name>.training_ops` (JAX, PyTorch) each export the same
-names: `compile_step`, `compile_inference`, `gradients`,
+`bilm.backend.<name>.training_ops` (TensorFlow, JAX, PyTorch) each export the same
+names: `compile_step`, `compile_inference`, `gradients`, `take_rows`,
 `distinct_tokens_bound`, `distinct_tokens_at_most`, `unique_rows`,
 `distinct_rows`, `gather_rows`, `set_rows`, `add_rows`,
 `copy`, `Placement`, `training_devices`, `log_uniform_candidates`, `random`
@@ -29,7 +29,8 @@ import importlib
 from bilm.errors import UserError
 from bilm.utils.backend import PORTABLE, configured_backend, require_training_backend
 
-# The backends whose training step is the array step (TensorFlow's is `bilm.training.tensorflow.train_step`).
+# The backends whose runs train with the array step (TensorFlow's with `bilm.training.tensorflow.train_step`; the
+# array step runs on TensorFlow too, `bilm.backend.tensorflow.training_ops`).
 ARRAY_TRAINING_BACKENDS = ("jax", "torch")
 # The module that trains on each backend (its `Trainer` and `evaluate_checkpoint`), named, not imported.
 TRAINERS = {"tensorflow": "bilm.training.tensorflow.training_run", "jax": "bilm.training.arrays.training_run",
@@ -68,10 +69,6 @@ def trainer_module():
 
 
 def training_ops():
-    """The `training_ops` module of Keras's backend (JAX or PyTorch); a `UserError` on another."""
-    backend = configured_backend()
-    if backend not in ARRAY_TRAINING_BACKENDS:
-        require_training_backend("Training")  # a backend bilm does not train on: the line that says so
-        raise UserError(f"The array training step runs on JAX or PyTorch, and Keras's backend is {backend}; set "
-                        "KERAS_BACKEND=jax or torch (TensorFlow trains with bilm.training.train).")
+    """The `training_ops` module of Keras's backend (TensorFlow, JAX or PyTorch); a `UserError` on another."""
+    require_training_backend("Training")  # a backend bilm does not train on: the line that says so
     return backend_module("training_ops")

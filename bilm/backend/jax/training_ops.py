@@ -36,6 +36,11 @@ def gradients(loss, arguments):
     return jax.grad(loss, argnums=tuple(range(len(arguments))), has_aux=True)(*arguments)
 
 
+def take_rows(table, ids):
+    """`table[ids]` (every id a row of `table`): indexing, differentiated into the rows' gradients."""
+    return table[ids]
+
+
 def unique_rows(rows, n_rows):
     """The distinct ids of int `rows` `(n,)` ascending, then `n_rows` (no row) up to `n` entries."""
     return jnp.unique(rows, size=rows.shape[0], fill_value=n_rows)

@@ -59,6 +59,11 @@ def gradients(loss, arguments):
     return tuple(keras.tree.pack_sequence_as(arguments, grads)), aux
 
 
+def take_rows(table, ids):
+    """`table[ids]` (every id a row of `table`): indexing, differentiated into the rows' gradients."""
+    return table[ids]
+
+
 def unique_rows(rows, n_rows):
     """The distinct ids of int `rows` `(n,)` ascending, then `n_rows` (no row) up to `n` entries."""
     distinct = torch.unique(rows)

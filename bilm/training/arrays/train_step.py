@@ -208,9 +208,9 @@ class ArrayTrainStep:
                                                             random.fold_in_int32(seed, SAMPLER_SITE + i))
                           for i, d in enumerate(self.directions)}
             ids = {d: ops.concatenate([labels[d], candidates[d][0]]) for d in self.directions}
-            # Indexing, the gather both backends differentiate into row gradients (no fill mode's masks).
-            differentiated = {"W": {d: table[ids[d]] for d in self.directions},
-                              "b": {d: softmax["b"][ids[d]] for d in self.directions}}
+            # The rows read, differentiated as rows (no fill mode's masks).
+            differentiated = {"W": {d: backend.take_rows(table, ids[d]) for d in self.directions},
+                              "b": {d: backend.take_rows(softmax["b"], ids[d]) for d in self.directions}}
         else:
             candidates, ids, differentiated = None, None, {"W": table, "b": softmax["b"]}
 

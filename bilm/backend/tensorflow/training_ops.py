@@ -1,0 +1,185 @@
+"""What a training step does its own way on TensorFlow, behind the names every backend's `training_ops` exports
+(`bilm.backend.training_ops`): the gradient (`tf.GradientTape`), the step as one `tf.function` whose state is
+held in `tf.Variable`s and updated in place (TensorFlow donates no buffers: a step that returned new tables
+would copy the softmax's and its slots every step), rows of a table read and written with fixed shapes (XLA
+compiles them too), the sampler and TensorFlow's random numbers.
+
+The step's state is consumed as on PyTorch: `compile_step`'s call makes each array of the state a variable (the
+first call, or after a restore), writes the step's new values into those variables (rows of a table scattered
+in place, the rest assigned) and returns the same variables.
+"""
+import contextlib
+
+import keras
+import tensorflow as tf
+
+from bilm.backend.tensorflow import random  # noqa: F401 (one of the shared names)
+from bilm.errors import UserError
+from bilm.ops.sampled_softmax import log_uniform_candidates  # noqa: F401 (one of the shared names)
+
+# Row indices: the step's ids and rows.
+INDEX_DTYPE = "int32"
+
+# What the training key jit_compile asks for that this backend does not do: {value: the warning}.
+JIT_COMPILE_NOTES = {}
+
+
+def compile_step(step):
+    """`step(state, batch, step_number) -> (state, metrics)` as one `tf.function` over variables: the call
+    makes `state`'s arrays variables (those that are not), writes the step's new state into them and returns
+    `(those variables, metrics)`; `state` is consumed."""
+
+    def run(variables, batch, step_number):
+        new_state, metrics = step(variables, batch, step_number)
+        for variable, value in zip(keras.tree.flatten(variables), keras.tree.flatten(new_state), strict=True):
+            if value is not variable:  # a table's rows were written in place (`set_rows`, `add_rows`)
+                variable.assign(value)
+        return metrics
+
+    function = tf.function(run, reduce_retracing=True, autograph=False)
+
+    def call(state, batch, step_number):
+        variables = keras.tree.map_structure(_variable, state)
+        return variables, function(variables, batch, step_number)
+
+    return call
+
+
+def _variable(value):
+    return value if isinstance(value, tf.Variable) else tf.Variable(value, trainable=False)
+
+
+def compile_inference(function):
+    """`function` as a `tf.function`, for calls that compute no gradient."""
+    return tf.function(function, reduce_retracing=True, autograph=False)
+
+
+def distinct_tokens_bound(char_ids, devices, widest_filter=None):
+    """None: TensorFlow's char CNN encodes each distinct token once itself (its fast path), no bound asked."""
+    return None
+
+
+def distinct_tokens_at_most(bound):
+    """Nothing to set (`distinct_tokens_bound`)."""
+    return contextlib.nullcontext()
+
+
+def gradients(loss, arguments):
+    """`(gradients, aux)` of `loss(*arguments) -> (scalar, aux)`: `gradients` a tuple, one tree of the shapes
+    of each argument (zeros where the loss does not depend on it; a table read by rows, dense)."""
+    # Each argument its own tensor, as on JAX: a variable passed twice (a table that is the softmax's too) has
+    # the gradient of each use apart.
+    leaves = [tf.identity(leaf) for leaf in keras.tree.flatten(arguments)]
+    with tf.GradientTape(watch_accessed_variables=False) as tape:
+        for leaf in leaves:
+            tape.watch(leaf)
+        value, aux = loss(*keras.tree.pack_sequence_as(arguments, leaves))
+    found = tape.gradient(value, leaves, unconnected_gradients=tf.UnconnectedGradients.ZERO)
+    grads = [tf.convert_to_tensor(g) for g in found]
+    return tuple(keras.tree.pack_sequence_as(arguments, grads)), aux
+
+
+def take_rows(table, ids):
+    """`table[ids]` (every id a row of `table`), differentiated as the rows read."""
+    return tf.gather(table, ids)
+
+
+def _distinct(rows, n_rows):
+    """`(distinct, index)`: the distinct ids of int `rows` `(n,)` ascending, then `n_rows` up to `n` entries;
+    `index[i]` the entry of `rows[i]` in `distinct`."""
+    n = tf.shape(rows)[0]
+    order = tf.argsort(rows, stable=True)
+    ordered = tf.gather(rows, order)
+    first = tf.logical_or(tf.not_equal(ordered, tf.roll(ordered, 1, 0)), tf.range(n) == 0)
+    position = tf.cumsum(tf.cast(first, rows.dtype)) - 1
+    # Entries of one id write the same value.
+    distinct = tf.tensor_scatter_nd_update(tf.fill([n], tf.cast(n_rows, rows.dtype)), position[:, None], ordered)
+    return distinct, tf.scatter_nd(order[:, None], position, [n])
+
+
+def unique_rows(rows, n_rows):
+    """The distinct ids of int `rows` `(n,)` ascending, then `n_rows` (no row) up to `n` entries."""
+    return _distinct(rows, n_rows)[0]
+
+
+def distinct_rows(rows, values, n_rows):
+    """`(distinct rows, their summed values)` of a row-sparse gradient, each with `rows`' length: the distinct
+    rows ascending, then `n_rows` (no row), whose values are zeros."""
+    distinct, index = _distinct(rows, n_rows)
+    return distinct, tf.math.unsorted_segment_sum(values, index, tf.shape(rows)[0])
+
+
+def _inside(table, rows, values):
+    inside = rows < tf.cast(tf.shape(table)[0], rows.dtype)
+    return inside, tf.reshape(inside, [-1] + [1] * (len(values.shape) - 1))
+
+
+def gather_rows(table, rows, fill):
+    """`table[rows]`, `fill` where a row is past the table's end."""
+    inside = rows < tf.cast(tf.shape(table)[0], rows.dtype)
+    values = tf.gather(table, tf.where(inside, rows, tf.zeros_like(rows)))
+    mask = tf.reshape(inside, [-1] + [1] * (len(values.shape) - 1))
+    return tf.where(mask, values, tf.cast(fill, values.dtype))
+
+
+def set_rows(table, rows, values):
+    """`table` with `table[rows] = values` (distinct rows); rows past the end are dropped. A variable's rows are
+    written in place (the variable returned)."""
+    values = tf.cast(values, table.dtype)
+    inside, mask = _inside(table, rows, values)
+    # A row past the end writes again what another entry writes: the first row inside, or row 0 as it is.
+    any_inside = tf.reduce_any(inside)
+    first = tf.argmax(tf.cast(inside, tf.int32), output_type=rows.dtype)
+    again_row = tf.where(any_inside, rows[first], tf.zeros_like(rows[0]))
+    again_value = tf.where(any_inside, values[first], tf.gather(table, 0))
+    rows = tf.where(inside, rows, again_row)
+    values = tf.where(mask, values, again_value[None])
+    if isinstance(table, tf.Variable):
+        table.scatter_nd_update(rows[:, None], values)
+        return table
+    return tf.tensor_scatter_nd_update(table, rows[:, None], values)
+
+
+def add_rows(table, rows, values):
+    """`table` with `values` added at `rows`; rows past the end are dropped. A variable's rows are updated in
+    place (the variable returned)."""
+    values = tf.cast(values, table.dtype)
+    inside, mask = _inside(table, rows, values)
+    rows = tf.where(inside, rows, tf.zeros_like(rows))
+    values = tf.where(mask, values, tf.zeros_like(values))
+    if isinstance(table, tf.Variable):
+        table.scatter_nd_add(rows[:, None], values)
+        return table
+    return tf.tensor_scatter_nd_add(table, rows[:, None], values)
+
+
+def copy(value):
+    """A new tensor of `value` (a Keras variable's value, a tensor or a NumPy array)."""
+    return tf.identity(tf.convert_to_tensor(value))
+
+
+class Placement:
+    """Where a step's tensors live: TensorFlow's default device (one replica).
+
+    Args:
+        devices: None, or a list of one device name (`training_devices`).
+    """
+
+    def __init__(self, devices=None):
+        self.devices = list(devices) if devices else training_devices(0)
+
+    @staticmethod
+    def _tensors(tree):
+        return keras.tree.map_structure(
+            lambda x: x if isinstance(x, (tf.Variable, tf.Tensor)) else tf.convert_to_tensor(x), tree)
+
+    rows = replicated = first = _tensors
+
+
+def training_devices(n_gpus):
+    """The device the array step runs on, TensorFlow's default (one replica: `n_gpus` above 1 is refused in one
+    line)."""
+    if (n_gpus or 0) > 1:
+        raise UserError(f"n_gpus is {n_gpus}, and TensorFlow's array step runs on one device; several replicas "
+                        "train with bilm.training.train's tf.distribute strategy.")
+    return [tf.config.list_logical_devices()[0].name]
