@@ -20,8 +20,9 @@ JIT_COMPILE_NOTES = {False: "The training key jit_compile is false, and JAX comp
                             "XLA (only TensorFlow's steps run uncompiled); on JAX it has no effect."}
 
 
-def compile_step(step):
-    """`step(state, batch, step_number) -> (state, metrics)` compiled whole; `state`'s buffers are reused."""
+def compile_step(step, jit_compile=True):
+    """`step(state, batch, step_number) -> (state, metrics)` compiled whole; `state`'s buffers are reused (the
+    training key `jit_compile` aside: `JIT_COMPILE_NOTES`)."""
     return jax.jit(step, donate_argnums=0)
 
 

@@ -15,6 +15,7 @@ import tensorflow as tf
 
 from bilm.backend.tensorflow import random  # noqa: F401 (one of the shared names)
 from bilm.errors import UserError
+from bilm.ops.placement import device_type
 from bilm.ops.sampled_softmax import log_uniform_candidates  # noqa: F401 (one of the shared names)
 
 # Row indices: the step's ids and rows.
@@ -24,10 +25,11 @@ INDEX_DTYPE = "int32"
 JIT_COMPILE_NOTES = {}
 
 
-def compile_step(step):
-    """`step(state, batch, step_number) -> (state, metrics)` as one `tf.function` over variables: the call
-    makes `state`'s arrays variables (those that are not), writes the step's new state into them and returns
-    `(those variables, metrics)`; `state` is consumed."""
+def compile_step(step, jit_compile="auto"):
+    """`step(state, batch, step_number) -> (state, metrics)` as one `tf.function` over variables, compiled with
+    XLA as the training key `jit_compile` says (`compiles_whole_step`): the call makes `state`'s arrays
+    variables (those that are not), writes the step's new state into them and returns `(those variables,
+    metrics)`; `state` is consumed."""
 
     def run(variables, batch, step_number):
         new_state, metrics = step(variables, batch, step_number)
@@ -36,13 +38,28 @@ def compile_step(step):
                 variable.assign(value)
         return metrics
 
-    function = tf.function(run, reduce_retracing=True, autograph=False)
+    function = tf.function(run, jit_compile=True if compiles_whole_step(jit_compile) else None,
+                           reduce_retracing=True, autograph=False)
 
     def call(state, batch, step_number):
         variables = keras.tree.map_structure(_variable, state)
         return variables, function(variables, batch, step_number)
 
     return call
+
+
+# Whether `jit_compile: "auto"` compiles the step with XLA on a CPU
+# (docs/performance.md, "The training step under XLA").
+COMPILED_ON_CPU = False
+
+
+def compiles_whole_step(choice):
+    """Whether a training step runs compiled with XLA: `choice` (the training key `jit_compile`) True or False
+    as it says; `"auto"` on a GPU or other accelerator (`bilm.ops.placement.device_type`), and on a CPU as
+    `COMPILED_ON_CPU` says."""
+    if choice == "auto":
+        return device_type() != "CPU" or COMPILED_ON_CPU
+    return bool(choice)
 
 
 def _variable(value):

@@ -21,9 +21,9 @@ JIT_COMPILE_NOTES = {True: "The training key jit_compile is true, and PyTorch ru
                            "(TensorFlow's and JAX's steps are compiled with XLA); on PyTorch it has no effect."}
 
 
-def compile_step(step):
+def compile_step(step, jit_compile=False):
     """`step(state, batch, step_number) -> (state, metrics)`, run eagerly: `state` is consumed (its tables
-    are updated in place)."""
+    are updated in place; the training key `jit_compile` aside: `JIT_COMPILE_NOTES`)."""
     return step
 
 

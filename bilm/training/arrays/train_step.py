@@ -127,7 +127,8 @@ class ArrayTrainStep:
         key = (warmup, bound)
         if key not in self._steps:
             self._steps[key] = self.backend.compile_step(
-                lambda state, batch, step, warmup=key[0], bound=key[1]: self._step(state, batch, step, warmup, bound))
+                lambda state, batch, step, warmup=key[0], bound=key[1]: self._step(state, batch, step, warmup, bound),
+                self.settings.jit_compile)
         return self._steps[key](state, self.placement.rows(batch), ops.convert_to_tensor(step, "int32"))
 
     def compiled_bounds(self):

@@ -58,7 +58,7 @@ class TrainingSettings:
     `softmax_warmup_steps` steps of a run (counted from its step 0, so a
     restart keeps them) train the softmax alone, the biLM frozen.
     `jit_compile` is `"auto"`, True or False, as the options give it
-    (`bilm.training.tensorflow.train_step.compiles_whole_step` decides "auto").
+    (`bilm.backend.tensorflow.training_ops.compiles_whole_step` decides "auto").
     """
 
     n_tokens_vocab: int

@@ -3,23 +3,9 @@ import functools
 
 import tensorflow as tf
 
+from bilm.backend.tensorflow.training_ops import COMPILED_ON_CPU, compiles_whole_step  # noqa: F401 (its names)
 from bilm.ops import stateless_random
-from bilm.ops.placement import device_type
 from bilm.optimizers import deduplicate, global_norm_scale
-
-# Whether `jit_compile: "auto"` compiles the step with XLA on a CPU
-# (docs/performance.md, "The training step under XLA").
-COMPILED_ON_CPU = False
-
-
-def compiles_whole_step(choice):
-    """Whether a training step runs compiled with XLA: `choice` (the
-    training key `jit_compile`) True or False as it says; `"auto"` on a GPU
-    or other accelerator (`bilm.ops.placement.device_type`), and on a CPU
-    as `COMPILED_ON_CPU` says."""
-    if choice == "auto":
-        return device_type() != "CPU" or COMPILED_ON_CPU
-    return bool(choice)
 
 
 class TrainStep:
