@@ -175,10 +175,10 @@ def sampled_softmax_loss(weights, biases, inputs, labels, candidates, matmul_dty
     ids = tf.concat([labels, sampled], axis=0)
     expected = tf.cast(tf.concat([true_expected, sampled_expected], axis=0), inputs.dtype)
     row_biases = tf.gather(biases, ids) - tf.math.log(expected)
-    return _sampled_loss(inputs, tf.gather(weights, ids), row_biases, labels, sampled, matmul_dtype)
+    return sampled_loss_from_rows(inputs, tf.gather(weights, ids), row_biases, labels, sampled, matmul_dtype)
 
 
-def _sampled_loss(inputs, rows, row_biases, labels, sampled, matmul_dtype):
+def sampled_loss_from_rows(inputs, rows, row_biases, labels, sampled, matmul_dtype="float32"):
     """Cross entropy of the true logit against the sampled ones, by hand.
 
     `rows` `(n + S, dim)` and `row_biases` `(n + S,)` (corrected) hold the

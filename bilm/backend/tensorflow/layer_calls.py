@@ -16,6 +16,7 @@ from bilm.ops.lstm_bptt import lstm_layer_bptt, lstm_recurrence_bptt
 from bilm.ops.lstm_recurrence import lstm_recurrence_packed, lstm_recurrence_xla, packed_steps
 from bilm.ops.matmul_dtype import kernel_matmul, matmul, stock_form
 from bilm.ops.placement import compiling_with_xla
+from bilm.ops.sampled_softmax import sampled_loss_from_rows
 
 
 def char_cnn(layer, flat_ids, direct_up_to=0):
@@ -166,6 +167,14 @@ def language_model(language_model, token_cache_size):
     return TensorFlowCalls(language_model, token_cache_size)
 
 
+def sampled_softmax_from_rows(inputs, rows, row_biases, labels, sampled, matmul_dtype):
+    """`bilm.training.model.softmax_losses.sampled_softmax_loss_from_rows` with TensorFlow's gradient by hand
+    (`bilm.ops.sampled_softmax`), the accidental hits found on int64 ids."""
+    return sampled_loss_from_rows(inputs, rows, row_biases, tf.cast(labels, tf.int64), tf.cast(sampled, tf.int64),
+                                  matmul_dtype)
+
+
 FAST_CALLS = {"char_cnn": char_cnn, "unique_tokens": unique_tokens, "highway": highway,
               "token_projection": token_projection,
-              "projected_lstm": projected_lstm, "language_model": language_model}
+              "projected_lstm": projected_lstm, "language_model": language_model,
+              "sampled_softmax_from_rows": sampled_softmax_from_rows}

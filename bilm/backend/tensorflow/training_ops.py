@@ -171,8 +171,9 @@ def add_rows(table, rows, values):
 
 
 def copy(value):
-    """A new tensor of `value` (a Keras variable's value, a tensor or a NumPy array)."""
-    return tf.identity(tf.convert_to_tensor(value))
+    """A new variable of `value` (a Keras variable's value, a tensor or a NumPy array): a state's array, which
+    the step then updates in place (no second copy of a table)."""
+    return tf.Variable(value, trainable=False)
 
 
 class Placement:

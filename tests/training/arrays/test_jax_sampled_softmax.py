@@ -1,6 +1,7 @@
 """The sampled and full softmax on JAX (bilm.backend.jax.sampler, bilm.training.model.softmax_losses) against
 TensorFlow's
 (bilm.ops.sampled_softmax, tf.nn.sampled_softmax_loss, tf.random.log_uniform_candidate_sampler) and NumPy."""
+import contextlib
 import math
 
 import jax
@@ -9,11 +10,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from bilm.backend import fast_layer_call
 from bilm.backend.jax.random import seed_words
 from bilm.backend.jax.sampler import DRAW_BLOCK, log_uniform_candidates, log_uniform_draws
 from bilm.errors import UserError
 from bilm.ops import sampled_softmax as tf_softmax
 from bilm.training.model.softmax_losses import full_softmax_loss, sampled_softmax_loss, sampled_softmax_loss_from_rows
+from bilm.utils.backend import PORTABLE
 
 V, DIM, N, S = 1000, 16, 24, 50
 
@@ -71,12 +74,12 @@ def _tf_nn_loss(weights, biases, inputs, labels, candidates):
         remove_accidental_hits=True)
 
 
-def _gradients(loss_fn, *arrays):
+def _gradients(loss_fn, *arrays, portable=True):
     """`(loss_fn(*arrays), its mean's gradients)` as NumPy: the `keras.ops` losses on the tests' backend
-    (TensorFlow), differentiated by a tape (each backend's step differentiates them its own way, compared with
-    TensorFlow's step in test_jax_train_step.py)."""
+    (TensorFlow; `portable` false: TensorFlow's own call where it has one), differentiated by a tape (each
+    backend's step differentiates them its own way, compared with TensorFlow's step in test_jax_train_step.py)."""
     variables = [tf.Variable(a) for a in arrays]
-    with tf.GradientTape() as tape:
+    with tf.GradientTape() as tape, (PORTABLE.on() if portable else contextlib.nullcontext()):
         loss = loss_fn(*[v.read_value() for v in variables])
         mean = tf.reduce_mean(loss)
     return [np.asarray(loss)] + [tf.convert_to_tensor(g).numpy() for g in tape.gradient(mean, variables)]
@@ -130,6 +133,11 @@ def test_gathered_rows_give_the_same_loss_and_the_tables_gradient_row_by_row():
     def from_rows(rows, corrected):
         return sampled_softmax_loss_from_rows(inputs, rows, corrected, labels, candidates[0])
 
+    # TensorFlow's own loss from the rows (its gradient by hand, which its array step takes) gives the same.
+    assert fast_layer_call("sampled_softmax_from_rows") is not None
+    fast = _gradients(from_rows, rows, corrected, portable=False)
+    for got, want in zip(fast, _gradients(from_rows, rows, corrected), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
     for loss_fn, biases_in in ((given, row_biases), (from_rows, corrected)):
         loss, d_rows, d_biases = _gradients(loss_fn, rows, biases_in)
         np.testing.assert_allclose(loss.mean(), full[0].mean(), rtol=1e-6)
