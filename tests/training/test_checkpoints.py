@@ -2,11 +2,16 @@
 import os
 import shutil
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
+from bilm.options import load_options
+from bilm.training.arrays.train_step import ArrayTrainStep
+from bilm.training.config.settings import training_settings
 from bilm.training.convert import tensorflow_state
+from bilm.training.run import run_directory
 from bilm.training.run.loop import train
 from bilm.training.run.run_checkpoint import CheckpointError, read_file_meta
 from bilm.training.run.run_directory import latest_checkpoint, load_options_latest_checkpoint, saved_optimizer
@@ -68,6 +73,30 @@ def test_restart_on_new_data_with_another_batch_size(tmp_path, corpus, capsys):
     assert int(arrays["step/.ATTRIBUTES/VARIABLE_VALUE"]) == 5
     assert int(arrays["data/batches/.ATTRIBUTES/VARIABLE_VALUE"]) == 2
     assert arrays["lstm_states/forward_0_c/.ATTRIBUTES/VARIABLE_VALUE"].shape == (8, 16)
+
+
+@pytest.mark.slow  # over 3 s
+def test_the_array_step_reads_a_checkpoint_of_another_batch_size_with_its_lstm_states_from_zeros(tmp_path, corpus):
+    # What JAX's and PyTorch's runs (and TensorFlow's array step) restore: a run continued with another batch size,
+    # number of devices or replicas starts its LSTM states from zeros, the rest as saved.
+    options = tiny_options()
+    train(options, open_data(options, corpus), 1, tmp_path, None, max_steps=3, verbose=0)
+    options["batch_size"] = 8
+    _, settings = training_settings(options)
+    step = ArrayTrainStep(load_options(options), settings)
+    meta = run_directory.run_meta(str(tmp_path))
+    state, lstm_restored = run_directory.load_state(str(tmp_path), meta, step.initial_state(), step.network,
+                                                    settings.optimizer)
+    assert not lstm_restored
+    assert {key: tuple(value.shape) for key, value in state["lstm"].items()} == {
+        key: (8, size) for key, _, size in step.state_keys}
+    assert all(not np.any(keras.ops.convert_to_numpy(value)) for value in state["lstm"].values())
+    with np.load(meta["path"]) as saved:
+        np.testing.assert_array_equal(keras.ops.convert_to_numpy(state["softmax"]["W"]), saved["softmax/W"])
+    options["lstm"]["dim"] = 32  # another model's states: refused, as before
+    step = ArrayTrainStep(load_options(options), training_settings(options)[1])
+    with pytest.raises(CheckpointError, match="has shape"):
+        run_directory.load_state(str(tmp_path), meta, step.initial_state(), step.network, settings.optimizer)
 
 
 @pytest.mark.slow  # over 3 s on two busy cores

@@ -239,8 +239,10 @@ def read_arrays(path):
 
 
 def load_checkpoint(path, template):
-    """The state stored in the checkpoint file `path`, in the structure of `template` (a fresh initial state), as
-    the backend's tensors."""
+    """`(state, lstm_restored)`: the state stored in the checkpoint file `path`, in the structure of `template` (a
+    fresh initial state), as the backend's tensors. LSTM states of another number of rows (another batch size,
+    or number of devices or replicas) are the template's (`lstm_restored` False)."""
+    lstm_restored = True
     leaves = _flattened(template)
     with np.load(path) as f:
         stored = {key for key in f.files if key != "__meta__" and not key.startswith(BOUNDARY_STATE_PREFIX)}
@@ -253,6 +255,11 @@ def load_checkpoint(path, template):
         for key, leaf in leaves:
             value = f[key]
             if value.shape != tuple(leaf.shape):
-                raise CheckpointError(f"{path}: {key} has shape {value.shape}, this model's {tuple(leaf.shape)}.")
+                if key.startswith("lstm/") and value.shape[1:] == tuple(leaf.shape)[1:]:
+                    lstm_restored = False
+                    value = np.zeros(tuple(leaf.shape), value.dtype)
+                else:
+                    raise CheckpointError(f"{path}: {key} has shape {value.shape}, this model's "
+                                          f"{tuple(leaf.shape)}.")
             values.append(keras.ops.convert_to_tensor(value))
-    return keras.tree.pack_sequence_as(template, values)
+    return keras.tree.pack_sequence_as(template, values), lstm_restored
