@@ -186,6 +186,11 @@ def test_a_damaged_checkpoint_of_an_earlier_run_on_tensorflow_names_its_files_an
               verbose=0)
     with pytest.raises(CheckpointError, match=message):
         load_training_model(str(tmp_path / "options.json"), newest)
+    _, settings = training_settings(options)
+    step = ArrayTrainStep(load_options(options), settings)
+    with pytest.raises(CheckpointError, match=message):  # as JAX's and PyTorch's runs read it
+        run_directory.load_state(str(tmp_path), run_directory.checkpoint_meta(newest), step.initial_state(),
+                                 step.network, settings.optimizer)
     for name in os.listdir(tmp_path):
         if name.startswith("model.ckpt-4."):
             os.rename(tmp_path / name, tmp_path / f"damaged-{name}")

@@ -97,18 +97,20 @@ def prefix_meta(prefix):
             "data_batches": 0, "data_source": None, "vocabulary": None, **meta}
 
 
-def read_tensorflow_state(prefix, template, names):
+def read_tensorflow_state(prefix, template, names, read=read_tensorflow_checkpoint):
     """The state stored in TensorFlow checkpoint `prefix` in the structure of `template`, as NumPy arrays.
 
     Args:
         names: `object_paths(template, ...)`.
+        read: `read_tensorflow_checkpoint` or a function of the same call (one that names what to do about a
+            damaged checkpoint).
 
     Returns:
         `(state, lstm_restored)`: LSTM states saved with another number of
         rows (another batch size or number of devices) start from zeros, as
         on TensorFlow (`lstm_restored` False).
     """
-    stored = read_tensorflow_checkpoint(prefix)
+    stored = read(prefix)
     values, lstm_restored = [], True
     for key, leaf in _leaves(template):
         name = checkpoint_key(names[key])

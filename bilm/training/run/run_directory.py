@@ -109,6 +109,14 @@ def _tensorflow_meta(prefix):
         raise _damaged(prefix, error) from None
 
 
+def _read_or_damaged(prefix, **kwargs):
+    """`read_tensorflow_checkpoint(prefix, **kwargs)`, with damaged files one `CheckpointError` (`_damaged`)."""
+    try:
+        return read_tensorflow_checkpoint(prefix, **kwargs)
+    except TensorflowCheckpointError as error:
+        raise _damaged(prefix, error) from None
+
+
 def _damaged(prefix, error):
     """The `CheckpointError` of TensorFlow checkpoint `prefix` whose files are damaged (`error`), naming the newest
     readable TensorFlow checkpoint beside it (whose values all read) and how to continue from it."""
@@ -157,10 +165,7 @@ def stored_arrays(meta, names):
                 yield key, stored[key] if key in stored.files else None
         return
     keys = {tensorflow_state.checkpoint_key(name): key for key, name in names.items()}
-    try:
-        stored = read_tensorflow_checkpoint(meta["path"], wanted=keys.__contains__)
-    except TensorflowCheckpointError as error:
-        raise _damaged(meta["path"], error) from None
+    stored = _read_or_damaged(meta["path"], wanted=keys.__contains__)
     for key, name in names.items():
         yield key, stored.get(tensorflow_state.checkpoint_key(name))
 
@@ -188,7 +193,7 @@ def load_state(save_dir, meta, template, network, optimizer):
         return load_checkpoint(meta["path"], template)
     names = tensorflow_state.object_paths(template, [v.path for v in network.trainable_variables],
                                           [v.path for v in network.non_trainable_variables], optimizer)
-    state, lstm_restored = tensorflow_state.read_tensorflow_state(meta["path"], template, names)
+    state, lstm_restored = tensorflow_state.read_tensorflow_state(meta["path"], template, names, _read_or_damaged)
     return keras.tree.map_structure(keras.ops.convert_to_tensor, state), lstm_restored
 
 
