@@ -10,6 +10,7 @@ five-token vocabulary instead, small enough to spell out their batches.
 """
 import collections
 import functools
+import itertools
 import math
 import os
 
@@ -36,6 +37,26 @@ MAX_CHARS = 10
 C = 5
 TOKENS = ["a", "b", "c", "d", "e"]
 LINES = ["a b c", "zz", "e a b c d", "b", "c d"]
+
+
+def after_each_step(monkeypatch, callback):
+    """Has each step of `train` call `callback(n)` once it has ended (n: the step's number in its call, from 1),
+    whichever step the backend's run takes: the loop's `run_steps` gets the run's step wrapped."""
+    from bilm.training.run import loop
+
+    original = loop.run_steps
+
+    def run_steps(run, step_fn, *args, **kwargs):
+        taken = itertools.count(1)
+
+        def step(batch, number, requests):
+            outputs = step_fn(batch, number, requests)
+            callback(next(taken))
+            return outputs
+
+        return original(run, step, *args, **kwargs)
+
+    monkeypatch.setattr(loop, "run_steps", run_steps)
 
 
 def cycle_sentences(n, seed):

@@ -25,24 +25,28 @@ from training_helpers import checkpoint_arrays, checkpoint_numbers, tiny_options
 
 RUNNER = """
 import runpy, sys, time
-import bilm.training.tensorflow.training_run as training_run
-import bilm.training.run.run_origin as run_origin
-from bilm.training.tensorflow.train_step import TrainStep
+import bilm.training.run.loop as loop
 
 slow_from = int(sys.argv[1])
+run_steps = loop.run_steps
 
 
-class ReportingStep(TrainStep):
-    def __call__(self, *args, **kwargs):
-        outputs = super().__call__(*args, **kwargs)
-        self.taken = getattr(self, "taken", 0) + 1
-        print(f"STEP {self.taken}", flush=True)
-        if self.taken >= slow_from:
+def reporting_run_steps(run, step_fn, *args, **kwargs):
+    # Each step of the call, whichever the backend's run takes, says it has ended.
+    taken = [0]
+
+    def step(*step_args):
+        outputs = step_fn(*step_args)
+        taken[0] += 1
+        print(f"STEP {taken[0]}", flush=True)
+        if taken[0] >= slow_from:
             time.sleep(0.2)
         return outputs
 
+    return run_steps(run, step, *args, **kwargs)
 
-training_run.TrainStep = ReportingStep
+
+loop.run_steps = reporting_run_steps
 sys.argv = sys.argv[2:]
 runpy.run_path(sys.argv[0], run_name="__main__")
 """

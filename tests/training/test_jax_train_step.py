@@ -154,11 +154,10 @@ def test_two_steps_on_pytorch_equal_tensorflows(tmp_path):
 
 
 # TensorFlow runs the array step too (its state in variables, rows scattered in place): every case against its
-# own TrainStep where its own primitives are reached (the tape, rows scattered, the sampler), compiled with XLA too
-# (the training key jit_compile, as TrainStep's).
+# own TrainStep where its own primitives are reached (the tape, a shared table's two uses, rows scattered, the sampler),
+# compiled with XLA too (the training key jit_compile, as TrainStep's).
 def test_the_array_step_on_tensorflow_equals_tensorflows_train_step(tmp_path):
-    _check_steps_equal_tensorflows(tmp_path, "tensorflow", ["random", "tokens-adam", "shared-sampled-adam",
-                                                             "shared-full", "random-xla"])
+    _check_steps_equal_tensorflows(tmp_path, "tensorflow", ["random", "tokens-adam", "shared-full", "random-xla"])
 
 
 def _check_steps_equal_tensorflows(tmp_path, backend, cases):

@@ -1,7 +1,7 @@
 """train: when it saves beyond the step interval: every M minutes, and on SIGINT or SIGTERM (save_on_signals).
 
-Signals are sent by the process to itself from inside a step (a `TrainStep`
-that calls `os.kill` after given steps), so they arrive at a known step.
+Signals are sent by the process to itself as a step ends (`training_helpers.after_each_step`, on any
+backend's step), so they arrive at a known step.
 """
 import functools
 import json
@@ -17,16 +17,24 @@ import types
 import numpy as np
 import pytest
 
+import bilm.training.arrays.training_run as array_training_run
 import bilm.training.run.loop as loop_module
 import bilm.training.tensorflow.training_run as run_module
 import bilm.training.tensorflow.training_run as training_run_module
 import warm_python
 from bilm.training.run import run_checkpoint
+from bilm.training.run.driver import run_steps
 from bilm.training.run.loop import TrainingInterrupted, train
 from bilm.training.run.run_schedule import SaveTimer
-from bilm.training.tensorflow.train_step import TrainStep
 from helpers import ROOT, TESTS
-from training_helpers import checkpoint_arrays, checkpoint_numbers, open_data, tiny_options, write_corpus
+from training_helpers import (
+    after_each_step,
+    checkpoint_arrays,
+    checkpoint_numbers,
+    open_data,
+    tiny_options,
+    write_corpus,
+)
 
 
 @pytest.fixture(scope="module")
@@ -53,18 +61,13 @@ def _signal_after_steps(monkeypatch, plan, seen_handlers=None):
 
     `seen_handlers` gets the SIGTERM handler in place during each step.
     """
-    class SignallingStep(TrainStep):
-        def __call__(self, batch, step, requests=None):
-            outputs = super().__call__(batch, step, requests)
-            self.taken = getattr(self, "taken", 0) + 1
-            if seen_handlers is not None:
-                seen_handlers.append(signal.getsignal(signal.SIGTERM))
-            if self.taken in plan:
-                os.kill(os.getpid(), plan[self.taken])
-            return outputs
+    def after_step(taken):
+        if seen_handlers is not None:
+            seen_handlers.append(signal.getsignal(signal.SIGTERM))
+        if taken in plan:
+            os.kill(os.getpid(), plan[taken])
 
-    monkeypatch.setattr(run_module, "TrainStep", SignallingStep)
-
+    after_each_step(monkeypatch, after_step)
 
 
 @pytest.mark.slow
@@ -90,7 +93,7 @@ def test_sigterm_saves_the_step_reached_and_the_restart_continues_exactly(
     assert signal.getsignal(signal.SIGTERM) is previous_handlers.handler
     assert previous_handlers.reached == []
 
-    monkeypatch.setattr(run_module, "TrainStep", TrainStep)
+    monkeypatch.setattr(loop_module, "run_steps", run_steps)
     resumed = train(options, open_data(options, corpus), 1, save_dir, None, restart_ckpt_file=interrupted.checkpoint,
                     max_steps=4, verbose=0)
     assert resumed["step"] == straight["step"] == 8
@@ -191,12 +194,7 @@ def test_checkpoints_on_time_with_a_clock_that_steps_advance(tmp_path, corpus, m
     # steps 4 and 8 start 12 minutes after the loop began or last saved.
     minutes = [0.0]
 
-    class FourMinuteStep(TrainStep):
-        def __call__(self, *args, **kwargs):
-            minutes[0] += 4
-            return super().__call__(*args, **kwargs)
-
-    monkeypatch.setattr(run_module, "TrainStep", FourMinuteStep)
+    after_each_step(monkeypatch, lambda taken: minutes.__setitem__(0, minutes[0] + 4))
     monkeypatch.setattr(loop_module, "SaveTimer", functools.partial(SaveTimer, clock=lambda: 60 * minutes[0]))
     options = tiny_options()
     train(options, open_data(options, corpus), 1, tmp_path, None, max_steps=9, checkpoint_every=1000,
@@ -208,24 +206,19 @@ WORKER = """
 import json, os, signal, sys
 config = json.loads(sys.argv[1])
 sys.path.insert(0, config["tests"])
+import pytest
 import bilm.training.run.loop as loop
-import bilm.training.tensorflow.training_run as training_run
-from bilm.training.tensorflow.train_step import TrainStep
 from helpers import ROOT, TESTS
-from training_helpers import open_data
+from training_helpers import after_each_step, open_data
 
 
-class SignallingStep(TrainStep):
-    def __call__(self, *args, **kwargs):
-        outputs = super().__call__(*args, **kwargs)
-        self.taken = getattr(self, "taken", 0) + 1
-        if self.taken == config["signal_after"]:
-            os.kill(os.getpid(), signal.SIGTERM)
-        return outputs
+def after_step(taken):
+    if taken == config["signal_after"]:
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 if config["signal_after"]:
-    training_run.TrainStep = SignallingStep
+    after_each_step(pytest.MonkeyPatch(), after_step)
 try:
     result = loop.train(config["options"], open_data(config["options"], config["corpus"]), 1, config["save_dir"],
                         None, restart_ckpt_file=config["restart"], max_steps=config["max_steps"],
@@ -311,7 +304,9 @@ def _phase_that_waits_for_a_signal(signum):
 @pytest.mark.slow
 def test_a_signal_during_the_boundary_state_measure_stops_it_and_saves_the_steps(
         tmp_path, corpus, monkeypatch, previous_handlers):
-    monkeypatch.setattr(training_run_module, "measure_boundary_state", _phase_that_waits_for_a_signal(signal.SIGTERM))
+    phase = _phase_that_waits_for_a_signal(signal.SIGTERM)
+    for module in (training_run_module, array_training_run):  # whichever run the backend's trainer opens
+        monkeypatch.setattr(module, "measure_boundary_state", phase)
     options = tiny_options()
     started = time.monotonic()
     with pytest.raises(TrainingInterrupted) as stopped:
@@ -325,10 +320,8 @@ def test_a_signal_during_the_boundary_state_measure_stops_it_and_saves_the_steps
 @pytest.mark.slow
 def test_a_signal_during_held_out_evaluation_stops_it_and_saves_the_steps(tmp_path, corpus, monkeypatch,
                                                                           previous_handlers):
-    class Run(run_module.TrainingRun):
-        heldout = _phase_that_waits_for_a_signal(signal.SIGINT)
-
-    monkeypatch.setattr(run_module, "TrainingRun", Run)
+    for run in (run_module.TrainingRun, array_training_run.ArrayTrainingRun):  # whichever the trainer opens
+        monkeypatch.setattr(run, "heldout", _phase_that_waits_for_a_signal(signal.SIGINT))
     options = tiny_options()
     with pytest.raises(TrainingInterrupted) as stopped:
         train(options, open_data(options, corpus), 1, tmp_path, None, heldout_data=open_data(options, corpus),
@@ -343,12 +336,13 @@ def test_max_steps_ends_the_run_and_a_restart_continues_to_it(tmp_path, corpus, 
     # Each run's model: drawn at random for a new run, built without draws for a restart (the checkpoint sets
     # every weight).
     from bilm.models.functional_bilm import WEIGHTS_FOLLOW
+    from bilm.training.arrays import train_step
     from bilm.training.tensorflow import training_lm
 
     builds = []
-    build_bilm = training_lm.build_bilm
-    monkeypatch.setattr(training_lm, "build_bilm",
-                        lambda *args, **kwargs: builds.append(WEIGHTS_FOLLOW.is_on()) or build_bilm(*args, **kwargs))
+    for module in (training_lm, train_step):  # whichever step the backend's run takes
+        monkeypatch.setattr(module, "build_bilm", lambda *args, build_bilm=module.build_bilm, **kwargs:
+                            builds.append(WEIGHTS_FOLLOW.is_on()) or build_bilm(*args, **kwargs))
     options = tiny_options(max_steps=5, n_epochs=3)
     first = train(options, open_data(options, corpus), 1, tmp_path, None, max_steps=2, verbose=1)
     assert first["step"] == 2 and not first["finished"]
