@@ -126,16 +126,16 @@ def distinct_rows(rows, values, n_rows):
     return distinct, tf.math.unsorted_segment_sum(values, index, tf.shape(rows)[0])
 
 
-def _inside(table, rows, values):
+def _inside(table, rows):
+    """`(inside, mask)`: whether each of `rows` is a row of `table`, `(n,)` and broadcastable to its rows."""
     inside = rows < tf.cast(tf.shape(table)[0], rows.dtype)
-    return inside, tf.reshape(inside, [-1] + [1] * (len(values.shape) - 1))
+    return inside, tf.reshape(inside, [-1] + [1] * (len(table.shape) - 1))
 
 
 def gather_rows(table, rows, fill):
     """`table[rows]`, `fill` where a row is past the table's end."""
-    inside = rows < tf.cast(tf.shape(table)[0], rows.dtype)
+    inside, mask = _inside(table, rows)
     values = tf.gather(table, tf.where(inside, rows, tf.zeros_like(rows)))
-    mask = tf.reshape(inside, [-1] + [1] * (len(values.shape) - 1))
     return tf.where(mask, values, tf.cast(fill, values.dtype))
 
 
@@ -143,7 +143,7 @@ def set_rows(table, rows, values):
     """`table` with `table[rows] = values` (distinct rows); rows past the end are dropped. A variable's rows are
     written in place (the variable returned)."""
     values = tf.cast(values, table.dtype)
-    inside, mask = _inside(table, rows, values)
+    inside, mask = _inside(table, rows)
     # A row past the end writes again what another entry writes: the first row inside, or row 0 as it is.
     any_inside = tf.reduce_any(inside)
     first = tf.argmax(tf.cast(inside, tf.int32), output_type=rows.dtype)
@@ -161,7 +161,7 @@ def add_rows(table, rows, values):
     """`table` with `values` added at `rows`; rows past the end are dropped. A variable's rows are updated in
     place (the variable returned)."""
     values = tf.cast(values, table.dtype)
-    inside, mask = _inside(table, rows, values)
+    inside, mask = _inside(table, rows)
     rows = tf.where(inside, rows, tf.zeros_like(rows))
     values = tf.where(mask, values, tf.zeros_like(values))
     if isinstance(table, tf.Variable):
