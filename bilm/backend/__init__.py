@@ -29,9 +29,6 @@ import importlib
 from bilm.errors import UserError
 from bilm.utils.backend import PORTABLE, configured_backend, require_training_backend
 
-# The backends whose runs train with the array step (TensorFlow's with `bilm.training.tensorflow.train_step`; the
-# array step runs on TensorFlow too, `bilm.backend.tensorflow.training_ops`).
-ARRAY_TRAINING_BACKENDS = ("jax", "torch")
 # The module that trains on each backend (its `Trainer` and `evaluate_checkpoint`), named, not imported.
 TRAINERS = {"tensorflow": "bilm.training.tensorflow.training_run", "jax": "bilm.training.arrays.training_run",
             "torch": "bilm.training.arrays.training_run"}

@@ -84,9 +84,12 @@ def distinct_tokens_at_most(bound):
 def gradients(loss, arguments):
     """`(gradients, aux)` of `loss(*arguments) -> (scalar, aux)`: `gradients` a tuple, one tree of the shapes
     of each argument (zeros where the loss does not depend on it; a table read by rows, dense)."""
-    # Each argument its own tensor, as on JAX: a variable passed twice (a table that is the softmax's too) has
-    # the gradient of each use apart.
-    leaves = [tf.identity(leaf) for leaf in keras.tree.flatten(arguments)]
+    # Each use its own gradient, as on JAX: a variable passed again (a table that is the softmax's too) is read
+    # into a tensor of its own; one passed once is watched as it is (a read would copy a table updated by rows).
+    leaves, seen = [], set()
+    for leaf in keras.tree.flatten(arguments):
+        leaves.append(tf.identity(leaf) if id(leaf) in seen else leaf)
+        seen.add(id(leaf))
     with tf.GradientTape(watch_accessed_variables=False) as tape:
         for leaf in leaves:
             tape.watch(leaf)
