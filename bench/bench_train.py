@@ -2,7 +2,7 @@
 """Training throughput on any Keras backend, through bilm's one training driver, at one or more vocabulary sizes.
 
 Trains a preset (`--size`, the small released configuration by default:
-2x1024_128_2048cnn_1xhighway, bidirectional, char inputs) with
+2x1024_128_2048cnn_1xhighway, bidirectional, char inputs; `--token_inputs`: a token table) with
 `bilm.training.train`, as `bin/train_elmo.py` does on every backend (the
 data stream with its read-ahead, the backend's step, the loop's policies),
 on a synthetic Zipfian corpus (`common.write_corpus`), batch `--batch_size` x
@@ -85,7 +85,11 @@ def bench_options(args, n_tokens_vocab, jit_compile):
         options["lstm"]["dim"] = args.lstm_dim
     if args.projection_dim:
         options["lstm"]["projection_dim"] = args.projection_dim
-    options["char_cnn"]["filters"] = [[w, max(1, n // args.filter_scale)] for w, n in options["char_cnn"]["filters"]]
+    if args.token_inputs:  # the preset's network on a token embedding table of the vocabulary's rows
+        del options["char_cnn"]
+    else:
+        options["char_cnn"]["filters"] = [[w, max(1, n // args.filter_scale)]
+                                          for w, n in options["char_cnn"]["filters"]]
     if args.batch_size:
         options["batch_size"] = args.batch_size
     if jit_compile is not None:
@@ -135,7 +139,8 @@ def timed_training(options, train_file, vocab_file, n_steps):
         pass
     record.update(ends=[step["ended"] for step in steps], first=steps[0]["ended"] - steps[0]["begun"],
                   loss=steps[-1]["loss"], chars=[{key: ids for key, ids in step["batch"].items()
-                                                  if key.startswith("token_characters")} for step in steps])
+                                                  if key.startswith("token_characters") and ids is not None}
+                                                 for step in steps])
     return record
 
 
@@ -200,7 +205,9 @@ def backend_device():
 
 def distinct_tokens(chars):
     """The mean number of distinct tokens (rows of char ids) of a step's two streams over `chars`, the steps'
-    `{key: (batch, time, max_chars)}` char ids."""
+    `{key: (batch, time, max_chars)}` char ids (0 for a token model: none)."""
+    if not any(chars):
+        return 0
     return np.mean([len(np.unique(np.concatenate([keras.ops.convert_to_numpy(ids).reshape(-1, ids.shape[-1])
                                                   for ids in step.values()]), axis=0)) for step in chars])
 
@@ -253,6 +260,9 @@ def main(argv=None):
                              "the 1B Word Benchmark's 793,471 ids)")
     parser.add_argument("--optimizer", choices=sorted(default_learning_rates()), default="adagrad",
                         help="the optimizer, with its default learning rate (default: adagrad)")
+    parser.add_argument("--token_inputs", action="store_true",
+                        help="a token model: the preset without its char CNN, a token embedding table of the "
+                             "vocabulary's rows (its gradient the rows a batch reads)")
     parser.add_argument("--filter_scale", type=int, default=1, help="shrink: divide every CNN filter count")
     parser.add_argument("--jit_compile", choices=("both", "false", "true"),
                         help="the training key jit_compile: false, true or both side by side (default: its default)")

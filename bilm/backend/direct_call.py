@@ -44,24 +44,31 @@ def direct_call(network, inputs, training=False):
     return network(inputs, training=training) if flat is None else _run_layers(network, flat, training)
 
 
-def stateless_direct_call(network, trainable, non_trainable, inputs, training=False):
+def stateless_direct_call(network, trainable, non_trainable, inputs, training=False, calls=None):
     """`network.stateless_call(trainable, non_trainable, inputs, training=training)[0]`: the outputs with the
     variables' values taken from `trainable` and `non_trainable` (lists in the order of the network's
     variables), layer by layer where `direct_path(network)`. The non-trainable variables' new values are not
-    returned: bilm's networks change none in a call."""
+    returned: bilm's networks change none in a call.
+
+    `calls` (`{layer: function}`, direct path only) replaces those layers' calls: each `function` takes the
+    layer's inputs and returns what its call would (a training step reads a table's rows through it)."""
     flat = _flat_inputs(network, inputs)
+    if calls and flat is None:
+        raise ValueError(f"{network.name} runs through Keras's call here, which cannot replace its layers' calls.")
     if flat is None or (len(trainable), len(non_trainable)) != (len(network.trainable_variables),
                                                                 len(network.non_trainable_variables)):
         return network.stateless_call(trainable, non_trainable, inputs, training=training)[0]  # or its error
     mapping = [*zip(network.trainable_variables, trainable), *zip(network.non_trainable_variables, non_trainable)]
     with keras.StatelessScope(state_mapping=mapping):
-        return _run_layers(network, flat, training)
+        return _run_layers(network, flat, training, calls or {})
 
 
-def _run_layers(network, flat, training):
-    """The network's graph over `flat` (its inputs in order), each layer's `call` run directly, with
-    `training` where it takes one."""
+def _run_layers(network, flat, training, calls=None):
+    """The network's graph over `flat` (its inputs in order), each layer's `call` run directly (or `calls`'
+    function for it), with `training` where it takes one."""
     def operation(layer):
+        if calls and layer in calls:
+            return calls[layer]
         if layer not in _TAKES_TRAINING:
             _TAKES_TRAINING[layer] = "training" in inspect.signature(layer.call).parameters
         if _TAKES_TRAINING[layer]:

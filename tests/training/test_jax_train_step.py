@@ -240,3 +240,47 @@ def test_two_devices_compute_what_one_computes_on_the_stacked_batch(tmp_path):
                                         environment={"XLA_FLAGS": "--xla_force_host_platform_device_count=2"}))
     np.testing.assert_allclose(report["losses"]["two"], report["losses"]["one"], rtol=1e-5)
     assert report["deviation"] < 1e-5
+
+
+VOCABULARY_SIZED = '''
+import json, sys
+import jax
+import numpy as np
+from bilm.options import load_options
+from bilm.training.config.settings import training_settings
+from bilm.training.arrays.train_step import ArrayTrainStep
+
+options = json.loads(sys.argv[1])
+_, settings = training_settings(options)
+step = ArrayTrainStep(load_options(options), settings, seed=3)
+batch = {key: np.random.RandomState(0).randint(0, 60, (settings.batch_size, settings.unroll_steps)).astype(np.int32)
+         for key in step.batch_keys()}
+program = jax.make_jaxpr(lambda state, batch: step._step_of(state, batch, np.int32(5), False))(step.initial_state(),
+                                                                                                batch)
+made = set()
+
+
+def walk(jaxpr):
+    for equation in jaxpr.eqns:
+        made.update(equation.primitive.name for v in equation.outvars
+                    if settings.n_tokens_vocab in getattr(v.aval, "shape", ()))
+        for parameter in equation.params.values():
+            inner = getattr(parameter, "jaxpr", parameter)
+            if hasattr(inner, "eqns"):
+                walk(inner)
+
+
+walk(program.jaxpr)
+print(json.dumps(sorted(made)))
+'''
+
+
+# A token model's step (the table of 793,471 rows of the original vocabulary) differentiates the rows its batch
+# reads, never the table: its program makes no vocabulary-sized array but the state's tables and slots updated
+# by rows (a dense gradient is a table of zeros, scatter-added into).
+@pytest.mark.parametrize("shared", [False, True])
+def test_a_token_models_step_makes_no_vocabulary_sized_array_but_its_row_updates(shared):
+    options = tiny_options(n_tokens_vocab=4099, char=False, sample_softmax=True, n_negative_samples_batch=16,
+                           optimizer="adam", share_embedding_softmax=shared)
+    made = json_result(run_on_backend("jax", VOCABULARY_SIZED, json.dumps(options)))
+    assert set(made) <= {"scatter", "scatter-add"}, made

@@ -199,7 +199,12 @@ class ArrayTrainStep:
         settings, backend = self.settings, self.backend
         random = backend.random
         seed = random.fold_in(random.seed_words(self.seed, step), 0)
-        tops_of = self._tops_function(state["non_trainable"], batch, state["lstm"], seed)
+        # A token model's table is differentiated as the rows its batch reads (never a vocabulary-sized
+        # gradient), but where the full softmax reads all of a shared one.
+        embedding_rows = None
+        if self.embedding_name is not None and not warmup and (settings.sample_softmax or not self.shares_embedding):
+            embedding_rows = backend.unique_rows(self._read_ids(batch), settings.n_tokens_vocab)
+        tops_of = self._tops_function(state, batch, seed, embedding_rows)
         labels = {d: ops.cast(ops.reshape(batch["next_token_id" + SUFFIXES[d]], (-1,)), backend.INDEX_DTYPE)
                   for d in self.directions}
         softmax, table = state["softmax"], self.softmax_table(state)
@@ -234,9 +239,13 @@ class ArrayTrainStep:
                 lambda parts: loss_of(state["bilm"], parts), (differentiated,))
             grad_bilm = None
         else:
+            bilm = list(state["bilm"])
+            if embedding_rows is not None:  # the rows read in the table's place
+                index = self.names.index(self.embedding_name)
+                bilm[index] = backend.gather_rows(bilm[index], embedding_rows, 0.0)
             (grad_bilm, grad_softmax), (loss, per_direction, finals) = backend.gradients(
-                loss_of, (state["bilm"], differentiated))
-        dense, sparse = self._gradients(batch, grad_bilm, grad_softmax, ids)
+                loss_of, (bilm, differentiated))
+        dense, sparse = self._gradients(grad_bilm, grad_softmax, ids, embedding_rows)
         squares = [ops.sum(g * g) for g in dense.values()] + [ops.sum(v * v) for _, v in sparse.values()]
         norm = ops.sqrt(sum(squares))
         clip = settings.all_clip_norm_val
@@ -250,12 +259,13 @@ class ArrayTrainStep:
                      "optimizer": optimizer_state, "lstm": {key: finals[key] for key in state["lstm"]}}
         return new_state, {"loss": loss, "norm": norm, **per_direction}
 
-    def _gradients(self, batch, grad_bilm, grad_softmax, ids):
+    def _gradients(self, grad_bilm, grad_softmax, ids, embedding_rows):
         """`(dense, sparse)` gradients by parameter name (`optimizers.apply`'s): the biLM's (None in the softmax's
         warm-up), and the softmax's, whole (`ids` None: the full softmax) or the rows of `ids`
-        (`{direction: (n,)}`, the labels and negatives). The token embedding's are the rows the batch reads,
-        with the softmax's rows added where it is the softmax's table too; a warm-up leaves a shared table
-        alone, as on TensorFlow (the softmax's biases alone)."""
+        (`{direction: (n,)}`, the labels and negatives). The token embedding's are those of `embedding_rows`
+        (the distinct ids the batch reads, `unique_rows`': the biLM's gradient holds their rows), with the
+        softmax's rows added where it is the softmax's table too; a warm-up leaves a shared table alone, as on
+        TensorFlow (the softmax's biases alone)."""
         n_vocab, backend = self.settings.n_tokens_vocab, self.backend
         dense, sparse = {}, {}
         if grad_bilm is not None:
@@ -273,30 +283,44 @@ class ArrayTrainStep:
             sparse["softmax/b"] = backend.distinct_rows(all_ids, rows_of["b"], n_vocab)
             if not self.shares_embedding:
                 sparse["softmax/W"] = backend.distinct_rows(all_ids, rows_of["W"], n_vocab)
-        if grad_bilm is not None and self.embedding_name is not None:
-            read = ops.concatenate([ops.cast(ops.reshape(batch[self.input_key + SUFFIXES[d]], (-1,)),
-                                             backend.INDEX_DTYPE) for d in self.directions])
-            table = dense.pop(self.embedding_name)
-            rows = backend.unique_rows(read, n_vocab)
-            values = backend.gather_rows(table, rows, 0.0)
+        if embedding_rows is not None:
+            rows, values = embedding_rows, dense.pop(self.embedding_name)
             if self.shares_embedding:  # the sampled softmax's rows of the same table, summed with the batch's
                 rows, values = backend.distinct_rows(ops.concatenate([rows, all_ids]),
                                                      ops.concatenate([values, rows_of["W"]]), n_vocab)
             sparse[self.embedding_name] = rows, values
         return dense, sparse
 
-    def _tops_function(self, non_trainable, batch, lstm_states, seed):
+    def _read_ids(self, batch):
+        """A token model's batch's ids, every direction's, flat `(n,)` of `INDEX_DTYPE`."""
+        return ops.concatenate([ops.cast(ops.reshape(batch[self.input_key + SUFFIXES[d]], (-1,)),
+                                         self.backend.INDEX_DTYPE) for d in self.directions])
+
+    def _tops_function(self, state, batch, seed, embedding_rows=None):
         """`tops(bilm weights) -> ({direction: top layer (batch, time, P)}, {state key: final state})`, with
-        dropout on the tops as on TensorFlow (`TrainingLM.run`)."""
+        dropout on the tops as on TensorFlow (`TrainingLM.run`). With `embedding_rows` (`unique_rows` of the
+        batch's ids), `bilm`'s token embedding is the table's rows `embedding_rows` (the rest `state`'s): the
+        lookup reads a token's row there."""
         settings, n_layers = self.settings, self.options.n_layers
-        inputs = {self.input_key: batch[self.input_key], **lstm_states}
+        inputs = {self.input_key: batch[self.input_key], **state["lstm"]}
         if "backward" in self.directions:
             inputs[self.input_key + "_reverse"] = batch[self.input_key + "_reverse"]
         if settings.dropout > 0:
             inputs["dropout_seed"] = seed
+        index = None if embedding_rows is None else self.names.index(self.embedding_name)
 
         def tops(bilm):
-            outputs = stateless_direct_call(self.network, bilm, non_trainable, inputs, training=True)
+            calls = None
+            if index is not None:
+                rows_read = bilm[index]
+                bilm = [*bilm[:index], state["bilm"][index], *bilm[index + 1:]]
+
+                def lookup(ids):  # the rows' entry of each id: the rows are ascending
+                    at = ops.searchsorted(embedding_rows, ops.cast(ops.reshape(ids, (-1,)), embedding_rows.dtype))
+                    return ops.reshape(self.backend.take_rows(rows_read, at), (*ops.shape(ids), -1))
+                calls = {self.network.get_layer("token_embedding"): lookup}
+            outputs = stateless_direct_call(self.network, bilm, state["non_trainable"], inputs, training=True,
+                                            calls=calls)
             result = {}
             for d, direction in enumerate(self.directions):
                 top = outputs[f"{direction}_{n_layers - 1}"]
