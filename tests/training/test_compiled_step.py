@@ -2,6 +2,7 @@
 import argparse
 import sys
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -38,6 +39,7 @@ def _steps_both_ways(strategy=None, **training):
     weights, optimizer state and LSTM states, uncompiled and compiled (whole with one replica; each
     replica's forward and backward pass with several)."""
     strategy = strategy or tf.distribute.get_strategy()
+    keras.utils.set_random_seed(3)  # the weights drawn, whichever tests ran before in this process
     options = tiny_options(n_tokens_vocab=50, n_negative_samples_batch=16,
                            batch_size=ROWS // strategy.num_replicas_in_sync, **training)
     _, settings = training_settings(options)
@@ -74,7 +76,7 @@ def _assert_the_same_steps(results):
     for name, want in plain.items():
         np.testing.assert_allclose(compiled[name], want, rtol=1e-5, atol=1e-5, err_msg=name)
     np.testing.assert_array_equal(compiled_outputs[1]["requests"], REQUESTS)
-    assert np.abs(plain["state/forward_1_h"]).max() > 0.01
+    assert np.abs(plain["state/forward_1_h"]).max() > 1e-3  # states carried, not zeros
 
 
 @pytest.mark.parametrize("optimizer, learning_rate, dropout", [
