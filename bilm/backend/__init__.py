@@ -18,7 +18,7 @@ names: `compile_step`, `compile_inference`, `gradients`, `take_rows`,
 `distinct_tokens_bound`, `distinct_tokens_at_most`, `unique_rows`,
 `distinct_rows`, `gather_rows`, `set_rows`, `add_rows`,
 `copy`, `Placement`, `training_devices`, `log_uniform_candidates`, `random`
-(TensorFlow's stateless random numbers), `INDEX_DTYPE` and `JIT_COMPILE_NOTES`. The training step
+(TensorFlow's stateless random numbers), `INDEX_DTYPE`, `INTERRUPTIBLE_CALLS` and `JIT_COMPILE_NOTES`. The training step
 written once in `keras.ops` (`bilm.training.arrays.train_step`) calls them
 through `training_ops()`, which picks the module of Keras's backend: the one
 place that branches on the backend's name for training. `trainer_module` picks the module whose `Trainer`

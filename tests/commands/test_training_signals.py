@@ -143,9 +143,9 @@ def test_ctrl_c_twice_exits_130_with_the_step_saved(tmp_path, run_files):
 
 FIT_RUNNER = """
 import runpy, sys, time
-import bilm.training.tensorflow.training_run as training_run
+import bilm.training.arrays.training_run as training_run
 
-fit = training_run.initialize_softmax
+fit = training_run.initialize_softmax_of_state
 
 
 def slow_fit(*args, **kwargs):
@@ -155,7 +155,7 @@ def slow_fit(*args, **kwargs):
     return fit(*args, **kwargs)
 
 
-training_run.initialize_softmax = slow_fit
+training_run.initialize_softmax_of_state = slow_fit
 sys.argv = sys.argv[1:]
 runpy.run_path(sys.argv[0], run_name="__main__")
 """

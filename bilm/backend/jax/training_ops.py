@@ -15,6 +15,10 @@ from bilm.errors import UserError
 # Row indices: the step's ids and rows.
 INDEX_DTYPE = "int32"
 
+# Whether a signal may raise inside this backend's calls (a phase's work dropped at once): not on JAX, where an
+# exception raised in the middle of an XLA compilation can crash the interpreter at its exit.
+INTERRUPTIBLE_CALLS = False
+
 # What the training key jit_compile asks for that this backend does not do: {value: the warning}.
 JIT_COMPILE_NOTES = {False: "The training key jit_compile is false, and JAX compiles every training step whole with "
                             "XLA (only TensorFlow's steps run uncompiled); on JAX it has no effect."}

@@ -21,6 +21,10 @@ from bilm.ops.sampled_softmax import log_uniform_candidates  # noqa: F401 (one o
 # Row indices: the step's ids and rows.
 INDEX_DTYPE = "int32"
 
+# Whether a signal may raise inside this backend's calls (a phase's work dropped at once): on TensorFlow it is
+# raised between its ops.
+INTERRUPTIBLE_CALLS = True
+
 # What the training key jit_compile asks for that this backend does not do: {value: the warning}.
 JIT_COMPILE_NOTES = {}
 

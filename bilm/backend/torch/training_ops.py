@@ -16,6 +16,10 @@ from bilm.errors import UserError
 # Row indices: the step's ids and rows.
 INDEX_DTYPE = "int64"
 
+# Whether a signal may raise inside this backend's calls (a phase's work dropped at once): on PyTorch it is raised
+# between its eager ops.
+INTERRUPTIBLE_CALLS = True
+
 # What the training key jit_compile asks for that this backend does not do: {value: the warning}.
 JIT_COMPILE_NOTES = {True: "The training key jit_compile is true, and PyTorch runs every training step eagerly "
                            "(TensorFlow's and JAX's steps are compiled with XLA); on PyTorch it has no effect."}

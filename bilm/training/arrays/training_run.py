@@ -31,14 +31,15 @@ EXPECTED_BATCHES = 16
 
 
 class Trainer:
-    """What trains on JAX and PyTorch: `n_gpus` devices of the default kind (`batch_size` rows each). A signal is
-    acted on between the backend's calls, never inside one (an exception raised in the middle of an XLA
-    compilation can crash the interpreter at its exit), so no phase is interruptible."""
+    """What trains with the array step: `n_gpus` devices of the default kind (`batch_size` rows each). A phase
+    (the softmax's fit, the boundary state's measure) is interruptible where a signal may raise inside the
+    backend's calls (`training_ops`' `INTERRUPTIBLE_CALLS`: not on JAX); elsewhere a signal is acted on between
+    them."""
 
     chief = True
-    interruptible_phases = False
 
     def __init__(self, config, n_gpus, strategy=None):
+        self.interruptible_phases = training_ops().INTERRUPTIBLE_CALLS
         if strategy is not None:
             raise UserError("strategy is a tf.distribute.Strategy, for TensorFlow; on JAX and PyTorch, n_gpus devices "
                             "share each batch (leave strategy out).")

@@ -5,6 +5,7 @@ import keras
 import tensorflow as tf
 
 from bilm.optimizers import make_optimizer
+from bilm.training.arrays import training_run as array_training_run
 from bilm.training.model.adaptation import load_model_weights
 from bilm.training.model.boundary_state_measure import measure_boundary_state
 from bilm.training.run.base_run import BaseRun
@@ -20,16 +21,26 @@ from bilm.training.tensorflow.training_lm import TrainingLM
 class Trainer:
     """What trains on TensorFlow: `strategy` (default `make_strategy(n_gpus)`) and its replicas; only the chief
     writes the run's files. With several workers a signal waits for the next step, which they agree on, so a
-    phase (the adaptation's fit, the boundary state's measure) is not interruptible."""
+    phase (the adaptation's fit, the boundary state's measure) is not interruptible.
+
+    One replica with no strategy given trains with the array step every backend trains with
+    (`bilm.training.arrays.training_run.Trainer`: its state in TensorFlow's variables, updated in place); a
+    strategy's replicas with `TrainStep`."""
 
     def __init__(self, config, n_gpus, strategy=None):
+        self.array_trainer = None
         self.strategy = strategy or make_strategy(n_gpus)
         self.chief = is_chief(self.strategy)
         self.n_replicas = self.strategy.num_replicas_in_sync
         self.interruptible_phases = n_workers(self.strategy) == 1
+        if strategy is None and self.n_replicas == 1:
+            self.array_trainer = array_training_run.Trainer(config, n_gpus)
 
     def open_run(self, config, save_dir, log_dir, loop, save_timer, stop_signals):
-        """The call's `TrainingRun`, its variables created from the seed (`keras.utils.set_random_seed`)."""
+        """The call's run: the array step's (`ArrayTrainingRun`), or with a strategy's replicas a `TrainingRun`,
+        its variables created from the seed (`keras.utils.set_random_seed`)."""
+        if self.array_trainer is not None:
+            return self.array_trainer.open_run(config, save_dir, log_dir, loop, save_timer, stop_signals)
         if loop.seed is not None:
             keras.utils.set_random_seed(loop.seed)
         return TrainingRun(config, self.strategy, self.n_replicas * config.settings.batch_size, save_dir, log_dir,
