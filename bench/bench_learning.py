@@ -62,7 +62,7 @@ Recipes (`--recipes`, each run with every seed on the same corpus):
 Other settings (flags): `--dropout`, `--softmax full|sampled`
 (`--n_negative`), sizes.
 
-Instrumentation: `bilm.training.tensorflow.training_run.TrainStep` is replaced, for this
+Instrumentation: `bilm.training.arrays.training_run.ArrayTrainStep` is replaced, for this
 process only, by a subclass that records each step's per-direction loss
 and evaluates the held-out text (both ways) after the steps of the
 evaluation window. It does not change the step.
@@ -85,6 +85,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import harness  # noqa: E402
+import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from common import REFERENCE_MODEL  # noqa: E402
@@ -92,13 +93,12 @@ from real_text import write_shards  # noqa: E402
 
 from bilm.layers.projected_lstm import ProjectedLSTM  # noqa: E402
 from bilm.training import LMDataset, build_vocab  # noqa: E402
+from bilm.training.arrays import training_run  # noqa: E402
+from bilm.training.arrays.evaluation import evaluate_starts  # noqa: E402
+from bilm.training.arrays.train_step import ArrayTrainStep  # noqa: E402
 from bilm.training.data.sample_corpus import unigram_perplexity  # noqa: E402
 from bilm.training.run import loop  # noqa: E402
 from bilm.training.run.from_files import load_training_data  # noqa: E402
-from bilm.training.tensorflow import training_run  # noqa: E402
-from bilm.training.tensorflow.evaluation import evaluate_lm as evaluate  # noqa: E402
-from bilm.training.tensorflow.tf_dataset import make_tf_dataset  # noqa: E402
-from bilm.training.tensorflow.train_step import TrainStep  # noqa: E402
 
 # --- Corpus ----------------------------------------------------------------
 
@@ -202,45 +202,43 @@ def write_corpus(directory, n_tokens, n_heldout, n_shards, n_words, n_classes, z
 # --- Training with a record of every step ---------------------------------------------------
 
 
-class RecordingTrainStep(TrainStep):
-    """`TrainStep` that records each step's per-direction loss and, after the
-    steps in `eval_steps`, the held-out loss of the weights reached, started
-    both ways (`heldout_losses`). Set the class attributes before `train`
-    builds it."""
+class RecordingTrainStep(ArrayTrainStep):
+    """The training step (`ArrayTrainStep`) that records each step's
+    per-direction loss and, after the steps in `eval_steps`, the held-out
+    loss of the weights reached, started both ways (`heldout_losses`). Set
+    the class attributes before `train` builds it."""
 
     heldout = None
     eval_steps = frozenset()
     losses = []
     evaluations = {}
 
-    def __call__(self, batch, step, requests=None):
-        outputs = super().__call__(batch, step, requests)
-        type(self).losses.append([float(outputs[d]) for d in self.lm.directions])
+    def __call__(self, state, batch, step):
+        state, metrics = super().__call__(state, batch, step)
+        type(self).losses.append([float(metrics[d]) for d in self.directions])
         if step + 1 in self.eval_steps:
-            type(self).evaluations[step + 1] = heldout_losses(self.lm, self.heldout, self.lstm_states)
-        return outputs
+            type(self).evaluations[step + 1] = heldout_losses(self, state, self.heldout)
+        return state, metrics
 
 
-def heldout_losses(lm, heldout, training_states, rows=256):
-    """`{"zeros": [fwd, bwd], "training states": [fwd, bwd]}` mean held-out losses.
+def heldout_losses(step, state, heldout, rows=256):
+    """`{"zeros": [fwd, bwd], "training states": [fwd, bwd]}` mean held-out losses of `state` (one step per
+    batch, states carried).
 
-    "zeros" is bilm's evaluation (`evaluate`, as bilm-tf's `test`): every
-    row starts from zero states. "training states": the same, with the rows
-    starting from the training stream's current LSTM states (tiled to
-    `rows`); see the module docstring for why both.
+    "zeros" is bilm's evaluation (`evaluate_starts`, as bilm-tf's `test`):
+    every row starts from zero states. "training states": the same, with
+    the rows starting from the training stream's current LSTM states (tiled
+    to `rows`); see the module docstring for why both.
     """
-    metrics = evaluate(lm, heldout, rows)
-    zeros = [math.log(metrics[f"{d}_perplexity"]) for d in lm.directions]
-    states = {}
-    for key, variable in training_states.items():
-        value = variable.numpy()
-        states[key] = tf.constant(np.tile(value, (rows // value.shape[0] + 1, 1))[:rows])
-    totals, n_batches = np.zeros(len(lm.directions)), 0
-    for batch in make_tf_dataset(heldout, rows, 1, keys=lm.batch_keys()):
-        _, per_direction, states = lm.evaluation_step(batch, states)
-        totals += [float(per_direction[d]) for d in lm.directions]
-        n_batches += 1
-    return {"zeros": zeros, "training states": list(totals / n_batches)}
+    tiled = {}
+    for key, value in state["lstm"].items():
+        value = keras.ops.convert_to_numpy(value)
+        tiled[key] = np.tile(value, (rows // value.shape[0] + 1, 1))[:rows]
+    losses = {}
+    for name, first in (("zeros", None), ("training states", tiled)):
+        metrics = evaluate_starts(step, state, heldout, ("carry",), rows, first_states=first)["carry"]
+        losses[name] = [math.log(metrics[f"{d}_perplexity"]) for d in step.directions]
+    return losses
 
 
 def recurrent_kernels_copied_from_input_kernels():
@@ -377,7 +375,7 @@ def main(argv=None):
     tf.config.threading.set_intra_op_parallelism_threads(args.threads)
     tf.config.threading.set_inter_op_parallelism_threads(args.threads)
     # Instrumentation for this process only: train() builds its step from this name.
-    training_run.TrainStep = RecordingTrainStep
+    training_run.ArrayTrainStep = RecordingTrainStep
 
     with tempfile.TemporaryDirectory() as tmp:
         directory = args.corpus_dir or tmp

@@ -55,11 +55,12 @@ def evaluate_state(step, state, data, batch_size=None, unroll_steps=1, start="ca
 
 
 def evaluate_starts(step, state, data, starts, batch_size=None, unroll_steps=1, boundary_state=None, verbose=0,
-                    between_batches=None):
+                    between_batches=None, first_states=None):
     """`{start: evaluate_state's metrics with that start}` for each of `starts`, one pass over `data` each (the
     other arguments are `evaluate_state`'s), each start's figures the ones `evaluate_state` gives it alone.
     Every start is checked before the first pass; the fixed starts (`"zeros"`, `"warm"`) differ only in an
-    argument of the compiled function they share, so the second of them compiles nothing."""
+    argument of the compiled function they share, so the second of them compiles nothing. `first_states`
+    (`{state key: (batch_size, size)}`; None: zeros) are the LSTM states the first batch starts from."""
     starts = checked_starts(starts, unroll_steps)
     if "warm" in starts and boundary_state is None:
         raise UserError("start='warm' needs the model's boundary state, and it has none yet; measure it with "
@@ -67,12 +68,12 @@ def evaluate_starts(step, state, data, starts, batch_size=None, unroll_steps=1, 
     weights = step.placement.first({key: state[key] for key in ("bilm", "non_trainable", "softmax")})
     functions = {}  # by whether the function resets states at sentence starts
     return {start: _evaluate(step, weights, data, batch_size or step.settings.batch_size, unroll_steps, start,
-                             boundary_state, verbose, between_batches, functions)
+                             boundary_state, verbose, between_batches, functions, first_states)
             for start in starts}
 
 
 def _evaluate(step, weights, data, batch_size, unroll_steps, start, boundary_state, verbose, between_batches,
-              functions):
+              functions, first_states=None):
     """`evaluate_state`'s metrics of one checked `start`, with `weights` placed; `functions` holds the compiled
     losses of earlier passes (`_losses_function`, by whether they reset states) and gets this pass's."""
     keys = step.batch_keys()
@@ -88,7 +89,8 @@ def _evaluate(step, weights, data, batch_size, unroll_steps, start, boundary_sta
     function = functions[resets]
     # Placed as the call's outputs are, which feed the next call: JAX compiles the call once, not again for
     # states on a device after uncommitted zeros.
-    lstm = step.placement.first({key: ops.zeros((batch_size, size), "float32") for key, _, size in step.state_keys})
+    lstm = step.placement.first({key: ops.zeros((batch_size, size), "float32") if first_states is None
+                                 else ops.convert_to_tensor(first_states[key]) for key, _, size in step.state_keys})
 
     def losses(batch):
         nonlocal lstm
