@@ -2,7 +2,7 @@
 a prediction-layout network holding the state's weights, as `bilm.training.model.boundary_state_measure`
 measures it for TensorFlow's `TrainingLM`.
 
-Needs Keras on JAX or PyTorch (`KERAS_BACKEND=jax` or `torch`).
+Runs on Keras's TensorFlow, JAX and PyTorch backends.
 """
 from bilm.models.boundary_state import DEFAULT_N_SENTENCES
 from bilm.training.model.boundary_state_measure import boundary_state_of_text, prediction_network_of

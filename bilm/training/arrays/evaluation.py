@@ -1,8 +1,9 @@
-"""Held-out perplexity on JAX and PyTorch with the full softmax, as `bilm.training.tensorflow.evaluation` computes it on
-TensorFlow: of a training state (`evaluate_state`, or `evaluate_starts` for several starts; `heldout_perplexity`
-during a run, and of a checkpoint what bin/run_test.py gives, `bilm.training.arrays.training_run.evaluate_checkpoint`).
+"""Held-out perplexity of the array step's state with the full softmax, as `bilm.training.tensorflow.evaluation`
+computes it on TensorFlow's variables: of a training state (`evaluate_state`, or `evaluate_starts` for several
+starts; `heldout_perplexity` during a run, and of a checkpoint what bin/run_test.py gives,
+`bilm.training.arrays.training_run.evaluate_checkpoint`).
 
-Needs Keras on JAX or PyTorch (`KERAS_BACKEND=jax` or `torch`).
+Runs on Keras's TensorFlow, JAX and PyTorch backends.
 """
 
 from keras import ops

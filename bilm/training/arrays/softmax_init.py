@@ -1,8 +1,8 @@
-"""Where a new softmax starts on JAX and PyTorch: what the fit reads of the biLM (its top outputs on the start of
+"""Where a new softmax of the array step starts: what the fit reads of the biLM (its top outputs on the start of
 the text, the words' encodings), computed by the training step's network from a state's weights; the fit itself is the
 NumPy one TensorFlow's runs use (`bilm.training.model.softmax_init.fit_softmax`).
 
-Needs Keras on JAX or PyTorch (`KERAS_BACKEND=jax` or `torch`).
+Runs on Keras's TensorFlow, JAX and PyTorch backends.
 """
 import numpy as np
 from keras import ops

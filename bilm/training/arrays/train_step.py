@@ -1,6 +1,7 @@
-"""The biLM's training step on JAX and PyTorch, written once in `keras.ops`: forward and backward pass, sampled
+"""The biLM's training step on every backend, written once in `keras.ops`: forward and backward pass, sampled
 softmax, clipping, the optimizer's update and the new LSTM states; on JAX compiled as one XLA program
-(`jax.jit`), on PyTorch run eagerly with torch autograd.
+(`jax.jit`), on PyTorch run eagerly with torch autograd, on TensorFlow one `tf.function` over variables updated
+in place.
 
 It computes what `bilm.training.tensorflow.train_step.TrainStep` computes with
 TensorFlow (one replica): the network of `build_bilm(layout="training")`
@@ -18,7 +19,7 @@ that TensorFlow's step does from the same run seed and step. What each
 backend does its own way (the gradient, compiling, rows of a table, the
 sampler, devices) is `bilm.backend.training_ops()`.
 
-Needs Keras on JAX or PyTorch (`KERAS_BACKEND=jax` or `torch`).
+Runs on Keras's TensorFlow, JAX and PyTorch backends (TensorFlow's one-replica runs train with it).
 """
 import functools
 import math

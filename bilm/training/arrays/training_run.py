@@ -1,9 +1,9 @@
-"""Training on JAX and PyTorch: the array step's side of the one training driver
+"""Training with the array step (JAX, PyTorch, and TensorFlow's one-replica runs): its side of the one training driver
 (`bilm.training.run.loop.run_training`), the trainer (its devices) and the run it opens (the state of
 `ArrayTrainStep` that its steps replace, its restore, adaptation and held-out evaluation); messages, checkpoints,
 the progress line and TensorBoard's scalars are `BaseRun`'s.
 
-Needs Keras on JAX or PyTorch (`KERAS_BACKEND=jax` or `torch`).
+Runs on Keras's TensorFlow, JAX and PyTorch backends.
 """
 import itertools
 import os
@@ -94,7 +94,7 @@ def adapted_state(step, state, model, data, softmax_init):
 
 
 class ArrayTrainingRun(BaseRun):
-    """A call's run on JAX and PyTorch: the state its steps replace.
+    """A call's run with the array step: the state its steps replace.
 
     Args:
         train_step: the run's `ArrayTrainStep`; `state` its state (placed on its devices).
