@@ -12,7 +12,7 @@ import pytest
 
 import bilm.training.config.training_config as training_config
 import bilm.training.run.from_files as from_files
-import bilm.training.tensorflow.training_run as training_run
+from bilm.backend import trainer_module
 from bilm.errors import UserError
 from bilm.presets import training_options
 from bilm.training.data.lm_dataset import BidirectionalLMDataset, LMDataset
@@ -141,16 +141,17 @@ def test_run_test_evaluates_the_latest_checkpoint_on_the_test_files_in_order(tmp
     save_dir = str(tmp_path / "ckpt")
     checkpoint = _write_checkpoint(save_dir, tiny_options(), os.path.abspath(corpus["train"]))
     calls = []
-    monkeypatch.setattr(training_run, "evaluate", lambda *args, **kwargs: calls.append((args, kwargs)) or 12.5)
+    monkeypatch.setattr(trainer_module(), "evaluate_checkpoint",
+                        lambda *args: calls.append(args) or 12.5)
     assert from_files.evaluate_from_files(corpus["heldout"], corpus["vocab"], save_dir, batch_size=3, verbose=0,
                                           start="warm") == 12.5
-    ((options, got_checkpoint, data), kwargs), = calls
-    assert options.get("n_tokens_vocab") == len(WORDS) + 3 and got_checkpoint == checkpoint
+    (meta, options, data, batch_size, verbose, start), = calls
+    assert options.get("n_tokens_vocab") == len(WORDS) + 3 and meta["path"] == checkpoint
     assert data.forward.test and data.forward.filepattern == corpus["heldout"]
-    assert kwargs == {"batch_size": 3, "verbose": 0, "start": "warm"}
+    assert (batch_size, verbose, start) == (3, 0, "warm")
     # By default the run's own batch size, as training's held-out evaluation.
     from_files.evaluate_from_files(corpus["heldout"], corpus["vocab"], save_dir, verbose=0)
-    assert calls[-1][1]["batch_size"] == tiny_options()["batch_size"] == 16
+    assert calls[-1][3] == tiny_options()["batch_size"] == 16
 
 
 @pytest.mark.slow

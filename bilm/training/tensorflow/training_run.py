@@ -11,7 +11,7 @@ from bilm.training.model.boundary_state_measure import measure_boundary_state
 from bilm.training.run.base_run import BaseRun
 from bilm.training.tensorflow import checkpoints
 from bilm.training.tensorflow.distribution import is_chief, make_strategy, n_workers
-from bilm.training.tensorflow.evaluation import evaluate, evaluate_lm
+from bilm.training.tensorflow.evaluation import evaluate_lm
 from bilm.training.tensorflow.softmax_init import initialize_softmax
 from bilm.training.tensorflow.tf_dataset import make_tf_dataset
 from bilm.training.tensorflow.train_step import TrainStep
@@ -47,10 +47,8 @@ class Trainer:
                            loop.max_to_keep, loop.verbose, save_timer, config.vocabulary, loop.seed)
 
 
-def evaluate_checkpoint(meta, options, data, batch_size, verbose, start):
-    """The average perplexity of the checkpoint `meta` describes; for a list or tuple of starts, `{start: average
-    perplexity}`, the checkpoint loaded once (`bilm.training.tensorflow.evaluation.evaluate`)."""
-    return evaluate(options, meta["path"], data, batch_size=batch_size, verbose=verbose, start=start)
+# bin/run_test.py's figure of a checkpoint: the array step's evaluation, as on every backend.
+evaluate_checkpoint = array_training_run.evaluate_checkpoint
 
 
 class TrainingRun(BaseRun):
