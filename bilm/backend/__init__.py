@@ -17,7 +17,7 @@ draws none); `backend_module` picks Keras's backend's module.
 names: `compile_step`, `compile_inference`, `gradients`, `take_rows`,
 `distinct_tokens_bound`, `distinct_tokens_at_most`, `unique_rows`,
 `distinct_rows`, `gather_rows`, `set_rows`, `add_rows`,
-`copy`, `Placement`, `training_devices`, `log_uniform_candidates`, `random`
+`copy`, `hold_in`, `Placement`, `training_devices`, `log_uniform_candidates`, `random`
 (TensorFlow's stateless random numbers), `INDEX_DTYPE`, `INTERRUPTIBLE_CALLS` and `JIT_COMPILE_NOTES`. The training step
 written once in `keras.ops` (`bilm.training.arrays.train_step`) calls them
 through `training_ops()`, which picks the module of Keras's backend: the one

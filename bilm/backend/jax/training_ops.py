@@ -81,6 +81,13 @@ def copy(value):
     return jax.device_put(value, may_alias=False)
 
 
+def hold_in(variables, values=None):
+    """The state's arrays of a network's Keras `variables`, holding `values` (arrays of their shapes; None: their
+    own values): `values` as they are, or copies of the variables' values (`copy`: the step donates its state's
+    buffers, which the variables must not lose)."""
+    return list(values) if values is not None else [copy(variable.value) for variable in variables]
+
+
 class Placement:
     """Where a step's tensors live: the batch and LSTM states split along `devices`, the rest replicated.
 

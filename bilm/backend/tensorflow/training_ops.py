@@ -183,6 +183,18 @@ def copy(value):
     return tf.Variable(value, trainable=False)
 
 
+def hold_in(variables, values=None):
+    """The state's arrays of a network's Keras `variables`, holding `values` (arrays of their shapes; None: their
+    own values): the variables' own `tf.Variable`s, `values` written into them. The step updates its state in
+    place, so the network's weights are held once, not once by the network and again by the state."""
+    held = [variable.value for variable in variables]
+    if values is not None:
+        for variable, value in zip(held, values, strict=True):
+            if value is not variable:
+                variable.assign(value)
+    return held
+
+
 class Placement:
     """Where a step's tensors live: TensorFlow's default device (one replica).
 

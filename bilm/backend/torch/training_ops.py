@@ -109,6 +109,12 @@ def copy(value):
     return torch.clone(keras.ops.convert_to_tensor(value)).detach()
 
 
+def hold_in(variables, values=None):
+    """The state's arrays of a network's Keras `variables`, holding `values` (arrays of their shapes; None: their
+    own values): `values` as they are, or copies of the variables' values (`copy`: the step consumes its state)."""
+    return list(values) if values is not None else [copy(variable.value) for variable in variables]
+
+
 class Placement:
     """Where a step's tensors live: Keras's device (PyTorch trains on one device).
 

@@ -88,7 +88,8 @@ class ArrayTrainStep:
         self._expected = None  # the bound the run's first batches need together (`expect`)
 
     def initial_state(self, softmax_seed=0):
-        """The state before the first step: the network's current weights, a softmax drawn from
+        """The state before the first step: the network's current weights (`training_ops.hold_in`: on TensorFlow
+        the network's variables themselves, which the steps update), a softmax drawn from
         N(0, 1/sqrt(projection_dim)) (`softmax_seed`), the optimizer's start and zero LSTM states. What is not
         the network's is made in NumPy and copied in (`training_ops.copy`: on JAX an op would compile a program
         for each shape)."""
@@ -97,8 +98,8 @@ class ArrayTrainStep:
         softmax = {"b": copy(np.zeros((settings.n_tokens_vocab,), np.float32))}
         if not self.shares_embedding:
             softmax["W"] = copy(softmax_initializer(dim, softmax_seed)((settings.n_tokens_vocab, dim)))
-        bilm = [copy(v.value) for v in self.network.trainable_variables]
-        state = {"bilm": bilm, "non_trainable": [copy(v.value) for v in self.network.non_trainable_variables],
+        bilm = self.backend.hold_in(self.network.trainable_variables)
+        state = {"bilm": bilm, "non_trainable": self.backend.hold_in(self.network.non_trainable_variables),
                  "softmax": softmax,
                  "optimizer": optimizers.initial_state(settings.optimizer, self._parameters(bilm, softmax), copy),
                  "lstm": {key: copy(np.zeros((self.global_batch_size, size), np.float32)) for key, _, size in

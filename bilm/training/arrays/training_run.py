@@ -88,8 +88,8 @@ def adapted_state(step, state, model, data, softmax_init):
     `WeightFileError` lists the datasets the file lacks or shapes otherwise."""
     load_model_weights(step, model)
     network = step.network
-    state = {**state, "bilm": [step.backend.copy(v.value) for v in network.trainable_variables],
-             "non_trainable": [step.backend.copy(v.value) for v in network.non_trainable_variables]}
+    state = {**state, "bilm": step.backend.hold_in(network.trainable_variables),
+             "non_trainable": step.backend.hold_in(network.non_trainable_variables)}
     return initialize_softmax_of_state(step, state, data, softmax_init)
 
 
@@ -122,6 +122,9 @@ class ArrayTrainingRun(BaseRun):
         self.boundary_state = run_directory.read_boundary_state(self.save_dir, meta)
         if not self.resume(meta, lstm_restored):
             state = {**state, "lstm": {key: 0 * value for key, value in state["lstm"].items()}}
+        network = step.network  # the weights where the backend holds them (`hold_in`)
+        state = {**state, "bilm": step.backend.hold_in(network.trainable_variables, state["bilm"]),
+                 "non_trainable": step.backend.hold_in(network.non_trainable_variables, state["non_trainable"])}
         self.state = step.place(state)
 
     def adapt(self, model, data, softmax_init):
