@@ -35,6 +35,7 @@ class Trainer:
         self.interruptible_phases = n_workers(self.strategy) == 1
         if strategy is None and self.n_replicas == 1:
             self.array_trainer = array_training_run.Trainer(config, n_gpus)
+            self.interruptible_phases = self.array_trainer.interruptible_phases  # the run it opens says
 
     def open_run(self, config, save_dir, log_dir, loop, save_timer, stop_signals):
         """The call's run: the array step's (`ArrayTrainingRun`), or with a strategy's replicas a `TrainingRun`,
