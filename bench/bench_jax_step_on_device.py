@@ -38,6 +38,7 @@ import jax  # noqa: E402
 import numpy as np  # noqa: E402
 from machine import clocked, machine_line  # noqa: E402
 
+from bilm.backend.jax.training_ops import Placement  # noqa: E402
 from bilm.commands import set_numerics  # noqa: E402
 from bilm.presets import training_options  # noqa: E402
 from bilm.training.arrays.train_step import ArrayTrainStep  # noqa: E402
@@ -119,8 +120,8 @@ def main(argv=None):
           f"{'on' if deterministic else 'off'}; {args.steps} steps", flush=True)
 
     started = time.perf_counter()
-    on_device = ArrayTrainStep(parsed, settings, seed=0, devices=[device])
-    on_cpu = ArrayTrainStep(parsed, settings, seed=0, devices=[cpu])
+    on_device = ArrayTrainStep(parsed, settings, seed=0, placement=Placement([device]))
+    on_cpu = ArrayTrainStep(parsed, settings, seed=0, placement=Placement([cpu]))
     start = jax.tree_util.tree_map(np.asarray, jax.device_get(on_device.initial_state()))
     batches = random_batches(args.steps, args.batch_size, args.unroll_steps, args.n_tokens_vocab)
     print(f"built in {time.perf_counter() - started:.1f} s", flush=True)

@@ -19,12 +19,13 @@ import tensorflow as tf
 
 import numpy_reference as R
 from bilm.optimizers import global_norm_scale, make_optimizer
+from bilm.training.arrays import softmax_init as array_softmax_init
+from bilm.training.arrays import training_run as array_training_run
 from bilm.training.config.settings import training_settings
 from bilm.training.convert import tensorflow_state
-from bilm.training.model import softmax_init
 from bilm.training.run import run_checkpoint
 from bilm.training.run.from_files import load_training_data
-from bilm.training.tensorflow import checkpoints, training_run
+from bilm.training.tensorflow import checkpoints
 from bilm.training.tensorflow.training_lm import TrainingLM
 
 WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet",
@@ -214,5 +215,5 @@ SOFTMAX_FIT_POSITIONS = 4000
 
 def small_softmax_fit(monkeypatch, n_positions=SOFTMAX_FIT_POSITIONS):
     """Adapted runs of this test fit their new softmax on `n_positions` positions of the training text."""
-    monkeypatch.setattr(training_run, "initialize_softmax",
-                        functools.partial(softmax_init.initialize_softmax, n_positions=n_positions))
+    monkeypatch.setattr(array_training_run, "initialize_softmax_of_state",
+                        functools.partial(array_softmax_init.initialize_softmax_of_state, n_positions=n_positions))

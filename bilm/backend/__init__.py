@@ -17,7 +17,7 @@ draws none); `backend_module` picks Keras's backend's module.
 names: `compile_step`, `compile_inference`, `gradients`, `take_rows`,
 `distinct_tokens_bound`, `distinct_tokens_at_most`, `unique_rows`,
 `distinct_rows`, `gather_rows`, `set_rows`, `add_rows`,
-`copy`, `hold_in`, `Placement`, `training_devices`, `log_uniform_candidates`, `random`
+`copy`, `hold_in`, `Placement`, `training_placement`, `training_devices`, `log_uniform_candidates`, `random`
 (TensorFlow's stateless random numbers), `INDEX_DTYPE`, `INTERRUPTIBLE_CALLS` and `JIT_COMPILE_NOTES`. The training step
 written once in `keras.ops` (`bilm.training.arrays.train_step`) calls them
 through `training_ops()`, which picks the module of Keras's backend: the one
@@ -30,8 +30,7 @@ from bilm.errors import UserError
 from bilm.utils.backend import PORTABLE, configured_backend, require_training_backend
 
 # The module that trains on each backend (its `Trainer` and `evaluate_checkpoint`), named, not imported.
-TRAINERS = {"tensorflow": "bilm.training.tensorflow.training_run", "jax": "bilm.training.arrays.training_run",
-            "torch": "bilm.training.arrays.training_run"}
+TRAINERS = {name: "bilm.training.arrays.training_run" for name in ("tensorflow", "jax", "torch")}
 
 
 # The Keras backends with a folder here (Keras's OpenVINO backend, for one, has none).
@@ -59,8 +58,8 @@ def fast_layer_call(name):
 
 
 def trainer_module():
-    """The module that trains on Keras's backend (`TRAINERS`): TensorFlow's run, or the array step's on JAX and
-    PyTorch; a `UserError` on a backend bilm does not train on."""
+    """The module that trains on Keras's backend (`TRAINERS`: the array step's on every one, its backend's parts
+    `training_ops`); a `UserError` on a backend bilm does not train on."""
     require_training_backend("Training")
     return importlib.import_module(TRAINERS[configured_backend()])
 

@@ -31,8 +31,8 @@ END_OF_RUN_BOUNDARY_SENTENCES = 200
 def _short_end_of_run_boundary_measure(monkeypatch):
     import functools
 
-    from bilm.training.model.boundary_state_measure import measure_boundary_state
-    from bilm.training.tensorflow import training_run
+    from bilm.training.arrays import training_run
+    from bilm.training.arrays.boundary_state_measure import measure_boundary_state
 
     monkeypatch.setattr(training_run, "measure_boundary_state",
                         functools.partial(measure_boundary_state, n_sentences=END_OF_RUN_BOUNDARY_SENTENCES))

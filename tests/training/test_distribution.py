@@ -19,8 +19,8 @@ import pytest
 import tensorflow as tf
 
 import warm_python
+from bilm.backend.tensorflow.distribution import is_chief, make_strategy
 from bilm.training.run.loop import train
-from bilm.training.tensorflow.distribution import is_chief, make_strategy
 from helpers import ROOT, TESTS
 from training_helpers import checkpoint_arrays, open_data, tiny_options, write_corpus
 
@@ -35,7 +35,7 @@ if config["logical_cpus"]:
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
 sys.path.insert(0, config["tests"])
 from training_helpers import open_data
-from bilm.training.tensorflow.distribution import make_strategy
+from bilm.backend.tensorflow.distribution import make_strategy
 from bilm.training.run.loop import train
 # One strategy for all the runs: a process sets up its cluster's collectives once.
 strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]) if config["logical_cpus"] else make_strategy()
@@ -89,6 +89,46 @@ def _strategy(task_type=None, task_id=0, cluster=None):
 ])
 def test_only_the_chief_or_else_worker_0_writes(strategy, chief):
     assert is_chief(strategy) is chief
+
+
+EACH_REPLICA = """
+import json
+import numpy as np
+import tensorflow as tf
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+from bilm.backend.tensorflow.training_ops import Placement
+placement = Placement(strategy=tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]))
+
+def function(rows, lstm, replica):  # replica r: rows (2, 3 + r), values (1, 2) * 10 ** r
+    r = tf.cast(replica, tf.int32)
+    scale = tf.cast(10 ** r, tf.float32)
+    sparse = {"table": (tf.stack([2, 3 + r]), tf.constant([[1.0], [2.0]]) * scale)}
+    means = {"x": tf.reduce_mean(rows["x"]), "replica": tf.cast(replica, tf.float32)}
+    return means, sparse, {"h": lstm["h"] * 2 + tf.cast(r, tf.float32)}
+
+batch = {"x": tf.reshape(tf.range(8, dtype=tf.float32), (4, 2))}
+lstm = {"h": tf.reshape(tf.range(4, dtype=tf.float32), (4, 1)) * 10}
+means, sparse, stacked = tf.function(lambda b, h: placement.each_replica(function, b, h, 6, jit_compile=False),
+                                     autograph=False)(batch, lstm)
+print(json.dumps({"n_replicas": placement.n_replicas, "means": {k: float(v) for k, v in means.items()},
+                  "rows": sparse["table"][0].numpy().tolist(), "values": sparse["table"][1].numpy().tolist(),
+                  "stacked": stacked["h"].numpy().tolist()}))
+"""
+
+
+@pytest.mark.slow
+def test_each_replica_differentiates_its_rows_and_combines_what_one_device_would():
+    process = warm_python.run([sys.executable, "-c", EACH_REPLICA], cwd=ROOT, capture_output=True, text=True,
+                              timeout=300)
+    assert process.returncode == 0, process.stderr[-3000:]
+    got = json.loads(process.stdout.splitlines()[-1])
+    assert got["n_replicas"] == 2
+    assert got["means"] == {"x": 3.5, "replica": 0.5}  # the global batch's mean; replicas numbered 0 and 1
+    # Row 2 from both replicas summed, each row's sum averaged over the replicas; `6` pads (no row).
+    assert got["rows"] == [2, 3, 4, 6]
+    assert got["values"] == [[5.5], [1.0], [10.0], [0.0]]
+    assert got["stacked"] == [[0.0], [20.0], [41.0], [61.0]]  # each replica's rows of the LSTM states, in order
 
 
 def _exact_options(batch_size):

@@ -205,6 +205,7 @@ import keras
 import numpy as np
 from bilm.options import load_options
 from bilm.training.config.settings import training_settings
+from bilm.backend.jax.training_ops import Placement
 from bilm.training.arrays.train_step import ArrayTrainStep
 
 folder = sys.argv[1]
@@ -215,7 +216,7 @@ runs = {}
 for name, devices, rows in (("one", jax.devices()[:1], 16), ("two", jax.devices(), 8)):
     _, settings = training_settings({**options, "batch_size": rows})
     keras.utils.set_random_seed(7)  # the same initial weights in both
-    step = ArrayTrainStep(load_options(options), settings, seed=3, devices=devices)
+    step = ArrayTrainStep(load_options(options), settings, seed=3, placement=Placement(devices))
     assert step.global_batch_size == 16
     state = step.initial_state()
     losses = []

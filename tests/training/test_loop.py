@@ -138,23 +138,23 @@ def test_a_global_mixed_precision_policy_is_refused_before_any_work(tmp_path, tr
     assert not (tmp_path / "ckpt").exists()
 
 
-# TensorFlow trains one replica with the step every backend trains with (its state in variables), and a given
-# strategy's replicas with its own TrainStep.
+# TensorFlow trains one replica on its default device, and a given strategy's replicas, with the step every
+# backend trains with.
 @pytest.mark.slow
-def test_tensorflows_one_replica_trains_with_the_array_step_and_a_strategy_with_train_step(
+def test_tensorflow_trains_one_replica_and_a_strategys_replicas_with_the_array_step(
         tmp_path, training_corpus, monkeypatch):
     from bilm.training.arrays.train_step import ArrayTrainStep
-    from bilm.training.tensorflow.train_step import TrainStep
 
-    calls = {"array": 0, "strategy": 0}
-    for cls, key in ((ArrayTrainStep, "array"), (TrainStep, "strategy")):
-        def counted(self, *args, _call=cls.__call__, _key=key, **kwargs):
-            calls[_key] += 1
-            return _call(self, *args, **kwargs)
-        monkeypatch.setattr(cls, "__call__", counted)
+    strategies = []
+    original = ArrayTrainStep.__call__
+
+    def counted(self, *args, **kwargs):
+        strategies.append(self.placement.strategy)
+        return original(self, *args, **kwargs)
+    monkeypatch.setattr(ArrayTrainStep, "__call__", counted)
     options = tiny_options()
     train(options, open_data(options, training_corpus), 1, tmp_path / "one", None, max_steps=2, verbose=0)
-    assert calls == {"array": 2, "strategy": 0}
-    train(options, open_data(options, training_corpus), 1, tmp_path / "given", None, max_steps=2, verbose=0,
-          strategy=tf.distribute.OneDeviceStrategy("/cpu:0"))
-    assert calls == {"array": 2, "strategy": 2}
+    strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+    result = train(options, open_data(options, training_corpus), 1, tmp_path / "given", None, max_steps=2,
+                   verbose=0, strategy=strategy)
+    assert strategies == [None, None, strategy, strategy] and result["step"] == 2

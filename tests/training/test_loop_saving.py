@@ -19,8 +19,6 @@ import pytest
 
 import bilm.training.arrays.training_run as array_training_run
 import bilm.training.run.loop as loop_module
-import bilm.training.tensorflow.training_run as run_module
-import bilm.training.tensorflow.training_run as training_run_module
 import warm_python
 from bilm.training.run import run_checkpoint
 from bilm.training.run.driver import run_steps
@@ -305,8 +303,7 @@ def _phase_that_waits_for_a_signal(signum):
 def test_a_signal_during_the_boundary_state_measure_stops_it_and_saves_the_steps(
         tmp_path, corpus, monkeypatch, previous_handlers):
     phase = _phase_that_waits_for_a_signal(signal.SIGTERM)
-    for module in (training_run_module, array_training_run):  # whichever run the backend's trainer opens
-        monkeypatch.setattr(module, "measure_boundary_state", phase)
+    monkeypatch.setattr(array_training_run, "measure_boundary_state", phase)
     options = tiny_options()
     started = time.monotonic()
     with pytest.raises(TrainingInterrupted) as stopped:
@@ -320,8 +317,7 @@ def test_a_signal_during_the_boundary_state_measure_stops_it_and_saves_the_steps
 @pytest.mark.slow
 def test_a_signal_during_held_out_evaluation_stops_it_and_saves_the_steps(tmp_path, corpus, monkeypatch,
                                                                           previous_handlers):
-    for run in (run_module.TrainingRun, array_training_run.ArrayTrainingRun):  # whichever the trainer opens
-        monkeypatch.setattr(run, "heldout", _phase_that_waits_for_a_signal(signal.SIGINT))
+    monkeypatch.setattr(array_training_run.ArrayTrainingRun, "heldout", _phase_that_waits_for_a_signal(signal.SIGINT))
     options = tiny_options()
     with pytest.raises(TrainingInterrupted) as stopped:
         train(options, open_data(options, corpus), 1, tmp_path, None, heldout_data=open_data(options, corpus),

@@ -24,9 +24,9 @@ JIT_COMPILE_NOTES = {False: "The training key jit_compile is false, and JAX comp
                             "XLA (only TensorFlow's steps run uncompiled); on JAX it has no effect."}
 
 
-def compile_step(step, jit_compile=True):
-    """`step(state, batch, step_number) -> (state, metrics)` compiled whole; `state`'s buffers are reused (the
-    training key `jit_compile` aside: `JIT_COMPILE_NOTES`)."""
+def compile_step(step, jit_compile=True, placement=None):
+    """`step(state, batch, step_number) -> (state, metrics)` compiled whole, whatever its `placement`; `state`'s
+    buffers are reused (the training key `jit_compile` aside: `JIT_COMPILE_NOTES`)."""
     return jax.jit(step, donate_argnums=0)
 
 
@@ -97,6 +97,7 @@ class Placement:
 
     def __init__(self, devices=None):
         self.devices = list(devices) if devices else jax.devices()[:1]
+        self.n_replicas = len(self.devices)
         mesh = jax.sharding.Mesh(np.array(self.devices), ("data",))
         self._rows = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("data"))
         self._replicated = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
@@ -113,6 +114,19 @@ class Placement:
         """`tree`'s arrays on the first device."""
         return jax.device_put(tree, self.devices[0])
 
+    chief, n_workers = True, 1  # one process
+
+    @staticmethod
+    def each_replica(function, batch, lstm, n_rows, jit_compile=None):
+        """`function(batch, lstm, 0)`: the step is one program over the global batch, compiled whole
+        (`function`'s contract: the TensorFlow backend's `Placement.each_replica`)."""
+        return function(batch, lstm, 0)
+
+    @staticmethod
+    def agree(requests):
+        """This process's request flags: they are the agreed ones (one process)."""
+        return requests
+
 
 def training_devices(n_gpus):
     """The first `n_gpus` devices of JAX's default kind (the CPU where it has no accelerator)."""
@@ -122,3 +136,12 @@ def training_devices(n_gpus):
         raise UserError(f"--n_gpus {n} asks for more devices than JAX sees ({len(devices)}: "
                         f"{', '.join(str(d) for d in devices)}).")
     return devices[:n]
+
+
+def training_placement(n_gpus, strategy=None):
+    """The `Placement` a run trains on: `training_devices(n_gpus)`; a `strategy` (TensorFlow's) is refused in one
+    line."""
+    if strategy is not None:
+        raise UserError("strategy is a tf.distribute.Strategy, for TensorFlow; on JAX, n_gpus devices share each "
+                        "batch (leave strategy out).")
+    return Placement(training_devices(n_gpus))

@@ -14,6 +14,7 @@ import keras
 import tensorflow as tf
 
 from bilm.backend.tensorflow import random  # noqa: F401 (one of the shared names)
+from bilm.backend.tensorflow.distribution import is_chief, make_strategy, n_workers
 from bilm.errors import UserError
 from bilm.ops.placement import device_type
 from bilm.ops.sampled_softmax import log_uniform_candidates  # noqa: F401 (one of the shared names)
@@ -29,11 +30,12 @@ INTERRUPTIBLE_CALLS = True
 JIT_COMPILE_NOTES = {}
 
 
-def compile_step(step, jit_compile="auto"):
+def compile_step(step, jit_compile="auto", placement=None):
     """`step(state, batch, step_number) -> (state, metrics)` as one `tf.function` over variables, compiled with
     XLA as the training key `jit_compile` says (`compiles_whole_step`): the call makes `state`'s arrays
     variables (those that are not), writes the step's new state into them and returns `(those variables,
-    metrics)`; `state` is consumed."""
+    metrics)`; `state` is consumed. Over a strategy's replicas (`placement`), XLA compiles each replica's
+    gradients (`Placement.each_replica`: it compiles no all-reduce across the strategy's devices)."""
 
     def run(variables, batch, step_number):
         new_state, metrics = step(variables, batch, step_number)
@@ -42,7 +44,8 @@ def compile_step(step, jit_compile="auto"):
                 variable.assign(value)
         return metrics
 
-    function = tf.function(run, jit_compile=True if compiles_whole_step(jit_compile) else None,
+    whole = compiles_whole_step(jit_compile) and (placement is None or placement.strategy is None)
+    function = tf.function(run, jit_compile=True if whole else None,
                            reduce_retracing=True, autograph=False)
 
     def call(state, batch, step_number):
@@ -196,14 +199,28 @@ def hold_in(variables, values=None):
 
 
 class Placement:
-    """Where a step's tensors live: TensorFlow's default device (one replica).
+    """Where a step's tensors live: TensorFlow's default device (one replica), or a `tf.distribute` strategy's
+    replicas, `n_replicas` of them in all its workers, each differentiating its rows of the global batch.
+
+    The state's variables are this worker's own (made outside the strategy's scope, on its default device):
+    the replicas read them, and every worker applies the same update (the gradients all-reduced), so the
+    workers' copies stay equal.
 
     Args:
         devices: None, or a list of one device name (`training_devices`).
+        strategy: None, or a `tf.distribute.Strategy` whose replicas share each batch.
     """
 
-    def __init__(self, devices=None):
-        self.devices = list(devices) if devices else training_devices(0)
+    def __init__(self, devices=None, strategy=None):
+        self.strategy = strategy
+        if strategy is None:
+            self.devices = list(devices) if devices else training_devices(0)
+            self.n_replicas, self.chief, self.n_workers = 1, True, 1
+        else:
+            self.devices = list(strategy.extended.worker_devices)
+            self.n_replicas = strategy.num_replicas_in_sync
+            self.chief, self.n_workers = is_chief(strategy), n_workers(strategy)
+        self._agree = None
 
     @staticmethod
     def _tensors(tree):
@@ -212,11 +229,66 @@ class Placement:
 
     rows = replicated = first = _tensors
 
+    def each_replica(self, function, batch, lstm, n_rows, jit_compile="auto"):
+        """What one device computes from the global `batch` and LSTM states `lstm` (dicts of arrays, rows
+        stacked by replica), by `function(rows, lstm rows, replica) -> (means, sparse, stacked)` on each
+        replica's rows (`replica` its number): `means` (a tree of arrays) averaged over the replicas, `sparse`
+        (`{name: (rows, values)}`, distinct rows of a table of `n_rows`, padded with `n_rows`) gathered and
+        summed by row (`distinct_rows`) then averaged, `stacked` (`{key: (rows, ...)}`) stacked in replica order.
+        XLA compiles each replica's `function` as the training key `jit_compile` says (`compiles_whole_step`).
+        Without a strategy, `function(batch, lstm, 0)`."""
+        if self.strategy is None:
+            return function(batch, lstm, 0)
+        n_replicas = self.n_replicas
+        if compiles_whole_step(jit_compile):
+            function = tf.function(function, jit_compile=True, reduce_retracing=True, autograph=False)
+
+        def replica_step(batch, lstm):
+            context = tf.distribute.get_replica_context()
+            replica = context.replica_id_in_sync_group
+            size = tf.shape(next(iter(batch.values())))[0] // n_replicas
+            start = replica * size
+            rows = {key: value[start:start + size] for key, value in batch.items()}
+            lstm_rows = {key: value[start:start + size] for key, value in lstm.items()}
+            means, sparse, stacked = function(rows, lstm_rows, tf.cast(replica, tf.int64))
+            means = context.all_reduce(tf.distribute.ReduceOp.MEAN, means)
+            gathered = context.all_gather(sparse, axis=0) if sparse else {}
+            sparse = {name: distinct_rows(rows_of, values / n_replicas, n_rows)
+                      for name, (rows_of, values) in gathered.items()}
+            return means, sparse, context.all_gather(stacked, axis=0)
+
+        outputs = self.strategy.run(replica_step, args=(batch, lstm))
+        return tf.nest.map_structure(lambda x: self.strategy.experimental_local_results(x)[0], outputs)
+
+    def agree(self, requests):
+        """The request flags (a sequence of 0/1) averaged over every replica of every worker: the same vector on
+        each (positive where some worker raised the flag). One worker's are its own."""
+        if self.n_workers == 1 or requests is None:
+            return requests
+        if self._agree is None:
+            def mean(flags):
+                context = tf.distribute.get_replica_context()
+                # The identity places the flags on this replica's device, which collectives need.
+                return context.all_reduce(tf.distribute.ReduceOp.MEAN, tf.identity(flags))
+
+            self._agree = tf.function(lambda flags: self.strategy.experimental_local_results(
+                self.strategy.run(mean, args=(flags,)))[0], autograph=False)
+        return self._agree(tf.constant(requests, tf.float32)).numpy()
+
+
+def training_placement(n_gpus, strategy=None):
+    """The `Placement` a run trains on: `strategy`'s replicas (default `make_strategy(n_gpus)`: a cluster's workers,
+    `n_gpus` GPUs), or TensorFlow's default device where that is the default strategy's one replica."""
+    strategy = strategy or make_strategy(n_gpus)
+    if strategy is tf.distribute.get_strategy() and strategy.num_replicas_in_sync == 1:
+        return Placement()
+    return Placement(strategy=strategy)
+
 
 def training_devices(n_gpus):
-    """The device the array step runs on, TensorFlow's default (one replica: `n_gpus` above 1 is refused in one
-    line)."""
+    """The device of one replica, TensorFlow's default (`n_gpus` above 1 is refused in one line: several train
+    with a strategy, `training_placement`)."""
     if (n_gpus or 0) > 1:
-        raise UserError(f"n_gpus is {n_gpus}, and TensorFlow's array step runs on one device; several replicas "
-                        "train with bilm.training.train's tf.distribute strategy.")
+        raise UserError(f"n_gpus is {n_gpus}, and this trains on one device; several replicas train with a "
+                        "tf.distribute strategy (bilm.training.train's n_gpus or strategy).")
     return [tf.config.list_logical_devices()[0].name]

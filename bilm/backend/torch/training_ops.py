@@ -25,9 +25,9 @@ JIT_COMPILE_NOTES = {True: "The training key jit_compile is true, and PyTorch ru
                            "(TensorFlow's and JAX's steps are compiled with XLA); on PyTorch it has no effect."}
 
 
-def compile_step(step, jit_compile=False):
-    """`step(state, batch, step_number) -> (state, metrics)`, run eagerly: `state` is consumed (its tables
-    are updated in place; the training key `jit_compile` aside: `JIT_COMPILE_NOTES`)."""
+def compile_step(step, jit_compile=False, placement=None):
+    """`step(state, batch, step_number) -> (state, metrics)`, run eagerly on its `placement`'s device: `state` is
+    consumed (its tables are updated in place; the training key `jit_compile` aside: `JIT_COMPILE_NOTES`)."""
     return step
 
 
@@ -124,12 +124,26 @@ class Placement:
 
     def __init__(self, devices=None):
         self.devices = list(devices) if devices else training_devices(0)
+        self.n_replicas = 1
 
     def _to(self, tree):
         device = self.devices[0]
         return keras.tree.map_structure(lambda x: torch.as_tensor(x).to(device), tree)
 
     rows = replicated = first = _to
+
+    chief, n_workers = True, 1  # one process
+
+    @staticmethod
+    def each_replica(function, batch, lstm, n_rows, jit_compile=None):
+        """`function(batch, lstm, 0)`: the step is one program over the global batch, compiled whole
+        (`function`'s contract: the TensorFlow backend's `Placement.each_replica`)."""
+        return function(batch, lstm, 0)
+
+    @staticmethod
+    def agree(requests):
+        """This process's request flags: they are the agreed ones (one process)."""
+        return requests
 
 
 def training_devices(n_gpus):
@@ -138,3 +152,12 @@ def training_devices(n_gpus):
         raise UserError(f"n_gpus is {n_gpus}, and training on PyTorch uses one device; set n_gpus to 1, or train on "
                         "several GPUs with KERAS_BACKEND=jax or tensorflow.")
     return [keras.ops.zeros(()).device]  # Keras's own choice (CUDA, Apple's MPS or the CPU), not guessed again
+
+
+def training_placement(n_gpus, strategy=None):
+    """The `Placement` a run trains on: `training_devices(n_gpus)`; a `strategy` (TensorFlow's) is refused in one
+    line."""
+    if strategy is not None:
+        raise UserError("strategy is a tf.distribute.Strategy, for TensorFlow; on PyTorch, n_gpus devices share each "
+                        "batch (leave strategy out).")
+    return Placement(training_devices(n_gpus))

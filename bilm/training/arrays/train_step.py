@@ -48,12 +48,14 @@ class ArrayTrainStep:
         options: `BiLMOptions` of a training model (char inputs: 261 rows).
         settings: `TrainingSettings`; `batch_size` rows per device.
         seed: int, the run's seed: step `s` draws from `(seed, s)`.
-        devices: the devices to train on (None: the first one). With
-            several (JAX), the step is one program over the global batch
-            (`batch_size` rows per device, stacked), split along the batch
-            by JAX's sharding: the weights are replicated, the batch and the
-            LSTM states are sharded. It computes what one device computes on
-            the stacked batch (one set of negatives for the global batch).
+        placement: where the step runs, the backend's `training_ops().Placement` (None: `Placement()`, one
+            device), `batch_size` rows per replica, stacked in the global batch. On JAX over several devices
+            the step is one program over the global batch, split along the batch by JAX's sharding (the
+            weights replicated, the batch and the LSTM states sharded): what one device computes on the stacked
+            batch (one set of negatives for the global batch). On TensorFlow over a `tf.distribute` strategy's
+            replicas, each replica differentiates its rows with its own random numbers (the step's seed folded
+            with the replica's number, as bilm-tf's towers drew theirs), the gradients are averaged across
+            replicas and every replica (every worker) applies the same update.
 
     The state (`initial_state`) is a dict of arrays, what a checkpoint
     holds: `"bilm"` (the network's trainable weights, in its order),
@@ -61,7 +63,7 @@ class ArrayTrainStep:
     `"lstm"` (`{state key: (batch_size, size)}`, carried between steps).
     """
 
-    def __init__(self, options, settings, seed=0, devices=None):
+    def __init__(self, options, settings, seed=0, placement=None):
         self.backend = training_ops()
         self.options = options
         self.settings = settings
@@ -81,9 +83,9 @@ class ArrayTrainStep:
         self.embedding_name = None if self.use_character_inputs else next(
             name for name in self.names if name.startswith("token_embedding/"))
         self.shares_embedding = bool(settings.share_embedding_softmax)
-        self.placement = self.backend.Placement(devices)
+        self.placement = placement or self.backend.Placement()
         self.devices = self.placement.devices
-        self.global_batch_size = settings.batch_size * len(self.devices)
+        self.global_batch_size = settings.batch_size * self.placement.n_replicas
         self._steps = {}  # {(warmup, distinct tokens bound): the compiled step}
         self._expected = None  # the bound the run's first batches need together (`expect`)
 
@@ -130,7 +132,7 @@ class ArrayTrainStep:
         if key not in self._steps:
             self._steps[key] = self.backend.compile_step(
                 lambda state, batch, step, warmup=key[0], bound=key[1]: self._step(state, batch, step, warmup, bound),
-                self.settings.jit_compile)
+                self.settings.jit_compile, self.placement)
         return self._steps[key](state, self.placement.rows(batch), ops.convert_to_tensor(step, "int32"))
 
     def compiled_bounds(self):
@@ -198,9 +200,34 @@ class ArrayTrainStep:
             return self._step_of(state, batch, step, warmup)
 
     def _step_of(self, state, batch, step, warmup):
+        settings = self.settings
+
+        def replica_gradients(rows, lstm, replica):
+            return self._replica_gradients({**state, "lstm": lstm}, rows, step, warmup, replica)
+
+        (loss, per_direction, dense), sparse, finals = self.placement.each_replica(
+            replica_gradients, batch, state["lstm"], settings.n_tokens_vocab, settings.jit_compile)
+        squares = [ops.sum(g * g) for g in dense.values()] + [ops.sum(v * v) for _, v in sparse.values()]
+        norm = ops.sqrt(sum(squares))
+        clip = settings.all_clip_norm_val
+        scale = clip * ops.minimum(1.0 / norm, 1.0 / clip)
+        scale = ops.where(ops.logical_and(ops.isfinite(loss), ops.isfinite(norm)), scale, 0.0)
+        softmax = state["softmax"]
+        parameters = self._parameters(state["bilm"], softmax)
+        parameters, optimizer_state = optimizers.apply(self.backend, settings.optimizer, settings.learning_rate,
+                                                       parameters, state["optimizer"], dense, sparse, scale)
+        new_state = {"bilm": [parameters[name] for name in self.names], "non_trainable": state["non_trainable"],
+                     "softmax": {part: parameters[f"softmax/{part}"] for part in softmax},
+                     "optimizer": optimizer_state, "lstm": {key: finals[key] for key in state["lstm"]}}
+        return new_state, {"loss": loss, "norm": norm, **per_direction}
+
+    def _replica_gradients(self, state, batch, step, warmup, replica):
+        """`((loss, {direction: loss}, dense gradients), row-sparse gradients, {state key: final state})` of one
+        replica's rows `batch` (its LSTM states in `state["lstm"]`), drawing from the step's seed folded with
+        `replica` (the replica's number); the gradients are `_gradients`', of `loss * unroll_steps`."""
         settings, backend = self.settings, self.backend
         random = backend.random
-        seed = random.fold_in(random.seed_words(self.seed, step), 0)
+        seed = random.fold_in(random.seed_words(self.seed, step), replica)
         # A token model's table is differentiated as the rows its batch reads (never a vocabulary-sized
         # gradient), but where the full softmax reads all of a shared one.
         embedding_rows = None
@@ -248,18 +275,7 @@ class ArrayTrainStep:
             (grad_bilm, grad_softmax), (loss, per_direction, finals) = backend.gradients(
                 loss_of, (bilm, differentiated))
         dense, sparse = self._gradients(grad_bilm, grad_softmax, ids, embedding_rows)
-        squares = [ops.sum(g * g) for g in dense.values()] + [ops.sum(v * v) for _, v in sparse.values()]
-        norm = ops.sqrt(sum(squares))
-        clip = settings.all_clip_norm_val
-        scale = clip * ops.minimum(1.0 / norm, 1.0 / clip)
-        scale = ops.where(ops.logical_and(ops.isfinite(loss), ops.isfinite(norm)), scale, 0.0)
-        parameters = self._parameters(state["bilm"], softmax)
-        parameters, optimizer_state = optimizers.apply(backend, settings.optimizer, settings.learning_rate,
-                                                       parameters, state["optimizer"], dense, sparse, scale)
-        new_state = {"bilm": [parameters[name] for name in self.names], "non_trainable": state["non_trainable"],
-                     "softmax": {part: parameters[f"softmax/{part}"] for part in softmax},
-                     "optimizer": optimizer_state, "lstm": {key: finals[key] for key in state["lstm"]}}
-        return new_state, {"loss": loss, "norm": norm, **per_direction}
+        return (loss, per_direction, dense), sparse, finals
 
     def _gradients(self, grad_bilm, grad_softmax, ids, embedding_rows):
         """`(dense, sparse)` gradients by parameter name (`optimizers.apply`'s): the biLM's (None in the softmax's

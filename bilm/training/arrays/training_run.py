@@ -10,7 +10,6 @@ import os
 import warnings
 
 from bilm.backend import training_ops
-from bilm.errors import UserError
 from bilm.models.functional_bilm import WEIGHTS_FOLLOW
 from bilm.training.arrays.boundary_state_measure import measure_boundary_state
 from bilm.training.arrays.evaluation import evaluate_starts, heldout_perplexity
@@ -31,34 +30,32 @@ EXPECTED_BATCHES = 16
 
 
 class Trainer:
-    """What trains with the array step: `n_gpus` devices of the default kind (`batch_size` rows each). A phase
-    (the softmax's fit, the boundary state's measure) is interruptible where a signal may raise inside the
-    backend's calls (`training_ops`' `INTERRUPTIBLE_CALLS`: not on JAX); elsewhere a signal is acted on between
-    them."""
-
-    chief = True
+    """What trains with the array step: its `placement` (`training_ops().training_placement`: `n_gpus` devices
+    of the default kind, or on TensorFlow a `tf.distribute` strategy's replicas, default `make_strategy(n_gpus)`),
+    `batch_size` rows each. Only the chief writes the run's files. A phase (the softmax's fit, the boundary
+    state's measure) is interruptible where a signal may raise inside the backend's calls (`training_ops`'
+    `INTERRUPTIBLE_CALLS`: not on JAX) and one worker trains; elsewhere a signal is acted on between them (with
+    several workers, at the step they agree on)."""
 
     def __init__(self, config, n_gpus, strategy=None):
-        self.interruptible_phases = training_ops().INTERRUPTIBLE_CALLS
-        if strategy is not None:
-            raise UserError("strategy is a tf.distribute.Strategy, for TensorFlow; on JAX and PyTorch, n_gpus devices "
-                            "share each batch (leave strategy out).")
         note = training_ops().JIT_COMPILE_NOTES.get(config.settings.jit_compile)
         if note is not None:
             warnings.warn(note, stacklevel=4)
-        self.devices = training_ops().training_devices(n_gpus)
-        self.n_replicas = len(self.devices)
+        self.placement = training_ops().training_placement(n_gpus, strategy)
+        self.n_replicas, self.chief = self.placement.n_replicas, self.placement.chief
+        self.interruptible_phases = training_ops().INTERRUPTIBLE_CALLS and self.placement.n_workers == 1
 
     def open_run(self, config, save_dir, log_dir, loop, save_timer, stop_signals):
         """The call's `ArrayTrainingRun`: the network's initial weights and the softmax's start from the seed."""
         seed = loop.seed or 0
         with seeded_python_random(seed):  # the network's initial weights, a function of the seed
-            step = ArrayTrainStep(config.options, config.settings, seed, self.devices)
+            step = ArrayTrainStep(config.options, config.settings, seed, self.placement)
         return ArrayTrainingRun(step, step.initial_state(softmax_seed=seed), stop_signals=stop_signals,
                                 save_dir=save_dir, log_dir=log_dir, verbose=loop.verbose, save_timer=save_timer,
                                 options=config.options.to_dict(), seed=seed, max_to_keep=loop.max_to_keep,
                                 data_source=data_fingerprint(config.data_source),
-                                vocabulary=None if config.vocabulary is None else config.vocabulary.fingerprint)
+                                vocabulary=None if config.vocabulary is None else config.vocabulary.fingerprint,
+                                chief=self.chief)
 
 
 def evaluate_checkpoint(meta, options, data, batch_size, verbose, start):
@@ -135,10 +132,11 @@ class ArrayTrainingRun(BaseRun):
 
     def step_function(self, seed):
         """The loop's step (`seed` is the step's own, `ArrayTrainStep`'s): the state moves on; `{"loss", "norm",
-        "requests"}` (one process: its own flags are the agreed ones)."""
+        "requests"}` (the workers' agreed flags: `Placement.agree`)."""
         def take_step(batch, step, requests):
             self.state, metrics = self.train_step(self.state, batch, step)
-            return {"loss": metrics["loss"], "norm": metrics["norm"], "requests": requests or []}
+            agreed = self.train_step.placement.agree(requests)
+            return {"loss": metrics["loss"], "norm": metrics["norm"], "requests": [] if agreed is None else agreed}
         return take_step
 
     def batches(self, data, skip):
@@ -168,9 +166,10 @@ class ArrayTrainingRun(BaseRun):
         return self.boundary_state[1]
 
     def heldout(self, data, batch_size, tag):
-        """Held-out perplexity with `batch_size` rows (None when there is no held-out data); a signal stops it
-        between its batches (`PhaseInterrupted`), never inside one of JAX's calls."""
-        if data is None:
+        """Held-out perplexity with `batch_size` rows (None when there is no held-out data, and on a worker other
+        than the chief); a signal stops it between its batches (`PhaseInterrupted`), never inside one of JAX's
+        calls."""
+        if data is None or not self.chief:
             return None
 
         def between_batches():

@@ -1,4 +1,4 @@
-"""Deprecated path of `bilm.training.tensorflow.distribution`, the same module."""
+"""Deprecated path of `bilm.backend.tensorflow.distribution`, the same module."""
 from bilm.utils.deprecation import alias_earlier_module
 
-alias_earlier_module(__name__, "bilm.training.tensorflow.distribution")
+alias_earlier_module(__name__, "bilm.backend.tensorflow.distribution")

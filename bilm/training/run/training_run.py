@@ -1,4 +1,4 @@
-"""Deprecated path of `bilm.training.tensorflow.training_run`, the same module."""
+"""Deprecated path of `bilm.training.arrays.training_run`, the same module."""
 from bilm.utils.deprecation import alias_earlier_module
 
-alias_earlier_module(__name__, "bilm.training.tensorflow.training_run")
+alias_earlier_module(__name__, "bilm.training.arrays.training_run")
