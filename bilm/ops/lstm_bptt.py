@@ -6,7 +6,7 @@ carries the state gradients (two skinny matmuls per step, like the forward
 pass) and the weight gradients are large matmuls over all steps, made
 after the loop (and outside XLA, whose CPU matmul is slower at these
 shapes than oneDNN's, unless the whole training step is compiled:
-`bilm.training.tensorflow.train_step`).
+`bilm.training.arrays.train_step`).
 The math is the TF1 `LSTMCell` step of `bilm.ops.lstm_cell`.
 """
 from typing import NamedTuple

@@ -8,62 +8,56 @@ import pytest
 import tensorflow as tf
 
 import warm_python
+from bilm.backend.tensorflow import training_ops
+from bilm.backend.tensorflow.training_ops import Placement, compiles_whole_step
 from bilm.commands.training_arguments import add_training_arguments, restart_command
-from bilm.optimizers import make_optimizer
 from bilm.options import OptionsError, load_options
+from bilm.training.arrays.train_step import ArrayTrainStep
 from bilm.training.config.settings import training_settings
-from bilm.training.tensorflow import train_step
-from bilm.training.tensorflow.train_step import TrainStep, compiles_whole_step
-from bilm.training.tensorflow.training_lm import TrainingLM
+from bilm.utils.python_random import seeded_python_random
 from helpers import TESTS
 from training_helpers import MAX_CHARS, tiny_options
 
 ROWS, STEPS = 16, 5
-REQUESTS = [0.0, 1.0]  # the loop's stop and save flags, which a step passes on
 
 
 def _batches(n, seed=0):
     rng = np.random.default_rng(seed)
     batches = []
     for _ in range(n):
-        batch = {key: tf.constant(rng.integers(0, 261, size=(ROWS, STEPS, MAX_CHARS)), tf.int32)
+        batch = {key: rng.integers(0, 261, size=(ROWS, STEPS, MAX_CHARS)).astype(np.int32)
                  for key in ("token_characters", "token_characters_reverse")}
-        batch.update({key: tf.constant(rng.integers(0, 40, size=(ROWS, STEPS)), tf.int32)
+        batch.update({key: rng.integers(0, 40, size=(ROWS, STEPS)).astype(np.int32)
                       for key in ("next_token_id", "next_token_id_reverse")})
         batches.append(batch)
     return batches
 
 
 def _steps_both_ways(strategy=None, **training):
-    """`{jit_compile: (outputs of each step, {name: array} after them)}`: the same two steps from the same
-    weights, optimizer state and LSTM states, uncompiled and compiled (whole with one replica; each
-    replica's forward and backward pass with several)."""
-    strategy = strategy or tf.distribute.get_strategy()
-    keras.utils.set_random_seed(3)  # the weights drawn, whichever tests ran before in this process
-    options = tiny_options(n_tokens_vocab=50, n_negative_samples_batch=16,
-                           batch_size=ROWS // strategy.num_replicas_in_sync, **training)
-    _, settings = training_settings(options)
-    with strategy.scope():
-        lm = TrainingLM(load_options(options), settings)
-        optimizer = make_optimizer(settings, lm.trainable_variables())
-        states = {key: tf.Variable(tf.zeros([ROWS, size]), name=key) for key, _, size in lm.state_keys}
-    variables = {**{f"model/{k}": v for k, v in lm.trainable_variables().items()},
-                 **{f"optimizer/{k}": v for k, v in optimizer.accumulators.items()},
-                 **{f"state/{k}": v for k, v in states.items()}}
-    start = {name: v.numpy() for name, v in variables.items()}
+    """`{jit_compile: (outputs of each step, [array of the state] after them)}`: the same two steps of the array
+    step on TensorFlow from the same start, uncompiled and compiled (whole with one replica; each replica's
+    forward and backward pass with a strategy's several)."""
+    n_replicas = 1 if strategy is None else strategy.num_replicas_in_sync
+    options = tiny_options(n_tokens_vocab=50, n_negative_samples_batch=16, batch_size=ROWS // n_replicas,
+                           **training)
     results = {}
     for jit_compile in (False, True):
-        for name, variable in variables.items():
-            variable.assign(start[name])
         _, settings = training_settings({**options, "jit_compile": jit_compile})
-        step = TrainStep(lm, optimizer, states, strategy, settings, seed=3)
-        assert step.jit_compile is jit_compile
-        outputs = [{k: v.numpy() for k, v in step(batch, i, REQUESTS).items()} for i, batch in enumerate(_batches(2))]
-        results[jit_compile] = outputs, {name: v.numpy() for name, v in variables.items()}
-    if step.compiles_whole:
-        function = step.function.get_concrete_function(
-            _batches(1)[0], tf.constant(0, tf.int64), tf.constant(REQUESTS))
-        assert function.function_def.attr["_XlaMustCompile"].b  # one XLA program, or an error
+        with seeded_python_random(3):  # the same initial weights both ways
+            step = ArrayTrainStep(load_options(options), settings, seed=3,
+                                  placement=None if strategy is None else Placement(strategy=strategy))
+        state = step.initial_state(softmax_seed=3)
+        outputs = []
+        for i, batch in enumerate(_batches(2)):
+            state, metrics = step(state, batch, i)
+            outputs.append({k: np.asarray(v) for k, v in metrics.items()})
+        results[jit_compile] = outputs, [tf.convert_to_tensor(v).numpy() for v in keras.tree.flatten(state)]
+        if strategy is None:  # one XLA program with jit_compile, or an error; none without
+            (compiled,) = step._steps.values()
+            program = compiled.function.get_concrete_function(
+                state, step.placement.rows(_batches(1)[0]), tf.constant(0, tf.int32))
+            assert program.function_def.attr["_XlaMustCompile"].b is jit_compile
+    assert np.abs(np.asarray(state["lstm"]["forward_1_h"])).max() > 1e-3  # states carried, not zeros
     return results
 
 
@@ -73,10 +67,9 @@ def _assert_the_same_steps(results):
         assert got.keys() == want.keys()
         for key in want:
             np.testing.assert_allclose(got[key], want[key], rtol=1e-5, err_msg=key)
-    for name, want in plain.items():
-        np.testing.assert_allclose(compiled[name], want, rtol=1e-5, atol=1e-5, err_msg=name)
-    np.testing.assert_array_equal(compiled_outputs[1]["requests"], REQUESTS)
-    assert np.abs(plain["state/forward_1_h"]).max() > 1e-3  # states carried, not zeros
+    assert len(compiled) == len(plain)
+    for i, (got, want) in enumerate(zip(compiled, plain)):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5, err_msg=f"state array {i}")
 
 
 @pytest.mark.parametrize("optimizer, learning_rate, dropout", [
@@ -127,6 +120,6 @@ def test_jit_compile_is_one_option_whose_auto_compiles_on_an_accelerator():
         training_settings(tiny_options(jit_compile="yes"))
 
     assert compiles_whole_step(True) and not compiles_whole_step(False)
-    assert compiles_whole_step("auto") is train_step.COMPILED_ON_CPU  # this machine has no GPU
+    assert compiles_whole_step("auto") is training_ops.COMPILED_ON_CPU  # this machine has no GPU
     with tf.device("/device:GPU:0"):
         assert compiles_whole_step("auto")

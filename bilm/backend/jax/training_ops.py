@@ -3,6 +3,8 @@
 donated), rows of a table read and written with fixed shapes, the sampler, TensorFlow's random numbers, and
 the devices a step runs on (the batch split along them, the weights replicated).
 """
+import contextlib
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -115,6 +117,11 @@ class Placement:
         return jax.device_put(tree, self.devices[0])
 
     chief, n_workers = True, 1  # one process
+
+    @staticmethod
+    def scope():
+        """Nothing to enter: the state's arrays are made where `rows` and `replicated` put them."""
+        return contextlib.nullcontext()
 
     @staticmethod
     def each_replica(function, batch, lstm, n_rows, jit_compile=None):

@@ -49,9 +49,11 @@ def compile_step(step, jit_compile="auto", placement=None):
                            reduce_retracing=True, autograph=False)
 
     def call(state, batch, step_number):
-        variables = keras.tree.map_structure(_variable, state)
+        with contextlib.nullcontext() if placement is None else placement.scope():
+            variables = keras.tree.map_structure(_variable, state)
         return variables, function(variables, batch, step_number)
 
+    call.function = function  # the `tf.function` (its programs: `get_concrete_function`)
     return call
 
 
@@ -138,7 +140,8 @@ def distinct_rows(rows, values, n_rows):
 
 def _inside(table, rows):
     """`(inside, mask)`: whether each of `rows` is a row of `table`, `(n,)` and broadcastable to its rows."""
-    inside = rows < tf.cast(tf.shape(table)[0], rows.dtype)
+    n_rows = table.shape[0] if table.shape[0] is not None else tf.shape(table)[0]  # static: a variable not read
+    inside = rows < tf.cast(n_rows, rows.dtype)
     return inside, tf.reshape(inside, [-1] + [1] * (len(table.shape) - 1))
 
 
@@ -162,7 +165,7 @@ def set_rows(table, rows, values):
     rows = tf.where(inside, rows, again_row)
     values = tf.where(mask, values, again_value[None])
     if isinstance(table, tf.Variable):
-        table.scatter_nd_update(rows[:, None], values)
+        table.scatter_update(tf.IndexedSlices(values, rows))  # a mirrored variable's too (every copy)
         return table
     return tf.tensor_scatter_nd_update(table, rows[:, None], values)
 
@@ -175,7 +178,7 @@ def add_rows(table, rows, values):
     rows = tf.where(inside, rows, tf.zeros_like(rows))
     values = tf.where(mask, values, tf.zeros_like(values))
     if isinstance(table, tf.Variable):
-        table.scatter_nd_add(rows[:, None], values)
+        table.scatter_add(tf.IndexedSlices(values, rows))
         return table
     return tf.tensor_scatter_nd_add(table, rows[:, None], values)
 
@@ -202,9 +205,10 @@ class Placement:
     """Where a step's tensors live: TensorFlow's default device (one replica), or a `tf.distribute` strategy's
     replicas, `n_replicas` of them in all its workers, each differentiating its rows of the global batch.
 
-    The state's variables are this worker's own (made outside the strategy's scope, on its default device):
-    the replicas read them, and every worker applies the same update (the gradients all-reduced), so the
-    workers' copies stay equal.
+    With a strategy, the network and the state are made in its scope (`scope`): mirrored variables, a copy on
+    each of this worker's devices, which each replica reads (XLA reads no variable of another device). The
+    update runs once per worker, outside the replicas, and writes every copy; the gradients are all-reduced,
+    so every worker applies the same update and the workers' copies stay equal.
 
     Args:
         devices: None, or a list of one device name (`training_devices`).
@@ -228,6 +232,10 @@ class Placement:
             lambda x: x if isinstance(x, (tf.Variable, tf.Tensor)) else tf.convert_to_tensor(x), tree)
 
     rows = replicated = first = _tensors
+
+    def scope(self):
+        """Where the step's network and state are made: the strategy's scope (mirrored variables), or none."""
+        return self.strategy.scope() if self.strategy is not None else contextlib.nullcontext()
 
     def each_replica(self, function, batch, lstm, n_rows, jit_compile="auto"):
         """What one device computes from the global `batch` and LSTM states `lstm` (dicts of arrays, rows

@@ -135,6 +135,11 @@ class Placement:
     chief, n_workers = True, 1  # one process
 
     @staticmethod
+    def scope():
+        """Nothing to enter: the state's arrays are made where `rows` and `replicated` put them."""
+        return contextlib.nullcontext()
+
+    @staticmethod
     def each_replica(function, batch, lstm, n_rows, jit_compile=None):
         """`function(batch, lstm, 0)`: the step is one program over the global batch, compiled whole
         (`function`'s contract: the TensorFlow backend's `Placement.each_replica`)."""

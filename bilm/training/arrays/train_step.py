@@ -3,9 +3,9 @@ softmax, clipping, the optimizer's update and the new LSTM states; on JAX compil
 (`jax.jit`), on PyTorch run eagerly with torch autograd, on TensorFlow one `tf.function` over variables updated
 in place.
 
-It computes what `bilm.training.tensorflow.train_step.TrainStep` computes with
-TensorFlow (one replica): the network of `build_bilm(layout="training")`
-(Keras 3 on JAX, `stateless_call`), dropout on each LSTM layer's input and
+It computes what TensorFlow's own step computed with TensorFlow's autodiff
+(`TrainStep`, now the tests' reference, `tests/reference_train_step.py`):
+the network of `build_bilm(layout="training")` (`stateless_direct_call`), dropout on each LSTM layer's input and
 on each direction's top output, bilm-tf's sampled softmax with its
 log-uniform sampler (`bilm.training.model.softmax_losses`), the gradient of
 `loss * unroll_steps` clipped to the global norm `all_clip_norm_val`, and
@@ -71,10 +71,12 @@ class ArrayTrainStep:
         self.use_character_inputs = options.char_cnn is not None
         self.directions = DIRECTIONS[: 2 if settings.bidirectional else 1]
         self.input_key = "token_characters" if self.use_character_inputs else "token_ids"
-        self.network = build_bilm(
-            options, n_token_vocab=None if self.use_character_inputs else settings.n_tokens_vocab,
-            bidirectional=settings.bidirectional, dropout=settings.dropout, layout="training",
-            training_matmul_dtype=settings.matmul_dtype, name="bilm")
+        self.placement = placement or self.backend.Placement()
+        with self.placement.scope():  # the network's variables where the step's replicas read them
+            self.network = build_bilm(
+                options, n_token_vocab=None if self.use_character_inputs else settings.n_tokens_vocab,
+                bidirectional=settings.bidirectional, dropout=settings.dropout, layout="training",
+                training_matmul_dtype=settings.matmul_dtype, name="bilm")
         self.state_keys = state_keys(options, settings.bidirectional)
         self.names = [v.path for v in self.network.trainable_variables]
         # Token inputs: the embedding table is updated by the rows the batch reads, as on TensorFlow (whose
@@ -83,7 +85,6 @@ class ArrayTrainStep:
         self.embedding_name = None if self.use_character_inputs else next(
             name for name in self.names if name.startswith("token_embedding/"))
         self.shares_embedding = bool(settings.share_embedding_softmax)
-        self.placement = placement or self.backend.Placement()
         self.devices = self.placement.devices
         self.global_batch_size = settings.batch_size * self.placement.n_replicas
         self._steps = {}  # {(warmup, distinct tokens bound): the compiled step}
@@ -97,15 +98,17 @@ class ArrayTrainStep:
         for each shape)."""
         settings, dim = self.settings, self.options.projection_dim
         copy = self.backend.copy
-        softmax = {"b": copy(np.zeros((settings.n_tokens_vocab,), np.float32))}
-        if not self.shares_embedding:
-            softmax["W"] = copy(softmax_initializer(dim, softmax_seed)((settings.n_tokens_vocab, dim)))
         bilm = self.backend.hold_in(self.network.trainable_variables)
-        state = {"bilm": bilm, "non_trainable": self.backend.hold_in(self.network.non_trainable_variables),
-                 "softmax": softmax,
-                 "optimizer": optimizers.initial_state(settings.optimizer, self._parameters(bilm, softmax), copy),
-                 "lstm": {key: copy(np.zeros((self.global_batch_size, size), np.float32)) for key, _, size in
-                          self.state_keys}}
+        with self.placement.scope():  # made where the network's variables are
+            softmax = {"b": copy(np.zeros((settings.n_tokens_vocab,), np.float32))}
+            if not self.shares_embedding:
+                softmax["W"] = copy(softmax_initializer(dim, softmax_seed)((settings.n_tokens_vocab, dim)))
+            state = {"bilm": bilm, "non_trainable": self.backend.hold_in(self.network.non_trainable_variables),
+                     "softmax": softmax,
+                     "optimizer": optimizers.initial_state(settings.optimizer, self._parameters(bilm, softmax),
+                                                           copy),
+                     "lstm": {key: copy(np.zeros((self.global_batch_size, size), np.float32)) for key, _, size in
+                              self.state_keys}}
         return self.place(state)
 
     def place(self, state):

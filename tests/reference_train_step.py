@@ -1,9 +1,12 @@
-"""One compiled optimizer step over the global batch, for any distribution strategy."""
+"""TensorFlow's own training step, the reference the array step (`bilm.training.arrays.train_step`, which trains
+on every backend) is tested against: `TrainingLM`'s losses differentiated with `tf.GradientTape`, the gradients
+as `IndexedSlices` where TensorFlow makes them, and `bilm.optimizers`' updates of `tf.Variable`s, under a
+`tf.distribute` strategy. bilm trained with it until every backend's runs moved to the array step."""
 import functools
 
 import tensorflow as tf
 
-from bilm.backend.tensorflow.training_ops import COMPILED_ON_CPU, compiles_whole_step  # noqa: F401 (its names)
+from bilm.backend.tensorflow.training_ops import compiles_whole_step
 from bilm.ops import stateless_random
 from bilm.optimizers import deduplicate, global_norm_scale
 
