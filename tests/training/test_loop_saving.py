@@ -285,7 +285,7 @@ def test_a_signal_to_one_worker_stops_every_worker_at_the_same_step_and_the_job_
     assert "optimizer/iterations/.ATTRIBUTES/VARIABLE_VALUE" in keys and any("lstm_states/" in key for key in keys)
     assert sorted(keys) == sorted(key for key in got if key.startswith(("model/", "softmax/", "optimizer/",
                                                                         "lstm_states/")))
-    for key in keys:  # two workers' TrainStep against one device's array step: round-off of two programs
+    for key in keys:  # two workers' halves against one device's whole batch: round-off of two programs
         np.testing.assert_allclose(got[key], expected[key], rtol=1e-4, atol=1e-5, err_msg=key)
 
 

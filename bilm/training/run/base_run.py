@@ -10,9 +10,8 @@ from bilm.utils.progress import Progress
 class BaseRun:
     """A training call's run: its step count and data position, its checkpoint, its messages and scalars.
 
-    A backend's run (`bilm.training.tensorflow.training_run.TrainingRun` on
-    TensorFlow, `bilm.training.arrays.training_run.ArrayTrainingRun` on JAX and
-    PyTorch) holds the model's state and supplies what touches it:
+    The run (`bilm.training.arrays.training_run.ArrayTrainingRun`, on every
+    backend) holds the model's state and supplies what touches it:
     `state_arrays` and `boundary_state_arrays` (what the checkpoint holds),
     `heldout`, `has_boundary_state` and `measure_boundary_state`.
 

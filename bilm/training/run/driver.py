@@ -2,8 +2,8 @@
 (`bilm.training.run.policies`: the progress line, a stop on signals, the periodic saves, the held-out
 evaluation), whose `Action`s it carries out; then the boundary state and the last save.
 
-A backend supplies the run (`BaseRun`: TensorFlow's `TrainingRun`, JAX's
-`ArrayTrainingRun`) and the step function; this module imports no backend.
+The trainer supplies the run (`BaseRun`: `ArrayTrainingRun`, on every backend) and the step function; this
+module imports no backend.
 """
 import dataclasses
 import math

@@ -1,4 +1,3 @@
-"""TensorFlow's trainer for the one training driver (`bilm.training.run`): the biLM as `TrainingLM`'s variables,
-its step (`TrainStep`, under a `tf.distribute` strategy, with TensorFlow's fast paths), the batches as a
-`tf.data` pipeline, the held-out evaluation, and the checkpoints read into its variables. JAX and PyTorch train
-with `bilm.training.arrays`."""
+"""What training keeps on TensorFlow beside the one trainer (`bilm.training.arrays`, which TensorFlow trains with
+as JAX and PyTorch do): the biLM as `TrainingLM`'s variables (bilm-tf's `evaluate`, the conversion of TF1
+checkpoints), the batches as a `tf.data` pipeline, and a run's checkpoints read into those variables."""

@@ -9,7 +9,7 @@ class CheckpointPolicy(Policy):
     With several workers the clock is each worker's own, so its flag
     `time_is_up` is agreed: every worker saves at the same step if any
     worker's time was up. Saves on signals and at the call's end are the
-    loop's (`TrainingRun.stop`, `TrainingRun.save`); each save resets the
+    loop's (`BaseRun.stop`, `BaseRun.save`); each save resets the
     timer, and so does the call's first step.
     """
 

@@ -4,7 +4,7 @@ from bilm.training.run.stop_signals import PhaseInterrupted
 
 
 class HeldoutEvaluation(Policy):
-    """Evaluates the held-out stream (the chief alone, `TrainingRun.heldout`) when due: at each epoch's end,
+    """Evaluates the held-out stream (the chief alone, `ArrayTrainingRun.heldout`) when due: at each epoch's end,
     every `every_steps` steps and after the call's last step (so that a call of `max_steps` ends with a figure);
     a signal during the evaluation stops it and interrupts the call.
 
