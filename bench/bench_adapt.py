@@ -15,7 +15,7 @@ corpus, with the same settings, it reports the domain's held-out perplexity
 - encoding, fit: adapted with the other initialisations;
 each adapted start also with the softmax trained alone for the first steps
 (`--softmax_warmup_steps`), and with the words' log frequencies in the bias
-(`random+frequency`, ...: `initialize_softmax(..., frequency_bias=True)`,
+(`random+frequency`, ...: `initialize_softmax_of_state(..., frequency_bias=True)`,
 which no flag offers). Step 0 is the held-out perplexity before any step
 (the initialisation alone).
 
@@ -38,7 +38,7 @@ import numpy as np  # noqa: E402
 from common import REFERENCE_MODEL as ARCHITECTURE  # noqa: E402
 
 from bilm.training import build_vocab, dump_weights, evaluate_from_files, train_from_files  # noqa: E402
-from bilm.training.tensorflow import softmax_init, training_run  # noqa: E402
+from bilm.training.arrays import softmax_init, training_run  # noqa: E402
 
 SETTINGS = {"batch_size": 32, "unroll_steps": 20, "n_negative_samples_batch": 256, "dropout": 0.1,
             "learning_rate": 0.2, "n_epochs": 100}
@@ -249,8 +249,8 @@ def main(argv=None):
             kwargs = {"overrides": {"softmax_warmup_steps": warmup}}
             if method != "scratch":
                 kwargs.update(init_from=model_dir, softmax_init=method)
-            training_run.initialize_softmax = functools.partial(softmax_init.initialize_softmax,
-                                                          frequency_bias=bool(frequency))
+            training_run.initialize_softmax_of_state = functools.partial(
+                softmax_init.initialize_softmax_of_state, frequency_bias=bool(frequency))
             options = domain_settings if method != "scratch" else {**ARCHITECTURE, **domain_settings}
             perplexities, seconds = run(paths, args.work_dir, f"{start}_{warmup}", steps, options, **kwargs)
             rows.append((start, warmup, perplexities))
