@@ -285,3 +285,53 @@ def test_a_token_models_step_makes_no_vocabulary_sized_array_but_its_row_updates
                            optimizer="adam", share_embedding_softmax=shared)
     made = json_result(run_on_backend("jax", VOCABULARY_SIZED, json.dumps(options)))
     assert set(made) <= {"scatter", "scatter-add"}, made
+
+
+HELD_ONCE = '''
+import json, sys
+import keras
+import numpy as np
+from keras import ops
+from bilm.options import load_options
+from bilm.training.config.settings import training_settings
+from bilm.training.arrays.train_step import ArrayTrainStep
+
+options = json.loads(sys.argv[1])
+_, settings = training_settings(options)
+step = ArrayTrainStep(load_options(options), settings, seed=3)
+state = step.initial_state()
+shape = (settings.batch_size, settings.unroll_steps)
+batch = {key: np.random.RandomState(0).randint(0, settings.n_tokens_vocab, shape).astype(np.int32)
+         for key in step.batch_keys()}
+variables = step.network.trainable_variables
+backend = keras.backend.backend()
+
+
+def second_copies():
+    """How many of the network's weights are held apart from the state's (a live array of their own)."""
+    if backend == "jax":  # the state's buffers donated: the network's arrays, the same ones, deleted
+        return sum(not variable.value.is_deleted() for variable in variables)
+    if backend == "torch":
+        return sum(v.value.data_ptr() != held.data_ptr() for v, held in zip(variables, state["bilm"]))
+    return sum(v.value is not held for v, held in zip(variables, state["bilm"]))
+
+
+for number in range(2):
+    state, _ = step(state, batch, number)
+copies = second_copies()
+step.write_weights(state)  # the network's weights again, the state's values
+same = all(np.array_equal(ops.convert_to_numpy(v.value), ops.convert_to_numpy(held))
+           for v, held in zip(variables, state["bilm"]))
+print(json.dumps({"copies": copies, "same": same, "n": len(variables)}))
+'''
+
+
+# The state holds the network's weights where the network holds them: after steps, no second copy of the
+# biLM (a token model's table among them) lives beside the state's; writing the weights gives the network the
+# state's values.
+@pytest.mark.parametrize("backend", ["jax", "torch", "tensorflow"])
+def test_the_networks_weights_are_held_once(backend):
+    options = tiny_options(n_tokens_vocab=N_VOCAB, char=False, sample_softmax=True, n_negative_samples_batch=16,
+                           batch_size=4)
+    report = json_result(run_on_backend(backend, HELD_ONCE, json.dumps(options)))
+    assert report["n"] > 5 and report == {"copies": 0, "same": True, "n": report["n"]}, report

@@ -85,9 +85,13 @@ def copy(value):
 
 def hold_in(variables, values=None):
     """The state's arrays of a network's Keras `variables`, holding `values` (arrays of their shapes; None: their
-    own values): `values` as they are, or copies of the variables' values (`copy`: the step donates its state's
-    buffers, which the variables must not lose)."""
-    return list(values) if values is not None else [copy(variable.value) for variable in variables]
+    own values): the variables' own arrays, `values` assigned to them first. The weights are held once: the
+    step donates its state's buffers, after which the variables hold deleted arrays until weights are written
+    into them again (`ArrayTrainStep.write_weights`, a restore, an adaptation)."""
+    if values is not None:
+        for variable, value in zip(variables, values, strict=True):
+            variable.assign(value)
+    return [variable.value for variable in variables]
 
 
 class Placement:

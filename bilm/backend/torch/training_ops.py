@@ -26,9 +26,21 @@ JIT_COMPILE_NOTES = {True: "The training key jit_compile is true, and PyTorch ru
 
 
 def compile_step(step, jit_compile=False, placement=None):
-    """`step(state, batch, step_number) -> (state, metrics)`, run eagerly on its `placement`'s device: `state` is
-    consumed (its tables are updated in place; the training key `jit_compile` aside: `JIT_COMPILE_NOTES`)."""
-    return step
+    """`step(state, batch, step_number) -> (state, metrics)`, run eagerly on its `placement`'s device: the step's
+    new state is written into `state`'s tensors (a table's rows in place, the rest copied in), which it returns:
+    a network's weights held in the state (`hold_in`) stay the network's. The training key `jit_compile` aside:
+    `JIT_COMPILE_NOTES`."""
+
+    @functools.wraps(step)
+    def run(state, batch, step_number):
+        new_state, metrics = step(state, batch, step_number)
+        with torch.no_grad():
+            for tensor, value in zip(keras.tree.flatten(state), keras.tree.flatten(new_state), strict=True):
+                if value is not tensor:
+                    tensor.copy_(value)
+        return state, metrics
+
+    return run
 
 
 def distinct_tokens_bound(char_ids, devices, widest_filter=None):
@@ -111,8 +123,15 @@ def copy(value):
 
 def hold_in(variables, values=None):
     """The state's arrays of a network's Keras `variables`, holding `values` (arrays of their shapes; None: their
-    own values): `values` as they are, or copies of the variables' values (`copy`: the step consumes its state)."""
-    return list(values) if values is not None else [copy(variable.value) for variable in variables]
+    own values): the variables' own tensors (detached: no gradient recorded), `values` written into them. The
+    step writes its new state into its state's tensors (`compile_step`), so the weights are held once."""
+    held = [variable.value.detach() for variable in variables]
+    if values is not None:
+        with torch.no_grad():
+            for tensor, value in zip(held, values, strict=True):
+                if value is not tensor:
+                    tensor.copy_(torch.as_tensor(value, device=tensor.device))
+    return held
 
 
 class Placement:

@@ -91,8 +91,9 @@ class ArrayTrainStep:
         self._expected = None  # the bound the run's first batches need together (`expect`)
 
     def initial_state(self, softmax_seed=0):
-        """The state before the first step: the network's current weights (`training_ops.hold_in`: on TensorFlow
-        the network's variables themselves, which the steps update), a softmax drawn from
+        """The state before the first step: the network's current weights (`training_ops.hold_in`: the arrays
+        the network's variables hold, so the weights are held once; on JAX the steps then donate them, and
+        `write_weights` gives the network weights again), a softmax drawn from
         N(0, 1/sqrt(projection_dim)) (`softmax_seed`), the optimizer's start and zero LSTM states. What is not
         the network's is made in NumPy and copied in (`training_ops.copy`: on JAX an op would compile a program
         for each shape)."""
