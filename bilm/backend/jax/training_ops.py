@@ -3,7 +3,6 @@
 donated), rows of a table read and written with fixed shapes, the sampler, TensorFlow's random numbers, and
 the devices a step runs on (the batch split along them, the weights replicated).
 """
-import contextlib
 
 import jax
 import jax.numpy as jnp
@@ -12,6 +11,7 @@ import numpy as np
 from bilm.backend.jax import random  # noqa: F401 (one of the shared names)
 from bilm.backend.jax.layer_calls import distinct_tokens_at_most, distinct_tokens_bound  # noqa: F401 (shared names)
 from bilm.backend.jax.sampler import log_uniform_candidates  # noqa: F401 (one of the shared names)
+from bilm.backend.one_process import OneProcess
 from bilm.errors import UserError
 
 # Row indices: the step's ids and rows.
@@ -94,7 +94,7 @@ def hold_in(variables, values=None):
     return [variable.value for variable in variables]
 
 
-class Placement:
+class Placement(OneProcess):
     """Where a step's tensors live: the batch and LSTM states split along `devices`, the rest replicated.
 
     Args:
@@ -119,24 +119,6 @@ class Placement:
     def first(self, tree):
         """`tree`'s arrays on the first device."""
         return jax.device_put(tree, self.devices[0])
-
-    chief, n_workers = True, 1  # one process
-
-    @staticmethod
-    def scope():
-        """Nothing to enter: the state's arrays are made where `rows` and `replicated` put them."""
-        return contextlib.nullcontext()
-
-    @staticmethod
-    def each_replica(function, batch, lstm, n_rows, jit_compile=None):
-        """`function(batch, lstm, 0)`: the step is one program over the global batch, compiled whole
-        (`function`'s contract: the TensorFlow backend's `Placement.each_replica`)."""
-        return function(batch, lstm, 0)
-
-    @staticmethod
-    def agree(requests):
-        """This process's request flags: they are the agreed ones (one process)."""
-        return requests
 
 
 def training_devices(n_gpus):

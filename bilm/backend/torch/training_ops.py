@@ -9,6 +9,7 @@ import functools
 import keras
 import torch
 
+from bilm.backend.one_process import OneProcess
 from bilm.backend.torch import random  # noqa: F401 (one of the shared names)
 from bilm.backend.torch.sampler import log_uniform_candidates  # noqa: F401 (one of the shared names)
 from bilm.errors import UserError
@@ -134,7 +135,7 @@ def hold_in(variables, values=None):
     return held
 
 
-class Placement:
+class Placement(OneProcess):
     """Where a step's tensors live: Keras's device (PyTorch trains on one device).
 
     Args:
@@ -150,24 +151,6 @@ class Placement:
         return keras.tree.map_structure(lambda x: torch.as_tensor(x).to(device), tree)
 
     rows = replicated = first = _to
-
-    chief, n_workers = True, 1  # one process
-
-    @staticmethod
-    def scope():
-        """Nothing to enter: the state's arrays are made where `rows` and `replicated` put them."""
-        return contextlib.nullcontext()
-
-    @staticmethod
-    def each_replica(function, batch, lstm, n_rows, jit_compile=None):
-        """`function(batch, lstm, 0)`: the step is one program over the global batch, compiled whole
-        (`function`'s contract: the TensorFlow backend's `Placement.each_replica`)."""
-        return function(batch, lstm, 0)
-
-    @staticmethod
-    def agree(requests):
-        """This process's request flags: they are the agreed ones (one process)."""
-        return requests
 
 
 def training_devices(n_gpus):
