@@ -3,6 +3,8 @@ PyTorch's device): the part of the shared `Placement` names that TensorFlow's st
 (`bilm.backend.tensorflow.training_ops.Placement`)."""
 import contextlib
 
+from bilm.errors import UserError
+
 
 class OneProcess:
     """A placement's side of the replicas, for one process whose step is one program over the global batch."""
@@ -24,3 +26,11 @@ class OneProcess:
     def agree(requests):
         """This process's request flags: they are the agreed ones (one process)."""
         return requests
+
+
+def refuse_strategy(strategy, backend_name):
+    """A `UserError` in one line where a `strategy` (TensorFlow's `tf.distribute`) is given to `backend_name`'s
+    training, whose devices share each batch without one."""
+    if strategy is not None:
+        raise UserError(f"strategy is a tf.distribute.Strategy, for TensorFlow; on {backend_name}, n_gpus devices "
+                        "share each batch (leave strategy out).")

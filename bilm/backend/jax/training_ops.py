@@ -11,7 +11,7 @@ import numpy as np
 from bilm.backend.jax import random  # noqa: F401 (one of the shared names)
 from bilm.backend.jax.layer_calls import distinct_tokens_at_most, distinct_tokens_bound  # noqa: F401 (shared names)
 from bilm.backend.jax.sampler import log_uniform_candidates  # noqa: F401 (one of the shared names)
-from bilm.backend.one_process import OneProcess
+from bilm.backend.one_process import OneProcess, refuse_strategy
 from bilm.errors import UserError
 
 # Row indices: the step's ids and rows.
@@ -134,7 +134,5 @@ def training_devices(n_gpus):
 def training_placement(n_gpus, strategy=None):
     """The `Placement` a run trains on: `training_devices(n_gpus)`; a `strategy` (TensorFlow's) is refused in one
     line."""
-    if strategy is not None:
-        raise UserError("strategy is a tf.distribute.Strategy, for TensorFlow; on JAX, n_gpus devices share each "
-                        "batch (leave strategy out).")
+    refuse_strategy(strategy, "JAX")
     return Placement(training_devices(n_gpus))

@@ -9,7 +9,7 @@ import functools
 import keras
 import torch
 
-from bilm.backend.one_process import OneProcess
+from bilm.backend.one_process import OneProcess, refuse_strategy
 from bilm.backend.torch import random  # noqa: F401 (one of the shared names)
 from bilm.backend.torch.sampler import log_uniform_candidates  # noqa: F401 (one of the shared names)
 from bilm.errors import UserError
@@ -164,7 +164,5 @@ def training_devices(n_gpus):
 def training_placement(n_gpus, strategy=None):
     """The `Placement` a run trains on: `training_devices(n_gpus)`; a `strategy` (TensorFlow's) is refused in one
     line."""
-    if strategy is not None:
-        raise UserError("strategy is a tf.distribute.Strategy, for TensorFlow; on PyTorch, n_gpus devices share each "
-                        "batch (leave strategy out).")
+    refuse_strategy(strategy, "PyTorch")
     return Placement(training_devices(n_gpus))
