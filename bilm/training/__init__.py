@@ -12,9 +12,9 @@ module's names that start with "test").
 Each name is imported when first used. `train`, `train_from_files`, `evaluate_from_files` and the rest of the
 training run on TensorFlow, JAX and PyTorch alike (`KERAS_BACKEND`; the backend's trainer:
 `bilm.backend.trainer_module`), with the same arguments, checkpoints and printed lines; `train_on_jax`,
-`train_from_files_on_jax` and `evaluate_from_files_on_jax` are their deprecated earlier names. The names that
-need TensorFlow (`evaluate`, the datasets' `tf.data` pipelines) say so in one
-line on the other backends.
+`train_from_files_on_jax` and `evaluate_from_files_on_jax` are their deprecated earlier names. `evaluate` (and `test`)
+reads a checkpoint of any backend on any backend. The names that need TensorFlow (the datasets' `tf.data`
+pipelines) say so in one line on the other backends.
 """
 from bilm.utils.lazy_names import lazy_names
 
@@ -31,13 +31,13 @@ _MODULES = {
     "build_vocab": "data.vocab_builder",
     "convert_tf1_checkpoint": "convert.tf1_checkpoint",
     "dump_weights": "convert.weight_export",
-    "evaluate": "tensorflow.evaluation",
+    "evaluate": "run.evaluation",
     "evaluate_from_files": "run.from_files",
     "evaluate_from_files_on_jax": "run.earlier_names",
     "load_options_latest_checkpoint": "run.run_directory",
     "load_vocab": "data.lm_dataset",
     "run_quickstart": "quickstart",
-    "test": "tensorflow.evaluation",
+    "test": "run.evaluation",
     "test_from_files": "run.from_files",
     "train": "run.loop",
     "train_from_files": "run.from_files",
@@ -58,11 +58,13 @@ __getattr__, __dir__ = lazy_names(__name__, _MODULES, tensorflow_only=set(_MODUL
     "TrainingInterrupted",
     "build_vocab",
     "dump_weights",
+    "evaluate",
     "evaluate_from_files",
     "evaluate_from_files_on_jax",
     "load_options_latest_checkpoint",
     "load_vocab",
     "run_quickstart",
+    "test",
     "test_from_files",
     "train",
     "train_from_files",

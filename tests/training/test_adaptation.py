@@ -16,6 +16,7 @@ import zipfile
 import numpy as np
 import pytest
 import tensorflow as tf
+from reference_evaluation import evaluate_lm
 
 import bilm
 import numpy_reference as R
@@ -33,7 +34,6 @@ from bilm.training.model.adaptation import (
 )
 from bilm.training.model.softmax_init import initialize_softmax, log_frequencies, positions_in_one_pass
 from bilm.training.run.from_files import evaluate_from_files as heldout_perplexity
-from bilm.training.tensorflow.evaluation import evaluate_lm
 from bilm.training.tensorflow.training_lm import TrainingLM
 from helpers import ROOT
 from training_helpers import WORDS, checkpoint_arrays, open_data, small_softmax_fit, tiny_options, write_corpus

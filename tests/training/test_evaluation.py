@@ -1,16 +1,19 @@
-"""evaluate_lm and evaluate (bilm-tf's test): held-out perplexity with the full softmax, and where each
-sentence starts."""
+"""Held-out perplexity with the full softmax: of an array step's state (`evaluate_state`, `evaluate_starts`),
+of a checkpoint (`evaluate`, bilm-tf's test, and `evaluate_from_files`), and where each sentence starts.
+test_jax_evaluation.py checks the figures against TensorFlow's own evaluation of the same weights."""
 import math
 import types
 
+import numpy as np
 import pytest
-import tensorflow as tf
+from keras import ops
 
+from bilm.training.arrays.boundary_state_measure import measure_boundary_state
+from bilm.training.arrays.evaluation import evaluate_state
+from bilm.training.arrays.train_step import ArrayTrainStep
 from bilm.training.config.settings import training_settings
-from bilm.training.tensorflow import evaluation
-from bilm.training.tensorflow.evaluation import evaluate_lm
-from bilm.training.tensorflow.tf_dataset import make_tf_dataset
-from bilm.training.tensorflow.training_lm import TrainingLM
+from bilm.training.run import evaluation
+from bilm.training.run.run_checkpoint import save_checkpoint
 from training_helpers import open_data, tiny_options, write_corpus
 
 BATCH = 4
@@ -23,39 +26,34 @@ def corpus(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def lm():
-    """A random model without a boundary state (tests that set one put it back)."""
-    lm = TrainingLM(*training_settings(OPTIONS))
-    lm.softmax_weights.assign(tf.random.stateless_normal(lm.softmax_weights.shape, seed=[0, 0]))
-    return lm
+def model():
+    """`(step, state)`: the array step of OPTIONS and its initial state (a random softmax)."""
+    step = ArrayTrainStep(*training_settings(OPTIONS))
+    return step, step.initial_state(softmax_seed=1)
 
 
 def _heldout(corpus):
     return open_data(OPTIONS, corpus, test=True)
 
 
-def _set_boundary_state(lm, state, n_starts):
-    for key, variable in lm.boundary_state.items():
-        variable.assign(state[key])
-    lm.n_boundary_starts.assign(n_starts)
+def _random_boundary_state(step, seed):
+    return {key: np.random.default_rng([seed, i]).normal(size=size).astype(np.float32)
+            for i, (key, _, size) in enumerate(step.state_keys)}, 1
 
 
 @pytest.mark.slow
-def test_a_uniform_softmax_has_the_vocabulary_size_as_its_perplexity(corpus, lm):
-    weights = lm.softmax_weights.numpy()
-    lm.softmax_weights.assign(tf.zeros_like(weights))
-    try:
-        for start in ("carry", "zeros"):
-            metrics = evaluate_lm(lm, _heldout(corpus), BATCH, start=start)
-            for key in ("perplexity", "forward_perplexity", "backward_perplexity"):
-                assert metrics[key] == pytest.approx(OPTIONS["n_tokens_vocab"], rel=1e-5), (start, key)
-    finally:
-        lm.softmax_weights.assign(weights)
+def test_a_uniform_softmax_has_the_vocabulary_size_as_its_perplexity(corpus, model):
+    step, state = model
+    uniform = {**state, "softmax": {key: ops.zeros_like(value) for key, value in state["softmax"].items()}}
+    for start in ("carry", "zeros"):
+        metrics = evaluate_state(step, uniform, _heldout(corpus), BATCH, start=start)
+        for key in ("perplexity", "forward_perplexity", "backward_perplexity"):
+            assert metrics[key] == pytest.approx(OPTIONS["n_tokens_vocab"], rel=1e-5), (start, key)
 
 
-def test_the_perplexity_is_the_mean_of_the_directions_over_every_batch(corpus, lm):
-    metrics = evaluate_lm(lm, _heldout(corpus), BATCH)
-    assert metrics["batches"] == sum(1 for _ in make_tf_dataset(_heldout(corpus), BATCH, 1)) > 1
+def test_the_perplexity_is_the_mean_of_the_directions_over_every_batch(corpus, model):
+    metrics = evaluate_state(*model, _heldout(corpus), BATCH)
+    assert metrics["batches"] == sum(1 for _ in _heldout(corpus).iter_batches(BATCH, 1)) > 1
     # exp of the mean of (forward + backward) / 2 is the geometric mean of the two perplexities.
     assert metrics["perplexity"] == pytest.approx(
         math.sqrt(metrics["forward_perplexity"] * metrics["backward_perplexity"]), rel=1e-6)
@@ -63,21 +61,17 @@ def test_the_perplexity_is_the_mean_of_the_directions_over_every_batch(corpus, l
 
 
 @pytest.mark.slow
-def test_sentences_start_from_the_carried_state_zeros_or_the_boundary_state(corpus, lm):
-    def perplexity(start):
-        return evaluate_lm(lm, _heldout(corpus), BATCH, start=start)["perplexity"]
+def test_sentences_start_from_the_carried_state_zeros_or_the_boundary_state(corpus, model):
+    def perplexity(start, boundary_state=None):
+        return evaluate_state(*model, _heldout(corpus), BATCH, start=start, boundary_state=boundary_state)[
+            "perplexity"]
 
     carry, zeros = perplexity("carry"), perplexity("zeros")
     assert carry != zeros
-    zero_state = {key: tf.zeros_like(variable) for key, variable in lm.boundary_state.items()}
-    try:
-        _set_boundary_state(lm, zero_state, 1)
-        assert perplexity("warm") == zeros  # a zero boundary state is the zeros start
-        _set_boundary_state(lm, {key: tf.random.stateless_normal(state.shape, seed=[i, 1])
-                                 for i, (key, state) in enumerate(zero_state.items())}, 1)
-        assert perplexity("warm") != zeros
-    finally:
-        _set_boundary_state(lm, zero_state, 0)
+    step = model[0]
+    zero_state = {key: np.zeros(size, np.float32) for key, _, size in step.state_keys}, 1
+    assert perplexity("warm", zero_state) == zeros  # a zero boundary state is the zeros start
+    assert perplexity("warm", _random_boundary_state(step, 1)) != zeros
 
 
 @pytest.mark.parametrize("kwargs, message", [
@@ -86,72 +80,40 @@ def test_sentences_start_from_the_carried_state_zeros_or_the_boundary_state(corp
                                             r"unroll_steps=1. Received: unroll_steps=2"),
     ({"start": "warm"}, "start='warm' needs the model's boundary state, and it has none yet"),
 ])
-def test_bad_arguments_are_clear_errors(corpus, lm, kwargs, message):
+def test_bad_arguments_are_clear_errors(corpus, model, kwargs, message):
     with pytest.raises(ValueError, match=message):
-        evaluate_lm(lm, _heldout(corpus), **{"batch_size": BATCH, **kwargs})
+        evaluate_state(*model, _heldout(corpus), **{"batch_size": BATCH, **kwargs})
 
 
-def test_a_text_with_fewer_sentences_than_rows_is_evaluated_one_row_per_sentence(corpus, lm):
+def test_a_text_with_fewer_sentences_than_rows_is_evaluated_one_row_per_sentence(corpus, model):
     with pytest.warns(UserWarning, match="The evaluation text has 12 sentences, fewer than the 1000 rows"):
-        short = evaluate_lm(lm, _heldout(corpus), batch_size=1000)
-    assert short == evaluate_lm(lm, _heldout(corpus), batch_size=12)
+        short = evaluate_state(*model, _heldout(corpus), batch_size=1000)
+    assert short == evaluate_state(*model, _heldout(corpus), batch_size=12)
 
 
-def test_evaluate_measures_a_boundary_state_for_warm_when_the_checkpoint_has_none(corpus, lm, monkeypatch, capsys):
-    """`evaluate` loads the checkpoint, measures a boundary state on the evaluation text when "warm" needs one
-    (checkpoints converted from TF1 hold none), and evaluates. Loading and measuring are stood in for:
-    test_checkpoints.py and test_prediction_network.py test them, the run_test script runs them all."""
-    data = _heldout(corpus)
-    loaded, measured = [], []
-    monkeypatch.setattr(evaluation.checkpoints, "load_training_model",
-                        lambda options, ckpt_file: loaded.append((options, ckpt_file)) or lm)
-
-    def measure(model, text):
-        measured.append((model, text))
-        _set_boundary_state(lm, {key: tf.fill(v.shape, 0.25) for key, v in lm.boundary_state.items()}, 9)
-        return 9
-
-    monkeypatch.setattr(evaluation, "measure_boundary_state", measure)
-    zero_state = {key: tf.zeros_like(variable) for key, variable in lm.boundary_state.items()}
-    try:
-        carry = evaluation.evaluate(OPTIONS, "ckpt/model.ckpt-3", data, BATCH, verbose=1)
-        assert loaded == [(OPTIONS, "ckpt/model.ckpt-3")] and measured == []
-        assert carry == pytest.approx(evaluate_lm(lm, _heldout(corpus), BATCH)["perplexity"], rel=1e-6)
-        warm = evaluation.evaluate(OPTIONS, "ckpt/model.ckpt-3", data, BATCH, verbose=1, start="warm")
-        assert measured == [(lm, data)]
-        assert "ckpt/model.ckpt-3 holds no boundary state; measured one at 9 sentence starts" in capsys.readouterr().out
-        assert warm == pytest.approx(evaluate_lm(lm, _heldout(corpus), BATCH, start="warm")["perplexity"], rel=1e-6)
-        evaluation.evaluate(OPTIONS, "ckpt/model.ckpt-3", data, BATCH, verbose=1, start="warm")
-        assert len(measured) == 1  # a model with a boundary state keeps it
-    finally:
-        _set_boundary_state(lm, zero_state, 0)
-
-
-def test_evaluate_loads_the_checkpoint_once_for_several_starts(corpus, lm, monkeypatch):
-    """A list of starts: one load, one measure for "warm", and each start's figure as it gives it alone."""
-    loaded, measured = [], []
-    monkeypatch.setattr(evaluation.checkpoints, "load_training_model",
-                        lambda options, ckpt_file: loaded.append(ckpt_file) or lm)
-
-    def measure(model, text):
-        measured.append(text)
-        _set_boundary_state(lm, {key: tf.fill(v.shape, 0.25) for key, v in lm.boundary_state.items()}, 9)
-        return 9
-
-    monkeypatch.setattr(evaluation, "measure_boundary_state", measure)
-    zero_state = {key: tf.zeros_like(variable) for key, variable in lm.boundary_state.items()}
-    try:
-        with pytest.raises(ValueError, match="start must be one of"):  # every start checked before any work
-            evaluation.evaluate(OPTIONS, "ckpt/model.ckpt-3", _heldout(corpus), BATCH, start=["zeros", "boundary"])
-        assert loaded == []
-        got = evaluation.evaluate(OPTIONS, "ckpt/model.ckpt-3", _heldout(corpus), BATCH, verbose=0,
-                                  start=("carry", "zeros", "warm"))
-        assert loaded == ["ckpt/model.ckpt-3"] and len(measured) == 1
-        assert got == {start: evaluate_lm(lm, _heldout(corpus), BATCH, start=start)["perplexity"]
-                       for start in ("carry", "zeros", "warm")}
-        assert len(set(got.values())) == 3
-    finally:
-        _set_boundary_state(lm, zero_state, 0)
+@pytest.mark.slow
+def test_evaluate_reads_a_checkpoint_once_and_measures_a_boundary_state_for_warm_when_it_has_none(
+        corpus, model, tmp_path, capsys, monkeypatch):
+    """`evaluate` (bilm-tf's `test`) on a checkpoint file written without a boundary state (as one converted
+    from TF1): each start's figure is what the checkpoint's state gives, "warm" from a boundary state measured
+    on the evaluation text; several starts read the checkpoint once, and every start is checked first."""
+    step, state = model
+    path = save_checkpoint(tmp_path, state, 3, OPTIONS, 0)
+    reads = []
+    monkeypatch.setattr(evaluation.run_directory, "checkpoint_meta",
+                        lambda file, read=evaluation.run_directory.checkpoint_meta: reads.append(file) or read(file))
+    with pytest.raises(ValueError, match="start must be one of"):
+        evaluation.evaluate(OPTIONS, path, _heldout(corpus), BATCH, start=["zeros", "boundary"])
+    assert reads == []
+    got = evaluation.evaluate(OPTIONS, path, _heldout(corpus), BATCH, start=("carry", "zeros", "warm"))
+    assert reads == [path]
+    assert f"{path} holds no boundary state; measured one at " in capsys.readouterr().out
+    boundary_state = measure_boundary_state(step, state, _heldout(corpus))
+    want = {start: evaluate_state(step, state, _heldout(corpus), BATCH, start=start, boundary_state=boundary_state)
+            ["perplexity"] for start in ("carry", "zeros", "warm")}
+    assert got == pytest.approx(want, rel=1e-6) and len(set(got.values())) == 3
+    assert evaluation.evaluate(OPTIONS, path, _heldout(corpus), BATCH, verbose=0) == pytest.approx(want["carry"],
+                                                                                                    rel=1e-6)
 
 
 def test_evaluate_from_files_gives_one_figure_for_a_start_and_one_per_start_for_a_list(monkeypatch, tmp_path):
@@ -159,7 +121,7 @@ def test_evaluate_from_files_gives_one_figure_for_a_start_and_one_per_start_for_
 
     calls = []
 
-    def evaluate_checkpoint(meta, options, data, batch_size, verbose, start):
+    def evaluate_checkpoint(meta, options, data, batch_size, verbose, start, unroll_steps=1):
         calls.append(start)
         return {each: float(i) for i, each in enumerate(start)} if isinstance(start, tuple) else 7.5
 
@@ -230,18 +192,10 @@ def test_test_is_a_deprecated_alias_of_evaluate_and_neither_is_collected_by_pyte
     assert bilm.training.test.__test__ is False and bilm.training.test_from_files.__test__ is False
 
 
-@pytest.mark.parametrize("module, name, evaluate", [
-    ("bilm.training.tensorflow.checkpoints", "TrainingLM",
-     lambda module: module.load_training_model(OPTIONS, "checkpoint")),
-    ("bilm.training.arrays.training_run", "ArrayTrainStep",
-     lambda module: module.evaluate_checkpoint({"options": OPTIONS, "seed": 0, "path": "run/checkpoint.npz"},
-                                               OPTIONS, None, BATCH, 0, "carry")),
-], ids=["tensorflow", "jax and pytorch"])
-def test_a_checkpoint_is_evaluated_in_a_model_built_without_random_draws(monkeypatch, module, name, evaluate):
+def test_a_checkpoint_is_evaluated_in_a_model_built_without_random_draws(monkeypatch):
     # The checkpoint sets every weight: drawing them first (on JAX, a compiled program a shape) was wasted.
-    import importlib
-
     from bilm.models.functional_bilm import WEIGHTS_FOLLOW
+    from bilm.training.arrays import training_run
 
     class Built(Exception):
         pass
@@ -249,8 +203,8 @@ def test_a_checkpoint_is_evaluated_in_a_model_built_without_random_draws(monkeyp
     def recording_build(*args, **kwargs):
         raise Built(WEIGHTS_FOLLOW.is_on())
 
-    module = importlib.import_module(module)
-    monkeypatch.setattr(module, name, recording_build)
+    monkeypatch.setattr(training_run, "ArrayTrainStep", recording_build)
     with pytest.raises(Built) as built:
-        evaluate(module)
+        training_run.evaluate_checkpoint({"options": OPTIONS, "seed": 0, "path": "run/checkpoint.npz"}, OPTIONS,
+                                         None, BATCH, 0, "carry")
     assert built.value.args == (True,)

@@ -1,7 +1,7 @@
-"""Held-out perplexity of the array step's state with the full softmax, as `bilm.training.tensorflow.evaluation`
-computes it on TensorFlow's variables: of a training state (`evaluate_state`, or `evaluate_starts` for several
-starts; `heldout_perplexity` during a run, and of a checkpoint what bin/run_test.py gives,
-`bilm.training.arrays.training_run.evaluate_checkpoint`).
+"""Held-out perplexity of the array step's state with the full softmax, as bilm-tf's `test` computes it: of a
+training state (`evaluate_state`, or `evaluate_starts` for several starts; `heldout_perplexity` during a run),
+and so of a checkpoint, what `bilm.training.evaluate` and bin/run_test.py give
+(`bilm.training.arrays.training_run.evaluate_checkpoint`).
 
 Runs on Keras's TensorFlow, JAX and PyTorch backends.
 """
@@ -22,8 +22,7 @@ from bilm.training.run.evaluation_starts import (
 
 def evaluate_state(step, state, data, batch_size=None, unroll_steps=1, start="carry", boundary_state=None,
                    verbose=0, between_batches=None):
-    """Full-softmax perplexity of the biLM in `state` on a stream that ends (test mode), as TensorFlow's
-    `evaluate_lm`.
+    """Full-softmax perplexity of the biLM in `state` on a stream that ends (test mode).
 
     LSTM states start at zero and carry between batches; no dropout. The
     loss of a batch is the mean of its directions' mean losses; the

@@ -58,12 +58,13 @@ class Trainer:
                                 chief=self.chief)
 
 
-def evaluate_checkpoint(meta, options, data, batch_size, verbose, start):
-    """The average perplexity of the checkpoint `meta` describes, on `data` (`evaluate_state`); for a list or
-    tuple of starts, `{start: average perplexity}`, the model built and the checkpoint read once
-    (`evaluate_starts`). With `"warm"` and no boundary state in the checkpoint, one measured on `data`'s text."""
-    starts = checked_starts(start, 1)
-    _, settings = training_settings(meta["options"])
+def evaluate_checkpoint(meta, options, data, batch_size, verbose, start, unroll_steps=1):
+    """The average perplexity of the checkpoint `meta` describes (`run_directory.checkpoint_meta`), a model of
+    `options`, on `data` in windows of `unroll_steps` (`evaluate_state`); for a list or tuple of starts,
+    `{start: average perplexity}`, the model built and the checkpoint read once (`evaluate_starts`). With
+    `"warm"` and no boundary state in the checkpoint, one measured on `data`'s text."""
+    starts = checked_starts(start, unroll_steps)
+    options, settings = training_settings(options, need_schedule=False)
     with WEIGHTS_FOLLOW.on():  # nothing drawn: the checkpoint sets every weight
         step = ArrayTrainStep(options, settings, meta["seed"] or 0)
     save_dir = os.path.dirname(meta["path"])
@@ -74,7 +75,7 @@ def evaluate_checkpoint(meta, options, data, batch_size, verbose, start):
         if verbose:
             print(f"{meta['path']} holds no boundary state; measured one at {boundary_state[1]:,} sentence starts "
                   "of the evaluation text.")
-    metrics = evaluate_starts(step, state, data, starts, batch_size, boundary_state=boundary_state, verbose=verbose)
+    metrics = evaluate_starts(step, state, data, starts, batch_size, unroll_steps, boundary_state, verbose)
     return figures_as_asked(start, {each: metrics[each]["perplexity"] for each in starts})
 
 

@@ -90,7 +90,7 @@ def _merged_overrides(overrides, **keys):
 
 def evaluate_from_files(test_prefix, vocab_file, save_dir, batch_size=None, verbose=1, start="carry"):
     """`bin/run_test.py`: the average perplexity of `save_dir`'s newest checkpoint (of any backend, or an
-    earlier run's: `run_directory.newest_meta`), each sentence starting as `start` says (see `evaluate_lm`;
+    earlier run's: `run_directory.newest_meta`), each sentence starting as `start` says (see `evaluate_state`;
     `"warm"` with a checkpoint that holds no boundary state measures one on the evaluation text), with
     `batch_size` rows (default: the run's own `batch_size`, as the held-out evaluation during training, which
     it then equals).
