@@ -10,8 +10,7 @@ import numpy_reference as R
 from bilm.training.convert.tf1_checkpoint import convert_tf1_checkpoint
 from bilm.training.convert.weight_export import dump_weights
 from bilm.training.run.loop import train
-from bilm.training.run.run_checkpoint import read_file_meta
-from bilm.training.tensorflow.checkpoints import CheckpointError
+from bilm.training.run.run_checkpoint import CheckpointError, read_file_meta
 from training_helpers import checkpoint_arrays, open_data, tiny_options, write_corpus
 
 N_VOCAB, P = 23, 8
@@ -120,6 +119,10 @@ def test_missing_and_misshaped_variables_are_listed(tmp_path):
         convert_tf1_checkpoint(tmp_path / "empty", options, tmp_path / "other")
     with pytest.raises(CheckpointError, match="Cannot read the TF1 checkpoint"):
         convert_tf1_checkpoint(tmp_path / "model.ckpt-8", options, tmp_path / "other")
+    with pytest.raises(CheckpointError, match="bilm-tf trained with Adagrad, .* whose 'optimizer' is \"adagrad\" "
+                                              "\\(they say 'adam'\\)"):
+        convert_tf1_checkpoint(prefix, {**options, "optimizer": "adam"}, tmp_path / "adam")
+    assert not (tmp_path / "adam").exists()
 
 
 def test_converting_into_a_save_dir_that_holds_a_run_is_refused_and_changes_nothing(tmp_path):

@@ -12,18 +12,19 @@ were fed, not stored, so the converted states start at zero.
 """
 import os
 
+import numpy as np
 import tensorflow as tf
 
 from bilm.io.formats.output_files import check_output_file
 from bilm.io.formats.weight_file import WeightEntry, weight_table
-from bilm.optimizers.adagrad import SparseAdagrad
+from bilm.models.functional_bilm import WEIGHTS_FOLLOW
+from bilm.optimizers import optimizer_class
 from bilm.options import holds_options, load_options, save_options
 from bilm.presets import TRAINING_DEFAULTS
+from bilm.training.arrays.train_step import ArrayTrainStep
 from bilm.training.config.settings import training_settings
 from bilm.training.run import run_checkpoint, run_directory
 from bilm.training.run.run_checkpoint import OPTIONS_FILE, CheckpointError
-from bilm.training.tensorflow import checkpoints
-from bilm.training.tensorflow.training_lm import TrainingLM
 
 SCOPE = "lm/"
 SLOT_SUFFIX = "/Adagrad"
@@ -34,17 +35,24 @@ def _variable_entry(name, variable):
     return WeightEntry(name, tuple(variable.shape), variable.numpy, variable.assign)
 
 
-def tf1_table(lm):
+def _array_entry(name, arrays, key):
+    """The entry of `arrays[key]`, a NumPy array replaced when set."""
+    return WeightEntry(name, arrays[key].shape, lambda: arrays[key],
+                       lambda value: arrays.__setitem__(key, np.asarray(value, np.float32)))
+
+
+def tf1_table(step, softmax):
     """`[WeightEntry]` named as in bilm-tf's checkpoint, without the `lm/` scope.
 
-    Covers every variable the optimizer trains: the weight-file datasets,
-    `embedding` (token inputs), `softmax/W` (unless shared) and `softmax/b`.
+    Covers every parameter the optimizer trains: the weight-file datasets of
+    `step.network` (an `ArrayTrainStep`'s), `embedding` (token inputs), and
+    `softmax/W` (unless shared) and `softmax/b` of `softmax` (`{part: NumPy
+    array}`, whose arrays setting replaces).
     """
-    entries = list(weight_table(lm.network))
-    if not lm.use_character_inputs:
-        entries.append(_variable_entry("embedding", lm.network.get_layer("token_embedding").embeddings.value))
-    for name, variable in lm.softmax_variables().items():
-        entries.append(_variable_entry(f"softmax/{name}", variable))
+    entries = list(weight_table(step.network))
+    if not step.use_character_inputs:
+        entries.append(_variable_entry("embedding", step.network.get_layer("token_embedding").embeddings))
+    entries += [_array_entry(f"softmax/{part}", softmax, part) for part in sorted(softmax)]
     return entries
 
 
@@ -117,39 +125,57 @@ def convert_tf1_checkpoint(tf1_checkpoint, options, save_dir, max_to_keep=5):
         raise CheckpointError(f"Cannot read the TF1 checkpoint {tf1_checkpoint}: {e}") from None
     parsed, settings = training_settings(training_options_for(options, reader), need_schedule=False)
 
+    if settings.optimizer != "adagrad":
+        raise CheckpointError(f"bilm-tf trained with Adagrad, so {tf1_checkpoint} holds Adagrad's state; convert it "
+                              f"with options whose 'optimizer' is \"adagrad\" (they say {settings.optimizer!r}).")
+
     options_file = os.path.join(save_dir, OPTIONS_FILE)
     check_output_file(options_file, [tf1_checkpoint], content=holds_options(parsed))  # another run's: refused
-    lm = TrainingLM(parsed, settings)
-    entries = tf1_table(lm)
+    with WEIGHTS_FOLLOW.on():  # nothing drawn: the checkpoint sets every weight
+        step = ArrayTrainStep(parsed, settings)
+    softmax = {"b": np.zeros((settings.n_tokens_vocab,), np.float32)}
+    if not step.shares_embedding:
+        softmax["W"] = np.zeros((settings.n_tokens_vocab, parsed.projection_dim), np.float32)
+    entries = tf1_table(step, softmax)
     arrays, problems = _read(reader, entries, "", required=True)
-    # Accumulators go through a second model so that the same hooks apply.
-    shadow = TrainingLM(parsed, settings)
-    shadow_entries = tf1_table(shadow)
-    slots, slot_problems = _read(reader, shadow_entries, SLOT_SUFFIX, required=False)
+    slots, slot_problems = _read(reader, entries, SLOT_SUFFIX, required=False)
     problems += slot_problems
     if problems:
         raise CheckpointError(
             f"{tf1_checkpoint} does not match the options (is it the checkpoint of this model?):\n  "
             + "\n  ".join(problems))
+
+    def parameters():
+        """The values the entries set, `(bilm, softmax)` as the array step's state holds them."""
+        return ([v.numpy() for v in step.network.trainable_variables],
+                {part: value.copy() for part, value in softmax.items()})
+
     for entry in entries:
         entry.set(arrays[entry.name])
-
-    optimizer = SparseAdagrad(lm.trainable_variables(), settings.learning_rate)
-    for variable in shadow.trainable_variables().values():
-        variable.assign(tf.fill(variable.shape, optimizer.initial_accumulator_value))
-    for entry in shadow_entries:
+    bilm, softmax_weights = parameters()
+    # The accumulators go through the same entries (the same hooks apply); a slot the checkpoint lacks starts
+    # where Adagrad's accumulators start.
+    start = optimizer_class("adagrad").slot_starts["accumulators"]
+    for variable in step.network.trainable_variables:
+        variable.assign(np.full(tuple(variable.shape), start, np.float32))
+    for part in softmax:
+        softmax[part] = np.full(softmax[part].shape, start, np.float32)
+    for entry in entries:
         if entry.name in slots:
             entry.set(slots[entry.name])
-    for name, variable in shadow.trainable_variables().items():
-        optimizer.accumulators[name].assign(variable)
+    bilm_slots, softmax_slots = parameters()
+    state = {"bilm": bilm, "non_trainable": [v.numpy() for v in step.network.non_trainable_variables],
+             "softmax": softmax_weights,
+             "optimizer": {"accumulators": {**dict(zip(step.names, bilm_slots)),
+                                            **{f"softmax/{part}": value for part, value in softmax_slots.items()}}},
+             # The LSTM states were fed, not stored: they start at zero.
+             "lstm": {key: np.zeros((settings.batch_size, size), np.float32) for key, _, size in step.state_keys}}
 
     shapes = reader.get_variable_to_shape_map()
     step_value = int(reader.get_tensor(GLOBAL_STEP)) if GLOBAL_STEP in shapes else 0
-    lstm_states = {key: tf.Variable(tf.zeros([settings.batch_size, size])) for key, _, size in lm.state_keys}
     os.makedirs(save_dir, exist_ok=True)
     # The stream it read is unknown (source 0): a restart starts its data at the beginning.
-    path = run_checkpoint.save_checkpoint(save_dir, checkpoints.training_arrays(lm, optimizer, lstm_states),
-                                          step_value, parsed.to_dict(), None, data_batches=0, data_source=0,
-                                          max_to_keep=max_to_keep)
+    path = run_checkpoint.save_checkpoint(save_dir, state, step_value, parsed.to_dict(), None, data_batches=0,
+                                          data_source=0, max_to_keep=max_to_keep)
     save_options(parsed, options_file)
     return path
