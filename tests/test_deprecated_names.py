@@ -138,19 +138,14 @@ def test_keras_files_with_matmul_dtype_load_without_a_warning_and_saving_warns_o
 # === .network: the Keras network of the biLM, wherever one is held ===
 
 def test_network_is_the_keras_network_and_the_old_names_warn(model):
-    from bilm.training.config.settings import training_settings
-    from bilm.training.tensorflow.training_lm import TrainingLM
-    from training_helpers import tiny_options
-
     elmo = bilm.ELMo(*model, start="zeros")
     layer = ELMoEmbedding.from_files(*model, start="zeros")
-    lm = TrainingLM(*training_settings(tiny_options()))
-    for network in elmo.network, layer.network, lm.network:
+    for network in elmo.network, layer.network:
         assert isinstance(network, keras.Model) and network.name == "bilm"
     assert isinstance(elmo.language_model, BidirectionalLanguageModel)
     assert elmo.network is elmo.language_model.network
     for holder, old, new in [(elmo, "bilm", "language_model"), (elmo.language_model, "model", "network"),
-                             (layer, "bilm", "network"), (lm, "bilm", "network")]:
+                             (layer, "bilm", "network")]:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             assert getattr(holder, old) is getattr(holder, new)
@@ -182,28 +177,6 @@ def test_keras_files_keep_the_network_under_bilm_and_saving_warns_of_nothing(mod
     np.testing.assert_array_equal(restored(_tokens()).numpy(), tagger(_tokens()).numpy())
 
 
-def test_training_checkpoints_name_variables_by_path_not_by_attribute(tmp_path):
-    # A checkpoint holds the biLM's variables under their Keras paths (`bilm_variables`), so the attribute's
-    # name is in no checkpoint: checkpoints written before the rename restore exactly.
-    from bilm.training.config.settings import training_settings
-    from bilm.training.tensorflow.checkpoints import build_checkpoint
-    from bilm.training.tensorflow.training_lm import TrainingLM
-    from training_helpers import tiny_options
-
-    lm = TrainingLM(*training_settings(tiny_options()))
-    rng = np.random.default_rng(0)
-    for variable in lm.network.weights:
-        variable.assign(rng.normal(size=variable.shape).astype(variable.dtype))
-    path = build_checkpoint(lm).write(str(tmp_path / "ckpt"))
-    names = [name for name, _ in tf.train.list_variables(path) if name.startswith("model/")]
-    assert len(names) == len(lm.bilm_variables()) and not any("network" in name for name in names)
-    assert "model/char_cnn.Schar_embedding/.ATTRIBUTES/VARIABLE_VALUE" in names
-    restored = TrainingLM(*training_settings(tiny_options()))
-    build_checkpoint(restored).read(path).assert_existing_objects_matched()
-    for got, want in zip(restored.network.weights, lm.network.weights):
-        np.testing.assert_array_equal(got.numpy(), want.numpy())
-
-
 # === train_on_jax, train_from_files_on_jax, evaluate_from_files_on_jax: the one trainer's earlier names ===
 
 @pytest.mark.parametrize("name, call", [
@@ -229,10 +202,8 @@ def test_the_array_trainers_earlier_names_are_the_one_trainers_with_a_warning(tm
 EARLIER_MODULES = {f"bilm.training.{old}": f"bilm.training.{new}" for old, new in {
     **{f"jax.{name}": f"arrays.{name}" for name in ("boundary_state_measure", "evaluation", "optimizers",
                                                      "softmax_init", "train_step", "training_run")},
-    "run.checkpoints": "tensorflow.checkpoints",
     # bilm-tf's `test` reads a checkpoint of any backend, on any backend, in the one driver's folder.
     "tensorflow.evaluation": "run.evaluation",
-    "model.training_lm": "tensorflow.training_lm", "data.tf_dataset": "tensorflow.tf_dataset",
     # TensorFlow trains with the array run as every backend does; its strategies are its backend's.
     "run.training_run": "arrays.training_run", "tensorflow.training_run": "arrays.training_run",
 }.items()}

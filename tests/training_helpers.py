@@ -18,15 +18,15 @@ import numpy as np
 import tensorflow as tf
 
 import numpy_reference as R
-from bilm.optimizers import global_norm_scale, make_optimizer
 from bilm.training.arrays import softmax_init as array_softmax_init
 from bilm.training.arrays import training_run as array_training_run
 from bilm.training.config.settings import training_settings
 from bilm.training.convert import tensorflow_state
 from bilm.training.run import run_checkpoint
 from bilm.training.run.from_files import load_training_data
-from bilm.training.tensorflow import checkpoints
-from bilm.training.tensorflow.training_lm import TrainingLM
+from tensorflow_reference import checkpoints
+from tensorflow_reference.optimizers import global_norm_scale, make_optimizer
+from tensorflow_reference.training_lm import TrainingLM
 
 WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet",
          "kilo", "lima", "mike", "november", "oscar", "papa", "quebec", "romeo", "sierra", "tango"]

@@ -10,7 +10,6 @@ import importlib
 import pkgutil
 
 from bilm.optimizers.base import Optimizer
-from bilm.optimizers.gradients import deduplicate, global_norm_scale
 from bilm.options import OptionsError
 
 
@@ -45,11 +44,6 @@ def default_learning_rates():
     return {name: optimizer.default_learning_rate for name, optimizer in OPTIMIZERS.items()}
 
 
-def make_optimizer(settings, variables):
-    """The optimizer `settings.optimizer` names, over `variables` `{name: tf.Variable}`, at `settings.learning_rate`."""
-    return optimizer_class(settings.optimizer)(variables, settings.learning_rate)
-
-
 def checkpoint_optimizer(checkpoint_keys):
     """The name of the optimizer whose state a checkpoint holds, from its keys (`checkpoint_signature`)."""
     signed = [name for name, optimizer in OPTIMIZERS.items()
@@ -59,5 +53,4 @@ def checkpoint_optimizer(checkpoint_keys):
     return next(name for name, optimizer in OPTIMIZERS.items() if optimizer.checkpoint_signature is None)
 
 
-__all__ = ["OPTIMIZERS", "Optimizer", "checkpoint_optimizer", "deduplicate", "default_learning_rates",
-           "global_norm_scale", "make_optimizer", "optimizer_class"]
+__all__ = ["OPTIMIZERS", "Optimizer", "checkpoint_optimizer", "default_learning_rates", "optimizer_class"]

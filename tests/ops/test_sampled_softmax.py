@@ -4,7 +4,7 @@ import pytest
 import tensorflow as tf
 
 from bilm.ops.sampled_softmax import DRAW_BLOCK, full_softmax_loss, log_uniform_candidates, sampled_softmax_loss
-from bilm.training.tensorflow.training_lm import SAMPLER_SITE
+from tensorflow_reference.training_lm import SAMPLER_SITE
 
 V, DIM, N = 40, 6, 12
 

@@ -3,7 +3,6 @@ import textwrap
 
 import numpy as np
 import pytest
-import tensorflow as tf
 
 import bilm.optimizers as optimizers_module
 from bilm.optimizers import OPTIMIZERS, checkpoint_optimizer, default_learning_rates, optimizer_class
@@ -14,8 +13,6 @@ from bilm.training.run.run_directory import saved_optimizer
 from training_helpers import checkpoint_arrays, open_data, tiny_options
 
 MOMENTUM_MODULE = textwrap.dedent('''
-    import tensorflow as tf
-
     from bilm.optimizers.base import Optimizer
 
 
@@ -31,25 +28,6 @@ MOMENTUM_MODULE = textwrap.dedent('''
         def values_update(cls, gradient, slots, learning_rate, taken, iterations):
             velocity = 0.9 * slots["velocity"] + gradient
             return learning_rate * velocity, {"velocity": velocity}
-
-        def __init__(self, variables, learning_rate):
-            self.learning_rate = learning_rate
-            self.steps = tf.Variable(0, dtype=tf.int64, trainable=False)
-            self.accumulators = {"iterations": self.steps}
-            for name, variable in variables.items():
-                self.accumulators[name] = tf.Variable(lambda v=variable: tf.zeros(v.shape, v.dtype),
-                                                      trainable=False)
-
-        def slots(self, name):
-            return (self.accumulators[name],)
-
-        def update(self, variable, gradient, velocity, gradient_scale=1.0):
-            gradient = tf.convert_to_tensor(gradient) * tf.cast(gradient_scale, variable.dtype)
-            velocity.assign(0.9 * velocity + gradient)
-            return variable.assign_sub(self.learning_rate * velocity)
-
-        def finish_step(self, strategy, gradient_scale):
-            strategy.extended.update(self.steps, lambda steps: steps.assign_add(1), group=False)
 ''')
 
 
@@ -88,29 +66,6 @@ def test_one_new_module_is_an_optimizer_training_uses(tmp_path, training_corpus,
     resumed = train(options, data, 1, tmp_path / "ckpt", None, max_steps=1, restart_ckpt_file=first["checkpoint"],
                     verbose=0)
     assert checkpoint_arrays(resumed["checkpoint"])["optimizer/iterations/.ATTRIBUTES/VARIABLE_VALUE"] == 3
-
-
-@pytest.mark.slow
-def test_an_optimizers_state_is_what_it_declares_whatever_its_class_keeps(
-        tmp_path, training_corpus, monkeypatch):
-    package = tmp_path / "more_optimizers"
-    package.mkdir()
-    # Its step count under a key of its own, not declared as counts_steps: a checkpoint would drop it.
-    # (A module and name of its own: the package's modules are imported once.)
-    (package / "uncounted.py").write_text(MOMENTUM_MODULE.replace('{"iterations": self.steps}',
-                                                                  '{"momentum_steps": self.steps}')
-                                          .replace('name = "momentum"', 'name = "uncounted"'))
-    monkeypatch.setattr(optimizers_module, "__path__", [*optimizers_module.__path__, str(package)])
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setitem(OPTIMIZERS, "uncounted", optimizers_module._discover()["uncounted"])
-    options = tiny_options(optimizer="uncounted")
-    # The step's state is what slot_starts and counts_steps declare (the class's own variables are never made):
-    # nothing a checkpoint would drop, on one replica or a strategy's.
-    for name, strategy in (("one", None), ("given", tf.distribute.OneDeviceStrategy("/cpu:0"))):
-        result = train(options, open_data(options, training_corpus), 1, tmp_path / name, None, max_steps=1,
-                       verbose=0, strategy=strategy)
-        assert result["step"] == 1
-        assert not [key for key in checkpoint_arrays(result["checkpoint"]) if "momentum_steps" in key]
 
 
 def test_two_optimizers_of_one_name_are_refused(tmp_path, monkeypatch):

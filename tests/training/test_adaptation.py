@@ -16,7 +16,6 @@ import zipfile
 import numpy as np
 import pytest
 import tensorflow as tf
-from reference_evaluation import evaluate_lm
 
 import bilm
 import numpy_reference as R
@@ -32,10 +31,12 @@ from bilm.training.model.adaptation import (
     load_model_weights,
     open_model_to_adapt,
 )
-from bilm.training.model.softmax_init import initialize_softmax, log_frequencies, positions_in_one_pass
+from bilm.training.model.softmax_init import log_frequencies, positions_in_one_pass
 from bilm.training.run.from_files import evaluate_from_files as heldout_perplexity
-from bilm.training.tensorflow.training_lm import TrainingLM
 from helpers import ROOT
+from tensorflow_reference.evaluation import evaluate_lm
+from tensorflow_reference.softmax_init import initialize_softmax
+from tensorflow_reference.training_lm import TrainingLM
 from training_helpers import WORDS, checkpoint_arrays, open_data, small_softmax_fit, tiny_options, write_corpus
 
 # The new text's words: half of the published model's, and new ones shaped alike.

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bilm.optimizers import make_optimizer, optimizer_class
+from bilm.optimizers import optimizer_class
 from bilm.training.config.settings import training_settings
 from bilm.training.convert.tensorflow_state import object_paths, read_tensorflow_state
 from bilm.training.run import run_checkpoint as array_checkpoints
@@ -15,8 +15,9 @@ from bilm.training.run import run_directory
 from bilm.training.run.base_run import BaseRun
 from bilm.training.run.run_origin import Restart
 from bilm.training.run.run_schedule import SaveTimer
-from bilm.training.tensorflow import checkpoints
-from bilm.training.tensorflow.training_lm import TrainingLM
+from tensorflow_reference import checkpoints
+from tensorflow_reference.optimizers import make_optimizer
+from tensorflow_reference.training_lm import TrainingLM
 from training_helpers import tiny_options
 
 

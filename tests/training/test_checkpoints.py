@@ -15,7 +15,7 @@ from bilm.training.run import run_directory
 from bilm.training.run.loop import train
 from bilm.training.run.run_checkpoint import CheckpointError, read_file_meta
 from bilm.training.run.run_directory import latest_checkpoint, load_options_latest_checkpoint, saved_optimizer
-from bilm.training.tensorflow.checkpoints import load_training_model
+from tensorflow_reference.checkpoints import load_training_model
 from training_helpers import (
     as_tensorflow_checkpoints,
     checkpoint_arrays,

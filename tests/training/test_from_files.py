@@ -19,8 +19,8 @@ from bilm.training.data.lm_dataset import BidirectionalLMDataset, LMDataset
 from bilm.training.data.shards import count_tokens
 from bilm.training.run import run_checkpoint
 from bilm.training.run.from_files import load_training_data, train_from_files
-from bilm.training.tensorflow.checkpoints import CheckpointError, data_fingerprint
 from helpers import write_vocab
+from tensorflow_reference.checkpoints import CheckpointError, data_fingerprint
 from training_helpers import MAX_CHARS, WORDS, tiny_options, write_corpus
 
 

@@ -9,12 +9,12 @@ import pytest
 import tensorflow as tf
 
 from backend_processes import json_result, run_on_backend
-from bilm.optimizers import make_optimizer
 from bilm.options import load_options
 from bilm.training.config.settings import training_settings
-from bilm.training.tensorflow.training_lm import TrainingLM
 from bilm.utils.python_random import seeded_python_random
-from reference_train_step import TrainStep
+from tensorflow_reference.optimizers import make_optimizer
+from tensorflow_reference.train_step import TrainStep
+from tensorflow_reference.training_lm import TrainingLM
 from training_helpers import MAX_CHARS, tiny_options
 
 # Each test runs JAX (or PyTorch) in processes of their own: over the fast tier's 3 s.

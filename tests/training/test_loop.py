@@ -5,14 +5,14 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from reference_evaluation import evaluate_lm
 
 import bilm.training.run.loop as loop_module
 from bilm.errors import UserError
 from bilm.training.config.settings import training_settings
 from bilm.training.run.loop import train
-from bilm.training.tensorflow.checkpoints import CheckpointError
-from bilm.training.tensorflow.training_lm import TrainingLM
+from tensorflow_reference.checkpoints import CheckpointError
+from tensorflow_reference.evaluation import evaluate_lm
+from tensorflow_reference.training_lm import TrainingLM
 from training_helpers import checkpoint_arrays, checkpoint_numbers, open_data, tiny_options, unigram_perplexity
 
 

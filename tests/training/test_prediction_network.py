@@ -6,8 +6,8 @@ import tensorflow as tf
 import bilm.training.model.boundary_state_measure as prediction_network_module
 from bilm.text.batching import Batcher
 from bilm.training.config.settings import training_settings
-from bilm.training.model.boundary_state_measure import measure_boundary_state, prediction_network
-from bilm.training.tensorflow.training_lm import TrainingLM
+from tensorflow_reference.boundary_state_measure import measure_boundary_state, prediction_network
+from tensorflow_reference.training_lm import TrainingLM
 from training_helpers import MAX_CHARS, WORDS, open_data, tiny_options, write_corpus
 
 

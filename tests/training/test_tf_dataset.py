@@ -5,8 +5,8 @@ import tensorflow as tf
 
 from bilm.text.vocabulary import Vocabulary
 from bilm.training.data.lm_dataset import BidirectionalLMDataset, LMDataset
-from bilm.training.tensorflow.tf_dataset import make_tf_dataset
 from helpers import write_vocab
+from tensorflow_reference.tf_dataset import make_tf_dataset
 from training_helpers import TOKENS, C
 
 

@@ -10,7 +10,7 @@ import numpy_reference as R
 from bilm.io.formats.weight_file import load_bilm_weights
 from bilm.models.functional_bilm import build_bilm
 from bilm.training.config.settings import training_settings
-from bilm.training.tensorflow.training_lm import TrainingLM
+from tensorflow_reference.training_lm import TrainingLM
 from training_helpers import MAX_CHARS, tiny_options
 
 

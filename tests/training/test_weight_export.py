@@ -12,7 +12,7 @@ from bilm.training.convert.weight_export import dump_weights
 from bilm.training.run.loop import train
 from bilm.training.run.run_checkpoint import CheckpointError
 from bilm.training.run.run_directory import latest_checkpoint
-from bilm.training.tensorflow.checkpoints import load_training_model
+from tensorflow_reference.checkpoints import load_training_model
 from training_helpers import MAX_CHARS, WORDS, open_data, tiny_options
 
 

@@ -1,6 +1,5 @@
-"""The boundary state of a JAX training state: the mean LSTM state at sentence starts of a text, measured with
-a prediction-layout network holding the state's weights, as `bilm.training.model.boundary_state_measure`
-measures it for TensorFlow's `TrainingLM`.
+"""The boundary state of a training state: the mean LSTM state at sentence starts of a text, measured with a
+prediction-layout network holding the state's weights (`bilm.training.model.boundary_state_measure`).
 
 Runs on Keras's TensorFlow, JAX and PyTorch backends.
 """

@@ -26,7 +26,7 @@ def initialize_softmax_of_state(step, state, data, method, n_positions=DEFAULT_S
             biLM's weights the fit reads; `"softmax"` `{"W" (V, P), "b" (V,)}`
             is replaced (only `"b"`, or nothing, for `"random"`).
         data, method, n_positions, frequency_bias: as in
-            `bilm.training.tensorflow.softmax_init.initialize_softmax`.
+            `bilm.training.model.softmax_init.fit_softmax`.
 
     Returns:
         `(new state, report)`; the other entries of `state` are its own.
@@ -78,7 +78,7 @@ class StateBiLM:
 
     def _tops_function(self):
         """`tops(bilm, non_trainable, lstm, batch) -> ({direction: (batch, time, P)}, {state key: final})`:
-        the network without dropout, the LSTM states carried (as `TrainingLM.run` with `training=False`)."""
+        the network without dropout, the LSTM states carried."""
         step = self.step
         network, key, n_layers = step.network, step.input_key, step.options.n_layers
 

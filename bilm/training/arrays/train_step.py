@@ -4,7 +4,7 @@ softmax, clipping, the optimizer's update and the new LSTM states; on JAX compil
 in place.
 
 It computes what TensorFlow's own step computed with TensorFlow's autodiff
-(`TrainStep`, now the tests' reference, `tests/reference_train_step.py`):
+(`TrainStep`, now the tests' reference, `tests/tensorflow_reference/train_step.py`):
 the network of `build_bilm(layout="training")` (`stateless_direct_call`), dropout on each LSTM layer's input and
 on each direction's top output, bilm-tf's sampled softmax with its
 log-uniform sampler (`bilm.training.model.softmax_losses`), the gradient of
@@ -168,7 +168,7 @@ class ArrayTrainStep:
             [batch[key] for key in self.batch_keys() if key.startswith(self.input_key)], self.devices, widest)
 
     def parameter_counts(self):
-        """`(biLM parameters, softmax parameters)` (softmax without a shared table), as `TrainingLM`'s."""
+        """`(biLM parameters, softmax parameters)` (softmax without a shared table)."""
         bilm = sum(math.prod(v.shape) for v in self.network.trainable_weights)
         n_vocab, dim = self.settings.n_tokens_vocab, self.options.projection_dim
         return int(bilm), int(n_vocab + (0 if self.shares_embedding else n_vocab * dim))
@@ -320,7 +320,7 @@ class ArrayTrainStep:
 
     def _tops_function(self, state, batch, seed, embedding_rows=None):
         """`tops(bilm weights) -> ({direction: top layer (batch, time, P)}, {state key: final state})`, with
-        dropout on the tops as on TensorFlow (`TrainingLM.run`). With `embedding_rows` (`unique_rows` of the
+        dropout on the tops as bilm-tf's. With `embedding_rows` (`unique_rows` of the
         batch's ids), `bilm`'s token embedding is the table's rows `embedding_rows` (the rest `state`'s): the
         lookup reads a token's row there."""
         settings, n_layers = self.settings, self.options.n_layers

@@ -197,7 +197,7 @@ def _normalized(value):
 
 
 def load_model_weights(lm, model):
-    """Assigns the model's weight file to the biLM of `lm` (its `network`: a `TrainingLM`'s, or an `ArrayTrainStep`'s,
+    """Assigns the model's weight file to the biLM of `lm` (its `network`: an `ArrayTrainStep`'s,
     of `adaptation_options`); returns the number of datasets read.
 
     Raises:

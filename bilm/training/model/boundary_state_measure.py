@@ -1,9 +1,7 @@
 """The biLM being trained as a prediction network, and its boundary state measured on its training text.
 
-The parts that need no TensorFlow (`prediction_network_of`,
-`boundary_state_of_text`) are shared by TensorFlow's training (`TrainingLM`)
-and JAX's (`bilm.training.arrays`): both hold a training-layout `build_bilm`
-network.
+What the array step's measure (`bilm.training.arrays.boundary_state_measure`) builds on, for any
+training-layout `build_bilm` network: `prediction_network_of` and `boundary_state_of_text`.
 """
 import itertools
 
@@ -46,12 +44,6 @@ def prediction_network_of(network, options, bidirectional, n_tokens_vocab=None):
     return prediction
 
 
-def prediction_network(lm):
-    """`prediction_network_of` a `TrainingLM`."""
-    return prediction_network_of(lm.network, lm.options, len(lm.directions) == 2,
-                                 None if lm.use_character_inputs else lm.settings.n_tokens_vocab)
-
-
 def boundary_state_of_text(network, options, data, bidirectional, n_sentences=DEFAULT_N_SENTENCES):
     """The mean LSTM state at sentence starts of `data`'s text, for a prediction-layout `network`.
 
@@ -82,16 +74,3 @@ def boundary_state_of_text(network, options, data, bidirectional, n_sentences=DE
                 ids[i, :len(row)] = row
             return ids
     return compute_boundary_state(network, options, sentences, to_ids, n_sentences, bidirectional=bidirectional)
-
-
-def measure_boundary_state(lm, data, n_sentences=DEFAULT_N_SENTENCES):
-    """Sets `lm.boundary_state` to the mean LSTM state at sentence starts of
-    `data`'s text (`LMDataset` or `BidirectionalLMDataset`), read from its
-    beginning as training reads it (one pass at most: each sentence counts
-    once), and returns the number of starts."""
-    state, n_starts = boundary_state_of_text(prediction_network(lm), lm.options, data, len(lm.directions) == 2,
-                                             n_sentences)
-    for key, variable in lm.boundary_state.items():
-        variable.assign(state[key])
-    lm.n_boundary_starts.assign(n_starts)
-    return n_starts

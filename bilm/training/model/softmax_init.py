@@ -37,9 +37,7 @@ sorted by frequency).
 
 The fit itself (`fit_softmax`) is NumPy over what a `TrainedBiLM` reads
 (the top layer's outputs on the start of the text, the words' encodings),
-whichever backend computes them: TensorFlow's `TrainingLM`
-(`bilm.training.tensorflow.softmax_init.initialize_softmax`), the array
-step on JAX and PyTorch (`bilm.training.arrays.softmax_init`).
+whichever backend computes them (the array step's, `bilm.training.arrays.softmax_init`).
 """
 import math
 from typing import Protocol
@@ -98,8 +96,7 @@ def fit_softmax(bilm, data, method, n_positions=DEFAULT_SAMPLE_POSITIONS, freque
     """The new softmax `method` gives (see the module docstring), computed in NumPy from what `bilm` reads.
 
     Args:
-        bilm: a `TrainedBiLM` (TensorFlow's `TrainingLM` behind
-            `initialize_softmax`, or JAX's `bilm.training.arrays.softmax_init`).
+        bilm: a `TrainedBiLM` (the array step's, `bilm.training.arrays.softmax_init`).
         data, method, n_positions, frequency_bias: as in `initialize_softmax`.
 
     Returns:
@@ -306,12 +303,3 @@ def positions_of_stream(per_batch, n_positions):
         if n >= n_positions:
             break
     return np.concatenate(outputs).astype(np.float32), np.concatenate(targets).astype(np.int64)
-
-
-def __getattr__(name):
-    """`initialize_softmax`, TensorFlow's, under the name it had here (imported when first used: this module
-    imports no TensorFlow)."""
-    if name == "initialize_softmax":
-        from bilm.training.tensorflow.softmax_init import initialize_softmax
-        return initialize_softmax
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -6,9 +6,8 @@ once there is one.
 The file is written under a temporary name and renamed, so a `kill -9`
 loses at most the save in progress, never the last checkpoint. Arrays are
 stored under their path in the state (`bilm/3`, `optimizer/accumulators/
-softmax/W`, ...): the state of the array step (`ArrayTrainStep.initial_state()`
-on JAX and PyTorch), and TensorFlow's variables under the same paths
-(`bilm.training.tensorflow.checkpoints.training_arrays`). They are read back into
+softmax/W`, ...): the state of the array step (`ArrayTrainStep.initial_state()`),
+which every backend trains with. They are read back into
 the structure of a fresh state, so a checkpoint of another model is an
 error naming what differs. A state is any nest of dicts and lists of
 arrays (`keras.tree`), read back as the backend's tensors. The boundary

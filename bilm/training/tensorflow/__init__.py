@@ -1,3 +1,2 @@
-"""What training keeps on TensorFlow beside the one trainer (`bilm.training.arrays`, which TensorFlow trains with
-as JAX and PyTorch do): the biLM as `TrainingLM`'s variables (bilm-tf's `evaluate`, the conversion of TF1
-checkpoints), the batches as a `tf.data` pipeline, and a run's checkpoints read into those variables."""
+"""Earlier paths of modules that moved when TensorFlow's runs joined the one trainer (`bilm.training.arrays`,
+which TensorFlow trains with as JAX and PyTorch do): each is the moved module itself, with a warning."""

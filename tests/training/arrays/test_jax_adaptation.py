@@ -16,8 +16,8 @@ import numpy_reference as R
 from backend_processes import json_result, run_on_backend
 from bilm.training.config.settings import training_settings
 from bilm.training.model.adaptation import adaptation_options, load_model_weights, open_model_to_adapt
-from bilm.training.tensorflow.softmax_init import initialize_softmax
-from bilm.training.tensorflow.training_lm import TrainingLM
+from tensorflow_reference.softmax_init import initialize_softmax
+from tensorflow_reference.training_lm import TrainingLM
 from training_helpers import open_data, tiny_options, write_corpus
 
 # Training keys of the adapted runs (the architecture is the model's).

@@ -8,17 +8,17 @@ import signal
 
 import numpy as np
 import pytest
-from reference_evaluation import evaluate_lm
 
 from backend_processes import json_result, run_on_backend
 from bilm.io.formats.weight_file import read_boundary_state
 from bilm.options import load_options
 from bilm.training.config.settings import training_settings
-from bilm.training.model.boundary_state_measure import measure_boundary_state
 from bilm.training.run import run_checkpoint as checkpoints
 from bilm.training.run import run_directory
-from bilm.training.tensorflow.training_lm import TrainingLM
 from bilm.utils.python_random import seeded_python_random
+from tensorflow_reference.boundary_state_measure import measure_boundary_state
+from tensorflow_reference.evaluation import evaluate_lm
+from tensorflow_reference.training_lm import TrainingLM
 from training_helpers import open_data, tiny_options, write_corpus
 
 STARTS = ("carry", "zeros", "warm")

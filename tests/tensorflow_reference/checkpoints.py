@@ -33,7 +33,7 @@ from bilm.training.config.training_config import data_fingerprint  # noqa: F401 
 from bilm.training.convert.tensorflow_state import object_paths
 from bilm.training.run import run_directory
 from bilm.training.run.run_checkpoint import CheckpointError
-from bilm.training.tensorflow.training_lm import TrainingLM
+from tensorflow_reference.training_lm import TrainingLM
 
 CHECKPOINT_NAME = "model.ckpt"
 

@@ -1,6 +1,6 @@
 """TensorFlow's own training step, the reference the array step (`bilm.training.arrays.train_step`, which trains
 on every backend) is tested against: `TrainingLM`'s losses differentiated with `tf.GradientTape`, the gradients
-as `IndexedSlices` where TensorFlow makes them, and `bilm.optimizers`' updates of `tf.Variable`s, under a
+as `IndexedSlices` where TensorFlow makes them, and the optimizers' updates of `tf.Variable`s (`optimizers`), under a
 `tf.distribute` strategy. bilm trained with it until every backend's runs moved to the array step."""
 import functools
 
@@ -8,7 +8,7 @@ import tensorflow as tf
 
 from bilm.backend.tensorflow.training_ops import compiles_whole_step
 from bilm.ops import stateless_random
-from bilm.optimizers import deduplicate, global_norm_scale
+from tensorflow_reference.optimizers import deduplicate, global_norm_scale
 
 
 class TrainStep:
@@ -18,7 +18,7 @@ class TrainStep:
     global batch and of the LSTM state variables, as bilm-tf's towers did.
     Gradients of `loss * unroll_steps` are averaged over replicas
     (`IndexedSlices` stay sparse), deduplicated, clipped to the global norm
-    and applied by the run's optimizer (`bilm.optimizers`). A step whose loss or gradient norm is
+    and applied by the run's optimizer (`optimizers`). A step whose loss or gradient norm is
     not finite changes no weight.
 
     With `settings.jit_compile` (`compiles_whole_step`) one replica's step

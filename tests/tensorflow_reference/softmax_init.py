@@ -5,8 +5,8 @@ import numpy as np
 
 from bilm.models.token_encoding import build_token_encoder
 from bilm.training.model.softmax_init import DEFAULT_SAMPLE_POSITIONS, fit_softmax, positions_of_stream
-from bilm.training.tensorflow.tf_dataset import make_tf_dataset
 from bilm.utils.lazy_tensorflow import tf
+from tensorflow_reference.tf_dataset import make_tf_dataset
 
 _SUFFIXES = {"forward": "", "backward": "_reverse"}
 

@@ -11,7 +11,7 @@ from bilm.training.run.evaluation_starts import (
     evaluation_metrics,
     rows_for_a_short_text,
 )
-from bilm.training.tensorflow.tf_dataset import make_tf_dataset
+from tensorflow_reference.tf_dataset import make_tf_dataset
 
 
 def evaluate_lm(lm, data, batch_size, unroll_steps=1, verbose=0, start="carry"):

@@ -1,4 +1,5 @@
-"""ends_at_exit: a process that leaves a make_tf_dataset iterator half-read still exits."""
+"""ends_at_exit (of the tests' TensorFlow reference): a process that leaves a make_tf_dataset iterator half-read
+still exits."""
 import os
 import subprocess
 import sys
@@ -12,7 +13,7 @@ from training_helpers import TOKENS
 # thread is inside a (slow) call of the generator, then ends.
 HALF_READ_SCRIPT = """
 import sys, time
-from bilm.training.tensorflow.tf_dataset import make_tf_dataset
+from tensorflow_reference.tf_dataset import make_tf_dataset
 from bilm.training.data.lm_dataset import LMDataset, load_vocab
 
 class SlowDataset(LMDataset):
@@ -36,7 +37,7 @@ def test_process_with_a_half_read_dataset_exits(tmp_path):
     shard.write_text("a b c d e\n" * 50)
     script = tmp_path / "half_read.py"
     script.write_text(HALF_READ_SCRIPT)
-    path = os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")]))
+    path = os.pathsep.join(filter(None, [ROOT, os.path.join(ROOT, "tests"), os.environ.get("PYTHONPATH")]))
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=path)
     try:
         result = subprocess.run([sys.executable, str(script), str(shard), write_vocab(tmp_path, TOKENS)],

@@ -1,8 +1,8 @@
 """The training windows as a prefetching `tf.data.Dataset`."""
 from bilm.errors import UserError
 from bilm.training.data.lm_dataset import REVERSE_SUFFIX, BidirectionalLMDataset, check_positive
-from bilm.utils.interpreter_exit import ends_at_exit
 from bilm.utils.lazy_tensorflow import tf
+from tensorflow_reference.interpreter_exit import ends_at_exit
 
 # Batches made ahead while the training step runs (one generator makes
 # them, so more would not come faster).

@@ -1,4 +1,0 @@
-"""Deprecated path of `bilm.training.tensorflow.checkpoints`, the same module."""
-from bilm.utils.deprecation import alias_earlier_module
-
-alias_earlier_module(__name__, "bilm.training.tensorflow.checkpoints")
