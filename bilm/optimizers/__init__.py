@@ -27,8 +27,10 @@ def _discover():
     return optimizers
 
 
-# {name: Optimizer subclass}, the original recipe's (Adagrad) first.
-OPTIMIZERS = dict(sorted(_discover().items(), key=lambda item: item[0] != "adagrad"))
+# The optimizer bilm-tf trained with, whose state its checkpoints hold.
+ORIGINAL_RECIPE = "adagrad"
+# {name: Optimizer subclass}, the original recipe's first.
+OPTIMIZERS = dict(sorted(_discover().items(), key=lambda item: item[0] != ORIGINAL_RECIPE))
 
 
 def optimizer_class(name, source="options"):
@@ -53,4 +55,5 @@ def checkpoint_optimizer(checkpoint_keys):
     return next(name for name, optimizer in OPTIMIZERS.items() if optimizer.checkpoint_signature is None)
 
 
-__all__ = ["OPTIMIZERS", "Optimizer", "checkpoint_optimizer", "default_learning_rates", "optimizer_class"]
+__all__ = ["OPTIMIZERS", "ORIGINAL_RECIPE", "Optimizer", "checkpoint_optimizer", "default_learning_rates",
+           "optimizer_class"]

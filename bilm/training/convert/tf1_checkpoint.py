@@ -18,7 +18,7 @@ import tensorflow as tf
 from bilm.io.formats.output_files import check_output_file
 from bilm.io.formats.weight_file import WeightEntry, weight_table
 from bilm.models.functional_bilm import WEIGHTS_FOLLOW
-from bilm.optimizers import optimizer_class
+from bilm.optimizers import ORIGINAL_RECIPE, optimizer_class
 from bilm.options import holds_options, load_options, save_options
 from bilm.presets import TRAINING_DEFAULTS
 from bilm.training.arrays.train_step import ArrayTrainStep
@@ -125,9 +125,10 @@ def convert_tf1_checkpoint(tf1_checkpoint, options, save_dir, max_to_keep=5):
         raise CheckpointError(f"Cannot read the TF1 checkpoint {tf1_checkpoint}: {e}") from None
     parsed, settings = training_settings(training_options_for(options, reader), need_schedule=False)
 
-    if settings.optimizer != "adagrad":
+    if settings.optimizer != ORIGINAL_RECIPE:
         raise CheckpointError(f"bilm-tf trained with Adagrad, so {tf1_checkpoint} holds Adagrad's state; convert it "
-                              f"with options whose 'optimizer' is \"adagrad\" (they say {settings.optimizer!r}).")
+                              f"with options whose 'optimizer' is \"{ORIGINAL_RECIPE}\" (they say "
+                              f"{settings.optimizer!r}).")
 
     options_file = os.path.join(save_dir, OPTIONS_FILE)
     check_output_file(options_file, [tf1_checkpoint], content=holds_options(parsed))  # another run's: refused
@@ -155,7 +156,7 @@ def convert_tf1_checkpoint(tf1_checkpoint, options, save_dir, max_to_keep=5):
     bilm, softmax_weights = parameters()
     # The accumulators go through the same entries (the same hooks apply); a slot the checkpoint lacks starts
     # where Adagrad's accumulators start.
-    start = optimizer_class("adagrad").slot_starts["accumulators"]
+    start = optimizer_class(ORIGINAL_RECIPE).slot_starts["accumulators"]
     for variable in step.network.trainable_variables:
         variable.assign(np.full(tuple(variable.shape), start, np.float32))
     for part in softmax:
