@@ -322,16 +322,27 @@ copies = second_copies()
 step.write_weights(state)  # the network's weights again, the state's values
 same = all(np.array_equal(ops.convert_to_numpy(v.value), ops.convert_to_numpy(held))
            for v, held in zip(variables, state["bilm"]))
-print(json.dumps({"copies": copies, "same": same, "n": len(variables)}))
+refusal = None  # a tf.distribute strategy given to JAX's or PyTorch's training: one line
+if backend != "tensorflow":
+    from bilm.backend import training_ops
+    from bilm.errors import UserError
+    try:
+        training_ops().training_placement(1, strategy=object())
+    except UserError as error:
+        refusal = str(error)
+print(json.dumps({"copies": copies, "same": same, "n": len(variables), "refusal": refusal}))
 '''
 
 
 # The state holds the network's weights where the network holds them: after steps, no second copy of the
 # biLM (a token model's table among them) lives beside the state's; writing the weights gives the network the
-# state's values.
+# state's values. (And JAX's and PyTorch's training refuse a tf.distribute strategy in one line.)
 @pytest.mark.parametrize("backend", ["jax", "torch", "tensorflow"])
 def test_the_networks_weights_are_held_once(backend):
     options = tiny_options(n_tokens_vocab=N_VOCAB, char=False, sample_softmax=True, n_negative_samples_batch=16,
                            batch_size=4)
     report = json_result(run_on_backend(backend, HELD_ONCE, json.dumps(options)))
-    assert report["n"] > 5 and report == {"copies": 0, "same": True, "n": report["n"]}, report
+    refusal = None if backend == "tensorflow" else (
+        f"strategy is a tf.distribute.Strategy, for TensorFlow; on {dict(jax='JAX', torch='PyTorch')[backend]}, "
+        "n_gpus devices share each batch (leave strategy out).")
+    assert report["n"] > 5 and report == {"copies": 0, "same": True, "n": report["n"], "refusal": refusal}, report
