@@ -12,9 +12,9 @@ module's names that start with "test").
 Each name is imported when first used. `train`, `train_from_files`, `evaluate_from_files` and the rest of the
 training run on TensorFlow, JAX and PyTorch alike (`KERAS_BACKEND`; the backend's trainer:
 `bilm.backend.trainer_module`), with the same arguments, checkpoints and printed lines; `train_on_jax`,
-`train_from_files_on_jax` and `evaluate_from_files_on_jax` are their deprecated earlier names. `evaluate` (and `test`)
-reads a checkpoint of any backend on any backend. The names that need TensorFlow (the datasets' `tf.data`
-pipelines) say so in one line on the other backends.
+`train_from_files_on_jax` and `evaluate_from_files_on_jax` are their deprecated earlier names. Every name here runs
+on every backend: `evaluate` (and `test`) reads a checkpoint of any backend, `convert_tf1_checkpoint` reads a
+TF1 checkpoint with NumPy.
 """
 from bilm.utils.lazy_names import lazy_names
 
@@ -48,27 +48,4 @@ _MODULES = {
 
 __all__ = sorted(_MODULES)
 
-__getattr__, __dir__ = lazy_names(__name__, _MODULES, tensorflow_only=set(_MODULES) - {
-    "AdaptationError",
-    "CheckpointError",
-    "DEFAULT_SOFTMAX_INIT",
-    "EVALUATION_STARTS",
-    "NonFiniteLossError",
-    "SOFTMAX_INITS",
-    "TrainingInterrupted",
-    "build_vocab",
-    "dump_weights",
-    "evaluate",
-    "evaluate_from_files",
-    "evaluate_from_files_on_jax",
-    "load_options_latest_checkpoint",
-    "load_vocab",
-    "run_quickstart",
-    "test",
-    "test_from_files",
-    "train",
-    "train_from_files",
-    "train_from_files_on_jax",
-    "train_on_jax",
-    "write_sample_corpus",
-})
+__getattr__, __dir__ = lazy_names(__name__, _MODULES)

@@ -7,10 +7,11 @@ import pytest
 import tensorflow as tf
 
 import numpy_reference as R
+from backend_processes import json_result, run_on_backend
 from bilm.training.convert.tf1_checkpoint import convert_tf1_checkpoint
 from bilm.training.convert.weight_export import dump_weights
 from bilm.training.run.loop import train
-from bilm.training.run.run_checkpoint import CheckpointError, read_file_meta
+from bilm.training.run.run_checkpoint import CheckpointError, read_arrays, read_file_meta
 from training_helpers import checkpoint_arrays, open_data, tiny_options, write_corpus
 
 N_VOCAB, P = 23, 8
@@ -38,6 +39,13 @@ def _write_tf1_checkpoint(prefix, arrays):
                       tensors=[tf.constant(arrays[name]) for name in names])
     assert sorted(name for name, _ in tf.train.list_variables(prefix)) == names
     return prefix
+
+
+CONVERT = """
+import json, sys
+from bilm.training import convert_tf1_checkpoint
+print(json.dumps(convert_tf1_checkpoint(sys.argv[1], json.loads(sys.argv[2]), sys.argv[3])))
+"""
 
 
 def _published_options(token_inputs=False):
@@ -142,3 +150,22 @@ def test_converting_into_a_save_dir_that_holds_a_run_is_refused_and_changes_noth
     with pytest.raises(ValueError, match="options.json"):
         convert_tf1_checkpoint(prefix, options, other)
     assert os.listdir(other) == ["options.json"] and (other / "options.json").read_text() == '{"my": "options"}'
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["jax", "torch"])
+def test_jax_and_pytorch_convert_without_tensorflow_to_the_same_checkpoint(tmp_path, backend):
+    """The TF1 checkpoint is read with NumPy: on JAX and PyTorch (TensorFlow not importable) the conversion
+    writes the arrays TensorFlow's writes, bit for bit; given the folder, its `checkpoint` file names the newest."""
+    options = _published_options()
+    prefix = _write_tf1_checkpoint(str(tmp_path / "tf1" / "model.ckpt-1234"), _tf1_arrays(options, seed=2))
+    (tmp_path / "tf1" / "checkpoint").write_text('model_checkpoint_path: "model.ckpt-1234"\n'
+                                                 'all_model_checkpoint_paths: "model.ckpt-1234"\n')
+    here = convert_tf1_checkpoint(prefix, options, tmp_path / "tensorflow")
+    there = json_result(run_on_backend(backend, CONVERT, tmp_path / "tf1", json.dumps(options), tmp_path / backend))
+    assert there == str(tmp_path / backend / "checkpoint.npz")
+    want, got = read_arrays(here), read_arrays(there)
+    assert sorted(got) == sorted(want) and len(want) > 20
+    for key, value in want.items():
+        np.testing.assert_array_equal(got[key], value, err_msg=key)
+    assert read_file_meta(there)["step"] == read_file_meta(here)["step"] == 1234

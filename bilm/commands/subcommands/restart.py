@@ -29,7 +29,7 @@ def main(argv=None, prog=None):
 
     def convert():
         if args.tf1_checkpoint:
-            from bilm.training import convert_tf1_checkpoint  # TensorFlow's: it says so on another backend
+            from bilm.training import convert_tf1_checkpoint
 
             path = convert_tf1_checkpoint(args.tf1_checkpoint, args.tf1_options_file, args.save_dir)
             print(f"Converted {args.tf1_checkpoint} to {path}")

@@ -13,9 +13,13 @@ were fed, not stored, so the converted states start at zero.
 import os
 
 import numpy as np
-import tensorflow as tf
 
 from bilm.io.formats.output_files import check_output_file
+from bilm.io.formats.tensorflow_checkpoint import (
+    TensorflowCheckpointError,
+    listed_checkpoints,
+    read_tensorflow_checkpoint,
+)
 from bilm.io.formats.weight_file import WeightEntry, weight_table
 from bilm.models.functional_bilm import WEIGHTS_FOLLOW
 from bilm.optimizers import ORIGINAL_RECIPE, optimizer_class
@@ -56,23 +60,22 @@ def tf1_table(step, softmax):
     return entries
 
 
-def _read(reader, entries, suffix, required):
-    """`{entry name: array}` for the entries found; a `CheckpointError` listing problems."""
-    shapes = reader.get_variable_to_shape_map()
+def _read(stored, entries, suffix, required):
+    """`{entry name: array}` of the entries found in `stored` (`{checkpoint name: array}`); a list of problems."""
     arrays, problems = {}, []
     for entry in entries:
         key = SCOPE + entry.name + suffix
-        if key not in shapes:
+        if key not in stored:
             if required:
                 problems.append(f"missing '{key}' (expected shape {entry.shape})")
-        elif tuple(shapes[key]) != tuple(entry.shape):
-            problems.append(f"'{key}' has shape {tuple(shapes[key])}, expected {tuple(entry.shape)}")
+        elif tuple(stored[key].shape) != tuple(entry.shape):
+            problems.append(f"'{key}' has shape {tuple(stored[key].shape)}, expected {tuple(entry.shape)}")
         else:
-            arrays[entry.name] = reader.get_tensor(key)
+            arrays[entry.name] = stored[key]
     return arrays, problems
 
 
-def training_options_for(options, reader):
+def training_options_for(options, stored):
     """The options (`BiLMOptions`) as training needs them.
 
     `n_characters` 261, `n_tokens_vocab` from the softmax table when absent,
@@ -81,17 +84,16 @@ def training_options_for(options, reader):
     options = load_options(options).for_training()
     keys = {key: value for key, value in TRAINING_DEFAULTS.items() if options.get(key) is None}
     if options.get("n_tokens_vocab") is None:
-        shapes = reader.get_variable_to_shape_map()
         for key in (SCOPE + "softmax/W", SCOPE + "embedding"):
-            if key in shapes:
-                keys["n_tokens_vocab"] = int(shapes[key][0])
+            if key in stored:
+                keys["n_tokens_vocab"] = int(stored[key].shape[0])
                 break
     return options.updated(**keys)
 
 
 def convert_tf1_checkpoint(tf1_checkpoint, options, save_dir, max_to_keep=5):
     """Writes a TF1 bilm-tf checkpoint as the run's checkpoint of `save_dir`, which `train` continues on any
-    backend.
+    backend. Runs on any backend: the checkpoint is read with NumPy.
 
     Args:
         tf1_checkpoint: the TF1 checkpoint prefix (`.../model.ckpt-935588`)
@@ -115,15 +117,15 @@ def convert_tf1_checkpoint(tf1_checkpoint, options, save_dir, max_to_keep=5):
         raise CheckpointError(f"{save_dir} already holds a run's checkpoint ({held['path']}, step {held['step']}); "
                               f"convert {tf1_checkpoint} into a new --save_dir.")
     if os.path.isdir(tf1_checkpoint):
-        found = tf.train.latest_checkpoint(tf1_checkpoint)
-        if found is None:
+        found = listed_checkpoints(tf1_checkpoint)
+        if not found:
             raise CheckpointError(f"No TF1 checkpoint ('checkpoint' file and *.index) in {tf1_checkpoint}.")
-        tf1_checkpoint = found
-    try:
-        reader = tf.train.load_checkpoint(tf1_checkpoint)
-    except (tf.errors.NotFoundError, tf.errors.DataLossError, ValueError) as e:
+        tf1_checkpoint = found[-1]
+    try:  # read with NumPy: no TensorFlow needed, on any backend
+        stored = read_tensorflow_checkpoint(tf1_checkpoint, lambda name: name.startswith(SCOPE) or name == GLOBAL_STEP)
+    except (OSError, TensorflowCheckpointError) as e:
         raise CheckpointError(f"Cannot read the TF1 checkpoint {tf1_checkpoint}: {e}") from None
-    parsed, settings = training_settings(training_options_for(options, reader), need_schedule=False)
+    parsed, settings = training_settings(training_options_for(options, stored), need_schedule=False)
 
     if settings.optimizer != ORIGINAL_RECIPE:
         raise CheckpointError(f"bilm-tf trained with Adagrad, so {tf1_checkpoint} holds Adagrad's state; convert it "
@@ -138,8 +140,8 @@ def convert_tf1_checkpoint(tf1_checkpoint, options, save_dir, max_to_keep=5):
     if not step.shares_embedding:
         softmax["W"] = np.zeros((settings.n_tokens_vocab, parsed.projection_dim), np.float32)
     entries = tf1_table(step, softmax)
-    arrays, problems = _read(reader, entries, "", required=True)
-    slots, slot_problems = _read(reader, entries, SLOT_SUFFIX, required=False)
+    arrays, problems = _read(stored, entries, "", required=True)
+    slots, slot_problems = _read(stored, entries, SLOT_SUFFIX, required=False)
     problems += slot_problems
     if problems:
         raise CheckpointError(
@@ -172,8 +174,7 @@ def convert_tf1_checkpoint(tf1_checkpoint, options, save_dir, max_to_keep=5):
              # The LSTM states were fed, not stored: they start at zero.
              "lstm": {key: np.zeros((settings.batch_size, size), np.float32) for key, _, size in step.state_keys}}
 
-    shapes = reader.get_variable_to_shape_map()
-    step_value = int(reader.get_tensor(GLOBAL_STEP)) if GLOBAL_STEP in shapes else 0
+    step_value = int(stored[GLOBAL_STEP]) if GLOBAL_STEP in stored else 0
     os.makedirs(save_dir, exist_ok=True)
     # The stream it read is unknown (source 0): a restart starts its data at the beginning.
     path = run_checkpoint.save_checkpoint(save_dir, state, step_value, parsed.to_dict(), None, data_batches=0,
