@@ -13,7 +13,7 @@ from bilm.training.arrays.evaluation import evaluate_state
 from bilm.training.arrays.train_step import ArrayTrainStep
 from bilm.training.config.settings import training_settings
 from bilm.training.run import evaluation
-from bilm.training.run.run_checkpoint import save_checkpoint
+from bilm.training.run.run_checkpoint import CheckpointError, save_checkpoint
 from training_helpers import open_data, tiny_options, write_corpus
 
 BATCH = 4
@@ -114,6 +114,15 @@ def test_evaluate_reads_a_checkpoint_once_and_measures_a_boundary_state_for_warm
     assert got == pytest.approx(want, rel=1e-6) and len(set(got.values())) == 3
     assert evaluation.evaluate(OPTIONS, path, _heldout(corpus), BATCH, verbose=0) == pytest.approx(want["carry"],
                                                                                                     rel=1e-6)
+    # It reads the weights alone: a checkpoint without the optimizer's state and the LSTM states evaluates alike
+    # (a large vocabulary's optimizer state is as large as its softmax), and another model's softmax is refused.
+    (tmp_path / "weights").mkdir()
+    weights_only = save_checkpoint(tmp_path / "weights", {key: state[key] for key in ("bilm", "non_trainable",
+                                                                                      "softmax")}, 3, OPTIONS, 0)
+    assert evaluation.evaluate(OPTIONS, weights_only, _heldout(corpus), BATCH, verbose=0) == pytest.approx(
+        want["carry"], rel=1e-6)
+    with pytest.raises(CheckpointError, match=r"another model's softmax \(W: \(23, 8\), the options' \(24, 8\)\)"):
+        evaluation.evaluate({**OPTIONS, "n_tokens_vocab": 24}, weights_only, _heldout(corpus), BATCH, verbose=0)
 
 
 def test_evaluate_from_files_gives_one_figure_for_a_start_and_one_per_start_for_a_list(monkeypatch, tmp_path):

@@ -68,7 +68,14 @@ def evaluate_checkpoint(meta, options, data, batch_size, verbose, start, unroll_
     with WEIGHTS_FOLLOW.on():  # nothing drawn: the checkpoint sets every weight
         step = ArrayTrainStep(options, settings, meta["seed"] or 0)
     save_dir = os.path.dirname(meta["path"])
-    state, _ = run_directory.load_state(save_dir, meta, step.initial_state(), step.network, settings.optimizer)
+    # The weights alone (not the optimizer's state): the network's variables and the softmax, held once.
+    shapes = {"b": (settings.n_tokens_vocab,)}
+    if not step.shares_embedding:
+        shapes["W"] = (settings.n_tokens_vocab, options.projection_dim)
+    softmax = run_directory.read_network_weights(save_dir, meta, step.network, settings.optimizer, shapes)
+    state = {"bilm": step.backend.hold_in(step.network.trainable_variables),
+             "non_trainable": step.backend.hold_in(step.network.non_trainable_variables),
+             "softmax": {part: step.backend.copy(value) for part, value in softmax.items()}}
     boundary_state = run_directory.read_boundary_state(save_dir, meta)
     if "warm" in starts and boundary_state is None:
         boundary_state = measure_boundary_state(step, state, data)

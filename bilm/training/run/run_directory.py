@@ -197,21 +197,33 @@ def load_state(save_dir, meta, template, network, optimizer):
     return keras.tree.map_structure(keras.ops.convert_to_tensor, state), lstm_restored
 
 
-def read_network_weights(save_dir, meta, network, optimizer):
+def read_network_weights(save_dir, meta, network, optimizer, softmax=None):
     """Sets `network`'s variables (a training network of the run's options) to the weights of the checkpoint
-    `meta` describes (`newest_meta`; `optimizer`: the run's optimizer's name)."""
+    `meta` describes (`newest_meta`; `optimizer`: the run's optimizer's name), reading nothing else of it (no
+    optimizer's state, no LSTM states), one array at a time; returns `{part: NumPy array}` of the softmax's
+    parts that `softmax` names with their shapes (`{"W": (V, P), "b": (V,)}`; None: none)."""
+    softmax = softmax or {}
     parts = {"bilm": network.trainable_variables, "non_trainable": network.non_trainable_variables}
-    template = {part: [0] * len(variables) for part, variables in parts.items()}
+    template = {**{part: [0] * len(variables) for part, variables in parts.items()},
+                "softmax": dict.fromkeys(softmax, 0)}
     names = tensorflow_state.object_paths(template, [v.path for v in parts["bilm"]],
                                           [v.path for v in parts["non_trainable"]], optimizer)
-    value_of = dict(stored_arrays(meta, names))  # the biLM's weights alone
-    for part, variables in parts.items():
-        for i, variable in enumerate(variables):
-            value = value_of[f"{part}/{i}"]
-            if value is None or tuple(value.shape) != tuple(variable.shape):
-                raise CheckpointError(f"{meta['path']} holds another model's weights ({variable.path}"
-                                         "); is options.json the one it was trained with?")
-            variable.assign(value)
+    read = {}
+    for key, value in stored_arrays(meta, names):
+        part, _, rest = key.partition("/")
+        if part == "softmax":
+            if value is None or tuple(value.shape) != tuple(softmax[rest]):
+                raise CheckpointError(f"{meta['path']} holds another model's softmax ({rest}: "
+                                      f"{None if value is None else tuple(value.shape)}, the options' "
+                                      f"{tuple(softmax[rest])}); is options.json the one it was trained with?")
+            read[rest] = value
+            continue
+        variable = parts[part][int(rest)]
+        if value is None or tuple(value.shape) != tuple(variable.shape):
+            raise CheckpointError(f"{meta['path']} holds another model's weights ({variable.path}"
+                                  "); is options.json the one it was trained with?")
+        variable.assign(value)
+    return read
 
 
 def read_boundary_state(save_dir, meta=None):
