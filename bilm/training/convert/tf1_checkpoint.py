@@ -116,15 +116,7 @@ def convert_tf1_checkpoint(tf1_checkpoint, options, save_dir, max_to_keep=5):
     if held is not None:
         raise CheckpointError(f"{save_dir} already holds a run's checkpoint ({held['path']}, step {held['step']}); "
                               f"convert {tf1_checkpoint} into a new --save_dir.")
-    if os.path.isdir(tf1_checkpoint):
-        found = listed_checkpoints(tf1_checkpoint)
-        if not found:
-            raise CheckpointError(f"No TF1 checkpoint ('checkpoint' file and *.index) in {tf1_checkpoint}.")
-        tf1_checkpoint = found[-1]
-    try:  # read with NumPy: no TensorFlow needed, on any backend
-        stored = read_tensorflow_checkpoint(tf1_checkpoint, lambda name: name.startswith(SCOPE) or name == GLOBAL_STEP)
-    except (OSError, TensorflowCheckpointError) as e:
-        raise CheckpointError(f"Cannot read the TF1 checkpoint {tf1_checkpoint}: {e}") from None
+    tf1_checkpoint, stored = _read_tf1_checkpoint(tf1_checkpoint)
     parsed, settings = training_settings(training_options_for(options, stored), need_schedule=False)
 
     if settings.optimizer != ORIGINAL_RECIPE:
@@ -136,16 +128,47 @@ def convert_tf1_checkpoint(tf1_checkpoint, options, save_dir, max_to_keep=5):
     check_output_file(options_file, [tf1_checkpoint], content=holds_options(parsed))  # another run's: refused
     with WEIGHTS_FOLLOW.on():  # nothing drawn: the checkpoint sets every weight
         step = ArrayTrainStep(parsed, settings)
-    softmax = {"b": np.zeros((settings.n_tokens_vocab,), np.float32)}
+    state = _array_state(step, stored, tf1_checkpoint)
+
+    step_value = int(stored[GLOBAL_STEP]) if GLOBAL_STEP in stored else 0
+    os.makedirs(save_dir, exist_ok=True)
+    # The stream it read is unknown (source 0): a restart starts its data at the beginning.
+    path = run_checkpoint.save_checkpoint(save_dir, state, step_value, parsed.to_dict(), None, data_batches=0,
+                                          data_source=0, max_to_keep=max_to_keep)
+    save_options(parsed, options_file)
+    return path
+
+
+def _read_tf1_checkpoint(tf1_checkpoint):
+    """`(prefix, {name: array})`: the TF1 checkpoint `tf1_checkpoint` names (a prefix, or a directory: the newest
+    its `checkpoint` file lists), its arrays under `lm/` and its step, read with NumPy (no TensorFlow needed)."""
+    if os.path.isdir(tf1_checkpoint):
+        found = listed_checkpoints(tf1_checkpoint)
+        if not found:
+            raise CheckpointError(f"No TF1 checkpoint ('checkpoint' file and *.index) in {tf1_checkpoint}.")
+        tf1_checkpoint = found[-1]
+    try:
+        stored = read_tensorflow_checkpoint(tf1_checkpoint, lambda name: name.startswith(SCOPE) or name == GLOBAL_STEP)
+    except (OSError, TensorflowCheckpointError) as e:
+        raise CheckpointError(f"Cannot read the TF1 checkpoint {tf1_checkpoint}: {e}") from None
+    return tf1_checkpoint, stored
+
+
+def _array_state(step, stored, prefix):
+    """The array step's state (`ArrayTrainStep.initial_state`'s structure, NumPy arrays) of the TF1 arrays
+    `stored` (of checkpoint `prefix`): the weights and Adagrad's accumulators through the weight file's entries
+    (`tf1_table`, its hooks), the LSTM states at zero; a `CheckpointError` listing every missing or mis-shaped
+    array."""
+    softmax = {"b": np.zeros((step.settings.n_tokens_vocab,), np.float32)}
     if not step.shares_embedding:
-        softmax["W"] = np.zeros((settings.n_tokens_vocab, parsed.projection_dim), np.float32)
+        softmax["W"] = np.zeros((step.settings.n_tokens_vocab, step.options.projection_dim), np.float32)
     entries = tf1_table(step, softmax)
     arrays, problems = _read(stored, entries, "", required=True)
     slots, slot_problems = _read(stored, entries, SLOT_SUFFIX, required=False)
     problems += slot_problems
     if problems:
         raise CheckpointError(
-            f"{tf1_checkpoint} does not match the options (is it the checkpoint of this model?):\n  "
+            f"{prefix} does not match the options (is it the checkpoint of this model?):\n  "
             + "\n  ".join(problems))
 
     def parameters():
@@ -167,17 +190,9 @@ def convert_tf1_checkpoint(tf1_checkpoint, options, save_dir, max_to_keep=5):
         if entry.name in slots:
             entry.set(slots[entry.name])
     bilm_slots, softmax_slots = parameters()
-    state = {"bilm": bilm, "non_trainable": [v.numpy() for v in step.network.non_trainable_variables],
-             "softmax": softmax_weights,
-             "optimizer": {"accumulators": {**dict(zip(step.names, bilm_slots)),
-                                            **{f"softmax/{part}": value for part, value in softmax_slots.items()}}},
-             # The LSTM states were fed, not stored: they start at zero.
-             "lstm": {key: np.zeros((settings.batch_size, size), np.float32) for key, _, size in step.state_keys}}
-
-    step_value = int(stored[GLOBAL_STEP]) if GLOBAL_STEP in stored else 0
-    os.makedirs(save_dir, exist_ok=True)
-    # The stream it read is unknown (source 0): a restart starts its data at the beginning.
-    path = run_checkpoint.save_checkpoint(save_dir, state, step_value, parsed.to_dict(), None, data_batches=0,
-                                          data_source=0, max_to_keep=max_to_keep)
-    save_options(parsed, options_file)
-    return path
+    return {"bilm": bilm, "non_trainable": [v.numpy() for v in step.network.non_trainable_variables],
+            "softmax": softmax_weights,
+            "optimizer": {"accumulators": {**dict(zip(step.names, bilm_slots)),
+                                           **{f"softmax/{part}": value for part, value in softmax_slots.items()}}},
+            # The LSTM states were fed, not stored: they start at zero.
+            "lstm": {key: np.zeros((step.settings.batch_size, size), np.float32) for key, _, size in step.state_keys}}
