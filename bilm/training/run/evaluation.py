@@ -1,6 +1,6 @@
 """Held-out perplexity of a checkpoint with the full softmax (`evaluate`, bilm-tf's `test`), on every backend:
-the checkpoint's state read into the backend's training step (`bilm.backend.trainer_module`'s
-`evaluate_checkpoint`, `bilm.training.arrays.evaluation`).
+the checkpoint's weights (not its optimizer's state) read into the backend's training step
+(`bilm.backend.trainer_module`'s `evaluate_checkpoint`, `bilm.training.arrays.evaluation`).
 
 `evaluate` is bilm-tf's `test` under a name pytest does not collect;
 `test` stays as its deprecated alias.
