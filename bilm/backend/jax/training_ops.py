@@ -94,6 +94,12 @@ def hold_in(variables, values=None):
     return [variable.value for variable in variables]
 
 
+def write_into(array, value):
+    """A new array of `value` (a NumPy array of `array`'s shape and dtype), where `array` was: JAX's arrays are
+    not written in place (`copy`)."""
+    return copy(value)
+
+
 class Placement(OneProcess):
     """Where a step's tensors live: the batch and LSTM states split along `devices`, the rest replicated.
 

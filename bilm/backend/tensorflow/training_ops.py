@@ -201,6 +201,15 @@ def hold_in(variables, values=None):
     return held
 
 
+def write_into(array, value):
+    """The state's `array` holding `value` (a NumPy array of its shape and dtype), returned: a variable (what a
+    state holds here) written in place, so that a restore holds the state once, not twice."""
+    if isinstance(array, tf.Variable):
+        array.assign(value)
+        return array
+    return tf.convert_to_tensor(value)
+
+
 class Placement:
     """Where a step's tensors live: TensorFlow's default device (one replica), or a `tf.distribute` strategy's
     replicas, `n_replicas` of them in all its workers, each differentiating its rows of the global batch.

@@ -135,6 +135,14 @@ def hold_in(variables, values=None):
     return held
 
 
+def write_into(array, value):
+    """The state's `array` holding `value` (a NumPy array of its shape and dtype), returned: the tensor written in
+    place, so that a restore holds the state once, not twice."""
+    with torch.no_grad():
+        array.copy_(torch.as_tensor(value, device=array.device))
+    return array
+
+
 class Placement(OneProcess):
     """Where a step's tensors live: Keras's device (PyTorch trains on one device).
 

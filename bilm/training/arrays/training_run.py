@@ -122,8 +122,9 @@ class ArrayTrainingRun(BaseRun):
     def restore(self, meta):
         """Restores the checkpoint `meta` describes; new data restarts the stream and the LSTM states."""
         step = self.train_step
+        # Written into the state's arrays where the backend's are mutable: the state is held once.
         state, lstm_restored = run_directory.load_state(self.save_dir, meta, self.state, step.network,
-                                                         self.settings.optimizer)
+                                                         self.settings.optimizer, step.backend.write_into)
         self.boundary_state = run_directory.read_boundary_state(self.save_dir, meta)
         if not self.resume(meta, lstm_restored):
             state = {**state, "lstm": {key: 0 * value for key, value in state["lstm"].items()}}

@@ -116,6 +116,15 @@ def save_checkpoint(save_dir, state, step, options, seed, boundary_state=None, *
     return path
 
 
+def _stored_shape(stored, key):
+    """The shape of array `key` of the open `.npz` file `stored` (an `np.load` result), from its header alone."""
+    with stored.zip.open(key + ".npy") as member:
+        version = np.lib.format.read_magic(member)
+        read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else \
+            np.lib.format.read_array_header_2_0
+        return tuple(read_header(member)[0])
+
+
 def _remove_unfinished_saves(save_dir):
     """Removes the temporary files of saves that never finished (a process killed mid-save: no handler ran):
     the names `tempfile.mkstemp` gave them, `.<CHECKPOINT_FILE>.<8 random characters>.partial`. The run holds
@@ -237,10 +246,16 @@ def read_arrays(path):
         return {key: stored[key] for key in stored.files if key != "__meta__"}
 
 
-def load_checkpoint(path, template):
+def load_checkpoint(path, template, write=None):
     """`(state, lstm_restored)`: the state stored in the checkpoint file `path`, in the structure of `template` (a
     fresh initial state), as the backend's tensors. LSTM states of another number of rows (another batch size,
-    or number of devices or replicas) are the template's (`lstm_restored` False)."""
+    or number of devices or replicas) are zeros (`lstm_restored` False).
+
+    `write(leaf, value)` puts each stored array (NumPy, the leaf's shape) where the template's leaf was and
+    returns it (the backend's `training_ops().write_into`: in place where the backend's state is mutable, so
+    that the state is held once; None: a new tensor of each value). Every name and shape is checked first, from
+    the file's headers: nothing is written from another model's checkpoint."""
+    write = write or (lambda leaf, value: keras.ops.convert_to_tensor(value))
     lstm_restored = True
     leaves = _flattened(template)
     with np.load(path) as f:
@@ -250,15 +265,15 @@ def load_checkpoint(path, template):
             raise CheckpointError(
                 f"{path} holds another model's state: it lacks {sorted(wanted - stored)[:5]} and has "
                 f"{sorted(stored - wanted)[:5]} besides. Train into another --save_dir.")
-        values = []
+        zeros = set()  # LSTM states of another number of rows
         for key, leaf in leaves:
-            value = f[key]
-            if value.shape != tuple(leaf.shape):
-                if key.startswith("lstm/") and value.shape[1:] == tuple(leaf.shape)[1:]:
+            shape = _stored_shape(f, key)
+            if shape != tuple(leaf.shape):
+                if key.startswith("lstm/") and shape[1:] == tuple(leaf.shape)[1:]:
                     lstm_restored = False
-                    value = np.zeros(tuple(leaf.shape), value.dtype)
+                    zeros.add(key)
                 else:
-                    raise CheckpointError(f"{path}: {key} has shape {value.shape}, this model's "
-                                          f"{tuple(leaf.shape)}.")
-            values.append(keras.ops.convert_to_tensor(value))
+                    raise CheckpointError(f"{path}: {key} has shape {shape}, this model's {tuple(leaf.shape)}.")
+        values = [write(leaf, np.zeros(tuple(leaf.shape), keras.backend.standardize_dtype(leaf.dtype))
+                        if key in zeros else f[key]) for key, leaf in leaves]
     return keras.tree.pack_sequence_as(template, values), lstm_restored

@@ -185,12 +185,13 @@ def check_vocabulary(meta, vocab):
             "or another order): every id would mean another word. Give the training vocabulary (--vocab_file).")
 
 
-def load_state(save_dir, meta, template, network, optimizer):
+def load_state(save_dir, meta, template, network, optimizer, write=None):
     """`(state, lstm_restored)`: the state of the checkpoint `meta` describes (`newest_meta`) in the structure of
     `template` (a fresh initial state of a step over `network`, trained with the optimizer named `optimizer`), as
-    the backend's tensors. LSTM states of another number of rows start from zeros (`lstm_restored` False)."""
+    the backend's tensors; a checkpoint of the run's own format written into `template`'s arrays by `write`
+    (`load_checkpoint`). LSTM states of another number of rows start from zeros (`lstm_restored` False)."""
     if meta.get("format") != tensorflow_state.FORMAT:
-        return load_checkpoint(meta["path"], template)
+        return load_checkpoint(meta["path"], template, write)
     names = tensorflow_state.object_paths(template, [v.path for v in network.trainable_variables],
                                           [v.path for v in network.non_trainable_variables], optimizer)
     state, lstm_restored = tensorflow_state.read_tensorflow_state(meta["path"], template, names, _read_or_damaged)
