@@ -13,7 +13,7 @@ from bilm.training.config.settings import training_settings
 from bilm.training.convert import tensorflow_state
 from bilm.training.run import run_directory
 from bilm.training.run.loop import train
-from bilm.training.run.run_checkpoint import CheckpointError, read_file_meta
+from bilm.training.run.run_checkpoint import CheckpointError, load_checkpoint, read_file_meta, save_checkpoint
 from bilm.training.run.run_directory import latest_checkpoint, load_options_latest_checkpoint, saved_optimizer
 from tensorflow_reference.checkpoints import load_training_model
 from training_helpers import (
@@ -29,6 +29,29 @@ from training_helpers import (
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):
     return write_corpus(tmp_path_factory.mktemp("corpus"), n_train=400, n_heldout=20)
+
+
+def test_a_checkpoint_is_written_into_the_states_variables_and_another_models_writes_nothing(tmp_path):
+    # A restart holds the state once: each array written into the state's own variable (TensorFlow's
+    # training_ops.write_into), LSTM states of another number of rows as zeros; every shape is checked before
+    # anything is written.
+    from bilm.backend import training_ops
+
+    write = training_ops().write_into
+    path = save_checkpoint(tmp_path, {"a": np.ones((2, 3), np.float32), "b": np.full((4,), 2, np.float32),
+                                      "lstm": {"f": np.full((2, 5), 3, np.float32)}}, 1, {}, 0)
+    state = {"a": tf.Variable(np.zeros((2, 3), np.float32)), "b": tf.Variable(np.zeros((4,), np.float32)),
+             "lstm": {"f": tf.Variable(np.ones((8, 5), np.float32))}}
+    loaded, lstm_restored = load_checkpoint(path, state, write)
+    assert loaded["a"] is state["a"] and loaded["b"] is state["b"] and loaded["lstm"]["f"] is state["lstm"]["f"]
+    np.testing.assert_array_equal(state["a"].numpy(), 1.0)
+    np.testing.assert_array_equal(state["b"].numpy(), 2.0)
+    assert not lstm_restored and np.all(state["lstm"]["f"].numpy() == 0.0)
+    other = {"a": tf.Variable(np.zeros((2, 3), np.float32)), "b": tf.Variable(np.zeros((5,), np.float32)),
+             "lstm": {"f": tf.Variable(np.zeros((2, 5), np.float32))}}
+    with pytest.raises(CheckpointError, match=r"b has shape \(4,\), this model's \(5,\)"):
+        load_checkpoint(path, other, write)
+    np.testing.assert_array_equal(other["a"].numpy(), 0.0)  # "a" (before "b") was not written either
 
 
 
