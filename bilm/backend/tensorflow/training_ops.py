@@ -197,13 +197,13 @@ def hold_in(variables, values=None):
     if values is not None:
         for variable, value in zip(held, values, strict=True):
             if value is not variable:
-                variable.assign(value)
+                write_into(variable, value)
     return held
 
 
 def write_into(array, value):
-    """The state's `array` holding `value` (a NumPy array of its shape and dtype), returned: a variable (what a
-    state holds here) written in place, so that a restore holds the state once, not twice."""
+    """The state's `array` holding `value` (an array of its shape and dtype), returned: a variable (what a state
+    holds here) written in place, so that a restore holds the state once, not twice."""
     if isinstance(array, tf.Variable):
         array.assign(value)
         return array

@@ -128,15 +128,15 @@ def hold_in(variables, values=None):
     step writes its new state into its state's tensors (`compile_step`), so the weights are held once."""
     held = [variable.value.detach() for variable in variables]
     if values is not None:
-        with torch.no_grad():
-            for tensor, value in zip(held, values, strict=True):
-                if value is not tensor:
-                    tensor.copy_(torch.as_tensor(value, device=tensor.device))
+        for tensor, value in zip(held, values, strict=True):
+            # Skipped where `value` is the variable's own memory already (a restore wrote it there).
+            if not (isinstance(value, torch.Tensor) and value.data_ptr() == tensor.data_ptr()):
+                write_into(tensor, value)
     return held
 
 
 def write_into(array, value):
-    """The state's `array` holding `value` (a NumPy array of its shape and dtype), returned: the tensor written in
+    """The state's `array` holding `value` (an array of its shape and dtype), returned: the tensor written in
     place, so that a restore holds the state once, not twice."""
     with torch.no_grad():
         array.copy_(torch.as_tensor(value, device=array.device))
