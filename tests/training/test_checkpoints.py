@@ -56,11 +56,12 @@ def test_a_checkpoint_is_written_into_the_states_variables_and_another_models_wr
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("sample_softmax", [True, False])
-def test_restart_continues_exactly_like_a_straight_run(tmp_path, corpus, sample_softmax):
+@pytest.mark.parametrize("sample_softmax, optimizer", [(True, "adagrad"), (False, "adam")])
+def test_restart_continues_exactly_like_a_straight_run(tmp_path, corpus, sample_softmax, optimizer):
     # Dropout on: its masks, like the negative samples, are drawn from a
-    # seed of the step, so nothing random needs checkpointing.
-    options = tiny_options(dropout=0.1, sample_softmax=sample_softmax)
+    # seed of the step, so nothing random needs checkpointing. Adam's moments
+    # and count are in the checkpoint, with the optimizer's name.
+    options = tiny_options(dropout=0.1, sample_softmax=sample_softmax, optimizer=optimizer)
     straight = train(options, open_data(options, corpus), 1, tmp_path / "straight", None, max_steps=6,
                      verbose=0)
     resumed_dir = tmp_path / "resumed"
@@ -80,6 +81,11 @@ def test_restart_continues_exactly_like_a_straight_run(tmp_path, corpus, sample_
         np.testing.assert_allclose(got[key], expected[key], rtol=1e-5, atol=1e-6, err_msg=key)
     assert int(got["data/batches/.ATTRIBUTES/VARIABLE_VALUE"]) == 6
     assert any(np.abs(got[k] - at_three[k]).max() > 1e-4 for k in got if k.startswith("model/"))
+    assert any("iterations" in name for name in got) == (optimizer == "adam")
+    if optimizer == "adam":  # a restart keeps the checkpoint's optimizer, or says why it cannot
+        with pytest.raises(CheckpointError, match="holds the state of the adam optimizer.*'optimizer': 'adagrad'"):
+            train(dict(options, optimizer="adagrad"), open_data(options, corpus), 1, resumed_dir, None,
+                  restart_ckpt_file=second["checkpoint"], verbose=0)
 
 
 @pytest.mark.slow
