@@ -10,6 +10,7 @@ import numpy_reference as R
 from backend_processes import json_result, run_on_backend
 from bilm.training.convert.tf1_checkpoint import convert_tf1_checkpoint
 from bilm.training.convert.weight_export import dump_weights
+from bilm.training.run import run_checkpoint
 from bilm.training.run.loop import train
 from bilm.training.run.run_checkpoint import CheckpointError, read_arrays, read_file_meta
 from training_helpers import checkpoint_arrays, open_data, tiny_options, write_corpus
@@ -150,6 +151,23 @@ def test_converting_into_a_save_dir_that_holds_a_run_is_refused_and_changes_noth
     with pytest.raises(ValueError, match="options.json"):
         convert_tf1_checkpoint(prefix, options, other)
     assert os.listdir(other) == ["options.json"] and (other / "options.json").read_text() == '{"my": "options"}'
+
+
+def test_a_conversion_stopped_before_its_checkpoint_is_written_converts_when_run_again(tmp_path, monkeypatch):
+    options = _published_options()
+    prefix = _write_tf1_checkpoint(str(tmp_path / "model.ckpt-1234"), _tf1_arrays(options))
+
+    def stopped(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patch:
+        patch.setattr(run_checkpoint, "save_checkpoint", stopped)
+        with pytest.raises(KeyboardInterrupt):
+            convert_tf1_checkpoint(prefix, options, tmp_path / "run")
+    assert os.listdir(tmp_path / "run") == ["options.json"]
+    path = convert_tf1_checkpoint(prefix, options, tmp_path / "run")
+    assert read_file_meta(path)["step"] == 1234
+    assert sorted(os.listdir(tmp_path / "run")) == ["checkpoint.npz", "options.json"]
 
 
 @pytest.mark.slow

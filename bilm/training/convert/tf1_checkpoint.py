@@ -132,11 +132,12 @@ def convert_tf1_checkpoint(tf1_checkpoint, options, save_dir, max_to_keep=5):
 
     step_value = int(stored[GLOBAL_STEP]) if GLOBAL_STEP in stored else 0
     os.makedirs(save_dir, exist_ok=True)
-    # The stream it read is unknown (source 0): a restart starts its data at the beginning.
-    path = run_checkpoint.save_checkpoint(save_dir, state, step_value, parsed.to_dict(), None, data_batches=0,
-                                          data_source=0, max_to_keep=max_to_keep)
+    # The options first: a conversion stopped between the two files leaves the options alone, which a rerun
+    # accepts (the same options), never a checkpoint that a rerun refuses to replace.
     save_options(parsed, options_file)
-    return path
+    # The stream it read is unknown (source 0): a restart starts its data at the beginning.
+    return run_checkpoint.save_checkpoint(save_dir, state, step_value, parsed.to_dict(), None, data_batches=0,
+                                          data_source=0, max_to_keep=max_to_keep)
 
 
 def _read_tf1_checkpoint(tf1_checkpoint):
