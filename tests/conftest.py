@@ -29,15 +29,18 @@ TF_XLA_CACHE_FLAG = "--tf_xla_persistent_cache_directory="
 
 def _share_the_cores(config):
     """With several pytest-xdist workers, each worker's processes get their share of the cores for PyTorch's
-    OpenMP threads (`OMP_NUM_THREADS`, inherited by the workers and the processes they start; unless set).
-    PyTorch's threads otherwise spin against the other workers': a (368, 24) x (24, 64) matmul took 9-16 ms
-    with 2 threads on 2 busy cores, 18 us with 1. TensorFlow's and JAX's thread pools do not suffer so."""
+    OpenMP threads and TensorFlow's thread pools (`OMP_NUM_THREADS`, `TF_NUM_INTRAOP_THREADS`,
+    `TF_NUM_INTEROP_THREADS`, inherited by the workers and the processes they start; unless set). PyTorch's
+    threads otherwise spin against the other workers': a (368, 24) x (24, 64) matmul took 9-16 ms with 2 threads
+    on 2 busy cores, 18 us with 1. TensorFlow's suffer less: four training modules took 138 s with two workers,
+    128 s with one thread each."""
     workers = getattr(config.option, "numprocesses", None)
     cores = os.cpu_count() or 1
     if isinstance(workers, str):
         workers = cores if workers in ("auto", "logical") else int(workers)
     if workers and workers > 1:
-        os.environ.setdefault("OMP_NUM_THREADS", str(max(1, cores // workers)))
+        for name in ("OMP_NUM_THREADS", "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS"):
+            os.environ.setdefault(name, str(max(1, cores // workers)))
 
 
 def pytest_configure(config):
