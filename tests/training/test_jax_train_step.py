@@ -287,10 +287,12 @@ def test_a_token_models_step_makes_no_vocabulary_sized_array_but_its_row_updates
 
 
 HELD_ONCE = '''
-import json, sys
+import json, sys, tempfile
 import keras
 import numpy as np
 from keras import ops
+from bilm.backend import training_ops
+from bilm.training.run import run_checkpoint
 from bilm.options import load_options
 from bilm.training.config.settings import training_settings
 from bilm.training.arrays.train_step import ArrayTrainStep
@@ -315,27 +317,46 @@ def second_copies():
     return sum(v.value is not held for v, held in zip(variables, state["bilm"]))
 
 
+def held_apart(template, restored):
+    """How many of `template`'s arrays a restore into it left holding their own values beside `restored`'s."""
+    pairs = list(zip(keras.tree.flatten(template), keras.tree.flatten(restored), strict=True))
+    if backend == "jax":  # consumed: the template's buffers freed
+        return sum(not old.is_deleted() for old, _ in pairs)
+    if backend == "torch":
+        return sum(old.data_ptr() != new.data_ptr() for old, new in pairs)
+    return sum(old is not new for old, new in pairs)
+
+
 for number in range(2):
     state, _ = step(state, batch, number)
 copies = second_copies()
 step.write_weights(state)  # the network's weights again, the state's values
 same = all(np.array_equal(ops.convert_to_numpy(v.value), ops.convert_to_numpy(held))
            for v, held in zip(variables, state["bilm"]))
+# A restore writes the checkpoint into the state it replaces (here the state one step later): held once.
+saved = [ops.convert_to_numpy(value) for value in keras.tree.flatten(state)]
+path = run_checkpoint.save_checkpoint(tempfile.mkdtemp(), state, 2, {}, 0)
+state, _ = step(state, batch, 2)
+restored, _ = run_checkpoint.load_checkpoint(path, state, training_ops().write_into)
+restored_values = all(np.array_equal(ops.convert_to_numpy(value), want)
+                      for value, want in zip(keras.tree.flatten(restored), saved, strict=True))
+apart = held_apart(state, restored)
 refusal = None  # a tf.distribute strategy given to JAX's or PyTorch's training: one line
 if backend != "tensorflow":
-    from bilm.backend import training_ops
     from bilm.errors import UserError
     try:
         training_ops().training_placement(1, strategy=object())
     except UserError as error:
         refusal = str(error)
-print(json.dumps({"copies": copies, "same": same, "n": len(variables), "refusal": refusal}))
+print(json.dumps({"copies": copies, "same": same, "n": len(variables), "refusal": refusal,
+                  "restored": restored_values, "apart": apart}))
 '''
 
 
 # The state holds the network's weights where the network holds them: after steps, no second copy of the
 # biLM (a token model's table among them) lives beside the state's; writing the weights gives the network the
-# state's values. (And JAX's and PyTorch's training refuse a tf.distribute strategy in one line.)
+# state's values; a restore leaves no array of the state it replaces beside the checkpoint's. (And JAX's and
+# PyTorch's training refuse a tf.distribute strategy in one line.)
 @pytest.mark.parametrize("backend", ["jax", "torch", "tensorflow"])
 def test_the_networks_weights_are_held_once(backend):
     options = tiny_options(n_tokens_vocab=N_VOCAB, char=False, sample_softmax=True, n_negative_samples_batch=16,
@@ -344,4 +365,5 @@ def test_the_networks_weights_are_held_once(backend):
     refusal = None if backend == "tensorflow" else (
         f"strategy is a tf.distribute.Strategy, for TensorFlow; on {dict(jax='JAX', torch='PyTorch')[backend]}, "
         "n_gpus devices share each batch (leave strategy out).")
-    assert report["n"] > 5 and report == {"copies": 0, "same": True, "n": report["n"], "refusal": refusal}, report
+    assert report["n"] > 5 and report == {"copies": 0, "same": True, "n": report["n"], "refusal": refusal,
+                                          "restored": True, "apart": 0}, report

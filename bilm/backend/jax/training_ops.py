@@ -96,8 +96,12 @@ def hold_in(variables, values=None):
 
 def write_into(array, value):
     """A new array of `value` (a NumPy array of `array`'s shape and dtype), where `array` was: JAX's arrays are
-    not written in place (`copy`)."""
-    return copy(value)
+    not written in place, so `array`'s buffer is freed once the copy is made (`array` is consumed: its shape and
+    dtype stay, its values are gone), and a restored state is held once, as on the other backends."""
+    written = copy(value)
+    if isinstance(array, jax.Array) and not array.is_deleted():
+        array.delete()
+    return written
 
 
 class Placement(OneProcess):
