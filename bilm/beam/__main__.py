@@ -27,6 +27,7 @@ command exits with status 130 (SIGINT) or 143 (SIGTERM) after one line,
 """
 import contextlib
 import os
+import shutil
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # before TensorFlow loads
 
@@ -125,10 +126,19 @@ def run(argv=None, *, handle_signals=False):
                                cache_dir=args.cache_dir, sha256=args.sha256, start=args.start,
                                warm_up=args.warm_up, kernel_dtype=args.kernel_dtype, tf32=args.tf32)
     outputs = [output for _, output in shards]
-    stopping = stop_on_signals(lambda: remove_temporaries(outputs)) if handle_signals else contextlib.nullcontext()
+    # Beam's local scratch folder, which its `run` removes as it returns: a stop ends the process before.
+    scratch = []
+
+    def cleanup():
+        remove_temporaries(outputs)
+        for folder in scratch:
+            shutil.rmtree(folder, ignore_errors=True)
+
+    stopping = stop_on_signals(cleanup) if handle_signals else contextlib.nullcontext()
     with stopping:
         runner = LocalRunner() if handle_signals and _names_fn_api_runner(pipeline_options) else None
         pipeline = beam.Pipeline(runner=runner, options=pipeline_options)
+        scratch.append(pipeline.local_tempdir)
         (pipeline
          | "Shards" >> beam.Create(shards)
          | "Embed" >> EmbedFiles(handler, args.output_format, use_sentence_keys=args.use_sentence_keys,

@@ -63,11 +63,11 @@ class Run:
     watched; forked from the warm server (`warm_python`): its signals come after the imports, as the moments
     waited for do (a signal during the start: tests/utils/test_start_up.py)."""
 
-    def __init__(self, command, output_dir):
+    def __init__(self, command, output_dir, env=None):
         self.output_dir = output_dir
         self.before = set(os.listdir(output_dir)) if os.path.isdir(output_dir) else set()
         self.process = warm_python.Popen(command, start_new_session=True, stdout=subprocess.DEVNULL,
-                                         stderr=subprocess.PIPE, text=True)
+                                         stderr=subprocess.PIPE, text=True, env=env)
         self.lines = []
         self.reader = threading.Thread(target=lambda: self.lines.extend(self.process.stderr), daemon=True)
         self.reader.start()
@@ -208,10 +208,12 @@ def test_two_workers_stop_at_any_moment_and_a_rerun_writes_an_uninterrupted_runs
 @pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="watches processes through /proc")
 def test_the_in_memory_runner_stops_in_the_middle_of_a_shard(tmp_path, model, shards):
-    out = tmp_path / "out"
-    run = Run(_command(model, shards, out), out)
+    out, scratch = tmp_path / "out", tmp_path / "scratch"
+    scratch.mkdir()
+    run = Run(_command(model, shards, out), out, env=dict(os.environ, TMPDIR=str(scratch)))
     run.wait_for(embedding)
     _assert_stopped(run, signal.SIGINT, run.interrupt(signal.SIGINT))
+    assert os.listdir(scratch) == []  # Beam's own scratch folder too
 
 
 # A driver that starts one worker, as `LocalRunner` does (the worker's own start, then a long wait in place of
