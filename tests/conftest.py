@@ -4,6 +4,7 @@ server)."""
 import gc
 import os
 import shutil
+import sys
 import tempfile
 
 import pytest
@@ -65,6 +66,8 @@ def pytest_collection_finish(session):
 
 
 def pytest_unconfigure(config):
+    if "warm_python" in sys.modules:  # a pytest-xdist worker ends without running `atexit`
+        sys.modules["warm_python"].close_servers()
     directory = getattr(config, "bilm_compilation_cache", None)
     if directory is not None:
         shutil.rmtree(directory, ignore_errors=True)

@@ -214,7 +214,9 @@ def _server(environment):
 
 
 @atexit.register
-def _close_servers():
+def close_servers():
+    """Ends every server and removes its folder (at exit; and at a pytest-xdist worker's end, which skips
+    `atexit`: tests/conftest.py)."""
     while _SERVERS:
         _SERVERS.popitem()[1].close()
 
