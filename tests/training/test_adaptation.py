@@ -32,6 +32,7 @@ from bilm.training.model.adaptation import (
     open_model_to_adapt,
 )
 from bilm.training.model.softmax_init import log_frequencies, positions_in_one_pass
+from bilm.training.run import run_checkpoint
 from bilm.training.run.from_files import evaluate_from_files as heldout_perplexity
 from helpers import ROOT
 from tensorflow_reference.evaluation import evaluate_lm
@@ -233,38 +234,25 @@ def test_log_frequencies_share_the_unseen_mass_by_rank():
 
 
 @pytest.mark.slow
-def test_softmax_warmup_trains_the_softmax_alone_then_everything(tmp_path, published, new_text):
-    options = dict(SETTINGS, softmax_warmup_steps=3)
-    data = open_data(tiny_options(), new_text)
-    frozen = train(options, data, 1, tmp_path / "frozen", None, init_from=published["directory"], max_steps=3,
-                   verbose=0)
-    arrays = checkpoint_arrays(frozen["checkpoint"])
-    key = "{}/{}/.ATTRIBUTES/VARIABLE_VALUE".format
-    start = checkpoint_arrays(train(options, data, 1, tmp_path / "start", None, init_from=published["directory"],
-                                    max_steps=0, verbose=0)["checkpoint"])
-    biLM = [name for name in arrays if name.startswith("model/")]
-    assert biLM and all(np.array_equal(arrays[name], start[name]) for name in biLM)
-    assert all(np.all(arrays[name] == 1.0) for name in arrays
-               if name.startswith("optimizer/") and "softmax" not in name)
-    assert not np.allclose(arrays[key("softmax", "W")], start[key("softmax", "W")])
-    saved = load_options(tmp_path / "frozen" / "options.json")
-    assert saved.get("softmax_warmup_steps") == 3
-    resumed = train(saved, data, 1, tmp_path / "frozen", None, restart_ckpt_file=frozen["checkpoint"],
-                    max_steps=1, verbose=0)
-    assert any(not np.array_equal(value, start[name])
-               for name, value in checkpoint_arrays(resumed["checkpoint"]).items() if name in biLM)
-
-
-@pytest.mark.slow
-def test_restart_of_an_adapted_run_is_exact(tmp_path, published, new_text):
+def test_softmax_warmup_trains_the_softmax_alone_and_a_restart_of_an_adapted_run_is_exact(tmp_path, published,
+                                                                                         new_text):
     # Dropout masks, negative samples and the warm-up's end must all continue exactly.
     options = dict(SETTINGS, softmax_warmup_steps=6)
     data = open_data(tiny_options(), new_text)
     straight = train(options, data, 1, tmp_path / "straight", None, init_from=published["directory"],
                      max_steps=8, verbose=0)
     first = train(options, data, 1, tmp_path / "stopped", None, init_from=published["directory"], max_steps=4,
-                  verbose=0)
+                  checkpoint_every=2, verbose=0)
+    # Within the warm-up the softmax trains alone: the biLM's weights and its optimizer's state stay as they were.
+    (_, at_two), = run_checkpoint.kept_checkpoints(tmp_path / "stopped")
+    two, four = checkpoint_arrays(at_two), checkpoint_arrays(first["checkpoint"])
+    key = "{}/{}/.ATTRIBUTES/VARIABLE_VALUE".format
+    biLM = [name for name in four if name.startswith("model/")]
+    assert biLM and all(np.array_equal(four[name], two[name]) for name in biLM)
+    assert all(np.all(four[name] == 1.0) for name in four if name.startswith("optimizer/") and "softmax" not in name)
+    assert not np.allclose(four[key("softmax", "W")], two[key("softmax", "W")])
     saved = load_options(tmp_path / "stopped" / "options.json")
+    assert saved.get("softmax_warmup_steps") == 6
     resumed = train(saved, open_data(saved, new_text), 1, tmp_path / "stopped", None,
                     restart_ckpt_file=first["checkpoint"], max_steps=4, verbose=0)
     assert resumed["step"] == straight["step"] == 8
@@ -272,6 +260,8 @@ def test_restart_of_an_adapted_run_is_exact(tmp_path, published, new_text):
     assert sorted(expected) == sorted(got)
     for name in expected:
         np.testing.assert_allclose(got[name], expected[name], rtol=1e-5, atol=1e-6, err_msg=name)
+    # After the warm-up, everything trains.
+    assert any(not np.array_equal(got[name], four[name]) for name in biLM)
 
 
 def test_options_may_repeat_the_architecture_not_contradict_it(tmp_path, random_published):
