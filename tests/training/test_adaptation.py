@@ -351,30 +351,6 @@ def test_script_errors_for_a_contradicting_options_file_and_a_size(tmp_path, ran
     assert not (tmp_path / "ckpt").exists()
 
 
-@pytest.mark.slow
-def test_scripts_adapt_restart_test_and_dump(tmp_path, published, new_text, capsys):
-    save_dir = str(tmp_path / "ckpt")
-    common = ["--train_prefix", new_text["train"], "--vocab_file", new_text["vocab"], "--save_dir", save_dir,
-              "--batch_size", "8", "--unroll_steps", "5", "--n_negative_samples_batch", "8"]
-    options_file = tmp_path / "train_options.json"
-    # Repeats the architecture; epochs of 20 steps of 8 x 5 tokens.
-    options_file.write_text(json.dumps(tiny_options(n_epochs=1, n_train_tokens=8 * 5 * 20)))
-    first = _script("train_elmo").main(common + ["--init_from", os.path.join(published["directory"], "model.hdf5"),
-                                                 "--options_file", str(options_file), "--softmax_init", "encoding",
-                                                 "--softmax_warmup_steps", "5"])
-    out = capsys.readouterr().out
-    assert "Adapting " in out and "softmax_init='encoding'" in out
-    assert "The first 5 steps of the run train the softmax alone" in out
-    assert first["step"] == 20
-    second = _script("restart").main(common + ["--n_epochs", "2"])
-    assert second["step"] == 2 * first["step"]
-    perplexity = _script("run_test").main(["--test_prefix", new_text["heldout"], "--vocab_file", new_text["vocab"],
-                                           "--save_dir", save_dir, "--batch_size", "4"])
-    assert 1 < perplexity < new_text["n_vocab"]
-    written = _script("dump_weights").main(["--save_dir", save_dir, "--outfile", str(tmp_path / "w.hdf5")])
-    assert bilm.load(written["weight_file"]).embed(["amber gold"])[0].shape == (2, 16)
-
-
 def _count_calls(monkeypatch, module, name, calls):
     original = getattr(module, name)
 
@@ -386,7 +362,8 @@ def _count_calls(monkeypatch, module, name, calls):
 
 
 @pytest.mark.slow
-def test_from_the_script_to_the_step_each_check_runs_once(tmp_path, published, new_text, monkeypatch):
+def test_scripts_adapt_restart_test_and_dump_and_each_check_runs_once(tmp_path, published, new_text, monkeypatch,
+                                                                      capsys):
     import bilm.training.config.settings as settings_module
     import bilm.training.config.training_config as config_module
     import bilm.training.run.run_directory as checkpoints_module
@@ -401,13 +378,24 @@ def test_from_the_script_to_the_step_each_check_runs_once(tmp_path, published, n
     save_dir = str(tmp_path / "ckpt")
     common = ["--train_prefix", new_text["train"], "--vocab_file", new_text["vocab"], "--save_dir", save_dir,
               "--batch_size", "8", "--unroll_steps", "5", "--n_negative_samples_batch", "8", "--max_steps", "2"]
-    _script("train_elmo").main(common + ["--init_from", published["directory"]])
+    first = _script("train_elmo").main(common + ["--init_from", os.path.join(published["directory"], "model.hdf5"),
+                                                 "--softmax_init", "encoding", "--softmax_warmup_steps", "1"])
     assert calls == {"open_model_to_adapt": 1, "adaptation_options": 1, "check_softmax_init": 1,
                      "training_settings": 1, "check_known_keys": 1, "count_tokens": 1}
+    out = capsys.readouterr().out
+    assert "Adapting " in out and "softmax_init='encoding'" in out
+    assert "The first step of the run trains the softmax alone, the biLM frozen" in out
+    assert first["step"] == 2
     calls.clear()
-    _script("restart").main(common + ["--max_steps", "3"])
+    second = _script("restart").main(common + ["--max_steps", "3"])
     # The checkpoint's options hold n_train_tokens and the data is the same: nothing is counted again.
     assert calls == {"training_settings": 1, "check_known_keys": 1, "check_vocabulary": 1}
+    assert second["step"] == 3
+    perplexity = _script("run_test").main(["--test_prefix", new_text["heldout"], "--vocab_file", new_text["vocab"],
+                                           "--save_dir", save_dir, "--batch_size", "4"])
+    assert 1 < perplexity < new_text["n_vocab"]
+    written = _script("dump_weights").main(["--save_dir", save_dir, "--outfile", str(tmp_path / "w.hdf5")])
+    assert bilm.load(written["weight_file"]).embed(["amber gold"])[0].shape == (2, 16)
 
 
 def test_a_short_text_is_read_once_for_the_fit(random_published, new_text):

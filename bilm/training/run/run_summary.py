@@ -31,8 +31,9 @@ def describe_run(report, lm, options, settings, n_replicas, schedule):
 def describe_warmup(report, settings, current_step):
     """Says when the first steps train the softmax alone (`softmax_warmup_steps`)."""
     if current_step < settings.softmax_warmup_steps:
-        report(f"The first {settings.softmax_warmup_steps:,} steps of the run train the softmax alone, the "
-               f"biLM frozen (softmax_warmup_steps; {current_step:,} taken).")
+        first = ("The first step of the run trains" if settings.softmax_warmup_steps == 1 else
+                 f"The first {settings.softmax_warmup_steps:,} steps of the run train")
+        report(f"{first} the softmax alone, the biLM frozen (softmax_warmup_steps; {current_step:,} taken).")
 
 
 def describe_progress_line(report, settings):
