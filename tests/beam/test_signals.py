@@ -167,14 +167,17 @@ def _contents(directory):
 @pytest.mark.filterwarnings("ignore:.*holds no boundary state:UserWarning")  # the run in this process says it once
 def test_two_workers_stop_at_any_moment_and_a_rerun_writes_an_uninterrupted_runs_files(tmp_path, whole_vectors_model,
                                                                                         shards):
-    model, out = whole_vectors_model, tmp_path / "out"
+    model, out, scratch = whole_vectors_model, tmp_path / "out", tmp_path / "scratch"
+    scratch.mkdir()
+    env = dict(os.environ, TMPDIR=str(scratch))  # the runs' temporary folders, Beam's own among them
     # (A signal as the pipeline starts: tests/utils/test_start_up.py.)
     for moment, signum in [(loading_the_model, signal.SIGTERM),
                            (a_shard_written, signal.SIGINT)]:  # the other shard is being embedded
-        run = Run(_command(model, shards, out, *TWO_WORKERS), out)
+        run = Run(_command(model, shards, out, *TWO_WORKERS), out, env=env)
         run.wait_for(moment)
         _assert_stopped(run, signum, run.interrupt(signum))
         assert len(run.started) >= 2  # the workers were there
+        assert os.listdir(scratch) == []
 
     # What the stopped runs wrote is set aside, to equal the uninterrupted run's files at the end: the killed
     # run below then has both shards to embed (a busy machine can let the second shard's file be written too
@@ -186,14 +189,14 @@ def test_two_workers_stop_at_any_moment_and_a_rerun_writes_an_uninterrupted_runs
 
     # Killed (SIGKILL: no chance to clean up) in the middle of a shard: its workers die with it, its temporary
     # directory stays, and the next run removes it first.
-    run = Run(_command(model, shards, out, *TWO_WORKERS), out)
+    run = Run(_command(model, shards, out, *TWO_WORKERS), out, env=env)
     run.wait_for(embedding)
     run.interrupt(signal.SIGKILL, group=False)
     assert len(run.started) >= 2 and not run.survivors(timeout=STOP_WITHIN_S)
     assert [entry for entry in os.listdir(out) if entry.startswith(".")]
 
     rerun = warm_python.run(_command(model, shards, out, *TWO_WORKERS), text=True, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, timeout=300)
+                            stderr=subprocess.PIPE, timeout=300, env=env)
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     # An uninterrupted run: the same pipeline in memory, in this process (no worker processes to start), which
     # writes the two workers' bytes with this model.
