@@ -59,8 +59,9 @@ def test_scripts_train_restart_test_and_dump(tmp_path, capsys):
     assert abs(float(last_line.split("=")[1]) - perplexity) < 1e-3
     by_start = {start: _script("run_test").main(["--test_prefix", corpus["heldout"], "--vocab_file", corpus["vocab"],
                                                  "--save_dir", save_dir, "--batch_size", "4", "--start", start])
-                for start in ("carry", "zeros", "warm")}
-    assert by_start["carry"] == pytest.approx(perplexity) and len(set(by_start.values())) == 3
+                for start in ("zeros", "warm")}
+    # The default is the third start, "carry" (EVALUATION_STARTS): the three figures differ.
+    assert len({perplexity, *by_start.values()}) == 3
     capsys.readouterr()
 
     notes = tmp_path / "notes.hdf5"

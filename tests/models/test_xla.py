@@ -119,11 +119,11 @@ def test_usage_downstream_tagger_under_xla(tiny_model, gpu_visible_to_keras):
     for jit_compile in ("auto", True, False):
         keras.utils.set_random_seed(1)
         model, _ = usage_downstream.build_tagger(*tiny_model, "elmo", jit_compile=jit_compile)
-        assert model.jit_compile is False  # text in: Keras's own fallback
-        model.fit(tokens, tf.constant(TAGS), epochs=2, verbose=0)
-        runs.append(model.predict(tokens, verbose=0))
-    for run in runs[:2]:
-        np.testing.assert_allclose(run, runs[2], atol=1e-5)
+        assert model.jit_compile is False  # text in: Keras's own fallback, the same model whatever was asked
+        if jit_compile is not True:  # True falls back as "auto" does (above): trained once, with "auto"
+            model.fit(tokens, tf.constant(TAGS), epochs=2, verbose=0)
+            runs.append(model.predict(tokens, verbose=0))
+    np.testing.assert_allclose(runs[0], runs[1], atol=1e-5)
 
 
 # The mixes of WeightLayers whose ops differ: "frozen", "average" and "top" compute parts of the scalar mix's sum
