@@ -138,7 +138,7 @@ def run(argv=None, *, handle_signals=False):
     with stopping:
         runner = LocalRunner() if handle_signals and _names_fn_api_runner(pipeline_options) else None
         pipeline = beam.Pipeline(runner=runner, options=pipeline_options)
-        scratch.append(pipeline.local_tempdir)
+        scratch.extend(filter(None, [getattr(pipeline, "local_tempdir", None)]))  # a Beam without one: nothing
         (pipeline
          | "Shards" >> beam.Create(shards)
          | "Embed" >> EmbedFiles(handler, args.output_format, use_sentence_keys=args.use_sentence_keys,
