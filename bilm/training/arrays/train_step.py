@@ -90,6 +90,13 @@ class ArrayTrainStep:
         self._steps = {}  # {(warmup, distinct tokens bound): the compiled step}
         self._expected = None  # the bound the run's first batches need together (`expect`)
 
+    @property
+    def softmax_shapes(self):
+        """`{part: shape}` of the state's softmax: `"b"` `(n_tokens_vocab,)`, and `"W"` `(n_tokens_vocab,
+        projection_dim)` unless the embedding table is the softmax's (`share_embedding_softmax`)."""
+        n_vocab = self.settings.n_tokens_vocab
+        return {"b": (n_vocab,), **({} if self.shares_embedding else {"W": (n_vocab, self.options.projection_dim)})}
+
     def initial_state(self, softmax_seed=0):
         """The state before the first step: the network's current weights (`training_ops.hold_in`: the arrays
         the network's variables hold, so the weights are held once; on JAX the steps then donate them, and
@@ -101,9 +108,9 @@ class ArrayTrainStep:
         copy = self.backend.copy
         bilm = self.backend.hold_in(self.network.trainable_variables)
         with self.placement.scope():  # made where the network's variables are
-            softmax = {"b": copy(np.zeros((settings.n_tokens_vocab,), np.float32))}
-            if not self.shares_embedding:
-                softmax["W"] = copy(softmax_initializer(dim, softmax_seed)((settings.n_tokens_vocab, dim)))
+            softmax = {part: copy(np.zeros(shape, np.float32) if part == "b" else
+                                  softmax_initializer(dim, softmax_seed)(shape))
+                       for part, shape in self.softmax_shapes.items()}
             state = {"bilm": bilm, "non_trainable": self.backend.hold_in(self.network.non_trainable_variables),
                      "softmax": softmax,
                      "optimizer": optimizers.initial_state(settings.optimizer, self._parameters(bilm, softmax),
@@ -170,8 +177,7 @@ class ArrayTrainStep:
     def parameter_counts(self):
         """`(biLM parameters, softmax parameters)` (softmax without a shared table)."""
         bilm = sum(math.prod(v.shape) for v in self.network.trainable_weights)
-        n_vocab, dim = self.settings.n_tokens_vocab, self.options.projection_dim
-        return int(bilm), int(n_vocab + (0 if self.shares_embedding else n_vocab * dim))
+        return int(bilm), int(sum(math.prod(shape) for shape in self.softmax_shapes.values()))
 
     def batch_keys(self):
         """The keys of a data batch that a step reads."""

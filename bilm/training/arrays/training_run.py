@@ -69,10 +69,8 @@ def evaluate_checkpoint(meta, options, data, batch_size, verbose, start, unroll_
         step = ArrayTrainStep(options, settings, meta["seed"] or 0)
     save_dir = os.path.dirname(meta["path"])
     # The weights alone (not the optimizer's state): the network's variables and the softmax, held once.
-    shapes = {"b": (settings.n_tokens_vocab,)}
-    if not step.shares_embedding:
-        shapes["W"] = (settings.n_tokens_vocab, options.projection_dim)
-    softmax = run_directory.read_network_weights(save_dir, meta, step.network, settings.optimizer, shapes)
+    softmax = run_directory.read_network_weights(save_dir, meta, step.network, settings.optimizer,
+                                                 step.softmax_shapes)
     state = {"bilm": step.backend.hold_in(step.network.trainable_variables),
              "non_trainable": step.backend.hold_in(step.network.non_trainable_variables),
              "softmax": {part: step.backend.copy(value) for part, value in softmax.items()}}

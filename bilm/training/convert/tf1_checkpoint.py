@@ -160,9 +160,7 @@ def _array_state(step, stored, prefix):
     `stored` (of checkpoint `prefix`): the weights and Adagrad's accumulators through the weight file's entries
     (`tf1_table`, its hooks), the LSTM states at zero; a `CheckpointError` listing every missing or mis-shaped
     array."""
-    softmax = {"b": np.zeros((step.settings.n_tokens_vocab,), np.float32)}
-    if not step.shares_embedding:
-        softmax["W"] = np.zeros((step.settings.n_tokens_vocab, step.options.projection_dim), np.float32)
+    softmax = {part: np.zeros(shape, np.float32) for part, shape in step.softmax_shapes.items()}
     entries = tf1_table(step, softmax)
     arrays, problems = _read(stored, entries, "", required=True)
     slots, slot_problems = _read(stored, entries, SLOT_SUFFIX, required=False)
