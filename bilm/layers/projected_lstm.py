@@ -150,6 +150,13 @@ class ProjectedLSTM(keras.layers.Layer):
                     input_matmul_dtype=self.training_matmul_dtype if training else "float32",
                     recurrence=backend_module("core").lstm_steps)
 
+    def column_kernels(self):
+        """The float32 recurrent and projection kernels, whose transposes a backend may keep for inference steps of
+        few rows in columns (`bilm.backend.jax.lstm_column_steps`); none where the kernels are bfloat16 or int8."""
+        if self.kernel_dtype != "float32":
+            return []
+        return [kernel for kernel in (self.recurrent_kernel, self.projection_kernel) if kernel is not None]
+
     @property
     def uses_xla(self):
         """Whether the training recurrence (forward and backward loops) runs

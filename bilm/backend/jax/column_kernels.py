@@ -51,11 +51,16 @@ def kernels_in_columns(transposed):
     return _TRANSPOSED.holding(transposed)
 
 
+def kept_transpose(kernel):
+    """The transpose of `kernel` (a variable) that `kernels_in_columns` gives, or None."""
+    return (_TRANSPOSED.get() or {}).get(kernel.path)
+
+
 def column_product(x, kernel):
     """`x @ kernel` (`x` `(..., n)`, `kernel` a variable) in columns where the kernel's transpose is given
     (`kernels_in_columns`: on a CPU) and `x` holds at most `COLUMN_MAX_ROWS` rows; None elsewhere (the caller's
     product then)."""
-    transposed = (_TRANSPOSED.get() or {}).get(kernel.path)
+    transposed = kept_transpose(kernel)
     rows = math.prod(x.shape[:-1])
     if transposed is None or rows > COLUMN_MAX_ROWS:
         return None

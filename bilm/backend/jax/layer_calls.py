@@ -17,8 +17,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from bilm.backend.jax.char_convolutions import table_loop_char_convolutions, window_product_char_convolutions
-from bilm.backend.jax.column_kernels import column_product
+from bilm.backend.jax.column_kernels import column_product, kept_transpose
 from bilm.backend.jax.inference import padded_length
+from bilm.backend.jax.lstm_bptt import runs_in_columns
+from bilm.backend.jax.lstm_column_steps import lstm_scan_in_columns
 from bilm.backend.jax.lstm_input_steps import lstm_scan_inputs_in_steps
 from bilm.ops.char_convolutions_portable import needed_columns
 from bilm.ops.lstm_scan import lstm_scan
@@ -119,12 +121,25 @@ def highway(layer, inputs, training):
 
 
 def projected_lstm(layer, inputs, lengths, initial_state, training, token_index):
-    """`ProjectedLSTM.call`: at inference on a CPU each step's input half in the step
+    """`ProjectedLSTM.call`: at inference on a CPU, batches whose steps run in columns (`lstm_bptt.runs_in_columns`)
+    over the kernels' kept transposes (`lstm_column_steps`), other batches each step's input half in the step
     (`lstm_input_steps.lstm_scan_inputs_in_steps`); elsewhere the portable code. The same values to float32
     round-off."""
-    in_steps = not training and jax.default_backend() == "cpu"
+    inference = not training and jax.default_backend() == "cpu"
+    if inference:
+        batch = (inputs if token_index is None else token_index).shape[0]
+        transposes = [None if kernel is None else kept_transpose(kernel)
+                      for kernel in (layer.recurrent_kernel, layer.projection_kernel)]
+        if transposes[0] is not None and runs_in_columns(batch, layer.recurrent_kernel.shape) and (
+                layer.projection_kernel is None or transposes[1] is not None):
+            def in_columns(inputs, lengths, initial_c, initial_h, input_kernel, recurrent_kernel, bias,
+                           projection_kernel, cell_clip, proj_clip, go_backwards, token_index, **_):
+                return lstm_scan_in_columns(inputs, lengths, initial_c, initial_h, input_kernel, transposes[0], bias,
+                                            transposes[1], cell_clip, proj_clip, go_backwards, token_index)
+
+            return layer.portable_call(inputs, lengths, initial_state, training, token_index, in_columns)
     return layer.portable_call(inputs, lengths, initial_state, training, token_index,
-                               lstm_scan_inputs_in_steps if in_steps else lstm_scan)
+                               lstm_scan_inputs_in_steps if inference else lstm_scan)
 
 
 FAST_CALLS = {"unique_tokens": unique_tokens, "char_cnn": char_cnn, "highway": highway,

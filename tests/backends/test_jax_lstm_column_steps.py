@@ -1,0 +1,99 @@
+"""JAX's LSTM at inference on a CPU for a few rows over large kernels (`bilm.backend.jax.lstm_column_steps`): the
+portable code's outputs and final states from the kernels' kept transposes, and steps past every row's length not
+run."""
+import pytest
+
+from backend_processes import json_result, run_on_backend
+
+COLUMN_STEPS_AGREE = """
+import json
+import jax
+import jax.numpy as jnp
+import keras
+import numpy as np
+from bilm.backend import backend_module
+from bilm.backend.jax import column_kernels, layer_calls, lstm_column_steps
+from bilm.layers.projected_lstm import ProjectedLSTM
+from bilm.models.network_calls import inference_call
+from bilm.ops.lstm_scan import lstm_scan
+
+rng = np.random.default_rng(0)
+batch, time, dim, units, out = 5, 6, 5, 7, 4
+inputs = rng.normal(size=(batch, time, dim)).astype(np.float32)
+c0, h0 = rng.normal(size=(batch, units)).astype(np.float32), rng.normal(size=(batch, out)).astype(np.float32)
+kernels = [rng.normal(size=shape).astype(np.float32) * 0.5
+           for shape in ((dim, 4 * units), (out, 4 * units), (4 * units,), (units, out))]
+distinct = rng.normal(size=(1, 4, dim)).astype(np.float32)
+index = rng.integers(0, 4, (batch, time))
+worst, zeros_beyond, cases = 0.0, True, 0
+for lengths in ([6, 3, 0, 1, 5], [6, 6, 2, 6, 6], [4, 4, 4, 1, 2]):
+    lengths = np.array(lengths, np.int32)
+    for go_backwards in (False, True):
+        for projection in (True, False):
+            own = kernels if projection else [kernels[0][:, :4 * units], rng.normal(
+                size=(units, 4 * units)).astype(np.float32) * 0.5, kernels[2], None]
+            h = h0 if projection else rng.normal(size=(batch, units)).astype(np.float32)
+            for rows, token_index in ((inputs, None), (distinct, index)):
+                kwargs = dict(cell_clip=0.8, proj_clip=0.5 if projection else None, go_backwards=go_backwards,
+                              token_index=token_index)
+                want = lstm_scan(rows, lengths, c0, h, *own, **kwargs, recurrence=backend_module("core").lstm_steps)
+                got = lstm_column_steps.lstm_scan_in_columns(
+                    rows, lengths, c0, h, own[0], own[1].T, own[2], None if own[3] is None else own[3].T, **kwargs)
+                worst = max([worst] + [float(np.abs(np.asarray(a) - np.asarray(b)).max()) for a, b in zip(got, want)])
+                zeros_beyond = zeros_beyond and all(not np.asarray(got[0])[row, n:].any()
+                                                    for row, n in enumerate(lengths))
+                cases += 1
+
+# Steps past `count` are not run: a step that always adds one to its state, run for 3 of 6 steps.
+state, outputs = jax.jit(lambda count: lstm_column_steps.scan_up_to(
+    lambda s, x: (s + 1.0, x * 2.0), jnp.zeros(()), jnp.ones((6, 2)), count, (2,)))(3)
+
+# A layer's inference call takes the column steps where its batch runs in columns (the rule made to say so here:
+# its kernels are small), reading the transposes kept beside the kernels, made again once the kernels change.
+layer_calls.runs_in_columns = lambda rows, shape: True
+ran = []
+in_columns = layer_calls.lstm_scan_in_columns
+layer_calls.lstm_scan_in_columns = lambda *args, **kwargs: ran.append(1) or in_columns(*args, **kwargs)
+x, lengths_in = keras.Input((None, dim), name="x"), keras.Input((), dtype="int32", name="lengths")
+layer = ProjectedLSTM(units, out, cell_clip=0.8, proj_clip=0.5)
+call = inference_call(keras.Model({"x": x, "lengths": lengths_in}, layer(x, lengths_in)[0]))
+lengths = np.array([6, 3, 1, 5, 2], np.int32)
+
+
+def error():
+    want = lstm_scan(inputs, lengths, np.zeros((batch, units), np.float32), np.zeros((batch, out), np.float32),
+                     *[keras.ops.convert_to_numpy(w) for w in (layer.input_kernel, layer.recurrent_kernel,
+                                                                layer.bias, layer.projection_kernel)],
+                     cell_clip=0.8, proj_clip=0.5)[0]
+    return float(np.abs(np.asarray(call({"x": inputs, "lengths": lengths})) - np.asarray(want)).max())
+
+
+errors = [error()]
+for kernel in layer.column_kernels():
+    kernel.assign(rng.normal(size=kernel.shape).astype(np.float32) * 0.5)
+errors.append(error())
+kept = column_kernels.TRANSPOSES.kept
+for key, entry in list(kept.items()):
+    kept[key] = (*entry[:-1], entry[-1] * 0)
+poisoned = error()
+bfloat16 = ProjectedLSTM(units, out, kernel_dtype="bfloat16")
+bfloat16.build((batch, time, dim))
+print(json.dumps({"worst": worst, "zeros_beyond": zeros_beyond, "cases": cases, "state": float(state),
+                  "outputs": np.asarray(outputs)[:, 0].tolist(), "errors": errors, "poisoned": poisoned,
+                  "kept": len(kept), "ran": len(ran), "bfloat16_listed": len(bfloat16.column_kernels())}))
+"""
+
+
+@pytest.mark.slow
+def test_on_a_cpu_jax_runs_few_rows_in_columns_from_the_kept_transposes_with_the_portable_values():
+    """Inputs given in full or picked from distinct rows, with and without a projection, both directions, rows of
+    every length (none included): the portable code's outputs and final states to float32 round-off, zeros past each
+    row's length; steps past the longest row are not run; a layer's inference call reads the kernels' kept
+    transposes (zeroed, its values move), made again once its kernels change; bfloat16 kernels keep none."""
+    result = json_result(run_on_backend("jax", COLUMN_STEPS_AGREE))
+    assert result["cases"] == 24 and result["zeros_beyond"], result
+    assert result["worst"] < 1e-6, result
+    assert result["state"] == 3.0 and result["outputs"] == [2.0, 2.0, 2.0, 0.0, 0.0, 0.0], result
+    assert result["ran"] == 1 and result["kept"] == 2, result  # one program, traced once
+    assert max(result["errors"]) < 1e-6 and result["poisoned"] > 1e-3, result
+    assert result["bfloat16_listed"] == 0, result
