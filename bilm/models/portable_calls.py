@@ -86,7 +86,8 @@ class PortableCalls:
         else:
             distinct, index = self.token_cache.distinct_encodings(ids)
             index = padded_ids(index)
-            inputs = {"distinct_encodings": _padded_rows(distinct, exactly=index.size)[np.newaxis],
+            inputs = {"distinct_encodings": _padded_rows(distinct, exactly=distinct_rows(len(distinct), index.size))[
+                np.newaxis],
                       "token_index": index, "mask": padded_ids(np.any(ids != 0, axis=-1))}
             run = self._run_contextual
         starts = None if stateful else lm.start_states(start)
@@ -107,6 +108,21 @@ class PortableCalls:
         at the call's padded shape (the real rows' values at the real positions are those of the real shape)."""
         states = {output_key: outputs[output_key] for _, output_key, _ in self.language_model.state_keys}
         return elmo_outputs(outputs, self.language_model.options.n_layers), states
+
+
+def distinct_rows(n, positions):
+    """The rows a call's `n` distinct encodings are padded to where the backend compiles a program per shape: the
+    least of a quarter, a half and all of its `positions` (the padded token index's size) that holds them, so that
+    a call's shape allows at most three programs while the first LSTM layer's input products run on about as many
+    rows as there are distinct tokens, not one per position (docs/performance.md)."""
+    for fraction in DISTINCT_ROW_FRACTIONS:
+        if n <= -(-positions // fraction):
+            return -(-positions // fraction)
+    return positions
+
+
+# `distinct_rows`' fractions of a call's positions, smallest first: 1/4, 1/2, all.
+DISTINCT_ROW_FRACTIONS = (4, 2, 1)
 
 
 def _padded_rows(rows, exactly):

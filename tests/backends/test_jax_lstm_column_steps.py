@@ -1,9 +1,10 @@
 """JAX's LSTM at inference on a CPU for a few rows over large kernels (`bilm.backend.jax.lstm_column_steps`): the
-portable code's outputs and final states from the kernels' kept transposes, and steps past every row's length not
-run."""
+portable code's outputs and final states from the kernels' kept transposes, steps past every row's length not run,
+and the first layer's distinct tokens padded to a fraction of the call's positions (`distinct_rows`)."""
 import pytest
 
 from backend_processes import json_result, run_on_backend
+from bilm.models.portable_calls import distinct_rows
 
 COLUMN_STEPS_AGREE = """
 import json
@@ -97,3 +98,38 @@ def test_on_a_cpu_jax_runs_few_rows_in_columns_from_the_kept_transposes_with_the
     assert result["ran"] == 1 and result["kept"] == 2, result  # one program, traced once
     assert max(result["errors"]) < 1e-6 and result["poisoned"] > 1e-3, result
     assert result["bfloat16_listed"] == 0, result
+
+
+def test_the_distinct_tokens_are_padded_to_a_quarter_a_half_or_all_of_the_positions():
+    assert [distinct_rows(n, 768) for n in (1, 192, 193, 285, 384, 385, 768)] == [192, 192, 384, 384, 384, 768, 768]
+    assert [distinct_rows(n, 10) for n in (1, 3, 4, 5, 6, 10)] == [3, 3, 5, 5, 10, 10]
+
+
+DISTINCT_ROWS_READ = """
+import json, sys
+import numpy as np
+from bilm.models.bidirectional_lm import BidirectionalLanguageModel
+from bilm.text.batching import Batcher
+
+options_file, weight_file = sys.argv[1:3]
+model = BidirectionalLanguageModel(options_file, weight_file, stateful=False, start="zeros")
+uncached = BidirectionalLanguageModel(options_file, weight_file, stateful=False, start="zeros", token_cache_size=0)
+shapes = []
+run = model.calls._run_contextual
+model.calls._run_contextual = lambda inputs: shapes.append(inputs["distinct_encodings"].shape) or run(inputs)
+ids = Batcher(None, 7).batch_sentences([["the", "cat", "sat"] * 7] * 8)  # 8 x 23 positions, 6 distinct
+got, want = (np.asarray(m(ids)["lm_embeddings"]) for m in (model, uncached))
+print(json.dumps({"shapes": shapes, "deviation": float(np.abs(got - want).max())}))
+"""
+
+
+def test_on_jax_the_first_layer_reads_the_distinct_tokens_padded_to_a_quarter_of_the_positions(tmp_path):
+    """8 sentences of 21 words, 3 of them distinct: 8 x 24 positions, whose distinct tokens (the words, the two
+    boundaries and the padding's empty token) are padded to 48 rows, not 192; the vectors of the model without its
+    token cache to float32 round-off."""
+    from helpers import write_model
+
+    options_file, weight_file, _ = write_model(tmp_path)
+    result = json_result(run_on_backend("jax", DISTINCT_ROWS_READ, options_file, weight_file))
+    assert result["shapes"] == [[1, 48, result["shapes"][0][2]]], result
+    assert result["deviation"] < 1e-5, result

@@ -127,10 +127,12 @@ def batch(n_new):
 
 model = BidirectionalLanguageModel(options_file, weight_file, stateful=False, start="zeros")
 uncached = BidirectionalLanguageModel(options_file, weight_file, stateful=False, start="zeros", token_cache_size=0)
-sentences = batch(70)  # 64 new words and 6 (and "the"): both sizes of the encoder's chunks
-model(batcher.batch_sentences(sentences))
+# 70 new words: 64 and 6 (and "the"), both sizes of the encoder's chunks; with the calls of 30 and 150, each of the
+# three paddings of the distinct tokens' rows (`distinct_rows`: 72, 144 and 288 of the 12 x 24 positions).
+for n_new in (70, 30, 150):
+    model(batcher.batch_sentences(batch(n_new)))
 n_first, deviations = len(compiles), []
-for n_new in (30, 100, 150, 17):  # each a count the first call's did not have
+for n_new in (17, 40, 100, 140):  # each a count the first calls did not have
     sentences = batch(n_new)
     ids = batcher.batch_sentences(sentences)
     got = np.asarray(model(ids)["lm_embeddings"])
@@ -146,13 +148,14 @@ print(json.dumps({"first": n_first, "later": len(compiles) - n_first, "deviation
 @pytest.mark.slow
 def test_on_jax_new_words_in_any_number_are_encoded_by_two_programs(tmp_path):
     """The token cache encodes a call's new words in chunks of one size (`ENCODED_CHUNK_ROWS`, the last padded to
-    it or to `ENCODED_ROWS_AT_LEAST`): after a call with both chunk sizes, calls with 17 to 150 new words of that
-    width compile nothing (each count used to compile an encoder of its own), and their vectors are those of
+    it or to `ENCODED_ROWS_AT_LEAST`), and the network reads the distinct tokens padded to a quarter, a half or all
+    of the call's positions: after calls with both chunk sizes and each padding, calls with 17 to 140 new words of
+    that width compile nothing (each count used to compile an encoder of its own), and their vectors are those of
     every token encoded in the network, to float32 round-off."""
     options_file, weight_file, _ = write_model(tmp_path)
     result = json_result(run_on_backend("jax", NEW_WORDS, options_file, weight_file))
     assert result["first"] >= 1 and result["later"] == 0, result
     # Each new word once; and "the", the padding rows' empty token and the two sentence boundaries.
-    assert result["misses"] == 4 + 70 + 30 + 100 + 150 + 17, result
+    assert result["misses"] == 4 + 70 + 30 + 150 + 17 + 40 + 100 + 140, result
     # Two programs' round-off (8e-6 to 1e-5 here); a padding row that leaked would move a vector by far more.
     assert max(result["deviations"]) < 5e-5, result
