@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import keras
 import numpy as np
 from bilm.backend import backend_module
-from bilm.backend.jax import column_kernels, layer_calls, lstm_column_steps
+from bilm.backend.jax import column_kernels, core, layer_calls, lstm_column_steps
 from bilm.layers.projected_lstm import ProjectedLSTM
 from bilm.models.network_calls import inference_call
 from bilm.ops.lstm_scan import lstm_scan
@@ -46,7 +46,7 @@ for lengths in ([6, 3, 0, 1, 5], [6, 6, 2, 6, 6], [4, 4, 4, 1, 2]):
                 cases += 1
 
 # Steps past `count` are not run: a step that always adds one to its state, run for 3 of 6 steps.
-state, outputs = jax.jit(lambda count: lstm_column_steps.scan_up_to(
+state, outputs = jax.jit(lambda count: core.scan_up_to(
     lambda s, x: (s + 1.0, x * 2.0), jnp.zeros(()), jnp.ones((6, 2)), count, (2,)))(3)
 
 # A layer's inference call takes the column steps where its batch runs in columns (the rule made to say so here:

@@ -1,6 +1,8 @@
 """The control flow that Keras's backends shape each their own way: here `keras.ops.scan` takes outputs of any
 shape, so a step's outputs are only what it outputs; the LSTM's recurrence is the portable one on that scan, with
 a hand-written backward pass (`lstm_bptt`)."""
+import jax
+import jax.numpy as jnp
 from keras import ops
 
 from bilm.backend.jax.lstm_bptt import lstm_steps_bptt
@@ -20,3 +22,17 @@ def lstm_steps(*args, gate_index=None, bias=None):
     the rows `gate_index` picks taken first (`gates_and_bias`: XLA fuses them)."""
     gates_tm, *rest = args
     return lstm_steps_bptt(gates_and_bias(gates_tm, gate_index, bias), *rest, scan=scan)
+
+
+def scan_up_to(step, initial, xs, count, output_shape):
+    """`jax.lax.scan(step, initial, xs)` for its first `count` steps (a traced int: the longest row's length), the
+    outputs zeros after them: a batch's padding steps (`padded_length`'s, past every row's length, where each step
+    would leave the state as it is and output zeros) are not run. `step` outputs float32 `output_shape`."""
+    time = jax.tree_util.tree_leaves(xs)[0].shape[0]
+
+    def guarded(state, inputs):
+        t, x = inputs
+        return jax.lax.cond(t < count, step, lambda state, x: (state, jnp.zeros(output_shape, "float32")), state, x)
+
+    return jax.lax.scan(guarded, initial, (jnp.arange(time), xs))
+

@@ -7,10 +7,10 @@ rows of the input half as rows and turns them into columns itself, beside the st
 `(time, 4 * units, batch)` copy of the gates is written and read back. The arithmetic is the portable code's, in its
 order (`x W_x + b`, then `+ h W_h`), so the values are the same to float32 round-off. Figures: docs/performance.md.
 """
-import jax
 import jax.numpy as jnp
 from keras import ops
 
+from bilm.backend.jax.core import scan_up_to
 from bilm.backend.jax.lstm_bptt import COLUMN_MATH
 from bilm.ops.lstm_scan import lstm_cell, reading_order, take_rows, widened
 
@@ -43,15 +43,3 @@ def lstm_scan_in_columns(inputs, lengths, initial_c, initial_h, input_kernel, re
         outputs = take_rows(outputs, order)
     return outputs, final_c.T, final_h.T
 
-
-def scan_up_to(step, initial, xs, count, output_shape):
-    """`jax.lax.scan(step, initial, xs)` for its first `count` steps (a traced int: the longest row's length), the
-    outputs zeros after them: a batch's padding steps (`padded_length`'s, past every row's length, where each step
-    would leave the state as it is and output zeros) are not run. `step` outputs float32 `output_shape`."""
-    time = jax.tree_util.tree_leaves(xs)[0].shape[0]
-
-    def guarded(state, inputs):
-        t, x = inputs
-        return jax.lax.cond(t < count, step, lambda state, x: (state, jnp.zeros(output_shape, "float32")), state, x)
-
-    return jax.lax.scan(guarded, initial, (jnp.arange(time), xs))

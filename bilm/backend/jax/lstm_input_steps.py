@@ -12,10 +12,10 @@ docs/performance.md.
 """
 import math
 
-import jax
 import jax.numpy as jnp
 from keras import ops
 
+from bilm.backend.jax.core import scan_up_to
 from bilm.backend.jax.lstm_bptt import runs_in_columns
 from bilm.ops.lstm_scan import lstm_cell, lstm_scan, reading_order, take_rows, widened
 
@@ -59,7 +59,9 @@ def lstm_scan_inputs_in_steps(inputs, lengths, initial_c, initial_h, input_kerne
         return (jnp.where(step_valid, new_c, c), jnp.where(step_valid, new_h, h)), jnp.where(step_valid, new_h, 0.0)
 
     initial = (ops.cast(initial_c, "float32"), ops.cast(initial_h, "float32"))
-    (final_c, final_h), outputs_tm = jax.lax.scan(step, initial, (read, jnp.transpose(valid)[..., None]))
+    (final_c, final_h), outputs_tm = scan_up_to(step, initial, (read, jnp.transpose(valid)[..., None]),
+                                                jnp.max(ops.cast(lengths, "int32"), initial=0),
+                                                (valid.shape[0], recurrent_kernel.shape[0]))
     outputs = jnp.transpose(outputs_tm, (1, 0, 2))
     if order is not None:
         outputs = take_rows(outputs, order)
