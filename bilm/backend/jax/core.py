@@ -35,4 +35,3 @@ def scan_up_to(step, initial, xs, count, output_shape):
         return jax.lax.cond(t < count, step, lambda state, x: (state, jnp.zeros(output_shape, "float32")), state, x)
 
     return jax.lax.scan(guarded, initial, (jnp.arange(time), xs))
-

@@ -42,4 +42,3 @@ def lstm_scan_in_columns(inputs, lengths, initial_c, initial_h, input_kernel, re
     if order is not None:
         outputs = take_rows(outputs, order)
     return outputs, final_c.T, final_h.T
-
