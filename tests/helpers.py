@@ -22,6 +22,19 @@ SENTENCES = [
 ]
 
 
+# Python source for a process (`backend_processes.run_on_backend`): one LSTM layer's arrays of `batch` rows (set
+# before it; NumPy imported as np), drawn from seed 0: inputs `(batch, 6, 5)`, both states (7 units, 4 outputs) and
+# the input, recurrent, bias and projection kernels.
+LSTM_ARRAYS = """
+rng = np.random.default_rng(0)
+time, dim, units, out = 6, 5, 7, 4
+inputs = rng.normal(size=(batch, time, dim)).astype(np.float32)
+c0, h0 = rng.normal(size=(batch, units)).astype(np.float32), rng.normal(size=(batch, out)).astype(np.float32)
+kernels = [rng.normal(size=shape).astype(np.float32) * 0.5
+           for shape in ((dim, 4 * units), (out, 4 * units), (4 * units,), (units, out))]
+"""
+
+
 def write_model(tmp_path, seed=0, **option_kwargs):
     """Writes `options.json` and random `weights.hdf5`; returns (options, weights, options_dict)."""
     options = R.make_options(**option_kwargs)

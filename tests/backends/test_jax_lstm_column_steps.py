@@ -5,6 +5,7 @@ import pytest
 
 from backend_processes import json_result, run_on_backend
 from bilm.models.portable_calls import distinct_rows
+from helpers import LSTM_ARRAYS
 
 COLUMN_STEPS_AGREE = """
 import json
@@ -18,12 +19,8 @@ from bilm.layers.projected_lstm import ProjectedLSTM
 from bilm.models.network_calls import inference_call
 from bilm.ops.lstm_scan import lstm_scan
 
-rng = np.random.default_rng(0)
-batch, time, dim, units, out = 5, 6, 5, 7, 4
-inputs = rng.normal(size=(batch, time, dim)).astype(np.float32)
-c0, h0 = rng.normal(size=(batch, units)).astype(np.float32), rng.normal(size=(batch, out)).astype(np.float32)
-kernels = [rng.normal(size=shape).astype(np.float32) * 0.5
-           for shape in ((dim, 4 * units), (out, 4 * units), (4 * units,), (units, out))]
+batch = 5
+""" + LSTM_ARRAYS + """
 distinct = rng.normal(size=(1, 4, dim)).astype(np.float32)
 index = rng.integers(0, 4, (batch, time))
 worst, zeros_beyond, cases = 0.0, True, 0

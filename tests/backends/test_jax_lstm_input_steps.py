@@ -4,6 +4,7 @@ where no gradient is asked for."""
 import pytest
 
 from backend_processes import json_result, run_on_backend
+from helpers import LSTM_ARRAYS
 
 INPUT_STEPS_AGREE = """
 import json
@@ -13,12 +14,8 @@ from bilm.backend.jax import layer_calls, lstm_input_steps
 from bilm.layers.projected_lstm import ProjectedLSTM
 from bilm.ops.lstm_scan import lstm_scan
 
-rng = np.random.default_rng(0)
-batch, time, dim, units, out = 3, 6, 5, 7, 4
-inputs = rng.normal(size=(batch, time, dim)).astype(np.float32)
-c0, h0 = rng.normal(size=(batch, units)).astype(np.float32), rng.normal(size=(batch, out)).astype(np.float32)
-kernels = [rng.normal(size=shape).astype(np.float32) * 0.5
-           for shape in ((dim, 4 * units), (out, 4 * units), (4 * units,), (units, out))]
+batch = 3
+""" + LSTM_ARRAYS + """
 # Token indices into 4 distinct rows and into as many rows as the steps' (the token cache's calls pad them so).
 few, many = (rng.normal(size=(1, n, dim)).astype(np.float32) for n in (4, batch * time))
 index = {"few": rng.integers(0, 4, (batch, time)), "many": rng.integers(0, batch * time, (batch, time))}
