@@ -59,19 +59,31 @@ def _steps(clips, scan, gates_tm, valid_tm, initial_c, initial_h, recurrent_kern
 
 
 def _column_steps(clips, gates_tm, valid_tm, initial_c, initial_h, recurrent_kernel, projection_kernel):
-    """The portable steps' arithmetic (`bilm.ops.lstm_scan.lstm_cell`, on `COLUMN_MATH`) with each state in columns:
-    `c` `(units, batch)`, `h` `(output_dim, batch)`, each product a kernel's transpose times a state. The same values
-    to float32 round-off (other products sum in other orders)."""
-    kernels = [None if kernel is None else kernel.T for kernel in (recurrent_kernel, projection_kernel)]
+    """`column_steps` of the kernels' transposes, made here."""
+    return column_steps(clips, gates_tm, valid_tm, initial_c, initial_h, recurrent_kernel.T,
+                        None if projection_kernel is None else projection_kernel.T)
 
+
+def column_steps(clips, xs, valid_tm, initial_c, initial_h, recurrent_kernel_t, projection_kernel_t, gate_rows=None,
+                 bias=None, scan=jax.lax.scan):
+    """The portable steps' arithmetic (`bilm.ops.lstm_scan.lstm_cell`, on `COLUMN_MATH`) with each state in columns:
+    `c` `(units, batch)`, `h` `(output_dim, batch)`, each product a kernel's transpose (`recurrent_kernel_t`
+    `(4 * units, output_dim)`, `projection_kernel_t` `(output_dim, units)` or None) times a state. `xs` `(time,
+    batch, 4 * units)`: each step's rows of the input half, which the step turns into columns; or with `gate_rows`
+    `(n, 4 * units)`, int `(time, batch)`: the rows each step reads. `bias` `(4 * units,)` is added to each step's
+    (None: nothing); `valid_tm` bool `(time, batch, 1)`; `scan`: `jax.lax.scan`'s arguments and results. Returns
+    `lstm_steps`' `(outputs_tm, final_c, final_h)`, the same values to float32 round-off (other products sum in other
+    orders)."""
     def step(state, step_inputs):
         c, h = state
-        gates, valid = step_inputs  # (4 * units, batch), (1, batch)
-        new_c, new_h = lstm_cell(COLUMN_MATH, gates, c, h, *kernels, *clips)
+        x, valid = step_inputs  # (batch, 4 * units) or (batch,) indices; (1, batch)
+        gates = (x if gate_rows is None else jnp.take(gate_rows, x, axis=0)).T
+        if bias is not None:
+            gates = gates + bias[:, None]
+        new_c, new_h = lstm_cell(COLUMN_MATH, gates, c, h, recurrent_kernel_t, projection_kernel_t, *clips)
         return (jnp.where(valid, new_c, c), jnp.where(valid, new_h, h)), jnp.where(valid, new_h, 0.0)
 
-    (final_c, final_h), outputs = jax.lax.scan(
-        step, (initial_c.T, initial_h.T), (jnp.swapaxes(gates_tm, 1, 2), jnp.swapaxes(valid_tm, 1, 2)))
+    (final_c, final_h), outputs = scan(step, (initial_c.T, initial_h.T), (xs, jnp.swapaxes(valid_tm, 1, 2)))
     return jnp.swapaxes(outputs, 1, 2), final_c.T, final_h.T
 
 
