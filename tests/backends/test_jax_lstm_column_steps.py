@@ -36,7 +36,8 @@ for lengths in ([6, 3, 0, 1, 5], [6, 6, 2, 6, 6], [4, 4, 4, 1, 2]):
                               token_index=token_index)
                 want = lstm_scan(rows, lengths, c0, h, *own, **kwargs, recurrence=backend_module("core").lstm_steps)
                 got = lstm_column_steps.lstm_scan_in_columns(
-                    rows, lengths, c0, h, own[0], own[1].T, own[2], None if own[3] is None else own[3].T, **kwargs)
+                    rows, lengths, c0, h, *own, **kwargs,
+                    transposes=(own[1].T, None if own[3] is None else own[3].T))
                 worst = max([worst] + [float(np.abs(np.asarray(a) - np.asarray(b)).max()) for a, b in zip(got, want)])
                 zeros_beyond = zeros_beyond and all(not np.asarray(got[0])[row, n:].any()
                                                     for row, n in enumerate(lengths))
@@ -44,7 +45,7 @@ for lengths in ([6, 3, 0, 1, 5], [6, 6, 2, 6, 6], [4, 4, 4, 1, 2]):
 
 # Steps past `count` are not run: a step that always adds one to its state, run for 3 of 6 steps.
 state, outputs = jax.jit(lambda count: core.scan_up_to(
-    lambda s, x: (s + 1.0, x * 2.0), jnp.zeros(()), jnp.ones((6, 2)), count, (2,)))(3)
+    lambda s, x: (s + 1.0, x * 2.0), jnp.zeros(()), jnp.ones((6, 2)), count))(3)
 
 # A layer's inference call takes the column steps where its batch runs in columns (the rule made to say so here:
 # its kernels are small), reading the transposes kept beside the kernels, made again once the kernels change.

@@ -24,14 +24,18 @@ def lstm_steps(*args, gate_index=None, bias=None):
     return lstm_steps_bptt(gates_and_bias(gates_tm, gate_index, bias), *rest, scan=scan)
 
 
-def scan_up_to(step, initial, xs, count, output_shape):
+def scan_up_to(step, initial, xs, count):
     """`jax.lax.scan(step, initial, xs)` for its first `count` steps (a traced int: the longest row's length), the
     outputs zeros after them: a batch's padding steps (`padded_length`'s, past every row's length, where each step
-    would leave the state as it is and output zeros) are not run. `step` outputs float32 `output_shape`."""
+    would leave the state as it is and output zeros) are not run."""
     time = jax.tree_util.tree_leaves(xs)[0].shape[0]
+    _, output = jax.eval_shape(step, initial, jax.tree_util.tree_map(lambda x: x[0], xs))
+
+    def skipped(state, x):
+        return state, jax.tree_util.tree_map(lambda spec: jnp.zeros(spec.shape, spec.dtype), output)
 
     def guarded(state, inputs):
         t, x = inputs
-        return jax.lax.cond(t < count, step, lambda state, x: (state, jnp.zeros(output_shape, "float32")), state, x)
+        return jax.lax.cond(t < count, step, skipped, state, x)
 
     return jax.lax.scan(guarded, initial, (jnp.arange(time), xs))

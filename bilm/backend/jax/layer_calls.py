@@ -11,6 +11,7 @@ on its ids: the caller counts them before it calls (NumPy, on the host), picks o
 columns past the longest row's content and one window's width add nothing to the max over windows.
 """
 import collections
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -132,12 +133,8 @@ def projected_lstm(layer, inputs, lengths, initial_state, training, token_index)
                       for kernel in (layer.recurrent_kernel, layer.projection_kernel)]
         if transposes[0] is not None and runs_in_columns(batch, layer.recurrent_kernel.shape) and (
                 layer.projection_kernel is None or transposes[1] is not None):
-            def in_columns(inputs, lengths, initial_c, initial_h, input_kernel, recurrent_kernel, bias,
-                           projection_kernel, cell_clip, proj_clip, go_backwards, token_index, **_):
-                return lstm_scan_in_columns(inputs, lengths, initial_c, initial_h, input_kernel, transposes[0], bias,
-                                            transposes[1], cell_clip, proj_clip, go_backwards, token_index)
-
-            return layer.portable_call(inputs, lengths, initial_state, training, token_index, in_columns)
+            return layer.portable_call(inputs, lengths, initial_state, training, token_index,
+                                       functools.partial(lstm_scan_in_columns, transposes=transposes))
     return layer.portable_call(inputs, lengths, initial_state, training, token_index,
                                lstm_scan_inputs_in_steps if inference else lstm_scan)
 

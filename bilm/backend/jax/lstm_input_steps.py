@@ -60,8 +60,7 @@ def lstm_scan_inputs_in_steps(inputs, lengths, initial_c, initial_h, input_kerne
 
     initial = (ops.cast(initial_c, "float32"), ops.cast(initial_h, "float32"))
     (final_c, final_h), outputs_tm = scan_up_to(step, initial, (read, jnp.transpose(valid)[..., None]),
-                                                jnp.max(ops.cast(lengths, "int32"), initial=0),
-                                                (valid.shape[0], recurrent_kernel.shape[0]))
+                                                jnp.max(ops.cast(lengths, "int32"), initial=0))
     outputs = jnp.transpose(outputs_tm, (1, 0, 2))
     if order is not None:
         outputs = take_rows(outputs, order)
