@@ -48,8 +48,10 @@ state, outputs = jax.jit(lambda count: core.scan_up_to(
     lambda s, x: (s + 1.0, x * 2.0), jnp.zeros(()), jnp.ones((6, 2)), count))(3)
 
 # A layer's inference call takes the column steps where its batch runs in columns (the rule made to say so here:
-# its kernels are small), reading the transposes kept beside the kernels, made again once the kernels change.
+# its kernels are small) and bilm's native steps are not built, reading the transposes kept beside the kernels,
+# made again once the kernels change.
 layer_calls.runs_in_columns = lambda rows, shape: True
+layer_calls.native_steps_available = lambda *kernels: False
 ran = []
 in_columns = layer_calls.lstm_scan_in_columns
 layer_calls.lstm_scan_in_columns = lambda *args, **kwargs: ran.append(1) or in_columns(*args, **kwargs)

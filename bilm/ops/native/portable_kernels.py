@@ -6,7 +6,8 @@ library is: `bilm.ops.native.build`) and called through `ctypes` on the arrays' 
 call: no per-step dispatch of a dozen small ops, and each step's products stream the kernels once for all its rows.
 PyTorch passes its CPU tensors' memory (`Tensor.numpy()` shares it), Keras's NumPy backend its arrays. (JAX does
 not: through a host callback, which copies its arguments and runs on any of XLA's threads, each taking a team of
-OpenMP threads of its own, one sentence's recurrence took 2.6 times as long as its own steps; docs/performance.md.)
+OpenMP threads of its own, one sentence's recurrence took 2.6 times as long as its own steps; docs/performance.md.
+JAX calls the same recurrence as an XLA custom call instead: `bilm.ops.native.xla_kernels`.)
 """
 import collections
 import ctypes
