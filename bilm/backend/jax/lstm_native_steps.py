@@ -28,8 +28,8 @@ def native_steps_available(recurrent_kernel, projection_kernel):
 
 def lstm_steps(gates_tm, valid_tm, initial_c, initial_h, recurrent_kernel, projection_kernel, cell_clip, proj_clip,
                gate_index=None, bias=None):
-    """`bilm.ops.lstm_scan.lstm_steps` (its arguments and results) by the custom call, for kernels `available`
-    takes and `valid_tm` that is each row's first steps (as `lstm_scan` gives it); no gradient.
+    """`bilm.ops.lstm_scan.lstm_steps` (its arguments and results) by the custom call, for kernels
+    `native_steps_available` takes and `valid_tm` that is each row's first steps (as `lstm_scan` gives it); no gradient.
 
     Raises:
         RuntimeError: the custom call cannot be built here (`native_steps_available` says so first).

@@ -19,6 +19,10 @@ namespace {
 
 using lowbit::int64;
 
+// Work below this many cycles runs on the calling thread alone (each library's `Pool`): waking the others would
+// cost more.
+constexpr int64 kMinParallelCycles = 20000;
+
 // Scratch arrays of a call, kept for the calling thread's next calls: the i-th array a call asks for is
 // the i-th of the last call's, grown where it is too small. A large array from the system's allocator
 // comes as fresh pages, each zeroed by the kernel on first touch: at the original size that cost more
@@ -107,10 +111,10 @@ void CellStep(float* z, const float* g, const float* b, float* c, float* m, int6
 // `bilm_lstm_recurrence` (portable_kernels.cc states the contract) on `pool`'s threads (lowbit_kernels.h's
 // `Pool`), for kernels of `W` (lowbit_kernels.h's kernel types).
 template <typename Pool, typename W>
-int LstmRecurrence(const Pool& pool, const float* gates, const int32_t* gate_index, const float* bias, const int32_t* index,
-                   const int32_t* active, int64_t steps, int64_t batch, int64_t units, int64_t output_dim,
-                   const W* recurrent, const W* projection, float cell_clip, float proj_clip, float* outputs,
-                   float* c, float* h) {
+int LstmRecurrence(const Pool& pool, const float* gates, const int32_t* gate_index, const float* bias,
+                   const int32_t* index, const int32_t* active, int64_t steps, int64_t batch, int64_t units,
+                   int64_t output_dim, const W* recurrent, const W* projection, float cell_clip, float proj_clip,
+                   float* outputs, float* c, float* h) {
   std::fill(outputs, outputs + steps * batch * output_dim, 0.0f);
   const auto cell = [bias](float* z, const float* g, float* c, float* m, int64 units, float cell_clip) {
     CellStep(z, g, bias, c, m, units, cell_clip);

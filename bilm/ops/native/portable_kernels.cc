@@ -27,9 +27,6 @@ namespace {
 
 using lowbit::int64;
 
-// Work below this many cycles runs on the calling thread alone: waking the others would cost more.
-constexpr int64 kMinParallelCycles = 20000;
-
 // lowbit_kernels.h's `Pool` on OpenMP's threads, as many as `omp_get_max_threads()` names for the
 // calling thread (PyTorch's `torch.set_num_threads`).
 struct OpenMpPool {
@@ -61,7 +58,6 @@ struct OpenMpPool {
     for (int64 i = 0; i < n; ++i) f(i, i + 1);
   }
 };
-
 
 // `bilm_char_max_pooled`: each token's char convolutions max-pooled over its windows, by table lookups. A
 // filter of width w sees w char ids, and its value at window p is a sum of table rows, offset k's row of the

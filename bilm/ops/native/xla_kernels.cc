@@ -18,9 +18,6 @@ namespace {
 
 namespace ffi = xla::ffi;
 
-// Work below this many cycles runs on the calling thread alone: waking the others would cost more.
-constexpr int64 kMinParallelCycles = 20000;
-
 // lowbit_kernels.h's `Pool` on the calling thread and XLA's intra-op threads. XLA may run this call on one of
 // those threads while the others run other work, its own calls among them (the two directions of a layer), so
 // a call never waits on a task still queued: its parts are claimed from a shared counter, the calling thread
