@@ -45,6 +45,8 @@ def _share_the_cores(config):
 
 
 def pytest_configure(config):
+    if hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None):
+        gc.disable()  # in a process that collects, until the test modules are imported (pytest_collection_finish)
     if hasattr(config, "workerinput") or "JAX_COMPILATION_CACHE_DIR" in os.environ:
         return
     _share_the_cores(config)
@@ -57,12 +59,14 @@ def pytest_configure(config):
 
 def pytest_collection_finish(session):
     """Once the test modules are imported (TensorFlow, Keras, JAX, Beam: objects that live as long as the
-    process), they are frozen out of the cyclic collector: a full collection walks only what the tests made
-    since, and comes after five times as many younger ones. The tests' own garbage is still collected."""
+    process), they are frozen out of the cyclic collector, which was paused while they were imported: a full
+    collection walks only what the tests made since, and comes after five times as many younger ones. The
+    tests' own garbage is still collected."""
     gc.collect()
     gc.freeze()
     young, middle, _ = gc.get_threshold()
     gc.set_threshold(young, middle, 50)
+    gc.enable()
 
 
 def pytest_unconfigure(config):

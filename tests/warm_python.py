@@ -49,12 +49,15 @@ RUN_TIME = ("TF_CONFIG",)
 # JSON: args, cwd, env, start_new_session) with the command's three standard streams, forks, sends the
 # command's pid, and later its wait status. The forked process leaves the loop and runs the command below it.
 SERVER = r'''
-import importlib, json, os, select, socket, sys
+import gc, importlib, json, os, select, socket, sys
 listener = socket.socket(socket.AF_UNIX)
 listener.bind(sys.argv[1])
 listener.listen(64)
+gc.disable()  # during the imports, as a command's start does (bilm.utils.start_up)
 for name in sys.argv[2:]:
     importlib.import_module(name)
+gc.freeze()  # the imports' objects, out of every command's cyclic collections (and their pages unwritten)
+gc.enable()
 waiting, request = {}, None
 while request is None:
     readable = select.select([listener, sys.stdin], [], [], 0.02)[0]

@@ -1,5 +1,6 @@
 """`import bilm` changes nothing process-wide; a command's start is quiet and stops in one line on a signal."""
 import ast
+import gc
 import os
 import re
 import signal
@@ -16,17 +17,18 @@ from helpers import ROOT
 
 # Nothing imported before bilm: whatever TensorFlow and Keras change while they load is bilm's doing.
 UNTOUCHED = """
-import os, signal, sys, threading, logging
+import gc, os, signal, sys, threading, logging
 def state():
     fds = {fd: (os.fstat(int(fd)).st_ino, os.fstat(int(fd)).st_dev) for fd in os.listdir("/proc/self/fd")
            if os.path.exists(f"/proc/self/fd/{fd}")}
     return (dict(os.environ), os.fstat(2).st_ino, signal.getsignal(signal.SIGINT),
-            signal.getsignal(signal.SIGTERM), list(logging.getLogger().handlers), logging.getLogger().level)
+            signal.getsignal(signal.SIGTERM), list(logging.getLogger().handlers), logging.getLogger().level,
+            gc.isenabled(), gc.get_threshold(), gc.get_freeze_count())
 before = state()
 import bilm, bilm.training
 after = state()
-print([name for name, b, a in zip(["environ", "fd 2", "SIGINT", "SIGTERM", "handlers", "level"], before, after)
-       if b != a])
+print([name for name, b, a in zip(["environ", "fd 2", "SIGINT", "SIGTERM", "handlers", "level", "gc", "gc threshold",
+                                   "gc frozen"], before, after) if b != a])
 """
 
 
@@ -41,6 +43,24 @@ def test_importing_bilm_first_leaves_environment_descriptors_signals_and_logging
                             timeout=120, env=_clean_environment(TF_CPP_MIN_LOG_LEVEL="3"))
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.split("\n")[-2] == "[]"
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_the_cyclic_collector_pauses_for_the_imports_then_is_as_it_was(enabled):
+    was = gc.isenabled()
+    (gc.enable if enabled else gc.disable)()
+    try:
+        with start_up._cyclic_collector_paused():
+            assert not gc.isenabled()
+        assert gc.isenabled() == enabled
+        # A command's start also moves what the process holds out of later collections.
+        frozen = gc.get_freeze_count()
+        made = [[] for _ in range(1000)]
+        with start_up._cyclic_collector_paused(freeze=True):
+            assert not gc.isenabled()
+        assert gc.isenabled() == enabled and gc.get_freeze_count() >= frozen + len(made)
+    finally:
+        (gc.enable if was else gc.disable)()
 
 
 def test_a_process_is_a_command_by_its_variable_or_by_running_a_module_of_bilm(monkeypatch):
