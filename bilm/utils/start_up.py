@@ -16,7 +16,10 @@ In one of bilm's own commands, and only there, the start is a command's:
   yet, with one line (`Stopped by SIGINT while starting.`) and exit status
   130 or 143 instead of a traceback. The command's own handlers
   (`bilm.commands.exit_on_user_error`, a training run's) take over when its
-  work begins.
+  work begins;
+- what the imports made is frozen out of Python's cyclic collections
+  (`gc.freeze`), which were paused while they ran. In a user's program
+  the collector is paused for the imports too, and then left as it was.
 
 A process is one of bilm's commands when it sets `COMMAND_VARIABLE` to 1
 before importing bilm (every `bin/` script does), runs the `bilm` command,
