@@ -27,6 +27,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import warnings
 
 from bilm.errors import UserError
 from bilm.utils.cpu_features import cpu_flags
@@ -84,6 +85,14 @@ def build_library(source, cache_dir=None, compiler=None):
 
     return compile_cached(source, [*BUILD_FLAGS, *tf.sysconfig.get_compile_flags()], tf.sysconfig.get_link_flags(),
                           cache_dir, compiler, identity=f"tensorflow {tf.__version__}")
+
+
+def warn_not_built(what, instead, error, stacklevel):
+    """One RuntimeWarning: bilm could not build its `what` (the first line of `error`, or its type's name), and
+    `instead` runs. `stacklevel` counts from the caller, as `warnings.warn`'s does."""
+    message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    warnings.warn(f"bilm could not build its {what} ({message}); {instead}.", RuntimeWarning,
+                  stacklevel=stacklevel + 1)
 
 
 def compile_cached(source, compile_flags, link_flags, cache_dir=None, compiler=None, identity=""):

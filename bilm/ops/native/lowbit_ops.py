@@ -5,11 +5,10 @@
 them: both import this module, which imports neither.
 """
 import threading
-import warnings
 
 import tensorflow as tf
 
-from bilm.ops.native.build import BuildError, build_library, source_path
+from bilm.ops.native.build import BuildError, build_library, source_path, warn_not_built
 from bilm.ops.placement import native_kernels_allowed
 
 _LOADED = {}
@@ -44,9 +43,8 @@ def load_op_library_or_warn(source, cache_dir=None, compiler=None):
     try:
         return tf.load_op_library(build_library(source, cache_dir, compiler))
     except (BuildError, OSError, tf.errors.OpError) as error:
-        message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        warnings.warn(f"bilm could not build its native matmul kernel ({message}); "
-                      "the slower stock TensorFlow ops are used instead.", RuntimeWarning, stacklevel=3)
+        warn_not_built("native matmul kernel", "the slower stock TensorFlow ops are used instead", error,
+                       stacklevel=3)
         return None
 
 

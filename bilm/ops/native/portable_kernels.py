@@ -12,11 +12,10 @@ JAX calls the same recurrence as an XLA custom call instead: `bilm.ops.native.xl
 import collections
 import ctypes
 import threading
-import warnings
 
 import numpy as np
 
-from bilm.ops.native.build import BUILD_FLAGS, BuildError, compile_cached, source_path
+from bilm.ops.native.build import BUILD_FLAGS, BuildError, compile_cached, source_path, warn_not_built
 
 SOURCE = "portable_kernels.cc"
 # OpenMP: PyTorch's own runtime where PyTorch has loaded it (on import), so that the threads are its threads.
@@ -40,9 +39,7 @@ def _load():
     try:
         library = ctypes.CDLL(compile_cached(source_path(SOURCE), list(FLAGS), [], identity="OpenMP"))
     except (BuildError, OSError) as error:
-        message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        warnings.warn(f"bilm could not build its native CPU kernels ({message}); the backend's own ops run "
-                      "instead, more slowly.", RuntimeWarning, stacklevel=5)
+        warn_not_built("native CPU kernels", "the backend's own ops run instead, more slowly", error, stacklevel=5)
         return None
     pointer, int64, single = ctypes.c_void_p, ctypes.c_int64, ctypes.c_float
     for suffix in ("", "_bfloat16"):

@@ -4,9 +4,8 @@ per machine (`bilm.ops.native.build`) and registered with JAX once per process a
 `bilm_lstm_recurrence`. Its caller: `bilm.backend.jax.lstm_native_steps`."""
 import ctypes
 import threading
-import warnings
 
-from bilm.ops.native.build import BUILD_FLAGS, BuildError, compile_cached, source_path
+from bilm.ops.native.build import BUILD_FLAGS, BuildError, compile_cached, source_path, warn_not_built
 
 SOURCE = "xla_kernels.cc"
 TARGET = "bilm_lstm_recurrence"
@@ -35,9 +34,7 @@ def _register():
                                                                    "-Wno-attributes", "-Wno-return-type"], [],
                                              identity=f"jaxlib {jaxlib.__version__}"))
     except (BuildError, OSError) as error:
-        message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        warnings.warn(f"bilm could not build its LSTM recurrence for JAX ({message}); JAX's own steps run "
-                      "instead, more slowly.", RuntimeWarning, stacklevel=5)
+        warn_not_built("LSTM recurrence for JAX", "JAX's own steps run instead, more slowly", error, stacklevel=5)
         return False
     jax.ffi.register_ffi_target(TARGET, jax.ffi.pycapsule(library.BilmLstmRecurrence), platform="cpu")
     _LOADED["library"] = library  # the handler's code stays loaded for the process's life
