@@ -53,10 +53,10 @@ def lstm_scan(inputs, lengths, initial_c, initial_h, input_kernel, recurrent_ker
     valid, order, read = reading_order(inputs, lengths, go_backwards, token_index)
     if token_index is not None:
         # The distinct tokens' gates (n_distinct, 4 * units), each step's rows picked by the recurrence.
-        gates = _product(inputs[0], input_kernel, input_matmul_dtype)
+        gates = input_product(inputs[0], input_kernel, input_matmul_dtype)
         gate_index = read
     else:
-        gates = _product(read, input_kernel, input_matmul_dtype)
+        gates = input_product(read, input_kernel, input_matmul_dtype)
         gate_index = None
     valid_tm = ops.expand_dims(ops.transpose(valid), -1)  # (time, batch, 1)
     outputs_tm, final_c, final_h = (recurrence or lstm_steps)(
@@ -159,7 +159,7 @@ def carry_shaped_scan(step, initial, xs, output_width):
     return final, padded[..., -output_width:]
 
 
-def _product(x, kernel, matmul_dtype):
+def input_product(x, kernel, matmul_dtype):
     """`x @ kernel` for `x` `(..., n)`, as one 2-D product: the kernel's gradient is then `rows^T @ gradient`
     over all rows, which XLA runs on a CPU without first transposing the gate gradients (docs/performance.md)."""
     shape = ops.shape(x)

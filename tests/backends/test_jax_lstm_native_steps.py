@@ -57,6 +57,42 @@ same_bytes = all(np.asarray(a)[..., :1, :].tobytes() == np.asarray(b)[..., :1, :
                  for a, b in [(beside[0], alone[0])]) and all(
     np.asarray(a)[:1].tobytes() == np.asarray(b).tobytes() for a, b in zip(beside[1:], alone[1:]))
 
+# The scan's steps a chunk at a time (the gates' budgets made tiny: chunks of 2 and of 1 step), each chunk on the
+# rows inside their length at its start (5 rows, or 4 once two have ended; none past the longest row), rows given or
+# picked from distinct rows, both directions: the portable scan's values.
+chunked_worst, chunked_runs = 0.0, []
+recurrence = lstm_native_steps._recurrence
+lstm_native_steps._recurrence = lambda *args: chunked_runs.append(args[0].shape[:2]) or recurrence(*args)
+lengths = np.array([4, 3, 0, 1, 4])  # steps 4 and 5 past every row
+lstm_native_steps.DISTINCT_GATES_BYTES = 1
+for budget in (2 * batch * 4 * units * 4, 1):
+    lstm_native_steps.GATES_AT_ONCE_BYTES = budget
+    for token_index in (None, rng.integers(0, 3, (batch, time)).astype(np.int32)):
+        rows = inputs if token_index is None else inputs[:1, :3]
+        for go_backwards in (False, True):
+            want = lstm_scan(rows, lengths, c0, h0, *kernels, 0.8, 0.5, go_backwards, token_index)
+            got = jax.jit(lambda *arrays: lstm_native_steps.lstm_scan_native(  # traced anew for each budget
+                *arrays[:-1], 0.8, 0.5, go_backwards, arrays[-1]))(rows, lengths, c0, h0, *kernels, token_index)
+            chunked_worst = max([chunked_worst] + [float(np.abs(np.asarray(a) - np.asarray(b)).max())
+                                                   for a, b in zip(got, want)])
+lstm_native_steps._recurrence = recurrence
+
+# Distinct rows' gates made once, by pieces of 2 rows: of 7 rows, the 3 that the steps read, and the pieces past them
+# not made; the portable scan's values.
+lstm_native_steps.DISTINCT_GATES_BYTES, lstm_native_steps.PRODUCT_PIECE_ROWS = 1 << 30, 2
+seven = rng.normal(size=(1, 7, dim)).astype(np.float32)
+picks = rng.integers(0, 3, (batch, time)).astype(np.int32)
+picks[0, 0] = 2
+distinct_worst = 0.0
+for go_backwards in (False, True):
+    want = lstm_scan(seven, lengths, c0, h0, *kernels, 0.8, 0.5, go_backwards, picks)
+    got = jax.jit(lambda *arrays: lstm_native_steps.lstm_scan_native(
+        *arrays[:-1], 0.8, 0.5, go_backwards, arrays[-1]))(seven, lengths, c0, h0, *kernels, picks)
+    distinct_worst = max([distinct_worst] + [float(np.abs(np.asarray(a) - np.asarray(b)).max())
+                                             for a, b in zip(got, want)])
+made = np.asarray(lstm_native_steps.used_rows_product(jnp.asarray(seven[0]), kernels[0], "float32", 3))
+pieces_made = [bool(row.any()) for row in made]
+
 # A layer's inference call takes the native steps where its batch runs in columns (the rule made to say so here).
 layer_calls.runs_in_columns = lambda rows, shape: True
 ran = []
@@ -71,7 +107,9 @@ want = lstm_scan(inputs, lengths, np.zeros((batch, units), np.float32), np.zeros
                  cell_clip=0.8, proj_clip=0.5, go_backwards=True)[0]
 layer_error = float(np.abs(np.asarray(call({"x": inputs, "lengths": lengths})) - np.asarray(want)).max())
 print(json.dumps({"worst": worst, "worst_bfloat16": worst_bfloat16, "zeros_beyond": zeros_beyond, "cases": cases,
-                  "same_bytes": bool(same_bytes), "ran": len(ran), "layer_error": layer_error}))
+                  "same_bytes": bool(same_bytes), "ran": len(ran), "layer_error": layer_error,
+                  "chunked_worst": chunked_worst, "chunked_runs": chunked_runs, "distinct_worst": distinct_worst,
+                  "pieces_made": pieces_made}))
 """
 
 
@@ -80,13 +118,19 @@ def test_on_a_cpu_jaxs_native_steps_give_the_portable_steps_values_and_each_rows
     """Gates in full or picked from distinct rows with a bias, with and without a projection, rows of every length
     (none at all included): the portable steps' outputs and final states to float32 round-off (bfloat16 kernels: to
     the round-off of their products), zeros past each row's length; a row's values the same bytes alone and beside
-    others; a layer's inference call on a batch that runs in columns takes them, with the portable values."""
+    others; run a chunk of steps at a time, or over distinct rows' gates made once (pieces past the rows read not
+    made), the portable scan's values; a layer's inference call on a batch that runs in columns takes them, with the
+    portable values."""
     result = json_result(run_on_backend("jax", NATIVE_STEPS_AGREE))
     assert result["cases"] == 12 and result["zeros_beyond"], result
     assert result["worst"] < 1e-6, result
     assert result["worst_bfloat16"] < 2e-2, result
     assert result["same_bytes"], result
     assert result["ran"] == 1 and result["layer_error"] < 1e-6, result
+    # Traced for 5 rows and for 4 a case: 4 cases of chunks of 2 steps, then 4 of 1 step.
+    assert result["chunked_runs"] == [[2, 5], [2, 4]] * 4 + [[1, 5], [1, 4]] * 4, result
+    assert result["chunked_worst"] < 1e-6, result
+    assert result["distinct_worst"] < 1e-6 and result["pieces_made"] == [True] * 4 + [False] * 3, result
 
 
 NO_COMPILER = """

@@ -23,7 +23,7 @@ from bilm.backend.jax.inference import padded_length
 from bilm.backend.jax.lstm_bptt import runs_in_columns
 from bilm.backend.jax.lstm_column_steps import lstm_scan_in_columns
 from bilm.backend.jax.lstm_input_steps import lstm_scan_inputs_in_steps
-from bilm.backend.jax.lstm_native_steps import lstm_scan_native, native_steps_available
+from bilm.backend.jax.lstm_native_steps import lstm_scan_native, native_steps_available, native_steps_pay
 from bilm.ops.char_convolutions_portable import needed_columns
 from bilm.ops.lstm_scan import lstm_scan
 from bilm.utils.thread_flag import ThreadValue
@@ -123,16 +123,18 @@ def highway(layer, inputs, training):
 
 
 def projected_lstm(layer, inputs, lengths, initial_state, training, token_index):
-    """`ProjectedLSTM.call`: at inference on a CPU, batches whose steps run in columns (`lstm_bptt.runs_in_columns`:
-    a few rows over large kernels) by bilm's native recurrence (`lstm_native_steps`), or where it cannot be built
-    over the kernels' kept transposes (`lstm_column_steps`); other batches each step's input half in the step
+    """`ProjectedLSTM.call`: at inference on a CPU, batches of a few rows or more (`native_steps_pay`) by bilm's
+    native recurrence (`lstm_native_steps`); where it cannot be built, batches whose steps run in columns
+    (`lstm_bptt.runs_in_columns`: a few rows over large kernels) over the kernels' kept transposes
+    (`lstm_column_steps`), and other batches, one sentence a call among them, each step's input half in the step
     (`lstm_input_steps.lstm_scan_inputs_in_steps`); elsewhere the portable code. The same values to float32
     round-off."""
     inference = not training and jax.default_backend() == "cpu"
     batch = (inputs if token_index is None else token_index).shape[0]
+    if inference and native_steps_pay(batch) and native_steps_available(layer.recurrent_kernel,
+                                                                        layer.projection_kernel):
+        return layer.portable_call(inputs, lengths, initial_state, training, token_index, lstm_scan_native)
     if inference and runs_in_columns(batch, layer.recurrent_kernel.shape):
-        if native_steps_available(layer.recurrent_kernel, layer.projection_kernel):
-            return layer.portable_call(inputs, lengths, initial_state, training, token_index, lstm_scan_native)
         transposes = [None if kernel is None else kept_transpose(kernel)
                       for kernel in (layer.recurrent_kernel, layer.projection_kernel)]
         if transposes[0] is not None and (layer.projection_kernel is None or transposes[1] is not None):
