@@ -1,8 +1,8 @@
 """The layers' calls of PyTorch's own (`bilm.backend.fast_layer_call`): `UniqueTokens`'s distinct rows (PyTorch
 runs eagerly, so their number may depend on the ids), the char CNN (where gradients are recorded, over the columns
 its rows' characters reach, max-pooled by `torch.max`; elsewhere on a CPU by bilm's native table lookups), and the
-highway's products by bilm's native product where none are; every other layer runs its portable `keras.ops`
-code."""
+highway's products by bilm's native product where none are, and an LSTM layer's input half, where no gradient is
+recorded, for only the positions inside their rows' lengths; every other layer runs its portable `keras.ops` code."""
 import functools
 import weakref
 
@@ -10,6 +10,7 @@ import torch
 from keras import ops
 
 from bilm.ops.char_convolutions_portable import needed_columns, portable_char_convolutions
+from bilm.ops.lstm_scan import lstm_scan
 from bilm.ops.native import portable_kernels
 
 
@@ -90,4 +91,33 @@ def highway(layer, inputs, training):
     return layer.portable_layers(inputs, product)
 
 
-FAST_CALLS = {"unique_tokens": unique_tokens, "char_cnn": char_cnn, "highway": highway}
+def projected_lstm(layer, inputs, lengths, initial_state, training, token_index):
+    """`ProjectedLSTM.call`: where no gradient is recorded, a layer of one row a position (no `token_index`) by
+    `inside_positions_scan`; elsewhere the portable code. The same values to float32 round-off."""
+    scan = lstm_scan if training or token_index is not None or torch.is_grad_enabled() else inside_positions_scan
+    return layer.portable_call(inputs, lengths, initial_state, training, token_index, scan)
+
+
+def inside_positions_scan(inputs, lengths, initial_c, initial_h, input_kernel, recurrent_kernel, bias,
+                          projection_kernel=None, cell_clip=None, proj_clip=None, go_backwards=False, token_index=None,
+                          input_matmul_dtype="float32", recurrence=None):
+    """`bilm.ops.lstm_scan.lstm_scan` (its arguments and results; `token_index` None) with the input half made for
+    only the positions inside their rows' lengths (PyTorch runs eagerly, so their number may depend on the
+    lengths): those positions are passed as the rows that a `token_index` picks, which the recurrence reads in
+    place. A batch of sentences of unequal lengths then makes no input half for its padding."""
+    if token_index is not None:
+        raise ValueError("inside_positions_scan takes one row a position (token_index None)")
+    inputs, lengths = ops.convert_to_tensor(inputs), ops.convert_to_tensor(lengths).to(torch.int64)
+    batch, time = inputs.shape[:2]
+    inside = (torch.arange(time, device=inputs.device)[None, :] < lengths[:, None]).reshape(-1)
+    positions = torch.nonzero(inside).squeeze(1)
+    index = torch.zeros(batch * time, dtype=torch.int32, device=inputs.device)  # padding reads row 0, unused
+    index[positions] = torch.arange(len(positions), dtype=torch.int32, device=inputs.device)
+    rows = torch.reshape(inputs, (batch * time, -1))[positions][None]
+    return lstm_scan(rows, lengths, initial_c, initial_h, input_kernel, recurrent_kernel, bias, projection_kernel,
+                     cell_clip, proj_clip, go_backwards, torch.reshape(index, (batch, time)), input_matmul_dtype,
+                     recurrence)
+
+
+FAST_CALLS = {"unique_tokens": unique_tokens, "char_cnn": char_cnn, "highway": highway,
+              "projected_lstm": projected_lstm}
