@@ -47,6 +47,8 @@ def _share_the_cores(config):
 def pytest_configure(config):
     if hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None):
         gc.disable()  # in a process that collects, until the test modules are imported (pytest_collection_finish)
+    if not hasattr(config, "workerinput"):
+        _temporary_folder_of_the_run(config)
     if hasattr(config, "workerinput") or "JAX_COMPILATION_CACHE_DIR" in os.environ:
         return
     _share_the_cores(config)
@@ -69,9 +71,27 @@ def pytest_collection_finish(session):
     gc.enable()
 
 
+def _temporary_folder_of_the_run(config):
+    """The processes this run starts (pytest-xdist's workers, the tests' commands and their children) make their
+    temporary files in a folder of the run's (`TMPDIR`), removed when it ends: a worker ends without running
+    `atexit`, which is where TensorFlow's autograph removes the modules it writes, and a command a test kills
+    leaves its own. This process keeps the system's folder (`tempfile` keeps the first one it finds, and pytest
+    puts its `tmp_path` folders there)."""
+    tempfile.gettempdir()
+    config.bilm_tmpdir = (os.environ.get("TMPDIR"), tempfile.mkdtemp(prefix="bilm-tests-tmp-"))
+    os.environ["TMPDIR"] = config.bilm_tmpdir[1]
+
+
 def pytest_unconfigure(config):
     if "warm_python" in sys.modules:  # a pytest-xdist worker ends without running `atexit`
         sys.modules["warm_python"].close_servers()
+    if hasattr(config, "bilm_tmpdir"):  # after the workers ended
+        previous, directory = config.bilm_tmpdir
+        shutil.rmtree(directory, ignore_errors=True)
+        if previous is None:
+            os.environ.pop("TMPDIR", None)
+        else:
+            os.environ["TMPDIR"] = previous
     directory = getattr(config, "bilm_compilation_cache", None)
     if directory is not None:
         shutil.rmtree(directory, ignore_errors=True)
