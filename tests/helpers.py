@@ -32,6 +32,14 @@ inputs = rng.normal(size=(batch, time, dim)).astype(np.float32)
 c0, h0 = rng.normal(size=(batch, units)).astype(np.float32), rng.normal(size=(batch, out)).astype(np.float32)
 kernels = [rng.normal(size=shape).astype(np.float32) * 0.5
            for shape in ((dim, 4 * units), (out, 4 * units), (4 * units,), (units, out))]
+
+
+def layer_arrays(projection):
+    # A layer's kernels and start h: `kernels` and `h0` with a projection, else new ones `units` wide.
+    if projection:
+        return kernels, h0
+    own = [kernels[0][:, :4 * units], rng.normal(size=(units, 4 * units)).astype(np.float32) * 0.5, kernels[2], None]
+    return own, rng.normal(size=(batch, units)).astype(np.float32)
 """
 
 

@@ -28,9 +28,7 @@ for lengths in ([6, 3, 0, 1, 5], [6, 6, 2, 6, 6], [4, 4, 4, 1, 2]):
     lengths = np.array(lengths, np.int32)
     for go_backwards in (False, True):
         for projection in (True, False):
-            own = kernels if projection else [kernels[0][:, :4 * units], rng.normal(
-                size=(units, 4 * units)).astype(np.float32) * 0.5, kernels[2], None]
-            h = h0 if projection else rng.normal(size=(batch, units)).astype(np.float32)
+            own, h = layer_arrays(projection)
             for rows, token_index in ((inputs, None), (distinct, index)):
                 kwargs = dict(cell_clip=0.8, proj_clip=0.5 if projection else None, go_backwards=go_backwards,
                               token_index=token_index)

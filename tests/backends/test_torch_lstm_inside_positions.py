@@ -26,9 +26,7 @@ with torch.no_grad():
         lengths = np.array(lengths, np.int32)
         for go_backwards in (False, True):
             for projection in (True, False):
-                own = kernels if projection else [kernels[0][:, :4 * units], rng.normal(
-                    size=(units, 4 * units)).astype(np.float32) * 0.5, kernels[2], None]
-                h = h0 if projection else rng.normal(size=(batch, units)).astype(np.float32)
+                own, h = layer_arrays(projection)
                 args = [torch.as_tensor(x) for x in (inputs, lengths, c0, h)] + [
                     None if k is None else torch.as_tensor(k) for k in own]
                 clips = (0.8, 0.5 if projection else None, go_backwards)
