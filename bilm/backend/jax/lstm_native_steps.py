@@ -25,7 +25,7 @@ GATES_AT_ONCE_BYTES = 64 << 20
 # A layer that reads distinct rows (`token_index`) has their gates made at once up to this many bytes: each row's
 # gates then serve all its positions (a product a distinct token, not one a position), as on TensorFlow.
 DISTINCT_GATES_BYTES = 1 << 30
-# The rows of distinct tokens whose gates are made at once (`used_rows_product`).
+# The distinct tokens' gates are made this many rows at a time (`used_rows_product`), pieces no step reads skipped.
 PRODUCT_PIECE_ROWS = 512
 # The most steps a chunk runs: the rows a chunk runs are those inside their length at its first step.
 CHUNK_STEPS = 8
