@@ -92,9 +92,12 @@ def highway(layer, inputs, training):
 
 
 def projected_lstm(layer, inputs, lengths, initial_state, training, token_index):
-    """`ProjectedLSTM.call`: where no gradient is recorded, a layer of one row a position (no `token_index`) by
+    """`ProjectedLSTM.call`: where no gradient is recorded, on a CPU (where it is measured, and the native
+    recurrence reads the picked rows in place), a layer of one row a position (no `token_index`) by
     `inside_positions_scan`; elsewhere the portable code. The same values to float32 round-off."""
-    scan = lstm_scan if training or token_index is not None or torch.is_grad_enabled() else inside_positions_scan
+    inside = not (training or token_index is not None or torch.is_grad_enabled()
+                  or ops.convert_to_tensor(inputs).device.type != "cpu")
+    scan = inside_positions_scan if inside else lstm_scan
     return layer.portable_call(inputs, lengths, initial_state, training, token_index, scan)
 
 
