@@ -114,7 +114,11 @@ def distinct_rows(n, positions):
     """The rows a call's `n` distinct encodings are padded to where the backend compiles a program per shape: the
     least of a quarter, a half and all of its `positions` (the padded token index's size) that holds them, so that
     a call's shape allows at most three programs while the first LSTM layer's input products run on about as many
-    rows as there are distinct tokens, not one per position (docs/performance.md)."""
+    rows as there are distinct tokens, not one per position (docs/performance.md). A call of at most
+    `DISTINCT_ROWS_WHOLE_UP_TO` positions (one sentence, or a few short ones) takes all of them: its one program
+    a shape, as the rows a fraction would spare cost less than a program's compilation."""
+    if positions <= DISTINCT_ROWS_WHOLE_UP_TO:
+        return positions
     for fraction in DISTINCT_ROW_FRACTIONS:
         if n <= -(-positions // fraction):
             return -(-positions // fraction)
@@ -123,6 +127,8 @@ def distinct_rows(n, positions):
 
 # `distinct_rows`' fractions of a call's positions, smallest first: 1/4, 1/2, all.
 DISTINCT_ROW_FRACTIONS = (4, 2, 1)
+# Calls of at most this many positions pad their distinct rows to all of them (`distinct_rows`).
+DISTINCT_ROWS_WHOLE_UP_TO = 64
 
 
 def _padded_rows(rows, exactly):

@@ -100,7 +100,10 @@ def test_on_a_cpu_jax_runs_few_rows_in_columns_from_the_kept_transposes_with_the
 
 def test_the_distinct_tokens_are_padded_to_a_quarter_a_half_or_all_of_the_positions():
     assert [distinct_rows(n, 768) for n in (1, 192, 193, 285, 384, 385, 768)] == [192, 192, 384, 384, 384, 768, 768]
-    assert [distinct_rows(n, 10) for n in (1, 3, 4, 5, 6, 10)] == [3, 3, 5, 5, 10, 10]
+    assert [distinct_rows(n, 130) for n in (1, 33, 34, 65, 66, 130)] == [33, 33, 65, 65, 130, 130]
+    # One sentence, or a few short ones: all of the positions, one program a shape.
+    assert [distinct_rows(n, 64) for n in (1, 16, 17, 64)] == [64, 64, 64, 64]
+    assert [distinct_rows(n, 65) for n in (1, 17, 33)] == [17, 17, 33]
 
 
 DISTINCT_ROWS_READ = """

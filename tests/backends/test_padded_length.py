@@ -140,7 +140,13 @@ for n_new in (17, 40, 100, 140):  # each a count the first calls did not have
     want = np.asarray(uncached(ids)["lm_embeddings"])
     deviations.append(float(np.abs(got - want).max()))
     del compiles[n_compiles:]  # the uncached model's own programs
-print(json.dumps({"first": n_first, "later": len(compiles) - n_first, "deviations": deviations,
+later = len(compiles) - n_first
+# One sentence a call, of 10 tokens (12 steps): one program, however many of its tokens are distinct (3, 12, 6).
+model(batcher.batch_sentences([["the"] * 10]))
+n_one = len(compiles)
+for sentence in ([next(new_words) for _ in range(10)], [next(new_words) for _ in range(3)] + ["the"] * 7):
+    model(batcher.batch_sentences([sentence]))
+print(json.dumps({"first": n_first, "later": later, "deviations": deviations, "one_sentence": len(compiles) - n_one,
                   "misses": model.token_cache.misses}))
 """
 
@@ -151,11 +157,12 @@ def test_on_jax_new_words_in_any_number_are_encoded_by_two_programs(tmp_path):
     it or to `ENCODED_ROWS_AT_LEAST`), and the network reads the distinct tokens padded to a quarter, a half or all
     of the call's positions: after calls with both chunk sizes and each padding, calls with 17 to 140 new words of
     that width compile nothing (each count used to compile an encoder of its own), and their vectors are those of
-    every token encoded in the network, to float32 round-off."""
+    every token encoded in the network, to float32 round-off. One sentence a call reads all of its positions
+    (`DISTINCT_ROWS_WHOLE_UP_TO`): one program a padded length, whatever its count of distinct tokens."""
     options_file, weight_file, _ = write_model(tmp_path)
     result = json_result(run_on_backend("jax", NEW_WORDS, options_file, weight_file))
-    assert result["first"] >= 1 and result["later"] == 0, result
+    assert result["first"] >= 1 and result["later"] == 0 and result["one_sentence"] == 0, result
     # Each new word once; and "the", the padding rows' empty token and the two sentence boundaries.
-    assert result["misses"] == 4 + 70 + 30 + 150 + 17 + 40 + 100 + 140, result
+    assert result["misses"] == 4 + 70 + 30 + 150 + 17 + 40 + 100 + 140 + 13, result
     # Two programs' round-off (8e-6 to 1e-5 here); a padding row that leaked would move a vector by far more.
     assert max(result["deviations"]) < 5e-5, result
