@@ -139,7 +139,7 @@ def used_rows_product(rows, kernel, matmul_dtype, used):
     """`input_product(rows, kernel, matmul_dtype)` `(n, width)` of `rows` `(n, input_dim)` for the first `used` rows
     (a traced int): made `PRODUCT_PIECE_ROWS` rows at a time, the pieces past `used` not made (zeros). The distinct
     rows a call is given are padded to one of a few counts (`bilm.models.portable_calls.distinct_rows`), up to twice
-    the rows it has."""
+    the rows it has, or to all of a call's positions where they are few."""
     n, width = rows.shape[0], kernel.shape[-1]
     piece = min(PRODUCT_PIECE_ROWS, n)
     padded = jnp.pad(rows, ((0, -n % piece), (0, 0)))
