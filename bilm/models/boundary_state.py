@@ -20,6 +20,7 @@ import itertools
 
 import numpy as np
 
+from bilm.backend import backend_module
 from bilm.errors import UserError
 from bilm.models.functional_bilm import state_keys
 from bilm.models.network_calls import inference_call, padded_ids, to_numpy
@@ -30,6 +31,9 @@ DEFAULT_N_SENTENCES = 1000
 # left out of the mean (they start from zero states).
 ROWS = 16
 BURN_IN = 2
+# `shared_length`'s bound on the positions one length adds: padding runs the char CNN and the LSTMs' input
+# products, not the steps past a batch's longest row, and a program of a small model compiles in about a second.
+SHARED_LENGTH_COST = 1.5
 
 
 def compute_boundary_state(network, options, sentences, to_ids, n_sentences=DEFAULT_N_SENTENCES, rows=ROWS,
@@ -78,6 +82,9 @@ def compute_boundary_state(network, options, sentences, to_ids, n_sentences=DEFA
                 **{key: tf.TensorSpec([rows, size], tf.float32) for key, _, size in keys}}
 
     run = inference_call(network, signature)
+    # A step's ids hold its longest sentence and <S> and </S> (forward), or one of them (backward).
+    longest = [max(len(stream[step]) for stream in streams) for step in range(per_row)]
+    length = shared_length([n + 2 for n in longest] + [n + 1 for n in longest])
     for step in range(per_row):
         if step >= burn_in:
             # The rows are read in turn until n_sentences starts are summed.
@@ -95,11 +102,23 @@ def compute_boundary_state(network, options, sentences, to_ids, n_sentences=DEFA
         forward_ids[np.arange(rows), lengths - 1] = 0
         backward_ids = ids[:, 1:]
         for direction, direction_ids in (("forward", forward_ids), ("backward", backward_ids))[:1 + bidirectional]:
-            outputs = run({input_key: padded_ids(direction_ids), **states})
+            outputs = run({input_key: padded_ids(direction_ids, length), **states})
             for key, output_key, _ in keys:
                 if key.startswith(direction):
                     states[key] = to_numpy(outputs[output_key])
     return {key: (total / count).astype(np.float32) for key, total in sums.items()}, count
+
+
+def shared_length(lengths):
+    """The one length calls of `lengths` time steps are all padded to where the backend compiles a program per
+    length (JAX): the longest's `padded_length`, one program instead of one per padded length, where that adds
+    at most `SHARED_LENGTH_COST` times the positions each call's own padding has; None elsewhere (each call
+    padded to its own)."""
+    padded_length = backend_module("inference").padded_length
+    if padded_length(1) == 1:  # a backend that compiles nothing per shape pads nothing
+        return None
+    padded = [padded_length(n) for n in lengths]
+    return max(padded) if max(padded) * len(padded) <= SHARED_LENGTH_COST * sum(padded) else None
 
 
 def check_boundary_state(state, options, source):

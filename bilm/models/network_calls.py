@@ -32,12 +32,13 @@ def inference_call(network, tensorflow_signature=None, then=None):
     return backend_module("inference").inference_call(network, tensorflow_signature, then)
 
 
-def padded_ids(ids):
+def padded_ids(ids, length=None):
     """`ids` (int `(batch, time, ...)`) with zero ids (padding, which the network masks) appended along time
-    up to the length its backend compiles for (`padded_length`: JAX's few shapes; the same `ids` elsewhere).
-    The real positions' outputs and each row's final LSTM states are those of `ids`."""
+    up to the length its backend compiles for (`padded_length`: JAX's few shapes; the same `ids` elsewhere), or
+    up to `length` (at least `time`) where given. The real positions' outputs and each row's final LSTM states
+    are those of `ids`."""
     time = ids.shape[1]
-    padded = backend_module("inference").padded_length(time)
+    padded = backend_module("inference").padded_length(time) if length is None else length
     if padded == time:
         return ids
     return np.pad(ids, [(0, 0), (0, padded - time)] + [(0, 0)] * (ids.ndim - 2))

@@ -87,3 +87,15 @@ def test_parallel_rows_read_contiguous_parts_and_blank_sentences_are_skipped(tmp
         assert n_counted == n_sentences
     with pytest.raises(ValueError, match="at least 2 sentences"):
         compute_boundary_state(model.network, model.options, [["a"], []], to_ids)
+
+
+def test_the_measure_pads_every_call_to_one_length_where_that_adds_few_positions(monkeypatch):
+    from bilm.backend.jax import inference
+    from bilm.models import boundary_state
+
+    assert boundary_state.shared_length([10, 40]) is None  # this process's TensorFlow pads nothing
+    monkeypatch.setattr(boundary_state, "backend_module", lambda name: inference)  # JAX's lengths
+    # Padded to 12, 24, 32 and 32 each (100 positions), or all to 32 (128): one program.
+    assert boundary_state.shared_length([10, 20, 26, 25]) == 32
+    # 12, 12, 12 and 48 (84), or 192 at one length: each call its own.
+    assert boundary_state.shared_length([10, 10, 10, 40]) is None
