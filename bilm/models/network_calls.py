@@ -35,10 +35,10 @@ def inference_call(network, tensorflow_signature=None, then=None):
 def padded_ids(ids, length=None):
     """`ids` (int `(batch, time, ...)`) with zero ids (padding, which the network masks) appended along time
     up to the length its backend compiles for (`padded_length`: JAX's few shapes; the same `ids` elsewhere), or
-    up to `length` (at least `time`) where given. The real positions' outputs and each row's final LSTM states
-    are those of `ids`."""
+    up to `length` where given and at least `time`. The real positions' outputs and each row's final LSTM
+    states are those of `ids`."""
     time = ids.shape[1]
-    padded = backend_module("inference").padded_length(time) if length is None else length
+    padded = backend_module("inference").padded_length(time) if length is None or length < time else length
     if padded == time:
         return ids
     return np.pad(ids, [(0, 0), (0, padded - time)] + [(0, 0)] * (ids.ndim - 2))
