@@ -24,6 +24,7 @@ import json, sys
 import numpy as np
 from bilm.backend.jax import inference
 from bilm.models.bidirectional_lm import BidirectionalLanguageModel
+from bilm.models import boundary_state
 from bilm.models.boundary_state import compute_boundary_state
 from bilm.text.batching import Batcher
 from helpers import SENTENCES
@@ -33,13 +34,19 @@ batcher = Batcher(None, 7)
 stream = [s for s in SENTENCES if s] * 6  # sentences of 1 to 7 tokens, one a call: calls of 2 to 8 steps
 model = BidirectionalLanguageModel(options_file, weight_file, stateful=False, start="zeros")
 sentences = [["The", "cat", "sat", "on", "a", "mat", "today", "x", "y", "."], ["a", "b"], ["Hi"]]
-asked, unpadded, results = [], inference.padded_length, []
+asked, unpadded, results, measured = [], inference.padded_length, [], []
+padded_ids = boundary_state.padded_ids
+boundary_state.padded_ids = lambda ids, length=None: measured.append(padded_ids(ids, length).shape[1]) or padded_ids(
+    ids, length)
 for rule in (lambda n: asked.append(n) or unpadded(n), lambda n: n):
     inference.padded_length = rule
     state, _ = compute_boundary_state(model.network, model.options, stream, batcher.batch_sentences, rows=1)
     results.append((state, np.asarray(model(batcher.batch_sentences(sentences))["lm_embeddings"])))
+    measured.append(None)
 (state, padded), (exact_state, exact) = results
+ends = measured.index(None)
 print(json.dumps({"asked": asked, "embeddings_deviation": float(np.abs(padded - exact).max()),
+                  "measure_lengths": [sorted(set(measured[:ends])), sorted(set(measured[ends + 1:-1]))],
                   "state_deviation": max(float(np.abs(state[k] - exact_state[k]).max()) for k in state),
                   "state_size": float(max(np.abs(v).max() for v in state.values()))}))
 """
@@ -55,6 +62,9 @@ def test_on_jax_padding_keeps_the_boundary_state_and_the_embeddings(tmp_path):
     # Calls of several lengths, run padded: 12 steps for the 10 tokens and boundaries of the embedded batch.
     assert len(set(result["asked"])) > 3 and 12 in result["asked"] and padded_length(12) == 12
     assert any(padded_length(n) != n for n in result["asked"])
+    # The measure's calls (2 to 9 steps, as 8 or 12) all at one length: one program (`shared_length`); unpadded,
+    # each call at its own.
+    assert result["measure_lengths"][0] == [12] and len(result["measure_lengths"][1]) > 3, result
 
 
 NEW_SHAPES = """
