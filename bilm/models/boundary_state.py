@@ -32,7 +32,8 @@ DEFAULT_N_SENTENCES = 1000
 ROWS = 16
 BURN_IN = 2
 # `shared_length`'s bound on the positions one length adds: padding runs the char CNN and the LSTMs' input
-# products, not the steps past a batch's longest row, and a program of a small model compiles in about a second.
+# products, not the steps past a batch's longest row, and each length would compile a program of its own
+# (docs/performance.md).
 SHARED_LENGTH_COST = 1.5
 
 
