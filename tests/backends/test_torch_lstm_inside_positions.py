@@ -22,7 +22,7 @@ layer_calls.lstm_scan = lambda rows, *args, **kwargs: made.append(
     rows.shape[1] if args[10] is not None else rows.shape[0] * rows.shape[1]) or scan(rows, *args, **kwargs)
 worst, zeros_beyond, counted, cases = 0.0, True, True, 0
 with torch.no_grad():
-    for lengths in ([6, 3, 0], [6, 6, 2], [0, 0, 0]):
+    for lengths in ([6, 3, 0], [6, 6, 2], [0, 0, 0], [6, 6, 6]):  # the last: no padding
         lengths = np.array(lengths, np.int32)
         for go_backwards in (False, True):
             for projection in (True, False):
@@ -57,11 +57,12 @@ print(json.dumps({"worst": worst, "zeros_beyond": zeros_beyond, "counted": count
 
 
 def test_where_no_gradient_is_recorded_pytorch_makes_the_input_half_of_the_positions_inside_alone():
-    """Rows of every length (none at all included), both directions, with and without a projection: the portable
-    scan's outputs and final states to float32 round-off, zeros past each row's length, one input half a position
-    inside; a layer's call under `torch.no_grad` takes it (10 positions inside), with gradients it does not."""
+    """Rows of every length (none at all, and a batch without padding, included), both directions, with and
+    without a projection: the portable scan's outputs and final states to float32 round-off, zeros past each
+    row's length, one input half a position inside; a layer's call under `torch.no_grad` takes it (10 positions
+    inside), with gradients it does not."""
     result = json_result(run_on_backend("torch", INSIDE_POSITIONS_AGREE))
-    assert result["cases"] == 12 and result["zeros_beyond"] and result["counted"], result
+    assert result["cases"] == 16 and result["zeros_beyond"] and result["counted"], result
     assert result["worst"] < 1e-6, result
     assert result["made_inference"] == [10] and result["layer_error"] < 1e-6, result
     assert result["made_with_gradients"] == [18], result

@@ -114,6 +114,9 @@ def inside_positions_scan(inputs, lengths, initial_c, initial_h, input_kernel, r
     batch, time = inputs.shape[:2]
     inside = (torch.arange(time, device=inputs.device)[None, :] < lengths[:, None]).reshape(-1)
     positions = torch.nonzero(inside).squeeze(1)
+    if len(positions) == batch * time:  # no padding: the rows as they are, not a copy of them
+        return lstm_scan(inputs, lengths, initial_c, initial_h, input_kernel, recurrent_kernel, bias,
+                         projection_kernel, cell_clip, proj_clip, go_backwards, None, input_matmul_dtype, recurrence)
     index = torch.zeros(batch * time, dtype=torch.int32, device=inputs.device)  # padding reads row 0, unused
     index[positions] = torch.arange(len(positions), dtype=torch.int32, device=inputs.device)
     rows = torch.reshape(inputs, (batch * time, -1))[positions][None]
