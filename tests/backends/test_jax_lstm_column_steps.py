@@ -98,6 +98,54 @@ def test_on_a_cpu_jax_runs_few_rows_in_columns_from_the_kept_transposes_with_the
     assert result["bfloat16_listed"] == 0, result
 
 
+# Which calls make an LSTM's kernel transposes: the rule of which rows run in columns made to take 4-48 rows here
+# (its kernels are small), the native steps built (as on this machine) or not. Each call against the portable code.
+TRANSPOSES_MADE = """
+import json
+import keras
+import numpy as np
+from bilm.backend import backend_module
+from bilm.backend.jax import column_kernels, layer_calls
+from bilm.layers.projected_lstm import ProjectedLSTM
+from bilm.models.network_calls import inference_call
+from bilm.ops.lstm_scan import lstm_scan
+
+rng = np.random.default_rng(0)
+dim, units, out, time = 5, 7, 4, 6
+layer_calls.runs_in_columns = lambda rows, shape: 4 <= rows <= 48
+native = layer_calls.native_steps_available
+x, lengths_in = keras.Input((None, dim), name="x"), keras.Input((), dtype="int32", name="lengths")
+layer = ProjectedLSTM(units, out, cell_clip=0.8, proj_clip=0.5)
+call = inference_call(keras.Model({"x": x, "lengths": lengths_in}, layer(x, lengths_in)[0]))
+kept, worst, made = column_kernels.TRANSPOSES.kept, 0.0, {}
+for name, native_built, batch in (("1 row", True, 1), ("5 rows, native", True, 5), ("64 rows", True, 64),
+                                  ("5 rows, no native steps", False, 5)):
+    layer_calls.native_steps_available = native if native_built else (lambda *kernels: False)
+    inputs = rng.normal(size=(batch, time, dim)).astype(np.float32)
+    lengths = rng.integers(1, time + 1, batch).astype(np.int32)
+    got = np.asarray(call({"x": inputs, "lengths": lengths}))
+    want = lstm_scan(inputs, lengths, np.zeros((batch, units), np.float32), np.zeros((batch, out), np.float32),
+                     *[keras.ops.convert_to_numpy(w) for w in (layer.input_kernel, layer.recurrent_kernel, layer.bias,
+                                                                layer.projection_kernel)],
+                     cell_clip=0.8, proj_clip=0.5)[0]
+    worst = max(worst, float(np.abs(got - np.asarray(want)).max()))
+    made[name] = len(kept)
+print(json.dumps({"made": made, "worst": worst, "native": bool(native(layer.recurrent_kernel,
+                                                                        layer.projection_kernel))}))
+"""
+
+
+@pytest.mark.slow
+def test_an_lstms_kernel_transposes_are_made_only_for_calls_that_read_them():
+    """One row, many rows, or rows the native steps run make no transposes of an LSTM's kernels (160 MiB at the
+    original size); rows that run in columns, without native steps, make both; every call gives the portable
+    values."""
+    result = json_result(run_on_backend("jax", TRANSPOSES_MADE))
+    assert result["native"], result  # bilm's recurrence for JAX is built on the test machines
+    assert result["made"] == {"1 row": 0, "5 rows, native": 0, "64 rows": 0, "5 rows, no native steps": 2}, result
+    assert result["worst"] < 1e-5, result
+
+
 def test_the_distinct_tokens_are_padded_to_a_quarter_a_half_or_all_of_the_positions():
     assert [distinct_rows(n, 768) for n in (1, 192, 193, 285, 384, 385, 768)] == [192, 192, 384, 384, 384, 768, 768]
     assert [distinct_rows(n, 130) for n in (1, 33, 34, 65, 66, 130)] == [33, 33, 65, 65, 130, 130]

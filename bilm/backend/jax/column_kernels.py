@@ -4,7 +4,8 @@ kernel's transpose kept beside it, made once per kernel value.
 XLA's CPU product of a few rows by a large kernel in the rows' layout reads the kernel at a fraction of the rate
 it reads its transpose with the rows in columns (docs/performance.md). A layer that lists such kernels
 (`column_kernels()`, as `Highway` does) gets their transposes as arguments of the compiled inference call
-(`bilm.backend.jax.inference.inference_call`): made outside the program, so no call transposes a kernel again.
+(`bilm.backend.jax.inference.inference_call`): made outside the program, so no call transposes a kernel again, and
+only for the calls that may read them (`bilm.backend.jax.layer_calls.reads_transposes`).
 """
 import math
 
@@ -23,8 +24,9 @@ TRANSPOSES = KernelTransposes(lambda value: jax.device_put(jnp.transpose(value))
 
 
 def network_column_kernels(network):
-    """The variables of `network`'s layers (nested models' too) that list them (`column_kernels()`), each once, in
-    layer order; none where JAX runs on another device than a CPU (no transposes kept there)."""
+    """`(layer, variable)` for the variables of `network`'s layers (nested models' too) that list them
+    (`column_kernels()`), each once, in layer order; none where JAX runs on another device than a CPU (no transposes
+    kept there)."""
     if jax.default_backend() != "cpu":
         return []
     kernels = {}
@@ -32,7 +34,7 @@ def network_column_kernels(network):
     def visit(layers):
         for layer in layers:
             for kernel in getattr(layer, "column_kernels", lambda: [])():
-                kernels.setdefault(kernel.path, kernel)
+                kernels.setdefault(kernel.path, (layer, kernel))
             visit(getattr(layer, "layers", []))
 
     visit(network.layers)

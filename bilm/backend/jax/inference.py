@@ -12,6 +12,8 @@ def inference_call(network, tensorflow_signature=None, then=None):
     """`run(inputs) -> outputs` for `network(inputs, training=False)`, then `then` of them in the same program
     (`bilm.models.network_calls`); the signature is TensorFlow's alone."""
 
+    from bilm.backend.jax.layer_calls import reads_transposes  # which imports this module
+
     kernels = network_column_kernels(network)
 
     @jax.jit
@@ -20,8 +22,14 @@ def inference_call(network, tensorflow_signature=None, then=None):
             outputs = stateless_direct_call(network, trainable, non_trainable, inputs, training=False)
         return outputs if then is None else then(outputs)
 
-    return lambda inputs: run([v.value for v in network.trainable_variables],
-                              [v.value for v in network.non_trainable_variables], inputs, transposed_values(kernels))
+    def call(inputs):
+        # Only the transposes a call of these rows may read are made (an LSTM's are read by few calls).
+        batches = {np.shape(x)[0] for x in jax.tree.leaves(inputs) if np.ndim(x)}
+        read = [kernel for layer, kernel in kernels if reads_transposes(layer, batches)]
+        return run([v.value for v in network.trainable_variables], [v.value for v in network.non_trainable_variables],
+                   inputs, transposed_values(read))
+
+    return call
 
 
 def cut_padding(value, index):

@@ -24,6 +24,7 @@ from bilm.backend.jax.lstm_bptt import runs_in_columns
 from bilm.backend.jax.lstm_column_steps import lstm_scan_in_columns
 from bilm.backend.jax.lstm_input_steps import lstm_scan_inputs_in_steps
 from bilm.backend.jax.lstm_native_steps import lstm_scan_native, native_steps_available, native_steps_pay
+from bilm.layers.projected_lstm import ProjectedLSTM
 from bilm.ops.char_convolutions_portable import needed_columns
 from bilm.ops.lstm_scan import lstm_scan
 from bilm.utils.thread_flag import ThreadValue
@@ -131,8 +132,7 @@ def projected_lstm(layer, inputs, lengths, initial_state, training, token_index)
     round-off."""
     inference = not training and jax.default_backend() == "cpu"
     batch = (inputs if token_index is None else token_index).shape[0]
-    if inference and native_steps_pay(batch) and native_steps_available(layer.recurrent_kernel,
-                                                                        layer.projection_kernel):
+    if inference and _native_steps_run(layer, batch):
         return layer.portable_call(inputs, lengths, initial_state, training, token_index, lstm_scan_native)
     if inference and runs_in_columns(batch, layer.recurrent_kernel.shape):
         transposes = [None if kernel is None else kept_transpose(kernel)
@@ -142,6 +142,22 @@ def projected_lstm(layer, inputs, lengths, initial_state, training, token_index)
                                        functools.partial(lstm_scan_in_columns, transposes=transposes))
     return layer.portable_call(inputs, lengths, initial_state, training, token_index,
                                lstm_scan_inputs_in_steps if inference else lstm_scan)
+
+
+def _native_steps_run(layer, batch):
+    """Whether `projected_lstm` runs `layer`'s steps of `batch` rows natively at inference on a CPU."""
+    return native_steps_pay(batch) and native_steps_available(layer.recurrent_kernel, layer.projection_kernel)
+
+
+def reads_transposes(layer, batches):
+    """Whether an inference call on a CPU whose inputs have `batches` rows (the leading sizes of its arrays) may
+    read the kept transposes of `layer`'s `column_kernels()` (`bilm.backend.jax.column_kernels`): a `ProjectedLSTM`'s
+    only where its steps run in columns (`projected_lstm`: a few rows, no native steps), any other layer's (a
+    highway's products of a few new words) always. A layer whose transposes were not given takes its other path."""
+    if not isinstance(layer, ProjectedLSTM):
+        return True
+    return any(runs_in_columns(batch, layer.recurrent_kernel.shape) and not _native_steps_run(layer, batch)
+               for batch in batches)
 
 
 FAST_CALLS = {"unique_tokens": unique_tokens, "char_cnn": char_cnn, "highway": highway,
