@@ -24,7 +24,6 @@ from bilm.backend.jax.lstm_bptt import runs_in_columns
 from bilm.backend.jax.lstm_column_steps import lstm_scan_in_columns
 from bilm.backend.jax.lstm_input_steps import lstm_scan_inputs_in_steps
 from bilm.backend.jax.lstm_native_steps import lstm_scan_native, native_steps_available, native_steps_pay
-from bilm.layers.projected_lstm import ProjectedLSTM
 from bilm.ops.char_convolutions_portable import needed_columns
 from bilm.ops.lstm_scan import lstm_scan
 from bilm.utils.thread_flag import ThreadValue
@@ -151,10 +150,11 @@ def _native_steps_run(layer, batch):
 
 def reads_transposes(layer, batches):
     """Whether an inference call on a CPU whose inputs have `batches` rows (the leading sizes of its arrays) may
-    read the kept transposes of `layer`'s `column_kernels()` (`bilm.backend.jax.column_kernels`): a `ProjectedLSTM`'s
-    only where its steps run in columns (`projected_lstm`: a few rows, no native steps), any other layer's (a
-    highway's products of a few new words) always. A layer whose transposes were not given takes its other path."""
-    if not isinstance(layer, ProjectedLSTM):
+    read the kept transposes of `layer`'s `column_kernels()` (`bilm.backend.jax.column_kernels`): an LSTM's (a layer
+    with a `recurrent_kernel`, `ProjectedLSTM`) only where its steps run in columns (`projected_lstm`: a few rows, no
+    native steps), any other layer's (a highway's products of a few new words) always. A layer whose transposes
+    were not given takes its other path."""
+    if getattr(layer, "recurrent_kernel", None) is None:
         return True
     return any(runs_in_columns(batch, layer.recurrent_kernel.shape) and not _native_steps_run(layer, batch)
                for batch in batches)
