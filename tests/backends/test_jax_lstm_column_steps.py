@@ -104,7 +104,6 @@ TRANSPOSES_MADE = """
 import json
 import keras
 import numpy as np
-from bilm.backend import backend_module
 from bilm.backend.jax import column_kernels, layer_calls
 from bilm.layers.projected_lstm import ProjectedLSTM
 from bilm.models.network_calls import inference_call
