@@ -176,3 +176,51 @@ def test_on_jax_new_words_in_any_number_are_encoded_by_two_programs(tmp_path):
     assert result["misses"] == 4 + 70 + 30 + 150 + 17 + 40 + 100 + 140 + 13, result
     # Two programs' round-off (8e-6 to 1e-5 here); a padding row that leaked would move a vector by far more.
     assert max(result["deviations"]) < 5e-5, result
+
+
+STEPS_RUN = """
+import json, sys
+import jax
+import numpy as np
+from bilm.backend.jax import inference
+from bilm.models.bidirectional_lm import BidirectionalLanguageModel
+from bilm.ops import lstm_scan
+from bilm.text.batching import Batcher
+
+options_file, weight_file = sys.argv[1:3]
+# Each LSTM step that runs calls the cell once: counted on the host as it runs (a step the program skips calls
+# nothing).
+steps, cell = [], lstm_scan.lstm_cell
+
+
+def counted_cell(*args, **kwargs):
+    jax.debug.callback(lambda: steps.append(1))
+    return cell(*args, **kwargs)
+
+
+lstm_scan.lstm_cell = counted_cell
+model = BidirectionalLanguageModel(options_file, weight_file, stateful=False, start="zeros")
+batcher = Batcher(None, 7)
+unpadded, results = inference.padded_length, {}
+for rows in ([["The", "cat", "sat"]], [["The", "cat", "sat"], ["Hi"]]):  # 5 steps, boundaries included
+    for name, rule in (("padded", unpadded), ("unpadded", lambda n: n)):
+        inference.padded_length = rule
+        steps.clear()
+        out = np.asarray(model(batcher.batch_sentences(rows))["lm_embeddings"])
+        jax.effects_barrier()
+        results[f"{len(rows)} {name}"] = (len(steps), out)
+print(json.dumps({"steps": {key: n for key, (n, _) in results.items()}, "padded_length": unpadded(5),
+                  "deviation": max(float(np.abs(results[f"{n} padded"][1] - results[f"{n} unpadded"][1]).max())
+                                   for n in (1, 2))}))
+"""
+
+
+@pytest.mark.slow
+def test_on_jax_one_or_two_rows_run_no_lstm_step_past_the_longest_row(tmp_path):
+    # One sentence of 3 tokens (5 steps) padded to 8, alone and beside a shorter one: the two layers' two
+    # directions run 5 steps each, as the unpadded call does, and give its values.
+    options_file, weight_file, _ = write_model(tmp_path)
+    result = json_result(run_on_backend("jax", STEPS_RUN, options_file, weight_file))
+    assert result["padded_length"] == 8, result
+    assert result["steps"] == {"1 padded": 20, "1 unpadded": 20, "2 padded": 20, "2 unpadded": 20}, result
+    assert result["deviation"] <= 1e-6, result

@@ -16,12 +16,21 @@ def scan(step, initial, xs, output_width):
     return ops.scan(step, initial, xs)
 
 
-def lstm_steps(*args, gate_index=None, bias=None):
-    """`bilm.ops.lstm_scan.lstm_steps` on this backend's `scan`: its values, and its gradients to float32
-    round-off from one product per kernel after the backward loop (`lstm_bptt`); the bias added to the gates and
-    the rows `gate_index` picks taken first (`gates_and_bias`: XLA fuses them)."""
+def lstm_steps(*args, gate_index=None, bias=None, steps_scan=scan):
+    """`bilm.ops.lstm_scan.lstm_steps` on `steps_scan` (this backend's `scan`, or `scan_valid_steps`): its values,
+    and its gradients to float32 round-off from one product per kernel after the backward loop (`lstm_bptt`); the
+    bias added to the gates and the rows `gate_index` picks taken first (`gates_and_bias`: XLA fuses them)."""
     gates_tm, *rest = args
-    return lstm_steps_bptt(gates_and_bias(gates_tm, gate_index, bias), *rest, scan=scan)
+    return lstm_steps_bptt(gates_and_bias(gates_tm, gate_index, bias), *rest, scan=steps_scan)
+
+
+def scan_valid_steps(step, initial, xs, output_width):
+    """`scan` of the LSTM's steps, `xs` `(gates, valid)` with `valid` bool `(time, batch, 1)` (each row's first
+    steps), run only up to the last step inside any row's length (`scan_up_to`): a call's padding steps are not
+    run. For inference: under a gradient each step is a `lax.cond`."""
+    del output_width  # outputs of any shape
+    longest = jnp.sum(jnp.any(xs[1], axis=(1, 2)).astype(jnp.int32))
+    return scan_up_to(step, initial, xs, longest)
 
 
 def scan_up_to(step, initial, xs, count):

@@ -10,12 +10,13 @@ product sums a row alike at both sizes). Used where no gradient is asked for (`t
 through the portable steps and their hand-written backward pass (`bilm.backend.jax.lstm_bptt`). Figures:
 docs/performance.md.
 """
+import functools
 import math
 
 import jax.numpy as jnp
 from keras import ops
 
-from bilm.backend.jax.core import scan_up_to
+from bilm.backend.jax.core import lstm_steps, scan_up_to, scan_valid_steps
 from bilm.backend.jax.lstm_bptt import runs_in_columns
 from bilm.ops.lstm_scan import lstm_cell, lstm_scan, reading_order, take_rows, widened
 
@@ -32,13 +33,15 @@ def lstm_scan_inputs_in_steps(inputs, lengths, initial_c, initial_h, input_kerne
                               token_index=None, input_matmul_dtype="float32", recurrence=None):
     """`lstm_scan` (its arguments and results), each step's input half computed in the step where that pays
     (`input_in_steps_pays`); other batches, those whose steps run in columns (`lstm_bptt.runs_in_columns`), and
-    bfloat16 input products take `lstm_scan` with `recurrence`."""
+    bfloat16 input products take `lstm_scan` over JAX's steps (`core.lstm_steps`, in place of `recurrence`). Either
+    way the steps past the longest row are not run (`core.scan_up_to`)."""
+    del recurrence  # JAX's steps, run only up to the longest row
     batch = (inputs if token_index is None else token_index).shape[0]
     if (input_matmul_dtype != "float32" or runs_in_columns(batch, recurrent_kernel.shape)
             or not input_in_steps_pays(batch, input_kernel.shape, recurrent_kernel.shape)):
         return lstm_scan(inputs, lengths, initial_c, initial_h, input_kernel, recurrent_kernel, bias,
                          projection_kernel, cell_clip, proj_clip, go_backwards, token_index, input_matmul_dtype,
-                         recurrence)
+                         functools.partial(lstm_steps, steps_scan=scan_valid_steps))
     input_kernel, bias = widened(input_kernel), widened(bias)
     recurrent_kernel, projection_kernel = widened(recurrent_kernel), widened(projection_kernel)
     valid, order, read = reading_order(inputs, ops.cast(lengths, "int32"), go_backwards, token_index)
