@@ -33,8 +33,9 @@ def lstm_scan_inputs_in_steps(inputs, lengths, initial_c, initial_h, input_kerne
                               token_index=None, input_matmul_dtype="float32", recurrence=None):
     """`lstm_scan` (its arguments and results), each step's input half computed in the step where that pays
     (`input_in_steps_pays`); other batches, those whose steps run in columns (`lstm_bptt.runs_in_columns`), and
-    bfloat16 input products take `lstm_scan` over JAX's steps (`core.lstm_steps`, in place of `recurrence`). Either
-    way the steps past the longest row are not run (`core.scan_up_to`)."""
+    bfloat16 input products take `lstm_scan` over JAX's steps (`core.lstm_steps`, in place of `recurrence`). The
+    steps here and JAX's portable steps run no step past the longest row (`core.scan_up_to`, `core.scan_valid_steps`);
+    steps in columns made here (a bfloat16 kernel's, whose transposes are not kept) run every step."""
     del recurrence  # JAX's steps, run only up to the longest row
     batch = (inputs if token_index is None else token_index).shape[0]
     if (input_matmul_dtype != "float32" or runs_in_columns(batch, recurrent_kernel.shape)
