@@ -13,7 +13,7 @@ from keras import ops
 
 def lstm_scan(inputs, lengths, initial_c, initial_h, input_kernel, recurrent_kernel, bias,
               projection_kernel=None, cell_clip=None, proj_clip=None, go_backwards=False, token_index=None,
-              input_matmul_dtype="float32", recurrence=None):
+              input_matmul_dtype="float32", recurrence=None, product=None):
     """Runs one LSTM layer over whole sequences.
 
     Args:
@@ -42,6 +42,9 @@ def lstm_scan(inputs, lengths, initial_c, initial_h, input_kernel, recurrent_ker
             here, the recurrent and projection kernels as given: it widens
             those it does not take); None: `lstm_steps` with `carry_shaped_scan`, which
             runs on every backend.
+        product: the backend's float32 product for the input half,
+            `product(x (rows, input_dim), kernel) -> (rows, 4 * units)`
+            (PyTorch's native one at inference); None: `keras.ops.matmul`.
 
     Returns:
         `(outputs, final_c, final_h)`: float32 `(batch, time, output_dim)`
@@ -53,10 +56,10 @@ def lstm_scan(inputs, lengths, initial_c, initial_h, input_kernel, recurrent_ker
     valid, order, read = reading_order(inputs, lengths, go_backwards, token_index)
     if token_index is not None:
         # The distinct tokens' gates (n_distinct, 4 * units), each step's rows picked by the recurrence.
-        gates = input_product(inputs[0], input_kernel, input_matmul_dtype)
+        gates = input_product(inputs[0], input_kernel, input_matmul_dtype, product)
         gate_index = read
     else:
-        gates = input_product(read, input_kernel, input_matmul_dtype)
+        gates = input_product(read, input_kernel, input_matmul_dtype, product)
         gate_index = None
     valid_tm = ops.expand_dims(ops.transpose(valid), -1)  # (time, batch, 1)
     outputs_tm, final_c, final_h = (recurrence or lstm_steps)(
@@ -159,16 +162,17 @@ def carry_shaped_scan(step, initial, xs, output_width):
     return final, padded[..., -output_width:]
 
 
-def input_product(x, kernel, matmul_dtype):
+def input_product(x, kernel, matmul_dtype, product=None):
     """`x @ kernel` for `x` `(..., n)`, as one 2-D product: the kernel's gradient is then `rows^T @ gradient`
-    over all rows, which XLA runs on a CPU without first transposing the gate gradients (docs/performance.md)."""
+    over all rows, which XLA runs on a CPU without first transposing the gate gradients (docs/performance.md).
+    A float32 product is `product(x, kernel)` where given (`lstm_scan`'s), else `keras.ops.matmul`."""
     shape = ops.shape(x)
     x = ops.reshape(x, (-1, shape[-1]))
     if matmul_dtype == "bfloat16":
-        product = ops.cast(ops.matmul(ops.cast(x, "bfloat16"), ops.cast(kernel, "bfloat16")), "float32")
+        result = ops.cast(ops.matmul(ops.cast(x, "bfloat16"), ops.cast(kernel, "bfloat16")), "float32")
     else:
-        product = ops.matmul(x, kernel)
-    return ops.reshape(product, (*shape[:-1], ops.shape(kernel)[-1]))
+        result = (product or ops.matmul)(x, kernel)
+    return ops.reshape(result, (*shape[:-1], ops.shape(kernel)[-1]))
 
 
 def gates_and_bias(gates, gate_index=None, bias=None):

@@ -237,6 +237,59 @@ def test_on_a_cpu_torch_runs_its_steps_by_bilms_native_recurrence_where_no_gradi
     assert result["picked_calls"] == 2 and result["picked_identical"] and result["looped_worst"] < 1e-5, result
 
 
+TORCH_NATIVE_INPUT_HALF = """
+import json
+import keras
+import numpy as np
+import torch
+from bilm.layers.projected_lstm import ProjectedLSTM
+from bilm.ops.lstm_scan import lstm_scan
+from bilm.ops.native import portable_kernels
+
+rng = np.random.default_rng(3)
+batch, time, dim, units, out = 3, 6, 5, 7, 4
+ran = []
+native_matmul = portable_kernels.matmul
+portable_kernels.matmul = lambda x, kernel: ran.append(len(x)) or native_matmul(x, kernel)
+layer = ProjectedLSTM(units, out, cell_clip=0.8, proj_clip=0.5)
+layer.build((batch, time, dim))
+weights = [keras.ops.convert_to_numpy(w) for w in (layer.input_kernel, layer.recurrent_kernel, layer.bias,
+                                                    layer.projection_kernel)]
+inputs = rng.normal(size=(batch, time, dim)).astype(np.float32)
+lengths = np.array([6, 2, 4], np.int32)
+distinct = rng.normal(size=(1, 4, dim)).astype(np.float32)
+token_index = rng.integers(0, 4, (batch, time)).astype(np.int32)
+zeros = np.zeros((batch, units), np.float32), np.zeros((batch, out), np.float32)
+worst, alone_identical, calls = 0.0, True, []
+for rows, index in ((inputs, None), (distinct, token_index)):
+    want = lstm_scan(rows, lengths, *zeros, *weights, cell_clip=0.8, proj_clip=0.5, token_index=index)[0]
+    with torch.no_grad():
+        got = layer(torch.tensor(rows), torch.tensor(lengths), token_index=index if index is None else torch.tensor(
+            index))[0]
+        # The last row alone: the same bytes as beside the others.
+        alone = layer(torch.tensor(rows if index is not None else rows[-1:]), torch.tensor(lengths[-1:]),
+                      token_index=None if index is None else torch.tensor(index[-1:]))[0]
+    calls.append(list(ran))
+    ran.clear()
+    worst = max(worst, float(np.abs(got.numpy() - np.asarray(want)).max()))
+    alone_identical = alone_identical and got.numpy()[-1:].tobytes() == alone.numpy().tobytes()
+layer(torch.tensor(inputs), torch.tensor(lengths))  # a gradient recorded: the portable product
+print(json.dumps({"calls": calls, "worst": worst, "alone_identical": alone_identical, "after_gradient": len(ran)}))
+"""
+
+
+@pytest.mark.slow
+def test_on_a_cpu_torch_makes_an_lstms_input_half_by_bilms_native_product_where_no_gradient_is_taken():
+    """Without gradients, on a CPU, a PyTorch LSTM layer's input half is bilm's native product: for the 12
+    positions inside the rows' lengths (one row a position), or for the 4 distinct rows a token index picks; the
+    portable values to float32 round-off, and a row's outputs the same bytes alone as beside others. Where a
+    gradient is recorded, the portable product."""
+    result = json_result(run_on_backend("torch", TORCH_NATIVE_INPUT_HALF))
+    assert result["calls"] == [[12, 4], [4, 4]], result
+    assert result["worst"] < 1e-5 and result["alone_identical"], result
+    assert result["after_gradient"] == 0, result
+
+
 TORCH_WITHOUT_COMPILER = """
 import json
 import warnings

@@ -1,8 +1,8 @@
 """The layers' calls of PyTorch's own (`bilm.backend.fast_layer_call`): `UniqueTokens`'s distinct rows (PyTorch
 runs eagerly, so their number may depend on the ids), the char CNN (where gradients are recorded, over the columns
-its rows' characters reach, max-pooled by `torch.max`; elsewhere on a CPU by bilm's native table lookups), and the
-highway's products by bilm's native product where none are, and an LSTM layer's input half, where no gradient is
-recorded, for only the positions inside their rows' lengths; every other layer runs its portable `keras.ops` code."""
+its rows' characters reach, max-pooled by `torch.max`; elsewhere on a CPU by bilm's native table lookups), and,
+where no gradient is recorded, the highway's products and an LSTM layer's input half by bilm's native product, the
+input half for only the positions inside their rows' lengths; every other layer runs its portable `keras.ops` code."""
 import functools
 import weakref
 
@@ -71,39 +71,54 @@ def first_maximum_char_convolutions(char_ids, char_embedding, kernels):
 
 
 def highway(layer, inputs, training):
-    """`Highway.call`: where no gradient is recorded, on a CPU, each float32 kernel's product by bilm's native
-    product (`bilm.ops.native.portable_kernels.matmul`, on the tensors' memory: the kernel streamed once for each
-    group of 8 rows, each row's sums the same bytes at any number of rows); elsewhere the portable products. The
-    same values to float32 round-off."""
+    """`Highway.call`: where no gradient is recorded, on a CPU, each float32 kernel's product by `native_product`;
+    elsewhere the portable products. The same values to float32 round-off."""
     portable = layer.portable_product(training)
-    if (training or torch.is_grad_enabled() or inputs.device.type != "cpu"
-            or portable_kernels.load_library() is None):
+    if not _native_products(training, inputs):
         return layer.portable_layers(inputs, portable)
     native = {id(kernel) for kernel in layer.column_kernels()}
 
     def product(x, kernel):
         if id(kernel) not in native or x.dtype != torch.float32:
             return portable(x, kernel)
-        flat = torch.reshape(x, (-1, x.shape[-1])).detach().numpy()
-        value = ops.convert_to_tensor(kernel).detach().numpy()
-        return torch.reshape(torch.from_numpy(portable_kernels.matmul(flat, value)), (*x.shape[:-1], value.shape[1]))
+        return native_product(x, kernel)
 
     return layer.portable_layers(inputs, product)
 
 
+def native_product(x, kernel):
+    """`x @ kernel` for a float32 CPU tensor `x` `(..., n)` and a float32 kernel `(n, m)` (a variable or tensor) by
+    bilm's native product (`portable_kernels.matmul`), on the tensors' memory: the kernel streamed once for each
+    group of 8 rows, each row's sums the same bytes at any number of rows. Faster than torch's own product at every
+    row count on the CPU measured (docs/performance.md)."""
+    flat = torch.reshape(x, (-1, x.shape[-1])).detach().numpy()
+    value = ops.convert_to_tensor(kernel).detach().numpy()
+    return torch.reshape(torch.from_numpy(portable_kernels.matmul(flat, value)), (*x.shape[:-1], value.shape[1]))
+
+
+def _native_products(training, inputs):
+    """Whether a layer's float32 products of `inputs` run `native_product`: no gradient recorded, on a CPU, the
+    library built."""
+    return not (training or torch.is_grad_enabled() or ops.convert_to_tensor(inputs).device.type != "cpu"
+                or portable_kernels.load_library() is None)
+
+
 def projected_lstm(layer, inputs, lengths, initial_state, training, token_index):
     """`ProjectedLSTM.call`: where no gradient is recorded, on a CPU (where it is measured, and the native
-    recurrence reads the picked rows in place), a layer of one row a position (no `token_index`) by
-    `inside_positions_scan`; elsewhere the portable code. The same values to float32 round-off."""
+    recurrence reads the picked rows in place), the input half by `native_product` (where the library is built),
+    and a layer of one row a position (no `token_index`) by `inside_positions_scan`; elsewhere the portable code.
+    The same values to float32 round-off."""
     inside = not (training or token_index is not None or torch.is_grad_enabled()
                   or ops.convert_to_tensor(inputs).device.type != "cpu")
     scan = inside_positions_scan if inside else lstm_scan
+    if _native_products(training, inputs):
+        scan = functools.partial(scan, product=native_product)
     return layer.portable_call(inputs, lengths, initial_state, training, token_index, scan)
 
 
 def inside_positions_scan(inputs, lengths, initial_c, initial_h, input_kernel, recurrent_kernel, bias,
                           projection_kernel=None, cell_clip=None, proj_clip=None, go_backwards=False, token_index=None,
-                          input_matmul_dtype="float32", recurrence=None):
+                          input_matmul_dtype="float32", recurrence=None, product=None):
     """`bilm.ops.lstm_scan.lstm_scan` (its arguments and results; `token_index` None) with the input half made for
     only the positions inside their rows' lengths (PyTorch runs eagerly, so their number may depend on the
     lengths): those positions are passed as the rows that a `token_index` picks, which the recurrence reads in
@@ -116,13 +131,14 @@ def inside_positions_scan(inputs, lengths, initial_c, initial_h, input_kernel, r
     positions = torch.nonzero(inside).squeeze(1)
     if len(positions) == batch * time:  # no padding: the rows as they are, not a copy of them
         return lstm_scan(inputs, lengths, initial_c, initial_h, input_kernel, recurrent_kernel, bias,
-                         projection_kernel, cell_clip, proj_clip, go_backwards, None, input_matmul_dtype, recurrence)
+                         projection_kernel, cell_clip, proj_clip, go_backwards, None, input_matmul_dtype, recurrence,
+                         product)
     index = torch.zeros(batch * time, dtype=torch.int32, device=inputs.device)  # padding reads row 0, unused
     index[positions] = torch.arange(len(positions), dtype=torch.int32, device=inputs.device)
     rows = torch.reshape(inputs, (batch * time, -1))[positions][None]
     return lstm_scan(rows, lengths, initial_c, initial_h, input_kernel, recurrent_kernel, bias, projection_kernel,
                      cell_clip, proj_clip, go_backwards, torch.reshape(index, (batch, time)), input_matmul_dtype,
-                     recurrence)
+                     recurrence, product)
 
 
 FAST_CALLS = {"unique_tokens": unique_tokens, "char_cnn": char_cnn, "highway": highway,
