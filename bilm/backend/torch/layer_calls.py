@@ -74,7 +74,7 @@ def highway(layer, inputs, training):
     """`Highway.call`: where no gradient is recorded, on a CPU, each float32 kernel's product by `native_product`;
     elsewhere the portable products. The same values to float32 round-off."""
     portable = layer.portable_product(training)
-    if not _native_products(training, inputs):
+    if not (_no_gradient_on_cpu(training, inputs) and portable_kernels.load_library() is not None):
         return layer.portable_layers(inputs, portable)
     native = {id(kernel) for kernel in layer.column_kernels()}
 
@@ -96,11 +96,10 @@ def native_product(x, kernel):
     return torch.reshape(torch.from_numpy(portable_kernels.matmul(flat, value)), (*x.shape[:-1], value.shape[1]))
 
 
-def _native_products(training, inputs):
-    """Whether a layer's float32 products of `inputs` run `native_product`: no gradient recorded, on a CPU, the
-    library built."""
-    return not (training or torch.is_grad_enabled() or ops.convert_to_tensor(inputs).device.type != "cpu"
-                or portable_kernels.load_library() is None)
+def _no_gradient_on_cpu(training, inputs):
+    """Whether a layer's call of `inputs` records no gradient (`training` false, none recorded) and runs on a CPU:
+    where its native paths run."""
+    return not (training or torch.is_grad_enabled() or ops.convert_to_tensor(inputs).device.type != "cpu")
 
 
 def projected_lstm(layer, inputs, lengths, initial_state, training, token_index):
@@ -108,10 +107,9 @@ def projected_lstm(layer, inputs, lengths, initial_state, training, token_index)
     recurrence reads the picked rows in place), the input half by `native_product` (where the library is built),
     and a layer of one row a position (no `token_index`) by `inside_positions_scan`; elsewhere the portable code.
     The same values to float32 round-off."""
-    inside = not (training or token_index is not None or torch.is_grad_enabled()
-                  or ops.convert_to_tensor(inputs).device.type != "cpu")
-    scan = inside_positions_scan if inside else lstm_scan
-    if _native_products(training, inputs):
+    inference = _no_gradient_on_cpu(training, inputs)
+    scan = inside_positions_scan if inference and token_index is None else lstm_scan
+    if inference and portable_kernels.load_library() is not None:
         scan = functools.partial(scan, product=native_product)
     return layer.portable_call(inputs, lengths, initial_state, training, token_index, scan)
 
