@@ -37,7 +37,7 @@ def record(settings, loop, log_dir, heldout_data, source, save_timer):
 # What reaches the one loop's run on every backend, once the backend's trainer took the flags (a flag it cannot
 # honour is refused there).
 loop._run_in = (lambda trainer, config, data, save_dir, log_dir, settings, schedule, save_timer, heldout_data:
-                record(config.settings, settings, log_dir, heldout_data, data_fingerprint(config.data_source),
+                record(config.settings, settings, log_dir, heldout_data, config.data_fingerprints[0],
                        save_timer))
 scripts = {name: runpy.run_path(f"bin/{name}.py")["main"] for name in ("train_elmo", "restart")}
 report = {}

@@ -15,6 +15,7 @@ import bilm.training.run.from_files as from_files
 from bilm.backend import trainer_module
 from bilm.errors import UserError
 from bilm.presets import training_options
+from bilm.training.config.training_config import data_fingerprints
 from bilm.training.data.lm_dataset import BidirectionalLMDataset, LMDataset
 from bilm.training.data.shards import count_tokens
 from bilm.training.run import run_checkpoint
@@ -38,7 +39,7 @@ def train_calls(monkeypatch):
 
     def run_training(config, data, n_gpus, save_dir, log_dir, loop_settings, **kwargs):
         kwargs.update(dataclasses.asdict(loop_settings), restart_ckpt_file=config.origin.checkpoint,
-                      data_source=config.data_source)
+                      data_source=config.data_source, data_fingerprints=config.data_fingerprints)
         calls.append((config.options, data, n_gpus, save_dir, log_dir, kwargs))
         return {"step": 0}
 
@@ -80,7 +81,8 @@ def test_options_come_from_the_file_the_flags_and_the_data(tmp_path, corpus, tra
     assert isinstance(data, BidirectionalLMDataset) and data.seed == 7
     assert (n_gpus, got_save_dir, log_dir) == (1, save_dir, os.path.join(str(save_dir), "logs"))
     assert kwargs["heldout_data"].forward.test and kwargs["restart_ckpt_file"] is None
-    assert kwargs["data_source"] == os.path.abspath(corpus["train"])
+    assert kwargs["data_source"] == corpus["train"]
+    assert kwargs["data_fingerprints"] == data_fingerprints(data)
     assert (kwargs["seed"], kwargs["max_steps"]) == (7, 1)
 
 
@@ -125,6 +127,37 @@ def test_a_restart_counts_the_tokens_again_only_on_other_data(tmp_path, corpus, 
     assert train_calls[-1][5]["restart_ckpt_file"] == checkpoint
     train_from_files(corpus["heldout"], corpus["vocab"], save_dir, restart=True, verbose=0)
     assert train_calls[-1][0].get("n_train_tokens") == 456 and counted == [corpus["heldout"]]
+
+
+def test_a_restart_knows_its_corpus_spelled_another_way_or_moved_and_not_a_changed_one(tmp_path, corpus, train_calls,
+                                                                                      monkeypatch):
+    # The first run read the corpus by an absolute pattern; its checkpoint records the stream's fingerprint.
+    save_dir = str(tmp_path / "ckpt")
+    data = load_training_data(tiny_options(), corpus["train"], corpus["vocab"], seed=0)[0]
+    os.makedirs(save_dir)
+    (tmp_path / "ckpt" / "options.json").write_text(json.dumps(tiny_options(n_train_tokens=123)))
+    run_checkpoint.save_checkpoint(save_dir, {}, 5, tiny_options(n_train_tokens=123), 0, data_batches=5,
+                                   data_source=data_fingerprints(data)[0])
+    counted = []
+    monkeypatch.setattr(training_config, "count_tokens", lambda prefix: counted.append(prefix) or 456)
+    # The same shards copied to another machine's folder, named by a relative pattern from another directory.
+    moved = tmp_path / "elsewhere" / "corpus"
+    moved.mkdir(parents=True)
+    for name in ("train_0.txt", "train_1.txt", "vocab.txt"):
+        (moved / name).write_bytes(open(os.path.join(os.path.dirname(corpus["train"]), name), "rb").read())
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    train_from_files("corpus/./train_*.txt", "corpus/vocab.txt", save_dir, restart=True, verbose=0)
+    assert train_calls[-1][0].get("n_train_tokens") == 123 and counted == []
+    assert train_calls[-1][5]["data_fingerprints"][0] == data_fingerprints(data)[0]
+    # A shard changed (a sentence appended) is new data: its tokens are counted and its stream starts anew.
+    with open(moved / "train_1.txt", "a") as f:
+        f.write("the cat\n")
+    train_from_files("corpus/train_*.txt", "corpus/vocab.txt", save_dir, restart=True, verbose=0)
+    assert train_calls[-1][0].get("n_train_tokens") == 456 and counted == ["corpus/train_*.txt"]
+    # So is a shard more or fewer.
+    counted.clear()
+    train_from_files("corpus/train_0.txt", "corpus/vocab.txt", save_dir, restart=True, verbose=0)
+    assert counted == ["corpus/train_0.txt"]
 
 
 def test_a_restart_with_another_vocabulary_is_a_clear_error(tmp_path, corpus, train_calls):

@@ -16,7 +16,6 @@ from bilm.training.arrays.evaluation import evaluate_starts, heldout_perplexity
 from bilm.training.arrays.softmax_init import initialize_softmax_of_state
 from bilm.training.arrays.train_step import ArrayTrainStep
 from bilm.training.config.settings import training_settings
-from bilm.training.config.training_config import data_fingerprint
 from bilm.training.model.adaptation import load_model_weights
 from bilm.training.run import run_directory
 from bilm.training.run.base_run import BaseRun
@@ -53,7 +52,7 @@ class Trainer:
         return ArrayTrainingRun(step, step.initial_state(softmax_seed=seed), stop_signals=stop_signals,
                                 save_dir=save_dir, log_dir=log_dir, verbose=loop.verbose, save_timer=save_timer,
                                 options=config.options.to_dict(), seed=seed, max_to_keep=loop.max_to_keep,
-                                data_source=data_fingerprint(config.data_source),
+                                data_source=config.data_fingerprints,
                                 vocabulary=None if config.vocabulary is None else config.vocabulary.fingerprint,
                                 chief=self.chief)
 

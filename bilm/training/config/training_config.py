@@ -6,6 +6,7 @@ checkpoint, the corpus) into one frozen `TrainingConfig`; the run below
 takes that object and reads no dict, file or default again.
 """
 import dataclasses
+import glob
 import os
 import zlib
 
@@ -24,10 +25,13 @@ class TrainingConfig:
         settings: the training keys, checked and typed (`TrainingSettings`).
         origin: how the run begins (`bilm.training.run.run_origin`:
             `NewRun`, `Restart` or `Adaptation`).
-        data_source: what identifies the training stream (its file
-            pattern), for a restart to know whether the data is the same.
+        data_source: what describes the training stream (its file pattern,
+            or the caller's `data_source`).
         vocabulary: the stream's `Vocabulary` (None: it has none), whose
             fingerprint each checkpoint records.
+        data_fingerprints: the stream's fingerprints (`data_fingerprints`):
+            each checkpoint records the first, and a restart continues the
+            stream of a checkpoint that recorded any of them.
     """
 
     options: BiLMOptions
@@ -35,6 +39,7 @@ class TrainingConfig:
     origin: object
     data_source: str
     vocabulary: object = None
+    data_fingerprints: tuple = ()
 
 
 def describe_data(data):
@@ -47,9 +52,52 @@ def describe_data(data):
 
 
 def data_fingerprint(description):
-    """An int64 fingerprint of a data stream's description (e.g. its file pattern): a checkpoint records it, so
-    that a restart knows whether its data is the same."""
-    return zlib.crc32(str(description).encode("utf-8"))
+    """An int64 fingerprint of a data stream's description (a label, or what checkpoints before 2026-12-05
+    recorded: the file pattern as given): a checkpoint records it, so that a restart knows whether its data is
+    the same."""
+    return zlib.crc32(str(description).encode("utf-8", "surrogateescape"))
+
+
+def stream_shards(data):
+    """The shard files a file-pattern stream reads (`LMDataset`, `BidirectionalLMDataset`), else None."""
+    for source in (data, getattr(data, "forward", None)):
+        shards = getattr(source, "shards", None)
+        if isinstance(shards, (list, tuple)) and shards:
+            return list(shards)
+    return None
+
+
+def pattern_root(pattern):
+    """The folder a glob `pattern` is written from: its leading components without a wildcard (a pattern with
+    none names a file: its folder)."""
+    parts = os.path.abspath(pattern).split(os.sep)
+    fixed = 0
+    while fixed < len(parts) and not glob.has_magic(parts[fixed]):
+        fixed += 1
+    return os.sep.join(parts[:min(fixed, len(parts) - 1)]) or os.sep
+
+
+def data_fingerprints(data, data_source=None):
+    """The int64 fingerprints that identify the stream `data` for a restart, the one a checkpoint records first.
+
+    A caller's `data_source` is the stream's one identity. A file-pattern
+    stream is its shards, in the order it reads them: each shard's path
+    from the pattern's root folder (`pattern_root`) and its size in bytes.
+    So the same corpus spelled another way (a relative or absolute pattern,
+    another working directory) or copied to another machine's folder is
+    the same data, and a shard added, removed or changed is new data. The
+    pattern as given and as an absolute path, what earlier checkpoints
+    recorded, are accepted after it.
+    """
+    if data_source is not None:
+        return (data_fingerprint(os.fspath(data_source)),)
+    pattern, shards = describe_data(data), stream_shards(data)
+    if shards is None:
+        return (data_fingerprint(pattern),)
+    root = pattern_root(pattern)
+    listing = "\n".join(f"{os.path.relpath(os.path.abspath(path), root)}\t{os.path.getsize(path)}"
+                         for path in shards)
+    return tuple(dict.fromkeys(data_fingerprint(text) for text in (listing, pattern, os.path.abspath(pattern))))
 
 
 def resolve_training_config(options, data, origin, *, vocabulary=None, data_source=None, n_train_tokens=None,
@@ -76,6 +124,7 @@ def resolve_training_config(options, data, origin, *, vocabulary=None, data_sour
     """
     if vocabulary is None:
         vocabulary = getattr(data, "vocab", None)
+    fingerprints = data_fingerprints(data, data_source)
     data_source = os.fspath(data_source) if data_source is not None else describe_data(data)
     keys = {}
     if vocabulary is not None:
@@ -84,10 +133,10 @@ def resolve_training_config(options, data, origin, *, vocabulary=None, data_sour
             keys["n_tokens_vocab"] = vocabulary.size
     if n_train_tokens is not None:
         keys["n_train_tokens"] = n_train_tokens
-    elif options.get("n_train_tokens") is None or not origin.same_data(data_source):
+    elif options.get("n_train_tokens") is None or not origin.same_data(fingerprints):
         pattern = describe_data(data)
         if pattern != type(data).__name__:
             keys["n_train_tokens"] = report_token_count(count_tokens(pattern), pattern, verbose)
     options = options.updated(**keys) if keys else options
     options, settings = training_settings(options, need_schedule=True)
-    return TrainingConfig(options, settings, origin, data_source, vocabulary)
+    return TrainingConfig(options, settings, origin, data_source, vocabulary, fingerprints)

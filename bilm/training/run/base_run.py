@@ -26,8 +26,9 @@ class BaseRun:
             (`bilm.training.run.run_checkpoint`); `max_to_keep`: the
             checkpoints kept there.
         options: the run's options dict; `seed`: its seed (None: none);
-            `data_source`: the stream's fingerprint
-            (`bilm.training.config.training_config.data_fingerprint`);
+            `data_source`: the stream's fingerprints
+            (`bilm.training.config.training_config.data_fingerprints`: the
+            first is recorded, a checkpoint of any of them continues);
             `vocabulary`: its vocabulary's (None: the data has no vocabulary
             file). Each checkpoint records them.
         taken: steps taken before this call; `consumed`: batches of this
@@ -84,7 +85,7 @@ class BaseRun:
         if not lstm_restored:
             self.report("The saved LSTM states have another number of rows (batch size, replicas or devices "
                         "changed); they start from zeros.")
-        if meta["data_source"] is not None and meta["data_source"] != self.data_source:
+        if meta["data_source"] is not None and meta["data_source"] not in self.data_source:
             self.report("New training data: starting at its beginning.")
             return False
         self.batches_consumed = meta["data_batches"]
@@ -106,7 +107,7 @@ class BaseRun:
             run_checkpoint.save_checkpoint(
                 self.save_dir, self.state_arrays(), self.step_count, self.options, self.seed,
                 self.boundary_state_arrays(),
-                data_batches=self.batches_consumed, data_source=self.data_source, vocabulary=self.vocabulary,
+                data_batches=self.batches_consumed, data_source=self.data_source[0], vocabulary=self.vocabulary,
                 max_to_keep=self.max_to_keep)
 
     def open_progress(self, total):

@@ -69,7 +69,6 @@ def train_from_files(train_prefix, vocab_file, save_dir, options_file=None, *, s
         if origin.checkpoint is None:
             options = options.updated(n_tokens_vocab=vocab.size)
         config = resolve_training_config(options, data, origin, vocabulary=vocab, n_train_tokens=n_train_tokens,
-                                         data_source=os.path.abspath(train_prefix),
                                          verbose=loop_settings.verbose)
         heldout = load_training_data(options, heldout_prefix, vocab_file, test=True)[0] if heldout_prefix else None
         log_dir = log_dir or os.path.join(os.fspath(save_dir), "logs")

@@ -79,7 +79,10 @@ def train(options, data, n_gpus, save_dir, log_dir, restart_ckpt_file=None, *,
         summary_every: TensorBoard scalars every this many steps.
         seed: seeds the global generators (`keras.utils.set_random_seed`:
             initialisation, negative sampling) and the dropout masks.
-        data_source: what identifies the stream for restarts (its file pattern).
+        data_source: a label that identifies the stream for restarts
+            (default: a file-pattern stream's shard names and sizes, so a
+            corpus moved to another folder or machine is the same data;
+            `bilm.training.config.training_config.data_fingerprints`).
         max_to_keep: checkpoints kept in `save_dir`.
         tune_malloc: first call `bilm.utils.malloc_tuning.keep_freed_memory`
             (glibc keeps freed memory for reuse: faster steps, a higher peak);

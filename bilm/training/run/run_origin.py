@@ -13,7 +13,6 @@ from typing import Optional, Protocol
 
 from bilm.errors import UserError
 from bilm.options import load_options
-from bilm.training.config.training_config import data_fingerprint
 from bilm.training.model.adaptation import ModelToAdapt, adaptation_options, open_model_to_adapt
 from bilm.training.model.softmax_init import DEFAULT_SOFTMAX_INIT, check_softmax_init
 from bilm.training.run import run_checkpoint, run_directory
@@ -32,8 +31,9 @@ class RunOrigin(Protocol):
     def options(self, options):
         """The run's `BiLMOptions` from what the caller gave (a dict, a file, None); raises on contradictions."""
 
-    def same_data(self, data_source):
-        """Whether `data_source` is the stream the origin was reading (always true for a new run)."""
+    def same_data(self, fingerprints):
+        """Whether the stream of `fingerprints` (`training_config.data_fingerprints`) is the one the origin was
+        reading (always true for a new run)."""
 
     def check_vocabulary(self, options, vocabulary):
         """Raises `CheckpointError` when `vocabulary` cannot be the one the origin was trained with."""
@@ -48,7 +48,7 @@ class NewRun:
 
     checkpoint = None
 
-    def same_data(self, data_source):
+    def same_data(self, fingerprints):
         return True
 
     def options(self, options):
@@ -81,11 +81,11 @@ class Restart:
     def options(self, options):
         return NewRun().options(options)
 
-    def same_data(self, data_source):
-        """Whether `data_source` is the data the checkpoint was reading (a checkpoint that recorded none: its
-        run's data)."""
+    def same_data(self, fingerprints):
+        """Whether the stream of `fingerprints` (`training_config.data_fingerprints`) is the data the checkpoint
+        was reading (a checkpoint that recorded none: its run's data)."""
         saved = self.meta["data_source"]
-        return saved is None or saved == data_fingerprint(data_source)
+        return saved is None or saved in fingerprints
 
     def check_vocabulary(self, options, vocabulary):
         """Raises `CheckpointError` unless `vocabulary` is the one the checkpoint was trained with."""
@@ -113,7 +113,7 @@ class Adaptation:
     softmax_init: str = DEFAULT_SOFTMAX_INIT
     checkpoint = None
 
-    def same_data(self, data_source):
+    def same_data(self, fingerprints):
         return True
 
     def options(self, options):
