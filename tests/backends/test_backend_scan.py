@@ -24,6 +24,13 @@ c0, h0 = rng.normal(size=(batch, units)).astype(np.float32), rng.normal(size=(ba
 kernels = [rng.normal(size=shape).astype(np.float32) * 0.5
            for shape in ((dim, 4 * units), (out, 4 * units), (4 * units,), (units, out))]
 worst, checked, identical = 0.0, 0, True  # clips that bind (the states reach past them)
+# PyTorch's own loop runs where a gradient is recorded (elsewhere the native recurrence, to round-off): kernels
+# that require one.
+own_kernels = kernels
+if keras.backend.backend() == "torch":
+    import torch
+
+    own_kernels = [torch.tensor(kernel, requires_grad=True) for kernel in kernels]
 zeros_beyond = True
 # The first layer's call: the rows of 4 distinct tokens, picked by a token index (the gates each recurrence
 # picks, in place where it can), against the same rows given in full (their products of another row count: to
@@ -33,8 +40,9 @@ token_index = rng.integers(0, 4, (batch, time)).astype(np.int32)
 picked_worst = 0.0
 for case in LENGTHS:
     for go_backwards in (False, True):
-        results = [lstm_scan(inputs, case, c0, h0, *kernels, cell_clip=0.8, proj_clip=0.5, go_backwards=go_backwards,
-                             recurrence=recurrence) for recurrence in (None, backend_module("core").lstm_steps)]
+        results = [lstm_scan(inputs, case, c0, h0, *own_kernels, cell_clip=0.8, proj_clip=0.5,
+                             go_backwards=go_backwards, recurrence=recurrence)
+                   for recurrence in (None, backend_module("core").lstm_steps)]
         picked = [lstm_scan(rows, case, c0, h0, *kernels, cell_clip=0.8, proj_clip=0.5, go_backwards=go_backwards,
                             token_index=index, recurrence=backend_module("core").lstm_steps)
                   for rows, index in ((distinct, token_index), (distinct[0][token_index], None))]
@@ -45,7 +53,7 @@ for case in LENGTHS:
             assert default.shape == own.shape, (default.shape, own.shape)
             worst, checked = max(worst, float(np.abs(default - own).max())), checked + 1
             identical = identical and default.tobytes() == own.tobytes()
-        outputs = np.asarray(results[1][0])
+        outputs = keras.ops.convert_to_numpy(results[1][0])
         zeros_beyond = zeros_beyond and all(np.all(outputs[row, length:] == 0) for row, length in enumerate(case))
 
 # The gradients of every input and kernel through each (on PyTorch, whose own loop autograd differentiates).

@@ -96,3 +96,53 @@ def test_what_needs_tensorflow_says_so_in_one_line(tagger_data, backend):
     for name, message in messages.items():
         assert message is not None, f"{name} ran on {backend}"
         assert "needs TensorFlow" in message and f"KERAS_BACKEND={backend}" in message and "\n" not in message
+
+
+FROZEN_IN_A_TRAINING_STEP = '''
+import collections, json, sys
+import numpy as np
+import keras
+import torch
+import bilm
+from bilm.ops.native import portable_kernels
+
+folder = sys.argv[1]
+ids = torch.tensor(np.load(folder + "/data.npz")["ids"])
+calls = collections.Counter()
+for name in ("char_max_pooled", "matmul", "steps_or_none"):  # the char CNN's tables, products, recurrence
+    native = getattr(portable_kernels, name)
+    setattr(portable_kernels, name, lambda *args, _name=name, _native=native, **kwargs:
+            calls.update([_name]) or _native(*args, **kwargs))
+report = {}
+for trainable_bilm in (False, True):
+    keras.utils.set_random_seed(0)
+    layer = bilm.ELMoEmbedding.from_files(folder + "/options.json", folder + "/weights.hdf5", start="zeros",
+                                          trainable_bilm=trainable_bilm)
+    inputs = keras.Input(shape=(None, 7), dtype="int32")
+    model = keras.Model(inputs, keras.layers.Dense(3)(layer(inputs)))
+    calls.clear()
+    outputs = model(ids, training=True)  # a training step's forward pass, gradients recorded
+    weights = [w for w in model.trainable_weights if "elmo_mix" in w.path or "lstm" in w.path]
+    gradients = torch.autograd.grad((outputs ** 2).sum(), [w.value for w in weights])
+    report[str(trainable_bilm)] = {
+        "calls": dict(calls), "outputs": outputs.detach().numpy().tolist(),
+        "gradients": {"/".join(w.path.split("/")[-2:]): g.numpy().tolist() for w, g in zip(weights, gradients)}}
+print(json.dumps(report))
+'''
+
+
+@pytest.mark.slow  # a PyTorch process
+def test_a_frozen_elmo_in_a_pytorch_training_step_runs_bilms_native_paths_and_a_trainable_one_its_gradients(
+        tagger_data):
+    """In a PyTorch training step (gradients recorded) a frozen biLM records none: its char CNN, products and
+    recurrence run bilm's native code, as embedding does, and the mix's gradients equal those through the portable
+    code, which a trainable biLM runs, its LSTM kernels getting gradients."""
+    report = json_result(run_on_backend("torch", FROZEN_IN_A_TRAINING_STEP, tagger_data))
+    frozen, trainable = report["False"], report["True"]
+    assert set(frozen["calls"]) == {"char_max_pooled", "matmul", "steps_or_none"}, frozen["calls"]
+    assert trainable["calls"] == {}, trainable["calls"]
+    np.testing.assert_allclose(frozen["outputs"], trainable["outputs"], rtol=1e-5, atol=1e-6)
+    for path, gradient in frozen["gradients"].items():
+        np.testing.assert_allclose(gradient, trainable["gradients"][path], rtol=1e-4, atol=1e-6, err_msg=path)
+    lstm = [np.abs(g).max() for path, g in trainable["gradients"].items() if "lstm" in path]
+    assert lstm and min(lstm) > 0 and set(frozen["gradients"]) < set(trainable["gradients"])

@@ -5,6 +5,7 @@ TensorFlow's op, on the tensors' memory), elsewhere torch's own loop: the portab
 `keras.ops`' dispatch around each of a step's small ops (eager PyTorch runs them one by one)."""
 import types
 
+import keras
 import numpy as np
 import torch
 from keras import ops
@@ -43,13 +44,23 @@ def lstm_steps(gates_tm, valid_tm, initial_c, initial_h, recurrent_kernel, proje
                  widened(recurrent_kernel), widened(projection_kernel), cell_clip, proj_clip)
 
 
+def records_gradient(*tensors):
+    """Whether autograd records a call of `tensors` (nests of tensors, variables or None): gradients are enabled and
+    one of them requires a gradient. A frozen model's call in a training step (its weights' `requires_grad` false,
+    as Keras sets a non-trainable variable's, its inputs ids) records none, so its native paths may run."""
+    if not torch.is_grad_enabled():
+        return False
+    return any(getattr(x.value if isinstance(x, keras.Variable) else x, "requires_grad", False)
+               for x in keras.tree.flatten(tensors))
+
+
 def _native_steps(gates_tm, valid_tm, initial_c, initial_h, recurrent_kernel, projection_kernel, cell_clip,
                   proj_clip, gate_index, bias):
-    """`lstm_steps` by `bilm.ops.native.portable_kernels` on the tensors' memory, where no gradient is recorded,
-    every tensor is on a CPU and `steps_or_none` runs; else None. bfloat16 kernels are passed as their bits (the
-    library's bfloat16 products, TensorFlow's op's), not widened."""
+    """`lstm_steps` by `bilm.ops.native.portable_kernels` on the tensors' memory, where no gradient is recorded
+    (`records_gradient`), every tensor is on a CPU and `steps_or_none` runs; else None. bfloat16 kernels are passed
+    as their bits (the library's bfloat16 products, TensorFlow's op's), not widened."""
     tensors = (gates_tm, valid_tm, initial_c, initial_h, recurrent_kernel, projection_kernel, gate_index, bias)
-    if torch.is_grad_enabled() or any(x is not None and x.device.type != "cpu" for x in tensors):
+    if records_gradient(tensors) or any(x is not None and x.device.type != "cpu" for x in tensors):
         return None
     *arrays, gate_index, bias = (None if x is None else _array(x) for x in tensors)
     steps = portable_kernels.steps_or_none(*arrays, cell_clip, proj_clip, gate_index=gate_index, bias=bias)

@@ -1,14 +1,17 @@
 """The layers' calls of PyTorch's own (`bilm.backend.fast_layer_call`): `UniqueTokens`'s distinct rows (PyTorch
-runs eagerly, so their number may depend on the ids), the char CNN (where gradients are recorded, over the columns
-its rows' characters reach, max-pooled by `torch.max`; elsewhere on a CPU by bilm's native table lookups), and,
-where no gradient is recorded, the highway's products and an LSTM layer's input half by bilm's native product, the
-input half for only the positions inside their rows' lengths; every other layer runs its portable `keras.ops` code."""
+runs eagerly, so their number may depend on the ids), the char CNN (where a gradient of its weights is recorded,
+over the columns its rows' characters reach, max-pooled by `torch.max`; elsewhere on a CPU by bilm's native table
+lookups), and, where no gradient is recorded (as in a frozen model's call in a training step), the highway's products
+and an LSTM layer's input half by bilm's native product, the input half for only the positions inside their rows'
+lengths; every other layer runs its portable `keras.ops` code."""
 import functools
 import weakref
 
+import keras
 import torch
 from keras import ops
 
+from bilm.backend.torch.core import records_gradient
 from bilm.ops.char_convolutions_portable import needed_columns, portable_char_convolutions
 from bilm.ops.lstm_scan import lstm_scan
 from bilm.ops.native import portable_kernels
@@ -24,13 +27,14 @@ def unique_tokens(layer, char_ids):
 
 
 def char_cnn(layer, flat_ids, direct_up_to=0):
-    """`CharCNNEncoder`'s features of `flat_ids` `(n, width)`. Where gradients are recorded (a training step):
+    """`CharCNNEncoder`'s features of `flat_ids` `(n, width)`. Where a gradient of its weights is recorded
+    (`records_gradient`: a training step of the layer):
     over the columns the rows' characters and one window of the widest filter past them reach (`needed_columns`;
     PyTorch runs eagerly, so the count may depend on the ids), max-pooled by `first_maximum_char_convolutions`.
     Elsewhere on a CPU by bilm's native table lookups (`native_char_convolutions`), else the portable code. The same
     values to float32 round-off."""
     del direct_up_to  # TensorFlow's inference path
-    if not torch.is_grad_enabled():
+    if not records_gradient(layer.weights):  # the ids need none
         native = flat_ids.device.type == "cpu" and portable_kernels.load_library() is not None
         return layer.portable_features(flat_ids, convolutions=functools.partial(native_char_convolutions, layer)
                                        if native else portable_char_convolutions)
@@ -74,7 +78,7 @@ def highway(layer, inputs, training):
     """`Highway.call`: where no gradient is recorded, on a CPU, each float32 kernel's product by `native_product`;
     elsewhere the portable products. The same values to float32 round-off."""
     portable = layer.portable_product(training)
-    if not (_no_gradient_on_cpu(training, inputs) and portable_kernels.load_library() is not None):
+    if not (_no_gradient_on_cpu(layer, training, inputs) and portable_kernels.load_library() is not None):
         return layer.portable_layers(inputs, portable)
     native = {id(kernel) for kernel in layer.column_kernels()}
 
@@ -96,10 +100,12 @@ def native_product(x, kernel):
     return torch.reshape(torch.from_numpy(portable_kernels.matmul(flat, value)), (*x.shape[:-1], value.shape[1]))
 
 
-def _no_gradient_on_cpu(training, inputs):
-    """Whether a layer's call of `inputs` records no gradient (`training` false, none recorded) and runs on a CPU:
-    where its native paths run."""
-    return not (training or torch.is_grad_enabled() or ops.convert_to_tensor(inputs).device.type != "cpu")
+def _no_gradient_on_cpu(layer, training, inputs):
+    """Whether `layer`'s call of `inputs` records no gradient (`training` false, and `records_gradient` false of the
+    inputs and the layer's weights: a frozen layer in a training step records none) and runs on a CPU: where its
+    native paths run."""
+    return not (training or records_gradient(inputs, layer.weights)
+                or keras.tree.flatten(inputs)[0].device.type != "cpu")
 
 
 def projected_lstm(layer, inputs, lengths, initial_state, training, token_index):
@@ -107,7 +113,7 @@ def projected_lstm(layer, inputs, lengths, initial_state, training, token_index)
     recurrence reads the picked rows in place), the input half by `native_product` (where the library is built),
     and a layer of one row a position (no `token_index`) by `inside_positions_scan`; elsewhere the portable code.
     The same values to float32 round-off."""
-    inference = _no_gradient_on_cpu(training, inputs)
+    inference = _no_gradient_on_cpu(layer, training, inputs)
     scan = inside_positions_scan if inference and token_index is None else lstm_scan
     if inference and portable_kernels.load_library() is not None:
         scan = functools.partial(scan, product=native_product)
