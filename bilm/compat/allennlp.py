@@ -206,7 +206,7 @@ class Elmo(keras.layers.Layer):
                             f"{MAX_WORD_LENGTH}, as every published model reads.")
         leading = tuple(ops.shape(inputs)[:-1])
         inputs = ops.reshape(ops.cast(inputs, "int32"), (-1,) + tuple(ops.shape(inputs)[-2:]))
-        layers, mask = self._layers_with_boundaries(inputs)
+        layers, mask = self._layers_with_boundaries(inputs, training)
         representations = []
         for mix in self.scalar_mixes:
             representation, representation_mask = mix(layers, mask=mask), mask
@@ -221,7 +221,7 @@ class Elmo(keras.layers.Layer):
                                          for r in representations],
                 "mask": ops.reshape(representation_mask, leading)}
 
-    def _layers_with_boundaries(self, ids):
+    def _layers_with_boundaries(self, ids, training):
         """`([n_layers + 1] x (batch, timesteps + 2, 2P), mask (batch, timesteps + 2))` of char ids `(batch,
         timesteps, C)`: the biLM's layers over each sentence between `<S>` and `</S>`, zero at padding."""
         batch, timesteps = ops.shape(ids)[0], ops.shape(ids)[1]
@@ -235,7 +235,9 @@ class Elmo(keras.layers.Layer):
         inputs = {"token_characters": ids}
         for key, _, size in state_keys(self.options):
             inputs[key] = ops.zeros((batch, size), "float32")
-        outputs = self.network(inputs, training=False)
+        # The biLM's training paths only where it trains (`requires_grad`); frozen, its inference paths (the fast
+        # ones), which no gradient goes through.
+        outputs = self.network(inputs, training=bool(training) and self.network.trainable)
         mask = positions < ops.expand_dims(lengths, 1) + 2
         keep = ops.expand_dims(ops.cast(mask, "float32"), -1)
         token = outputs["token_embeddings"]

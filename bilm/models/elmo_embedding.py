@@ -95,7 +95,9 @@ class ELMoEmbedding(ELMoInputs, LayerArguments, keras.layers.Layer):
             ones before its first `''`; anything after it is ignored. Give
             `fit` strings as tensors or a `tf.data.Dataset`: Keras's NumPy
             adapter rejects NumPy string arrays.
-        training: Python bool; enables `dropout`.
+        training: Python bool; enables `dropout`, and the biLM's training
+            paths where it trains (`trainable_bilm`: gradients through it on
+            every backend).
 
     Returns:
         The tensor (or dict) named by `output`, with `time` the input's
@@ -222,7 +224,8 @@ class ELMoEmbedding(ELMoInputs, LayerArguments, keras.layers.Layer):
         Args:
             ids: int32 `(batch, time + 2, C)` char ids or `(batch, time + 2)`
                 token ids, shifted +1 with 0 as padding.
-            training: enables `dropout` on `elmo`.
+            training: enables `dropout` on `elmo`, and the biLM's training
+                paths where it trains (`trainable_bilm`).
 
         Returns:
             dict: `word_emb`, `lstm_outputs{l}`, `elmo`, `default`, `mask`,
@@ -234,8 +237,10 @@ class ELMoEmbedding(ELMoInputs, LayerArguments, keras.layers.Layer):
         inputs = {"token_characters" if self.use_character_inputs else "token_ids": ids}
         for key, _, size in state_keys(self.options):
             inputs[key] = ops.broadcast_to(self.start_state[key], (batch, size))
-        # The biLM has no dropout; training only matters for the mix's dropout.
-        layers = elmo_outputs(direct_call(self.network, inputs, training=False), self.options.n_layers)
+        # The biLM has no dropout. Its layers take their training paths only where it trains (`trainable_bilm`): a
+        # frozen biLM runs its inference paths (the fast ones), which no gradient goes through.
+        trains_bilm = bool(training) and self.network.trainable
+        layers = elmo_outputs(direct_call(self.network, inputs, training=trains_bilm), self.options.n_layers)
         lm_embeddings, mask, lengths = (layers[key] for key in ("lm_embeddings", "mask", "lengths"))
         elmo = self.mix(lm_embeddings, mask=mask)
         # Layer norm moves padded positions away from zero; padding stays zero here.

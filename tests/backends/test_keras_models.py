@@ -146,3 +146,27 @@ def test_a_frozen_elmo_in_a_pytorch_training_step_runs_bilms_native_paths_and_a_
         np.testing.assert_allclose(gradient, trainable["gradients"][path], rtol=1e-4, atol=1e-6, err_msg=path)
     lstm = [np.abs(g).max() for path, g in trainable["gradients"].items() if "lstm" in path]
     assert lstm and min(lstm) > 0 and set(frozen["gradients"]) < set(trainable["gradients"])
+
+
+FINE_TUNED_TAGGER = TAGGER.replace('start="zeros")', 'start="zeros", trainable_bilm=True)').replace(
+    "history = model.fit", 'kernel = lambda: keras.ops.convert_to_numpy(layer.network.get_layer("forward_lstm_1")'
+    '.recurrent_kernel)[:2].tolist()\nstart = kernel()\nhistory = model.fit').replace(
+    '"tensorflow_imported"', '"bilm_kernel": kernel(), "bilm_kernel_start": start, "tensorflow_imported"')
+
+
+@pytest.mark.slow
+def test_a_tagger_that_fine_tunes_its_bilm_trains_alike_on_every_backend(tagger_data):
+    """`trainable_bilm=True` in `fit`: the biLM takes its training paths, which gradients go through on every
+    backend (JAX's inference recurrence, an XLA custom call, has none), to the same losses and weights."""
+    assert FINE_TUNED_TAGGER.count("trainable_bilm=True") == 1 and '"bilm_kernel"' in FINE_TUNED_TAGGER
+    reports = {backend: json_result(run_on_backend(backend, FINE_TUNED_TAGGER, tagger_data)) for backend in BACKENDS}
+    reference = reports["tensorflow"]
+    assert reference["losses"][-1] < reference["losses"][0] * 0.9
+    frozen = json_result(run_on_backend("tensorflow", TAGGER, tagger_data))
+    assert reference["losses"][1:] != pytest.approx(frozen["losses"][1:], rel=1e-4)  # the biLM's training counts
+    for backend, report in reports.items():
+        np.testing.assert_allclose(report["losses"], reference["losses"], rtol=1e-4, err_msg=backend)
+        moved = np.abs(np.subtract(report["bilm_kernel"], report["bilm_kernel_start"])).max()
+        np.testing.assert_allclose(report["bilm_kernel"], reference["bilm_kernel"], atol=moved * 1e-2, err_msg=backend)
+        assert moved > 1e-2, (backend, moved)
+        assert report["reloaded_deviation"] < 1e-6, backend
