@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import numpy_reference as R
-from backend_processes import json_result, run_on_backend
+from backend_processes import BACKENDS, json_result, run_on_backend
 from bilm.compat.allennlp import Elmo, batch_to_ids
 from bilm.errors import UserError
 
@@ -129,6 +129,56 @@ def test_a_keras_model_with_elmo_trains_its_mix_and_not_the_bilm(model):
     changed = {v.path for v in elmo.weights if not np.array_equal(keras.ops.convert_to_numpy(v), before[v.path])}
     assert {path for path in changed if "seed" not in path} == {"scalar_mix_0/scalar_parameters",
                                                                 "scalar_mix_0/gamma"}
+
+
+KERAS_CLASSIFIER = """
+import json, sys
+import keras
+import numpy as np
+from bilm.compat.allennlp import Elmo, batch_to_ids
+from test_allennlp_elmo import SENTENCES
+
+options_file, weight_file = sys.argv[1:3]
+ids = keras.ops.convert_to_numpy(batch_to_ids(SENTENCES)).astype(np.int32)
+report = {}
+for requires_grad in (False, True):
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((None, 50), dtype="int32")  # built on symbolic sizes
+    elmo = Elmo(options_file, weight_file, 1, dropout=0, requires_grad=requires_grad)
+    representation = elmo(inputs)["elmo_representations"][0]
+    dense = keras.layers.Dense(2)
+    classifier = keras.Model(inputs, dense(keras.layers.GlobalAveragePooling1D()(representation)))
+    kernel = np.random.default_rng(1).normal(0, 0.5, (elmo.get_output_dim(), 2)).astype(np.float32)
+    dense.set_weights([kernel, np.zeros(2, np.float32)])  # the same start on every backend
+    classifier.compile(optimizer=keras.optimizers.SGD(0.5),
+                       loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    before = {v.path: keras.ops.convert_to_numpy(v).copy() for v in elmo.weights}
+    history = classifier.fit(ids, np.array([0, 1, 0, 1]), batch_size=4, epochs=3, shuffle=False, verbose=0)
+    report[str(requires_grad)] = {
+        "losses": history.history["loss"],
+        "changed": sorted(v.path for v in elmo.weights if "seed" not in v.path
+                          and not np.array_equal(keras.ops.convert_to_numpy(v), before[v.path]))}
+print(json.dumps(report))
+"""
+
+
+@pytest.mark.slow
+def test_a_keras_model_with_elmo_builds_and_trains_alike_on_every_backend_the_bilm_only_with_requires_grad(model):
+    """The Keras classifier on each backend, built on symbolic sizes: frozen, only the mix trains; with
+    `requires_grad` the biLM too (gradients through its training paths: JAX's inference recurrence has none), to
+    TensorFlow's losses."""
+    options_file, weight_file, _ = model
+    reports = {backend: json_result(run_on_backend(
+        backend, KERAS_CLASSIFIER, options_file, weight_file,
+        environment={"PYTHONPATH": str(__import__("pathlib").Path(__file__).parent)})) for backend in BACKENDS}
+    for backend, report in reports.items():
+        frozen, tuned = report["False"], report["True"]
+        assert {path.rsplit("/", 1)[-1] for path in frozen["changed"]} == {"scalar_parameters", "gamma"}, backend
+        assert len(tuned["changed"]) > 20 and set(frozen["changed"]) < set(tuned["changed"]), backend
+        for variant in ("False", "True"):
+            np.testing.assert_allclose(report[variant]["losses"], reports["tensorflow"][variant]["losses"],
+                                       rtol=1e-4, err_msg=f"{backend}, requires_grad={variant}")
+    assert reports["tensorflow"]["True"]["losses"] != reports["tensorflow"]["False"]["losses"]
 
 
 TORCH_CLASSIFIER = """

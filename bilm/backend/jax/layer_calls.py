@@ -101,7 +101,8 @@ def char_cnn(layer, flat_ids, direct_up_to=0):
     elsewhere the portable code. The same values to float32 round-off."""
     bound = _BOUND.get()
     if bound is None:
-        if direct_up_to > 0 and flat_ids.shape[0] >= TABLE_LOOP_ROWS and jax.default_backend() == "cpu":
+        if (direct_up_to > 0 and _known(flat_ids.shape[0]) and flat_ids.shape[0] >= TABLE_LOOP_ROWS
+                and jax.default_backend() == "cpu"):
             return layer.portable_features(flat_ids, convolutions=table_loop_char_convolutions)
         return layer.portable_features(flat_ids)
     if bound.columns is not None:
@@ -129,8 +130,8 @@ def projected_lstm(layer, inputs, lengths, initial_state, training, token_index)
     (`lstm_column_steps`), and other batches, one sentence a call among them, each step's input half in the step
     (`lstm_input_steps.lstm_scan_inputs_in_steps`); elsewhere the portable code. The same values to float32
     round-off."""
-    inference = not training and jax.default_backend() == "cpu"
     batch = (inputs if token_index is None else token_index).shape[0]
+    inference = not training and jax.default_backend() == "cpu" and _known(batch)
     if inference and _native_steps_run(layer, batch):
         return layer.portable_call(inputs, lengths, initial_state, training, token_index, lstm_scan_native)
     if inference and runs_in_columns(batch, layer.recurrent_kernel.shape):
@@ -141,6 +142,12 @@ def projected_lstm(layer, inputs, lengths, initial_state, training, token_index)
                                        functools.partial(lstm_scan_in_columns, transposes=transposes))
     return layer.portable_call(inputs, lengths, initial_state, training, token_index,
                                lstm_scan_inputs_in_steps if inference else lstm_scan)
+
+
+def _known(size):
+    """Whether an array's `size` is a number: Keras traces a layer's output spec with symbolic sizes
+    (`jax.export`'s), which no path's choice can compare; there the portable code gives the shapes."""
+    return isinstance(size, int)
 
 
 def _native_steps_run(layer, batch):
