@@ -52,7 +52,7 @@ class Trainer:
         return ArrayTrainingRun(step, step.initial_state(softmax_seed=seed), stop_signals=stop_signals,
                                 save_dir=save_dir, log_dir=log_dir, verbose=loop.verbose, save_timer=save_timer,
                                 options=config.options.to_dict(), seed=seed, max_to_keep=loop.max_to_keep,
-                                data_source=config.data_fingerprints,
+                                data_fingerprints=config.data_fingerprints,
                                 vocabulary=None if config.vocabulary is None else config.vocabulary.fingerprint,
                                 chief=self.chief)
 

@@ -26,7 +26,7 @@ class BaseRun:
             (`bilm.training.run.run_checkpoint`); `max_to_keep`: the
             checkpoints kept there.
         options: the run's options dict; `seed`: its seed (None: none);
-            `data_source`: the stream's fingerprints
+            `data_fingerprints`: the stream's
             (`bilm.training.config.training_config.data_fingerprints`: the
             first is recorded, a checkpoint of any of them continues);
             `vocabulary`: its vocabulary's (None: the data has no vocabulary
@@ -37,14 +37,14 @@ class BaseRun:
         continue_with: how to continue after a stop, for `TrainingInterrupted`'s message (None: its default).
     """
 
-    def __init__(self, settings, log_dir, verbose, save_timer, *, save_dir, max_to_keep, options, seed, data_source,
-                 vocabulary, taken=0, consumed=0, chief=True, continue_with=None):
+    def __init__(self, settings, log_dir, verbose, save_timer, *, save_dir, max_to_keep, options, seed,
+                 data_fingerprints, vocabulary, taken=0, consumed=0, chief=True, continue_with=None):
         self.settings = settings
         self.save_dir = save_dir
         self.max_to_keep = max_to_keep
         self.options = options
         self.seed = seed
-        self.data_source = data_source
+        self.data_fingerprints = tuple(data_fingerprints)
         self.vocabulary = vocabulary
         self.step_count = taken
         self.batches_consumed = consumed
@@ -85,7 +85,7 @@ class BaseRun:
         if not lstm_restored:
             self.report("The saved LSTM states have another number of rows (batch size, replicas or devices "
                         "changed); they start from zeros.")
-        if meta["data_source"] is not None and meta["data_source"] not in self.data_source:
+        if meta["data_source"] is not None and meta["data_source"] not in self.data_fingerprints:
             self.report("New training data: starting at its beginning.")
             return False
         self.batches_consumed = meta["data_batches"]
@@ -107,7 +107,7 @@ class BaseRun:
             run_checkpoint.save_checkpoint(
                 self.save_dir, self.state_arrays(), self.step_count, self.options, self.seed,
                 self.boundary_state_arrays(),
-                data_batches=self.batches_consumed, data_source=self.data_source[0], vocabulary=self.vocabulary,
+                data_batches=self.batches_consumed, data_source=self.data_fingerprints[0], vocabulary=self.vocabulary,
                 max_to_keep=self.max_to_keep)
 
     def open_progress(self, total):
