@@ -80,9 +80,7 @@ def train(options, data, n_gpus, save_dir, log_dir, restart_ckpt_file=None, *,
         seed: seeds the global generators (`keras.utils.set_random_seed`:
             initialisation, negative sampling) and the dropout masks.
         data_source: a label that identifies the stream for restarts
-            (default: a file-pattern stream's shard names and sizes, so a
-            corpus moved to another folder or machine is the same data;
-            `bilm.training.config.training_config.data_fingerprints`).
+            (default: its shards' names and sizes, `data_fingerprints`).
         max_to_keep: checkpoints kept in `save_dir`.
         tune_malloc: first call `bilm.utils.malloc_tuning.keep_freed_memory`
             (glibc keeps freed memory for reuse: faster steps, a higher peak);
