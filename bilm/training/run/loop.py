@@ -79,8 +79,7 @@ def train(options, data, n_gpus, save_dir, log_dir, restart_ckpt_file=None, *,
         summary_every: TensorBoard scalars every this many steps.
         seed: seeds the global generators (`keras.utils.set_random_seed`:
             initialisation, negative sampling) and the dropout masks.
-        data_source: a label that identifies the stream for restarts
-            (default: its shards' names and sizes, `data_fingerprints`).
+        data_source: a label that identifies the stream for restarts (default: its shards, `data_fingerprints`).
         max_to_keep: checkpoints kept in `save_dir`.
         tune_malloc: first call `bilm.utils.malloc_tuning.keep_freed_memory`
             (glibc keeps freed memory for reuse: faster steps, a higher peak);
