@@ -44,11 +44,16 @@ class TrainingConfig:
 
 def describe_data(data):
     """The stream's file pattern (`LMDataset`, `BidirectionalLMDataset`), else its type's name."""
+    stream = _file_stream(data)
+    return type(data).__name__ if stream is None else os.fspath(stream.filepattern)
+
+
+def _file_stream(data):
+    """The file-pattern stream `data` reads (itself, or a `BidirectionalLMDataset`'s forward one), else None."""
     for source in (data, getattr(data, "forward", None)):
-        pattern = getattr(source, "filepattern", None)
-        if isinstance(pattern, (str, os.PathLike)):
-            return os.fspath(pattern)
-    return type(data).__name__
+        if isinstance(getattr(source, "filepattern", None), (str, os.PathLike)):
+            return source
+    return None
 
 
 def data_fingerprint(description):
@@ -56,15 +61,6 @@ def data_fingerprint(description):
     recorded: the file pattern as given): a checkpoint records it, so that a restart knows whether its data is
     the same."""
     return zlib.crc32(str(description).encode("utf-8", "surrogateescape"))
-
-
-def stream_shards(data):
-    """The shard files a file-pattern stream reads (`LMDataset`, `BidirectionalLMDataset`), else None."""
-    for source in (data, getattr(data, "forward", None)):
-        shards = getattr(source, "shards", None)
-        if isinstance(shards, (list, tuple)) and shards:
-            return list(shards)
-    return None
 
 
 def pattern_root(pattern):
@@ -91,8 +87,9 @@ def data_fingerprints(data, data_source=None):
     """
     if data_source is not None:
         return (data_fingerprint(os.fspath(data_source)),)
-    pattern, shards = describe_data(data), stream_shards(data)
-    if shards is None:
+    pattern, stream = describe_data(data), _file_stream(data)
+    shards = getattr(stream, "shards", None)
+    if not shards:
         return (data_fingerprint(pattern),)
     root = pattern_root(pattern)
     listing = "\n".join(f"{os.path.relpath(os.path.abspath(path), root)}\t{os.path.getsize(path)}"
