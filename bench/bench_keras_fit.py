@@ -47,16 +47,17 @@ def parse_args(argv=None):
 
 class StepTimes:
     """A Keras callback's list of each batch's seconds in `fit` or `predict` (`seconds`, reset at each start), and
-    the loss `fit` logged at each (`losses`: Keras's running mean over the epoch's batches)."""
+    the loss `fit` logged at each (`losses`: Keras's running mean over the epoch's batches; reset by `fit` alone)."""
 
     def __init__(self, keras):
         times = self
 
         class Callback(keras.callbacks.Callback):
             def on_train_begin(self, logs=None):
-                times.seconds = []
+                times.seconds, times.losses = [], []
 
-            on_predict_begin = on_train_begin
+            def on_predict_begin(self, logs=None):
+                times.seconds = []
 
             def on_train_batch_begin(self, batch, logs=None):
                 times.started = time.perf_counter()
@@ -98,7 +99,7 @@ def measure(args):
     model.fit(ids[:first], tags[:first], batch_size=args.batch_size, verbose=0)
     first_step = time.perf_counter() - start
     model.fit(ids[first:], tags[first:], batch_size=args.batch_size, shuffle=False, verbose=0,
-                        callbacks=[times.callback], steps_per_epoch=args.warmup + args.steps)
+              callbacks=[times.callback], steps_per_epoch=args.warmup + args.steps)
     step = statistics.median(times.seconds[args.warmup:])
     model.predict(ids[:first], batch_size=args.batch_size, verbose=0)
     model.predict(ids[first:], batch_size=args.batch_size, verbose=0, callbacks=[times.callback])

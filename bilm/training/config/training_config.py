@@ -27,19 +27,19 @@ class TrainingConfig:
             `NewRun`, `Restart` or `Adaptation`).
         data_source: what describes the training stream (its file pattern,
             or the caller's `data_source`).
-        vocabulary: the stream's `Vocabulary` (None: it has none), whose
-            fingerprint each checkpoint records.
         data_fingerprints: the stream's fingerprints (`data_fingerprints`):
             each checkpoint records the first, and a restart continues the
             stream of a checkpoint that recorded any of them.
+        vocabulary: the stream's `Vocabulary` (None: it has none), whose
+            fingerprint each checkpoint records.
     """
 
     options: BiLMOptions
     settings: TrainingSettings
     origin: object
     data_source: str
+    data_fingerprints: tuple
     vocabulary: object = None
-    data_fingerprints: tuple = ()
 
 
 def describe_data(data):
@@ -136,4 +136,4 @@ def resolve_training_config(options, data, origin, *, vocabulary=None, data_sour
             keys["n_train_tokens"] = report_token_count(count_tokens(pattern), pattern, verbose)
     options = options.updated(**keys) if keys else options
     options, settings = training_settings(options, need_schedule=True)
-    return TrainingConfig(options, settings, origin, data_source, vocabulary, fingerprints)
+    return TrainingConfig(options, settings, origin, data_source, fingerprints, vocabulary)
